@@ -1,0 +1,22 @@
+//! hk-console: the operator's console for a home-network HA k3s platform.
+//!
+//! Module map (data flows one way: model -> engine -> effects -> UI):
+//!
+//! - [`yaml`]: YAML text to a tree of positioned nodes, typed as Ansible types them.
+//! - [`repo`]: the infra repo as data: `hk-console.yaml`, the Ansible INI inventory with
+//!   group_vars/host_vars, Jinja resolution, environments, Flux overlays.
+//! - [`runbook`]: PURE. Runbook schema and validation, the planner, the run state machine.
+//! - [`journal`]: the append-only, fsync'd JSONL record of a run, and its replay.
+//! - [`checks`]: PURE rules over the model: the static parity contract (L0).
+//! - [`cli`]: the commands and flags; `main.rs` only dispatches.
+//!
+//! `runbook` and `checks` do no IO and know no terminal.
+
+#![forbid(unsafe_code)]
+
+pub mod checks;
+pub mod cli;
+pub mod journal;
+pub mod repo;
+pub mod runbook;
+pub mod yaml;

@@ -1,0 +1,560 @@
+//! A YAML loader that keeps where every node came from.
+//!
+//! Owns: turning YAML text into a tree of [`Node`]s, each with its 1-based line and column,
+//! and typing plain scalars the way Ansible does (PyYAML's YAML 1.1 resolvers: `yes`/`on`
+//! are booleans, `0755` is octal, `1:20` is sexagesimal, `1e3` is a string). Checks and
+//! validation use the marks to name `file:line:col`; the inventory uses the typing so that
+//! `hk-console inventory --list` agrees with `ansible-inventory --list`.
+//!
+//! Must not: read files (callers pass text and a name), or decrypt anything. A `!vault`
+//! value stays an opaque [`Value::Vaulted`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::OnceLock;
+
+use regex::Regex;
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::{Marker, TScalarStyle};
+
+/// A position in a source text, both 1-based.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord)]
+pub struct Mark {
+    pub line: usize,
+    pub col: usize,
+}
+
+impl fmt::Display for Mark {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.col)
+    }
+}
+
+impl From<Marker> for Mark {
+    fn from(m: Marker) -> Self {
+        Mark {
+            line: m.line(),
+            col: m.col() + 1,
+        }
+    }
+}
+
+/// A YAML node with its position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub value: Value,
+    pub mark: Mark,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    /// An inline `!vault` value: opaque, never decrypted or shown.
+    Vaulted,
+    Seq(Vec<Node>),
+    /// Keys keep their source order; a duplicate key keeps the last value, as PyYAML does.
+    Map(Vec<(Node, Node)>),
+}
+
+/// What a parse failure says: where, and what the parser expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{mark}: {message}")]
+pub struct YamlError {
+    pub mark: Mark,
+    pub message: String,
+}
+
+/// Parse every document in `text`. An empty text is zero documents.
+pub fn parse_documents(text: &str) -> Result<Vec<Node>, YamlError> {
+    let mut builder = Builder::default();
+    let mut parser = Parser::new_from_str(text);
+    parser.load(&mut builder, true).map_err(|e| YamlError {
+        mark: Mark::from(*e.marker()),
+        message: e.info().to_string(),
+    })?;
+    if let Some(err) = builder.error {
+        return Err(err);
+    }
+    Ok(builder.docs)
+}
+
+/// Parse exactly one document (an empty text is `Null` at 1:1).
+pub fn parse_one(text: &str) -> Result<Node, YamlError> {
+    let mut docs = parse_documents(text)?;
+    match docs.len() {
+        0 => Ok(Node {
+            value: Value::Null,
+            mark: Mark { line: 1, col: 1 },
+        }),
+        1 => Ok(docs.remove(0)),
+        _ => Err(YamlError {
+            mark: docs[1].mark,
+            message: "expected a single YAML document, found more than one".into(),
+        }),
+    }
+}
+
+impl Node {
+    /// The value under a string key of a mapping.
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        self.entry(key).map(|(_, v)| v)
+    }
+
+    /// The key node and value node under a string key of a mapping.
+    pub fn entry(&self, key: &str) -> Option<(&Node, &Node)> {
+        match &self.value {
+            Value::Map(entries) => entries
+                .iter()
+                .rev()
+                .find(|(k, _)| k.as_key().as_deref() == Some(key))
+                .map(|(k, v)| (k, v)),
+            _ => None,
+        }
+    }
+
+    /// Follow a path of mapping keys.
+    pub fn path(&self, keys: &[&str]) -> Option<&Node> {
+        keys.iter().try_fold(self, |node, key| node.get(key))
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.value {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_seq(&self) -> Option<&[Node]> {
+        match &self.value {
+            Value::Seq(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    pub fn as_map(&self) -> Option<&[(Node, Node)]> {
+        match &self.value {
+            Value::Map(entries) => Some(entries),
+            _ => None,
+        }
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self.value, Value::Null)
+    }
+
+    /// A scalar as the string a mapping key stands for (what `json.dumps` would write).
+    pub fn as_key(&self) -> Option<String> {
+        match &self.value {
+            Value::Str(s) => Some(s.clone()),
+            Value::Int(i) => Some(i.to_string()),
+            Value::Float(f) => Some(python_float_repr(*f)),
+            Value::Bool(b) => Some(if *b { "true" } else { "false" }.into()),
+            Value::Null => Some("null".into()),
+            _ => None,
+        }
+    }
+
+    /// The JSON a Python `json.dumps` of the loaded value would give.
+    /// Vaulted values become the string `"<vaulted>"` so nothing secret can leak through.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match &self.value {
+            Value::Null => J::Null,
+            Value::Bool(b) => J::Bool(*b),
+            Value::Int(i) => J::from(*i),
+            Value::Float(f) => serde_json::Number::from_f64(*f)
+                .map(J::Number)
+                .unwrap_or_else(|| J::String(python_float_repr(*f))),
+            Value::Str(s) => J::String(s.clone()),
+            Value::Vaulted => J::String(VAULTED_PLACEHOLDER.into()),
+            Value::Seq(items) => J::Array(items.iter().map(Node::to_json).collect()),
+            Value::Map(entries) => {
+                let mut map = serde_json::Map::new();
+                for (k, v) in entries {
+                    let key = k.as_key().unwrap_or_else(|| k.to_json().to_string());
+                    map.insert(key, v.to_json());
+                }
+                J::Object(map)
+            }
+        }
+    }
+
+    /// Whether any value in this tree is a `!vault` value.
+    pub fn contains_vaulted(&self) -> bool {
+        match &self.value {
+            Value::Vaulted => true,
+            Value::Seq(items) => items.iter().any(Node::contains_vaulted),
+            Value::Map(entries) => entries.iter().any(|(_, v)| v.contains_vaulted()),
+            _ => false,
+        }
+    }
+}
+
+/// What a vaulted value prints as, anywhere.
+pub const VAULTED_PLACEHOLDER: &str = "<vaulted>";
+
+fn python_float_repr(f: f64) -> String {
+    if f.is_nan() {
+        "NaN".into()
+    } else if f.is_infinite() {
+        if f > 0.0 { "Infinity" } else { "-Infinity" }.into()
+    } else {
+        format!("{f:?}")
+    }
+}
+
+#[derive(Default)]
+struct Builder {
+    docs: Vec<Node>,
+    stack: Vec<Frame>,
+    anchors: HashMap<usize, Node>,
+    error: Option<YamlError>,
+}
+
+enum Frame {
+    Seq {
+        node: Node,
+        anchor: usize,
+    },
+    Map {
+        node: Node,
+        anchor: usize,
+        pending_key: Option<Node>,
+        /// Entries brought in by `<<` merge keys; explicit keys win over them.
+        merged: Vec<(Node, Node)>,
+    },
+}
+
+impl Builder {
+    fn fail(&mut self, mark: Mark, message: impl Into<String>) {
+        if self.error.is_none() {
+            self.error = Some(YamlError {
+                mark,
+                message: message.into(),
+            });
+        }
+    }
+
+    fn push_value(&mut self, node: Node) {
+        match self.stack.last_mut() {
+            None => self.docs.push(node),
+            Some(Frame::Seq { node: seq, .. }) => {
+                if let Value::Seq(items) = &mut seq.value {
+                    items.push(node);
+                }
+            }
+            Some(Frame::Map {
+                node: map,
+                pending_key,
+                merged,
+                ..
+            }) => match pending_key.take() {
+                None => *pending_key = Some(node),
+                Some(key) => {
+                    if key.as_str() == Some("<<") && !matches!(key.value, Value::Null) {
+                        let sources: Vec<Node> = match node.value {
+                            Value::Map(_) => vec![node],
+                            Value::Seq(items) => items,
+                            _ => {
+                                let mark = node.mark;
+                                self.fail(mark, "a merge key `<<` needs a mapping or a list of mappings");
+                                return;
+                            }
+                        };
+                        for source in sources {
+                            if let Value::Map(entries) = source.value {
+                                for (k, v) in entries {
+                                    if !merged.iter().any(|(mk, _)| mk.as_key() == k.as_key()) {
+                                        merged.push((k, v));
+                                    }
+                                }
+                            }
+                        }
+                    } else if let Value::Map(entries) = &mut map.value {
+                        let key_text = key.as_key();
+                        entries.retain(|(k, _)| k.as_key() != key_text || key_text.is_none());
+                        entries.push((key, node));
+                    }
+                }
+            },
+        }
+    }
+
+    fn close(&mut self, node: Node, anchor: usize) {
+        if anchor != 0 {
+            self.anchors.insert(anchor, node.clone());
+        }
+        self.push_value(node);
+    }
+}
+
+impl MarkedEventReceiver for Builder {
+    fn on_event(&mut self, ev: Event, marker: Marker) {
+        if self.error.is_some() {
+            return;
+        }
+        let mark = Mark::from(marker);
+        match ev {
+            Event::Scalar(text, style, anchor, tag) => {
+                let value = resolve_scalar(&text, style, tag.as_ref().map(|t| (t.handle.as_str(), t.suffix.as_str())));
+                let value = match value {
+                    Ok(v) => v,
+                    Err(msg) => {
+                        self.fail(mark, msg);
+                        return;
+                    }
+                };
+                self.close(Node { value, mark }, anchor);
+            }
+            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq {
+                node: Node {
+                    value: Value::Seq(Vec::new()),
+                    mark,
+                },
+                anchor,
+            }),
+            Event::MappingStart(anchor, _) => self.stack.push(Frame::Map {
+                node: Node {
+                    value: Value::Map(Vec::new()),
+                    mark,
+                },
+                anchor,
+                pending_key: None,
+                merged: Vec::new(),
+            }),
+            Event::SequenceEnd => {
+                if let Some(Frame::Seq { node, anchor }) = self.stack.pop() {
+                    self.close(node, anchor);
+                }
+            }
+            Event::MappingEnd => {
+                if let Some(Frame::Map {
+                    mut node,
+                    anchor,
+                    merged,
+                    ..
+                }) = self.stack.pop()
+                {
+                    if let Value::Map(entries) = &mut node.value {
+                        for (k, v) in merged {
+                            if !entries.iter().any(|(ek, _)| ek.as_key() == k.as_key()) {
+                                entries.push((k, v));
+                            }
+                        }
+                    }
+                    self.close(node, anchor);
+                }
+            }
+            Event::Alias(id) => match self.anchors.get(&id) {
+                Some(node) => {
+                    let mut node = node.clone();
+                    node.mark = mark;
+                    self.push_value(node);
+                }
+                None => self.fail(mark, "alias to an anchor that is not defined"),
+            },
+            Event::Nothing
+            | Event::StreamStart
+            | Event::StreamEnd
+            | Event::DocumentStart
+            | Event::DocumentEnd => {}
+        }
+    }
+}
+
+fn resolve_scalar(text: &str, style: TScalarStyle, tag: Option<(&str, &str)>) -> Result<Value, String> {
+    match tag {
+        Some(("!", "vault")) => return Ok(Value::Vaulted),
+        Some(("!", "unsafe")) => return Ok(Value::Str(text.to_string())),
+        Some(("tag:yaml.org,2002:", "str")) | Some(("!!", "str")) => {
+            return Ok(Value::Str(text.to_string()))
+        }
+        Some(("tag:yaml.org,2002:", kind)) | Some(("!!", kind)) => {
+            let v = resolve_plain(text);
+            let ok = matches!(
+                (kind, &v),
+                ("int", Value::Int(_))
+                    | ("float", Value::Float(_))
+                    | ("bool", Value::Bool(_))
+                    | ("null", Value::Null)
+            );
+            if ok {
+                return Ok(v);
+            }
+            if kind == "float" {
+                if let Value::Int(i) = v {
+                    return Ok(Value::Float(i as f64));
+                }
+            }
+            return Err(format!("`{text}` cannot be read as !!{kind}"));
+        }
+        _ => {}
+    }
+    if style != TScalarStyle::Plain {
+        return Ok(Value::Str(text.to_string()));
+    }
+    Ok(resolve_plain(text))
+}
+
+struct Resolvers {
+    bool_: Regex,
+    int: Regex,
+    float: Regex,
+    null: Regex,
+}
+
+fn resolvers() -> &'static Resolvers {
+    static R: OnceLock<Resolvers> = OnceLock::new();
+    R.get_or_init(|| {
+        // PyYAML's YAML 1.1 implicit resolvers, which Ansible's loader inherits.
+        #[allow(clippy::unwrap_used)] // constant patterns, covered by tests
+        Resolvers {
+            bool_: Regex::new(r"^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$").unwrap(),
+            int: Regex::new(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$").unwrap(),
+            float: Regex::new(r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$").unwrap(),
+            null: Regex::new(r"^(?:~|null|Null|NULL|)$").unwrap(),
+        }
+    })
+}
+
+fn resolve_plain(text: &str) -> Value {
+    let r = resolvers();
+    if r.null.is_match(text) {
+        return Value::Null;
+    }
+    if r.bool_.is_match(text) {
+        return Value::Bool(matches!(text.as_bytes()[0], b'y' | b'Y' | b't' | b'T') || text.eq_ignore_ascii_case("on"));
+    }
+    if r.int.is_match(text) {
+        if let Some(i) = parse_yaml11_int(text) {
+            return Value::Int(i);
+        }
+    }
+    if r.float.is_match(text) {
+        if let Some(f) = parse_yaml11_float(text) {
+            return Value::Float(f);
+        }
+    }
+    Value::Str(text.to_string())
+}
+
+fn split_sign(text: &str) -> (i64, &str) {
+    match text.as_bytes().first() {
+        Some(b'-') => (-1, &text[1..]),
+        Some(b'+') => (1, &text[1..]),
+        _ => (1, text),
+    }
+}
+
+fn parse_yaml11_int(text: &str) -> Option<i64> {
+    let cleaned = text.replace('_', "");
+    let (sign, body) = split_sign(&cleaned);
+    let magnitude = if let Some(bin) = body.strip_prefix("0b") {
+        i64::from_str_radix(bin, 2).ok()?
+    } else if let Some(hex) = body.strip_prefix("0x") {
+        i64::from_str_radix(hex, 16).ok()?
+    } else if body.contains(':') {
+        body.split(':')
+            .try_fold(0i64, |acc, part| Some(acc.checked_mul(60)? + part.parse::<i64>().ok()?))?
+    } else if body.len() > 1 && body.starts_with('0') {
+        i64::from_str_radix(&body[1..], 8).ok()?
+    } else {
+        body.parse::<i64>().ok()?
+    };
+    magnitude.checked_mul(sign)
+}
+
+fn parse_yaml11_float(text: &str) -> Option<f64> {
+    let cleaned = text.replace('_', "").to_ascii_lowercase();
+    let (sign, body) = split_sign(&cleaned);
+    let sign = sign as f64;
+    if body == ".inf" {
+        return Some(sign * f64::INFINITY);
+    }
+    if body == ".nan" {
+        return Some(f64::NAN);
+    }
+    if body.contains(':') {
+        let mut parts = body.split(':').peekable();
+        let mut acc = 0f64;
+        while let Some(part) = parts.next() {
+            let v: f64 = part.parse().ok()?;
+            acc = if parts.peek().is_some() { (acc + v) * 60.0 } else { acc + v };
+        }
+        return Some(sign * acc);
+    }
+    body.parse::<f64>().ok().map(|v| sign * v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scalar(text: &str) -> Value {
+        parse_one(&format!("v: {text}\n")).expect("parse").get("v").expect("v").value.clone()
+    }
+
+    #[test]
+    fn yaml11_typing_matches_pyyaml() {
+        assert_eq!(scalar("yes"), Value::Bool(true));
+        assert_eq!(scalar("Off"), Value::Bool(false));
+        assert_eq!(scalar("y"), Value::Str("y".into()));
+        assert_eq!(scalar("0755"), Value::Int(493));
+        assert_eq!(scalar("08"), Value::Str("08".into()));
+        assert_eq!(scalar("0x1F"), Value::Int(31));
+        assert_eq!(scalar("0b101"), Value::Int(5));
+        assert_eq!(scalar("1_000"), Value::Int(1000));
+        assert_eq!(scalar("1:20"), Value::Int(80));
+        assert_eq!(scalar("6443"), Value::Int(6443));
+        assert_eq!(scalar("-3"), Value::Int(-3));
+        assert_eq!(scalar("1.5"), Value::Float(1.5));
+        assert_eq!(scalar("1e3"), Value::Str("1e3".into()));
+        assert_eq!(scalar("1.0e+3"), Value::Float(1000.0));
+        assert_eq!(scalar("~"), Value::Null);
+        assert_eq!(scalar(""), Value::Null);
+        assert_eq!(scalar("'yes'"), Value::Str("yes".into()));
+        assert_eq!(scalar("192.168.2.9"), Value::Str("192.168.2.9".into()));
+        assert_eq!(scalar("\"{{ kube_vip_address }}\""), Value::Str("{{ kube_vip_address }}".into()));
+    }
+
+    #[test]
+    fn marks_are_one_based_line_and_column() {
+        let doc = parse_one("a: 1\nb:\n  c: [x, y]\n").expect("parse");
+        let c = doc.path(&["b", "c"]).expect("c");
+        assert_eq!(c.mark, Mark { line: 3, col: 6 });
+        let (key, _) = doc.entry("b").expect("b");
+        assert_eq!(key.mark, Mark { line: 2, col: 1 });
+    }
+
+    #[test]
+    fn anchors_aliases_and_merge_keys() {
+        let doc = parse_one("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\n").expect("parse");
+        let other = doc.get("other").expect("other").to_json();
+        assert_eq!(other, serde_json::json!({"y": 3, "x": 1}));
+    }
+
+    #[test]
+    fn vault_tag_is_opaque() {
+        let doc = parse_one("secret: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6162\n").expect("parse");
+        assert_eq!(doc.get("secret").expect("secret").value, Value::Vaulted);
+        assert!(doc.contains_vaulted());
+        assert_eq!(doc.to_json()["secret"], VAULTED_PLACEHOLDER);
+    }
+
+    #[test]
+    fn errors_carry_a_position() {
+        let err = parse_one("a: [1, 2\nb: 3\n").expect_err("must fail");
+        assert!(err.mark.line >= 1, "{err}");
+        assert!(!err.message.is_empty());
+    }
+
+    #[test]
+    fn duplicate_keys_keep_the_last() {
+        let doc = parse_one("a: 1\na: 2\n").expect("parse");
+        assert_eq!(doc.to_json(), serde_json::json!({"a": 2}));
+    }
+}
