@@ -648,12 +648,9 @@ impl Planner<'_> {
                     } else {
                         step.id.clone()
                     };
-                    let mut s = base(
-                        StepKind::Ansible,
-                        false,
-                        format!("Preview {} on {on} (--check --diff)", play.playbook),
-                    );
+                    let mut s = base(StepKind::Ansible, false, String::new());
                     s.id = id;
+                    s.title = preview_title(&title, &play.playbook, &on);
                     s.command = Some(self.ansible_argv(&play, &["--check", "--diff"]));
                     s.cwd = Some(self.env.ansible_dir.clone());
                     out.push(Draft {
@@ -662,12 +659,9 @@ impl Planner<'_> {
                     });
                 }
                 if *check_first {
-                    let mut s = base(
-                        StepKind::Gate,
-                        false,
-                        format!("Approve the diff of {} on {on}", play.playbook),
-                    );
+                    let mut s = base(StepKind::Gate, false, String::new());
                     s.id = format!("{}.approve", step.id);
+                    s.title = approve_title(&title, &play.playbook, &on);
                     s.gate = Some(Gate::ApproveDiff);
                     out.push(Draft {
                         step: s,
@@ -926,6 +920,20 @@ impl Planner<'_> {
             out.push(draft);
         }
         Ok(out)
+    }
+}
+
+fn preview_title(title: &Option<String>, playbook: &str, on: &str) -> String {
+    match title {
+        Some(t) => format!("Preview (--check --diff): {t}"),
+        None => format!("Preview {playbook} on {on} (--check --diff)"),
+    }
+}
+
+fn approve_title(title: &Option<String>, playbook: &str, on: &str) -> String {
+    match title {
+        Some(t) => format!("Approve the diff before: {t}"),
+        None => format!("Approve the diff of {playbook} on {on}"),
     }
 }
 
