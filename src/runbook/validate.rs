@@ -429,9 +429,9 @@ impl Validator {
                         .to_string(),
                 ),
                 _ => (
-                    format!("`{name}` is not a field of a `{}` step", raw.kind),
+                    format!("`{name}` is not a field of a step of kind `{}`", raw.kind),
                     format!(
-                        "a `{}` step takes: {}",
+                        "a step of kind `{}` takes: {}",
                         raw.kind,
                         if rules.allowed.is_empty() {
                             "no kind-specific fields".to_string()
@@ -448,11 +448,15 @@ impl Validator {
                 let hint = match *req {
                     "mutates" => "ssh cannot know what a command does: say `mutates: true` or `mutates: false`".to_string(),
                     "timeout_s" => "say how long to wait, in seconds, e.g. `timeout_s: 600`".to_string(),
-                    _ => format!("a `{}` step needs {}", raw.kind, rules.required.join(", ")),
+                    _ => format!(
+                        "a step of kind `{}` needs: {} (see docs/runbooks.md)",
+                        raw.kind,
+                        rules.required.join(", ")
+                    ),
                 };
                 self.push(
                     key_at("kind"),
-                    format!("a `{}` step needs `{req}`", raw.kind),
+                    format!("a step of kind `{}` needs `{req}`", raw.kind),
                     Some(&hint),
                 );
             }
@@ -460,7 +464,7 @@ impl Validator {
         if raw.kind == "manual" && raw.title.is_none() {
             self.push(
                 key_at("kind"),
-                "a `manual` step needs a `title`".into(),
+                "a step of kind `manual` needs a `title`".into(),
                 Some("the title is what the operator is asked to do, e.g. `title: Run tofu -replace on the node`"),
             );
         }
