@@ -468,3 +468,25 @@ fn the_plan_json_has_the_documented_shape() {
     let back: Plan = serde_json::from_value(json).expect("round trip");
     assert_eq!(back, p);
 }
+
+#[test]
+fn an_only_on_group_missing_from_the_inventory_fails_instead_of_skipping() {
+    let rb = parse(
+        "id: t\nenvironments: [prod]\ntarget: { group: servers }\nsteps:\n  - id: s\n    kind: ssh\n    only_on: vpn_gatewayz\n    mutates: false\n    command: uptime\n",
+    );
+    let err = plan(&rb, &prod(), &homelab()).expect_err("unknown group");
+    assert_eq!(
+        err.to_string(),
+        "runbook `t`: group `vpn_gatewayz` is not in the inventory"
+    );
+}
+
+#[test]
+fn a_target_group_missing_from_the_inventory_fails() {
+    let rb = parse("id: t\nenvironments: [prod]\ntarget: { group: k3s_nope }\nsteps:\n  - id: s\n    kind: ssh\n    mutates: false\n    command: uptime\n");
+    let err = plan(&rb, &prod(), &homelab()).expect_err("unknown group");
+    assert_eq!(
+        err.to_string(),
+        "runbook `t`: group `k3s_nope` is not in the inventory"
+    );
+}

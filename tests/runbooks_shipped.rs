@@ -122,3 +122,32 @@ fn two_overrides_with_one_id_are_an_error() {
         err[0]
     );
 }
+
+#[test]
+fn the_docs_name_every_kind_field_condition_and_template_variable() {
+    use hk_console::runbook::schema::{KINDS, KIND_FIELDS, KUBE_CONDITIONS};
+    use hk_console::runbook::validate::ENV_TEMPLATE_KEYS;
+    let docs = std::fs::read_to_string("docs/runbooks.md").expect("docs/runbooks.md");
+    for k in KINDS {
+        assert!(
+            docs.contains(&format!("`{}`", k.kind)),
+            "kind {} undocumented",
+            k.kind
+        );
+    }
+    for f in KIND_FIELDS {
+        assert!(docs.contains(&format!("`{f}`")), "field {f} undocumented");
+    }
+    for (c, _) in KUBE_CONDITIONS {
+        assert!(docs.contains(c), "condition {c} undocumented");
+    }
+    for k in ENV_TEMPLATE_KEYS {
+        assert!(docs.contains(&format!("`env.{k}`")), "env.{k} undocumented");
+    }
+    for id in SHIPPED {
+        assert!(
+            docs.contains(&format!("`{id}`")),
+            "runbook {id} undocumented"
+        );
+    }
+}

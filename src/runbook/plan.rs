@@ -241,7 +241,7 @@ pub enum PlanError {
 /// Expand a validated runbook for one environment. Pure: everything it knows comes in
 /// through `env` and `topo`.
 pub fn plan(runbook: &Runbook, env: &PlanEnv, topo: &dyn Topology) -> Result<Plan, PlanError> {
-    if !runbook.environments.iter().any(|e| *e == env.name) {
+    if !runbook.environments.contains(&env.name) {
         return Err(PlanError::NotForEnv {
             runbook: runbook.id.clone(),
             env: env.name.clone(),
@@ -271,6 +271,13 @@ pub fn plan(runbook: &Runbook, env: &PlanEnv, topo: &dyn Topology) -> Result<Pla
             for step in &runbook.steps[start..i] {
                 if let Some(only_on) = &step.only_on {
                     let group = p.group_of(only_on)?;
+                    // A mistyped group would silently skip the step on every host.
+                    if topo.hosts_in(&group).is_none() {
+                        return Err(PlanError::UnknownGroup {
+                            runbook: runbook.id.clone(),
+                            group,
+                        });
+                    }
                     if !topo.is_member(host, &group) {
                         continue;
                     }
@@ -859,8 +866,7 @@ impl Planner<'_> {
             }
             // Any ansible run (a --check too) or mutating step on a host first confirms the host.
             // A step bound to no host and running no play (a flux reconcile) has no host set.
-            let eligible = (s.mutates || s.kind == StepKind::Ansible)
-                && (s.host.is_some() || s.kind == StepKind::Ansible);
+            let eligible = s.kind == StepKind::Ansible || (s.mutates && s.host.is_some());
             let needs_list = eligible && !guarded.contains(&s.host) && !listed.contains(&s.host);
             if eligible {
                 guarded.insert(s.host.clone());
