@@ -490,3 +490,15 @@ fn a_target_group_missing_from_the_inventory_fails() {
         "runbook `t`: group `k3s_nope` is not in the inventory"
     );
 }
+
+#[test]
+fn memattr_survey_refuses_dev_hosts_even_if_asked_to() {
+    // The sample's required group is k3s_prod for every host: a dev server is not in it.
+    let mut rb = shipped("memattr-survey");
+    rb.environments.push("dev".into());
+    let err = plan(&rb, &dev(), &homelab()).expect_err("dev hosts are outside k3s_prod");
+    assert!(
+        matches!(err, PlanError::NotAMember { ref host, ref group, .. } if host == "k3s-dev-1" && group == "k3s_prod"),
+        "{err}"
+    );
+}

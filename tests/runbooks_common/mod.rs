@@ -49,11 +49,16 @@ pub fn homelab() -> FakeTopology {
         .group("k3s_prod_secondary", &["k3s-prod-2", "k3s-prod-3"])
         .group("k3s_prod", &["k3s-prod-1", "k3s-prod-2", "k3s-prod-3"])
         .group("vpn_egress_gateway_prod", &["k3s-prod-3"]);
-    for h in ["k3s-prod-1", "k3s-prod-2", "k3s-prod-3"] {
+    // As group_vars/all.yml of the sample sets it, for every host.
+    for h in [
+        "k3s-dev-1",
+        "k3s-dev-2",
+        "k3s-dev-3",
+        "k3s-prod-1",
+        "k3s-prod-2",
+        "k3s-prod-3",
+    ] {
         t = t.var(h, "memattr_survey_required_group", "k3s_prod".into());
-    }
-    for h in ["k3s-dev-1", "k3s-dev-2", "k3s-dev-3"] {
-        t = t.var(h, "memattr_survey_required_group", "k3s_servers".into());
     }
     t
 }
