@@ -244,3 +244,23 @@ fn garbage_never_panics() {
         assert!(diags[0].to_string().starts_with("g.yaml:"), "{}", diags[0]);
     }
 }
+
+#[test]
+fn mangled_shipped_runbooks_never_panic_and_always_point_into_the_file() {
+    for (name, text) in hk_console::runbook::embedded::embedded() {
+        let lines: Vec<&str> = text.lines().collect();
+        for cut in 0..lines.len() {
+            // Drop one line, or truncate the file there: either way a result, never a panic.
+            let dropped = [&lines[..cut], &lines[cut + 1..]].concat().join("\n");
+            let truncated = lines[..cut].join("\n");
+            for mangled in [dropped, truncated] {
+                if let Err(diags) = validate_text(name, &mangled) {
+                    for d in diags {
+                        assert!(d.line >= 1 && d.line <= lines.len() + 1, "{d}");
+                        assert!(d.col >= 1, "{d}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -957,3 +957,17 @@ fn extra_var_arg(key: &str, value: &str) -> String {
         serde_json::Value::Object(map).to_string()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extra_vars_are_key_value_unless_ansible_would_split_them() {
+        assert_eq!(extra_var_arg("k3s_hosts", "k3s_prod"), "k3s_hosts=k3s_prod");
+        assert_eq!(extra_var_arg("flag", "true"), "flag=true");
+        assert_eq!(extra_var_arg("r", "a b"), r#"{"r":"a b"}"#);
+        assert_eq!(extra_var_arg("r", ""), r#"{"r":""}"#);
+        assert_eq!(extra_var_arg("r", "it's"), r#"{"r":"it's"}"#);
+    }
+}
