@@ -55,7 +55,10 @@ fn safety_rules_hold_for_generated_sequences() {
                                         break;
                                     }
                                     assert!(
-                                        matches!(r.state, StepState::Done | StepState::Skipped { .. }),
+                                        matches!(
+                                            r.state,
+                                            StepState::Done | StepState::Skipped { .. }
+                                        ),
                                         "{} seed {seed}: step {n} executes while step {} is {:?}",
                                         plan.runbook,
                                         s.n,
@@ -68,12 +71,12 @@ fn safety_rules_hold_for_generated_sequences() {
                             }
                             if let Effect::RunFinished { outcome } = e {
                                 match outcome {
-                                    Outcome::Succeeded => assert!(run
-                                        .steps()
-                                        .all(|(_, r)| matches!(
+                                    Outcome::Succeeded => {
+                                        assert!(run.steps().all(|(_, r)| matches!(
                                             r.state,
                                             StepState::Done | StepState::Skipped { .. }
-                                        ))),
+                                        )))
+                                    }
                                     Outcome::Failed { n, .. } | Outcome::Interrupted { n } => {
                                         assert_eq!(*run.status(), RunStatus::Halted { n: *n });
                                     }
@@ -92,7 +95,9 @@ fn safety_rules_hold_for_generated_sequences() {
                         // At most one step is between pending and a terminal state.
                         let open = run
                             .steps()
-                            .filter(|(_, r)| !r.state.is_terminal() && r.state != StepState::Pending)
+                            .filter(|(_, r)| {
+                                !r.state.is_terminal() && r.state != StepState::Pending
+                            })
                             .count();
                         assert!(open <= 1, "{open} steps open at once");
                     }
@@ -104,5 +109,8 @@ fn safety_rules_hold_for_generated_sequences() {
     assert!(accepted_total > 20_000, "accepted {accepted_total}");
     assert!(refused_total > 1_000, "refused {refused_total}");
     assert!(executes_total > 5_000, "executes {executes_total}");
-    assert!(retried_executes > 200, "retried executes {retried_executes}");
+    assert!(
+        retried_executes > 200,
+        "retried executes {retried_executes}"
+    );
 }

@@ -50,8 +50,14 @@ fn read_only_run_skips_mutating_steps_and_runs_the_rest() {
             reason: "observe mode".into()
         })
     );
-    assert_eq!(run.step_record(4).map(|r| r.attempt), Some(0), "never entered");
-    assert!(last.iter().any(|e| matches!(e, Effect::Execute(x) if x.n() == 5)));
+    assert_eq!(
+        run.step_record(4).map(|r| r.attempt),
+        Some(0),
+        "never entered"
+    );
+    assert!(last
+        .iter()
+        .any(|e| matches!(e, Effect::Execute(x) if x.n() == 5)));
 }
 
 #[test]
@@ -69,9 +75,9 @@ fn a_plan_of_only_mutating_steps_yields_no_execute_at_all() {
             outcome: Outcome::Succeeded
         }]
     );
-    assert!(run
-        .steps()
-        .all(|(_, r)| matches!(&r.state, StepState::Skipped { reason } if reason == "observe mode")));
+    assert!(run.steps().all(
+        |(_, r)| matches!(&r.state, StepState::Skipped { reason } if reason == "observe mode")
+    ));
 }
 
 #[test]
@@ -85,8 +91,18 @@ fn no_sequence_of_inputs_gets_an_execute_for_a_mutating_step_in_observe_mode() {
                 if let Ok(fx) = run.step(&ev(t, input)) {
                     for e in fx {
                         if let Effect::Execute(x) = e {
-                            assert!(!x.mutates(), "{}: seed {seed}: Execute of step {}", plan.runbook, x.n());
-                            let planned = run.plan().steps.iter().find(|s| s.n == x.n()).expect("step");
+                            assert!(
+                                !x.mutates(),
+                                "{}: seed {seed}: Execute of step {}",
+                                plan.runbook,
+                                x.n()
+                            );
+                            let planned = run
+                                .plan()
+                                .steps
+                                .iter()
+                                .find(|s| s.n == x.n())
+                                .expect("step");
                             assert!(!planned.mutates);
                         }
                     }
@@ -103,7 +119,13 @@ fn retry_or_skip_cannot_reach_a_mutating_step_in_observe_mode() {
     // The mutating step stays pending until the run reaches it (then it is skipped); a retry
     // cannot pull it forward.
     let err = run
-        .step(&ev(1, Input::RetryApproved { n: 4, by: "op".into() }))
+        .step(&ev(
+            1,
+            Input::RetryApproved {
+                n: 4,
+                by: "op".into(),
+            },
+        ))
         .expect_err("nothing to retry");
     assert!(err.to_string().contains("step 4"));
 }

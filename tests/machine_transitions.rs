@@ -3,8 +3,8 @@
 mod machine_common;
 
 use hk_console::runbook::machine::{
-    Effect, Event, GateAnswer, GatePhase, InFlight, Input, MachineError, Outcome, Run,
-    RunOutcome, RunStatus, StepState, Timestamp,
+    Effect, Event, GateAnswer, GatePhase, InFlight, Input, MachineError, Outcome, Run, RunOutcome,
+    RunStatus, StepState, Timestamp,
 };
 use hk_console::runbook::plan::{Gate, Plan, StepKind};
 use machine_common::*;
@@ -97,7 +97,10 @@ fn start_asks_the_first_gate_and_start_twice_is_refused() {
     );
     assert_eq!(*run.status(), RunStatus::Active { n: 1 });
     assert_eq!(run.started_at(), Some(Timestamp(1000)));
-    assert_eq!(refused(&mut run, Input::Start), MachineError::AlreadyStarted);
+    assert_eq!(
+        refused(&mut run, Input::Start),
+        MachineError::AlreadyStarted
+    );
 }
 
 #[test]
@@ -139,7 +142,12 @@ fn typed_confirm_needs_the_exact_phrase() {
     );
     let fx = feed(&mut run, vec![typed(1, "prod")]);
     assert_eq!(state(&run, 1), StepState::Done);
-    assert_eq!(run.step_record(1).and_then(|r| r.gate.as_ref()).map(|g| g.by.as_str()), Some("op"));
+    assert_eq!(
+        run.step_record(1)
+            .and_then(|r| r.gate.as_ref())
+            .map(|g| g.by.as_str()),
+        Some("op")
+    );
     // Next: the list-hosts step runs, read-only, first attempt.
     assert_eq!(execute_of(&fx), Some((2, 1, false)));
     assert_eq!(
@@ -185,18 +193,36 @@ fn list_hosts_blocks_on_any_difference_and_names_it() {
         panic!("expected failed, got {:?}", state(&run, 2));
     };
     assert!(reason.contains("missing k3s-prod-3"), "{reason}");
-    assert!(reason.contains("not expected k3s-prod-1, k3s-prod-2"), "{reason}");
+    assert!(
+        reason.contains("not expected k3s-prod-1, k3s-prod-2"),
+        "{reason}"
+    );
     assert!(matches!(
         &fx[..],
-        [Effect::RunFinished { outcome: Outcome::Failed { n: 2, .. } }]
+        [Effect::RunFinished {
+            outcome: Outcome::Failed { n: 2, .. }
+        }]
     ));
     assert_eq!(*run.status(), RunStatus::Halted { n: 2 });
     assert_eq!(run.outcome(), RunOutcome::Failed);
     // Nothing after the failed step runs.
     let err = refused(&mut run, finished(3, 1, 0));
-    assert!(matches!(err, MachineError::FutureAttempt { n: 3, .. }), "{err:?}");
+    assert!(
+        matches!(err, MachineError::FutureAttempt { n: 3, .. }),
+        "{err:?}"
+    );
     let err = refused(&mut run, approve(3));
-    assert!(matches!(err, MachineError::WrongState { n: 3, state: "pending", .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            MachineError::WrongState {
+                n: 3,
+                state: "pending",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -216,7 +242,10 @@ fn a_subset_or_superset_of_hosts_also_blocks() {
                 },
             ],
         );
-        assert!(matches!(state(&run, 2), StepState::Failed { .. }), "{observed:?}");
+        assert!(
+            matches!(state(&run, 2), StepState::Failed { .. }),
+            "{observed:?}"
+        );
     }
 }
 
@@ -255,7 +284,10 @@ fn exact_host_set_goes_on_to_the_confirm_hosts_gate_which_needs_the_count() {
     );
     for wrong in ["3", "one", ""] {
         let fx = feed(&mut run, vec![typed(2, wrong)]);
-        assert!(matches!(&fx[..], [Effect::GateNotPassed { n: 2, .. }]), "{wrong}: {fx:?}");
+        assert!(
+            matches!(&fx[..], [Effect::GateNotPassed { n: 2, .. }]),
+            "{wrong}: {fx:?}"
+        );
     }
     assert_eq!(
         refused(&mut run, approve(2)),
@@ -291,7 +323,10 @@ fn approve_diff_is_asked_after_the_check_run_and_gates_the_mutation() {
             gate: Gate::ApproveDiff
         }]
     );
-    assert_eq!(refused(&mut run, typed(3, "yes")), MachineError::GateNotTyped { n: 3 });
+    assert_eq!(
+        refused(&mut run, typed(3, "yes")),
+        MachineError::GateNotTyped { n: 3 }
+    );
     let fx = feed(&mut run, vec![approve(3)]);
     assert_eq!(execute_of(&fx), Some((4, 1, true)));
 }
@@ -316,7 +351,12 @@ fn rejecting_a_gate_fails_the_step_and_halts() {
             reason: "gate rejected by alice: wrong env".into()
         }
     );
-    assert!(matches!(&fx[..], [Effect::RunFinished { outcome: Outcome::Failed { n: 1, .. } }]));
+    assert!(matches!(
+        &fx[..],
+        [Effect::RunFinished {
+            outcome: Outcome::Failed { n: 1, .. }
+        }]
+    ));
 }
 
 #[test]
@@ -332,7 +372,14 @@ fn started_finished_verified_read_back_completes_and_advances() {
         }
     );
     let err = refused(&mut run, Input::StepStarted { n: 4, attempt: 1 });
-    assert!(matches!(err, MachineError::WrongState { n: 4, state: "running", .. }));
+    assert!(matches!(
+        err,
+        MachineError::WrongState {
+            n: 4,
+            state: "running",
+            ..
+        }
+    ));
     // A verification result before the work finished is out of order.
     let err = refused(
         &mut run,
@@ -370,7 +417,10 @@ fn started_finished_verified_read_back_completes_and_advances() {
         }],
     );
     assert_eq!(state(&run, 5), StepState::Done);
-    assert_eq!(run.step_record(5).and_then(|r| r.detail.clone()), Some("[bfq] seen".into()));
+    assert_eq!(
+        run.step_record(5).and_then(|r| r.detail.clone()),
+        Some("[bfq] seen".into())
+    );
     // Next node: its list-hosts.
     assert_eq!(execute_of(&fx), Some((6, 1, false)));
 }
@@ -404,7 +454,11 @@ fn wrong_exit_code_missing_exit_code_and_spawn_error_fail() {
     let cases = [
         (Some(2), None, "exit code 2, expected 0"),
         (None, None, "no exit code"),
-        (None, Some("ssh: connect refused".to_string()), "could not complete: ssh: connect refused"),
+        (
+            None,
+            Some("ssh: connect refused".to_string()),
+            "could not complete: ssh: connect refused",
+        ),
     ];
     for (exit_code, error, want) in cases {
         let mut run = etcd_at_apply();
@@ -428,12 +482,28 @@ fn wrong_exit_code_missing_exit_code_and_spawn_error_fail() {
 #[test]
 fn an_expected_nonzero_exit_code_passes_and_zero_fails() {
     let mut run = Run::new(health_plan()).expect("plan");
-    let fx = feed(&mut run, vec![Input::Start, approve(1), finished(2, 1, 0), finished(3, 1, 1)]);
+    let fx = feed(
+        &mut run,
+        vec![
+            Input::Start,
+            approve(1),
+            finished(2, 1, 0),
+            finished(3, 1, 1),
+        ],
+    );
     assert_eq!(state(&run, 3), StepState::Done);
     assert_eq!(execute_of(&fx), Some((4, 1, false)));
 
     let mut run = Run::new(health_plan()).expect("plan");
-    feed(&mut run, vec![Input::Start, approve(1), finished(2, 1, 0), finished(3, 1, 0)]);
+    feed(
+        &mut run,
+        vec![
+            Input::Start,
+            approve(1),
+            finished(2, 1, 0),
+            finished(3, 1, 0),
+        ],
+    );
     assert_eq!(
         state(&run, 3),
         StepState::Failed {
@@ -445,7 +515,10 @@ fn an_expected_nonzero_exit_code_passes_and_zero_fails() {
 #[test]
 fn a_failed_mutating_step_runs_again_only_after_retry_approved() {
     let mut run = etcd_at_apply();
-    feed(&mut run, vec![Input::StepStarted { n: 4, attempt: 1 }, finished(4, 1, 2)]);
+    feed(
+        &mut run,
+        vec![Input::StepStarted { n: 4, attempt: 1 }, finished(4, 1, 2)],
+    );
     assert!(matches!(state(&run, 4), StepState::Failed { .. }));
     // Late or repeated executor events do not restart it.
     for input in [
@@ -477,20 +550,41 @@ fn a_failed_mutating_step_runs_again_only_after_retry_approved() {
     assert!(matches!(err, MachineError::CannotSkip { n: 4, why } if why.contains("mutates")));
     // Retrying anything but the halted step is refused.
     assert_eq!(
-        refused(&mut run, Input::RetryApproved { n: 3, by: "op".into() }),
+        refused(
+            &mut run,
+            Input::RetryApproved {
+                n: 3,
+                by: "op".into()
+            }
+        ),
         MachineError::NothingToRetry { n: 3 }
     );
     assert_eq!(
-        refused(&mut run, Input::RetryApproved { n: 5, by: "op".into() }),
+        refused(
+            &mut run,
+            Input::RetryApproved {
+                n: 5,
+                by: "op".into()
+            }
+        ),
         MachineError::NothingToRetry { n: 5 }
     );
-    let fx = feed(&mut run, vec![Input::RetryApproved { n: 4, by: "op".into() }]);
+    let fx = feed(
+        &mut run,
+        vec![Input::RetryApproved {
+            n: 4,
+            by: "op".into(),
+        }],
+    );
     assert_eq!(execute_of(&fx), Some((4, 2, true)));
     assert_eq!(*run.status(), RunStatus::Active { n: 4 });
     assert_eq!(run.finished_at(), None);
     // The first attempt's outcome arriving now is stale: dropped.
     let before = run.clone();
-    assert!(run.step(&ev(6000, finished(4, 1, 0))).expect("stale").is_empty());
+    assert!(run
+        .step(&ev(6000, finished(4, 1, 0)))
+        .expect("stale")
+        .is_empty());
     assert_eq!(run, before);
     // An outcome for an attempt that never went out is refused.
     assert_eq!(
@@ -549,7 +643,14 @@ fn skip_rules() {
     assert!(matches!(state(&run, 5), StepState::Skipped { .. }));
     // Skipped twice: refused, it is no longer pending.
     let err = refused(&mut run, skip(5));
-    assert!(matches!(err, MachineError::WrongState { n: 5, state: "skipped", .. }));
+    assert!(matches!(
+        err,
+        MachineError::WrongState {
+            n: 5,
+            state: "skipped",
+            ..
+        }
+    ));
     // The run passes over it: after the apply (4) comes node 1's list-hosts (6).
     let mut run2 = etcd_at_apply();
     feed(&mut run2, vec![skip(5)]);
@@ -559,14 +660,27 @@ fn skip_rules() {
     let mut run3 = Run::new(health_plan()).expect("plan");
     feed(&mut run3, vec![Input::Start, approve(1)]);
     let err = refused(&mut run3, skip(2));
-    assert!(matches!(err, MachineError::WrongState { n: 2, state: "running", .. }));
+    assert!(matches!(
+        err,
+        MachineError::WrongState {
+            n: 2,
+            state: "running",
+            ..
+        }
+    ));
 }
 
 #[test]
 fn cancel_request_then_cancelled_fails_and_absorbs_a_late_finish() {
     let mut run = etcd_at_apply();
     feed(&mut run, vec![Input::StepStarted { n: 4, attempt: 1 }]);
-    let fx = feed(&mut run, vec![Input::CancelRequested { n: 4, by: "op".into() }]);
+    let fx = feed(
+        &mut run,
+        vec![Input::CancelRequested {
+            n: 4,
+            by: "op".into(),
+        }],
+    );
     assert_eq!(fx, vec![Effect::Cancel { n: 4, attempt: 1 }]);
     assert_eq!(
         state(&run, 4),
@@ -576,7 +690,14 @@ fn cancel_request_then_cancelled_fails_and_absorbs_a_late_finish() {
         }
     );
     // Asking again sends nothing new.
-    assert!(feed(&mut run, vec![Input::CancelRequested { n: 4, by: "op".into() }]).is_empty());
+    assert!(feed(
+        &mut run,
+        vec![Input::CancelRequested {
+            n: 4,
+            by: "op".into()
+        }]
+    )
+    .is_empty());
     let fx = feed(
         &mut run,
         vec![Input::Cancelled {
@@ -591,11 +712,25 @@ fn cancel_request_then_cancelled_fails_and_absorbs_a_late_finish() {
             reason: "cancelled: SIGTERM".into()
         }
     );
-    assert!(matches!(&fx[..], [Effect::RunFinished { outcome: Outcome::Failed { n: 4, .. } }]));
+    assert!(matches!(
+        &fx[..],
+        [Effect::RunFinished {
+            outcome: Outcome::Failed { n: 4, .. }
+        }]
+    ));
     let before = run.clone();
-    assert!(run.step(&ev(7000, finished(4, 1, 0))).expect("absorbed").is_empty());
     assert!(run
-        .step(&ev(7001, Input::CancelRequested { n: 4, by: "op".into() }))
+        .step(&ev(7000, finished(4, 1, 0)))
+        .expect("absorbed")
+        .is_empty());
+    assert!(run
+        .step(&ev(
+            7001,
+            Input::CancelRequested {
+                n: 4,
+                by: "op".into()
+            }
+        ))
         .expect("absorbed")
         .is_empty());
     assert_eq!(run, before);
@@ -606,22 +741,57 @@ fn a_finish_racing_a_cancel_request_still_fails_the_step() {
     let mut run = etcd_at_apply();
     feed(
         &mut run,
-        vec![Input::CancelRequested { n: 4, by: "op".into() }, finished(4, 1, 0)],
+        vec![
+            Input::CancelRequested {
+                n: 4,
+                by: "op".into(),
+            },
+            finished(4, 1, 0),
+        ],
     );
     let StepState::Failed { reason } = state(&run, 4) else {
         panic!("not failed");
     };
-    assert!(reason.contains("cancel requested") && reason.contains("exit code 0"), "{reason}");
+    assert!(
+        reason.contains("cancel requested") && reason.contains("exit code 0"),
+        "{reason}"
+    );
 }
 
 #[test]
 fn cancel_is_refused_where_nothing_runs() {
     let mut run = etcd_at_apply();
-    let err = refused(&mut run, Input::CancelRequested { n: 5, by: "op".into() });
-    assert!(matches!(err, MachineError::WrongState { n: 5, state: "pending", .. }));
+    let err = refused(
+        &mut run,
+        Input::CancelRequested {
+            n: 5,
+            by: "op".into(),
+        },
+    );
+    assert!(matches!(
+        err,
+        MachineError::WrongState {
+            n: 5,
+            state: "pending",
+            ..
+        }
+    ));
     feed(&mut run, vec![finished(4, 1, 0), finished(5, 1, 0)]);
-    let err = refused(&mut run, Input::CancelRequested { n: 5, by: "op".into() });
-    assert!(matches!(err, MachineError::WrongState { n: 5, state: "verifying", .. }));
+    let err = refused(
+        &mut run,
+        Input::CancelRequested {
+            n: 5,
+            by: "op".into(),
+        },
+    );
+    assert!(matches!(
+        err,
+        MachineError::WrongState {
+            n: 5,
+            state: "verifying",
+            ..
+        }
+    ));
     let err = refused(
         &mut run,
         Input::Cancelled {
@@ -658,12 +828,24 @@ fn abort_while_running_cancels_and_ends_the_run() {
     assert!(matches!(state(&run, 4), StepState::Failed { .. }));
     assert_eq!(run.outcome(), RunOutcome::Aborted);
     // Late executor events are absorbed; anything that would move the run is refused.
-    assert!(run.step(&ev(8000, finished(4, 1, 0))).expect("absorbed").is_empty());
+    assert!(run
+        .step(&ev(8000, finished(4, 1, 0)))
+        .expect("absorbed")
+        .is_empty());
     assert!(matches!(
-        refused(&mut run, Input::RetryApproved { n: 4, by: "op".into() }),
+        refused(
+            &mut run,
+            Input::RetryApproved {
+                n: 4,
+                by: "op".into()
+            }
+        ),
         MachineError::RunOver { .. }
     ));
-    assert!(matches!(refused(&mut run, approve(5)), MachineError::RunOver { .. }));
+    assert!(matches!(
+        refused(&mut run, approve(5)),
+        MachineError::RunOver { .. }
+    ));
     assert!(matches!(
         refused(
             &mut run,
@@ -685,7 +867,10 @@ fn abort_while_running_cancels_and_ends_the_run() {
         ),
         MachineError::RunOver { .. }
     ));
-    assert_eq!(refused(&mut run, Input::Start), MachineError::AlreadyStarted);
+    assert_eq!(
+        refused(&mut run, Input::Start),
+        MachineError::AlreadyStarted
+    );
 }
 
 #[test]
@@ -702,10 +887,16 @@ fn abort_at_a_gate_or_while_verifying_or_before_start() {
     assert!(matches!(state(&run, 1), StepState::Skipped { .. }));
     assert_eq!(fx.len(), 1, "no cancel when nothing runs: {fx:?}");
     // Late gate answer after the abort: absorbed.
-    assert!(run.step(&ev(1, typed(1, "prod"))).expect("absorbed").is_empty());
+    assert!(run
+        .step(&ev(1, typed(1, "prod")))
+        .expect("absorbed")
+        .is_empty());
 
     let mut run = Run::new(etcd_plan()).expect("plan");
-    feed(&mut run, vec![Input::Start, typed(1, "prod"), finished(2, 1, 0)]);
+    feed(
+        &mut run,
+        vec![Input::Start, typed(1, "prod"), finished(2, 1, 0)],
+    );
     let fx = feed(
         &mut run,
         vec![Input::Abort {
@@ -733,7 +924,10 @@ fn authorise_gate_records_the_flag_and_execute_carries_it() {
     let mut run = Run::new(memattr_plan()).expect("plan");
     feed(&mut run, vec![Input::Start]);
     assert!(!run.is_authorised("memattr_survey_reboots_authorised"));
-    assert_eq!(refused(&mut run, typed(1, "yes")), MachineError::GateNotTyped { n: 1 });
+    assert_eq!(
+        refused(&mut run, typed(1, "yes")),
+        MachineError::GateNotTyped { n: 1 }
+    );
     let fx = feed(
         &mut run,
         vec![Input::GateAnswered {
@@ -758,7 +952,11 @@ fn authorise_gate_records_the_flag_and_execute_carries_it() {
             Input::HostSetObserved {
                 n: 2,
                 attempt: 1,
-                hosts: vec!["k3s-prod-3".into(), "k3s-prod-1".into(), "k3s-prod-2".into()],
+                hosts: vec![
+                    "k3s-prod-3".into(),
+                    "k3s-prod-1".into(),
+                    "k3s-prod-2".into(),
+                ],
             },
             typed(2, "3"),
         ],
@@ -767,7 +965,10 @@ fn authorise_gate_records_the_flag_and_execute_carries_it() {
         panic!("{fx:?}");
     };
     assert_eq!((x.n(), x.mutates()), (3, true));
-    assert_eq!(x.authorised(), ["memattr_survey_reboots_authorised".to_string()]);
+    assert_eq!(
+        x.authorised(),
+        ["memattr_survey_reboots_authorised".to_string()]
+    );
 }
 
 #[test]
@@ -782,7 +983,11 @@ fn manual_step_is_done_by_confirmation_and_never_executes() {
             Input::HostSetObserved {
                 n: 2,
                 attempt: 1,
-                hosts: vec!["k3s-prod-1".into(), "k3s-prod-2".into(), "k3s-prod-3".into()],
+                hosts: vec![
+                    "k3s-prod-1".into(),
+                    "k3s-prod-2".into(),
+                    "k3s-prod-3".into(),
+                ],
             },
             typed(2, "3"),
             finished(3, 1, 0),
@@ -818,7 +1023,10 @@ fn manual_step_is_done_by_confirmation_and_never_executes() {
     assert_eq!(*run.status(), RunStatus::Succeeded);
     assert!(run.steps().all(|(_, r)| r.state == StepState::Done));
     // Late events after success are absorbed; others are refused.
-    assert!(run.step(&ev(1, finished(5, 1, 0))).expect("absorbed").is_empty());
+    assert!(run
+        .step(&ev(1, finished(5, 1, 0)))
+        .expect("absorbed")
+        .is_empty());
 }
 
 #[test]
@@ -853,13 +1061,25 @@ fn resume_interrupts_in_flight_work_and_reasks_open_gates() {
     assert_eq!(run.outcome(), RunOutcome::Interrupted);
     assert!(run.in_flight().is_empty());
     // The dead process's finish is absorbed; only a retry runs it again.
-    assert!(run.step(&ev(1, finished(4, 1, 0))).expect("absorbed").is_empty());
-    let fx = feed(&mut run, vec![Input::RetryApproved { n: 4, by: "op".into() }]);
+    assert!(run
+        .step(&ev(1, finished(4, 1, 0)))
+        .expect("absorbed")
+        .is_empty());
+    let fx = feed(
+        &mut run,
+        vec![Input::RetryApproved {
+            n: 4,
+            by: "op".into(),
+        }],
+    );
     assert_eq!(execute_of(&fx), Some((4, 2, true)));
 
     // Verifying -> interrupted.
     let mut run = etcd_at_apply();
-    feed(&mut run, vec![finished(4, 1, 0), finished(5, 1, 0), Input::Resumed]);
+    feed(
+        &mut run,
+        vec![finished(4, 1, 0), finished(5, 1, 0), Input::Resumed],
+    );
     assert_eq!(
         state(&run, 5),
         StepState::Interrupted {
@@ -887,7 +1107,10 @@ fn unknown_steps_are_refused() {
     for input in [
         approve(42),
         finished(0, 1, 0),
-        Input::RetryApproved { n: 99, by: "op".into() },
+        Input::RetryApproved {
+            n: 99,
+            by: "op".into(),
+        },
         Input::Skip {
             n: 10,
             by: "op".into(),
@@ -904,7 +1127,10 @@ fn unknown_steps_are_refused() {
 fn plans_with_duplicate_steps_or_disagreeing_host_sets_are_refused() {
     let mut plan = etcd_plan();
     plan.steps[3].n = 2;
-    assert_eq!(Run::new(plan).expect_err("dup"), MachineError::DuplicateStep { n: 2 });
+    assert_eq!(
+        Run::new(plan).expect_err("dup"),
+        MachineError::DuplicateStep { n: 2 }
+    );
     let mut plan = etcd_plan();
     plan.steps[1].gate = Some(confirm_hosts(&["k3s-prod-1"]));
     assert!(matches!(
@@ -945,7 +1171,10 @@ fn inputs_serialise_tagged_and_round_trip() {
             attempt: 1,
             hosts: vec!["h".into()],
         },
-        Input::CancelRequested { n: 2, by: "op".into() },
+        Input::CancelRequested {
+            n: 2,
+            by: "op".into(),
+        },
         Input::Cancelled {
             n: 2,
             attempt: 1,
@@ -955,7 +1184,10 @@ fn inputs_serialise_tagged_and_round_trip() {
             by: "op".into(),
             reason: "r".into(),
         },
-        Input::RetryApproved { n: 2, by: "op".into() },
+        Input::RetryApproved {
+            n: 2,
+            by: "op".into(),
+        },
         Input::Skip {
             n: 2,
             by: "op".into(),
@@ -984,9 +1216,15 @@ fn inputs_serialise_tagged_and_round_trip() {
 fn timestamps_display_as_rfc3339_utc() {
     assert_eq!(Timestamp(0).to_string(), "1970-01-01T00:00:00.000Z");
     // 2026-09-07T10:15:00.123Z
-    assert_eq!(Timestamp(1_788_776_100_123).to_string(), "2026-09-07T10:15:00.123Z");
+    assert_eq!(
+        Timestamp(1_788_776_100_123).to_string(),
+        "2026-09-07T10:15:00.123Z"
+    );
     // A leap day.
-    assert_eq!(Timestamp(951_782_400_000).to_string(), "2000-02-29T00:00:00.000Z");
+    assert_eq!(
+        Timestamp(951_782_400_000).to_string(),
+        "2000-02-29T00:00:00.000Z"
+    );
 }
 
 #[test]
@@ -1000,6 +1238,14 @@ fn step_kinds_decide_work_and_gate_phase() {
     assert_eq!(gate_phase(&plan.steps[3]), None);
     assert!(needs_verify(&plan.steps[1]) && !needs_verify(&plan.steps[2]));
     // A review gate on a step without work is simply asked first.
-    let s = step(1, "g", StepKind::Gate, None, false, Some(Gate::ApproveDiff), None);
+    let s = step(
+        1,
+        "g",
+        StepKind::Gate,
+        None,
+        false,
+        Some(Gate::ApproveDiff),
+        None,
+    );
     assert_eq!(gate_phase(&s), Some(GatePhase::BeforeWork));
 }

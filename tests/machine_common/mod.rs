@@ -3,7 +3,9 @@
 //! inputs.
 #![allow(dead_code)]
 
-use hk_console::runbook::machine::{Event, GateAnswer, Input, Run, RunStatus, StepState, Timestamp};
+use hk_console::runbook::machine::{
+    Event, GateAnswer, Input, Run, RunStatus, StepState, Timestamp,
+};
 use hk_console::runbook::plan::{Expect, Gate, Plan, PlannedStep, StepKind};
 
 pub fn step(
@@ -58,8 +60,24 @@ fn etcd_node(n: usize, host: &str) -> Vec<PlannedStep> {
             Some(confirm_hosts(&[host])),
             Some(hosts_expect(&[host])),
         ),
-        step(n + 1, "check-diff", StepKind::Ansible, Some(host), false, Some(Gate::ApproveDiff), None),
-        step(n + 2, "apply", StepKind::Ansible, Some(host), true, None, None),
+        step(
+            n + 1,
+            "check-diff",
+            StepKind::Ansible,
+            Some(host),
+            false,
+            Some(Gate::ApproveDiff),
+            None,
+        ),
+        step(
+            n + 2,
+            "apply",
+            StepKind::Ansible,
+            Some(host),
+            true,
+            None,
+            None,
+        ),
         step(
             n + 3,
             "read-back",
@@ -119,9 +137,25 @@ pub fn memattr_plan() -> Plan {
                 }),
                 None,
             ),
-            step(2, "list-hosts", StepKind::ListHosts, None, false, Some(confirm_hosts(&hosts)), None),
+            step(
+                2,
+                "list-hosts",
+                StepKind::ListHosts,
+                None,
+                false,
+                Some(confirm_hosts(&hosts)),
+                None,
+            ),
             step(3, "survey", StepKind::Ansible, None, true, None, None),
-            step(4, "confirm-console", StepKind::Manual, None, false, Some(Gate::ConfirmDone), None),
+            step(
+                4,
+                "confirm-console",
+                StepKind::Manual,
+                None,
+                false,
+                Some(Gate::ConfirmDone),
+                None,
+            ),
             step(
                 5,
                 "api-answers",
@@ -146,8 +180,24 @@ pub fn health_plan() -> Plan {
         env: "dev".into(),
         mutates: false,
         steps: vec![
-            step(1, "present", StepKind::Gate, None, false, Some(Gate::OperatorPresent), None),
-            step(2, "smart", StepKind::Ssh, Some("k3s-dev-1"), false, None, None),
+            step(
+                1,
+                "present",
+                StepKind::Gate,
+                None,
+                false,
+                Some(Gate::OperatorPresent),
+                None,
+            ),
+            step(
+                2,
+                "smart",
+                StepKind::Ssh,
+                Some("k3s-dev-1"),
+                false,
+                None,
+                None,
+            ),
             step(
                 3,
                 "no-oom",
@@ -276,7 +326,11 @@ pub fn next_input(run: &Run, rng: &mut Rng) -> Input {
                         typed(n, if k < 3 { "prd" } else { phrase })
                     }
                     (Some(Gate::ConfirmHosts { expected }), k) => {
-                        let count = if k < 3 { expected.len() + 1 } else { expected.len() };
+                        let count = if k < 3 {
+                            expected.len() + 1
+                        } else {
+                            expected.len()
+                        };
                         typed(n, &count.to_string())
                     }
                     _ => approve(n),
@@ -299,7 +353,11 @@ pub fn next_input(run: &Run, rng: &mut Rng) -> Input {
                         n,
                         attempt,
                         exit_code: Some(
-                            planned.expect.as_ref().and_then(|e| e.exit_code).unwrap_or(0),
+                            planned
+                                .expect
+                                .as_ref()
+                                .and_then(|e| e.exit_code)
+                                .unwrap_or(0),
                         ),
                         error: None,
                     },
