@@ -191,6 +191,16 @@ pub fn now() -> Timestamp {
     Timestamp(u64::try_from(ms).unwrap_or(u64::MAX))
 }
 
+/// The operator's login name for the journal header: `$LOGNAME`, else `$USER`, else
+/// "unknown" (a run is never refused for want of a name; the header says it was unknown).
+pub fn operator_login() -> String {
+    ["LOGNAME", "USER"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .find(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
 /// A run id that sorts by start time: `20260907T101500123Z-etcd-io-priority-prod`.
 pub fn run_id_for(at: Timestamp, runbook: &str, env: &str) -> String {
     let stamp: String = at
@@ -266,6 +276,8 @@ impl Journal {
         if !id_ok {
             return Err(JournalError::InvalidRunId { id: id.clone() });
         }
+        // A plan the machine refuses would leave a journal no replay can read.
+        Run::with_mode(header.plan.clone(), header.mode)?;
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         let path = journal_path(dir, id);
         let mut file = match OpenOptions::new().append(true).create_new(true).open(&path) {
@@ -290,6 +302,20 @@ impl Journal {
             next_seq: 1,
             poisoned: false,
         })
+    }
+
+    /// Start a new run of `plan`: its journal in `dir` (header written and synced) and the
+    /// run, not yet started (journal an [`Input::Start`] through [`Journal::record`]).
+    pub fn begin(
+        dir: &Path,
+        plan: Plan,
+        mode: Mode,
+        operator: &str,
+        at: Timestamp,
+    ) -> Result<(Journal, Run), JournalError> {
+        let run = Run::with_mode(plan.clone(), mode)?;
+        let journal = Journal::create(dir, &Header::new(plan, mode, operator, at))?;
+        Ok((journal, run))
     }
 
     /// Reopen an existing journal to continue its run after the process stopped. Cuts off a

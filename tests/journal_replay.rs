@@ -139,6 +139,37 @@ fn create_refuses_an_existing_journal_and_bad_run_ids() {
         Journal::create(dir.path(), &bad),
         Err(JournalError::InvalidRunId { .. })
     ));
+    // A plan the machine refuses never gets a journal (it could not be replayed).
+    let mut dup = etcd_plan();
+    dup.steps[2].n = 1;
+    let err = Journal::begin(
+        dir.path(),
+        dup.clone(),
+        Mode::Operate,
+        "alice",
+        Timestamp(7),
+    )
+    .expect_err("invalid plan");
+    assert!(matches!(err, JournalError::Machine(_)), "{err}");
+    let err = Journal::create(
+        dir.path(),
+        &Header::new(dup, Mode::Operate, "alice", Timestamp(7)),
+    )
+    .expect_err("invalid plan");
+    assert!(matches!(err, JournalError::Machine(_)), "{err}");
+    assert_eq!(fs::read_dir(dir.path()).expect("dir").count(), 1);
+    // begin() gives the journal and a run not yet started.
+    let (journal, run) = Journal::begin(
+        dir.path(),
+        memattr_plan(),
+        Mode::Operate,
+        "bob",
+        Timestamp(8),
+    )
+    .expect("begin");
+    assert_eq!(run.outcome(), RunOutcome::InProgress);
+    assert_eq!(lines(journal.path()).len(), 1);
+    assert!(!journal::operator_login().is_empty());
     // Nested directories are created.
     let nested = dir.path().join("state/hk-console/runs");
     Journal::create(

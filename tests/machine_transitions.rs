@@ -1140,6 +1140,25 @@ fn plans_with_duplicate_steps_or_disagreeing_host_sets_are_refused() {
 }
 
 #[test]
+fn a_list_hosts_step_without_an_expected_host_set_is_refused() {
+    let mut plan = etcd_plan();
+    plan.steps[1].gate = None;
+    plan.steps[1].expect = None;
+    let err = Run::new(plan).expect_err("no expectation");
+    assert!(
+        matches!(&err, MachineError::InvalidPlan { n: 2, why } if why.contains("expected host set")),
+        "{err}"
+    );
+    // Either statement alone is enough.
+    let mut plan = etcd_plan();
+    plan.steps[1].expect = None;
+    Run::new(plan).expect("gate alone");
+    let mut plan = etcd_plan();
+    plan.steps[1].gate = None;
+    Run::new(plan).expect("expect alone");
+}
+
+#[test]
 fn inputs_serialise_tagged_and_round_trip() {
     let inputs = vec![
         Input::Start,

@@ -506,6 +506,16 @@ impl Run {
             if !seen.insert(step.n) {
                 return Err(MachineError::DuplicateStep { n: step.n });
             }
+            // A list-hosts step exists to confirm the blast radius; without an expected set
+            // there is nothing to block on, so the plan is refused rather than waved through.
+            if step.kind == StepKind::ListHosts && expected_hosts(step).is_none() {
+                return Err(MachineError::InvalidPlan {
+                    n: step.n,
+                    why: "a list-hosts step needs an expected host set (expect.hosts or a \
+                          confirm-hosts gate)"
+                        .into(),
+                });
+            }
             // Two statements of one host set that disagree would make the typed count and the
             // comparison answer different questions.
             if let (Some(Gate::ConfirmHosts { expected }), Some(hosts)) = (
