@@ -646,3 +646,61 @@ pub fn list_runs(dir: &Path) -> Result<RunList, JournalError> {
     });
     Ok(list)
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::runbook::plan::{Gate, PlannedStep, StepKind};
+
+    fn one_gate_plan() -> Plan {
+        Plan {
+            runbook: "t".into(),
+            env: "dev".into(),
+            mutates: false,
+            steps: vec![PlannedStep {
+                n: 1,
+                id: "present".into(),
+                kind: StepKind::Gate,
+                host: None,
+                mutates: false,
+                gate: Some(Gate::OperatorPresent),
+                command: None,
+                expect: None,
+                title: String::new(),
+                cwd: None,
+            }],
+        }
+    }
+
+    /// A disk that refuses every write (/dev/full): the event is not acknowledged, no effect
+    /// comes back, the run does not move, and the journal refuses to write after the failure
+    /// it could not cut back.
+    #[test]
+    fn a_failed_append_returns_no_effects_and_poisons_the_journal() {
+        let path = PathBuf::from("/dev/full");
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("/dev/full exists on Linux");
+        let mut journal = Journal {
+            path,
+            file,
+            len: 0,
+            next_seq: 1,
+            poisoned: false,
+        };
+        let mut run = Run::new(one_gate_plan()).expect("plan");
+        let before = run.clone();
+        let err = journal
+            .record(&mut run, Event::new(Timestamp(1), Input::Start))
+            .expect_err("the disk is full");
+        assert!(matches!(err, JournalError::Io { .. }), "{err}");
+        assert_eq!(run, before, "the run must not move past an event that is not on disk");
+        assert_eq!(journal.next_seq(), 1);
+        // /dev/full cannot be truncated either, so the journal takes no more events.
+        let err = journal
+            .append(&Event::new(Timestamp(2), Input::Start))
+            .expect_err("poisoned");
+        assert!(matches!(err, JournalError::Poisoned { .. }), "{err}");
+    }
+}
