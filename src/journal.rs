@@ -695,7 +695,10 @@ mod tests {
             .record(&mut run, Event::new(Timestamp(1), Input::Start))
             .expect_err("the disk is full");
         assert!(matches!(err, JournalError::Io { .. }), "{err}");
-        assert_eq!(run, before, "the run must not move past an event that is not on disk");
+        assert_eq!(
+            run, before,
+            "the run must not move past an event that is not on disk"
+        );
         assert_eq!(journal.next_seq(), 1);
         // /dev/full cannot be truncated either, so the journal takes no more events.
         let err = journal
