@@ -261,16 +261,20 @@ impl Builder {
                             Value::Seq(items) => items,
                             _ => {
                                 let mark = node.mark;
-                                self.fail(mark, "a merge key `<<` needs a mapping or a list of mappings");
+                                self.fail(
+                                    mark,
+                                    "a merge key `<<` needs a mapping or a list of mappings",
+                                );
                                 return;
                             }
                         };
                         for source in sources {
                             if let Value::Map(entries) = source.value {
+                                // PyYAML (what Ansible uses) appends every merged pair in
+                                // order, so a later source overrides an earlier one.
                                 for (k, v) in entries {
-                                    if !merged.iter().any(|(mk, _)| mk.as_key() == k.as_key()) {
-                                        merged.push((k, v));
-                                    }
+                                    merged.retain(|(mk, _)| mk.as_key() != k.as_key());
+                                    merged.push((k, v));
                                 }
                             }
                         }
@@ -300,7 +304,11 @@ impl MarkedEventReceiver for Builder {
         let mark = Mark::from(marker);
         match ev {
             Event::Scalar(text, style, anchor, tag) => {
-                let value = resolve_scalar(&text, style, tag.as_ref().map(|t| (t.handle.as_str(), t.suffix.as_str())));
+                let value = resolve_scalar(
+                    &text,
+                    style,
+                    tag.as_ref().map(|t| (t.handle.as_str(), t.suffix.as_str())),
+                );
                 let value = match value {
                     Ok(v) => v,
                     Err(msg) => {
@@ -366,7 +374,11 @@ impl MarkedEventReceiver for Builder {
     }
 }
 
-fn resolve_scalar(text: &str, style: TScalarStyle, tag: Option<(&str, &str)>) -> Result<Value, String> {
+fn resolve_scalar(
+    text: &str,
+    style: TScalarStyle,
+    tag: Option<(&str, &str)>,
+) -> Result<Value, String> {
     match tag {
         Some(("!", "vault")) => return Ok(Value::Vaulted),
         Some(("!", "unsafe")) => return Ok(Value::Str(text.to_string())),
@@ -427,7 +439,10 @@ fn resolve_plain(text: &str) -> Value {
         return Value::Null;
     }
     if r.bool_.is_match(text) {
-        return Value::Bool(matches!(text.as_bytes()[0], b'y' | b'Y' | b't' | b'T') || text.eq_ignore_ascii_case("on"));
+        return Value::Bool(
+            matches!(text.as_bytes()[0], b'y' | b'Y' | b't' | b'T')
+                || text.eq_ignore_ascii_case("on"),
+        );
     }
     if r.int.is_match(text) {
         if let Some(i) = parse_yaml11_int(text) {
@@ -458,8 +473,9 @@ fn parse_yaml11_int(text: &str) -> Option<i64> {
     } else if let Some(hex) = body.strip_prefix("0x") {
         i64::from_str_radix(hex, 16).ok()?
     } else if body.contains(':') {
-        body.split(':')
-            .try_fold(0i64, |acc, part| Some(acc.checked_mul(60)? + part.parse::<i64>().ok()?))?
+        body.split(':').try_fold(0i64, |acc, part| {
+            Some(acc.checked_mul(60)? + part.parse::<i64>().ok()?)
+        })?
     } else if body.len() > 1 && body.starts_with('0') {
         i64::from_str_radix(&body[1..], 8).ok()?
     } else {
@@ -483,7 +499,11 @@ fn parse_yaml11_float(text: &str) -> Option<f64> {
         let mut acc = 0f64;
         while let Some(part) = parts.next() {
             let v: f64 = part.parse().ok()?;
-            acc = if parts.peek().is_some() { (acc + v) * 60.0 } else { acc + v };
+            acc = if parts.peek().is_some() {
+                (acc + v) * 60.0
+            } else {
+                acc + v
+            };
         }
         return Some(sign * acc);
     }
@@ -495,7 +515,12 @@ mod tests {
     use super::*;
 
     fn scalar(text: &str) -> Value {
-        parse_one(&format!("v: {text}\n")).expect("parse").get("v").expect("v").value.clone()
+        parse_one(&format!("v: {text}\n"))
+            .expect("parse")
+            .get("v")
+            .expect("v")
+            .value
+            .clone()
     }
 
     #[test]
@@ -518,7 +543,10 @@ mod tests {
         assert_eq!(scalar(""), Value::Null);
         assert_eq!(scalar("'yes'"), Value::Str("yes".into()));
         assert_eq!(scalar("192.168.2.9"), Value::Str("192.168.2.9".into()));
-        assert_eq!(scalar("\"{{ kube_vip_address }}\""), Value::Str("{{ kube_vip_address }}".into()));
+        assert_eq!(
+            scalar("\"{{ kube_vip_address }}\""),
+            Value::Str("{{ kube_vip_address }}".into())
+        );
     }
 
     #[test]
@@ -538,8 +566,24 @@ mod tests {
     }
 
     #[test]
+    fn merge_key_later_sources_win_like_pyyaml() {
+        let text = "a: &a {p: 1, q: 1}\nb: &b {p: 2, r: 2}\nm: {<<: [*a, *b]}\nn: {<<: *a, <<: *b}\no: {<<: [*a, *b], p: 9}\n";
+        let doc = parse_one(text).expect("parse");
+        assert_eq!(
+            doc.get("m").expect("m").to_json(),
+            serde_json::json!({"p": 2, "q": 1, "r": 2})
+        );
+        assert_eq!(
+            doc.get("n").expect("n").to_json(),
+            serde_json::json!({"p": 2, "q": 1, "r": 2})
+        );
+        assert_eq!(doc.get("o").expect("o").to_json()["p"], 9);
+    }
+
+    #[test]
     fn vault_tag_is_opaque() {
-        let doc = parse_one("secret: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6162\n").expect("parse");
+        let doc =
+            parse_one("secret: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6162\n").expect("parse");
         assert_eq!(doc.get("secret").expect("secret").value, Value::Vaulted);
         assert!(doc.contains_vaulted());
         assert_eq!(doc.to_json()["secret"], VAULTED_PLACEHOLDER);

@@ -516,7 +516,6 @@ struct IniParser {
 struct Patterns {
     section: Regex,
     groupname: Regex,
-    invalid_group_chars: Regex,
     bracketed_hostport: Regex,
     hostport: Regex,
 }
@@ -528,20 +527,10 @@ fn patterns() -> &'static Patterns {
         Patterns {
             section: Regex::new(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$").unwrap(),
             groupname: Regex::new(r"^([^:\]\s]+)\s*(?:#.*)?$").unwrap(),
-            invalid_group_chars: Regex::new(r"^[\d\W]|\W").unwrap(),
             bracketed_hostport: Regex::new(r"^\[(.+)\]:([0-9]+)$").unwrap(),
             hostport: Regex::new(r"^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$").unwrap(),
         }
     })
-}
-
-/// Ansible's `to_safe_group_name(force=True)`: characters not valid in a variable name
-/// (and a leading digit) become `_`. Applied to section names only, not to children lines.
-pub fn safe_group_name(name: &str) -> String {
-    patterns()
-        .invalid_group_chars
-        .replace_all(name, "_")
-        .into_owned()
 }
 
 impl IniParser {
@@ -588,7 +577,9 @@ impl IniParser {
                 continue;
             }
             if let Some(caps) = patterns().section.captures(line) {
-                let name = safe_group_name(caps.get(1).map_or("", |m| m.as_str()));
+                // Ansible's INI plugin calls `to_safe_group_name` without `force`, and the
+                // default TRANSFORM_INVALID_GROUP_CHARS is "never": `k3s-dev` stays as is.
+                let name = caps.get(1).map_or("", |m| m.as_str()).to_string();
                 let kind = caps.get(2).map(|m| m.as_str());
                 state = match kind {
                     None | Some("hosts") => State::Hosts,
@@ -1862,13 +1853,6 @@ mod tests {
             shlex_split("h a='x").expect_err("open"),
             "No closing quotation"
         );
-    }
-
-    #[test]
-    fn safe_group_names() {
-        assert_eq!(safe_group_name("k3s-dev"), "k3s_dev");
-        assert_eq!(safe_group_name("1st"), "_st");
-        assert_eq!(safe_group_name("ok_name"), "ok_name");
     }
 
     #[test]
