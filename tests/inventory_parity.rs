@@ -355,26 +355,117 @@ fn provenance_names_the_winning_file_and_line() {
 /// `hosts_in` follows `ansible GROUP --list-hosts` order.
 #[test]
 fn hosts_in_matches_ansible_list_hosts() {
-    let dir = fixtures_dir().join("children");
-    let ini = dir.join("hosts.ini");
-    let inv = Inventory::load(&ini).expect("load");
+    let pairs = [
+        ("children", "all"),
+        ("children", "servers"),
+        ("children", "prod"),
+        ("children", "gateway"),
+        ("children", "dev"),
+        ("deep", "l1"),
+        ("deep", "side"),
+        ("deep", "all"),
+        ("ungrouped", "all"),
+        ("ungrouped", "ungrouped"),
+        ("ranges", "all"),
+    ];
     let sb = sandbox();
-    let groups = ["all", "servers", "prod", "gateway", "dev"];
-    let children: Vec<Child> = groups
+    let children: Vec<Child> = pairs
         .iter()
-        .map(|g| {
+        .map(|(fixture, g)| {
+            let ini = fixtures_dir().join(fixture).join("hosts.ini");
             let mut cmd = ansible_cmd(&ansible_bin("ansible"), sb.path());
             cmd.arg("-i").arg(&ini).arg(g).arg("--list-hosts");
             cmd.spawn().expect("spawn ansible")
         })
         .collect();
-    for (g, child) in groups.iter().zip(children) {
-        let out = finish(child, &format!("ansible {g} --list-hosts"));
+    for ((fixture, g), child) in pairs.iter().zip(children) {
+        let out = finish(child, &format!("ansible {g} --list-hosts on {fixture}"));
         let theirs: Vec<String> = out
             .lines()
             .filter(|l| l.starts_with("    "))
             .map(|l| l.trim().to_string())
             .collect();
-        assert_eq!(inv.hosts_in(g).expect("group"), theirs, "hosts of {g}");
+        let inv = Inventory::load(&fixtures_dir().join(fixture).join("hosts.ini")).expect("load");
+        assert_eq!(
+            inv.hosts_in(g).expect("group"),
+            theirs,
+            "hosts of {g} in {fixture}"
+        );
+        if *g == "all" {
+            assert_eq!(inv.hosts(), theirs, "hosts() of {fixture}");
+        }
     }
+}
+
+/// Malformed inventories: Ansible refuses each one, and our loader refuses it too with a
+/// typed error naming file:line (Ansible 2.19 names only the file) and Ansible's reason.
+#[test]
+fn malformed_inventories_fail_like_ansible_with_file_and_line() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/inventories-bad");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("bad fixtures")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ini"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "expected at least 10 malformed fixtures");
+    let sb = sandbox();
+    let children: Vec<Child> = files
+        .iter()
+        .map(|f| {
+            let mut cmd = ansible_cmd(&ansible_bin("ansible-inventory"), sb.path());
+            cmd.env("ANSIBLE_INVENTORY_UNPARSED_FAILED", "True")
+                .arg("-i")
+                .arg(f)
+                .arg("--list");
+            cmd.spawn().expect("spawn ansible-inventory")
+        })
+        .collect();
+    let mut failures = Vec::new();
+    for (file, child) in files.iter().zip(children) {
+        let out = child.wait_with_output().expect("wait");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let name = file
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        if out.status.success() {
+            failures.push(format!("{name}: ansible-inventory accepted it"));
+            continue;
+        }
+        let reason = stderr
+            .lines()
+            .find_map(|l| {
+                l.split_once("plugin: Failed to parse inventory: ")
+                    .map(|(_, r)| r)
+            })
+            .unwrap_or("")
+            .trim_end_matches('.')
+            .to_string();
+        let text = std::fs::read_to_string(file).expect("read");
+        let line: usize = text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# expect-line: "))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("first line says `# expect-line: N`");
+        match Inventory::load(file) {
+            Ok(_) => failures.push(format!(
+                "{name}: our loader accepted it (Ansible: {reason})"
+            )),
+            Err(e) => {
+                let msg = e.to_string();
+                let want_prefix = format!("{}:{line}: ", file.display());
+                if !msg.starts_with(&want_prefix) {
+                    failures.push(format!("{name}: expected `{want_prefix}...`, got `{msg}`"));
+                }
+                if reason.is_empty() || !msg.contains(&reason) {
+                    failures.push(format!("{name}: Ansible says `{reason}`, we say `{msg}`"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
