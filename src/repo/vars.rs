@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use crate::yaml::{self, Node, Value};
 
 /// Where a variable was defined: file and 1-based line and column.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub struct Origin {
     pub file: PathBuf,
     pub line: usize,
@@ -32,7 +32,7 @@ impl fmt::Display for Origin {
 }
 
 /// One variable: its raw value (Jinja not rendered), where it won, whether it is secret.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Var {
     pub value: serde_json::Value,
     pub origin: Origin,
