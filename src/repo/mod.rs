@@ -127,7 +127,7 @@ pub fn host_context(inv: &Inventory, host: &str) -> HostContext {
     host_context_with(inv, all_groups(inv), host)
 }
 
-fn host_context_with(
+pub fn host_context_with(
     inv: &Inventory,
     groups: BTreeMap<String, Vec<String>>,
     host: &str,
