@@ -352,20 +352,17 @@ fn provenance_names_the_winning_file_and_line() {
     assert!(fmt.ends_with("hosts.ini:10:1"), "{fmt}");
 }
 
-/// `hosts_in` follows `ansible GROUP --list-hosts` order.
+/// `hosts_in` follows `ansible GROUP --list-hosts` order. (Not `ansible-playbook
+/// --list-hosts`: that one prints a Python set, in a different order on every run.)
 #[test]
 fn hosts_in_matches_ansible_list_hosts() {
     let pairs = [
         ("children", "all"),
         ("children", "servers"),
         ("children", "prod"),
-        ("children", "gateway"),
-        ("children", "dev"),
         ("deep", "l1"),
-        ("deep", "side"),
         ("deep", "all"),
         ("ungrouped", "all"),
-        ("ungrouped", "ungrouped"),
         ("ranges", "all"),
     ];
     let sb = sandbox();
@@ -410,40 +407,38 @@ fn malformed_inventories_fail_like_ansible_with_file_and_line() {
         .collect();
     files.sort();
     assert!(files.len() >= 10, "expected at least 10 malformed fixtures");
+    // One ansible-inventory for all of them: each failing source gets its own pair of
+    // warnings, the reason and then "Unable to parse PATH as an inventory source".
     let sb = sandbox();
-    let children: Vec<Child> = files
-        .iter()
-        .map(|f| {
-            let mut cmd = ansible_cmd(&ansible_bin("ansible-inventory"), sb.path());
-            cmd.env("ANSIBLE_INVENTORY_UNPARSED_FAILED", "True")
-                .arg("-i")
-                .arg(f)
-                .arg("--list");
-            cmd.spawn().expect("spawn ansible-inventory")
-        })
-        .collect();
+    let mut cmd = ansible_cmd(&ansible_bin("ansible-inventory"), sb.path());
+    for f in &files {
+        cmd.arg("-i").arg(f);
+    }
+    cmd.arg("--list");
+    let out = cmd.output().expect("run ansible-inventory");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut reasons: std::collections::HashMap<String, String> = Default::default();
+    let mut last = String::new();
+    for l in stderr.lines() {
+        if let Some((_, r)) = l.split_once("plugin: Failed to parse inventory: ") {
+            last = r.trim_end_matches('.').to_string();
+        } else if let Some(rest) = l.strip_prefix("[WARNING]: Unable to parse ") {
+            if let Some(path) = rest.strip_suffix(" as an inventory source") {
+                reasons.insert(path.to_string(), std::mem::take(&mut last));
+            }
+        }
+    }
     let mut failures = Vec::new();
-    for (file, child) in files.iter().zip(children) {
-        let out = child.wait_with_output().expect("wait");
-        let stderr = String::from_utf8_lossy(&out.stderr);
+    for file in &files {
         let name = file
             .file_name()
             .expect("name")
             .to_string_lossy()
             .into_owned();
-        if out.status.success() {
-            failures.push(format!("{name}: ansible-inventory accepted it"));
+        let Some(reason) = reasons.get(&file.display().to_string()).cloned() else {
+            failures.push(format!("{name}: ansible-inventory accepted it\n{stderr}"));
             continue;
-        }
-        let reason = stderr
-            .lines()
-            .find_map(|l| {
-                l.split_once("plugin: Failed to parse inventory: ")
-                    .map(|(_, r)| r)
-            })
-            .unwrap_or("")
-            .trim_end_matches('.')
-            .to_string();
+        };
         let text = std::fs::read_to_string(file).expect("read");
         let line: usize = text
             .lines()

@@ -59,6 +59,8 @@ struct Host {
     name: String,
     /// Inline INI vars (and `ansible_port` from `host:port`).
     vars: VarMap,
+    /// Groups that list this host directly (an index, so membership is not a scan).
+    direct: Vec<usize>,
 }
 
 /// An Ansible inventory: groups, hosts and merged host variables.
@@ -84,10 +86,22 @@ impl Inventory {
             path: path.to_path_buf(),
             source,
         })?;
+        if vars::is_vaulted_text(&text) {
+            return Err(InventoryError::Syntax {
+                file: path.to_path_buf(),
+                line: 1,
+                message: "the inventory file is ansible-vault encrypted: vaulted, not read \
+                          (expected a plain INI inventory)"
+                    .into(),
+            });
+        }
         let mut inv = Self::parse_ini(&text, path)?;
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        // Ansible resolves the directory beside the inventory through symlinks.
-        let base = std::fs::canonicalize(&base).unwrap_or(base);
+        // Ansible's `basedir`: the inventory file's own directory (a symlinked file is not
+        // followed), so group_vars/ and host_vars/ are looked up beside the path given.
+        let base = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
         inv.merge_vars(&base)?;
         Ok(inv)
     }
@@ -294,12 +308,14 @@ impl Inventory {
                 self.hosts.push(Host {
                     name: name.to_string(),
                     vars,
+                    direct: Vec::new(),
                 });
                 self.host_index.insert(name.to_string(), h);
                 h
             }
         };
-        if !self.groups[group].hosts.contains(&h) {
+        if !self.hosts[h].direct.contains(&group) {
+            self.hosts[h].direct.push(group);
             self.groups[group].hosts.push(h);
         }
         h
@@ -318,8 +334,10 @@ impl Inventory {
             if mine.contains(&UNGROUPED) {
                 if mine.iter().any(|&g| g != ALL && g != UNGROUPED) {
                     self.groups[UNGROUPED].hosts.retain(|&x| x != h);
+                    self.hosts[h].direct.retain(|&g| g != UNGROUPED);
                 }
-            } else if mine.iter().all(|&g| g == ALL) && !self.groups[UNGROUPED].hosts.contains(&h) {
+            } else if mine.iter().all(|&g| g == ALL) {
+                self.hosts[h].direct.push(UNGROUPED);
                 self.groups[UNGROUPED].hosts.push(h);
             }
         }
@@ -327,11 +345,9 @@ impl Inventory {
 
     fn direct_and_ancestor_groups(&self, h: usize) -> HashSet<usize> {
         let mut out = HashSet::new();
-        for (g, group) in self.groups.iter().enumerate() {
-            if group.hosts.contains(&h) {
-                out.insert(g);
-                out.extend(self.ancestors(g));
-            }
+        for &g in &self.hosts[h].direct {
+            out.insert(g);
+            out.extend(self.ancestors(g));
         }
         out
     }
@@ -1948,6 +1964,28 @@ mod tests {
             .starts_with("inv/hosts.ini:2: Expected group name"));
         assert!(parse_err("[g:vars]\nansible_group_priority=high\n[g]\n")
             .contains("ansible_group_priority"));
+    }
+
+    #[test]
+    fn load_reports_bad_group_vars_and_vaulted_inventory() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ini = tmp.path().join("hosts.ini");
+        std::fs::write(&ini, "[g]\nh\n").expect("ini");
+        std::fs::create_dir(tmp.path().join("group_vars")).expect("gv");
+        std::fs::write(tmp.path().join("group_vars/g.yml"), "ok: 1\nbad: [1,\n").expect("gv");
+        let err = Inventory::load(&ini).expect_err("bad yaml").to_string();
+        let want = format!("{}:", tmp.path().join("group_vars/g.yml").display());
+        assert!(
+            err.starts_with(&want) && err.contains("invalid YAML"),
+            "{err}"
+        );
+
+        std::fs::write(&ini, "$ANSIBLE_VAULT;1.1;AES256\n3132\n").expect("ini");
+        let err = Inventory::load(&ini).expect_err("vaulted").to_string();
+        assert!(
+            err.contains("hosts.ini:1: the inventory file is ansible-vault encrypted"),
+            "{err}"
+        );
     }
 
     #[test]
