@@ -13,6 +13,19 @@
 //! `VARIABLE_PRECEDENCE`): INI `[all:vars]` < INI `[g:vars]` of the host's groups (sorted by
 //! depth, `ansible_group_priority`, name) < `group_vars/all` < `group_vars/<g>` (same order) <
 //! INI inline host vars < `host_vars/<host>`. Each level replaces whole top-level keys.
+//!
+//! What the real tool does (checked against ansible-core 2.19 by tests/inventory_parity.rs):
+//! - `[g:vars]` values are typed exactly like inline host vars (`ast.literal_eval`, else the
+//!   raw string): `5` is an int, `True` a bool, `yes` and `0755` stay strings, `'q'` is `q`,
+//!   `"a b" # c` is `a b` (a Python comment), `hello # c` is the whole text.
+//! - Inline host vars go through `shlex` first, so quotes are removed before typing
+//!   (`c="[1, 2]"` is a list) and `#` starts a comment even inside a word.
+//! - `ansible_group_priority` in INI sets the priority and is not a variable; the same key in
+//!   a group_vars file is an ordinary variable and does not change the priority.
+//! - Group names are kept as written (`k3s-dev` stays `k3s-dev`).
+//! - A host's port comes from its first `host:port`; later lines do not change it.
+//! - A group with no hosts and no children is absent from `--list` but still named in its
+//!   parent's `children`; hosts without variables are absent from `_meta.hostvars`.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
