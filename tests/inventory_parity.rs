@@ -75,6 +75,8 @@ struct Case {
 
 fn spawn_list(case: &Case, sandbox: &Path) -> Child {
     let mut cmd = ansible_cmd(&ansible_bin("ansible-inventory"), sandbox);
+    // A source Ansible cannot parse must fail the run, not become an empty inventory.
+    cmd.env("ANSIBLE_INVENTORY_UNPARSED_FAILED", "True");
     cmd.arg("-i").arg(&case.ini).arg("--list");
     if let Some(p) = &case.vault_pass {
         cmd.arg("--vault-password-file").arg(p);
