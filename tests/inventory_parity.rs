@@ -354,6 +354,33 @@ fn provenance_names_the_winning_file_and_line() {
     assert!(fmt.ends_with("hosts.ini:10:1"), "{fmt}");
 }
 
+/// Ansible walks a group's descendants level by level through a Python `set`: when two
+/// groups of one level both bring new children, their order differs from run to run (seen
+/// on the `deep` fixture). Only where that cannot happen is the order Ansible's to compare.
+fn order_is_defined(inv: &Inventory, group: &str) -> bool {
+    let kids = |g: &str| inv.children_of(g).unwrap_or_default();
+    let mut seen: BTreeSet<String> = kids(group).into_iter().collect();
+    seen.insert(group.to_string());
+    let mut level: Vec<String> = seen.iter().cloned().collect();
+    while !level.is_empty() {
+        let mut next = Vec::new();
+        let mut contributors = 0;
+        for g in &level {
+            let new: Vec<String> = kids(g).into_iter().filter(|c| !seen.contains(c)).collect();
+            if !new.is_empty() {
+                contributors += 1;
+            }
+            next.extend(new);
+        }
+        if contributors > 1 {
+            return false;
+        }
+        seen.extend(next.iter().cloned());
+        level = next;
+    }
+    true
+}
+
 /// `hosts_in` follows `ansible GROUP --list-hosts` order. (Not `ansible-playbook
 /// --list-hosts`: that one prints a Python set, in a different order on every run.)
 #[test]
@@ -362,6 +389,8 @@ fn hosts_in_matches_ansible_list_hosts() {
         ("children", "all"),
         ("children", "servers"),
         ("children", "prod"),
+        ("children", "dev"),
+        ("tricky", "all"),
         ("deep", "l1"),
         ("deep", "all"),
         ("ungrouped", "all"),
@@ -385,13 +414,17 @@ fn hosts_in_matches_ansible_list_hosts() {
             .map(|l| l.trim().to_string())
             .collect();
         let inv = Inventory::load(&fixtures_dir().join(fixture).join("hosts.ini")).expect("load");
-        assert_eq!(
-            inv.hosts_in(g).expect("group"),
-            theirs,
-            "hosts of {g} in {fixture}"
-        );
+        let ours = inv.hosts_in(g).expect("group");
+        if order_is_defined(&inv, g) {
+            assert_eq!(ours, theirs, "hosts of {g} in {fixture}");
+        } else {
+            let (mut a, mut b) = (ours.clone(), theirs.clone());
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "hosts of {g} in {fixture} (as sets)");
+        }
         if *g == "all" {
-            assert_eq!(inv.hosts(), theirs, "hosts() of {fixture}");
+            assert_eq!(inv.hosts(), ours, "hosts() of {fixture}");
         }
     }
 }

@@ -155,6 +155,10 @@ impl Inventory {
     }
 
     /// Hosts of a group including its descendants, in `ansible GROUP --list-hosts` order.
+    /// Where two groups of one level below `group` both bring new child groups, Ansible's
+    /// own order between their hosts changes from run to run (it walks a Python set); we
+    /// keep declaration order there. (An Ansible *pattern* naming both a host and a group
+    /// selects the host; this is the group.)
     pub fn hosts_in(&self, group: &str) -> Option<Vec<String>> {
         let g = *self.group_index.get(group)?;
         Some(
