@@ -95,10 +95,11 @@ const UNGROUPED: usize = 1;
 impl Inventory {
     /// Load an INI inventory file plus `group_vars/` and `host_vars/` beside it.
     pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
-        let text = std::fs::read_to_string(path).map_err(|source| InventoryError::Io {
+        let bytes = std::fs::read(path).map_err(|source| InventoryError::Io {
             path: path.to_path_buf(),
             source,
         })?;
+        let text = decode_ini(bytes, path)?;
         if vars::is_vaulted_text(&text) {
             return Err(InventoryError::Syntax {
                 file: path.to_path_buf(),
@@ -404,12 +405,12 @@ impl Inventory {
             let mut next = Vec::new();
             for &lg in &level {
                 for &c in &self.groups[lg].children {
-                    if !seen.contains(&c) && !next.contains(&c) {
+                    // Inserting into `seen` here also keeps `next` free of duplicates.
+                    if seen.insert(c) {
                         next.push(c);
                     }
                 }
             }
-            seen.extend(next.iter().copied());
             ordered.extend(next.iter().copied());
             level = next;
         }
@@ -831,6 +832,36 @@ fn python_int(v: &serde_json::Value) -> Option<i64> {
 /// 1-based column of `needle` in the raw line (for provenance), 1 if not found.
 fn column_of(raw: &str, needle: &str) -> usize {
     raw.find(needle).map_or(1, |i| raw[..i].chars().count() + 1)
+}
+
+/// The file as text. Like Ansible, bytes that are not UTF-8 are tolerated in comment lines
+/// only (they become empty lines, keeping line numbers); anywhere else they are an error.
+fn decode_ini(bytes: Vec<u8>, path: &Path) -> Result<String, InventoryError> {
+    let bytes = match String::from_utf8(bytes) {
+        Ok(text) => return Ok(text),
+        Err(e) => e.into_bytes(),
+    };
+    let mut out = String::with_capacity(bytes.len());
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        if matches!(line.first(), Some(b'#') | Some(b';')) {
+            out.push_str(std::str::from_utf8(line).unwrap_or(""));
+            continue;
+        }
+        match std::str::from_utf8(line) {
+            Ok(l) => out.push_str(l),
+            Err(_) => {
+                return Err(InventoryError::Syntax {
+                    file: path.to_path_buf(),
+                    line: i + 1,
+                    message: "bytes that are not UTF-8 (expected UTF-8 text; only comment lines may hold other bytes)".into(),
+                })
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// `str.splitlines()` for the line breaks that occur in practice.
@@ -2001,6 +2032,21 @@ mod tests {
         let err = Inventory::load(&ini).expect_err("vaulted").to_string();
         assert!(
             err.contains("hosts.ini:1: the inventory file is ansible-vault encrypted"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn non_utf8_is_tolerated_in_comments_only() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ini = tmp.path().join("hosts.ini");
+        std::fs::write(&ini, b"# caf\xe9\n[g]\nh\n").expect("ini");
+        let inv = Inventory::load(&ini).expect("comment bytes are fine");
+        assert_eq!(inv.hosts(), ["h"]);
+        std::fs::write(&ini, b"[g]\nh\nbad\xff\n").expect("ini");
+        let err = Inventory::load(&ini).expect_err("bad bytes").to_string();
+        assert!(
+            err.contains("hosts.ini:3: bytes that are not UTF-8"),
             "{err}"
         );
     }
