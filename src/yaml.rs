@@ -261,7 +261,10 @@ impl Builder {
                             Value::Seq(items) => items,
                             _ => {
                                 let mark = node.mark;
-                                self.fail(mark, "a merge key `<<` needs a mapping or a list of mappings");
+                                self.fail(
+                                    mark,
+                                    "a merge key `<<` needs a mapping or a list of mappings",
+                                );
                                 return;
                             }
                         };
@@ -300,7 +303,11 @@ impl MarkedEventReceiver for Builder {
         let mark = Mark::from(marker);
         match ev {
             Event::Scalar(text, style, anchor, tag) => {
-                let value = resolve_scalar(&text, style, tag.as_ref().map(|t| (t.handle.as_str(), t.suffix.as_str())));
+                let value = resolve_scalar(
+                    &text,
+                    style,
+                    tag.as_ref().map(|t| (t.handle.as_str(), t.suffix.as_str())),
+                );
                 let value = match value {
                     Ok(v) => v,
                     Err(msg) => {
@@ -366,7 +373,11 @@ impl MarkedEventReceiver for Builder {
     }
 }
 
-fn resolve_scalar(text: &str, style: TScalarStyle, tag: Option<(&str, &str)>) -> Result<Value, String> {
+fn resolve_scalar(
+    text: &str,
+    style: TScalarStyle,
+    tag: Option<(&str, &str)>,
+) -> Result<Value, String> {
     match tag {
         Some(("!", "vault")) => return Ok(Value::Vaulted),
         Some(("!", "unsafe")) => return Ok(Value::Str(text.to_string())),
@@ -427,7 +438,10 @@ fn resolve_plain(text: &str) -> Value {
         return Value::Null;
     }
     if r.bool_.is_match(text) {
-        return Value::Bool(matches!(text.as_bytes()[0], b'y' | b'Y' | b't' | b'T') || text.eq_ignore_ascii_case("on"));
+        return Value::Bool(
+            matches!(text.as_bytes()[0], b'y' | b'Y' | b't' | b'T')
+                || text.eq_ignore_ascii_case("on"),
+        );
     }
     if r.int.is_match(text) {
         if let Some(i) = parse_yaml11_int(text) {
@@ -458,8 +472,9 @@ fn parse_yaml11_int(text: &str) -> Option<i64> {
     } else if let Some(hex) = body.strip_prefix("0x") {
         i64::from_str_radix(hex, 16).ok()?
     } else if body.contains(':') {
-        body.split(':')
-            .try_fold(0i64, |acc, part| Some(acc.checked_mul(60)? + part.parse::<i64>().ok()?))?
+        body.split(':').try_fold(0i64, |acc, part| {
+            Some(acc.checked_mul(60)? + part.parse::<i64>().ok()?)
+        })?
     } else if body.len() > 1 && body.starts_with('0') {
         i64::from_str_radix(&body[1..], 8).ok()?
     } else {
@@ -483,7 +498,11 @@ fn parse_yaml11_float(text: &str) -> Option<f64> {
         let mut acc = 0f64;
         while let Some(part) = parts.next() {
             let v: f64 = part.parse().ok()?;
-            acc = if parts.peek().is_some() { (acc + v) * 60.0 } else { acc + v };
+            acc = if parts.peek().is_some() {
+                (acc + v) * 60.0
+            } else {
+                acc + v
+            };
         }
         return Some(sign * acc);
     }
@@ -495,7 +514,12 @@ mod tests {
     use super::*;
 
     fn scalar(text: &str) -> Value {
-        parse_one(&format!("v: {text}\n")).expect("parse").get("v").expect("v").value.clone()
+        parse_one(&format!("v: {text}\n"))
+            .expect("parse")
+            .get("v")
+            .expect("v")
+            .value
+            .clone()
     }
 
     #[test]
@@ -518,7 +542,10 @@ mod tests {
         assert_eq!(scalar(""), Value::Null);
         assert_eq!(scalar("'yes'"), Value::Str("yes".into()));
         assert_eq!(scalar("192.168.2.9"), Value::Str("192.168.2.9".into()));
-        assert_eq!(scalar("\"{{ kube_vip_address }}\""), Value::Str("{{ kube_vip_address }}".into()));
+        assert_eq!(
+            scalar("\"{{ kube_vip_address }}\""),
+            Value::Str("{{ kube_vip_address }}".into())
+        );
     }
 
     #[test]
@@ -539,7 +566,8 @@ mod tests {
 
     #[test]
     fn vault_tag_is_opaque() {
-        let doc = parse_one("secret: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6162\n").expect("parse");
+        let doc =
+            parse_one("secret: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6162\n").expect("parse");
         assert_eq!(doc.get("secret").expect("secret").value, Value::Vaulted);
         assert!(doc.contains_vaulted());
         assert_eq!(doc.to_json()["secret"], VAULTED_PLACEHOLDER);

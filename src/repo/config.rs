@@ -1,1 +1,177 @@
-//! (in progress)
+//! `hk-console.yaml`: which inventory groups make each environment, and where things live.
+//!
+//! Owns: the file's schema (strict: an unknown key is an error with file:line:col), its
+//! defaults, and turning its relative paths into paths under the repo root.
+//! Must not: derive anything the inventory already says (founder, VIP, endpoint, port,
+//! primary group, kubeconfig name come from hostvars; see `env.rs`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The name of the file at the top of an infra repo.
+pub const CONFIG_FILE: &str = "hk-console.yaml";
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where ansible-playbook runs from, relative to the repo root.
+    #[serde(default = "default_ansible_dir")]
+    pub ansible_dir: PathBuf,
+    /// The INI inventory, relative to the repo root.
+    #[serde(default = "default_inventory")]
+    pub inventory: PathBuf,
+    /// An extra known_hosts file the SSH executor trusts besides `~/.ssh/known_hosts`.
+    #[serde(default)]
+    pub known_hosts: Option<PathBuf>,
+    /// Environments by name (dev, prod, ...).
+    pub environments: BTreeMap<String, EnvConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvConfig {
+    /// The inventory group holding this environment's k3s servers.
+    pub servers: String,
+    /// The inventory group holding its VPN egress gateways, if it has any.
+    #[serde(default)]
+    pub vpn_gateways: Option<String>,
+    /// Nothing mutates here unless the operator first confirms they are present.
+    #[serde(default)]
+    pub operator_present: bool,
+    /// The Flux overlay directory, relative to the repo root (default `clusters/<name>`).
+    #[serde(default)]
+    pub flux_overlay: Option<PathBuf>,
+    /// The vaulted file holding this environment's become password, relative to the repo
+    /// root. Named so `check` can say when it is missing or not actually vaulted.
+    #[serde(default)]
+    pub vault: Option<PathBuf>,
+}
+
+fn default_ansible_dir() -> PathBuf {
+    PathBuf::from("infra/ansible")
+}
+
+fn default_inventory() -> PathBuf {
+    PathBuf::from("infra/ansible/inventory/hosts.ini")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: cannot read: {source}\n  hint: the repo root must hold {CONFIG_FILE}, which names the environments (see docs/ARCHITECTURE.md)")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{col}: {message}")]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        col: usize,
+        message: String,
+    },
+}
+
+impl Config {
+    /// Read `root/hk-console.yaml`.
+    pub fn load(root: &Path) -> Result<Config, ConfigError> {
+        let path = root.join(CONFIG_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        Self::parse(&path, &text)
+    }
+
+    /// Parse the text of a config file; `path` is only used in messages.
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let config: Config = serde_yaml::from_str(text).map_err(|e| {
+            let (line, col) = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((1, 1));
+            ConfigError::Invalid {
+                path: path.to_path_buf(),
+                line,
+                col,
+                message: e
+                    .to_string()
+                    .split(" at line ")
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            }
+        })?;
+        if config.environments.is_empty() {
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                line: 1,
+                col: 1,
+                message:
+                    "`environments` is empty: name at least one, e.g. `prod: { servers: k3s_prod }`"
+                        .into(),
+            });
+        }
+        Ok(config)
+    }
+}
+
+impl EnvConfig {
+    /// The overlay directory relative to the repo root.
+    pub fn overlay_dir(&self, env_name: &str) -> PathBuf {
+        self.flux_overlay
+            .clone()
+            .unwrap_or_else(|| Path::new("clusters").join(env_name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fill_every_path() {
+        let c = Config::parse(
+            Path::new("x.yaml"),
+            "environments:\n  prod: { servers: k3s_prod }\n",
+        )
+        .expect("valid");
+        assert_eq!(c.ansible_dir, PathBuf::from("infra/ansible"));
+        assert_eq!(
+            c.inventory,
+            PathBuf::from("infra/ansible/inventory/hosts.ini")
+        );
+        let prod = &c.environments["prod"];
+        assert_eq!(prod.overlay_dir("prod"), PathBuf::from("clusters/prod"));
+        assert!(!prod.operator_present);
+    }
+
+    #[test]
+    fn unknown_keys_name_file_line_and_column() {
+        let err = Config::parse(
+            Path::new("hk-console.yaml"),
+            "environments:\n  prod:\n    servers: k3s_prod\n    severs: typo\n",
+        )
+        .expect_err("must fail");
+        let text = err.to_string();
+        assert!(text.starts_with("hk-console.yaml:4:"), "{text}");
+        assert!(text.contains("unknown field `severs`"), "{text}");
+    }
+
+    #[test]
+    fn missing_servers_is_an_error() {
+        let err = Config::parse(
+            Path::new("c.yaml"),
+            "environments:\n  dev: { operator_present: true }\n",
+        )
+        .expect_err("must fail");
+        assert!(err.to_string().contains("missing field `servers`"), "{err}");
+    }
+
+    #[test]
+    fn empty_environments_is_an_error() {
+        let err = Config::parse(Path::new("c.yaml"), "environments: {}\n").expect_err("must fail");
+        assert!(err.to_string().contains("`environments` is empty"), "{err}");
+    }
+}

@@ -1,1 +1,382 @@
-//! (in progress)
+//! Environments, derived from the inventory.
+//!
+//! Owns: turning an environment's name and groups (from `hk-console.yaml`) into the facts
+//! every other layer needs: its servers and their addresses, its VPN gateways, and the
+//! values its servers' hostvars resolve to: primary group, founder (`k3s_api_host`), VIP
+//! (`kube_vip_address`), API endpoint (`k3s_apiserver_endpoint`), API port
+//! (`k3s_api_port`), kubeconfig name (`cluster_kubeconfig_name`).
+//! Hosts of one environment that disagree on one of these, or a value that cannot be
+//! rendered, is a [`EnvProblem`]: the fact stays unknown rather than picking one.
+//! Must not: restate any of these values; they live in the inventory only.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use super::config::EnvConfig;
+use super::resolve::Resolved;
+use super::vars::Origin;
+
+/// The variables an environment's facts come from (the infra repo's documented contract).
+pub const VAR_PRIMARY_GROUP: &str = "k3s_primary_group";
+pub const VAR_FOUNDER: &str = "k3s_api_host";
+pub const VAR_VIP: &str = "kube_vip_address";
+pub const VAR_ENDPOINT: &str = "k3s_apiserver_endpoint";
+pub const VAR_API_PORT: &str = "k3s_api_port";
+pub const VAR_KUBECONFIG: &str = "cluster_kubeconfig_name";
+
+/// A host of an environment and the address it is reached at (`ansible_host`, else its name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnvHost {
+    pub name: String,
+    pub address: String,
+}
+
+/// One derived fact: its value when every server agrees, and where it was defined.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Fact {
+    pub var: &'static str,
+    pub value: Option<String>,
+    /// The winning definition (for a template, where the template is written).
+    pub origin: Option<Origin>,
+}
+
+impl Fact {
+    pub fn get(&self) -> Option<&str> {
+        self.value.as_deref()
+    }
+}
+
+/// Why a fact is unknown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum EnvProblem {
+    /// The servers group named in hk-console.yaml is not in the inventory, or is empty.
+    NoServers { group: String },
+    /// The VPN gateway group named in hk-console.yaml is not in the inventory.
+    NoGatewayGroup { group: String },
+    /// No server defines the variable.
+    Missing { var: String },
+    /// Servers resolve the variable to different values.
+    Disagree { var: String, values: BTreeMap<String, Vec<String>> },
+    /// A server's value cannot be rendered.
+    Unrenderable { var: String, host: String, reason: String },
+}
+
+impl fmt::Display for EnvProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EnvProblem::NoServers { group } => write!(
+                f,
+                "servers group `{group}` has no hosts in the inventory (expected the group named by `servers:` in hk-console.yaml)"
+            ),
+            EnvProblem::NoGatewayGroup { group } => {
+                write!(f, "vpn_gateways group `{group}` is not in the inventory")
+            }
+            EnvProblem::Missing { var } => write!(f, "no server defines `{var}`"),
+            EnvProblem::Disagree { var, values } => {
+                let parts: Vec<String> = values
+                    .iter()
+                    .map(|(value, hosts)| format!("{} say `{value}`", hosts.join(", ")))
+                    .collect();
+                write!(f, "servers disagree on `{var}`: {}", parts.join("; "))
+            }
+            EnvProblem::Unrenderable { var, host, reason } => {
+                write!(f, "`{var}` cannot be rendered for {host}: {reason}")
+            }
+        }
+    }
+}
+
+/// An environment as the inventory defines it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Environment {
+    pub name: String,
+    pub servers_group: String,
+    pub vpn_gateways_group: Option<String>,
+    pub operator_present: bool,
+    /// Relative to the repo root.
+    pub flux_overlay: std::path::PathBuf,
+    /// Relative to the repo root.
+    pub vault: Option<std::path::PathBuf>,
+    pub servers: Vec<EnvHost>,
+    pub vpn_gateways: Vec<EnvHost>,
+    pub primary_group: Fact,
+    pub founder: Fact,
+    pub vip: Fact,
+    pub endpoint: Fact,
+    pub api_port: Fact,
+    pub kubeconfig_name: Fact,
+    pub problems: Vec<EnvProblem>,
+}
+
+impl Environment {
+    pub fn node_ips(&self) -> impl Iterator<Item = &EnvHost> {
+        self.servers.iter()
+    }
+
+    pub fn api_port_number(&self) -> Option<u16> {
+        self.api_port.get().and_then(|p| p.parse().ok())
+    }
+}
+
+/// What derivation needs to ask of the loaded repo, per host.
+pub trait HostFacts {
+    /// The hosts of a group (transitively), or None if there is no such group.
+    fn hosts_in(&self, group: &str) -> Option<Vec<String>>;
+    /// A host's variable, rendered.
+    fn resolved(&self, host: &str, var: &str) -> Option<Resolved>;
+    /// Where a host's variable is defined.
+    fn origin(&self, host: &str, var: &str) -> Option<Origin>;
+}
+
+fn scalar_text(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn hosts_with_addresses(src: &dyn HostFacts, hosts: Vec<String>) -> Vec<EnvHost> {
+    hosts
+        .into_iter()
+        .map(|name| {
+            let address = src
+                .resolved(&name, "ansible_host")
+                .and_then(|r| r.value().and_then(scalar_text))
+                .unwrap_or_else(|| name.clone());
+            EnvHost { name, address }
+        })
+        .collect()
+}
+
+fn derive_fact(
+    src: &dyn HostFacts,
+    servers: &[EnvHost],
+    var: &'static str,
+    problems: &mut Vec<EnvProblem>,
+) -> Fact {
+    let mut by_value: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut origin = None;
+    let mut failed = false;
+    for host in servers {
+        match src.resolved(&host.name, var) {
+            None => {}
+            Some(Resolved::Unrenderable { reason }) => {
+                failed = true;
+                problems.push(EnvProblem::Unrenderable {
+                    var: var.to_string(),
+                    host: host.name.clone(),
+                    reason,
+                });
+            }
+            Some(Resolved::Value(v)) => match scalar_text(&v) {
+                Some(text) => {
+                    if origin.is_none() {
+                        origin = src.origin(&host.name, var);
+                    }
+                    by_value.entry(text).or_default().push(host.name.clone());
+                }
+                None => {
+                    failed = true;
+                    problems.push(EnvProblem::Unrenderable {
+                        var: var.to_string(),
+                        host: host.name.clone(),
+                        reason: format!("expected a single value, found {v}"),
+                    });
+                }
+            },
+        }
+    }
+    let defined: usize = by_value.values().map(Vec::len).sum();
+    let value = if failed {
+        None
+    } else if by_value.len() > 1 || (defined > 0 && defined < servers.len()) {
+        if defined < servers.len() {
+            let missing: Vec<String> = servers
+                .iter()
+                .filter(|h| !by_value.values().any(|hs| hs.contains(&h.name)))
+                .map(|h| h.name.clone())
+                .collect();
+            by_value.insert("(undefined)".to_string(), missing);
+        }
+        problems.push(EnvProblem::Disagree {
+            var: var.to_string(),
+            values: by_value,
+        });
+        None
+    } else if by_value.is_empty() {
+        if !servers.is_empty() {
+            problems.push(EnvProblem::Missing { var: var.to_string() });
+        }
+        None
+    } else {
+        by_value.into_keys().next()
+    };
+    Fact {
+        var,
+        value,
+        origin: if failed { None } else { origin },
+    }
+}
+
+/// Derive one environment's facts from the inventory.
+pub fn derive(name: &str, cfg: &EnvConfig, src: &dyn HostFacts) -> Environment {
+    let mut problems = Vec::new();
+    let server_names = src.hosts_in(&cfg.servers).unwrap_or_default();
+    if server_names.is_empty() {
+        problems.push(EnvProblem::NoServers {
+            group: cfg.servers.clone(),
+        });
+    }
+    let servers = hosts_with_addresses(src, server_names);
+    let vpn_gateways = match &cfg.vpn_gateways {
+        None => Vec::new(),
+        Some(group) => match src.hosts_in(group) {
+            Some(hosts) => hosts_with_addresses(src, hosts),
+            None => {
+                problems.push(EnvProblem::NoGatewayGroup { group: group.clone() });
+                Vec::new()
+            }
+        },
+    };
+    let primary_group = derive_fact(src, &servers, VAR_PRIMARY_GROUP, &mut problems);
+    let founder = derive_fact(src, &servers, VAR_FOUNDER, &mut problems);
+    let vip = derive_fact(src, &servers, VAR_VIP, &mut problems);
+    let endpoint = derive_fact(src, &servers, VAR_ENDPOINT, &mut problems);
+    let api_port = derive_fact(src, &servers, VAR_API_PORT, &mut problems);
+    let kubeconfig_name = derive_fact(src, &servers, VAR_KUBECONFIG, &mut problems);
+    Environment {
+        name: name.to_string(),
+        servers_group: cfg.servers.clone(),
+        vpn_gateways_group: cfg.vpn_gateways.clone(),
+        operator_present: cfg.operator_present,
+        flux_overlay: cfg.overlay_dir(name),
+        vault: cfg.vault.clone(),
+        servers,
+        vpn_gateways,
+        primary_group,
+        founder,
+        vip,
+        endpoint,
+        api_port,
+        kubeconfig_name,
+        problems,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct Fake {
+        groups: BTreeMap<String, Vec<String>>,
+        vars: BTreeMap<(String, String), Resolved>,
+    }
+
+    impl HostFacts for Fake {
+        fn hosts_in(&self, group: &str) -> Option<Vec<String>> {
+            self.groups.get(group).cloned()
+        }
+        fn resolved(&self, host: &str, var: &str) -> Option<Resolved> {
+            self.vars.get(&(host.to_string(), var.to_string())).cloned()
+        }
+        fn origin(&self, _host: &str, _var: &str) -> Option<Origin> {
+            Some(Origin {
+                file: "group_vars/all.yml".into(),
+                line: 3,
+                col: 1,
+            })
+        }
+    }
+
+    fn fake(vips: &[(&str, Resolved)]) -> Fake {
+        let mut vars = BTreeMap::new();
+        for (i, (host, vip)) in vips.iter().enumerate() {
+            vars.insert((host.to_string(), VAR_VIP.to_string()), vip.clone());
+            vars.insert(
+                (host.to_string(), "ansible_host".to_string()),
+                Resolved::Value(json!(format!("10.9.0.{}", i + 1))),
+            );
+        }
+        Fake {
+            groups: BTreeMap::from([(
+                "servers".to_string(),
+                vips.iter().map(|(h, _)| h.to_string()).collect(),
+            )]),
+            vars,
+        }
+    }
+
+    fn cfg() -> EnvConfig {
+        EnvConfig {
+            servers: "servers".into(),
+            vpn_gateways: None,
+            operator_present: false,
+            flux_overlay: None,
+            vault: None,
+        }
+    }
+
+    #[test]
+    fn agreeing_servers_give_the_fact_and_addresses() {
+        let v = Resolved::Value(json!("10.9.0.100"));
+        let env = derive("lab", &cfg(), &fake(&[("a", v.clone()), ("b", v)]));
+        assert_eq!(env.vip.get(), Some("10.9.0.100"));
+        assert_eq!(env.servers[1].address, "10.9.0.2");
+        assert_eq!(env.flux_overlay, std::path::PathBuf::from("clusters/lab"));
+        assert!(env.problems.iter().all(|p| !matches!(p, EnvProblem::Disagree { .. })));
+    }
+
+    #[test]
+    fn disagreement_is_a_problem_not_a_guess() {
+        let env = derive(
+            "lab",
+            &cfg(),
+            &fake(&[
+                ("a", Resolved::Value(json!("10.9.0.100"))),
+                ("b", Resolved::Value(json!("10.9.0.200"))),
+            ]),
+        );
+        assert_eq!(env.vip.get(), None);
+        let text = env
+            .problems
+            .iter()
+            .find(|p| matches!(p, EnvProblem::Disagree { .. }))
+            .expect("a disagreement")
+            .to_string();
+        assert!(text.contains("a say `10.9.0.100`") && text.contains("b say `10.9.0.200`"), "{text}");
+    }
+
+    #[test]
+    fn a_host_without_the_var_is_a_disagreement() {
+        let mut f = fake(&[("a", Resolved::Value(json!("10.9.0.100"))), ("b", Resolved::Value(json!("x")))]);
+        f.vars.remove(&("b".to_string(), VAR_VIP.to_string()));
+        let env = derive("lab", &cfg(), &f);
+        assert_eq!(env.vip.get(), None);
+        assert!(env.problems.iter().any(|p| p.to_string().contains("b say `(undefined)`")));
+    }
+
+    #[test]
+    fn unrenderable_is_reported() {
+        let env = derive(
+            "lab",
+            &cfg(),
+            &fake(&[("a", Resolved::Unrenderable { reason: "`x` is not defined".into() })]),
+        );
+        assert_eq!(env.vip.get(), None);
+        assert!(env.problems.iter().any(|p| p.to_string().contains("cannot be rendered for a")));
+    }
+
+    #[test]
+    fn an_empty_servers_group_is_a_problem() {
+        let mut f = fake(&[]);
+        f.groups.clear();
+        let env = derive("lab", &cfg(), &f);
+        assert!(matches!(env.problems[0], EnvProblem::NoServers { .. }));
+    }
+}

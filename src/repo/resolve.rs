@@ -1,1 +1,453 @@
-//! (in progress)
+//! Jinja resolution of host variables, the way Ansible resolves them lazily.
+//!
+//! Owns: rendering a host's raw variables (as the inventory merged them) with minijinja,
+//! each variable on first use, so `k3s_apiserver_endpoint: "{{ kube_vip_address }}"`
+//! becomes that host's VIP. A string that is exactly one `{{ expression }}` keeps the
+//! expression's type (a list stays a list), as Ansible's native templating does.
+//! What cannot be rendered (an undefined variable, a filter Ansible has and we do not, a
+//! loop between variables) is reported as [`Resolved::Unrenderable`] with the reason:
+//! never guessed, never an empty string.
+//! Must not: read files, or see secrets: vaulted values reach it as placeholders.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use minijinja::value::{Enumerator, Object, ObjectRepr};
+use minijinja::{Environment, ErrorKind, UndefinedBehavior, Value};
+
+/// A variable after rendering.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolved {
+    Value(serde_json::Value),
+    Unrenderable { reason: String },
+}
+
+impl Resolved {
+    pub fn value(&self) -> Option<&serde_json::Value> {
+        match self {
+            Resolved::Value(v) => Some(v),
+            Resolved::Unrenderable { .. } => None,
+        }
+    }
+
+    /// The value as a plain string (numbers are written out), if it is a scalar.
+    pub fn as_text(&self) -> Option<String> {
+        match self.value()? {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            serde_json::Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// What a host's templates can see besides its own variables.
+#[derive(Debug, Clone, Default)]
+pub struct HostContext {
+    pub inventory_hostname: String,
+    /// Ansible's magic `groups`: every group's hosts.
+    pub groups: BTreeMap<String, Vec<String>>,
+    /// Ansible's magic `group_names`: the host's groups, without `all`.
+    pub group_names: Vec<String>,
+}
+
+/// Renders templates with the filters and tests Ansible playbooks use most.
+#[derive(Clone)]
+pub struct Resolver {
+    env: Arc<Environment<'static>>,
+}
+
+impl fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Resolver")
+    }
+}
+
+impl Default for Resolver {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn is_template(s: &str) -> bool {
+    s.contains("{{") || s.contains("{%")
+}
+
+/// Ansible's `bool` filter: strings like "yes"/"on"/"1"/"true" are true, anything else false.
+fn ansible_bool(v: Value) -> bool {
+    if let Some(s) = v.as_str() {
+        return matches!(
+            s.trim().to_ascii_lowercase().as_str(),
+            "yes" | "on" | "1" | "true" | "y"
+        );
+    }
+    if let Ok(i) = i64::try_from(v.clone()) {
+        return i == 1;
+    }
+    v.is_true()
+}
+
+fn ternary(v: Value, yes: Value, no: Value) -> Value {
+    if v.is_true() {
+        yes
+    } else {
+        no
+    }
+}
+
+fn regex_replace(
+    s: String,
+    pattern: String,
+    replacement: String,
+) -> Result<String, minijinja::Error> {
+    let re = regex::Regex::new(&pattern).map_err(|e| {
+        minijinja::Error::new(ErrorKind::InvalidOperation, format!("bad regex: {e}"))
+    })?;
+    // Ansible uses Python's \1 back-references; the regex crate wants ${1}.
+    let replacement = regex::Regex::new(r"\\(\d+)")
+        .map(|r| r.replace_all(&replacement, "$${$1}").into_owned())
+        .unwrap_or(replacement);
+    Ok(re.replace_all(&s, replacement.as_str()).into_owned())
+}
+
+fn mandatory(v: Value) -> Result<Value, minijinja::Error> {
+    if v.is_undefined() {
+        Err(minijinja::Error::new(
+            ErrorKind::UndefinedError,
+            "mandatory variable is undefined",
+        ))
+    } else {
+        Ok(v)
+    }
+}
+
+impl Resolver {
+    pub fn new() -> Self {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.add_filter("bool", ansible_bool);
+        env.add_filter("ternary", ternary);
+        env.add_filter("regex_replace", regex_replace);
+        env.add_filter("mandatory", mandatory);
+        Resolver { env: Arc::new(env) }
+    }
+
+    /// Render every variable of one host.
+    pub fn resolve_all(
+        &self,
+        ctx: &HostContext,
+        raw: &BTreeMap<String, serde_json::Value>,
+    ) -> BTreeMap<String, Resolved> {
+        let scope = HostScope::new(self.env.clone(), ctx, raw);
+        raw.keys()
+            .map(|name| (name.clone(), scope.resolve(name)))
+            .collect()
+    }
+
+    /// Render one variable of one host (its dependencies are rendered as needed).
+    pub fn resolve_var(
+        &self,
+        ctx: &HostContext,
+        raw: &BTreeMap<String, serde_json::Value>,
+        name: &str,
+    ) -> Resolved {
+        HostScope::new(self.env.clone(), ctx, raw).resolve(name)
+    }
+
+    /// Render a template string against one host's variables.
+    pub fn render(
+        &self,
+        ctx: &HostContext,
+        raw: &BTreeMap<String, serde_json::Value>,
+        template: &str,
+    ) -> Resolved {
+        let scope = HostScope::new(self.env.clone(), ctx, raw);
+        match scope.render_json(&serde_json::Value::String(template.to_string())) {
+            Ok(v) => Resolved::Value(v),
+            Err(reason) => Resolved::Unrenderable { reason },
+        }
+    }
+}
+
+/// One host's variables as a lazily rendered mapping: minijinja asks for a name, we render
+/// that variable (recursively) the first time and remember the answer.
+#[derive(Debug)]
+struct HostScope {
+    env: Arc<Environment<'static>>,
+    raw: BTreeMap<String, serde_json::Value>,
+    magic: BTreeMap<String, serde_json::Value>,
+    done: Mutex<BTreeMap<String, Resolved>>,
+    in_progress: Mutex<HashSet<String>>,
+    /// The first failure met while rendering a dependency, so the outer error can name it.
+    last_failure: Mutex<Option<String>>,
+}
+
+impl HostScope {
+    fn new(
+        env: Arc<Environment<'static>>,
+        ctx: &HostContext,
+        raw: &BTreeMap<String, serde_json::Value>,
+    ) -> Arc<Self> {
+        let mut magic = BTreeMap::new();
+        magic.insert(
+            "inventory_hostname".to_string(),
+            serde_json::Value::String(ctx.inventory_hostname.clone()),
+        );
+        let short = ctx
+            .inventory_hostname
+            .split('.')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        magic.insert(
+            "inventory_hostname_short".to_string(),
+            serde_json::Value::String(short),
+        );
+        magic.insert(
+            "groups".to_string(),
+            serde_json::to_value(&ctx.groups).unwrap_or_default(),
+        );
+        magic.insert(
+            "group_names".to_string(),
+            serde_json::to_value(&ctx.group_names).unwrap_or_default(),
+        );
+        Arc::new(HostScope {
+            env,
+            raw: raw.clone(),
+            magic,
+            done: Mutex::new(BTreeMap::new()),
+            in_progress: Mutex::new(HashSet::new()),
+            last_failure: Mutex::new(None),
+        })
+    }
+
+    fn resolve(self: &Arc<Self>, name: &str) -> Resolved {
+        if let Some(done) = self.done.lock().ok().and_then(|d| d.get(name).cloned()) {
+            return done;
+        }
+        let Some(raw) = self.raw.get(name).or_else(|| self.magic.get(name)) else {
+            return Resolved::Unrenderable {
+                reason: format!("`{name}` is not defined for this host"),
+            };
+        };
+        let entered = self
+            .in_progress
+            .lock()
+            .map(|mut set| set.insert(name.to_string()))
+            .unwrap_or(false);
+        if !entered {
+            return Resolved::Unrenderable {
+                reason: format!("`{name}` refers to itself through other variables (a loop)"),
+            };
+        }
+        let result = match self.render_json(raw) {
+            Ok(v) => Resolved::Value(v),
+            Err(reason) => Resolved::Unrenderable {
+                reason: format!("`{name}`: {reason}"),
+            },
+        };
+        if let Ok(mut set) = self.in_progress.lock() {
+            set.remove(name);
+        }
+        if let Ok(mut done) = self.done.lock() {
+            done.insert(name.to_string(), result.clone());
+        }
+        result
+    }
+
+    fn render_json(self: &Arc<Self>, raw: &serde_json::Value) -> Result<serde_json::Value, String> {
+        match raw {
+            serde_json::Value::String(s) if is_template(s) => self.render_str(s),
+            serde_json::Value::Array(items) => items
+                .iter()
+                .map(|v| self.render_json(v))
+                .collect::<Result<Vec<_>, _>>()
+                .map(serde_json::Value::Array),
+            serde_json::Value::Object(map) => map
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), self.render_json(v)?)))
+                .collect::<Result<serde_json::Map<_, _>, String>>()
+                .map(serde_json::Value::Object),
+            other => Ok(other.clone()),
+        }
+    }
+
+    fn render_str(self: &Arc<Self>, s: &str) -> Result<serde_json::Value, String> {
+        let ctx = Value::from_dyn_object(self.clone());
+        // Each render tracks the first dependency that failed inside it; the caller's own
+        // record is put back afterwards.
+        let saved = self.last_failure.lock().ok().and_then(|mut lf| lf.take());
+        let trimmed = s.trim();
+        let single_expr = trimmed
+            .strip_prefix("{{")
+            .and_then(|t| t.strip_suffix("}}"))
+            .filter(|inner| {
+                !inner.contains("{{") && !inner.contains("}}") && !inner.contains("{%")
+            });
+        let outcome = match single_expr {
+            Some(expr) => self
+                .env
+                .compile_expression(expr.trim())
+                .and_then(|e| e.eval(ctx))
+                .and_then(|v| {
+                    if v.is_undefined() {
+                        Err(minijinja::Error::new(
+                            ErrorKind::UndefinedError,
+                            "undefined value",
+                        ))
+                    } else {
+                        Ok(v)
+                    }
+                })
+                .map(|v| serde_json::to_value(&v).unwrap_or(serde_json::Value::Null)),
+            None => self.env.render_str(s, ctx).map(serde_json::Value::String),
+        };
+        let dep = self.last_failure.lock().ok().and_then(|mut lf| {
+            let dep = lf.take();
+            *lf = saved;
+            dep
+        });
+        outcome.map_err(|e| {
+            let detail = e.detail().map(|d| format!(": {d}")).unwrap_or_default();
+            match dep {
+                Some(dep) => format!("cannot render `{s}` because {dep}"),
+                None => format!("cannot render `{s}`: {}{detail}", e.kind()),
+            }
+        })
+    }
+}
+
+impl Object for HostScope {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        let name = key.as_str()?;
+        if !self.raw.contains_key(name) && !self.magic.contains_key(name) {
+            if let Ok(mut lf) = self.last_failure.lock() {
+                lf.get_or_insert_with(|| format!("`{name}` is not defined for this host"));
+            }
+            return None;
+        }
+        match self.resolve(name) {
+            Resolved::Value(v) => Some(Value::from_serialize(&v)),
+            Resolved::Unrenderable { reason } => {
+                if let Ok(mut lf) = self.last_failure.lock() {
+                    lf.get_or_insert(reason);
+                }
+                None
+            }
+        }
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        let keys: Vec<Value> = self
+            .raw
+            .keys()
+            .chain(self.magic.keys())
+            .map(|k| Value::from(k.as_str()))
+            .collect();
+        Enumerator::Values(keys)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn raw(v: serde_json::Value) -> BTreeMap<String, serde_json::Value> {
+        serde_json::from_value(v).expect("map")
+    }
+
+    fn ctx() -> HostContext {
+        HostContext {
+            inventory_hostname: "node-a".into(),
+            groups: BTreeMap::from([(
+                "servers".to_string(),
+                vec!["node-a".to_string(), "node-b".to_string()],
+            )]),
+            group_names: vec!["servers".into()],
+        }
+    }
+
+    #[test]
+    fn derived_variables_render_per_host() {
+        let vars = raw(json!({
+            "vip": "10.0.0.9",
+            "endpoint": "{{ vip }}",
+            "url": "https://{{ endpoint }}:{{ port }}",
+            "port": 6443,
+            "sans": ["{{ endpoint }}", "127.0.0.1"],
+        }));
+        let r = Resolver::new().resolve_all(&ctx(), &vars);
+        assert_eq!(r["endpoint"], Resolved::Value(json!("10.0.0.9")));
+        assert_eq!(r["url"], Resolved::Value(json!("https://10.0.0.9:6443")));
+        assert_eq!(r["sans"], Resolved::Value(json!(["10.0.0.9", "127.0.0.1"])));
+    }
+
+    #[test]
+    fn a_single_expression_keeps_its_type() {
+        let vars =
+            raw(json!({"port": 6443, "p": "{{ port }}", "hosts": "{{ groups['servers'] }}"}));
+        let r = Resolver::new().resolve_all(&ctx(), &vars);
+        assert_eq!(r["p"], Resolved::Value(json!(6443)));
+        assert_eq!(r["hosts"], Resolved::Value(json!(["node-a", "node-b"])));
+    }
+
+    #[test]
+    fn undefined_is_reported_not_guessed() {
+        let vars = raw(json!({"endpoint": "{{ vip }}", "uses": "x-{{ endpoint }}"}));
+        let r = Resolver::new().resolve_all(&ctx(), &vars);
+        match &r["endpoint"] {
+            Resolved::Unrenderable { reason } => {
+                assert!(reason.contains("`vip` is not defined"), "{reason}")
+            }
+            other => panic!("expected unrenderable, got {other:?}"),
+        }
+        match &r["uses"] {
+            Resolved::Unrenderable { reason } => assert!(reason.contains("vip"), "{reason}"),
+            other => panic!("expected unrenderable, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn loops_are_reported() {
+        let vars = raw(json!({"a": "{{ b }}", "b": "{{ a }}"}));
+        let r = Resolver::new().resolve_var(&ctx(), &vars, "a");
+        match r {
+            Resolved::Unrenderable { reason } => assert!(reason.contains("loop"), "{reason}"),
+            other => panic!("expected unrenderable, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_filters_are_reported() {
+        let vars = raw(json!({"x": "{{ '10.0.0.1/24' | ipaddr('address') }}"}));
+        let r = Resolver::new().resolve_var(&ctx(), &vars, "x");
+        match r {
+            Resolved::Unrenderable { reason } => assert!(reason.contains("ipaddr"), "{reason}"),
+            other => panic!("expected unrenderable, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn ansible_filters_and_defaults() {
+        let vars = raw(json!({
+            "flag": "yes",
+            "on": "{{ flag | bool }}",
+            "d": "{{ missing | default('fallback') }}",
+            "t": "{{ (flag | bool) | ternary('a', 'b') }}",
+            "r": "{{ 'k3s-prod-1' | regex_replace('^k3s-(\\\\w+)-(\\\\d)$', '\\\\2-\\\\1') }}",
+            "me": "{{ inventory_hostname }}",
+        }));
+        let r = Resolver::new().resolve_all(&ctx(), &vars);
+        assert_eq!(r["on"], Resolved::Value(json!(true)));
+        assert_eq!(r["d"], Resolved::Value(json!("fallback")));
+        assert_eq!(r["t"], Resolved::Value(json!("a")));
+        assert_eq!(r["r"], Resolved::Value(json!("1-prod")));
+        assert_eq!(r["me"], Resolved::Value(json!("node-a")));
+    }
+}

@@ -13,8 +13,15 @@ fn table(dir: &str, name: &str) -> String {
     let mut out = format!("pub static {name}: &[(&str, &str)] = &[\n");
     for p in files {
         println!("cargo:rerun-if-changed={}", p.display());
-        let file = p.file_name().and_then(|f| f.to_str()).unwrap_or_default().to_string();
-        out.push_str(&format!("    ({file:?}, include_str!({:?})),\n", p.display().to_string()));
+        let file = p
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or_default()
+            .to_string();
+        out.push_str(&format!(
+            "    ({file:?}, include_str!({:?})),\n",
+            p.display().to_string()
+        ));
     }
     out.push_str("];\n");
     out
