@@ -182,3 +182,128 @@ fn a_value_only_a_secret_could_hold_is_not_guessed() {
     assert!(matches!(err, FluxError::Undeterminable { .. }), "{err}");
     assert!(err.to_string().contains("Secret cluster-secrets"), "{err}");
 }
+
+fn sample() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory")
+}
+
+#[test]
+fn bundled_sample_overlays_resolve_to_each_environments_vip() {
+    let prod = overlay_api_host(&sample(), Path::new("clusters/prod")).expect("prod overlay");
+    assert_eq!(prod.value, "192.168.2.9");
+    // The JSON6902 replace in the overlay, not the base's placeholder.
+    assert_eq!(
+        (prod.at.file.as_path(), prod.at.line),
+        (Path::new("clusters/prod/kustomization.yaml"), 14)
+    );
+    let dev = overlay_api_host(&sample(), Path::new("clusters/dev")).expect("dev overlay");
+    assert_eq!(dev.value, "192.168.1.49");
+    assert_eq!(
+        (dev.at.file.as_path(), dev.at.line),
+        (Path::new("clusters/dev/kustomization.yaml"), 18)
+    );
+}
+
+/// A throwaway repo from (path, text) pairs, for the error shapes.
+fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (path, text) in files {
+        let full = dir.path().join(path);
+        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+        std::fs::write(full, text).expect("write");
+    }
+    dir
+}
+
+const BASE_KS: &str = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: platform\nspec:\n  postBuild:\n    substitute:\n      K3S_API_HOST: 192.168.2.9\n";
+
+#[test]
+fn a_kustomization_cycle_is_refused_with_its_entry() {
+    let r = repo(&[
+        (
+            "clusters/prod/kustomization.yaml",
+            "resources:\n  - ../base\n",
+        ),
+        (
+            "clusters/base/kustomization.yaml",
+            "resources:\n  - ks.yaml\n  - ../prod\n",
+        ),
+        ("clusters/base/ks.yaml", BASE_KS),
+    ]);
+    let err = overlay_api_host(r.path(), Path::new("clusters/prod")).expect_err("cycle");
+    match &err {
+        FluxError::Cycle { at, .. } => {
+            assert_eq!(
+                (at.file.as_path(), at.line),
+                (Path::new("clusters/base/kustomization.yaml"), 3)
+            )
+        }
+        other => panic!("expected a cycle, got {other}"),
+    }
+}
+
+#[test]
+fn replace_of_a_missing_key_fails_at_the_operation() {
+    let r = repo(&[
+        (
+            "clusters/prod/kustomization.yaml",
+            "resources:\n  - ks.yaml\npatches:\n  - target: {kind: Kustomization}\n    patch: |\n      - op: replace\n        path: /spec/postBuild/substitute/K3S_API_HOSTS\n        value: x\n",
+        ),
+        ("clusters/prod/ks.yaml", BASE_KS),
+    ]);
+    let err = overlay_api_host(r.path(), Path::new("clusters/prod")).expect_err("bad op");
+    match &err {
+        FluxError::Patch { at, message } => {
+            assert_eq!(at.line, 6, "{err}");
+            assert!(message.contains("K3S_API_HOSTS"), "{message}");
+        }
+        other => panic!("expected a patch error, got {other}"),
+    }
+}
+
+#[test]
+fn strategic_delete_removes_the_kustomization() {
+    let r = repo(&[
+        (
+            "clusters/prod/kustomization.yaml",
+            "resources:\n  - ks.yaml\npatchesStrategicMerge:\n  - |-\n    apiVersion: kustomize.toolkit.fluxcd.io/v1\n    kind: Kustomization\n    metadata:\n      name: platform\n    $patch: delete\n",
+        ),
+        ("clusters/prod/ks.yaml", BASE_KS),
+    ]);
+    let err = overlay_api_host(r.path(), Path::new("clusters/prod")).expect_err("deleted");
+    assert!(matches!(err, FluxError::NotSet { .. }), "{err}");
+    assert!(
+        err.to_string().contains("no Flux Kustomization at all"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_non_string_value_is_rejected_where_written() {
+    let r = repo(&[(
+        "clusters/prod/kustomization.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: p\nspec:\n  postBuild:\n    substitute:\n      K3S_API_HOST: 6443\n",
+    )]);
+    let err = overlay_api_host(r.path(), Path::new("clusters/prod")).expect_err("int");
+    match &err {
+        FluxError::Unexpected { at, expected } => {
+            assert_eq!(at.line, 8);
+            assert!(expected.contains("a string"), "{expected}");
+        }
+        other => panic!("expected a type error, got {other}"),
+    }
+}
+
+#[test]
+fn json6902_add_of_the_whole_substitute_map() {
+    let r = repo(&[
+        (
+            "clusters/prod/kustomization.yaml",
+            "resources:\n  - ks.yaml\npatchesJson6902:\n  - target: {group: kustomize.toolkit.fluxcd.io, version: v1, kind: Kustomization, name: plat.*}\n    patch: |\n      - op: add\n        path: /spec/postBuild/substitute\n        value:\n          K3S_API_HOST: 10.0.0.1\n",
+        ),
+        ("clusters/prod/ks.yaml", BASE_KS),
+    ]);
+    let v = overlay_api_host(r.path(), Path::new("clusters/prod")).expect("value");
+    assert_eq!(v.value, "10.0.0.1");
+    assert_eq!((v.at.line, v.at.col), (9, 25));
+}

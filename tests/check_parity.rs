@@ -21,6 +21,10 @@ fn at<T>(value: T, file: &str, line: usize) -> Option<Located<T>> {
     Some(Located::new(value, loc(file, line)))
 }
 
+fn raw(value: &str, file: &str, line: usize) -> Vec<Located<String>> {
+    vec![Located::new(value.to_string(), loc(file, line))]
+}
+
 fn overlay(value: &str, line: usize) -> Option<OverlayFact> {
     Some(OverlayFact::Resolved(OverlayValue {
         var: "K3S_API_HOST".into(),
@@ -70,8 +74,8 @@ fn prod() -> EnvFacts {
                 address: a.to_string(),
             })
             .collect(),
-        endpoint_raw: at("{{ kube_vip_address }}".into(), ALL, 7),
-        api_host_raw: at("192.168.2.10".into(), VARS, 3),
+        endpoint_raw: raw("{{ kube_vip_address }}", ALL, 7),
+        api_host_raw: raw("192.168.2.10", VARS, 3),
         tls_sans: at(
             [
                 "192.168.2.10",
@@ -182,7 +186,7 @@ fn overlay_that_cannot_be_resolved() {
 #[test]
 fn endpoint_restated_instead_of_derived() {
     let mut input = clean();
-    input.envs[0].endpoint_raw = at("192.168.2.9".into(), VARS, 6);
+    input.envs[0].endpoint_raw = raw("192.168.2.9", VARS, 6);
     let f = only(&check(&input), rules::ENDPOINT_DERIVED);
     assert_finding(&f, Some("prod"), VARS, 6, Severity::Violation);
 }
@@ -190,21 +194,17 @@ fn endpoint_restated_instead_of_derived() {
 #[test]
 fn endpoint_template_with_filters_still_counts_as_derived() {
     let mut input = clean();
-    input.envs[0].endpoint_raw = at(
-        "{{ kube_vip_address | ansible.utils.ipaddr }}".into(),
-        ALL,
-        7,
-    );
+    input.envs[0].endpoint_raw = raw("{{ kube_vip_address | ansible.utils.ipaddr }}", ALL, 7);
     assert!(check(&input).is_empty());
     // ...but a string literal mentioning the name does not.
-    input.envs[0].endpoint_raw = at("{{ 'kube_vip_address' }}".into(), ALL, 7);
+    input.envs[0].endpoint_raw = raw("{{ 'kube_vip_address' }}", ALL, 7);
     only(&check(&input), rules::ENDPOINT_DERIVED);
 }
 
 #[test]
 fn founder_derived_from_the_vip() {
     let mut input = clean();
-    input.envs[0].api_host_raw = at("{{ kube_vip_address }}".into(), VARS, 3);
+    input.envs[0].api_host_raw = raw("{{ kube_vip_address }}", VARS, 3);
     input.envs[0].founder = at("192.168.2.9".into(), VARS, 3);
     let f = only(&check(&input), rules::API_HOST_NOT_VIP);
     assert_finding(&f, Some("prod"), VARS, 3, Severity::Violation);
@@ -213,7 +213,7 @@ fn founder_derived_from_the_vip() {
 #[test]
 fn founder_restating_the_vip() {
     let mut input = clean();
-    input.envs[0].api_host_raw = at("192.168.2.9".into(), VARS, 3);
+    input.envs[0].api_host_raw = raw("192.168.2.9", VARS, 3);
     input.envs[0].founder = at("192.168.2.9".into(), VARS, 3);
     let f = only(&check(&input), rules::API_HOST_NOT_VIP);
     assert_finding(&f, Some("prod"), VARS, 3, Severity::Violation);

@@ -202,10 +202,11 @@ pub struct EnvFacts {
     /// Resolved `k3s_api_host` (the founder).
     pub founder: Option<Located<String>>,
     pub nodes: Vec<NodeAddr>,
-    /// `k3s_apiserver_endpoint` as written (e.g. `{{ kube_vip_address }}`).
-    pub endpoint_raw: Option<Located<String>>,
-    /// `k3s_api_host` as written.
-    pub api_host_raw: Option<Located<String>>,
+    /// `k3s_apiserver_endpoint` as written (e.g. `{{ kube_vip_address }}`), once per distinct
+    /// definition that wins for one of the servers.
+    pub endpoint_raw: Vec<Located<String>>,
+    /// `k3s_api_host` as written, once per distinct winning definition.
+    pub api_host_raw: Vec<Located<String>>,
     /// Resolved `k3s_tls_sans`.
     pub tls_sans: Option<Located<Vec<String>>>,
     pub vault: VaultState,
@@ -349,7 +350,7 @@ fn check_env(env: &EnvFacts, out: &mut Vec<Finding>) {
     check_overlay(env, out);
 
     // The endpoint is derived from the VIP, never restated.
-    if let Some(raw) = &env.endpoint_raw {
+    for raw in &env.endpoint_raw {
         if !references(&raw.value, VIP_VAR) {
             out.push(v(
                 rules::ENDPOINT_DERIVED,
@@ -362,7 +363,7 @@ fn check_env(env: &EnvFacts, out: &mut Vec<Finding>) {
         }
     }
     // The founder's address is its own, not the VIP.
-    if let Some(raw) = &env.api_host_raw {
+    for raw in &env.api_host_raw {
         if references(&raw.value, VIP_VAR) {
             out.push(v(
                 rules::API_HOST_NOT_VIP,
@@ -377,8 +378,8 @@ fn check_env(env: &EnvFacts, out: &mut Vec<Finding>) {
     if let (Some(founder), Some(vip)) = (&env.founder, &env.vip) {
         let raw_already_reported = env
             .api_host_raw
-            .as_ref()
-            .is_some_and(|raw| references(&raw.value, VIP_VAR));
+            .iter()
+            .any(|raw| references(&raw.value, VIP_VAR));
         if founder.value == vip.value && !raw_already_reported {
             out.push(v(
                 rules::API_HOST_NOT_VIP,
