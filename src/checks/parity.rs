@@ -714,3 +714,260 @@ fn check_site_order(site: Option<&TextFile>, out: &mut Vec<Finding>) {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// From the loaded repo to facts.
+
+/// A host's raw (unrendered) variable and where its winning definition is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawVar {
+    pub name: String,
+    pub value: serde_json::Value,
+    pub file: PathBuf,
+    pub line: usize,
+    /// A `!vault` value: never read, never shown.
+    pub secret: bool,
+}
+
+/// What gathering needs from a loaded repo. A view rather than the repo itself so the
+/// mapping is testable with a hand-made inventory; all file access goes through `read`.
+pub struct RepoView<'a> {
+    pub root: &'a Path,
+    /// The Ansible directory, absolute or relative to `root`.
+    pub ansible_dir: &'a Path,
+    pub environments: &'a [crate::repo::env::Environment],
+    /// A host's raw variables, each with its winning definition.
+    pub host_vars: &'a dyn Fn(&str) -> Vec<RawVar>,
+    /// A host's variable, rendered.
+    pub resolved: &'a dyn Fn(&str, &str) -> Option<crate::repo::resolve::Resolved>,
+    /// A text file's content, `None` when it does not exist.
+    pub read: &'a dyn Fn(&Path) -> Option<String>,
+}
+
+/// Where the contract's two Ansible-side files live under the Ansible directory (the layout
+/// the infra repo documents; not data about any one homelab).
+pub const CILIUM_TEMPLATE: &str = "roles/cilium/templates/cilium-values.yaml.j2";
+pub const SITE_PLAYBOOK: &str = "playbooks/site.yml";
+
+fn rel_to(root: &Path, path: &Path) -> PathBuf {
+    path.strip_prefix(root)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
+fn json_text(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Whether a vault file's text is encrypted: the whole file (`$ANSIBLE_VAULT;` header), or
+/// YAML whose values are inline `!vault` values.
+pub fn is_vaulted_text(text: &str) -> bool {
+    text.trim_start().starts_with("$ANSIBLE_VAULT;")
+        || yaml::parse_documents(text)
+            .is_ok_and(|docs| docs.iter().any(yaml::Node::contains_vaulted))
+}
+
+/// Copy the facts the rules need out of a loaded repo.
+pub fn gather_view(view: &RepoView<'_>) -> ParityInput {
+    let root = view.root;
+    let ansible_dir = if view.ansible_dir.is_absolute() {
+        view.ansible_dir.to_path_buf()
+    } else {
+        root.join(view.ansible_dir)
+    };
+    let text_file = |rel: &str| {
+        let path = ansible_dir.join(rel);
+        TextFile {
+            text: (view.read)(&path),
+            path: rel_to(root, &path),
+        }
+    };
+    ParityInput {
+        envs: view
+            .environments
+            .iter()
+            .map(|env| gather_env(view, env))
+            .collect(),
+        cilium_template: Some(text_file(CILIUM_TEMPLATE)),
+        site_yml: Some(text_file(SITE_PLAYBOOK)),
+    }
+}
+
+fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFacts {
+    use crate::repo::env::{EnvProblem, Fact};
+    use crate::repo::resolve::Resolved;
+
+    let root = view.root;
+    let fact = |f: &Fact| -> Option<Located<String>> {
+        let value = f.value.clone()?;
+        let at = f
+            .origin
+            .as_ref()
+            .map(|o| Loc::new(rel_to(root, &o.file), o.line))
+            .unwrap_or_default();
+        Some(Located::new(value, at))
+    };
+
+    let mut problems: Vec<Problem> = env
+        .problems
+        .iter()
+        .map(|p| {
+            let fact = match p {
+                EnvProblem::NoServers { .. } => "servers".to_string(),
+                EnvProblem::NoGatewayGroup { .. } => "vpn_gateways".to_string(),
+                EnvProblem::Missing { var }
+                | EnvProblem::Disagree { var, .. }
+                | EnvProblem::Unrenderable { var, .. } => var.clone(),
+            };
+            Problem {
+                fact,
+                message: p.to_string(),
+                at: None,
+            }
+        })
+        // The gateway group is not part of this contract.
+        .filter(|p| p.fact != "vpn_gateways")
+        .collect();
+
+    let host_vars: Vec<(String, Vec<RawVar>)> = env
+        .servers
+        .iter()
+        .map(|h| (h.name.clone(), (view.host_vars)(&h.name)))
+        .collect();
+    let raw_defs = |name: &str| -> Vec<Located<String>> {
+        let mut out: Vec<Located<String>> = Vec::new();
+        for (_, vars) in &host_vars {
+            for v in vars.iter().filter(|v| v.name == name && !v.secret) {
+                let Some(text) = json_text(&v.value) else {
+                    continue;
+                };
+                let located = Located::new(text, Loc::new(rel_to(root, &v.file), v.line));
+                if !out.contains(&located) {
+                    out.push(located);
+                }
+            }
+        }
+        out
+    };
+
+    let mut vars: Vec<VarFact> = Vec::new();
+    for (_, hv) in &host_vars {
+        for v in hv.iter().filter(|v| !v.secret) {
+            if let serde_json::Value::String(s) = &v.value {
+                let fact = VarFact {
+                    name: v.name.clone(),
+                    value: s.clone(),
+                    at: Loc::new(rel_to(root, &v.file), v.line),
+                };
+                if !vars.contains(&fact) {
+                    vars.push(fact);
+                }
+            }
+        }
+    }
+
+    // k3s_tls_sans, rendered per server; servers must agree, as for the other facts.
+    let mut sans: Option<Located<Vec<String>>> = None;
+    let mut sans_failed = false;
+    for (host, hv) in &host_vars {
+        let Some(resolved) = (view.resolved)(host, TLS_SANS_VAR) else {
+            continue;
+        };
+        let list = match resolved {
+            Resolved::Value(serde_json::Value::Array(items)) => {
+                items.iter().filter_map(json_text).collect::<Vec<_>>()
+            }
+            Resolved::Value(other) => {
+                problems.push(Problem {
+                    fact: TLS_SANS_VAR.into(),
+                    message: format!("{host}: expected a list, found {other}"),
+                    at: None,
+                });
+                sans_failed = true;
+                continue;
+            }
+            Resolved::Unrenderable { reason } => {
+                problems.push(Problem {
+                    fact: TLS_SANS_VAR.into(),
+                    message: format!("cannot be rendered for {host}: {reason}"),
+                    at: None,
+                });
+                sans_failed = true;
+                continue;
+            }
+        };
+        let at = hv
+            .iter()
+            .find(|v| v.name == TLS_SANS_VAR)
+            .map(|v| Loc::new(rel_to(root, &v.file), v.line))
+            .unwrap_or_default();
+        match &sans {
+            None => sans = Some(Located::new(list, at)),
+            Some(first) if first.value != list => {
+                problems.push(Problem {
+                    fact: TLS_SANS_VAR.into(),
+                    message: format!(
+                        "servers disagree: {:?} (from {}) vs {host}'s {:?}",
+                        first.value, first.at, list
+                    ),
+                    at: Some(at),
+                });
+                sans_failed = true;
+            }
+            Some(_) => {}
+        }
+    }
+    if sans_failed {
+        sans = None;
+    }
+
+    let vault = match &env.vault {
+        None => VaultState::NotExpected,
+        Some(rel) => {
+            let path = if rel.is_absolute() {
+                rel.clone()
+            } else {
+                root.join(rel)
+            };
+            match (view.read)(&path) {
+                None => VaultState::Missing {
+                    expected: rel_to(root, &path),
+                },
+                Some(text) => VaultState::Present {
+                    file: rel_to(root, &path),
+                    vaulted: is_vaulted_text(&text),
+                },
+            }
+        }
+    };
+
+    EnvFacts {
+        name: env.name.clone(),
+        overlay: Some(OverlayFact::from_result(
+            &env.flux_overlay,
+            crate::repo::flux::overlay_api_host(root, &env.flux_overlay),
+        )),
+        endpoint: fact(&env.endpoint),
+        vip: fact(&env.vip),
+        founder: fact(&env.founder),
+        nodes: env
+            .servers
+            .iter()
+            .map(|h| NodeAddr {
+                host: h.name.clone(),
+                address: h.address.clone(),
+            })
+            .collect(),
+        endpoint_raw: raw_defs(ENDPOINT_VAR),
+        api_host_raw: raw_defs(FOUNDER_VAR),
+        tls_sans: sans,
+        vault,
+        vars,
+        problems,
+    }
+}
