@@ -307,3 +307,22 @@ fn json6902_add_of_the_whole_substitute_map() {
     assert_eq!(v.value, "10.0.0.1");
     assert_eq!((v.at.line, v.at.col), (9, 25));
 }
+
+#[test]
+fn a_missing_patches_strategic_merge_file_is_named() {
+    let r = repo(&[
+        (
+            "clusters/prod/kustomization.yaml",
+            "resources:\n  - ks.yaml\npatchesStrategicMerge:\n  - api-host.yaml\n",
+        ),
+        ("clusters/prod/ks.yaml", BASE_KS),
+    ]);
+    let err = overlay_api_host(r.path(), Path::new("clusters/prod")).expect_err("missing");
+    match &err {
+        FluxError::MissingResource { at, resource, .. } => {
+            assert_eq!(resource, "api-host.yaml");
+            assert_eq!(at.line, 4);
+        }
+        other => panic!("expected a missing patch file, got {other}"),
+    }
+}

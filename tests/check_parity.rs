@@ -404,3 +404,19 @@ fn every_rule_name_is_listed_once() {
     names.dedup();
     assert_eq!(names.len(), rules::ALL.len());
 }
+
+#[test]
+fn an_overlay_error_becomes_a_finding_at_its_place_without_repeating_it() {
+    let root =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/check/flux/missing_resource");
+    let result = hk_console::repo::flux::overlay_api_host(&root, Path::new("clusters/prod"));
+    let mut input = clean();
+    input.envs[0].overlay = Some(OverlayFact::from_result(Path::new("clusters/prod"), result));
+    let f = only(&check(&input), rules::OVERLAY_RESOLVES);
+    assert_finding(&f, Some("prod"), OVERLAY, 5, Severity::Violation);
+    assert!(
+        f.message
+            .starts_with("resource `../../platform/nowhere.yaml`"),
+        "{f}"
+    );
+}

@@ -140,14 +140,21 @@ impl OverlayFact {
         match result {
             Ok(v) => OverlayFact::Resolved(v),
             Err(e) => {
-                let at = e
-                    .location()
-                    .map(|l| Loc::new(l.file, l.line))
-                    .unwrap_or_else(|| Loc::new(overlay, 0));
-                OverlayFact::Failed {
-                    message: e.to_string(),
-                    at,
-                }
+                let mut message = e.to_string();
+                let at = match e.location() {
+                    Some(l) => {
+                        // The finding prints the place itself; do not say it twice.
+                        for prefix in [format!("{l}: "), format!("{}: ", l.file.display())] {
+                            if let Some(rest) = message.strip_prefix(&prefix) {
+                                message = rest.to_string();
+                                break;
+                            }
+                        }
+                        Loc::new(l.file, l.line)
+                    }
+                    None => Loc::new(overlay, 0),
+                };
+                OverlayFact::Failed { message, at }
             }
         }
     }

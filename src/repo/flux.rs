@@ -578,7 +578,16 @@ impl Builder {
             let docs = if !text.contains('\n') && candidate.is_file() {
                 self.parse_file(&candidate)?
             } else {
-                self.parse_inline(&entry, dir)?
+                let docs = self.parse_inline(&entry, dir)?;
+                // A one-line entry that is not an object was meant as a file name.
+                if !text.contains('\n') && docs.iter().all(|d| !matches!(d.v, LVal::Map(_))) {
+                    return Err(FluxError::MissingResource {
+                        at: entry.at.clone(),
+                        resource: text.to_string(),
+                        reason: format!("no patch file {}", self.rel(&candidate).display()),
+                    });
+                }
+                docs
             };
             for doc in docs {
                 apply_strategic_self_targeted(&doc, &mut acc)?;
