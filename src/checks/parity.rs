@@ -756,10 +756,23 @@ pub struct RepoView<'a> {
 pub const CILIUM_TEMPLATE: &str = "roles/cilium/templates/cilium-values.yaml.j2";
 pub const SITE_PLAYBOOK: &str = "playbooks/site.yml";
 
+/// `path` relative to the repo root, for findings; the inventory may report absolute paths
+/// while the root was given relative (or the other way round).
 fn rel_to(root: &Path, path: &Path) -> PathBuf {
-    path.strip_prefix(root)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|_| path.to_path_buf())
+    if let Ok(rel) = path.strip_prefix(root) {
+        return rel.to_path_buf();
+    }
+    if let (Ok(abs_root), Ok(abs_path)) = (root.canonicalize(), path.canonicalize()) {
+        if let Ok(rel) = abs_path.strip_prefix(&abs_root) {
+            return rel.to_path_buf();
+        }
+    }
+    if let Ok(abs_root) = root.canonicalize() {
+        if let Ok(rel) = path.strip_prefix(&abs_root) {
+            return rel.to_path_buf();
+        }
+    }
+    path.to_path_buf()
 }
 
 fn json_text(v: &serde_json::Value) -> Option<String> {
@@ -977,4 +990,40 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         vars,
         problems,
     }
+}
+
+/// Gather the facts of a loaded repo. Reads, besides what the repo already loaded, the Flux
+/// overlays, the Cilium values template, `site.yml` and each environment's vault file.
+pub fn gather(repo: &crate::repo::Repo) -> ParityInput {
+    let host_vars = |host: &str| -> Vec<RawVar> {
+        repo.inventory
+            .host_vars(host)
+            .map(|vars| {
+                vars.iter()
+                    .map(|(name, v)| RawVar {
+                        name: name.clone(),
+                        value: v.value.clone(),
+                        file: v.origin.file.clone(),
+                        line: v.origin.line,
+                        secret: v.secret,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let resolved = |host: &str, var: &str| repo.resolve_var(host, var);
+    let read = |path: &Path| std::fs::read_to_string(path).ok();
+    // Repo::ansible_dir is already under the root; the view wants it relative to the root.
+    let ansible_dir = repo
+        .ansible_dir
+        .strip_prefix(&repo.root)
+        .unwrap_or(&repo.ansible_dir);
+    gather_view(&RepoView {
+        root: &repo.root,
+        ansible_dir,
+        environments: &repo.environments,
+        host_vars: &host_vars,
+        resolved: &resolved,
+        read: &read,
+    })
 }
