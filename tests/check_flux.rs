@@ -39,6 +39,7 @@ fn flux_substitute_written_directly_in_a_multi_document_overlay() {
     assert_eq!(v.kustomization, "flux-system/platform");
     assert_at(&v, "clusters/prod/kustomization.yaml", 20, 21);
     assert_eq!(v.kustomization_at.line, 10);
+    assert_eq!(v.kustomization_path.as_deref(), Some("./platform"));
 }
 
 #[test]

@@ -3,11 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
+use hk_console::checks::parity::HelmFacts;
 use hk_console::checks::parity::{
     check, exit_code, rules, to_json, EnvFacts, Finding, Loc, Located, NodeAddr, OverlayFact,
     ParityInput, Problem, Severity, TextFile, VarFact, VaultState,
 };
-use hk_console::repo::flux::{OverlayValue, SetBy, SourceLoc};
+use hk_console::repo::flux::{HelmValue, OverlayValue, SetBy, SourceLoc};
 
 const VARS: &str = "infra/ansible/inventory/group_vars/k3s_prod/vars.yml";
 const ALL: &str = "infra/ansible/inventory/group_vars/all.yml";
@@ -41,6 +42,7 @@ fn overlay(value: &str, line: usize) -> Option<OverlayFact> {
             line: 1,
             col: 1,
         },
+        kustomization_path: Some("./platform".into()),
         unread_sources: vec![],
     }))
 }
@@ -98,6 +100,7 @@ fn prod() -> EnvFacts {
             value: "/dev/sdb".into(),
             at: loc(VARS, 20),
         }],
+        helm: None,
         problems: vec![],
     }
 }
@@ -419,4 +422,59 @@ fn an_overlay_error_becomes_a_finding_at_its_place_without_repeating_it() {
             .starts_with("resource `../../platform/nowhere.yaml`"),
         "{f}"
     );
+}
+
+fn helm(value: &str) -> Option<HelmFacts> {
+    Some(HelmFacts {
+        path: "./platform".into(),
+        service_hosts: vec![HelmValue {
+            release: "kube-system/cilium".into(),
+            value: value.into(),
+            at: SourceLoc {
+                file: "platform/cilium/helmrelease.yaml".into(),
+                line: 19,
+                col: 21,
+            },
+        }],
+    })
+}
+
+#[test]
+fn helm_release_consuming_the_overlay_variable_is_clean() {
+    let mut input = clean();
+    input.envs[0].helm = helm("${K3S_API_HOST}");
+    assert!(check(&input).is_empty());
+    input.envs[0].helm = helm("${K3S_API_HOST:=192.168.2.9}");
+    assert!(check(&input).is_empty());
+}
+
+#[test]
+fn helm_release_with_a_literal_host() {
+    let mut input = clean();
+    input.envs[0].helm = helm("192.168.2.10");
+    let f = only(&check(&input), rules::HELM_CONSUMES_VAR);
+    assert_finding(
+        &f,
+        Some("prod"),
+        "platform/cilium/helmrelease.yaml",
+        19,
+        Severity::Violation,
+    );
+    assert!(f.message.contains("${K3S_API_HOST}"), "{f}");
+    // A different variable is no better.
+    input.envs[0].helm = helm("${K3S_API_HOSTNAME}");
+    only(&check(&input), rules::HELM_CONSUMES_VAR);
+}
+
+#[test]
+fn no_helm_release_setting_the_host_is_a_warning() {
+    let mut input = clean();
+    input.envs[0].helm = Some(HelmFacts {
+        path: "./platform".into(),
+        service_hosts: vec![],
+    });
+    let findings = check(&input);
+    let f = only(&findings, rules::HELM_CONSUMES_VAR);
+    assert_finding(&f, Some("prod"), OVERLAY, 1, Severity::Warning);
+    assert_eq!(exit_code(&findings), 0);
 }

@@ -90,6 +90,11 @@ fn the_sample_facts_are_each_environments_own() {
         prod.endpoint_raw[0].at.to_string(),
         "infra/ansible/inventory/group_vars/all.yml:17"
     );
+    let helm = prod.helm.as_ref().expect("prod's Flux path was built");
+    assert_eq!(helm.path, "./platform");
+    assert_eq!(helm.service_hosts.len(), 1);
+    assert_eq!(helm.service_hosts[0].value, "${K3S_API_HOST}");
+    assert_eq!(helm.service_hosts[0].release, "kube-system/cilium");
     let dev = input.envs.iter().find(|e| e.name == "dev").expect("dev");
     assert_eq!(
         dev.vip.as_ref().map(|v| v.value.as_str()),

@@ -223,3 +223,23 @@ fn prod_servers_disagreeing_on_the_vip() {
         .iter()
         .all(|f| !(f.rule == rules::OVERLAY_VIP && f.env.as_deref() == Some("prod"))));
 }
+
+#[test]
+fn helm_release_with_a_literal_service_host() {
+    let helm = "platform/cilium/helmrelease.yaml";
+    let findings = Broken::sample()
+        .edit(
+            helm,
+            "k8sServiceHost: ${K3S_API_HOST}",
+            "k8sServiceHost: 192.168.2.10",
+        )
+        .findings();
+    // Both environments' overlays point their Flux Kustomization at ./platform.
+    for env in ["dev", "prod"] {
+        assert_at(
+            find(&findings, rules::HELM_CONSUMES_VAR, Some(env)),
+            helm,
+            19,
+        );
+    }
+}

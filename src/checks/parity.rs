@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde::Serialize;
 
-use crate::repo::flux::{FluxError, OverlayValue};
+use crate::repo::flux::{FluxError, HelmValue, OverlayValue};
 use crate::yaml::{self, Value};
 
 /// Rule names, as they appear in findings (`[rule]`) and JSON.
@@ -50,6 +50,9 @@ pub mod rules {
     pub const DEVICE_PLACEHOLDER: &str = "device-placeholder";
     /// The environment's facts could not be derived (reported, never guessed).
     pub const ENV_FACTS: &str = "env-facts";
+    /// Every HelmRelease under the Flux Kustomization's path that sets `k8sServiceHost` sets
+    /// it from the overlay's variable (`${K3S_API_HOST}`); none at all is a warning.
+    pub const HELM_CONSUMES_VAR: &str = "helmrelease-consumes-overlay-var";
 
     /// Every rule, in the order they are reported.
     pub const ALL: &[&str] = &[
@@ -58,6 +61,7 @@ pub mod rules {
         OVERLAY_ENDPOINT,
         OVERLAY_VIP,
         OVERLAY_NODE_IP,
+        HELM_CONSUMES_VAR,
         ENDPOINT_DERIVED,
         API_HOST_NOT_VIP,
         TLS_SANS,
@@ -219,7 +223,19 @@ pub struct EnvFacts {
     pub vault: VaultState,
     /// Raw string vars that apply to the environment's servers (deduplicated by definition).
     pub vars: Vec<VarFact>,
+    /// The HelmReleases under the overlay's Flux Kustomization path that set `k8sServiceHost`;
+    /// `None` when not gathered (no resolved overlay, or no `spec.path`).
+    pub helm: Option<HelmFacts>,
     pub problems: Vec<Problem>,
+}
+
+/// Where the overlay's variable is supposed to land: Cilium's HelmRelease values.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HelmFacts {
+    /// The Flux Kustomization's `spec.path` the releases were built from.
+    pub path: String,
+    /// `spec.values.k8sServiceHost` of each HelmRelease that sets it.
+    pub service_hosts: Vec<HelmValue>,
 }
 
 /// The facts of one check run.
@@ -497,6 +513,9 @@ fn check_overlay(env: &EnvFacts, out: &mut Vec<Finding>) {
             ));
         }
     }
+    if let Some(helm) = &env.helm {
+        check_helm(env, overlay, helm, out);
+    }
     let node = env
         .nodes
         .iter()
@@ -518,6 +537,53 @@ fn check_overlay(env: &EnvFacts, out: &mut Vec<Finding>) {
             ),
         ));
     }
+}
+
+fn check_helm(env: &EnvFacts, overlay: &OverlayValue, helm: &HelmFacts, out: &mut Vec<Finding>) {
+    let name = Some(env.name.as_str());
+    let var = &overlay.var;
+    if helm.service_hosts.is_empty() {
+        out.push(finding(
+            rules::HELM_CONSUMES_VAR,
+            Severity::Warning,
+            name,
+            &Loc::new(overlay.kustomization_at.file.clone(), overlay.kustomization_at.line),
+            format!(
+                "no HelmRelease under {} sets values.k8sServiceHost: cannot confirm that {var} reaches Cilium",
+                helm.path
+            ),
+        ));
+        return;
+    }
+    for hv in &helm.service_hosts {
+        if !is_substitution_of(&hv.value, var) {
+            out.push(finding(
+                rules::HELM_CONSUMES_VAR,
+                Severity::Violation,
+                name,
+                &Loc::new(hv.at.file.clone(), hv.at.line),
+                format!(
+                    "HelmRelease {} sets k8sServiceHost to `{}`, not ${{{var}}}: the overlay's value ({}) never reaches Cilium",
+                    hv.release, hv.value, overlay.value
+                ),
+            ));
+        }
+    }
+}
+
+/// `${VAR}` or Flux's `${VAR:=default}` / `${VAR:-default}`, and nothing else.
+fn is_substitution_of(value: &str, var: &str) -> bool {
+    let Some(inner) = value
+        .trim()
+        .strip_prefix("${")
+        .and_then(|v| v.strip_suffix('}'))
+    else {
+        return false;
+    };
+    inner == var
+        || inner
+            .strip_prefix(var)
+            .is_some_and(|rest| rest.starts_with(":=") || rest.starts_with(":-"))
 }
 
 /// Whether a Jinja-bearing value references `var` inside a `{{ }}` or `{% %}` block.
@@ -966,12 +1032,38 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         }
     };
 
+    let overlay = OverlayFact::from_result(
+        &env.flux_overlay,
+        crate::repo::flux::overlay_api_host(root, &env.flux_overlay),
+    );
+    let helm = match &overlay {
+        OverlayFact::Resolved(OverlayValue {
+            kustomization_path: Some(path),
+            ..
+        }) => {
+            let rel = Path::new(path.trim_start_matches("./"));
+            match crate::repo::flux::helm_release_values(root, rel, &["k8sServiceHost"]) {
+                Ok(service_hosts) => Some(HelmFacts {
+                    path: path.clone(),
+                    service_hosts,
+                }),
+                Err(e) => {
+                    problems.push(Problem {
+                        fact: format!("Flux path {path}"),
+                        message: e.to_string(),
+                        at: e.location().map(|l| Loc::new(l.file, l.line)),
+                    });
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+
     EnvFacts {
         name: env.name.clone(),
-        overlay: Some(OverlayFact::from_result(
-            &env.flux_overlay,
-            crate::repo::flux::overlay_api_host(root, &env.flux_overlay),
-        )),
+        overlay: Some(overlay),
+        helm,
         endpoint: fact(&env.endpoint),
         vip: fact(&env.vip),
         founder: fact(&env.founder),

@@ -30,6 +30,7 @@ use crate::yaml::{self, Node, Value};
 pub const API_HOST_VAR: &str = "K3S_API_HOST";
 
 const FLUX_KS_GROUP: &str = "kustomize.toolkit.fluxcd.io/";
+const HELM_GROUP: &str = "helm.toolkit.fluxcd.io/";
 const KUSTOMIZE_GROUP: &str = "kustomize.config.k8s.io/";
 const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
@@ -69,6 +70,9 @@ pub struct OverlayValue {
     pub kustomization: String,
     /// Where that Flux Kustomization's document starts.
     pub kustomization_at: SourceLoc,
+    /// That Kustomization's `spec.path` (relative to its source's root), where the objects
+    /// that consume the variable live.
+    pub kustomization_path: Option<String>,
     /// `substituteFrom` sources that could not be read (Secrets, ConfigMaps from the cluster).
     /// They do not decide the value here because `substitute` wins, or a readable later
     /// source does; listed so a caller can say what was not looked at.
@@ -202,6 +206,60 @@ pub fn effective_substitution(
     }
     let resources = builder.build_overlay(&dir)?;
     evaluate(&resources, var, &builder.rel(&dir))
+}
+
+/// A value a Flux HelmRelease hands its chart, and where it is written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HelmValue {
+    /// `namespace/name` of the HelmRelease.
+    pub release: String,
+    /// The value as text (before Flux's substitution).
+    pub value: String,
+    pub at: SourceLoc,
+}
+
+/// `spec.values.<keys>` of every HelmRelease (helm.toolkit.fluxcd.io) that Flux would apply
+/// from `path` (a Flux Kustomization's `spec.path`, relative to the repo root), built the same
+/// way as an overlay. Releases that do not set the value are left out.
+pub fn helm_release_values(
+    root: &Path,
+    path: &Path,
+    keys: &[&str],
+) -> Result<Vec<HelmValue>, FluxError> {
+    let dir = root.join(path);
+    let mut builder = Builder {
+        root: root.to_path_buf(),
+        stack: Vec::new(),
+    };
+    if !dir.is_dir() {
+        return Err(FluxError::MissingOverlay {
+            dir: builder.rel(&dir),
+        });
+    }
+    let resources = builder.build_overlay(&dir)?;
+    let mut full = vec!["spec", "values"];
+    full.extend_from_slice(keys);
+    Ok(resources
+        .iter()
+        .filter(|r| {
+            r.str_at(&["apiVersion"])
+                .is_some_and(|a| a.starts_with(HELM_GROUP))
+                && r.str_at(&["kind"]) == Some("HelmRelease")
+        })
+        .filter_map(|r| {
+            let node = r.path(&full)?;
+            let value = match &node.v {
+                LVal::Str(s) | LVal::Other(s) => s.clone(),
+                LVal::Null => String::new(),
+                _ => return None,
+            };
+            Some(HelmValue {
+                release: display_name(&res_id(r)),
+                value,
+                at: node.at.clone(),
+            })
+        })
+        .collect())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1306,6 +1364,7 @@ struct Candidate {
     set_by: SetBy,
     kustomization: String,
     kustomization_at: SourceLoc,
+    kustomization_path: Option<String>,
     unread: Vec<String>,
 }
 
@@ -1370,6 +1429,7 @@ fn evaluate(resources: &[LNode], var: &str, overlay: &Path) -> Result<OverlayVal
                 set_by: SetBy::Substitute,
                 kustomization: ks_name.clone(),
                 kustomization_at: ks.at.clone(),
+                kustomization_path: ks.str_at(&["spec", "path"]).map(str::to_string),
                 unread: unread.iter().map(|(u, _)| u.clone()).collect(),
             }),
             (None, Some((value, at, cm))) => Some(Candidate {
@@ -1378,6 +1438,7 @@ fn evaluate(resources: &[LNode], var: &str, overlay: &Path) -> Result<OverlayVal
                 set_by: SetBy::SubstituteFrom { config_map: cm },
                 kustomization: ks_name.clone(),
                 kustomization_at: ks.at.clone(),
+                kustomization_path: ks.str_at(&["spec", "path"]).map(str::to_string),
                 unread: unread.iter().map(|(u, _)| u.clone()).collect(),
             }),
             (None, None) => {
@@ -1439,6 +1500,7 @@ fn evaluate(resources: &[LNode], var: &str, overlay: &Path) -> Result<OverlayVal
         set_by: first.set_by.clone(),
         kustomization: first.kustomization.clone(),
         kustomization_at: first.kustomization_at.clone(),
+        kustomization_path: first.kustomization_path.clone(),
         unread_sources: unread.into_keys().collect(),
     })
 }
