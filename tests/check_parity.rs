@@ -69,6 +69,7 @@ fn prod() -> EnvFacts {
         endpoint: at("192.168.2.9".into(), ALL, 7),
         vip: at("192.168.2.9".into(), VARS, 4),
         founder: at("192.168.2.10".into(), VARS, 3),
+        api_port: at("6443".into(), ALL, 8),
         nodes: nodes
             .iter()
             .map(|(h, a)| NodeAddr {
@@ -436,6 +437,15 @@ fn helm(value: &str) -> Option<HelmFacts> {
                 col: 21,
             },
         }],
+        service_ports: vec![HelmValue {
+            release: "kube-system/cilium".into(),
+            value: "6443".into(),
+            at: SourceLoc {
+                file: "platform/cilium/helmrelease.yaml".into(),
+                line: 20,
+                col: 21,
+            },
+        }],
     })
 }
 
@@ -472,9 +482,36 @@ fn no_helm_release_setting_the_host_is_a_warning() {
     input.envs[0].helm = Some(HelmFacts {
         path: "./platform".into(),
         service_hosts: vec![],
+        service_ports: vec![],
     });
     let findings = check(&input);
     let f = only(&findings, rules::HELM_CONSUMES_VAR);
     assert_finding(&f, Some("prod"), OVERLAY, 1, Severity::Warning);
     assert_eq!(exit_code(&findings), 0);
+}
+
+#[test]
+fn helm_release_with_another_port() {
+    let mut input = clean();
+    input.envs[0].helm = helm("${K3S_API_HOST}");
+    if let Some(h) = input.envs[0].helm.as_mut() {
+        h.service_ports[0].value = "6444".into();
+    }
+    let f = only(&check(&input), rules::HELM_PORT);
+    assert_finding(
+        &f,
+        Some("prod"),
+        "platform/cilium/helmrelease.yaml",
+        20,
+        Severity::Violation,
+    );
+    assert!(f.message.contains(&format!("{ALL}:8")), "{f}");
+}
+
+#[test]
+fn cilium_template_with_a_literal_port() {
+    let mut input = clean();
+    input.cilium_template = Some(fixture("cilium/literal.yaml.j2"));
+    let f = only(&check(&input), rules::CILIUM_PORT);
+    assert_finding(&f, None, "cilium/literal.yaml.j2", 2, Severity::Violation);
 }

@@ -243,3 +243,18 @@ fn helm_release_with_a_literal_service_host() {
         );
     }
 }
+
+#[test]
+fn helm_release_and_template_ports() {
+    let helm = "platform/cilium/helmrelease.yaml";
+    let findings = Broken::sample()
+        .edit(helm, "k8sServicePort: 6443", "k8sServicePort: 6444")
+        .edit(
+            TEMPLATE,
+            "k8sServicePort: {{ k3s_api_port }}",
+            "k8sServicePort: 6443",
+        )
+        .findings();
+    assert_at(find(&findings, rules::HELM_PORT, Some("prod")), helm, 20);
+    assert_at(find(&findings, rules::CILIUM_PORT, None), TEMPLATE, 6);
+}

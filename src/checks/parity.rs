@@ -38,6 +38,10 @@ pub mod rules {
     pub const API_HOST_NOT_VIP: &str = "api-host-is-founder";
     /// The Cilium values template's `k8sServiceHost` consumes `k3s_apiserver_endpoint`.
     pub const CILIUM_ENDPOINT: &str = "cilium-consumes-endpoint";
+    /// The Cilium values template's `k8sServicePort` consumes `k3s_api_port`.
+    pub const CILIUM_PORT: &str = "cilium-consumes-api-port";
+    /// A HelmRelease's literal `k8sServicePort` equals the environment's `k3s_api_port`.
+    pub const HELM_PORT: &str = "helmrelease-port-equals-api-port";
     /// `site.yml` imports k3s, then kube-vip, then cilium.
     pub const SITE_ORDER: &str = "site-order";
     /// `k3s_tls_sans` carries the VIP and the founder.
@@ -62,6 +66,7 @@ pub mod rules {
         OVERLAY_VIP,
         OVERLAY_NODE_IP,
         HELM_CONSUMES_VAR,
+        HELM_PORT,
         ENDPOINT_DERIVED,
         API_HOST_NOT_VIP,
         TLS_SANS,
@@ -69,6 +74,7 @@ pub mod rules {
         VAULT_PLAINTEXT,
         DEVICE_PLACEHOLDER,
         CILIUM_ENDPOINT,
+        CILIUM_PORT,
         SITE_ORDER,
     ];
 }
@@ -79,6 +85,7 @@ pub const VIP_VAR: &str = "kube_vip_address";
 pub const ENDPOINT_VAR: &str = "k3s_apiserver_endpoint";
 pub const FOUNDER_VAR: &str = "k3s_api_host";
 pub const TLS_SANS_VAR: &str = "k3s_tls_sans";
+pub const API_PORT_VAR: &str = "k3s_api_port";
 /// A value starting with this is a device that has not been decided yet.
 pub const DEVICE_PLACEHOLDER_PREFIX: &str = "/dev/BLOCKED-";
 /// The playbooks `site.yml` must import, in this order (by file stem; `_` and `-` alike).
@@ -212,6 +219,8 @@ pub struct EnvFacts {
     pub vip: Option<Located<String>>,
     /// Resolved `k3s_api_host` (the founder).
     pub founder: Option<Located<String>>,
+    /// Resolved `k3s_api_port`.
+    pub api_port: Option<Located<String>>,
     pub nodes: Vec<NodeAddr>,
     /// `k3s_apiserver_endpoint` as written (e.g. `{{ kube_vip_address }}`), once per distinct
     /// definition that wins for one of the servers.
@@ -236,6 +245,8 @@ pub struct HelmFacts {
     pub path: String,
     /// `spec.values.k8sServiceHost` of each HelmRelease that sets it.
     pub service_hosts: Vec<HelmValue>,
+    /// `spec.values.k8sServicePort` of each HelmRelease that sets it.
+    pub service_ports: Vec<HelmValue>,
 }
 
 /// The facts of one check run.
@@ -555,6 +566,23 @@ fn check_helm(env: &EnvFacts, overlay: &OverlayValue, helm: &HelmFacts, out: &mu
         ));
         return;
     }
+    if let Some(port) = &env.api_port {
+        for hv in &helm.service_ports {
+            // A `${...}` port is Flux's to fill in; only a literal can be compared here.
+            if !hv.value.trim().starts_with("${") && hv.value.trim() != port.value {
+                out.push(finding(
+                    rules::HELM_PORT,
+                    Severity::Violation,
+                    name,
+                    &Loc::new(hv.at.file.clone(), hv.at.line),
+                    format!(
+                        "HelmRelease {} sets k8sServicePort to {}, but {API_PORT_VAR} is {} (defined at {})",
+                        hv.release, hv.value, port.value, port.at
+                    ),
+                ));
+            }
+        }
+    }
     for hv in &helm.service_hosts {
         if !is_substitution_of(&hv.value, var) {
             out.push(finding(
@@ -699,6 +727,42 @@ fn check_cilium_template(template: Option<&TextFile>, out: &mut Vec<Finding>) {
         out.push(v(
             &Loc::new(file.path.clone(), 0),
             format!("no k8sServiceHost key in the Cilium values template: kube-proxy replacement needs it, set to {{{{ {ENDPOINT_VAR} }}}}"),
+        ));
+    }
+    check_template_port(&file.path, text, out);
+}
+
+fn check_template_port(path: &Path, text: &str, out: &mut Vec<Finding>) {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    let Some(re) = RE
+        .get_or_init(|| Regex::new(r"^\s*-?\s*k8sServicePort\s*:\s*(.*?)\s*(?:#.*)?$").ok())
+        .as_ref()
+    else {
+        return;
+    };
+    let v = |at: &Loc, msg: String| finding(rules::CILIUM_PORT, Severity::Violation, None, at, msg);
+    let mut seen = false;
+    for (i, line) in text.lines().enumerate() {
+        let Some(caps) = re.captures(line) else {
+            continue;
+        };
+        seen = true;
+        let value = caps.get(1).map(|m| m.as_str()).unwrap_or_default();
+        let consumes = jinja_blocks(value)
+            .iter()
+            .filter_map(|b| identifiers(b).next())
+            .any(|id| id == API_PORT_VAR);
+        if !consumes {
+            out.push(v(
+                &Loc::new(path, i + 1),
+                format!("k8sServicePort is `{value}`: it must be {{{{ {API_PORT_VAR} }}}}, the port the inventory names"),
+            ));
+        }
+    }
+    if !seen {
+        out.push(v(
+            &Loc::new(path, 0),
+            format!("no k8sServicePort key in the Cilium values template: set it to {{{{ {API_PORT_VAR} }}}}"),
         ));
     }
 }
@@ -1042,10 +1106,13 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
             ..
         }) => {
             let rel = Path::new(path.trim_start_matches("./"));
-            match crate::repo::flux::helm_release_values(root, rel, &["k8sServiceHost"]) {
-                Ok(service_hosts) => Some(HelmFacts {
+            let hosts = crate::repo::flux::helm_release_values(root, rel, &["k8sServiceHost"]);
+            let ports = crate::repo::flux::helm_release_values(root, rel, &["k8sServicePort"]);
+            match hosts.and_then(|h| ports.map(|p| (h, p))) {
+                Ok((service_hosts, service_ports)) => Some(HelmFacts {
                     path: path.clone(),
                     service_hosts,
+                    service_ports,
                 }),
                 Err(e) => {
                     problems.push(Problem {
@@ -1067,6 +1134,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         endpoint: fact(&env.endpoint),
         vip: fact(&env.vip),
         founder: fact(&env.founder),
+        api_port: fact(&env.api_port),
         nodes: env
             .servers
             .iter()
