@@ -1,13 +1,20 @@
 //! The static parity contract (L0): per environment, the Flux overlay's `K3S_API_HOST`, the
 //! Ansible `k3s_apiserver_endpoint` and the kube-vip VIP name ONE address, which is none of the
 //! environment's node IPs; the endpoint is derived from the VIP and the founder's address is
-//! not; the Cilium values template consumes the endpoint; `site.yml` brings the VIP up between
-//! k3s and Cilium; the API certificate carries the VIP and the founder. Prod blockers (no vault
-//! file, `/dev/BLOCKED-…` device placeholders) are warnings.
+//! not; the Cilium values template consumes the endpoint (and `k3s_api_port`); the Flux
+//! HelmRelease takes `k8sServiceHost` from the overlay's variable; `site.yml` brings the VIP up
+//! between k3s and Cilium; the API certificate carries the VIP and the founder. Prod blockers
+//! (no vault file, `/dev/BLOCKED-…` device placeholders) are warnings; a vault file in
+//! plaintext is a violation. Facts that cannot be derived are reported, never guessed.
 //!
-//! Owns: [`ParityInput`] (the facts the rules read), the rules ([`check`]), [`Finding`]s and
-//! the exit-code policy. Must not: read files or the inventory itself. [`check`] is pure; the
-//! one IO-free bridge from the loaded repo, `gather`, only copies facts out of it.
+//! Owns: [`ParityInput`] (the facts the rules read), the rules ([`check`], names in
+//! [`rules`]), [`Finding`]s, the exit-code policy and the JSON shape.
+//! [`check`] is pure: no IO, the same facts give the same findings. [`gather`] (and
+//! [`gather_view`], the same over an injectable view) is the bridge from the loaded repo: it
+//! copies facts out of it and reads the few files the repo does not load: the Flux overlays
+//! and the Flux path they name, the Cilium values template, `site.yml`, the vault files
+//! (only to tell whether they are encrypted; their content is never kept or shown).
+//! Must not: decrypt, render templates itself, or talk to hosts.
 //!
 //! The rules name no address, host or group of any particular homelab: every value they
 //! compare comes from the facts.

@@ -636,7 +636,7 @@ impl Builder {
             let docs = if !text.contains('\n') && candidate.is_file() {
                 self.parse_file(&candidate)?
             } else {
-                let docs = self.parse_inline(&entry, dir)?;
+                let docs = self.parse_inline(&entry)?;
                 // A one-line entry that is not an object was meant as a file name.
                 if !text.contains('\n') && docs.iter().all(|d| !matches!(d.v, LVal::Map(_))) {
                     return Err(FluxError::MissingResource {
@@ -825,7 +825,7 @@ impl Builder {
             return self.parse_file(&file);
         }
         if let Some(p) = entry.get("patch") {
-            return self.parse_inline(p, dir);
+            return self.parse_inline(p);
         }
         Err(FluxError::Unexpected {
             at: entry.at.clone(),
@@ -833,7 +833,7 @@ impl Builder {
         })
     }
 
-    fn parse_inline(&self, node: &LNode, _dir: &Path) -> Result<Vec<LNode>, FluxError> {
+    fn parse_inline(&self, node: &LNode) -> Result<Vec<LNode>, FluxError> {
         let Some(text) = node.str() else {
             return Err(FluxError::Unexpected {
                 at: node.at.clone(),
