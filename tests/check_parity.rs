@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use hk_console::checks::parity::HelmFacts;
 use hk_console::checks::parity::{
     check, exit_code, rules, to_json, EnvFacts, Finding, Loc, Located, NodeAddr, OverlayFact,
     ParityInput, Problem, Severity, TextFile, VarFact, VaultState,
 };
+use hk_console::checks::parity::{summary, HelmFacts};
 use hk_console::repo::flux::{HelmValue, OverlayValue, SetBy, SourceLoc};
 
 const VARS: &str = "infra/ansible/inventory/group_vars/k3s_prod/vars.yml";
@@ -514,4 +514,19 @@ fn cilium_template_with_a_literal_port() {
     input.cilium_template = Some(fixture("cilium/literal.yaml.j2"));
     let f = only(&check(&input), rules::CILIUM_PORT);
     assert_finding(&f, None, "cilium/literal.yaml.j2", 2, Severity::Violation);
+}
+
+#[test]
+fn env_filter_and_summary() {
+    let mut input = clean();
+    let mut dev = prod();
+    dev.name = "dev".into();
+    dev.overlay = overlay("192.168.2.10", 12);
+    input.envs.push(dev);
+    let all = check(&input);
+    assert_eq!(summary(&all), "parity: 3 violations, 0 warnings");
+    let prod_only = input.clone().only_env("prod").expect("prod exists");
+    assert_eq!(prod_only.envs.len(), 1);
+    assert_eq!(summary(&check(&prod_only)), "parity: clean");
+    assert!(input.only_env("staging").is_none());
 }

@@ -327,6 +327,30 @@ fn finding(
     }
 }
 
+impl ParityInput {
+    /// Keep only the environment `name` (for `check --env`); the repo-wide rules (template,
+    /// site.yml) still run. `None` when there is no such environment.
+    pub fn only_env(mut self, name: &str) -> Option<ParityInput> {
+        self.envs.retain(|e| e.name == name);
+        (!self.envs.is_empty()).then_some(self)
+    }
+}
+
+/// One line for the end of a text report: `clean`, `clean (2 warnings)`, `1 violation, ...`.
+pub fn summary(findings: &[Finding]) -> String {
+    let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    match (count(Severity::Violation), count(Severity::Warning)) {
+        (0, 0) => "parity: clean".into(),
+        (0, w) => format!("parity: clean ({})", plural(w, "warning")),
+        (v, w) => format!(
+            "parity: {}, {}",
+            plural(v, "violation"),
+            plural(w, "warning")
+        ),
+    }
+}
+
 /// Exit code policy: 0 when there is no violation (warnings allowed), 1 otherwise.
 /// (2, "could not run", belongs to the caller: loading the repo failed.)
 pub fn exit_code(findings: &[Finding]) -> i32 {
