@@ -4,6 +4,7 @@
 //! - `load_list/generated-600`: the same on a generated 600-host inventory with group_vars.
 //! - `repo_load/sample`: hk-console.yaml + inventory + every environment derived (Jinja
 //!   resolution included): what every command pays before it does anything.
+//! - `process/hk-console-*`: the release binary `hk-console inventory --list -i FILE`, spawned.
 //! - `peer/ansible-inventory-*`: the real `ansible-inventory -i FILE --list` on the same
 //!   files, in the same run (skipped with a note if Ansible is not installed).
 //!
@@ -87,6 +88,31 @@ fn bench(c: &mut Criterion) {
     c.bench_function("repo_load/sample", |b| {
         b.iter(|| Repo::load(black_box(&sample_root())).expect("repo"))
     });
+
+    // Process against process: what a script calling either tool pays.
+    let mut g = c.benchmark_group("process");
+    g.sample_size(20);
+    for (name, file) in [
+        ("hk-console-sample", sample_inventory()),
+        ("hk-console-generated-600", big.clone()),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let out = Command::new(env!("CARGO_BIN_EXE_hk-console"))
+                    .env("XDG_STATE_HOME", tmp.path().join("state"))
+                    .args(["inventory", "--list", "-i"])
+                    .arg(&file)
+                    .output()
+                    .expect("hk-console");
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            })
+        });
+    }
+    g.finish();
 
     match ansible_inventory() {
         None => eprintln!("note: ansible-inventory not found; peer benchmarks skipped (run tests/run-all.sh first)"),
