@@ -190,11 +190,14 @@ pub fn effective_substitution(
     overlay: &Path,
     var: &str,
 ) -> Result<OverlayValue, FluxError> {
-    let dir = if overlay.is_absolute() {
-        overlay.to_path_buf()
-    } else {
-        root.join(overlay)
-    };
+    let (builder, dir, resources) = build_dir(root, overlay)?;
+    evaluate(&resources, var, &builder.rel(&dir))
+}
+
+/// Every resource kustomize would build from `dir` (relative to `root`, or absolute).
+fn build_dir(root: &Path, dir: &Path) -> Result<(Builder, PathBuf, Vec<LNode>), FluxError> {
+    // `join` keeps an absolute `dir` as it is.
+    let dir = root.join(dir);
     let mut builder = Builder {
         root: root.to_path_buf(),
         stack: Vec::new(),
@@ -205,7 +208,7 @@ pub fn effective_substitution(
         });
     }
     let resources = builder.build_overlay(&dir)?;
-    evaluate(&resources, var, &builder.rel(&dir))
+    Ok((builder, dir, resources))
 }
 
 /// A value a Flux HelmRelease hands its chart, and where it is written.
@@ -226,17 +229,7 @@ pub fn helm_release_values(
     path: &Path,
     keys: &[&str],
 ) -> Result<Vec<HelmValue>, FluxError> {
-    let dir = root.join(path);
-    let mut builder = Builder {
-        root: root.to_path_buf(),
-        stack: Vec::new(),
-    };
-    if !dir.is_dir() {
-        return Err(FluxError::MissingOverlay {
-            dir: builder.rel(&dir),
-        });
-    }
-    let resources = builder.build_overlay(&dir)?;
+    let (_, _, resources) = build_dir(root, path)?;
     let mut full = vec!["spec", "values"];
     full.extend_from_slice(keys);
     Ok(resources
