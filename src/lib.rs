@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod checks;
+pub mod exec;
 pub mod cli;
 pub mod journal;
 pub mod repo;
