@@ -15,8 +15,8 @@
 #![forbid(unsafe_code)]
 
 pub mod checks;
-pub mod exec;
 pub mod cli;
+pub mod exec;
 pub mod journal;
 pub mod repo;
 pub mod runbook;

@@ -55,7 +55,11 @@ async fn output_is_capped_and_flagged() {
     o.max_output = 1000;
     let pool = c.pool_with(o);
     let out = pool
-        .exec("node1", "head -c 100000 /dev/zero | tr '\\0' x; echo short >&2", &opts())
+        .exec(
+            "node1",
+            "head -c 100000 /dev/zero | tr '\\0' x; echo short >&2",
+            &opts(),
+        )
         .await
         .expect("exec");
     assert_eq!(out.stdout.len(), 1000);
@@ -83,7 +87,10 @@ async fn timeout_stops_the_command_and_keeps_the_connection() {
     assert!(matches!(err, SshError::Timeout { .. }), "{err}");
     assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
     assert!(err.to_string().contains("timed out"), "{err}");
-    let out = pool.exec("node1", "echo again", &opts()).await.expect("exec");
+    let out = pool
+        .exec("node1", "echo again", &opts())
+        .await
+        .expect("exec");
     assert_eq!(out.stdout, "again\n");
     assert_eq!(pool.connects("node1"), 1);
 }
@@ -115,7 +122,10 @@ async fn cancellation_ends_a_running_command() {
     let log = c.nodes[0].log_text();
     assert!(log.contains("req signal"), "{log}");
     // The connection stays usable for the next command.
-    let out = pool.exec("node1", "echo next", &opts()).await.expect("exec");
+    let out = pool
+        .exec("node1", "echo next", &opts())
+        .await
+        .expect("exec");
     assert_eq!(out.stdout, "next\n");
     assert_eq!(pool.connects("node1"), 1);
 }
@@ -126,11 +136,17 @@ async fn unknown_host_key_is_refused_with_fingerprint() {
     let empty = c.dir.path().join("empty_known_hosts");
     std::fs::write(&empty, "").expect("write");
     let pool = c.pool_with(SshOptions::with_known_hosts(vec![empty.clone()]));
-    let err = pool.exec("node1", "true", &opts()).await.expect_err("refused");
+    let err = pool
+        .exec("node1", "true", &opts())
+        .await
+        .expect_err("refused");
     let fp = c.nodes[0].host_key_fingerprint();
     match &err {
         SshError::UnknownHostKey {
-            fingerprint, files, lookup, ..
+            fingerprint,
+            files,
+            lookup,
+            ..
         } => {
             assert_eq!(fingerprint, &format!("ssh-ed25519 {fp}"));
             assert_eq!(files, &empty.display().to_string());
@@ -152,11 +168,17 @@ async fn changed_host_key_is_refused_with_where_it_was_expected() {
     let key_part = n2.split_once(' ').expect("line").1;
     std::fs::write(
         &kh,
-        format!("# recorded earlier\n[127.0.0.11]:{} {key_part}\n", c.nodes[0].port),
+        format!(
+            "# recorded earlier\n[127.0.0.11]:{} {key_part}\n",
+            c.nodes[0].port
+        ),
     )
     .expect("write");
     let pool = c.pool_with(SshOptions::with_known_hosts(vec![kh.clone()]));
-    let err = pool.exec("node1", "true", &opts()).await.expect_err("refused");
+    let err = pool
+        .exec("node1", "true", &opts())
+        .await
+        .expect_err("refused");
     match &err {
         SshError::ChangedHostKey {
             fingerprint,
@@ -194,10 +216,16 @@ async fn trust_flow_scans_then_appends_then_connects() {
     );
     known_hosts::append_line(&kh, &scanned.trust_line).expect("append");
     let pool = c.pool_with(o.clone());
-    let out = pool.exec("node1", "echo trusted", &opts()).await.expect("exec");
+    let out = pool
+        .exec("node1", "echo trusted", &opts())
+        .await
+        .expect("exec");
     assert_eq!(out.stdout, "trusted\n");
     let again = scan_host_key(&c.settings(0), &o).await.expect("scan");
-    assert!(matches!(again.verdict, HostKeyVerdict::Trusted { line: 1, .. }));
+    assert!(matches!(
+        again.verdict,
+        HostKeyVerdict::Trusted { line: 1, .. }
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -211,13 +239,19 @@ async fn agent_auth_works_without_any_key_file() {
     // Without the key in the agent: refused, and the message says what was tried.
     let pool = SshPool::new(o.clone());
     pool.add_host(s.clone());
-    let err = pool.exec("node1", "true", &opts()).await.expect_err("no key");
+    let err = pool
+        .exec("node1", "true", &opts())
+        .await
+        .expect_err("no key");
     assert!(matches!(err, SshError::AuthFailed { .. }), "{err}");
     assert!(err.to_string().contains("holds no keys"), "{err}");
     agent.add(&c.client_key);
     let pool = SshPool::new(o);
     pool.add_host(s);
-    let out = pool.exec("node1", "echo via-agent", &opts()).await.expect("exec");
+    let out = pool
+        .exec("node1", "echo via-agent", &opts())
+        .await
+        .expect("exec");
     assert_eq!(out.stdout, "via-agent\n");
     assert!(c.nodes[0].log_text().contains("Accepted publickey"));
 }
@@ -226,7 +260,10 @@ async fn agent_auth_works_without_any_key_file() {
 async fn key_file_auth_and_a_wrong_key_is_refused() {
     let c = Cluster::start_n(1);
     let pool = c.pool();
-    let out = pool.exec("node1", "echo via-file", &opts()).await.expect("exec");
+    let out = pool
+        .exec("node1", "echo via-file", &opts())
+        .await
+        .expect("exec");
     assert_eq!(out.stdout, "via-file\n");
 
     let other = c.dir.path().join("other_key");
@@ -235,7 +272,10 @@ async fn key_file_auth_and_a_wrong_key_is_refused() {
     s.identity_files = vec![other.clone()];
     let pool = SshPool::new(c.options());
     pool.add_host(s);
-    let err = pool.exec("node1", "true", &opts()).await.expect_err("refused");
+    let err = pool
+        .exec("node1", "true", &opts())
+        .await
+        .expect_err("refused");
     assert!(
         err.to_string()
             .contains(&format!("key file {} (refused)", other.display())),
@@ -252,10 +292,16 @@ async fn passphrase_protected_key_gives_a_clear_message() {
     s.identity_files = vec![locked.clone()];
     let pool = SshPool::new(c.options());
     pool.add_host(s);
-    let err = pool.exec("node1", "true", &opts()).await.expect_err("locked");
+    let err = pool
+        .exec("node1", "true", &opts())
+        .await
+        .expect_err("locked");
     let msg = err.to_string();
     assert!(msg.contains("passphrase"), "{msg}");
-    assert!(msg.contains(&format!("ssh-add {}", locked.display())), "{msg}");
+    assert!(
+        msg.contains(&format!("ssh-add {}", locked.display())),
+        "{msg}"
+    );
     assert!(!msg.contains("correct horse"), "{msg}");
 }
 
@@ -264,7 +310,10 @@ async fn one_tcp_connection_serves_twenty_commands() {
     let c = Cluster::start_n(1);
     let pool = c.pool();
     for i in 0..20 {
-        let out = pool.exec("node1", &format!("echo {i}"), &opts()).await.expect("exec");
+        let out = pool
+            .exec("node1", &format!("echo {i}"), &opts())
+            .await
+            .expect("exec");
         assert_eq!(out.stdout, format!("{i}\n"));
     }
     assert_eq!(pool.connects("node1"), 1);
@@ -287,7 +336,9 @@ async fn one_tcp_connection_serves_twenty_commands() {
         .collect();
     assert_eq!(sessions.len(), 20, "{log}");
     assert!(
-        sessions.iter().all(|l| l.contains(&format!("port {port} "))),
+        sessions
+            .iter()
+            .all(|l| l.contains(&format!("port {port} "))),
         "{sessions:?}"
     );
 }
@@ -296,13 +347,19 @@ async fn one_tcp_connection_serves_twenty_commands() {
 async fn reconnects_after_sshd_is_killed_and_restarted() {
     let mut c = Cluster::start_n(1);
     let pool = c.pool();
-    let out = pool.exec("node1", "echo before", &opts()).await.expect("exec");
+    let out = pool
+        .exec("node1", "echo before", &opts())
+        .await
+        .expect("exec");
     assert_eq!(out.stdout, "before\n");
     c.nodes[0].kill();
     // Let the client notice the drop (EOF on the socket).
     tokio::time::sleep(Duration::from_millis(300)).await;
     c.nodes[0].restart();
-    let out = pool.exec("node1", "echo after", &opts()).await.expect("exec after restart");
+    let out = pool
+        .exec("node1", "echo after", &opts())
+        .await
+        .expect("exec after restart");
     assert_eq!(out.stdout, "after\n");
     assert_eq!(pool.connects("node1"), 2);
     assert_eq!(c.nodes[0].accepted(), 2);
@@ -322,8 +379,14 @@ async fn reconnect_gives_up_with_backoff_when_the_node_stays_down() {
     let err = pool.exec("node1", "true", &opts()).await.expect_err("down");
     assert!(matches!(err, SshError::Connect { .. }), "{err}");
     // Two waits between three attempts: 100ms + 200ms.
-    assert!(t0.elapsed() >= Duration::from_millis(300), "{:?}", t0.elapsed());
-    assert!(err.to_string().contains(&format!("127.0.0.11:{}", c.nodes[0].port)));
+    assert!(
+        t0.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(err
+        .to_string()
+        .contains(&format!("127.0.0.11:{}", c.nodes[0].port)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -337,7 +400,11 @@ async fn secrets_are_masked_in_output_and_streamed_lines() {
         ..opts()
     };
     let out = pool
-        .exec("node1", "echo token=vault-s3cret; echo vault-s3cret >&2", &o)
+        .exec(
+            "node1",
+            "echo token=vault-s3cret; echo vault-s3cret >&2",
+            &o,
+        )
         .await
         .expect("exec");
     assert_eq!(out.stdout, format!("token={MASK}\n"));
@@ -383,7 +450,11 @@ async fn executors_run_planned_steps_by_capability() {
         panic!("a mutating ssh step");
     };
     let observe = Executor::read_only(pool.clone(), AnsibleRunner::from_env(), Redactor::none());
-    let StepOutcome::Ssh(out) = observe.run(&look, &RunOptions::default()).await.expect("run") else {
+    let StepOutcome::Ssh(out) = observe
+        .run(&look, &RunOptions::default())
+        .await
+        .expect("run")
+    else {
         panic!("ssh outcome");
     };
     assert_eq!(out.exit_status, Some(0));

@@ -124,7 +124,9 @@ where
         let mut r = HostRecap::default();
         let mut any = false;
         for kv in counts.split_whitespace() {
-            let Some((k, v)) = kv.split_once('=') else { continue };
+            let Some((k, v)) = kv.split_once('=') else {
+                continue;
+            };
             let Ok(v) = v.parse::<u32>() else { continue };
             any = true;
             match k {
@@ -200,10 +202,7 @@ pub fn parse_list_hosts(stdout: &str, stderr: &str) -> Result<Vec<ListedPlay>, L
             i += 1;
             continue;
         }
-        if let Some(n) = t
-            .strip_prefix("hosts (")
-            .and_then(|r| r.strip_suffix("):"))
-        {
+        if let Some(n) = t.strip_prefix("hosts (").and_then(|r| r.strip_suffix("):")) {
             let declared: usize = n.parse().map_err(|_| ListHostsDoubt::Unreadable {
                 line: i + 1,
                 text: t.to_string(),
@@ -211,8 +210,7 @@ pub fn parse_list_hosts(stdout: &str, stderr: &str) -> Result<Vec<ListedPlay>, L
             let indent = indent_of(&lines[i]);
             let mut hosts = Vec::new();
             i += 1;
-            while i < lines.len() && !lines[i].trim().is_empty() && indent_of(&lines[i]) > indent
-            {
+            while i < lines.len() && !lines[i].trim().is_empty() && indent_of(&lines[i]) > indent {
                 let h = lines[i].trim();
                 if h.contains(char::is_whitespace) {
                     return Err(ListHostsDoubt::Unreadable {
@@ -385,7 +383,9 @@ playbook: playbooks/etcd-io-priority.yml
             ListHostsVerdict::Pass { .. }
         ));
         match list_hosts_gate(&exp(&["k3s-prod-3"]), &p) {
-            ListHostsVerdict::Block { reason } => assert!(reason.contains("k3s-prod-1"), "{reason}"),
+            ListHostsVerdict::Block { reason } => {
+                assert!(reason.contains("k3s-prod-1"), "{reason}")
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -395,17 +395,32 @@ playbook: playbooks/etcd-io-priority.yml
         let short = LISTED.replace("hosts (2)", "hosts (3)");
         assert_eq!(
             parse_list_hosts(&short, ""),
-            Err(ListHostsDoubt::CountMismatch { declared: 3, found: 2 })
+            Err(ListHostsDoubt::CountMismatch {
+                declared: 3,
+                found: 2
+            })
         );
         assert!(matches!(
-            parse_list_hosts(LISTED, "[WARNING]: Could not match supplied host pattern, ignoring: k3s-prod-9"),
+            parse_list_hosts(
+                LISTED,
+                "[WARNING]: Could not match supplied host pattern, ignoring: k3s-prod-9"
+            ),
             Err(ListHostsDoubt::Warning(_))
         ));
-        assert_eq!(parse_list_hosts("\nplaybook: x.yml\n", ""), Err(ListHostsDoubt::NoHostsSection));
+        assert_eq!(
+            parse_list_hosts("\nplaybook: x.yml\n", ""),
+            Err(ListHostsDoubt::NoHostsSection)
+        );
         let odd = format!("{LISTED}something unexpected\n");
-        assert!(matches!(parse_list_hosts(&odd, ""), Err(ListHostsDoubt::Unreadable { .. })));
+        assert!(matches!(
+            parse_list_hosts(&odd, ""),
+            Err(ListHostsDoubt::Unreadable { .. })
+        ));
         let two = format!("{LISTED}\n  play #2 (x): y\tTAGS: []\n    pattern: ['x']\n    hosts (1):\n      k3s-prod-3\n");
-        assert!(matches!(parse_list_hosts(&two, ""), Err(ListHostsDoubt::PlaysDiffer(_))));
+        assert!(matches!(
+            parse_list_hosts(&two, ""),
+            Err(ListHostsDoubt::PlaysDiffer(_))
+        ));
         let e: Vec<String> = vec![];
         assert!(matches!(
             list_hosts_gate(&e, &parse_list_hosts(&short, "")),

@@ -238,12 +238,17 @@ fn hashed_matches(salt_and_hash: &str, name: &str) -> bool {
     let (Some(salt), Some(hash)) = (parts.next(), parts.next()) else {
         return false;
     };
-    let (Ok(salt), Ok(hash)) = (BASE64.decode(salt.as_bytes()), BASE64.decode(hash.as_bytes()))
-    else {
+    let (Ok(salt), Ok(hash)) = (
+        BASE64.decode(salt.as_bytes()),
+        BASE64.decode(hash.as_bytes()),
+    ) else {
         return false;
     };
     match <Hmac<Sha1> as KeyInit>::new_from_slice(&salt) {
-        Ok(mac) => mac.chain_update(name.as_bytes()).verify_slice(&hash).is_ok(),
+        Ok(mac) => mac
+            .chain_update(name.as_bytes())
+            .verify_slice(&hash)
+            .is_ok(),
         Err(_) => false,
     }
 }
@@ -298,8 +303,10 @@ mod tests {
     use super::*;
 
     // Two throwaway ed25519 public keys (generated for these tests, never used anywhere).
-    const K1: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIChfeNNmnSGptMLH0+9LMiV9/cvVkdyttxiK6BvxRuux";
-    const K2: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBnr99ADIi9/st1aw+sA6AwV6D+I/FfWjRxbXGd4xQvb";
+    const K1: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIChfeNNmnSGptMLH0+9LMiV9/cvVkdyttxiK6BvxRuux";
+    const K2: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBnr99ADIi9/st1aw+sA6AwV6D+I/FfWjRxbXGd4xQvb";
 
     fn key(s: &str) -> PublicKey {
         PublicKey::from_openssh(s).expect("key")
@@ -327,24 +334,38 @@ mod tests {
         assert!(k.warnings.is_empty(), "{:?}", k.warnings);
         assert_eq!(
             k.check(&["10.0.0.1"], 22, &key(K1)),
-            HostKeyVerdict::Trusted { file: "/kh".into(), line: 3 }
+            HostKeyVerdict::Trusted {
+                file: "/kh".into(),
+                line: 3
+            }
         );
         // Off port 22 only `[host]:port` entries count.
-        assert_eq!(k.check(&["10.0.0.1"], 2222, &key(K1)), HostKeyVerdict::Unknown);
+        assert_eq!(
+            k.check(&["10.0.0.1"], 2222, &key(K1)),
+            HostKeyVerdict::Unknown
+        );
         assert_eq!(
             k.check(&["10.0.0.2"], 2222, &key(K1)),
-            HostKeyVerdict::Trusted { file: "/kh".into(), line: 4 }
+            HostKeyVerdict::Trusted {
+                file: "/kh".into(),
+                line: 4
+            }
         );
         assert_eq!(
             k.check(&["10.0.0.3"], 2200, &key(K2)),
-            HostKeyVerdict::Trusted { file: "/kh".into(), line: 5 }
+            HostKeyVerdict::Trusted {
+                file: "/kh".into(),
+                line: 5
+            }
         );
         match k.check(&["10.0.0.3"], 2200, &key(K1)) {
             HostKeyVerdict::Changed { expected } => {
                 assert_eq!(expected.len(), 1);
                 assert_eq!(expected[0].line, 5);
                 assert_eq!(expected[0].fingerprint, fingerprint(&key(K2)));
-                assert!(expected[0].to_string().starts_with("/kh:5: ssh-ed25519 SHA256:"));
+                assert!(expected[0]
+                    .to_string()
+                    .starts_with("/kh:5: ssh-ed25519 SHA256:"));
             }
             other => panic!("expected Changed, got {other:?}"),
         }
@@ -356,11 +377,17 @@ mod tests {
         let k = kh(&text);
         assert_eq!(k.warnings.len(), 1);
         assert!(k.warnings[0].starts_with("/kh:3:"), "{:?}", k.warnings);
-        assert!(matches!(k.check(&["a.lab"], 22, &key(K1)), HostKeyVerdict::Trusted { .. }));
+        assert!(matches!(
+            k.check(&["a.lab"], 22, &key(K1)),
+            HostKeyVerdict::Trusted { .. }
+        ));
         assert_eq!(k.check(&["bad.lab"], 22, &key(K1)), HostKeyVerdict::Unknown);
         assert_eq!(
             k.check(&["a.lab"], 22, &key(K2)),
-            HostKeyVerdict::Revoked { file: "/kh".into(), line: 2 }
+            HostKeyVerdict::Revoked {
+                file: "/kh".into(),
+                line: 2
+            }
         );
     }
 

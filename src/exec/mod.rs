@@ -21,6 +21,15 @@
 //!     let _ = ex.run_mutating(step, &Default::default()).await;
 //! }
 //! ```
+//!
+//! The same call with the capability compiles:
+//!
+//! ```no_run
+//! use hk_console::exec::{Executor, Mutating, MutatingStep};
+//! async fn operate(ex: &Executor<Mutating>, step: &MutatingStep) {
+//!     let _ = ex.run_mutating(step, &Default::default()).await;
+//! }
+//! ```
 
 pub mod ansible;
 pub mod known_hosts;
@@ -51,9 +60,15 @@ pub enum ExecError {
     #[error("step {n} ({id}) mutates and cannot run as read-only")]
     Mutates { n: usize, id: String },
     #[error(transparent)]
-    Ssh(#[from] SshError),
+    Ssh(Box<SshError>),
     #[error(transparent)]
     Process(#[from] process::ProcessError),
+}
+
+impl From<SshError> for ExecError {
+    fn from(e: SshError) -> Self {
+        ExecError::Ssh(Box::new(e))
+    }
 }
 
 /// A step proven not to change anything: `mutates: false` in the plan, and (for ansible)
@@ -167,7 +182,12 @@ pub fn classify(step: &PlannedStep) -> Result<Classified, ExecError> {
                 looks,
             )
         }
-        other => return Err(bad(&format!("{} steps are not run by an executor", other.as_str()))),
+        other => {
+            return Err(bad(&format!(
+                "{} steps are not run by an executor",
+                other.as_str()
+            )))
+        }
     };
     Ok(if step.mutates || !looks_only {
         Classified::Mutating(MutatingStep(work))
@@ -261,7 +281,11 @@ impl Executor<Mutating> {
 
 impl<C> Executor<C> {
     /// Runs a read-only step (both capabilities may).
-    pub async fn run(&self, step: &ReadOnlyStep, opts: &RunOptions) -> Result<StepOutcome, ExecError> {
+    pub async fn run(
+        &self,
+        step: &ReadOnlyStep,
+        opts: &RunOptions,
+    ) -> Result<StepOutcome, ExecError> {
         self.run_work(&step.0, opts).await
     }
 
@@ -307,21 +331,9 @@ impl<C> Executor<C> {
                     )
                     .await?;
                 let list_hosts = if argv.iter().any(|a| a == "--list-hosts") {
-                    expect_hosts.as_ref().map(|exp| {
-                        if !outcome.process.success() {
-                            return ansible::ListHostsVerdict::Block {
-                                reason: format!(
-                                    "ansible-playbook --list-hosts exited with {:?}",
-                                    outcome.process.exit_code
-                                ),
-                            };
-                        }
-                        let parsed = ansible::parse_list_hosts(
-                            &outcome.process.stdout.join("\n"),
-                            &outcome.process.stderr.join("\n"),
-                        );
-                        ansible::list_hosts_gate(exp, &parsed)
-                    })
+                    expect_hosts
+                        .as_ref()
+                        .map(|exp| process::judge_list_hosts(&outcome, exp))
                 } else {
                     None
                 };
@@ -359,11 +371,23 @@ mod tests {
 
     #[test]
     fn classification_does_not_believe_a_read_only_claim() {
-        let apply = step(StepKind::Ansible, false, &["ansible-playbook", "-i", "i", "p.yml"]);
+        let apply = step(
+            StepKind::Ansible,
+            false,
+            &["ansible-playbook", "-i", "i", "p.yml"],
+        );
         assert!(matches!(classify(&apply), Ok(Classified::Mutating(_))));
-        let check = step(StepKind::Ansible, false, &["ansible-playbook", "p.yml", "--check", "--diff"]);
+        let check = step(
+            StepKind::Ansible,
+            false,
+            &["ansible-playbook", "p.yml", "--check", "--diff"],
+        );
         assert!(matches!(classify(&check), Ok(Classified::ReadOnly(_))));
-        let lh = step(StepKind::ListHosts, false, &["ansible-playbook", "p.yml", "--list-hosts"]);
+        let lh = step(
+            StepKind::ListHosts,
+            false,
+            &["ansible-playbook", "p.yml", "--list-hosts"],
+        );
         match classify(&lh) {
             Ok(Classified::ReadOnly(s)) => match s.work() {
                 Work::Ansible { cwd, timeout, .. } => {
@@ -383,9 +407,16 @@ mod tests {
     #[test]
     fn malformed_steps_are_refused_with_the_step_named() {
         let e = classify(&step(StepKind::Ssh, false, &["ssh", "h"])).expect_err("bad");
-        assert_eq!(e.to_string(), "step 3 (s): expected [\"ssh\", HOST, COMMAND]");
-        let e = classify(&step(StepKind::ListHosts, false, &["ansible-playbook", "p.yml"]))
-            .expect_err("bad");
+        assert_eq!(
+            e.to_string(),
+            "step 3 (s): expected [\"ssh\", HOST, COMMAND]"
+        );
+        let e = classify(&step(
+            StepKind::ListHosts,
+            false,
+            &["ansible-playbook", "p.yml"],
+        ))
+        .expect_err("bad");
         assert!(e.to_string().contains("--list-hosts"), "{e}");
         let e = classify(&step(StepKind::Gate, false, &["x"])).expect_err("bad");
         assert!(e.to_string().contains("gate steps"), "{e}");

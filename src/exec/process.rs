@@ -112,22 +112,28 @@ impl ProcessOutcome {
     }
 }
 
-/// Runs `program args` in `cwd` in its own process group, streaming redacted lines to
-/// `sink`, until it ends, `cancel` fires or the timeout passes (then the stop ladder).
+/// What to run: program, arguments, working directory, extra environment.
+#[derive(Debug, Clone, Default)]
+pub struct ProcessSpec {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+}
+
+/// Runs `spec` in its own process group, streaming redacted lines to `sink`, until it
+/// ends, `cancel` fires or the timeout passes (then the stop ladder).
 pub async fn run_supervised(
-    program: &Path,
-    args: &[String],
-    cwd: Option<&Path>,
-    env: &[(String, String)],
+    spec: &ProcessSpec,
     redactor: &Redactor,
     sink: Option<&mpsc::UnboundedSender<OutputLine>>,
     cancel: &CancellationToken,
     cfg: &SupervisorConfig,
 ) -> Result<ProcessOutcome, ProcessError> {
     let started = Instant::now();
-    let name = program.display().to_string();
-    let mut cmd = Command::new(program);
-    cmd.args(args)
+    let name = spec.program.display().to_string();
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -135,10 +141,10 @@ pub async fn run_supervised(
         // terminal's Ctrl-C would.
         .process_group(0)
         .kill_on_drop(true);
-    if let Some(d) = cwd {
+    if let Some(d) = &spec.cwd {
         cmd.current_dir(d);
     }
-    for (k, v) in env {
+    for (k, v) in &spec.env {
         cmd.env(k, v);
     }
     let mut child = cmd.spawn().map_err(|source| ProcessError::Spawn {
@@ -344,8 +350,8 @@ impl AnsibleRunner {
         cancel: &CancellationToken,
     ) -> Result<AnsibleOutcome, ProcessError> {
         let (argv0, args) = argv.split_first().ok_or(ProcessError::EmptyArgv)?;
-        let program =
-            ansible::resolve_program(argv0, &self.search_dirs).map_err(ProcessError::NotInstalled)?;
+        let program = ansible::resolve_program(argv0, &self.search_dirs)
+            .map_err(ProcessError::NotInstalled)?;
         let mut env: Vec<(String, String)> = vec![
             // Lines must arrive as they happen and be parseable: no colour, no buffering,
             // the default callback (the recap format parsed here).
@@ -355,9 +361,13 @@ impl AnsibleRunner {
             ("ANSIBLE_STDOUT_CALLBACK".into(), "default".into()),
         ];
         env.extend(self.env.iter().cloned());
-        let process =
-            run_supervised(&program, args, cwd, &env, redactor, sink, cancel, &self.supervisor)
-                .await?;
+        let spec = ProcessSpec {
+            program,
+            args: args.to_vec(),
+            cwd: cwd.map(Path::to_path_buf),
+            env,
+        };
+        let process = run_supervised(&spec, redactor, sink, cancel, &self.supervisor).await?;
         let recap = ansible::parse_recap(process.stdout.iter().map(String::as_str));
         Ok(AnsibleOutcome { process, recap })
     }
@@ -371,22 +381,32 @@ impl AnsibleRunner {
         cancel: &CancellationToken,
     ) -> Result<(ansible::ListHostsVerdict, AnsibleOutcome), ProcessError> {
         let argv = ansible::list_hosts_argv(argv);
-        let outcome = self.run(&argv, cwd, &Redactor::none(), None, cancel).await?;
-        let verdict = if !outcome.process.success() {
-            ansible::ListHostsVerdict::Block {
-                reason: format!(
-                    "ansible-playbook --list-hosts exited with {:?}: {}",
-                    outcome.process.exit_code,
-                    outcome.process.stderr.join(" | ")
-                ),
-            }
-        } else {
-            let parsed = ansible::parse_list_hosts(
-                &outcome.process.stdout.join("\n"),
-                &outcome.process.stderr.join("\n"),
-            );
-            ansible::list_hosts_gate(expected, &parsed)
-        };
+        let outcome = self
+            .run(&argv, cwd, &Redactor::none(), None, cancel)
+            .await?;
+        let verdict = judge_list_hosts(&outcome, expected);
         Ok((verdict, outcome))
     }
+}
+
+/// The list-hosts gate over a finished `--list-hosts` run: a failed run, output that does
+/// not parse cleanly, or a different host set all block.
+pub fn judge_list_hosts(
+    outcome: &AnsibleOutcome,
+    expected: &[String],
+) -> ansible::ListHostsVerdict {
+    if !outcome.process.success() {
+        return ansible::ListHostsVerdict::Block {
+            reason: format!(
+                "ansible-playbook --list-hosts exited with {:?}: {}",
+                outcome.process.exit_code,
+                outcome.process.stderr.join(" | ")
+            ),
+        };
+    }
+    let parsed = ansible::parse_list_hosts(
+        &outcome.process.stdout.join("\n"),
+        &outcome.process.stderr.join("\n"),
+    );
+    ansible::list_hosts_gate(expected, &parsed)
 }

@@ -86,7 +86,10 @@ mod tests {
     #[test]
     fn multiline_secret_masked_per_line() {
         let r = Redactor::new(["-----BEGIN-----\nc2VjcmV0\n-----END-----"]);
-        assert_eq!(r.redact("key line c2VjcmV0 leaked"), format!("key line {MASK} leaked"));
+        assert_eq!(
+            r.redact("key line c2VjcmV0 leaked"),
+            format!("key line {MASK} leaked")
+        );
     }
 
     #[test]

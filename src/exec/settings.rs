@@ -86,7 +86,9 @@ impl ConnectSettings {
         let inv_key = var_str(&["ansible_ssh_private_key_file", "ansible_private_key_file"])?;
         let mut inv_port = None;
         for name in ["ansible_port", "ansible_ssh_port"] {
-            let Some(v) = hostvars.get(name) else { continue };
+            let Some(v) = hostvars.get(name) else {
+                continue;
+            };
             let bad = || SettingsError::BadPort {
                 host: host_alias.to_string(),
                 var: name.to_string(),
@@ -98,7 +100,10 @@ impl ConnectSettings {
                 Value::String(s) => s.trim().parse::<u64>().map_err(|_| bad())?,
                 _ => return Err(bad()),
             };
-            let port = u16::try_from(port).ok().filter(|p| *p != 0).ok_or_else(bad)?;
+            let port = u16::try_from(port)
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(bad)?;
             inv_port = Some(port);
             break;
         }
@@ -263,15 +268,12 @@ impl SshConfig {
                     ));
                 }
                 "include" => cfg.skipped.push(format!("{file}:{line_no}: {line}")),
-                "hostname" => {
-                    if cur.entry.host_name.is_none() {
-                        cur.entry.host_name = args.into_iter().next();
-                    }
+                // First value wins, as in OpenSSH.
+                "hostname" if cur.entry.host_name.is_none() => {
+                    cur.entry.host_name = args.into_iter().next();
                 }
-                "user" => {
-                    if cur.entry.user.is_none() {
-                        cur.entry.user = args.into_iter().next();
-                    }
+                "user" if cur.entry.user.is_none() => {
+                    cur.entry.user = args.into_iter().next();
                 }
                 "port" => {
                     let v = args.into_iter().next().unwrap_or_default();
@@ -478,7 +480,10 @@ Host *
     fn silent_everywhere_gives_openssh_defaults() {
         let s = ConnectSettings::resolve("h", &BTreeMap::new(), &SshConfig::empty(), &defaults())
             .expect("resolve");
-        assert_eq!((s.address.as_str(), s.port, s.user.as_str()), ("h", 22, "op"));
+        assert_eq!(
+            (s.address.as_str(), s.port, s.user.as_str()),
+            ("h", 22, "op")
+        );
     }
 
     #[test]

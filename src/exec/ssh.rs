@@ -480,7 +480,9 @@ impl<'a> Collector<'a> {
                 if !self.partial[i].is_empty() {
                     let _ = sink.send(OutputLine {
                         stream,
-                        text: self.redactor.redact(&String::from_utf8_lossy(&self.partial[i])),
+                        text: self
+                            .redactor
+                            .redact(&String::from_utf8_lossy(&self.partial[i])),
                     });
                 }
             }
@@ -532,9 +534,12 @@ async fn open(s: &ConnectSettings, o: &SshOptions) -> Result<Handle<Verifier>, S
     .map_err(|_| connect_err(format!("no answer within {:?}", o.connect_timeout)))?
     .map_err(|e| connect_err(e.to_string()))?;
     let _ = tcp.set_nodelay(true);
-    let res = tokio::time::timeout(o.connect_timeout, client::connect_stream(config, tcp, handler))
-        .await
-        .map_err(|_| connect_err(format!("no SSH handshake within {:?}", o.connect_timeout)))?;
+    let res = tokio::time::timeout(
+        o.connect_timeout,
+        client::connect_stream(config, tcp, handler),
+    )
+    .await
+    .map_err(|_| connect_err(format!("no SSH handshake within {:?}", o.connect_timeout)))?;
     let mut handle = match res {
         Ok(h) => h,
         Err(e) => {
@@ -620,11 +625,16 @@ async fn authenticate(
                             continue;
                         };
                         let hash = if key.algorithm().is_rsa() {
-                            handle.best_supported_rsa_hash().await.map_err(chan_err)?.flatten()
+                            handle
+                                .best_supported_rsa_hash()
+                                .await
+                                .map_err(chan_err)?
+                                .flatten()
                         } else {
                             None
                         };
-                        let label = format!("agent key {} {comment}", known_hosts::fingerprint(&key));
+                        let label =
+                            format!("agent key {} {comment}", known_hosts::fingerprint(&key));
                         match handle
                             .authenticate_publickey_with(&s.user, key, hash, &mut agent)
                             .await
@@ -647,7 +657,11 @@ async fn authenticate(
         match russh::keys::load_secret_key(path, None) {
             Ok(key) => {
                 let hash = if key.algorithm().is_rsa() {
-                    handle.best_supported_rsa_hash().await.map_err(chan_err)?.flatten()
+                    handle
+                        .best_supported_rsa_hash()
+                        .await
+                        .map_err(chan_err)?
+                        .flatten()
                 } else {
                     None
                 };
@@ -664,7 +678,10 @@ async fn authenticate(
                 tried.push(format!("key file {} (refused)", path.display()));
             }
             Err(russh::keys::Error::KeyIsEncrypted) => {
-                tried.push(format!("key file {} (passphrase-protected)", path.display()));
+                tried.push(format!(
+                    "key file {} (passphrase-protected)",
+                    path.display()
+                ));
                 encrypted.push(path.display().to_string());
             }
             Err(e) => tried.push(format!("key file {} (unreadable: {e})", path.display())),

@@ -35,7 +35,9 @@ fn tool(name: &str) -> PathBuf {
 /// `ssh-keygen -t ed25519` into `path` with this passphrase ("" for none).
 pub fn keygen(path: &Path, passphrase: &str) {
     let st = Command::new(tool("ssh-keygen"))
-        .args(["-q", "-t", "ed25519", "-N", passphrase, "-C", "hk-test", "-f"])
+        .args([
+            "-q", "-t", "ed25519", "-N", passphrase, "-C", "hk-test", "-f",
+        ])
         .arg(path)
         .stdin(Stdio::null())
         .status()
@@ -75,6 +77,33 @@ pub struct Node {
 
 impl Node {
     fn start(&mut self) {
+        if let Err(e) = self.try_start() {
+            panic!("{e}");
+        }
+    }
+
+    fn write_config(&self, authorized: &Path) {
+        std::fs::write(
+            &self.config,
+            format!(
+                "Port {port}\nListenAddress {addr}\nHostKey {hk}\nPidFile {pid}\n\
+                 AuthorizedKeysFile {auth}\nStrictModes no\nPubkeyAuthentication yes\n\
+                 PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
+                 PermitRootLogin prohibit-password\nLogLevel DEBUG1\nMaxSessions 100\n\
+                 MaxStartups 100:30:200\nSubsystem sftp internal-sftp\n",
+                port = self.port,
+                addr = self.addr,
+                hk = self.dir.join("ssh_host_ed25519_key").display(),
+                pid = self.dir.join("sshd.pid").display(),
+                auth = authorized.display(),
+            ),
+        )
+        .expect("sshd_config");
+    }
+
+    /// Starts sshd and waits for its banner; Err if it exits first (e.g. the port was taken
+    /// between choosing it and binding it).
+    fn try_start(&mut self) -> Result<(), String> {
         assert!(Path::new(SSHD).exists(), "{INSTALL_SSHD}");
         // sshd's privilege separation needs this directory (absent in containers).
         let _ = std::fs::create_dir_all("/run/sshd");
@@ -97,22 +126,22 @@ impl Node {
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
                 let mut buf = [0u8; 4];
                 if s.read_exact(&mut buf).is_ok() && &buf == b"SSH-" {
-                    return;
+                    return Ok(());
                 }
             }
             if let Some(c) = self.child.as_mut() {
                 if let Ok(Some(st)) = c.try_wait() {
+                    self.child = None;
                     let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-                    panic!("sshd for {} exited with {st}: {log}", self.name);
+                    return Err(format!("sshd for {} exited with {st}: {log}", self.name));
                 }
             }
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "sshd for {} did not answer on {}:{}",
-                self.name,
-                self.addr,
-                self.port
-            );
+            if t0.elapsed() > Duration::from_secs(10) {
+                return Err(format!(
+                    "sshd for {} did not answer on {}:{}",
+                    self.name, self.addr, self.port
+                ));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -155,7 +184,9 @@ impl Node {
 
 fn children_of(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else { return out };
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
     for e in rd.flatten() {
         let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
@@ -164,8 +195,13 @@ fn children_of(pid: u32) -> Vec<u32> {
             continue;
         };
         // The comm field may contain spaces: ppid is the 2nd field after the last ')'.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
-        let ppid = rest.split_whitespace().nth(1).and_then(|s| s.parse::<u32>().ok());
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let ppid = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse::<u32>().ok());
         if ppid == Some(pid) {
             out.push(p);
         }
@@ -213,33 +249,29 @@ impl Cluster {
             std::fs::create_dir_all(&ndir).expect("node dir");
             let host_key = ndir.join("ssh_host_ed25519_key");
             keygen(&host_key, "");
-            let port = free_port(addr);
             let config = ndir.join("sshd_config");
-            std::fs::write(
-                &config,
-                format!(
-                    "Port {port}\nListenAddress {addr}\nHostKey {hk}\nPidFile {pid}\n\
-                     AuthorizedKeysFile {auth}\nStrictModes no\nPubkeyAuthentication yes\n\
-                     PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
-                     PermitRootLogin prohibit-password\nLogLevel DEBUG1\nMaxSessions 100\n\
-                     MaxStartups 100:30:200\nSubsystem sftp internal-sftp\n",
-                    hk = host_key.display(),
-                    pid = ndir.join("sshd.pid").display(),
-                    auth = authorized.display(),
-                ),
-            )
-            .expect("sshd_config");
             let mut node = Node {
                 name,
                 addr: addr.to_string(),
-                port,
+                port: 0,
                 host_key_pub: host_key.with_extension("pub"),
                 log: ndir.join("sshd.log"),
                 dir: ndir,
                 config,
                 child: None,
             };
-            node.start();
+            // A port chosen free can be taken before sshd binds it (tests run in
+            // parallel): choose again.
+            let mut last = String::new();
+            for _ in 0..5 {
+                node.port = free_port(addr);
+                node.write_config(&authorized);
+                match node.try_start() {
+                    Ok(()) => break,
+                    Err(e) => last = e,
+                }
+            }
+            assert!(node.child.is_some(), "{last}");
             nodes.push(node);
         }
         let known_hosts = dir.path().join("known_hosts");
@@ -331,9 +363,18 @@ impl Cluster {
         let cp = d.join("cp");
         let _ = std::fs::create_dir_all(&cp);
         vec![
-            ("ANSIBLE_HOME".into(), d.join("ansible-home").display().to_string()),
-            ("ANSIBLE_LOCAL_TEMP".into(), d.join("local-tmp").display().to_string()),
-            ("ANSIBLE_SSH_CONTROL_PATH_DIR".into(), cp.display().to_string()),
+            (
+                "ANSIBLE_HOME".into(),
+                d.join("ansible-home").display().to_string(),
+            ),
+            (
+                "ANSIBLE_LOCAL_TEMP".into(),
+                d.join("local-tmp").display().to_string(),
+            ),
+            (
+                "ANSIBLE_SSH_CONTROL_PATH_DIR".into(),
+                cp.display().to_string(),
+            ),
             ("ANSIBLE_HOST_KEY_CHECKING".into(), "True".into()),
             ("ANSIBLE_RETRY_FILES_ENABLED".into(), "False".into()),
             ("ANSIBLE_DEPRECATION_WARNINGS".into(), "False".into()),
@@ -369,7 +410,10 @@ impl Agent {
             .expect("start ssh-agent");
         let t0 = Instant::now();
         while !socket.exists() {
-            assert!(t0.elapsed() < Duration::from_secs(5), "ssh-agent did not start");
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "ssh-agent did not start"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         Agent { socket, child }
@@ -399,15 +443,23 @@ impl Drop for Agent {
 /// Missing = FAIL with the install hint.
 pub fn ansible_bin_dir() -> PathBuf {
     let dirs = hk_console::exec::ansible::search_dirs();
-    let bin = hk_console::exec::ansible::find_binary("ansible-playbook", &dirs)
-        .unwrap_or_else(|| panic!("ansible-playbook not found: {}", hk_console::exec::ansible::INSTALL_HINT));
+    let bin =
+        hk_console::exec::ansible::find_binary("ansible-playbook", &dirs).unwrap_or_else(|| {
+            panic!(
+                "ansible-playbook not found: {}",
+                hk_console::exec::ansible::INSTALL_HINT
+            )
+        });
     bin.parent().expect("bin dir").to_path_buf()
 }
 
 /// Lines of a file, for marker assertions.
 pub fn read_lines(p: &Path) -> Vec<String> {
     let f = std::fs::File::open(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    BufReader::new(f).lines().map(|l| l.expect("line")).collect()
+    BufReader::new(f)
+        .lines()
+        .map(|l| l.expect("line"))
+        .collect()
 }
 
 pub fn fixtures() -> PathBuf {
