@@ -3,7 +3,9 @@
 use std::{env, fs, path::Path};
 
 fn table(dir: &str, name: &str) -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    // Read at run time: `env!` would freeze the path the build script was compiled in.
+    let manifest = env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join(dir);
     println!("cargo:rerun-if-changed={}", root.display());
     let mut files: Vec<_> = fs::read_dir(&root)
         .map(|rd| rd.filter_map(Result::ok).map(|e| e.path()).collect())

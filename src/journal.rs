@@ -1,1 +1,709 @@
-//! (in progress)
+//! The append-only, fsync'd JSONL record of a run, and its replay.
+//!
+//! Owns: the journal file format, where journals live (`$XDG_STATE_HOME/hk-console/runs/`,
+//! else `$HOME/.local/state/hk-console/runs/`; always a parameter so tests use a temp dir),
+//! appending (each line written and `sync_data`'d before the caller gets the effects to
+//! dispatch), replay through the pure machine, resuming a run after a crash, and listing runs.
+//! Must not: decide anything about a run. Every decision is `runbook::machine`'s; this module
+//! only stores the events that machine accepted and feeds them back to it.
+//!
+//! Format: line 1 is a [`Header`] (format version, run id, runbook, env, mode, operator,
+//! start time, the full plan). Every further line is a [`Record`]: a sequence number from 1,
+//! and the [`Event`] (time and input). Each line ends with `\n`; a last line without one is a
+//! torn write from a crash: it is ignored and reported, never acted on (the append that wrote
+//! it had not returned, so no effect followed it).
+
+use std::ffi::OsStr;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::runbook::machine::{
+    Effect, Event, Input, MachineError, Mode, Run, RunOutcome, Timestamp,
+};
+use crate::runbook::plan::Plan;
+
+/// The journal format this build writes and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The first line of every journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    pub format: u32,
+    pub run_id: String,
+    pub runbook: String,
+    pub env: String,
+    pub mode: Mode,
+    pub operator: String,
+    pub started_at: Timestamp,
+    pub plan: Plan,
+}
+
+impl Header {
+    /// A header for a new run of `plan`; the run id is made from the time, runbook and env so
+    /// journal file names sort by start time.
+    pub fn new(plan: Plan, mode: Mode, operator: &str, started_at: Timestamp) -> Self {
+        Header {
+            format: FORMAT_VERSION,
+            run_id: run_id_for(started_at, &plan.runbook, &plan.env),
+            runbook: plan.runbook.clone(),
+            env: plan.env.clone(),
+            mode,
+            operator: operator.to_string(),
+            started_at,
+            plan,
+        }
+    }
+}
+
+/// One event line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    pub seq: u64,
+    pub at: Timestamp,
+    pub input: Input,
+}
+
+impl Record {
+    pub fn event(&self) -> Event {
+        Event::new(self.at, self.input.clone())
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum JournalError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}:{line}:{col}: {what}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        line: usize,
+        col: usize,
+        what: String,
+    },
+    #[error("{}:{line}: the run state machine refused this journaled event: {source}", path.display())]
+    Rejected {
+        path: PathBuf,
+        line: usize,
+        #[source]
+        source: MachineError,
+    },
+    #[error("{}: journal format {found}, but this hk-console reads up to format {FORMAT_VERSION}; use a newer hk-console", path.display())]
+    NewerFormat { path: PathBuf, found: u32 },
+    #[error("{}: a run journal already exists there", path.display())]
+    Exists { path: PathBuf },
+    #[error(
+        "run id {id:?} cannot name a journal file: use letters, digits, '-', '_' and '.' only"
+    )]
+    InvalidRunId { id: String },
+    #[error("no place for run journals: neither XDG_STATE_HOME (absolute) nor HOME is set")]
+    NoStateDir,
+    #[error("{}: an earlier append failed, so this journal takes no more events (stop and resume the run)", path.display())]
+    Poisoned { path: PathBuf },
+    /// The machine refused the event; nothing was journaled and the run is unchanged.
+    #[error(transparent)]
+    Machine(#[from] MachineError),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> JournalError + '_ {
+    move |source| JournalError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Something replay tolerated but the operator should know about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JournalWarning {
+    /// The last line had no newline: a write cut short by a crash. It was ignored.
+    TornTail {
+        path: PathBuf,
+        line: usize,
+        bytes: usize,
+        /// Whether the torn bytes were cut off the file (when resuming to append).
+        truncated: bool,
+    },
+    /// Steps that were running or verifying at the end of the journal: the process died
+    /// under them, so they are shown (and, on resume, journaled) as interrupted.
+    Interrupted { path: PathBuf, steps: Vec<usize> },
+}
+
+impl std::fmt::Display for JournalWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JournalWarning::TornTail {
+                path,
+                line,
+                bytes,
+                truncated,
+            } => {
+                write!(
+                    f,
+                    "{}:{line}: torn last line ({bytes} bytes without a newline) ignored: the \
+                     process stopped mid-write, so that event was never acted on",
+                    path.display()
+                )?;
+                if *truncated {
+                    write!(f, "; cut it off before appending")?;
+                }
+                Ok(())
+            }
+            JournalWarning::Interrupted { path, steps } => {
+                let list: Vec<String> = steps.iter().map(|n| n.to_string()).collect();
+                write!(
+                    f,
+                    "{}: step(s) {} were in flight when the run stopped; they are interrupted \
+                     and run again only on a retry",
+                    path.display(),
+                    list.join(", ")
+                )
+            }
+        }
+    }
+}
+
+/// A journal read back.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    pub path: PathBuf,
+    pub header: Header,
+    pub records: Vec<Record>,
+    /// The rebuilt run; steps in flight at the end are `Interrupted`.
+    pub run: Run,
+    pub warnings: Vec<JournalWarning>,
+}
+
+/// The current time as a journal timestamp. The one clock read of a run happens out here.
+pub fn now() -> Timestamp {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    Timestamp(u64::try_from(ms).unwrap_or(u64::MAX))
+}
+
+/// The operator's login name for the journal header: `$LOGNAME`, else `$USER`, else
+/// "unknown" (a run is never refused for want of a name; the header says it was unknown).
+pub fn operator_login() -> String {
+    ["LOGNAME", "USER"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .find(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// A run id that sorts by start time: `20260907T101500123Z-etcd-io-priority-prod`.
+pub fn run_id_for(at: Timestamp, runbook: &str, env: &str) -> String {
+    let stamp: String = at
+        .to_string()
+        .chars()
+        .filter(|c| c.is_ascii_digit() || *c == 'T' || *c == 'Z')
+        .collect();
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    format!("{stamp}-{}-{}", clean(runbook), clean(env))
+}
+
+/// Where run journals live given the two environment variables. A relative
+/// `XDG_STATE_HOME` is ignored, as the XDG spec says.
+pub fn runs_dir_from(xdg_state_home: Option<&OsStr>, home: Option<&OsStr>) -> Option<PathBuf> {
+    if let Some(x) = xdg_state_home.filter(|x| !x.is_empty()) {
+        let p = PathBuf::from(x);
+        if p.is_absolute() {
+            return Some(p.join("hk-console").join("runs"));
+        }
+    }
+    let home = home.filter(|h| !h.is_empty())?;
+    Some(
+        PathBuf::from(home)
+            .join(".local")
+            .join("state")
+            .join("hk-console")
+            .join("runs"),
+    )
+}
+
+/// Where run journals live for this process.
+pub fn default_runs_dir() -> Result<PathBuf, JournalError> {
+    let xdg = std::env::var_os("XDG_STATE_HOME");
+    let home = std::env::var_os("HOME");
+    runs_dir_from(xdg.as_deref(), home.as_deref()).ok_or(JournalError::NoStateDir)
+}
+
+/// The journal file of run `run_id` in `dir`.
+pub fn journal_path(dir: &Path, run_id: &str) -> PathBuf {
+    dir.join(format!("{run_id}.jsonl"))
+}
+
+/// An open journal, appending.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: File,
+    /// Length of the file up to the last complete line: where a failed append is cut back to.
+    len: u64,
+    next_seq: u64,
+    poisoned: bool,
+}
+
+impl Journal {
+    /// Start the journal of a new run in `dir` (created if missing). Refuses to overwrite.
+    pub fn create(dir: &Path, header: &Header) -> Result<Journal, JournalError> {
+        let id = &header.run_id;
+        let id_ok = !id.is_empty()
+            && !id.starts_with('.')
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !id_ok {
+            return Err(JournalError::InvalidRunId { id: id.clone() });
+        }
+        // A plan the machine refuses would leave a journal no replay can read.
+        Run::with_mode(header.plan.clone(), header.mode)?;
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let path = journal_path(dir, id);
+        let mut file = match OpenOptions::new().append(true).create_new(true).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(JournalError::Exists { path })
+            }
+            Err(e) => return Err(io_err(&path)(e)),
+        };
+        let mut line = serde_json::to_vec(header).map_err(|e| JournalError::Io {
+            path: path.clone(),
+            source: e.into(),
+        })?;
+        line.push(b'\n');
+        file.write_all(&line).map_err(io_err(&path))?;
+        file.sync_all().map_err(io_err(&path))?;
+        sync_dir(dir)?;
+        Ok(Journal {
+            len: line.len() as u64,
+            path,
+            file,
+            next_seq: 1,
+            poisoned: false,
+        })
+    }
+
+    /// Start a new run of `plan`: its journal in `dir` (header written and synced) and the
+    /// run, not yet started (journal an [`Input::Start`] through [`Journal::record`]).
+    pub fn begin(
+        dir: &Path,
+        plan: Plan,
+        mode: Mode,
+        operator: &str,
+        at: Timestamp,
+    ) -> Result<(Journal, Run), JournalError> {
+        let run = Run::with_mode(plan.clone(), mode)?;
+        let journal = Journal::create(dir, &Header::new(plan, mode, operator, at))?;
+        Ok((journal, run))
+    }
+
+    /// Reopen an existing journal to continue its run after the process stopped. Cuts off a
+    /// torn last line (reported in the warnings), then journals [`Input::Resumed`] at `at`:
+    /// in-flight steps become interrupted and open gates are asked again. Returns the
+    /// journal, the replay (its `run` already includes the resume) and the resume's effects.
+    pub fn resume(
+        path: &Path,
+        at: Timestamp,
+    ) -> Result<(Journal, Replayed, Vec<Effect>), JournalError> {
+        let raw = read_journal(path)?;
+        let mut warnings = Vec::new();
+        if let Some(torn) = raw.torn {
+            let file = OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(io_err(path))?;
+            file.set_len(raw.valid_len).map_err(io_err(path))?;
+            file.sync_all().map_err(io_err(path))?;
+            warnings.push(JournalWarning::TornTail {
+                path: path.to_path_buf(),
+                line: torn.line,
+                bytes: torn.bytes,
+                truncated: true,
+            });
+        }
+        let interrupted = raw.run.in_flight();
+        if !interrupted.is_empty() {
+            warnings.push(JournalWarning::Interrupted {
+                path: path.to_path_buf(),
+                steps: interrupted,
+            });
+        }
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(io_err(path))?;
+        let mut journal = Journal {
+            path: path.to_path_buf(),
+            file,
+            len: raw.valid_len,
+            next_seq: raw.records.last().map_or(1, |r| r.seq + 1),
+            poisoned: false,
+        };
+        let mut run = raw.run;
+        let mut records = raw.records;
+        let event = Event::new(at, Input::Resumed);
+        let effects = journal.record(&mut run, event.clone())?;
+        records.push(Record {
+            seq: journal.next_seq - 1,
+            at,
+            input: event.input,
+        });
+        Ok((
+            journal,
+            Replayed {
+                path: path.to_path_buf(),
+                header: raw.header,
+                records,
+                run,
+                warnings,
+            },
+            effects,
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The sequence number the next appended event gets.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Append one event and fsync it. Returns its sequence number once it is on disk. Prefer
+    /// [`Journal::record`], which also checks the event against the run first.
+    pub fn append(&mut self, event: &Event) -> Result<u64, JournalError> {
+        if self.poisoned {
+            return Err(JournalError::Poisoned {
+                path: self.path.clone(),
+            });
+        }
+        let seq = self.next_seq;
+        let record = Record {
+            seq,
+            at: event.at,
+            input: event.input.clone(),
+        };
+        let mut line = serde_json::to_vec(&record).map_err(|e| JournalError::Io {
+            path: self.path.clone(),
+            source: e.into(),
+        })?;
+        line.push(b'\n');
+        let written = self
+            .file
+            .write_all(&line)
+            .and_then(|()| self.file.sync_data());
+        if let Err(e) = written {
+            // Cut a partial line back off so the file stays a sequence of whole lines; if even
+            // that fails, refuse further appends rather than write after garbage.
+            let cut = self
+                .file
+                .set_len(self.len)
+                .and_then(|()| self.file.sync_data());
+            if cut.is_err() {
+                self.poisoned = true;
+            }
+            return Err(io_err(&self.path)(e));
+        }
+        self.len += line.len() as u64;
+        self.next_seq += 1;
+        Ok(seq)
+    }
+
+    /// Journal before effect: check `event` against `run` (a refused event is not journaled
+    /// and leaves `run` unchanged), append and fsync it, and only then apply it to `run` and
+    /// hand back the effects to dispatch.
+    pub fn record(&mut self, run: &mut Run, event: Event) -> Result<Vec<Effect>, JournalError> {
+        let mut next = run.clone();
+        let effects = next.step(&event)?;
+        self.append(&event)?;
+        *run = next;
+        Ok(effects)
+    }
+}
+
+#[cfg(unix)]
+fn sync_dir(dir: &Path) -> Result<(), JournalError> {
+    // A new file's directory entry is only durable once the directory is synced.
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(dir))
+}
+
+#[cfg(not(unix))]
+fn sync_dir(_dir: &Path) -> Result<(), JournalError> {
+    Ok(())
+}
+
+struct Torn {
+    line: usize,
+    bytes: usize,
+}
+
+struct RawJournal {
+    header: Header,
+    records: Vec<Record>,
+    /// The run after every record, without treating in-flight steps as interrupted.
+    run: Run,
+    torn: Option<Torn>,
+    valid_len: u64,
+}
+
+fn read_journal(path: &Path) -> Result<RawJournal, JournalError> {
+    let bytes = fs::read(path).map_err(io_err(path))?;
+    let corrupt = |line: usize, col: usize, what: String| JournalError::Corrupt {
+        path: path.to_path_buf(),
+        line,
+        col,
+        what,
+    };
+    let valid_len = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let (complete, tail) = bytes.split_at(valid_len);
+    let lines: Vec<&[u8]> = if complete.is_empty() {
+        Vec::new()
+    } else {
+        complete[..complete.len() - 1]
+            .split(|&b| b == b'\n')
+            .collect()
+    };
+    let torn = (!tail.is_empty()).then(|| Torn {
+        line: lines.len() + 1,
+        bytes: tail.len(),
+    });
+
+    let Some(first) = lines.first() else {
+        return Err(corrupt(
+            1,
+            1,
+            "no complete header line: the run's journal was never fully created".into(),
+        ));
+    };
+    let header: Header = serde_json::from_slice(first)
+        .map_err(|e| corrupt(1, e.column(), format!("invalid journal header: {e}")))?;
+    if header.format > FORMAT_VERSION {
+        return Err(JournalError::NewerFormat {
+            path: path.to_path_buf(),
+            found: header.format,
+        });
+    }
+    let mut run = Run::with_mode(header.plan.clone(), header.mode).map_err(|source| {
+        JournalError::Rejected {
+            path: path.to_path_buf(),
+            line: 1,
+            source,
+        }
+    })?;
+    let mut records = Vec::with_capacity(lines.len().saturating_sub(1));
+    for (idx, raw) in lines.iter().enumerate().skip(1) {
+        let line = idx + 1;
+        let record: Record = serde_json::from_slice(raw)
+            .map_err(|e| corrupt(line, e.column(), format!("invalid journal record: {e}")))?;
+        let want = records.len() as u64 + 1;
+        if record.seq != want {
+            return Err(corrupt(
+                line,
+                1,
+                format!(
+                    "sequence number {} where {want} was expected: a line is missing or repeated",
+                    record.seq
+                ),
+            ));
+        }
+        run.step(&record.event())
+            .map_err(|source| JournalError::Rejected {
+                path: path.to_path_buf(),
+                line,
+                source,
+            })?;
+        records.push(record);
+    }
+    Ok(RawJournal {
+        header,
+        records,
+        run,
+        torn,
+        valid_len: valid_len as u64,
+    })
+}
+
+/// Read a journal and rebuild its run through the pure machine, without changing the file.
+/// A torn last line is ignored and reported; steps still in flight at the end are shown as
+/// interrupted (the process that ran them is gone). A bad line anywhere else is an error
+/// naming file:line.
+pub fn replay(path: &Path) -> Result<Replayed, JournalError> {
+    let raw = read_journal(path)?;
+    let mut warnings = Vec::new();
+    if let Some(torn) = &raw.torn {
+        warnings.push(JournalWarning::TornTail {
+            path: path.to_path_buf(),
+            line: torn.line,
+            bytes: torn.bytes,
+            truncated: false,
+        });
+    }
+    let mut run = raw.run;
+    let interrupted = run.in_flight();
+    if !interrupted.is_empty() {
+        let at = raw.records.last().map_or(raw.header.started_at, |r| r.at);
+        // The same transition a resume journals; applied here only in memory.
+        run.step(&Event::new(at, Input::Resumed))
+            .map_err(|source| JournalError::Rejected {
+                path: path.to_path_buf(),
+                line: raw.records.len() + 1,
+                source,
+            })?;
+        warnings.push(JournalWarning::Interrupted {
+            path: path.to_path_buf(),
+            steps: interrupted,
+        });
+    }
+    Ok(Replayed {
+        path: path.to_path_buf(),
+        header: raw.header,
+        records: raw.records,
+        run,
+        warnings,
+    })
+}
+
+/// One run, for the home screen's list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub runbook: String,
+    pub env: String,
+    pub mode: Mode,
+    pub operator: String,
+    pub started: Timestamp,
+    pub outcome: RunOutcome,
+    pub path: PathBuf,
+    /// Replay warnings (torn tail, interrupted steps), as text.
+    pub warnings: Vec<String>,
+}
+
+/// Every run journal in a directory.
+#[derive(Debug, Default)]
+pub struct RunList {
+    /// Newest first.
+    pub runs: Vec<RunSummary>,
+    /// Journals that could not be read, with why. Listed, never hidden or deleted.
+    pub unreadable: Vec<JournalError>,
+}
+
+/// List the runs journaled in `dir`, newest first. A missing directory holds no runs.
+pub fn list_runs(dir: &Path) -> Result<RunList, JournalError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RunList::default()),
+        Err(e) => return Err(io_err(dir)(e)),
+    };
+    let mut list = RunList::default();
+    for entry in entries {
+        let path = entry.map_err(io_err(dir))?.path();
+        if path.extension() != Some(OsStr::new("jsonl")) || !path.is_file() {
+            continue;
+        }
+        match replay(&path) {
+            Ok(r) => list.runs.push(RunSummary {
+                run_id: r.header.run_id.clone(),
+                runbook: r.header.runbook.clone(),
+                env: r.header.env.clone(),
+                mode: r.header.mode,
+                operator: r.header.operator.clone(),
+                started: r.header.started_at,
+                outcome: r.run.outcome(),
+                warnings: r.warnings.iter().map(|w| w.to_string()).collect(),
+                path,
+            }),
+            Err(e) => list.unreadable.push(e),
+        }
+    }
+    list.runs.sort_by(|a, b| {
+        b.started
+            .cmp(&a.started)
+            .then_with(|| b.run_id.cmp(&a.run_id))
+    });
+    Ok(list)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::runbook::plan::{Gate, PlannedStep, StepKind};
+
+    fn one_gate_plan() -> Plan {
+        Plan {
+            runbook: "t".into(),
+            env: "dev".into(),
+            mutates: false,
+            steps: vec![PlannedStep {
+                n: 1,
+                id: "present".into(),
+                kind: StepKind::Gate,
+                host: None,
+                mutates: false,
+                gate: Some(Gate::OperatorPresent),
+                command: None,
+                expect: None,
+                title: String::new(),
+                cwd: None,
+            }],
+        }
+    }
+
+    /// A disk that refuses every write (/dev/full): the event is not acknowledged, no effect
+    /// comes back, the run does not move, and the journal refuses to write after the failure
+    /// it could not cut back.
+    #[test]
+    fn a_failed_append_returns_no_effects_and_poisons_the_journal() {
+        let path = PathBuf::from("/dev/full");
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("/dev/full exists on Linux");
+        let mut journal = Journal {
+            path,
+            file,
+            len: 0,
+            next_seq: 1,
+            poisoned: false,
+        };
+        let mut run = Run::new(one_gate_plan()).expect("plan");
+        let before = run.clone();
+        let err = journal
+            .record(&mut run, Event::new(Timestamp(1), Input::Start))
+            .expect_err("the disk is full");
+        assert!(matches!(err, JournalError::Io { .. }), "{err}");
+        assert_eq!(
+            run, before,
+            "the run must not move past an event that is not on disk"
+        );
+        assert_eq!(journal.next_seq(), 1);
+        // /dev/full cannot be truncated either, so the journal takes no more events.
+        let err = journal
+            .append(&Event::new(Timestamp(2), Input::Start))
+            .expect_err("poisoned");
+        assert!(matches!(err, JournalError::Poisoned { .. }), "{err}");
+    }
+}

@@ -8,6 +8,7 @@
 //! - [`runbook`]: PURE. Runbook schema and validation, the planner, the run state machine.
 //! - [`journal`]: the append-only, fsync'd JSONL record of a run, and its replay.
 //! - [`checks`]: PURE rules over the model: the static parity contract (L0).
+//! - [`context`]: the glue commands and the console share: repo + runbooks -> plans.
 //! - [`cli`]: the commands and flags; `main.rs` only dispatches.
 //!
 //! `runbook` and `checks` do no IO and know no terminal.
@@ -16,6 +17,7 @@
 
 pub mod checks;
 pub mod cli;
+pub mod context;
 pub mod exec;
 pub mod journal;
 pub mod repo;

@@ -59,9 +59,16 @@ pub enum EnvProblem {
     /// No server defines the variable.
     Missing { var: String },
     /// Servers resolve the variable to different values.
-    Disagree { var: String, values: BTreeMap<String, Vec<String>> },
+    Disagree {
+        var: String,
+        values: BTreeMap<String, Vec<String>>,
+    },
     /// A server's value cannot be rendered.
-    Unrenderable { var: String, host: String, reason: String },
+    Unrenderable {
+        var: String,
+        host: String,
+        reason: String,
+    },
 }
 
 impl fmt::Display for EnvProblem {
@@ -210,7 +217,9 @@ fn derive_fact(
         None
     } else if by_value.is_empty() {
         if !servers.is_empty() {
-            problems.push(EnvProblem::Missing { var: var.to_string() });
+            problems.push(EnvProblem::Missing {
+                var: var.to_string(),
+            });
         }
         None
     } else {
@@ -238,7 +247,9 @@ pub fn derive(name: &str, cfg: &EnvConfig, src: &dyn HostFacts) -> Environment {
         Some(group) => match src.hosts_in(group) {
             Some(hosts) => hosts_with_addresses(src, hosts),
             None => {
-                problems.push(EnvProblem::NoGatewayGroup { group: group.clone() });
+                problems.push(EnvProblem::NoGatewayGroup {
+                    group: group.clone(),
+                });
                 Vec::new()
             }
         },
@@ -329,7 +340,10 @@ mod tests {
         assert_eq!(env.vip.get(), Some("10.9.0.100"));
         assert_eq!(env.servers[1].address, "10.9.0.2");
         assert_eq!(env.flux_overlay, std::path::PathBuf::from("clusters/lab"));
-        assert!(env.problems.iter().all(|p| !matches!(p, EnvProblem::Disagree { .. })));
+        assert!(env
+            .problems
+            .iter()
+            .all(|p| !matches!(p, EnvProblem::Disagree { .. })));
     }
 
     #[test]
@@ -349,16 +363,25 @@ mod tests {
             .find(|p| matches!(p, EnvProblem::Disagree { .. }))
             .expect("a disagreement")
             .to_string();
-        assert!(text.contains("a say `10.9.0.100`") && text.contains("b say `10.9.0.200`"), "{text}");
+        assert!(
+            text.contains("a say `10.9.0.100`") && text.contains("b say `10.9.0.200`"),
+            "{text}"
+        );
     }
 
     #[test]
     fn a_host_without_the_var_is_a_disagreement() {
-        let mut f = fake(&[("a", Resolved::Value(json!("10.9.0.100"))), ("b", Resolved::Value(json!("x")))]);
+        let mut f = fake(&[
+            ("a", Resolved::Value(json!("10.9.0.100"))),
+            ("b", Resolved::Value(json!("x"))),
+        ]);
         f.vars.remove(&("b".to_string(), VAR_VIP.to_string()));
         let env = derive("lab", &cfg(), &f);
         assert_eq!(env.vip.get(), None);
-        assert!(env.problems.iter().any(|p| p.to_string().contains("b say `(undefined)`")));
+        assert!(env
+            .problems
+            .iter()
+            .any(|p| p.to_string().contains("b say `(undefined)`")));
     }
 
     #[test]
@@ -366,10 +389,18 @@ mod tests {
         let env = derive(
             "lab",
             &cfg(),
-            &fake(&[("a", Resolved::Unrenderable { reason: "`x` is not defined".into() })]),
+            &fake(&[(
+                "a",
+                Resolved::Unrenderable {
+                    reason: "`x` is not defined".into(),
+                },
+            )]),
         );
         assert_eq!(env.vip.get(), None);
-        assert!(env.problems.iter().any(|p| p.to_string().contains("cannot be rendered for a")));
+        assert!(env
+            .problems
+            .iter()
+            .any(|p| p.to_string().contains("cannot be rendered for a")));
     }
 
     #[test]

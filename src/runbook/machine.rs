@@ -1,1 +1,1247 @@
-//! (in progress)
+//! The pure state machine of one run over a [`Plan`].
+//!
+//! Owns: the run's state (per step and overall), the journalable [`Input`] events that move
+//! it, and the [`Effect`]s it asks the outside world to carry out (raft-rs `Ready`/`advance`
+//! style: `run.step(&event)` returns effects; `exec/` performs them and feeds the outcomes
+//! back as inputs).
+//! Must not: do IO, read the clock, spawn, or know the terminal. Times come in with the
+//! events. The journal (`crate::journal`) persists events; this module only interprets them.
+//!
+//! Per step: `Pending -> AwaitingGate -> Running -> Verifying -> Done | Failed | Skipped`,
+//! plus `Interrupted` for a step that was running or verifying when the process died.
+//! Where a step's gate sits depends on what the gate asks: a gate that reviews what the
+//! step's own work showed (`ConfirmHosts` on a list-hosts step, `ApproveDiff` on a check-mode
+//! step) is asked after the work and its verification; every other gate before the work.
+//!
+//! Safety rules enforced here, not by callers:
+//! - A failure halts the run: nothing after a failed step runs.
+//! - A failed or interrupted step runs again only after an explicit [`Input::RetryApproved`].
+//! - A run built with [`Run::new_read_only`] never produces an [`Execute`] for a mutating
+//!   step: [`Execute`] can only be built inside this module, in one place that checks it.
+//! - Terminal step states absorb late executor events without changing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::plan::{Gate, Plan, PlannedStep, StepKind};
+
+/// Milliseconds since the Unix epoch, UTC. The machine never reads the clock; callers stamp
+/// each event when it happens (the journal offers `journal::now()`).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Timestamp(pub u64);
+
+impl fmt::Display for Timestamp {
+    /// RFC 3339 in UTC with milliseconds, e.g. `2026-09-07T10:15:00.000Z`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0 % 1000;
+        let secs = self.0 / 1000;
+        let days = secs / 86_400;
+        let rem = secs % 86_400;
+        let (y, m, d) = civil_from_days(days);
+        write!(
+            f,
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+            rem / 3600,
+            (rem / 60) % 60,
+            rem % 60
+        )
+    }
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Whether the run may change anything. Observe mode is fixed at construction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Mutating steps run (behind their gates).
+    Operate,
+    /// Read-only: every mutating step ends `Skipped` with reason "observe mode".
+    Observe,
+}
+
+/// One journaled input: what happened and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Event {
+    pub at: Timestamp,
+    pub input: Input,
+}
+
+impl Event {
+    pub fn new(at: Timestamp, input: Input) -> Self {
+        Event { at, input }
+    }
+}
+
+/// Everything that can move a run. Operator decisions and executor outcomes alike; all are
+/// journaled, so replaying them through [`Run::step`] rebuilds the run exactly.
+///
+/// Executor outcomes carry the `attempt` they belong to (from [`Execute::attempt`]): an
+/// outcome of an earlier attempt of a retried step is stale and absorbed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Input {
+    /// Begin the run at its first step.
+    Start,
+    /// The operator answered an approval gate (operator-present, authorise, approve-diff,
+    /// confirm-done), or rejected any gate.
+    GateAnswered { n: usize, answer: GateAnswer },
+    /// The operator typed an answer to a typed gate: the phrase of a typed-confirm, the host
+    /// count of a confirm-hosts. A wrong answer leaves the gate closed.
+    TypedText { n: usize, by: String, text: String },
+    /// The executor started the step's work.
+    StepStarted { n: usize, attempt: u32 },
+    /// The step's work ended. `error` says why it could not run or was killed, if it was.
+    StepFinished {
+        n: usize,
+        attempt: u32,
+        exit_code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// The executor checked the step's expectations.
+    VerifyResult {
+        n: usize,
+        attempt: u32,
+        ok: bool,
+        detail: String,
+    },
+    /// A list-hosts step's verification: the host set the command printed.
+    HostSetObserved {
+        n: usize,
+        attempt: u32,
+        hosts: Vec<String>,
+    },
+    /// The operator asked to cancel the running step.
+    CancelRequested { n: usize, by: String },
+    /// The executor stopped the step's work.
+    Cancelled {
+        n: usize,
+        attempt: u32,
+        reason: String,
+    },
+    /// The operator ends the run.
+    Abort { by: String, reason: String },
+    /// The operator asks to run a failed or interrupted step again.
+    RetryApproved { n: usize, by: String },
+    /// The operator skips a step that changes nothing and guards nothing.
+    Skip {
+        n: usize,
+        by: String,
+        reason: String,
+    },
+    /// The process restarted: work that was in flight is lost (its steps become
+    /// `Interrupted`), open gates are asked again.
+    Resumed,
+}
+
+impl Input {
+    /// Short name for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Input::Start => "start",
+            Input::GateAnswered { .. } => "gate-answered",
+            Input::TypedText { .. } => "typed-text",
+            Input::StepStarted { .. } => "step-started",
+            Input::StepFinished { .. } => "step-finished",
+            Input::VerifyResult { .. } => "verify-result",
+            Input::HostSetObserved { .. } => "host-set-observed",
+            Input::CancelRequested { .. } => "cancel-requested",
+            Input::Cancelled { .. } => "cancelled",
+            Input::Abort { .. } => "abort",
+            Input::RetryApproved { .. } => "retry-approved",
+            Input::Skip { .. } => "skip",
+            Input::Resumed => "resumed",
+        }
+    }
+
+    /// The attempt an executor outcome belongs to.
+    fn attempt(&self) -> Option<u32> {
+        match self {
+            Input::StepStarted { attempt, .. }
+            | Input::StepFinished { attempt, .. }
+            | Input::VerifyResult { attempt, .. }
+            | Input::HostSetObserved { attempt, .. }
+            | Input::Cancelled { attempt, .. } => Some(*attempt),
+            _ => None,
+        }
+    }
+}
+
+/// The operator's answer to a gate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum GateAnswer {
+    Approved {
+        by: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+    Rejected {
+        by: String,
+        reason: String,
+    },
+}
+
+/// What the machine asks the outside world to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Show the gate and wait for the operator.
+    AskGate { n: usize, gate: Gate },
+    /// The operator's typed answer did not open the gate; say why and keep asking.
+    GateNotPassed { n: usize, why: String },
+    /// Run the step's work.
+    Execute(Execute),
+    /// Check the step's expectations against what its work produced.
+    Verify { n: usize, attempt: u32 },
+    /// Stop the step's work.
+    Cancel { n: usize, attempt: u32 },
+    /// The run stopped: finished, halted on a failure or interruption, or aborted.
+    RunFinished { outcome: Outcome },
+}
+
+/// Permission to run one step's work. Only this module can build one, and only through the
+/// check that refuses a mutating step in observe mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Execute {
+    n: usize,
+    attempt: u32,
+    mutates: bool,
+    authorised: Vec<String>,
+}
+
+impl Execute {
+    /// The step to run.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Which attempt this is (1 for the first run, +1 per approved retry). Outcomes fed back
+    /// must carry it.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+    /// Whether the step changes the systems it touches.
+    pub fn mutates(&self) -> bool {
+        self.mutates
+    }
+    /// Flags the operator has authorised so far in this run (to pass as `-e FLAG=true`).
+    pub fn authorised(&self) -> &[String] {
+        &self.authorised
+    }
+}
+
+/// How a run ended (or halted).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum Outcome {
+    Succeeded,
+    /// Step `n` failed; the run is halted there (a retry or skip can continue it).
+    Failed {
+        n: usize,
+        reason: String,
+    },
+    /// Step `n` was in flight when the process died.
+    Interrupted {
+        n: usize,
+    },
+    Aborted {
+        by: String,
+        reason: String,
+    },
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Succeeded => write!(f, "succeeded"),
+            Outcome::Failed { n, reason } => write!(f, "failed at step {n}: {reason}"),
+            Outcome::Interrupted { n } => write!(f, "interrupted at step {n}"),
+            Outcome::Aborted { by, reason } => write!(f, "aborted by {by}: {reason}"),
+        }
+    }
+}
+
+/// A run's outcome in one word, for lists of runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunOutcome {
+    Succeeded,
+    Failed,
+    Aborted,
+    Interrupted,
+    InProgress,
+}
+
+impl fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RunOutcome::Succeeded => "succeeded",
+            RunOutcome::Failed => "failed",
+            RunOutcome::Aborted => "aborted",
+            RunOutcome::Interrupted => "interrupted",
+            RunOutcome::InProgress => "in progress",
+        })
+    }
+}
+
+/// Where a step's gate sits relative to its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatePhase {
+    /// Asked before the work runs (or the step has no work).
+    BeforeWork,
+    /// Asked after the work ran and verified: the operator reviews what it showed.
+    AfterWork,
+}
+
+/// What was in flight when the process died.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InFlight {
+    Running,
+    Verifying,
+}
+
+/// The state of one step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepState {
+    Pending,
+    AwaitingGate {
+        phase: GatePhase,
+    },
+    /// An [`Execute`] went out. `started` once the executor said so; the step counts as in
+    /// flight from the moment the effect left, because the work may have begun.
+    Running {
+        started: bool,
+        cancel_requested: bool,
+    },
+    Verifying,
+    Done,
+    Failed {
+        reason: String,
+    },
+    Skipped {
+        reason: String,
+    },
+    Interrupted {
+        during: InFlight,
+    },
+}
+
+impl StepState {
+    pub fn name(&self) -> &'static str {
+        match self {
+            StepState::Pending => "pending",
+            StepState::AwaitingGate { .. } => "awaiting its gate",
+            StepState::Running { .. } => "running",
+            StepState::Verifying => "verifying",
+            StepState::Done => "done",
+            StepState::Failed { .. } => "failed",
+            StepState::Skipped { .. } => "skipped",
+            StepState::Interrupted { .. } => "interrupted",
+        }
+    }
+
+    /// Nothing more happens to this step unless the operator retries it.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            StepState::Done
+                | StepState::Failed { .. }
+                | StepState::Skipped { .. }
+                | StepState::Interrupted { .. }
+        )
+    }
+
+    fn in_flight(&self) -> Option<InFlight> {
+        match self {
+            StepState::Running { .. } => Some(InFlight::Running),
+            StepState::Verifying => Some(InFlight::Verifying),
+            _ => None,
+        }
+    }
+}
+
+/// Who answered a gate (or authorised a flag) and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateRecord {
+    pub by: String,
+    pub at: Timestamp,
+    pub note: Option<String>,
+}
+
+/// One step's state plus what the run learned about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepRecord {
+    pub state: StepState,
+    /// 0 until the step is first entered; +1 per entry (first run and each retry).
+    pub attempt: u32,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    pub exit_code: Option<i32>,
+    /// The last verification detail or failure reason.
+    pub detail: Option<String>,
+    /// The host set a list-hosts step printed.
+    pub observed_hosts: Option<Vec<String>>,
+    /// Who passed this step's gate.
+    pub gate: Option<GateRecord>,
+}
+
+impl StepRecord {
+    fn new() -> Self {
+        StepRecord {
+            state: StepState::Pending,
+            attempt: 0,
+            started_at: None,
+            finished_at: None,
+            exit_code: None,
+            detail: None,
+            observed_hosts: None,
+            gate: None,
+        }
+    }
+}
+
+/// The run as a whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunStatus {
+    NotStarted,
+    /// Step `n` is the one in progress (awaiting its gate, running or verifying).
+    Active {
+        n: usize,
+    },
+    /// Step `n` failed or was interrupted; the run waits for a retry, a skip or an abort.
+    Halted {
+        n: usize,
+    },
+    Succeeded,
+    Aborted {
+        by: String,
+        reason: String,
+    },
+}
+
+/// Why an input was refused. The run is unchanged when `step` returns one.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum MachineError {
+    #[error("plan step number {n} appears more than once; steps must be numbered uniquely")]
+    DuplicateStep { n: usize },
+    #[error("plan step {n}: {why}")]
+    InvalidPlan { n: usize, why: String },
+    #[error("there is no step {n} in this plan")]
+    UnknownStep { n: usize },
+    #[error("the run has already started")]
+    AlreadyStarted,
+    #[error("the run is over ({status}); nothing more can happen in it")]
+    RunOver { status: String },
+    #[error("step {n} is {state}: a {input} event does not apply to it")]
+    WrongState {
+        n: usize,
+        state: &'static str,
+        input: &'static str,
+    },
+    #[error("step {n}: event for attempt {got}, but the step has only reached attempt {current}")]
+    FutureAttempt { n: usize, got: u32, current: u32 },
+    #[error("step {n}: this gate opens only with typed text (the phrase or the host count), not an approval")]
+    GateNeedsTypedText { n: usize },
+    #[error("step {n}: this gate takes an approval, not typed text")]
+    GateNotTyped { n: usize },
+    #[error(
+        "step {n} is verified by the host set it lists (host-set-observed), not by a verify-result"
+    )]
+    VerifyNeedsHostSet { n: usize },
+    #[error("step {n} has no expected host set to compare a host-set-observed with")]
+    NoHostExpectation { n: usize },
+    #[error("step {n} cannot be skipped: {why}")]
+    CannotSkip { n: usize, why: &'static str },
+    #[error("step {n} has not failed and was not interrupted; only the step the run halted on can be retried")]
+    NothingToRetry { n: usize },
+}
+
+/// One run over a plan: the plan, the mode and every step's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    plan: Arc<Plan>,
+    mode: Mode,
+    status: RunStatus,
+    steps: Vec<StepRecord>,
+    authorised: BTreeMap<String, GateRecord>,
+    started_at: Option<Timestamp>,
+    finished_at: Option<Timestamp>,
+}
+
+impl Run {
+    /// A run that may mutate (behind its gates).
+    pub fn new(plan: Plan) -> Result<Self, MachineError> {
+        Self::with_mode(plan, Mode::Operate)
+    }
+
+    /// A read-only run: mutating steps end `Skipped` ("observe mode") and no [`Execute`] for
+    /// them can come out of it.
+    pub fn new_read_only(plan: Plan) -> Result<Self, MachineError> {
+        Self::with_mode(plan, Mode::Observe)
+    }
+
+    pub fn with_mode(plan: Plan, mode: Mode) -> Result<Self, MachineError> {
+        let mut seen = BTreeSet::new();
+        for step in &plan.steps {
+            if !seen.insert(step.n) {
+                return Err(MachineError::DuplicateStep { n: step.n });
+            }
+            // A list-hosts step exists to confirm the blast radius; without an expected set
+            // there is nothing to block on, so the plan is refused rather than waved through.
+            if step.kind == StepKind::ListHosts && expected_hosts(step).is_none() {
+                return Err(MachineError::InvalidPlan {
+                    n: step.n,
+                    why: "a list-hosts step needs an expected host set (expect.hosts or a \
+                          confirm-hosts gate)"
+                        .into(),
+                });
+            }
+            // Two statements of one host set that disagree would make the typed count and the
+            // comparison answer different questions.
+            if let (Some(Gate::ConfirmHosts { expected }), Some(hosts)) = (
+                &step.gate,
+                step.expect.as_ref().and_then(|e| e.hosts.as_ref()),
+            ) {
+                let a: BTreeSet<&String> = expected.iter().collect();
+                let b: BTreeSet<&String> = hosts.iter().collect();
+                if a != b {
+                    return Err(MachineError::InvalidPlan {
+                        n: step.n,
+                        why: "the confirm-hosts gate and expect.hosts name different host sets"
+                            .into(),
+                    });
+                }
+            }
+        }
+        let steps = plan.steps.iter().map(|_| StepRecord::new()).collect();
+        Ok(Run {
+            plan: Arc::new(plan),
+            mode,
+            status: RunStatus::NotStarted,
+            steps,
+            authorised: BTreeMap::new(),
+            started_at: None,
+            finished_at: None,
+        })
+    }
+
+    /// Rebuild a run from its events (the journal's replay, without IO). Returns the index
+    /// of the refused event with the error.
+    pub fn replay(plan: Plan, mode: Mode, events: &[Event]) -> Result<Self, (usize, MachineError)> {
+        let mut run = Self::with_mode(plan, mode).map_err(|e| (0, e))?;
+        for (i, ev) in events.iter().enumerate() {
+            run.step(ev).map_err(|e| (i, e))?;
+        }
+        Ok(run)
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+    pub fn status(&self) -> &RunStatus {
+        &self.status
+    }
+    pub fn started_at(&self) -> Option<Timestamp> {
+        self.started_at
+    }
+    pub fn finished_at(&self) -> Option<Timestamp> {
+        self.finished_at
+    }
+
+    /// The record of step `n`.
+    pub fn step_record(&self, n: usize) -> Option<&StepRecord> {
+        let i = self.plan.steps.iter().position(|s| s.n == n)?;
+        self.steps.get(i)
+    }
+
+    /// Every step with its record, in plan order.
+    pub fn steps(&self) -> impl Iterator<Item = (&PlannedStep, &StepRecord)> {
+        self.plan.steps.iter().zip(self.steps.iter())
+    }
+
+    /// Whether the operator authorised `flag` in this run.
+    pub fn is_authorised(&self, flag: &str) -> bool {
+        self.authorised.contains_key(flag)
+    }
+
+    /// Every authorised flag with who granted it and when.
+    pub fn authorised(&self) -> &BTreeMap<String, GateRecord> {
+        &self.authorised
+    }
+
+    /// Steps whose work is in flight (running or verifying).
+    pub fn in_flight(&self) -> Vec<usize> {
+        self.steps()
+            .filter(|(_, r)| r.state.in_flight().is_some())
+            .map(|(s, _)| s.n)
+            .collect()
+    }
+
+    /// The outcome so far, in one word.
+    pub fn outcome(&self) -> RunOutcome {
+        match &self.status {
+            RunStatus::NotStarted | RunStatus::Active { .. } => RunOutcome::InProgress,
+            RunStatus::Succeeded => RunOutcome::Succeeded,
+            RunStatus::Aborted { .. } => RunOutcome::Aborted,
+            RunStatus::Halted { n } => match self.step_record(*n).map(|r| &r.state) {
+                Some(StepState::Interrupted { .. }) => RunOutcome::Interrupted,
+                _ => RunOutcome::Failed,
+            },
+        }
+    }
+
+    /// Feed one event. On error the run is unchanged and nothing should be journaled.
+    pub fn step(&mut self, event: &Event) -> Result<Vec<Effect>, MachineError> {
+        // Work on a copy so a refused input leaves no trace, whatever path refused it.
+        let mut next = self.clone();
+        let effects = next.apply(event)?;
+        *self = next;
+        Ok(effects)
+    }
+
+    fn apply(&mut self, event: &Event) -> Result<Vec<Effect>, MachineError> {
+        let at = event.at;
+        let mut fx = Vec::new();
+        match &event.input {
+            Input::Start => match self.status {
+                RunStatus::NotStarted => {
+                    self.started_at = Some(at);
+                    self.advance(0, at, &mut fx);
+                }
+                _ => return Err(MachineError::AlreadyStarted),
+            },
+            Input::Resumed => self.resume(at, &mut fx),
+            Input::Abort { by, reason } => self.abort(by, reason, at, &mut fx)?,
+            Input::RetryApproved { n, .. } => {
+                let i = self.index(*n)?;
+                self.retry(i, at, &mut fx)?;
+            }
+            Input::Skip { n, by, reason } => {
+                let i = self.index(*n)?;
+                self.skip(i, by, reason, at, &mut fx)?;
+            }
+            Input::GateAnswered { n, .. }
+            | Input::TypedText { n, .. }
+            | Input::StepStarted { n, .. }
+            | Input::StepFinished { n, .. }
+            | Input::VerifyResult { n, .. }
+            | Input::HostSetObserved { n, .. }
+            | Input::CancelRequested { n, .. }
+            | Input::Cancelled { n, .. } => {
+                let i = self.index(*n)?;
+                self.step_input(i, &event.input, at, &mut fx)?;
+            }
+        }
+        Ok(fx)
+    }
+
+    fn index(&self, n: usize) -> Result<usize, MachineError> {
+        self.plan
+            .steps
+            .iter()
+            .position(|s| s.n == n)
+            .ok_or(MachineError::UnknownStep { n })
+    }
+
+    fn is_over(&self) -> bool {
+        matches!(
+            self.status,
+            RunStatus::Succeeded | RunStatus::Aborted { .. }
+        )
+    }
+
+    fn run_over(&self) -> MachineError {
+        let status = match &self.status {
+            RunStatus::Succeeded => "succeeded".to_string(),
+            RunStatus::Aborted { by, reason } => format!("aborted by {by}: {reason}"),
+            other => format!("{other:?}"),
+        };
+        MachineError::RunOver { status }
+    }
+
+    /// The transitions of one step: an explicit `match (state, input)`.
+    fn step_input(
+        &mut self,
+        i: usize,
+        input: &Input,
+        at: Timestamp,
+        fx: &mut Vec<Effect>,
+    ) -> Result<(), MachineError> {
+        let plan = Arc::clone(&self.plan);
+        let step = &plan.steps[i];
+        let n = step.n;
+        let state = self.steps[i].state.clone();
+
+        // Terminal states absorb late events: a finish after a cancel, a verification after an
+        // abort, a gate answer racing an abort.
+        if state.is_terminal() {
+            return Ok(());
+        }
+        if self.is_over() {
+            return Err(self.run_over());
+        }
+        if let Some(got) = input.attempt() {
+            let current = self.steps[i].attempt;
+            if got < current {
+                // An outcome of an attempt that was superseded by a retry: stale, dropped.
+                return Ok(());
+            }
+            if got > current {
+                return Err(MachineError::FutureAttempt { n, got, current });
+            }
+        }
+
+        let wrong = || MachineError::WrongState {
+            n,
+            state: state.name(),
+            input: input.name(),
+        };
+
+        match (&state, input) {
+            (StepState::AwaitingGate { phase }, Input::GateAnswered { answer, .. }) => match answer
+            {
+                GateAnswer::Rejected { by, reason } => {
+                    self.fail(i, format!("gate rejected by {by}: {reason}"), at, fx);
+                }
+                GateAnswer::Approved { by, note } => match &step.gate {
+                    Some(Gate::TypedConfirm { .. }) | Some(Gate::ConfirmHosts { .. }) => {
+                        return Err(MachineError::GateNeedsTypedText { n });
+                    }
+                    _ => self.pass_gate(i, *phase, by, note.clone(), at, fx),
+                },
+            },
+            (StepState::AwaitingGate { phase }, Input::TypedText { by, text, .. }) => {
+                let verdict = match &step.gate {
+                    Some(Gate::TypedConfirm { phrase }) => {
+                        if text == phrase {
+                            Ok(())
+                        } else {
+                            Err(format!(
+                                "typed {text:?}, which is not the confirmation phrase"
+                            ))
+                        }
+                    }
+                    Some(Gate::ConfirmHosts { expected }) => match text.trim().parse::<usize>() {
+                        Ok(count) if count == expected.len() => Ok(()),
+                        Ok(count) => Err(format!(
+                            "typed {count}, but the step lists {} host(s); count them again",
+                            expected.len()
+                        )),
+                        Err(_) => Err(format!("typed {text:?}; type the number of hosts listed")),
+                    },
+                    _ => return Err(MachineError::GateNotTyped { n }),
+                };
+                match verdict {
+                    Ok(()) => self.pass_gate(i, *phase, by, None, at, fx),
+                    Err(why) => fx.push(Effect::GateNotPassed { n, why }),
+                }
+            }
+            (
+                StepState::Running {
+                    started: false,
+                    cancel_requested,
+                },
+                Input::StepStarted { .. },
+            ) => {
+                self.steps[i].state = StepState::Running {
+                    started: true,
+                    cancel_requested: *cancel_requested,
+                };
+                self.steps[i].started_at = Some(at);
+            }
+            (
+                StepState::Running {
+                    cancel_requested: false,
+                    ..
+                },
+                Input::StepFinished {
+                    exit_code, error, ..
+                },
+            ) => {
+                self.steps[i].exit_code = *exit_code;
+                let want = step.expect.as_ref().and_then(|e| e.exit_code).unwrap_or(0);
+                if let Some(error) = error {
+                    self.fail(i, format!("could not complete: {error}"), at, fx);
+                } else if *exit_code != Some(want) {
+                    let got = exit_code.map_or("no exit code (killed?)".to_string(), |c| {
+                        format!("exit code {c}")
+                    });
+                    self.fail(i, format!("{got}, expected {want}"), at, fx);
+                } else if needs_verify(step) {
+                    self.steps[i].state = StepState::Verifying;
+                    fx.push(Effect::Verify {
+                        n,
+                        attempt: self.steps[i].attempt,
+                    });
+                } else {
+                    self.after_work(i, at, fx);
+                }
+            }
+            (
+                StepState::Running {
+                    cancel_requested: true,
+                    ..
+                },
+                Input::StepFinished { exit_code, .. },
+            ) => {
+                // The operator wanted it stopped; whatever it did, the run does not go on as if
+                // it had been allowed to finish.
+                self.steps[i].exit_code = *exit_code;
+                let how = exit_code.map_or("without an exit code".to_string(), |c| {
+                    format!("with exit code {c}")
+                });
+                self.fail(
+                    i,
+                    format!("cancel requested; the work ended {how} before the cancel landed"),
+                    at,
+                    fx,
+                );
+            }
+            (
+                StepState::Running {
+                    started,
+                    cancel_requested: false,
+                },
+                Input::CancelRequested { .. },
+            ) => {
+                self.steps[i].state = StepState::Running {
+                    started: *started,
+                    cancel_requested: true,
+                };
+                fx.push(Effect::Cancel {
+                    n,
+                    attempt: self.steps[i].attempt,
+                });
+            }
+            (
+                StepState::Running {
+                    cancel_requested: true,
+                    ..
+                },
+                Input::CancelRequested { .. },
+            ) => {}
+            (StepState::Running { .. }, Input::Cancelled { reason, .. }) => {
+                self.fail(i, format!("cancelled: {reason}"), at, fx);
+            }
+            (StepState::Verifying, Input::VerifyResult { ok: true, .. })
+                if expected_hosts(step).is_some() =>
+            {
+                return Err(MachineError::VerifyNeedsHostSet { n });
+            }
+            (StepState::Verifying, Input::VerifyResult { ok, detail, .. }) => {
+                self.steps[i].detail = Some(detail.clone());
+                if *ok {
+                    self.after_work(i, at, fx);
+                } else {
+                    self.fail(i, format!("verification failed: {detail}"), at, fx);
+                }
+            }
+            (StepState::Verifying, Input::HostSetObserved { hosts, .. }) => {
+                let Some(expected) = expected_hosts(step) else {
+                    return Err(MachineError::NoHostExpectation { n });
+                };
+                self.steps[i].observed_hosts = Some(hosts.clone());
+                let want: BTreeSet<&String> = expected.iter().collect();
+                let got: BTreeSet<&String> = hosts.iter().collect();
+                let missing: Vec<&str> = want.difference(&got).map(|s| s.as_str()).collect();
+                let extra: Vec<&str> = got.difference(&want).map(|s| s.as_str()).collect();
+                if missing.is_empty() && extra.is_empty() {
+                    self.steps[i].detail = Some(format!("host set matches ({})", hosts.len()));
+                    self.after_work(i, at, fx);
+                } else {
+                    let mut parts = Vec::new();
+                    if !missing.is_empty() {
+                        parts.push(format!("missing {}", missing.join(", ")));
+                    }
+                    if !extra.is_empty() {
+                        parts.push(format!("not expected {}", extra.join(", ")));
+                    }
+                    self.fail(
+                        i,
+                        format!(
+                            "host set differs from the expected one: {}",
+                            parts.join("; ")
+                        ),
+                        at,
+                        fx,
+                    );
+                }
+            }
+            _ => return Err(wrong()),
+        }
+        Ok(())
+    }
+
+    /// Enter steps from index `from` on until one waits for the outside world, or the plan
+    /// ends. Steps already skipped ahead of time are passed over.
+    fn advance(&mut self, from: usize, at: Timestamp, fx: &mut Vec<Effect>) {
+        let mut i = from;
+        while i < self.steps.len() {
+            if self.steps[i].state.is_terminal() {
+                i += 1;
+                continue;
+            }
+            if self.enter(i, at, fx) {
+                self.status = RunStatus::Active {
+                    n: self.plan.steps[i].n,
+                };
+                return;
+            }
+            i += 1;
+        }
+        self.status = RunStatus::Succeeded;
+        self.finished_at = Some(at);
+        fx.push(Effect::RunFinished {
+            outcome: Outcome::Succeeded,
+        });
+    }
+
+    /// Enter step `i`. Returns true when it now waits (gate or work), false when it ended at
+    /// once (skipped in observe mode, or nothing to do).
+    fn enter(&mut self, i: usize, at: Timestamp, fx: &mut Vec<Effect>) -> bool {
+        let plan = Arc::clone(&self.plan);
+        let step = &plan.steps[i];
+        if self.mode == Mode::Observe && step.mutates {
+            self.steps[i].state = StepState::Skipped {
+                reason: "observe mode".into(),
+            };
+            self.steps[i].finished_at = Some(at);
+            return false;
+        }
+        self.steps[i].attempt += 1;
+        match (gate_phase(step), &step.gate) {
+            (Some(GatePhase::BeforeWork), Some(gate)) => {
+                self.steps[i].state = StepState::AwaitingGate {
+                    phase: GatePhase::BeforeWork,
+                };
+                fx.push(Effect::AskGate {
+                    n: step.n,
+                    gate: gate.clone(),
+                });
+                true
+            }
+            _ if has_work(step) => self.start_work(i, at, fx),
+            _ => {
+                self.steps[i].state = StepState::Done;
+                self.steps[i].finished_at = Some(at);
+                self.steps[i].detail = Some("nothing to do".into());
+                false
+            }
+        }
+    }
+
+    /// Hand the step's work out. The one place an [`Execute`] is built.
+    fn start_work(&mut self, i: usize, at: Timestamp, fx: &mut Vec<Effect>) -> bool {
+        let step = &self.plan.steps[i];
+        if self.mode == Mode::Observe && step.mutates {
+            // `enter` already skips these; this guard keeps the promise even if a future
+            // path reaches here another way.
+            self.steps[i].state = StepState::Skipped {
+                reason: "observe mode".into(),
+            };
+            self.steps[i].finished_at = Some(at);
+            return false;
+        }
+        let exec = Execute {
+            n: step.n,
+            attempt: self.steps[i].attempt,
+            mutates: step.mutates,
+            authorised: self.authorised.keys().cloned().collect(),
+        };
+        self.steps[i].state = StepState::Running {
+            started: false,
+            cancel_requested: false,
+        };
+        fx.push(Effect::Execute(exec));
+        true
+    }
+
+    fn pass_gate(
+        &mut self,
+        i: usize,
+        phase: GatePhase,
+        by: &str,
+        note: Option<String>,
+        at: Timestamp,
+        fx: &mut Vec<Effect>,
+    ) {
+        let record = GateRecord {
+            by: by.to_string(),
+            at,
+            note,
+        };
+        if let Some(Gate::Authorise { flag }) = &self.plan.steps[i].gate {
+            self.authorised.insert(flag.clone(), record.clone());
+        }
+        self.steps[i].gate = Some(record);
+        if phase == GatePhase::BeforeWork && has_work(&self.plan.steps[i]) {
+            if !self.start_work(i, at, fx) {
+                self.advance(i + 1, at, fx);
+            }
+        } else {
+            self.complete(i, at, fx);
+        }
+    }
+
+    /// The work ran and verified: ask the review gate if there is one, else done.
+    fn after_work(&mut self, i: usize, at: Timestamp, fx: &mut Vec<Effect>) {
+        let step = &self.plan.steps[i];
+        if let (Some(GatePhase::AfterWork), Some(gate)) = (gate_phase(step), &step.gate) {
+            self.steps[i].state = StepState::AwaitingGate {
+                phase: GatePhase::AfterWork,
+            };
+            fx.push(Effect::AskGate {
+                n: step.n,
+                gate: gate.clone(),
+            });
+        } else {
+            self.complete(i, at, fx);
+        }
+    }
+
+    fn complete(&mut self, i: usize, at: Timestamp, fx: &mut Vec<Effect>) {
+        self.steps[i].state = StepState::Done;
+        self.steps[i].finished_at = Some(at);
+        self.advance(i + 1, at, fx);
+    }
+
+    fn fail(&mut self, i: usize, reason: String, at: Timestamp, fx: &mut Vec<Effect>) {
+        let n = self.plan.steps[i].n;
+        self.steps[i].state = StepState::Failed {
+            reason: reason.clone(),
+        };
+        self.steps[i].detail = Some(reason.clone());
+        self.steps[i].finished_at = Some(at);
+        self.status = RunStatus::Halted { n };
+        fx.push(Effect::RunFinished {
+            outcome: Outcome::Failed { n, reason },
+        });
+    }
+
+    fn resume(&mut self, at: Timestamp, fx: &mut Vec<Effect>) {
+        let RunStatus::Active { n } = self.status else {
+            return;
+        };
+        let Some(i) = self.plan.steps.iter().position(|s| s.n == n) else {
+            return;
+        };
+        match self.steps[i].state.clone() {
+            StepState::AwaitingGate { .. } => {
+                if let Some(gate) = &self.plan.steps[i].gate {
+                    fx.push(Effect::AskGate {
+                        n,
+                        gate: gate.clone(),
+                    });
+                }
+            }
+            s => {
+                if let Some(during) = s.in_flight() {
+                    self.steps[i].state = StepState::Interrupted { during };
+                    self.steps[i].finished_at = Some(at);
+                    self.status = RunStatus::Halted { n };
+                    fx.push(Effect::RunFinished {
+                        outcome: Outcome::Interrupted { n },
+                    });
+                }
+            }
+        }
+    }
+
+    fn abort(
+        &mut self,
+        by: &str,
+        reason: &str,
+        at: Timestamp,
+        fx: &mut Vec<Effect>,
+    ) -> Result<(), MachineError> {
+        if self.is_over() {
+            return Err(self.run_over());
+        }
+        if let RunStatus::Active { n } = self.status {
+            let i = self.index(n)?;
+            match self.steps[i].state.clone() {
+                StepState::AwaitingGate { .. } => {
+                    self.steps[i].state = StepState::Skipped {
+                        reason: format!("run aborted: {reason}"),
+                    };
+                }
+                StepState::Running { .. } => {
+                    self.steps[i].state = StepState::Failed {
+                        reason: format!("run aborted while the step was running: {reason}"),
+                    };
+                    fx.push(Effect::Cancel {
+                        n,
+                        attempt: self.steps[i].attempt,
+                    });
+                }
+                StepState::Verifying => {
+                    self.steps[i].state = StepState::Failed {
+                        reason: format!("run aborted during verification: {reason}"),
+                    };
+                }
+                _ => {}
+            }
+            self.steps[i].finished_at = Some(at);
+        }
+        self.status = RunStatus::Aborted {
+            by: by.to_string(),
+            reason: reason.to_string(),
+        };
+        self.finished_at = Some(at);
+        fx.push(Effect::RunFinished {
+            outcome: Outcome::Aborted {
+                by: by.to_string(),
+                reason: reason.to_string(),
+            },
+        });
+        Ok(())
+    }
+
+    fn retry(&mut self, i: usize, at: Timestamp, fx: &mut Vec<Effect>) -> Result<(), MachineError> {
+        let n = self.plan.steps[i].n;
+        if self.is_over() {
+            return Err(self.run_over());
+        }
+        let halted_here = self.status == RunStatus::Halted { n };
+        let retryable = matches!(
+            self.steps[i].state,
+            StepState::Failed { .. } | StepState::Interrupted { .. }
+        );
+        if !(halted_here && retryable) {
+            return Err(MachineError::NothingToRetry { n });
+        }
+        let rec = &mut self.steps[i];
+        rec.state = StepState::Pending;
+        rec.started_at = None;
+        rec.finished_at = None;
+        rec.exit_code = None;
+        rec.observed_hosts = None;
+        rec.gate = None;
+        self.finished_at = None;
+        self.advance(i, at, fx);
+        Ok(())
+    }
+
+    fn skip(
+        &mut self,
+        i: usize,
+        by: &str,
+        reason: &str,
+        at: Timestamp,
+        fx: &mut Vec<Effect>,
+    ) -> Result<(), MachineError> {
+        let step = &self.plan.steps[i];
+        let n = step.n;
+        if self.is_over() {
+            return Err(self.run_over());
+        }
+        if step.mutates {
+            return Err(MachineError::CannotSkip {
+                n,
+                why: "it mutates, and the steps after it assume its change; abort the run instead",
+            });
+        }
+        if step.gate.is_some() {
+            return Err(MachineError::CannotSkip {
+                n,
+                why: "its gate guards what follows; reject the gate or abort the run instead",
+            });
+        }
+        if step.kind == StepKind::ListHosts {
+            return Err(MachineError::CannotSkip {
+                n,
+                why: "it confirms the blast radius before a change",
+            });
+        }
+        let resume_after = match &self.steps[i].state {
+            StepState::Pending => false,
+            StepState::Failed { .. } | StepState::Interrupted { .. }
+                if self.status == RunStatus::Halted { n } =>
+            {
+                true
+            }
+            other => {
+                return Err(MachineError::WrongState {
+                    n,
+                    state: other.name(),
+                    input: "skip",
+                })
+            }
+        };
+        self.steps[i].state = StepState::Skipped {
+            reason: format!("skipped by {by}: {reason}"),
+        };
+        self.steps[i].finished_at = Some(at);
+        if resume_after {
+            self.finished_at = None;
+            self.advance(i + 1, at, fx);
+        }
+        Ok(())
+    }
+}
+
+/// Whether a step has work for the executor (gate and manual steps have only their gate).
+pub fn has_work(step: &PlannedStep) -> bool {
+    !matches!(step.kind, StepKind::Gate | StepKind::Manual)
+}
+
+/// Where the step's gate is asked, if it has one.
+pub fn gate_phase(step: &PlannedStep) -> Option<GatePhase> {
+    match &step.gate {
+        None => None,
+        Some(Gate::ConfirmHosts { .. } | Gate::ApproveDiff) if has_work(step) => {
+            Some(GatePhase::AfterWork)
+        }
+        Some(_) => Some(GatePhase::BeforeWork),
+    }
+}
+
+/// The exact host set a step must list: `expect.hosts`, else a list-hosts step's
+/// confirm-hosts gate.
+pub fn expected_hosts(step: &PlannedStep) -> Option<&[String]> {
+    if let Some(hosts) = step.expect.as_ref().and_then(|e| e.hosts.as_deref()) {
+        return Some(hosts);
+    }
+    match (&step.kind, &step.gate) {
+        (StepKind::ListHosts, Some(Gate::ConfirmHosts { expected })) => Some(expected),
+        _ => None,
+    }
+}
+
+/// Whether the step has expectations beyond its exit code, so a [`Effect::Verify`] follows
+/// its work.
+pub fn needs_verify(step: &PlannedStep) -> bool {
+    if expected_hosts(step).is_some() {
+        return true;
+    }
+    step.expect.as_ref().is_some_and(|e| {
+        e.stdout_equals.is_some()
+            || e.stdout_contains.is_some()
+            || e.stdout_not_contains.is_some()
+            || e.condition.is_some()
+            || e.tcp.is_some()
+    })
+}

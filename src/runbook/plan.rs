@@ -91,6 +91,9 @@ pub struct Expect {
     /// How long the step may take before it fails, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<u64>,
+    /// The named cause to report when this expectation fails (e.g. a probe of the VIP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_fail: Option<String>,
 }
 
 /// One step of a plan, bound to at most one host.
@@ -113,4 +116,858 @@ pub struct PlannedStep {
     /// Working directory for `command` (the repo's ansible dir for ansible steps).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------
+// The planner.
+
+use std::collections::HashSet;
+
+use super::schema::{GateSpec, Play, Runbook, Scope, Step, StepSpec, Target, ENV_ROLES};
+use super::validate::template_vars;
+
+/// What the planner needs to know about the environment a plan is for. The integrator
+/// builds it from hk-console.yaml and the hostvars of the environment's servers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PlanEnv {
+    /// The environment's name (`dev`, `prod`), as in hk-console.yaml.
+    pub name: String,
+    /// The servers group (`env.servers`, target role `servers`).
+    pub servers: String,
+    /// The VPN egress gateways group (`env.vpn_gateways`, target role `vpn_gateways`).
+    pub vpn_gateways: Option<String>,
+    /// The primary (founder) group, from the `k3s_primary_group` host var.
+    pub primary_group: String,
+    /// The secondary group (servers minus the primary), when the inventory has one.
+    pub secondary_group: Option<String>,
+    /// The control-plane VIP (`kube_vip_address`).
+    pub vip: String,
+    /// The API port (`k3s_api_port`).
+    pub api_port: u16,
+    /// hk-console.yaml `operator_present: true`: a gate before the first mutating step.
+    pub operator_present: bool,
+    /// The inventory path as passed to `ansible-playbook -i`.
+    pub inventory: String,
+    /// The working directory of ansible commands (playbook paths are relative to it).
+    pub ansible_dir: String,
+    /// The kubeconfig for `flux` commands, if not the default one.
+    pub kubeconfig: Option<String>,
+    /// For runbooks with `target.single: true`: the one host to run on.
+    pub host: Option<String>,
+}
+
+/// The inventory as the planner sees it. Implemented by the integrator over the real
+/// inventory; tests use a small fake.
+pub trait Topology {
+    /// The hosts of a group, in inventory order; `None` if there is no such group.
+    fn hosts_in(&self, group: &str) -> Option<Vec<String>>;
+    /// Whether `host` is a member of `group` (directly or through children).
+    fn is_member(&self, host: &str, group: &str) -> bool;
+    /// A host var of `host`, as resolved for that host.
+    fn host_var(&self, host: &str, var: &str) -> Option<serde_json::Value>;
+}
+
+/// Why a runbook cannot be planned for an environment.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("runbook `{runbook}` is not meant for environment `{env}` (it is for: {allowed})")]
+    NotForEnv {
+        runbook: String,
+        env: String,
+        allowed: String,
+    },
+    #[error("runbook `{runbook}`: group `{group}` is not in the inventory")]
+    UnknownGroup { runbook: String, group: String },
+    #[error("runbook `{runbook}`: environment `{env}` has no `{role}` group")]
+    NoRoleGroup {
+        runbook: String,
+        env: String,
+        role: String,
+    },
+    #[error("runbook `{runbook}`: target group `{group}` has no hosts")]
+    EmptyTarget { runbook: String, group: String },
+    #[error("runbook `{runbook}` runs on one host of `{group}`: name it (one of: {hosts})")]
+    NoHostChosen {
+        runbook: String,
+        group: String,
+        hosts: String,
+    },
+    #[error("runbook `{runbook}`: host `{host}` is not in target group `{group}`")]
+    HostNotInTarget {
+        runbook: String,
+        host: String,
+        group: String,
+    },
+    #[error("runbook `{runbook}`: order names `{host}`, which is not in target group `{group}`")]
+    OrderNamesOutsider {
+        runbook: String,
+        host: String,
+        group: String,
+    },
+    #[error(
+        "runbook `{runbook}`: order for `{env}` is missing `{host}` of target group `{group}`"
+    )]
+    OrderMissingHost {
+        runbook: String,
+        env: String,
+        host: String,
+        group: String,
+    },
+    #[error(
+        "runbook `{runbook}`: host `{host}` is not a member of `{group}` (required by {required})"
+    )]
+    NotAMember {
+        runbook: String,
+        host: String,
+        group: String,
+        required: String,
+    },
+    #[error("runbook `{runbook}`: require_member_of `{name}` is neither a group nor a host var of `{host}`")]
+    RequiredGroupUnknown {
+        runbook: String,
+        name: String,
+        host: String,
+    },
+    #[error("runbook `{runbook}`, step `{step}`: {message}")]
+    Template {
+        runbook: String,
+        step: String,
+        message: String,
+    },
+    #[error("runbook `{runbook}`, step `{step}`: cannot say which hosts to expect; give the runbook a target, the step a limit, or expect_hosts")]
+    NoExpectedHosts { runbook: String, step: String },
+}
+
+/// Expand a validated runbook for one environment. Pure: everything it knows comes in
+/// through `env` and `topo`.
+pub fn plan(runbook: &Runbook, env: &PlanEnv, topo: &dyn Topology) -> Result<Plan, PlanError> {
+    if !runbook.environments.contains(&env.name) {
+        return Err(PlanError::NotForEnv {
+            runbook: runbook.id.clone(),
+            env: env.name.clone(),
+            allowed: runbook.environments.join(", "),
+        });
+    }
+    let p = Planner { runbook, env, topo };
+    let hosts = match &runbook.target {
+        Some(target) => p.resolve_target(target)?,
+        None => Vec::new(),
+    };
+
+    // Consecutive per-host steps form a block that runs host by host; once-steps run in place.
+    let mut raw: Vec<Draft> = Vec::new();
+    let mut i = 0;
+    while i < runbook.steps.len() {
+        if runbook.steps[i].scope == Scope::Once {
+            p.expand(&runbook.steps[i], None, &hosts, &mut raw)?;
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < runbook.steps.len() && runbook.steps[i].scope == Scope::Host {
+            i += 1;
+        }
+        for host in &hosts {
+            for step in &runbook.steps[start..i] {
+                if let Some(only_on) = &step.only_on {
+                    let group = p.group_of(only_on)?;
+                    // A mistyped group would silently skip the step on every host.
+                    if topo.hosts_in(&group).is_none() {
+                        return Err(PlanError::UnknownGroup {
+                            runbook: runbook.id.clone(),
+                            group,
+                        });
+                    }
+                    if !topo.is_member(host, &group) {
+                        continue;
+                    }
+                }
+                p.expand(step, Some(host), &hosts, &mut raw)?;
+            }
+        }
+    }
+
+    let steps = p.insert_safety_steps(raw, &hosts)?;
+    let steps: Vec<PlannedStep> = steps
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| PlannedStep { n: i + 1, ..d.step })
+        .collect();
+    Ok(Plan {
+        runbook: runbook.id.clone(),
+        env: env.name.clone(),
+        mutates: steps.iter().any(|s| s.mutates),
+        steps,
+    })
+}
+
+/// A planned step before numbering, with the play it runs (so a list-hosts step can be
+/// derived from it).
+struct Draft {
+    step: PlannedStep,
+    play: Option<RenderedPlay>,
+}
+
+#[derive(Debug, Clone)]
+struct RenderedPlay {
+    playbook: String,
+    extra_vars: Vec<(String, String)>,
+    tags: Vec<String>,
+    limit: Option<String>,
+}
+
+struct Planner<'a> {
+    runbook: &'a Runbook,
+    env: &'a PlanEnv,
+    topo: &'a dyn Topology,
+}
+
+impl Planner<'_> {
+    /// An environment role or a literal group name, as a group name.
+    fn group_of(&self, name: &str) -> Result<String, PlanError> {
+        let role = |r: &str| PlanError::NoRoleGroup {
+            runbook: self.runbook.id.clone(),
+            env: self.env.name.clone(),
+            role: r.to_string(),
+        };
+        match name {
+            "servers" => Ok(self.env.servers.clone()),
+            "primary" => Ok(self.env.primary_group.clone()),
+            "vpn_gateways" => self.env.vpn_gateways.clone().ok_or_else(|| role(name)),
+            _ => {
+                debug_assert!(!ENV_ROLES.contains(&name));
+                Ok(name.to_string())
+            }
+        }
+    }
+
+    fn resolve_target(&self, target: &Target) -> Result<Vec<String>, PlanError> {
+        let rb = || self.runbook.id.clone();
+        let group = self.group_of(&target.group)?;
+        let members = self
+            .topo
+            .hosts_in(&group)
+            .ok_or_else(|| PlanError::UnknownGroup {
+                runbook: rb(),
+                group: group.clone(),
+            })?;
+        if members.is_empty() {
+            return Err(PlanError::EmptyTarget {
+                runbook: rb(),
+                group,
+            });
+        }
+        let hosts = if target.single {
+            let Some(host) = &self.env.host else {
+                return Err(PlanError::NoHostChosen {
+                    runbook: rb(),
+                    group,
+                    hosts: members.join(", "),
+                });
+            };
+            if !members.contains(host) {
+                return Err(PlanError::HostNotInTarget {
+                    runbook: rb(),
+                    host: host.clone(),
+                    group,
+                });
+            }
+            vec![host.clone()]
+        } else if let Some(order) = target
+            .order
+            .as_ref()
+            .and_then(|o| o.for_env(&self.env.name))
+        {
+            // The order must name exactly the target's hosts: nothing silently added or dropped.
+            for host in order {
+                if !members.contains(host) {
+                    return Err(PlanError::OrderNamesOutsider {
+                        runbook: rb(),
+                        host: host.clone(),
+                        group,
+                    });
+                }
+            }
+            for host in &members {
+                if !order.contains(host) {
+                    return Err(PlanError::OrderMissingHost {
+                        runbook: rb(),
+                        env: self.env.name.clone(),
+                        host: host.clone(),
+                        group,
+                    });
+                }
+            }
+            order.to_vec()
+        } else {
+            members
+        };
+        if let Some(required) = &target.require_member_of {
+            for host in &hosts {
+                let group = if self.topo.hosts_in(required).is_some() {
+                    required.clone()
+                } else {
+                    match self.topo.host_var(host, required) {
+                        Some(serde_json::Value::String(g)) => g,
+                        _ => {
+                            return Err(PlanError::RequiredGroupUnknown {
+                                runbook: rb(),
+                                name: required.clone(),
+                                host: host.clone(),
+                            })
+                        }
+                    }
+                };
+                if !self.topo.is_member(host, &group) {
+                    return Err(PlanError::NotAMember {
+                        runbook: rb(),
+                        host: host.clone(),
+                        group,
+                        required: format!("require_member_of: {required}"),
+                    });
+                }
+            }
+        }
+        Ok(hosts)
+    }
+
+    /// Render a template string in strict mode: an undefined variable is an error.
+    fn render(&self, step: &Step, text: &str, host: Option<&str>) -> Result<String, PlanError> {
+        let err = |message: String| PlanError::Template {
+            runbook: self.runbook.id.clone(),
+            step: step.id.clone(),
+            message,
+        };
+        if !text.contains("{{") && !text.contains("{%") && !text.contains("{#") {
+            return Ok(text.to_string());
+        }
+        let used = template_vars(text).map_err(err)?;
+        let mut env_map = serde_json::Map::new();
+        let e = self.env;
+        env_map.insert("name".into(), e.name.clone().into());
+        env_map.insert("servers".into(), e.servers.clone().into());
+        if let Some(g) = &e.vpn_gateways {
+            env_map.insert("vpn_gateways".into(), g.clone().into());
+        }
+        env_map.insert("primary_group".into(), e.primary_group.clone().into());
+        if let Some(g) = &e.secondary_group {
+            env_map.insert("secondary_group".into(), g.clone().into());
+        }
+        env_map.insert("vip".into(), e.vip.clone().into());
+        env_map.insert("api_port".into(), e.api_port.into());
+        let mut ctx = serde_json::Map::new();
+        ctx.insert("env".into(), env_map.into());
+        if let Some(h) = host {
+            ctx.insert("host".into(), h.into());
+            let mut vars = serde_json::Map::new();
+            for name in used.iter().filter_map(|v| v.strip_prefix("vars.")) {
+                let name = name.split('.').next().unwrap_or(name);
+                if let Some(value) = self.topo.host_var(h, name) {
+                    vars.insert(name.to_string(), value);
+                }
+            }
+            ctx.insert("vars".into(), vars.into());
+        }
+        let mut jenv = minijinja::Environment::new();
+        jenv.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        let value = minijinja::Value::from_serialize(serde_json::Value::Object(ctx));
+        jenv.render_str(text, value).map_err(|e| {
+            let detail = e
+                .detail()
+                .map(str::to_string)
+                .unwrap_or_else(|| e.kind().to_string());
+            err(format!("cannot render `{text}`: {detail}"))
+        })
+    }
+
+    fn render_play(
+        &self,
+        step: &Step,
+        play: &Play,
+        host: Option<&str>,
+    ) -> Result<RenderedPlay, PlanError> {
+        let extra_vars = play
+            .extra_vars
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), self.render(step, v, host)?)))
+            .collect::<Result<Vec<_>, PlanError>>()?;
+        let tags = play
+            .tags
+            .iter()
+            .map(|t| self.render(step, t, host))
+            .collect::<Result<Vec<_>, _>>()?;
+        let limit = match (&play.limit, host) {
+            (Some(l), _) => Some(self.render(step, l, host)?),
+            (None, Some(h)) => Some(h.to_string()),
+            (None, None) => None,
+        };
+        Ok(RenderedPlay {
+            playbook: self.render(step, &play.playbook, host)?,
+            extra_vars,
+            tags,
+            limit,
+        })
+    }
+
+    fn ansible_argv(&self, play: &RenderedPlay, flags: &[&str]) -> Vec<String> {
+        let mut argv = vec![
+            "ansible-playbook".to_string(),
+            "-i".to_string(),
+            self.env.inventory.clone(),
+            play.playbook.clone(),
+        ];
+        for (k, v) in &play.extra_vars {
+            argv.push("-e".into());
+            argv.push(extra_var_arg(k, v));
+        }
+        if let Some(limit) = &play.limit {
+            argv.push("--limit".into());
+            argv.push(limit.clone());
+        }
+        if !play.tags.is_empty() {
+            argv.push("--tags".into());
+            argv.push(play.tags.join(","));
+        }
+        argv.extend(flags.iter().map(|f| f.to_string()));
+        argv
+    }
+
+    /// The hosts a list-hosts run must show: its limit's hosts, else the target's.
+    fn expected_hosts(
+        &self,
+        step_id: &str,
+        limit: Option<&str>,
+        target_hosts: &[String],
+    ) -> Result<Vec<String>, PlanError> {
+        let mut out: Vec<String> = Vec::new();
+        match limit {
+            Some(limit) => {
+                for item in limit
+                    .split([',', ':'])
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                {
+                    let hosts = self
+                        .topo
+                        .hosts_in(item)
+                        .unwrap_or_else(|| vec![item.to_string()]);
+                    for h in hosts {
+                        if !out.contains(&h) {
+                            out.push(h);
+                        }
+                    }
+                }
+            }
+            None if !target_hosts.is_empty() => out = target_hosts.to_vec(),
+            None => {
+                return Err(PlanError::NoExpectedHosts {
+                    runbook: self.runbook.id.clone(),
+                    step: step_id.to_string(),
+                })
+            }
+        }
+        Ok(out)
+    }
+
+    fn list_hosts_step(
+        &self,
+        id: String,
+        play: &RenderedPlay,
+        host: Option<&str>,
+        expected: Vec<String>,
+    ) -> Draft {
+        let title = match &play.limit {
+            Some(limit) => format!("Confirm the hosts of {} --limit {limit}", play.playbook),
+            None => format!("Confirm the hosts of {}", play.playbook),
+        };
+        Draft {
+            step: PlannedStep {
+                n: 0,
+                id,
+                kind: StepKind::ListHosts,
+                host: host.map(str::to_string),
+                mutates: false,
+                gate: Some(Gate::ConfirmHosts {
+                    expected: expected.clone(),
+                }),
+                command: Some(self.ansible_argv(play, &["--list-hosts"])),
+                expect: Some(Expect {
+                    hosts: Some(expected),
+                    ..Expect::default()
+                }),
+                title,
+                cwd: Some(self.env.ansible_dir.clone()),
+            },
+            play: Some(play.clone()),
+        }
+    }
+
+    fn expand(
+        &self,
+        step: &Step,
+        host: Option<&String>,
+        target_hosts: &[String],
+        out: &mut Vec<Draft>,
+    ) -> Result<(), PlanError> {
+        let h = host.map(String::as_str);
+        let title = match &step.title {
+            Some(t) => Some(self.render(step, t, h)?),
+            None => None,
+        };
+        let base = |kind: StepKind, mutates: bool, default_title: String| PlannedStep {
+            n: 0,
+            id: step.id.clone(),
+            kind,
+            host: host.cloned(),
+            mutates,
+            gate: None,
+            command: None,
+            expect: None,
+            title: title.clone().unwrap_or(default_title),
+            cwd: None,
+        };
+        match &step.spec {
+            StepSpec::ListHosts { play, expect_hosts } => {
+                let play = self.render_play(step, play, h)?;
+                let expected = match expect_hosts {
+                    Some(list) => list
+                        .iter()
+                        .map(|x| self.render(step, x, h))
+                        .collect::<Result<Vec<_>, _>>()?,
+                    None => self.expected_hosts(&step.id, play.limit.as_deref(), target_hosts)?,
+                };
+                let mut draft = self.list_hosts_step(step.id.clone(), &play, h, expected);
+                if let Some(t) = title {
+                    draft.step.title = t;
+                }
+                out.push(draft);
+            }
+            StepSpec::Ansible {
+                play,
+                check_first,
+                check_only,
+            } => {
+                let play = self.render_play(step, play, h)?;
+                let on = play.limit.clone().unwrap_or_else(|| "its hosts".into());
+                if *check_first || *check_only {
+                    let id = if *check_first {
+                        format!("{}.check", step.id)
+                    } else {
+                        step.id.clone()
+                    };
+                    let mut s = base(StepKind::Ansible, false, String::new());
+                    s.id = id;
+                    s.title = preview_title(&title, &play.playbook, &on);
+                    s.command = Some(self.ansible_argv(&play, &["--check", "--diff"]));
+                    s.cwd = Some(self.env.ansible_dir.clone());
+                    out.push(Draft {
+                        step: s,
+                        play: Some(play.clone()),
+                    });
+                }
+                if *check_first {
+                    let mut s = base(StepKind::Gate, false, String::new());
+                    s.id = format!("{}.approve", step.id);
+                    s.title = approve_title(&title, &play.playbook, &on);
+                    s.gate = Some(Gate::ApproveDiff);
+                    out.push(Draft {
+                        step: s,
+                        play: None,
+                    });
+                }
+                if !*check_only {
+                    let mut s = base(
+                        StepKind::Ansible,
+                        true,
+                        format!("Run {} on {on}", play.playbook),
+                    );
+                    s.command = Some(self.ansible_argv(&play, &[]));
+                    s.cwd = Some(self.env.ansible_dir.clone());
+                    out.push(Draft {
+                        step: s,
+                        play: Some(play),
+                    });
+                }
+            }
+            StepSpec::Ssh {
+                command,
+                expect,
+                timeout_s,
+            } => {
+                let command = self.render(step, command, h)?;
+                let host = h.unwrap_or_default().to_string();
+                let mut s = base(
+                    StepKind::Ssh,
+                    step.mutates,
+                    format!("ssh {host}: {command}"),
+                );
+                let opt =
+                    |v: &Option<String>| v.as_ref().map(|t| self.render(step, t, h)).transpose();
+                s.expect = Some(Expect {
+                    exit_code: expect.exit_code,
+                    stdout_equals: opt(&expect.stdout_equals)?,
+                    stdout_contains: opt(&expect.stdout_contains)?,
+                    stdout_not_contains: opt(&expect.stdout_not_contains)?,
+                    timeout_s: *timeout_s,
+                    ..Expect::default()
+                });
+                s.command = Some(vec!["ssh".into(), host, command]);
+                out.push(Draft {
+                    step: s,
+                    play: None,
+                });
+            }
+            StepSpec::KubeWait {
+                condition,
+                timeout_s,
+            } => {
+                let condition = self.render(step, condition, h)?;
+                let mut s = base(StepKind::KubeWait, false, format!("Wait until {condition}"));
+                s.expect = Some(Expect {
+                    condition: Some(condition),
+                    timeout_s: Some(*timeout_s),
+                    ..Expect::default()
+                });
+                out.push(Draft {
+                    step: s,
+                    play: None,
+                });
+            }
+            StepSpec::Probe {
+                tcp,
+                timeout_s,
+                on_fail,
+            } => {
+                let tcp = self.render(step, tcp, h)?;
+                let on_fail = on_fail
+                    .as_ref()
+                    .map(|t| self.render(step, t, h))
+                    .transpose()?;
+                let mut s = base(StepKind::Probe, false, format!("Probe tcp {tcp}"));
+                s.expect = Some(Expect {
+                    tcp: Some(tcp),
+                    timeout_s: *timeout_s,
+                    on_fail,
+                    ..Expect::default()
+                });
+                out.push(Draft {
+                    step: s,
+                    play: None,
+                });
+            }
+            StepSpec::Gate(gate) => {
+                let (gate, default_title) = match gate {
+                    GateSpec::OperatorPresent => {
+                        (Gate::OperatorPresent, "Confirm you are present".to_string())
+                    }
+                    GateSpec::TypedConfirm(phrase) => {
+                        let phrase = match phrase {
+                            Some(p) => self.render(step, p, h)?,
+                            None => self.env.name.clone(),
+                        };
+                        let t = format!("Type `{phrase}` to go on");
+                        (Gate::TypedConfirm { phrase }, t)
+                    }
+                    GateSpec::Authorise(flag) => (
+                        Gate::Authorise { flag: flag.clone() },
+                        format!("Authorise {flag}=true"),
+                    ),
+                };
+                let mut s = base(StepKind::Gate, false, default_title);
+                s.gate = Some(gate);
+                out.push(Draft {
+                    step: s,
+                    play: None,
+                });
+            }
+            StepSpec::Manual => {
+                let mut s = base(
+                    StepKind::Manual,
+                    step.mutates,
+                    format!("Manual step {}", step.id),
+                );
+                s.gate = Some(Gate::ConfirmDone);
+                out.push(Draft {
+                    step: s,
+                    play: None,
+                });
+            }
+            StepSpec::FluxReconcile { object, namespace } => {
+                let object = self.render(step, object, h)?;
+                let (kind, name) = object
+                    .split_once('/')
+                    .unwrap_or(("kustomization", object.as_str()));
+                let mut argv = vec![
+                    "flux".to_string(),
+                    "reconcile".into(),
+                    kind.into(),
+                    name.into(),
+                ];
+                if let Some(ns) = namespace {
+                    argv.push("-n".into());
+                    argv.push(self.render(step, ns, h)?);
+                }
+                argv.push("--with-source".into());
+                if let Some(k) = &self.env.kubeconfig {
+                    argv.push("--kubeconfig".into());
+                    argv.push(k.clone());
+                }
+                let mut s = base(
+                    StepKind::FluxReconcile,
+                    true,
+                    format!("Flux reconciles {object}"),
+                );
+                s.command = Some(argv);
+                out.push(Draft {
+                    step: s,
+                    play: None,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The planner's own safety steps: the operator-present gate where the environment asks
+    /// for one, and a list-hosts limited to each host before anything runs on it.
+    fn insert_safety_steps(
+        &self,
+        raw: Vec<Draft>,
+        target_hosts: &[String],
+    ) -> Result<Vec<Draft>, PlanError> {
+        let mut out: Vec<Draft> = Vec::with_capacity(raw.len() + target_hosts.len() + 1);
+        let mut listed: HashSet<Option<String>> = HashSet::new();
+        let mut guarded: HashSet<Option<String>> = HashSet::new();
+        let mut operator_confirmed = false;
+        for draft in raw {
+            let s = &draft.step;
+            if s.gate == Some(Gate::OperatorPresent) {
+                operator_confirmed = true;
+            }
+            if s.mutates && self.env.operator_present && !operator_confirmed {
+                out.push(Draft {
+                    step: PlannedStep {
+                        n: 0,
+                        id: "operator-present".into(),
+                        kind: StepKind::Gate,
+                        host: None,
+                        mutates: false,
+                        gate: Some(Gate::OperatorPresent),
+                        command: None,
+                        expect: None,
+                        title: format!(
+                            "Environment {} needs the operator present before anything mutates",
+                            self.env.name
+                        ),
+                        cwd: None,
+                    },
+                    play: None,
+                });
+                operator_confirmed = true;
+            }
+            // Any ansible run (a --check too) or mutating step on a host first confirms the host.
+            // A step bound to no host and running no play (a flux reconcile) has no host set.
+            let eligible = s.kind == StepKind::Ansible || (s.mutates && s.host.is_some());
+            let needs_list = eligible && !guarded.contains(&s.host) && !listed.contains(&s.host);
+            if eligible {
+                guarded.insert(s.host.clone());
+            }
+            if needs_list {
+                let id = format!("{}.list-hosts", s.id);
+                let listing = match (&draft.play, &s.host) {
+                    (Some(play), host) => {
+                        let expected = match host {
+                            Some(h) => vec![h.clone()],
+                            None => {
+                                self.expected_hosts(&s.id, play.limit.as_deref(), target_hosts)?
+                            }
+                        };
+                        let mut play = play.clone();
+                        if let Some(h) = host {
+                            play.limit = Some(h.clone());
+                        }
+                        Some(self.list_hosts_step(id, &play, host.as_deref(), expected))
+                    }
+                    (None, Some(host)) => Some(Draft {
+                        step: PlannedStep {
+                            n: 0,
+                            id,
+                            kind: StepKind::ListHosts,
+                            host: Some(host.clone()),
+                            mutates: false,
+                            gate: Some(Gate::ConfirmHosts {
+                                expected: vec![host.clone()],
+                            }),
+                            command: Some(vec![
+                                "ansible".into(),
+                                "-i".into(),
+                                self.env.inventory.clone(),
+                                host.clone(),
+                                "--list-hosts".into(),
+                            ]),
+                            expect: Some(Expect {
+                                hosts: Some(vec![host.clone()]),
+                                ..Expect::default()
+                            }),
+                            title: format!("Confirm the host {host}"),
+                            cwd: Some(self.env.ansible_dir.clone()),
+                        },
+                        play: None,
+                    }),
+                    (None, None) => None,
+                };
+                if let Some(listing) = listing {
+                    listed.insert(listing.step.host.clone());
+                    out.push(listing);
+                }
+            }
+            if draft.step.kind == StepKind::ListHosts {
+                listed.insert(draft.step.host.clone());
+            }
+            out.push(draft);
+        }
+        Ok(out)
+    }
+}
+
+fn preview_title(title: &Option<String>, playbook: &str, on: &str) -> String {
+    match title {
+        Some(t) => format!("Preview (--check --diff): {t}"),
+        None => format!("Preview {playbook} on {on} (--check --diff)"),
+    }
+}
+
+fn approve_title(title: &Option<String>, playbook: &str, on: &str) -> String {
+    match title {
+        Some(t) => format!("Approve the diff before: {t}"),
+        None => format!("Approve the diff of {playbook} on {on}"),
+    }
+}
+
+/// `key=value` when Ansible's key=value parser reads it back unchanged, else a JSON object.
+fn extra_var_arg(key: &str, value: &str) -> String {
+    let plain = !value.is_empty()
+        && value
+            .chars()
+            .all(|c| !c.is_whitespace() && !matches!(c, '"' | '\'' | '\\' | '{' | '}'));
+    if plain {
+        format!("{key}={value}")
+    } else {
+        let mut map = serde_json::Map::new();
+        map.insert(key.to_string(), value.into());
+        serde_json::Value::Object(map).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extra_vars_are_key_value_unless_ansible_would_split_them() {
+        assert_eq!(extra_var_arg("k3s_hosts", "k3s_prod"), "k3s_hosts=k3s_prod");
+        assert_eq!(extra_var_arg("flag", "true"), "flag=true");
+        assert_eq!(extra_var_arg("r", "a b"), r#"{"r":"a b"}"#);
+        assert_eq!(extra_var_arg("r", ""), r#"{"r":""}"#);
+        assert_eq!(extra_var_arg("r", "it's"), r#"{"r":"it's"}"#);
+    }
 }

@@ -1,1 +1,340 @@
-//! (in progress)
+//! The runbook file format (documented in docs/runbooks.md) and the validated runbook.
+//!
+//! Owns: [`RawRunbook`]/[`RawStep`], the serde shape of a `runbooks/*.yaml` file (flat and
+//! `deny_unknown_fields`, so serde names the line:col of an unknown or mistyped field), and
+//! [`Runbook`]/[`Step`], the typed form the validator produces and the planner consumes.
+//! Must not: read files, render templates or look at an inventory (that is plan time).
+
+use serde::Deserialize;
+
+/// A runbook file as written. Every field the format knows is here; nothing else is accepted.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRunbook {
+    pub id: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The environments (names from hk-console.yaml) this runbook may be planned for.
+    pub environments: Vec<String>,
+    /// A read-only runbook may not hold a mutating step.
+    #[serde(default)]
+    pub read_only: bool,
+    #[serde(default)]
+    pub target: Option<RawTarget>,
+    pub steps: Vec<RawStep>,
+}
+
+/// Which hosts the per-host steps run on, and in which order.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTarget {
+    /// An environment role (`servers`, `vpn_gateways`, `primary`) or an inventory group.
+    pub group: String,
+    /// Hosts at a time. hk-console only runs one node at a time, so only 1 is accepted.
+    #[serde(default)]
+    pub serial: Option<u64>,
+    /// The exact order: a list of hosts, or a map environment -> list of hosts.
+    #[serde(default)]
+    pub order: Option<RawOrder>,
+    /// A group, or the name of a host var that names the group, every target must be in.
+    #[serde(default)]
+    pub require_member_of: Option<String>,
+    /// The runbook runs on exactly one host of the group, named at plan time.
+    #[serde(default)]
+    pub single: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawOrder {
+    List(Vec<String>),
+    PerEnv(std::collections::BTreeMap<String, Vec<String>>),
+}
+
+/// One step as written: a kind plus the optional fields; which fields a kind allows and
+/// requires is checked by the validator (see [`KindRules`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStep {
+    pub id: String,
+    pub kind: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    /// `host` (once per target host) or `once`.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Run this step only on hosts that are members of this group or environment role.
+    #[serde(default)]
+    pub only_on: Option<String>,
+    // ansible / list-hosts
+    #[serde(default)]
+    pub playbook: Option<String>,
+    #[serde(default)]
+    pub extra_vars: Option<serde_yaml::Mapping>,
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    #[serde(default)]
+    pub limit: Option<String>,
+    #[serde(default)]
+    pub check_first: Option<bool>,
+    /// ansible: run only `--check --diff` (never mutates).
+    #[serde(default)]
+    pub check: Option<bool>,
+    /// list-hosts: the exact host set expected, when it is not derived from the target.
+    #[serde(default)]
+    pub expect_hosts: Option<Vec<String>>,
+    // ssh
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub expect: Option<RawExpect>,
+    #[serde(default)]
+    pub mutates: Option<bool>,
+    // kube-wait
+    #[serde(default)]
+    pub condition: Option<String>,
+    #[serde(default)]
+    pub timeout_s: Option<u64>,
+    // probe
+    #[serde(default)]
+    pub tcp: Option<String>,
+    /// probe: the named cause shown when the probe fails.
+    #[serde(default)]
+    pub on_fail: Option<String>,
+    // gate
+    #[serde(default)]
+    pub gate: Option<String>,
+    // flux-reconcile
+    #[serde(default)]
+    pub object: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+/// What an ssh step's output must show.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExpect {
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub stdout_equals: Option<String>,
+    #[serde(default)]
+    pub stdout_contains: Option<String>,
+    #[serde(default)]
+    pub stdout_not_contains: Option<String>,
+}
+
+/// The fields of [`RawStep`] that are not common to every kind.
+pub const KIND_FIELDS: &[&str] = &[
+    "playbook",
+    "extra_vars",
+    "tags",
+    "limit",
+    "check_first",
+    "check",
+    "expect_hosts",
+    "command",
+    "expect",
+    "mutates",
+    "condition",
+    "timeout_s",
+    "tcp",
+    "on_fail",
+    "gate",
+    "object",
+    "namespace",
+];
+
+/// Which kind-specific fields a step kind allows and which it requires.
+pub struct KindRules {
+    pub kind: &'static str,
+    pub allowed: &'static [&'static str],
+    pub required: &'static [&'static str],
+}
+
+pub const KINDS: &[KindRules] = &[
+    KindRules {
+        kind: "list-hosts",
+        allowed: &["playbook", "extra_vars", "limit", "tags", "expect_hosts"],
+        required: &["playbook"],
+    },
+    KindRules {
+        kind: "ansible",
+        allowed: &[
+            "playbook",
+            "extra_vars",
+            "tags",
+            "limit",
+            "check_first",
+            "check",
+        ],
+        required: &["playbook"],
+    },
+    KindRules {
+        kind: "ssh",
+        allowed: &["command", "expect", "mutates", "timeout_s"],
+        required: &["command", "mutates"],
+    },
+    KindRules {
+        kind: "kube-wait",
+        allowed: &["condition", "timeout_s"],
+        required: &["condition", "timeout_s"],
+    },
+    KindRules {
+        kind: "probe",
+        allowed: &["tcp", "timeout_s", "on_fail"],
+        required: &["tcp"],
+    },
+    KindRules {
+        kind: "gate",
+        allowed: &["gate"],
+        required: &["gate"],
+    },
+    KindRules {
+        kind: "manual",
+        allowed: &["mutates"],
+        required: &[],
+    },
+    KindRules {
+        kind: "flux-reconcile",
+        allowed: &["object", "namespace"],
+        required: &["object"],
+    },
+];
+
+/// The named conditions a `kube-wait` step can wait for (the first word of `condition`).
+/// The second column says whether the condition needs an argument (`ns/name` or a node).
+pub const KUBE_CONDITIONS: &[(&str, bool)] = &[
+    ("daemonset-rolled-out", true),
+    ("node-ready", true),
+    ("agents-dial-vip", false),
+    ("lease-held", true),
+];
+
+/// The environment roles a target group can name instead of a literal group.
+pub const ENV_ROLES: &[&str] = &["servers", "vpn_gateways", "primary"];
+
+/// A validated runbook.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Runbook {
+    pub id: String,
+    pub title: String,
+    pub description: String,
+    pub environments: Vec<String>,
+    pub read_only: bool,
+    pub target: Option<Target>,
+    pub steps: Vec<Step>,
+    /// The file it came from (for messages).
+    pub source: String,
+}
+
+impl Runbook {
+    /// Whether any step mutates (as written, before the planner expands anything).
+    pub fn mutates(&self) -> bool {
+        self.steps.iter().any(|s| s.mutates)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    pub group: String,
+    pub order: Option<Order>,
+    pub require_member_of: Option<String>,
+    pub single: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Order {
+    List(Vec<String>),
+    PerEnv(Vec<(String, Vec<String>)>),
+}
+
+impl Order {
+    /// The explicit order for one environment, if the runbook gives one.
+    pub fn for_env(&self, env: &str) -> Option<&[String]> {
+        match self {
+            Order::List(hosts) => Some(hosts),
+            Order::PerEnv(map) => map
+                .iter()
+                .find(|(e, _)| e == env)
+                .map(|(_, h)| h.as_slice()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Once per target host, host by host.
+    Host,
+    /// Once for the whole run, bound to no host.
+    Once,
+}
+
+/// A validated step. Strings may hold template expressions rendered at plan time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub id: String,
+    pub title: Option<String>,
+    pub scope: Scope,
+    pub only_on: Option<String>,
+    /// Derived where it can be, declared where it cannot (ssh, manual).
+    pub mutates: bool,
+    pub spec: StepSpec,
+}
+
+/// A playbook invocation: shared by `ansible` and `list-hosts`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Play {
+    pub playbook: String,
+    /// In source order; values are the text passed after `=` (templates allowed).
+    pub extra_vars: Vec<(String, String)>,
+    pub tags: Vec<String>,
+    pub limit: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepSpec {
+    ListHosts {
+        play: Play,
+        expect_hosts: Option<Vec<String>>,
+    },
+    Ansible {
+        play: Play,
+        /// `--check --diff`, an approve-diff gate, then the real run.
+        check_first: bool,
+        /// Only `--check --diff`.
+        check_only: bool,
+    },
+    Ssh {
+        command: String,
+        expect: RawExpect,
+        timeout_s: Option<u64>,
+    },
+    KubeWait {
+        condition: String,
+        timeout_s: u64,
+    },
+    Probe {
+        tcp: String,
+        timeout_s: Option<u64>,
+        on_fail: Option<String>,
+    },
+    Gate(GateSpec),
+    Manual,
+    FluxReconcile {
+        /// `<flux kind>/<name>`, e.g. `helmrelease/cilium`.
+        object: String,
+        namespace: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateSpec {
+    OperatorPresent,
+    /// No phrase: the environment's name.
+    TypedConfirm(Option<String>),
+    Authorise(String),
+}
