@@ -474,3 +474,43 @@ async fn executors_run_planned_steps_by_capability() {
     // Both connections went through the one pool.
     assert_eq!(operate.ssh().connects("node1"), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalives_are_sent_on_an_idle_connection() {
+    let c = Cluster::start_n(1);
+    let mut o = c.options();
+    o.keepalive_interval = Duration::from_millis(200);
+    let pool = c.pool_with(o);
+    pool.connect("node1").await.expect("connect");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let log = c.nodes[0].log_text();
+    assert!(log.contains("keepalive@openssh.com"), "{log}");
+    // Still the same connection afterwards.
+    pool.exec("node1", "true", &opts()).await.expect("exec");
+    assert_eq!(pool.connects("node1"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_during_a_command_is_reported_not_retried() {
+    let mut c = Cluster::start_n(1);
+    let pool = Arc::new(c.pool());
+    pool.connect("node1").await.expect("connect");
+    let p2 = pool.clone();
+    let marker = c.dir.path().join("ran");
+    let cmd = format!("echo x >> {}; sleep 20", marker.display());
+    let task = tokio::spawn(async move { p2.exec("node1", &cmd, &opts()).await });
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    c.nodes[0].kill();
+    let res = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the drop must end the command")
+        .expect("join");
+    match res {
+        Err(SshError::Channel { msg, .. }) => assert!(msg.contains("dropped"), "{msg}"),
+        other => panic!("expected a dropped-connection error, got {other:?}"),
+    }
+    // Sent once, never re-sent on a new connection.
+    c.nodes[0].restart();
+    pool.exec("node1", "true", &opts()).await.expect("exec");
+    assert_eq!(std::fs::read_to_string(&marker).expect("marker"), "x\n");
+}
