@@ -514,3 +514,86 @@ async fn a_drop_during_a_command_is_reported_not_retried() {
     pool.exec("node1", "true", &opts()).await.expect("exec");
     assert_eq!(std::fs::read_to_string(&marker).expect("marker"), "x\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hashed_known_hosts_written_by_ssh_keygen_are_honoured() {
+    let c = Cluster::start_n(2);
+    let kh = c.dir.path().join("hashed_known_hosts");
+    std::fs::copy(&c.known_hosts, &kh).expect("copy");
+    let st = std::process::Command::new("ssh-keygen")
+        .arg("-H")
+        .arg("-f")
+        .arg(&kh)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("ssh-keygen -H");
+    assert!(st.success());
+    let text = std::fs::read_to_string(&kh).expect("read");
+    assert!(text.lines().all(|l| l.starts_with("|1|")), "{text}");
+    assert!(!text.contains("127.0.0.1"), "{text}");
+    let pool = c.pool_with(SshOptions::with_known_hosts(vec![kh]));
+    for n in &c.nodes {
+        let out = pool.exec(&n.name, "echo ok", &opts()).await.expect("exec");
+        assert_eq!(out.stdout, "ok\n");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ssh_config_fills_in_what_the_inventory_leaves_unsaid() {
+    use hk_console::exec::settings::{ConnectSettings, SshConfig, SshDefaults};
+    let c = Cluster::start();
+    let n = &c.nodes[1];
+    let cfg_path = c.dir.path().join("ssh_config");
+    std::fs::write(
+        &cfg_path,
+        format!(
+            "Host lab-node\n    HostName {}\n    Port {}\n    User {}\n    IdentityFile {}\n",
+            n.addr,
+            n.port,
+            Cluster::user(),
+            c.client_key.display()
+        ),
+    )
+    .expect("write");
+    let cfg = SshConfig::load(&cfg_path).expect("load");
+    let s = ConnectSettings::resolve(
+        "lab-node",
+        &Default::default(),
+        &cfg,
+        &SshDefaults::from_env(),
+    )
+    .expect("resolve");
+    assert_eq!((s.address.as_str(), s.port), (n.addr.as_str(), n.port));
+    let pool = SshPool::new(c.options());
+    pool.add_host(s);
+    let out = pool
+        .exec("lab-node", "echo via-ssh-config", &opts())
+        .await
+        .expect("exec");
+    assert_eq!(out.stdout, "via-ssh-config\n");
+    assert_eq!(c.nodes[1].accepted(), 1);
+    assert_eq!(c.nodes[0].accepted() + c.nodes[2].accepted(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_probes_share_one_connection_per_host() {
+    let c = Cluster::start();
+    let pool = Arc::new(c.pool());
+    let mut tasks = Vec::new();
+    for i in 0..12 {
+        let p = pool.clone();
+        let host = c.nodes[i % 3].name.clone();
+        tasks.push(tokio::spawn(async move {
+            p.exec(&host, &format!("echo {i}"), &opts()).await
+        }));
+    }
+    for (i, t) in tasks.into_iter().enumerate() {
+        let out = t.await.expect("join").expect("exec");
+        assert_eq!(out.stdout, format!("{i}\n"));
+    }
+    for n in &c.nodes {
+        assert_eq!(pool.connects(&n.name), 1, "{}", n.name);
+        assert_eq!(n.accepted(), 1, "{}", n.name);
+    }
+}
