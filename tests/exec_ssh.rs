@@ -6,9 +6,9 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hk_console::exec::known_hosts::{self, HostKeyVerdict};
+use hk_console::exec::known_hosts::HostKeyVerdict;
 use hk_console::exec::redact::MASK;
-use hk_console::exec::ssh::{scan_host_key, ExecOptions};
+use hk_console::exec::ssh::{scan_host_key, trust_host, ExecOptions, TrustOutcome};
 use hk_console::exec::{
     classify, AnsibleRunner, Classified, Executor, Mutating, Redactor, RunOptions, SshError,
     SshOptions, SshPool, StepOutcome,
@@ -76,7 +76,7 @@ async fn timeout_stops_the_command_and_keeps_the_connection() {
     let err = pool
         .exec(
             "node1",
-            "sleep 30",
+            "sleep 8",
             &ExecOptions {
                 timeout: Some(Duration::from_millis(800)),
                 ..ExecOptions::default()
@@ -105,7 +105,7 @@ async fn cancellation_ends_a_running_command() {
         ..ExecOptions::default()
     };
     let p2 = pool.clone();
-    let task = tokio::spawn(async move { p2.exec("node1", "sleep 30", &o).await });
+    let task = tokio::spawn(async move { p2.exec("node1", "sleep 8", &o).await });
     tokio::time::sleep(Duration::from_millis(700)).await;
     let t0 = Instant::now();
     cancel.cancel();
@@ -204,28 +204,71 @@ async fn changed_host_key_is_refused_with_where_it_was_expected() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn trust_flow_scans_then_appends_then_connects() {
-    let c = Cluster::start_n(1);
+async fn trust_flow_appends_only_after_yes_and_never_over_a_changed_key() {
+    let c = Cluster::start_n(2);
     let kh = c.dir.path().join("trust_known_hosts");
     let o = SshOptions::with_known_hosts(vec![kh.clone()]);
+    let fp = format!("ssh-ed25519 {}", c.nodes[0].host_key_fingerprint());
+
     let scanned = scan_host_key(&c.settings(0), &o).await.expect("scan");
     assert_eq!(scanned.verdict, HostKeyVerdict::Unknown);
+    assert_eq!(scanned.fingerprint, fp);
+
+    // The operator says no: nothing is written, the host stays refused.
+    let out = trust_host(&c.settings(0), &o, &kh, |_| false)
+        .await
+        .expect("trust");
     assert_eq!(
-        scanned.fingerprint,
-        format!("ssh-ed25519 {}", c.nodes[0].host_key_fingerprint())
+        out,
+        TrustOutcome::Declined {
+            fingerprint: fp.clone()
+        }
     );
-    known_hosts::append_line(&kh, &scanned.trust_line).expect("append");
+    assert!(!kh.exists());
+
+    // The operator is shown the fingerprint and types yes.
+    let mut shown = String::new();
+    let out = trust_host(&c.settings(0), &o, &kh, |k| {
+        shown = k.fingerprint.clone();
+        true
+    })
+    .await
+    .expect("trust");
+    assert_eq!(shown, fp);
+    assert!(matches!(out, TrustOutcome::Appended { .. }), "{out:?}");
     let pool = c.pool_with(o.clone());
-    let out = pool
+    let got = pool
         .exec("node1", "echo trusted", &opts())
         .await
         .expect("exec");
-    assert_eq!(out.stdout, "trusted\n");
-    let again = scan_host_key(&c.settings(0), &o).await.expect("scan");
-    assert!(matches!(
-        again.verdict,
-        HostKeyVerdict::Trusted { line: 1, .. }
-    ));
+    assert_eq!(got.stdout, "trusted\n");
+    let again = trust_host(&c.settings(0), &o, &kh, |_| panic!("not asked again"))
+        .await
+        .expect("trust");
+    assert_eq!(again, TrustOutcome::AlreadyTrusted { fingerprint: fp });
+
+    // node1's key recorded under node2's name: node2's own key then looks "changed".
+    let lines_before = std::fs::read_to_string(&kh).expect("read");
+    let mut s2_dial = c.settings(1);
+    s2_dial.host_alias = "node2-reinstalled".into();
+    let kh_text = lines_before.replace(
+        &format!("[{}]:{}", c.nodes[0].addr, c.nodes[0].port),
+        &format!("[{}]:{}", c.nodes[1].addr, c.nodes[1].port),
+    );
+    std::fs::write(&kh, &kh_text).expect("write");
+    let out = trust_host(&s2_dial, &o, &kh, |_| panic!("must not ask"))
+        .await
+        .expect("trust");
+    match out {
+        TrustOutcome::Changed { expected, .. } => {
+            assert!(
+                expected.contains(&format!("{}:1:", kh.display())),
+                "{expected}"
+            )
+        }
+        other => panic!("expected Changed, got {other:?}"),
+    }
+    assert_eq!(std::fs::read_to_string(&kh).expect("read"), kh_text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

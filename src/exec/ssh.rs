@@ -759,6 +759,71 @@ pub async fn scan_host_key(
     })
 }
 
+/// What the explicit trust flow did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrustOutcome {
+    /// The key was already recorded; nothing written.
+    AlreadyTrusted { fingerprint: String },
+    /// The operator confirmed; this line was appended.
+    Appended { fingerprint: String, line: String },
+    /// The operator did not confirm; nothing written.
+    Declined { fingerprint: String },
+    /// A different key is recorded for the host: trusting would hide a changed key, so the
+    /// old entry must be removed by hand first (as OpenSSH asks).
+    Changed {
+        fingerprint: String,
+        expected: String,
+    },
+}
+
+/// `hk-console ssh trust HOST`: shows the presented key to `confirm` (which asks the
+/// operator to type yes) and appends it to `target` only on a yes. Never replaces a
+/// recorded key.
+pub async fn trust_host<F>(
+    s: &ConnectSettings,
+    o: &SshOptions,
+    target: &std::path::Path,
+    confirm: F,
+) -> Result<TrustOutcome, SshError>
+where
+    F: FnOnce(&ScannedHostKey) -> bool,
+{
+    let scanned = scan_host_key(s, o).await?;
+    let fingerprint = scanned.fingerprint.clone();
+    match &scanned.verdict {
+        HostKeyVerdict::Trusted { .. } => Ok(TrustOutcome::AlreadyTrusted { fingerprint }),
+        HostKeyVerdict::Changed { expected } => Ok(TrustOutcome::Changed {
+            fingerprint,
+            expected: expected
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        }),
+        HostKeyVerdict::Revoked { file, line } => Err(SshError::RevokedHostKey {
+            host: s.host_alias.clone(),
+            endpoint: s.endpoint(),
+            fingerprint,
+            at: format!("{}:{line}", file.display()),
+        }),
+        HostKeyVerdict::Unknown => {
+            if !confirm(&scanned) {
+                return Ok(TrustOutcome::Declined { fingerprint });
+            }
+            known_hosts::append_line(target, &scanned.trust_line).map_err(|e| {
+                SshError::KnownHosts {
+                    host: s.host_alias.clone(),
+                    msg: e.to_string(),
+                }
+            })?;
+            Ok(TrustOutcome::Appended {
+                fingerprint,
+                line: scanned.trust_line,
+            })
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
