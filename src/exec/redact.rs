@@ -63,6 +63,24 @@ impl Redactor {
         out
     }
 
+    /// Like [`Redactor::redact`], for text that was cut off at a size cap: a secret cut in
+    /// two would leave its beginning at the very end, so a tail that starts any secret is
+    /// masked too (over-masking a cut-off tail is the safe side).
+    pub fn redact_truncated(&self, text: &str) -> String {
+        let mut out = self.redact(text);
+        for s in &self.secrets {
+            let cut = (1..s.len())
+                .rev()
+                .filter(|k| s.is_char_boundary(*k))
+                .find(|k| out.ends_with(&s[..*k]));
+            if let Some(k) = cut {
+                out.truncate(out.len() - k);
+                out.push_str(MASK);
+            }
+        }
+        out
+    }
+
     /// An argv redacted element by element (`-e become_pass=...` must not be shown).
     pub fn redact_argv(&self, argv: &[String]) -> Vec<String> {
         argv.iter().map(|a| self.redact(a)).collect()
@@ -90,6 +108,14 @@ mod tests {
             r.redact("key line c2VjcmV0 leaked"),
             format!("key line {MASK} leaked")
         );
+    }
+
+    #[test]
+    fn a_secret_cut_by_the_cap_is_masked() {
+        let r = Redactor::new(["hunter2"]);
+        assert_eq!(r.redact_truncated("pw=hunt"), format!("pw={MASK}"));
+        assert_eq!(r.redact_truncated("pw=hunter2 x"), format!("pw={MASK} x"));
+        assert_eq!(r.redact_truncated("all clear"), "all clear");
     }
 
     #[test]

@@ -463,7 +463,13 @@ impl<'a> Collector<'a> {
         self.bufs[i].extend_from_slice(&data[..data.len().min(room)]);
         if let Some(sink) = self.sink {
             self.partial[i].extend_from_slice(data);
-            while let Some(pos) = self.partial[i].iter().position(|b| *b == b'\n') {
+            // A "line" without a newline cannot grow without bound: past 64 KiB it is
+            // passed on as it is.
+            while let Some(pos) = self.partial[i]
+                .iter()
+                .position(|b| *b == b'\n')
+                .or_else(|| (self.partial[i].len() > 64 * 1024).then_some(64 * 1024 - 1))
+            {
                 let line: Vec<u8> = self.partial[i].drain(..=pos).collect();
                 let text = String::from_utf8_lossy(&line);
                 let _ = sink.send(OutputLine {
@@ -489,12 +495,15 @@ impl<'a> Collector<'a> {
         }
         let [o, e] = self.bufs;
         let [to, te] = self.truncated;
-        (
-            self.redactor.redact(&String::from_utf8_lossy(&o)),
-            to,
-            self.redactor.redact(&String::from_utf8_lossy(&e)),
-            te,
-        )
+        let redact = |b: &[u8], truncated: bool| {
+            let text = String::from_utf8_lossy(b);
+            if truncated {
+                self.redactor.redact_truncated(&text)
+            } else {
+                self.redactor.redact(&text)
+            }
+        };
+        (redact(&o, to), to, redact(&e, te), te)
     }
 }
 
@@ -836,5 +845,31 @@ mod tests {
         );
         assert!(needs_sudo_password("sudo: a password is required\n"));
         assert!(!needs_sudo_password("permission denied"));
+    }
+
+    #[test]
+    fn collector_caps_output_and_splits_lines_for_the_sink() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let r = Redactor::new(["pw123"]);
+        let mut c = Collector::new(15, &r, Some(&tx));
+        c.push(Stream::Stdout, b"a pw123\nb");
+        c.push(Stream::Stdout, b"c\nd pw1");
+        c.push(Stream::Stdout, b"23\n");
+        c.push(Stream::Stderr, &vec![b'x'; 70 * 1024]);
+        let (out, out_trunc, err, err_trunc) = c.finish();
+        // Capped at 15 bytes, "d pw123" cut after "pw": the cut secret is masked too.
+        assert_eq!(out, "a ********\nbc\nd ********");
+        assert!(out_trunc && err_trunc);
+        assert_eq!(err, "x".repeat(15));
+        let mut lines = Vec::new();
+        while let Ok(l) = rx.try_recv() {
+            lines.push((l.stream, l.text.len(), l.text));
+        }
+        assert_eq!(lines[0].2, "a ********");
+        assert_eq!(lines[1].2, "bc");
+        assert_eq!(lines[2].2, "d ********");
+        // 70 KiB without a newline: one 64 KiB piece, then the rest at the end.
+        assert_eq!((lines[3].0, lines[3].1), (Stream::Stderr, 64 * 1024));
+        assert_eq!(lines[4].1, 6 * 1024);
     }
 }
