@@ -341,7 +341,7 @@ fn inventory_cmd(
     };
     if resolved {
         let resolver = Resolver::new();
-        let groups = crate::repo::all_groups(&inventory);
+        let groups = std::sync::Arc::new(crate::repo::all_groups(&inventory));
         let mut render_host = |name: &str, vars: &mut serde_json::Value| {
             let Some(raw) = crate::repo::raw_vars(&inventory, name) else {
                 return;

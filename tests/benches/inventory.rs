@@ -2,8 +2,9 @@
 //!
 //! - `load_list/sample`: Inventory::load + the `--list` JSON, bundled sample.
 //! - `load_list/generated-600`: the same on a generated 600-host inventory with group_vars.
-//! - `repo_load/sample`: hk-console.yaml + inventory + every environment derived (Jinja
+//! - `repo_load/{sample,generated-600}`: hk-console.yaml + inventory + every environment derived (Jinja
 //!   resolution included): what every command pays before it does anything.
+//! - `process/hk-console-*`: the release binary `hk-console inventory --list -i FILE`, spawned.
 //! - `peer/ansible-inventory-*`: the real `ansible-inventory -i FILE --list` on the same
 //!   files, in the same run (skipped with a note if Ansible is not installed).
 //!
@@ -49,7 +50,18 @@ fn generated(dir: &Path) -> PathBuf {
         )
         .expect("write");
     }
-    std::fs::write(dir.join("group_vars/all.yml"), "user: ops\nmode: 0755\n").expect("write");
+    std::fs::write(
+        dir.join("group_vars/all.yml"),
+        "user: ops\nmode: 0755\nk3s_api_port: 6443\nk3s_primary_group: site0_rack0\nk3s_api_host: 10.0.0.1\n\
+         kube_vip_address: \"{{ vip }}\"\nk3s_apiserver_endpoint: \"{{ kube_vip_address }}\"\n",
+    )
+    .expect("write");
+    // Makes the directory a repo: one environment per site.
+    std::fs::write(
+        dir.join("hk-console.yaml"),
+        "ansible_dir: .\ninventory: hosts.ini\nenvironments:\n  s0: { servers: site0 }\n  s1: { servers: site1 }\n  s2: { servers: site2 }\n",
+    )
+    .expect("write");
     dir.join("hosts.ini")
 }
 
@@ -84,9 +96,43 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
 
-    c.bench_function("repo_load/sample", |b| {
+    let mut g = c.benchmark_group("repo_load");
+    g.bench_function("sample", |b| {
         b.iter(|| Repo::load(black_box(&sample_root())).expect("repo"))
     });
+    g.bench_function("generated-600", |b| {
+        b.iter(|| {
+            let repo = Repo::load(black_box(tmp.path())).expect("repo");
+            assert_eq!(repo.environments[0].vip.get(), Some("10.0.0.1"));
+            repo
+        })
+    });
+    g.finish();
+
+    // Process against process: what a script calling either tool pays.
+    let mut g = c.benchmark_group("process");
+    g.sample_size(20);
+    for (name, file) in [
+        ("hk-console-sample", sample_inventory()),
+        ("hk-console-generated-600", big.clone()),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let out = Command::new(env!("CARGO_BIN_EXE_hk-console"))
+                    .env("XDG_STATE_HOME", tmp.path().join("state"))
+                    .args(["inventory", "--list", "-i"])
+                    .arg(&file)
+                    .output()
+                    .expect("hk-console");
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            })
+        });
+    }
+    g.finish();
 
     match ansible_inventory() {
         None => eprintln!("note: ansible-inventory not found; peer benchmarks skipped (run tests/run-all.sh first)"),
