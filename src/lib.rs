@@ -18,6 +18,7 @@
 pub mod checks;
 pub mod cli;
 pub mod context;
+pub mod exec;
 pub mod journal;
 pub mod repo;
 pub mod runbook;
