@@ -31,7 +31,9 @@ export HK_ANSIBLE_BIN_DIR="${VENV}/bin"
 step "OpenSSH server and client for the exec tests"
 if [ ! -x /usr/sbin/sshd ] || ! command -v ssh-agent >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y openssh-server openssh-client
+    # A fresh machine's package lists may be empty or stale.
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server openssh-client
   else
     echo "OpenSSH server missing: run 'apt-get install -y openssh-server' as root" >&2
   fi

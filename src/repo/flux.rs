@@ -1043,9 +1043,8 @@ impl Selector {
                 hit == *positive
             })
         };
-        let eq = |want: &Option<String>, have: &str| want.as_ref().map_or(true, |w| w == have);
-        let re =
-            |want: &Option<Regex>, have: &str| want.as_ref().map_or(true, |w| w.is_match(have));
+        let eq = |want: &Option<String>, have: &str| want.as_ref().is_none_or(|w| w == have);
+        let re = |want: &Option<Regex>, have: &str| want.as_ref().is_none_or(|w| w.is_match(have));
         eq(&self.group, &id.group)
             && eq(&self.version, &id.version)
             && re(&self.kind, &id.kind)

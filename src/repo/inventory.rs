@@ -1352,7 +1352,7 @@ pub mod pyliteral {
             Some((a, b)) => (a, Some(b)),
             None => (mantissa, None),
         };
-        if int_part.is_empty() && frac.map_or(true, str::is_empty) {
+        if int_part.is_empty() && frac.is_none_or(str::is_empty) {
             return None;
         }
         if !int_part.is_empty() && !digits_ok(int_part, 10) {
