@@ -130,6 +130,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// SSH host keys.
+    Ssh {
+        #[command(subcommand)]
+        command: SshCommand,
+    },
     /// The static parity contract (L0): Flux overlays vs inventory vs templates.
     Check {
         /// Only this environment.
@@ -137,6 +142,19 @@ pub enum Command {
         env: Option<String>,
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SshCommand {
+    /// Show HOST's host key fingerprint and append it to known_hosts only after you type
+    /// `yes`. A host whose recorded key CHANGED is refused: remove the old entry by hand.
+    Trust {
+        /// The inventory host.
+        host: String,
+        /// The known_hosts file to append to (default: ~/.ssh/known_hosts).
+        #[arg(long, value_name = "FILE")]
+        known_hosts: Option<PathBuf>,
     },
 }
 
@@ -298,6 +316,9 @@ fn run(cli: Cli) -> CmdResult {
             json,
         }) => plan_cmd(&cli, runbook, env, host.as_deref(), *json),
         Some(Command::Check { env, json }) => check_cmd(&cli, env.as_deref(), *json),
+        Some(Command::Ssh {
+            command: SshCommand::Trust { host, known_hosts },
+        }) => ssh_trust(&cli, host, known_hosts.as_deref()),
     }
 }
 
@@ -624,4 +645,55 @@ fn print_check(repo: &Repo, env: Option<&str>) -> CmdResult {
     }
     outln!("{}", parity::summary(&findings));
     Ok(check_status(&findings))
+}
+
+fn ssh_trust(cli: &Cli, host: &str, target: Option<&Path>) -> CmdResult {
+    use crate::exec::ssh::{trust_host, TrustOutcome};
+    let repo = load_repo(cli)?;
+    let settings = crate::context::connect_settings(&repo, host)?;
+    let mut options = crate::context::ssh_options(&repo);
+    let target = match target {
+        Some(t) => {
+            // The file being appended to is also one the verdict must consult.
+            if !options.known_hosts.iter().any(|k| k == t) {
+                options.known_hosts.push(t.to_path_buf());
+            }
+            t.to_path_buf()
+        }
+        None => options
+            .known_hosts
+            .first()
+            .cloned()
+            .ok_or_else(|| Failure("no known_hosts file to append to".into()))?,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let where_ = format!(
+        "{} ({}:{})",
+        settings.host_alias, settings.address, settings.port
+    );
+    let outcome = runtime.block_on(trust_host(&settings, &options, &target, |scanned| {
+        eprintln!("{where_} presents {}", scanned.fingerprint);
+        eprint!("Type yes to append it to {}: ", target.display());
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer).is_ok() && answer.trim() == "yes"
+    }))?;
+    match outcome {
+        TrustOutcome::AlreadyTrusted { fingerprint } => {
+            outln!("{where_}: {fingerprint} is already trusted; nothing written");
+            Ok(Status::Clean)
+        }
+        TrustOutcome::Appended { fingerprint, .. } => {
+            outln!("{where_}: {fingerprint} appended to {}", target.display());
+            Ok(Status::Clean)
+        }
+        TrustOutcome::Declined { fingerprint } => {
+            outln!("{where_}: {fingerprint} NOT trusted (you did not type yes); nothing written");
+            Ok(Status::Violations)
+        }
+        TrustOutcome::Changed { fingerprint, expected } => Err(Failure(format!(
+            "{where_}: HOST KEY CHANGED: it presents {fingerprint}, but {expected}\n  hint: if the host was rebuilt, remove the old entry by hand (ssh-keygen -R), then trust again"
+        ))),
+    }
 }

@@ -36,6 +36,10 @@ pub enum ContextError {
     },
     #[error("{0}")]
     Plan(#[from] plan::PlanError),
+    #[error("no host `{host}` in {}", inventory.display())]
+    UnknownHost { host: String, inventory: PathBuf },
+    #[error("host {host}: {message}")]
+    Connection { host: String, message: String },
 }
 
 /// Read every runbook file (`*.yaml`, `*.yml`) in `dir` as (file path, text) pairs.
@@ -171,4 +175,58 @@ pub fn plan_runbook(
         })?;
     let env = plan_env(repo, env_name, host)?;
     Ok(plan::plan(runbook, &env, repo)?)
+}
+
+/// How to reach `host` over SSH, as Ansible's ssh connection would: its rendered hostvars
+/// (`ansible_host`, `ansible_port`, `ansible_user`, `ansible_ssh_private_key_file`), then
+/// `~/.ssh/config` where the inventory is silent. A connection variable that cannot be
+/// rendered is an error naming it, never a silent fallback to another address.
+pub fn connect_settings(
+    repo: &Repo,
+    host: &str,
+) -> Result<crate::exec::settings::ConnectSettings, ContextError> {
+    use crate::exec::settings::{ConnectSettings, SshConfig, SshDefaults};
+    let resolved = repo
+        .resolve_all(host)
+        .ok_or_else(|| ContextError::UnknownHost {
+            host: host.to_string(),
+            inventory: repo.inventory_path.clone(),
+        })?;
+    let mut vars = std::collections::BTreeMap::new();
+    for (name, value) in resolved {
+        match value {
+            crate::repo::resolve::Resolved::Value(v) => {
+                vars.insert(name, v);
+            }
+            crate::repo::resolve::Resolved::Unrenderable { reason }
+                if name.starts_with("ansible_") =>
+            {
+                return Err(ContextError::Connection {
+                    host: host.to_string(),
+                    message: format!("`{name}` cannot be rendered: {reason}"),
+                });
+            }
+            crate::repo::resolve::Resolved::Unrenderable { .. } => {}
+        }
+    }
+    let defaults = SshDefaults::from_env();
+    let ssh_config_path = defaults.home.join(".ssh").join("config");
+    let ssh_config = SshConfig::load(&ssh_config_path).map_err(|e| ContextError::Connection {
+        host: host.to_string(),
+        message: e.to_string(),
+    })?;
+    ConnectSettings::resolve(host, &vars, &ssh_config, &defaults).map_err(|e| {
+        ContextError::Connection {
+            host: host.to_string(),
+            message: e.to_string(),
+        }
+    })
+}
+
+/// The known_hosts files the SSH executor trusts: `~/.ssh/known_hosts`, then the one
+/// hk-console.yaml names (relative to the repo root).
+pub fn ssh_options(repo: &Repo) -> crate::exec::ssh::SshOptions {
+    crate::exec::ssh::SshOptions::from_env(
+        repo.config.known_hosts.as_ref().map(|p| repo.root.join(p)),
+    )
 }
