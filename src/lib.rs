@@ -8,6 +8,7 @@
 //! - [`runbook`]: PURE. Runbook schema and validation, the planner, the run state machine.
 //! - [`journal`]: the append-only, fsync'd JSONL record of a run, and its replay.
 //! - [`checks`]: PURE rules over the model: the static parity contract (L0).
+//! - [`context`]: the glue commands and the console share: repo + runbooks -> plans.
 //! - [`observe`]: the typed live observations (VIP lease, agent env, VPN egress).
 //! - [`ui`]: the interactive console: app state, actions, keymaps, panes, themes.
 //! - [`tui`]: the terminal owner and the event loop.
@@ -19,6 +20,7 @@
 
 pub mod checks;
 pub mod cli;
+pub mod context;
 pub mod journal;
 pub mod observe;
 pub mod repo;

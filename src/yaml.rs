@@ -270,10 +270,11 @@ impl Builder {
                         };
                         for source in sources {
                             if let Value::Map(entries) = source.value {
+                                // PyYAML (what Ansible uses) appends every merged pair in
+                                // order, so a later source overrides an earlier one.
                                 for (k, v) in entries {
-                                    if !merged.iter().any(|(mk, _)| mk.as_key() == k.as_key()) {
-                                        merged.push((k, v));
-                                    }
+                                    merged.retain(|(mk, _)| mk.as_key() != k.as_key());
+                                    merged.push((k, v));
                                 }
                             }
                         }
@@ -416,6 +417,7 @@ struct Resolvers {
     int: Regex,
     float: Regex,
     null: Regex,
+    timestamp: Regex,
 }
 
 fn resolvers() -> &'static Resolvers {
@@ -428,6 +430,8 @@ fn resolvers() -> &'static Resolvers {
             int: Regex::new(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$").unwrap(),
             float: Regex::new(r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$").unwrap(),
             null: Regex::new(r"^(?:~|null|Null|NULL|)$").unwrap(),
+            // PyYAML's timestamp resolver and constructor pattern in one.
+            timestamp: Regex::new(r"^(?:([0-9]{4})-([0-9]{2})-([0-9]{2})|([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})(?:[Tt]|[ \t]+)([0-9]{1,2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]*))?(?:[ \t]*(Z|([-+])([0-9]{1,2})(?::([0-9]{2}))?))?)$").unwrap(),
         }
     })
 }
@@ -453,7 +457,60 @@ fn resolve_plain(text: &str) -> Value {
             return Value::Float(f);
         }
     }
+    if let Some(iso) = yaml11_timestamp(text) {
+        return Value::Str(iso);
+    }
     Value::Str(text.to_string())
+}
+
+/// A YAML 1.1 timestamp as the ISO 8601 text Ansible prints for the `date`/`datetime`
+/// PyYAML builds (`2001-12-14 21:59:43.10 -5` becomes `2001-12-14T21:59:43.100000-05:00`).
+/// Kept a string: JSON has no date type.
+fn yaml11_timestamp(text: &str) -> Option<String> {
+    let c = resolvers().timestamp.captures(text)?;
+    let num = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<u32>().ok());
+    if c.get(1).is_some() {
+        let (y, m, d) = (num(1)?, num(2)?, num(3)?);
+        valid_date(y, m, d)?;
+        return Some(format!("{y:04}-{m:02}-{d:02}"));
+    }
+    let (y, mo, d, h, mi, s) = (num(4)?, num(5)?, num(6)?, num(7)?, num(8)?, num(9)?);
+    valid_date(y, mo, d)?;
+    if h > 23 || mi > 59 || s > 59 {
+        return None;
+    }
+    let mut out = format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}");
+    if let Some(frac) = c.get(10).map(|m| m.as_str()) {
+        let mut digits: String = frac.chars().take(6).collect();
+        while digits.len() < 6 {
+            digits.push('0');
+        }
+        if digits != "000000" {
+            out.push('.');
+            out.push_str(&digits);
+        }
+    }
+    match (c.get(11).map(|m| m.as_str()), c.get(12).map(|m| m.as_str())) {
+        (Some("Z"), _) => out.push_str("+00:00"),
+        (Some(_), Some(sign)) => {
+            let (th, tm) = (num(13)?, num(14).unwrap_or(0));
+            out.push_str(&format!("{sign}{th:02}:{tm:02}"));
+        }
+        _ => {}
+    }
+    Some(out)
+}
+
+fn valid_date(y: u32, m: u32, d: u32) -> Option<()> {
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    (y >= 1 && (1..=days).contains(&d)).then_some(())
 }
 
 fn split_sign(text: &str) -> (i64, &str) {
@@ -549,6 +606,29 @@ mod tests {
     }
 
     #[test]
+    fn timestamps_become_the_iso_text_ansible_prints() {
+        let s = |t: &str| scalar(t);
+        assert_eq!(s("2001-12-14"), Value::Str("2001-12-14".into()));
+        assert_eq!(
+            s("2001-12-14 21:59:43.10 -5"),
+            Value::Str("2001-12-14T21:59:43.100000-05:00".into())
+        );
+        assert_eq!(
+            s("2001-12-15T02:59:43.1Z"),
+            Value::Str("2001-12-15T02:59:43.100000+00:00".into())
+        );
+        assert_eq!(
+            s("2002-12-14 21:59:43"),
+            Value::Str("2002-12-14T21:59:43".into())
+        );
+        assert_eq!(s("2001-1-14x"), Value::Str("2001-1-14x".into()));
+        assert_eq!(
+            s("'2001-12-14 21:59:43'"),
+            Value::Str("2001-12-14 21:59:43".into())
+        );
+    }
+
+    #[test]
     fn marks_are_one_based_line_and_column() {
         let doc = parse_one("a: 1\nb:\n  c: [x, y]\n").expect("parse");
         let c = doc.path(&["b", "c"]).expect("c");
@@ -562,6 +642,21 @@ mod tests {
         let doc = parse_one("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\n").expect("parse");
         let other = doc.get("other").expect("other").to_json();
         assert_eq!(other, serde_json::json!({"y": 3, "x": 1}));
+    }
+
+    #[test]
+    fn merge_key_later_sources_win_like_pyyaml() {
+        let text = "a: &a {p: 1, q: 1}\nb: &b {p: 2, r: 2}\nm: {<<: [*a, *b]}\nn: {<<: *a, <<: *b}\no: {<<: [*a, *b], p: 9}\n";
+        let doc = parse_one(text).expect("parse");
+        assert_eq!(
+            doc.get("m").expect("m").to_json(),
+            serde_json::json!({"p": 2, "q": 1, "r": 2})
+        );
+        assert_eq!(
+            doc.get("n").expect("n").to_json(),
+            serde_json::json!({"p": 2, "q": 1, "r": 2})
+        );
+        assert_eq!(doc.get("o").expect("o").to_json()["p"], 9);
     }
 
     #[test]

@@ -8,3 +8,166 @@ pub mod inventory;
 pub mod listing;
 pub mod resolve;
 pub mod vars;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use self::config::{Config, ConfigError};
+use self::env::{Environment, HostFacts};
+use self::inventory::{Inventory, InventoryError};
+use self::resolve::{HostContext, Resolved, Resolver};
+use self::vars::Origin;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Inventory(#[from] InventoryError),
+    #[error("{path}: not a directory\n  hint: --repo (or HK_REPO) names the infra repo's top directory, the one holding hk-console.yaml")]
+    NotADirectory { path: PathBuf },
+}
+
+/// An infra repo, loaded: its config, its inventory, and its environments derived.
+#[derive(Debug)]
+pub struct Repo {
+    /// The repo's top directory.
+    pub root: PathBuf,
+    pub config: Config,
+    /// `root/ansible_dir`: where ansible-playbook runs.
+    pub ansible_dir: PathBuf,
+    /// `root/inventory`.
+    pub inventory_path: PathBuf,
+    pub inventory: Inventory,
+    pub environments: Vec<Environment>,
+    resolver: Resolver,
+    /// Ansible's magic `groups`, computed once.
+    groups: BTreeMap<String, Vec<String>>,
+}
+
+impl Repo {
+    pub fn load(root: &Path) -> Result<Repo, RepoError> {
+        if !root.is_dir() {
+            return Err(RepoError::NotADirectory {
+                path: root.to_path_buf(),
+            });
+        }
+        let config = Config::load(root)?;
+        let inventory_path = root.join(&config.inventory);
+        let inventory = Inventory::load(&inventory_path)?;
+        let mut repo = Repo {
+            root: root.to_path_buf(),
+            ansible_dir: root.join(&config.ansible_dir),
+            inventory_path,
+            inventory,
+            environments: Vec::new(),
+            config,
+            resolver: Resolver::new(),
+            groups: BTreeMap::new(),
+        };
+        repo.groups = all_groups(&repo.inventory);
+        repo.environments = repo
+            .config
+            .environments
+            .iter()
+            .map(|(name, cfg)| env::derive(name, cfg, &repo))
+            .collect();
+        Ok(repo)
+    }
+
+    pub fn environment(&self, name: &str) -> Option<&Environment> {
+        self.environments.iter().find(|e| e.name == name)
+    }
+
+    pub fn environment_names(&self) -> Vec<&str> {
+        self.environments.iter().map(|e| e.name.as_str()).collect()
+    }
+
+    /// What a host's templates can see besides its variables.
+    pub fn host_context(&self, host: &str) -> HostContext {
+        host_context_with(&self.inventory, self.groups.clone(), host)
+    }
+
+    /// A host's merged variables, unrendered.
+    pub fn raw_vars(&self, host: &str) -> Option<BTreeMap<String, serde_json::Value>> {
+        raw_vars(&self.inventory, host)
+    }
+
+    pub fn resolve_var(&self, host: &str, var: &str) -> Option<Resolved> {
+        let raw = self.raw_vars(host)?;
+        raw.contains_key(var).then(|| {
+            self.resolver
+                .resolve_var(&self.host_context(host), &raw, var)
+        })
+    }
+
+    pub fn resolve_all(&self, host: &str) -> Option<BTreeMap<String, Resolved>> {
+        let raw = self.raw_vars(host)?;
+        Some(self.resolver.resolve_all(&self.host_context(host), &raw))
+    }
+
+    pub fn resolver(&self) -> &Resolver {
+        &self.resolver
+    }
+}
+
+/// Ansible's magic `groups`: every group's hosts.
+pub fn all_groups(inv: &Inventory) -> BTreeMap<String, Vec<String>> {
+    inv.group_names()
+        .into_iter()
+        .map(|g| {
+            let hosts = inv.hosts_in(&g).unwrap_or_default();
+            (g, hosts)
+        })
+        .collect()
+}
+
+/// Ansible's magic `groups` and `group_names` for one host.
+pub fn host_context(inv: &Inventory, host: &str) -> HostContext {
+    host_context_with(inv, all_groups(inv), host)
+}
+
+pub fn host_context_with(
+    inv: &Inventory,
+    groups: BTreeMap<String, Vec<String>>,
+    host: &str,
+) -> HostContext {
+    let mut group_names: Vec<String> = inv
+        .groups_of(host)
+        .into_iter()
+        .filter(|g| g != "all")
+        .collect();
+    group_names.sort();
+    HostContext {
+        inventory_hostname: host.to_string(),
+        groups,
+        group_names,
+    }
+}
+
+/// A host's merged variables as plain JSON values.
+pub fn raw_vars(inv: &Inventory, host: &str) -> Option<BTreeMap<String, serde_json::Value>> {
+    Some(
+        inv.host_vars(host)?
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect(),
+    )
+}
+
+impl HostFacts for Repo {
+    fn hosts_in(&self, group: &str) -> Option<Vec<String>> {
+        self.inventory.hosts_in(group)
+    }
+
+    fn resolved(&self, host: &str, var: &str) -> Option<Resolved> {
+        self.resolve_var(host, var)
+    }
+
+    fn origin(&self, host: &str, var: &str) -> Option<Origin> {
+        self.inventory
+            .host_vars(host)?
+            .get(var)
+            .map(|v| v.origin.clone())
+    }
+}

@@ -1,0 +1,227 @@
+//! The real `hk-console` binary: exit codes, messages, and output shapes that scripts rely on.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hk-console"));
+    // Keep logs out of the developer's state dir.
+    c.env(
+        "XDG_STATE_HOME",
+        std::env::temp_dir().join("hk-console-cli-tests"),
+    );
+    c.env_remove("HK_REPO");
+    c.env_remove("HK_RUNBOOKS");
+    c
+}
+
+fn sample() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory")
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run hk-console")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn plan_json_has_the_documented_shape() {
+    let out = run(&["plan", "etcd-io-priority", "--env", "prod", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["runbook"], "etcd-io-priority");
+    assert_eq!(v["env"], "prod");
+    assert_eq!(v["mutates"], true);
+    let steps = v["steps"].as_array().expect("steps");
+    for (i, s) in steps.iter().enumerate() {
+        assert_eq!(s["n"], i + 1);
+        for key in ["id", "kind", "host", "mutates", "gate", "command", "expect"] {
+            assert!(s.get(key).is_some(), "step {i} lacks {key}: {s}");
+        }
+    }
+    // One node at a time: every mutating step's host had a list-hosts step limited to it
+    // earlier, and hosts never interleave.
+    let mut seen_hosts: Vec<String> = Vec::new();
+    let mut listed: Vec<String> = Vec::new();
+    for s in steps {
+        let Some(h) = s["host"].as_str() else {
+            continue;
+        };
+        if seen_hosts.last().map(String::as_str) != Some(h) {
+            assert!(
+                !seen_hosts.iter().any(|x| x == h),
+                "host {h} came back after another host"
+            );
+            seen_hosts.push(h.to_string());
+        }
+        if s["kind"] == "list-hosts" {
+            let argv: Vec<&str> = s["command"]
+                .as_array()
+                .expect("argv")
+                .iter()
+                .filter_map(|a| a.as_str())
+                .collect();
+            assert!(argv.windows(2).any(|w| w == ["--limit", h]), "{argv:?}");
+            listed.push(h.to_string());
+        }
+        if s["mutates"] == true {
+            assert!(
+                listed.iter().any(|x| x == h),
+                "mutating step on {h} before its list-hosts"
+            );
+        }
+    }
+    assert_eq!(seen_hosts, ["k3s-prod-3", "k3s-prod-1", "k3s-prod-2"]);
+}
+
+#[test]
+fn unknown_env_and_runbook_are_errors_with_exit_2() {
+    let out = run(&["plan", "etcd-io-priority", "--env", "staging"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no environment `staging`"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&["plan", "etcd-io-prio", "--env", "prod"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no runbook `etcd-io-prio`"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&["plan", "etcd-io-priority", "--env", "dev"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("not meant for environment `dev`"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn runbooks_validate_prints_file_line_col_and_exits_2() {
+    let bad = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/runbooks/invalid/unknown-step-field.yaml");
+    let out = run(&["runbooks", "validate", bad.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("unknown-step-field.yaml:9:5: steps[0]: unknown field `comand`"),
+        "{err}"
+    );
+    let out = run(&["runbooks", "validate"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("ok: 8 runbook file(s) valid"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn malformed_yaml_runbook_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = dir.path().join("broken.yaml");
+    std::fs::write(&f, "id: x\nsteps: [\n  - {kind: gate\n").expect("write");
+    let out = run(&["runbooks", "validate", f.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("broken.yaml:"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn a_bad_inventory_names_file_and_line_and_exits_2() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = dir.path().join("hosts.ini");
+    std::fs::write(&f, "[nodes]\nn1\n[broken\nn2\n").expect("write");
+    let out = run(&["inventory", "-i", f.to_str().expect("utf8"), "--list"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("hosts.ini:3"), "{err}");
+}
+
+#[test]
+fn a_missing_repo_config_says_what_is_expected() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = run(&["--repo", dir.path().to_str().expect("utf8"), "envs"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("hk-console.yaml: cannot read"), "{err}");
+    assert!(err.contains("names the environments"), "{err}");
+}
+
+#[test]
+fn resolved_inventory_renders_the_endpoint_per_environment() {
+    let out = run(&["inventory", "--list", "--resolved"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let hv = &v["_meta"]["hostvars"];
+    assert_eq!(hv["k3s-prod-1"]["k3s_apiserver_endpoint"], "192.168.2.9");
+    assert_eq!(hv["k3s-dev-1"]["k3s_apiserver_endpoint"], "192.168.1.49");
+    assert_eq!(hv["k3s-prod-3"]["k3s_tls_sans"][0], "192.168.2.10");
+    // The vaulted file is reported, never read.
+    assert!(
+        text(&out.stderr).contains("vault.yml: vaulted, not read"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn unrenderable_values_are_reported_and_exit_1() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = dir.path().join("hosts.ini");
+    std::fs::write(&f, "[nodes]\nn1 endpoint=\"{{ vip }}\"\n").expect("write");
+    let out = run(&[
+        "inventory",
+        "-i",
+        f.to_str().expect("utf8"),
+        "--host",
+        "n1",
+        "--resolved",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["endpoint"], "{{ vip }}", "left unrendered, never guessed");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("n1: endpoint: cannot render") && err.contains("`vip` is not defined"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_closed_pipe_is_not_a_panic() {
+    use std::io::Read;
+    let mut child = bin()
+        .args(["plan", "etcd-io-priority", "--env", "prod"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Read one byte, then close our end.
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut one = [0u8; 1];
+    stdout.read_exact(&mut one).expect("read");
+    drop(stdout);
+    let out = child.wait_with_output().expect("wait");
+    let err = text(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        matches!(out.status.code(), Some(0)),
+        "{:?} {err}",
+        out.status
+    );
+}
+
+#[test]
+fn the_sample_repo_is_the_default() {
+    let a = run(&["envs", "--json"]);
+    let b = run(&["--repo", sample().to_str().expect("utf8"), "envs", "--json"]);
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
+    assert_eq!(a.stdout, b.stdout);
+}

@@ -1,0 +1,471 @@
+//! Parity with the real tool: for every inventory under tests/fixtures/inventories/ (and the
+//! bundled sample infra repo), `list_json` must equal what `ansible-inventory -i FILE --list`
+//! prints, as JSON (key order free). Keys that live in vaulted files are excepted: our loader
+//! never decrypts them, while Ansible is given the password so it can read the same files.
+//! The test decrypts only to learn which key names to except.
+//!
+//! Needs ansible-core 2.19 (`ansible-inventory`, `ansible-vault`, `ansible`): found through
+//! `$HK_ANSIBLE_BIN_DIR`, else `PATH`, else /opt/hk-venv/bin. Missing is a FAILURE.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use hk_console::repo::inventory::Inventory;
+use hk_console::repo::listing::list_json;
+use serde_json::Value;
+
+const INSTALL_HINT: &str = "install ansible-core 2.19 (python3 -m venv /opt/hk-venv && \
+/opt/hk-venv/bin/pip install 'ansible-core>=2.19,<2.20') or point HK_ANSIBLE_BIN_DIR at the \
+directory holding ansible-inventory";
+
+fn ansible_bin(name: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os("HK_ANSIBLE_BIN_DIR") {
+        let p = Path::new(&dir).join(name);
+        assert!(
+            p.is_file(),
+            "{} not found in HK_ANSIBLE_BIN_DIR: {INSTALL_HINT}",
+            p.display()
+        );
+        return p;
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join(name);
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    let p = Path::new("/opt/hk-venv/bin").join(name);
+    assert!(p.is_file(), "`{name}` is not installed: {INSTALL_HINT}");
+    p
+}
+
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/inventories")
+}
+
+/// One isolated working directory for all Ansible runs: no ansible.cfg, no group_vars
+/// beside the playbook dir, so only the inventory's own files count.
+fn sandbox() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("ansible.cfg"), "[defaults]\n").expect("cfg");
+    dir
+}
+
+fn ansible_cmd(bin: &Path, sandbox: &Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.current_dir(sandbox)
+        .env("ANSIBLE_CONFIG", sandbox.join("ansible.cfg"))
+        .env("ANSIBLE_NOCOLOR", "1")
+        .env("ANSIBLE_DEPRECATION_WARNINGS", "False")
+        .env("ANSIBLE_LOCAL_TEMP", sandbox.join("tmp"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+struct Case {
+    name: String,
+    ini: PathBuf,
+    vault_pass: Option<PathBuf>,
+}
+
+fn spawn_list(case: &Case, sandbox: &Path) -> Child {
+    let mut cmd = ansible_cmd(&ansible_bin("ansible-inventory"), sandbox);
+    cmd.arg("-i").arg(&case.ini).arg("--list");
+    if let Some(p) = &case.vault_pass {
+        cmd.arg("--vault-password-file").arg(p);
+    }
+    cmd.spawn().expect("spawn ansible-inventory")
+}
+
+fn finish(child: Child, what: &str) -> String {
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// The key names inside a vaulted file, learnt by asking ansible-vault (test only).
+fn vaulted_keys(file: &Path, pass: &Path, sandbox: &Path) -> BTreeSet<String> {
+    let mut cmd = ansible_cmd(&ansible_bin("ansible-vault"), sandbox);
+    cmd.arg("view")
+        .arg("--vault-password-file")
+        .arg(pass)
+        .arg(file);
+    let text = finish(
+        cmd.spawn().expect("spawn ansible-vault"),
+        "ansible-vault view",
+    );
+    let doc = hk_console::yaml::parse_one(&text).expect("vaulted file is YAML");
+    doc.as_map()
+        .expect("vaulted file is a mapping")
+        .iter()
+        .filter_map(|(k, _)| k.as_key())
+        .collect()
+}
+
+/// `{"__ansible_vault": ciphertext}` (Ansible) and our masked form compare equal.
+fn normalize(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            if map.len() == 1 && map.contains_key("__ansible_vault") {
+                *v = Value::String("<vaulted>".into());
+                return;
+            }
+            map.values_mut().for_each(normalize);
+        }
+        Value::Array(items) => items.iter_mut().for_each(normalize),
+        _ => {}
+    }
+}
+
+fn drop_keys(v: &mut Value, keys: &BTreeSet<String>) {
+    if let Some(hostvars) = v
+        .pointer_mut("/_meta/hostvars")
+        .and_then(Value::as_object_mut)
+    {
+        for vars in hostvars.values_mut() {
+            if let Some(vars) = vars.as_object_mut() {
+                vars.retain(|k, _| !keys.contains(k));
+            }
+        }
+        hostvars.retain(|_, vars| vars.as_object().is_some_and(|m| !m.is_empty()));
+    }
+}
+
+fn diff(name: &str, ours: &Value, theirs: &Value) -> String {
+    let mut lines = vec![format!(
+        "{name}: list_json differs from ansible-inventory --list"
+    )];
+    let (Some(o), Some(t)) = (ours.as_object(), theirs.as_object()) else {
+        return lines.join("\n");
+    };
+    let keys: BTreeSet<&String> = o.keys().chain(t.keys()).collect();
+    for k in keys {
+        if k == "_meta" {
+            continue;
+        }
+        if o.get(k) != t.get(k) {
+            lines.push(format!(
+                "  group {k}: ours {:?} ansible {:?}",
+                o.get(k),
+                t.get(k)
+            ));
+        }
+    }
+    let empty = serde_json::Map::new();
+    let oh = ours
+        .pointer("/_meta/hostvars")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let th = theirs
+        .pointer("/_meta/hostvars")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let hosts: BTreeSet<&String> = oh.keys().chain(th.keys()).collect();
+    for h in hosts {
+        let (ov, tv) = (oh.get(h), th.get(h));
+        if ov == tv {
+            continue;
+        }
+        let (Some(ov), Some(tv)) = (ov.and_then(Value::as_object), tv.and_then(Value::as_object))
+        else {
+            lines.push(format!("  hostvars {h}: ours {ov:?} ansible {tv:?}"));
+            continue;
+        };
+        let vars: BTreeSet<&String> = ov.keys().chain(tv.keys()).collect();
+        for k in vars {
+            if ov.get(k) != tv.get(k) {
+                lines.push(format!(
+                    "  hostvars {h}.{k}: ours {:?} ansible {:?}",
+                    ov.get(k),
+                    tv.get(k)
+                ));
+            }
+        }
+    }
+    if ours.pointer("/_meta/profile") != theirs.pointer("/_meta/profile") {
+        lines.push("  _meta.profile differs".into());
+    }
+    lines.join("\n")
+}
+
+fn fixture_cases() -> Vec<Case> {
+    let mut cases: Vec<Case> = std::fs::read_dir(fixtures_dir())
+        .expect("fixtures dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.join("hosts.ini").is_file())
+        .map(|p| Case {
+            name: p.file_name().expect("name").to_string_lossy().into_owned(),
+            ini: p.join("hosts.ini"),
+            vault_pass: Some(p.join("vault-pass.txt")).filter(|v| v.is_file()),
+        })
+        .collect();
+    cases.sort_by(|a, b| a.name.cmp(&b.name));
+    cases
+}
+
+/// Run every case's ansible-inventory at once (they take ~1 s each), then compare.
+fn check_cases(cases: &[Case]) -> Vec<String> {
+    let sb = sandbox();
+    let children: Vec<Child> = cases.iter().map(|c| spawn_list(c, sb.path())).collect();
+    let mut failures = Vec::new();
+    for (case, child) in cases.iter().zip(children) {
+        let stdout = finish(child, &format!("ansible-inventory on {}", case.name));
+        let mut theirs: Value =
+            serde_json::from_str(&stdout).expect("ansible-inventory prints JSON");
+        let inv = match Inventory::load(&case.ini) {
+            Ok(inv) => inv,
+            Err(e) => {
+                failures.push(format!("{}: our loader failed: {e}", case.name));
+                continue;
+            }
+        };
+        let mut ours = list_json(&inv);
+        let mut except = BTreeSet::new();
+        for file in inv.vaulted_files() {
+            let pass = case.vault_pass.as_ref().unwrap_or_else(|| {
+                panic!(
+                    "{}: vaulted file {} but no password",
+                    case.name,
+                    file.display()
+                )
+            });
+            except.extend(vaulted_keys(file, pass, sb.path()));
+        }
+        normalize(&mut ours);
+        normalize(&mut theirs);
+        drop_keys(&mut ours, &except);
+        drop_keys(&mut theirs, &except);
+        if ours != theirs {
+            failures.push(diff(&case.name, &ours, &theirs));
+        }
+    }
+    failures
+}
+
+#[test]
+fn list_json_equals_ansible_inventory_on_every_fixture() {
+    let cases = fixture_cases();
+    assert!(
+        cases.len() >= 10,
+        "expected at least 10 fixtures, found {}",
+        cases.len()
+    );
+    let failures = check_cases(&cases);
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn list_json_equals_ansible_inventory_on_the_bundled_sample() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory");
+    let ini = root.join("infra/ansible/inventory/hosts.ini");
+    assert!(
+        ini.is_file(),
+        "the bundled sample inventory is missing: {}",
+        ini.display()
+    );
+    let pass = root.join(".vault-pass-sample");
+    let case = Case {
+        name: "sample".into(),
+        ini,
+        vault_pass: Some(pass).filter(|p| p.is_file()),
+    };
+    let inv = Inventory::load(&case.ini).expect("sample loads");
+    assert!(
+        !inv.vaulted_files().is_empty(),
+        "the sample carries a vaulted file"
+    );
+    let failures = check_cases(&[case]);
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn vaulted_files_are_reported_and_never_read() {
+    let dir = fixtures_dir().join("vaulted");
+    let inv = Inventory::load(&dir.join("hosts.ini")).expect("load");
+    let vaulted: Vec<String> = inv
+        .vaulted_files()
+        .iter()
+        .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(vaulted, ["vault.yml"]);
+    let gw1 = inv.host_vars("gw1").expect("gw1");
+    assert!(
+        !gw1.contains_key("pia_user"),
+        "a vaulted file's keys are unknown"
+    );
+    // The plain file's value stands (Ansible, with the password, would let vault.yml win).
+    assert_eq!(gw1["shared_secret"].value, "from_plain");
+    assert!(gw1["become_pass"].secret, "inline !vault is a secret var");
+    assert_eq!(
+        gw1["become_pass"].value,
+        hk_console::yaml::VAULTED_PLACEHOLDER
+    );
+    let listed = list_json(&inv).to_string();
+    assert!(
+        !listed.contains("$ANSIBLE_VAULT"),
+        "no ciphertext in the listing"
+    );
+}
+
+#[test]
+fn provenance_names_the_winning_file_and_line() {
+    let dir = fixtures_dir().join("ladder");
+    let inv = Inventory::load(&dir.join("hosts.ini")).expect("load");
+    let at = |host: &str, var: &str| {
+        let v = &inv.host_vars(host).expect("host")[var];
+        let file = v
+            .origin
+            .file
+            .strip_prefix(&dir)
+            .unwrap_or(&v.origin.file)
+            .display()
+            .to_string();
+        (file, v.origin.line)
+    };
+    // host_vars file beats everything.
+    assert_eq!(at("w1", "lvl"), ("host_vars/w1.yml".to_string(), 1));
+    // Directory form of host_vars.
+    assert_eq!(at("w2", "lvl"), ("host_vars/w2/a.yml".to_string(), 1));
+    assert_eq!(at("w3", "lvl"), ("host_vars/w3.json".to_string(), 1));
+    // INI inline var and INI group var carry the INI line.
+    assert_eq!(at("w1", "inline_only"), ("hosts.ini".to_string(), 2));
+    assert_eq!(at("w1", "group_ini"), ("hosts.ini".to_string(), 10));
+    assert_eq!(at("w1", "all_ini"), ("hosts.ini".to_string(), 7));
+    assert_eq!(
+        at("w1", "gv_all_only"),
+        ("group_vars/all.yml".to_string(), 2)
+    );
+    let fmt = inv.host_vars("w1").expect("w1")["group_ini"]
+        .origin
+        .to_string();
+    assert!(fmt.ends_with("hosts.ini:10:1"), "{fmt}");
+}
+
+/// `hosts_in` follows `ansible GROUP --list-hosts` order.
+#[test]
+fn hosts_in_matches_ansible_list_hosts() {
+    let pairs = [
+        ("children", "all"),
+        ("children", "servers"),
+        ("children", "prod"),
+        ("children", "gateway"),
+        ("children", "dev"),
+        ("deep", "l1"),
+        ("deep", "side"),
+        ("deep", "all"),
+        ("ungrouped", "all"),
+        ("ungrouped", "ungrouped"),
+        ("ranges", "all"),
+    ];
+    let sb = sandbox();
+    let children: Vec<Child> = pairs
+        .iter()
+        .map(|(fixture, g)| {
+            let ini = fixtures_dir().join(fixture).join("hosts.ini");
+            let mut cmd = ansible_cmd(&ansible_bin("ansible"), sb.path());
+            cmd.arg("-i").arg(&ini).arg(g).arg("--list-hosts");
+            cmd.spawn().expect("spawn ansible")
+        })
+        .collect();
+    for ((fixture, g), child) in pairs.iter().zip(children) {
+        let out = finish(child, &format!("ansible {g} --list-hosts on {fixture}"));
+        let theirs: Vec<String> = out
+            .lines()
+            .filter(|l| l.starts_with("    "))
+            .map(|l| l.trim().to_string())
+            .collect();
+        let inv = Inventory::load(&fixtures_dir().join(fixture).join("hosts.ini")).expect("load");
+        assert_eq!(
+            inv.hosts_in(g).expect("group"),
+            theirs,
+            "hosts of {g} in {fixture}"
+        );
+        if *g == "all" {
+            assert_eq!(inv.hosts(), theirs, "hosts() of {fixture}");
+        }
+    }
+}
+
+/// Malformed inventories: Ansible refuses each one, and our loader refuses it too with a
+/// typed error naming file:line (Ansible 2.19 names only the file) and Ansible's reason.
+#[test]
+fn malformed_inventories_fail_like_ansible_with_file_and_line() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/inventories-bad");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("bad fixtures")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ini"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "expected at least 10 malformed fixtures");
+    let sb = sandbox();
+    let children: Vec<Child> = files
+        .iter()
+        .map(|f| {
+            let mut cmd = ansible_cmd(&ansible_bin("ansible-inventory"), sb.path());
+            cmd.env("ANSIBLE_INVENTORY_UNPARSED_FAILED", "True")
+                .arg("-i")
+                .arg(f)
+                .arg("--list");
+            cmd.spawn().expect("spawn ansible-inventory")
+        })
+        .collect();
+    let mut failures = Vec::new();
+    for (file, child) in files.iter().zip(children) {
+        let out = child.wait_with_output().expect("wait");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let name = file
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        if out.status.success() {
+            failures.push(format!("{name}: ansible-inventory accepted it"));
+            continue;
+        }
+        let reason = stderr
+            .lines()
+            .find_map(|l| {
+                l.split_once("plugin: Failed to parse inventory: ")
+                    .map(|(_, r)| r)
+            })
+            .unwrap_or("")
+            .trim_end_matches('.')
+            .to_string();
+        let text = std::fs::read_to_string(file).expect("read");
+        let line: usize = text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# expect-line: "))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("first line says `# expect-line: N`");
+        match Inventory::load(file) {
+            Ok(_) => failures.push(format!(
+                "{name}: our loader accepted it (Ansible: {reason})"
+            )),
+            Err(e) => {
+                let msg = e.to_string();
+                let want_prefix = format!("{}:{line}: ", file.display());
+                if !msg.starts_with(&want_prefix) {
+                    failures.push(format!("{name}: expected `{want_prefix}...`, got `{msg}`"));
+                }
+                if reason.is_empty() || !msg.contains(&reason) {
+                    failures.push(format!("{name}: Ansible says `{reason}`, we say `{msg}`"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
