@@ -36,7 +36,8 @@ use super::theme::{Theme, ThemeSet, ThemeWarning};
 /// Plans a runbook for an environment. The integrator implements it over the repo (its
 /// `PlanEnv`s and `Topology`); tests use a fake inventory.
 pub trait PlanSource: Send + Sync {
-    fn plan(&self, runbook: &Runbook, env: &str) -> Result<Plan, String>;
+    /// `host`: the one host, for runbooks that run on a single host.
+    fn plan(&self, runbook: &Runbook, env: &str, host: Option<&str>) -> Result<Plan, String>;
 }
 
 /// An environment as the home screen lists it.
@@ -388,11 +389,13 @@ impl App {
         if key.kind != crossterm::event::KeyEventKind::Press {
             return Control::Continue;
         }
-        let Some(k) = Key::from_event(&key) else {
-            return Control::Continue;
-        };
+        let bound = Key::from_event(&key);
         match self.overlay.take() {
             Some(Overlay::Help) => {
+                let Some(k) = bound else {
+                    self.overlay = Some(Overlay::Help);
+                    return Control::Continue;
+                };
                 // Help has its own small keymap; anything it does not bind leaves it open.
                 match self.keymaps.get(KeyMode::Help).and_then(|m| m.get(&k)) {
                     Some(Action::Back) => {}
@@ -402,6 +405,9 @@ impl App {
             }
             Some(other) => self.overlay_key(other, key),
             None => {
+                let Some(k) = bound else {
+                    return Control::Continue;
+                };
                 let action = self
                     .keymaps
                     .get(self.key_mode())
@@ -747,7 +753,7 @@ impl App {
                 HomeFocus::Runbooks => {
                     if let Some(rb) = self.runbooks.get(self.runbook_sel) {
                         let id = rb.id.clone();
-                        self.open_runbook(&id, None);
+                        self.open_runbook(&id, None, None);
                     }
                 }
                 HomeFocus::Runs => {
@@ -781,7 +787,7 @@ impl App {
 
     /// Plan runbook `id` for `env` (or the current environment, or the runbook's only one)
     /// and show the plan. Nothing is journaled until it is started.
-    pub fn open_runbook(&mut self, id: &str, env: Option<&str>) {
+    pub fn open_runbook(&mut self, id: &str, env: Option<&str>, host: Option<&str>) {
         if self.run_is_active() {
             self.status = Some("a run is active: finish or abort it (A) first".into());
             self.screen = Screen::Run;
@@ -816,7 +822,7 @@ impl App {
                 }
             },
         };
-        let plan = match self.plans.plan(&rb, &env) {
+        let plan = match self.plans.plan(&rb, &env, host) {
             Ok(p) => p,
             Err(e) => {
                 self.status = Some(format!("cannot plan `{id}` for `{env}`: {e}"));
@@ -927,6 +933,7 @@ impl App {
             self.status = Some("cannot start: no run journal directory".into());
             return;
         }
+        self.status = Some("run started".into());
         self.feed(Input::Start);
     }
 
@@ -1079,6 +1086,7 @@ impl App {
         let cmd = words.next().unwrap_or("");
         let arg = words.next();
         let arg2 = words.next();
+        let arg3 = words.next();
         let fail = |app: &mut App, msg: String| {
             let mut t = single_line();
             t.insert_str(line);
@@ -1090,9 +1098,9 @@ impl App {
         match (cmd, arg) {
             ("q" | "quit" | "q!", _) => return self.update(Action::Quit),
             ("run", Some(id)) => {
-                self.open_runbook(id, arg2);
+                self.open_runbook(id, arg2, arg3);
             }
-            ("run", None) => fail(self, "usage: :run RUNBOOK [ENV]".into()),
+            ("run", None) => fail(self, "usage: :run RUNBOOK [ENV [HOST]]".into()),
             ("env", Some(name)) => {
                 if self.envs.iter().any(|e| e.name == name) {
                     self.current_env = Some(name.to_string());

@@ -32,7 +32,11 @@ pub use exec::{Capabilities, MutatingExecutors, ReadOnlyExecutors};
 pub enum StartScreen {
     Home,
     /// `hk-console run RUNBOOK --env ENV`: the plan, ready to start.
-    Run { runbook: String, env: String },
+    Run {
+        runbook: String,
+        env: String,
+        host: Option<String>,
+    },
 }
 
 /// Everything the console is started with.
@@ -52,6 +56,23 @@ pub struct UiOptions {
     pub capabilities: Capabilities,
     /// Live observations, when a source runs; `None`: the panes say "no data yet".
     pub observations: Option<mpsc::Receiver<Observation>>,
+}
+
+/// Plans over a loaded infra repo: its environments' facts and its inventory.
+pub struct RepoPlans {
+    pub repo: crate::repo::Repo,
+}
+
+impl PlanSource for RepoPlans {
+    fn plan(
+        &self,
+        runbook: &crate::runbook::schema::Runbook,
+        env: &str,
+        host: Option<&str>,
+    ) -> Result<crate::runbook::plan::Plan, String> {
+        let penv = crate::context::plan_env(&self.repo, env, host).map_err(|e| e.to_string())?;
+        crate::runbook::plan::plan(runbook, &penv, &self.repo).map_err(|e| e.to_string())
+    }
 }
 
 /// How the console ended.
@@ -92,8 +113,8 @@ pub fn build_app(
         Capabilities::Observe { read_only } => app::App::observe(opts_parts, read_only),
         caps @ Capabilities::Operate { .. } => app::App::operate(opts_parts, caps),
     };
-    if let StartScreen::Run { runbook, env } = start {
-        app.open_runbook(runbook, Some(env));
+    if let StartScreen::Run { runbook, env, host } = start {
+        app.open_runbook(runbook, Some(env), host.as_deref());
     }
     app
 }

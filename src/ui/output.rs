@@ -73,10 +73,16 @@ impl OutputBuffer {
     /// Append one line (control characters other than tab are replaced so they cannot
     /// move the terminal's cursor).
     pub fn push(&mut self, line: &str) {
-        let mut clean: String = line
-            .chars()
-            .map(|c| if c.is_control() && c != '\t' { '�' } else { c })
-            .collect();
+        // Tabs become spaces (a terminal cell per char keeps the layout exact); other
+        // control characters are replaced.
+        let mut clean = String::with_capacity(line.len());
+        for c in line.chars() {
+            match c {
+                '\t' => clean.push_str("    "),
+                c if c.is_control() => clean.push('�'),
+                c => clean.push(c),
+            }
+        }
         if clean.len() > MAX_LINE_BYTES {
             let mut cut = MAX_LINE_BYTES;
             while !clean.is_char_boundary(cut) {

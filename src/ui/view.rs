@@ -40,9 +40,6 @@ pub fn draw(f: &mut Frame, app: &App) {
     ])
     .areas(area);
 
-    if banner > 0 {
-        panes::banner::draw(f, banner_area, app);
-    }
     draw_title(f, title_area, app);
     match app.screen {
         Screen::Home => panes::home::draw(f, body, app),
@@ -55,6 +52,10 @@ pub fn draw(f: &mut Frame, app: &App) {
     }
     draw_status(f, status_area, app);
     panes::overlay::draw(f, area, app);
+    // Last, so no overlay can hide it.
+    if banner > 0 {
+        panes::banner::draw(f, banner_area, app);
+    }
 }
 
 fn draw_title(f: &mut Frame, area: Rect, app: &App) {

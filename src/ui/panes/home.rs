@@ -146,20 +146,21 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
                 RunOutcome::Interrupted => t.warn(),
                 RunOutcome::InProgress => t.running(),
             };
-            let mut spans = vec![
-                Span::styled(format!("{:<12}", r.outcome.to_string()), style),
-                Span::styled(format!("{} on {}", r.runbook, r.env), t.text()),
-                Span::styled(
-                    format!("  {}", r.started.to_string().get(..16).unwrap_or("")),
-                    t.muted(),
-                ),
-            ];
-            if r.mode == Mode::Observe {
-                spans.push(Span::styled("  observe", t.read_only()));
-            }
+            let mut spans = vec![Span::styled(format!("{:<12}", r.outcome.to_string()), style)];
             if matches!(r.outcome, RunOutcome::Interrupted | RunOutcome::InProgress) {
-                spans.push(Span::styled("  enter: resume", t.warn()));
+                spans.push(Span::styled("▶ resume  ", t.warn()));
             }
+            spans.push(Span::styled(format!("{} on {}", r.runbook, r.env), t.text()));
+            if r.mode == Mode::Observe {
+                spans.push(Span::styled(" (observe)", t.read_only()));
+            }
+            // `2026-09-07T10:15` -> `09-07 10:15`: enough to tell runs apart at a glance.
+            let started = r.started.to_string();
+            let short = match (started.get(5..10), started.get(11..16)) {
+                (Some(d), Some(h)) => format!("{d} {h}"),
+                _ => started,
+            };
+            spans.push(Span::styled(format!("  {short}"), t.muted()));
             ListItem::new(Line::from(spans))
         })
         .collect();

@@ -2,7 +2,7 @@
 //! saying plainly whether it has no data yet, is stale (with its age), or could not look.
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
 
 use crate::observe::types::{EndpointVerdict, Observation, ObservationBody, Pane};
@@ -132,7 +132,7 @@ fn draw_pane(f: &mut Frame, area: Rect, app: &App, pane: Pane) {
         }
     };
     f.render_widget(
-        Paragraph::new(lines).block(
+        Paragraph::new(lines).wrap(Wrap { trim: true }).block(
             Block::default()
                 .borders(Borders::ALL)
                 .border_style(t.border())

@@ -334,10 +334,22 @@ fn diff_body<'a>(app: &'a App, m: &GateModal, t: &Theme) -> Vec<Line<'a>> {
     let Some(a) = &app.active else {
         return Vec::new();
     };
-    let start = a.step_output_start.get(&m.n).copied().unwrap_or(u64::MAX);
+    // The diff is what the check run printed: this step's output if it ran one, else the
+    // output of the closest step before it that did (an approve-diff gate step follows its
+    // --check --diff step). Only that step's lines, not what came after.
+    let Some((&from_n, &start)) = a.step_output_start.range(..=m.n).next_back() else {
+        return vec![Line::from(Span::styled("the check run printed no diff", t.muted()))];
+    };
+    let end = a
+        .step_output_start
+        .range(from_n + 1..)
+        .next()
+        .map_or(u64::MAX, |(_, &e)| e);
+    let count = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
     let mut v: Vec<Line> = a
         .output
         .since(start)
+        .take(count)
         .map(|l| {
             let style = if l.starts_with('+') {
                 t.ok()

@@ -42,7 +42,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(area)
     };
     draw_steps(f, left, app, a);
-    let detail_h = if right.height >= 16 { 8 } else { right.height / 2 };
+    let detail_h = if right.height >= 20 { 10 } else { right.height / 2 };
     let [detail, output] =
         Layout::vertical([Constraint::Length(detail_h), Constraint::Min(0)]).areas(right);
     draw_detail(f, detail, app, a);
@@ -53,7 +53,7 @@ fn status_text(run: &Run) -> String {
     match run.status() {
         RunStatus::NotStarted => "not started".into(),
         RunStatus::Active { n } => format!("at step {n}"),
-        RunStatus::Halted { n } => format!("HALTED at step {n}: r retry, S skip, A abort"),
+        RunStatus::Halted { n } => format!("HALTED at step {n}"),
         RunStatus::Succeeded => "succeeded".into(),
         RunStatus::Aborted { by, reason } => format!("aborted by {by}: {reason}"),
     }
@@ -175,12 +175,6 @@ fn draw_detail(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
         if let Some(h) = &s.host {
             lines.push(Line::from(Span::styled(host_progress(a, h), t.focus())));
         }
-        if let Some(cmd) = &s.command {
-            lines.push(Line::from(vec![
-                Span::styled("$ ", t.muted()),
-                Span::styled(cmd.join(" "), t.text()),
-            ]));
-        }
         match &r.state {
             StepState::Failed { reason } => {
                 lines.push(Line::from(Span::styled(reason.clone(), t.critical())))
@@ -200,6 +194,12 @@ fn draw_detail(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
                 t.warn(),
             )));
         }
+        if matches!(a.run.status(), RunStatus::Halted { .. }) && !a.view_only {
+            lines.push(Line::from(Span::styled(
+                "run halted: r retry · S skip · A abort",
+                t.warn(),
+            )));
+        }
         let next = a
             .run
             .steps()
@@ -214,7 +214,10 @@ fn draw_detail(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
                         "{} {}{}{}",
                         x.n,
                         step_label(x),
-                        x.host.as_ref().map_or(String::new(), |h| format!(" on {h}")),
+                        x.host
+                            .as_ref()
+                            .filter(|h| !x.title.contains(h.as_str()))
+                            .map_or(String::new(), |h| format!(" on {h}")),
                         if x.mutates { " (mutates)" } else { "" }
                     ),
                     t.text(),
@@ -222,6 +225,12 @@ fn draw_detail(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
             ],
             None => vec![Span::styled("next: nothing (last step)", t.muted())],
         }));
+        if let Some(cmd) = &s.command {
+            lines.push(Line::from(vec![
+                Span::styled("$ ", t.muted()),
+                Span::styled(cmd.join(" "), t.text()),
+            ]));
+        }
     }
     f.render_widget(
         Paragraph::new(lines).wrap(Wrap { trim: false }).block(
