@@ -51,6 +51,13 @@ impl OutputBuffer {
         self.capacity * (MAX_LINE_BYTES + 3)
     }
 
+    /// Heap bytes held by the lines now (their capacities plus the ring's slots): what the
+    /// perf notes measure against [`OutputBuffer::max_text_bytes`].
+    pub fn heap_bytes(&self) -> usize {
+        self.lines.iter().map(String::capacity).sum::<usize>()
+            + self.lines.capacity() * std::mem::size_of::<String>()
+    }
+
     pub fn len(&self) -> usize {
         self.lines.len()
     }

@@ -1,0 +1,147 @@
+//! End to end: the real `hk-console` binary in tmux (send-keys, capture-pane). Opens a
+//! runbook, starts it, answers its typed-confirm gate, sees the next step refused for want
+//! of an executor, quits through the "run is active" question, and checks the journal and
+//! the exit code. Needs tmux (installed in CI by .ci/); fails, not skips, without it.
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs (install tmux: apt-get install tmux)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "e2e"])
+    }
+
+    fn send(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "e2e"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    /// Wait until the screen shows `what`; fail with the screen if it never does.
+    fn wait_for(&self, what: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = self.screen();
+            if s.contains(what) {
+                return s;
+            }
+            if Instant::now() > deadline {
+                panic!("never saw {what:?}; the screen was:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+fn shell_quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
+#[test]
+fn open_a_runbook_answer_its_gate_and_quit() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let bin = env!("CARGO_BIN_EXE_hk-console");
+    let cmd = format!(
+        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} LOGNAME=e2e TERM=xterm-256color {bin} run cold-bringup --env prod; echo EXIT=$?; sleep 60",
+        st = shell_quote(state.path()),
+        bin = shell_quote(Path::new(bin)),
+    );
+    let tmux = Tmux {
+        socket: format!("hk-e2e-{}", std::process::id()),
+    };
+    let out = Command::new("tmux")
+        .args([
+            "-L",
+            &tmux.socket,
+            "new-session",
+            "-d",
+            "-s",
+            "e2e",
+            "-x",
+            "120",
+            "-y",
+            "36",
+            &cmd,
+        ])
+        .output()
+        .expect("tmux runs (install tmux: apt-get install tmux)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let s = tmux.wait_for("cold-bringup · prod · not started");
+    assert!(s.contains("VIP lease"), "the live strip is on screen:\n{s}");
+    tmux.send(&["s"]);
+    tmux.wait_for("typed confirm");
+    tmux.send(&["prod"]);
+    tmux.send(&["Enter"]);
+    let s = tmux.wait_for("no executor for list-hosts yet");
+    assert!(s.contains("HALTED at step 2"), "{s}");
+    tmux.send(&["q"]);
+    tmux.wait_for("Quit anyway?");
+    tmux.send(&["y"]);
+    let s = tmux.wait_for("EXIT=");
+    assert!(s.contains("EXIT=1"), "a halted run exits 1:\n{s}");
+    assert!(!s.contains("OBSERVE"), "{s}");
+
+    // The gate answer and the refusal are in the journal, by the operator's login.
+    let runs = state.path().join("hk-console").join("runs");
+    let journal: Vec<_> = std::fs::read_dir(&runs)
+        .expect("runs dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(journal.len(), 1, "{journal:?}");
+    let text = std::fs::read_to_string(&journal[0]).expect("journal");
+    assert!(
+        text.contains(r#""type":"typed-text","n":1,"by":"e2e","text":"prod""#),
+        "{text}"
+    );
+    assert!(text.contains("no executor for list-hosts yet"), "{text}");
+}
+
+#[test]
+fn observe_mode_shows_its_banner_and_quits_cleanly() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let bin = env!("CARGO_BIN_EXE_hk-console");
+    let cmd = format!(
+        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} TERM=xterm-256color {bin} observe; echo EXIT=$?; sleep 60",
+        st = shell_quote(state.path()),
+        bin = shell_quote(Path::new(bin)),
+    );
+    let tmux = Tmux {
+        socket: format!("hk-e2e-obs-{}", std::process::id()),
+    };
+    let out = Command::new("tmux")
+        .args([
+            "-L", &tmux.socket, "new-session", "-d", "-s", "e2e", "-x", "100", "-y", "30", &cmd,
+        ])
+        .output()
+        .expect("tmux runs");
+    assert!(out.status.success());
+    let s = tmux.wait_for("OBSERVE MODE");
+    assert!(s.contains("Runbooks"), "{s}");
+    tmux.send(&["q"]);
+    let s = tmux.wait_for("EXIT=");
+    assert!(s.contains("EXIT=0"), "{s}");
+}
