@@ -48,8 +48,11 @@ fn seed_runs(dir: &std::path::Path) {
         Timestamp(T0.0 - 3_600_000),
     )
     .expect("begin");
-    j.record(&mut run, hk_console::runbook::machine::Event::new(Timestamp(T0.0 - 3_599_000), Input::Start))
-        .expect("start");
+    j.record(
+        &mut run,
+        hk_console::runbook::machine::Event::new(Timestamp(T0.0 - 3_599_000), Input::Start),
+    )
+    .expect("start");
     // A finished run (newer): cold-bringup prod aborted at its first gate.
     let plan = FakePlans
         .plan_for("cold-bringup", "prod")
@@ -64,8 +67,11 @@ fn seed_runs(dir: &std::path::Path) {
             reason: "wrong day".into(),
         },
     ] {
-        j.record(&mut run, hk_console::runbook::machine::Event::new(Timestamp(T0.0 - 59_000), input))
-            .expect("record");
+        j.record(
+            &mut run,
+            hk_console::runbook::machine::Event::new(Timestamp(T0.0 - 59_000), input),
+        )
+        .expect("record");
     }
 }
 
@@ -111,10 +117,17 @@ fn resuming_the_interrupted_run_journals_it_and_shows_the_step_interrupted() {
     let a = app.active.as_ref().expect("resumed run");
     assert!(a.journal.is_some(), "a resumed run is open for changes");
     let (_, rec) = a.run.steps().next().expect("step 1");
-    assert!(matches!(rec.state, StepState::Interrupted { .. }), "{:?}", rec.state);
+    assert!(
+        matches!(rec.state, StepState::Interrupted { .. }),
+        "{:?}",
+        rec.state
+    );
     // Retry: journaled, and the step's work goes out again.
     app.update(hk_console::ui::action::Action::Retry);
-    assert!(matches!(app.outbox.front(), Some(ExecRequest::Execute { attempt: 2, .. })));
+    assert!(matches!(
+        app.outbox.front(),
+        Some(ExecRequest::Execute { attempt: 2, .. })
+    ));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -157,14 +170,19 @@ fn run_view_through_every_state_of_a_prod_run() {
     // A wrong count keeps the gate closed and says why.
     type_str(&mut app, "3");
     app.handle_key(code(KeyCode::Enter));
-    assert!(matches!(&app.overlay, Some(Overlay::Gate(m)) if m.error.as_deref().is_some_and(|e| e.contains("count them again"))));
+    assert!(
+        matches!(&app.overlay, Some(Overlay::Gate(m)) if m.error.as_deref().is_some_and(|e| e.contains("count them again")))
+    );
     app.handle_key(code(KeyCode::Backspace));
     type_str(&mut app, "1");
     app.handle_key(code(KeyCode::Enter));
     assert!(app.overlay.is_none(), "the gate opened");
 
     // Step 2: the check run, caught while running.
-    let Some(ExecRequest::Execute { step, attempt, tag, .. }) = app.outbox.pop_front() else {
+    let Some(ExecRequest::Execute {
+        step, attempt, tag, ..
+    }) = app.outbox.pop_front()
+    else {
         panic!("step 2 should have gone to its executor");
     };
     assert_eq!(step.n, 2);
@@ -191,6 +209,18 @@ fn run_view_through_every_state_of_a_prod_run() {
     app.now = Timestamp(T0.0 + 13_000);
     let frame = text(&render(&mut app, 120, 36));
     insta::assert_snapshot!("run_running", frame);
+    // The README's text capture of the run view is this frame; keep them the same.
+    let capture: String = frame
+        .lines()
+        .map(|l| l.trim_start_matches('"').trim_end_matches('"').to_string() + "\n")
+        .collect();
+    let asset =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/run-view.txt"))
+            .expect("assets/run-view.txt");
+    assert_eq!(
+        capture, asset,
+        "assets/run-view.txt is stale: regenerate it from this frame"
+    );
     assert!(frame.contains("node 1 of 3: k3s-prod-3"), "{frame}");
     assert!(frame.contains("elapsed 12s"), "{frame}");
     assert!(frame.contains("next: 3"), "{frame}");
@@ -218,7 +248,9 @@ fn run_view_through_every_state_of_a_prod_run() {
     let a = app.active.as_ref().expect("run");
     assert_eq!(a.run.status(), &RunStatus::Halted { n: 4 });
     assert!(
-        !app.outbox.iter().any(|r| matches!(r, ExecRequest::Execute { step, .. } if step.n == 4)),
+        !app.outbox
+            .iter()
+            .any(|r| matches!(r, ExecRequest::Execute { step, .. } if step.n == 4)),
         "a step with no executor is never handed out"
     );
 
@@ -226,7 +258,10 @@ fn run_view_through_every_state_of_a_prod_run() {
     app.handle_key(key('A'));
     insta::assert_snapshot!("abort_reason", text(&render(&mut app, 120, 36)));
     app.handle_key(code(KeyCode::Enter));
-    assert!(matches!(&app.overlay, Some(Overlay::Reason { error: Some(_), .. })), "empty reason refused");
+    assert!(
+        matches!(&app.overlay, Some(Overlay::Reason { error: Some(_), .. })),
+        "empty reason refused"
+    );
     type_str(&mut app, "disk decision pending");
     app.handle_key(code(KeyCode::Enter));
 
@@ -270,13 +305,18 @@ fn typed_confirm_needs_the_environment_name() {
     let a = app.active.as_ref().expect("run");
     let states: Vec<&StepState> = a.run.steps().map(|(_, r)| &r.state).collect();
     assert_eq!(states[0], &StepState::Done);
-    assert!(matches!(states[1], StepState::Failed { reason } if reason.contains("no executor for list-hosts yet")));
+    assert!(
+        matches!(states[1], StepState::Failed { reason } if reason.contains("no executor for list-hosts yet"))
+    );
     let inputs = journaled(dir.path());
-    assert!(inputs.contains(&Input::TypedText {
-        n: 1,
-        by: "alice".into(),
-        text: "dev".into()
-    }), "a wrong answer is journaled too");
+    assert!(
+        inputs.contains(&Input::TypedText {
+            n: 1,
+            by: "alice".into(),
+            text: "dev".into()
+        }),
+        "a wrong answer is journaled too"
+    );
 }
 
 #[test]
@@ -310,7 +350,9 @@ fn authorise_and_confirm_done_and_reject() {
     type_str(&mut app, "not today");
     app.handle_key(ctrl('r'));
     let a = app.active.as_ref().expect("run");
-    assert!(matches!(&a.run.step_record(2).expect("2").state, StepState::Failed { reason } if reason.contains("not today")));
+    assert!(
+        matches!(&a.run.step_record(2).expect("2").state, StepState::Failed { reason } if reason.contains("not today"))
+    );
 
     let dir2 = tmp();
     let mut app = operate_app(dir2.path(), &[], &[]);
@@ -360,11 +402,18 @@ fn ctrl_c_asks_before_cancelling_the_running_step_and_journals_it() {
     assert!(app.outbox.is_empty(), "no means no");
     app.handle_key(ctrl('c'));
     app.handle_key(key('y'));
-    assert!(matches!(app.outbox.front(), Some(ExecRequest::Cancel { .. })));
+    assert!(matches!(
+        app.outbox.front(),
+        Some(ExecRequest::Cancel { .. })
+    ));
     play_one(&mut app, &[]);
     let inputs = journaled(dir.path());
-    assert!(inputs.iter().any(|i| matches!(i, Input::CancelRequested { n: 1, by } if by == "alice")));
-    assert!(inputs.iter().any(|i| matches!(i, Input::Cancelled { n: 1, .. })));
+    assert!(inputs
+        .iter()
+        .any(|i| matches!(i, Input::CancelRequested { n: 1, by } if by == "alice")));
+    assert!(inputs
+        .iter()
+        .any(|i| matches!(i, Input::Cancelled { n: 1, .. })));
     // q while the run is halted asks first.
     assert_eq!(app.handle_key(key('q')), Control::Continue);
     assert!(matches!(app.overlay, Some(Overlay::Confirm(_))));
@@ -397,7 +446,10 @@ fn observe_app_cannot_reach_a_mutating_executor() {
     let caps_ro = read_only_recorders(&ALL_KINDS);
     let mut app = App::observe(parts(dir.path()), caps_ro);
     assert!(!app.capabilities().can_mutate());
-    assert!(matches!(app.capabilities().as_ref(), Capabilities::Observe { .. }));
+    assert!(matches!(
+        app.capabilities().as_ref(),
+        Capabilities::Observe { .. }
+    ));
     // A mutating executor cannot be passed off as a read-only one.
     let mut ro = ReadOnlyExecutors::default();
     let sneaky = std::sync::Arc::new(Recorder {
@@ -411,17 +463,27 @@ fn observe_app_cannot_reach_a_mutating_executor() {
     let mut mutating_steps_seen = 0;
     for id in ids {
         for env in ["dev", "prod"] {
-            let host = if id == "reprovision-node" { Some(format!("k3s-{env}-2")) } else { None };
+            let host = if id == "reprovision-node" {
+                Some(format!("k3s-{env}-2"))
+            } else {
+                None
+            };
             app.active = None;
             app.open_runbook(&id, Some(env), host.as_deref());
-            let Some(a) = app.active.as_ref() else { continue };
+            let Some(a) = app.active.as_ref() else {
+                continue;
+            };
             assert_eq!(a.run.mode(), Mode::Observe, "{id}/{env}");
             mutating_steps_seen += a.run.plan().steps.iter().filter(|s| s.mutates).count();
             app.handle_key(key('s'));
             for _ in 0..200 {
                 if let Some(req) = app.outbox.front() {
                     if let ExecRequest::Execute { step, .. } = req {
-                        assert!(!step.mutates, "{id}/{env}: mutating step {} handed out", step.n);
+                        assert!(
+                            !step.mutates,
+                            "{id}/{env}: mutating step {} handed out",
+                            step.n
+                        );
                     }
                     play_one(&mut app, &[]);
                 } else if !answer_gate(&mut app) {
@@ -429,15 +491,28 @@ fn observe_app_cannot_reach_a_mutating_executor() {
                 }
             }
             let a = app.active.as_ref().expect("run");
-            assert_eq!(a.run.status(), &RunStatus::Succeeded, "{id}/{env}: {:?}", app.status);
+            assert_eq!(
+                a.run.status(),
+                &RunStatus::Succeeded,
+                "{id}/{env}: {:?}",
+                app.status
+            );
             for (s, r) in a.run.steps() {
                 if s.mutates {
-                    assert_eq!(r.state, StepState::Skipped { reason: "observe mode".into() });
+                    assert_eq!(
+                        r.state,
+                        StepState::Skipped {
+                            reason: "observe mode".into()
+                        }
+                    );
                 }
             }
         }
     }
-    assert!(mutating_steps_seen > 10, "the shipped runbooks hold mutating steps to refuse");
+    assert!(
+        mutating_steps_seen > 10,
+        "the shipped runbooks hold mutating steps to refuse"
+    );
 }
 
 #[test]
@@ -524,7 +599,11 @@ fn live_strip_in_each_observation_state() {
     insta::assert_snapshot!("live_no_data", frame);
     assert_eq!(frame.matches("no data yet").count(), 3);
 
-    app.handle_observation(observation("prod", Timestamp(T0.0 - 5_000), vip(Some("k3s-prod-2"), Some(true))));
+    app.handle_observation(observation(
+        "prod",
+        Timestamp(T0.0 - 5_000),
+        vip(Some("k3s-prod-2"), Some(true)),
+    ));
     app.handle_observation(observation("prod", Timestamp(T0.0 - 5_000), agents()));
     app.handle_observation(observation("prod", Timestamp(T0.0 - 5_000), vpn()));
     let frame = text(&render(&mut app, 120, 30));
@@ -553,7 +632,12 @@ fn live_strip_in_each_observation_state() {
     assert!(frame.contains("API server unreachable"));
     // Another environment's observations do not show under this one.
     app.current_env = Some("dev".into());
-    assert_eq!(text(&render(&mut app, 120, 30)).matches("no data yet").count(), 3);
+    assert_eq!(
+        text(&render(&mut app, 120, 30))
+            .matches("no data yet")
+            .count(),
+        3
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -569,7 +653,15 @@ fn tiny_terminals_degrade_without_panicking() {
     let frame = text(&render(&mut app, 60, 15));
     insta::assert_snapshot!("tiny_run_gate", frame);
     assert!(frame.contains("Gate"));
-    for (w, h) in [(1, 1), (5, 3), (20, 5), (40, 10), (60, 15), (80, 12), (250, 70)] {
+    for (w, h) in [
+        (1, 1),
+        (5, 3),
+        (20, 5),
+        (40, 10),
+        (60, 15),
+        (80, 12),
+        (250, 70),
+    ] {
         render(&mut app, w, h);
         app.handle_key(code(KeyCode::Esc));
         render(&mut app, w, h);
@@ -606,9 +698,14 @@ fn command_line_runs_switches_env_and_theme_and_completes() {
 
     app.update(hk_console::ui::action::Action::Command("env prod".into()));
     assert_eq!(app.current_env.as_deref(), Some("prod"));
-    app.update(hk_console::ui::action::Action::Command("run etcd-io-priority".into()));
+    app.update(hk_console::ui::action::Action::Command(
+        "run etcd-io-priority".into(),
+    ));
     assert_eq!(app.screen, Screen::Run);
-    assert_eq!(app.active.as_ref().map(|a| a.run.plan().env.as_str()), Some("prod"));
+    assert_eq!(
+        app.active.as_ref().map(|a| a.run.plan().env.as_str()),
+        Some("prod")
+    );
     assert_eq!(
         app.update(hk_console::ui::action::Action::Command("q".into())),
         Control::Quit,
@@ -645,9 +742,16 @@ fn bad_user_theme_warns_with_file_and_key_and_falls_back() {
     let shown: Vec<String> = w.iter().map(|w| w.to_string()).collect();
     assert_eq!(shown.len(), 2, "{shown:?}");
     assert!(shown[0].ends_with("mine.yaml:2:7: key `warn`: `not-a-colour` is not a colour (use #rrggbb or a name such as red, light-blue, dark-gray, reset); using the default colour"), "{}", shown[0]);
-    assert!(shown[1].contains("mine.yaml:3:1: key `shiny`: unknown slot"), "{}", shown[1]);
+    assert!(
+        shown[1].contains("mine.yaml:3:1: key `shiny`: unknown slot"),
+        "{}",
+        shown[1]
+    );
     assert_eq!(t.palette.ok, ratatui::style::Color::Rgb(0, 255, 0));
-    assert_eq!(t.palette.warn, hk_console::ui::theme::fallback_palette().warn);
+    assert_eq!(
+        t.palette.warn,
+        hk_console::ui::theme::fallback_palette().warn
+    );
     // A user file overrides the built-in of the same name.
     let (t, _) = set.load("light", false);
     assert_eq!(t.palette.ok, ratatui::style::Color::Blue);
@@ -656,11 +760,21 @@ fn bad_user_theme_warns_with_file_and_key_and_falls_back() {
     let mut p = parts(dirr.path());
     p.themes = set;
     p.theme = Some("mine".into());
-    let mut app = App::operate(p, Capabilities::Operate { read_only: Default::default(), mutating: Default::default() });
+    let mut app = App::operate(
+        p,
+        Capabilities::Operate {
+            read_only: Default::default(),
+            mutating: Default::default(),
+        },
+    );
     let frame = text(&render(&mut app, 140, 30));
     assert!(frame.contains("mine.yaml:2:7: key `warn`"), "{frame}");
     // Not YAML at all: one warning, the whole default.
-    let (_, w) = hk_console::ui::theme::parse_theme("x.yaml", "a: [", hk_console::ui::theme::fallback_palette());
+    let (_, w) = hk_console::ui::theme::parse_theme(
+        "x.yaml",
+        "a: [",
+        hk_console::ui::theme::fallback_palette(),
+    );
     assert_eq!(w.len(), 1);
     assert!(w[0].to_string().starts_with("x.yaml:"));
 }
@@ -677,4 +791,3 @@ fn no_color_draws_without_colours() {
         assert_eq!(cell.bg, ratatui::style::Color::Reset, "{cell:?}");
     }
 }
-

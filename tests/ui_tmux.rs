@@ -87,7 +87,11 @@ fn open_a_runbook_answer_its_gate_and_quit() {
         ])
         .output()
         .expect("tmux runs (install tmux: apt-get install tmux)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let s = tmux.wait_for("cold-bringup · prod · not started");
     assert!(s.contains("VIP lease"), "the live strip is on screen:\n{s}");
@@ -134,7 +138,17 @@ fn observe_mode_shows_its_banner_and_quits_cleanly() {
     };
     let out = Command::new("tmux")
         .args([
-            "-L", &tmux.socket, "new-session", "-d", "-s", "e2e", "-x", "100", "-y", "30", &cmd,
+            "-L",
+            &tmux.socket,
+            "new-session",
+            "-d",
+            "-s",
+            "e2e",
+            "-x",
+            "100",
+            "-y",
+            "30",
+            &cmd,
         ])
         .output()
         .expect("tmux runs");

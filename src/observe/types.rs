@@ -50,7 +50,10 @@ pub enum ObservationBody {
     AgentEnv(AgentEnv),
     VpnEgress(VpnEgress),
     /// The source could not look (API unreachable, ssh refused, ...).
-    Error { pane: Pane, message: String },
+    Error {
+        pane: Pane,
+        message: String,
+    },
 }
 
 impl ObservationBody {

@@ -270,7 +270,10 @@ impl App {
                 environments: l.runbook.environments.clone(),
             })
             .collect();
-        let theme_name = parts.theme.as_deref().unwrap_or(super::theme::DEFAULT_THEME);
+        let theme_name = parts
+            .theme
+            .as_deref()
+            .unwrap_or(super::theme::DEFAULT_THEME);
         let (theme, theme_warnings) = parts.themes.load(theme_name, parts.no_color);
         let mut app = App {
             screen: Screen::Home,
@@ -769,7 +772,9 @@ impl App {
 
     /// Enter on the run view: show the gate the run waits on again.
     fn reopen_gate(&mut self) {
-        let Some(a) = self.active.as_ref() else { return };
+        let Some(a) = self.active.as_ref() else {
+            return;
+        };
         if a.view_only || a.journal.is_none() {
             return;
         }
@@ -941,7 +946,9 @@ impl App {
     pub fn feed(&mut self, input: Input) {
         let mut queue = VecDeque::from([input]);
         while let Some(input) = queue.pop_front() {
-            let Some(a) = self.active.as_mut() else { return };
+            let Some(a) = self.active.as_mut() else {
+                return;
+            };
             let Some(j) = a.journal.as_mut() else {
                 self.status = Some("this run is not open for changes".into());
                 return;
@@ -998,8 +1005,7 @@ impl App {
                             authorised: e.authorised().to_vec(),
                         }),
                         Err(why) => {
-                            self.status =
-                                Some(format!("step {} cannot be started: {why}", step.n));
+                            self.status = Some(format!("step {} cannot be started: {why}", step.n));
                             next.push(Input::StepFinished {
                                 n: step.n,
                                 attempt: e.attempt(),
@@ -1011,20 +1017,14 @@ impl App {
                 }
                 Effect::Verify { n, attempt } => {
                     if let Some(step) = step_of(&a.run, n) {
-                        self.outbox.push_back(ExecRequest::Verify {
-                            tag,
-                            step,
-                            attempt,
-                        });
+                        self.outbox
+                            .push_back(ExecRequest::Verify { tag, step, attempt });
                     }
                 }
                 Effect::Cancel { n, attempt } => {
                     if let Some(step) = step_of(&a.run, n) {
-                        self.outbox.push_back(ExecRequest::Cancel {
-                            tag,
-                            step,
-                            attempt,
-                        });
+                        self.outbox
+                            .push_back(ExecRequest::Cancel { tag, step, attempt });
                         self.status = Some(format!("cancelling step {n}…"));
                     }
                 }
@@ -1054,7 +1054,9 @@ impl App {
 
     /// A reply from the executor task. Stale replies (another run) are dropped.
     pub fn handle_exec(&mut self, reply: ExecReply) {
-        let Some(a) = self.active.as_mut() else { return };
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
         match reply {
             ExecReply::Output { tag, line, .. } if tag == a.tag => a.output.push(&line),
             ExecReply::Outcome { tag, input } if tag == a.tag => self.feed(input),
@@ -1071,7 +1073,9 @@ impl App {
                 .latest
                 .insert((format!("{}#error", obs.env), pane), obs.clone());
         } else {
-            self.live.latest.remove(&(format!("{}#error", obs.env), pane));
+            self.live
+                .latest
+                .remove(&(format!("{}#error", obs.env), pane));
         }
         if !matches!(obs.body, ObservationBody::Error { .. }) {
             self.live.latest.insert((obs.env.clone(), pane), obs);
@@ -1124,7 +1128,10 @@ impl App {
             ("", _) => {}
             _ => fail(
                 self,
-                format!("unknown command `{}`: try run, env, theme, observe, q", line.trim()),
+                format!(
+                    "unknown command `{}`: try run, env, theme, observe, q",
+                    line.trim()
+                ),
             ),
         }
         Control::Continue
@@ -1147,7 +1154,10 @@ impl App {
                     // The longest common prefix.
                     let first = &many[0];
                     let len = (0..first.len())
-                        .take_while(|&i| many.iter().all(|o| o.as_bytes().get(i) == first.as_bytes().get(i)))
+                        .take_while(|&i| {
+                            many.iter()
+                                .all(|o| o.as_bytes().get(i) == first.as_bytes().get(i))
+                        })
                         .count();
                     Some(first[..len].to_string())
                 }
@@ -1155,14 +1165,16 @@ impl App {
         };
         match (words.as_slice(), ends_space) {
             ([], _) => line.to_string(),
-            ([c], false) => pick(c, CMDS.iter().map(|s| s.to_string()).collect())
-                .map_or(line.to_string(), |c| {
+            ([c], false) => pick(c, CMDS.iter().map(|s| s.to_string()).collect()).map_or(
+                line.to_string(),
+                |c| {
                     if CMDS.contains(&c.as_str()) {
                         format!("{c} ")
                     } else {
                         c
                     }
-                }),
+                },
+            ),
             ([c], true) | ([c, _], false) => {
                 let prefix = if ends_space { "" } else { words[1] };
                 let options: Vec<String> = match *c {

@@ -161,8 +161,7 @@ impl Capabilities {
             };
             return m.0.get(kind.as_str()).ok_or(NoExecutor::Missing(kind));
         }
-        ro.0
-            .get(kind.as_str())
+        ro.0.get(kind.as_str())
             // A read-only step may also run on a mutating-capable executor of its kind.
             .or_else(|| mutating.and_then(|m| m.0.get(kind.as_str())))
             .ok_or(NoExecutor::Missing(kind))
@@ -204,7 +203,11 @@ pub async fn executor_task(
                         exit_code: None,
                         error: Some(format!("{why}; the step was not started")),
                     };
-                    if replies.send(ExecReply::Outcome { tag, input }).await.is_err() {
+                    if replies
+                        .send(ExecReply::Outcome { tag, input })
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }

@@ -121,7 +121,11 @@ impl Key {
                 let mut chars = rest.chars();
                 match (chars.next(), chars.next()) {
                     (Some(c), None) => KeyCodeOrd::Char(c),
-                    _ => return Err(format!("`{s}` is not a key (e.g. q, ?, ctrl-c, enter, pgdn)")),
+                    _ => {
+                        return Err(format!(
+                            "`{s}` is not a key (e.g. q, ?, ctrl-c, enter, pgdn)"
+                        ))
+                    }
                 }
             }
         };
@@ -290,7 +294,9 @@ mod tests {
 
     #[test]
     fn keys_parse_and_print_round_trip() {
-        for s in ["q", "?", "ctrl-c", "enter", "esc", "pgdn", "G", "alt-x", "space"] {
+        for s in [
+            "q", "?", "ctrl-c", "enter", "esc", "pgdn", "G", "alt-x", "space",
+        ] {
             let k = Key::parse(s).expect(s);
             assert_eq!(k.to_string(), s);
         }

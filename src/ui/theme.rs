@@ -88,7 +88,11 @@ pub struct ThemeWarning {
 impl fmt::Display for ThemeWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.key.is_empty() {
-            write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.message)
+            write!(
+                f,
+                "{}:{}:{}: {}",
+                self.file, self.line, self.col, self.message
+            )
         } else {
             write!(
                 f,
@@ -198,7 +202,12 @@ pub fn parse_theme(file: &str, text: &str, base: Palette) -> (Palette, Vec<Theme
     };
     for (k, v) in entries {
         let Some(key) = k.as_key() else {
-            warnings.push(warn(k.mark.line, k.mark.col, "", "expected a slot name".into()));
+            warnings.push(warn(
+                k.mark.line,
+                k.mark.col,
+                "",
+                "expected a slot name".into(),
+            ));
             continue;
         };
         if key == "name" || key == "description" {
@@ -273,9 +282,7 @@ impl ThemeSet {
         let mut paths: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
         paths.sort();
         for p in paths {
-            let is_yaml = p
-                .extension()
-                .is_some_and(|e| e == "yaml" || e == "yml");
+            let is_yaml = p.extension().is_some_and(|e| e == "yaml" || e == "yml");
             let Some(file) = p.file_name().and_then(|f| f.to_str()) else {
                 continue;
             };
@@ -301,7 +308,8 @@ impl ThemeSet {
             .trim_end_matches(".yaml")
             .trim_end_matches(".yml")
             .to_string();
-        self.files.insert(name, (shown.to_string(), text.to_string()));
+        self.files
+            .insert(name, (shown.to_string(), text.to_string()));
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {

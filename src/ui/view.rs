@@ -69,7 +69,10 @@ fn draw_title(f: &mut Frame, area: Rect, app: &App) {
         Screen::Run => {
             if let Some(a) = &app.active {
                 let p = a.run.plan();
-                spans.push(Span::styled(format!("· {} on {}", p.runbook, p.env), t.text()));
+                spans.push(Span::styled(
+                    format!("· {} on {}", p.runbook, p.env),
+                    t.text(),
+                ));
             }
         }
     }

@@ -28,11 +28,17 @@ fn line(i: usize) -> String {
 fn app_with_output(dir: &std::path::Path) -> App {
     let mut app = App::operate(
         parts(dir),
-        operate_caps(&[StepKind::ListHosts, StepKind::Ansible, StepKind::Ssh], &[]),
+        operate_caps(
+            &[StepKind::ListHosts, StepKind::Ansible, StepKind::Ssh],
+            &[],
+        ),
     );
     app.open_runbook("etcd-io-priority", Some("prod"), None);
     app.handle_key(key('s'));
-    let Some(ExecRequest::Execute { tag, step, attempt, .. }) = app.outbox.pop_front() else {
+    let Some(ExecRequest::Execute {
+        tag, step, attempt, ..
+    }) = app.outbox.pop_front()
+    else {
         panic!("step 1 goes out");
     };
     app.handle_exec(ExecReply::Outcome {
@@ -106,8 +112,7 @@ fn bench(c: &mut Criterion) {
     let mut term = Terminal::new(TestBackend::new(160, 48)).expect("terminal");
     c.bench_function("draw run view 160x48, 100k lines pushed, live strip", |b| {
         b.iter(|| {
-            term.draw(|f| view::draw(f, black_box(&app)))
-                .expect("draw");
+            term.draw(|f| view::draw(f, black_box(&app))).expect("draw");
         })
     });
     // Scrolled back: the window is taken from the middle of the ring.
@@ -116,8 +121,7 @@ fn bench(c: &mut Criterion) {
     }
     c.bench_function("draw run view 160x48, scrolled 10k lines back", |b| {
         b.iter(|| {
-            term.draw(|f| view::draw(f, black_box(&app)))
-                .expect("draw");
+            term.draw(|f| view::draw(f, black_box(&app))).expect("draw");
         })
     });
     c.bench_function("push 100k lines into the output ring", |b| {

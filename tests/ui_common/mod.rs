@@ -193,11 +193,7 @@ pub fn play_one(app: &mut App, output: &[&str]) -> Option<ExecRequest> {
                     line: l.to_string(),
                 });
             }
-            let code = step
-                .expect
-                .as_ref()
-                .and_then(|e| e.exit_code)
-                .unwrap_or(0);
+            let code = step.expect.as_ref().and_then(|e| e.exit_code).unwrap_or(0);
             app.handle_exec(ExecReply::Outcome {
                 tag,
                 input: Input::StepFinished {
@@ -209,7 +205,10 @@ pub fn play_one(app: &mut App, output: &[&str]) -> Option<ExecRequest> {
             });
         }
         ExecRequest::Verify { step, attempt, .. } => {
-            let hosts = match (&step.gate, step.expect.as_ref().and_then(|e| e.hosts.clone())) {
+            let hosts = match (
+                &step.gate,
+                step.expect.as_ref().and_then(|e| e.hosts.clone()),
+            ) {
                 (_, Some(h)) => Some(h),
                 (Some(Gate::ConfirmHosts { expected }), None) => Some(expected.clone()),
                 _ => None,
@@ -260,7 +259,11 @@ pub fn answer_gate(app: &mut App) -> bool {
     true
 }
 
-pub fn observation(env: &str, at: Timestamp, body: hk_console::observe::types::ObservationBody) -> Observation {
+pub fn observation(
+    env: &str,
+    at: Timestamp,
+    body: hk_console::observe::types::ObservationBody,
+) -> Observation {
     Observation {
         env: env.into(),
         at,

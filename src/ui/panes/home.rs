@@ -112,7 +112,11 @@ fn draw_runbooks(f: &mut Frame, area: Rect, app: &App) {
     let mut st = list_state(app.runbook_sel, app.runbooks.len(), focused);
     f.render_stateful_widget(
         List::new(items)
-            .block(block(app, " Runbooks  (enter: open in env, e: next env) ", focused))
+            .block(block(
+                app,
+                " Runbooks  (enter: open in env, e: next env) ",
+                focused,
+            ))
             .highlight_style(t.selected()),
         area,
         &mut st,
@@ -146,11 +150,17 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
                 RunOutcome::Interrupted => t.warn(),
                 RunOutcome::InProgress => t.running(),
             };
-            let mut spans = vec![Span::styled(format!("{:<12}", r.outcome.to_string()), style)];
+            let mut spans = vec![Span::styled(
+                format!("{:<12}", r.outcome.to_string()),
+                style,
+            )];
             if matches!(r.outcome, RunOutcome::Interrupted | RunOutcome::InProgress) {
                 spans.push(Span::styled("▶ resume  ", t.warn()));
             }
-            spans.push(Span::styled(format!("{} on {}", r.runbook, r.env), t.text()));
+            spans.push(Span::styled(
+                format!("{} on {}", r.runbook, r.env),
+                t.text(),
+            ));
             if r.mode == Mode::Observe {
                 spans.push(Span::styled(" (observe)", t.read_only()));
             }

@@ -156,7 +156,10 @@ fn body_lines<'a>(obs: &'a Observation, t: &Theme) -> Vec<Line<'a>> {
                         t.muted(),
                     ),
                 ]),
-                None => Line::from(Span::styled("no holder: nobody announces the VIP", t.critical())),
+                None => Line::from(Span::styled(
+                    "no holder: nobody announces the VIP",
+                    t.critical(),
+                )),
             };
             let answers = match v.api_answers {
                 Some(true) => Span::styled(format!("{} answers", v.vip), t.ok()),
@@ -176,7 +179,11 @@ fn body_lines<'a>(obs: &'a Observation, t: &Theme) -> Vec<Line<'a>> {
                     t.critical()
                 },
             ))];
-            for ag in a.agents.iter().filter(|g| g.verdict != EndpointVerdict::Vip) {
+            for ag in a
+                .agents
+                .iter()
+                .filter(|g| g.verdict != EndpointVerdict::Vip)
+            {
                 let host = ag.service_host.as_deref().unwrap_or("unset");
                 let what = match ag.verdict {
                     EndpointVerdict::NodeIp => "a node IP: single-node dependency",

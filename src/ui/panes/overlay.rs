@@ -70,7 +70,8 @@ fn draw_confirm(f: &mut Frame, area: Rect, app: &App, c: &Confirm) {
     let t = &app.theme;
     let text = match c {
         Confirm::Quit => {
-            "A run is in progress. Quit anyway? Its journal keeps it; resume it from Home.".to_string()
+            "A run is in progress. Quit anyway? Its journal keeps it; resume it from Home."
+                .to_string()
         }
         Confirm::CancelStep { n } => {
             let what = app
@@ -81,7 +82,9 @@ fn draw_confirm(f: &mut Frame, area: Rect, app: &App, c: &Confirm) {
                     format!(
                         " ({}{})",
                         s.kind.as_str(),
-                        s.host.as_ref().map_or(String::new(), |h| format!(" on {h}"))
+                        s.host
+                            .as_ref()
+                            .map_or(String::new(), |h| format!(" on {h}"))
                     )
                 });
             format!("Cancel the running step {n}{what}? The outcome is journaled.")
@@ -161,8 +164,7 @@ fn draw_command(f: &mut Frame, area: Rect, app: &App, text: &TextArea, error: Op
     let b = modal_block(t, " : command (tab completes) ".into());
     let inner = b.inner(r);
     f.render_widget(b, r);
-    let [line, err] =
-        Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
+    let [line, err] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
     f.render_widget(text, line);
     if let Some(e) = error {
         f.render_widget(Paragraph::new(Span::styled(e, t.critical())), err);
@@ -191,10 +193,7 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
                     format!("This step changes environment `{env}`."),
                     t.mutating(),
                 )),
-                Line::from(Span::styled(
-                    format!("Type `{phrase}` to go on."),
-                    t.text(),
-                )),
+                Line::from(Span::styled(format!("Type `{phrase}` to go on."), t.text())),
             ],
         ),
         Gate::OperatorPresent => (
@@ -274,7 +273,14 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
             Gate::ConfirmHosts { .. } => " number of hosts ",
             _ => " environment name ",
         };
-        draw_input(f, answer_a, t, label, &m.answer, m.field == GateField::Answer);
+        draw_input(
+            f,
+            answer_a,
+            t,
+            label,
+            &m.answer,
+            m.field == GateField::Answer,
+        );
     }
     draw_input(
         f,
@@ -338,7 +344,10 @@ fn diff_body<'a>(app: &'a App, m: &GateModal, t: &Theme) -> Vec<Line<'a>> {
     // output of the closest step before it that did (an approve-diff gate step follows its
     // --check --diff step). Only that step's lines, not what came after.
     let Some((&from_n, &start)) = a.step_output_start.range(..=m.n).next_back() else {
-        return vec![Line::from(Span::styled("the check run printed no diff", t.muted()))];
+        return vec![Line::from(Span::styled(
+            "the check run printed no diff",
+            t.muted(),
+        ))];
     };
     let end = a
         .step_output_start

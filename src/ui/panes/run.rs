@@ -42,7 +42,11 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(area)
     };
     draw_steps(f, left, app, a);
-    let detail_h = if right.height >= 20 { 10 } else { right.height / 2 };
+    let detail_h = if right.height >= 20 {
+        10
+    } else {
+        right.height / 2
+    };
     let [detail, output] =
         Layout::vertical([Constraint::Length(detail_h), Constraint::Min(0)]).areas(right);
     draw_detail(f, detail, app, a);
@@ -62,7 +66,12 @@ fn status_text(run: &Run) -> String {
 fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
     let t = &app.theme;
     let run = &a.run;
-    let mut title = format!(" {} · {} · {} ", run.plan().runbook, run.plan().env, status_text(run));
+    let mut title = format!(
+        " {} · {} · {} ",
+        run.plan().runbook,
+        run.plan().env,
+        status_text(run)
+    );
     if let Some(start) = run.started_at() {
         let end = run.finished_at().unwrap_or(app.now);
         title.push_str(&format!("· {} ", age(end.0.saturating_sub(start.0))));
@@ -94,7 +103,9 @@ fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
         })
         .collect();
     let mut st = ListState::default();
-    st.select(Some(a.selected.min(run.plan().steps.len().saturating_sub(1))));
+    st.select(Some(
+        a.selected.min(run.plan().steps.len().saturating_sub(1)),
+    ));
     f.render_stateful_widget(
         List::new(items)
             .block(
@@ -164,7 +175,11 @@ fn draw_detail(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
                 } else {
                     "  read-only"
                 },
-                if s.mutates { t.mutating() } else { t.read_only() },
+                if s.mutates {
+                    t.mutating()
+                } else {
+                    t.read_only()
+                },
             ),
             Span::styled(
                 elapsed(r, app.now).map_or(String::new(), |e| format!("  elapsed {e}")),
@@ -179,9 +194,10 @@ fn draw_detail(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
             StepState::Failed { reason } => {
                 lines.push(Line::from(Span::styled(reason.clone(), t.critical())))
             }
-            StepState::Skipped { reason } => {
-                lines.push(Line::from(Span::styled(format!("skipped: {reason}"), t.muted())))
-            }
+            StepState::Skipped { reason } => lines.push(Line::from(Span::styled(
+                format!("skipped: {reason}"),
+                t.muted(),
+            ))),
             _ => {
                 if let Some(d) = &r.detail {
                     lines.push(Line::from(Span::styled(d.clone(), t.muted())));
@@ -255,11 +271,7 @@ fn draw_output(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
     if o.dropped() > 0 {
         title.push_str(&format!(" (+{} older dropped)", o.dropped()));
     }
-    title.push_str(if o.follow {
-        "  follow "
-    } else {
-        "  scrolled "
-    });
+    title.push_str(if o.follow { "  follow " } else { "  scrolled " });
     if o.below() > 0 {
         title.push_str(&format!("· {} below ", o.below()));
     }
