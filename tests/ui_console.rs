@@ -791,3 +791,69 @@ fn no_color_draws_without_colours() {
         assert_eq!(cell.bg, ratatui::style::Color::Reset, "{cell:?}");
     }
 }
+
+#[test]
+fn slash_filters_the_home_lists_and_searches_the_output() {
+    let dir = tmp();
+    let mut app = operate_app(dir.path(), &[StepKind::ListHosts], &[]);
+    app.update(hk_console::ui::action::Action::Command("env prod".into()));
+    app.handle_key(key('/'));
+    type_str(&mut app, "ETCD");
+    app.handle_key(code(KeyCode::Enter));
+    let frame = text(&render(&mut app, 120, 34));
+    assert!(frame.contains("/ETCD  (1 of 8)"), "{frame}");
+    assert!(!frame.contains("node-health"), "{frame}");
+    // Enter opens the one runbook the filter left, not the first of the full list.
+    app.handle_key(code(KeyCode::Enter));
+    assert_eq!(
+        app.active.as_ref().map(|a| a.run.plan().runbook.as_str()),
+        Some("etcd-io-priority")
+    );
+    // In the run view the same filter searches the output.
+    app.handle_key(code(KeyCode::Esc)); // clears the filter
+    assert!(app.filter.is_none());
+    app.handle_key(key('s'));
+    let lines: Vec<String> = (0..500).map(|i| format!("line {i}")).collect();
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    play_one(&mut app, &refs);
+    app.handle_key(key('/'));
+    type_str(&mut app, "line 49");
+    app.handle_key(code(KeyCode::Enter));
+    let frame = text(&render(&mut app, 120, 40));
+    assert!(frame.contains("/line 49: 11 matching"), "{frame}");
+    assert!(
+        frame.contains("line 499") && !frame.contains("line 300"),
+        "{frame}"
+    );
+}
+
+#[test]
+fn replies_for_another_run_are_dropped() {
+    let dir = tmp();
+    let mut app = operate_app(dir.path(), &[StepKind::ListHosts], &[]);
+    app.open_runbook("node-health", Some("prod"), None);
+    app.handle_key(key('s'));
+    let Some(ExecRequest::Execute { tag, attempt, .. }) = app.outbox.pop_front() else {
+        panic!("step 1 out");
+    };
+    let stale = tag + 1_000;
+    app.handle_exec(hk_console::ui::exec::ExecReply::Output {
+        tag: stale,
+        n: 1,
+        attempt,
+        line: "from a run that is gone".into(),
+    });
+    app.handle_exec(hk_console::ui::exec::ExecReply::Outcome {
+        tag: stale,
+        input: Input::StepStarted { n: 1, attempt },
+    });
+    let a = app.active.as_ref().expect("run");
+    assert_eq!(
+        a.output.window(10).filter(|l| l.contains("gone")).count(),
+        0
+    );
+    assert!(matches!(
+        a.run.step_record(1).expect("1").state,
+        StepState::Running { started: false, .. }
+    ));
+}

@@ -43,6 +43,8 @@ pub enum Action {
     ToggleFollow,
     /// Switch to observe mode (read-only).
     Observe,
+    /// `/`: filter the lists (home) or the output (run view).
+    Filter,
 
     /// A command typed on the command line.
     #[serde(skip)]
@@ -78,6 +80,7 @@ impl Action {
             Action::Skip => "skip the halted step (asks a reason)",
             Action::ToggleFollow => "output: follow on/off",
             Action::Observe => "observe mode (read-only)",
+            Action::Filter => "filter lists / search output (esc clears)",
             Action::Command(_) => "command",
             Action::Tick => "tick",
             Action::Resize(..) => "resize",

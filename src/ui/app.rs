@@ -165,6 +165,10 @@ pub enum Overlay {
         text: Box<TextArea<'static>>,
         error: Option<String>,
     },
+    /// The `/` filter being typed.
+    Filter {
+        text: Box<TextArea<'static>>,
+    },
 }
 
 /// The last thing each live pane heard, per environment.
@@ -228,6 +232,8 @@ pub struct App {
     pub outbox: VecDeque<ExecRequest>,
     pub operator: String,
     pub now: Timestamp,
+    /// The `/` filter: narrows the home lists, searches the output in the run view.
+    pub filter: Option<String>,
     /// One line of feedback at the bottom (errors, refusals, what just happened).
     pub status: Option<String>,
     pub width: u16,
@@ -302,6 +308,7 @@ impl App {
             operator: parts.operator,
             now: parts.now,
             status: None,
+            filter: None,
             width: 0,
             height: 0,
         };
@@ -354,6 +361,32 @@ impl App {
             }
             Err(e) => self.runs_error = Some(e.to_string()),
         }
+    }
+
+    fn matches_filter(&self, fields: &[&str]) -> bool {
+        match &self.filter {
+            None => true,
+            Some(f) => {
+                let f = f.to_lowercase();
+                fields.iter().any(|x| x.to_lowercase().contains(&f))
+            }
+        }
+    }
+
+    /// The runbooks the home list shows (the `/` filter applied).
+    pub fn visible_runbooks(&self) -> Vec<&RunbookSummary> {
+        self.runbooks
+            .iter()
+            .filter(|r| self.matches_filter(&[&r.id, &r.title]))
+            .collect()
+    }
+
+    /// The runs the home list shows (the `/` filter applied).
+    pub fn visible_runs(&self) -> Vec<&RunSummary> {
+        self.runs
+            .iter()
+            .filter(|r| self.matches_filter(&[&r.runbook, &r.env, &r.outcome.to_string()]))
+            .collect()
     }
 
     /// The keymap mode for the current screen.
@@ -484,6 +517,22 @@ impl App {
                     Control::Continue
                 }
             },
+            Overlay::Filter { mut text } => match key.code {
+                KeyCode::Esc => Control::Continue,
+                KeyCode::Enter => {
+                    let f = text.lines().join(" ").trim().to_string();
+                    self.filter = (!f.is_empty()).then_some(f);
+                    self.env_sel = 0;
+                    self.runbook_sel = 0;
+                    self.run_sel = 0;
+                    Control::Continue
+                }
+                _ => {
+                    text.input(key);
+                    self.overlay = Some(Overlay::Filter { text });
+                    Control::Continue
+                }
+            },
             Overlay::Command { mut text, error } => match key.code {
                 KeyCode::Esc => Control::Continue,
                 KeyCode::Enter => {
@@ -600,6 +649,9 @@ impl App {
                 }
             }
             Action::Back => {
+                if self.overlay.is_none() && self.filter.take().is_some() {
+                    return Control::Continue;
+                }
                 if self.overlay.take().is_none() && self.screen == Screen::Run {
                     self.screen = Screen::Home;
                     self.refresh_runs();
@@ -673,6 +725,13 @@ impl App {
                 }
             }
             Action::Observe => self.enter_observe(),
+            Action::Filter => {
+                let mut t = single_line();
+                if let Some(f) = &self.filter {
+                    t.insert_str(f);
+                }
+                self.overlay = Some(Overlay::Filter { text: Box::new(t) });
+            }
             Action::Command(line) => return self.command(&line),
         }
         Control::Continue
@@ -716,9 +775,9 @@ impl App {
             Screen::Home => match self.home_focus {
                 HomeFocus::Environments => self.env_sel = step(self.env_sel, self.envs.len()),
                 HomeFocus::Runbooks => {
-                    self.runbook_sel = step(self.runbook_sel, self.runbooks.len())
+                    self.runbook_sel = step(self.runbook_sel, self.visible_runbooks().len())
                 }
-                HomeFocus::Runs => self.run_sel = step(self.run_sel, self.runs.len()),
+                HomeFocus::Runs => self.run_sel = step(self.run_sel, self.visible_runs().len()),
             },
             Screen::Run => {
                 if let Some(a) = self.active.as_mut() {
@@ -754,13 +813,13 @@ impl App {
                     }
                 }
                 HomeFocus::Runbooks => {
-                    if let Some(rb) = self.runbooks.get(self.runbook_sel) {
+                    if let Some(rb) = self.visible_runbooks().get(self.runbook_sel) {
                         let id = rb.id.clone();
                         self.open_runbook(&id, None, None);
                     }
                 }
                 HomeFocus::Runs => {
-                    if let Some(r) = self.runs.get(self.run_sel) {
+                    if let Some(r) = self.visible_runs().get(self.run_sel) {
                         let path = r.path.clone();
                         let outcome = r.outcome;
                         self.open_journal(path, outcome);

@@ -222,6 +222,7 @@ fn action_rank(a: &Action) -> usize {
         Action::Abort,
         Action::ToggleFollow,
         Action::Observe,
+        Action::Filter,
         Action::CommandLine,
         Action::Help,
         Action::Back,
@@ -260,6 +261,7 @@ impl Default for Keymaps {
             m.bind(Key::plain('G'), Action::Bottom);
             m.bind(Key::code(C::Tab), Action::FocusNext);
             m.bind(Key::ctrl('c'), Action::Interrupt);
+            m.bind(Key::plain('/'), Action::Filter);
         };
         let mut home = Keymap::default();
         common(&mut home);

@@ -159,6 +159,24 @@ impl OutputBuffer {
         self.dropped + self.lines.len() as u64
     }
 
+    /// Search: the last `height` lines containing `needle` (case-insensitive), oldest
+    /// first, and how many lines match in all. Scans the ring (bounded), not the window.
+    pub fn matching(&self, height: usize, needle: &str) -> (Vec<&str>, usize) {
+        let needle = needle.to_lowercase();
+        let mut total = 0;
+        let mut last: Vec<&str> = Vec::with_capacity(height);
+        for l in self.lines.iter().rev() {
+            if l.to_lowercase().contains(&needle) {
+                total += 1;
+                if last.len() < height {
+                    last.push(l);
+                }
+            }
+        }
+        last.reverse();
+        (last, total)
+    }
+
     /// Lines below the window (0 when at the bottom).
     pub fn below(&self) -> usize {
         self.offset

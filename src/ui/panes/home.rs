@@ -87,9 +87,9 @@ fn draw_envs(f: &mut Frame, area: Rect, app: &App) {
 fn draw_runbooks(f: &mut Frame, area: Rect, app: &App) {
     let t = &app.theme;
     let focused = app.home_focus == HomeFocus::Runbooks;
-    let width = app.runbooks.iter().map(|r| r.id.len()).max().unwrap_or(0);
-    let items: Vec<ListItem> = app
-        .runbooks
+    let visible = app.visible_runbooks();
+    let width = visible.iter().map(|r| r.id.len()).max().unwrap_or(0);
+    let items: Vec<ListItem> = visible
         .iter()
         .map(|r| {
             let (mark, style) = if r.mutates {
@@ -109,14 +109,18 @@ fn draw_runbooks(f: &mut Frame, area: Rect, app: &App) {
             ]))
         })
         .collect();
-    let mut st = list_state(app.runbook_sel, app.runbooks.len(), focused);
+    let mut st = list_state(app.runbook_sel, visible.len(), focused);
+    let title = match &app.filter {
+        Some(flt) => format!(
+            " Runbooks  /{flt}  ({} of {}) ",
+            visible.len(),
+            app.runbooks.len()
+        ),
+        None => " Runbooks  (enter: open in env, e: next env) ".to_string(),
+    };
     f.render_stateful_widget(
         List::new(items)
-            .block(block(
-                app,
-                " Runbooks  (enter: open in env, e: next env) ",
-                focused,
-            ))
+            .block(block(app, &title, focused))
             .highlight_style(t.selected()),
         area,
         &mut st,
@@ -127,11 +131,12 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
     let t = &app.theme;
     let focused = app.home_focus == HomeFocus::Runs;
     let b = block(app, " Recent runs ", focused);
-    if app.runs.is_empty() {
-        let msg = app
-            .runs_error
-            .clone()
-            .unwrap_or_else(|| "no runs journaled yet".into());
+    let visible = app.visible_runs();
+    if visible.is_empty() {
+        let msg = app.runs_error.clone().unwrap_or_else(|| match &app.filter {
+            Some(flt) if !app.runs.is_empty() => format!("no run matches /{flt}"),
+            _ => "no runs journaled yet".into(),
+        });
         let style = if app.runs_error.is_some() {
             t.warn()
         } else {
@@ -140,8 +145,7 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
         f.render_widget(Paragraph::new(Span::styled(msg, style)).block(b), area);
         return;
     }
-    let items: Vec<ListItem> = app
-        .runs
+    let items: Vec<ListItem> = visible
         .iter()
         .map(|r| {
             let style: Style = match r.outcome {
@@ -174,7 +178,7 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
             ListItem::new(Line::from(spans))
         })
         .collect();
-    let mut st = list_state(app.run_sel, app.runs.len(), focused);
+    let mut st = list_state(app.run_sel, visible.len(), focused);
     f.render_stateful_widget(
         List::new(items).block(b).highlight_style(t.selected()),
         area,

@@ -21,9 +21,22 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         Some(Overlay::Reason { why, text, error }) => {
             draw_reason(f, area, app, *why, text, error.as_deref())
         }
-        Some(Overlay::Command { text, error }) => {
-            draw_command(f, area, app, text, error.as_deref())
-        }
+        Some(Overlay::Command { text, error }) => draw_command(
+            f,
+            area,
+            app,
+            text,
+            error.as_deref(),
+            " : command (tab completes) ",
+        ),
+        Some(Overlay::Filter { text }) => draw_command(
+            f,
+            area,
+            app,
+            text,
+            None,
+            " / filter (lists on home, output in a run; enter apply, esc cancel) ",
+        ),
     }
 }
 
@@ -151,7 +164,14 @@ fn draw_reason(
     }
 }
 
-fn draw_command(f: &mut Frame, area: Rect, app: &App, text: &TextArea, error: Option<&str>) {
+fn draw_command(
+    f: &mut Frame,
+    area: Rect,
+    app: &App,
+    text: &TextArea,
+    error: Option<&str>,
+    title: &str,
+) {
     let t = &app.theme;
     let h = if error.is_some() { 4 } else { 3 };
     let r = Rect {
@@ -161,7 +181,7 @@ fn draw_command(f: &mut Frame, area: Rect, app: &App, text: &TextArea, error: Op
         height: h.min(area.height),
     };
     f.render_widget(Clear, r);
-    let b = modal_block(t, " : command (tab completes) ".into());
+    let b = modal_block(t, title.to_string());
     let inner = b.inner(r);
     f.render_widget(b, r);
     let [line, err] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);

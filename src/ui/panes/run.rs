@@ -263,11 +263,21 @@ fn draw_output(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
     let t = &app.theme;
     let o = &a.output;
     let inner_h = usize::from(area.height.saturating_sub(2));
-    let lines: Vec<Line> = o
-        .window(inner_h)
+    let (shown, matches): (Vec<&str>, Option<usize>) = match &app.filter {
+        Some(flt) => {
+            let (v, n) = o.matching(inner_h, flt);
+            (v, Some(n))
+        }
+        None => (o.window(inner_h).collect(), None),
+    };
+    let lines: Vec<Line> = shown
+        .into_iter()
         .map(|l| Line::from(Span::styled(l, t.text())))
         .collect();
     let mut title = format!(" Output  {} lines", o.len());
+    if let (Some(flt), Some(n)) = (&app.filter, matches) {
+        title.push_str(&format!("  /{flt}: {n} matching"));
+    }
     if o.dropped() > 0 {
         title.push_str(&format!(" (+{} older dropped)", o.dropped()));
     }
