@@ -857,3 +857,25 @@ fn replies_for_another_run_are_dropped() {
         StepState::Running { started: false, .. }
     ));
 }
+
+#[test]
+fn tab_moves_the_arrows_from_the_steps_to_the_output() {
+    let dir = tmp();
+    let mut app = operate_app(dir.path(), &[StepKind::ListHosts], &[]);
+    app.open_runbook("node-health", Some("prod"), None);
+    app.handle_key(key('j'));
+    assert_eq!(app.active.as_ref().map(|a| a.selected), Some(1));
+    app.handle_key(key('s'));
+    let lines: Vec<String> = (0..100).map(|i| format!("out {i}")).collect();
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    play_one(&mut app, &refs);
+    app.handle_key(code(KeyCode::Tab));
+    app.handle_key(key('k'));
+    app.handle_key(key('k'));
+    let a = app.active.as_ref().expect("run");
+    assert_eq!(a.selected, 1, "the step selection did not move");
+    assert!(!a.output.follow);
+    assert_eq!(a.output.below(), 2);
+    app.handle_key(key('G'));
+    assert!(app.active.as_ref().expect("run").output.follow);
+}

@@ -82,6 +82,13 @@ pub enum HomeFocus {
     Runs,
 }
 
+/// Which pane of the run view has the arrow keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunFocus {
+    Steps,
+    Output,
+}
+
 /// Which field of a gate modal has the keyboard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GateField {
@@ -208,6 +215,7 @@ pub struct App {
     pub screen: Screen,
     pub overlay: Option<Overlay>,
     pub home_focus: HomeFocus,
+    pub run_focus: RunFocus,
     pub env_sel: usize,
     pub runbook_sel: usize,
     pub run_sel: usize,
@@ -248,6 +256,9 @@ pub struct AppParts {
     pub runs_dir: Option<PathBuf>,
     pub themes: ThemeSet,
     pub theme: Option<String>,
+    pub keymaps: Keymaps,
+    /// Problems in the user config file, shown like theme warnings.
+    pub config_warnings: Vec<ThemeWarning>,
     pub no_color: bool,
     pub operator: String,
     pub now: Timestamp,
@@ -280,11 +291,13 @@ impl App {
             .theme
             .as_deref()
             .unwrap_or(super::theme::DEFAULT_THEME);
-        let (theme, theme_warnings) = parts.themes.load(theme_name, parts.no_color);
+        let (theme, mut theme_warnings) = parts.themes.load(theme_name, parts.no_color);
+        theme_warnings.extend(parts.config_warnings);
         let mut app = App {
             screen: Screen::Home,
             overlay: None,
             home_focus: HomeFocus::Runbooks,
+            run_focus: RunFocus::Steps,
             env_sel: 0,
             runbook_sel: 0,
             run_sel: 0,
@@ -302,7 +315,7 @@ impl App {
             theme,
             themes: parts.themes,
             theme_warnings,
-            keymaps: Keymaps::default(),
+            keymaps: parts.keymaps,
             caps: Arc::new(caps),
             outbox: VecDeque::new(),
             operator: parts.operator,
@@ -670,6 +683,12 @@ impl App {
             Action::PageDown => self.page(1),
             Action::Top => self.move_sel(isize::MIN / 2),
             Action::Bottom => self.move_sel(isize::MAX / 2),
+            Action::FocusNext if self.screen == Screen::Run => {
+                self.run_focus = match self.run_focus {
+                    RunFocus::Steps => RunFocus::Output,
+                    RunFocus::Output => RunFocus::Steps,
+                }
+            }
             Action::FocusNext => {
                 self.home_focus = match self.home_focus {
                     HomeFocus::Environments => HomeFocus::Runbooks,
@@ -780,9 +799,18 @@ impl App {
                 HomeFocus::Runs => self.run_sel = step(self.run_sel, self.visible_runs().len()),
             },
             Screen::Run => {
+                let focus = self.run_focus;
                 if let Some(a) = self.active.as_mut() {
-                    let len = a.run.plan().steps.len();
-                    a.selected = step(a.selected, len);
+                    match focus {
+                        RunFocus::Steps => {
+                            let len = a.run.plan().steps.len();
+                            a.selected = step(a.selected, len);
+                        }
+                        RunFocus::Output if d < -1 => a.output.top(),
+                        RunFocus::Output if d > 1 => a.output.bottom(),
+                        RunFocus::Output if d < 0 => a.output.scroll_up(1),
+                        RunFocus::Output => a.output.scroll_down(1),
+                    }
                 }
             }
         }
@@ -1180,7 +1208,11 @@ impl App {
                 let (theme, warnings) = self.themes.load(name, self.theme.no_color);
                 self.theme = theme;
                 self.theme_warnings = warnings;
-                self.status = Some(format!("theme: {}", self.theme.name));
+                // With warnings, leave the status line to them.
+                self.status = self
+                    .theme_warnings
+                    .is_empty()
+                    .then(|| format!("theme: {}", self.theme.name));
             }
             ("observe", _) => self.enter_observe(),
             ("help", _) => self.overlay = Some(Overlay::Help),

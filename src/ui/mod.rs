@@ -9,6 +9,7 @@
 //! or touch the journal except through `Journal::record`.
 pub mod action;
 pub mod app;
+pub mod config;
 pub mod exec;
 pub mod keymap;
 pub mod output;
@@ -126,13 +127,19 @@ pub fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
         return Err(UiError::NotATerminal);
     }
     let themes = theme::ThemeSet::with_user_dir(theme::user_theme_dir().as_deref());
+    let config = config::config_path()
+        .map(|p| config::UiConfig::load(&p))
+        .unwrap_or_default();
     let parts = app::AppParts {
         environments: opts.environments,
         runbooks: opts.runbooks,
         plans: opts.plans,
         runs_dir: opts.runs_dir,
         themes,
-        theme: opts.theme,
+        // --theme wins over the config file's theme.
+        theme: opts.theme.or(config.theme),
+        keymaps: config.keymaps,
+        config_warnings: config.warnings,
         no_color: theme::no_color_env(),
         operator: crate::journal::operator_login(),
         now: crate::journal::now(),

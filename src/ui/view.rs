@@ -82,18 +82,19 @@ fn draw_title(f: &mut Frame, area: Rect, app: &App) {
 
 fn draw_status(f: &mut Frame, area: Rect, app: &App) {
     let t = &app.theme;
-    let line = if let Some(w) = app.theme_warnings.first() {
+    // What just happened wins; otherwise a config or theme problem stays in view.
+    let line = if let Some(s) = &app.status {
+        Line::from(Span::styled(s.clone(), t.text()))
+    } else if let Some(w) = app.theme_warnings.first() {
         let more = app.theme_warnings.len() - 1;
         let extra = if more > 0 {
             format!(" (+{more} more)")
         } else {
             String::new()
         };
-        Line::from(Span::styled(format!("theme: {w}{extra}"), t.warn()))
-    } else if let Some(s) = &app.status {
-        Line::from(Span::styled(s.clone(), t.text()))
+        Line::from(Span::styled(format!("⚠ {w}{extra}"), t.warn()))
     } else {
-        Line::from(Span::styled("", t.muted()))
+        Line::from("")
     };
     f.render_widget(Paragraph::new(line), area);
 }

@@ -66,6 +66,8 @@ pub fn parts(runs_dir: &std::path::Path) -> AppParts {
         runs_dir: Some(runs_dir.to_path_buf()),
         themes: ThemeSet::builtin(),
         theme: None,
+        keymaps: Default::default(),
+        config_warnings: Vec::new(),
         no_color: false,
         operator: "alice".into(),
         now: T0,

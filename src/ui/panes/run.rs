@@ -8,7 +8,7 @@ use ratatui::Frame;
 
 use crate::runbook::machine::{Run, RunStatus, StepRecord, StepState, Timestamp};
 use crate::runbook::plan::PlannedStep;
-use crate::ui::app::{ActiveRun, App};
+use crate::ui::app::{ActiveRun, App, RunFocus};
 use crate::ui::theme::Theme;
 
 use super::age;
@@ -106,12 +106,17 @@ fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
     st.select(Some(
         a.selected.min(run.plan().steps.len().saturating_sub(1)),
     ));
+    let border = if app.run_focus == RunFocus::Steps {
+        t.focus()
+    } else {
+        t.border()
+    };
     f.render_stateful_widget(
         List::new(items)
             .block(
                 Block::default()
                     .borders(Borders::ALL)
-                    .border_style(t.border())
+                    .border_style(border)
                     .title(Span::styled(title, t.title())),
             )
             .highlight_style(t.selected()),
@@ -290,11 +295,16 @@ fn draw_output(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
     } else {
         Paragraph::new(lines)
     };
+    let border = if app.run_focus == RunFocus::Output {
+        t.focus()
+    } else {
+        t.border()
+    };
     f.render_widget(
         body.block(
             Block::default()
                 .borders(Borders::ALL)
-                .border_style(t.border())
+                .border_style(border)
                 .title(Span::styled(title, t.title())),
         ),
         area,
