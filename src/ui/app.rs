@@ -576,14 +576,8 @@ impl App {
                             Some(format!("gate of step {} still open: enter to answer", m.n));
                         return Control::Continue;
                     }
-                    KeyCode::Tab if !gate_is_typed(&m.gate) || m.field == GateField::Note => {
-                        m.field = match m.field {
-                            GateField::Answer => GateField::Note,
-                            GateField::Note if gate_is_typed(&m.gate) => GateField::Answer,
-                            GateField::Note => GateField::Note,
-                        };
-                    }
-                    KeyCode::Tab => m.field = GateField::Note,
+                    // Typed gates have one field: the machine's typed answer carries no note.
+                    KeyCode::Tab => {}
                     KeyCode::Char('r') if ctrl => {
                         let reason = m.note.lines().join(" ").trim().to_string();
                         let reason = if reason.is_empty() {
@@ -931,7 +925,7 @@ impl App {
         self.current_env = Some(env);
         self.set_active(run, None, false);
         self.status = Some(if self.is_observe() {
-            "observe mode: the plan opens read-only; mutating steps will be skipped".into()
+            "observe mode: the plan opens to look at only".into()
         } else {
             "s starts the run".into()
         });
@@ -1001,6 +995,13 @@ impl App {
     }
 
     fn start_run(&mut self) {
+        // Observe mode is for looking: runbooks open as plans only, nothing is journaled,
+        // no gate is asked and no request leaves the app.
+        if self.is_observe() {
+            self.status =
+                Some("observe mode: runbooks open as plans only; nothing can start".into());
+            return;
+        }
         let Some(a) = self.active.as_mut() else {
             self.status = Some("open a runbook first".into());
             return;
@@ -1040,6 +1041,7 @@ impl App {
                 self.status = Some("this run is not open for changes".into());
                 return;
             };
+            tracing::info!(run = %j.path().display(), input = ?input, "journal");
             let event = Event::new(self.now, input);
             match j.record(&mut a.run, event) {
                 Ok(effects) => {
@@ -1048,6 +1050,7 @@ impl App {
                     }
                 }
                 Err(e) => {
+                    tracing::warn!(error = %e, "event refused or not journaled");
                     self.status = Some(format!("not recorded: {e}"));
                     return;
                 }

@@ -67,7 +67,7 @@ fn draw_help(f: &mut Frame, area: Rect, app: &App) {
         .collect();
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled(
-        " gates: enter answer · tab note · ctrl-r reject · esc hide",
+        " gates: enter answer · ctrl-r reject (note = reason) · esc hide · enter reopens",
         t.muted(),
     )));
     let h = lines.len() as u16 + 2;
@@ -251,18 +251,24 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
             ],
         ),
     };
+    // The runbook's own words for this gate come first: they say why it is asked.
+    if let Some(title) = step.map(|s| s.title.as_str()).filter(|t| !t.is_empty()) {
+        if !matches!(m.gate, Gate::ConfirmDone) {
+            body.insert(0, Line::from(Span::styled(title.to_string(), t.focus())));
+        }
+    }
     if let Some(e) = &m.error {
         body.push(Line::from(Span::styled(e.clone(), t.critical())));
     }
     let typed = gate_is_typed(&m.gate);
     let keys = if typed {
-        "enter submit · tab note · ctrl-r reject · esc hide"
+        "enter submit · ctrl-r reject · esc hide"
     } else if matches!(m.gate, Gate::ApproveDiff) {
         "enter approve · ctrl-r reject (note = reason) · ↑↓ pgup pgdn scroll · esc hide"
     } else {
         "enter approve · ctrl-r reject (note = reason) · esc hide"
     };
-    let inputs: u16 = if typed { 6 } else { 3 };
+    let inputs: u16 = 3;
     let want_h = body.len() as u16 + inputs + 3;
     let w = area.width.saturating_sub(4).min(90);
     let r = centered(area, w, want_h.max(10));
@@ -273,7 +279,7 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
     let [body_a, answer_a, note_a, keys_a] = Layout::vertical([
         Constraint::Min(1),
         Constraint::Length(if typed { 3 } else { 0 }),
-        Constraint::Length(3),
+        Constraint::Length(if typed { 0 } else { 3 }),
         Constraint::Length(1),
     ])
     .areas(inner);
@@ -302,14 +308,16 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
             m.field == GateField::Answer,
         );
     }
-    draw_input(
-        f,
-        note_a,
-        t,
-        " note (optional, journaled) ",
-        &m.note,
-        m.field == GateField::Note,
-    );
+    if !typed {
+        draw_input(
+            f,
+            note_a,
+            t,
+            " note (optional, journaled) ",
+            &m.note,
+            m.field == GateField::Note,
+        );
+    }
     f.render_widget(Paragraph::new(Span::styled(keys, t.muted())), keys_a);
 }
 
