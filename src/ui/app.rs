@@ -484,6 +484,13 @@ impl App {
 
     fn overlay_key(&mut self, overlay: Overlay, key: KeyEvent) -> Control {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        // Ctrl-C in any overlay closes it (an open gate stays open in the run, as with Esc);
+        // a second Ctrl-C then asks about the running step or quitting.
+        let key = if ctrl && key.code == KeyCode::Char('c') {
+            KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)
+        } else {
+            key
+        };
         match overlay {
             Overlay::Help => Control::Continue,
             Overlay::Confirm(c) => match key.code {
@@ -1045,6 +1052,13 @@ impl App {
             let event = Event::new(self.now, input);
             match j.record(&mut a.run, event) {
                 Ok(effects) => {
+                    // The step list's selection follows the run to the step it is at.
+                    if let RunStatus::Active { n } | RunStatus::Halted { n } = a.run.status() {
+                        let n = *n;
+                        if let Some(i) = a.run.plan().steps.iter().position(|s| s.n == n) {
+                            a.selected = i;
+                        }
+                    }
                     for more in self.dispatch(effects) {
                         queue.push_back(more);
                     }

@@ -137,17 +137,10 @@ fn elapsed(r: &StepRecord, now: Timestamp) -> Option<String> {
     Some(age(end.0.saturating_sub(start.0)))
 }
 
-/// The step the operator should be looking at: the active or halted one, else the
-/// selection.
+/// The step the detail pane shows: the selected one. The selection follows the run to its
+/// active step as the run moves; the operator can move it to look at any other.
 fn current(a: &ActiveRun) -> Option<(&PlannedStep, &StepRecord)> {
-    let n = match a.run.status() {
-        RunStatus::Active { n } | RunStatus::Halted { n } => Some(*n),
-        _ => None,
-    };
-    match n {
-        Some(n) => a.run.steps().find(|(s, _)| s.n == n),
-        None => a.run.steps().nth(a.selected),
-    }
+    a.run.steps().nth(a.selected)
 }
 
 /// "node 2 of 3: k3s-prod-1": the host's place among the plan's hosts, in plan order.
@@ -258,7 +251,7 @@ fn draw_detail(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
             Block::default()
                 .borders(Borders::ALL)
                 .border_style(t.border())
-                .title(Span::styled(" Current step ", t.title())),
+                .title(Span::styled(" Step ", t.title())),
         ),
         area,
     );
