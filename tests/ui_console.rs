@@ -872,13 +872,21 @@ fn tab_moves_the_arrows_from_the_steps_to_the_output() {
     play_one(&mut app, &[]); // verification: the confirm-hosts gate opens
     assert!(matches!(app.overlay, Some(Overlay::Gate(_))));
     let selected = app.active.as_ref().map(|a| a.selected);
-    assert_eq!(selected, Some(0), "the selection followed the run to its gate");
+    assert_eq!(
+        selected,
+        Some(0),
+        "the selection followed the run to its gate"
+    );
     app.handle_key(code(KeyCode::Esc)); // hide the confirm-hosts gate
     app.handle_key(code(KeyCode::Tab));
     app.handle_key(key('k'));
     app.handle_key(key('k'));
     let a = app.active.as_ref().expect("run");
-    assert_eq!(Some(a.selected), selected, "the step selection did not move");
+    assert_eq!(
+        Some(a.selected),
+        selected,
+        "the step selection did not move"
+    );
     assert!(!a.output.follow);
     assert_eq!(a.output.below(), 2);
     app.handle_key(key('G'));

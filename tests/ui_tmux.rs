@@ -47,6 +47,19 @@ impl Tmux {
     }
 }
 
+impl Tmux {
+    /// Wait until the screen no longer shows `what`.
+    fn wait_gone(&self, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.screen().contains(what) {
+            if Instant::now() > deadline {
+                panic!("{what:?} never went away:\n{}", self.screen());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = Command::new("tmux")
@@ -93,14 +106,16 @@ fn open_a_runbook_answer_its_gate_and_quit() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let s = tmux.wait_for("cold-bringup · prod · not started");
+    tmux.wait_for("cold-bringup · prod · not started");
+    // The status line is drawn last: once it shows, the frame is complete.
+    let s = tmux.wait_for("s starts the run");
     assert!(s.contains("VIP lease"), "the live strip is on screen:\n{s}");
     tmux.send(&["s"]);
     tmux.wait_for("typed confirm");
     tmux.send(&["prod"]);
     tmux.send(&["Enter"]);
-    let s = tmux.wait_for("no executor for list-hosts yet");
-    assert!(s.contains("HALTED at step 2"), "{s}");
+    tmux.wait_for("HALTED at step 2");
+    tmux.wait_for("run failed at step 2: could not complete: no executor for list-hosts yet");
     tmux.send(&["q"]);
     tmux.wait_for("Quit anyway?");
     tmux.send(&["y"]);
@@ -124,17 +139,16 @@ fn open_a_runbook_answer_its_gate_and_quit() {
     assert!(text.contains("no executor for list-hosts yet"), "{text}");
 }
 
-#[test]
-fn observe_mode_shows_its_banner_and_quits_cleanly() {
-    let state = tempfile::tempdir().expect("temp dir");
+/// Start the binary in a fresh tmux server; returns the server (killed on drop).
+fn start(args: &str, state: &Path, w: &str, h: &str) -> Tmux {
     let bin = env!("CARGO_BIN_EXE_hk-console");
     let cmd = format!(
-        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} TERM=xterm-256color {bin} observe; echo EXIT=$?; sleep 60",
-        st = shell_quote(state.path()),
+        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} TERM=xterm-256color {bin} {args}; echo EXIT=$?; sleep 60",
+        st = shell_quote(state),
         bin = shell_quote(Path::new(bin)),
     );
     let tmux = Tmux {
-        socket: format!("hk-e2e-obs-{}", std::process::id()),
+        socket: format!("hk-e2e-{}-{}", std::process::id(), args.replace(' ', "_")),
     };
     let out = Command::new("tmux")
         .args([
@@ -145,16 +159,52 @@ fn observe_mode_shows_its_banner_and_quits_cleanly() {
             "-s",
             "e2e",
             "-x",
-            "100",
+            w,
             "-y",
-            "30",
+            h,
             &cmd,
         ])
         .output()
-        .expect("tmux runs");
-    assert!(out.status.success());
-    let s = tmux.wait_for("OBSERVE MODE");
-    assert!(s.contains("Runbooks"), "{s}");
+        .expect("tmux runs (install tmux: apt-get install tmux)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tmux
+}
+
+#[test]
+fn no_command_on_a_terminal_opens_the_console_home() {
+    let state = tempfile::tempdir().expect("temp dir");
+    // A bad theme in the user dir: the console starts anyway and says which file and key.
+    let themes = state.path().join("hk-console").join("themes");
+    std::fs::create_dir_all(&themes).expect("themes dir");
+    std::fs::write(themes.join("mine.yaml"), "ok: nope\n").expect("theme");
+    let tmux = start("--theme mine", state.path(), "120", "34");
+    // Waiting for the status line means the whole first frame is on screen.
+    let s = tmux.wait_for("mine.yaml:1:5: key `ok`");
+    assert!(
+        s.contains("Environments") && s.contains("Recent runs"),
+        "{s}"
+    );
+    assert!(!s.contains("OBSERVE"), "{s}");
+    tmux.send(&["?"]);
+    tmux.wait_for("Help · Home");
+    // Wait for Esc to land: an Esc followed at once by q reads as alt-q.
+    tmux.send(&["Escape"]);
+    tmux.wait_gone("Help · Home");
+    tmux.send(&["q"]);
+    let s = tmux.wait_for("EXIT=");
+    assert!(s.contains("EXIT=0"), "{s}");
+}
+
+#[test]
+fn observe_mode_shows_its_banner_and_quits_cleanly() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let tmux = start("observe", state.path(), "100", "30");
+    tmux.wait_for("OBSERVE MODE");
+    tmux.wait_for("Runbooks");
     tmux.send(&["q"]);
     let s = tmux.wait_for("EXIT=");
     assert!(s.contains("EXIT=0"), "{s}");

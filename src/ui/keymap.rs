@@ -281,6 +281,7 @@ impl Default for Keymaps {
         help.bind(Key::code(C::Esc), Action::Back);
         help.bind(Key::plain('?'), Action::Back);
         help.bind(Key::plain('q'), Action::Back);
+        help.bind(Key::ctrl('c'), Action::Back);
 
         let mut maps = BTreeMap::new();
         maps.insert(KeyMode::Home, home);

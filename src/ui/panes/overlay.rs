@@ -67,7 +67,7 @@ fn draw_help(f: &mut Frame, area: Rect, app: &App) {
         .collect();
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled(
-        " gates: enter answer · ctrl-r reject (note = reason) · esc hide · enter reopens",
+        " gates: enter answers (or reopens) · ctrl-r rejects · esc hides",
         t.muted(),
     )));
     let h = lines.len() as u16 + 2;
