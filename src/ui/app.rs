@@ -922,7 +922,11 @@ impl App {
                 return;
             }
         };
-        let run = match Run::with_mode(plan, self.mode()) {
+        let run = match if self.is_observe() {
+            Run::new_read_only(plan)
+        } else {
+            Run::new(plan)
+        } {
             Ok(r) => r,
             Err(e) => {
                 self.status = Some(format!("cannot run `{id}` for `{env}`: {e}"));
