@@ -892,3 +892,30 @@ fn tab_moves_the_arrows_from_the_steps_to_the_output() {
     app.handle_key(key('G'));
     assert!(app.active.as_ref().expect("run").output.follow);
 }
+
+#[test]
+fn observe_mode_opens_an_interrupted_run_to_look_at_and_writes_nothing() {
+    let dir = tmp();
+    seed_runs(dir.path());
+    let before: Vec<String> = journal::list_runs(dir.path())
+        .expect("list")
+        .runs
+        .iter()
+        .map(|r| std::fs::read_to_string(&r.path).expect("journal"))
+        .collect();
+    let mut app = App::observe(parts(dir.path()), ReadOnlyExecutors::default());
+    app.update(hk_console::ui::action::Action::FocusNext); // runbooks -> runs
+    app.update(hk_console::ui::action::Action::Open);
+    let a = app.active.as_ref().expect("opened");
+    assert!(a.view_only && a.journal.is_none());
+    app.handle_key(key('r'));
+    app.handle_key(key('A'));
+    assert!(app.outbox.is_empty());
+    let after: Vec<String> = journal::list_runs(dir.path())
+        .expect("list")
+        .runs
+        .iter()
+        .map(|r| std::fs::read_to_string(&r.path).expect("journal"))
+        .collect();
+    assert_eq!(before, after, "observe mode appended to a journal");
+}

@@ -967,11 +967,11 @@ impl App {
             || outcome == RunOutcome::Failed;
         if resumable {
             match journal::replay(&path) {
-                Ok(r) if r.header.mode == Mode::Operate && self.is_observe() => {
+                // Observe mode journals nothing, so it resumes nothing: the run opens to look at.
+                Ok(r) if self.is_observe() => {
                     self.set_active(r.run, None, true);
-                    self.status = Some(
-                        "observe mode: this run may mutate, so it opens to look at only".into(),
-                    );
+                    self.status =
+                        Some("observe mode: the run opens to look at only; resume it outside observe mode".into());
                     return;
                 }
                 Err(e) => {
@@ -990,7 +990,9 @@ impl App {
                     } else {
                         format!("resumed: {}", warn.join("; "))
                     });
-                    self.dispatch(effects);
+                    for input in self.dispatch(effects) {
+                        self.feed(input);
+                    }
                 }
                 Err(e) => self.status = Some(format!("cannot resume: {e}")),
             }
