@@ -11,6 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::checks::parity;
 use crate::context::{load_runbooks, plan_runbook, read_runbook_dir};
 use crate::repo::config::Config;
 use crate::repo::env::Environment;
@@ -373,7 +374,7 @@ fn inventory_cmd(
     };
     if resolved {
         let resolver = Resolver::new();
-        let groups = crate::repo::all_groups(&inventory);
+        let groups = std::sync::Arc::new(crate::repo::all_groups(&inventory));
         let mut render_host = |name: &str, vars: &mut serde_json::Value| {
             let Some(raw) = crate::repo::raw_vars(&inventory, name) else {
                 return;
@@ -659,10 +660,45 @@ fn console(cli: &Cli, start: crate::ui::StartScreen, observe: bool) -> CmdResult
 }
 // wip-tui (interactive console): end.
 
-fn check_cmd(_cli: &Cli, _env: Option<&str>, _json: bool) -> CmdResult {
-    Err(Failure("check: being wired".into()))
+fn check_cmd(cli: &Cli, env: Option<&str>, json: bool) -> CmdResult {
+    let repo = load_repo(cli)?;
+    if json {
+        let findings = check_findings(&repo, env)?;
+        print_json(&parity::to_json(&findings))?;
+        return Ok(check_status(&findings));
+    }
+    print_check(&repo, env)
 }
 
-fn print_check(_repo: &Repo, _env: Option<&str>) -> CmdResult {
-    Ok(Status::Clean)
+fn check_findings(repo: &Repo, env: Option<&str>) -> Result<Vec<parity::Finding>, Failure> {
+    let input = parity::gather(repo);
+    let input = match env {
+        None => input,
+        Some(name) => input.only_env(name).ok_or_else(|| {
+            Failure(format!(
+                "no environment `{name}` in hk-console.yaml (known: {})",
+                repo.environment_names().join(", ")
+            ))
+        })?,
+    };
+    let mut findings = parity::check(&input);
+    findings.sort_by(|a, b| (&a.env, &a.file, a.line).cmp(&(&b.env, &b.file, b.line)));
+    Ok(findings)
+}
+
+fn check_status(findings: &[parity::Finding]) -> Status {
+    if parity::exit_code(findings) == 0 {
+        Status::Clean
+    } else {
+        Status::Violations
+    }
+}
+
+fn print_check(repo: &Repo, env: Option<&str>) -> CmdResult {
+    let findings = check_findings(repo, env)?;
+    for f in &findings {
+        outln!("{f}");
+    }
+    outln!("{}", parity::summary(&findings));
+    Ok(check_status(&findings))
 }

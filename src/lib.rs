@@ -21,6 +21,7 @@
 pub mod checks;
 pub mod cli;
 pub mod context;
+pub mod exec;
 pub mod journal;
 pub mod observe;
 pub mod repo;

@@ -502,7 +502,7 @@ fn yaml11_timestamp(text: &str) -> Option<String> {
 }
 
 fn valid_date(y: u32, m: u32, d: u32) -> Option<()> {
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let leap = (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
     let days = match m {
         1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
         4 | 6 | 9 | 11 => 30,

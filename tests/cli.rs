@@ -225,3 +225,111 @@ fn the_sample_repo_is_the_default() {
     assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
     assert_eq!(a.stdout, b.stdout);
 }
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn check_on_the_sample_is_clean_with_the_prod_blockers_as_warnings() {
+    let out = run(&["check"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("[vault-missing] warning: prod"), "{stdout}");
+    assert!(
+        stdout.contains("k3s_prod/vars.yml:26: [device-placeholder] warning: prod"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("parity: clean (3 warnings)"), "{stdout}");
+}
+
+#[test]
+fn check_names_the_single_node_dependency_and_exits_1() {
+    let dir = tempfile::tempdir().expect("tmp");
+    copy_dir(&sample(), dir.path());
+    let overlay = dir.path().join("clusters/prod/kustomization.yaml");
+    let text_before = std::fs::read_to_string(&overlay).expect("read");
+    assert!(text_before.contains("value: 192.168.2.9"));
+    std::fs::write(
+        &overlay,
+        text_before.replace("value: 192.168.2.9", "value: 192.168.2.10"),
+    )
+    .expect("write");
+    let out = run(&[
+        "--repo",
+        dir.path().to_str().expect("utf8"),
+        "check",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["clean"], false);
+    let rules: Vec<&str> = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["severity"] == "violation")
+        .filter_map(|f| f["rule"].as_str())
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            "overlay-equals-endpoint",
+            "overlay-equals-vip",
+            "overlay-not-node-ip"
+        ]
+    );
+    let f = &v["findings"][0];
+    assert_eq!(f["env"], "prod");
+    assert_eq!(f["file"], "clusters/prod/kustomization.yaml");
+    assert_eq!(f["line"], 14);
+    // Dev alone is still clean.
+    let out = run(&[
+        "--repo",
+        dir.path().to_str().expect("utf8"),
+        "check",
+        "--env",
+        "dev",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+}
+
+#[test]
+fn check_that_cannot_run_exits_2() {
+    let out = run(&["--repo", "/nonexistent/infra", "check"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("/nonexistent/infra: not a directory"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&["check", "--env", "staging"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn the_overview_shows_environments_check_and_runbooks() {
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for needle in [
+        "== Environments",
+        "VIP          192.168.2.9   endpoint 192.168.2.9   founder 192.168.2.10",
+        "== Parity check (static, L0)",
+        "parity: clean (3 warnings)",
+        "== Runbooks",
+        "etcd-io-priority",
+        "node-health                read-only",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
+    }
+}

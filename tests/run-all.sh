@@ -2,6 +2,7 @@
 # Every test hk-console has, on a fresh machine: installs what the tests need first.
 #   - ansible-core (pinned, from PyPI) into target/hk-venv: the real ansible-inventory and
 #     ansible-playbook the parity and executor tests compare against.
+#   - openssh-server (apt), for the exec tests' sshd nodes on 127.0.0.11-13.
 # Then: cargo fmt --check, cargo clippy -D warnings, cargo test (all targets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,22 @@ if ! "${VENV}/bin/ansible-inventory" --version 2>/dev/null | grep -q "core ${ANS
 fi
 "${VENV}/bin/ansible-inventory" --version | head -1
 export HK_ANSIBLE_BIN_DIR="${VENV}/bin"
+
+# --- exec tests (tests/exec_*.rs): OpenSSH sshd + client tools, run as three loopback
+# "nodes" by tests/support. Installed where we can (root + apt); the tests FAIL with this
+# same hint when sshd is missing.
+step "OpenSSH server and client for the exec tests"
+if [ ! -x /usr/sbin/sshd ] || ! command -v ssh-agent >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    # A fresh machine's package lists may be empty or stale.
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server openssh-client
+  else
+    echo "OpenSSH server missing: run 'apt-get install -y openssh-server' as root" >&2
+  fi
+fi
+/usr/sbin/sshd -V 2>&1 | head -1 || true
+# --- end exec step
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

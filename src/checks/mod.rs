@@ -1,3 +1,5 @@
-//! PURE rules over the repo model. Owns: findings (rule, severity, env, file:line, message).
-//! Must not: read files or talk to hosts; callers load the model and pass it in.
+//! Rules over the repo model. Owns: findings (rule, severity, env, file:line, message).
+//! `parity::check` is PURE over a facts struct; `parity::gather` is the one place that reads
+//! the repo's files (overlays, templates, vault headers) to build those facts.
+//! Must not: talk to hosts or clusters (that is the live, L2, check).
 pub mod parity;

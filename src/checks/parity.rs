@@ -1,1 +1,1220 @@
-//! The static parity contract (L0). Owned by the checks work; see issue 2.
+//! The static parity contract (L0): per environment, the Flux overlay's `K3S_API_HOST`, the
+//! Ansible `k3s_apiserver_endpoint` and the kube-vip VIP name ONE address, which is none of the
+//! environment's node IPs; the endpoint is derived from the VIP and the founder's address is
+//! not; the Cilium values template consumes the endpoint (and `k3s_api_port`); the Flux
+//! HelmRelease takes `k8sServiceHost` from the overlay's variable; `site.yml` brings the VIP up
+//! between k3s and Cilium; the API certificate carries the VIP and the founder. Prod blockers
+//! (no vault file, `/dev/BLOCKED-…` device placeholders) are warnings; a vault file in
+//! plaintext is a violation. Facts that cannot be derived are reported, never guessed.
+//!
+//! Owns: [`ParityInput`] (the facts the rules read), the rules ([`check`], names in
+//! [`rules`]), [`Finding`]s, the exit-code policy and the JSON shape.
+//! [`check`] is pure: no IO, the same facts give the same findings. [`gather`] (and
+//! [`gather_view`], the same over an injectable view) is the bridge from the loaded repo: it
+//! copies facts out of it and reads the few files the repo does not load: the Flux overlays
+//! and the Flux path they name, the Cilium values template, `site.yml`, the vault files
+//! (only to tell whether they are encrypted; their content is never kept or shown).
+//! Must not: decrypt, render templates itself, or talk to hosts.
+//!
+//! The rules name no address, host or group of any particular homelab: every value they
+//! compare comes from the facts.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde::Serialize;
+
+use crate::repo::flux::{FluxError, HelmValue, OverlayValue};
+use crate::yaml::{self, Value};
+
+/// Rule names, as they appear in findings (`[rule]`) and JSON.
+pub mod rules {
+    /// The overlay's K3S_API_HOST could not be resolved.
+    pub const OVERLAY_RESOLVES: &str = "overlay-resolves";
+    /// K3S_API_HOST equals the environment's resolved `k3s_apiserver_endpoint`.
+    pub const OVERLAY_ENDPOINT: &str = "overlay-equals-endpoint";
+    /// K3S_API_HOST equals the environment's VIP (`kube_vip_address`).
+    pub const OVERLAY_VIP: &str = "overlay-equals-vip";
+    /// K3S_API_HOST is none of the environment's node IPs.
+    pub const OVERLAY_NODE_IP: &str = "overlay-not-node-ip";
+    /// `k3s_apiserver_endpoint` is a template that references `kube_vip_address`.
+    pub const ENDPOINT_DERIVED: &str = "endpoint-derived-from-vip";
+    /// `k3s_api_host` (the founder) neither references nor equals the VIP.
+    pub const API_HOST_NOT_VIP: &str = "api-host-is-founder";
+    /// The Cilium values template's `k8sServiceHost` consumes `k3s_apiserver_endpoint`.
+    pub const CILIUM_ENDPOINT: &str = "cilium-consumes-endpoint";
+    /// The Cilium values template's `k8sServicePort` consumes `k3s_api_port`.
+    pub const CILIUM_PORT: &str = "cilium-consumes-api-port";
+    /// A HelmRelease's literal `k8sServicePort` equals the environment's `k3s_api_port`.
+    pub const HELM_PORT: &str = "helmrelease-port-equals-api-port";
+    /// `site.yml` imports k3s, then kube-vip, then cilium.
+    pub const SITE_ORDER: &str = "site-order";
+    /// `k3s_tls_sans` carries the VIP and the founder.
+    pub const TLS_SANS: &str = "tls-sans";
+    /// The environment's vault file is missing (warning).
+    pub const VAULT_MISSING: &str = "vault-missing";
+    /// A vault file that is not vaulted: a plaintext secret.
+    pub const VAULT_PLAINTEXT: &str = "vault-plaintext";
+    /// A `/dev/BLOCKED-…` device placeholder (warning).
+    pub const DEVICE_PLACEHOLDER: &str = "device-placeholder";
+    /// The environment's facts could not be derived (reported, never guessed).
+    pub const ENV_FACTS: &str = "env-facts";
+    /// Every HelmRelease under the Flux Kustomization's path that sets `k8sServiceHost` sets
+    /// it from the overlay's variable (`${K3S_API_HOST}`); none at all is a warning.
+    pub const HELM_CONSUMES_VAR: &str = "helmrelease-consumes-overlay-var";
+
+    /// Every rule, in the order they are reported.
+    pub const ALL: &[&str] = &[
+        ENV_FACTS,
+        OVERLAY_RESOLVES,
+        OVERLAY_ENDPOINT,
+        OVERLAY_VIP,
+        OVERLAY_NODE_IP,
+        HELM_CONSUMES_VAR,
+        HELM_PORT,
+        ENDPOINT_DERIVED,
+        API_HOST_NOT_VIP,
+        TLS_SANS,
+        VAULT_MISSING,
+        VAULT_PLAINTEXT,
+        DEVICE_PLACEHOLDER,
+        CILIUM_ENDPOINT,
+        CILIUM_PORT,
+        SITE_ORDER,
+    ];
+}
+
+/// The variable names of the contract (Ansible side). Names, not values: the contract is
+/// written in these names in the infra repo's own docs.
+pub const VIP_VAR: &str = "kube_vip_address";
+pub const ENDPOINT_VAR: &str = "k3s_apiserver_endpoint";
+pub const FOUNDER_VAR: &str = "k3s_api_host";
+pub const TLS_SANS_VAR: &str = "k3s_tls_sans";
+pub const API_PORT_VAR: &str = "k3s_api_port";
+/// A value starting with this is a device that has not been decided yet.
+pub const DEVICE_PLACEHOLDER_PREFIX: &str = "/dev/BLOCKED-";
+/// The playbooks `site.yml` must import, in this order (by file stem; `_` and `-` alike).
+pub const SITE_ORDER: [&str; 3] = ["k3s", "kube-vip", "cilium"];
+
+/// A place in the repo; `line` 0 means "the file as a whole".
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Default)]
+pub struct Loc {
+    pub file: PathBuf,
+    pub line: usize,
+}
+
+impl Loc {
+    pub fn new(file: impl Into<PathBuf>, line: usize) -> Loc {
+        Loc {
+            file: file.into(),
+            line,
+        }
+    }
+}
+
+impl fmt::Display for Loc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line > 0 {
+            write!(f, "{}:{}", self.file.display(), self.line)
+        } else {
+            write!(f, "{}", self.file.display())
+        }
+    }
+}
+
+/// A value and where it was defined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located<T> {
+    pub value: T,
+    pub at: Loc,
+}
+
+impl<T> Located<T> {
+    pub fn new(value: T, at: Loc) -> Located<T> {
+        Located { value, at }
+    }
+}
+
+/// A file the rules read as text; `text: None` means it does not exist.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TextFile {
+    pub path: PathBuf,
+    pub text: Option<String>,
+}
+
+/// What the overlay says, or why it could not be told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OverlayFact {
+    Resolved(OverlayValue),
+    Failed { message: String, at: Loc },
+}
+
+impl OverlayFact {
+    /// From [`crate::repo::flux::overlay_api_host`]'s answer; `overlay` names the overlay
+    /// when the error has no better place.
+    pub fn from_result(overlay: &Path, result: Result<OverlayValue, FluxError>) -> OverlayFact {
+        match result {
+            Ok(v) => OverlayFact::Resolved(v),
+            Err(e) => {
+                let mut message = e.to_string();
+                let at = match e.location() {
+                    Some(l) => {
+                        // The finding prints the place itself; do not say it twice.
+                        for prefix in [format!("{l}: "), format!("{}: ", l.file.display())] {
+                            if let Some(rest) = message.strip_prefix(&prefix) {
+                                message = rest.to_string();
+                                break;
+                            }
+                        }
+                        Loc::new(l.file, l.line)
+                    }
+                    None => Loc::new(overlay, 0),
+                };
+                OverlayFact::Failed { message, at }
+            }
+        }
+    }
+}
+
+/// The environment's vault file (the become password lives there).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum VaultState {
+    /// Nothing says this environment keeps one.
+    #[default]
+    NotExpected,
+    /// Expected at this path, absent: no play can escalate, `--check` fails too.
+    Missing { expected: PathBuf },
+    /// Present; `vaulted` is false for a plaintext file (a secret in the clear).
+    Present { file: PathBuf, vaulted: bool },
+}
+
+/// A node of the environment and its address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeAddr {
+    pub host: String,
+    pub address: String,
+}
+
+/// A raw (unrendered) string variable as written, for the placeholder scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VarFact {
+    pub name: String,
+    pub value: String,
+    pub at: Loc,
+}
+
+/// A fact that could not be derived, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The variable (or fact) concerned, e.g. `kube_vip_address`.
+    pub fact: String,
+    pub message: String,
+    pub at: Option<Loc>,
+}
+
+/// Everything the rules know about one environment.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EnvFacts {
+    pub name: String,
+    /// The overlay's effective K3S_API_HOST; `None` when the environment has no overlay.
+    pub overlay: Option<OverlayFact>,
+    /// Resolved `k3s_apiserver_endpoint`, located at its definition.
+    pub endpoint: Option<Located<String>>,
+    /// Resolved `kube_vip_address`.
+    pub vip: Option<Located<String>>,
+    /// Resolved `k3s_api_host` (the founder).
+    pub founder: Option<Located<String>>,
+    /// Resolved `k3s_api_port`.
+    pub api_port: Option<Located<String>>,
+    pub nodes: Vec<NodeAddr>,
+    /// `k3s_apiserver_endpoint` as written (e.g. `{{ kube_vip_address }}`), once per distinct
+    /// definition that wins for one of the servers.
+    pub endpoint_raw: Vec<Located<String>>,
+    /// `k3s_api_host` as written, once per distinct winning definition.
+    pub api_host_raw: Vec<Located<String>>,
+    /// Resolved `k3s_tls_sans`.
+    pub tls_sans: Option<Located<Vec<String>>>,
+    pub vault: VaultState,
+    /// Raw string vars that apply to the environment's servers (deduplicated by definition).
+    pub vars: Vec<VarFact>,
+    /// The HelmReleases under the overlay's Flux Kustomization path that set `k8sServiceHost`;
+    /// `None` when not gathered (no resolved overlay, or no `spec.path`).
+    pub helm: Option<HelmFacts>,
+    pub problems: Vec<Problem>,
+}
+
+/// Where the overlay's variable is supposed to land: Cilium's HelmRelease values.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HelmFacts {
+    /// The Flux Kustomization's `spec.path` the releases were built from.
+    pub path: String,
+    /// `spec.values.k8sServiceHost` of each HelmRelease that sets it.
+    pub service_hosts: Vec<HelmValue>,
+    /// `spec.values.k8sServicePort` of each HelmRelease that sets it.
+    pub service_ports: Vec<HelmValue>,
+}
+
+/// The facts of one check run.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ParityInput {
+    pub envs: Vec<EnvFacts>,
+    /// `roles/cilium/templates/cilium-values.yaml.j2` (or wherever the repo keeps it).
+    pub cilium_template: Option<TextFile>,
+    /// `playbooks/site.yml`.
+    pub site_yml: Option<TextFile>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Warning,
+    Violation,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Warning => "warning",
+            Severity::Violation => "violation",
+        })
+    }
+}
+
+/// One broken (or endangered) part of the contract.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub rule: &'static str,
+    pub severity: Severity,
+    pub env: Option<String>,
+    pub file: PathBuf,
+    /// 0 when the finding is about a file as a whole.
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.file.as_os_str().is_empty() {
+            write!(f, "{}: ", Loc::new(self.file.clone(), self.line))?;
+        }
+        write!(f, "[{}] ", self.rule)?;
+        if self.severity == Severity::Warning {
+            f.write_str("warning: ")?;
+        }
+        if let Some(env) = &self.env {
+            write!(f, "{env}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+fn finding(
+    rule: &'static str,
+    severity: Severity,
+    env: Option<&str>,
+    at: &Loc,
+    message: String,
+) -> Finding {
+    Finding {
+        rule,
+        severity,
+        env: env.map(str::to_string),
+        file: at.file.clone(),
+        line: at.line,
+        message,
+    }
+}
+
+impl ParityInput {
+    /// Keep only the environment `name` (for `check --env`); the repo-wide rules (template,
+    /// site.yml) still run. `None` when there is no such environment.
+    pub fn only_env(mut self, name: &str) -> Option<ParityInput> {
+        self.envs.retain(|e| e.name == name);
+        (!self.envs.is_empty()).then_some(self)
+    }
+}
+
+/// One line for the end of a text report: `clean`, `clean (2 warnings)`, `1 violation, ...`.
+pub fn summary(findings: &[Finding]) -> String {
+    let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    match (count(Severity::Violation), count(Severity::Warning)) {
+        (0, 0) => "parity: clean".into(),
+        (0, w) => format!("parity: clean ({})", plural(w, "warning")),
+        (v, w) => format!(
+            "parity: {}, {}",
+            plural(v, "violation"),
+            plural(w, "warning")
+        ),
+    }
+}
+
+/// Exit code policy: 0 when there is no violation (warnings allowed), 1 otherwise.
+/// (2, "could not run", belongs to the caller: loading the repo failed.)
+pub fn exit_code(findings: &[Finding]) -> i32 {
+    if findings.iter().any(|f| f.severity == Severity::Violation) {
+        1
+    } else {
+        0
+    }
+}
+
+/// The `check --json` document.
+pub fn to_json(findings: &[Finding]) -> serde_json::Value {
+    let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+    serde_json::json!({
+        "clean": exit_code(findings) == 0,
+        "violations": count(Severity::Violation),
+        "warnings": count(Severity::Warning),
+        "findings": findings,
+    })
+}
+
+/// Run every rule. Pure: the same facts always give the same findings, in a stable order
+/// (environments in input order, then the repo-wide rules).
+pub fn check(input: &ParityInput) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for env in &input.envs {
+        check_env(env, &mut out);
+    }
+    check_cilium_template(input.cilium_template.as_ref(), &mut out);
+    check_site_order(input.site_yml.as_ref(), &mut out);
+    out
+}
+
+fn check_env(env: &EnvFacts, out: &mut Vec<Finding>) {
+    let name = Some(env.name.as_str());
+    let v = |rule, at: &Loc, msg: String| finding(rule, Severity::Violation, name, at, msg);
+
+    // Facts first: a rule whose inputs are unknown says so instead of comparing a guess.
+    for p in &env.problems {
+        let at = p.at.clone().unwrap_or_default();
+        out.push(v(
+            rules::ENV_FACTS,
+            &at,
+            format!("{}: {}", p.fact, p.message),
+        ));
+    }
+    let explained = |fact: &str| env.problems.iter().any(|p| p.fact == fact);
+    for (fact, present) in [
+        (VIP_VAR, env.vip.is_some()),
+        (ENDPOINT_VAR, env.endpoint.is_some()),
+        (FOUNDER_VAR, env.founder.is_some()),
+    ] {
+        if !present && !explained(fact) {
+            out.push(v(
+                rules::ENV_FACTS,
+                &Loc::default(),
+                format!("{fact} is not defined for this environment's servers; the contract cannot be checked without it"),
+            ));
+        }
+    }
+
+    check_overlay(env, out);
+
+    // The endpoint is derived from the VIP, never restated.
+    for raw in &env.endpoint_raw {
+        if !references(&raw.value, VIP_VAR) {
+            out.push(v(
+                rules::ENDPOINT_DERIVED,
+                &raw.at,
+                format!(
+                    "{ENDPOINT_VAR} is `{}`, restated instead of derived: write \"{{{{ {VIP_VAR} }}}}\" so the VIP, the SAN and the CNI endpoint move together",
+                    raw.value
+                ),
+            ));
+        }
+    }
+    // The founder's address is its own, not the VIP.
+    for raw in &env.api_host_raw {
+        if references(&raw.value, VIP_VAR) {
+            out.push(v(
+                rules::API_HOST_NOT_VIP,
+                &raw.at,
+                format!(
+                    "{FOUNDER_VAR} is `{}`, derived from {VIP_VAR}: it must stay the founder's own IP (the cold-bootstrap join target; no VIP exists before the cluster does)",
+                    raw.value
+                ),
+            ));
+        }
+    }
+    if let (Some(founder), Some(vip)) = (&env.founder, &env.vip) {
+        let raw_already_reported = env
+            .api_host_raw
+            .iter()
+            .any(|raw| references(&raw.value, VIP_VAR));
+        if founder.value == vip.value && !raw_already_reported {
+            out.push(v(
+                rules::API_HOST_NOT_VIP,
+                &founder.at,
+                format!(
+                    "{FOUNDER_VAR} resolves to {}, the VIP ({VIP_VAR} at {}): it must be the founder's own IP, the cold-bootstrap join target",
+                    founder.value, vip.at
+                ),
+            ));
+        }
+    }
+
+    // The API certificate must answer for both addresses clients use.
+    if let Some(sans) = &env.tls_sans {
+        for (what, fact) in [("the VIP", &env.vip), ("the founder", &env.founder)] {
+            if let Some(addr) = fact {
+                if !sans.value.contains(&addr.value) {
+                    out.push(v(
+                        rules::TLS_SANS,
+                        &sans.at,
+                        format!(
+                            "{TLS_SANS_VAR} {:?} lacks {what} {}: clients dialling it fail certificate verification",
+                            sans.value, addr.value
+                        ),
+                    ));
+                }
+            }
+        }
+    } else if !explained(TLS_SANS_VAR) && (env.vip.is_some() || env.founder.is_some()) {
+        out.push(v(
+            rules::TLS_SANS,
+            &Loc::default(),
+            format!("{TLS_SANS_VAR} is not defined for this environment's servers; it must carry the VIP and the founder"),
+        ));
+    }
+
+    match &env.vault {
+        VaultState::NotExpected => {}
+        VaultState::Missing { expected } => out.push(finding(
+            rules::VAULT_MISSING,
+            Severity::Warning,
+            name,
+            &Loc::new(expected.clone(), 0),
+            "vault file missing: no play can escalate (no become password), and --check fails too"
+                .into(),
+        )),
+        VaultState::Present { file, vaulted } => {
+            if !vaulted {
+                out.push(v(
+                    rules::VAULT_PLAINTEXT,
+                    &Loc::new(file.clone(), 1),
+                    "vault file is not encrypted (no $ANSIBLE_VAULT header, no !vault values): a secret in plaintext; run ansible-vault encrypt on it".into(),
+                ));
+            }
+        }
+    }
+
+    for var in &env.vars {
+        if var.value.starts_with(DEVICE_PLACEHOLDER_PREFIX) {
+            out.push(finding(
+                rules::DEVICE_PLACEHOLDER,
+                Severity::Warning,
+                name,
+                &var.at,
+                format!(
+                    "{} is the placeholder `{}`: a disk decision is pending; run only the `packages` tag against these hosts until it is made",
+                    var.name, var.value
+                ),
+            ));
+        }
+    }
+}
+
+fn check_overlay(env: &EnvFacts, out: &mut Vec<Finding>) {
+    let name = Some(env.name.as_str());
+    let v = |rule, at: &Loc, msg: String| finding(rule, Severity::Violation, name, at, msg);
+    let overlay = match &env.overlay {
+        None => return,
+        Some(OverlayFact::Failed { message, at }) => {
+            out.push(v(rules::OVERLAY_RESOLVES, at, message.clone()));
+            return;
+        }
+        Some(OverlayFact::Resolved(o)) => o,
+    };
+    let at = Loc::new(overlay.at.file.clone(), overlay.at.line);
+    let var = &overlay.var;
+    if let Some(endpoint) = &env.endpoint {
+        if overlay.value != endpoint.value {
+            out.push(v(
+                rules::OVERLAY_ENDPOINT,
+                &at,
+                format!(
+                    "{var} is {} but {ENDPOINT_VAR} resolves to {} (defined at {}): Flux and Ansible would point Cilium at different API servers",
+                    overlay.value, endpoint.value, endpoint.at
+                ),
+            ));
+        }
+    }
+    if let Some(vip) = &env.vip {
+        if overlay.value != vip.value {
+            out.push(v(
+                rules::OVERLAY_VIP,
+                &at,
+                format!(
+                    "{var} is {} but the control-plane VIP ({VIP_VAR} at {}) is {}: the CNI must dial the VIP to survive losing any one server",
+                    overlay.value, vip.at, vip.value
+                ),
+            ));
+        }
+    }
+    if let Some(helm) = &env.helm {
+        check_helm(env, overlay, helm, out);
+    }
+    let node = env
+        .nodes
+        .iter()
+        .find(|n| n.address == overlay.value)
+        .map(|n| n.host.clone())
+        .or_else(|| {
+            env.founder
+                .as_ref()
+                .filter(|f| f.value == overlay.value)
+                .map(|_| format!("the founder ({FOUNDER_VAR})"))
+        });
+    if let Some(host) = node {
+        out.push(v(
+            rules::OVERLAY_NODE_IP,
+            &at,
+            format!(
+                "{var} is {}, the own address of {host}: every cilium-agent would depend on that one node (the 2026-09-06 single-node API dependency)",
+                overlay.value
+            ),
+        ));
+    }
+}
+
+fn check_helm(env: &EnvFacts, overlay: &OverlayValue, helm: &HelmFacts, out: &mut Vec<Finding>) {
+    let name = Some(env.name.as_str());
+    let var = &overlay.var;
+    if helm.service_hosts.is_empty() {
+        out.push(finding(
+            rules::HELM_CONSUMES_VAR,
+            Severity::Warning,
+            name,
+            &Loc::new(overlay.kustomization_at.file.clone(), overlay.kustomization_at.line),
+            format!(
+                "no HelmRelease under {} sets values.k8sServiceHost: cannot confirm that {var} reaches Cilium",
+                helm.path
+            ),
+        ));
+        return;
+    }
+    if let Some(port) = &env.api_port {
+        for hv in &helm.service_ports {
+            // A `${...}` port is Flux's to fill in; only a literal can be compared here.
+            if !hv.value.trim().starts_with("${") && hv.value.trim() != port.value {
+                out.push(finding(
+                    rules::HELM_PORT,
+                    Severity::Violation,
+                    name,
+                    &Loc::new(hv.at.file.clone(), hv.at.line),
+                    format!(
+                        "HelmRelease {} sets k8sServicePort to {}, but {API_PORT_VAR} is {} (defined at {})",
+                        hv.release, hv.value, port.value, port.at
+                    ),
+                ));
+            }
+        }
+    }
+    for hv in &helm.service_hosts {
+        if !is_substitution_of(&hv.value, var) {
+            out.push(finding(
+                rules::HELM_CONSUMES_VAR,
+                Severity::Violation,
+                name,
+                &Loc::new(hv.at.file.clone(), hv.at.line),
+                format!(
+                    "HelmRelease {} sets k8sServiceHost to `{}`, not ${{{var}}}: the overlay's value ({}) never reaches Cilium",
+                    hv.release, hv.value, overlay.value
+                ),
+            ));
+        }
+    }
+}
+
+/// `${VAR}` or Flux's `${VAR:=default}` / `${VAR:-default}`, and nothing else.
+fn is_substitution_of(value: &str, var: &str) -> bool {
+    let Some(inner) = value
+        .trim()
+        .strip_prefix("${")
+        .and_then(|v| v.strip_suffix('}'))
+    else {
+        return false;
+    };
+    inner == var
+        || inner
+            .strip_prefix(var)
+            .is_some_and(|rest| rest.starts_with(":=") || rest.starts_with(":-"))
+}
+
+/// Whether a Jinja-bearing value references `var` inside a `{{ }}` or `{% %}` block.
+fn references(raw: &str, var: &str) -> bool {
+    jinja_blocks(raw)
+        .iter()
+        .any(|expr| identifiers(expr).any(|id| id == var))
+}
+
+fn jinja_blocks(text: &str) -> Vec<String> {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    RE.get_or_init(|| Regex::new(r"\{\{(.*?)\}\}|\{%(.*?)%\}").ok())
+        .as_ref()
+        .map(|re| {
+            re.captures_iter(text)
+                .filter_map(|c| {
+                    c.get(1)
+                        .or_else(|| c.get(2))
+                        .map(|m| m.as_str().to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Identifiers in a Jinja expression, skipping string literals and attribute names.
+fn identifiers(expr: &str) -> impl Iterator<Item = String> + '_ {
+    let mut out = Vec::new();
+    let mut chars = expr.char_indices().peekable();
+    let mut prev_dot = false;
+    while let Some((i, c)) = chars.next() {
+        if c == '\'' || c == '"' {
+            for (_, d) in chars.by_ref() {
+                if d == c {
+                    break;
+                }
+            }
+            prev_dot = false;
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let mut end = i + c.len_utf8();
+            while let Some(&(j, d)) = chars.peek() {
+                if d.is_ascii_alphanumeric() || d == '_' {
+                    end = j + d.len_utf8();
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            if !prev_dot {
+                out.push(expr[i..end].to_string());
+            }
+            prev_dot = false;
+        } else if c == '.' {
+            prev_dot = true;
+        } else if !c.is_whitespace() {
+            prev_dot = false;
+        }
+    }
+    out.into_iter()
+}
+
+fn check_cilium_template(template: Option<&TextFile>, out: &mut Vec<Finding>) {
+    let v =
+        |at: &Loc, msg: String| finding(rules::CILIUM_ENDPOINT, Severity::Violation, None, at, msg);
+    let Some(file) = template else {
+        out.push(v(
+            &Loc::default(),
+            "no Cilium values template found (roles/cilium/templates/cilium-values.yaml.j2): cannot tell what k8sServiceHost consumes".into(),
+        ));
+        return;
+    };
+    let Some(text) = &file.text else {
+        out.push(v(
+            &Loc::new(file.path.clone(), 0),
+            "the Cilium values template does not exist: cannot tell what k8sServiceHost consumes"
+                .into(),
+        ));
+        return;
+    };
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    let Some(re) = RE
+        .get_or_init(|| Regex::new(r"^\s*-?\s*k8sServiceHost\s*:\s*(.*?)\s*(?:#.*)?$").ok())
+        .as_ref()
+    else {
+        return;
+    };
+    let mut seen = false;
+    for (i, line) in text.lines().enumerate() {
+        let Some(caps) = re.captures(line) else {
+            continue;
+        };
+        seen = true;
+        let at = Loc::new(file.path.clone(), i + 1);
+        let value = caps.get(1).map(|m| m.as_str()).unwrap_or_default();
+        let blocks = jinja_blocks(value);
+        let first_ids: Vec<String> = blocks
+            .iter()
+            .filter_map(|b| identifiers(b).next())
+            .collect();
+        if first_ids.iter().any(|id| id == ENDPOINT_VAR) {
+            continue;
+        }
+        let msg = if blocks.is_empty() {
+            format!("k8sServiceHost is the literal `{value}`: it must be {{{{ {ENDPOINT_VAR} }}}} so each environment's VIP lands there")
+        } else if first_ids.iter().any(|id| id == FOUNDER_VAR) {
+            format!("k8sServiceHost consumes {FOUNDER_VAR} (the founder's own IP): every cilium-agent would depend on one node; it must consume {ENDPOINT_VAR}")
+        } else {
+            format!("k8sServiceHost is `{value}`: it must consume {ENDPOINT_VAR}")
+        };
+        out.push(v(&at, msg));
+    }
+    if !seen {
+        out.push(v(
+            &Loc::new(file.path.clone(), 0),
+            format!("no k8sServiceHost key in the Cilium values template: kube-proxy replacement needs it, set to {{{{ {ENDPOINT_VAR} }}}}"),
+        ));
+    }
+    check_template_port(&file.path, text, out);
+}
+
+fn check_template_port(path: &Path, text: &str, out: &mut Vec<Finding>) {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    let Some(re) = RE
+        .get_or_init(|| Regex::new(r"^\s*-?\s*k8sServicePort\s*:\s*(.*?)\s*(?:#.*)?$").ok())
+        .as_ref()
+    else {
+        return;
+    };
+    let v = |at: &Loc, msg: String| finding(rules::CILIUM_PORT, Severity::Violation, None, at, msg);
+    let mut seen = false;
+    for (i, line) in text.lines().enumerate() {
+        let Some(caps) = re.captures(line) else {
+            continue;
+        };
+        seen = true;
+        let value = caps.get(1).map(|m| m.as_str()).unwrap_or_default();
+        let consumes = jinja_blocks(value)
+            .iter()
+            .filter_map(|b| identifiers(b).next())
+            .any(|id| id == API_PORT_VAR);
+        if !consumes {
+            out.push(v(
+                &Loc::new(path, i + 1),
+                format!("k8sServicePort is `{value}`: it must be {{{{ {API_PORT_VAR} }}}}, the port the inventory names"),
+            ));
+        }
+    }
+    if !seen {
+        out.push(v(
+            &Loc::new(path, 0),
+            format!("no k8sServicePort key in the Cilium values template: set it to {{{{ {API_PORT_VAR} }}}}"),
+        ));
+    }
+}
+
+fn normalise_playbook(name: &str) -> String {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    let stem = base
+        .strip_suffix(".yml")
+        .or_else(|| base.strip_suffix(".yaml"))
+        .unwrap_or(base);
+    stem.replace('_', "-")
+}
+
+fn check_site_order(site: Option<&TextFile>, out: &mut Vec<Finding>) {
+    let v = |at: &Loc, msg: String| finding(rules::SITE_ORDER, Severity::Violation, None, at, msg);
+    let Some(file) = site else {
+        out.push(v(
+            &Loc::default(),
+            "no site.yml found: cannot check the k3s -> kube-vip -> cilium order".into(),
+        ));
+        return;
+    };
+    let Some(text) = &file.text else {
+        out.push(v(
+            &Loc::new(file.path.clone(), 0),
+            "site.yml does not exist: cannot check the k3s -> kube-vip -> cilium order".into(),
+        ));
+        return;
+    };
+    let doc = match yaml::parse_one(text) {
+        Ok(d) => d,
+        Err(e) => {
+            out.push(v(
+                &Loc::new(file.path.clone(), e.mark.line),
+                format!("site.yml is not valid YAML ({e}): expected a list of plays and import_playbook entries"),
+            ));
+            return;
+        }
+    };
+    let Value::Seq(entries) = &doc.value else {
+        out.push(v(
+            &Loc::new(file.path.clone(), doc.mark.line),
+            "site.yml is not a list of plays: expected `- import_playbook: k3s.yml` entries".into(),
+        ));
+        return;
+    };
+    // (normalised playbook name, line) in file order.
+    let imports: Vec<(String, usize)> = entries
+        .iter()
+        .filter_map(|e| {
+            let node = e
+                .get("import_playbook")
+                .or_else(|| e.get("ansible.builtin.import_playbook"))?;
+            Some((normalise_playbook(node.as_str()?), node.mark.line))
+        })
+        .collect();
+    let position = |want: &str| imports.iter().position(|(n, _)| n == want);
+    let mut present: Vec<(&str, usize, usize)> = Vec::new();
+    for want in SITE_ORDER {
+        match position(want) {
+            Some(i) => present.push((want, i, imports[i].1)),
+            None => {
+                let why = match want {
+                    "kube-vip" => ": nothing would announce the VIP before Cilium dials it (the 2026-09-01 cold-bootstrap deadlock shape)",
+                    "cilium" => ": the cluster has no CNI after a cold run",
+                    _ => ": there is no cluster for kube-vip and Cilium to land on",
+                };
+                out.push(v(
+                    &Loc::new(file.path.clone(), 0),
+                    format!("site.yml does not import {want}.yml{why}"),
+                ));
+            }
+        }
+    }
+    for pair in present.windows(2) {
+        let (a, ai, _) = pair[0];
+        let (b, bi, bline) = pair[1];
+        if bi < ai {
+            out.push(v(
+                &Loc::new(file.path.clone(), bline),
+                format!(
+                    "site.yml imports {b}.yml before {a}.yml: the order must be {} (kube-vip needs a cluster; Cilium needs the VIP answering)",
+                    SITE_ORDER.join(" -> ")
+                ),
+            ));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// From the loaded repo to facts.
+
+/// A host's raw (unrendered) variable and where its winning definition is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawVar {
+    pub name: String,
+    pub value: serde_json::Value,
+    pub file: PathBuf,
+    pub line: usize,
+    /// A `!vault` value: never read, never shown.
+    pub secret: bool,
+}
+
+/// What gathering needs from a loaded repo. A view rather than the repo itself so the
+/// mapping is testable with a hand-made inventory; all file access goes through `read`.
+pub struct RepoView<'a> {
+    pub root: &'a Path,
+    /// The Ansible directory, absolute or relative to `root`.
+    pub ansible_dir: &'a Path,
+    pub environments: &'a [crate::repo::env::Environment],
+    /// A host's raw variables, each with its winning definition.
+    pub host_vars: &'a dyn Fn(&str) -> Vec<RawVar>,
+    /// A host's variable, rendered.
+    pub resolved: &'a dyn Fn(&str, &str) -> Option<crate::repo::resolve::Resolved>,
+    /// A text file's content, `None` when it does not exist.
+    pub read: &'a dyn Fn(&Path) -> Option<String>,
+}
+
+/// Where the contract's two Ansible-side files live under the Ansible directory (the layout
+/// the infra repo documents; not data about any one homelab).
+pub const CILIUM_TEMPLATE: &str = "roles/cilium/templates/cilium-values.yaml.j2";
+pub const SITE_PLAYBOOK: &str = "playbooks/site.yml";
+
+/// `path` relative to the repo root, for findings; the inventory may report absolute paths
+/// while the root was given relative (or the other way round).
+fn rel_to(root: &Path, path: &Path) -> PathBuf {
+    if let Ok(rel) = path.strip_prefix(root) {
+        return rel.to_path_buf();
+    }
+    if let (Ok(abs_root), Ok(abs_path)) = (root.canonicalize(), path.canonicalize()) {
+        if let Ok(rel) = abs_path.strip_prefix(&abs_root) {
+            return rel.to_path_buf();
+        }
+    }
+    if let Ok(abs_root) = root.canonicalize() {
+        if let Ok(rel) = path.strip_prefix(&abs_root) {
+            return rel.to_path_buf();
+        }
+    }
+    path.to_path_buf()
+}
+
+fn json_text(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Whether a vault file's text is encrypted: the whole file (`$ANSIBLE_VAULT;` header), or
+/// YAML whose values are inline `!vault` values.
+pub fn is_vaulted_text(text: &str) -> bool {
+    text.trim_start().starts_with("$ANSIBLE_VAULT;")
+        || yaml::parse_documents(text)
+            .is_ok_and(|docs| docs.iter().any(yaml::Node::contains_vaulted))
+}
+
+/// Copy the facts the rules need out of a loaded repo.
+pub fn gather_view(view: &RepoView<'_>) -> ParityInput {
+    let root = view.root;
+    let ansible_dir = if view.ansible_dir.is_absolute() {
+        view.ansible_dir.to_path_buf()
+    } else {
+        root.join(view.ansible_dir)
+    };
+    let text_file = |rel: &str| {
+        let path = ansible_dir.join(rel);
+        TextFile {
+            text: (view.read)(&path),
+            path: rel_to(root, &path),
+        }
+    };
+    ParityInput {
+        envs: view
+            .environments
+            .iter()
+            .map(|env| gather_env(view, env))
+            .collect(),
+        cilium_template: Some(text_file(CILIUM_TEMPLATE)),
+        site_yml: Some(text_file(SITE_PLAYBOOK)),
+    }
+}
+
+fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFacts {
+    use crate::repo::env::{EnvProblem, Fact};
+    use crate::repo::resolve::Resolved;
+
+    let root = view.root;
+    let fact = |f: &Fact| -> Option<Located<String>> {
+        let value = f.value.clone()?;
+        let at = f
+            .origin
+            .as_ref()
+            .map(|o| Loc::new(rel_to(root, &o.file), o.line))
+            .unwrap_or_default();
+        Some(Located::new(value, at))
+    };
+
+    let mut problems: Vec<Problem> = env
+        .problems
+        .iter()
+        .map(|p| {
+            let fact = match p {
+                EnvProblem::NoServers { .. } => "servers".to_string(),
+                EnvProblem::NoGatewayGroup { .. } => "vpn_gateways".to_string(),
+                EnvProblem::Missing { var }
+                | EnvProblem::Disagree { var, .. }
+                | EnvProblem::Unrenderable { var, .. } => var.clone(),
+            };
+            Problem {
+                fact,
+                message: p.to_string(),
+                at: None,
+            }
+        })
+        // The gateway group is not part of this contract.
+        .filter(|p| p.fact != "vpn_gateways")
+        .collect();
+
+    let host_vars: Vec<(String, Vec<RawVar>)> = env
+        .servers
+        .iter()
+        .map(|h| (h.name.clone(), (view.host_vars)(&h.name)))
+        .collect();
+    let raw_defs = |name: &str| -> Vec<Located<String>> {
+        let mut out: Vec<Located<String>> = Vec::new();
+        for (_, vars) in &host_vars {
+            for v in vars.iter().filter(|v| v.name == name && !v.secret) {
+                let Some(text) = json_text(&v.value) else {
+                    continue;
+                };
+                let located = Located::new(text, Loc::new(rel_to(root, &v.file), v.line));
+                if !out.contains(&located) {
+                    out.push(located);
+                }
+            }
+        }
+        out
+    };
+
+    let mut vars: Vec<VarFact> = Vec::new();
+    for (_, hv) in &host_vars {
+        for v in hv.iter().filter(|v| !v.secret) {
+            if let serde_json::Value::String(s) = &v.value {
+                let fact = VarFact {
+                    name: v.name.clone(),
+                    value: s.clone(),
+                    at: Loc::new(rel_to(root, &v.file), v.line),
+                };
+                if !vars.contains(&fact) {
+                    vars.push(fact);
+                }
+            }
+        }
+    }
+
+    // k3s_tls_sans, rendered per server; servers must agree, as for the other facts.
+    let mut sans: Option<Located<Vec<String>>> = None;
+    let mut sans_failed = false;
+    for (host, hv) in &host_vars {
+        let Some(resolved) = (view.resolved)(host, TLS_SANS_VAR) else {
+            continue;
+        };
+        let list = match resolved {
+            Resolved::Value(serde_json::Value::Array(items)) => {
+                items.iter().filter_map(json_text).collect::<Vec<_>>()
+            }
+            Resolved::Value(other) => {
+                problems.push(Problem {
+                    fact: TLS_SANS_VAR.into(),
+                    message: format!("{host}: expected a list, found {other}"),
+                    at: None,
+                });
+                sans_failed = true;
+                continue;
+            }
+            Resolved::Unrenderable { reason } => {
+                problems.push(Problem {
+                    fact: TLS_SANS_VAR.into(),
+                    message: format!("cannot be rendered for {host}: {reason}"),
+                    at: None,
+                });
+                sans_failed = true;
+                continue;
+            }
+        };
+        let at = hv
+            .iter()
+            .find(|v| v.name == TLS_SANS_VAR)
+            .map(|v| Loc::new(rel_to(root, &v.file), v.line))
+            .unwrap_or_default();
+        match &sans {
+            None => sans = Some(Located::new(list, at)),
+            Some(first) if first.value != list => {
+                problems.push(Problem {
+                    fact: TLS_SANS_VAR.into(),
+                    message: format!(
+                        "servers disagree: {:?} (from {}) vs {host}'s {:?}",
+                        first.value, first.at, list
+                    ),
+                    at: Some(at),
+                });
+                sans_failed = true;
+            }
+            Some(_) => {}
+        }
+    }
+    if sans_failed {
+        sans = None;
+    }
+
+    let vault = match &env.vault {
+        None => VaultState::NotExpected,
+        Some(rel) => {
+            let path = if rel.is_absolute() {
+                rel.clone()
+            } else {
+                root.join(rel)
+            };
+            match (view.read)(&path) {
+                None => VaultState::Missing {
+                    expected: rel_to(root, &path),
+                },
+                Some(text) => VaultState::Present {
+                    file: rel_to(root, &path),
+                    vaulted: is_vaulted_text(&text),
+                },
+            }
+        }
+    };
+
+    let overlay = OverlayFact::from_result(
+        &env.flux_overlay,
+        crate::repo::flux::overlay_api_host(root, &env.flux_overlay),
+    );
+    let helm = match &overlay {
+        OverlayFact::Resolved(OverlayValue {
+            kustomization_path: Some(path),
+            ..
+        }) => {
+            let rel = Path::new(path.trim_start_matches("./"));
+            let hosts = crate::repo::flux::helm_release_values(root, rel, &["k8sServiceHost"]);
+            let ports = crate::repo::flux::helm_release_values(root, rel, &["k8sServicePort"]);
+            match hosts.and_then(|h| ports.map(|p| (h, p))) {
+                Ok((service_hosts, service_ports)) => Some(HelmFacts {
+                    path: path.clone(),
+                    service_hosts,
+                    service_ports,
+                }),
+                Err(e) => {
+                    problems.push(Problem {
+                        fact: format!("Flux path {path}"),
+                        message: e.to_string(),
+                        at: e.location().map(|l| Loc::new(l.file, l.line)),
+                    });
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+
+    EnvFacts {
+        name: env.name.clone(),
+        overlay: Some(overlay),
+        helm,
+        endpoint: fact(&env.endpoint),
+        vip: fact(&env.vip),
+        founder: fact(&env.founder),
+        api_port: fact(&env.api_port),
+        nodes: env
+            .servers
+            .iter()
+            .map(|h| NodeAddr {
+                host: h.name.clone(),
+                address: h.address.clone(),
+            })
+            .collect(),
+        endpoint_raw: raw_defs(ENDPOINT_VAR),
+        api_host_raw: raw_defs(FOUNDER_VAR),
+        tls_sans: sans,
+        vault,
+        vars,
+        problems,
+    }
+}
+
+/// Gather the facts of a loaded repo. Reads, besides what the repo already loaded, the Flux
+/// overlays, the Cilium values template, `site.yml` and each environment's vault file.
+pub fn gather(repo: &crate::repo::Repo) -> ParityInput {
+    let host_vars = |host: &str| -> Vec<RawVar> {
+        repo.inventory
+            .host_vars(host)
+            .map(|vars| {
+                vars.iter()
+                    .map(|(name, v)| RawVar {
+                        name: name.clone(),
+                        value: v.value.clone(),
+                        file: v.origin.file.clone(),
+                        line: v.origin.line,
+                        secret: v.secret,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let resolved = |host: &str, var: &str| repo.resolve_var(host, var);
+    let read = |path: &Path| std::fs::read_to_string(path).ok();
+    // Repo::ansible_dir is already under the root; the view wants it relative to the root.
+    let ansible_dir = repo
+        .ansible_dir
+        .strip_prefix(&repo.root)
+        .unwrap_or(&repo.ansible_dir);
+    gather_view(&RepoView {
+        root: &repo.root,
+        ansible_dir,
+        environments: &repo.environments,
+        host_vars: &host_vars,
+        resolved: &resolved,
+        read: &read,
+    })
+}

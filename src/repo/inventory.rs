@@ -13,6 +13,19 @@
 //! `VARIABLE_PRECEDENCE`): INI `[all:vars]` < INI `[g:vars]` of the host's groups (sorted by
 //! depth, `ansible_group_priority`, name) < `group_vars/all` < `group_vars/<g>` (same order) <
 //! INI inline host vars < `host_vars/<host>`. Each level replaces whole top-level keys.
+//!
+//! What the real tool does (checked against ansible-core 2.19 by tests/inventory_parity.rs):
+//! - `[g:vars]` values are typed exactly like inline host vars (`ast.literal_eval`, else the
+//!   raw string): `5` is an int, `True` a bool, `yes` and `0755` stay strings, `'q'` is `q`,
+//!   `"a b" # c` is `a b` (a Python comment), `hello # c` is the whole text.
+//! - Inline host vars go through `shlex` first, so quotes are removed before typing
+//!   (`c="[1, 2]"` is a list) and `#` starts a comment even inside a word.
+//! - `ansible_group_priority` in INI sets the priority and is not a variable; the same key in
+//!   a group_vars file is an ordinary variable and does not change the priority.
+//! - Group names are kept as written (`k3s-dev` stays `k3s-dev`).
+//! - A host's port comes from its first `host:port`; later lines do not change it.
+//! - A group with no hosts and no children is absent from `--list` but still named in its
+//!   parent's `children`; hosts without variables are absent from `_meta.hostvars`.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -59,6 +72,8 @@ struct Host {
     name: String,
     /// Inline INI vars (and `ansible_port` from `host:port`).
     vars: VarMap,
+    /// Groups that list this host directly (an index, so membership is not a scan).
+    direct: Vec<usize>,
 }
 
 /// An Ansible inventory: groups, hosts and merged host variables.
@@ -80,14 +95,27 @@ const UNGROUPED: usize = 1;
 impl Inventory {
     /// Load an INI inventory file plus `group_vars/` and `host_vars/` beside it.
     pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
-        let text = std::fs::read_to_string(path).map_err(|source| InventoryError::Io {
+        let bytes = std::fs::read(path).map_err(|source| InventoryError::Io {
             path: path.to_path_buf(),
             source,
         })?;
+        let text = decode_ini(bytes, path)?;
+        if vars::is_vaulted_text(&text) {
+            return Err(InventoryError::Syntax {
+                file: path.to_path_buf(),
+                line: 1,
+                message: "the inventory file is ansible-vault encrypted: vaulted, not read \
+                          (expected a plain INI inventory)"
+                    .into(),
+            });
+        }
         let mut inv = Self::parse_ini(&text, path)?;
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        // Ansible resolves the directory beside the inventory through symlinks.
-        let base = std::fs::canonicalize(&base).unwrap_or(base);
+        // Ansible's `basedir`: the inventory file's own directory (a symlinked file is not
+        // followed), so group_vars/ and host_vars/ are looked up beside the path given.
+        let base = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
         inv.merge_vars(&base)?;
         Ok(inv)
     }
@@ -128,6 +156,10 @@ impl Inventory {
     }
 
     /// Hosts of a group including its descendants, in `ansible GROUP --list-hosts` order.
+    /// Where two groups of one level below `group` both bring new child groups, Ansible's
+    /// own order between their hosts changes from run to run (it walks a Python set); we
+    /// keep declaration order there. (An Ansible *pattern* naming both a host and a group
+    /// selects the host; this is the group.)
     pub fn hosts_in(&self, group: &str) -> Option<Vec<String>> {
         let g = *self.group_index.get(group)?;
         Some(
@@ -294,12 +326,14 @@ impl Inventory {
                 self.hosts.push(Host {
                     name: name.to_string(),
                     vars,
+                    direct: Vec::new(),
                 });
                 self.host_index.insert(name.to_string(), h);
                 h
             }
         };
-        if !self.groups[group].hosts.contains(&h) {
+        if !self.hosts[h].direct.contains(&group) {
+            self.hosts[h].direct.push(group);
             self.groups[group].hosts.push(h);
         }
         h
@@ -318,8 +352,10 @@ impl Inventory {
             if mine.contains(&UNGROUPED) {
                 if mine.iter().any(|&g| g != ALL && g != UNGROUPED) {
                     self.groups[UNGROUPED].hosts.retain(|&x| x != h);
+                    self.hosts[h].direct.retain(|&g| g != UNGROUPED);
                 }
-            } else if mine.iter().all(|&g| g == ALL) && !self.groups[UNGROUPED].hosts.contains(&h) {
+            } else if mine.iter().all(|&g| g == ALL) {
+                self.hosts[h].direct.push(UNGROUPED);
                 self.groups[UNGROUPED].hosts.push(h);
             }
         }
@@ -327,11 +363,9 @@ impl Inventory {
 
     fn direct_and_ancestor_groups(&self, h: usize) -> HashSet<usize> {
         let mut out = HashSet::new();
-        for (g, group) in self.groups.iter().enumerate() {
-            if group.hosts.contains(&h) {
-                out.insert(g);
-                out.extend(self.ancestors(g));
-            }
+        for &g in &self.hosts[h].direct {
+            out.insert(g);
+            out.extend(self.ancestors(g));
         }
         out
     }
@@ -371,12 +405,12 @@ impl Inventory {
             let mut next = Vec::new();
             for &lg in &level {
                 for &c in &self.groups[lg].children {
-                    if !seen.contains(&c) && !next.contains(&c) {
+                    // Inserting into `seen` here also keeps `next` free of duplicates.
+                    if seen.insert(c) {
                         next.push(c);
                     }
                 }
             }
-            seen.extend(next.iter().copied());
             ordered.extend(next.iter().copied());
             level = next;
         }
@@ -798,6 +832,36 @@ fn python_int(v: &serde_json::Value) -> Option<i64> {
 /// 1-based column of `needle` in the raw line (for provenance), 1 if not found.
 fn column_of(raw: &str, needle: &str) -> usize {
     raw.find(needle).map_or(1, |i| raw[..i].chars().count() + 1)
+}
+
+/// The file as text. Like Ansible, bytes that are not UTF-8 are tolerated in comment lines
+/// only (they become empty lines, keeping line numbers); anywhere else they are an error.
+fn decode_ini(bytes: Vec<u8>, path: &Path) -> Result<String, InventoryError> {
+    let bytes = match String::from_utf8(bytes) {
+        Ok(text) => return Ok(text),
+        Err(e) => e.into_bytes(),
+    };
+    let mut out = String::with_capacity(bytes.len());
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        if matches!(line.first(), Some(b'#') | Some(b';')) {
+            out.push_str(std::str::from_utf8(line).unwrap_or(""));
+            continue;
+        }
+        match std::str::from_utf8(line) {
+            Ok(l) => out.push_str(l),
+            Err(_) => {
+                return Err(InventoryError::Syntax {
+                    file: path.to_path_buf(),
+                    line: i + 1,
+                    message: "bytes that are not UTF-8 (expected UTF-8 text; only comment lines may hold other bytes)".into(),
+                })
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// `str.splitlines()` for the line breaks that occur in practice.
@@ -1288,7 +1352,7 @@ pub mod pyliteral {
             Some((a, b)) => (a, Some(b)),
             None => (mantissa, None),
         };
-        if int_part.is_empty() && frac.map_or(true, str::is_empty) {
+        if int_part.is_empty() && frac.is_none_or(str::is_empty) {
             return None;
         }
         if !int_part.is_empty() && !digits_ok(int_part, 10) {
@@ -1948,6 +2012,43 @@ mod tests {
             .starts_with("inv/hosts.ini:2: Expected group name"));
         assert!(parse_err("[g:vars]\nansible_group_priority=high\n[g]\n")
             .contains("ansible_group_priority"));
+    }
+
+    #[test]
+    fn load_reports_bad_group_vars_and_vaulted_inventory() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ini = tmp.path().join("hosts.ini");
+        std::fs::write(&ini, "[g]\nh\n").expect("ini");
+        std::fs::create_dir(tmp.path().join("group_vars")).expect("gv");
+        std::fs::write(tmp.path().join("group_vars/g.yml"), "ok: 1\nbad: [1,\n").expect("gv");
+        let err = Inventory::load(&ini).expect_err("bad yaml").to_string();
+        let want = format!("{}:", tmp.path().join("group_vars/g.yml").display());
+        assert!(
+            err.starts_with(&want) && err.contains("invalid YAML"),
+            "{err}"
+        );
+
+        std::fs::write(&ini, "$ANSIBLE_VAULT;1.1;AES256\n3132\n").expect("ini");
+        let err = Inventory::load(&ini).expect_err("vaulted").to_string();
+        assert!(
+            err.contains("hosts.ini:1: the inventory file is ansible-vault encrypted"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn non_utf8_is_tolerated_in_comments_only() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ini = tmp.path().join("hosts.ini");
+        std::fs::write(&ini, b"# caf\xe9\n[g]\nh\n").expect("ini");
+        let inv = Inventory::load(&ini).expect("comment bytes are fine");
+        assert_eq!(inv.hosts(), ["h"]);
+        std::fs::write(&ini, b"[g]\nh\nbad\xff\n").expect("ini");
+        let err = Inventory::load(&ini).expect_err("bad bytes").to_string();
+        assert!(
+            err.contains("hosts.ini:3: bytes that are not UTF-8"),
+            "{err}"
+        );
     }
 
     #[test]

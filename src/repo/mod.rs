@@ -11,6 +11,7 @@ pub mod vars;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use self::config::{Config, ConfigError};
 use self::env::{Environment, HostFacts};
@@ -41,8 +42,8 @@ pub struct Repo {
     pub inventory: Inventory,
     pub environments: Vec<Environment>,
     resolver: Resolver,
-    /// Ansible's magic `groups`, computed once.
-    groups: BTreeMap<String, Vec<String>>,
+    /// Ansible's magic `groups`, computed once and shared by every host's context.
+    groups: Arc<BTreeMap<String, Vec<String>>>,
 }
 
 impl Repo {
@@ -63,9 +64,9 @@ impl Repo {
             environments: Vec::new(),
             config,
             resolver: Resolver::new(),
-            groups: BTreeMap::new(),
+            groups: Arc::default(),
         };
-        repo.groups = all_groups(&repo.inventory);
+        repo.groups = Arc::new(all_groups(&repo.inventory));
         repo.environments = repo
             .config
             .environments
@@ -124,12 +125,12 @@ pub fn all_groups(inv: &Inventory) -> BTreeMap<String, Vec<String>> {
 
 /// Ansible's magic `groups` and `group_names` for one host.
 pub fn host_context(inv: &Inventory, host: &str) -> HostContext {
-    host_context_with(inv, all_groups(inv), host)
+    host_context_with(inv, Arc::new(all_groups(inv)), host)
 }
 
 pub fn host_context_with(
     inv: &Inventory,
-    groups: BTreeMap<String, Vec<String>>,
+    groups: Arc<BTreeMap<String, Vec<String>>>,
     host: &str,
 ) -> HostContext {
     let mut group_names: Vec<String> = inv

@@ -46,8 +46,9 @@ impl Resolved {
 #[derive(Debug, Clone, Default)]
 pub struct HostContext {
     pub inventory_hostname: String,
-    /// Ansible's magic `groups`: every group's hosts.
-    pub groups: BTreeMap<String, Vec<String>>,
+    /// Ansible's magic `groups`: every group's hosts. Shared, not copied, per host: it is
+    /// the size of the whole inventory.
+    pub groups: Arc<BTreeMap<String, Vec<String>>>,
     /// Ansible's magic `group_names`: the host's groups, without `all`.
     pub group_names: Vec<String>,
 }
@@ -69,6 +70,8 @@ impl Default for Resolver {
         Self::new()
     }
 }
+
+const MAGIC_GROUPS: &str = "groups";
 
 fn is_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%")
@@ -177,6 +180,8 @@ struct HostScope {
     env: Arc<Environment<'static>>,
     raw: BTreeMap<String, serde_json::Value>,
     magic: BTreeMap<String, serde_json::Value>,
+    /// `groups`, handed to templates only when one asks for it.
+    groups: Arc<BTreeMap<String, Vec<String>>>,
     done: Mutex<BTreeMap<String, Resolved>>,
     in_progress: Mutex<HashSet<String>>,
     /// The first failure met while rendering a dependency, so the outer error can name it.
@@ -205,10 +210,6 @@ impl HostScope {
             serde_json::Value::String(short),
         );
         magic.insert(
-            "groups".to_string(),
-            serde_json::to_value(&ctx.groups).unwrap_or_default(),
-        );
-        magic.insert(
             "group_names".to_string(),
             serde_json::to_value(&ctx.group_names).unwrap_or_default(),
         );
@@ -216,6 +217,7 @@ impl HostScope {
             env,
             raw: raw.clone(),
             magic,
+            groups: ctx.groups.clone(),
             done: Mutex::new(BTreeMap::new()),
             in_progress: Mutex::new(HashSet::new()),
             last_failure: Mutex::new(None),
@@ -325,6 +327,9 @@ impl Object for HostScope {
 
     fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
         let name = key.as_str()?;
+        if name == MAGIC_GROUPS && !self.raw.contains_key(name) {
+            return Some(Value::from_serialize(&*self.groups));
+        }
         if !self.raw.contains_key(name) && !self.magic.contains_key(name) {
             if let Ok(mut lf) = self.last_failure.lock() {
                 lf.get_or_insert_with(|| format!("`{name}` is not defined for this host"));
@@ -348,6 +353,7 @@ impl Object for HostScope {
             .keys()
             .chain(self.magic.keys())
             .map(|k| Value::from(k.as_str()))
+            .chain(std::iter::once(Value::from(MAGIC_GROUPS)))
             .collect();
         Enumerator::Values(keys)
     }
@@ -365,10 +371,10 @@ mod tests {
     fn ctx() -> HostContext {
         HostContext {
             inventory_hostname: "node-a".into(),
-            groups: BTreeMap::from([(
+            groups: Arc::new(BTreeMap::from([(
                 "servers".to_string(),
                 vec!["node-a".to_string(), "node-b".to_string()],
-            )]),
+            )])),
             group_names: vec!["servers".into()],
         }
     }

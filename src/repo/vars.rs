@@ -76,6 +76,9 @@ pub enum VarsError {
     },
 }
 
+/// How a vaulted vars file is reported wherever files are listed.
+pub const VAULTED_NOT_READ: &str = "vaulted, not read";
+
 /// The extensions Ansible accepts for vars files (`YAML_FILENAME_EXTENSIONS`), after "none".
 const VARS_EXTENSIONS: [&str; 3] = [".yml", ".yaml", ".json"];
 

@@ -59,6 +59,12 @@ pub fn homelab() -> FakeTopology {
         "k3s-prod-3",
     ] {
         t = t.var(h, "memattr_survey_required_group", "k3s_prod".into());
+        t = t.var(h, "k3s_data_dir", "/var/lib/rancher/k3s".into());
+    }
+    // As group_vars/k3s_prod/vars.yml sets them (etcd-io-priority reads them back).
+    for h in ["k3s-prod-1", "k3s-prod-2", "k3s-prod-3"] {
+        t = t.var(h, "etcd_io_priority_nr_requests", 32.into());
+        t = t.var(h, "etcd_io_priority_io_weight", 10000.into());
     }
     t
 }

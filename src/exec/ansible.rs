@@ -1,0 +1,449 @@
+//! What ansible-playbook prints, read back as data: the PLAY RECAP per host and the
+//! `--list-hosts` host set (where any doubt blocks), and where the binary lives.
+//!
+//! Owns: the parsers, the list-hosts gate verdict, argv helpers (`--check --diff`), and the
+//! lookup of `ansible-playbook` with an install hint when it is missing.
+//! Must not: run processes (that is [`super::process`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+/// How to install Ansible where hk-console looks for it; shown when it is missing.
+pub const INSTALL_HINT: &str = "install ansible-core: `python3 -m venv ~/.local/hk-venv && \
+~/.local/hk-venv/bin/pip install ansible-core` (or `pipx install ansible-core`), then put its \
+bin/ on PATH or set HK_ANSIBLE_BIN_DIR to it";
+
+/// The directories searched for Ansible's binaries, in order: `$HK_ANSIBLE_BIN_DIR`, each
+/// `$PATH` entry, `/opt/hk-venv/bin`.
+pub fn search_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(d) = std::env::var_os("HK_ANSIBLE_BIN_DIR") {
+        if !d.is_empty() {
+            dirs.push(PathBuf::from(d));
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    dirs.push(PathBuf::from("/opt/hk-venv/bin"));
+    dirs
+}
+
+/// The first executable `name` in `dirs`, or None.
+pub fn find_binary(name: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return p.is_file().then_some(p);
+    }
+    dirs.iter().map(|d| d.join(name)).find(|p| {
+        std::fs::metadata(p)
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    })
+}
+
+/// Whether an ansible-playbook argv only looks (`--check`, `--list-hosts`, `--syntax-check`,
+/// `--list-tasks`, `--list-tags`). Anything else changes hosts.
+pub fn argv_is_read_only(argv: &[String]) -> bool {
+    argv.iter().any(|a| {
+        matches!(
+            a.as_str(),
+            "--check" | "-C" | "--list-hosts" | "--syntax-check" | "--list-tasks" | "--list-tags"
+        )
+    })
+}
+
+/// The check-mode preview of an ansible step: the same argv with `--check --diff`.
+pub fn check_argv(argv: &[String]) -> Vec<String> {
+    let mut out = argv.to_vec();
+    for flag in ["--check", "--diff"] {
+        if !out.iter().any(|a| a == flag) {
+            out.push(flag.to_string());
+        }
+    }
+    out
+}
+
+/// The `--list-hosts` variant of an ansible step: the same targeting, nothing run.
+pub fn list_hosts_argv(argv: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = argv
+        .iter()
+        .filter(|a| !matches!(a.as_str(), "--check" | "-C" | "--diff" | "-D"))
+        .cloned()
+        .collect();
+    if !out.iter().any(|a| a == "--list-hosts") {
+        out.push("--list-hosts".to_string());
+    }
+    out
+}
+
+/// One host's line of the PLAY RECAP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HostRecap {
+    pub ok: u32,
+    pub changed: u32,
+    pub unreachable: u32,
+    pub failed: u32,
+    pub skipped: u32,
+    pub rescued: u32,
+    pub ignored: u32,
+}
+
+impl HostRecap {
+    /// Neither failed nor unreachable.
+    pub fn succeeded(&self) -> bool {
+        self.failed == 0 && self.unreachable == 0
+    }
+}
+
+/// The PLAY RECAP of a run, per host (the last recap wins if there are several).
+pub fn parse_recap<'a, I>(lines: I) -> BTreeMap<String, HostRecap>
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    let mut out = BTreeMap::new();
+    let mut in_recap = false;
+    for raw in lines {
+        let line = strip_ansi(raw);
+        let t = line.trim();
+        if t.starts_with("PLAY RECAP") {
+            in_recap = true;
+            out.clear();
+            continue;
+        }
+        if !in_recap {
+            continue;
+        }
+        let Some((host, counts)) = t.split_once(" : ").or_else(|| t.split_once(": ")) else {
+            if !t.is_empty() {
+                in_recap = false;
+            }
+            continue;
+        };
+        let mut r = HostRecap::default();
+        let mut any = false;
+        for kv in counts.split_whitespace() {
+            let Some((k, v)) = kv.split_once('=') else {
+                continue;
+            };
+            let Ok(v) = v.parse::<u32>() else { continue };
+            any = true;
+            match k {
+                "ok" => r.ok = v,
+                "changed" => r.changed = v,
+                "unreachable" => r.unreachable = v,
+                "failed" => r.failed = v,
+                "skipped" => r.skipped = v,
+                "rescued" => r.rescued = v,
+                "ignored" => r.ignored = v,
+                _ => {}
+            }
+        }
+        if any {
+            out.insert(host.trim().to_string(), r);
+        } else {
+            in_recap = false;
+        }
+    }
+    out
+}
+
+/// One play as `--list-hosts` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedPlay {
+    /// The `play #N (pattern): name` line, as printed.
+    pub header: String,
+    pub hosts: Vec<String>,
+}
+
+/// Why a `--list-hosts` output is not trusted. Each blocks the gate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListHostsDoubt {
+    #[error("no `hosts (N):` section in the --list-hosts output")]
+    NoHostsSection,
+    #[error("`hosts ({declared}):` but {found} host lines followed")]
+    CountMismatch { declared: usize, found: usize },
+    #[error("unreadable --list-hosts line {line}: {text:?}")]
+    Unreadable { line: usize, text: String },
+    #[error("ansible warned about the targeting: {0}")]
+    Warning(String),
+    #[error("plays target different host sets: {0}")]
+    PlaysDiffer(String),
+}
+
+/// Parses `--list-hosts` stdout (and stderr, for the warnings that mean the pattern did
+/// not match what was meant). Every play must list the same host set; any line that is
+/// not understood, any count that does not add up, any targeting warning is a doubt.
+pub fn parse_list_hosts(stdout: &str, stderr: &str) -> Result<Vec<ListedPlay>, ListHostsDoubt> {
+    for w in stdout.lines().chain(stderr.lines()) {
+        let w = strip_ansi(w);
+        let lw = w.to_ascii_lowercase();
+        if lw.contains("could not match supplied host pattern")
+            || lw.contains("no inventory was parsed")
+            || lw.contains("provided hosts list is empty")
+            || lw.contains("no hosts matched")
+        {
+            return Err(ListHostsDoubt::Warning(w.trim().to_string()));
+        }
+    }
+    let lines: Vec<String> = stdout.lines().map(strip_ansi).collect();
+    let mut plays = Vec::new();
+    let mut header = String::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let t = lines[i].trim();
+        if t.is_empty() || t.starts_with("playbook:") || t.starts_with("pattern:") {
+            i += 1;
+            continue;
+        }
+        if t.starts_with("play #") {
+            header = t.to_string();
+            i += 1;
+            continue;
+        }
+        if let Some(n) = t.strip_prefix("hosts (").and_then(|r| r.strip_suffix("):")) {
+            let declared: usize = n.parse().map_err(|_| ListHostsDoubt::Unreadable {
+                line: i + 1,
+                text: t.to_string(),
+            })?;
+            let indent = indent_of(&lines[i]);
+            let mut hosts = Vec::new();
+            i += 1;
+            while i < lines.len() && !lines[i].trim().is_empty() && indent_of(&lines[i]) > indent {
+                let h = lines[i].trim();
+                if h.contains(char::is_whitespace) {
+                    return Err(ListHostsDoubt::Unreadable {
+                        line: i + 1,
+                        text: h.to_string(),
+                    });
+                }
+                hosts.push(h.to_string());
+                i += 1;
+            }
+            if hosts.len() != declared {
+                return Err(ListHostsDoubt::CountMismatch {
+                    declared,
+                    found: hosts.len(),
+                });
+            }
+            plays.push(ListedPlay {
+                header: std::mem::take(&mut header),
+                hosts,
+            });
+            continue;
+        }
+        if t.starts_with("[WARNING]") || t.starts_with("[DEPRECATION WARNING]") {
+            i += 1;
+            continue;
+        }
+        return Err(ListHostsDoubt::Unreadable {
+            line: i + 1,
+            text: t.to_string(),
+        });
+    }
+    let Some(first) = plays.first() else {
+        return Err(ListHostsDoubt::NoHostsSection);
+    };
+    let set: BTreeSet<&String> = first.hosts.iter().collect();
+    for p in &plays[1..] {
+        let other: BTreeSet<&String> = p.hosts.iter().collect();
+        if other != set {
+            return Err(ListHostsDoubt::PlaysDiffer(format!(
+                "{:?} vs {:?}",
+                first.hosts, p.hosts
+            )));
+        }
+    }
+    Ok(plays)
+}
+
+fn indent_of(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+/// The list-hosts gate: passes only on the exact expected set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListHostsVerdict {
+    Pass { hosts: Vec<String> },
+    Block { reason: String },
+}
+
+/// Compares a parsed host set with the expected one (order ignored; duplicates are doubt).
+pub fn list_hosts_gate(
+    expected: &[String],
+    parsed: &Result<Vec<ListedPlay>, ListHostsDoubt>,
+) -> ListHostsVerdict {
+    let plays = match parsed {
+        Ok(p) => p,
+        Err(d) => {
+            return ListHostsVerdict::Block {
+                reason: d.to_string(),
+            }
+        }
+    };
+    let hosts = plays.first().map(|p| p.hosts.clone()).unwrap_or_default();
+    let got: BTreeSet<&String> = hosts.iter().collect();
+    if got.len() != hosts.len() {
+        return ListHostsVerdict::Block {
+            reason: format!("a host is listed twice: {hosts:?}"),
+        };
+    }
+    let want: BTreeSet<&String> = expected.iter().collect();
+    if got == want {
+        return ListHostsVerdict::Pass { hosts };
+    }
+    let missing: Vec<&&String> = want.difference(&got).collect();
+    let extra: Vec<&&String> = got.difference(&want).collect();
+    ListHostsVerdict::Block {
+        reason: format!(
+            "host set differs from the expected one: missing {missing:?}, unexpected {extra:?}"
+        ),
+    }
+}
+
+/// Removes ANSI colour sequences (ansible colours output when it thinks it may).
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The ansible binary an argv names, resolved; missing gives the install hint.
+pub fn resolve_program(argv0: &str, dirs: &[PathBuf]) -> Result<PathBuf, String> {
+    find_binary(argv0, dirs).ok_or_else(|| {
+        let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        format!(
+            "{argv0} not found (looked in {}): {INSTALL_HINT}",
+            looked.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RECAP: &str = "\
+PLAY [x] ***********
+TASK [t] ***********
+ok: [node1]
+
+PLAY RECAP *********************************************************************
+node1                      : ok=2    changed=1    unreachable=0    failed=0    skipped=0    rescued=0    ignored=0
+\u{1b}[0;31mnode2\u{1b}[0m                      : ok=0    changed=0    unreachable=1    failed=0    skipped=0    rescued=0    ignored=0
+node3                      : ok=1    changed=0    unreachable=0    failed=1    skipped=2    rescued=0    ignored=0
+
+";
+
+    #[test]
+    fn recap_per_host() {
+        let r = parse_recap(RECAP.lines());
+        assert_eq!(r.len(), 3);
+        assert_eq!(r["node1"].changed, 1);
+        assert!(r["node1"].succeeded());
+        assert_eq!(r["node2"].unreachable, 1);
+        assert!(!r["node2"].succeeded());
+        assert_eq!((r["node3"].failed, r["node3"].skipped), (1, 2));
+    }
+
+    const LISTED: &str = "
+playbook: playbooks/etcd-io-priority.yml
+
+  play #1 (k3s_prod): etcd io priority\tTAGS: []
+    pattern: ['k3s_prod']
+    hosts (2):
+      k3s-prod-3
+      k3s-prod-1
+";
+
+    #[test]
+    fn list_hosts_parsed_and_gated() {
+        let p = parse_list_hosts(LISTED, "");
+        let plays = p.clone().expect("parsed");
+        assert_eq!(plays[0].hosts, vec!["k3s-prod-3", "k3s-prod-1"]);
+        assert!(plays[0].header.starts_with("play #1 (k3s_prod)"));
+        let exp = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(matches!(
+            list_hosts_gate(&exp(&["k3s-prod-1", "k3s-prod-3"]), &p),
+            ListHostsVerdict::Pass { .. }
+        ));
+        match list_hosts_gate(&exp(&["k3s-prod-3"]), &p) {
+            ListHostsVerdict::Block { reason } => {
+                assert!(reason.contains("k3s-prod-1"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn any_doubt_blocks() {
+        let short = LISTED.replace("hosts (2)", "hosts (3)");
+        assert_eq!(
+            parse_list_hosts(&short, ""),
+            Err(ListHostsDoubt::CountMismatch {
+                declared: 3,
+                found: 2
+            })
+        );
+        assert!(matches!(
+            parse_list_hosts(
+                LISTED,
+                "[WARNING]: Could not match supplied host pattern, ignoring: k3s-prod-9"
+            ),
+            Err(ListHostsDoubt::Warning(_))
+        ));
+        assert_eq!(
+            parse_list_hosts("\nplaybook: x.yml\n", ""),
+            Err(ListHostsDoubt::NoHostsSection)
+        );
+        let odd = format!("{LISTED}something unexpected\n");
+        assert!(matches!(
+            parse_list_hosts(&odd, ""),
+            Err(ListHostsDoubt::Unreadable { .. })
+        ));
+        let two = format!("{LISTED}\n  play #2 (x): y\tTAGS: []\n    pattern: ['x']\n    hosts (1):\n      k3s-prod-3\n");
+        assert!(matches!(
+            parse_list_hosts(&two, ""),
+            Err(ListHostsDoubt::PlaysDiffer(_))
+        ));
+        let e: Vec<String> = vec![];
+        assert!(matches!(
+            list_hosts_gate(&e, &parse_list_hosts(&short, "")),
+            ListHostsVerdict::Block { .. }
+        ));
+    }
+
+    #[test]
+    fn argv_helpers() {
+        let a: Vec<String> = ["ansible-playbook", "-i", "inv", "p.yml", "--limit", "h"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(!argv_is_read_only(&a));
+        let c = check_argv(&a);
+        assert_eq!(&c[6..], &["--check".to_string(), "--diff".to_string()]);
+        assert!(argv_is_read_only(&c));
+        assert_eq!(check_argv(&c), c);
+        let l = list_hosts_argv(&c);
+        assert_eq!(l.last().map(String::as_str), Some("--list-hosts"));
+        assert!(!l.iter().any(|x| x == "--check"));
+        let err = resolve_program("ansible-playbook-nope", &[PathBuf::from("/nonexistent")])
+            .expect_err("missing");
+        assert!(err.contains("pip install ansible-core"), "{err}");
+    }
+}

@@ -1,0 +1,424 @@
+//! Effects: the executors that make runbook steps do real work on real hosts.
+//!
+//! Owns: SSH over russh ([`ssh`]), ansible-playbook as a supervised process ([`process`],
+//! with its output read back by [`ansible`]), host key checking ([`known_hosts`]),
+//! connection settings ([`settings`]), secret redaction ([`redact`]), and the capability
+//! types that make observe mode read-only by construction (this file).
+//! Must not: decide what runs next (the pure engine in `runbook` does), touch the terminal,
+//! or hold a password or passphrase.
+//!
+//! # Observe mode is a type
+//!
+//! A [`PlannedStep`] becomes either a [`ReadOnlyStep`] or a [`MutatingStep`] through
+//! [`classify`]. An [`Executor<ReadOnly>`] only has a method for read-only steps. Running a
+//! mutating step needs an [`Executor<Mutating>`], which can only be built from a [`Mutating`]
+//! capability value, and the observe app never holds one:
+//!
+//! ```compile_fail
+//! use hk_console::exec::{Executor, ReadOnly, MutatingStep};
+//! async fn observe(ex: &Executor<ReadOnly>, step: &MutatingStep) {
+//!     // error[E0599]: no method named `run_mutating` for `Executor<ReadOnly>`
+//!     let _ = ex.run_mutating(step, &Default::default()).await;
+//! }
+//! ```
+//!
+//! The same call with the capability compiles:
+//!
+//! ```no_run
+//! use hk_console::exec::{Executor, Mutating, MutatingStep};
+//! async fn operate(ex: &Executor<Mutating>, step: &MutatingStep) {
+//!     let _ = ex.run_mutating(step, &Default::default()).await;
+//! }
+//! ```
+
+pub mod ansible;
+pub mod known_hosts;
+pub mod process;
+pub mod redact;
+pub mod settings;
+pub mod ssh;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::runbook::plan::{PlannedStep, StepKind};
+
+pub use process::{AnsibleOutcome, AnsibleRunner, OutputLine, Stream};
+pub use redact::Redactor;
+pub use settings::ConnectSettings;
+pub use ssh::{CommandOutput, SshError, SshOptions, SshPool};
+
+/// Errors carrying out a step.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("step {n} ({id}): {why}")]
+    NotRunnable { n: usize, id: String, why: String },
+    #[error("step {n} ({id}) mutates and cannot run as read-only")]
+    Mutates { n: usize, id: String },
+    #[error(transparent)]
+    Ssh(Box<SshError>),
+    #[error(transparent)]
+    Process(#[from] process::ProcessError),
+}
+
+impl From<SshError> for ExecError {
+    fn from(e: SshError) -> Self {
+        ExecError::Ssh(Box::new(e))
+    }
+}
+
+/// A step proven not to change anything: `mutates: false` in the plan, and (for ansible)
+/// an argv that only looks (`--check`, `--list-hosts`, ...).
+#[derive(Debug, Clone)]
+pub struct ReadOnlyStep(Work);
+
+/// A step that changes hosts. Only an [`Executor<Mutating>`] runs it.
+#[derive(Debug, Clone)]
+pub struct MutatingStep(Work);
+
+/// What a step runs, extracted from the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Work {
+    /// `ssh HOST 'command'`.
+    Ssh {
+        n: usize,
+        id: String,
+        host: String,
+        command: String,
+        timeout: Option<Duration>,
+    },
+    /// ansible-playbook argv from `cwd`.
+    Ansible {
+        n: usize,
+        id: String,
+        argv: Vec<String>,
+        cwd: Option<PathBuf>,
+        timeout: Option<Duration>,
+        /// list-hosts: the exact set the gate expects.
+        expect_hosts: Option<Vec<String>>,
+    },
+}
+
+impl ReadOnlyStep {
+    pub fn work(&self) -> &Work {
+        &self.0
+    }
+}
+
+impl MutatingStep {
+    pub fn work(&self) -> &Work {
+        &self.0
+    }
+}
+
+/// A planned step sorted by what it may do.
+#[derive(Debug, Clone)]
+pub enum Classified {
+    ReadOnly(ReadOnlyStep),
+    Mutating(MutatingStep),
+}
+
+/// Sorts a planned step into read-only or mutating. An ansible step counts as read-only
+/// only if the plan says so AND its argv only looks; a plan that claims otherwise is not
+/// believed. Steps without a process (gates, manual, kube-wait, probe) are not executors'.
+pub fn classify(step: &PlannedStep) -> Result<Classified, ExecError> {
+    let bad = |why: &str| ExecError::NotRunnable {
+        n: step.n,
+        id: step.id.clone(),
+        why: why.to_string(),
+    };
+    let argv = step
+        .command
+        .clone()
+        .ok_or_else(|| bad("no command to run"))?;
+    let timeout = step
+        .expect
+        .as_ref()
+        .and_then(|e| e.timeout_s)
+        .map(Duration::from_secs);
+    let (work, looks_only) = match step.kind {
+        StepKind::Ssh => {
+            let [prog, host, command] = argv.as_slice() else {
+                return Err(bad("expected [\"ssh\", HOST, COMMAND]"));
+            };
+            if prog != "ssh" {
+                return Err(bad("expected [\"ssh\", HOST, COMMAND]"));
+            }
+            (
+                Work::Ssh {
+                    n: step.n,
+                    id: step.id.clone(),
+                    host: host.clone(),
+                    command: command.clone(),
+                    timeout,
+                },
+                true,
+            )
+        }
+        StepKind::Ansible | StepKind::ListHosts => {
+            if !argv
+                .first()
+                .is_some_and(|a| a == "ansible-playbook" || a.ends_with("/ansible-playbook"))
+            {
+                return Err(bad("expected an ansible-playbook argv"));
+            }
+            let looks = ansible::argv_is_read_only(&argv);
+            if step.kind == StepKind::ListHosts && !argv.iter().any(|a| a == "--list-hosts") {
+                return Err(bad("a list-hosts step must pass --list-hosts"));
+            }
+            (
+                Work::Ansible {
+                    n: step.n,
+                    id: step.id.clone(),
+                    expect_hosts: step.expect.as_ref().and_then(|e| e.hosts.clone()),
+                    argv,
+                    cwd: step.cwd.as_ref().map(PathBuf::from),
+                    timeout,
+                },
+                looks,
+            )
+        }
+        other => {
+            return Err(bad(&format!(
+                "{} steps are not run by an executor",
+                other.as_str()
+            )))
+        }
+    };
+    Ok(if step.mutates || !looks_only {
+        Classified::Mutating(MutatingStep(work))
+    } else {
+        Classified::ReadOnly(ReadOnlyStep(work))
+    })
+}
+
+/// Capability marker: this executor only looks.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadOnly;
+
+/// Capability value: this executor may change hosts. Built only by [`Mutating::grant`],
+/// which the operate app calls and the observe app does not.
+#[derive(Debug)]
+pub struct Mutating {
+    _private: (),
+}
+
+impl Mutating {
+    /// The operator's grant to change hosts; `why` is for the log (e.g. the runbook id).
+    pub fn grant(why: &str) -> Self {
+        tracing::info!(why, "mutating capability granted");
+        Mutating { _private: () }
+    }
+}
+
+/// Per-run options for a step.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub cancel: CancellationToken,
+    pub sink: Option<mpsc::UnboundedSender<OutputLine>>,
+}
+
+/// What a step did.
+#[derive(Debug, Clone)]
+pub enum StepOutcome {
+    Ssh(CommandOutput),
+    Ansible {
+        outcome: AnsibleOutcome,
+        /// For list-hosts steps with an expected set: the gate's verdict.
+        list_hosts: Option<ansible::ListHostsVerdict>,
+    },
+}
+
+/// Runs steps. `C` is [`ReadOnly`] or [`Mutating`]; only the latter runs mutating steps.
+pub struct Executor<C> {
+    ssh: Arc<SshPool>,
+    ansible: AnsibleRunner,
+    redactor: Redactor,
+    _cap: C,
+}
+
+impl Executor<ReadOnly> {
+    /// The observe app's executor.
+    pub fn read_only(ssh: Arc<SshPool>, ansible: AnsibleRunner, redactor: Redactor) -> Self {
+        Executor {
+            ssh,
+            ansible,
+            redactor,
+            _cap: ReadOnly,
+        }
+    }
+}
+
+impl Executor<Mutating> {
+    /// The operate app's executor; needs the capability value.
+    pub fn mutating(
+        ssh: Arc<SshPool>,
+        ansible: AnsibleRunner,
+        redactor: Redactor,
+        cap: Mutating,
+    ) -> Self {
+        Executor {
+            ssh,
+            ansible,
+            redactor,
+            _cap: cap,
+        }
+    }
+
+    /// Runs a step that changes hosts.
+    pub async fn run_mutating(
+        &self,
+        step: &MutatingStep,
+        opts: &RunOptions,
+    ) -> Result<StepOutcome, ExecError> {
+        self.run_work(&step.0, opts).await
+    }
+}
+
+impl<C> Executor<C> {
+    /// Runs a read-only step (both capabilities may).
+    pub async fn run(
+        &self,
+        step: &ReadOnlyStep,
+        opts: &RunOptions,
+    ) -> Result<StepOutcome, ExecError> {
+        self.run_work(&step.0, opts).await
+    }
+
+    /// The SSH pool (live panes probe through it too).
+    pub fn ssh(&self) -> &Arc<SshPool> {
+        &self.ssh
+    }
+
+    async fn run_work(&self, work: &Work, opts: &RunOptions) -> Result<StepOutcome, ExecError> {
+        match work {
+            Work::Ssh {
+                host,
+                command,
+                timeout,
+                ..
+            } => {
+                let eo = ssh::ExecOptions {
+                    timeout: *timeout,
+                    cancel: opts.cancel.clone(),
+                    redactor: self.redactor.clone(),
+                    sink: opts.sink.clone(),
+                };
+                Ok(StepOutcome::Ssh(self.ssh.exec(host, command, &eo).await?))
+            }
+            Work::Ansible {
+                argv,
+                cwd,
+                timeout,
+                expect_hosts,
+                ..
+            } => {
+                let mut runner = self.ansible.clone();
+                if timeout.is_some() {
+                    runner.supervisor.timeout = *timeout;
+                }
+                let outcome = runner
+                    .run(
+                        argv,
+                        cwd.as_deref(),
+                        &self.redactor,
+                        opts.sink.as_ref(),
+                        &opts.cancel,
+                    )
+                    .await?;
+                let list_hosts = if argv.iter().any(|a| a == "--list-hosts") {
+                    expect_hosts
+                        .as_ref()
+                        .map(|exp| process::judge_list_hosts(&outcome, exp))
+                } else {
+                    None
+                };
+                Ok(StepOutcome::Ansible {
+                    outcome,
+                    list_hosts,
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runbook::plan::Expect;
+
+    fn step(kind: StepKind, mutates: bool, argv: &[&str]) -> PlannedStep {
+        PlannedStep {
+            n: 3,
+            id: "s".into(),
+            kind,
+            host: None,
+            mutates,
+            gate: None,
+            command: Some(argv.iter().map(|s| s.to_string()).collect()),
+            expect: Some(Expect {
+                timeout_s: Some(7),
+                ..Expect::default()
+            }),
+            title: String::new(),
+            cwd: Some("/repo/ansible".into()),
+        }
+    }
+
+    #[test]
+    fn classification_does_not_believe_a_read_only_claim() {
+        let apply = step(
+            StepKind::Ansible,
+            false,
+            &["ansible-playbook", "-i", "i", "p.yml"],
+        );
+        assert!(matches!(classify(&apply), Ok(Classified::Mutating(_))));
+        let check = step(
+            StepKind::Ansible,
+            false,
+            &["ansible-playbook", "p.yml", "--check", "--diff"],
+        );
+        assert!(matches!(classify(&check), Ok(Classified::ReadOnly(_))));
+        let lh = step(
+            StepKind::ListHosts,
+            false,
+            &["ansible-playbook", "p.yml", "--list-hosts"],
+        );
+        match classify(&lh) {
+            Ok(Classified::ReadOnly(s)) => match s.work() {
+                Work::Ansible { cwd, timeout, .. } => {
+                    assert_eq!(cwd.as_deref(), Some(std::path::Path::new("/repo/ansible")));
+                    assert_eq!(*timeout, Some(Duration::from_secs(7)));
+                }
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+        let ssh_mut = step(StepKind::Ssh, true, &["ssh", "h", "systemctl restart x"]);
+        assert!(matches!(classify(&ssh_mut), Ok(Classified::Mutating(_))));
+        let ssh_ro = step(StepKind::Ssh, false, &["ssh", "h", "uptime"]);
+        assert!(matches!(classify(&ssh_ro), Ok(Classified::ReadOnly(_))));
+    }
+
+    #[test]
+    fn malformed_steps_are_refused_with_the_step_named() {
+        let e = classify(&step(StepKind::Ssh, false, &["ssh", "h"])).expect_err("bad");
+        assert_eq!(
+            e.to_string(),
+            "step 3 (s): expected [\"ssh\", HOST, COMMAND]"
+        );
+        let e = classify(&step(
+            StepKind::ListHosts,
+            false,
+            &["ansible-playbook", "p.yml"],
+        ))
+        .expect_err("bad");
+        assert!(e.to_string().contains("--list-hosts"), "{e}");
+        let e = classify(&step(StepKind::Gate, false, &["x"])).expect_err("bad");
+        assert!(e.to_string().contains("gate steps"), "{e}");
+    }
+}

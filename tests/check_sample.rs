@@ -1,0 +1,117 @@
+//! End to end on the bundled sample infra repo (`inventory/`): load, gather, check.
+
+use std::path::{Path, PathBuf};
+
+use hk_console::checks::parity::{check, exit_code, gather, rules, Finding, Severity};
+use hk_console::repo::Repo;
+
+fn sample() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory")
+}
+
+#[test]
+fn the_bundled_sample_is_clean_apart_from_the_prod_blockers() {
+    let repo = Repo::load(&sample()).expect("the sample loads");
+    let input = gather(&repo);
+    let findings = check(&input);
+    let violations: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Violation)
+        .collect();
+    assert!(violations.is_empty(), "{violations:#?}");
+    assert_eq!(exit_code(&findings), 0);
+
+    // Exactly the documented prod blockers, as warnings with their places.
+    let mut warnings: Vec<String> = findings.iter().map(|f| f.to_string()).collect();
+    warnings.sort();
+    let vars = "infra/ansible/inventory/group_vars/k3s_prod/vars.yml";
+    assert_eq!(findings.len(), 3, "{warnings:#?}");
+    assert!(
+        findings.iter().all(|f| f.file.is_relative()),
+        "{warnings:#?}"
+    );
+    let vault = findings
+        .iter()
+        .find(|f| f.rule == rules::VAULT_MISSING)
+        .expect("prod vault missing");
+    assert_eq!(vault.env.as_deref(), Some("prod"));
+    assert_eq!(
+        vault.file,
+        Path::new("infra/ansible/inventory/group_vars/k3s_prod/vault.yml")
+    );
+    let mut placeholders: Vec<(usize, bool)> = findings
+        .iter()
+        .filter(|f| f.rule == rules::DEVICE_PLACEHOLDER)
+        .map(|f| {
+            assert_eq!(f.env.as_deref(), Some("prod"), "{f}");
+            assert_eq!(f.file, Path::new(vars), "{f}");
+            (f.line, f.message.starts_with("node_baseline_"))
+        })
+        .collect();
+    placeholders.sort_unstable();
+    assert_eq!(placeholders, vec![(26, true), (27, true)]);
+}
+
+#[test]
+fn a_relative_root_gives_the_same_repo_relative_findings() {
+    // Tests run in the package directory, so the sample is `inventory` from here.
+    let repo = Repo::load(Path::new("inventory")).expect("the sample loads");
+    let findings = check(&gather(&repo));
+    assert_eq!(exit_code(&findings), 0, "{findings:#?}");
+    assert_eq!(findings.len(), 3, "{findings:#?}");
+    for f in &findings {
+        assert!(
+            f.file
+                .starts_with("infra/ansible/inventory/group_vars/k3s_prod"),
+            "{f}"
+        );
+    }
+}
+
+#[test]
+fn the_sample_facts_are_each_environments_own() {
+    let repo = Repo::load(&sample()).expect("the sample loads");
+    let input = gather(&repo);
+    let prod = input.envs.iter().find(|e| e.name == "prod").expect("prod");
+    assert_eq!(
+        prod.vip.as_ref().map(|v| v.value.as_str()),
+        Some("192.168.2.9")
+    );
+    assert_eq!(
+        prod.founder.as_ref().map(|v| v.value.as_str()),
+        Some("192.168.2.10")
+    );
+    assert_eq!(
+        prod.endpoint.as_ref().map(|v| v.value.as_str()),
+        Some("192.168.2.9")
+    );
+    assert_eq!(prod.endpoint_raw.len(), 1);
+    assert_eq!(
+        prod.endpoint_raw[0].at.to_string(),
+        "infra/ansible/inventory/group_vars/all.yml:17"
+    );
+    let helm = prod.helm.as_ref().expect("prod's Flux path was built");
+    assert_eq!(helm.path, "./platform");
+    assert_eq!(helm.service_hosts.len(), 1);
+    assert_eq!(helm.service_hosts[0].value, "${K3S_API_HOST}");
+    assert_eq!(helm.service_hosts[0].release, "kube-system/cilium");
+    let dev = input.envs.iter().find(|e| e.name == "dev").expect("dev");
+    assert_eq!(
+        dev.vip.as_ref().map(|v| v.value.as_str()),
+        Some("192.168.1.49")
+    );
+    assert_eq!(
+        dev.tls_sans.as_ref().map(|s| s.value.clone()),
+        Some(
+            [
+                "192.168.1.50",
+                "192.168.1.49",
+                "127.0.0.1",
+                "192.168.1.51",
+                "192.168.1.52"
+            ]
+            .map(String::from)
+            .to_vec()
+        )
+    );
+}
