@@ -624,7 +624,6 @@ fn console_possible() -> bool {
 
 /// The interactive console. Observe mode is built with read-only capabilities only.
 fn console(cli: &Cli, start: crate::ui::StartScreen, observe: bool) -> CmdResult {
-    use crate::ui::{Capabilities, MutatingExecutors, ReadOnlyExecutors};
     let repo = load_repo(cli)?;
     let runbooks = load_runbooks(cli.runbooks.as_deref())?;
     let environments = repo
@@ -632,17 +631,9 @@ fn console(cli: &Cli, start: crate::ui::StartScreen, observe: bool) -> CmdResult
         .iter()
         .map(crate::ui::EnvSummary::from)
         .collect();
-    // No executor exists in this build yet; the console says so per step kind.
-    let capabilities = if observe {
-        Capabilities::Observe {
-            read_only: ReadOnlyExecutors::default(),
-        }
-    } else {
-        Capabilities::Operate {
-            read_only: ReadOnlyExecutors::default(),
-            mutating: MutatingExecutors::default(),
-        }
-    };
+    // The real executors (ansible-playbook, SSH); observe mode gets the read-only ones only.
+    // Kinds without an executor (kube-wait, probe, flux-reconcile) are refused by the UI.
+    let (capabilities, notices) = crate::ui::executors::capabilities_for_repo(&repo, observe);
     let opts = crate::ui::UiOptions {
         environments,
         runbooks,
@@ -652,6 +643,7 @@ fn console(cli: &Cli, start: crate::ui::StartScreen, observe: bool) -> CmdResult
         theme: cli.theme.clone(),
         capabilities,
         observations: None,
+        notices,
     };
     Ok(match crate::ui::run(opts)? {
         crate::ui::ExitStatus::Clean => Status::Clean,

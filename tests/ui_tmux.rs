@@ -1,7 +1,8 @@
 //! End to end: the real `hk-console` binary in tmux (send-keys, capture-pane). Opens a
-//! runbook, starts it, answers its typed-confirm gate, sees the next step refused for want
-//! of an executor, quits through the "run is active" question, and checks the journal and
-//! the exit code. Needs tmux (installed in CI by .ci/); fails, not skips, without it.
+//! runbook, starts it, answers its typed-confirm gate, lets the real ansible-playbook list
+//! the hosts for the confirm-hosts gate, quits through the "run is active" question, and
+//! checks the journal and the exit code. Needs tmux and ansible-playbook; fails, not skips,
+//! without them.
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -77,7 +78,7 @@ fn open_a_runbook_answer_its_gate_and_quit() {
     let state = tempfile::tempdir().expect("temp dir");
     let bin = env!("CARGO_BIN_EXE_hk-console");
     let cmd = format!(
-        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} LOGNAME=e2e TERM=xterm-256color {bin} run cold-bringup --env prod; echo EXIT=$?; sleep 60",
+        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} LOGNAME=e2e TERM=xterm-256color {bin} run memattr-survey --env prod; echo EXIT=$?; sleep 60",
         st = shell_quote(state.path()),
         bin = shell_quote(Path::new(bin)),
     );
@@ -106,7 +107,7 @@ fn open_a_runbook_answer_its_gate_and_quit() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    tmux.wait_for("cold-bringup · prod · not started");
+    tmux.wait_for("memattr-survey · prod · not started");
     // The status line is drawn last: once it shows, the frame is complete.
     let s = tmux.wait_for("s starts the run");
     assert!(s.contains("VIP lease"), "the live strip is on screen:\n{s}");
@@ -114,13 +115,23 @@ fn open_a_runbook_answer_its_gate_and_quit() {
     tmux.wait_for("typed confirm");
     tmux.send(&["prod"]);
     tmux.send(&["Enter"]);
-    tmux.wait_for("HALTED at step 2");
-    tmux.wait_for("run failed at step 2: could not complete: no executor for list-hosts yet");
+    // The authorise gate: an approval, with a note.
+    tmux.wait_for("Authorise `memattr_survey_reboots_authorised`");
+    tmux.send(&["survey window"]);
+    tmux.send(&["Enter"]);
+    // Step 3 runs the real `ansible-playbook --list-hosts` (HK_ANSIBLE_BIN_DIR, PATH or
+    // /opt/hk-venv/bin) and stops at its confirm-hosts gate; step 4 would reboot, so the
+    // test quits here.
+    let s = tmux.wait_for("confirm hosts");
+    assert!(s.contains("The step listed (1):"), "{s}");
+    tmux.wait_for("number of hosts");
+    tmux.send(&["Escape"]);
+    tmux.wait_gone("number of hosts");
     tmux.send(&["q"]);
     tmux.wait_for("Quit anyway?");
     tmux.send(&["y"]);
     let s = tmux.wait_for("EXIT=");
-    assert!(s.contains("EXIT=1"), "a halted run exits 1:\n{s}");
+    assert!(s.contains("EXIT=1"), "a run left unfinished exits 1:\n{s}");
     assert!(!s.contains("OBSERVE"), "{s}");
 
     // The gate answer and the refusal are in the journal, by the operator's login.
@@ -136,7 +147,14 @@ fn open_a_runbook_answer_its_gate_and_quit() {
         text.contains(r#""type":"typed-text","n":1,"by":"e2e","text":"prod""#),
         "{text}"
     );
-    assert!(text.contains("no executor for list-hosts yet"), "{text}");
+    assert!(
+        text.contains(r#""type":"gate-answered","n":2,"answer":{"kind":"approved","by":"e2e","note":"survey window"}"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#""type":"host-set-observed","n":3"#),
+        "the host set ansible printed is journaled:\n{text}"
+    );
 }
 
 /// Start the binary in a fresh tmux server; returns the server (killed on drop).

@@ -11,6 +11,7 @@ pub mod action;
 pub mod app;
 pub mod config;
 pub mod exec;
+pub mod executors;
 pub mod keymap;
 pub mod output;
 pub mod panes;
@@ -57,6 +58,9 @@ pub struct UiOptions {
     pub capabilities: Capabilities,
     /// Live observations, when a source runs; `None`: the panes say "no data yet".
     pub observations: Option<mpsc::Receiver<Observation>>,
+    /// Problems found while setting up (e.g. hosts whose SSH settings cannot be read),
+    /// shown on the status line at start.
+    pub notices: Vec<String>,
 }
 
 /// Plans over a loaded infra repo: its environments' facts and its inventory.
@@ -145,6 +149,12 @@ pub fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
         now: crate::journal::now(),
     };
     let mut app = build_app(parts, opts.capabilities, &opts.start);
+    if !opts.notices.is_empty() {
+        for n in &opts.notices {
+            tracing::warn!(notice = %n, "console setup");
+        }
+        app.status = Some(format!("⚠ {}", opts.notices.join("; ")));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -158,7 +168,7 @@ pub fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
         let result = crate::tui::run_loop(&mut tui, &mut app, observations).await;
         tui.exit()?;
         result?;
-        let succeeded = app.active.as_ref().map_or(true, |a| {
+        let succeeded = app.active.as_ref().is_none_or(|a| {
             a.journal.is_none()
                 || matches!(
                     a.run.status(),

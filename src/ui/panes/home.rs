@@ -100,7 +100,7 @@ fn draw_runbooks(f: &mut Frame, area: Rect, app: &App) {
             let usable = app
                 .current_env
                 .as_ref()
-                .map_or(true, |c| r.environments.contains(c));
+                .is_none_or(|c| r.environments.contains(c));
             let id_style = if usable { t.text() } else { t.muted() };
             ListItem::new(Line::from(vec![
                 Span::styled(format!("{:<width$}  ", r.id), id_style),

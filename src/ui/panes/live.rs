@@ -30,7 +30,7 @@ pub fn pane_view<'a>(app: &'a App, pane: Pane) -> PaneView<'a> {
     let data = app.live.latest.get(&(env.clone(), pane));
     let err = app.live.latest.get(&(format!("{env}#error"), pane));
     match (data, err) {
-        (_, Some(e)) if data.map_or(true, |d| d.at <= e.at) => match &e.body {
+        (_, Some(e)) if data.is_none_or(|d| d.at <= e.at) => match &e.body {
             ObservationBody::Error { message, .. } => PaneView::Error {
                 message,
                 at: e.at.0,
