@@ -119,3 +119,41 @@ async fn real_list_hosts_feeds_the_confirm_hosts_gate() {
         |r| matches!(&r.input, Input::HostSetObserved { n: 1, hosts, .. } if hosts.len() == 3)
     ));
 }
+
+/// `hk-console observe` builds its executors with `capabilities_for_repo(.., true)`: only
+/// `Executor<ReadOnly>` behind them, and no step that mutates, in any shipped runbook for
+/// any environment of the sample, finds an executor.
+#[test]
+fn observe_capabilities_from_the_repo_cannot_run_a_mutating_step() {
+    let repo = sample_repo();
+    let (caps, _) = capabilities_for_repo(&repo, true);
+    assert!(caps.is_observe() && !caps.can_mutate());
+    let plans = RepoPlans { repo };
+    let set = hk_console::runbook::embedded::load(&[]).expect("runbooks");
+    let mut mutating = 0;
+    for loaded in set.iter() {
+        for env in ["dev", "prod"] {
+            use hk_console::ui::PlanSource;
+            let host = (loaded.runbook.id == "reprovision-node").then(|| format!("k3s-{env}-2"));
+            let Ok(plan) = plans.plan(&loaded.runbook, env, host.as_deref()) else {
+                continue;
+            };
+            for s in plan.steps.iter().filter(|s| s.mutates) {
+                mutating += 1;
+                assert!(
+                    caps.executor_for(s).is_err(),
+                    "{} step {}",
+                    plan.runbook,
+                    s.n
+                );
+            }
+            for s in plan.steps.iter().filter(|s| !s.mutates) {
+                if hk_console::ui::executors::KINDS.contains(&s.kind) {
+                    let e = caps.executor_for(s).expect("a read-only executor");
+                    assert!(!e.mutates());
+                }
+            }
+        }
+    }
+    assert!(mutating > 10, "{mutating}");
+}
