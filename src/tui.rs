@@ -33,6 +33,9 @@ use crate::ui::view;
 /// speed up the clock and a slow clock does not slow down drawing.
 pub const TICK: Duration = Duration::from_millis(250);
 pub const FRAME: Duration = Duration::from_millis(33);
+/// How long quitting waits for cancelled steps to report before exiting anyway (exec's stop
+/// ladder is SIGINT, then SIGTERM, then SIGKILL within this).
+pub const STOP_GRACE: Duration = Duration::from_secs(20);
 
 /// The terminal, in raw mode on the alternate screen while this value lives.
 pub struct Tui {
@@ -173,8 +176,10 @@ pub async fn run_loop(
     let size = tui.terminal.size()?;
     app.update(Action::Resize(size.width, size.height));
     let mut dirty = true;
-
     let mut obs_open = true;
+    // Set when the operator quit with work in flight: wait (bounded) for the executors to
+    // report the cancelled steps, so the journal ends in a known state.
+    let mut stopping: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             ev = events.next() => {
@@ -188,7 +193,10 @@ pub async fn run_loop(
                 };
                 dirty = true;
                 if control == Control::Quit {
-                    break;
+                    if stopping.is_some() || !app.cancel_in_flight() {
+                        break;
+                    }
+                    stopping = Some(tokio::time::Instant::now() + STOP_GRACE);
                 }
             }
             _ = tick.tick() => {
@@ -212,6 +220,11 @@ pub async fn run_loop(
                 }
                 None => obs_open = false,
             },
+        }
+        if let Some(deadline) = stopping {
+            if !app.has_in_flight() || tokio::time::Instant::now() >= deadline {
+                break;
+            }
         }
         if !Arc::ptr_eq(&exec.caps, app.capabilities()) {
             exec = ExecutorLink::spawn(Arc::clone(app.capabilities()));

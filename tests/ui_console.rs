@@ -919,3 +919,37 @@ fn observe_mode_opens_an_interrupted_run_to_look_at_and_writes_nothing() {
         .collect();
     assert_eq!(before, after, "observe mode appended to a journal");
 }
+
+#[test]
+fn quitting_with_a_step_running_cancels_it_first_and_journals_both() {
+    let dir = tmp();
+    let mut app = operate_app(dir.path(), &[StepKind::ListHosts], &[]);
+    app.open_runbook("node-health", Some("prod"), None);
+    app.handle_key(key('s'));
+    let Some(ExecRequest::Execute { tag, attempt, .. }) = app.outbox.front().cloned() else {
+        panic!("step 1 out");
+    };
+    app.outbox.clear();
+    app.handle_exec(hk_console::ui::exec::ExecReply::Outcome {
+        tag,
+        input: Input::StepStarted { n: 1, attempt },
+    });
+    app.handle_key(key('q'));
+    assert_eq!(app.handle_key(key('y')), Control::Quit);
+    // What the loop does on Quit: cancel, then wait for the executor's answer.
+    assert!(app.cancel_in_flight(), "there is a step to wait for");
+    assert!(matches!(
+        app.outbox.front(),
+        Some(ExecRequest::Cancel { .. })
+    ));
+    play_one(&mut app, &[]);
+    assert!(!app.has_in_flight(), "the cancelled step settled");
+    assert!(!app.cancel_in_flight(), "nothing left to wait for");
+    let inputs = journaled(dir.path());
+    assert!(inputs
+        .iter()
+        .any(|i| matches!(i, Input::CancelRequested { n: 1, .. })));
+    assert!(inputs
+        .iter()
+        .any(|i| matches!(i, Input::Cancelled { n: 1, .. })));
+}

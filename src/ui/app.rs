@@ -757,6 +757,46 @@ impl App {
         Control::Continue
     }
 
+    /// Quitting with work in flight: journal a cancel request for every running step (the
+    /// executors stop their processes and answer Cancelled, which is journaled too). Returns
+    /// whether there is work to wait for before the process exits.
+    pub fn cancel_in_flight(&mut self) -> bool {
+        let running: Vec<usize> = match &self.active {
+            Some(a) if a.journal.is_some() => a
+                .run
+                .steps()
+                .filter(|(_, r)| {
+                    matches!(
+                        r.state,
+                        StepState::Running {
+                            cancel_requested: false,
+                            ..
+                        }
+                    )
+                })
+                .map(|(s, _)| s.n)
+                .collect(),
+            _ => Vec::new(),
+        };
+        for n in running {
+            let by = self.operator.clone();
+            self.feed(Input::CancelRequested { n, by });
+        }
+        let waiting = self.has_in_flight();
+        if waiting {
+            self.status =
+                Some("stopping the running step before quitting… (q again: quit now)".into());
+        }
+        waiting
+    }
+
+    /// Whether a step of the open, journaled run is running or verifying.
+    pub fn has_in_flight(&self) -> bool {
+        self.active
+            .as_ref()
+            .is_some_and(|a| a.journal.is_some() && !a.run.in_flight().is_empty())
+    }
+
     fn halted_step(&self) -> Option<usize> {
         let a = self.active.as_ref()?;
         a.journal.as_ref()?;

@@ -83,7 +83,8 @@ fn draw_confirm(f: &mut Frame, area: Rect, app: &App, c: &Confirm) {
     let t = &app.theme;
     let text = match c {
         Confirm::Quit => {
-            "A run is in progress. Quit anyway? Its journal keeps it; resume it from Home."
+            "A run is in progress. Quit anyway? A running step is cancelled first; the \
+             journal keeps the run (resume it from Home)."
                 .to_string()
         }
         Confirm::CancelStep { n } => {
