@@ -87,6 +87,10 @@ pub struct Cli {
     /// $XDG_CONFIG_HOME/hk-console/themes/ (NO_COLOR is honoured).
     #[arg(long, env = "HK_THEME", global = true, value_name = "NAME")]
     pub theme: Option<String>,
+    /// Rehearse in the console: plans, gates and the journal work, but no executor runs
+    /// anything (no SSH, no ansible-playbook, no probe).
+    #[arg(long, global = true)]
+    pub dry_run: bool,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -652,9 +656,31 @@ fn console(cli: &Cli, start: crate::ui::StartScreen, observe: bool) -> CmdResult
         .iter()
         .map(crate::ui::EnvSummary::from)
         .collect();
-    // The real executors (ansible-playbook, SSH); observe mode gets the read-only ones only.
-    // Kinds without an executor (kube-wait, probe, flux-reconcile) are refused by the UI.
-    let (capabilities, notices) = crate::ui::executors::capabilities_for_repo(&repo, observe);
+    // The real executors (ansible-playbook, SSH, TCP probe); observe mode gets the read-only
+    // ones only. Kinds without an executor (kube-wait, flux-reconcile) are refused by the UI.
+    // A dry run has no executor at all: plans, gates and the journal, nothing touched.
+    let (capabilities, notices) = if cli.dry_run {
+        use crate::ui::{Capabilities, MutatingExecutors, ReadOnlyExecutors};
+        let caps = if observe {
+            Capabilities::Observe {
+                read_only: ReadOnlyExecutors::default(),
+            }
+        } else {
+            Capabilities::Operate {
+                read_only: ReadOnlyExecutors::default(),
+                mutating: MutatingExecutors::default(),
+            }
+        };
+        (
+            caps,
+            vec![
+                "dry run: no executor runs anything (no SSH, no ansible-playbook, no probe)"
+                    .to_string(),
+            ],
+        )
+    } else {
+        crate::ui::executors::capabilities_for_repo(&repo, observe)
+    };
     let opts = crate::ui::UiOptions {
         environments,
         runbooks,

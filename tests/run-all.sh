@@ -3,6 +3,7 @@
 #   - ansible-core (pinned, from PyPI) into target/hk-venv: the real ansible-inventory and
 #     ansible-playbook the parity and executor tests compare against.
 #   - openssh-server (apt), for the exec tests' sshd nodes on 127.0.0.11-13.
+#   - tmux (apt), for the end-to-end tests that drive the real binary in a terminal.
 # Then: cargo fmt --check, cargo clippy -D warnings, cargo test (all targets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +41,17 @@ if [ ! -x /usr/sbin/sshd ] || ! command -v ssh-agent >/dev/null 2>&1; then
 fi
 /usr/sbin/sshd -V 2>&1 | head -1 || true
 # --- end exec step
+
+step "tmux for the console's end-to-end tests"
+if ! command -v tmux >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tmux
+  else
+    echo "tmux missing: run 'apt-get install -y tmux' as root" >&2
+  fi
+fi
+tmux -V
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -168,8 +168,6 @@ pub enum ListHostsDoubt {
     Unreadable { line: usize, text: String },
     #[error("ansible warned about the targeting: {0}")]
     Warning(String),
-    #[error("plays target different host sets: {0}")]
-    PlaysDiffer(String),
 }
 
 /// Parses `--list-hosts` stdout (and stderr, for the warnings that mean the pattern did
@@ -242,18 +240,8 @@ pub fn parse_list_hosts(stdout: &str, stderr: &str) -> Result<Vec<ListedPlay>, L
             text: t.to_string(),
         });
     }
-    let Some(first) = plays.first() else {
+    if plays.is_empty() {
         return Err(ListHostsDoubt::NoHostsSection);
-    };
-    let set: BTreeSet<&String> = first.hosts.iter().collect();
-    for p in &plays[1..] {
-        let other: BTreeSet<&String> = p.hosts.iter().collect();
-        if other != set {
-            return Err(ListHostsDoubt::PlaysDiffer(format!(
-                "{:?} vs {:?}",
-                first.hosts, p.hosts
-            )));
-        }
     }
     Ok(plays)
 }
@@ -282,13 +270,23 @@ pub fn list_hosts_gate(
             }
         }
     };
-    let hosts = plays.first().map(|p| p.hosts.clone()).unwrap_or_default();
-    let got: BTreeSet<&String> = hosts.iter().collect();
-    if got.len() != hosts.len() {
-        return ListHostsVerdict::Block {
-            reason: format!("a host is listed twice: {hosts:?}"),
-        };
+    // The blast radius is every host any play touches: a multi-play playbook (site.yml's
+    // primary-only play beside its all-servers plays) is judged by the union.
+    let mut hosts: Vec<String> = Vec::new();
+    for p in plays {
+        let in_play: BTreeSet<&String> = p.hosts.iter().collect();
+        if in_play.len() != p.hosts.len() {
+            return ListHostsVerdict::Block {
+                reason: format!("a host is listed twice in `{}`: {:?}", p.header, p.hosts),
+            };
+        }
+        for h in &p.hosts {
+            if !hosts.contains(h) {
+                hosts.push(h.clone());
+            }
+        }
     }
+    let got: BTreeSet<&String> = hosts.iter().collect();
     let want: BTreeSet<&String> = expected.iter().collect();
     if got == want {
         return ListHostsVerdict::Pass { hosts };
@@ -416,10 +414,24 @@ playbook: playbooks/etcd-io-priority.yml
             parse_list_hosts(&odd, ""),
             Err(ListHostsDoubt::Unreadable { .. })
         ));
-        let two = format!("{LISTED}\n  play #2 (x): y\tTAGS: []\n    pattern: ['x']\n    hosts (1):\n      k3s-prod-3\n");
+        // A second play on other hosts: the gate judges the union of every play's hosts.
+        let two = format!("{LISTED}\n  play #2 (x): y\tTAGS: []\n    pattern: ['x']\n    hosts (1):\n      k3s-prod-2\n");
+        let parsed = parse_list_hosts(&two, "");
+        assert_eq!(parsed.as_ref().map(Vec::len), Ok(2));
+        let first_only: Vec<String> = parsed.as_ref().expect("two plays")[0].hosts.clone();
+        match list_hosts_gate(&first_only, &parsed) {
+            ListHostsVerdict::Block { reason } => {
+                assert!(reason.contains("k3s-prod-2"), "{reason}")
+            }
+            other => panic!("the second play's host is in the blast radius: {other:?}"),
+        }
+        let mut union = first_only.clone();
+        if !union.contains(&"k3s-prod-2".to_string()) {
+            union.push("k3s-prod-2".into());
+        }
         assert!(matches!(
-            parse_list_hosts(&two, ""),
-            Err(ListHostsDoubt::PlaysDiffer(_))
+            list_hosts_gate(&union, &parsed),
+            ListHostsVerdict::Pass { .. }
         ));
         let e: Vec<String> = vec![];
         assert!(matches!(

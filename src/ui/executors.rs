@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::exec::{
     self, ansible::ListHostsVerdict, AnsibleRunner, Classified, Executor, Mutating, ReadOnly,
-    Redactor, RunOptions, SshOptions, SshPool, StepOutcome,
+    Redactor, RunOptions, SshPool, StepOutcome,
 };
 use crate::repo::Repo;
 use crate::runbook::machine::Input;
@@ -30,7 +30,7 @@ use super::exec::{
     StepExecutor,
 };
 
-/// The step kinds `crate::exec` runs.
+/// The step kinds `crate::exec` runs (probe steps are run by [`ProbeExecutor`]).
 pub const KINDS: [StepKind; 3] = [StepKind::ListHosts, StepKind::Ansible, StepKind::Ssh];
 
 type Key = (RunTag, usize, u32);
@@ -184,7 +184,16 @@ impl RealExecutor {
                 if outcome.process.timed_out {
                     Some("timed out".to_string())
                 } else {
-                    None
+                    // Name the hosts the PLAY RECAP says failed or could not be reached.
+                    let bad: Vec<String> = outcome
+                        .recap
+                        .iter()
+                        .filter(|(_, r)| r.failed > 0 || r.unreachable > 0)
+                        .map(|(h, r)| {
+                            format!("{h}: failed={} unreachable={}", r.failed, r.unreachable)
+                        })
+                        .collect();
+                    (!bad.is_empty()).then(|| format!("PLAY RECAP: {}", bad.join("; ")))
                 },
                 Done::ListHosts(list_hosts),
             ),
@@ -294,7 +303,7 @@ impl StepExecutor for RealExecutor {
 /// fail with the SSH pool's "no settings" error).
 pub fn capabilities_for_repo(repo: &Repo, observe: bool) -> (Capabilities, Vec<String>) {
     let mut warnings = Vec::new();
-    let pool = Arc::new(SshPool::new(SshOptions::from_env(None)));
+    let pool = Arc::new(SshPool::new(crate::context::ssh_options(repo)));
     let defaults = exec::settings::SshDefaults::from_env();
     let ssh_config =
         match exec::settings::SshConfig::load(&defaults.home.join(".ssh").join("config")) {
@@ -331,6 +340,9 @@ pub fn capabilities_for_repo(repo: &Repo, observe: bool) -> (Capabilities, Vec<S
             warnings.push(e);
         }
     }
+    if let Err(e) = read_only.add(Arc::new(ProbeExecutor::default())) {
+        warnings.push(e);
+    }
     if observe {
         return (Capabilities::Observe { read_only }, warnings);
     }
@@ -351,4 +363,139 @@ pub fn capabilities_for_repo(repo: &Repo, observe: bool) -> (Capabilities, Vec<S
         },
         warnings,
     )
+}
+
+/// TCP probe steps: `expect.tcp` (host:port) must accept a connection within the step's
+/// timeout (default 5 s). Read-only by nature: it opens a connection and closes it.
+#[derive(Debug, Default)]
+pub struct ProbeExecutor {
+    state: Arc<Mutex<HashMap<Key, Result<std::time::Duration, String>>>>,
+    cancels: Arc<Mutex<HashMap<Key, CancellationToken>>>,
+}
+
+impl StepExecutor for ProbeExecutor {
+    fn kind(&self) -> StepKind {
+        StepKind::Probe
+    }
+
+    fn mutates(&self) -> bool {
+        false
+    }
+
+    fn handle(&self, req: ExecRequest, replies: mpsc::Sender<ExecReply>) {
+        match req {
+            ExecRequest::Cancel { tag, step, attempt } => {
+                let key = (tag, step.n, attempt);
+                if let Some(t) = self
+                    .cancels
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&key)
+                {
+                    t.cancel();
+                }
+            }
+            ExecRequest::Verify { tag, step, attempt } => {
+                let key = (tag, step.n, attempt);
+                let result = self
+                    .state
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&key);
+                let (n, ok, detail) = match result {
+                    Some(Ok(t)) => (step.n, true, format!("connected in {} ms", t.as_millis())),
+                    Some(Err(e)) => (step.n, false, e),
+                    None => (step.n, false, "the probe's result was not kept".to_string()),
+                };
+                tokio::spawn(async move {
+                    let input = Input::VerifyResult {
+                        n,
+                        attempt,
+                        ok,
+                        detail,
+                    };
+                    let _ = replies.send(ExecReply::Outcome { tag, input }).await;
+                });
+            }
+            ExecRequest::Execute {
+                tag, step, attempt, ..
+            } => {
+                let state = Arc::clone(&self.state);
+                let cancels = Arc::clone(&self.cancels);
+                tokio::spawn(async move {
+                    let (n, key) = (step.n, (tag, step.n, attempt));
+                    let send = |input: Input| {
+                        let replies = replies.clone();
+                        async move {
+                            let _ = replies.send(ExecReply::Outcome { tag, input }).await;
+                        }
+                    };
+                    let expect = step.expect.clone().unwrap_or_default();
+                    let Some(target) = expect.tcp.clone() else {
+                        send(Input::StepFinished {
+                            n,
+                            attempt,
+                            exit_code: None,
+                            error: Some("a probe step needs expect.tcp (host:port); the step was not started".into()),
+                        })
+                        .await;
+                        return;
+                    };
+                    let cancel = CancellationToken::new();
+                    cancels
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(key, cancel.clone());
+                    send(Input::StepStarted { n, attempt }).await;
+                    let timeout = std::time::Duration::from_secs(expect.timeout_s.unwrap_or(5));
+                    let t0 = std::time::Instant::now();
+                    let result = tokio::select! {
+                        r = tokio::time::timeout(timeout, tokio::net::TcpStream::connect(target.clone())) => match r {
+                            Ok(Ok(_)) => Ok(t0.elapsed()),
+                            Ok(Err(e)) => Err(format!("{target} refused or unreachable: {e}")),
+                            Err(_) => Err(format!("{target} did not answer within {} s", timeout.as_secs())),
+                        },
+                        _ = cancel.cancelled() => Err("stopped at the operator's request".to_string()),
+                    };
+                    cancels
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&key);
+                    // The runbook's named cause travels with the failure (e.g. "the VIP is not
+                    // answering: kube-vip is not announcing it yet").
+                    let result = result.map_err(|e| match &expect.on_fail {
+                        Some(cause) => format!("{e}: {cause}"),
+                        None => e,
+                    });
+                    let input = if cancel.is_cancelled() {
+                        Input::Cancelled {
+                            n,
+                            attempt,
+                            reason: "stopped at the operator's request".into(),
+                        }
+                    } else {
+                        match &result {
+                            Ok(_) => Input::StepFinished {
+                                n,
+                                attempt,
+                                exit_code: Some(0),
+                                error: None,
+                            },
+                            Err(e) => Input::StepFinished {
+                                n,
+                                attempt,
+                                exit_code: None,
+                                error: Some(e.clone()),
+                            },
+                        }
+                    };
+                    state
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(key, result);
+                    send(input).await;
+                });
+            }
+        }
+    }
 }
