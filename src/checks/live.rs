@@ -1140,7 +1140,8 @@ impl fmt::Display for TunnelAddr {
 }
 
 /// What the journal of the tunnel unit says. Server and address are the LAST ones logged
-/// (the current connection).
+/// (the current connection); for an address logged in several forms, the first form of it
+/// (the PUSH_REPLY's netmask) is kept.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalFacts {
     pub server: Option<PeerAddr>,
@@ -1305,10 +1306,18 @@ pub fn parse_journal(lines: &[String]) -> JournalFacts {
             if let Some(c) = r.captures_iter(msg).last() {
                 let addr = c.get(1).and_then(|m| m.as_str().parse::<IpAddr>().ok());
                 if let Some(address) = addr {
-                    facts.tunnel_addr = Some(TunnelAddr {
-                        address,
-                        mask: c.get(2).map(|m| m.as_str().to_string()).unwrap_or_default(),
-                    });
+                    // One connection logs its address twice (PUSH_REPLY `ifconfig A MASK`,
+                    // then `net_addr_v4_add: A/N`): keep the pushed form as OpenVPN quotes it.
+                    let same = facts
+                        .tunnel_addr
+                        .as_ref()
+                        .is_some_and(|t| t.address == address);
+                    if !same {
+                        facts.tunnel_addr = Some(TunnelAddr {
+                            address,
+                            mask: c.get(2).map(|m| m.as_str().to_string()).unwrap_or_default(),
+                        });
+                    }
                 }
             }
         }
@@ -1427,10 +1436,10 @@ fn median_interval(ts: &[Timestamp]) -> Option<u64> {
     gaps.get(gaps.len() / 2).copied()
 }
 
-/// `~2m` / `~45s`.
+/// `~2m` / `~30s`: from 45 s on, whole minutes (59 s reads as "~1m").
 fn approx(ms: u64) -> String {
     let s = (ms + 500) / 1000;
-    if s >= 60 {
+    if s >= 45 {
         format!("~{}m", (s + 30) / 60)
     } else {
         format!("~{s}s")
@@ -1602,7 +1611,7 @@ pub fn vpn_across(gateways: &[GatewayPane]) -> Vec<Verdict> {
             let rhythm = match (a.connect_period_ms, b.connect_period_ms) {
                 (Some(pa), Some(pb)) => {
                     let apart = interleave(&a.connects, &b.connects)
-                        .map(|ms| format!(", about {} apart", approx(ms)))
+                        .map(|ms| format!(", {} apart", approx(ms)))
                         .unwrap_or_default();
                     format!(
                         "; {} restarts every {}, {} every {}{apart}",
@@ -1854,7 +1863,8 @@ mod tests {
     #[test]
     fn approx_and_human() {
         assert_eq!(approx(118_000), "~2m");
-        assert_eq!(approx(45_000), "~45s");
+        assert_eq!(approx(30_000), "~30s");
+        assert_eq!(approx(59_000), "~1m");
         assert_eq!(human_ms(90_000), "1m 30s");
         assert_eq!(human_ms(1_800_000), "30m");
     }
