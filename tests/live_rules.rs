@@ -1267,3 +1267,124 @@ fn roles_ignore_other_labels() {
     );
     assert_eq!(node_roles(&labels), vec!["worker"]);
 }
+
+// ------------------------------------------------------------------------------------------
+// 5. The snapshot of `observe --once`
+// ------------------------------------------------------------------------------------------
+
+fn healthy_snapshot() -> Snapshot {
+    let topo = prod();
+    let now = Timestamp(10_000);
+    let policy = VpnPolicy::default();
+    let cp = ["control-plane"];
+    Snapshot {
+        vip_lease: vec![vip_lease(
+            &topo,
+            &lease_input(Some(lease("k3s-prod-1", Timestamp(9_000))), UP, now),
+        )],
+        agent_env: vec![agent_env(
+            &topo,
+            &Look::seen(prod_agents("192.168.2.9")),
+            &ConfigMaps::new(),
+        )],
+        rollout: vec![rollout(
+            "prod",
+            &Look::seen(Some(ds(3, 3, 3, 0))),
+            &[],
+            now,
+            STUCK_AFTER,
+        )],
+        vpn: vec![vpn_gateway(
+            &gateway("prod", "k3s-prod-3", vec![]),
+            now_0912(),
+            &policy,
+        )],
+        vpn_across: vec![],
+        nodes: vec![nodes(
+            &topo,
+            &Look::seen(vec![
+                node(
+                    "k3s-prod-1",
+                    Some(ConditionStatus::True),
+                    &cp,
+                    "192.168.2.10",
+                ),
+                node(
+                    "k3s-prod-2",
+                    Some(ConditionStatus::True),
+                    &cp,
+                    "192.168.2.11",
+                ),
+                node(
+                    "k3s-prod-3",
+                    Some(ConditionStatus::True),
+                    &cp,
+                    "192.168.2.12",
+                ),
+            ]),
+        )],
+    }
+}
+
+#[test]
+fn snapshot_exit_codes() {
+    let ok = healthy_snapshot();
+    assert_eq!(worst(&ok.verdicts()), Severity::Ok, "{:#?}", ok.verdicts());
+    assert_eq!(ok.exit_code(), 0);
+
+    let mut blind = healthy_snapshot();
+    blind.nodes = vec![nodes(
+        &prod(),
+        &Look::could_not("kubeconfig .cache/prod.kubeconfig: no such file"),
+    )];
+    assert_eq!(blind.exit_code(), 2);
+
+    let mut incident = blind.clone();
+    incident.agent_env = vec![agent_env(
+        &prod(),
+        &Look::seen(prod_agents("192.168.2.10")),
+        &ConfigMaps::new(),
+    )];
+    assert_eq!(incident.exit_code(), 1);
+
+    // The JSON round-trips (what --json prints and a later reader parses).
+    let j = serde_json::to_string(&incident).expect("serialise");
+    let back: Snapshot = serde_json::from_str(&j).expect("deserialise");
+    assert_eq!(back, incident);
+}
+
+#[test]
+fn inputs_deserialise_from_json() {
+    // The shape a watcher (or a recorded fixture) hands to the rules.
+    let obs: GatewayObs = serde_json::from_str(
+        r#"{
+            "env": "dev", "host": "k3s-dev-3",
+            "service": "vpn-egress-tunnel.service", "interface": "tun0",
+            "active_state": {"look": "seen", "value": "active"},
+            "tunnel_exit": {"look": "seen", "value": {"Ok": "158.173.241.20"}},
+            "direct_exit": {"look": "seen", "value": {"Err": "timeout"}},
+            "journal": {"look": "could-not-look", "reason": "ssh: permission denied"}
+        }"#,
+    )
+    .expect("gateway obs");
+    assert_eq!(obs.tunnel_exit, Look::seen(Ok(ip("158.173.241.20"))));
+    let g = vpn_gateway(&obs, now_0912(), &VpnPolicy::default());
+    assert!(one(&g.verdicts, Rule::CouldNotLook)
+        .message
+        .contains("permission denied"));
+
+    let pod: AgentPod = serde_json::from_str(
+        r#"{"name": "cilium-4xk2p", "node": "k3s-prod-1", "phase": "Running", "ready": true,
+            "env": [{"name": "KUBERNETES_SERVICE_HOST",
+                     "source": {"from": "config-map-key", "config_map": "cilium-config",
+                                "key": "k8s-service-host"}}]}"#,
+    )
+    .expect("agent pod");
+    assert!(matches!(
+        &pod.env[0].source,
+        EnvSource::ConfigMapKey {
+            optional: false,
+            ..
+        }
+    ));
+}

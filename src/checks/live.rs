@@ -184,6 +184,46 @@ pub fn exit_code(verdicts: &[Verdict]) -> i32 {
     }
 }
 
+/// One look at every pane (what `observe --once [--json]` prints). Each list may hold
+/// several environments.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub vip_lease: Vec<VipLeasePane>,
+    pub agent_env: Vec<AgentEnvPane>,
+    pub rollout: Vec<RolloutPane>,
+    pub vpn: Vec<GatewayPane>,
+    /// [`vpn_across`] over all gateways of all environments.
+    pub vpn_across: Vec<Verdict>,
+    pub nodes: Vec<NodesPane>,
+}
+
+impl Snapshot {
+    /// Every verdict, pane by pane.
+    pub fn verdicts(&self) -> Vec<Verdict> {
+        let mut all = Vec::new();
+        all.extend(
+            self.vip_lease
+                .iter()
+                .flat_map(|p| p.verdicts.iter().cloned()),
+        );
+        all.extend(
+            self.agent_env
+                .iter()
+                .flat_map(|p| p.verdicts.iter().cloned()),
+        );
+        all.extend(self.rollout.iter().flat_map(|p| p.verdicts.iter().cloned()));
+        all.extend(self.vpn.iter().flat_map(|p| p.verdicts.iter().cloned()));
+        all.extend(self.vpn_across.iter().cloned());
+        all.extend(self.nodes.iter().flat_map(|p| p.verdicts.iter().cloned()));
+        all
+    }
+
+    /// [`exit_code`] over all verdicts.
+    pub fn exit_code(&self) -> i32 {
+        exit_code(&self.verdicts())
+    }
+}
+
 /// The worst severity among verdicts (`Ok` for none).
 pub fn worst(verdicts: &[Verdict]) -> Severity {
     verdicts
@@ -462,7 +502,7 @@ pub fn vip_lease(topo: &EnvTopology, input: &VipLeaseInput) -> VipLeasePane {
                                 ));
                             }
                         }
-                        (renew, dur) => {
+                        (renew, _) => {
                             if let Some(r) = renew {
                                 pane.renew_age_ms = Some(input.now.0.saturating_sub(r.0));
                             }
@@ -471,7 +511,6 @@ pub fn vip_lease(topo: &EnvTopology, input: &VipLeaseInput) -> VipLeasePane {
                             } else {
                                 "leaseDurationSeconds"
                             };
-                            let _ = dur;
                             pane.verdicts.push(v(
                                 Rule::LeaseFresh,
                                 Severity::Unknown,
@@ -978,6 +1017,8 @@ pub enum RolloutState {
 pub struct RolloutPane {
     pub env: String,
     pub state: Option<RolloutState>,
+    /// The pods per node, as given (for the pane's per-node rows).
+    pub pods: Vec<RolloutPod>,
     pub verdicts: Vec<Verdict>,
 }
 
@@ -994,6 +1035,7 @@ pub fn rollout(
     let mut pane = RolloutPane {
         env: env.to_string(),
         state: None,
+        pods: pods.to_vec(),
         verdicts: Vec::new(),
     };
     let v = |sev, subject: &str, msg: String| {
