@@ -1389,8 +1389,10 @@ fn parse_peer(s: &str) -> Option<PeerAddr> {
     let s = s.trim_end_matches([',', ')', '.', ';']);
     let (ip, port) = s.rsplit_once(':')?;
     let ip = ip.trim_start_matches('[').trim_end_matches(']');
+    // `[AF_INET6]::ffff:1.2.3.4:1198` (a v4 peer on a dual-stack socket) is that v4 peer.
+    let ip: IpAddr = ip.parse().ok()?;
     Some(PeerAddr {
-        ip: ip.parse().ok()?,
+        ip: ip.to_canonical(),
         port: port.parse().ok()?,
     })
 }
@@ -1898,6 +1900,8 @@ mod tests {
         assert_eq!(p.to_string(), "158.173.241.112:1198");
         let p6 = parse_peer("2001:db8::1:1194").expect("v6");
         assert_eq!(p6.port, 1194);
+        let mapped = parse_peer("::ffff:158.173.241.112:1198").expect("mapped");
+        assert_eq!(mapped, p);
         assert!(parse_peer("158.173.241.112").is_none());
         assert!(parse_peer("x:y").is_none());
     }
