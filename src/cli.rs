@@ -82,6 +82,11 @@ pub struct Cli {
     /// A directory of runbooks that add to or override the built-in ones, by id.
     #[arg(long, env = "HK_RUNBOOKS", global = true, value_name = "DIR")]
     pub runbooks: Option<PathBuf>,
+    // wip-tui (interactive console): the --theme flag.
+    /// Console colour theme: default, light, high-contrast, or a file name in
+    /// $XDG_CONFIG_HOME/hk-console/themes/ (NO_COLOR is honoured).
+    #[arg(long, env = "HK_THEME", global = true, value_name = "NAME")]
+    pub theme: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -135,6 +140,19 @@ pub enum Command {
         #[command(subcommand)]
         command: SshCommand,
     },
+    // wip-tui (interactive console): `run` and `observe`.
+    /// Open the console on a runbook's plan for one environment, ready to start.
+    Run {
+        /// Runbook id (see `hk-console runbooks list`).
+        runbook: String,
+        #[arg(long, value_name = "ENV")]
+        env: String,
+        /// The one host, for runbooks that run on a single host.
+        #[arg(long, value_name = "HOST")]
+        host: Option<String>,
+    },
+    /// The console in observe mode: read-only, for incidents. Nothing can change.
+    Observe,
     /// The static parity contract (L0): Flux overlays vs inventory vs templates.
     Check {
         /// Only this environment.
@@ -291,7 +309,22 @@ fn print_env(repo: &Repo, env: &Environment) {
 
 fn run(cli: Cli) -> CmdResult {
     match &cli.command {
+        // wip-tui: no command on a terminal opens the console; piped, the overview.
+        None if console_possible() => console(&cli, crate::ui::StartScreen::Home, false),
         None => overview(&cli),
+        Some(Command::Run { runbook, env, host }) => {
+            // Plan first so a bad runbook, env or host fails here with exit 2, not in the UI.
+            let repo = load_repo(&cli)?;
+            let runbooks = load_runbooks(cli.runbooks.as_deref())?;
+            plan_runbook(&repo, &runbooks, runbook, env, host.as_deref())?;
+            let start = crate::ui::StartScreen::Run {
+                runbook: runbook.clone(),
+                env: env.clone(),
+                host: host.clone(),
+            };
+            console(&cli, start, false)
+        }
+        Some(Command::Observe) => console(&cli, crate::ui::StartScreen::Home, true),
         Some(Command::Inventory {
             inventory,
             list,
@@ -603,6 +636,42 @@ fn overview(cli: &Cli) -> CmdResult {
     outln!("\nNext: hk-console plan etcd-io-priority --env prod    (a plan runs nothing)");
     Ok(status)
 }
+
+// wip-tui (interactive console): begin.
+fn console_possible() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
+}
+
+/// The interactive console. Observe mode is built with read-only capabilities only.
+fn console(cli: &Cli, start: crate::ui::StartScreen, observe: bool) -> CmdResult {
+    let repo = load_repo(cli)?;
+    let runbooks = load_runbooks(cli.runbooks.as_deref())?;
+    let environments = repo
+        .environments
+        .iter()
+        .map(crate::ui::EnvSummary::from)
+        .collect();
+    // The real executors (ansible-playbook, SSH); observe mode gets the read-only ones only.
+    // Kinds without an executor (kube-wait, probe, flux-reconcile) are refused by the UI.
+    let (capabilities, notices) = crate::ui::executors::capabilities_for_repo(&repo, observe);
+    let opts = crate::ui::UiOptions {
+        environments,
+        runbooks,
+        plans: std::sync::Arc::new(crate::ui::RepoPlans { repo }),
+        runs_dir: crate::journal::default_runs_dir().ok(),
+        start,
+        theme: cli.theme.clone(),
+        capabilities,
+        observations: None,
+        notices,
+    };
+    Ok(match crate::ui::run(opts)? {
+        crate::ui::ExitStatus::Clean => Status::Clean,
+        crate::ui::ExitStatus::RunNotSucceeded => Status::Violations,
+    })
+}
+// wip-tui (interactive console): end.
 
 fn check_cmd(cli: &Cli, env: Option<&str>, json: bool) -> CmdResult {
     let repo = load_repo(cli)?;

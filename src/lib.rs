@@ -9,6 +9,9 @@
 //! - [`journal`]: the append-only, fsync'd JSONL record of a run, and its replay.
 //! - [`checks`]: PURE rules over the model: the static parity contract (L0).
 //! - [`context`]: the glue commands and the console share: repo + runbooks -> plans.
+//! - [`observe`]: the typed live observations (VIP lease, agent env, VPN egress).
+//! - [`ui`]: the interactive console: app state, actions, keymaps, panes, themes.
+//! - [`tui`]: the terminal owner and the event loop.
 //! - [`cli`]: the commands and flags; `main.rs` only dispatches.
 //!
 //! `runbook` and `checks` do no IO and know no terminal.
@@ -20,6 +23,9 @@ pub mod cli;
 pub mod context;
 pub mod exec;
 pub mod journal;
+pub mod observe;
 pub mod repo;
 pub mod runbook;
+pub mod tui;
+pub mod ui;
 pub mod yaml;

@@ -1,0 +1,89 @@
+//! The one [`Action`] enum: everything the operator (or the loop) can ask the app to do.
+//!
+//! Owns: the vocabulary keymaps bind. Serde-derived so a keymap file can name actions
+//! (`quit`, `start-run`, ...); variants only the event loop makes are `#[serde(skip)]`.
+//! Must not: carry behaviour; `app.rs` interprets actions.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Quit (asks first when a run is active).
+    Quit,
+    /// Close the overlay, or go back a screen.
+    Back,
+    /// The help overlay for the current screen.
+    Help,
+    /// The `:` command line.
+    CommandLine,
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+    Top,
+    Bottom,
+    /// Cycle focus between the screen's panes.
+    FocusNext,
+    /// Open the selected item (a runbook in the chosen environment, a run to resume).
+    Open,
+    /// Pick the next environment for the selected runbook.
+    NextEnv,
+    /// Start the opened plan.
+    StartRun,
+    /// Ask whether to cancel the running step (Ctrl-C).
+    Interrupt,
+    /// Abort the run (asks for a reason).
+    Abort,
+    /// Run the failed or interrupted step again.
+    Retry,
+    /// Skip the step the run halted on (asks for a reason).
+    Skip,
+    /// Output: toggle follow mode.
+    ToggleFollow,
+    /// Switch to observe mode (read-only).
+    Observe,
+    /// `/`: filter the lists (home) or the output (run view).
+    Filter,
+
+    /// A command typed on the command line.
+    #[serde(skip)]
+    Command(String),
+    /// The loop's tick: clocks and ages move on.
+    #[serde(skip)]
+    Tick,
+    #[serde(skip)]
+    Resize(u16, u16),
+}
+
+impl Action {
+    /// What the action does, for the help overlay.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Action::Quit => "quit (asks if a run is active)",
+            Action::Back => "close / back",
+            Action::Help => "this help",
+            Action::CommandLine => "command line (:run ID, :env NAME, :theme NAME, :observe, :q)",
+            Action::Up => "up",
+            Action::Down => "down",
+            Action::PageUp => "page up",
+            Action::PageDown => "page down",
+            Action::Top => "top",
+            Action::Bottom => "bottom",
+            Action::FocusNext => "next pane",
+            Action::Open => "open",
+            Action::NextEnv => "next environment",
+            Action::StartRun => "start the run",
+            Action::Interrupt => "cancel the running step (asks)",
+            Action::Abort => "abort the run (asks a reason)",
+            Action::Retry => "retry the failed step",
+            Action::Skip => "skip the halted step (asks a reason)",
+            Action::ToggleFollow => "output: follow on/off",
+            Action::Observe => "observe mode (read-only)",
+            Action::Filter => "filter lists / search output (esc clears)",
+            Action::Command(_) => "command",
+            Action::Tick => "tick",
+            Action::Resize(..) => "resize",
+        }
+    }
+}

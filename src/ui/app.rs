@@ -1,0 +1,1380 @@
+//! The app: all UI state, and `update` (action -> new state + requests out).
+//!
+//! Owns: the one [`App`] the event loop updates and the views draw from; the open run
+//! (its [`Run`], its [`Journal`], its output ring); turning machine effects into
+//! executor requests (queued in [`App::outbox`], sent by the loop) and executor replies
+//! into journaled inputs; the overlays (gate modals, confirmations, help, command line).
+//! Every operator answer and executor outcome goes through `journal.record` before its
+//! effects are dispatched (journal before effect).
+//! Must not: do terminal IO, await, or talk to hosts. Time comes in through
+//! [`App::now`], set by the loop's tick, so tests are deterministic.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
+use tui_textarea::TextArea;
+
+use crate::journal::{self, Journal, RunSummary};
+use crate::observe::types::{Observation, ObservationBody, Pane};
+use crate::repo::env::Environment;
+use crate::runbook::embedded::RunbookSet;
+use crate::runbook::machine::{
+    Effect, Event, GateAnswer, Input, Mode, Outcome, Run, RunOutcome, RunStatus, StepState,
+    Timestamp,
+};
+use crate::runbook::plan::{Gate, Plan, PlannedStep};
+use crate::runbook::schema::Runbook;
+
+use super::action::Action;
+use super::exec::{Capabilities, ExecReply, ExecRequest, ReadOnlyExecutors, RunTag};
+use super::keymap::{Key, KeyMode, Keymaps};
+use super::output::OutputBuffer;
+use super::theme::{Theme, ThemeSet, ThemeWarning};
+
+/// Plans a runbook for an environment. The integrator implements it over the repo (its
+/// `PlanEnv`s and `Topology`); tests use a fake inventory.
+pub trait PlanSource: Send + Sync {
+    /// `host`: the one host, for runbooks that run on a single host.
+    fn plan(&self, runbook: &Runbook, env: &str, host: Option<&str>) -> Result<Plan, String>;
+}
+
+/// An environment as the home screen lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvSummary {
+    pub name: String,
+    pub hosts: usize,
+    pub vip: Option<String>,
+    pub problems: Vec<String>,
+}
+
+impl From<&Environment> for EnvSummary {
+    fn from(e: &Environment) -> Self {
+        EnvSummary {
+            name: e.name.clone(),
+            hosts: e.servers.len(),
+            vip: e.vip.get().map(str::to_string),
+            problems: e.problems.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+}
+
+/// A runbook as the home screen lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunbookSummary {
+    pub id: String,
+    pub title: String,
+    pub mutates: bool,
+    pub environments: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Screen {
+    Home,
+    Run,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HomeFocus {
+    Environments,
+    Runbooks,
+    Runs,
+}
+
+/// Which pane of the run view has the arrow keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunFocus {
+    Steps,
+    Output,
+}
+
+/// Which field of a gate modal has the keyboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateField {
+    Answer,
+    Note,
+}
+
+/// An open gate, as a modal.
+#[derive(Debug)]
+pub struct GateModal {
+    pub n: usize,
+    pub gate: Gate,
+    /// The typed answer (count of hosts, environment name).
+    pub answer: TextArea<'static>,
+    /// Optional free-text note journaled with an approval (or the reason of a rejection).
+    pub note: TextArea<'static>,
+    pub field: GateField,
+    /// Why the last answer did not open the gate.
+    pub error: Option<String>,
+    /// Diff scroll (approve-diff).
+    pub scroll: u16,
+}
+
+impl GateModal {
+    fn new(n: usize, gate: Gate) -> Self {
+        let typed = gate_is_typed(&gate);
+        GateModal {
+            n,
+            gate,
+            answer: single_line(),
+            note: single_line(),
+            field: if typed {
+                GateField::Answer
+            } else {
+                GateField::Note
+            },
+            error: None,
+            scroll: 0,
+        }
+    }
+}
+
+/// Gates opened by typed text rather than an approval.
+pub fn gate_is_typed(g: &Gate) -> bool {
+    matches!(g, Gate::TypedConfirm { .. } | Gate::ConfirmHosts { .. })
+}
+
+fn single_line() -> TextArea<'static> {
+    let mut t = TextArea::default();
+    t.set_cursor_line_style(ratatui::style::Style::default());
+    t
+}
+
+/// A yes/no question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confirm {
+    /// Quit while a run is active.
+    Quit,
+    /// Cancel the running step (Ctrl-C).
+    CancelStep { n: usize },
+}
+
+/// A question answered with a reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasonFor {
+    Abort,
+    Skip { n: usize },
+}
+
+#[derive(Debug)]
+pub enum Overlay {
+    Help,
+    Gate(Box<GateModal>),
+    Confirm(Confirm),
+    Reason {
+        why: ReasonFor,
+        text: Box<TextArea<'static>>,
+        error: Option<String>,
+    },
+    Command {
+        text: Box<TextArea<'static>>,
+        error: Option<String>,
+    },
+    /// The `/` filter being typed.
+    Filter {
+        text: Box<TextArea<'static>>,
+    },
+}
+
+/// The last thing each live pane heard, per environment.
+#[derive(Debug, Clone, Default)]
+pub struct LiveState {
+    pub latest: BTreeMap<(String, Pane), Observation>,
+}
+
+/// An observation older than this is shown as stale, with its age.
+pub const STALE_AFTER_MS: u64 = 30_000;
+
+/// The run open in the run view.
+#[derive(Debug)]
+pub struct ActiveRun {
+    pub tag: RunTag,
+    pub run: Run,
+    /// `None` for a plan not started yet, or a finished run opened to look at.
+    pub journal: Option<Journal>,
+    pub output: OutputBuffer,
+    /// Absolute output line (dropped + len) at which each step's output began.
+    pub step_output_start: BTreeMap<usize, u64>,
+    /// The step list's selection (index into the plan).
+    pub selected: usize,
+    /// Opened from a journal of a finished run (or a run this app may not continue).
+    pub view_only: bool,
+}
+
+/// What the app wants the loop to do after an update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    Continue,
+    Quit,
+}
+
+/// Everything the UI shows, and the only thing that changes it.
+pub struct App {
+    pub screen: Screen,
+    pub overlay: Option<Overlay>,
+    pub home_focus: HomeFocus,
+    pub run_focus: RunFocus,
+    pub env_sel: usize,
+    pub runbook_sel: usize,
+    pub run_sel: usize,
+    /// The environment runbooks open in.
+    pub current_env: Option<String>,
+    pub envs: Vec<EnvSummary>,
+    pub runbooks: Vec<RunbookSummary>,
+    runbook_set: RunbookSet,
+    plans: Arc<dyn PlanSource>,
+    pub runs: Vec<RunSummary>,
+    pub runs_error: Option<String>,
+    pub runs_dir: Option<PathBuf>,
+    pub active: Option<ActiveRun>,
+    next_tag: RunTag,
+    pub live: LiveState,
+    pub theme: Theme,
+    pub themes: ThemeSet,
+    pub theme_warnings: Vec<ThemeWarning>,
+    pub keymaps: Keymaps,
+    caps: Arc<Capabilities>,
+    /// Requests for the executor task; the loop drains it after every update.
+    pub outbox: VecDeque<ExecRequest>,
+    pub operator: String,
+    pub now: Timestamp,
+    /// The `/` filter: narrows the home lists, searches the output in the run view.
+    pub filter: Option<String>,
+    /// One line of feedback at the bottom (errors, refusals, what just happened).
+    pub status: Option<String>,
+    pub width: u16,
+    pub height: u16,
+}
+
+/// What the app is built from.
+pub struct AppParts {
+    pub environments: Vec<EnvSummary>,
+    pub runbooks: RunbookSet,
+    pub plans: Arc<dyn PlanSource>,
+    pub runs_dir: Option<PathBuf>,
+    pub themes: ThemeSet,
+    pub theme: Option<String>,
+    pub keymaps: Keymaps,
+    /// Problems in the user config file, shown like theme warnings.
+    pub config_warnings: Vec<ThemeWarning>,
+    pub no_color: bool,
+    pub operator: String,
+    pub now: Timestamp,
+}
+
+impl App {
+    /// An app that may run mutating steps (behind their gates).
+    pub fn operate(parts: AppParts, caps: Capabilities) -> App {
+        Self::build(parts, caps)
+    }
+
+    /// The observe app: built from read-only executors only, so nothing it holds can run a
+    /// mutating step, and every run it opens is a read-only run.
+    pub fn observe(parts: AppParts, read_only: ReadOnlyExecutors) -> App {
+        Self::build(parts, Capabilities::Observe { read_only })
+    }
+
+    fn build(parts: AppParts, caps: Capabilities) -> App {
+        let runbooks = parts
+            .runbooks
+            .iter()
+            .map(|l| RunbookSummary {
+                id: l.runbook.id.clone(),
+                title: l.runbook.title.clone(),
+                mutates: l.runbook.mutates(),
+                environments: l.runbook.environments.clone(),
+            })
+            .collect();
+        let theme_name = parts
+            .theme
+            .as_deref()
+            .unwrap_or(super::theme::DEFAULT_THEME);
+        let (theme, mut theme_warnings) = parts.themes.load(theme_name, parts.no_color);
+        theme_warnings.extend(parts.config_warnings);
+        let mut app = App {
+            screen: Screen::Home,
+            overlay: None,
+            home_focus: HomeFocus::Runbooks,
+            run_focus: RunFocus::Steps,
+            env_sel: 0,
+            runbook_sel: 0,
+            run_sel: 0,
+            current_env: parts.environments.first().map(|e| e.name.clone()),
+            envs: parts.environments,
+            runbooks,
+            runbook_set: parts.runbooks,
+            plans: parts.plans,
+            runs: Vec::new(),
+            runs_error: None,
+            runs_dir: parts.runs_dir,
+            active: None,
+            next_tag: 1,
+            live: LiveState::default(),
+            theme,
+            themes: parts.themes,
+            theme_warnings,
+            keymaps: parts.keymaps,
+            caps: Arc::new(caps),
+            outbox: VecDeque::new(),
+            operator: parts.operator,
+            now: parts.now,
+            status: None,
+            filter: None,
+            width: 0,
+            height: 0,
+        };
+        app.refresh_runs();
+        app
+    }
+
+    pub fn capabilities(&self) -> &Arc<Capabilities> {
+        &self.caps
+    }
+
+    pub fn is_observe(&self) -> bool {
+        self.caps.is_observe()
+    }
+
+    pub fn mode(&self) -> Mode {
+        if self.is_observe() {
+            Mode::Observe
+        } else {
+            Mode::Operate
+        }
+    }
+
+    /// Re-read the run list (newest first, interrupted runs moved to the front).
+    pub fn refresh_runs(&mut self) {
+        let Some(dir) = &self.runs_dir else {
+            self.runs.clear();
+            self.runs_error = Some("no run journal directory".into());
+            return;
+        };
+        match journal::list_runs(dir) {
+            Ok(list) => {
+                let mut runs = list.runs;
+                // Stable: among equals, newest stays first.
+                runs.sort_by_key(|r| r.outcome != RunOutcome::Interrupted);
+                self.runs = runs;
+                self.runs_error = if list.unreadable.is_empty() {
+                    None
+                } else {
+                    Some(format!(
+                        "{} journal(s) unreadable: {}",
+                        list.unreadable.len(),
+                        list.unreadable
+                            .iter()
+                            .map(|e| e.to_string())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ))
+                };
+            }
+            Err(e) => self.runs_error = Some(e.to_string()),
+        }
+    }
+
+    fn matches_filter(&self, fields: &[&str]) -> bool {
+        match &self.filter {
+            None => true,
+            Some(f) => {
+                let f = f.to_lowercase();
+                fields.iter().any(|x| x.to_lowercase().contains(&f))
+            }
+        }
+    }
+
+    /// The runbooks the home list shows (the `/` filter applied).
+    pub fn visible_runbooks(&self) -> Vec<&RunbookSummary> {
+        self.runbooks
+            .iter()
+            .filter(|r| self.matches_filter(&[&r.id, &r.title]))
+            .collect()
+    }
+
+    /// The runs the home list shows (the `/` filter applied).
+    pub fn visible_runs(&self) -> Vec<&RunSummary> {
+        self.runs
+            .iter()
+            .filter(|r| self.matches_filter(&[&r.runbook, &r.env, &r.outcome.to_string()]))
+            .collect()
+    }
+
+    /// The keymap mode for the current screen.
+    pub fn key_mode(&self) -> KeyMode {
+        match (&self.overlay, self.screen) {
+            (Some(Overlay::Help), _) => KeyMode::Help,
+            (_, Screen::Home) => KeyMode::Home,
+            (_, Screen::Run) => KeyMode::Run,
+        }
+    }
+
+    /// The screen's keymap mode under any overlay (what the help overlay lists).
+    pub fn screen_key_mode(&self) -> KeyMode {
+        match self.screen {
+            Screen::Home => KeyMode::Home,
+            Screen::Run => KeyMode::Run,
+        }
+    }
+
+    /// Whether a run is open and not over.
+    pub fn run_is_active(&self) -> bool {
+        self.active.as_ref().is_some_and(|a| {
+            a.journal.is_some()
+                && matches!(
+                    a.run.status(),
+                    RunStatus::Active { .. } | RunStatus::Halted { .. }
+                )
+        })
+    }
+
+    // ----------------------------------------------------------------------------------
+    // Input.
+
+    /// A key from the terminal: to the overlay's text field, else through the keymap.
+    pub fn handle_key(&mut self, key: KeyEvent) -> Control {
+        if key.kind != crossterm::event::KeyEventKind::Press {
+            return Control::Continue;
+        }
+        let bound = Key::from_event(&key);
+        match self.overlay.take() {
+            Some(Overlay::Help) => {
+                let Some(k) = bound else {
+                    self.overlay = Some(Overlay::Help);
+                    return Control::Continue;
+                };
+                // Help has its own small keymap; anything it does not bind leaves it open.
+                match self.keymaps.get(KeyMode::Help).and_then(|m| m.get(&k)) {
+                    Some(Action::Back) => {}
+                    _ => self.overlay = Some(Overlay::Help),
+                }
+                Control::Continue
+            }
+            Some(other) => self.overlay_key(other, key),
+            None => {
+                let Some(k) = bound else {
+                    return Control::Continue;
+                };
+                let action = self
+                    .keymaps
+                    .get(self.key_mode())
+                    .and_then(|m| m.get(&k))
+                    .cloned();
+                match action {
+                    Some(a) => self.update(a),
+                    None => Control::Continue,
+                }
+            }
+        }
+    }
+
+    /// The mouse: the wheel scrolls the output.
+    pub fn handle_mouse(&mut self, ev: MouseEvent) -> Control {
+        if let Some(a) = self.active.as_mut() {
+            match ev.kind {
+                MouseEventKind::ScrollUp => a.output.scroll_up(3),
+                MouseEventKind::ScrollDown => a.output.scroll_down(3),
+                _ => {}
+            }
+        }
+        Control::Continue
+    }
+
+    fn overlay_key(&mut self, overlay: Overlay, key: KeyEvent) -> Control {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        // Ctrl-C in any overlay closes it (an open gate stays open in the run, as with Esc);
+        // a second Ctrl-C then asks about the running step or quitting.
+        let key = if ctrl && key.code == KeyCode::Char('c') {
+            KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)
+        } else {
+            key
+        };
+        match overlay {
+            Overlay::Help => Control::Continue,
+            Overlay::Confirm(c) => match key.code {
+                KeyCode::Char('y') | KeyCode::Char('Y') => match c {
+                    Confirm::Quit => Control::Quit,
+                    Confirm::CancelStep { n } => {
+                        let by = self.operator.clone();
+                        self.feed(Input::CancelRequested { n, by });
+                        Control::Continue
+                    }
+                },
+                KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc => Control::Continue,
+                _ => {
+                    self.overlay = Some(Overlay::Confirm(c));
+                    Control::Continue
+                }
+            },
+            Overlay::Reason {
+                why,
+                mut text,
+                error,
+            } => match key.code {
+                KeyCode::Esc => Control::Continue,
+                KeyCode::Enter => {
+                    let reason = text.lines().join(" ").trim().to_string();
+                    if reason.is_empty() {
+                        self.overlay = Some(Overlay::Reason {
+                            why,
+                            text,
+                            error: Some("a reason is required; it goes into the journal".into()),
+                        });
+                        return Control::Continue;
+                    }
+                    let by = self.operator.clone();
+                    match why {
+                        ReasonFor::Abort => self.feed(Input::Abort { by, reason }),
+                        ReasonFor::Skip { n } => self.feed(Input::Skip { n, by, reason }),
+                    }
+                    Control::Continue
+                }
+                _ => {
+                    text.input(key);
+                    self.overlay = Some(Overlay::Reason { why, text, error });
+                    Control::Continue
+                }
+            },
+            Overlay::Filter { mut text } => match key.code {
+                KeyCode::Esc => Control::Continue,
+                KeyCode::Enter => {
+                    let f = text.lines().join(" ").trim().to_string();
+                    self.filter = (!f.is_empty()).then_some(f);
+                    self.env_sel = 0;
+                    self.runbook_sel = 0;
+                    self.run_sel = 0;
+                    Control::Continue
+                }
+                _ => {
+                    text.input(key);
+                    self.overlay = Some(Overlay::Filter { text });
+                    Control::Continue
+                }
+            },
+            Overlay::Command { mut text, error } => match key.code {
+                KeyCode::Esc => Control::Continue,
+                KeyCode::Enter => {
+                    let line = text.lines().join(" ");
+                    self.update(Action::Command(line))
+                }
+                KeyCode::Tab => {
+                    let line = text.lines().join(" ");
+                    let completed = self.complete(&line);
+                    let mut t = single_line();
+                    t.insert_str(&completed);
+                    self.overlay = Some(Overlay::Command {
+                        text: Box::new(t),
+                        error,
+                    });
+                    Control::Continue
+                }
+                _ => {
+                    text.input(key);
+                    self.overlay = Some(Overlay::Command { text, error });
+                    Control::Continue
+                }
+            },
+            Overlay::Gate(mut m) => {
+                match key.code {
+                    KeyCode::Esc => {
+                        self.status =
+                            Some(format!("gate of step {} still open: enter to answer", m.n));
+                        return Control::Continue;
+                    }
+                    // Typed gates have one field: the machine's typed answer carries no note.
+                    KeyCode::Tab => {}
+                    KeyCode::Char('r') if ctrl => {
+                        let reason = m.note.lines().join(" ").trim().to_string();
+                        let reason = if reason.is_empty() {
+                            "rejected at the gate".to_string()
+                        } else {
+                            reason
+                        };
+                        let by = self.operator.clone();
+                        let n = m.n;
+                        self.feed(Input::GateAnswered {
+                            n,
+                            answer: GateAnswer::Rejected { by, reason },
+                        });
+                        return Control::Continue;
+                    }
+                    KeyCode::Enter => return self.submit_gate(m),
+                    KeyCode::Up if matches!(m.gate, Gate::ApproveDiff) => {
+                        m.scroll = m.scroll.saturating_sub(1)
+                    }
+                    KeyCode::Down if matches!(m.gate, Gate::ApproveDiff) => {
+                        m.scroll = m.scroll.saturating_add(1)
+                    }
+                    KeyCode::PageUp if matches!(m.gate, Gate::ApproveDiff) => {
+                        m.scroll = m.scroll.saturating_sub(10)
+                    }
+                    KeyCode::PageDown if matches!(m.gate, Gate::ApproveDiff) => {
+                        m.scroll = m.scroll.saturating_add(10)
+                    }
+                    _ => match m.field {
+                        GateField::Answer => {
+                            m.answer.input(key);
+                        }
+                        GateField::Note => {
+                            m.note.input(key);
+                        }
+                    },
+                }
+                self.overlay = Some(Overlay::Gate(m));
+                Control::Continue
+            }
+        }
+    }
+
+    fn submit_gate(&mut self, m: Box<GateModal>) -> Control {
+        let by = self.operator.clone();
+        let n = m.n;
+        if gate_is_typed(&m.gate) {
+            let text = m.answer.lines().join("").trim().to_string();
+            // Keep the modal up; a wrong answer comes back as GateNotPassed and is shown.
+            self.overlay = Some(Overlay::Gate(m));
+            self.feed(Input::TypedText { n, by, text });
+        } else {
+            let note = m.note.lines().join(" ").trim().to_string();
+            let note = (!note.is_empty()).then_some(note);
+            self.feed(Input::GateAnswered {
+                n,
+                answer: GateAnswer::Approved { by, note },
+            });
+        }
+        Control::Continue
+    }
+
+    /// Apply one action.
+    pub fn update(&mut self, action: Action) -> Control {
+        match action {
+            Action::Tick => {}
+            Action::Resize(w, h) => {
+                self.width = w;
+                self.height = h;
+            }
+            Action::Quit => {
+                if self.run_is_active() {
+                    self.overlay = Some(Overlay::Confirm(Confirm::Quit));
+                } else {
+                    return Control::Quit;
+                }
+            }
+            Action::Back => {
+                if self.overlay.is_none() && self.filter.take().is_some() {
+                    return Control::Continue;
+                }
+                if self.overlay.take().is_none() && self.screen == Screen::Run {
+                    self.screen = Screen::Home;
+                    self.refresh_runs();
+                }
+            }
+            Action::Help => self.overlay = Some(Overlay::Help),
+            Action::CommandLine => {
+                self.overlay = Some(Overlay::Command {
+                    text: Box::new(single_line()),
+                    error: None,
+                })
+            }
+            Action::Up => self.move_sel(-1),
+            Action::Down => self.move_sel(1),
+            Action::PageUp => self.page(-1),
+            Action::PageDown => self.page(1),
+            Action::Top => self.move_sel(isize::MIN / 2),
+            Action::Bottom => self.move_sel(isize::MAX / 2),
+            Action::FocusNext if self.screen == Screen::Run => {
+                self.run_focus = match self.run_focus {
+                    RunFocus::Steps => RunFocus::Output,
+                    RunFocus::Output => RunFocus::Steps,
+                }
+            }
+            Action::FocusNext => {
+                self.home_focus = match self.home_focus {
+                    HomeFocus::Environments => HomeFocus::Runbooks,
+                    HomeFocus::Runbooks => HomeFocus::Runs,
+                    HomeFocus::Runs => HomeFocus::Environments,
+                }
+            }
+            Action::Open => self.open_selected(),
+            Action::NextEnv => {
+                if !self.envs.is_empty() {
+                    let i = self
+                        .current_env
+                        .as_ref()
+                        .and_then(|c| self.envs.iter().position(|e| &e.name == c))
+                        .map_or(0, |i| (i + 1) % self.envs.len());
+                    self.current_env = Some(self.envs[i].name.clone());
+                    self.env_sel = i;
+                }
+            }
+            Action::StartRun => self.start_run(),
+            Action::Interrupt => return self.interrupt(),
+            Action::Abort => {
+                if self.run_is_active() {
+                    self.overlay = Some(Overlay::Reason {
+                        why: ReasonFor::Abort,
+                        text: Box::new(single_line()),
+                        error: None,
+                    });
+                } else {
+                    self.status = Some("no active run to abort".into());
+                }
+            }
+            Action::Retry => match self.halted_step() {
+                Some(n) => {
+                    let by = self.operator.clone();
+                    self.feed(Input::RetryApproved { n, by });
+                }
+                None => self.status = Some("nothing to retry: the run is not halted".into()),
+            },
+            Action::Skip => match self.halted_step() {
+                Some(n) => {
+                    self.overlay = Some(Overlay::Reason {
+                        why: ReasonFor::Skip { n },
+                        text: Box::new(single_line()),
+                        error: None,
+                    })
+                }
+                None => self.status = Some("nothing to skip: the run is not halted".into()),
+            },
+            Action::ToggleFollow => {
+                if let Some(a) = self.active.as_mut() {
+                    a.output.toggle_follow();
+                }
+            }
+            Action::Observe => self.enter_observe(),
+            Action::Filter => {
+                let mut t = single_line();
+                if let Some(f) = &self.filter {
+                    t.insert_str(f);
+                }
+                self.overlay = Some(Overlay::Filter { text: Box::new(t) });
+            }
+            Action::Command(line) => return self.command(&line),
+        }
+        Control::Continue
+    }
+
+    /// Quitting with work in flight: journal a cancel request for every running step (the
+    /// executors stop their processes and answer Cancelled, which is journaled too). Returns
+    /// whether there is work to wait for before the process exits.
+    pub fn cancel_in_flight(&mut self) -> bool {
+        let running: Vec<usize> = match &self.active {
+            Some(a) if a.journal.is_some() => a
+                .run
+                .steps()
+                .filter(|(_, r)| {
+                    matches!(
+                        r.state,
+                        StepState::Running {
+                            cancel_requested: false,
+                            ..
+                        }
+                    )
+                })
+                .map(|(s, _)| s.n)
+                .collect(),
+            _ => Vec::new(),
+        };
+        for n in running {
+            let by = self.operator.clone();
+            self.feed(Input::CancelRequested { n, by });
+        }
+        let waiting = self.has_in_flight();
+        if waiting {
+            self.status =
+                Some("stopping the running step before quitting… (q again: quit now)".into());
+        }
+        waiting
+    }
+
+    /// Whether a step of the open, journaled run is running or verifying.
+    pub fn has_in_flight(&self) -> bool {
+        self.active
+            .as_ref()
+            .is_some_and(|a| a.journal.is_some() && !a.run.in_flight().is_empty())
+    }
+
+    fn halted_step(&self) -> Option<usize> {
+        let a = self.active.as_ref()?;
+        a.journal.as_ref()?;
+        match a.run.status() {
+            RunStatus::Halted { n } => Some(*n),
+            _ => None,
+        }
+    }
+
+    fn interrupt(&mut self) -> Control {
+        let running = self.active.as_ref().and_then(|a| {
+            a.run.steps().find_map(|(s, r)| match r.state {
+                StepState::Running {
+                    cancel_requested: false,
+                    ..
+                } => Some(s.n),
+                _ => None,
+            })
+        });
+        match running {
+            Some(n) => self.overlay = Some(Overlay::Confirm(Confirm::CancelStep { n })),
+            None => return self.update(Action::Quit),
+        }
+        Control::Continue
+    }
+
+    fn move_sel(&mut self, d: isize) {
+        let step = |cur: usize, len: usize| -> usize {
+            if len == 0 {
+                return 0;
+            }
+            let next = cur as isize + d.clamp(-(len as isize), len as isize);
+            next.clamp(0, len as isize - 1) as usize
+        };
+        match self.screen {
+            Screen::Home => match self.home_focus {
+                HomeFocus::Environments => self.env_sel = step(self.env_sel, self.envs.len()),
+                HomeFocus::Runbooks => {
+                    self.runbook_sel = step(self.runbook_sel, self.visible_runbooks().len())
+                }
+                HomeFocus::Runs => self.run_sel = step(self.run_sel, self.visible_runs().len()),
+            },
+            Screen::Run => {
+                let focus = self.run_focus;
+                if let Some(a) = self.active.as_mut() {
+                    match focus {
+                        RunFocus::Steps => {
+                            let len = a.run.plan().steps.len();
+                            a.selected = step(a.selected, len);
+                        }
+                        RunFocus::Output if d < -1 => a.output.top(),
+                        RunFocus::Output if d > 1 => a.output.bottom(),
+                        RunFocus::Output if d < 0 => a.output.scroll_up(1),
+                        RunFocus::Output => a.output.scroll_down(1),
+                    }
+                }
+            }
+        }
+    }
+
+    fn page(&mut self, dir: isize) {
+        match (self.screen, self.active.as_mut()) {
+            (Screen::Run, Some(a)) => {
+                let h = usize::from(self.height.max(20)) / 2;
+                if dir < 0 {
+                    a.output.scroll_up(h)
+                } else {
+                    a.output.scroll_down(h)
+                }
+            }
+            _ => self.move_sel(dir * 10),
+        }
+    }
+
+    fn open_selected(&mut self) {
+        match self.screen {
+            Screen::Run => self.reopen_gate(),
+            Screen::Home => match self.home_focus {
+                HomeFocus::Environments => {
+                    if let Some(e) = self.envs.get(self.env_sel) {
+                        self.current_env = Some(e.name.clone());
+                        self.status = Some(format!("environment: {}", e.name));
+                    }
+                }
+                HomeFocus::Runbooks => {
+                    if let Some(rb) = self.visible_runbooks().get(self.runbook_sel) {
+                        let id = rb.id.clone();
+                        self.open_runbook(&id, None, None);
+                    }
+                }
+                HomeFocus::Runs => {
+                    if let Some(r) = self.visible_runs().get(self.run_sel) {
+                        let path = r.path.clone();
+                        let outcome = r.outcome;
+                        self.open_journal(path, outcome);
+                    }
+                }
+            },
+        }
+    }
+
+    /// Enter on the run view: show the gate the run waits on again.
+    fn reopen_gate(&mut self) {
+        let Some(a) = self.active.as_ref() else {
+            return;
+        };
+        if a.view_only || a.journal.is_none() {
+            return;
+        }
+        let open = a.run.steps().find_map(|(s, r)| match (&r.state, &s.gate) {
+            (StepState::AwaitingGate { .. }, Some(g)) => Some((s.n, g.clone())),
+            _ => None,
+        });
+        if let Some((n, g)) = open {
+            self.overlay = Some(Overlay::Gate(Box::new(GateModal::new(n, g))));
+        }
+    }
+
+    // ----------------------------------------------------------------------------------
+    // Runs.
+
+    /// Plan runbook `id` for `env` (or the current environment, or the runbook's only one)
+    /// and show the plan. Nothing is journaled until it is started.
+    pub fn open_runbook(&mut self, id: &str, env: Option<&str>, host: Option<&str>) {
+        if self.run_is_active() {
+            self.status = Some("a run is active: finish or abort it (A) first".into());
+            self.screen = Screen::Run;
+            return;
+        }
+        let Some(rb) = self.runbook_set.get(id).cloned() else {
+            self.status = Some(format!(
+                "no runbook `{id}` (have: {})",
+                self.runbooks
+                    .iter()
+                    .map(|r| r.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            return;
+        };
+        let env = match env {
+            Some(e) => e.to_string(),
+            None => match &self.current_env {
+                Some(c) if rb.environments.contains(c) => c.clone(),
+                _ if rb.environments.len() == 1 => rb.environments[0].clone(),
+                Some(c) => {
+                    self.status = Some(format!(
+                        "`{id}` is not for `{c}` (it is for: {}); pick one with :env or e",
+                        rb.environments.join(", ")
+                    ));
+                    return;
+                }
+                None => {
+                    self.status = Some("no environment chosen".into());
+                    return;
+                }
+            },
+        };
+        let plan = match self.plans.plan(&rb, &env, host) {
+            Ok(p) => p,
+            Err(e) => {
+                self.status = Some(format!("cannot plan `{id}` for `{env}`: {e}"));
+                return;
+            }
+        };
+        let run = match if self.is_observe() {
+            Run::new_read_only(plan)
+        } else {
+            Run::new(plan)
+        } {
+            Ok(r) => r,
+            Err(e) => {
+                self.status = Some(format!("cannot run `{id}` for `{env}`: {e}"));
+                return;
+            }
+        };
+        self.current_env = Some(env);
+        self.set_active(run, None, false);
+        self.status = Some(if self.is_observe() {
+            "observe mode: the plan opens to look at only".into()
+        } else {
+            "s starts the run".into()
+        });
+    }
+
+    fn set_active(&mut self, run: Run, journal: Option<Journal>, view_only: bool) {
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        self.active = Some(ActiveRun {
+            tag,
+            run,
+            journal,
+            output: OutputBuffer::default(),
+            step_output_start: BTreeMap::new(),
+            selected: 0,
+            view_only,
+        });
+        self.screen = Screen::Run;
+        self.overlay = None;
+    }
+
+    fn open_journal(&mut self, path: PathBuf, outcome: RunOutcome) {
+        if self.run_is_active() {
+            self.status = Some("a run is active: finish or abort it (A) first".into());
+            return;
+        }
+        let resumable = matches!(outcome, RunOutcome::Interrupted | RunOutcome::InProgress)
+            || outcome == RunOutcome::Failed;
+        if resumable {
+            match journal::replay(&path) {
+                // Observe mode journals nothing, so it resumes nothing: the run opens to look at.
+                Ok(r) if self.is_observe() => {
+                    self.set_active(r.run, None, true);
+                    self.status =
+                        Some("observe mode: the run opens to look at only; resume it outside observe mode".into());
+                    return;
+                }
+                Err(e) => {
+                    self.status = Some(e.to_string());
+                    return;
+                }
+                Ok(_) => {}
+            }
+            match Journal::resume(&path, self.now) {
+                Ok((j, replayed, effects)) => {
+                    self.set_active(replayed.run, Some(j), false);
+                    let warn: Vec<String> =
+                        replayed.warnings.iter().map(|w| w.to_string()).collect();
+                    self.status = Some(if warn.is_empty() {
+                        "resumed".into()
+                    } else {
+                        format!("resumed: {}", warn.join("; "))
+                    });
+                    for input in self.dispatch(effects) {
+                        self.feed(input);
+                    }
+                }
+                Err(e) => self.status = Some(format!("cannot resume: {e}")),
+            }
+        } else {
+            match journal::replay(&path) {
+                Ok(r) => {
+                    self.set_active(r.run, None, true);
+                    self.status = Some(format!("run {} ({outcome})", r.header.run_id));
+                }
+                Err(e) => self.status = Some(e.to_string()),
+            }
+        }
+    }
+
+    fn start_run(&mut self) {
+        // Observe mode is for looking: runbooks open as plans only, nothing is journaled,
+        // no gate is asked and no request leaves the app.
+        if self.is_observe() {
+            self.status =
+                Some("observe mode: runbooks open as plans only; nothing can start".into());
+            return;
+        }
+        let Some(a) = self.active.as_mut() else {
+            self.status = Some("open a runbook first".into());
+            return;
+        };
+        if a.view_only || !matches!(a.run.status(), RunStatus::NotStarted) {
+            self.status = Some("this run has already started".into());
+            return;
+        }
+        if let Some(dir) = &self.runs_dir {
+            let plan = a.run.plan().clone();
+            match Journal::begin(dir, plan, a.run.mode(), &self.operator, self.now) {
+                Ok((j, run)) => {
+                    a.journal = Some(j);
+                    a.run = run;
+                }
+                Err(e) => {
+                    self.status = Some(format!("cannot start: no journal: {e}"));
+                    return;
+                }
+            }
+        } else {
+            self.status = Some("cannot start: no run journal directory".into());
+            return;
+        }
+        self.status = Some("run started".into());
+        self.feed(Input::Start);
+    }
+
+    /// Journal `input` and apply it; then dispatch its effects (which may journal more).
+    pub fn feed(&mut self, input: Input) {
+        let mut queue = VecDeque::from([input]);
+        while let Some(input) = queue.pop_front() {
+            let Some(a) = self.active.as_mut() else {
+                return;
+            };
+            let Some(j) = a.journal.as_mut() else {
+                self.status = Some("this run is not open for changes".into());
+                return;
+            };
+            tracing::info!(run = %j.path().display(), input = ?input, "journal");
+            let event = Event::new(self.now, input);
+            match j.record(&mut a.run, event) {
+                Ok(effects) => {
+                    // The step list's selection follows the run to the step it is at.
+                    if let RunStatus::Active { n } | RunStatus::Halted { n } = a.run.status() {
+                        let n = *n;
+                        if let Some(i) = a.run.plan().steps.iter().position(|s| s.n == n) {
+                            a.selected = i;
+                        }
+                    }
+                    for more in self.dispatch(effects) {
+                        queue.push_back(more);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "event refused or not journaled");
+                    self.status = Some(format!("not recorded: {e}"));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Turn effects into overlays and executor requests. Returns inputs to journal next
+    /// (a step whose kind has no executor finishes at once with that reason, unstarted).
+    fn dispatch(&mut self, effects: Vec<Effect>) -> Vec<Input> {
+        let mut next = Vec::new();
+        for fx in effects {
+            let Some(a) = self.active.as_mut() else {
+                break;
+            };
+            let tag = a.tag;
+            match fx {
+                Effect::AskGate { n, gate } => {
+                    self.overlay = Some(Overlay::Gate(Box::new(GateModal::new(n, gate))));
+                }
+                Effect::GateNotPassed { n, why } => match self.overlay.as_mut() {
+                    Some(Overlay::Gate(m)) if m.n == n => m.error = Some(why),
+                    _ => self.status = Some(format!("step {n}: {why}")),
+                },
+                Effect::Execute(e) => {
+                    let Some(step) = step_of(&a.run, e.n()) else {
+                        continue;
+                    };
+                    let total = a.output.dropped() + a.output.len() as u64;
+                    a.step_output_start.insert(step.n, total);
+                    a.output.push(&format!(
+                        "── step {} · {} · {} ──",
+                        step.n,
+                        step.kind.as_str(),
+                        step.title
+                    ));
+                    match self.caps.executor_for(&step) {
+                        Ok(_) => self.outbox.push_back(ExecRequest::Execute {
+                            tag,
+                            step,
+                            attempt: e.attempt(),
+                            authorised: e.authorised().to_vec(),
+                        }),
+                        Err(why) => {
+                            self.status = Some(format!("step {} cannot be started: {why}", step.n));
+                            next.push(Input::StepFinished {
+                                n: step.n,
+                                attempt: e.attempt(),
+                                exit_code: None,
+                                error: Some(format!("{why}; the step was not started")),
+                            });
+                        }
+                    }
+                }
+                Effect::Verify { n, attempt } => {
+                    if let Some(step) = step_of(&a.run, n) {
+                        self.outbox
+                            .push_back(ExecRequest::Verify { tag, step, attempt });
+                    }
+                }
+                Effect::Cancel { n, attempt } => {
+                    if let Some(step) = step_of(&a.run, n) {
+                        self.outbox
+                            .push_back(ExecRequest::Cancel { tag, step, attempt });
+                        self.status = Some(format!("cancelling step {n}…"));
+                    }
+                }
+                Effect::RunFinished { outcome } => {
+                    if matches!(self.overlay, Some(Overlay::Gate(_))) {
+                        self.overlay = None;
+                    }
+                    self.status = Some(match &outcome {
+                        Outcome::Succeeded => "run succeeded".to_string(),
+                        other => format!("run {other}"),
+                    });
+                }
+            }
+        }
+        // A gate modal whose gate has closed (answered, or the step moved on) goes away.
+        if let (Some(Overlay::Gate(m)), Some(a)) = (&self.overlay, &self.active) {
+            let still_open = a
+                .run
+                .step_record(m.n)
+                .is_some_and(|r| matches!(r.state, StepState::AwaitingGate { .. }));
+            if !still_open {
+                self.overlay = None;
+            }
+        }
+        next
+    }
+
+    /// A reply from the executor task. Stale replies (another run) are dropped.
+    pub fn handle_exec(&mut self, reply: ExecReply) {
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        match reply {
+            ExecReply::Output { tag, line, .. } if tag == a.tag => a.output.push(&line),
+            ExecReply::Outcome { tag, input } if tag == a.tag => self.feed(input),
+            _ => {}
+        }
+    }
+
+    /// A live observation.
+    pub fn handle_observation(&mut self, obs: Observation) {
+        let pane = obs.body.pane();
+        // An error keeps the last good data visible under it: keep both.
+        if let ObservationBody::Error { .. } = obs.body {
+            self.live
+                .latest
+                .insert((format!("{}#error", obs.env), pane), obs.clone());
+        } else {
+            self.live
+                .latest
+                .remove(&(format!("{}#error", obs.env), pane));
+        }
+        if !matches!(obs.body, ObservationBody::Error { .. }) {
+            self.live.latest.insert((obs.env.clone(), pane), obs);
+        }
+    }
+
+    // ----------------------------------------------------------------------------------
+    // The command line.
+
+    fn command(&mut self, line: &str) -> Control {
+        let mut words = line.split_whitespace();
+        let cmd = words.next().unwrap_or("");
+        let arg = words.next();
+        let arg2 = words.next();
+        let arg3 = words.next();
+        let fail = |app: &mut App, msg: String| {
+            let mut t = single_line();
+            t.insert_str(line);
+            app.overlay = Some(Overlay::Command {
+                text: Box::new(t),
+                error: Some(msg),
+            });
+        };
+        match (cmd, arg) {
+            ("q" | "quit" | "q!", _) => return self.update(Action::Quit),
+            ("run", Some(id)) => {
+                self.open_runbook(id, arg2, arg3);
+            }
+            ("run", None) => fail(self, "usage: :run RUNBOOK [ENV [HOST]]".into()),
+            ("env", Some(name)) => {
+                if self.envs.iter().any(|e| e.name == name) {
+                    self.current_env = Some(name.to_string());
+                    self.status = Some(format!("environment: {name}"));
+                } else {
+                    let have: Vec<&str> = self.envs.iter().map(|e| e.name.as_str()).collect();
+                    fail(
+                        self,
+                        format!("no environment `{name}` (have: {})", have.join(", ")),
+                    );
+                }
+            }
+            ("theme", Some(name)) => {
+                let (theme, warnings) = self.themes.load(name, self.theme.no_color);
+                self.theme = theme;
+                self.theme_warnings = warnings;
+                // With warnings, leave the status line to them.
+                self.status = self
+                    .theme_warnings
+                    .is_empty()
+                    .then(|| format!("theme: {}", self.theme.name));
+            }
+            ("observe", _) => self.enter_observe(),
+            ("help", _) => self.overlay = Some(Overlay::Help),
+            ("", _) => {}
+            _ => fail(
+                self,
+                format!(
+                    "unknown command `{}`: try run, env, theme, observe, q",
+                    line.trim()
+                ),
+            ),
+        }
+        Control::Continue
+    }
+
+    /// Tab on the command line: complete the command, then its argument.
+    pub fn complete(&self, line: &str) -> String {
+        const CMDS: &[&str] = &["run", "env", "theme", "observe", "help", "q"];
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let ends_space = line.ends_with(' ');
+        let pick = |prefix: &str, options: Vec<String>| -> Option<String> {
+            let m: Vec<String> = options
+                .into_iter()
+                .filter(|o| o.starts_with(prefix))
+                .collect();
+            match m.as_slice() {
+                [one] => Some(one.clone()),
+                [] => None,
+                many => {
+                    // The longest common prefix.
+                    let first = &many[0];
+                    let len = (0..first.len())
+                        .take_while(|&i| {
+                            many.iter()
+                                .all(|o| o.as_bytes().get(i) == first.as_bytes().get(i))
+                        })
+                        .count();
+                    Some(first[..len].to_string())
+                }
+            }
+        };
+        match (words.as_slice(), ends_space) {
+            ([], _) => line.to_string(),
+            ([c], false) => pick(c, CMDS.iter().map(|s| s.to_string()).collect()).map_or(
+                line.to_string(),
+                |c| {
+                    if CMDS.contains(&c.as_str()) {
+                        format!("{c} ")
+                    } else {
+                        c
+                    }
+                },
+            ),
+            ([c], true) | ([c, _], false) => {
+                let prefix = if ends_space { "" } else { words[1] };
+                let options: Vec<String> = match *c {
+                    "run" => self.runbooks.iter().map(|r| r.id.clone()).collect(),
+                    "env" => self.envs.iter().map(|e| e.name.clone()).collect(),
+                    "theme" => self.themes.names().map(str::to_string).collect(),
+                    _ => Vec::new(),
+                };
+                pick(prefix, options).map_or(line.to_string(), |a| format!("{c} {a}"))
+            }
+            _ => line.to_string(),
+        }
+    }
+
+    /// Switch this app to observe mode: the mutating executors are dropped (the observe
+    /// capabilities keep only the read-only half) and the open plan, if not started, is
+    /// reopened read-only.
+    fn enter_observe(&mut self) {
+        if self.is_observe() {
+            self.status = Some("already in observe mode".into());
+            return;
+        }
+        if self.run_is_active() {
+            self.status = Some("a run is active: finish or abort it before observe mode".into());
+            return;
+        }
+        let read_only = match self.caps.as_ref() {
+            Capabilities::Operate { read_only, .. } | Capabilities::Observe { read_only } => {
+                read_only.clone()
+            }
+        };
+        self.caps = Arc::new(Capabilities::Observe { read_only });
+        if let Some(a) = self.active.take() {
+            if matches!(a.run.status(), RunStatus::NotStarted) {
+                match Run::new_read_only(a.run.plan().clone()) {
+                    Ok(run) => self.set_active(run, None, false),
+                    Err(e) => self.status = Some(e.to_string()),
+                }
+            } else {
+                self.set_active(a.run, None, true);
+            }
+        }
+        self.status = Some("observe mode: read-only; nothing can change".into());
+    }
+}
+
+fn step_of(run: &Run, n: usize) -> Option<PlannedStep> {
+    run.plan().steps.iter().find(|s| s.n == n).cloned()
+}

@@ -1,0 +1,217 @@
+//! The boundary between the app and the executors (SSH, ansible-playbook, kube), which
+//! live elsewhere.
+//!
+//! Owns: the requests the app sends on a bounded channel ([`ExecRequest`]), the replies it
+//! gets back ([`ExecReply`], tagged with the run so stale replies are dropped), the
+//! [`StepExecutor`] trait an executor implements, and [`Capabilities`]: which step kinds
+//! this app can run, split into read-only and mutating executors.
+//! Observe mode is a type here: [`Capabilities::Observe`] holds read-only executors only,
+//! and [`ReadOnlyExecutors`] refuses an executor that says it mutates, so an observe app
+//! has no value through which a mutating step could run.
+//! Must not: fake an executor. A step kind with no executor is reported as such
+//! ("no executor for kube-wait yet") and the step is never started.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use crate::runbook::machine::Input;
+use crate::runbook::plan::{PlannedStep, StepKind};
+
+/// Which run a request or reply belongs to; a reply whose tag is not the current run's is
+/// stale (the run was closed or replaced) and dropped.
+pub type RunTag = u64;
+
+/// What the app asks an executor to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecRequest {
+    /// Run a step's work (from a machine `Execute`).
+    Execute {
+        tag: RunTag,
+        step: PlannedStep,
+        attempt: u32,
+        /// Flags the operator authorised (`-e FLAG=true`).
+        authorised: Vec<String>,
+    },
+    /// Check a step's expectations against what its work produced.
+    Verify {
+        tag: RunTag,
+        step: PlannedStep,
+        attempt: u32,
+    },
+    /// Stop a step's work.
+    Cancel {
+        tag: RunTag,
+        step: PlannedStep,
+        attempt: u32,
+    },
+}
+
+impl ExecRequest {
+    pub fn tag(&self) -> RunTag {
+        match self {
+            ExecRequest::Execute { tag, .. }
+            | ExecRequest::Verify { tag, .. }
+            | ExecRequest::Cancel { tag, .. } => *tag,
+        }
+    }
+}
+
+/// What comes back from an executor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecReply {
+    /// A line of the step's output.
+    Output {
+        tag: RunTag,
+        n: usize,
+        attempt: u32,
+        line: String,
+    },
+    /// An outcome to journal and feed to the machine (StepStarted, StepFinished,
+    /// VerifyResult, HostSetObserved, Cancelled).
+    Outcome { tag: RunTag, input: Input },
+}
+
+/// One executor: runs the work of one step kind. Implemented in `exec/` (not in this
+/// issue); the UI only holds them.
+pub trait StepExecutor: Send + Sync + std::fmt::Debug {
+    fn kind(&self) -> StepKind;
+    /// Whether this executor can change the systems it touches.
+    fn mutates(&self) -> bool;
+    /// Carry out `req`, sending output and outcomes on `replies`. Runs on the executor task;
+    /// must not block it (spawn the work).
+    fn handle(&self, req: ExecRequest, replies: mpsc::Sender<ExecReply>);
+}
+
+/// Why a step cannot be started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoExecutor {
+    #[error("no executor for {} yet", .0.as_str())]
+    Missing(StepKind),
+    #[error("observe mode: {} step {n} changes systems and cannot run", .kind.as_str())]
+    ObserveMode { kind: StepKind, n: usize },
+}
+
+/// Executors that change nothing. The only way in is [`ReadOnlyExecutors::add`], which
+/// refuses a mutating one.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOnlyExecutors(BTreeMap<&'static str, Arc<dyn StepExecutor>>);
+
+impl ReadOnlyExecutors {
+    pub fn add(&mut self, e: Arc<dyn StepExecutor>) -> Result<(), String> {
+        if e.mutates() {
+            return Err(format!(
+                "a {} executor that mutates cannot be a read-only executor",
+                e.kind().as_str()
+            ));
+        }
+        self.0.insert(e.kind().as_str(), e);
+        Ok(())
+    }
+}
+
+/// Executors that may change systems (operate mode only).
+#[derive(Debug, Clone, Default)]
+pub struct MutatingExecutors(BTreeMap<&'static str, Arc<dyn StepExecutor>>);
+
+impl MutatingExecutors {
+    pub fn add(&mut self, e: Arc<dyn StepExecutor>) {
+        self.0.insert(e.kind().as_str(), e);
+    }
+}
+
+/// What this app can run.
+#[derive(Debug, Clone)]
+pub enum Capabilities {
+    Operate {
+        read_only: ReadOnlyExecutors,
+        mutating: MutatingExecutors,
+    },
+    /// No mutating executors: the variant has nowhere to hold one.
+    Observe { read_only: ReadOnlyExecutors },
+}
+
+impl Capabilities {
+    pub fn is_observe(&self) -> bool {
+        matches!(self, Capabilities::Observe { .. })
+    }
+
+    /// Whether any executor here can mutate.
+    pub fn can_mutate(&self) -> bool {
+        match self {
+            Capabilities::Operate { mutating, .. } => !mutating.0.is_empty(),
+            Capabilities::Observe { .. } => false,
+        }
+    }
+
+    /// The executor that would run `step`, or why none can.
+    pub fn executor_for(&self, step: &PlannedStep) -> Result<&Arc<dyn StepExecutor>, NoExecutor> {
+        let kind = step.kind;
+        let (ro, mutating) = match self {
+            Capabilities::Operate {
+                read_only,
+                mutating,
+            } => (read_only, Some(mutating)),
+            Capabilities::Observe { read_only } => (read_only, None),
+        };
+        if step.mutates {
+            let Some(m) = mutating else {
+                return Err(NoExecutor::ObserveMode { kind, n: step.n });
+            };
+            return m.0.get(kind.as_str()).ok_or(NoExecutor::Missing(kind));
+        }
+        ro.0.get(kind.as_str())
+            // A read-only step may also run on a mutating-capable executor of its kind.
+            .or_else(|| mutating.and_then(|m| m.0.get(kind.as_str())))
+            .ok_or(NoExecutor::Missing(kind))
+    }
+
+    /// Why `step`'s work cannot start, if it cannot (for the run view's step list).
+    pub fn blocker(&self, step: &PlannedStep) -> Option<NoExecutor> {
+        if !crate::runbook::machine::has_work(step) {
+            return None;
+        }
+        self.executor_for(step).err()
+    }
+}
+
+/// The executor task: receives requests, hands each to the executor of its kind. Requests
+/// the app could not route never get here (the app checks [`Capabilities`] first), so a
+/// missing executor here is a bug, answered with a failed outcome rather than a hang.
+pub async fn executor_task(
+    caps: Arc<Capabilities>,
+    mut requests: mpsc::Receiver<ExecRequest>,
+    replies: mpsc::Sender<ExecReply>,
+) {
+    while let Some(req) = requests.recv().await {
+        let step = match &req {
+            ExecRequest::Execute { step, .. }
+            | ExecRequest::Verify { step, .. }
+            | ExecRequest::Cancel { step, .. } => step.clone(),
+        };
+        match caps.executor_for(&step).map(Arc::clone) {
+            Ok(e) => e.handle(req, replies.clone()),
+            Err(why) => {
+                if let ExecRequest::Execute {
+                    tag, step, attempt, ..
+                } = req
+                {
+                    let input = Input::StepFinished {
+                        n: step.n,
+                        attempt,
+                        exit_code: None,
+                        error: Some(format!("{why}; the step was not started")),
+                    };
+                    if replies
+                        .send(ExecReply::Outcome { tag, input })
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}

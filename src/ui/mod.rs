@@ -1,0 +1,185 @@
+//! The interactive console (ratatui + crossterm + tokio).
+//!
+//! Owns: the app state and its one `Action` enum ([`app`], [`action`]), keymaps per screen
+//! ([`keymap`]), drawing ([`view`], one file per pane under `panes/`), themes ([`theme`]),
+//! the output ring ([`output`]), the executor boundary ([`exec`]) and the entry point
+//! [`run`]. The terminal itself (raw mode, alternate screen, restore on drop and panic)
+//! and the event loop are `crate::tui`'s.
+//! Must not: do network IO on the UI task (executors and live sources send on channels),
+//! or touch the journal except through `Journal::record`.
+pub mod action;
+pub mod app;
+pub mod config;
+pub mod exec;
+pub mod executors;
+pub mod keymap;
+pub mod output;
+pub mod panes;
+pub mod theme;
+pub mod view;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use crate::observe::types::Observation;
+use crate::runbook::embedded::RunbookSet;
+
+pub use app::{EnvSummary, PlanSource};
+pub use exec::{Capabilities, MutatingExecutors, ReadOnlyExecutors};
+
+/// The screen the console opens on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartScreen {
+    Home,
+    /// `hk-console run RUNBOOK --env ENV`: the plan, ready to start.
+    Run {
+        runbook: String,
+        env: String,
+        host: Option<String>,
+    },
+}
+
+/// Everything the console is started with.
+pub struct UiOptions {
+    /// The repo's environments (`repo.environments.iter().map(EnvSummary::from)`).
+    pub environments: Vec<EnvSummary>,
+    pub runbooks: RunbookSet,
+    /// Plans a runbook for an environment (over the repo's `PlanEnv`s and `Topology`).
+    pub plans: Arc<dyn PlanSource>,
+    /// Where run journals live (`journal::default_runs_dir()`); `None`: nothing can start.
+    pub runs_dir: Option<PathBuf>,
+    pub start: StartScreen,
+    /// A theme name (built-in or from the user theme dir); `None`: `default`.
+    pub theme: Option<String>,
+    /// What can run. `hk-console observe` passes [`Capabilities::Observe`]: the app then
+    /// holds read-only executors only.
+    pub capabilities: Capabilities,
+    /// Live observations, when a source runs; `None`: the panes say "no data yet".
+    pub observations: Option<mpsc::Receiver<Observation>>,
+    /// Problems found while setting up (e.g. hosts whose SSH settings cannot be read),
+    /// shown on the status line at start.
+    pub notices: Vec<String>,
+}
+
+/// Plans over a loaded infra repo: its environments' facts and its inventory.
+pub struct RepoPlans {
+    pub repo: crate::repo::Repo,
+}
+
+impl PlanSource for RepoPlans {
+    fn plan(
+        &self,
+        runbook: &crate::runbook::schema::Runbook,
+        env: &str,
+        host: Option<&str>,
+    ) -> Result<crate::runbook::plan::Plan, String> {
+        let penv = crate::context::plan_env(&self.repo, env, host).map_err(|e| e.to_string())?;
+        crate::runbook::plan::plan(runbook, &penv, &self.repo).map_err(|e| e.to_string())
+    }
+}
+
+/// How the console ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// Quit with no run open, or after the open run succeeded.
+    Clean,
+    /// Quit while the open run was halted, aborted, failed or still going (its journal
+    /// keeps it; resume from Home).
+    RunNotSucceeded,
+}
+
+impl ExitStatus {
+    /// The process exit code: 0 clean, 1 the run did not succeed.
+    pub fn code(self) -> u8 {
+        match self {
+            ExitStatus::Clean => 0,
+            ExitStatus::RunNotSucceeded => 1,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UiError {
+    #[error("the interactive console needs a terminal on stdin and stdout (use a subcommand such as `check` or `plan` otherwise)")]
+    NotATerminal,
+    #[error("terminal: {0}")]
+    Terminal(#[from] std::io::Error),
+}
+
+/// Build the app `opts` describe (no terminal): what [`run`] drives, and what tests draw.
+pub fn build_app(
+    opts_parts: app::AppParts,
+    capabilities: Capabilities,
+    start: &StartScreen,
+) -> app::App {
+    let mut app = match capabilities {
+        Capabilities::Observe { read_only } => app::App::observe(opts_parts, read_only),
+        caps @ Capabilities::Operate { .. } => app::App::operate(opts_parts, caps),
+    };
+    if let StartScreen::Run { runbook, env, host } = start {
+        app.open_runbook(runbook, Some(env), host.as_deref());
+    }
+    app
+}
+
+/// Run the interactive console until the operator quits.
+pub fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        return Err(UiError::NotATerminal);
+    }
+    let themes = theme::ThemeSet::with_user_dir(theme::user_theme_dir().as_deref());
+    let config = config::config_path()
+        .map(|p| config::UiConfig::load(&p))
+        .unwrap_or_default();
+    let parts = app::AppParts {
+        environments: opts.environments,
+        runbooks: opts.runbooks,
+        plans: opts.plans,
+        runs_dir: opts.runs_dir,
+        themes,
+        // --theme wins over the config file's theme.
+        theme: opts.theme.or(config.theme),
+        keymaps: config.keymaps,
+        config_warnings: config.warnings,
+        no_color: theme::no_color_env(),
+        operator: crate::journal::operator_login(),
+        now: crate::journal::now(),
+    };
+    let mut app = build_app(parts, opts.capabilities, &opts.start);
+    if !opts.notices.is_empty() {
+        for n in &opts.notices {
+            tracing::warn!(notice = %n, "console setup");
+        }
+        app.status = Some(format!("⚠ {}", opts.notices.join("; ")));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        // Without a source the receiver's sender lives as long as the loop, so the branch
+        // simply never fires instead of spinning on a closed channel.
+        let (_keep_obs_open, default_rx) = mpsc::channel(1);
+        let observations = opts.observations.unwrap_or(default_rx);
+        let mut tui = crate::tui::Tui::enter()?;
+        let result = crate::tui::run_loop(&mut tui, &mut app, observations).await;
+        tui.exit()?;
+        result?;
+        let succeeded = app.active.as_ref().is_none_or(|a| {
+            a.journal.is_none()
+                || matches!(
+                    a.run.status(),
+                    crate::runbook::machine::RunStatus::Succeeded
+                        | crate::runbook::machine::RunStatus::NotStarted
+                )
+        });
+        Ok(if succeeded {
+            ExitStatus::Clean
+        } else {
+            ExitStatus::RunNotSucceeded
+        })
+    })
+}

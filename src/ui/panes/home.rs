@@ -1,0 +1,187 @@
+//! Home: environments (host count, VIP), runbooks (read-only or mutating, and where they
+//! apply), recent runs (an interrupted run first, with "resume").
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph};
+use ratatui::Frame;
+
+use crate::runbook::machine::{Mode, RunOutcome};
+use crate::ui::app::{App, HomeFocus};
+
+pub fn draw(f: &mut Frame, area: Rect, app: &App) {
+    let env_h = (app.envs.len() as u16 + 2).clamp(3, 8);
+    let [envs, rest] =
+        Layout::vertical([Constraint::Length(env_h), Constraint::Min(0)]).areas(area);
+    let [runbooks, runs] = if rest.width >= 100 {
+        Layout::horizontal([Constraint::Percentage(58), Constraint::Percentage(42)]).areas(rest)
+    } else {
+        Layout::vertical([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(rest)
+    };
+    draw_envs(f, envs, app);
+    draw_runbooks(f, runbooks, app);
+    draw_runs(f, runs, app);
+}
+
+fn block<'a>(app: &App, title: &'a str, focused: bool) -> Block<'a> {
+    let t = &app.theme;
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(if focused { t.focus() } else { t.border() })
+        .title(Span::styled(title, t.title()))
+}
+
+fn list_state(sel: usize, len: usize, focused: bool) -> ListState {
+    let mut s = ListState::default();
+    if focused && len > 0 {
+        s.select(Some(sel.min(len - 1)));
+    }
+    s
+}
+
+fn draw_envs(f: &mut Frame, area: Rect, app: &App) {
+    let t = &app.theme;
+    let focused = app.home_focus == HomeFocus::Environments;
+    let items: Vec<ListItem> = app
+        .envs
+        .iter()
+        .map(|e| {
+            let current = app.current_env.as_deref() == Some(e.name.as_str());
+            let mut spans = vec![
+                Span::styled(if current { "● " } else { "  " }, t.focus()),
+                Span::styled(format!("{:<8}", e.name), t.text()),
+                Span::styled(format!("{} hosts  ", e.hosts), t.text()),
+                Span::styled("VIP ", t.muted()),
+                match &e.vip {
+                    Some(v) => Span::styled(v.clone(), t.text()),
+                    None => Span::styled("unknown", t.warn()),
+                },
+            ];
+            if !e.problems.is_empty() {
+                spans.push(Span::styled(
+                    format!("  ⚠ {}", e.problems.join("; ")),
+                    t.warn(),
+                ));
+            }
+            ListItem::new(Line::from(spans))
+        })
+        .collect();
+    let items = if items.is_empty() {
+        vec![ListItem::new(Span::styled(
+            "no environments (hk-console.yaml defines them)",
+            t.muted(),
+        ))]
+    } else {
+        items
+    };
+    let mut st = list_state(app.env_sel, app.envs.len(), focused);
+    f.render_stateful_widget(
+        List::new(items)
+            .block(block(app, " Environments ", focused))
+            .highlight_style(t.selected()),
+        area,
+        &mut st,
+    );
+}
+
+fn draw_runbooks(f: &mut Frame, area: Rect, app: &App) {
+    let t = &app.theme;
+    let focused = app.home_focus == HomeFocus::Runbooks;
+    let visible = app.visible_runbooks();
+    let width = visible.iter().map(|r| r.id.len()).max().unwrap_or(0);
+    let items: Vec<ListItem> = visible
+        .iter()
+        .map(|r| {
+            let (mark, style) = if r.mutates {
+                ("mutating ", t.mutating())
+            } else {
+                ("read-only", t.read_only())
+            };
+            let usable = app
+                .current_env
+                .as_ref()
+                .is_none_or(|c| r.environments.contains(c));
+            let id_style = if usable { t.text() } else { t.muted() };
+            ListItem::new(Line::from(vec![
+                Span::styled(format!("{:<width$}  ", r.id), id_style),
+                Span::styled(mark, style),
+                Span::styled(format!("  [{}]", r.environments.join(", ")), t.muted()),
+            ]))
+        })
+        .collect();
+    let mut st = list_state(app.runbook_sel, visible.len(), focused);
+    let title = match &app.filter {
+        Some(flt) => format!(
+            " Runbooks  /{flt}  ({} of {}) ",
+            visible.len(),
+            app.runbooks.len()
+        ),
+        None => " Runbooks  (enter: open in env, e: next env) ".to_string(),
+    };
+    f.render_stateful_widget(
+        List::new(items)
+            .block(block(app, &title, focused))
+            .highlight_style(t.selected()),
+        area,
+        &mut st,
+    );
+}
+
+fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
+    let t = &app.theme;
+    let focused = app.home_focus == HomeFocus::Runs;
+    let b = block(app, " Recent runs ", focused);
+    let visible = app.visible_runs();
+    if visible.is_empty() {
+        let msg = app.runs_error.clone().unwrap_or_else(|| match &app.filter {
+            Some(flt) if !app.runs.is_empty() => format!("no run matches /{flt}"),
+            _ => "no runs journaled yet".into(),
+        });
+        let style = if app.runs_error.is_some() {
+            t.warn()
+        } else {
+            t.muted()
+        };
+        f.render_widget(Paragraph::new(Span::styled(msg, style)).block(b), area);
+        return;
+    }
+    let items: Vec<ListItem> = visible
+        .iter()
+        .map(|r| {
+            let style: Style = match r.outcome {
+                RunOutcome::Succeeded => t.ok(),
+                RunOutcome::Failed | RunOutcome::Aborted => t.critical(),
+                RunOutcome::Interrupted => t.warn(),
+                RunOutcome::InProgress => t.running(),
+            };
+            let mut spans = vec![Span::styled(
+                format!("{:<12}", r.outcome.to_string()),
+                style,
+            )];
+            if matches!(r.outcome, RunOutcome::Interrupted | RunOutcome::InProgress) {
+                spans.push(Span::styled("▶ resume  ", t.warn()));
+            }
+            spans.push(Span::styled(
+                format!("{} on {}", r.runbook, r.env),
+                t.text(),
+            ));
+            if r.mode == Mode::Observe {
+                spans.push(Span::styled(" (observe)", t.read_only()));
+            }
+            // `2026-09-07T10:15` -> `09-07 10:15`: enough to tell runs apart at a glance.
+            let started = r.started.to_string();
+            let short = match (started.get(5..10), started.get(11..16)) {
+                (Some(d), Some(h)) => format!("{d} {h}"),
+                _ => started,
+            };
+            spans.push(Span::styled(format!("  {short}"), t.muted()));
+            ListItem::new(Line::from(spans))
+        })
+        .collect();
+    let mut st = list_state(app.run_sel, visible.len(), focused);
+    f.render_stateful_widget(
+        List::new(items).block(b).highlight_style(t.selected()),
+        area,
+        &mut st,
+    );
+}

@@ -1,0 +1,31 @@
+//! One file per pane; each draws from `&App` into its area and does nothing else.
+pub mod banner;
+pub mod home;
+pub mod live;
+pub mod overlay;
+pub mod run;
+
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
+
+/// Age as `5s`, `2m05s`, `1h03m`.
+pub fn age(ms: u64) -> String {
+    let s = ms / 1000;
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h{:02}m", s / 3600, (s / 60) % 60)
+    }
+}
+
+/// A rectangle of at most `w` x `h`, centred in `area`.
+pub fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let [v] = Layout::vertical([Constraint::Length(h.min(area.height))])
+        .flex(Flex::Center)
+        .areas(area);
+    let [r] = Layout::horizontal([Constraint::Length(w.min(area.width))])
+        .flex(Flex::Center)
+        .areas(v);
+    r
+}

@@ -1,0 +1,409 @@
+//! Overlays over the screen: help (from the keymap), gate modals, yes/no questions,
+//! reasons, and the `:` command line.
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+use ratatui::Frame;
+use tui_textarea::TextArea;
+
+use crate::runbook::plan::Gate;
+use crate::ui::app::{gate_is_typed, App, Confirm, GateField, GateModal, Overlay, ReasonFor};
+use crate::ui::theme::Theme;
+
+use super::centered;
+
+pub fn draw(f: &mut Frame, area: Rect, app: &App) {
+    match &app.overlay {
+        None => {}
+        Some(Overlay::Help) => draw_help(f, area, app),
+        Some(Overlay::Gate(m)) => draw_gate(f, area, app, m),
+        Some(Overlay::Confirm(c)) => draw_confirm(f, area, app, c),
+        Some(Overlay::Reason { why, text, error }) => {
+            draw_reason(f, area, app, *why, text, error.as_deref())
+        }
+        Some(Overlay::Command { text, error }) => draw_command(
+            f,
+            area,
+            app,
+            text,
+            error.as_deref(),
+            " : command (tab completes) ",
+        ),
+        Some(Overlay::Filter { text }) => draw_command(
+            f,
+            area,
+            app,
+            text,
+            None,
+            " / filter (lists on home, output in a run; enter apply, esc cancel) ",
+        ),
+    }
+}
+
+fn modal_block<'a>(t: &Theme, title: String) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(t.focus())
+        .title(Span::styled(title, t.title()))
+        .style(t.background())
+}
+
+fn draw_help(f: &mut Frame, area: Rect, app: &App) {
+    let t = &app.theme;
+    let rows = app
+        .keymaps
+        .get(app.screen_key_mode())
+        .map(|m| m.help_rows())
+        .unwrap_or_default();
+    let key_w = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let mut lines: Vec<Line> = rows
+        .iter()
+        .map(|(k, d)| {
+            Line::from(vec![
+                Span::styled(format!(" {k:<key_w$}  "), t.focus()),
+                Span::styled(*d, t.text()),
+            ])
+        })
+        .collect();
+    lines.push(Line::from(""));
+    lines.push(Line::from(Span::styled(
+        " gates: enter answers (or reopens) · ctrl-r rejects · esc hides",
+        t.muted(),
+    )));
+    let h = lines.len() as u16 + 2;
+    let r = centered(area, 72, h);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(modal_block(t, format!(" Help · {:?} ", app.screen))),
+        r,
+    );
+}
+
+fn draw_confirm(f: &mut Frame, area: Rect, app: &App, c: &Confirm) {
+    let t = &app.theme;
+    let text = match c {
+        Confirm::Quit => {
+            "A run is in progress. Quit anyway? A running step is cancelled first; the \
+             journal keeps the run (resume it from Home)."
+                .to_string()
+        }
+        Confirm::CancelStep { n } => {
+            let what = app
+                .active
+                .as_ref()
+                .and_then(|a| a.run.plan().steps.iter().find(|s| s.n == *n))
+                .map_or(String::new(), |s| {
+                    format!(
+                        " ({}{})",
+                        s.kind.as_str(),
+                        s.host
+                            .as_ref()
+                            .map_or(String::new(), |h| format!(" on {h}"))
+                    )
+                });
+            format!("Cancel the running step {n}{what}? The outcome is journaled.")
+        }
+    };
+    let r = centered(area, 64, 6);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(vec![
+            Line::from(Span::styled(text, t.text())),
+            Line::from(""),
+            Line::from(Span::styled("y yes · n no", t.focus())),
+        ])
+        .wrap(Wrap { trim: true })
+        .block(modal_block(t, " Confirm ".into())),
+        r,
+    );
+}
+
+fn draw_input(f: &mut Frame, area: Rect, t: &Theme, label: &str, text: &TextArea, focused: bool) {
+    let b = Block::default()
+        .borders(Borders::ALL)
+        .border_style(if focused { t.focus() } else { t.border() })
+        .title(Span::styled(label.to_string(), t.muted()));
+    let inner = b.inner(area);
+    f.render_widget(b, area);
+    f.render_widget(text, inner);
+}
+
+fn draw_reason(
+    f: &mut Frame,
+    area: Rect,
+    app: &App,
+    why: ReasonFor,
+    text: &TextArea,
+    error: Option<&str>,
+) {
+    let t = &app.theme;
+    let title = match why {
+        ReasonFor::Abort => " Abort the run ".to_string(),
+        ReasonFor::Skip { n } => format!(" Skip step {n} "),
+    };
+    let r = centered(area, 64, 8);
+    f.render_widget(Clear, r);
+    let b = modal_block(t, title);
+    let inner = b.inner(r);
+    f.render_widget(b, r);
+    let [msg, input, err] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(3),
+        Constraint::Min(0),
+    ])
+    .areas(inner);
+    f.render_widget(
+        Paragraph::new(Span::styled(
+            "Why? (journaled) · enter confirm · esc cancel",
+            t.text(),
+        )),
+        msg,
+    );
+    draw_input(f, input, t, " reason ", text, true);
+    if let Some(e) = error {
+        f.render_widget(Paragraph::new(Span::styled(e, t.critical())), err);
+    }
+}
+
+fn draw_command(
+    f: &mut Frame,
+    area: Rect,
+    app: &App,
+    text: &TextArea,
+    error: Option<&str>,
+    title: &str,
+) {
+    let t = &app.theme;
+    let h = if error.is_some() { 4 } else { 3 };
+    let r = Rect {
+        x: area.x,
+        y: area.bottom().saturating_sub(h + 1),
+        width: area.width,
+        height: h.min(area.height),
+    };
+    f.render_widget(Clear, r);
+    let b = modal_block(t, title.to_string());
+    let inner = b.inner(r);
+    f.render_widget(b, r);
+    let [line, err] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
+    f.render_widget(text, line);
+    if let Some(e) = error {
+        f.render_widget(Paragraph::new(Span::styled(e, t.critical())), err);
+    }
+}
+
+fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
+    let t = &app.theme;
+    let step = app
+        .active
+        .as_ref()
+        .and_then(|a| a.run.plan().steps.iter().find(|s| s.n == m.n));
+    let host = step
+        .and_then(|s| s.host.clone())
+        .map_or(String::new(), |h| format!(" · {h}"));
+    let env = app
+        .active
+        .as_ref()
+        .map_or(String::new(), |a| a.run.plan().env.clone());
+    let (name, mut body): (&str, Vec<Line>) = match &m.gate {
+        Gate::ConfirmHosts { expected } => ("confirm hosts", hosts_body(app, m.n, expected, t)),
+        Gate::TypedConfirm { phrase } => (
+            "typed confirm",
+            vec![
+                Line::from(Span::styled(
+                    format!("This step changes environment `{env}`."),
+                    t.mutating(),
+                )),
+                Line::from(Span::styled(format!("Type `{phrase}` to go on."), t.text())),
+            ],
+        ),
+        Gate::OperatorPresent => (
+            "operator present",
+            vec![
+                Line::from(Span::styled(
+                    "Confirm you are at the console for this run.",
+                    t.text(),
+                )),
+                Line::from(Span::styled(
+                    format!("Recorded as {} at {} (UTC).", app.operator, app.now),
+                    t.muted(),
+                )),
+            ],
+        ),
+        Gate::Authorise { flag } => (
+            "authorise",
+            vec![
+                Line::from(Span::styled(format!("Authorise `{flag}`."), t.mutating())),
+                Line::from(Span::styled(
+                    format!("The steps after this pass -e {flag}=true."),
+                    t.text(),
+                )),
+            ],
+        ),
+        Gate::ApproveDiff => ("approve diff", diff_body(app, m, t)),
+        Gate::ConfirmDone => (
+            "confirm done",
+            vec![
+                Line::from(Span::styled("Do this by hand, then confirm:", t.text())),
+                Line::from(Span::styled(
+                    step.map_or(String::new(), |s| s.title.clone()),
+                    t.focus(),
+                )),
+            ],
+        ),
+    };
+    // The runbook's own words for this gate come first: they say why it is asked.
+    if let Some(title) = step.map(|s| s.title.as_str()).filter(|t| !t.is_empty()) {
+        if !matches!(m.gate, Gate::ConfirmDone) {
+            body.insert(0, Line::from(Span::styled(title.to_string(), t.focus())));
+        }
+    }
+    if let Some(e) = &m.error {
+        body.push(Line::from(Span::styled(e.clone(), t.critical())));
+    }
+    let typed = gate_is_typed(&m.gate);
+    let keys = if typed {
+        "enter submit · ctrl-r reject · esc hide"
+    } else if matches!(m.gate, Gate::ApproveDiff) {
+        "enter approve · ctrl-r reject (note = reason) · ↑↓ pgup pgdn scroll · esc hide"
+    } else {
+        "enter approve · ctrl-r reject (note = reason) · esc hide"
+    };
+    let inputs: u16 = 3;
+    let want_h = body.len() as u16 + inputs + 3;
+    let w = area.width.saturating_sub(4).min(90);
+    let r = centered(area, w, want_h.max(10));
+    f.render_widget(Clear, r);
+    let b = modal_block(t, format!(" Gate · step {}{host} · {name} ", m.n));
+    let inner = b.inner(r);
+    f.render_widget(b, r);
+    let [body_a, answer_a, note_a, keys_a] = Layout::vertical([
+        Constraint::Min(1),
+        Constraint::Length(if typed { 3 } else { 0 }),
+        Constraint::Length(if typed { 0 } else { 3 }),
+        Constraint::Length(1),
+    ])
+    .areas(inner);
+    let scroll = if matches!(m.gate, Gate::ApproveDiff) {
+        m.scroll
+    } else {
+        0
+    };
+    f.render_widget(
+        Paragraph::new(body)
+            .wrap(Wrap { trim: false })
+            .scroll((scroll, 0)),
+        body_a,
+    );
+    if typed {
+        let label = match &m.gate {
+            Gate::ConfirmHosts { .. } => " number of hosts ",
+            _ => " environment name ",
+        };
+        draw_input(
+            f,
+            answer_a,
+            t,
+            label,
+            &m.answer,
+            m.field == GateField::Answer,
+        );
+    }
+    if !typed {
+        draw_input(
+            f,
+            note_a,
+            t,
+            " note (optional, journaled) ",
+            &m.note,
+            m.field == GateField::Note,
+        );
+    }
+    f.render_widget(Paragraph::new(Span::styled(keys, t.muted())), keys_a);
+}
+
+fn hosts_body<'a>(app: &App, n: usize, expected: &[String], t: &Theme) -> Vec<Line<'a>> {
+    let observed = app
+        .active
+        .as_ref()
+        .and_then(|a| a.run.step_record(n))
+        .and_then(|r| r.observed_hosts.clone());
+    let mut v = vec![Line::from(Span::styled(
+        format!("Expected ({}): {}", expected.len(), expected.join(", ")),
+        t.text(),
+    ))];
+    match observed {
+        Some(hosts) => {
+            v.push(Line::from(Span::styled(
+                format!("The step listed ({}):", hosts.len()),
+                t.text(),
+            )));
+            for h in &hosts {
+                let (mark, style) = if expected.contains(h) {
+                    ("  ✓ ", t.ok())
+                } else {
+                    ("  + ", t.critical())
+                };
+                v.push(Line::from(Span::styled(format!("{mark}{h} "), style)));
+            }
+            for h in expected.iter().filter(|h| !hosts.contains(h)) {
+                v.push(Line::from(Span::styled(
+                    format!("  - {h} (expected, not listed)"),
+                    t.critical(),
+                )));
+            }
+        }
+        None => v.push(Line::from(Span::styled(
+            "The step has not listed hosts yet.",
+            t.muted(),
+        ))),
+    }
+    v.push(Line::from(Span::styled(
+        "Count the hosts and type the number.",
+        t.warn(),
+    )));
+    v
+}
+
+fn diff_body<'a>(app: &'a App, m: &GateModal, t: &Theme) -> Vec<Line<'a>> {
+    let Some(a) = &app.active else {
+        return Vec::new();
+    };
+    // The diff is what the check run printed: this step's output if it ran one, else the
+    // output of the closest step before it that did (an approve-diff gate step follows its
+    // --check --diff step). Only that step's lines, not what came after.
+    let Some((&from_n, &start)) = a.step_output_start.range(..=m.n).next_back() else {
+        return vec![Line::from(Span::styled(
+            "the check run printed no diff",
+            t.muted(),
+        ))];
+    };
+    let end = a
+        .step_output_start
+        .range(from_n + 1..)
+        .next()
+        .map_or(u64::MAX, |(_, &e)| e);
+    let count = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
+    let mut v: Vec<Line> = a
+        .output
+        .since(start)
+        .take(count)
+        .map(|l| {
+            let style = if l.starts_with('+') {
+                t.ok()
+            } else if l.starts_with('-') {
+                t.critical()
+            } else {
+                t.text()
+            };
+            Line::from(Span::styled(l, style))
+        })
+        .collect();
+    if v.is_empty() {
+        v.push(Line::from(Span::styled(
+            "the check run printed no diff",
+            t.muted(),
+        )));
+    }
+    v
+}

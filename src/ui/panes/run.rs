@@ -1,0 +1,305 @@
+//! The run view: the plan's steps with state glyphs, the current step (host progress,
+//! command, elapsed, what comes next) and its output with scrollback and follow.
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph, Wrap};
+use ratatui::Frame;
+
+use crate::runbook::machine::{Run, RunStatus, StepRecord, StepState, Timestamp};
+use crate::runbook::plan::PlannedStep;
+use crate::ui::app::{ActiveRun, App, RunFocus};
+use crate::ui::theme::Theme;
+
+use super::age;
+
+/// The glyph and style of a step state.
+pub fn glyph(state: &StepState, t: &Theme) -> (&'static str, Style) {
+    match state {
+        StepState::Pending => ("·", t.muted()),
+        StepState::AwaitingGate { .. } => ("?", t.warn()),
+        StepState::Running {
+            cancel_requested: true,
+            ..
+        } => ("⊘", t.warn()),
+        StepState::Running { .. } => ("▶", t.running()),
+        StepState::Verifying => ("…", t.running()),
+        StepState::Done => ("✓", t.ok()),
+        StepState::Failed { .. } => ("✗", t.critical()),
+        StepState::Skipped { .. } => ("↷", t.muted()),
+        StepState::Interrupted { .. } => ("!", t.warn()),
+    }
+}
+
+pub fn draw(f: &mut Frame, area: Rect, app: &App) {
+    let Some(a) = &app.active else {
+        f.render_widget(Paragraph::new("no run open"), area);
+        return;
+    };
+    let [left, right] = if area.width >= 90 {
+        Layout::horizontal([Constraint::Percentage(42), Constraint::Percentage(58)]).areas(area)
+    } else {
+        Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(area)
+    };
+    draw_steps(f, left, app, a);
+    let detail_h = if right.height >= 20 {
+        10
+    } else {
+        right.height / 2
+    };
+    let [detail, output] =
+        Layout::vertical([Constraint::Length(detail_h), Constraint::Min(0)]).areas(right);
+    draw_detail(f, detail, app, a);
+    draw_output(f, output, app, a);
+}
+
+fn status_text(run: &Run) -> String {
+    match run.status() {
+        RunStatus::NotStarted => "not started".into(),
+        RunStatus::Active { n } => format!("at step {n}"),
+        RunStatus::Halted { n } => format!("HALTED at step {n}"),
+        RunStatus::Succeeded => "succeeded".into(),
+        RunStatus::Aborted { by, reason } => format!("aborted by {by}: {reason}"),
+    }
+}
+
+fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
+    let t = &app.theme;
+    let run = &a.run;
+    let mut title = format!(
+        " {} · {} · {} ",
+        run.plan().runbook,
+        run.plan().env,
+        status_text(run)
+    );
+    if let Some(start) = run.started_at() {
+        let end = run.finished_at().unwrap_or(app.now);
+        title.push_str(&format!("· {} ", age(end.0.saturating_sub(start.0))));
+    }
+    let items: Vec<ListItem> = run
+        .steps()
+        .map(|(s, r)| {
+            let (g, gs) = glyph(&r.state, t);
+            let (m, ms) = if s.mutates {
+                ("M", t.mutating())
+            } else {
+                ("r", t.read_only())
+            };
+            let mut spans = vec![
+                Span::styled(format!("{g} "), gs),
+                Span::styled(format!("{:>2} ", s.n), t.muted()),
+                Span::styled(format!("{m} "), ms),
+                Span::styled(step_label(s), t.text()),
+            ];
+            if let Some(why) = app.capabilities().blocker(s) {
+                if r.state == StepState::Pending {
+                    spans.push(Span::styled(format!("  ({why})"), t.warn()));
+                }
+            }
+            if let Some(e) = elapsed(r, app.now) {
+                spans.push(Span::styled(format!("  {e}"), t.muted()));
+            }
+            ListItem::new(Line::from(spans))
+        })
+        .collect();
+    let mut st = ListState::default();
+    st.select(Some(
+        a.selected.min(run.plan().steps.len().saturating_sub(1)),
+    ));
+    let border = if app.run_focus == RunFocus::Steps {
+        t.focus()
+    } else {
+        t.border()
+    };
+    f.render_stateful_widget(
+        List::new(items)
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .border_style(border)
+                    .title(Span::styled(title, t.title())),
+            )
+            .highlight_style(t.selected()),
+        area,
+        &mut st,
+    );
+}
+
+fn step_label(s: &PlannedStep) -> String {
+    let title = if s.title.is_empty() { &s.id } else { &s.title };
+    format!("{} {}", s.kind.as_str(), title)
+}
+
+/// Elapsed of a step: from its start to its end, or to now while it runs.
+fn elapsed(r: &StepRecord, now: Timestamp) -> Option<String> {
+    let start = r.started_at?;
+    let end = r.finished_at.unwrap_or(now);
+    Some(age(end.0.saturating_sub(start.0)))
+}
+
+/// The step the detail pane shows: the selected one. The selection follows the run to its
+/// active step as the run moves; the operator can move it to look at any other.
+fn current(a: &ActiveRun) -> Option<(&PlannedStep, &StepRecord)> {
+    a.run.steps().nth(a.selected)
+}
+
+/// "node 2 of 3: k3s-prod-1": the host's place among the plan's hosts, in plan order.
+pub fn host_progress(a: &ActiveRun, host: &str) -> String {
+    let mut hosts: Vec<&str> = Vec::new();
+    for s in &a.run.plan().steps {
+        if let Some(h) = &s.host {
+            if !hosts.contains(&h.as_str()) {
+                hosts.push(h);
+            }
+        }
+    }
+    match hosts.iter().position(|h| *h == host) {
+        Some(i) => format!("node {} of {}: {host}", i + 1, hosts.len()),
+        None => host.to_string(),
+    }
+}
+
+fn draw_detail(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
+    let t = &app.theme;
+    let mut lines: Vec<Line> = Vec::new();
+    if let Some((s, r)) = current(a) {
+        let (g, gs) = glyph(&r.state, t);
+        lines.push(Line::from(vec![
+            Span::styled(format!("{g} step {} ", s.n), gs),
+            Span::styled(r.state.name(), gs),
+            Span::styled(
+                if s.mutates {
+                    "  mutates"
+                } else {
+                    "  read-only"
+                },
+                if s.mutates {
+                    t.mutating()
+                } else {
+                    t.read_only()
+                },
+            ),
+            Span::styled(
+                elapsed(r, app.now).map_or(String::new(), |e| format!("  elapsed {e}")),
+                t.muted(),
+            ),
+        ]));
+        lines.push(Line::from(Span::styled(step_label(s), t.text())));
+        if let Some(h) = &s.host {
+            lines.push(Line::from(Span::styled(host_progress(a, h), t.focus())));
+        }
+        match &r.state {
+            StepState::Failed { reason } => {
+                lines.push(Line::from(Span::styled(reason.clone(), t.critical())))
+            }
+            StepState::Skipped { reason } => lines.push(Line::from(Span::styled(
+                format!("skipped: {reason}"),
+                t.muted(),
+            ))),
+            _ => {
+                if let Some(d) = &r.detail {
+                    lines.push(Line::from(Span::styled(d.clone(), t.muted())));
+                }
+            }
+        }
+        if let Some(why) = app.capabilities().blocker(s) {
+            lines.push(Line::from(Span::styled(
+                format!("cannot start: {why}"),
+                t.warn(),
+            )));
+        }
+        if matches!(a.run.status(), RunStatus::Halted { .. }) && !a.view_only {
+            lines.push(Line::from(Span::styled(
+                "run halted: r retry · S skip · A abort",
+                t.warn(),
+            )));
+        }
+        let next = a
+            .run
+            .steps()
+            .skip_while(|(x, _)| x.n != s.n)
+            .skip(1)
+            .find(|(_, r)| !r.state.is_terminal());
+        lines.push(Line::from(match next {
+            Some((x, _)) => vec![
+                Span::styled("next: ", t.muted()),
+                Span::styled(
+                    format!(
+                        "{} {}{}{}",
+                        x.n,
+                        step_label(x),
+                        x.host
+                            .as_ref()
+                            .filter(|h| !x.title.contains(h.as_str()))
+                            .map_or(String::new(), |h| format!(" on {h}")),
+                        if x.mutates { " (mutates)" } else { "" }
+                    ),
+                    t.text(),
+                ),
+            ],
+            None => vec![Span::styled("next: nothing (last step)", t.muted())],
+        }));
+        if let Some(cmd) = &s.command {
+            lines.push(Line::from(vec![
+                Span::styled("$ ", t.muted()),
+                Span::styled(cmd.join(" "), t.text()),
+            ]));
+        }
+    }
+    f.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(t.border())
+                .title(Span::styled(" Step ", t.title())),
+        ),
+        area,
+    );
+}
+
+fn draw_output(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
+    let t = &app.theme;
+    let o = &a.output;
+    let inner_h = usize::from(area.height.saturating_sub(2));
+    let (shown, matches): (Vec<&str>, Option<usize>) = match &app.filter {
+        Some(flt) => {
+            let (v, n) = o.matching(inner_h, flt);
+            (v, Some(n))
+        }
+        None => (o.window(inner_h).collect(), None),
+    };
+    let lines: Vec<Line> = shown
+        .into_iter()
+        .map(|l| Line::from(Span::styled(l, t.text())))
+        .collect();
+    let mut title = format!(" Output  {} lines", o.len());
+    if let (Some(flt), Some(n)) = (&app.filter, matches) {
+        title.push_str(&format!("  /{flt}: {n} matching"));
+    }
+    if o.dropped() > 0 {
+        title.push_str(&format!(" (+{} older dropped)", o.dropped()));
+    }
+    title.push_str(if o.follow { "  follow " } else { "  scrolled " });
+    if o.below() > 0 {
+        title.push_str(&format!("· {} below ", o.below()));
+    }
+    let body = if lines.is_empty() {
+        Paragraph::new(Span::styled("no output yet", t.muted()))
+    } else {
+        Paragraph::new(lines)
+    };
+    let border = if app.run_focus == RunFocus::Output {
+        t.focus()
+    } else {
+        t.border()
+    };
+    f.render_widget(
+        body.block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(border)
+                .title(Span::styled(title, t.title())),
+        ),
+        area,
+    );
+}

@@ -1,0 +1,100 @@
+//! Drawing: the whole frame from `&App`, nothing else.
+//!
+//! Owns: the frame's layout (observe banner, title, the screen, the live strip, the status
+//! line, overlays on top) and how it degrades on small terminals (the live strip folds to
+//! one line, then goes; nothing panics at any size). Each pane draws in `panes/`.
+//! Must not: change state, do IO or read the clock (ages use `app.now`).
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph};
+use ratatui::Frame;
+
+use super::app::{App, Screen};
+use super::panes;
+
+/// Below this height the live strip is one summary line.
+const FULL_STRIP_MIN_HEIGHT: u16 = 24;
+
+pub fn draw(f: &mut Frame, app: &App) {
+    let area = f.area();
+    f.render_widget(Block::default().style(app.theme.background()), area);
+    if area.width < 10 || area.height < 4 {
+        f.render_widget(Paragraph::new("hk-console: terminal too small"), area);
+        return;
+    }
+    let banner = u16::from(app.is_observe());
+    let strip = if area.height >= FULL_STRIP_MIN_HEIGHT {
+        5
+    } else if area.height >= 10 {
+        1
+    } else {
+        0
+    };
+    let [banner_area, title_area, body, strip_area, status_area] = Layout::vertical([
+        Constraint::Length(banner),
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(strip),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+
+    draw_title(f, title_area, app);
+    match app.screen {
+        Screen::Home => panes::home::draw(f, body, app),
+        Screen::Run => panes::run::draw(f, body, app),
+    }
+    if strip == 5 {
+        panes::live::draw(f, strip_area, app);
+    } else if strip == 1 {
+        panes::live::draw_summary(f, strip_area, app);
+    }
+    draw_status(f, status_area, app);
+    panes::overlay::draw(f, area, app);
+    // Last, so no overlay can hide it.
+    if banner > 0 {
+        panes::banner::draw(f, banner_area, app);
+    }
+}
+
+fn draw_title(f: &mut Frame, area: Rect, app: &App) {
+    let t = &app.theme;
+    let mut spans = vec![Span::styled(" hk-console ", t.title())];
+    if let Some(env) = &app.current_env {
+        spans.push(Span::styled(format!("env {env} "), t.text()));
+    }
+    match app.screen {
+        Screen::Home => spans.push(Span::styled("· home", t.muted())),
+        Screen::Run => {
+            if let Some(a) = &app.active {
+                let p = a.run.plan();
+                spans.push(Span::styled(
+                    format!("· {} on {}", p.runbook, p.env),
+                    t.text(),
+                ));
+            }
+        }
+    }
+    spans.push(Span::styled("   ? help  : command  q quit", t.muted()));
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn draw_status(f: &mut Frame, area: Rect, app: &App) {
+    let t = &app.theme;
+    // What just happened wins; otherwise a config or theme problem stays in view.
+    let line = if let Some(s) = &app.status {
+        Line::from(Span::styled(s.clone(), t.text()))
+    } else if let Some(w) = app.theme_warnings.first() {
+        let more = app.theme_warnings.len() - 1;
+        let extra = if more > 0 {
+            format!(" (+{more} more)")
+        } else {
+            String::new()
+        };
+        Line::from(Span::styled(format!("⚠ {w}{extra}"), t.warn()))
+    } else {
+        Line::from("")
+    };
+    f.render_widget(Paragraph::new(line), area);
+}

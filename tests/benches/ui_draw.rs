@@ -1,0 +1,143 @@
+//! Drawing cost of the run view with 100k output lines pushed and the live strip full.
+//! `cargo bench --bench ui_draw`; figures go to docs/perf.md.
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use hk_console::observe::types::{
+    Agent, AgentEnv, EndpointVerdict, Gateway, ObservationBody, VipLease, VpnEgress,
+};
+use hk_console::runbook::machine::Timestamp;
+use hk_console::runbook::plan::StepKind;
+use hk_console::ui::app::App;
+use hk_console::ui::exec::{ExecReply, ExecRequest};
+use hk_console::ui::output::OutputBuffer;
+use hk_console::ui::view;
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+
+#[path = "../ui_common/mod.rs"]
+mod ui_common;
+use ui_common::*;
+
+const LINES: usize = 100_000;
+
+fn line(i: usize) -> String {
+    format!("TASK [etcd-io-priority : read back] ok: [k3s-prod-3] => (item=system.slice) line {i}")
+}
+
+fn app_with_output(dir: &std::path::Path) -> App {
+    let mut app = App::operate(
+        parts(dir),
+        operate_caps(
+            &[StepKind::ListHosts, StepKind::Ansible, StepKind::Ssh],
+            &[],
+        ),
+    );
+    app.open_runbook("etcd-io-priority", Some("prod"), None);
+    app.handle_key(key('s'));
+    let Some(ExecRequest::Execute {
+        tag, step, attempt, ..
+    }) = app.outbox.pop_front()
+    else {
+        panic!("step 1 goes out");
+    };
+    app.handle_exec(ExecReply::Outcome {
+        tag,
+        input: hk_console::runbook::machine::Input::StepStarted { n: step.n, attempt },
+    });
+    for i in 0..LINES {
+        app.handle_exec(ExecReply::Output {
+            tag,
+            n: step.n,
+            attempt,
+            line: line(i),
+        });
+    }
+    app.current_env = Some("prod".into());
+    let at = Timestamp(T0.0 - 3_000);
+    app.handle_observation(observation(
+        "prod",
+        at,
+        ObservationBody::VipLease(VipLease {
+            vip: "192.168.2.9".into(),
+            holder: Some("k3s-prod-2".into()),
+            renewed_at: Some(Timestamp(at.0 - 1_000)),
+            api_answers: Some(true),
+        }),
+    ));
+    app.handle_observation(observation(
+        "prod",
+        at,
+        ObservationBody::AgentEnv(AgentEnv {
+            agents: (1..=3)
+                .map(|i| Agent {
+                    pod: format!("cilium-{i}"),
+                    node: format!("k3s-prod-{i}"),
+                    service_host: Some("192.168.2.9".into()),
+                    verdict: EndpointVerdict::Vip,
+                })
+                .collect(),
+        }),
+    ));
+    app.handle_observation(observation(
+        "prod",
+        at,
+        ObservationBody::VpnEgress(VpnEgress {
+            gateways: vec![Gateway {
+                host: "k3s-prod-3".into(),
+                tunnel_active: true,
+                exit_ip: Some("203.0.113.7".into()),
+                home_ip: Some("198.51.100.1".into()),
+                server: Some("158.173.241.135:1198".into()),
+                tunnel_addr: Some("10.72.192.9".into()),
+                recent_restarts: 0,
+            }],
+        }),
+    ));
+    app
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut app = app_with_output(dir.path());
+    let a = app.active.as_ref().expect("run");
+    eprintln!(
+        "output ring: {} lines held of {} pushed, {} dropped; heap {} bytes now, text bound {} bytes",
+        a.output.len(),
+        LINES,
+        a.output.dropped(),
+        a.output.heap_bytes(),
+        a.output.max_text_bytes()
+    );
+    let mut term = Terminal::new(TestBackend::new(160, 48)).expect("terminal");
+    c.bench_function("draw run view 160x48, 100k lines pushed, live strip", |b| {
+        b.iter(|| {
+            term.draw(|f| view::draw(f, black_box(&app))).expect("draw");
+        })
+    });
+    // Scrolled back: the window is taken from the middle of the ring.
+    if let Some(a) = app.active.as_mut() {
+        a.output.scroll_up(10_000);
+    }
+    c.bench_function("draw run view 160x48, scrolled 10k lines back", |b| {
+        b.iter(|| {
+            term.draw(|f| view::draw(f, black_box(&app))).expect("draw");
+        })
+    });
+    c.bench_function("push 100k lines into the output ring", |b| {
+        b.iter(|| {
+            let mut o = OutputBuffer::default();
+            for i in 0..LINES {
+                o.push(&line(i));
+            }
+            black_box(o.len())
+        })
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30).measurement_time(std::time::Duration::from_secs(4));
+    targets = bench
+}
+criterion_main!(benches);

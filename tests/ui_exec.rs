@@ -1,0 +1,159 @@
+//! The console driving the real executors (no terminal): node-health on the sample prod
+//! inventory runs the real `ansible-playbook --list-hosts` through the executor task, the
+//! output streams into the run view, and the confirm-hosts gate shows the host set
+//! ansible printed. Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin):
+//! fails, not skips, without it.
+mod ui_common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hk_console::repo::Repo;
+use hk_console::runbook::machine::{Input, StepState};
+use hk_console::runbook::plan::Gate;
+use hk_console::ui::app::{App, EnvSummary, Overlay};
+use hk_console::ui::exec::{executor_task, ExecReply};
+use hk_console::ui::executors::capabilities_for_repo;
+use hk_console::ui::RepoPlans;
+use tokio::sync::mpsc;
+use ui_common::*;
+
+fn sample_repo() -> Repo {
+    Repo::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory"))
+        .expect("the sample inventory loads")
+}
+
+/// Pump requests to the executor task and replies back until `done(app)` or the deadline.
+async fn pump(
+    app: &mut App,
+    req_tx: &mpsc::Sender<hk_console::ui::exec::ExecRequest>,
+    rep_rx: &mut mpsc::Receiver<ExecReply>,
+    done: impl Fn(&App) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    while !done(app) {
+        while let Some(r) = app.outbox.pop_front() {
+            req_tx.send(r).await.expect("executor task alive");
+        }
+        match tokio::time::timeout_at(deadline, rep_rx.recv()).await {
+            Ok(Some(reply)) => app.handle_exec(reply),
+            Ok(None) => panic!("executor task ended"),
+            Err(_) => panic!(
+                "timed out; status {:?}; output:\n{}",
+                app.status,
+                app.active
+                    .as_ref()
+                    .map(|a| a.output.window(40).collect::<Vec<_>>().join("\n"))
+                    .unwrap_or_default()
+            ),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_list_hosts_feeds_the_confirm_hosts_gate() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let repo = sample_repo();
+    let (caps, _notices) = capabilities_for_repo(&repo, false);
+    let mut p = parts(dir.path());
+    p.environments = repo.environments.iter().map(EnvSummary::from).collect();
+    p.plans = Arc::new(RepoPlans { repo });
+    let mut app = App::operate(p, caps);
+    app.open_runbook("node-health", Some("prod"), None);
+    assert!(app.active.is_some(), "{:?}", app.status);
+    app.handle_key(key('s'));
+
+    let (req_tx, req_rx) = mpsc::channel(64);
+    let (rep_tx, mut rep_rx) = mpsc::channel(1024);
+    let task = tokio::spawn(executor_task(
+        Arc::clone(app.capabilities()),
+        req_rx,
+        rep_tx,
+    ));
+    pump(&mut app, &req_tx, &mut rep_rx, |a| {
+        matches!(a.overlay, Some(Overlay::Gate(_)))
+            || a.active.as_ref().is_some_and(|r| {
+                r.run
+                    .step_record(1)
+                    .is_some_and(|s| matches!(s.state, StepState::Failed { .. }))
+            })
+    })
+    .await;
+
+    let a = app.active.as_ref().expect("run");
+    let rec = a.run.step_record(1).expect("step 1");
+    assert!(
+        matches!(rec.state, StepState::AwaitingGate { .. }),
+        "list-hosts did not reach its gate: {:?} (is ansible-playbook installed? set HK_ANSIBLE_BIN_DIR)",
+        rec.state
+    );
+    let mut listed = rec.observed_hosts.clone().expect("hosts observed");
+    listed.sort();
+    assert_eq!(listed, ["k3s-prod-1", "k3s-prod-2", "k3s-prod-3"]);
+    assert!(
+        a.output.window(100).any(|l| l.contains("hosts (3)")),
+        "ansible's own output streamed into the pane"
+    );
+    let Some(Overlay::Gate(m)) = &app.overlay else {
+        panic!("gate modal");
+    };
+    assert!(matches!(m.gate, Gate::ConfirmHosts { .. }));
+    let frame = text(&render(&mut app, 120, 40));
+    assert!(frame.contains("✓ k3s-prod-2"), "{frame}");
+
+    // Type the count: journaled, and the check-mode step goes to the read-only ansible
+    // executor; abort before anything else runs against hosts that do not exist.
+    type_str(&mut app, "3");
+    app.handle_key(code(crossterm::event::KeyCode::Enter));
+    let a = app.active.as_ref().expect("run");
+    assert_eq!(
+        a.run.step_record(1).map(|r| r.state.clone()),
+        Some(StepState::Done)
+    );
+    app.outbox.clear();
+    app.update(hk_console::ui::action::Action::Command("q".into()));
+    task.abort();
+    let runs = hk_console::journal::list_runs(dir.path()).expect("runs");
+    let replay = hk_console::journal::replay(&runs.runs[0].path).expect("replay");
+    assert!(replay.records.iter().any(
+        |r| matches!(&r.input, Input::HostSetObserved { n: 1, hosts, .. } if hosts.len() == 3)
+    ));
+}
+
+/// `hk-console observe` builds its executors with `capabilities_for_repo(.., true)`: only
+/// `Executor<ReadOnly>` behind them, and no step that mutates, in any shipped runbook for
+/// any environment of the sample, finds an executor.
+#[test]
+fn observe_capabilities_from_the_repo_cannot_run_a_mutating_step() {
+    let repo = sample_repo();
+    let (caps, _) = capabilities_for_repo(&repo, true);
+    assert!(caps.is_observe() && !caps.can_mutate());
+    let plans = RepoPlans { repo };
+    let set = hk_console::runbook::embedded::load(&[]).expect("runbooks");
+    let mut mutating = 0;
+    for loaded in set.iter() {
+        for env in ["dev", "prod"] {
+            use hk_console::ui::PlanSource;
+            let host = (loaded.runbook.id == "reprovision-node").then(|| format!("k3s-{env}-2"));
+            let Ok(plan) = plans.plan(&loaded.runbook, env, host.as_deref()) else {
+                continue;
+            };
+            for s in plan.steps.iter().filter(|s| s.mutates) {
+                mutating += 1;
+                assert!(
+                    caps.executor_for(s).is_err(),
+                    "{} step {}",
+                    plan.runbook,
+                    s.n
+                );
+            }
+            for s in plan.steps.iter().filter(|s| !s.mutates) {
+                if hk_console::ui::executors::KINDS.contains(&s.kind) {
+                    let e = caps.executor_for(s).expect("a read-only executor");
+                    assert!(!e.mutates());
+                }
+            }
+        }
+    }
+    assert!(mutating > 10, "{mutating}");
+}
