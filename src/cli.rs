@@ -659,7 +659,10 @@ fn console(cli: &Cli, start: crate::ui::StartScreen, observe: bool) -> CmdResult
     // The real executors (ansible-playbook, SSH, TCP probe); observe mode gets the read-only
     // ones only. Kinds without an executor (kube-wait, flux-reconcile) are refused by the UI.
     // A dry run has no executor at all: plans, gates and the journal, nothing touched.
-    let (capabilities, notices) = if cli.dry_run {
+    // The bundled sample's addresses are documentation values, not the operator's hosts:
+    // on it the console rehearses, and says so.
+    let on_sample = repo.root == Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory");
+    let (capabilities, notices) = if cli.dry_run || on_sample {
         use crate::ui::{Capabilities, MutatingExecutors, ReadOnlyExecutors};
         let caps = if observe {
             Capabilities::Observe {
@@ -671,13 +674,12 @@ fn console(cli: &Cli, start: crate::ui::StartScreen, observe: bool) -> CmdResult
                 mutating: MutatingExecutors::default(),
             }
         };
-        (
-            caps,
-            vec![
-                "dry run: no executor runs anything (no SSH, no ansible-playbook, no probe)"
-                    .to_string(),
-            ],
-        )
+        let why = if on_sample && !cli.dry_run {
+            "the bundled sample repo: rehearsal only, no executor runs (point --repo or HK_REPO at your infra repo to run for real)"
+        } else {
+            "dry run: no executor runs anything (no SSH, no ansible-playbook, no probe)"
+        };
+        (caps, vec![why.to_string()])
     } else {
         crate::ui::executors::capabilities_for_repo(&repo, observe)
     };

@@ -69,6 +69,30 @@ impl Drop for Tmux {
     }
 }
 
+/// A copy of the bundled sample under `dir`: on the bundled sample itself the console only
+/// rehearses (its addresses are documentation values), so tests that exercise the real
+/// executors point --repo at a copy. Nothing here gets past a local `--list-hosts`.
+fn sample_copy(dir: &Path) -> std::path::PathBuf {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for e in std::fs::read_dir(from).expect("read_dir") {
+            let e = e.expect("entry");
+            let t = to.join(e.file_name());
+            if e.file_type().expect("type").is_dir() {
+                copy(&e.path(), &t);
+            } else {
+                std::fs::copy(e.path(), &t).expect("copy");
+            }
+        }
+    }
+    let to = dir.join("repo");
+    copy(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory"),
+        &to,
+    );
+    to
+}
+
 fn shell_quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
 }
@@ -78,9 +102,10 @@ fn open_a_runbook_answer_its_gate_and_quit() {
     let state = tempfile::tempdir().expect("temp dir");
     let bin = env!("CARGO_BIN_EXE_hk-console");
     let cmd = format!(
-        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} LOGNAME=e2e TERM=xterm-256color {bin} run memattr-survey --env prod; echo EXIT=$?; sleep 60",
+        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} LOGNAME=e2e TERM=xterm-256color {bin} --repo {repo} run memattr-survey --env prod; echo EXIT=$?; sleep 60",
         st = shell_quote(state.path()),
         bin = shell_quote(Path::new(bin)),
+        repo = shell_quote(&sample_copy(state.path())),
     );
     let tmux = Tmux {
         socket: format!("hk-e2e-{}", std::process::id()),
@@ -161,9 +186,10 @@ fn open_a_runbook_answer_its_gate_and_quit() {
 fn start(args: &str, state: &Path, w: &str, h: &str) -> Tmux {
     let bin = env!("CARGO_BIN_EXE_hk-console");
     let cmd = format!(
-        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} TERM=xterm-256color {bin} {args}; echo EXIT=$?; sleep 60",
+        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} TERM=xterm-256color {bin} --repo {repo} {args}; echo EXIT=$?; sleep 60",
         st = shell_quote(state),
         bin = shell_quote(Path::new(bin)),
+        repo = shell_quote(&sample_copy(state)),
     );
     let tmux = Tmux {
         socket: format!("hk-e2e-{}-{}", std::process::id(), args.replace(' ', "_")),
@@ -232,4 +258,55 @@ fn observe_mode_shows_its_banner_and_quits_cleanly() {
     tmux.send(&["q"]);
     let s = tmux.wait_for("EXIT=");
     assert!(s.contains("EXIT=0"), "{s}");
+}
+
+/// On the bundled sample the console only rehearses: it says so, and a step with work is
+/// refused for want of an executor, so nothing ever dials the sample's documentation
+/// addresses.
+#[test]
+fn the_bundled_sample_only_rehearses() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let bin = env!("CARGO_BIN_EXE_hk-console");
+    let cmd = format!(
+        "env -u HK_REPO XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} LOGNAME=e2e TERM=xterm-256color {bin} run memattr-survey --env prod; echo EXIT=$?; sleep 60",
+        st = shell_quote(state.path()),
+        bin = shell_quote(Path::new(bin)),
+    );
+    let tmux = Tmux {
+        socket: format!("hk-e2e-sample-{}", std::process::id()),
+    };
+    let out = Command::new("tmux")
+        .args([
+            "-L",
+            &tmux.socket,
+            "new-session",
+            "-d",
+            "-s",
+            "e2e",
+            "-x",
+            "140",
+            "-y",
+            "36",
+            &cmd,
+        ])
+        .output()
+        .expect("tmux runs (install tmux: apt-get install tmux)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tmux.wait_for("rehearsal only");
+    tmux.send(&["s"]);
+    tmux.wait_for("typed confirm");
+    tmux.send(&["prod"]);
+    tmux.send(&["Enter"]);
+    tmux.wait_for("Authorise `memattr_survey_reboots_authorised`");
+    tmux.send(&["Enter"]);
+    tmux.wait_for("no executor for list-hosts");
+    tmux.send(&["q"]);
+    tmux.wait_for("Quit anyway?");
+    tmux.send(&["y"]);
+    let s = tmux.wait_for("EXIT=");
+    assert!(s.contains("EXIT=1"), "a halted run exits 1:\n{s}");
 }
