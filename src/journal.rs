@@ -262,6 +262,57 @@ pub struct Journal {
     len: u64,
     next_seq: u64,
     poisoned: bool,
+    /// The run's output log, opened on the first output line.
+    output: Option<File>,
+}
+
+/// Suffix of the output log that sits beside a journal: `<run>.output.jsonl`.
+pub const OUTPUT_SUFFIX: &str = ".output.jsonl";
+
+/// The output log of the journal at `journal`.
+pub fn output_path(journal: &Path) -> PathBuf {
+    let name = journal
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    journal.with_file_name(format!("{name}{OUTPUT_SUFFIX}"))
+}
+
+/// One line of a step's output, as kept in the output log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputRecord {
+    pub n: usize,
+    pub attempt: u32,
+    pub at: Timestamp,
+    pub line: String,
+}
+
+/// Read a run's output log. Output is evidence, not state: a torn last line (the process
+/// died mid-write) is dropped, and a file that does not exist is an empty log.
+pub fn read_output(journal: &Path) -> Result<Vec<OutputRecord>, JournalError> {
+    let path = output_path(journal);
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err(&path)(e)),
+    };
+    let complete = match text.rfind('\n') {
+        Some(i) => &text[..=i],
+        None => "",
+    };
+    complete
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| JournalError::Io {
+                path: path.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("line {}: {e}", i + 1),
+                ),
+            })
+        })
+        .collect()
 }
 
 impl Journal {
@@ -301,6 +352,7 @@ impl Journal {
             file,
             next_seq: 1,
             poisoned: false,
+            output: None,
         })
     }
 
@@ -359,6 +411,7 @@ impl Journal {
             len: raw.valid_len,
             next_seq: raw.records.last().map_or(1, |r| r.seq + 1),
             poisoned: false,
+            output: None,
         };
         let mut run = raw.run;
         let mut records = raw.records;
@@ -386,6 +439,41 @@ impl Journal {
         &self.path
     }
 
+    /// Keep one line of a step's output in the run's output log (`<run>.output.jsonl`).
+    /// Lines are written as they come and synced before the next journal record.
+    pub fn append_output(
+        &mut self,
+        n: usize,
+        attempt: u32,
+        at: Timestamp,
+        line: &str,
+    ) -> Result<(), JournalError> {
+        let path = output_path(&self.path);
+        if self.output.is_none() {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(io_err(&path))?;
+            self.output = Some(file);
+        }
+        let record = OutputRecord {
+            n,
+            attempt,
+            at,
+            line: line.to_string(),
+        };
+        let mut bytes = serde_json::to_vec(&record).map_err(|e| JournalError::Io {
+            path: path.clone(),
+            source: e.into(),
+        })?;
+        bytes.push(b'\n');
+        match self.output.as_mut() {
+            Some(out) => out.write_all(&bytes).map_err(io_err(&path)),
+            None => Ok(()),
+        }
+    }
+
     /// The sequence number the next appended event gets.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
@@ -398,6 +486,11 @@ impl Journal {
             return Err(JournalError::Poisoned {
                 path: self.path.clone(),
             });
+        }
+        // Output goes to disk before the outcome that ends its step, so what the journal says
+        // happened is never ahead of the evidence.
+        if let Some(out) = self.output.as_mut() {
+            out.sync_data().map_err(io_err(&output_path(&self.path)))?;
         }
         let seq = self.next_seq;
         let record = Record {
@@ -621,7 +714,10 @@ pub fn list_runs(dir: &Path) -> Result<RunList, JournalError> {
     let mut list = RunList::default();
     for entry in entries {
         let path = entry.map_err(io_err(dir))?.path();
-        if path.extension() != Some(OsStr::new("jsonl")) || !path.is_file() {
+        let is_output = path
+            .file_name()
+            .is_some_and(|f| f.to_string_lossy().ends_with(OUTPUT_SUFFIX));
+        if path.extension() != Some(OsStr::new("jsonl")) || is_output || !path.is_file() {
             continue;
         }
         match replay(&path) {
@@ -688,6 +784,7 @@ mod tests {
             len: 0,
             next_seq: 1,
             poisoned: false,
+            output: None,
         };
         let mut run = Run::new(one_gate_plan()).expect("plan");
         let before = run.clone();

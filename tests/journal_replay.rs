@@ -710,3 +710,64 @@ fn list_runs_newest_first_with_outcomes() {
         list.unreadable[0]
     );
 }
+
+#[test]
+fn step_output_is_kept_beside_the_journal_and_never_read_as_a_run() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (mut journal, mut run) = new_journal(dir.path(), &etcd_plan(), Mode::Operate, 1_000);
+    journal
+        .record(&mut run, ev(1_001, Input::Start))
+        .expect("start");
+    journal
+        .append_output(
+            1,
+            1,
+            Timestamp(1_002),
+            "playbook: playbooks/etcd-io-priority.yml",
+        )
+        .expect("output");
+    journal
+        .append_output(1, 1, Timestamp(1_003), "    hosts (1):")
+        .expect("output");
+    let out_path = journal::output_path(journal.path());
+    assert!(
+        out_path.to_string_lossy().ends_with(".output.jsonl"),
+        "{}",
+        out_path.display()
+    );
+    // The next journal record syncs the output first; both are on disk after it.
+    journal
+        .record(
+            &mut run,
+            ev(
+                1_004,
+                Input::Abort {
+                    by: "alice".into(),
+                    reason: "test".into(),
+                },
+            ),
+        )
+        .expect("abort");
+    let kept = journal::read_output(journal.path()).expect("read");
+    assert_eq!(kept.len(), 2);
+    assert_eq!(
+        (kept[1].n, kept[1].attempt, kept[1].line.as_str()),
+        (1, 1, "    hosts (1):")
+    );
+
+    // A torn last output line (the process died mid-write) is dropped, not an error.
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&out_path)
+        .and_then(|mut f| f.write_all(b"{\"n\":1,\"att"))
+        .expect("tear");
+    assert_eq!(journal::read_output(journal.path()).expect("read").len(), 2);
+
+    // list_runs sees one run and no unreadable file: the output log is not a journal.
+    let runs = journal::list_runs(dir.path()).expect("list");
+    assert_eq!(runs.runs.len(), 1);
+    assert!(runs.unreadable.is_empty(), "{:?}", runs.unreadable);
+    // The journal itself still replays exactly.
+    let replayed = journal::replay(journal.path()).expect("replay");
+    assert_eq!(replayed.records.len(), 2);
+}

@@ -114,6 +114,18 @@ async fn real_list_hosts_feeds_the_confirm_hosts_gate() {
     app.update(hk_console::ui::action::Action::Command("q".into()));
     task.abort();
     let runs = hk_console::journal::list_runs(dir.path()).expect("runs");
+    assert!(
+        runs.unreadable.is_empty(),
+        "the output log is not a journal: {:?}",
+        runs.unreadable
+    );
+    // ansible's output is kept beside the journal, line by line, under its step.
+    let kept = hk_console::journal::read_output(&runs.runs[0].path).expect("output log");
+    assert!(
+        kept.iter()
+            .any(|o| o.n == 1 && o.attempt == 1 && o.line.contains("hosts (3)")),
+        "{kept:?}"
+    );
     let replay = hk_console::journal::replay(&runs.runs[0].path).expect("replay");
     assert!(replay.records.iter().any(
         |r| matches!(&r.input, Input::HostSetObserved { n: 1, hosts, .. } if hosts.len() == 3)

@@ -1208,7 +1208,21 @@ impl App {
             return;
         };
         match reply {
-            ExecReply::Output { tag, line, .. } if tag == a.tag => a.output.push(&line),
+            ExecReply::Output {
+                tag,
+                n,
+                attempt,
+                line,
+            } if tag == a.tag => {
+                a.output.push(&line);
+                // The output log beside the journal keeps every line, past the ring's bound.
+                if let Some(j) = a.journal.as_mut() {
+                    if let Err(e) = j.append_output(n, attempt, self.now, &line) {
+                        tracing::error!(error = %e, "output log");
+                        self.status = Some(format!("⚠ output not kept: {e}"));
+                    }
+                }
+            }
             ExecReply::Outcome { tag, input } if tag == a.tag => self.feed(input),
             _ => {}
         }
