@@ -19,11 +19,13 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 step "ansible-core ${ANSIBLE_CORE_VERSION} in ${VENV}"
-if ! "${VENV}/bin/ansible-inventory" --version 2>/dev/null | grep -q "core ${ANSIBLE_CORE_VERSION}"; then
+# Read the whole output (no grep -q, no head): under pipefail a reader that stops early
+# makes Python die of a broken pipe.
+if ! "${VENV}/bin/ansible-inventory" --version 2>/dev/null | grep "core ${ANSIBLE_CORE_VERSION}" >/dev/null; then
   python3 -m venv "${VENV}"
   "${VENV}/bin/pip" install --quiet --disable-pip-version-check "ansible-core==${ANSIBLE_CORE_VERSION}"
 fi
-"${VENV}/bin/ansible-inventory" --version | head -1
+"${VENV}/bin/ansible-inventory" --version | sed -n 1p
 export HK_ANSIBLE_BIN_DIR="${VENV}/bin"
 
 # --- exec tests (tests/exec_*.rs): OpenSSH sshd + client tools, run as three loopback
@@ -39,7 +41,7 @@ if [ ! -x /usr/sbin/sshd ] || ! command -v ssh-agent >/dev/null 2>&1; then
     echo "OpenSSH server missing: run 'apt-get install -y openssh-server' as root" >&2
   fi
 fi
-/usr/sbin/sshd -V 2>&1 | head -1 || true
+/usr/sbin/sshd -V 2>&1 | sed -n 1p || true
 # --- end exec step
 
 step "tmux for the console's end-to-end tests"
