@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use hk_console::exec::process::AnsibleRunner;
 use hk_console::exec::{Executor, Mutating, Redactor};
-use hk_console::ui::executors::{ProbeExecutor, RealExecutor, KINDS};
 use hk_console::runbook::machine::{
     Effect, Event, GateAnswer, Input, Run, RunOutcome, StepState, Timestamp,
 };
@@ -16,6 +15,7 @@ use hk_console::runbook::plan::{Expect, Gate, Plan, PlannedStep, StepKind};
 use hk_console::ui::exec::{
     Capabilities, ExecReply, ExecRequest, MutatingExecutors, ReadOnlyExecutors,
 };
+use hk_console::ui::executors::{ProbeExecutor, RealExecutor, KINDS};
 use support::Cluster;
 use tokio::sync::mpsc;
 
@@ -101,21 +101,37 @@ fn plan(c: &Cluster, marker_dir: &std::path::Path) -> Plan {
 fn capabilities(c: &Cluster, observe: bool) -> Capabilities {
     // Built the way `capabilities_for_repo` builds them, over this cluster's pool.
     let pool = Arc::new(c.pool());
-    let ro = Arc::new(Executor::read_only(pool.clone(), runner(c), Redactor::none()));
+    let ro = Arc::new(Executor::read_only(
+        pool.clone(),
+        runner(c),
+        Redactor::none(),
+    ));
     let mut read_only = ReadOnlyExecutors::default();
     for kind in KINDS {
-        read_only.add(Arc::new(RealExecutor::read_only(kind, ro.clone()))).expect("read-only");
+        read_only
+            .add(Arc::new(RealExecutor::read_only(kind, ro.clone())))
+            .expect("read-only");
     }
-    read_only.add(Arc::new(ProbeExecutor::default())).expect("probe");
+    read_only
+        .add(Arc::new(ProbeExecutor::default()))
+        .expect("probe");
     if observe {
         return Capabilities::Observe { read_only };
     }
-    let mu = Arc::new(Executor::mutating(pool, runner(c), Redactor::none(), Mutating::grant("test")));
+    let mu = Arc::new(Executor::mutating(
+        pool,
+        runner(c),
+        Redactor::none(),
+        Mutating::grant("test"),
+    ));
     let mut mutating = MutatingExecutors::default();
     for kind in [StepKind::Ansible, StepKind::Ssh] {
         mutating.add(Arc::new(RealExecutor::mutating(kind, mu.clone())));
     }
-    Capabilities::Operate { read_only, mutating }
+    Capabilities::Operate {
+        read_only,
+        mutating,
+    }
 }
 
 /// Drives `run` to its end; returns every output line seen.
@@ -141,6 +157,7 @@ async fn drive(run: &mut Run, caps: &Capabilities) -> Vec<String> {
                             n,
                             by: "t".into(),
                             text: expected.len().to_string(),
+                            note: None,
                         },
                         _ => Input::GateAnswered {
                             n,
