@@ -976,6 +976,10 @@ fn a_typed_gate_takes_an_optional_note_that_is_journaled_and_replayed() {
     };
     assert_eq!(m.answer.lines().join(""), "1");
     assert_eq!(m.note.lines().join(""), "counted twice");
+    // Only the field that has the keyboard shows a cursor.
+    assert_eq!(m.field, hk_console::ui::app::GateField::Answer);
+    assert_ne!(m.answer.cursor_style(), ratatui::style::Style::default());
+    assert_eq!(m.note.cursor_style(), ratatui::style::Style::default());
     let frame = text(&render(&mut app, 120, 36));
     assert!(frame.contains("counted twice"), "{frame}");
     assert!(

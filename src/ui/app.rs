@@ -116,7 +116,7 @@ pub struct GateModal {
 impl GateModal {
     fn new(n: usize, gate: Gate) -> Self {
         let typed = gate_is_typed(&gate);
-        GateModal {
+        let mut m = GateModal {
             n,
             gate,
             answer: single_line(),
@@ -128,7 +128,27 @@ impl GateModal {
             },
             error: None,
             scroll: 0,
-        }
+        };
+        m.show_cursor();
+        m
+    }
+
+    /// Move the keyboard to `field`; only the field that has it shows a cursor, so it is
+    /// clear where typing goes.
+    pub fn focus(&mut self, field: GateField) {
+        self.field = field;
+        self.show_cursor();
+    }
+
+    fn show_cursor(&mut self) {
+        let on = ratatui::style::Style::default().add_modifier(ratatui::style::Modifier::REVERSED);
+        let off = ratatui::style::Style::default();
+        let (a, n) = match self.field {
+            GateField::Answer => (on, off),
+            GateField::Note => (off, on),
+        };
+        self.answer.set_cursor_style(a);
+        self.note.set_cursor_style(n);
     }
 }
 
@@ -592,10 +612,11 @@ impl App {
                     // between them. Approval gates have only the note.
                     KeyCode::Tab | KeyCode::BackTab => {
                         if gate_is_typed(&m.gate) {
-                            m.field = match m.field {
+                            let next = match m.field {
                                 GateField::Answer => GateField::Note,
                                 GateField::Note => GateField::Answer,
                             };
+                            m.focus(next);
                         }
                     }
                     KeyCode::Char('r') if ctrl => {
