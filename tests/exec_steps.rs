@@ -157,6 +157,7 @@ async fn drive(run: &mut Run, caps: &Capabilities) -> Vec<String> {
                             n,
                             by: "t".into(),
                             text: expected.len().to_string(),
+                            note: None,
                         },
                         _ => Input::GateAnswered {
                             n,

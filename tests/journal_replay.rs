@@ -771,3 +771,100 @@ fn step_output_is_kept_beside_the_journal_and_never_read_as_a_run() {
     let replayed = journal::replay(journal.path()).expect("replay");
     assert_eq!(replayed.records.len(), 2);
 }
+
+/// A typed gate's optional note goes into the journal line and comes back on replay as the
+/// step's gate record; a line written before typed gates took notes still replays.
+#[test]
+fn a_typed_gate_note_is_journaled_and_restored_by_replay() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut journal, mut run) = new_journal(dir.path(), &etcd_plan(), Mode::Operate, 1_000);
+    let path = journal.path().to_path_buf();
+    let with_note = |n: usize, text: &str, note: &str| Input::TypedText {
+        n,
+        by: "alice".into(),
+        text: text.into(),
+        note: Some(note.into()),
+    };
+    let inputs = vec![
+        Input::Start,
+        // A wrong answer with a note: journaled, but the gate stays closed and keeps no record.
+        with_note(1, "dev", "wrong window"),
+        with_note(1, "prod", "change CHG-42 approved"),
+        Input::StepStarted { n: 2, attempt: 1 },
+        Input::StepFinished {
+            n: 2,
+            attempt: 1,
+            exit_code: Some(0),
+            error: None,
+        },
+        Input::HostSetObserved {
+            n: 2,
+            attempt: 1,
+            hosts: vec!["k3s-prod-3".into()],
+        },
+        // The confirm-hosts answer without a note.
+        typed(2, "1"),
+    ];
+    drive(&mut journal, &mut run, inputs, 2_000);
+    let live_note = |r: &Run, n: usize| {
+        r.step_record(n)
+            .and_then(|rec| rec.gate.as_ref())
+            .map(|g| (g.by.clone(), g.at, g.note.clone()))
+    };
+    assert_eq!(
+        live_note(&run, 1),
+        Some((
+            "alice".into(),
+            Timestamp(2_002),
+            Some("change CHG-42 approved".into())
+        ))
+    );
+    assert_eq!(
+        live_note(&run, 2),
+        Some(("op".into(), Timestamp(2_006), None))
+    );
+
+    // On disk: the note is in the typed-text line; a note-less answer has no note key.
+    let all = lines(&path);
+    let typed_lines: Vec<&String> = all.iter().filter(|l| l.contains("typed-text")).collect();
+    assert_eq!(typed_lines.len(), 3, "{all:?}");
+    assert!(
+        typed_lines[0].contains(r#""note":"wrong window""#),
+        "{}",
+        typed_lines[0]
+    );
+    assert!(typed_lines[1].contains(r#""note":"change CHG-42 approved""#));
+    assert!(!typed_lines[2].contains("note"), "{}", typed_lines[2]);
+
+    // Replay restores the notes exactly.
+    let replayed = journal::replay(&path).expect("replay");
+    assert_eq!(replayed.run, as_read_back(&run, Timestamp(2_006)));
+    assert_eq!(live_note(&replayed.run, 1), live_note(&run, 1));
+    assert_eq!(live_note(&replayed.run, 2), live_note(&run, 2));
+    assert!(replayed
+        .records
+        .iter()
+        .any(|r| r.input == with_note(1, "dev", "wrong window")));
+
+    // A journal written before typed gates took notes: the same line without the key.
+    let old: Input =
+        serde_json::from_str(r#"{"type":"typed-text","n":1,"by":"bob","text":"prod"}"#)
+            .expect("an old typed-text line still parses");
+    assert_eq!(
+        old,
+        Input::TypedText {
+            n: 1,
+            by: "bob".into(),
+            text: "prod".into(),
+            note: None
+        }
+    );
+    let mut old_run = Run::new(etcd_plan()).expect("plan");
+    old_run.step(&ev(1, Input::Start)).expect("start");
+    old_run.step(&ev(2, old)).expect("old typed answer");
+    let g = old_run
+        .step_record(1)
+        .and_then(|r| r.gate.clone())
+        .expect("gate passed");
+    assert_eq!((g.by.as_str(), g.note), ("bob", None));
+}

@@ -50,11 +50,13 @@ fn respond(plan: &Plan, effect: &Effect, clock: &mut u64) -> Vec<Input> {
                 n: *n,
                 by,
                 text: phrase.clone(),
+                note: None,
             },
             Gate::ConfirmHosts { expected } => Input::TypedText {
                 n: *n,
                 by,
                 text: expected.len().to_string(),
+                note: None,
             },
             _ => Input::GateAnswered {
                 n: *n,

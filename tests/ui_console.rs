@@ -269,7 +269,8 @@ fn run_view_through_every_state_of_a_prod_run() {
     assert!(inputs.contains(&Input::TypedText {
         n: 1,
         by: "alice".into(),
-        text: "1".into()
+        text: "1".into(),
+        note: None
     }));
     assert!(inputs.contains(&Input::GateAnswered {
         n: 3,
@@ -313,7 +314,8 @@ fn typed_confirm_needs_the_environment_name() {
         inputs.contains(&Input::TypedText {
             n: 1,
             by: "alice".into(),
-            text: "dev".into()
+            text: "dev".into(),
+            note: None
         }),
         "a wrong answer is journaled too"
     );
@@ -952,4 +954,152 @@ fn quitting_with_a_step_running_cancels_it_first_and_journals_both() {
     assert!(inputs
         .iter()
         .any(|i| matches!(i, Input::Cancelled { n: 1, .. })));
+}
+
+#[test]
+fn a_typed_gate_takes_an_optional_note_that_is_journaled_and_replayed() {
+    let dir = tmp();
+    let mut app = etcd_app(dir.path());
+    app.handle_key(key('s'));
+    play_one(&mut app, &["      k3s-prod-3"]);
+    play_one(&mut app, &[]); // verify: the host set matches, the confirm-hosts gate opens
+    assert!(matches!(app.overlay, Some(Overlay::Gate(_))));
+    // The answer, Tab to the note, the note, Tab back: typing goes to the answer again.
+    type_str(&mut app, "7");
+    app.handle_key(code(KeyCode::Tab));
+    type_str(&mut app, "counted twice");
+    app.handle_key(code(KeyCode::Tab));
+    app.handle_key(code(KeyCode::Backspace));
+    type_str(&mut app, "1");
+    let Some(Overlay::Gate(m)) = &app.overlay else {
+        panic!("the gate is open");
+    };
+    assert_eq!(m.answer.lines().join(""), "1");
+    assert_eq!(m.note.lines().join(""), "counted twice");
+    // Only the field that has the keyboard shows a cursor.
+    assert_eq!(m.field, hk_console::ui::app::GateField::Answer);
+    assert_ne!(m.answer.cursor_style(), ratatui::style::Style::default());
+    assert_eq!(m.note.cursor_style(), ratatui::style::Style::default());
+    let frame = text(&render(&mut app, 120, 36));
+    assert!(frame.contains("counted twice"), "{frame}");
+    assert!(
+        frame.contains("tab answer/note"),
+        "the hint says how: {frame}"
+    );
+    app.handle_key(code(KeyCode::Enter));
+    assert!(app.overlay.is_none(), "the gate opened");
+
+    let note = Some("counted twice".to_string());
+    let inputs = journaled(dir.path());
+    assert!(
+        inputs.contains(&Input::TypedText {
+            n: 1,
+            by: "alice".into(),
+            text: "1".into(),
+            note: note.clone()
+        }),
+        "{inputs:?}"
+    );
+    let live = app
+        .active
+        .as_ref()
+        .and_then(|a| a.run.step_record(1))
+        .and_then(|r| r.gate.clone())
+        .expect("gate record");
+    assert_eq!((live.by.as_str(), &live.note), ("alice", &note));
+    // Replaying the journal restores the note with who and when.
+    let runs = journal::list_runs(dir.path()).expect("list runs");
+    let replayed = journal::replay(&runs.runs[0].path).expect("replay");
+    let g = replayed
+        .run
+        .step_record(1)
+        .and_then(|r| r.gate.clone())
+        .expect("replayed gate record");
+    assert_eq!(g, live);
+}
+
+#[test]
+fn n_and_shift_n_jump_the_scrollback_between_matches_of_the_search() {
+    let dir = tmp();
+    let mut app = etcd_app(dir.path());
+    app.handle_key(key('s'));
+    // A small ring so lines are dropped: 1000 lines through a 300-line ring, far more than
+    // the window shows. Line i is absolute line i; the ring keeps 700..999.
+    app.active.as_mut().expect("run").output =
+        hk_console::ui::output::OutputBuffer::with_capacity(300);
+    let lines: Vec<String> = (0..1000)
+        .map(|i| {
+            if i % 100 == 7 {
+                format!("line {i} ERROR")
+            } else {
+                format!("line {i}")
+            }
+        })
+        .collect();
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    play_one(&mut app, &refs); // the verification stays outstanding: no gate on top
+    assert!(app.overlay.is_none());
+
+    // No search yet: n says how to start one and moves nothing.
+    app.handle_key(key('n'));
+    assert!(app
+        .status
+        .as_deref()
+        .is_some_and(|s| s.contains("no search")));
+    assert!(app.active.as_ref().expect("run").output.follow);
+
+    app.handle_key(key('/'));
+    type_str(&mut app, "error");
+    app.handle_key(code(KeyCode::Enter));
+    let frame = text(&render(&mut app, 120, 40));
+    assert!(frame.contains("/error: 3 matching"), "{frame}");
+
+    let bottom = |app: &App| app.active.as_ref().expect("run").output.window_bottom();
+    for (k, want_line, want_status) in [
+        ('N', 907, "match 3 of 3"),
+        ('N', 807, "match 2 of 3"),
+        ('N', 707, "match 1 of 3"),
+        ('N', 907, "match 3 of 3 (wrapped)"),
+        ('n', 707, "match 1 of 3 (wrapped)"),
+        ('n', 807, "match 2 of 3"),
+    ] {
+        app.handle_key(key(k));
+        assert_eq!(bottom(&app), Some(want_line), "after {k}");
+        assert_eq!(app.search_at, Some(want_line));
+        let status = app.status.clone().unwrap_or_default();
+        assert_eq!(status, format!("/error: {want_status}"));
+    }
+    assert!(!app.active.as_ref().expect("run").output.follow);
+    // The status line says where we are; the filtered output ends at the current match.
+    let frame = text(&render(&mut app, 120, 40));
+    assert!(frame.contains("/error: match 2 of 3"), "{frame}");
+    assert!(
+        frame.contains("line 807 ERROR") && !frame.contains("line 907 ERROR"),
+        "{frame}"
+    );
+    // Esc clears the search; the scrollback stays at the match, with its context around it.
+    app.handle_key(code(KeyCode::Esc));
+    assert!(app.filter.is_none() && app.search_at.is_none());
+    let frame = text(&render(&mut app, 120, 40));
+    assert!(
+        frame.contains("line 807 ERROR")
+            && frame.contains("line 806")
+            && !frame.contains("line 999"),
+        "{frame}"
+    );
+    // A search with no match says so and leaves the scrollback where it is.
+    app.handle_key(key('/'));
+    type_str(&mut app, "no such text");
+    app.handle_key(code(KeyCode::Enter));
+    app.handle_key(key('n'));
+    assert_eq!(bottom(&app), Some(807));
+    assert!(app
+        .status
+        .as_deref()
+        .is_some_and(|s| s.contains("no matching line")));
+    // The help overlay lists both keys, from the keymap.
+    app.handle_key(key('?'));
+    let frame = text(&render(&mut app, 120, 40));
+    assert!(frame.contains("search: next matching line"), "{frame}");
+    assert!(frame.contains("search: previous matching line"), "{frame}");
 }

@@ -107,8 +107,16 @@ pub enum Input {
     /// confirm-done), or rejected any gate.
     GateAnswered { n: usize, answer: GateAnswer },
     /// The operator typed an answer to a typed gate: the phrase of a typed-confirm, the host
-    /// count of a confirm-hosts. A wrong answer leaves the gate closed.
-    TypedText { n: usize, by: String, text: String },
+    /// count of a confirm-hosts. A wrong answer leaves the gate closed. `note` is the
+    /// operator's optional free text, kept with the gate record like an approval's note
+    /// (absent in journals written before typed gates took notes).
+    TypedText {
+        n: usize,
+        by: String,
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
     /// The executor started the step's work.
     StepStarted { n: usize, attempt: u32 },
     /// The step's work ended. `error` says why it could not run or was killed, if it was.
@@ -733,7 +741,7 @@ impl Run {
                     _ => self.pass_gate(i, *phase, by, note.clone(), at, fx),
                 },
             },
-            (StepState::AwaitingGate { phase }, Input::TypedText { by, text, .. }) => {
+            (StepState::AwaitingGate { phase }, Input::TypedText { by, text, note, .. }) => {
                 let verdict = match &step.gate {
                     Some(Gate::TypedConfirm { phrase }) => {
                         if text == phrase {
@@ -755,7 +763,7 @@ impl Run {
                     _ => return Err(MachineError::GateNotTyped { n }),
                 };
                 match verdict {
-                    Ok(()) => self.pass_gate(i, *phase, by, None, at, fx),
+                    Ok(()) => self.pass_gate(i, *phase, by, note.clone(), at, fx),
                     Err(why) => fx.push(Effect::GateNotPassed { n, why }),
                 }
             }

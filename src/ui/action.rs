@@ -45,6 +45,10 @@ pub enum Action {
     Observe,
     /// `/`: filter the lists (home) or the output (run view).
     Filter,
+    /// While an output search is active: jump to the next (newer) matching line.
+    NextMatch,
+    /// While an output search is active: jump to the previous (older) matching line.
+    PrevMatch,
 
     /// A command typed on the command line.
     #[serde(skip)]
@@ -81,6 +85,8 @@ impl Action {
             Action::ToggleFollow => "output: follow on/off",
             Action::Observe => "observe mode (read-only)",
             Action::Filter => "filter lists / search output (esc clears)",
+            Action::NextMatch => "search: next matching line",
+            Action::PrevMatch => "search: previous matching line",
             Action::Command(_) => "command",
             Action::Tick => "tick",
             Action::Resize(..) => "resize",

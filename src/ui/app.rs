@@ -103,7 +103,8 @@ pub struct GateModal {
     pub gate: Gate,
     /// The typed answer (count of hosts, environment name).
     pub answer: TextArea<'static>,
-    /// Optional free-text note journaled with an approval (or the reason of a rejection).
+    /// Optional free-text note journaled with the answer, typed or approval (or the reason
+    /// of a rejection).
     pub note: TextArea<'static>,
     pub field: GateField,
     /// Why the last answer did not open the gate.
@@ -115,7 +116,7 @@ pub struct GateModal {
 impl GateModal {
     fn new(n: usize, gate: Gate) -> Self {
         let typed = gate_is_typed(&gate);
-        GateModal {
+        let mut m = GateModal {
             n,
             gate,
             answer: single_line(),
@@ -127,7 +128,27 @@ impl GateModal {
             },
             error: None,
             scroll: 0,
-        }
+        };
+        m.show_cursor();
+        m
+    }
+
+    /// Move the keyboard to `field`; only the field that has it shows a cursor, so it is
+    /// clear where typing goes.
+    pub fn focus(&mut self, field: GateField) {
+        self.field = field;
+        self.show_cursor();
+    }
+
+    fn show_cursor(&mut self) {
+        let on = ratatui::style::Style::default().add_modifier(ratatui::style::Modifier::REVERSED);
+        let off = ratatui::style::Style::default();
+        let (a, n) = match self.field {
+            GateField::Answer => (on, off),
+            GateField::Note => (off, on),
+        };
+        self.answer.set_cursor_style(a);
+        self.note.set_cursor_style(n);
     }
 }
 
@@ -242,6 +263,8 @@ pub struct App {
     pub now: Timestamp,
     /// The `/` filter: narrows the home lists, searches the output in the run view.
     pub filter: Option<String>,
+    /// The output line (absolute number) `n`/`N` last jumped to; cleared with the filter.
+    pub search_at: Option<u64>,
     /// One line of feedback at the bottom (errors, refusals, what just happened).
     pub status: Option<String>,
     pub width: u16,
@@ -322,6 +345,7 @@ impl App {
             now: parts.now,
             status: None,
             filter: None,
+            search_at: None,
             width: 0,
             height: 0,
         };
@@ -542,6 +566,7 @@ impl App {
                 KeyCode::Enter => {
                     let f = text.lines().join(" ").trim().to_string();
                     self.filter = (!f.is_empty()).then_some(f);
+                    self.search_at = None;
                     self.env_sel = 0;
                     self.runbook_sel = 0;
                     self.run_sel = 0;
@@ -583,8 +608,17 @@ impl App {
                             Some(format!("gate of step {} still open: enter to answer", m.n));
                         return Control::Continue;
                     }
-                    // Typed gates have one field: the machine's typed answer carries no note.
-                    KeyCode::Tab => {}
+                    // Typed gates have two fields, the typed answer and the note: Tab moves
+                    // between them. Approval gates have only the note.
+                    KeyCode::Tab | KeyCode::BackTab => {
+                        if gate_is_typed(&m.gate) {
+                            let next = match m.field {
+                                GateField::Answer => GateField::Note,
+                                GateField::Note => GateField::Answer,
+                            };
+                            m.focus(next);
+                        }
+                    }
                     KeyCode::Char('r') if ctrl => {
                         let reason = m.note.lines().join(" ").trim().to_string();
                         let reason = if reason.is_empty() {
@@ -631,14 +665,14 @@ impl App {
     fn submit_gate(&mut self, m: Box<GateModal>) -> Control {
         let by = self.operator.clone();
         let n = m.n;
+        let note = m.note.lines().join(" ").trim().to_string();
+        let note = (!note.is_empty()).then_some(note);
         if gate_is_typed(&m.gate) {
             let text = m.answer.lines().join("").trim().to_string();
             // Keep the modal up; a wrong answer comes back as GateNotPassed and is shown.
             self.overlay = Some(Overlay::Gate(m));
-            self.feed(Input::TypedText { n, by, text });
+            self.feed(Input::TypedText { n, by, text, note });
         } else {
-            let note = m.note.lines().join(" ").trim().to_string();
-            let note = (!note.is_empty()).then_some(note);
             self.feed(Input::GateAnswered {
                 n,
                 answer: GateAnswer::Approved { by, note },
@@ -664,6 +698,7 @@ impl App {
             }
             Action::Back => {
                 if self.overlay.is_none() && self.filter.take().is_some() {
+                    self.search_at = None;
                     return Control::Continue;
                 }
                 if self.overlay.take().is_none() && self.screen == Screen::Run {
@@ -752,9 +787,57 @@ impl App {
                 }
                 self.overlay = Some(Overlay::Filter { text: Box::new(t) });
             }
+            Action::NextMatch => self.jump_match(true),
+            Action::PrevMatch => self.jump_match(false),
             Action::Command(line) => return self.command(&line),
         }
         Control::Continue
+    }
+
+    /// `n` / `N`: move the output's scrollback to the next (newer) or previous (older) line
+    /// matching the active search, wrapping at the ends, and say "match i of k". The first
+    /// jump starts from the bottom of the window, so `N` first lands on the newest match in
+    /// view and `n` on the first one below it.
+    fn jump_match(&mut self, forward: bool) {
+        let Some(needle) = self.filter.clone() else {
+            self.status = Some("no search: / searches the output, then n / N".into());
+            return;
+        };
+        let Some(a) = self.active.as_mut().filter(|_| self.screen == Screen::Run) else {
+            return;
+        };
+        let matches = a.output.match_lines(&needle);
+        let Some(&newest) = matches.last() else {
+            self.search_at = None;
+            self.status = Some(format!("/{needle}: no matching line"));
+            return;
+        };
+        let k = matches.len();
+        let (from, inclusive) = match self.search_at {
+            Some(at) => (Some(at), false),
+            None => (a.output.window_bottom(), true),
+        };
+        let found = match (from, forward) {
+            (None, true) => Some(0),
+            (None, false) => Some(k - 1),
+            (Some(at), true) => matches.iter().position(|&m| m > at),
+            (Some(at), false) => matches
+                .iter()
+                .rposition(|&m| m < at || (inclusive && m == at)),
+        };
+        let (i, wrapped) = match found {
+            Some(i) => (i, false),
+            None if forward => (0, true),
+            None => (k - 1, true),
+        };
+        let line = matches.get(i).copied().unwrap_or(newest);
+        a.output.jump_to(line);
+        self.search_at = Some(line);
+        self.status = Some(format!(
+            "/{needle}: match {} of {k}{}",
+            i + 1,
+            if wrapped { " (wrapped)" } else { "" }
+        ));
     }
 
     /// Quitting with work in flight: journal a cancel request for every running step (the
@@ -996,6 +1079,7 @@ impl App {
         });
         self.screen = Screen::Run;
         self.overlay = None;
+        self.search_at = None;
     }
 
     fn open_journal(&mut self, path: PathBuf, outcome: RunOutcome) {

@@ -223,6 +223,8 @@ fn action_rank(a: &Action) -> usize {
         Action::ToggleFollow,
         Action::Observe,
         Action::Filter,
+        Action::NextMatch,
+        Action::PrevMatch,
         Action::CommandLine,
         Action::Help,
         Action::Back,
@@ -276,6 +278,8 @@ impl Default for Keymaps {
         run.bind(Key::plain('S'), Action::Skip);
         run.bind(Key::plain('A'), Action::Abort);
         run.bind(Key::plain('f'), Action::ToggleFollow);
+        run.bind(Key::plain('n'), Action::NextMatch);
+        run.bind(Key::plain('N'), Action::PrevMatch);
 
         let mut help = Keymap::default();
         help.bind(Key::code(C::Esc), Action::Back);

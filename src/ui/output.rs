@@ -159,22 +159,65 @@ impl OutputBuffer {
         self.dropped + self.lines.len() as u64
     }
 
-    /// Search: the last `height` lines containing `needle` (case-insensitive), oldest
-    /// first, and how many lines match in all. Scans the ring (bounded), not the window.
+    /// Search: the last `height` lines containing `needle` (case-insensitive) at or above
+    /// the scroll position (the newest ones when following), oldest first, and how many
+    /// lines match in all. Scans the ring (bounded), not the window.
     pub fn matching(&self, height: usize, needle: &str) -> (Vec<&str>, usize) {
+        let (lines, total) = self.matching_numbered(height, needle);
+        (lines.into_iter().map(|(_, l)| l).collect(), total)
+    }
+
+    /// [`OutputBuffer::matching`] with each line's absolute number (to mark the current
+    /// match of `n`/`N`).
+    pub fn matching_numbered(&self, height: usize, needle: &str) -> (Vec<(u64, &str)>, usize) {
         let needle = needle.to_lowercase();
+        let end = self.lines.len().saturating_sub(self.offset);
         let mut total = 0;
-        let mut last: Vec<&str> = Vec::with_capacity(height);
-        for l in self.lines.iter().rev() {
+        let mut last: Vec<(u64, &str)> = Vec::with_capacity(height.min(1024));
+        for (i, l) in self.lines.iter().enumerate().rev() {
             if l.to_lowercase().contains(&needle) {
                 total += 1;
-                if last.len() < height {
-                    last.push(l);
+                if i < end && last.len() < height {
+                    last.push((self.dropped + i as u64, l));
                 }
             }
         }
         last.reverse();
         (last, total)
+    }
+
+    /// Absolute numbers (see [`OutputBuffer::total`]) of the lines the ring holds that
+    /// contain `needle` (case-insensitive), oldest first.
+    pub fn match_lines(&self, needle: &str) -> Vec<u64> {
+        let needle = needle.to_lowercase();
+        self.lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.to_lowercase().contains(&needle))
+            .map(|(i, _)| self.dropped + i as u64)
+            .collect()
+    }
+
+    /// Absolute number of the bottom line of the window (`None` when empty).
+    pub fn window_bottom(&self) -> Option<u64> {
+        let end = self.lines.len().checked_sub(self.offset)?;
+        end.checked_sub(1).map(|i| self.dropped + i as u64)
+    }
+
+    /// Scroll so absolute line `abs` is the bottom line of the window, and stop following
+    /// so new output does not move it away. Returns false (nothing moves) when the ring no
+    /// longer (or not yet) holds that line.
+    pub fn jump_to(&mut self, abs: u64) -> bool {
+        let Some(i) = abs
+            .checked_sub(self.dropped)
+            .and_then(|i| usize::try_from(i).ok())
+            .filter(|&i| i < self.lines.len())
+        else {
+            return false;
+        };
+        self.follow = false;
+        self.offset = self.lines.len() - 1 - i;
+        true
     }
 
     /// Lines below the window (0 when at the bottom).
@@ -224,6 +267,32 @@ mod tests {
         b.scroll_down(100);
         assert!(b.follow);
         assert_eq!(b.window(1).next(), Some("new"));
+    }
+
+    #[test]
+    fn jumping_to_a_match_scrolls_the_window_and_the_search_view() {
+        let mut b = OutputBuffer::with_capacity(50);
+        for i in 0..120 {
+            b.push(&format!("{} {i}", if i % 10 == 3 { "HIT" } else { "miss" }));
+        }
+        // The ring holds 70..119: matches 73, 83, ..., 113.
+        let m = b.match_lines("hit");
+        assert_eq!(m, vec![73, 83, 93, 103, 113]);
+        assert!(b.jump_to(83));
+        assert!(!b.follow);
+        assert_eq!(b.window_bottom(), Some(83));
+        assert_eq!(b.window(2).collect::<Vec<_>>(), vec!["miss 82", "HIT 83"]);
+        // The search view ends at the scroll position too.
+        let (shown, total) = b.matching_numbered(10, "hit");
+        assert_eq!(total, 5);
+        assert_eq!(shown, vec![(73, "HIT 73"), (83, "HIT 83")]);
+        // New output does not move the jumped-to line.
+        b.push("miss 120");
+        assert_eq!(b.window_bottom(), Some(83));
+        // A line the ring dropped cannot be jumped to.
+        assert!(!b.jump_to(10));
+        assert!(!b.jump_to(10_000));
+        assert_eq!(b.window_bottom(), Some(83));
     }
 
     #[test]

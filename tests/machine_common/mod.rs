@@ -249,6 +249,7 @@ pub fn typed(n: usize, text: &str) -> Input {
         n,
         by: "op".into(),
         text: text.into(),
+        note: None,
     }
 }
 

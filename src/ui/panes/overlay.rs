@@ -263,13 +263,13 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
     }
     let typed = gate_is_typed(&m.gate);
     let keys = if typed {
-        "enter submit · ctrl-r reject · esc hide"
+        "enter submit · tab answer/note · ctrl-r reject (note = reason) · esc hide"
     } else if matches!(m.gate, Gate::ApproveDiff) {
         "enter approve · ctrl-r reject (note = reason) · ↑↓ pgup pgdn scroll · esc hide"
     } else {
         "enter approve · ctrl-r reject (note = reason) · esc hide"
     };
-    let inputs: u16 = 3;
+    let inputs: u16 = if typed { 6 } else { 3 };
     let want_h = body.len() as u16 + inputs + 3;
     let w = area.width.saturating_sub(4).min(90);
     let r = centered(area, w, want_h.max(10));
@@ -280,7 +280,7 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
     let [body_a, answer_a, note_a, keys_a] = Layout::vertical([
         Constraint::Min(1),
         Constraint::Length(if typed { 3 } else { 0 }),
-        Constraint::Length(if typed { 0 } else { 3 }),
+        Constraint::Length(3),
         Constraint::Length(1),
     ])
     .areas(inner);
@@ -309,16 +309,14 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
             m.field == GateField::Answer,
         );
     }
-    if !typed {
-        draw_input(
-            f,
-            note_a,
-            t,
-            " note (optional, journaled) ",
-            &m.note,
-            m.field == GateField::Note,
-        );
-    }
+    draw_input(
+        f,
+        note_a,
+        t,
+        " note (optional, journaled) ",
+        &m.note,
+        m.field == GateField::Note,
+    );
     f.render_widget(Paragraph::new(Span::styled(keys, t.muted())), keys_a);
 }
 

@@ -261,17 +261,30 @@ fn draw_output(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
     let t = &app.theme;
     let o = &a.output;
     let inner_h = usize::from(area.height.saturating_sub(2));
-    let (shown, matches): (Vec<&str>, Option<usize>) = match &app.filter {
+    let (lines, matches): (Vec<Line>, Option<usize>) = match &app.filter {
         Some(flt) => {
-            let (v, n) = o.matching(inner_h, flt);
-            (v, Some(n))
+            let (v, n) = o.matching_numbered(inner_h, flt);
+            // The match `n`/`N` jumped to stands out among the others.
+            let lines = v
+                .into_iter()
+                .map(|(abs, l)| {
+                    let style = if app.search_at == Some(abs) {
+                        t.selected()
+                    } else {
+                        t.text()
+                    };
+                    Line::from(Span::styled(l, style))
+                })
+                .collect();
+            (lines, Some(n))
         }
-        None => (o.window(inner_h).collect(), None),
+        None => (
+            o.window(inner_h)
+                .map(|l| Line::from(Span::styled(l, t.text())))
+                .collect(),
+            None,
+        ),
     };
-    let lines: Vec<Line> = shown
-        .into_iter()
-        .map(|l| Line::from(Span::styled(l, t.text())))
-        .collect();
     let mut title = format!(" Output  {} lines", o.len());
     if let (Some(flt), Some(n)) = (&app.filter, matches) {
         title.push_str(&format!("  /{flt}: {n} matching"));
