@@ -161,12 +161,23 @@ fn open_a_runbook_answer_its_gate_and_quit() {
 
     // The gate answer and the refusal are in the journal, by the operator's login.
     let runs = state.path().join("hk-console").join("runs");
-    let journal: Vec<_> = std::fs::read_dir(&runs)
+    let (outputs, journal): (Vec<_>, Vec<_>) = std::fs::read_dir(&runs)
         .expect("runs dir")
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .collect();
+        .partition(|p| {
+            p.to_string_lossy()
+                .ends_with(hk_console::journal::OUTPUT_SUFFIX)
+        });
     assert_eq!(journal.len(), 1, "{journal:?}");
+    // The real list-hosts output is kept beside the journal, under step 3.
+    assert_eq!(outputs.len(), 1, "{outputs:?}");
+    let kept = hk_console::journal::read_output(&journal[0]).expect("output log");
+    assert!(
+        kept.iter()
+            .any(|o| o.n == 3 && o.line.contains("hosts (1)")),
+        "{kept:?}"
+    );
     let text = std::fs::read_to_string(&journal[0]).expect("journal");
     assert!(
         text.contains(r#""type":"typed-text","n":1,"by":"e2e","text":"prod""#),
