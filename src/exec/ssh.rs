@@ -598,18 +598,9 @@ fn host_key_error(
             host: s.host_alias.clone(),
             endpoint: s.endpoint(),
             fingerprint,
-            expected: expected
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
+            expected: recorded_keys(&expected),
         }),
-        HostKeyVerdict::Revoked { file, line } => Some(SshError::RevokedHostKey {
-            host: s.host_alias.clone(),
-            endpoint: s.endpoint(),
-            fingerprint,
-            at: format!("{}:{line}", file.display()),
-        }),
+        HostKeyVerdict::Revoked { file, line } => Some(revoked(s, fingerprint, &file, line)),
     }
 }
 
@@ -785,6 +776,29 @@ pub enum TrustOutcome {
     },
 }
 
+/// Every key recorded for a host, as `file:line: type fingerprint`, for a changed-key message.
+fn recorded_keys(expected: &[crate::exec::known_hosts::RecordedKey]) -> String {
+    expected
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn revoked(
+    s: &ConnectSettings,
+    fingerprint: String,
+    file: &std::path::Path,
+    line: usize,
+) -> SshError {
+    SshError::RevokedHostKey {
+        host: s.host_alias.clone(),
+        endpoint: s.endpoint(),
+        fingerprint,
+        at: format!("{}:{line}", file.display()),
+    }
+}
+
 /// `hk-console ssh trust HOST`: shows the presented key to `confirm` (which asks the
 /// operator to type yes) and appends it to `target` only on a yes. Never replaces a
 /// recorded key.
@@ -803,18 +817,9 @@ where
         HostKeyVerdict::Trusted { .. } => Ok(TrustOutcome::AlreadyTrusted { fingerprint }),
         HostKeyVerdict::Changed { expected } => Ok(TrustOutcome::Changed {
             fingerprint,
-            expected: expected
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
+            expected: recorded_keys(expected),
         }),
-        HostKeyVerdict::Revoked { file, line } => Err(SshError::RevokedHostKey {
-            host: s.host_alias.clone(),
-            endpoint: s.endpoint(),
-            fingerprint,
-            at: format!("{}:{line}", file.display()),
-        }),
+        HostKeyVerdict::Revoked { file, line } => Err(revoked(s, fingerprint, file, *line)),
         HostKeyVerdict::Unknown => {
             if !confirm(&scanned) {
                 return Ok(TrustOutcome::Declined { fingerprint });
