@@ -99,6 +99,8 @@ pub enum JournalError {
     },
     #[error("{}: journal format {found}, but this hk-console reads up to format {FORMAT_VERSION}; use a newer hk-console", path.display())]
     NewerFormat { path: PathBuf, found: u32 },
+    #[error("{}: another hk-console has this run open (its journal is locked); stop that one first", path.display())]
+    Locked { path: PathBuf },
     #[error("{}: a run journal already exists there", path.display())]
     Exists { path: PathBuf },
     #[error(
@@ -266,6 +268,18 @@ pub struct Journal {
     output: Option<File>,
 }
 
+/// Hold the journal exclusively while this process has the run open: two consoles
+/// appending to one run would interleave events no replay can trust.
+fn lock(file: &File, path: &Path) -> Result<(), JournalError> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(JournalError::Locked {
+            path: path.to_path_buf(),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_err(path)(e)),
+    }
+}
+
 /// Suffix of the output log that sits beside a journal: `<run>.output.jsonl`.
 pub const OUTPUT_SUFFIX: &str = ".output.jsonl";
 
@@ -338,6 +352,7 @@ impl Journal {
             }
             Err(e) => return Err(io_err(&path)(e)),
         };
+        lock(&file, &path)?;
         let mut line = serde_json::to_vec(header).map_err(|e| JournalError::Io {
             path: path.clone(),
             source: e.into(),
@@ -378,13 +393,16 @@ impl Journal {
         path: &Path,
         at: Timestamp,
     ) -> Result<(Journal, Replayed, Vec<Effect>), JournalError> {
+        // Lock before reading: another process's append in progress would otherwise look
+        // like a torn tail and be cut off.
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(io_err(path))?;
+        lock(&file, path)?;
         let raw = read_journal(path)?;
         let mut warnings = Vec::new();
         if let Some(torn) = raw.torn {
-            let file = OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(io_err(path))?;
             file.set_len(raw.valid_len).map_err(io_err(path))?;
             file.sync_all().map_err(io_err(path))?;
             warnings.push(JournalWarning::TornTail {
@@ -401,10 +419,6 @@ impl Journal {
                 steps: interrupted,
             });
         }
-        let file = OpenOptions::new()
-            .append(true)
-            .open(path)
-            .map_err(io_err(path))?;
         let mut journal = Journal {
             path: path.to_path_buf(),
             file,

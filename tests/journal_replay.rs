@@ -868,3 +868,47 @@ fn a_typed_gate_note_is_journaled_and_restored_by_replay() {
         .expect("gate passed");
     assert_eq!((g.by.as_str(), g.note), ("bob", None));
 }
+
+/// Two consoles on one run would interleave events no replay can trust: while one holds the
+/// journal, another cannot resume it (nor cut a "torn" tail that is really an append in
+/// progress); once the first lets go, resuming works.
+#[test]
+fn a_journal_held_by_one_console_cannot_be_resumed_by_another() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (mut journal, mut run) = new_journal(dir.path(), &etcd_plan(), Mode::Operate, 1_000);
+    journal
+        .record(&mut run, ev(1_001, Input::Start))
+        .expect("start");
+    let path = journal.path().to_path_buf();
+    // A partial line as if the holder were mid-append.
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(b"{\"seq\":2,"))
+        .expect("partial");
+    let before = fs::read(&path).expect("read");
+    match Journal::resume(&path, Timestamp(2_000)) {
+        Err(JournalError::Locked { path: p }) => assert_eq!(p, path),
+        Err(other) => panic!("expected Locked, got {other}"),
+        Ok(_) => panic!("a held journal was resumed"),
+    }
+    assert_eq!(
+        fs::read(&path).expect("read"),
+        before,
+        "nothing cut while it was held"
+    );
+    drop(journal);
+    let (_j, replayed, _fx) =
+        Journal::resume(&path, Timestamp(2_000)).expect("resume once released");
+    assert!(
+        replayed.warnings.iter().any(|w| matches!(
+            w,
+            JournalWarning::TornTail {
+                truncated: true,
+                ..
+            }
+        )),
+        "{:?}",
+        replayed.warnings
+    );
+}
