@@ -185,7 +185,29 @@ pub fn connect_settings(
     repo: &Repo,
     host: &str,
 ) -> Result<crate::exec::settings::ConnectSettings, ContextError> {
-    use crate::exec::settings::{ConnectSettings, SshConfig, SshDefaults};
+    let defaults = crate::exec::settings::SshDefaults::from_env();
+    let ssh_config = load_ssh_config(&defaults).map_err(|e| ContextError::Connection {
+        host: host.to_string(),
+        message: e.to_string(),
+    })?;
+    connect_settings_with(repo, host, &ssh_config, &defaults)
+}
+
+/// `~/.ssh/config` (an absent file is an empty config).
+pub fn load_ssh_config(
+    defaults: &crate::exec::settings::SshDefaults,
+) -> Result<crate::exec::settings::SshConfig, crate::exec::settings::SettingsError> {
+    crate::exec::settings::SshConfig::load(&defaults.home.join(".ssh").join("config"))
+}
+
+/// [`connect_settings`] with `~/.ssh/config` already read: for settling every host of an
+/// inventory without reading the file once per host.
+pub fn connect_settings_with(
+    repo: &Repo,
+    host: &str,
+    ssh_config: &crate::exec::settings::SshConfig,
+    defaults: &crate::exec::settings::SshDefaults,
+) -> Result<crate::exec::settings::ConnectSettings, ContextError> {
     let resolved = repo
         .resolve_all(host)
         .ok_or_else(|| ContextError::UnknownHost {
@@ -209,18 +231,12 @@ pub fn connect_settings(
             crate::repo::resolve::Resolved::Unrenderable { .. } => {}
         }
     }
-    let defaults = SshDefaults::from_env();
-    let ssh_config_path = defaults.home.join(".ssh").join("config");
-    let ssh_config = SshConfig::load(&ssh_config_path).map_err(|e| ContextError::Connection {
-        host: host.to_string(),
-        message: e.to_string(),
-    })?;
-    ConnectSettings::resolve(host, &vars, &ssh_config, &defaults).map_err(|e| {
-        ContextError::Connection {
+    crate::exec::settings::ConnectSettings::resolve(host, &vars, ssh_config, defaults).map_err(
+        |e| ContextError::Connection {
             host: host.to_string(),
             message: e.to_string(),
-        }
-    })
+        },
+    )
 }
 
 /// The known_hosts files the SSH executor trusts: `~/.ssh/known_hosts`, then the one

@@ -169,3 +169,34 @@ fn observe_capabilities_from_the_repo_cannot_run_a_mutating_step() {
     }
     assert!(mutating > 10, "{mutating}");
 }
+
+/// A host whose `ansible_host` cannot be rendered gets no connection settings and a notice
+/// naming the variable: it is never dialled at its inventory name instead.
+#[test]
+fn an_unrenderable_connection_variable_is_named_never_replaced() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let inv = dir.path().join("infra/ansible/inventory");
+    std::fs::create_dir_all(&inv).expect("mkdir");
+    std::fs::write(
+        dir.path().join("hk-console.yaml"),
+        "environments:\n  lab: { servers: nodes }\n",
+    )
+    .expect("config");
+    std::fs::write(
+        inv.join("hosts.ini"),
+        "[nodes]\nn1 ansible_host=\"{{ no_such_var }}\"\nn2 ansible_host=127.0.0.1\n",
+    )
+    .expect("inventory");
+    let repo = Repo::load(dir.path()).expect("repo");
+    let (_caps, notices) = capabilities_for_repo(&repo, true);
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.contains("host n1") && n.contains("`ansible_host` cannot be rendered")),
+        "{notices:?}"
+    );
+    assert!(
+        !notices.iter().any(|n| n.contains("host n2")),
+        "{notices:?}"
+    );
+}

@@ -11,7 +11,7 @@
 //! `Executor<ReadOnly>` exists in it, and a step `exec::classify` calls mutating is refused
 //! there even if the plan said otherwise.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
@@ -305,22 +305,18 @@ pub fn capabilities_for_repo(repo: &Repo, observe: bool) -> (Capabilities, Vec<S
     let mut warnings = Vec::new();
     let pool = Arc::new(SshPool::new(crate::context::ssh_options(repo)));
     let defaults = exec::settings::SshDefaults::from_env();
-    let ssh_config =
-        match exec::settings::SshConfig::load(&defaults.home.join(".ssh").join("config")) {
-            Ok(c) => c,
-            Err(e) => {
-                warnings.push(e.to_string());
-                exec::settings::SshConfig::empty()
-            }
-        };
+    let ssh_config = match crate::context::load_ssh_config(&defaults) {
+        Ok(c) => c,
+        Err(e) => {
+            warnings.push(e.to_string());
+            exec::settings::SshConfig::empty()
+        }
+    };
+    // The same settings `hk-console ssh trust` uses: a connection variable that cannot be
+    // rendered leaves the host without settings (its steps fail naming it), never dialled
+    // at some other address.
     for host in repo.inventory.hosts() {
-        let vars: BTreeMap<String, serde_json::Value> = repo
-            .resolve_all(&host)
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|(k, v)| v.value().cloned().map(|v| (k, v)))
-            .collect();
-        match exec::settings::ConnectSettings::resolve(&host, &vars, &ssh_config, &defaults) {
+        match crate::context::connect_settings_with(repo, &host, &ssh_config, &defaults) {
             Ok(s) => pool.add_host(s),
             Err(e) => warnings.push(e.to_string()),
         }
