@@ -20,6 +20,7 @@
 
 pub mod checks;
 pub mod cli;
+pub mod cluster;
 pub mod context;
 pub mod exec;
 pub mod journal;

@@ -4,4 +4,5 @@
 //! The sources themselves (kube API, SSH, TCP probes) come in another issue; this module
 //! holds only the vocabulary they and the UI share.
 //! Must not: do IO or know the terminal.
+pub mod feed;
 pub mod types;
