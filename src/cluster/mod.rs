@@ -8,6 +8,9 @@
 //! Must not: judge what it reads (that is `checks::live`), know the terminal, or invent a
 //! cluster: a missing kubeconfig is an error naming the file and where its name came from.
 
+pub mod flux;
+pub mod wait;
+
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 

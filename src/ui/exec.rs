@@ -9,7 +9,8 @@
 //! and [`ReadOnlyExecutors`] refuses an executor that says it mutates, so an observe app
 //! has no value through which a mutating step could run.
 //! Must not: fake an executor. A step kind with no executor is reported as such
-//! ("no executor for kube-wait yet") and the step is never started.
+//! ("no executor for kube-wait yet", or the reason it is absent when the builder gave one,
+//! e.g. a missing kubeconfig) and the step is never started.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -89,6 +90,9 @@ pub trait StepExecutor: Send + Sync + std::fmt::Debug {
 pub enum NoExecutor {
     #[error("no executor for {} yet", .0.as_str())]
     Missing(StepKind),
+    /// The builder knows why there is none (e.g. no environment has a kubeconfig).
+    #[error("no executor for {}: {why}", .kind.as_str())]
+    Unavailable { kind: StepKind, why: String },
     #[error("observe mode: {} step {n} changes systems and cannot run", .kind.as_str())]
     ObserveMode { kind: StepKind, n: usize },
 }
@@ -96,7 +100,11 @@ pub enum NoExecutor {
 /// Executors that change nothing. The only way in is [`ReadOnlyExecutors::add`], which
 /// refuses a mutating one.
 #[derive(Debug, Clone, Default)]
-pub struct ReadOnlyExecutors(BTreeMap<&'static str, Arc<dyn StepExecutor>>);
+pub struct ReadOnlyExecutors {
+    executors: BTreeMap<&'static str, Arc<dyn StepExecutor>>,
+    /// Kinds the builder could not give an executor, and why.
+    absent: BTreeMap<&'static str, String>,
+}
 
 impl ReadOnlyExecutors {
     pub fn add(&mut self, e: Arc<dyn StepExecutor>) -> Result<(), String> {
@@ -106,18 +114,48 @@ impl ReadOnlyExecutors {
                 e.kind().as_str()
             ));
         }
-        self.0.insert(e.kind().as_str(), e);
+        self.absent.remove(e.kind().as_str());
+        self.executors.insert(e.kind().as_str(), e);
         Ok(())
+    }
+
+    /// Say why `kind` has no executor here (its steps then say so instead of "yet").
+    pub fn absent(&mut self, kind: StepKind, why: impl Into<String>) {
+        if !self.executors.contains_key(kind.as_str()) {
+            self.absent.insert(kind.as_str(), why.into());
+        }
     }
 }
 
 /// Executors that may change systems (operate mode only).
 #[derive(Debug, Clone, Default)]
-pub struct MutatingExecutors(BTreeMap<&'static str, Arc<dyn StepExecutor>>);
+pub struct MutatingExecutors {
+    executors: BTreeMap<&'static str, Arc<dyn StepExecutor>>,
+    absent: BTreeMap<&'static str, String>,
+}
 
 impl MutatingExecutors {
     pub fn add(&mut self, e: Arc<dyn StepExecutor>) {
-        self.0.insert(e.kind().as_str(), e);
+        self.absent.remove(e.kind().as_str());
+        self.executors.insert(e.kind().as_str(), e);
+    }
+
+    /// Say why `kind` has no executor here (its steps then say so instead of "yet").
+    pub fn absent(&mut self, kind: StepKind, why: impl Into<String>) {
+        if !self.executors.contains_key(kind.as_str()) {
+            self.absent.insert(kind.as_str(), why.into());
+        }
+    }
+}
+
+/// Why there is no executor of `kind`: the reason the builder gave, else "not yet".
+fn missing(kind: StepKind, absent: &[&BTreeMap<&'static str, String>]) -> NoExecutor {
+    match absent.iter().find_map(|a| a.get(kind.as_str())) {
+        Some(why) => NoExecutor::Unavailable {
+            kind,
+            why: why.clone(),
+        },
+        None => NoExecutor::Missing(kind),
     }
 }
 
@@ -140,7 +178,7 @@ impl Capabilities {
     /// Whether any executor here can mutate.
     pub fn can_mutate(&self) -> bool {
         match self {
-            Capabilities::Operate { mutating, .. } => !mutating.0.is_empty(),
+            Capabilities::Operate { mutating, .. } => !mutating.executors.is_empty(),
             Capabilities::Observe { .. } => false,
         }
     }
@@ -159,12 +197,22 @@ impl Capabilities {
             let Some(m) = mutating else {
                 return Err(NoExecutor::ObserveMode { kind, n: step.n });
             };
-            return m.0.get(kind.as_str()).ok_or(NoExecutor::Missing(kind));
+            return m
+                .executors
+                .get(kind.as_str())
+                .ok_or_else(|| missing(kind, &[&m.absent]));
         }
-        ro.0.get(kind.as_str())
+        ro.executors
+            .get(kind.as_str())
             // A read-only step may also run on a mutating-capable executor of its kind.
-            .or_else(|| mutating.and_then(|m| m.0.get(kind.as_str())))
-            .ok_or(NoExecutor::Missing(kind))
+            .or_else(|| mutating.and_then(|m| m.executors.get(kind.as_str())))
+            .ok_or_else(|| {
+                let mut absent = vec![&ro.absent];
+                if let Some(m) = mutating {
+                    absent.push(&m.absent);
+                }
+                missing(kind, &absent)
+            })
     }
 
     /// Why `step`'s work cannot start, if it cannot (for the run view's step list).

@@ -7,16 +7,27 @@
 //! step's cancellation token (exec's SIGINT -> SIGTERM -> SIGKILL ladder / channel close),
 //! answered with Cancelled. [`capabilities_for_repo`] builds the operate or observe set from
 //! a loaded repo (SSH settings per host from its hostvars, as Ansible would connect).
+//! The kube-backed steps run on [`KubeExecutor`]: `kube-wait` (read-only, also in observe
+//! mode) through `cluster::wait`, `flux-reconcile` (mutating, operate mode only) through
+//! `cluster::flux`, each against its environment's cluster ([`Clusters`]: the kubeconfig
+//! the inventory names, `cluster::kube_target`). No environment with a kubeconfig: both are
+//! absent and their steps say why (the file and where its name came from); one environment
+//! without one: its steps fail unstarted, saying the same.
 //! Must not: decide anything about the run; the machine does. Observe mode: only
 //! `Executor<ReadOnly>` exists in it, and a step `exec::classify` calls mutating is refused
 //! there even if the plan said otherwise.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::checks::live::EnvTopology;
+use crate::cluster::flux::{self, FluxObject};
+use crate::cluster::wait::{self, Condition, WaitEnd, WaitOptions};
+use crate::cluster::{KubeOverrides, KubeTarget};
 use crate::exec::{
     self, ansible::ListHostsVerdict, AnsibleRunner, Classified, Executor, Mutating, ReadOnly,
     Redactor, RunOptions, SshPool, StepOutcome,
@@ -302,6 +313,19 @@ impl StepExecutor for RealExecutor {
 /// capability. Hosts whose settings cannot be read are returned as warnings (steps on them
 /// fail with the SSH pool's "no settings" error).
 pub fn capabilities_for_repo(repo: &Repo, observe: bool) -> (Capabilities, Vec<String>) {
+    // The console runs steps for any environment, so each uses the kubeconfig its own
+    // inventory names: a `KUBECONFIG` in the operator's shell names ONE cluster and must
+    // not become every environment's.
+    let clusters = Clusters::for_repo(repo, &KubeOverrides::default());
+    capabilities_with_clusters(repo, observe, Arc::new(clusters))
+}
+
+/// [`capabilities_for_repo`] with the kube-backed executors reaching `clusters`.
+pub fn capabilities_with_clusters(
+    repo: &Repo,
+    observe: bool,
+    clusters: Arc<Clusters>,
+) -> (Capabilities, Vec<String>) {
     let mut warnings = Vec::new();
     let pool = Arc::new(SshPool::new(crate::context::ssh_options(repo)));
     let defaults = exec::settings::SshDefaults::from_env();
@@ -339,6 +363,16 @@ pub fn capabilities_for_repo(repo: &Repo, observe: bool) -> (Capabilities, Vec<S
     if let Err(e) = read_only.add(Arc::new(ProbeExecutor::default())) {
         warnings.push(e);
     }
+    warnings.extend(clusters.problems());
+    let kube = clusters.usable().then(|| Arc::clone(&clusters));
+    match &kube {
+        Some(c) => {
+            if let Err(e) = read_only.add(Arc::new(KubeExecutor::kube_wait(Arc::clone(c)))) {
+                warnings.push(e);
+            }
+        }
+        None => read_only.absent(StepKind::KubeWait, clusters.why_none()),
+    }
     if observe {
         return (Capabilities::Observe { read_only }, warnings);
     }
@@ -351,6 +385,10 @@ pub fn capabilities_for_repo(repo: &Repo, observe: bool) -> (Capabilities, Vec<S
     let mut mutating = MutatingExecutors::default();
     for kind in [StepKind::Ansible, StepKind::Ssh] {
         mutating.add(Arc::new(RealExecutor::mutating(kind, Arc::clone(&mu_exec))));
+    }
+    match kube {
+        Some(c) => mutating.add(Arc::new(KubeExecutor::flux_reconcile(c))),
+        None => mutating.absent(StepKind::FluxReconcile, clusters.why_none()),
     }
     (
         Capabilities::Operate {
@@ -491,6 +529,447 @@ impl StepExecutor for ProbeExecutor {
                         .insert(key, result);
                     send(input).await;
                 });
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The kube-backed steps
+
+/// One environment's cluster as the kube executors reach it.
+#[derive(Debug, Clone)]
+struct EnvCluster {
+    /// The kubeconfig, or why there is none (naming the file and where its name came from).
+    target: Result<KubeTarget, String>,
+    topology: Result<EnvTopology, String>,
+    /// Inventory hosts of the environment (servers, VPN gateways): a step bound to a host
+    /// belongs to the environment that has it.
+    hosts: Vec<String>,
+    /// The kubeconfig path the planner writes into a `flux reconcile` argv for it.
+    planned_kubeconfig: Option<String>,
+}
+
+/// The clusters of a repo's environments.
+#[derive(Debug, Clone)]
+pub struct Clusters {
+    envs: BTreeMap<String, EnvCluster>,
+}
+
+impl Clusters {
+    /// Every environment of `repo`: its kubeconfig (`cluster::kube_target` with `ov`) and
+    /// topology (`cluster::env_topology`). Nothing is read from the network here.
+    pub fn for_repo(repo: &Repo, ov: &KubeOverrides) -> Clusters {
+        let envs = repo
+            .environments
+            .iter()
+            .map(|e| {
+                let hosts = e
+                    .servers
+                    .iter()
+                    .chain(e.vpn_gateways.iter())
+                    .map(|h| h.name.clone())
+                    .collect();
+                let c = EnvCluster {
+                    target: crate::cluster::kube_target(repo, &e.name, ov)
+                        .map_err(|x| x.to_string()),
+                    topology: crate::cluster::env_topology(repo, &e.name)
+                        .map_err(|x| x.to_string()),
+                    hosts,
+                    planned_kubeconfig: e
+                        .kubeconfig_name
+                        .get()
+                        .map(|k| repo.root.join(".cache").join(k).display().to_string()),
+                };
+                (e.name.clone(), c)
+            })
+            .collect();
+        Clusters { envs }
+    }
+
+    /// Whether any environment has a kubeconfig to reach.
+    pub fn usable(&self) -> bool {
+        self.envs.values().any(|c| c.target.is_ok())
+    }
+
+    /// Why no kube executor exists (every environment's reason).
+    pub fn why_none(&self) -> String {
+        if self.envs.is_empty() {
+            return "the repo has no environments, so no cluster to reach".into();
+        }
+        let whys: Vec<&str> = self
+            .envs
+            .values()
+            .filter_map(|c| c.target.as_ref().err())
+            .map(String::as_str)
+            .collect();
+        format!("no environment has a kubeconfig: {}", whys.join("; "))
+    }
+
+    /// One notice per environment whose cluster cannot be reached (when others can).
+    pub fn problems(&self) -> Vec<String> {
+        if !self.usable() {
+            return vec![format!("kube-wait and flux-reconcile: {}", self.why_none())];
+        }
+        self.envs
+            .values()
+            .filter_map(|c| c.target.as_ref().err())
+            .map(|why| format!("kube-wait and flux-reconcile: {why}"))
+            .collect()
+    }
+
+    /// Which environment a planned step is for: the one whose kubeconfig its `flux` argv
+    /// names, else the one that has its host, else the repo's only environment. A run's
+    /// environment does not travel with the request (`ExecRequest` has no field for it), so
+    /// a step bound to no host in a repo of several environments cannot be placed: that is
+    /// an error, never a guess (a reconcile on the wrong cluster would be real).
+    pub fn env_of(&self, step: &PlannedStep) -> Result<String, String> {
+        let one = |found: Vec<&String>, by: &str| -> Option<Result<String, String>> {
+            match found.as_slice() {
+                [] => None,
+                [env] => Some(Ok((*env).clone())),
+                many => Some(Err(format!(
+                    "step {} ({}): {by} belongs to several environments ({})",
+                    step.n,
+                    step.kind.as_str(),
+                    many.iter()
+                        .map(|e| e.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))),
+            }
+        };
+        if let Some(argv) = &step.command {
+            if let Some(i) = argv.iter().position(|a| a == "--kubeconfig") {
+                if let Some(path) = argv.get(i + 1) {
+                    let found = self
+                        .envs
+                        .iter()
+                        .filter(|(_, c)| c.planned_kubeconfig.as_deref() == Some(path.as_str()))
+                        .map(|(e, _)| e)
+                        .collect();
+                    if let Some(r) = one(found, &format!("kubeconfig {path}")) {
+                        return r;
+                    }
+                }
+            }
+        }
+        if let Some(host) = &step.host {
+            let found = self
+                .envs
+                .iter()
+                .filter(|(_, c)| c.hosts.iter().any(|h| h == host))
+                .map(|(e, _)| e)
+                .collect();
+            if let Some(r) = one(found, &format!("host {host}")) {
+                return r;
+            }
+        }
+        if self.envs.len() == 1 {
+            if let Some(env) = self.envs.keys().next() {
+                return Ok(env.clone());
+            }
+        }
+        Err(format!(
+            "step {} ({}) is bound to no host and names no kubeconfig, and the repo has {} \
+             environments ({}): hk-console cannot tell which cluster it is for",
+            step.n,
+            step.kind.as_str(),
+            self.envs.len(),
+            self.envs.keys().cloned().collect::<Vec<_>>().join(", ")
+        ))
+    }
+
+    /// A client and the topology for `env`, or why not.
+    async fn connect(&self, env: &str) -> Result<(kube::Client, EnvTopology), String> {
+        let c = self
+            .envs
+            .get(env)
+            .ok_or_else(|| format!("no environment `{env}` in hk-console.yaml"))?;
+        let target = c.target.clone()?;
+        let topology = c.topology.clone()?;
+        let client = crate::cluster::client(&target)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok((client, topology))
+    }
+}
+
+#[derive(Debug, Default)]
+struct KubeState {
+    cancels: HashMap<Key, CancellationToken>,
+    /// kube-wait verdicts, kept for the Verify that follows.
+    ends: HashMap<Key, WaitEnd>,
+}
+
+/// `kube-wait` (read-only) or `flux-reconcile` (mutating) against the step's environment.
+/// Progress lines stream as step output; a kube-wait's verdict comes back on Verify (met,
+/// failed, timed out), a reconcile's as the step's outcome; a Cancel stops either promptly.
+#[derive(Debug, Clone)]
+pub struct KubeExecutor {
+    kind: StepKind,
+    clusters: Arc<Clusters>,
+    stuck_after: Duration,
+    flux_timeout: Duration,
+    state: Arc<Mutex<KubeState>>,
+}
+
+impl KubeExecutor {
+    pub fn kube_wait(clusters: Arc<Clusters>) -> Self {
+        Self::new(StepKind::KubeWait, clusters)
+    }
+
+    pub fn flux_reconcile(clusters: Arc<Clusters>) -> Self {
+        Self::new(StepKind::FluxReconcile, clusters)
+    }
+
+    fn new(kind: StepKind, clusters: Arc<Clusters>) -> Self {
+        KubeExecutor {
+            kind,
+            clusters,
+            stuck_after: wait::DEFAULT_STUCK_AFTER,
+            flux_timeout: flux::DEFAULT_TIMEOUT,
+            state: Arc::default(),
+        }
+    }
+
+    /// How long an updated pod may stay unready before a rollout wait fails.
+    pub fn with_stuck_after(mut self, d: Duration) -> Self {
+        self.stuck_after = d;
+        self
+    }
+
+    /// How long a reconcile may take.
+    pub fn with_flux_timeout(mut self, d: Duration) -> Self {
+        self.flux_timeout = d;
+        self
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, KubeState> {
+        // Plain inserts and removes: a poisoned lock is still consistent.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn execute(
+        self,
+        tag: RunTag,
+        step: PlannedStep,
+        attempt: u32,
+        cancel: CancellationToken,
+        replies: mpsc::Sender<ExecReply>,
+    ) {
+        let (n, key) = (step.n, (tag, step.n, attempt));
+        let input = self.run(tag, &step, attempt, &cancel, &replies).await;
+        self.lock().cancels.remove(&key);
+        let _ = replies
+            .send(ExecReply::Outcome {
+                tag,
+                input: input.unwrap_or_else(|why| Input::StepFinished {
+                    n,
+                    attempt,
+                    exit_code: None,
+                    error: Some(format!("{why}; the step was not started")),
+                }),
+            })
+            .await;
+    }
+
+    /// The step's final input, or (Err) why it could not start.
+    async fn run(
+        &self,
+        tag: RunTag,
+        step: &PlannedStep,
+        attempt: u32,
+        cancel: &CancellationToken,
+        replies: &mpsc::Sender<ExecReply>,
+    ) -> Result<Input, String> {
+        let n = step.n;
+        enum Work {
+            Wait(Condition, Duration),
+            Reconcile(FluxObject),
+        }
+        let work = match self.kind {
+            StepKind::FluxReconcile => {
+                let argv = step.command.as_deref().unwrap_or_default();
+                Work::Reconcile(FluxObject::from_argv(argv)?)
+            }
+            _ => {
+                let expect = step.expect.clone().unwrap_or_default();
+                let text = expect
+                    .condition
+                    .ok_or("a kube-wait step without a condition")?;
+                let timeout = expect
+                    .timeout_s
+                    .ok_or("a kube-wait step without timeout_s")?;
+                Work::Wait(Condition::parse(&text)?, Duration::from_secs(timeout))
+            }
+        };
+        let env = self.clusters.env_of(step)?;
+        let (client, topology) = self.clusters.connect(&env).await?;
+        if cancel.is_cancelled() {
+            return Ok(Input::Cancelled {
+                n,
+                attempt,
+                reason: "stopped at the operator's request before it started".into(),
+            });
+        }
+        let _ = replies
+            .send(ExecReply::Outcome {
+                tag,
+                input: Input::StepStarted { n, attempt },
+            })
+            .await;
+        // Progress lines go out in order, all of them before the outcome.
+        let (line_tx, mut line_rx) = mpsc::unbounded_channel::<String>();
+        let forward = {
+            let replies = replies.clone();
+            tokio::spawn(async move {
+                while let Some(line) = line_rx.recv().await {
+                    let reply = ExecReply::Output {
+                        tag,
+                        n,
+                        attempt,
+                        line,
+                    };
+                    if replies.send(reply).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        };
+        let progress = move |line: String| {
+            let _ = line_tx.send(line);
+        };
+        let input = match work {
+            Work::Wait(condition, timeout) => {
+                let opts = WaitOptions {
+                    timeout,
+                    stuck_after: self.stuck_after,
+                };
+                match wait::wait(client, &topology, &condition, &opts, cancel, &progress).await {
+                    Ok(WaitEnd::Cancelled { last }) => Input::Cancelled {
+                        n,
+                        attempt,
+                        reason: format!("stopped at the operator's request; last seen: {last}"),
+                    },
+                    Ok(end) => {
+                        progress(format!("verdict: {end}"));
+                        self.lock().ends.insert((tag, n, attempt), end);
+                        Input::StepFinished {
+                            n,
+                            attempt,
+                            exit_code: Some(0),
+                            error: None,
+                        }
+                    }
+                    Err(e) => Input::StepFinished {
+                        n,
+                        attempt,
+                        exit_code: None,
+                        error: Some(format!("{env}: {e}")),
+                    },
+                }
+            }
+            Work::Reconcile(obj) => {
+                match flux::reconcile(client, &obj, self.flux_timeout, cancel, &progress).await {
+                    Ok(r) => match r.end {
+                        WaitEnd::Met(detail) => {
+                            progress(format!("verdict: {detail}"));
+                            Input::StepFinished {
+                                n,
+                                attempt,
+                                exit_code: Some(0),
+                                error: None,
+                            }
+                        }
+                        WaitEnd::Cancelled { last } => Input::Cancelled {
+                            n,
+                            attempt,
+                            reason: format!(
+                                "stopped waiting at the operator's request; the reconcile was \
+                                 already requested ({} = {}) and Flux carries it out anyway; \
+                                 last seen: {last}",
+                                flux::REQUESTED_AT_ANNOTATION,
+                                r.requested_at
+                            ),
+                        },
+                        end => {
+                            progress(format!("verdict: {end}"));
+                            Input::StepFinished {
+                                n,
+                                attempt,
+                                exit_code: None,
+                                error: Some(end.to_string()),
+                            }
+                        }
+                    },
+                    Err(e) => Input::StepFinished {
+                        n,
+                        attempt,
+                        exit_code: None,
+                        error: Some(format!("{env}: {e}")),
+                    },
+                }
+            }
+        };
+        drop(progress);
+        let _ = tokio::time::timeout(Duration::from_secs(5), forward).await;
+        Ok(input)
+    }
+
+    fn verify(&self, step: &PlannedStep, key: Key) -> Input {
+        let (n, attempt) = (key.1, key.2);
+        match self.lock().ends.remove(&key) {
+            Some(end) => Input::VerifyResult {
+                n,
+                attempt,
+                ok: end.is_met(),
+                detail: end.to_string(),
+            },
+            None => Input::VerifyResult {
+                n,
+                attempt,
+                ok: false,
+                detail: format!(
+                    "nothing to verify a {} step against (its verdict was not kept)",
+                    step.kind.as_str()
+                ),
+            },
+        }
+    }
+}
+
+impl StepExecutor for KubeExecutor {
+    fn kind(&self) -> StepKind {
+        self.kind
+    }
+
+    fn mutates(&self) -> bool {
+        self.kind == StepKind::FluxReconcile
+    }
+
+    fn handle(&self, req: ExecRequest, replies: mpsc::Sender<ExecReply>) {
+        match req {
+            ExecRequest::Execute {
+                tag, step, attempt, ..
+            } => {
+                // Registered before the task runs, so a Cancel right behind finds it.
+                let cancel = CancellationToken::new();
+                self.lock()
+                    .cancels
+                    .insert((tag, step.n, attempt), cancel.clone());
+                tokio::spawn(self.clone().execute(tag, step, attempt, cancel, replies));
+            }
+            ExecRequest::Verify { tag, step, attempt } => {
+                let input = self.verify(&step, (tag, step.n, attempt));
+                tokio::spawn(async move {
+                    let _ = replies.send(ExecReply::Outcome { tag, input }).await;
+                });
+            }
+            ExecRequest::Cancel { tag, step, attempt } => {
+                if let Some(t) = self.lock().cancels.get(&(tag, step.n, attempt)) {
+                    t.cancel();
+                }
             }
         }
     }
