@@ -124,11 +124,11 @@ pub fn plan_addresses(repo: &Repo) -> Result<AddressPlan, DemoRepoError> {
     // address would be dialled by nobody in the demo, but still must not stay off-machine.
     for env in &repo.environments {
         if let Some(old) = env.founder.get().and_then(|v| v.parse::<IpAddr>().ok()) {
-            if !plan.rewrite.contains_key(&old) {
+            plan.rewrite.entry(old).or_insert_with(|| {
                 let addr = Ipv4Addr::new(127, 0, 9, spare);
                 spare = spare.saturating_add(1);
-                plan.rewrite.insert(old, addr);
-            }
+                addr
+            });
         }
     }
     Ok(plan)
