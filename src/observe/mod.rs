@@ -6,3 +6,4 @@
 //! Must not: do IO or know the terminal.
 pub mod feed;
 pub mod types;
+pub mod vpn;

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 use hk_console::exec::settings::{ConnectSettings, SshConfig, SshDefaults};
 use hk_console::exec::{SshOptions, SshPool};
 
+pub mod gateway;
+
 pub const SSHD: &str = "/usr/sbin/sshd";
 pub const INSTALL_SSHD: &str =
     "OpenSSH server missing: install it with `apt-get install -y openssh-server` (Debian/Ubuntu)";
