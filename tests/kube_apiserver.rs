@@ -14,8 +14,9 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
-use kube::api::WatchParams;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent};
+use kube::api::{
+    Api, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use kube::Client;
 use serde_json::json;
 use support::apiserver::*;

@@ -822,7 +822,8 @@ impl Drop for ApiServer {
     }
 }
 
-/// The kube-apiserver command line (see the module doc for why each piece is there).
+/// The kube-apiserver command line: loopback only, TLS from the shared PKI, the admin's
+/// static token, RBAC, service-account tokens, its own etcd prefix, audit at Metadata.
 fn apiserver_args(
     sh: &Shared,
     dir: &Path,
