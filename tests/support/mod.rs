@@ -7,6 +7,8 @@
 //! `ssh-agent`, `ssh-add` (openssh-client). Missing tools FAIL the test with that hint.
 #![allow(dead_code)]
 
+pub mod apiserver;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, TcpStream};
