@@ -1,7 +1,5 @@
-//! The embedded simulated homelab: what `hk-console demo` and the end-to-end tests run
-//! against, reached through the console's real clients over loopback.
-//!
-//! Owns: the simulated parts, one module each ([`kube`]: the Kubernetes API server).
-//! Must not: listen on or send to anything outside 127.0.0.0/8.
-
+//! The embedded simulated homelab (issue 6): the demo repo on loopback, and (coming) the
+//! simulated kube API server, SSH nodes and scenarios.
+pub mod demo_repo;
 pub mod kube;
+pub mod scenario;
