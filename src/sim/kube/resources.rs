@@ -22,8 +22,10 @@ pub enum Generation {
 pub enum CreateStatus {
     /// Kept as sent (Node, and resources without a status).
     Keep,
-    /// Dropped (DaemonSet, custom resources with a status subresource).
+    /// Dropped (custom resources with a status subresource).
     Clear,
+    /// Reset to these integer fields at 0 (DaemonSet: the Go struct's non-omitempty counts).
+    Zeroed(&'static [&'static str]),
     /// Reset to `{phase: Pending}` (Pod).
     PodPending,
     /// Reset to `{phase: Active}`, `spec.finalizers: [kubernetes]` (Namespace).
@@ -60,6 +62,9 @@ pub struct ResourceType {
     pub custom: bool,
     /// Field selectors beyond `metadata.name` and `metadata.namespace`.
     pub fields: &'static [SelectableField],
+    /// A client's delete of a scheduled object is graceful (Pod: marked with
+    /// deletionTimestamp for its grace period; the kubelet, here the simulation, removes it).
+    pub graceful_delete: bool,
 }
 
 impl ResourceType {
@@ -200,6 +205,7 @@ pub static RESOURCES: [ResourceType; 8] = [
         create_status: CreateStatus::NamespaceActive,
         custom: false,
         fields: NAMESPACE_FIELDS,
+        graceful_delete: false,
     },
     ResourceType {
         group: "",
@@ -214,6 +220,7 @@ pub static RESOURCES: [ResourceType; 8] = [
         create_status: CreateStatus::Keep,
         custom: false,
         fields: NODE_FIELDS,
+        graceful_delete: false,
     },
     ResourceType {
         group: "",
@@ -228,6 +235,7 @@ pub static RESOURCES: [ResourceType; 8] = [
         create_status: CreateStatus::PodPending,
         custom: false,
         fields: POD_FIELDS,
+        graceful_delete: true,
     },
     ResourceType {
         group: "",
@@ -242,6 +250,7 @@ pub static RESOURCES: [ResourceType; 8] = [
         create_status: CreateStatus::Keep,
         custom: false,
         fields: &[],
+        graceful_delete: false,
     },
     ResourceType {
         group: "apps",
@@ -253,9 +262,15 @@ pub static RESOURCES: [ResourceType; 8] = [
         namespaced: true,
         status: true,
         generation: Generation::Spec,
-        create_status: CreateStatus::Clear,
+        create_status: CreateStatus::Zeroed(&[
+            "currentNumberScheduled",
+            "numberMisscheduled",
+            "desiredNumberScheduled",
+            "numberReady",
+        ]),
         custom: false,
         fields: &[],
+        graceful_delete: false,
     },
     ResourceType {
         group: "coordination.k8s.io",
@@ -270,6 +285,7 @@ pub static RESOURCES: [ResourceType; 8] = [
         create_status: CreateStatus::Keep,
         custom: false,
         fields: &[],
+        graceful_delete: false,
     },
     ResourceType {
         group: "helm.toolkit.fluxcd.io",
@@ -284,6 +300,7 @@ pub static RESOURCES: [ResourceType; 8] = [
         create_status: CreateStatus::Clear,
         custom: true,
         fields: &[],
+        graceful_delete: false,
     },
     ResourceType {
         group: "kustomize.toolkit.fluxcd.io",
@@ -298,6 +315,7 @@ pub static RESOURCES: [ResourceType; 8] = [
         create_status: CreateStatus::Clear,
         custom: true,
         fields: &[],
+        graceful_delete: false,
     },
 ];
 

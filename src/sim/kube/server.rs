@@ -39,7 +39,7 @@ use super::route::{route, Query, Route, Target};
 use super::select::{FieldSelector, LabelSelector, Selectors};
 use super::status::ApiError;
 use super::store::{
-    EventType, ListOpts, Object, Origin, Preconditions, Store, StoreEvent, Sub, WatchFrom,
+    DeleteOpts, EventType, ListOpts, Object, Origin, Store, StoreEvent, Sub, WatchFrom,
 };
 use super::SimKubeConfig;
 
@@ -367,7 +367,7 @@ async fn objects(
         (&Method::DELETE, Some(name)) if !t.status => {
             let r = match read_body(req).await {
                 Ok((_, b)) => {
-                    let pre = preconditions(&b);
+                    let pre = delete_opts(&b, q);
                     store.delete(res, ns, name, &pre, Origin::Api)
                 }
                 Err(e) => Err(e),
@@ -378,8 +378,8 @@ async fn objects(
     }
 }
 
-/// `DeleteOptions.preconditions` from a delete body (empty or absent = none).
-fn preconditions(body: &[u8]) -> Preconditions {
+/// `DeleteOptions` (preconditions, grace period) from a delete body, or from the query.
+fn delete_opts(body: &[u8], q: &Query) -> DeleteOpts {
     let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let p = v.get("preconditions");
     let s = |f: &str| {
@@ -387,9 +387,13 @@ fn preconditions(body: &[u8]) -> Preconditions {
             .and_then(Value::as_str)
             .map(str::to_string)
     };
-    Preconditions {
+    DeleteOpts {
         resource_version: s("resourceVersion"),
         uid: s("uid"),
+        grace_period_seconds: v
+            .get("gracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .or_else(|| q.get("gracePeriodSeconds").and_then(|g| g.parse().ok())),
     }
 }
 

@@ -85,11 +85,12 @@ pub enum Sub {
     Status,
 }
 
-/// Conditions a delete must meet (`DeleteOptions.preconditions`).
+/// A delete's options: `DeleteOptions.preconditions` and `gracePeriodSeconds`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Preconditions {
+pub struct DeleteOpts {
     pub resource_version: Option<String>,
     pub uid: Option<String>,
+    pub grace_period_seconds: Option<i64>,
 }
 
 /// A list request's paging and version options.
@@ -208,6 +209,38 @@ fn now_timestamp() -> Value {
     serde_json::to_value(Time(secs)).unwrap_or(Value::Null)
 }
 
+/// The grace period of a client's pod delete: none for an unscheduled or finished pod,
+/// else the request's, else the pod's `terminationGracePeriodSeconds`, else 30.
+fn pod_grace(pod: &Value, asked: Option<i64>) -> i64 {
+    let scheduled = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    let finished = matches!(
+        pod.pointer("/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    );
+    if !scheduled || finished {
+        return 0;
+    }
+    asked
+        .or_else(|| {
+            pod.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+        })
+        .unwrap_or(30)
+        .max(0)
+}
+
+/// `now + secs`, as a Kubernetes timestamp.
+fn timestamp_in(secs: i64) -> Value {
+    let at = Timestamp::now().as_second().saturating_add(secs);
+    Timestamp::from_second(at)
+        .ok()
+        .and_then(|t| serde_json::to_value(Time(t)).ok())
+        .unwrap_or_else(now_timestamp)
+}
+
 fn meta(obj: &Value) -> Option<&Map<String, Value>> {
     obj.get("metadata").and_then(Value::as_object)
 }
@@ -316,6 +349,8 @@ impl Store {
             // Cannot fail: a fresh store, distinct names.
             let _ = store.create(&RESOURCES[0], None, obj, Origin::Api);
         }
+        // Like a real server's watch cache, the kept history begins at start.
+        store.compact();
         store
     }
 
@@ -525,6 +560,11 @@ impl Store {
             CreateStatus::Clear => {
                 m.remove("status");
             }
+            CreateStatus::Zeroed(fields) => {
+                let zeros: Map<String, Value> =
+                    fields.iter().map(|f| (f.to_string(), json!(0))).collect();
+                m.insert("status".into(), Value::Object(zeros));
+            }
             CreateStatus::PodPending => {
                 m.insert("status".into(), json!({"phase": "Pending"}));
             }
@@ -719,7 +759,7 @@ impl Store {
         res: &'static ResourceType,
         ns: Option<&str>,
         name: &str,
-        pre: &Preconditions,
+        pre: &DeleteOpts,
         origin: Origin,
     ) -> Result<Object, ApiError> {
         let mut inner = self.lock();
@@ -749,6 +789,41 @@ impl Store {
                 ));
             }
         }
+        let old = if res.graceful_delete && origin == Origin::Api {
+            let grace = pod_grace(&old, pre.grace_period_seconds);
+            let marked = meta(&old)
+                .filter(|m| m.contains_key("deletionTimestamp"))
+                .and_then(|m| m.get("deletionGracePeriodSeconds"))
+                .and_then(Value::as_i64);
+            if marked.is_some_and(|g| grace >= g && grace > 0) {
+                return Ok(old);
+            }
+            let mut next = (*old).clone();
+            let first = marked.is_none();
+            with_meta(&mut next, |m| {
+                m.insert("deletionTimestamp".into(), timestamp_in(grace));
+                m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+                if first {
+                    if let Some(g) = m.get("generation").and_then(Value::as_i64) {
+                        m.insert("generation".into(), json!(g + 1));
+                    }
+                }
+            });
+            let marked = self.commit(
+                &mut inner,
+                key.clone(),
+                EventType::Modified,
+                Some(next),
+                Some(old),
+                origin,
+            );
+            if grace > 0 {
+                return Ok(marked);
+            }
+            marked
+        } else {
+            old
+        };
         if std::ptr::eq(res, &RESOURCES[0]) {
             let contained: Vec<(Key, Object)> = inner
                 .objects
@@ -1006,7 +1081,7 @@ impl Store {
     /// Delete the object (a namespace takes its objects with it).
     pub fn remove(&self, r: &ObjRef) -> Result<Object, SimError> {
         let (res, ns) = r.resolve()?;
-        Ok(self.delete(res, ns, &r.name, &Preconditions::default(), Origin::Sim)?)
+        Ok(self.delete(res, ns, &r.name, &DeleteOpts::default(), Origin::Sim)?)
     }
 
     /// The object, if it exists.
@@ -1213,10 +1288,7 @@ mod tests {
         let o = s
             .create(ds, Some("kube-system"), body, Origin::Api)
             .expect("create");
-        assert!(
-            o.get("status").is_none(),
-            "create drops a DaemonSet's status"
-        );
+        assert_eq!(o["status"]["numberReady"], 0, "create resets the status");
         assert_eq!(o["metadata"]["generation"], 1);
         // Main update: status ignored, spec change bumps generation.
         let mut v = (*o).clone();
@@ -1225,7 +1297,7 @@ mod tests {
         let o = s
             .update(ds, Some("kube-system"), "cilium", v, Sub::Main, Origin::Api)
             .expect("update");
-        assert!(o.get("status").is_none());
+        assert_eq!(o["status"]["numberReady"], 0);
         assert_eq!(o["metadata"]["generation"], 2);
         // Status update: only status changes.
         let mut v = (*o).clone();
@@ -1283,7 +1355,7 @@ mod tests {
             r,
             Some("kube-system"),
             "c9",
-            &Preconditions::default(),
+            &DeleteOpts::default(),
             Origin::Api,
         )
         .expect("delete");
@@ -1363,7 +1435,7 @@ mod tests {
             &RESOURCES[0],
             None,
             "kube-public",
-            &Preconditions::default(),
+            &DeleteOpts::default(),
             Origin::Api,
         )
         .expect("delete ns");
