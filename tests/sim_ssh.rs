@@ -634,6 +634,41 @@ async fn openssh_client_talks_to_a_sim_node() {
         String::from_utf8_lossy(&o.stderr),
         "sim: command not supported: ls /\n"
     );
+    // An interpreter reading its program from stdin (Ansible's pipelining) is refused only
+    // after the client has sent all of it: writing 2 MiB does not break the pipe.
+    let o = tokio::task::block_in_place(|| {
+        use std::io::Write;
+        let mut child = Command::new("ssh")
+            .args([
+                "-F",
+                "/dev/null",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "IdentitiesOnly=yes",
+            ])
+            .arg("-o")
+            .arg(format!("UserKnownHostsFile={}", kh.display()))
+            .arg("-i")
+            .arg(key)
+            .arg("-p")
+            .arg(n1.addr().port().to_string())
+            .arg(format!("ops@{}", n1.addr().ip()))
+            .arg("/bin/sh -c '/usr/bin/python3 && sleep 0'")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("ssh");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(&vec![b'#'; 2 << 20])
+            .expect("the whole payload is accepted");
+        drop(stdin);
+        child.wait_with_output().expect("wait")
+    });
+    assert_eq!(o.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("never runs Python"));
     // No command: a shell request, refused with a message.
     let o = tokio::task::block_in_place(|| sim.openssh(n1, key, kh, &[]));
     assert_eq!(o.status.code(), Some(1));
@@ -830,8 +865,9 @@ async fn ansible_raw_tasks_change_simulated_state_and_modules_are_refused() {
       ansible.builtin.raw: echo bfq > /sys/block/sda/queue/scheduler
     - name: nr_requests
       ansible.builtin.raw: echo 32 > /sys/block/sda/queue/nr_requests
-    - name: IOWeight
+    - name: IOWeight, with become (sudo -H -S -n -u root /bin/sh -c ...)
       ansible.builtin.raw: systemctl set-property k3s.service IOWeight=10000
+      become: true
     - name: Read back
       ansible.builtin.raw: cat /sys/block/sda/queue/scheduler
       register: sched

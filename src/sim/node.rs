@@ -841,7 +841,7 @@ impl System for NodeSession {
             return Some(self.sleep(args));
         }
         if base.starts_with("python") {
-            return Some(Output::fail(
+            let mut o = Output::fail(
                 127,
                 format!(
                     "sim: command not supported: {} (a simulated node never runs Python: Ansible \
@@ -849,7 +849,11 @@ impl System for NodeSession {
                      simulated shell)\n",
                     argv.join(" ")
                 ),
-            ));
+            );
+            // Given no script, an interpreter reads it from stdin (Ansible's pipelining):
+            // the client must be let finish sending it.
+            o.reads_stdin = args.iter().all(|a| a.starts_with('-'));
+            return Some(o);
         }
         let user = self.user.clone();
         self.with_state(|s| utility(s, base, args, stdin, &user))
@@ -1015,6 +1019,7 @@ fn systemctl(s: &mut NodeState, args: &[String]) -> Output {
                 stdout: if quiet { Vec::new() } else { out.into_bytes() },
                 stderr: Vec::new(),
                 status,
+                reads_stdin: false,
             }
         }
         "is-enabled" => {
@@ -1042,6 +1047,7 @@ fn systemctl(s: &mut NodeState, args: &[String]) -> Output {
                 },
                 stderr: Vec::new(),
                 status: i32::from(st != "running"),
+                reads_stdin: false,
             }
         }
         "show" => systemctl_show(s, &flags, &props, units),
@@ -1184,6 +1190,7 @@ fn systemctl_status(s: &NodeState, units: &[String]) -> Output {
         stdout: out.into_bytes(),
         stderr: Vec::new(),
         status,
+        reads_stdin: false,
     }
 }
 

@@ -23,6 +23,10 @@ pub struct Output {
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
     pub status: i32,
+    /// The command read its standard input to the end (an interpreter given no script
+    /// reads it from stdin): whoever feeds the input must let the client finish sending
+    /// before answering, as a real process would have drained it.
+    pub reads_stdin: bool,
 }
 
 impl Output {
@@ -30,17 +34,17 @@ impl Output {
     pub fn ok(stdout: impl Into<Vec<u8>>) -> Self {
         Output {
             stdout: stdout.into(),
-            stderr: Vec::new(),
             status: 0,
+            ..Output::default()
         }
     }
 
     /// This status with this on stderr.
     pub fn fail(status: i32, stderr: impl Into<Vec<u8>>) -> Self {
         Output {
-            stdout: Vec::new(),
             stderr: stderr.into(),
             status,
+            ..Output::default()
         }
     }
 }
@@ -996,6 +1000,7 @@ impl<'a> Shell<'a> {
                 let mut piped = Output::default();
                 let r = self.command(c, &input, &mut piped);
                 out.stderr.append(&mut piped.stderr);
+                out.reads_stdin |= piped.reads_stdin;
                 match r {
                     Ok(_) | Err(Stop::Exit(_)) => {}
                     Err(Stop::Killed) => {
@@ -1165,6 +1170,7 @@ impl<'a> Shell<'a> {
         let mut inner = Output::default();
         let input = input.unwrap_or_else(|| stdin.to_vec());
         let r = f(self, &input, &mut inner);
+        out.reads_stdin |= inner.reads_stdin;
         let mut status = match &r {
             Ok(s) | Err(Stop::Exit(s)) => *s,
             Err(Stop::Killed) => 137,
@@ -1314,6 +1320,7 @@ impl<'a> Shell<'a> {
                 Some(o) => {
                     out.stdout.extend_from_slice(&o.stdout);
                     out.stderr.extend_from_slice(&o.stderr);
+                    out.reads_stdin |= o.reads_stdin;
                     if self.sys.cancelled() {
                         return Err(Stop::Killed);
                     }

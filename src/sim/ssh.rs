@@ -5,8 +5,10 @@
 //! exit status (or `KILL` when the client signals) sent back as sshd sends them.
 //!
 //! A `shell` request is answered with a message on stderr and exit status 1; subsystems
-//! (sftp), X11 and agent forwarding are refused. Channel input (stdin) is not read: every
-//! simulated command runs with empty input.
+//! (sftp), X11 and agent forwarding are refused. Channel input (stdin) is not given to the
+//! command (every simulated command runs with empty input); a command that would read it to
+//! the end (an interpreter given no script) is answered only after the client's EOF, as a
+//! real process draining its stdin would be.
 //!
 //! Owns: [`SimNode`] (start, address, host key, known_hosts line, counters, stop),
 //! [`SimNodeSpec`], [`parse_authorized_keys`], [`generate_host_key`].
@@ -297,20 +299,30 @@ async fn accept_loop(
     }
 }
 
+/// What the connection keeps per open channel.
+struct ChannelCtl {
+    /// Set when the client signals the command or closes the channel.
+    cancel: Arc<AtomicBool>,
+    /// Becomes true when the client sends EOF (or closes).
+    eof: tokio::sync::watch::Sender<bool>,
+}
+
 /// One client connection.
 struct Conn {
     shared: Arc<Shared>,
     user: String,
-    /// Per open channel: set when the client signals or closes it.
-    channels: HashMap<ChannelId, Arc<AtomicBool>>,
+    channels: HashMap<ChannelId, ChannelCtl>,
 }
 
+/// How long a command that reads its stdin waits for the client's EOF.
+const STDIN_EOF_WAIT: Duration = Duration::from_secs(30);
+
 impl Conn {
-    fn cancel_flag(&mut self, channel: ChannelId) -> Arc<AtomicBool> {
-        self.channels
-            .entry(channel)
-            .or_insert_with(|| Arc::new(AtomicBool::new(false)))
-            .clone()
+    fn ctl(&mut self, channel: ChannelId) -> &ChannelCtl {
+        self.channels.entry(channel).or_insert_with(|| ChannelCtl {
+            cancel: Arc::new(AtomicBool::new(false)),
+            eof: tokio::sync::watch::channel(false).0,
+        })
     }
 }
 
@@ -381,7 +393,7 @@ impl server::Handler for Conn {
         reply: server::ChannelOpenHandle,
         _session: &mut Session,
     ) -> Result<(), Self::Error> {
-        self.cancel_flag(channel.id());
+        self.ctl(channel.id());
         reply.accept().await;
         Ok(())
     }
@@ -450,7 +462,9 @@ impl server::Handler for Conn {
         session.channel_success(channel)?;
         self.shared.stats.commands.fetch_add(1, Ordering::SeqCst);
         let command = String::from_utf8_lossy(data).to_string();
-        let cancel = self.cancel_flag(channel);
+        let ctl = self.ctl(channel);
+        let cancel = ctl.cancel.clone();
+        let mut eof = ctl.eof.subscribe();
         let state = self.shared.state.clone();
         let user = self.user.clone();
         let handle = session.handle();
@@ -460,7 +474,12 @@ impl server::Handler for Conn {
             })
             .await;
             match ran {
-                Ok((out, ending)) => finish(handle, channel, out.stdout, out.stderr, ending).await,
+                Ok((out, ending)) => {
+                    if out.reads_stdin {
+                        let _ = tokio::time::timeout(STDIN_EOF_WAIT, eof.wait_for(|e| *e)).await;
+                    }
+                    finish(handle, channel, out.stdout, out.stderr, ending).await
+                }
                 Err(e) => {
                     let msg = format!("sim: the command failed inside the simulation: {e}\n");
                     finish(
@@ -483,8 +502,19 @@ impl server::Handler for Conn {
         _signal: Sig,
         _session: &mut Session,
     ) -> Result<(), Self::Error> {
-        if let Some(flag) = self.channels.get(&channel) {
-            flag.store(true, Ordering::SeqCst);
+        if let Some(ctl) = self.channels.get(&channel) {
+            ctl.cancel.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    async fn channel_eof(
+        &mut self,
+        channel: ChannelId,
+        _session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        if let Some(ctl) = self.channels.get(&channel) {
+            ctl.eof.send_replace(true);
         }
         Ok(())
     }
@@ -494,8 +524,9 @@ impl server::Handler for Conn {
         channel: ChannelId,
         _session: &mut Session,
     ) -> Result<(), Self::Error> {
-        if let Some(flag) = self.channels.remove(&channel) {
-            flag.store(true, Ordering::SeqCst);
+        if let Some(ctl) = self.channels.remove(&channel) {
+            ctl.cancel.store(true, Ordering::SeqCst);
+            ctl.eof.send_replace(true);
         }
         Ok(())
     }
