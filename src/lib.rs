@@ -27,6 +27,7 @@ pub mod journal;
 pub mod observe;
 pub mod repo;
 pub mod runbook;
+pub mod sim;
 pub mod tui;
 pub mod ui;
 pub mod yaml;
