@@ -21,6 +21,7 @@ use futures::StreamExt;
 use hk_console::checks::live::{EnvTopology, Server};
 use hk_console::cluster::flux::{self, FluxObject, REQUESTED_AT_ANNOTATION};
 use hk_console::cluster::wait::{self, Condition, WaitEnd, WaitError, WaitOptions};
+use hk_console::cluster::WatchSettings;
 use hk_console::repo::Repo;
 use hk_console::runbook::machine::Input;
 use hk_console::runbook::plan::{Expect, PlannedStep, StepKind};
@@ -112,7 +113,8 @@ fn start_wait(client: Client, condition: &str, timeout_s: u64, stuck_after: Dura
         let progress = move |l: String| {
             let _ = tx.send(l);
         };
-        let r = wait::wait(client, &topo(), &condition, &opts, &c, &progress).await;
+        let settings = WatchSettings::default();
+        let r = wait::wait(client, &topo(), &settings, &condition, &opts, &c, &progress).await;
         (r, Instant::now())
     });
     Running {
@@ -187,7 +189,7 @@ async fn rollout_passes_when_the_last_updated_pod_turns_ready() {
         .await
         .expect("get ds");
     assert_eq!(
-        wait::template_generation(&ds).as_deref(),
+        hk_console::cluster::convert::template_generation(&ds).as_deref(),
         Some("1"),
         "{:?}",
         ds.metadata.annotations
@@ -336,7 +338,7 @@ async fn node_lease_and_agents_pass_on_the_change_they_wait_for() {
         observer.clone(),
         "node-ready k3s-dev-2",
         30,
-        wait::DEFAULT_STUCK_AFTER,
+        WatchSettings::default().stuck_after,
     );
     w.until("k3s-dev-2 NotReady").await;
     let t0 = Instant::now();
@@ -357,7 +359,7 @@ async fn node_lease_and_agents_pass_on_the_change_they_wait_for() {
         observer.clone(),
         "lease-held kube-system/plndr-cp-lock",
         30,
-        wait::DEFAULT_STUCK_AFTER,
+        WatchSettings::default().stuck_after,
     );
     w.until("stale").await;
     let t0 = Instant::now();
@@ -381,7 +383,7 @@ async fn node_lease_and_agents_pass_on_the_change_they_wait_for() {
         observer.clone(),
         "agents-dial-vip",
         30,
-        wait::DEFAULT_STUCK_AFTER,
+        WatchSettings::default().stuck_after,
     );
     let line = w.until("single-node dependency").await;
     assert!(
@@ -500,7 +502,12 @@ async fn an_unreachable_api_server_times_out_naming_the_error() {
     )
     .expect("kubeconfig");
     let client = client_for(&kc).await;
-    let w = start_wait(client, "node-ready k3s-dev-1", 2, wait::DEFAULT_STUCK_AFTER);
+    let w = start_wait(
+        client,
+        "node-ready k3s-dev-1",
+        2,
+        WatchSettings::default().stuck_after,
+    );
     let (end, _, lines) = w.end().await;
     match &end {
         WaitEnd::TimedOut { last, .. } => {
@@ -524,7 +531,7 @@ async fn cancellation_stops_a_wait_promptly() {
         observer,
         "node-ready k3s-dev-1",
         600,
-        wait::DEFAULT_STUCK_AFTER,
+        WatchSettings::default().stuck_after,
     );
     w.until("k3s-dev-1 NotReady").await;
     let t0 = Instant::now();

@@ -1,16 +1,17 @@
 //! `kube-wait`: wait, by watching the API server, until a named condition holds.
 //!
-//! Owns: parsing a `kube-wait` condition ([`Condition::parse`]); turning the objects the API
-//! server sends (DaemonSet, Pods, ConfigMaps, Node, Lease) into the inputs of the live rules
-//! ([`daemonset_status`], [`rollout_pod`], [`agent_pod`], [`node_obs`], [`lease_obs`]);
-//! judging each condition with those rules ([`judge_rollout`], [`judge_node`],
-//! [`judge_agents`], [`judge_lease`]); and the wait itself ([`wait`], over the generic
-//! [`drive`] that `flux` reuses): watches (`kube::runtime::watcher`, never polling), one
-//! progress line each time the picture changes, the verdict when the condition holds or
-//! fails, a timeout, and prompt cancellation.
+//! Owns: parsing a `kube-wait` condition ([`Condition::parse`]); judging each condition on
+//! the objects the API server sends (DaemonSet, Pods, ConfigMaps, Node, Lease) by building
+//! the pane the live panes build (`convert`'s panes, `checks::live`'s rules) and reading its
+//! verdict ([`judge_rollout`], [`judge_node`], [`judge_agents`], [`judge_lease`]); and the
+//! wait itself ([`wait`], over the generic [`drive`] that `flux` reuses): watches
+//! (`kube::runtime::watcher`, never polling), one progress line each time the picture
+//! changes, the verdict when the condition holds or fails, a timeout, and prompt
+//! cancellation. Where the agents live and how long a pod may stay unready are the panes'
+//! [`WatchSettings`], so a wait and a pane never disagree.
 //! Must not: decide what the live rules decide (rolled out, stuck on an unready pod, dials
-//! the VIP, held and fresh, Ready: `checks::live` says), write to the API server, or know
-//! the terminal or the run.
+//! the VIP, held and fresh, Ready: `checks::live` says), convert objects itself (`convert`
+//! does), write to the API server, or know the terminal or the run.
 //!
 //! Time is read from the local clock: the rules take "now" as an input, and a rollout can
 //! become stuck with no event at all (an updated pod that simply stays unready), so the
@@ -33,26 +34,10 @@ use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use super::{convert, WatchSettings};
 use crate::checks::live::{
-    self, AgentPod, ConditionStatus, ConfigMaps, EnvFromConfigMap, EnvSource, EnvTopology, EnvVar,
-    LeaseObs, Look, NodeObs, RolloutPod, RolloutState, Rule, Severity, Timestamp, VipLeaseInput,
+    self, EnvTopology, Look, RolloutPod, RolloutState, Rule, Severity, Timestamp,
 };
-
-/// Where the cilium agents run, how they are labelled, and their container (the documented
-/// cilium defaults, the same the agent pane reads).
-pub const AGENT_NAMESPACE: &str = "kube-system";
-pub const AGENT_LABELS: &str = "k8s-app=cilium";
-pub const AGENT_CONTAINER: &str = "cilium-agent";
-
-/// The DaemonSet's template generation, as the API server records it (apps/v1 keeps the
-/// internal `templateGeneration` in this annotation).
-pub const TEMPLATE_GENERATION_ANNOTATION: &str = "deprecated.daemonset.template.generation";
-/// The label the DaemonSet controller puts on each pod: the template generation it runs.
-pub const TEMPLATE_GENERATION_LABEL: &str = "pod-template-generation";
-
-/// How long an updated pod may stay unready before the rollout counts as stuck (the
-/// runbook schema has no field for it; a cilium-agent is normally ready within a minute).
-pub const DEFAULT_STUCK_AFTER: Duration = Duration::from_secs(180);
 
 // ---------------------------------------------------------------------------------------
 // Conditions
@@ -139,46 +124,11 @@ impl fmt::Display for Condition {
 }
 
 // ---------------------------------------------------------------------------------------
-// API objects -> the live rules' inputs
+// Judging (pure: `convert` turns the objects into the live rules' inputs and panes, the
+// rules decide, this maps their answer to pending / met / failed)
 
-/// A kube timestamp as ms since the epoch (before the epoch counts as the epoch).
-pub fn millis(t: &k8s_openapi::jiff::Timestamp) -> Timestamp {
-    Timestamp(u64::try_from(t.as_millisecond()).unwrap_or(0))
-}
-
-fn count(n: i32) -> u32 {
-    u32::try_from(n).unwrap_or(0)
-}
-
-fn gen(n: Option<i64>) -> u64 {
-    n.and_then(|g| u64::try_from(g).ok()).unwrap_or(0)
-}
-
-/// The DaemonSet's counters and generations.
-pub fn daemonset_status(ds: &DaemonSet) -> live::DaemonSetStatus {
-    let st = ds.status.clone().unwrap_or_default();
-    live::DaemonSetStatus {
-        name: ds.name_any(),
-        generation: gen(ds.metadata.generation),
-        observed_generation: gen(st.observed_generation),
-        desired: count(st.desired_number_scheduled),
-        updated: count(st.updated_number_scheduled.unwrap_or(0)),
-        ready: count(st.number_ready),
-        available: count(st.number_available.unwrap_or(0)),
-        unavailable: count(st.number_unavailable.unwrap_or(0)),
-    }
-}
-
-/// The template generation the DaemonSet's pods must carry to count as updated: the API
-/// server's annotation, else (an object written without it) `metadata.generation`.
-pub fn template_generation(ds: &DaemonSet) -> Option<String> {
-    ds.annotations()
-        .get(TEMPLATE_GENERATION_ANNOTATION)
-        .cloned()
-        .or_else(|| ds.metadata.generation.map(|g| g.to_string()))
-}
-
-/// Whether `pod` is controlled by `ds` (owner reference with its uid).
+/// Whether `pod` is controlled by `ds` (owner reference with its uid): a pod the selector
+/// also matches but another controller owns is not part of this rollout.
 pub fn owned_by(pod: &Pod, ds: &DaemonSet) -> bool {
     let Some(uid) = ds.metadata.uid.as_deref() else {
         return false;
@@ -187,168 +137,6 @@ pub fn owned_by(pod: &Pod, ds: &DaemonSet) -> bool {
         .iter()
         .any(|o| o.controller == Some(true) && o.uid == uid)
 }
-
-/// The pod's Ready condition: (status, lastTransitionTime).
-fn pod_ready(pod: &Pod) -> Option<(&str, Option<Timestamp>)> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| {
-            (
-                c.status.as_str(),
-                c.last_transition_time.as_ref().map(|t| millis(&t.0)),
-            )
-        })
-}
-
-/// One pod of a DaemonSet whose template generation is `template_gen`.
-pub fn rollout_pod(pod: &Pod, template_gen: Option<&str>) -> RolloutPod {
-    let ready_cond = pod_ready(pod);
-    let ready = matches!(ready_cond, Some(("True", _)));
-    let not_ready_since = if ready {
-        None
-    } else {
-        ready_cond.and_then(|(_, t)| t).or_else(|| {
-            pod.metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| millis(&t.0))
-        })
-    };
-    let updated = match (template_gen, pod.labels().get(TEMPLATE_GENERATION_LABEL)) {
-        (Some(want), Some(got)) => want == got,
-        _ => false,
-    };
-    RolloutPod {
-        name: pod.name_any(),
-        node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
-        updated,
-        ready,
-        not_ready_since,
-    }
-}
-
-/// The cilium-agent container of a pod as the agent rule reads it (None: no such
-/// container).
-pub fn agent_pod(pod: &Pod) -> Option<AgentPod> {
-    let spec = pod.spec.as_ref()?;
-    let c = spec.containers.iter().find(|c| c.name == AGENT_CONTAINER)?;
-    let env = c
-        .env
-        .iter()
-        .flatten()
-        .map(|e| EnvVar {
-            name: e.name.clone(),
-            source: env_source(e),
-        })
-        .collect();
-    let env_from = c
-        .env_from
-        .iter()
-        .flatten()
-        .filter_map(|f| {
-            f.config_map_ref.as_ref().map(|r| EnvFromConfigMap {
-                config_map: r.name.clone(),
-                prefix: f.prefix.clone().unwrap_or_default(),
-            })
-        })
-        .collect();
-    Some(AgentPod {
-        name: pod.name_any(),
-        node: spec.node_name.clone(),
-        phase: pod
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default(),
-        ready: matches!(pod_ready(pod), Some(("True", _))),
-        env,
-        env_from,
-    })
-}
-
-fn env_source(e: &k8s_openapi::api::core::v1::EnvVar) -> EnvSource {
-    let Some(from) = &e.value_from else {
-        return EnvSource::Literal {
-            value: e.value.clone().unwrap_or_default(),
-        };
-    };
-    if let Some(r) = &from.config_map_key_ref {
-        return EnvSource::ConfigMapKey {
-            config_map: r.name.clone(),
-            key: r.key.clone(),
-            optional: r.optional.unwrap_or(false),
-        };
-    }
-    let description = if let Some(r) = &from.field_ref {
-        format!("fieldRef {}", r.field_path)
-    } else if let Some(r) = &from.secret_key_ref {
-        format!("Secret {} key {}", r.name, r.key)
-    } else if let Some(r) = &from.resource_field_ref {
-        format!("resourceFieldRef {}", r.resource)
-    } else {
-        "a valueFrom source".to_string()
-    };
-    EnvSource::Other { description }
-}
-
-/// ConfigMaps by name -> data.
-pub fn config_maps<'a>(cms: impl IntoIterator<Item = &'a ConfigMap>) -> ConfigMaps {
-    cms.into_iter()
-        .map(|cm| {
-            (
-                cm.name_any(),
-                cm.data.clone().unwrap_or_default().into_iter().collect(),
-            )
-        })
-        .collect()
-}
-
-/// A Node as the nodes rule reads it.
-pub fn node_obs(n: &Node) -> NodeObs {
-    let status = n.status.as_ref();
-    let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| match c.status.as_str() {
-            "True" => ConditionStatus::True,
-            "False" => ConditionStatus::False,
-            _ => ConditionStatus::Unknown,
-        });
-    let addresses = status
-        .and_then(|s| s.addresses.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|a| a.type_ == "InternalIP" || a.type_ == "ExternalIP")
-        .filter_map(|a| a.address.parse().ok())
-        .collect();
-    NodeObs {
-        name: n.name_any(),
-        ready,
-        labels: n.labels().clone(),
-        addresses,
-    }
-}
-
-/// A Lease as the lease rule reads it.
-pub fn lease_obs(l: &Lease) -> LeaseObs {
-    let spec = l.spec.clone().unwrap_or_default();
-    LeaseObs {
-        name: l.name_any(),
-        holder_identity: spec.holder_identity,
-        renew_time: spec.renew_time.as_ref().map(|t| millis(&t.0)),
-        lease_duration_seconds: spec
-            .lease_duration_seconds
-            .and_then(|d| u64::try_from(d).ok()),
-        lease_transitions: spec.lease_transitions.and_then(|d| u64::try_from(d).ok()),
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Judging (pure: the live rules decide, this maps their answer to wait / done / failed)
 
 /// Where a wait stands after one look.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -372,9 +160,10 @@ fn pending(line: impl Into<String>) -> Judgement {
     }
 }
 
-/// `daemonset-rolled-out`: [`live::rollout`] over the DaemonSet and the pods it controls.
-/// Rolled out = met, stuck on an updated unready pod = failed (naming pod and node),
-/// rolling = pending with `U/D updated, N unavailable: POD on NODE not ready`.
+/// `daemonset-rolled-out`: the rollout pane (`convert::rollout_pane`, `live::rollout`) over
+/// the DaemonSet and the pods it controls. Rolled out = met, stuck on an updated unready pod
+/// = failed (naming pod and node), rolling = pending with
+/// `U/D updated, N unavailable: POD on NODE not ready`.
 pub fn judge_rollout(
     env: &str,
     what: &str,
@@ -386,18 +175,12 @@ pub fn judge_rollout(
     let Some(ds) = ds else {
         return pending(format!("daemonset {what} does not exist (yet)"));
     };
-    let status = daemonset_status(ds);
-    let template = template_generation(ds);
-    let rpods: Vec<RolloutPod> = pods
-        .iter()
-        .filter(|p| owned_by(p, ds))
-        .map(|p| rollout_pod(p, template.as_deref()))
-        .collect();
+    let owned: Vec<&Pod> = pods.iter().copied().filter(|p| owned_by(p, ds)).collect();
     let stuck_ms = u64::try_from(stuck_after.as_millis()).unwrap_or(u64::MAX);
-    let pane = live::rollout(
+    let pane = convert::rollout_pane(
         env,
-        &Look::seen(Some(status.clone())),
-        &rpods,
+        &Look::seen(Some(ds)),
+        &Look::seen(owned),
         now,
         stuck_ms,
     );
@@ -416,14 +199,15 @@ pub fn judge_rollout(
         },
         Some(RolloutState::Rolling { .. }) => {
             // The moment the oldest pending updated pod would turn stuck.
-            let recheck_at = rpods
+            let recheck_at = pane
+                .pods
                 .iter()
                 .filter(|p| p.updated && !p.ready)
                 .filter_map(|p| p.not_ready_since)
                 .map(|t| Timestamp(t.0.saturating_add(stuck_ms).saturating_add(1)))
                 .min();
             Judgement::Pending {
-                line: rollout_line(&status, &rpods),
+                line: rollout_line(&convert::daemonset_status(ds), &pane.pods),
                 recheck_at,
             }
         }
@@ -458,12 +242,12 @@ fn rollout_line(st: &live::DaemonSetStatus, pods: &[RolloutPod]) -> String {
     line
 }
 
-/// `node-ready`: [`live::nodes`]' Ready verdict for that node.
+/// `node-ready`: the nodes pane's Ready verdict for that node.
 pub fn judge_node(topo: &EnvTopology, node: &str, found: Option<&Node>) -> Judgement {
     let Some(n) = found else {
         return pending(format!("node {node} is not (yet) a node of the cluster"));
     };
-    let pane = live::nodes(topo, &Look::seen(vec![node_obs(n)]));
+    let pane = convert::nodes_pane(topo, &Look::seen(vec![n]));
     match pane.verdicts.iter().find(|v| v.rule == Rule::NodeReady) {
         Some(v) if v.severity == Severity::Ok => Judgement::Met {
             detail: v.message.clone(),
@@ -473,11 +257,20 @@ pub fn judge_node(topo: &EnvTopology, node: &str, found: Option<&Node>) -> Judge
     }
 }
 
-/// `agents-dial-vip`: [`live::agent_env`]'s summary over every cilium-agent pod; met when
-/// it is ok (at least one agent, all dialling the VIP).
-pub fn judge_agents(topo: &EnvTopology, pods: &[&Pod], cms: &ConfigMaps) -> Judgement {
-    let agents: Vec<AgentPod> = pods.iter().filter_map(|p| agent_pod(p)).collect();
-    let pane = live::agent_env(topo, &Look::seen(agents), cms);
+/// `agents-dial-vip`: the agent env pane's summary over every agent pod; met when it is ok
+/// (at least one agent, all dialling the VIP).
+pub fn judge_agents(
+    topo: &EnvTopology,
+    pods: &[&Pod],
+    cms: &[&ConfigMap],
+    container: &str,
+) -> Judgement {
+    let pane = convert::agents_pane(
+        topo,
+        &Look::seen(pods.to_vec()),
+        &Look::seen(cms.to_vec()),
+        container,
+    );
     let Some(summary) = pane.verdicts.iter().find(|v| v.rule == Rule::AgentsSummary) else {
         return pending("no verdict on the cilium agents");
     };
@@ -496,8 +289,8 @@ pub fn judge_agents(topo: &EnvTopology, pods: &[&Pod], cms: &ConfigMaps) -> Judg
     pending(parts.join("; "))
 }
 
-/// `lease-held`: [`live::vip_lease`]'s held and fresh verdicts (its VIP probe is not part
-/// of this condition and is not run).
+/// `lease-held`: the VIP lease pane's held and fresh verdicts (its VIP probe is not part of
+/// this condition and is not run).
 pub fn judge_lease(
     topo: &EnvTopology,
     what: &str,
@@ -507,22 +300,21 @@ pub fn judge_lease(
     let Some(l) = found else {
         return pending(format!("lease {what} does not exist (yet)"));
     };
-    let input = VipLeaseInput {
-        lease: Look::seen(Some(lease_obs(l))),
-        probe: Look::could_not("not probed by kube-wait"),
+    let pane = convert::vip_pane(
+        topo,
+        &Look::seen(Some(l)),
+        &Look::could_not("not probed by kube-wait"),
         now,
-    };
-    let pane = live::vip_lease(topo, &input);
+    );
     let of = |rule: Rule| pane.verdicts.iter().find(|v| v.rule == rule);
     let (held, fresh) = (of(Rule::LeaseHeld), of(Rule::LeaseFresh));
     let ok = |v: Option<&live::Verdict>| v.is_some_and(|v| v.severity == Severity::Ok);
     if ok(held) && ok(fresh) {
-        let mut detail: Vec<String> = [held, fresh, of(Rule::LeaseHolder)]
+        let detail: Vec<String> = [held, fresh, of(Rule::LeaseHolder)]
             .into_iter()
             .flatten()
             .map(|v| v.message.clone())
             .collect();
-        detail.dedup();
         return Judgement::Met {
             detail: format!("lease {what}: {}", detail.join("; ")),
         };
@@ -585,10 +377,11 @@ pub struct WaitOptions {
 }
 
 impl WaitOptions {
-    pub fn new(timeout: Duration) -> Self {
+    /// `timeout`, and the panes' stuck threshold (the runbook schema has none of its own).
+    pub fn new(timeout: Duration, settings: &WatchSettings) -> Self {
         WaitOptions {
             timeout,
-            stuck_after: DEFAULT_STUCK_AFTER,
+            stuck_after: settings.stuck_after,
         }
     }
 }
@@ -810,6 +603,7 @@ pub enum Seen {
 struct ConditionWatch {
     client: Client,
     topo: EnvTopology,
+    settings: WatchSettings,
     condition: Condition,
     stuck_after: Duration,
     daemonsets: Mirror<DaemonSet>,
@@ -843,16 +637,17 @@ impl ConditionWatch {
                 Seen::Node,
             )),
             Condition::AgentsDialVip => {
+                let (ns, selector) = (&self.settings.namespace, &self.settings.agent_selector);
                 feeds.push(feed(
-                    Api::<Pod>::namespaced(c.clone(), AGENT_NAMESPACE),
-                    watcher::Config::default().labels(AGENT_LABELS),
-                    format!("pods {AGENT_LABELS} in {AGENT_NAMESPACE}"),
+                    Api::<Pod>::namespaced(c.clone(), ns),
+                    watcher::Config::default().labels(selector),
+                    format!("pods {selector} in {ns}"),
                     Seen::Pod,
                 ));
                 feeds.push(feed(
-                    Api::<ConfigMap>::namespaced(c.clone(), AGENT_NAMESPACE),
+                    Api::<ConfigMap>::namespaced(c.clone(), ns),
                     watcher::Config::default(),
-                    format!("configmaps in {AGENT_NAMESPACE}"),
+                    format!("configmaps in {ns}"),
                     Seen::ConfigMap,
                 ));
             }
@@ -941,7 +736,8 @@ impl Watched for ConditionWatch {
             Condition::NodeReady { node } => judge_node(&self.topo, node, self.nodes.get(node)),
             Condition::AgentsDialVip => {
                 let pods: Vec<&Pod> = self.pods.all().collect();
-                judge_agents(&self.topo, &pods, &config_maps(self.config_maps.all()))
+                let cms: Vec<&ConfigMap> = self.config_maps.all().collect();
+                judge_agents(&self.topo, &pods, &cms, &self.settings.agent_container)
             }
             Condition::LeaseHeld { namespace, name } => judge_lease(
                 &self.topo,
@@ -953,12 +749,13 @@ impl Watched for ConditionWatch {
     }
 }
 
-/// Wait until `condition` holds in the cluster `client` talks to (the environment `topo`),
-/// streaming a line to `progress` each time the picture changes. Read-only: it lists and
-/// watches, nothing else.
+/// Wait until `condition` holds in the cluster `client` talks to (the environment `topo`,
+/// read as `settings` say), streaming a line to `progress` each time the picture changes.
+/// Read-only: it lists and watches, nothing else.
 pub async fn wait(
     client: Client,
     topo: &EnvTopology,
+    settings: &WatchSettings,
     condition: &Condition,
     opts: &WaitOptions,
     cancel: &CancellationToken,
@@ -967,6 +764,7 @@ pub async fn wait(
     let mut w = ConditionWatch {
         client,
         topo: topo.clone(),
+        settings: settings.clone(),
         condition: condition.clone(),
         stuck_after: opts.stuck_after,
         daemonsets: Mirror::default(),
@@ -1009,7 +807,7 @@ mod tests {
     }
 
     fn ts(s: &str) -> Timestamp {
-        millis(&s.parse().expect("timestamp"))
+        convert::timestamp(&s.parse().expect("timestamp"))
     }
 
     #[test]
@@ -1045,7 +843,7 @@ mod tests {
         serde_json::from_value(json!({
             "metadata": {"name": "cilium", "namespace": "kube-system", "uid": "ds-uid",
                          "generation": generation,
-                         "annotations": {TEMPLATE_GENERATION_ANNOTATION: template}},
+                         "annotations": {convert::DS_TEMPLATE_GENERATION_ANNOTATION: template}},
             "spec": {"selector": {"matchLabels": {"k8s-app": "cilium"}},
                      "template": {"metadata": {}, "spec": {"containers": []}}},
             "status": status,
@@ -1057,11 +855,11 @@ mod tests {
         serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "kube-system",
                          "creationTimestamp": "2026-12-02T10:00:00Z",
-                         "labels": {TEMPLATE_GENERATION_LABEL: template},
+                         "labels": {convert::POD_TEMPLATE_GENERATION_LABEL: template},
                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
                                               "name": "cilium", "uid": "ds-uid",
                                               "controller": true}]},
-            "spec": {"nodeName": node, "containers": [{"name": AGENT_CONTAINER,
+            "spec": {"nodeName": node, "containers": [{"name": "cilium-agent",
                      "env": [{"name": "KUBERNETES_SERVICE_HOST", "value": "10.0.0.100"},
                              {"name": "KUBERNETES_SERVICE_PORT", "value": "6443"}]}]},
             "status": {"phase": "Running", "conditions": [
@@ -1163,24 +961,12 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn pods_count_as_updated_by_the_template_generation() {
-        let d = ds(5, "4", status(1, 1, 1, 5));
-        assert_eq!(template_generation(&d).as_deref(), Some("4"));
-        let p = pod("a", "n", "4", true, "2026-12-02T10:00:00Z");
-        assert!(rollout_pod(&p, Some("4")).updated);
-        assert!(!rollout_pod(&p, Some("5")).updated);
-        let mut bare = d.clone();
-        bare.metadata.annotations = None;
-        assert_eq!(template_generation(&bare).as_deref(), Some("5"));
-    }
-
     fn agent(name: &str, node: &str, host: serde_json::Value) -> Pod {
         serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "kube-system"},
             "spec": {"nodeName": node, "containers": [
                 {"name": "sidecar", "env": [{"name": "KUBERNETES_SERVICE_HOST", "value": "1.2.3.4"}]},
-                {"name": AGENT_CONTAINER, "env": [host,
+                {"name": "cilium-agent", "env": [host,
                     {"name": "K8S_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                     {"name": "KUBERNETES_SERVICE_PORT", "value": "6443"}]}]},
         }))
@@ -1203,7 +989,7 @@ mod tests {
         let cm: ConfigMap = serde_json::from_value(json!({
             "metadata": {"name": "endpoint"}, "data": {"host": "10.0.0.12"}}))
         .expect("cm");
-        let j = judge_agents(&topo(), &[&a, &b], &config_maps([&cm]));
+        let j = judge_agents(&topo(), &[&a, &b], &[&cm], "cilium-agent");
         match j {
             Judgement::Pending { line, .. } => {
                 assert!(
@@ -1217,18 +1003,20 @@ mod tests {
         let mut fixed = cm.clone();
         fixed.data = Some([("host".to_string(), "10.0.0.100".to_string())].into());
         assert_eq!(
-            judge_agents(&topo(), &[&a, &b], &config_maps([&fixed])),
+            judge_agents(&topo(), &[&a, &b], &[&fixed], "cilium-agent"),
             Judgement::Met {
                 detail: "2 of 2 agents dial the VIP 10.0.0.100".into()
             }
         );
         assert!(matches!(
-            judge_agents(&topo(), &[], &ConfigMaps::new()),
+            judge_agents(&topo(), &[], &[], "cilium-agent"),
             Judgement::Pending { .. }
         ));
-        let fieldref = agent_pod(&a).expect("agent").env;
-        assert!(fieldref.iter().any(|e| matches!(&e.source,
-            EnvSource::Other { description } if description == "fieldRef spec.nodeName")));
+        // The sidecar's env is not the agent's: judged by the container the settings name.
+        assert!(matches!(
+            judge_agents(&topo(), &[&a], &[], "sidecar"),
+            Judgement::Pending { line, .. } if line.contains("1.2.3.4")
+        ));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! - [`node`]: a node's simulated state and the utilities its commands run.
 //! - [`shell`]: the POSIX `sh` subset those commands are written in.
 pub mod cluster;
+pub mod demo;
 pub mod demo_repo;
 pub mod kube;
 pub mod node;

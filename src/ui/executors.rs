@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::checks::live::EnvTopology;
 use crate::cluster::flux::{self, FluxObject};
 use crate::cluster::wait::{self, Condition, WaitEnd, WaitOptions};
-use crate::cluster::{KubeOverrides, KubeTarget};
+use crate::cluster::{KubeOverrides, KubeTarget, WatchSettings};
 use crate::exec::{
     self, ansible::ListHostsVerdict, AnsibleRunner, Classified, Executor, Mutating, ReadOnly,
     Redactor, RunOptions, SshPool, StepOutcome,
@@ -543,6 +543,9 @@ struct EnvCluster {
     /// The kubeconfig, or why there is none (naming the file and where its name came from).
     target: Result<KubeTarget, String>,
     topology: Result<EnvTopology, String>,
+    /// What the panes read (the agents' namespace, selector, container; the stuck
+    /// threshold): a kube-wait reads the same.
+    settings: Result<WatchSettings, String>,
     /// Inventory hosts of the environment (servers, VPN gateways): a step bound to a host
     /// belongs to the environment that has it.
     hosts: Vec<String>,
@@ -574,6 +577,8 @@ impl Clusters {
                     target: crate::cluster::kube_target(repo, &e.name, ov)
                         .map_err(|x| x.to_string()),
                     topology: crate::cluster::env_topology(repo, &e.name)
+                        .map_err(|x| x.to_string()),
+                    settings: crate::cluster::watch_settings(repo, &e.name)
                         .map_err(|x| x.to_string()),
                     hosts,
                     planned_kubeconfig: e
@@ -680,18 +685,22 @@ impl Clusters {
         ))
     }
 
-    /// A client and the topology for `env`, or why not.
-    async fn connect(&self, env: &str) -> Result<(kube::Client, EnvTopology), String> {
+    /// A client, the topology and the watch settings for `env`, or why not.
+    async fn connect(
+        &self,
+        env: &str,
+    ) -> Result<(kube::Client, EnvTopology, WatchSettings), String> {
         let c = self
             .envs
             .get(env)
             .ok_or_else(|| format!("no environment `{env}` in hk-console.yaml"))?;
         let target = c.target.clone()?;
         let topology = c.topology.clone()?;
+        let settings = c.settings.clone()?;
         let client = crate::cluster::client(&target)
             .await
             .map_err(|e| e.to_string())?;
-        Ok((client, topology))
+        Ok((client, topology, settings))
     }
 }
 
@@ -709,7 +718,8 @@ struct KubeState {
 pub struct KubeExecutor {
     kind: StepKind,
     clusters: Arc<Clusters>,
-    stuck_after: Duration,
+    /// None: the environment's `WatchSettings::stuck_after`, as the rollout pane uses.
+    stuck_after: Option<Duration>,
     flux_timeout: Duration,
     state: Arc<Mutex<KubeState>>,
 }
@@ -727,7 +737,7 @@ impl KubeExecutor {
         KubeExecutor {
             kind,
             clusters,
-            stuck_after: wait::DEFAULT_STUCK_AFTER,
+            stuck_after: None,
             flux_timeout: flux::DEFAULT_TIMEOUT,
             state: Arc::default(),
         }
@@ -735,7 +745,7 @@ impl KubeExecutor {
 
     /// How long an updated pod may stay unready before a rollout wait fails.
     pub fn with_stuck_after(mut self, d: Duration) -> Self {
-        self.stuck_after = d;
+        self.stuck_after = Some(d);
         self
     }
 
@@ -805,7 +815,7 @@ impl KubeExecutor {
             }
         };
         let env = self.clusters.env_of(step)?;
-        let (client, topology) = self.clusters.connect(&env).await?;
+        let (client, topology, settings) = self.clusters.connect(&env).await?;
         if cancel.is_cancelled() {
             return Ok(Input::Cancelled {
                 n,
@@ -842,11 +852,15 @@ impl KubeExecutor {
         };
         let input = match work {
             Work::Wait(condition, timeout) => {
-                let opts = WaitOptions {
-                    timeout,
-                    stuck_after: self.stuck_after,
-                };
-                match wait::wait(client, &topology, &condition, &opts, cancel, &progress).await {
+                let mut opts = WaitOptions::new(timeout, &settings);
+                if let Some(d) = self.stuck_after {
+                    opts.stuck_after = d;
+                }
+                match wait::wait(
+                    client, &topology, &settings, &condition, &opts, cancel, &progress,
+                )
+                .await
+                {
                     Ok(WaitEnd::Cancelled { last }) => Input::Cancelled {
                         n,
                         attempt,
