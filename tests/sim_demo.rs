@@ -41,7 +41,14 @@ async fn healthy_kube_and_vpn_through_the_real_clients() {
             .await
             .expect("list cilium pods");
         assert_eq!(list.items.len(), 3, "{env}");
-        let vip = d.repo.environment(env).expect("env").vip.get().expect("vip").to_string();
+        let vip = d
+            .repo
+            .environment(env)
+            .expect("env")
+            .vip
+            .get()
+            .expect("vip")
+            .to_string();
         for p in &list.items {
             let envs = p.spec.as_ref().expect("spec").containers[0]
                 .env
@@ -62,7 +69,11 @@ async fn healthy_kube_and_vpn_through_the_real_clients() {
             assert_eq!(verdict.severity, Severity::Ok, "{verdict:?}");
         }
     }
-    assert!(v.across.iter().all(|x| x.severity == Severity::Ok), "{:#?}", v.across);
+    assert!(
+        v.across.iter().all(|x| x.severity == Severity::Ok),
+        "{:#?}",
+        v.across
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
