@@ -508,6 +508,18 @@ mod bodies {
             main.data["status"]["lastHandledReconcileAt"], at,
             "the main resource ignores status"
         );
+        let mut unconditional = main.clone();
+        unconditional.metadata.resource_version = None;
+        let e = api
+            .replace("cilium", &PostParams::default(), &unconditional)
+            .await
+            .expect_err("a custom resource needs a resourceVersion to update");
+        let (code, reason, message) = api_code(&e);
+        assert_eq!((code, reason.as_str()), (422, "Invalid"));
+        assert!(
+            message.starts_with("helmreleases.helm.toolkit.fluxcd.io \"cilium\" is invalid"),
+            "{message}"
+        );
     }
 
     /// A DaemonSet's status through the status subresource (replace and patch), the main
@@ -605,6 +617,14 @@ mod bodies {
                 "configmaps \"x\" already exists".into()
             )
         );
+        // Built-in kinds allow an unconditional update (no resourceVersion).
+        let mut changed = cm.clone();
+        changed.data = Some(BTreeMap::from([("k".to_string(), "v".to_string())]));
+        let replaced = cms
+            .replace("x", &PostParams::default(), &changed)
+            .await
+            .expect("unconditional update");
+        assert_eq!(replaced.data, changed.data);
         let leases: Api<Lease> = Api::namespaced(c.clone(), &format!("{ns}-absent"));
         let lease: Lease =
             serde_json::from_value(json!({"metadata": {"name": "l"}})).expect("lease");
