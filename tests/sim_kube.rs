@@ -418,6 +418,54 @@ mod bodies {
         assert_eq!(got, ["one", "two"]);
     }
 
+    /// kube's watcher with streaming lists (`sendInitialEvents`): the initial state as
+    /// events, ended by the `k8s.io/initial-events-end` bookmark, then live changes.
+    pub async fn watcher_streaming_list(s: &impl ApiServer, ns: &str) {
+        let c = s.client();
+        make_namespace(&c, ns).await;
+        let cms: Api<ConfigMap> = Api::namespaced(c.clone(), ns);
+        let cm = |name: &str| -> ConfigMap {
+            serde_json::from_value(json!({"metadata": {"name": name}})).expect("cm")
+        };
+        for n in ["a", "b", "c"] {
+            cms.create(&PostParams::default(), &cm(n))
+                .await
+                .expect("create");
+        }
+        let mut events = watcher(cms.clone(), watcher::Config::default().streaming_lists()).boxed();
+        let mut initial = Vec::new();
+        loop {
+            match within("the streamed initial state", events.try_next()).await {
+                Ok(Some(watcher::Event::InitApply(o))) => {
+                    initial.push(o.metadata.name.unwrap_or_default())
+                }
+                Ok(Some(watcher::Event::InitDone)) => break,
+                Ok(Some(_)) => {}
+                other => panic!("watcher: {other:?}"),
+            }
+        }
+        initial.sort();
+        assert_eq!(initial, ["a", "b", "c"]);
+        cms.create(&PostParams::default(), &cm("d"))
+            .await
+            .expect("create");
+        loop {
+            match within("the live change", events.try_next()).await {
+                Ok(Some(watcher::Event::Apply(o))) if o.metadata.name.as_deref() == Some("d") => {
+                    break
+                }
+                Ok(Some(watcher::Event::Init)) => panic!("no relist expected"),
+                Ok(Some(_)) => {}
+                other => panic!("watcher: {other:?}"),
+            }
+        }
+        let any = cms
+            .list(&ListParams::default().match_any())
+            .await
+            .expect("list at resourceVersion 0");
+        assert_eq!(any.items.len(), 4);
+    }
+
     /// Flux's reconcile request: a merge patch of the `reconcile.fluxcd.io/requestedAt`
     /// annotation on a HelmRelease through DynamicObject; metadata-only, so the generation
     /// stays; a repeat is a no-op (same resourceVersion); a strategic merge patch on a
@@ -680,6 +728,24 @@ async fn watcher_relists_after_a_410() {
     let s = Sim::start().await;
     bodies::watcher_relists_after_expiry(&s, "t-relist").await;
     assert_eq!(s.kube.requests().count("list", "configmaps"), 2);
+}
+
+#[tokio::test]
+async fn watcher_with_streaming_lists() {
+    let s = Sim::start().await;
+    bodies::watcher_streaming_list(&s, "t-stream").await;
+    let log = s.kube.requests();
+    assert_eq!(
+        log.count("list", "configmaps"),
+        1,
+        "only the resourceVersion=0 list"
+    );
+    let first = log
+        .records()
+        .into_iter()
+        .find(|r| r.verb == "watch")
+        .expect("a watch");
+    assert!(first.query.contains("sendInitialEvents=true"), "{first:?}");
 }
 
 #[tokio::test]
