@@ -1,8 +1,8 @@
-//! Live observations of the running platform (VIP lease, cilium-agent env, VPN egress).
+//! Live observations of the running platform (VIP lease, cilium-agents, rollout, nodes, VPN
+//! egress).
 //!
-//! Owns: the typed [`types::Observation`]s that live sources send on a channel to the UI.
-//! The sources themselves (kube API, SSH, TCP probes) come in another issue; this module
-//! holds only the vocabulary they and the UI share.
-//! Must not: do IO or know the terminal.
+//! Owns: [`feed`], the [`feed::Update`]s that live sources send on a channel to the UI (each
+//! carries one pane of `checks::live`, judged). The sources themselves (kube watchers, the
+//! VPN look over SSH) fill them.
+//! Must not: know the terminal, or judge (the verdict rules are `checks::live`'s).
 pub mod feed;
-pub mod types;
