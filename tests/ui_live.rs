@@ -334,6 +334,54 @@ fn stale_looks_say_so_with_their_age() {
     assert_eq!(frame.matches("stale 2m00s").count(), 5 + 4, "{frame}");
 }
 
+#[test]
+fn warnings_leaks_and_unready_nodes_take_their_colour() {
+    let dir = tmp();
+    let palette = Theme::fallback().palette;
+    let mut app = app_with(
+        dir.path(),
+        vec![
+            vip_stale_renew(ago(1_000)),
+            vpn_leak(ago(1_000)),
+            nodes_one_not_ready(ago(1_000)),
+        ],
+    );
+    assert_eq!(
+        strip_text(&app, StripPane::Vip),
+        "held by k3s-prod-1, renewed 45s ago of 15s STALE · 192.168.2.9:6443 answers in 3 ms"
+    );
+    assert_eq!(
+        strip_text(&app, StripPane::Vpn),
+        "k3s-prod-3: LEAK, exits from 203.0.113.7 without the tunnel"
+    );
+    assert_eq!(
+        strip_text(&app, StripPane::Nodes),
+        "2/3 Ready · not Ready: k3s-prod-2"
+    );
+    let b = render(&mut app, 120, 30);
+    assert_eq!(
+        strip_glyph(&b, "VIP lease"),
+        ("!".to_string(), Some(palette.warn))
+    );
+    assert_eq!(
+        strip_glyph(&b, "VPN egress"),
+        ("✗".to_string(), Some(palette.critical))
+    );
+    assert_eq!(
+        strip_glyph(&b, "Nodes"),
+        ("✗".to_string(), Some(palette.critical))
+    );
+    open_live(&mut app);
+    let frame = text(&render(&mut app, 150, 64));
+    for needle in [
+        "k3s-prod-2  ✗ Unknown",
+        "LEAK: traffic through tun0 on k3s-prod-3 exits from 203.0.113.7",
+        "stale: k3s-prod-1 last renewed 45s ago",
+    ] {
+        assert!(frame.contains(needle), "{needle:?} missing:\n{frame}");
+    }
+}
+
 // ------------------------------------------------------------------------------------------
 // Behaviour
 
@@ -375,10 +423,16 @@ fn latest_per_environment_and_kind_and_older_updates_change_nothing() {
 fn l_opens_the_live_screen_from_home_and_run_and_goes_back() {
     let dir = tmp();
     let mut app = app_with(dir.path(), state("healthy"));
+    app.filter = Some("etcd".into());
     open_live(&mut app);
     assert!(text(&render(&mut app, 120, 40)).contains("hk-console env prod · live"));
     app.handle_key(code(crossterm::event::KeyCode::Esc));
-    assert_eq!(app.screen, Screen::Home);
+    assert_eq!(app.screen, Screen::Home, "esc leaves the Live screen");
+    assert_eq!(
+        app.filter.as_deref(),
+        Some("etcd"),
+        "the home filter is kept"
+    );
 
     app.open_runbook("node-health", Some("prod"), None);
     assert_eq!(app.screen, Screen::Run);

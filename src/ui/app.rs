@@ -707,7 +707,11 @@ impl App {
                 }
             }
             Action::Back => {
-                if self.overlay.is_none() && self.filter.take().is_some() {
+                // The Live screen has no filter: Back leaves it (a home filter stays).
+                if self.overlay.is_none()
+                    && self.screen != Screen::Live
+                    && self.filter.take().is_some()
+                {
                     self.search_at = None;
                     return Control::Continue;
                 }

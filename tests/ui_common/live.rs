@@ -77,6 +77,19 @@ pub fn vip(env: &str, at: Timestamp) -> Update {
     )
 }
 
+/// The holder stopped renewing 45 s ago, three times the lease duration, and the VIP still
+/// answers (a former holder's ARP): stale, a warning.
+pub fn vip_stale_renew(at: Timestamp) -> Update {
+    let mut input = vip_input("k3s-prod-1", at);
+    if let Look::Seen {
+        value: Some(lease), ..
+    } = &mut input.lease
+    {
+        lease.renew_time = Some(Timestamp(at.0 - 45_000));
+    }
+    update("prod", at, Feed::Vip(vip_lease(&topo("prod"), &input)))
+}
+
 // ------------------------------------------------------------------------------------------
 // Agents and the rollout
 
@@ -223,6 +236,17 @@ pub fn node_obs(env: &str) -> Vec<NodeObs> {
         .collect()
 }
 
+/// k3s-prod-2's kubelet stopped posting status.
+pub fn nodes_one_not_ready(at: Timestamp) -> Update {
+    let mut obs = node_obs("prod");
+    obs[1].ready = Some(ConditionStatus::Unknown);
+    update(
+        "prod",
+        at,
+        Feed::Nodes(nodes(&topo("prod"), &Look::seen(obs))),
+    )
+}
+
 pub fn nodes_update(env: &str, at: Timestamp) -> Update {
     update(
         env,
@@ -319,6 +343,19 @@ pub fn vpn_eviction_loop(at: Timestamp) -> Update {
             vpn_gateway(&prod, at, &policy),
         ],
     )
+}
+
+/// prod's tunnel is up but traffic leaves from the home ISP's address.
+pub fn vpn_leak(at: Timestamp) -> Update {
+    let policy = VpnPolicy::default();
+    let since = Timestamp(at.0 - 20 * 60 * 1000);
+    let prod = gateway_obs(
+        "prod",
+        "k3s-prod-3",
+        "203.0.113.7",
+        connect_lines("k3s-prod-3", since, GOOD_PIA, "10.72.192.9"),
+    );
+    vpn_update(at, vec![vpn_gateway(&prod, at, &policy)])
 }
 
 // ------------------------------------------------------------------------------------------
