@@ -5,7 +5,7 @@
 //! the terminal before the panic report prints), and [`run_loop`]: a `tokio::select!` over
 //! crossterm's `EventStream`, a tick (clocks, ages), a frame interval (draws coalesced: at
 //! most one per frame, only when something changed), the executor replies and the live
-//! observations. Drawing reads the app's state and nothing else.
+//! updates. Drawing reads the app's state and nothing else.
 //! Must not: hold UI state (that is `ui::app::App`) or block on IO.
 
 use std::io::{self, Stdout};
@@ -23,7 +23,7 @@ use ratatui::Terminal;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
-use crate::observe::types::Observation;
+use crate::observe::feed::Update;
 use crate::ui::action::Action;
 use crate::ui::app::{App, Control};
 use crate::ui::exec::{executor_task, Capabilities, ExecReply, ExecRequest};
@@ -157,7 +157,7 @@ impl Drop for ExecutorLink {
 }
 
 /// Run until the app says quit. Draws only from `app`; every input goes through it.
-/// `observations` are the live sources' messages.
+/// `observations` are the live sources' updates (one judged pane each).
 ///
 /// The executor task holds exactly the app's capabilities: when the app switches to observe
 /// mode (`:observe`), the task holding the mutating executors is stopped and one built from
@@ -165,7 +165,7 @@ impl Drop for ExecutorLink {
 pub async fn run_loop(
     tui: &mut Tui,
     app: &mut App,
-    mut observations: mpsc::Receiver<Observation>,
+    mut observations: mpsc::Receiver<Update>,
 ) -> io::Result<()> {
     let mut exec = ExecutorLink::spawn(Arc::clone(app.capabilities()));
     let mut events = EventStream::new();
@@ -214,8 +214,9 @@ pub async fn run_loop(
                 dirty = true;
             }
             obs = observations.recv(), if obs_open => match obs {
-                Some(o) => {
-                    app.handle_observation(o);
+                Some(u) => {
+                    app.now = crate::journal::now();
+                    app.handle_update(u);
                     dirty = true;
                 }
                 None => obs_open = false,

@@ -1,12 +1,14 @@
 //! The simulated Kubernetes API server (src/sim/kube), driven by kube-rs: the client the
 //! console uses, built from the kubeconfig the simulation writes.
 //!
-//! The test bodies in `bodies` take only an [`ApiServer`] (a kube client and a way to expire
-//! the watch history) and a namespace they create, so the same bodies can run against the
-//! real kube-apiserver (tests/support/apiserver.rs): there the flux CRDs must be installed
-//! and pods admitted without a service-account controller. What only the simulation can
-//! show (the request log, the simulation reacting to a client's write, the perf figures)
-//! is checked in the `#[tokio::test]` wrappers, after the shared body.
+//! The test bodies in `bodies` take only a [`Server`] (a kube client; [`Expiring`] adds a
+//! way to expire the watch history) and a namespace they create, so the same bodies run
+//! against the simulation and against the real kube-apiserver of tests/support/apiserver.rs
+//! (the `real_*` tests). What only the simulation can show (the request log, the
+//! simulation reacting to a client's write, the perf figures) is checked in the wrappers,
+//! after the shared body.
+
+mod support;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -26,10 +28,14 @@ use kube::Client;
 use serde_json::json;
 
 /// A Kubernetes API server a test body can run against.
-trait ApiServer {
+trait Server {
     fn client(&self) -> Client;
-    /// Make every resourceVersion issued so far too old to resume a watch from (a real
-    /// server: an etcd compaction and watch-cache turnover).
+}
+
+/// A server whose watch history a test can expire.
+trait Expiring: Server {
+    /// Make every resourceVersion issued so far too old to resume a watch from (what an
+    /// etcd compaction and a fresh watch cache do to a real server).
     async fn expire_history(&self);
 }
 
@@ -56,11 +62,13 @@ impl Sim {
     }
 }
 
-impl ApiServer for Sim {
+impl Server for Sim {
     fn client(&self) -> Client {
         self.client.clone()
     }
+}
 
+impl Expiring for Sim {
     async fn expire_history(&self) {
         // Move the version on (an unrelated write), then drop the history before it.
         let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -68,6 +76,30 @@ impl ApiServer for Sim {
             "spec": {"holderIdentity": format!("{:?}", Instant::now())}});
         self.kube.store().apply(lease).expect("apply a lease");
         self.kube.store().compact();
+    }
+}
+
+/// The real kube-apiserver (and etcd) of the test harness, with the Flux CRDs installed.
+struct Real {
+    _server: support::apiserver::ApiServer,
+    client: Client,
+}
+
+impl Real {
+    async fn start() -> Real {
+        let server = support::apiserver::ApiServer::start();
+        let client = server.admin_client().await;
+        support::apiserver::install_flux_crds(&client).await;
+        Real {
+            _server: server,
+            client,
+        }
+    }
+}
+
+impl Server for Real {
+    fn client(&self) -> Client {
+        self.client.clone()
     }
 }
 
@@ -132,7 +164,7 @@ mod bodies {
     /// Typed list (label and field selectors), get (server-set metadata), and a raw watch
     /// from the list's version: ADDED/MODIFIED/DELETED, including the ADDED/DELETED a label
     /// change implies for a selector.
-    pub async fn list_get_watch(s: &impl ApiServer, ns: &str) {
+    pub async fn list_get_watch(s: &impl Server, ns: &str) {
         let c = s.client();
         make_namespace(&c, ns).await;
         let pods: Api<Pod> = Api::namespaced(c.clone(), ns);
@@ -278,7 +310,7 @@ mod bodies {
 
     /// A watch from a version older than the kept history gets the real server's answer: a
     /// 200 stream whose one event is ERROR with a 410 Expired Status.
-    pub async fn watch_from_expired_version(s: &impl ApiServer, ns: &str) {
+    pub async fn watch_from_expired_version(s: &impl Expiring, ns: &str) {
         let c = s.client();
         make_namespace(&c, ns).await;
         let cms: Api<ConfigMap> = Api::namespaced(c.clone(), ns);
@@ -316,7 +348,7 @@ mod bodies {
     /// kube's watcher: the first list, then re-watches from its last version each time the
     /// server ends the watch (`timeoutSeconds`), with no relist; changes after a reconnect
     /// still arrive.
-    pub async fn watcher_resumes_after_server_timeout(s: &impl ApiServer, ns: &str) {
+    pub async fn watcher_resumes_after_server_timeout(s: &impl Server, ns: &str) {
         let c = s.client();
         make_namespace(&c, ns).await;
         let cms: Api<ConfigMap> = Api::namespaced(c.clone(), ns);
@@ -370,7 +402,7 @@ mod bodies {
 
     /// kube's watcher after the history is gone: its re-watch gets 410, it relists (a second
     /// Init) and sees what changed meanwhile.
-    pub async fn watcher_relists_after_expiry(s: &impl ApiServer, ns: &str) {
+    pub async fn watcher_relists_after_expiry(s: &impl Expiring, ns: &str) {
         let c = s.client();
         make_namespace(&c, ns).await;
         let cms: Api<ConfigMap> = Api::namespaced(c.clone(), ns);
@@ -418,11 +450,59 @@ mod bodies {
         assert_eq!(got, ["one", "two"]);
     }
 
+    /// kube's watcher with streaming lists (`sendInitialEvents`): the initial state as
+    /// events, ended by the `k8s.io/initial-events-end` bookmark, then live changes.
+    pub async fn watcher_streaming_list(s: &impl Server, ns: &str) {
+        let c = s.client();
+        make_namespace(&c, ns).await;
+        let cms: Api<ConfigMap> = Api::namespaced(c.clone(), ns);
+        let cm = |name: &str| -> ConfigMap {
+            serde_json::from_value(json!({"metadata": {"name": name}})).expect("cm")
+        };
+        for n in ["a", "b", "c"] {
+            cms.create(&PostParams::default(), &cm(n))
+                .await
+                .expect("create");
+        }
+        let mut events = watcher(cms.clone(), watcher::Config::default().streaming_lists()).boxed();
+        let mut initial = Vec::new();
+        loop {
+            match within("the streamed initial state", events.try_next()).await {
+                Ok(Some(watcher::Event::InitApply(o))) => {
+                    initial.push(o.metadata.name.unwrap_or_default())
+                }
+                Ok(Some(watcher::Event::InitDone)) => break,
+                Ok(Some(_)) => {}
+                other => panic!("watcher: {other:?}"),
+            }
+        }
+        initial.sort();
+        assert_eq!(initial, ["a", "b", "c"]);
+        cms.create(&PostParams::default(), &cm("d"))
+            .await
+            .expect("create");
+        loop {
+            match within("the live change", events.try_next()).await {
+                Ok(Some(watcher::Event::Apply(o))) if o.metadata.name.as_deref() == Some("d") => {
+                    break
+                }
+                Ok(Some(watcher::Event::Init)) => panic!("no relist expected"),
+                Ok(Some(_)) => {}
+                other => panic!("watcher: {other:?}"),
+            }
+        }
+        let any = cms
+            .list(&ListParams::default().match_any())
+            .await
+            .expect("list at resourceVersion 0");
+        assert_eq!(any.items.len(), 4);
+    }
+
     /// Flux's reconcile request: a merge patch of the `reconcile.fluxcd.io/requestedAt`
     /// annotation on a HelmRelease through DynamicObject; metadata-only, so the generation
     /// stays; a repeat is a no-op (same resourceVersion); a strategic merge patch on a
     /// custom resource is 415; the status subresource takes only the status.
-    pub async fn helmrelease_reconcile_annotation(s: &impl ApiServer, ns: &str) {
+    pub async fn helmrelease_reconcile_annotation(s: &impl Server, ns: &str) {
         let c = s.client();
         make_namespace(&c, ns).await;
         let gvk = GroupVersionKind::gvk("helm.toolkit.fluxcd.io", "v2", "HelmRelease");
@@ -508,11 +588,23 @@ mod bodies {
             main.data["status"]["lastHandledReconcileAt"], at,
             "the main resource ignores status"
         );
+        let mut unconditional = main.clone();
+        unconditional.metadata.resource_version = None;
+        let e = api
+            .replace("cilium", &PostParams::default(), &unconditional)
+            .await
+            .expect_err("a custom resource needs a resourceVersion to update");
+        let (code, reason, message) = api_code(&e);
+        assert_eq!((code, reason.as_str()), (422, "Invalid"));
+        assert!(
+            message.starts_with("helmreleases.helm.toolkit.fluxcd.io \"cilium\" is invalid"),
+            "{message}"
+        );
     }
 
     /// A DaemonSet's status through the status subresource (replace and patch), the main
     /// resource ignoring status, generation on spec change, 409 on a stale update.
-    pub async fn daemonset_status(s: &impl ApiServer, ns: &str) {
+    pub async fn daemonset_status(s: &impl Server, ns: &str) {
         let c = s.client();
         make_namespace(&c, ns).await;
         let api: Api<DaemonSet> = Api::namespaced(c.clone(), ns);
@@ -576,7 +668,7 @@ mod bodies {
     }
 
     /// 404 and 409 as kube::Error::Api with the real server's code, reason and message.
-    pub async fn error_shapes(s: &impl ApiServer, ns: &str) {
+    pub async fn error_shapes(s: &impl Server, ns: &str) {
         let c = s.client();
         make_namespace(&c, ns).await;
         let cms: Api<ConfigMap> = Api::namespaced(c.clone(), ns);
@@ -605,6 +697,14 @@ mod bodies {
                 "configmaps \"x\" already exists".into()
             )
         );
+        // Built-in kinds allow an unconditional update (no resourceVersion).
+        let mut changed = cm.clone();
+        changed.data = Some(BTreeMap::from([("k".to_string(), "v".to_string())]));
+        let replaced = cms
+            .replace("x", &PostParams::default(), &changed)
+            .await
+            .expect("unconditional update");
+        assert_eq!(replaced.data, changed.data);
         let leases: Api<Lease> = Api::namespaced(c.clone(), &format!("{ns}-absent"));
         let lease: Lease =
             serde_json::from_value(json!({"metadata": {"name": "l"}})).expect("lease");
@@ -660,6 +760,24 @@ async fn watcher_relists_after_a_410() {
     let s = Sim::start().await;
     bodies::watcher_relists_after_expiry(&s, "t-relist").await;
     assert_eq!(s.kube.requests().count("list", "configmaps"), 2);
+}
+
+#[tokio::test]
+async fn watcher_with_streaming_lists() {
+    let s = Sim::start().await;
+    bodies::watcher_streaming_list(&s, "t-stream").await;
+    let log = s.kube.requests();
+    assert_eq!(
+        log.count("list", "configmaps"),
+        1,
+        "only the resourceVersion=0 list"
+    );
+    let first = log
+        .records()
+        .into_iter()
+        .find(|r| r.verb == "watch")
+        .expect("a watch");
+    assert!(first.query.contains("sendInitialEvents=true"), "{first:?}");
 }
 
 #[tokio::test]
@@ -993,4 +1111,37 @@ async fn perf_watch_latency_and_list_1000_pods() {
         "perf: LIST 1000 pods, server side (request to encoded response): median {:?}",
         percentile(&server_side, 0.5)
     );
+}
+
+// The same bodies against the real kube-apiserver. (The two that expire the watch history
+// need the harness to compact etcd and restart the apiserver; it cannot yet.)
+
+#[tokio::test]
+async fn real_list_get_watch_with_selectors() {
+    bodies::list_get_watch(&Real::start().await, "t-watch").await;
+}
+
+#[tokio::test]
+async fn real_watcher_resumes_after_the_server_timeout() {
+    bodies::watcher_resumes_after_server_timeout(&Real::start().await, "t-resume").await;
+}
+
+#[tokio::test]
+async fn real_watcher_with_streaming_lists() {
+    bodies::watcher_streaming_list(&Real::start().await, "t-stream").await;
+}
+
+#[tokio::test]
+async fn real_helmrelease_reconcile_annotation_by_merge_patch() {
+    bodies::helmrelease_reconcile_annotation(&Real::start().await, "t-flux").await;
+}
+
+#[tokio::test]
+async fn real_daemonset_status_subresource() {
+    bodies::daemonset_status(&Real::start().await, "t-ds").await;
+}
+
+#[tokio::test]
+async fn real_not_found_and_conflict_shapes() {
+    bodies::error_shapes(&Real::start().await, "t-errors").await;
 }

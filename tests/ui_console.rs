@@ -5,9 +5,6 @@ mod ui_common;
 
 use crossterm::event::KeyCode;
 use hk_console::journal;
-use hk_console::observe::types::{
-    Agent, AgentEnv, EndpointVerdict, Gateway, ObservationBody, Pane, VipLease, VpnEgress,
-};
 use hk_console::runbook::machine::{GateAnswer, Input, Mode, RunStatus, StepState, Timestamp};
 use hk_console::runbook::plan::StepKind;
 use hk_console::ui::app::{App, Control, Overlay, Screen};
@@ -546,100 +543,6 @@ fn build_app_opens_the_start_screen() {
     );
     assert!(app.is_observe());
     assert_eq!(app.screen, Screen::Run);
-}
-
-// ---------------------------------------------------------------------------------------
-// Live strip
-
-fn vip(holder: Option<&str>, answers: Option<bool>) -> ObservationBody {
-    ObservationBody::VipLease(VipLease {
-        vip: "192.168.2.9".into(),
-        holder: holder.map(str::to_string),
-        renewed_at: Some(Timestamp(T0.0 - 7_000)),
-        api_answers: answers,
-    })
-}
-
-fn agents() -> ObservationBody {
-    let a = |node: &str, host: &str, verdict| Agent {
-        pod: format!("cilium-{node}"),
-        node: node.into(),
-        service_host: Some(host.into()),
-        verdict,
-    };
-    ObservationBody::AgentEnv(AgentEnv {
-        agents: vec![
-            a("k3s-prod-1", "192.168.2.10", EndpointVerdict::NodeIp),
-            a("k3s-prod-2", "192.168.2.9", EndpointVerdict::Vip),
-            a("k3s-prod-3", "192.168.2.9", EndpointVerdict::Vip),
-        ],
-    })
-}
-
-fn vpn() -> ObservationBody {
-    let g = |host: &str| Gateway {
-        host: host.into(),
-        tunnel_active: true,
-        exit_ip: Some("203.0.113.7".into()),
-        home_ip: Some("198.51.100.1".into()),
-        server: Some("158.173.241.112:1198".into()),
-        tunnel_addr: Some("10.72.192.7".into()),
-        recent_restarts: 3,
-    };
-    ObservationBody::VpnEgress(VpnEgress {
-        gateways: vec![g("k3s-dev-3"), g("k3s-prod-3")],
-    })
-}
-
-#[test]
-fn live_strip_in_each_observation_state() {
-    let dir = tmp();
-    let mut app = operate_app(dir.path(), &[], &[]);
-    app.current_env = Some("prod".into());
-
-    let frame = text(&render(&mut app, 120, 30));
-    insta::assert_snapshot!("live_no_data", frame);
-    assert_eq!(frame.matches("no data yet").count(), 3);
-
-    app.handle_observation(observation(
-        "prod",
-        Timestamp(T0.0 - 5_000),
-        vip(Some("k3s-prod-2"), Some(true)),
-    ));
-    app.handle_observation(observation("prod", Timestamp(T0.0 - 5_000), agents()));
-    app.handle_observation(observation("prod", Timestamp(T0.0 - 5_000), vpn()));
-    let frame = text(&render(&mut app, 120, 30));
-    insta::assert_snapshot!("live_fresh", frame);
-    assert!(frame.contains("held by k3s-prod-2"));
-    assert!(frame.contains("2/3 agents dial the VIP"));
-    assert!(frame.contains("k3s-prod-1 → 192.168.2.10"));
-    assert!(frame.contains("EVICTION LOOP"));
-
-    app.now = Timestamp(T0.0 + 120_000);
-    let frame = text(&render(&mut app, 120, 30));
-    insta::assert_snapshot!("live_stale", frame);
-    assert_eq!(frame.matches("stale 2m05s").count(), 3, "{frame}");
-
-    app.handle_observation(observation(
-        "prod",
-        Timestamp(T0.0 + 110_000),
-        ObservationBody::Error {
-            pane: Pane::VipLease,
-            message: "API server unreachable: connection refused".into(),
-        },
-    ));
-    let frame = text(&render(&mut app, 120, 30));
-    insta::assert_snapshot!("live_error", frame);
-    assert!(frame.contains("error 10s ago"));
-    assert!(frame.contains("API server unreachable"));
-    // Another environment's observations do not show under this one.
-    app.current_env = Some("dev".into());
-    assert_eq!(
-        text(&render(&mut app, 120, 30))
-            .matches("no data yet")
-            .count(),
-        3
-    );
 }
 
 // ---------------------------------------------------------------------------------------

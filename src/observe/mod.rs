@@ -1,8 +1,10 @@
-//! Live observations of the running platform (VIP lease, cilium-agent env, VPN egress).
+//! Live observations of the running platform (VIP lease, cilium-agents, rollout, nodes, VPN
+//! egress).
 //!
-//! Owns: the typed observations live sources send on a channel to the UI ([`types`],
-//! [`feed`]) and the VPN egress source over SSH ([`vpn`]); the kube sources are `cluster`'s.
-//! Must not: judge (`checks::live` does) or know the terminal. Only `vpn` does IO.
+//! Owns: [`feed`], the [`feed::Update`]s that live sources send on a channel to the UI (each
+//! carries one pane of `checks::live`, judged), and the VPN egress source over SSH
+//! ([`vpn`]); the kube sources are `cluster`'s.
+//! Must not: know the terminal, or judge (the verdict rules are `checks::live`'s). Only
+//! `vpn` does IO.
 pub mod feed;
-pub mod types;
 pub mod vpn;

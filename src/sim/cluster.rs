@@ -154,7 +154,13 @@ fn pod_name(env: &SimEnv, server: usize, generation: u64) -> String {
     format!("cilium-g{generation}-n{n}")
 }
 
-fn lease(name: &str, holder: &str, duration_s: u64, transitions: u64, now: jiff::Timestamp) -> Value {
+fn lease(
+    name: &str,
+    holder: &str,
+    duration_s: u64,
+    transitions: u64,
+    now: jiff::Timestamp,
+) -> Value {
     json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": name, "namespace": NS},
@@ -198,16 +204,28 @@ pub fn seed(store: &Store, env: &SimEnv, state: &EnvState) -> Result<(), super::
     for (name, addr) in &env.servers {
         store.apply(node(name, *addr, true, now))?;
     }
-    let holder_ix = state.lease_holder.saturating_sub(1).min(env.servers.len().saturating_sub(1));
+    let holder_ix = state
+        .lease_holder
+        .saturating_sub(1)
+        .min(env.servers.len().saturating_sub(1));
     if let Some((holder, _)) = env.servers.get(holder_ix) {
-        store.apply(lease(&env.lease_name, holder, state.lease_duration_s, 0, now))?;
+        store.apply(lease(
+            &env.lease_name,
+            holder,
+            state.lease_duration_s,
+            0,
+            now,
+        ))?;
     }
     let hosts: Vec<String> = (0..env.servers.len())
         .map(|i| env.dial(state.agents_dial, i))
         .collect();
     // The template carries what the agents were last rolled out with; with agents on
     // their own node it shows the first node's value, as a kubectl edit would leave it.
-    let template_host = hosts.first().cloned().unwrap_or_else(|| env.vip.to_string());
+    let template_host = hosts
+        .first()
+        .cloned()
+        .unwrap_or_else(|| env.vip.to_string());
     store.apply(daemonset(env, &template_host))?;
     let ds = ObjRef::new("apps/v1", "DaemonSet", Some(NS), "cilium");
     let generation = store
@@ -219,7 +237,12 @@ pub fn seed(store: &Store, env: &SimEnv, state: &EnvState) -> Result<(), super::
     }
     store.patch_status(
         &ds,
-        daemonset_status(generation, env.servers.len(), env.servers.len(), env.servers.len()),
+        daemonset_status(
+            generation,
+            env.servers.len(),
+            env.servers.len(),
+            env.servers.len(),
+        ),
     )?;
     store.apply(helmrelease(None))?;
     Ok(())
@@ -291,7 +314,10 @@ impl Controllers {
     fn new(store: Store, env: SimEnv, state: EnvState) -> Controllers {
         let n = env.servers.len();
         Controllers {
-            holder: state.lease_holder.saturating_sub(1).min(n.saturating_sub(1)),
+            holder: state
+                .lease_holder
+                .saturating_sub(1)
+                .min(n.saturating_sub(1)),
             dead: vec![false; n],
             transitions: 0,
             last_renew: jiff::Timestamp::now(),
@@ -303,7 +329,12 @@ impl Controllers {
     }
 
     fn lease_ref(&self) -> ObjRef {
-        ObjRef::new("coordination.k8s.io/v1", "Lease", Some(NS), &self.env.lease_name)
+        ObjRef::new(
+            "coordination.k8s.io/v1",
+            "Lease",
+            Some(NS),
+            &self.env.lease_name,
+        )
     }
 
     /// kube-vip: the live holder renews; a dead one does not, and once its lease has run
@@ -362,7 +393,9 @@ impl Controllers {
                         Some(NS),
                         &self.current_pod(i).unwrap_or_default(),
                     ));
-                    let _ = self.store.apply(pod(&self.env, i, generation, &host, true, now));
+                    let _ = self
+                        .store
+                        .apply(pod(&self.env, i, generation, &host, true, now));
                 }
             }
             // The tunnel is the SSH side's; the cluster has nothing to do.
@@ -429,7 +462,9 @@ impl Controllers {
                 let _ = self.store.remove(&ObjRef::new("v1", "Pod", Some(NS), &old));
             }
             let host = self.env.dial(target, i);
-            let _ = self.store.apply(pod(&self.env, i, generation, &host, false, now));
+            let _ = self
+                .store
+                .apply(pod(&self.env, i, generation, &host, false, now));
             let _ = self
                 .store
                 .patch_status(&ds, daemonset_status(generation, n, i + 1, n - 1));

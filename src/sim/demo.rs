@@ -124,7 +124,9 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
     let (repo, plan) = demo_repo::prepare(dir)?;
     let cancel = CancellationToken::new();
     let start_ms = now_ms();
-    let clock = Clock::running(start_ms, f64::from(scenario.time_scale));
+    // The nodes' clocks run at real speed: the console judges journal times against its own
+    // clock. `time_scale` compresses the timeline (faults, reconnect periods) instead.
+    let clock = Clock::running(start_ms, 1.0);
 
     // The operator's key for the simulated nodes (never their ~/.ssh).
     let key = super::ssh::generate_host_key().map_err(DemoError::Start)?;
@@ -205,7 +207,11 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
     let gateways: BTreeMap<String, String> = repo
         .environments
         .iter()
-        .flat_map(|e| e.vpn_gateways.iter().map(|g| (g.name.clone(), e.name.clone())))
+        .flat_map(|e| {
+            e.vpn_gateways
+                .iter()
+                .map(|g| (g.name.clone(), e.name.clone()))
+        })
         .collect();
     let env_of: BTreeMap<String, String> = repo
         .environments
@@ -214,9 +220,7 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
         .collect();
     for (host, addr) in &plan.hosts {
         let env_name = env_of.get(host).or_else(|| gateways.get(host));
-        let state = env_name
-            .map(|e| scenario.env_state(e))
-            .unwrap_or_default();
+        let state = env_name.map(|e| scenario.env_state(e)).unwrap_or_default();
         let node = build_node(&repo, host, &state, gateways.contains_key(host), &clock)?;
         let sim = SimNode::start(SimNodeSpec {
             name: host.clone(),
@@ -247,12 +251,12 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
             key_path.display()
         );
         if let Some(port) = env_of.get(host).and_then(|e| api_ports.get(e)) {
-            text.push_str(&format!(
-                "{}: {port}\n",
-                crate::repo::env::VAR_API_PORT
-            ));
+            text.push_str(&format!("{}: {port}\n", crate::repo::env::VAR_API_PORT));
         }
-        write(&inv_dir.join("host_vars").join(format!("{host}.yml")), &text)?;
+        write(
+            &inv_dir.join("host_vars").join(format!("{host}.yml")),
+            &text,
+        )?;
     }
     // hk-console reads the known_hosts file hk-console.yaml names.
     let cfg_path = dir.join("hk-console.yaml");
@@ -330,13 +334,7 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
             }
         }
         let store = kubes[&sim_env.name].store().clone();
-        tokio::spawn(cluster::run(
-            store,
-            sim_env,
-            state,
-            faults,
-            cancel.clone(),
-        ));
+        tokio::spawn(cluster::run(store, sim_env, state, faults, cancel.clone()));
     }
     // Tunnels that reconnect on a period (the eviction loop) keep doing so.
     for (host, node) in &nodes {
@@ -348,7 +346,8 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
             continue;
         }
         let state = node.state();
-        let real = Duration::from_millis(period * 1000 / u64::from(scenario.time_scale)).max(Duration::from_millis(200));
+        let real = Duration::from_millis(period * 1000 / u64::from(scenario.time_scale))
+            .max(Duration::from_millis(200));
         let c = cancel.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(real);
@@ -391,7 +390,8 @@ fn build_node(
 ) -> Result<NodeState, DemoError> {
     let mut n = NodeState::new(host, clock.clone());
     let now = n.now_ms();
-    let bad = |what: &str, v: &str| DemoError::Start(format!("scenario: {what} `{v}` is not an address"));
+    let bad =
+        |what: &str, v: &str| DemoError::Start(format!("scenario: {what} `{v}` is not an address"));
     n.direct_exit_ip = state
         .vpn
         .direct_exit

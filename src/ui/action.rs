@@ -43,6 +43,8 @@ pub enum Action {
     ToggleFollow,
     /// Switch to observe mode (read-only).
     Observe,
+    /// The Live screen (every live pane in detail); on it, back to where it was opened.
+    Live,
     /// `/`: filter the lists (home) or the output (run view).
     Filter,
     /// While an output search is active: jump to the next (newer) matching line.
@@ -67,7 +69,9 @@ impl Action {
             Action::Quit => "quit (asks if a run is active)",
             Action::Back => "close / back",
             Action::Help => "this help",
-            Action::CommandLine => "command line (:run ID, :env NAME, :theme NAME, :observe, :q)",
+            Action::CommandLine => {
+                "command line (:run ID, :env NAME, :theme NAME, :observe, :live, :q)"
+            }
             Action::Up => "up",
             Action::Down => "down",
             Action::PageUp => "page up",
@@ -84,6 +88,7 @@ impl Action {
             Action::Skip => "skip the halted step (asks a reason)",
             Action::ToggleFollow => "output: follow on/off",
             Action::Observe => "observe mode (read-only)",
+            Action::Live => "live panes in detail (VIP, agents, rollout, nodes, VPN)",
             Action::Filter => "filter lists / search output (esc clears)",
             Action::NextMatch => "search: next matching line",
             Action::PrevMatch => "search: previous matching line",

@@ -17,7 +17,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKi
 use tui_textarea::TextArea;
 
 use crate::journal::{self, Journal, RunSummary};
-use crate::observe::types::{Observation, ObservationBody, Pane};
+use crate::observe::feed::Update;
 use crate::repo::env::Environment;
 use crate::runbook::embedded::RunbookSet;
 use crate::runbook::machine::{
@@ -30,6 +30,7 @@ use crate::runbook::schema::Runbook;
 use super::action::Action;
 use super::exec::{Capabilities, ExecReply, ExecRequest, ReadOnlyExecutors, RunTag};
 use super::keymap::{Key, KeyMode, Keymaps};
+use super::live::LiveState;
 use super::output::OutputBuffer;
 use super::theme::{Theme, ThemeSet, ThemeWarning};
 
@@ -73,6 +74,8 @@ pub struct RunbookSummary {
 pub enum Screen {
     Home,
     Run,
+    /// Every live pane of the current environment in detail (read-only by nature).
+    Live,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,15 +202,6 @@ pub enum Overlay {
     },
 }
 
-/// The last thing each live pane heard, per environment.
-#[derive(Debug, Clone, Default)]
-pub struct LiveState {
-    pub latest: BTreeMap<(String, Pane), Observation>,
-}
-
-/// An observation older than this is shown as stale, with its age.
-pub const STALE_AFTER_MS: u64 = 30_000;
-
 /// The run open in the run view.
 #[derive(Debug)]
 pub struct ActiveRun {
@@ -252,6 +246,10 @@ pub struct App {
     pub active: Option<ActiveRun>,
     next_tag: RunTag,
     pub live: LiveState,
+    /// Where Back (or `l`) leaves the Live screen to.
+    pub live_from: Screen,
+    /// The Live screen's first shown line.
+    pub live_scroll: usize,
     pub theme: Theme,
     pub themes: ThemeSet,
     pub theme_warnings: Vec<ThemeWarning>,
@@ -335,6 +333,8 @@ impl App {
             active: None,
             next_tag: 1,
             live: LiveState::default(),
+            live_from: Screen::Home,
+            live_scroll: 0,
             theme,
             themes: parts.themes,
             theme_warnings,
@@ -432,6 +432,7 @@ impl App {
             (Some(Overlay::Help), _) => KeyMode::Help,
             (_, Screen::Home) => KeyMode::Home,
             (_, Screen::Run) => KeyMode::Run,
+            (_, Screen::Live) => KeyMode::Live,
         }
     }
 
@@ -440,6 +441,7 @@ impl App {
         match self.screen {
             Screen::Home => KeyMode::Home,
             Screen::Run => KeyMode::Run,
+            Screen::Live => KeyMode::Live,
         }
     }
 
@@ -494,8 +496,16 @@ impl App {
         }
     }
 
-    /// The mouse: the wheel scrolls the output.
+    /// The mouse: the wheel scrolls the output (the Live screen, on it).
     pub fn handle_mouse(&mut self, ev: MouseEvent) -> Control {
+        if self.screen == Screen::Live {
+            match ev.kind {
+                MouseEventKind::ScrollUp => self.scroll_live(-3),
+                MouseEventKind::ScrollDown => self.scroll_live(3),
+                _ => {}
+            }
+            return Control::Continue;
+        }
         if let Some(a) = self.active.as_mut() {
             match ev.kind {
                 MouseEventKind::ScrollUp => a.output.scroll_up(3),
@@ -697,13 +707,23 @@ impl App {
                 }
             }
             Action::Back => {
-                if self.overlay.is_none() && self.filter.take().is_some() {
+                // The Live screen has no filter: Back leaves it (a home filter stays).
+                if self.overlay.is_none()
+                    && self.screen != Screen::Live
+                    && self.filter.take().is_some()
+                {
                     self.search_at = None;
                     return Control::Continue;
                 }
-                if self.overlay.take().is_none() && self.screen == Screen::Run {
-                    self.screen = Screen::Home;
-                    self.refresh_runs();
+                if self.overlay.take().is_none() {
+                    match self.screen {
+                        Screen::Run => {
+                            self.screen = Screen::Home;
+                            self.refresh_runs();
+                        }
+                        Screen::Live => self.leave_live(),
+                        Screen::Home => {}
+                    }
                 }
             }
             Action::Help => self.overlay = Some(Overlay::Help),
@@ -742,6 +762,7 @@ impl App {
                         .map_or(0, |i| (i + 1) % self.envs.len());
                     self.current_env = Some(self.envs[i].name.clone());
                     self.env_sel = i;
+                    self.live_scroll = 0;
                 }
             }
             Action::StartRun => self.start_run(),
@@ -780,6 +801,7 @@ impl App {
                 }
             }
             Action::Observe => self.enter_observe(),
+            Action::Live => self.toggle_live(),
             Action::Filter => {
                 let mut t = single_line();
                 if let Some(f) = &self.filter {
@@ -907,6 +929,10 @@ impl App {
     }
 
     fn move_sel(&mut self, d: isize) {
+        if self.screen == Screen::Live {
+            self.scroll_live(d);
+            return;
+        }
         let step = |cur: usize, len: usize| -> usize {
             if len == 0 {
                 return 0;
@@ -922,6 +948,7 @@ impl App {
                 }
                 HomeFocus::Runs => self.run_sel = step(self.run_sel, self.visible_runs().len()),
             },
+            Screen::Live => {}
             Screen::Run => {
                 let focus = self.run_focus;
                 if let Some(a) = self.active.as_mut() {
@@ -941,6 +968,11 @@ impl App {
     }
 
     fn page(&mut self, dir: isize) {
+        if self.screen == Screen::Live {
+            let h = isize::try_from(usize::from(self.height.max(20)) / 2).unwrap_or(10);
+            self.scroll_live(dir * h);
+            return;
+        }
         match (self.screen, self.active.as_mut()) {
             (Screen::Run, Some(a)) => {
                 let h = usize::from(self.height.max(20)) / 2;
@@ -956,6 +988,7 @@ impl App {
 
     fn open_selected(&mut self) {
         match self.screen {
+            Screen::Live => {}
             Screen::Run => self.reopen_gate(),
             Screen::Home => match self.home_focus {
                 HomeFocus::Environments => {
@@ -1312,22 +1345,41 @@ impl App {
         }
     }
 
-    /// A live observation.
-    pub fn handle_observation(&mut self, obs: Observation) {
-        let pane = obs.body.pane();
-        // An error keeps the last good data visible under it: keep both.
-        if let ObservationBody::Error { .. } = obs.body {
-            self.live
-                .latest
-                .insert((format!("{}#error", obs.env), pane), obs.clone());
+    /// A live source's update: kept as the latest of its environment and kind (an update
+    /// older than the one held changes nothing).
+    pub fn handle_update(&mut self, update: Update) {
+        if !self.live.apply(update) {
+            tracing::debug!("live update older than the one held: ignored");
+        }
+    }
+
+    /// `l`: open the Live screen, or leave it.
+    fn toggle_live(&mut self) {
+        if self.screen == Screen::Live {
+            self.leave_live();
         } else {
-            self.live
-                .latest
-                .remove(&(format!("{}#error", obs.env), pane));
+            self.live_from = self.screen;
+            self.screen = Screen::Live;
+            self.live_scroll = 0;
         }
-        if !matches!(obs.body, ObservationBody::Error { .. }) {
-            self.live.latest.insert((obs.env.clone(), pane), obs);
+    }
+
+    fn leave_live(&mut self) {
+        // A run opened from the Live screen (`:run`) is not left behind a stale return.
+        self.screen = match self.live_from {
+            Screen::Run if self.active.is_some() => Screen::Run,
+            _ => Screen::Home,
+        };
+        if self.screen == Screen::Home {
+            self.refresh_runs();
         }
+    }
+
+    /// Scroll the Live screen by `d` lines, within its content at the current width.
+    fn scroll_live(&mut self, d: isize) {
+        let last = super::panes::live_screen::line_count(self).saturating_sub(1);
+        let next = self.live_scroll.saturating_add_signed(d);
+        self.live_scroll = next.min(last);
     }
 
     // ----------------------------------------------------------------------------------
@@ -1376,12 +1428,17 @@ impl App {
                     .then(|| format!("theme: {}", self.theme.name));
             }
             ("observe", _) => self.enter_observe(),
+            ("live", _) => {
+                if self.screen != Screen::Live {
+                    self.toggle_live();
+                }
+            }
             ("help", _) => self.overlay = Some(Overlay::Help),
             ("", _) => {}
             _ => fail(
                 self,
                 format!(
-                    "unknown command `{}`: try run, env, theme, observe, q",
+                    "unknown command `{}`: try run, env, theme, observe, live, q",
                     line.trim()
                 ),
             ),
@@ -1391,7 +1448,7 @@ impl App {
 
     /// Tab on the command line: complete the command, then its argument.
     pub fn complete(&self, line: &str) -> String {
-        const CMDS: &[&str] = &["run", "env", "theme", "observe", "help", "q"];
+        const CMDS: &[&str] = &["run", "env", "theme", "observe", "live", "help", "q"];
         let words: Vec<&str> = line.split_whitespace().collect();
         let ends_space = line.ends_with(' ');
         let pick = |prefix: &str, options: Vec<String>| -> Option<String> {

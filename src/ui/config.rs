@@ -12,6 +12,8 @@
 //!     x: quit
 //!   run:
 //!     ctrl-a: abort
+//!   live:
+//!     L: back
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -120,12 +122,13 @@ impl UiConfig {
             let mode = match name.as_str() {
                 "home" => KeyMode::Home,
                 "run" => KeyMode::Run,
+                "live" => KeyMode::Live,
                 _ => {
                     self.warnings.push(warn(
                         file,
                         Some(mk),
                         &name,
-                        "unknown screen (known: home, run)".into(),
+                        "unknown screen (known: home, run, live)".into(),
                     ));
                     continue;
                 }

@@ -165,6 +165,7 @@ impl fmt::Display for Key {
 pub enum KeyMode {
     Home,
     Run,
+    Live,
     Help,
 }
 
@@ -222,6 +223,7 @@ fn action_rank(a: &Action) -> usize {
         Action::Abort,
         Action::ToggleFollow,
         Action::Observe,
+        Action::Live,
         Action::Filter,
         Action::NextMatch,
         Action::PrevMatch,
@@ -270,6 +272,7 @@ impl Default for Keymaps {
         home.bind(Key::code(C::Enter), Action::Open);
         home.bind(Key::plain('e'), Action::NextEnv);
         home.bind(Key::plain('o'), Action::Observe);
+        home.bind(Key::plain('l'), Action::Live);
 
         let mut run = Keymap::default();
         common(&mut run);
@@ -280,6 +283,25 @@ impl Default for Keymaps {
         run.bind(Key::plain('f'), Action::ToggleFollow);
         run.bind(Key::plain('n'), Action::NextMatch);
         run.bind(Key::plain('N'), Action::PrevMatch);
+        run.bind(Key::plain('l'), Action::Live);
+
+        // The Live screen only reads: scroll, switch environment, back.
+        let mut live = Keymap::default();
+        live.bind(Key::plain('q'), Action::Quit);
+        live.bind(Key::code(C::Esc), Action::Back);
+        live.bind(Key::plain('l'), Action::Live);
+        live.bind(Key::plain('?'), Action::Help);
+        live.bind(Key::plain(':'), Action::CommandLine);
+        live.bind(Key::plain('k'), Action::Up);
+        live.bind(Key::code(C::Up), Action::Up);
+        live.bind(Key::plain('j'), Action::Down);
+        live.bind(Key::code(C::Down), Action::Down);
+        live.bind(Key::code(C::PageUp), Action::PageUp);
+        live.bind(Key::code(C::PageDown), Action::PageDown);
+        live.bind(Key::plain('g'), Action::Top);
+        live.bind(Key::plain('G'), Action::Bottom);
+        live.bind(Key::plain('e'), Action::NextEnv);
+        live.bind(Key::ctrl('c'), Action::Interrupt);
 
         let mut help = Keymap::default();
         help.bind(Key::code(C::Esc), Action::Back);
@@ -290,6 +312,7 @@ impl Default for Keymaps {
         let mut maps = BTreeMap::new();
         maps.insert(KeyMode::Home, home);
         maps.insert(KeyMode::Run, run);
+        maps.insert(KeyMode::Live, live);
         maps.insert(KeyMode::Help, help);
         Keymaps { maps }
     }

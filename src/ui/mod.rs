@@ -2,7 +2,7 @@
 //!
 //! Owns: the app state and its one `Action` enum ([`app`], [`action`]), keymaps per screen
 //! ([`keymap`]), drawing ([`view`], one file per pane under `panes/`), themes ([`theme`]),
-//! the output ring ([`output`]), the executor boundary ([`exec`]) and the entry point
+//! the live panes' state ([`live`]), the output ring ([`output`]), the executor boundary ([`exec`]) and the entry point
 //! [`run`]. The terminal itself (raw mode, alternate screen, restore on drop and panic)
 //! and the event loop are `crate::tui`'s.
 //! Must not: do network IO on the UI task (executors and live sources send on channels),
@@ -13,6 +13,7 @@ pub mod config;
 pub mod exec;
 pub mod executors;
 pub mod keymap;
+pub mod live;
 pub mod output;
 pub mod panes;
 pub mod theme;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::observe::types::Observation;
+use crate::observe::feed::Update;
 use crate::runbook::embedded::RunbookSet;
 
 pub use app::{EnvSummary, PlanSource};
@@ -56,8 +57,10 @@ pub struct UiOptions {
     /// What can run. `hk-console observe` passes [`Capabilities::Observe`]: the app then
     /// holds read-only executors only.
     pub capabilities: Capabilities,
-    /// Live observations, when a source runs; `None`: the panes say "no data yet".
-    pub observations: Option<mpsc::Receiver<Observation>>,
+    /// The live sources' updates (kube watchers, the VPN poller), each one judged pane
+    /// (`observe::feed::Update`). The senders live with the sources; the console keeps the
+    /// latest per (environment, kind). `None`: no source runs and the panes say "no data yet".
+    pub observations: Option<mpsc::Receiver<Update>>,
     /// Problems found while setting up (e.g. hosts whose SSH settings cannot be read),
     /// shown on the status line at start.
     pub notices: Vec<String>,

@@ -58,6 +58,7 @@ slots! {
     ok: "done, healthy, on the VIP",
     warn: "stale, awaiting the operator, degraded",
     critical: "failed, single-node dependency, eviction loop, errors",
+    unknown: "a live rule could not decide, or a source could not look",
     running: "work in flight",
     mutating: "marks steps and runbooks that change systems",
     read_only: "marks steps and runbooks that change nothing",
@@ -117,6 +118,7 @@ pub fn fallback_palette() -> Palette {
         ok: Color::Green,
         warn: Color::Yellow,
         critical: Color::LightRed,
+        unknown: Color::Rgb(0xaf, 0x87, 0xff),
         running: Color::LightBlue,
         mutating: Color::LightMagenta,
         read_only: Color::Cyan,
@@ -419,6 +421,20 @@ impl Theme {
     }
     pub fn critical(&self) -> Style {
         self.fg(self.palette.critical).add_modifier(Modifier::BOLD)
+    }
+    /// A live rule that could not decide, or a source that could not look.
+    pub fn unknown(&self) -> Style {
+        self.fg(self.palette.unknown)
+    }
+    /// The slot of a live verdict's severity.
+    pub fn severity(&self, s: crate::checks::live::Severity) -> Style {
+        use crate::checks::live::Severity;
+        match s {
+            Severity::Ok => self.ok(),
+            Severity::Warn => self.warn(),
+            Severity::Critical => self.critical(),
+            Severity::Unknown => self.unknown(),
+        }
     }
     pub fn running(&self) -> Style {
         self.fg(self.palette.running)

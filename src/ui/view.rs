@@ -44,6 +44,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     match app.screen {
         Screen::Home => panes::home::draw(f, body, app),
         Screen::Run => panes::run::draw(f, body, app),
+        Screen::Live => panes::live_screen::draw(f, body, app),
     }
     if strip == 5 {
         panes::live::draw(f, strip_area, app);
@@ -66,6 +67,7 @@ fn draw_title(f: &mut Frame, area: Rect, app: &App) {
     }
     match app.screen {
         Screen::Home => spans.push(Span::styled("· home", t.muted())),
+        Screen::Live => spans.push(Span::styled("· live", t.muted())),
         Screen::Run => {
             if let Some(a) = &app.active {
                 let p = a.run.plan();

@@ -1,14 +1,13 @@
-//! Drawing cost of the run view with 100k output lines pushed and the live strip full.
-//! `cargo bench --bench ui_draw`; figures go to docs/perf.md.
+//! Drawing cost of the run view with 100k output lines pushed and the live strip full, and
+//! of the Live screen with every pane full (the 2026-09-06 agents, a stuck rollout, the
+//! eviction loop: the longest verdict lists). `cargo bench --bench ui_draw`; figures go to
+//! docs/perf.md.
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use hk_console::observe::types::{
-    Agent, AgentEnv, EndpointVerdict, Gateway, ObservationBody, VipLease, VpnEgress,
-};
 use hk_console::runbook::machine::Timestamp;
 use hk_console::runbook::plan::StepKind;
-use hk_console::ui::app::App;
+use hk_console::ui::app::{App, Screen};
 use hk_console::ui::exec::{ExecReply, ExecRequest};
 use hk_console::ui::output::OutputBuffer;
 use hk_console::ui::view;
@@ -17,6 +16,7 @@ use ratatui::Terminal;
 
 #[path = "../ui_common/mod.rs"]
 mod ui_common;
+use ui_common::live::*;
 use ui_common::*;
 
 const LINES: usize = 100_000;
@@ -54,47 +54,23 @@ fn app_with_output(dir: &std::path::Path) -> App {
         });
     }
     app.current_env = Some("prod".into());
-    let at = Timestamp(T0.0 - 3_000);
-    app.handle_observation(observation(
-        "prod",
-        at,
-        ObservationBody::VipLease(VipLease {
-            vip: "192.168.2.9".into(),
-            holder: Some("k3s-prod-2".into()),
-            renewed_at: Some(Timestamp(at.0 - 1_000)),
-            api_answers: Some(true),
-        }),
-    ));
-    app.handle_observation(observation(
-        "prod",
-        at,
-        ObservationBody::AgentEnv(AgentEnv {
-            agents: (1..=3)
-                .map(|i| Agent {
-                    pod: format!("cilium-{i}"),
-                    node: format!("k3s-prod-{i}"),
-                    service_host: Some("192.168.2.9".into()),
-                    verdict: EndpointVerdict::Vip,
-                })
-                .collect(),
-        }),
-    ));
-    app.handle_observation(observation(
-        "prod",
-        at,
-        ObservationBody::VpnEgress(VpnEgress {
-            gateways: vec![Gateway {
-                host: "k3s-prod-3".into(),
-                tunnel_active: true,
-                exit_ip: Some("203.0.113.7".into()),
-                home_ip: Some("198.51.100.1".into()),
-                server: Some("158.173.241.135:1198".into()),
-                tunnel_addr: Some("10.72.192.9".into()),
-                recent_restarts: 0,
-            }],
-        }),
-    ));
+    feed_live(&mut app);
     app
+}
+
+/// Every pane of prod, in the states with the most to show: all agents on a node address,
+/// a rollout stuck on an unready pod, the eviction loop, plus healthy VIP and nodes.
+fn feed_live(app: &mut App) {
+    let at = Timestamp(T0.0 - 3_000);
+    for u in [
+        vip("prod", at),
+        agents_on_node_ip(at),
+        rollout_stuck(at),
+        nodes_update("prod", at),
+        vpn_eviction_loop(at),
+    ] {
+        app.handle_update(u);
+    }
 }
 
 fn bench(c: &mut Criterion) {
@@ -122,6 +98,19 @@ fn bench(c: &mut Criterion) {
     c.bench_function("draw run view 160x48, scrolled 10k lines back", |b| {
         b.iter(|| {
             term.draw(|f| view::draw(f, black_box(&app))).expect("draw");
+        })
+    });
+    // The Live screen, every pane full.
+    let mut live = App::operate(parts(dir.path()), operate_caps(&[], &[]));
+    live.current_env = Some("prod".into());
+    feed_live(&mut live);
+    live.screen = Screen::Live;
+    live.width = 160;
+    live.height = 48;
+    c.bench_function("draw Live screen 160x48, every pane full", |b| {
+        b.iter(|| {
+            term.draw(|f| view::draw(f, black_box(&live)))
+                .expect("draw");
         })
     });
     c.bench_function("push 100k lines into the output ring", |b| {

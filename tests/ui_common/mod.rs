@@ -1,11 +1,11 @@
 //! Shared fixtures for the console tests: an app over the fake homelab inventory, a
 //! recording executor (a test double: it records what it is handed and runs nothing), a
-//! driver that plays executor replies, and a frame renderer on a fixed-size TestBackend.
+//! driver that plays executor replies, a frame renderer on a fixed-size TestBackend, and
+//! live updates judged by the real rules ([`live`]).
 #![allow(dead_code)]
 
 use std::sync::{Arc, Mutex};
 
-use hk_console::observe::types::Observation;
 use hk_console::runbook::embedded;
 use hk_console::runbook::machine::{Input, Timestamp};
 use hk_console::runbook::plan::{Gate, Plan, StepKind};
@@ -20,6 +20,7 @@ use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use tokio::sync::mpsc;
 
+pub mod live;
 #[path = "../runbooks_common/mod.rs"]
 mod runbooks_common;
 pub use runbooks_common::{dev, homelab, prod};
@@ -259,16 +260,4 @@ pub fn answer_gate(app: &mut App) -> bool {
     }
     app.handle_key(code(crossterm::event::KeyCode::Enter));
     true
-}
-
-pub fn observation(
-    env: &str,
-    at: Timestamp,
-    body: hk_console::observe::types::ObservationBody,
-) -> Observation {
-    Observation {
-        env: env.into(),
-        at,
-        body,
-    }
 }

@@ -16,11 +16,15 @@
 //! replay, bookmarks, `timeoutSeconds`, `sendInitialEvents`, 410 `Expired` as the real
 //! server's ERROR event), create, update, patch (merge, JSON, strategic, apply), delete,
 //! the `/status` subresource, and the discovery documents.
+//! As the real server: a client's delete of a scheduled pod is graceful (marked with
+//! `deletionTimestamp`, removed by the "kubelet", i.e. the simulation's `Store::remove`, or by
+//! a delete with `gracePeriodSeconds: 0`); custom resources refuse an update without
+//! `resourceVersion` (422) and a strategic merge patch (415).
 //! Known differences from a real server: no `managedFields` (server-side apply merges like
 //! a strategic patch, without field ownership), no defaulting of omitted fields, no
-//! validation beyond names and types, `deletecollection` and `dryRun` are not served, a
-//! deleted namespace goes at once (no Terminating phase), bookmarks carry only
-//! kind/apiVersion/metadata.resourceVersion.
+//! validation beyond names and types, no `metadata.finalizers` semantics, `deletecollection`
+//! and `dryRun` are not served, a deleted namespace goes at once with its objects (there is
+//! no Terminating phase), aggregated discovery is not served (the legacy documents are).
 
 mod discovery;
 pub mod patch;

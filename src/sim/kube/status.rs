@@ -16,6 +16,15 @@ pub struct Details {
     pub group: String,
     /// The resource (plural), as the real server fills `details.kind`.
     pub kind: String,
+    pub causes: Vec<Cause>,
+}
+
+/// `metav1.StatusCause`: one field's failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    pub reason: &'static str,
+    pub message: String,
+    pub field: String,
 }
 
 /// A failed request, as the real API server reports it.
@@ -25,15 +34,16 @@ pub struct ApiError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
-    pub details: Option<Details>,
+    pub details: Option<Box<Details>>,
 }
 
-fn details(res: &ResourceType, name: &str) -> Option<Details> {
-    Some(Details {
+fn details(res: &ResourceType, name: &str) -> Option<Box<Details>> {
+    Some(Box::new(Details {
         name: name.to_string(),
         group: res.group.to_string(),
         kind: res.plural.to_string(),
-    })
+        causes: Vec::new(),
+    }))
 }
 
 impl ApiError {
@@ -105,9 +115,12 @@ impl ApiError {
         }
     }
 
-    /// A field-level validation failure (422), `kind.group "name" is invalid: ...`.
-    pub fn invalid(res: &ResourceType, name: &str, why: &str) -> ApiError {
-        let what = if res.group.is_empty() {
+    /// A field-level validation failure (422): `Pod "p" is invalid: FIELD: DETAIL` (a custom
+    /// resource is named by its qualified plural, as the real server does).
+    pub fn invalid(res: &ResourceType, name: &str, field: &str, detail: &str) -> ApiError {
+        let what = if res.custom {
+            res.qualified()
+        } else if res.group.is_empty() {
             res.kind.to_string()
         } else {
             format!("{}.{}", res.kind, res.group)
@@ -115,8 +128,21 @@ impl ApiError {
         ApiError {
             code: 422,
             reason: "Invalid",
-            message: format!("{what} \"{name}\" is invalid: {why}"),
-            details: details(res, name),
+            message: format!("{what} \"{name}\" is invalid: {field}: {detail}"),
+            details: details(res, name).map(|d| {
+                Box::new(Details {
+                    causes: vec![Cause {
+                        reason: if detail.starts_with("Required value") {
+                            "FieldValueRequired"
+                        } else {
+                            "FieldValueInvalid"
+                        },
+                        message: detail.to_string(),
+                        field: field.to_string(),
+                    }],
+                    ..*d
+                })
+            }),
         }
     }
 
@@ -183,6 +209,14 @@ impl ApiError {
                 m.insert("group".into(), json!(d.group));
             }
             m.insert("kind".into(), json!(d.kind));
+            if !d.causes.is_empty() {
+                let causes: Vec<Value> = d
+                    .causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect();
+                m.insert("causes".into(), Value::Array(causes));
+            }
             status.insert("details".into(), Value::Object(m));
         }
         status.insert("code".into(), json!(self.code));
@@ -214,12 +248,28 @@ mod tests {
             c["message"],
             "Operation cannot be fulfilled on pods \"p\": the object has been modified; please apply your changes to the latest version and try again"
         );
-        let inv = ApiError::invalid(pods, "p", "metadata.name: Required value");
+        let inv = ApiError::invalid(pods, "p", "metadata.name", "Required value");
         assert_eq!(
             inv.message,
             "Pod \"p\" is invalid: metadata.name: Required value"
         );
-        let inv = ApiError::invalid(ds, "d", "x");
-        assert_eq!(inv.message, "DaemonSet.apps \"d\" is invalid: x");
+        let inv = ApiError::invalid(ds, "d", "spec", "x");
+        assert_eq!(inv.message, "DaemonSet.apps \"d\" is invalid: spec: x");
+        let hr = by_path("helm.toolkit.fluxcd.io", "v2", "helmreleases").expect("served");
+        let inv = ApiError::invalid(
+            hr,
+            "c",
+            "metadata.resourceVersion",
+            "Invalid value: 0: must be specified for an update",
+        );
+        assert_eq!(
+            inv.to_status(),
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "helmreleases.helm.toolkit.fluxcd.io \"c\" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update",
+                "reason": "Invalid", "details": {"name": "c", "group": "helm.toolkit.fluxcd.io",
+                "kind": "helmreleases", "causes": [{"reason": "FieldValueInvalid",
+                "message": "Invalid value: 0: must be specified for an update",
+                "field": "metadata.resourceVersion"}]}, "code": 422})
+        );
     }
 }

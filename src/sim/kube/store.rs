@@ -512,7 +512,8 @@ impl Store {
                     return Err(ApiError::invalid(
                         res,
                         "",
-                        "metadata.name: Required value: name or generateName is required",
+                        "metadata.name",
+                        "Required value: name or generateName is required",
                     ))
                 }
             },
@@ -586,6 +587,15 @@ impl Store {
         sub: Sub,
         origin: Origin,
     ) -> Result<Object, ApiError> {
+        if res.custom && origin == Origin::Api && meta_str(&obj, "resourceVersion").is_none() {
+            // Custom resources do not allow unconditional updates.
+            return Err(ApiError::invalid(
+                res,
+                name,
+                "metadata.resourceVersion",
+                "Invalid value: 0: must be specified for an update",
+            ));
+        }
         let mut inner = self.lock();
         let key = Self::key(res, ns, name);
         let old = inner

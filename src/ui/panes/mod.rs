@@ -2,6 +2,7 @@
 pub mod banner;
 pub mod home;
 pub mod live;
+pub mod live_screen;
 pub mod overlay;
 pub mod run;
 

@@ -71,7 +71,14 @@ fn draw_help(f: &mut Frame, area: Rect, app: &App) {
         t.muted(),
     )));
     let h = lines.len() as u16 + 2;
-    let r = centered(area, 72, h);
+    // Wide enough for the longest row (at least 72), as far as the terminal allows.
+    let widest = rows
+        .iter()
+        .map(|(_, d)| key_w + d.chars().count() + 5)
+        .max()
+        .unwrap_or(0);
+    let w = u16::try_from(widest).unwrap_or(u16::MAX).max(72);
+    let r = centered(area, w, h);
     f.render_widget(Clear, r);
     f.render_widget(
         Paragraph::new(lines).block(modal_block(t, format!(" Help · {:?} ", app.screen))),

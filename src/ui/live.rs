@@ -1,0 +1,315 @@
+//! The live state the console shows: the latest judged pane per (environment, kind).
+//!
+//! Owns: [`LiveState`] (what the live sources last sent, as [`Update`]s from
+//! `observe::feed`), when a look counts as stale, and the read-only questions the strip and
+//! the Live screen ask of it ([`LiveState::shown`], [`EnvVpn`], [`has_rule`], ...).
+//! Must not: judge anything (every verdict arrives with its pane, from `checks::live`), draw,
+//! or read the clock (ages are taken against the `now` it is given).
+
+use std::collections::BTreeMap;
+
+use crate::checks::live::{GatewayPane, Rule, Severity, Verdict};
+use crate::observe::feed::{Feed, Update, VpnLook, ALL_ENVS};
+use crate::runbook::machine::Timestamp;
+
+/// What a source sends, one kind per source: the agent pane and the DaemonSet rollout come
+/// from different watches, so they are kept (and go stale) apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LiveKind {
+    Vip,
+    Agents,
+    Rollout,
+    Nodes,
+    Vpn,
+}
+
+/// A kube look older than this is shown as stale, with its age. The kube sources re-judge
+/// at least this often (renew ages and not-ready durations move with the clock).
+pub const STALE_AFTER_MS: u64 = 30_000;
+/// The VPN look goes over SSH to every gateway and is polled, not watched: it may be older.
+pub const VPN_STALE_AFTER_MS: u64 = 90_000;
+
+impl LiveKind {
+    pub const ALL: [LiveKind; 5] = [
+        LiveKind::Vip,
+        LiveKind::Agents,
+        LiveKind::Rollout,
+        LiveKind::Nodes,
+        LiveKind::Vpn,
+    ];
+
+    pub fn of(feed: &Feed) -> LiveKind {
+        match feed {
+            Feed::Vip(_) => LiveKind::Vip,
+            Feed::Agents(_) => LiveKind::Agents,
+            Feed::Rollout(_) => LiveKind::Rollout,
+            Feed::Nodes(_) => LiveKind::Nodes,
+            Feed::Vpn(_) => LiveKind::Vpn,
+        }
+    }
+
+    pub fn stale_after_ms(self) -> u64 {
+        match self {
+            LiveKind::Vpn => VPN_STALE_AFTER_MS,
+            _ => STALE_AFTER_MS,
+        }
+    }
+}
+
+/// The last update of one (environment, kind), and the last one that could see everything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveEntry {
+    pub latest: Update,
+    /// The newest update without a could-not-look verdict, kept so a source that loses sight
+    /// still shows what it last saw (and how long ago).
+    pub last_good: Option<Update>,
+}
+
+/// Every pane's last update, by (environment as sent, kind).
+#[derive(Debug, Clone, Default)]
+pub struct LiveState {
+    entries: BTreeMap<(String, LiveKind), LiveEntry>,
+}
+
+/// Whether any verdict is a could-not-look.
+pub fn could_not_look(verdicts: &[Verdict]) -> bool {
+    verdicts.iter().any(|v| v.rule == Rule::CouldNotLook)
+}
+
+/// Whether some verdict came from `rule` (a pane part was seen when its rule spoke).
+pub fn has_rule(verdicts: &[Verdict], rule: Rule) -> bool {
+    verdicts.iter().any(|v| v.rule == rule)
+}
+
+/// The could-not-look messages (each once, in order), for saying why a part is missing.
+pub fn blind_reasons(verdicts: &[Verdict]) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for v in verdicts.iter().filter(|v| v.rule == Rule::CouldNotLook) {
+        if !out.contains(&v.message.as_str()) {
+            out.push(&v.message);
+        }
+    }
+    out
+}
+
+/// The worst severity of some verdicts; `None` for none at all.
+pub fn worst_of<'a>(verdicts: impl IntoIterator<Item = &'a Verdict>) -> Option<Severity> {
+    verdicts
+        .into_iter()
+        .map(|v| v.severity)
+        .reduce(Severity::worst)
+}
+
+impl LiveState {
+    /// Keep `u` as the latest of its (environment, kind), unless what is held was seen later
+    /// (an out-of-order message changes nothing). Returns whether it was kept.
+    pub fn apply(&mut self, u: Update) -> bool {
+        let key = (u.env.clone(), LiveKind::of(&u.feed));
+        let good = !could_not_look(&u.feed.verdicts());
+        match self.entries.get_mut(&key) {
+            Some(e) if e.latest.at > u.at => false,
+            Some(e) => {
+                if good {
+                    e.last_good = Some(u.clone());
+                }
+                e.latest = u;
+                true
+            }
+            None => {
+                let last_good = good.then(|| u.clone());
+                self.entries.insert(
+                    key,
+                    LiveEntry {
+                        latest: u,
+                        last_good,
+                    },
+                );
+                true
+            }
+        }
+    }
+
+    pub fn entry(&self, env: &str, kind: LiveKind) -> Option<&LiveEntry> {
+        self.entries.get(&(env.to_string(), kind))
+    }
+
+    /// How many (environment, kind) entries are held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The VPN look that covers `env`: the newer of the all-environment look and one sent
+    /// for `env` alone.
+    pub fn vpn_entry(&self, env: &str) -> Option<&LiveEntry> {
+        [
+            self.entry(ALL_ENVS, LiveKind::Vpn),
+            self.entry(env, LiveKind::Vpn),
+        ]
+        .into_iter()
+        .flatten()
+        .max_by_key(|e| e.latest.at)
+    }
+
+    /// What the panes show of `kind` for `env` at `now`.
+    pub fn shown(&self, env: &str, kind: LiveKind, now: Timestamp) -> Shown<'_> {
+        let entry = match kind {
+            LiveKind::Vpn => self.vpn_entry(env),
+            k => self.entry(env, k),
+        };
+        match entry {
+            None => Shown::NoData,
+            Some(e) => Shown::Seen(Seen {
+                latest: Look::new(&e.latest, kind, now),
+                // Only worth showing when the latest could not see everything.
+                last_good: e
+                    .last_good
+                    .as_ref()
+                    .filter(|g| g.at < e.latest.at)
+                    .map(|g| Look::new(g, kind, now)),
+            }),
+        }
+    }
+}
+
+/// One update as shown at some moment.
+#[derive(Debug, Clone, Copy)]
+pub struct Look<'a> {
+    pub update: &'a Update,
+    pub age_ms: u64,
+    pub stale: bool,
+}
+
+impl<'a> Look<'a> {
+    fn new(update: &'a Update, kind: LiveKind, now: Timestamp) -> Self {
+        let age_ms = now.0.saturating_sub(update.at.0);
+        Look {
+            update,
+            age_ms,
+            stale: age_ms > kind.stale_after_ms(),
+        }
+    }
+}
+
+/// What there is to show of one kind.
+#[derive(Debug, Clone, Copy)]
+pub enum Shown<'a> {
+    NoData,
+    Seen(Seen<'a>),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Seen<'a> {
+    pub latest: Look<'a>,
+    /// The last look that saw everything, when the latest could not and this one is older.
+    pub last_good: Option<Look<'a>>,
+}
+
+impl<'a> Shown<'a> {
+    pub fn seen(self) -> Option<Seen<'a>> {
+        match self {
+            Shown::NoData => None,
+            Shown::Seen(s) => Some(s),
+        }
+    }
+}
+
+/// The VPN look narrowed to one environment: its gateways, and the cross-environment
+/// verdicts (the eviction loop), which concern every environment they name and are shown
+/// with each.
+#[derive(Debug, Clone)]
+pub struct EnvVpn<'a> {
+    pub gateways: Vec<&'a GatewayPane>,
+    pub across: &'a [Verdict],
+}
+
+impl<'a> EnvVpn<'a> {
+    pub fn of(look: &'a VpnLook, env: &str) -> Self {
+        EnvVpn {
+            gateways: look.gateways.iter().filter(|g| g.env == env).collect(),
+            across: &look.across,
+        }
+    }
+
+    /// Every verdict that concerns the environment.
+    pub fn verdicts(&self) -> Vec<&'a Verdict> {
+        self.gateways
+            .iter()
+            .flat_map(|g| g.verdicts.iter())
+            .chain(self.across.iter())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::live::{NodesPane, Pane};
+
+    fn nodes(env: &str, at: u64, verdicts: Vec<Verdict>) -> Update {
+        Update {
+            env: env.into(),
+            at: Timestamp(at),
+            feed: Feed::Nodes(NodesPane {
+                env: env.into(),
+                nodes: Vec::new(),
+                verdicts,
+            }),
+        }
+    }
+
+    fn verdict(rule: Rule, severity: Severity) -> Verdict {
+        Verdict {
+            pane: Pane::Nodes,
+            rule,
+            severity,
+            env: "prod".into(),
+            subject: "nodes".into(),
+            message: "m".into(),
+        }
+    }
+
+    #[test]
+    fn keeps_the_newest_and_the_last_good_look() {
+        let mut s = LiveState::default();
+        assert!(s.apply(nodes(
+            "prod",
+            1_000,
+            vec![verdict(Rule::NodeReady, Severity::Ok)]
+        )));
+        assert!(s.apply(nodes(
+            "prod",
+            5_000,
+            vec![verdict(Rule::CouldNotLook, Severity::Unknown)]
+        )));
+        // Older than what is held: ignored.
+        assert!(!s.apply(nodes("prod", 3_000, vec![])));
+        let e = s.entry("prod", LiveKind::Nodes).expect("entry");
+        assert_eq!(e.latest.at, Timestamp(5_000));
+        assert_eq!(e.last_good.as_ref().map(|u| u.at), Some(Timestamp(1_000)));
+        let seen = s
+            .shown("prod", LiveKind::Nodes, Timestamp(40_000))
+            .seen()
+            .expect("seen");
+        assert_eq!(seen.latest.age_ms, 35_000);
+        assert!(seen.latest.stale);
+        assert_eq!(seen.last_good.map(|l| l.age_ms), Some(39_000));
+        assert!(s
+            .shown("dev", LiveKind::Nodes, Timestamp(0))
+            .seen()
+            .is_none());
+    }
+
+    #[test]
+    fn worst_ranks_critical_over_unknown() {
+        let vs = [
+            verdict(Rule::NodeReady, Severity::Ok),
+            verdict(Rule::CouldNotLook, Severity::Unknown),
+        ];
+        assert_eq!(worst_of(&vs), Some(Severity::Unknown));
+        assert_eq!(worst_of(&[]), None);
+    }
+}
