@@ -724,7 +724,7 @@ fn console_possible() -> bool {
 /// The interactive console. Observe mode is built with read-only capabilities only.
 fn console(cli: &Cli, start: crate::ui::StartScreen, observe: bool) -> CmdResult {
     let repo = load_repo(cli)?;
-    console_on(cli, repo, start, observe, Vec::new())
+    console_on(cli, repo, start, observe, Vec::new(), None)
 }
 
 /// The console on `repo`; `extra` notices are shown first (the demo's SIMULATED banner).
@@ -734,6 +734,7 @@ fn console_on(
     start: crate::ui::StartScreen,
     observe: bool,
     extra: Vec<String>,
+    ssh: Option<crate::exec::SshOptions>,
 ) -> CmdResult {
     let runbooks = load_runbooks(cli.runbooks.as_deref())?;
     let environments = repo
@@ -768,6 +769,26 @@ fn console_on(
     } else {
         crate::ui::executors::capabilities_for_repo(&repo, observe)
     };
+    // Live panes: kube watchers per environment and the VPN look over SSH, on their own
+    // runtime for as long as the console runs. Not on the bundled sample (documentation
+    // addresses) nor in a dry run (nothing is dialled).
+    let live_runtime = if cli.dry_run || on_sample {
+        None
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("hk-live")
+            .enable_all()
+            .build()
+            .ok()
+    };
+    let live_cancel = tokio_util::sync::CancellationToken::new();
+    let mut notices = notices;
+    let observations = live_runtime.as_ref().map(|rt| {
+        let (rx, why) = spawn_live_sources(&repo, ssh.clone(), rt, &live_cancel);
+        notices.extend(why);
+        rx
+    });
     let notices = extra.into_iter().chain(notices).collect();
     let opts = crate::ui::UiOptions {
         environments,
@@ -777,10 +798,15 @@ fn console_on(
         start,
         theme: cli.theme.clone(),
         capabilities,
-        observations: None,
+        observations,
         notices,
     };
-    Ok(match crate::ui::run(opts)? {
+    let result = crate::ui::run(opts);
+    live_cancel.cancel();
+    if let Some(rt) = live_runtime {
+        rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    }
+    Ok(match result? {
         crate::ui::ExitStatus::Clean => Status::Clean,
         crate::ui::ExitStatus::RunNotSucceeded => Status::Violations,
     })
@@ -868,6 +894,68 @@ fn observe_once(
         1 => Status::Violations,
         _ => Status::CouldNotRun,
     })
+}
+
+/// Start the live sources of every environment on `rt`: a kube watcher per environment
+/// whose kubeconfig exists, and the VPN poller over SSH. What cannot start is returned as
+/// a notice (the pane then says "no data yet"), never a failure of the console.
+fn spawn_live_sources(
+    repo: &Repo,
+    ssh: Option<crate::exec::SshOptions>,
+    rt: &tokio::runtime::Runtime,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> (
+    tokio::sync::mpsc::Receiver<crate::observe::feed::Update>,
+    Vec<String>,
+) {
+    use crate::cluster;
+    let (tx, rx) = tokio::sync::mpsc::channel(256);
+    let mut notices = Vec::new();
+    let names: Vec<String> = repo
+        .environment_names()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    for name in &names {
+        let started = (|| -> Result<(), String> {
+            let topo = cluster::env_topology(repo, name).map_err(|e| e.to_string())?;
+            let settings = cluster::watch_settings(repo, name).map_err(|e| e.to_string())?;
+            let target = cluster::kube_target(repo, name, &cluster::KubeOverrides::default())
+                .map_err(|e| e.to_string())?;
+            let client = rt
+                .block_on(cluster::client(&target))
+                .map_err(|e| e.to_string())?;
+            let _guard = rt.enter();
+            cluster::watch::spawn_env_watch(
+                client,
+                topo,
+                settings,
+                tx.clone(),
+                cancel.child_token(),
+            );
+            Ok(())
+        })();
+        if let Err(e) = started {
+            notices.push(format!("live panes of {name}: {e}"));
+        }
+    }
+    let ssh = ssh.unwrap_or_else(|| crate::context::ssh_options(repo));
+    match Repo::load(&repo.root) {
+        Ok(copy) => {
+            let gateways = std::sync::Arc::new(crate::observe::vpn::Gateways::for_repo(&copy, ssh));
+            let _guard = rt.enter();
+            crate::observe::vpn::spawn_vpn_poll(
+                std::sync::Arc::new(copy),
+                names,
+                gateways,
+                std::time::Duration::from_secs(15),
+                tx,
+                cancel.child_token(),
+            );
+        }
+        Err(e) => notices.push(format!("VPN egress pane: {e}")),
+    }
+    (rx, notices)
 }
 
 /// A directory removed when dropped (the demo's repo, unless --dir keeps it).
@@ -963,7 +1051,14 @@ fn demo_cmd(cli: &Cli, scenario: &str, once: bool, json: bool, dir: Option<&Path
     }
     let repo = Repo::load(&demo.dir)?;
     let banner = demo.banner();
-    let status = console_on(cli, repo, crate::ui::StartScreen::Home, false, vec![banner]);
+    let status = console_on(
+        cli,
+        repo,
+        crate::ui::StartScreen::Home,
+        false,
+        vec![banner],
+        Some(demo.ssh_options()),
+    );
     drop(demo);
     sim_runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     status

@@ -388,7 +388,7 @@ fn build_node(
     gateway: bool,
     clock: &Clock,
 ) -> Result<NodeState, DemoError> {
-    let mut n = NodeState::new(host, clock.clone());
+    let mut n = NodeState::new(host, *clock);
     let now = n.now_ms();
     let bad =
         |what: &str, v: &str| DemoError::Start(format!("scenario: {what} `{v}` is not an address"));
