@@ -185,6 +185,7 @@ async fn drive(run: &mut Run, caps: &Capabilities) -> Vec<String> {
                                 step,
                                 attempt: x.attempt(),
                                 authorised: x.authorised().to_vec(),
+                                env: run.plan().env.clone(),
                             },
                             tx.clone(),
                         );

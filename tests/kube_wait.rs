@@ -929,11 +929,17 @@ async fn verify(e: &Arc<dyn hk_console::ui::exec::StepExecutor>, s: &PlannedStep
 }
 
 fn execute(s: &PlannedStep) -> ExecRequest {
+    execute_in(s, "dev")
+}
+
+/// The request as the console sends it for a run in `env`.
+fn execute_in(s: &PlannedStep, env: &str) -> ExecRequest {
     ExecRequest::Execute {
         tag: 1,
         step: s.clone(),
         attempt: 1,
         authorised: vec![],
+        env: env.into(),
     }
 }
 
@@ -1066,7 +1072,7 @@ async fn the_console_runs_kube_steps_on_each_environments_cluster() {
         Some("node-ready k3s-prod-1"),
         None,
     );
-    let (_, started, input) = run_step(&e, execute(&prod_step), None).await;
+    let (_, started, input) = run_step(&e, execute_in(&prod_step, "prod"), None).await;
     assert!(!started);
     match input {
         Input::StepFinished {
@@ -1084,12 +1090,20 @@ async fn the_console_runs_kube_steps_on_each_environments_cluster() {
         other => panic!("{other:?}"),
     }
 
-    // A step bound to no host in a two-environment repo cannot be placed: refused, not guessed.
+    // A step bound to no host goes to the run's environment's cluster (prod here, which
+    // has no kubeconfig: refused naming prod's file, never sent to dev's cluster).
     let loose = step(4, StepKind::KubeWait, None, Some("agents-dial-vip"), None);
-    let (_, started, input) = run_step(&e, execute(&loose), None).await;
+    let (_, started, input) = run_step(&e, execute_in(&loose, "prod"), None).await;
     assert!(!started);
     assert!(
-        matches!(&input, Input::StepFinished { error: Some(err), .. } if err.contains("cannot tell which cluster")),
+        matches!(&input, Input::StepFinished { error: Some(err), .. } if err.contains("environment `prod`: kubeconfig")),
+        "{input:?}"
+    );
+    // A step whose own host is in another environment than the run's is refused.
+    let (_, started, input) = run_step(&e, execute_in(&node_step, "prod"), None).await;
+    assert!(!started);
+    assert!(
+        matches!(&input, Input::StepFinished { error: Some(err), .. } if err.contains("belongs to environment `dev` but the run is for `prod`")),
         "{input:?}"
     );
 

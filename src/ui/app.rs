@@ -1270,6 +1270,7 @@ impl App {
                             step,
                             attempt: e.attempt(),
                             authorised: e.authorised().to_vec(),
+                            env: a.run.plan().env.clone(),
                         }),
                         Err(why) => {
                             self.status = Some(format!("step {} cannot be started: {why}", step.n));

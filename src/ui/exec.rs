@@ -34,6 +34,8 @@ pub enum ExecRequest {
         attempt: u32,
         /// Flags the operator authorised (`-e FLAG=true`).
         authorised: Vec<String>,
+        /// The run's environment (a step bound to no host still belongs to one cluster).
+        env: String,
     },
     /// Check a step's expectations against what its work produced.
     Verify {

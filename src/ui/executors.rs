@@ -624,10 +624,9 @@ impl Clusters {
     }
 
     /// Which environment a planned step is for: the one whose kubeconfig its `flux` argv
-    /// names, else the one that has its host, else the repo's only environment. A run's
-    /// environment does not travel with the request (`ExecRequest` has no field for it), so
-    /// a step bound to no host in a repo of several environments cannot be placed: that is
-    /// an error, never a guess (a reconcile on the wrong cluster would be real).
+    /// names, else the one that has its host, else the repo's only environment. The executor
+    /// runs a step on the run's environment (it travels with `ExecRequest::Execute`) and
+    /// uses this only to refuse a step whose own host or kubeconfig says another one.
     pub fn env_of(&self, step: &PlannedStep) -> Result<String, String> {
         let one = |found: Vec<&String>, by: &str| -> Option<Result<String, String>> {
             match found.as_slice() {
@@ -765,11 +764,12 @@ impl KubeExecutor {
         tag: RunTag,
         step: PlannedStep,
         attempt: u32,
+        env: String,
         cancel: CancellationToken,
         replies: mpsc::Sender<ExecReply>,
     ) {
         let (n, key) = (step.n, (tag, step.n, attempt));
-        let input = self.run(tag, &step, attempt, &cancel, &replies).await;
+        let input = self.run(tag, &step, attempt, &env, &cancel, &replies).await;
         self.lock().cancels.remove(&key);
         let _ = replies
             .send(ExecReply::Outcome {
@@ -790,6 +790,7 @@ impl KubeExecutor {
         tag: RunTag,
         step: &PlannedStep,
         attempt: u32,
+        run_env: &str,
         cancel: &CancellationToken,
         replies: &mpsc::Sender<ExecReply>,
     ) -> Result<Input, String> {
@@ -814,7 +815,16 @@ impl KubeExecutor {
                 Work::Wait(Condition::parse(&text)?, Duration::from_secs(timeout))
             }
         };
-        let env = self.clusters.env_of(step)?;
+        // The run's environment; a step whose own host or kubeconfig says otherwise is
+        // refused rather than sent to either cluster.
+        let env = match self.clusters.env_of(step) {
+            Ok(own) if own != run_env => {
+                return Err(format!(
+                    "step {n} belongs to environment `{own}` but the run is for `{run_env}`"
+                ))
+            }
+            _ => run_env.to_string(),
+        };
         let (client, topology, settings) = self.clusters.connect(&env).await?;
         if cancel.is_cancelled() {
             return Ok(Input::Cancelled {
@@ -965,14 +975,18 @@ impl StepExecutor for KubeExecutor {
     fn handle(&self, req: ExecRequest, replies: mpsc::Sender<ExecReply>) {
         match req {
             ExecRequest::Execute {
-                tag, step, attempt, ..
+                tag,
+                step,
+                attempt,
+                env,
+                ..
             } => {
                 // Registered before the task runs, so a Cancel right behind finds it.
                 let cancel = CancellationToken::new();
                 self.lock()
                     .cancels
                     .insert((tag, step.n, attempt), cancel.clone());
-                tokio::spawn(self.clone().execute(tag, step, attempt, cancel, replies));
+                tokio::spawn(self.clone().execute(tag, step, attempt, env, cancel, replies));
             }
             ExecRequest::Verify { tag, step, attempt } => {
                 let input = self.verify(&step, (tag, step.n, attempt));
