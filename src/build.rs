@@ -1,5 +1,7 @@
-//! Embeds every `runbooks/*.yaml` and `themes/*.yaml` into the binary: writes
-//! `$OUT_DIR/embedded.rs` with `(file name, include_str!(...))` tables.
+//! Embeds every `runbooks/*.yaml`, `themes/*.yaml` and `assets/scenarios/*.yaml`, and the
+//! whole bundled sample repo under `inventory/` (the demo writes it out and points the
+//! simulation at it), into the binary: writes `$OUT_DIR/embedded.rs` with
+//! `(file name, include_str!(...))` tables.
 use std::{env, fs, path::Path};
 
 fn table(dir: &str, name: &str) -> String {
@@ -29,8 +31,47 @@ fn table(dir: &str, name: &str) -> String {
     out
 }
 
+/// Every file under `dir`, recursively, as `(path relative to dir, contents)`.
+fn tree(dir: &str, name: &str) -> String {
+    let manifest = env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join(dir);
+    let mut files = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        println!("cargo:rerun-if-changed={}", d.display());
+        let Ok(rd) = fs::read_dir(&d) else { continue };
+        for e in rd.filter_map(Result::ok) {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let mut out = format!("pub static {name}: &[(&str, &str)] = &[\n");
+    for p in files {
+        println!("cargo:rerun-if-changed={}", p.display());
+        let rel = p
+            .strip_prefix(&root)
+            .expect("under root")
+            .to_string_lossy()
+            .to_string();
+        out.push_str(&format!(
+            "    ({rel:?}, include_str!({:?})),\n",
+            p.display().to_string()
+        ));
+    }
+    out.push_str("];\n");
+    out
+}
+
 fn main() {
     let out = Path::new(&env::var("OUT_DIR").expect("OUT_DIR")).join("embedded.rs");
-    let text = table("runbooks", "RUNBOOKS") + &table("themes", "THEMES");
+    let text = table("runbooks", "RUNBOOKS")
+        + &table("themes", "THEMES")
+        + &table("assets/scenarios", "SCENARIOS")
+        + &tree("inventory", "SAMPLE_REPO");
     fs::write(out, text).expect("write embedded.rs");
 }

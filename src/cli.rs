@@ -156,7 +156,47 @@ pub enum Command {
         host: Option<String>,
     },
     /// The console in observe mode: read-only, for incidents. Nothing can change.
-    Observe,
+    /// With --once: one look at every kube pane of each environment (VIP lease, agent env
+    /// and rollout, nodes), printed; exit 1 on a critical verdict, else 2 if something could
+    /// not be looked at, else 0.
+    Observe {
+        /// One snapshot, printed, instead of the console.
+        #[arg(long)]
+        once: bool,
+        /// Print the snapshot as JSON (with --once).
+        #[arg(long, requires = "once")]
+        json: bool,
+        /// Only this environment (with --once).
+        #[arg(long, value_name = "ENV", requires = "once")]
+        env: Option<String>,
+        /// The kubeconfig to use instead of the inventory's (one file is one cluster: give
+        /// --env too when the repo has several environments). Also read from KUBECONFIG.
+        #[arg(long, value_name = "FILE", requires = "once")]
+        kubeconfig: Option<PathBuf>,
+        /// The kubeconfig context to use.
+        #[arg(long, value_name = "NAME", requires = "once")]
+        context: Option<String>,
+    },
+    /// The simulated homelab: dev and prod (three nodes each), a kube API server per
+    /// environment and an SSH node per host, all on loopback, reached by the console's
+    /// real clients. Nothing leaves this machine.
+    Demo {
+        /// The scenario (see --list).
+        #[arg(long, value_name = "NAME", default_value = "healthy")]
+        scenario: String,
+        /// List the scenarios and stop.
+        #[arg(long)]
+        list: bool,
+        /// One look at every pane of the simulation, printed like `observe --once`, then stop.
+        #[arg(long)]
+        once: bool,
+        /// Print that look as JSON (with --once).
+        #[arg(long, requires = "once")]
+        json: bool,
+        /// Write the demo repo here and keep it (default: a fresh directory removed on exit).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// The static parity contract (L0): Flux overlays vs inventory vs templates.
     Check {
         /// Only this environment.
@@ -314,6 +354,11 @@ fn print_env(repo: &Repo, env: &Environment) {
 fn run(cli: Cli) -> CmdResult {
     match &cli.command {
         // wip-tui: no command on a terminal opens the console; piped, the overview.
+        // With no infra repo named, there is no cluster to reach: the console opens on the
+        // simulated homelab instead of the bundled sample's documentation addresses.
+        None if console_possible() && cli.repo.is_none() => {
+            demo_cmd(&cli, "healthy", false, false, None)
+        }
         None if console_possible() => console(&cli, crate::ui::StartScreen::Home, false),
         None => overview(&cli),
         Some(Command::Run { runbook, env, host }) => {
@@ -328,7 +373,36 @@ fn run(cli: Cli) -> CmdResult {
             };
             console(&cli, start, false)
         }
-        Some(Command::Observe) => console(&cli, crate::ui::StartScreen::Home, true),
+        Some(Command::Observe {
+            once: true,
+            json,
+            env,
+            kubeconfig,
+            context,
+        }) => observe_once(
+            &cli,
+            *json,
+            env.as_deref(),
+            kubeconfig.clone(),
+            context.clone(),
+        ),
+        Some(Command::Demo { list: true, .. }) => {
+            for name in crate::sim::scenario::names() {
+                let s = crate::sim::scenario::load(&name)?;
+                outln!("{name:<20} {}", s.description.trim());
+            }
+            Ok(Status::Clean)
+        }
+        Some(Command::Demo {
+            scenario,
+            once,
+            json,
+            dir,
+            ..
+        }) => demo_cmd(&cli, scenario, *once, *json, dir.as_deref()),
+        Some(Command::Observe { once: false, .. }) => {
+            console(&cli, crate::ui::StartScreen::Home, true)
+        }
         Some(Command::Inventory {
             inventory,
             list,
@@ -650,6 +724,17 @@ fn console_possible() -> bool {
 /// The interactive console. Observe mode is built with read-only capabilities only.
 fn console(cli: &Cli, start: crate::ui::StartScreen, observe: bool) -> CmdResult {
     let repo = load_repo(cli)?;
+    console_on(cli, repo, start, observe, Vec::new())
+}
+
+/// The console on `repo`; `extra` notices are shown first (the demo's SIMULATED banner).
+fn console_on(
+    cli: &Cli,
+    repo: Repo,
+    start: crate::ui::StartScreen,
+    observe: bool,
+    extra: Vec<String>,
+) -> CmdResult {
     let runbooks = load_runbooks(cli.runbooks.as_deref())?;
     let environments = repo
         .environments
@@ -683,6 +768,7 @@ fn console(cli: &Cli, start: crate::ui::StartScreen, observe: bool) -> CmdResult
     } else {
         crate::ui::executors::capabilities_for_repo(&repo, observe)
     };
+    let notices = extra.into_iter().chain(notices).collect();
     let opts = crate::ui::UiOptions {
         environments,
         runbooks,
@@ -700,6 +786,363 @@ fn console(cli: &Cli, start: crate::ui::StartScreen, observe: bool) -> CmdResult
     })
 }
 // wip-tui (interactive console): end.
+
+// observe --once: begin.
+/// `observe --once`: one look at each selected environment's kube panes, printed.
+fn observe_once(
+    cli: &Cli,
+    json: bool,
+    env: Option<&str>,
+    kubeconfig: Option<PathBuf>,
+    context: Option<String>,
+) -> CmdResult {
+    use crate::cluster::KubeOverrides;
+
+    let repo = load_repo(cli)?;
+    if repo.root == Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory") {
+        return Err(Failure(
+            "observe --once: the bundled sample repo's addresses are documentation values, not \
+             your clusters; point --repo or HK_REPO at your infra repo"
+                .into(),
+        ));
+    }
+    if cli.dry_run {
+        return Err(Failure(
+            "observe --once reads the clusters and probes their VIPs; a dry run cannot look".into(),
+        ));
+    }
+    let names: Vec<String> = match env {
+        Some(e) => {
+            if repo.environment(e).is_none() {
+                return Err(Failure(format!(
+                    "no environment `{e}` in hk-console.yaml (known: {})",
+                    repo.environment_names().join(", ")
+                )));
+            }
+            vec![e.to_string()]
+        }
+        None => repo
+            .environment_names()
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+    };
+    let overrides = KubeOverrides::from_args(kubeconfig, context);
+    if overrides.names_kubeconfig() && names.len() > 1 {
+        let from = if overrides.kubeconfig.is_some() {
+            "--kubeconfig"
+        } else {
+            "KUBECONFIG"
+        };
+        return Err(Failure(format!(
+            "{from} names one cluster, but {} environments are selected ({}): pick one with --env",
+            names.len(),
+            names.join(", ")
+        )));
+    }
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure(format!("cannot start the async runtime: {e}")))?;
+    let gateways =
+        crate::observe::vpn::Gateways::for_repo(&repo, crate::context::ssh_options(&repo));
+    let (snapshot, targets, problems) =
+        runtime.block_on(observe_snapshot(&repo, &names, &overrides, &gateways));
+
+    if json {
+        print_json(&snapshot)?;
+    } else {
+        outln!("{}", render_snapshot(&snapshot, &targets).trim_end());
+    }
+    for p in &problems {
+        eprintln!("error: {p}");
+    }
+    let code = match snapshot.exit_code() {
+        0 if !problems.is_empty() => 2,
+        c => c,
+    };
+    Ok(match code {
+        0 => Status::Clean,
+        1 => Status::Violations,
+        _ => Status::CouldNotRun,
+    })
+}
+
+/// A directory removed when dropped (the demo's repo, unless --dir keeps it).
+struct DemoDir {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl Drop for DemoDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// `hk-console demo`: start the simulation on its own runtime, then either one look at every
+/// pane or the console on the demo repo with the real executors.
+fn demo_cmd(cli: &Cli, scenario: &str, once: bool, json: bool, dir: Option<&Path>) -> CmdResult {
+    let dir = match dir {
+        Some(d) => {
+            if d.exists()
+                && std::fs::read_dir(d)
+                    .map(|mut r| r.next().is_some())
+                    .unwrap_or(true)
+            {
+                return Err(Failure(format!(
+                    "demo: {} is not an empty directory; the demo writes a whole repo there",
+                    d.display()
+                )));
+            }
+            DemoDir {
+                path: d.to_path_buf(),
+                keep: true,
+            }
+        }
+        None => {
+            let base = crate::journal::default_runs_dir()
+                .ok()
+                .and_then(|r| r.parent().map(Path::to_path_buf))
+                .unwrap_or_else(std::env::temp_dir);
+            let path = base.join(format!("demo-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            DemoDir { path, keep: false }
+        }
+    };
+    std::fs::create_dir_all(&dir.path)
+        .map_err(|e| Failure(format!("demo: cannot create {}: {e}", dir.path.display())))?;
+    // The simulation runs on its own runtime for as long as this function holds it; the
+    // console builds another one for itself.
+    let sim_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("hk-sim")
+        .enable_all()
+        .build()
+        .map_err(|e| Failure(format!("cannot start the async runtime: {e}")))?;
+    let demo = sim_runtime
+        .block_on(crate::sim::demo::start(scenario, &dir.path))
+        .map_err(|e| Failure(e.to_string()))?;
+    if once {
+        let names: Vec<String> = demo
+            .repo
+            .environment_names()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        let gateways = crate::observe::vpn::Gateways::for_repo_with(
+            &demo.repo,
+            demo.ssh_options(),
+            &crate::exec::settings::SshConfig::empty(),
+            &crate::exec::settings::SshDefaults::from_env(),
+        );
+        let (snapshot, targets, problems) = sim_runtime.block_on(observe_snapshot(
+            &demo.repo,
+            &names,
+            &crate::cluster::KubeOverrides::default(),
+            &gateways,
+        ));
+        if json {
+            print_json(&snapshot)?;
+        } else {
+            outln!("{}", demo.banner());
+            outln!("{}", render_snapshot(&snapshot, &targets).trim_end());
+        }
+        for p in &problems {
+            eprintln!("error: {p}");
+        }
+        return Ok(match (snapshot.exit_code(), problems.is_empty()) {
+            (0, true) => Status::Clean,
+            (1, _) => Status::Violations,
+            _ => Status::CouldNotRun,
+        });
+    }
+    let repo = Repo::load(&demo.dir)?;
+    let banner = demo.banner();
+    let status = console_on(cli, repo, crate::ui::StartScreen::Home, false, vec![banner]);
+    drop(demo);
+    sim_runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    status
+}
+
+/// One look at every pane of `names`: the kube panes of each environment (one LIST per
+/// source, concurrently) and every VPN gateway over SSH, judged. Returns the snapshot, the
+/// kubeconfig each environment was read with (for the text form) and the environments
+/// that could not be looked at, with why.
+pub(crate) async fn observe_snapshot(
+    repo: &Repo,
+    names: &[String],
+    overrides: &crate::cluster::KubeOverrides,
+    gateways: &crate::observe::vpn::Gateways,
+) -> (
+    crate::checks::live::Snapshot,
+    Vec<(String, String)>,
+    Vec<String>,
+) {
+    use crate::cluster::{self, once};
+    // What each environment needs before anything is asked of a cluster.
+    let mut problems: Vec<String> = Vec::new();
+    let mut jobs = Vec::new();
+    for name in names {
+        let topo = cluster::env_topology(repo, name);
+        let settings = cluster::watch_settings(repo, name);
+        match (topo, settings) {
+            (Ok(topo), Ok(settings)) => {
+                let target = cluster::kube_target(repo, name, overrides);
+                jobs.push((topo, settings, target));
+            }
+            (Err(e), _) | (_, Err(e)) => problems.push(e.to_string()),
+        }
+    }
+    let looks = jobs.into_iter().map(|(topo, settings, target)| async move {
+        match target {
+            Ok(target) => {
+                let shown = target.to_string();
+                match cluster::client(&target).await {
+                    Ok(c) => (shown, once::look_once(&c, &topo, &settings).await),
+                    Err(e) => (
+                        shown,
+                        once::could_not_look(&topo, &settings, &e.to_string()).await,
+                    ),
+                }
+            }
+            Err(e) => (
+                "no kubeconfig".to_string(),
+                once::could_not_look(&topo, &settings, &e.to_string()).await,
+            ),
+        }
+    });
+    let (looks, vpn) = futures::join!(
+        futures::future::join_all(looks),
+        crate::observe::vpn::look(repo, names, gateways)
+    );
+    let mut snapshot = crate::checks::live::Snapshot::default();
+    let mut targets = Vec::new();
+    for (target, panes) in looks {
+        targets.push((panes.vip.env.clone(), target));
+        panes.add_to(&mut snapshot);
+    }
+    snapshot.vpn = vpn.gateways;
+    snapshot.vpn_across = vpn.across;
+    (snapshot, targets, problems)
+}
+
+/// The human form of a snapshot: per environment, each pane's facts and its verdicts with
+/// their severity, then a one-line tally.
+fn render_snapshot(s: &crate::checks::live::Snapshot, targets: &[(String, String)]) -> String {
+    use crate::checks::live::{Rule, Severity, TcpProbe, Verdict};
+    use std::fmt::Write as _;
+
+    fn verdicts(out: &mut String, vs: &[Verdict]) {
+        for v in vs {
+            let _ = writeln!(
+                out,
+                "    {:<9}{}: {}",
+                v.severity.to_string(),
+                v.subject,
+                v.message
+            );
+        }
+    }
+    /// `  N what` when the pane looked, nothing when it could not.
+    fn counted(vs: &[Verdict], n: usize, what: &str) -> String {
+        if vs.iter().any(|v| v.rule == Rule::CouldNotLook) {
+            String::new()
+        } else {
+            format!("  {n} {what}")
+        }
+    }
+    let mut out = String::new();
+    let mut envs: Vec<&str> = Vec::new();
+    for e in s
+        .vip_lease
+        .iter()
+        .map(|p| p.env.as_str())
+        .chain(s.agent_env.iter().map(|p| p.env.as_str()))
+        .chain(s.nodes.iter().map(|p| p.env.as_str()))
+        .chain(s.vpn.iter().map(|p| p.env.as_str()))
+    {
+        if !envs.contains(&e) {
+            envs.push(e);
+        }
+    }
+    for env in envs {
+        let target = targets
+            .iter()
+            .find(|(e, _)| e == env)
+            .map(|(_, t)| format!("  (kubeconfig {t})"))
+            .unwrap_or_default();
+        let _ = writeln!(out, "{env}{target}");
+        for p in s.vip_lease.iter().filter(|p| p.env == env) {
+            let holder = match (&p.holder, &p.holder_node) {
+                (Some(h), Some(n)) if h != n => format!("holder {h} (node {n})"),
+                (Some(h), _) => format!("holder {h}"),
+                (None, _) => "no holder".to_string(),
+            };
+            let probe = match &p.probe {
+                Some(TcpProbe::Connected { latency_ms }) => format!("answers in {latency_ms} ms"),
+                Some(TcpProbe::Failed { error }) => format!("does not answer ({error})"),
+                None => "not probed".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "  VIP lease  {}:{}  {holder}; VIP {probe}",
+                p.vip, p.port
+            );
+            verdicts(&mut out, &p.verdicts);
+        }
+        for p in s.agent_env.iter().filter(|p| p.env == env) {
+            let _ = writeln!(
+                out,
+                "  Agent env{}",
+                counted(&p.verdicts, p.agents.len(), "cilium-agent pod(s)")
+            );
+            verdicts(&mut out, &p.verdicts);
+        }
+        for p in s.rollout.iter().filter(|p| p.env == env) {
+            let _ = writeln!(out, "  Rollout");
+            verdicts(&mut out, &p.verdicts);
+        }
+        for p in s.vpn.iter().filter(|p| p.env == env) {
+            let _ = writeln!(out, "  VPN egress {}", p.host);
+            verdicts(&mut out, &p.verdicts);
+        }
+        for p in s.nodes.iter().filter(|p| p.env == env) {
+            let _ = writeln!(
+                out,
+                "  Nodes{}",
+                counted(&p.verdicts, p.nodes.len(), "node(s)")
+            );
+            verdicts(&mut out, &p.verdicts);
+        }
+    }
+    if !s.vpn_across.is_empty() {
+        let _ = writeln!(out, "Across environments");
+        verdicts(&mut out, &s.vpn_across);
+    }
+    let all = s.verdicts();
+    let count = |sev: Severity| {
+        all.iter()
+            .filter(|v| v.severity == sev && v.rule != Rule::CouldNotLook)
+            .count()
+    };
+    let could_not = all.iter().filter(|v| v.rule == Rule::CouldNotLook).count();
+    let _ = writeln!(
+        out,
+        "\n{} critical, {} warn, {} unknown, {} could not look, {} ok",
+        count(Severity::Critical),
+        count(Severity::Warn),
+        count(Severity::Unknown),
+        could_not,
+        count(Severity::Ok)
+    );
+    out
+}
+// observe --once: end.
 
 fn check_cmd(cli: &Cli, env: Option<&str>, json: bool) -> CmdResult {
     let repo = load_repo(cli)?;

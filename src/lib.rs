@@ -10,6 +10,7 @@
 //! - [`checks`]: PURE rules over the model: the static parity contract (L0).
 //! - [`context`]: the glue commands and the console share: repo + runbooks -> plans.
 //! - [`observe`]: the typed live observations (VIP lease, agent env, VPN egress).
+//! - [`sim`]: the embedded simulated homelab (loopback SSH nodes, ...).
 //! - [`ui`]: the interactive console: app state, actions, keymaps, panes, themes.
 //! - [`tui`]: the terminal owner and the event loop.
 //! - [`cli`]: the commands and flags; `main.rs` only dispatches.
@@ -27,6 +28,7 @@ pub mod journal;
 pub mod observe;
 pub mod repo;
 pub mod runbook;
+pub mod sim;
 pub mod tui;
 pub mod ui;
 pub mod yaml;

@@ -4,6 +4,9 @@
 #     ansible-playbook the parity and executor tests compare against.
 #   - openssh-server (apt), for the exec tests' sshd nodes on 127.0.0.11-13.
 #   - tmux (apt), for the end-to-end tests that drive the real binary in a terminal.
+#   - etcd and kube-apiserver built from tests/apiserver/go.mod (needs Go) into
+#     target/apiserver-bin, and openssl (apt) for their certificates: the kube tests' real
+#     API server (tests/support/apiserver.rs).
 # Then: cargo fmt --check, cargo clippy -D warnings, cargo test (all targets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +57,29 @@ if ! command -v tmux >/dev/null 2>&1; then
   fi
 fi
 tmux -V
+
+# --- kube tests (tests/kube_*.rs): a real kube-apiserver over a real etcd on 127.0.0.1.
+# build.sh skips the build when the binaries are newer than go.mod/go.sum; a cold build
+# takes minutes. Without Go the kube tests FAIL with the same hint.
+step "openssl for the kube tests' certificates"
+if ! command -v openssl >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssl
+  else
+    echo "openssl missing: run 'apt-get install -y openssl' as root" >&2
+  fi
+fi
+openssl version || true
+
+step "etcd and kube-apiserver for the kube tests"
+export HK_APISERVER_BIN_DIR="${HK_APISERVER_BIN_DIR:-$PWD/target/apiserver-bin}"
+if command -v go >/dev/null 2>&1; then
+  bash tests/apiserver/build.sh
+else
+  echo "go not found: install Go (https://go.dev/dl), then 'bash tests/apiserver/build.sh'" >&2
+fi
+# --- end kube step
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -8,13 +8,19 @@
 //! Must not: judge what it reads (that is `checks::live`), know the terminal, or invent a
 //! cluster: a missing kubeconfig is an error naming the file and where its name came from.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::checks::live::{EnvTopology, Server};
 use crate::repo::Repo;
+
+pub mod convert;
+pub mod once;
+pub mod watch;
 
 /// The operator's overrides, from `--kubeconfig`/`KUBECONFIG` and `--context`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -244,4 +250,168 @@ pub fn env_topology(repo: &Repo, env: &str) -> Result<EnvTopology, ClusterError>
         api_port,
         servers,
     })
+}
+
+/// The hostvar that names kube-vip's leader-election Lease (kube-vip's `vip_leasename`).
+pub const VAR_KUBE_VIP_LEASE: &str = "kube_vip_lease_name";
+/// kube-vip's default control-plane Lease name.
+pub const DEFAULT_KUBE_VIP_LEASE: &str = "plndr-cp-lock";
+
+/// What the kube panes read and how often they look again. [`Default`] holds the documented
+/// defaults (kube-vip's Lease name, Cilium's labels and names); [`watch_settings`] takes the
+/// Lease name from the repo when its servers define it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchSettings {
+    /// Where the Lease, the agents, their DaemonSet and ConfigMaps live.
+    pub namespace: String,
+    /// kube-vip's control-plane Lease.
+    pub lease_name: String,
+    /// Label selector of the cilium-agent pods.
+    pub agent_selector: String,
+    /// The agent container whose env is judged.
+    pub agent_container: String,
+    /// The agents' DaemonSet.
+    pub daemonset: String,
+    /// Re-judge without asking the API (lease staleness and a stuck rollout age).
+    pub tick: Duration,
+    /// Probe VIP:port this often...
+    pub probe_every: Duration,
+    /// ...giving up on a connect after this long.
+    pub probe_timeout: Duration,
+    /// An updated agent pod not ready for longer than this is a stuck rollout.
+    pub stuck_after: Duration,
+    /// A failed watch is retried after `retry_min`, doubling up to `retry_max`.
+    pub retry_min: Duration,
+    pub retry_max: Duration,
+    /// `look_once`: how long one LIST may take before the pane says it could not look.
+    pub request_timeout: Duration,
+}
+
+impl Default for WatchSettings {
+    fn default() -> Self {
+        WatchSettings {
+            namespace: "kube-system".to_string(),
+            lease_name: DEFAULT_KUBE_VIP_LEASE.to_string(),
+            agent_selector: "k8s-app=cilium".to_string(),
+            agent_container: "cilium-agent".to_string(),
+            daemonset: "cilium".to_string(),
+            tick: Duration::from_secs(1),
+            probe_every: Duration::from_secs(3),
+            probe_timeout: Duration::from_secs(2),
+            stuck_after: Duration::from_secs(5 * 60),
+            retry_min: Duration::from_millis(500),
+            retry_max: Duration::from_secs(15),
+            request_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The settings for `env`: the defaults, with the Lease name from the servers' hostvar
+/// [`VAR_KUBE_VIP_LEASE`] when the repo defines it (a server without it uses kube-vip's
+/// default). Servers that disagree, or a value that cannot be rendered, is an error naming
+/// the hosts: watching the wrong Lease would report a healthy VIP as unelected.
+pub fn watch_settings(repo: &Repo, env: &str) -> Result<WatchSettings, ClusterError> {
+    let e = repo
+        .environment(env)
+        .ok_or_else(|| ClusterError::UnknownEnv {
+            env: env.to_string(),
+            known: repo.environment_names().join(", "),
+        })?;
+    let mut by_value: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for h in &e.servers {
+        let name = match repo.resolve_var(&h.name, VAR_KUBE_VIP_LEASE) {
+            None => DEFAULT_KUBE_VIP_LEASE.to_string(),
+            Some(r) => match (&r, r.value()) {
+                (_, Some(serde_json::Value::String(s))) if !s.trim().is_empty() => {
+                    s.trim().to_string()
+                }
+                (crate::repo::resolve::Resolved::Unrenderable { reason }, _) => {
+                    return Err(ClusterError::Topology(format!(
+                        "environment `{env}`: `{VAR_KUBE_VIP_LEASE}` cannot be rendered for {}: {reason}",
+                        h.name
+                    )))
+                }
+                (_, v) => {
+                    return Err(ClusterError::Topology(format!(
+                        "environment `{env}`: `{VAR_KUBE_VIP_LEASE}` of {} is {}, expected a Lease name",
+                        h.name,
+                        v.map(|v| v.to_string()).unwrap_or_default()
+                    )))
+                }
+            },
+        };
+        by_value.entry(name).or_default().push(h.name.clone());
+    }
+    if by_value.len() > 1 {
+        let parts: Vec<String> = by_value
+            .iter()
+            .map(|(v, hosts)| format!("{} say `{v}`", hosts.join(", ")))
+            .collect();
+        return Err(ClusterError::Topology(format!(
+            "environment `{env}`: servers disagree on `{VAR_KUBE_VIP_LEASE}` (undefined means \
+             kube-vip's default `{DEFAULT_KUBE_VIP_LEASE}`): {}",
+            parts.join("; ")
+        )));
+    }
+    let mut settings = WatchSettings::default();
+    if let Some(name) = by_value.into_keys().next() {
+        settings.lease_name = name;
+    }
+    Ok(settings)
+}
+
+#[cfg(test)]
+mod watch_settings_tests {
+    use super::*;
+
+    /// A one-environment repo whose servers s1, s2 have these extra vars.
+    fn repo(s1: &str, s2: &str) -> (tempfile::TempDir, Repo) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let inv = dir.path().join("infra/ansible/inventory");
+        std::fs::create_dir_all(inv.join("host_vars")).expect("mkdir");
+        std::fs::write(
+            dir.path().join("hk-console.yaml"),
+            "environments:\n  lab:\n    servers: lab\n",
+        )
+        .expect("config");
+        std::fs::write(
+            inv.join("hosts.ini"),
+            "[lab]\ns1 ansible_host=127.0.10.1\ns2 ansible_host=127.0.10.2\n",
+        )
+        .expect("hosts");
+        std::fs::write(inv.join("host_vars/s1.yml"), s1).expect("s1");
+        std::fs::write(inv.join("host_vars/s2.yml"), s2).expect("s2");
+        let repo = Repo::load(dir.path()).expect("load repo");
+        (dir, repo)
+    }
+
+    #[test]
+    fn lease_name_default_override_and_disagreement() {
+        let (_d, r) = repo("---\n", "---\n");
+        assert_eq!(
+            watch_settings(&r, "lab").expect("settings").lease_name,
+            DEFAULT_KUBE_VIP_LEASE
+        );
+        let both = "kube_vip_lease_name: my-lock\n";
+        let (_d, r) = repo(both, both);
+        assert_eq!(
+            watch_settings(&r, "lab").expect("settings").lease_name,
+            "my-lock"
+        );
+        // One server on the default, one renamed: they would not elect on one Lease.
+        let (_d, r) = repo(both, "---\n");
+        let e = watch_settings(&r, "lab")
+            .expect_err("disagreement")
+            .to_string();
+        assert!(
+            e.contains("s1 say `my-lock`") && e.contains("s2 say `plndr-cp-lock`"),
+            "{e}"
+        );
+        let (_d, r) = repo("kube_vip_lease_name: \"{{ nope }}\"\n", "---\n");
+        let e = watch_settings(&r, "lab")
+            .expect_err("unrenderable")
+            .to_string();
+        assert!(e.contains("cannot be rendered for s1"), "{e}");
+        assert!(watch_settings(&r, "prod").is_err());
+    }
 }

@@ -2,7 +2,9 @@
 //! egress).
 //!
 //! Owns: [`feed`], the [`feed::Update`]s that live sources send on a channel to the UI (each
-//! carries one pane of `checks::live`, judged). The sources themselves (kube watchers, the
-//! VPN look over SSH) fill them.
-//! Must not: know the terminal, or judge (the verdict rules are `checks::live`'s).
+//! carries one pane of `checks::live`, judged), and the VPN egress source over SSH
+//! ([`vpn`]); the kube sources are `cluster`'s.
+//! Must not: know the terminal, or judge (the verdict rules are `checks::live`'s). Only
+//! `vpn` does IO.
 pub mod feed;
+pub mod vpn;

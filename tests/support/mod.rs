@@ -7,6 +7,8 @@
 //! `ssh-agent`, `ssh-add` (openssh-client). Missing tools FAIL the test with that hint.
 #![allow(dead_code)]
 
+pub mod apiserver;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, TcpStream};
@@ -16,6 +18,8 @@ use std::time::{Duration, Instant};
 
 use hk_console::exec::settings::{ConnectSettings, SshConfig, SshDefaults};
 use hk_console::exec::{SshOptions, SshPool};
+
+pub mod gateway;
 
 pub const SSHD: &str = "/usr/sbin/sshd";
 pub const INSTALL_SSHD: &str =

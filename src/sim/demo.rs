@@ -1,0 +1,469 @@
+//! The whole simulated homelab, started in-process: what `hk-console demo` runs.
+//!
+//! Owns: putting the pieces together for one scenario: the demo repo on loopback
+//! ([`super::demo_repo`]), one simulated API server per environment on its VIP with the
+//! kubeconfig where the inventory says it lives, one simulated SSH node per inventory host
+//! with its host key in the repo's known_hosts, a client key the nodes accept, the per-host
+//! connection variables in `host_vars/`, an `ansible.cfg` that keeps ansible-playbook on
+//! those keys (pipelining on: a simulated node never runs Python), and the scenario's
+//! state and timeline on both sides ([`super::cluster`], the nodes' tunnels and disks).
+//! Must not: listen or dial anywhere but loopback (every address is checked), touch the
+//! operator's ~/.ssh or ~/.kube, or keep running after [`Demo`] is dropped.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::cluster::{self, SimEnv};
+use super::demo_repo::{self, AddressPlan};
+use super::kube::{SimKube, SimKubeConfig};
+use super::node::{Clock, NodeState, Psi, VpnTunnel};
+use super::scenario::{self, EnvState, Fault, Scenario};
+use super::ssh::{SimNode, SimNodeSpec};
+use crate::repo::Repo;
+
+/// kube-vip's default Lease name, used when the inventory names none.
+pub const DEFAULT_LEASE_NAME: &str = "plndr-cp-lock";
+
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error(transparent)]
+    Repo(#[from] demo_repo::DemoRepoError),
+    #[error(transparent)]
+    Scenario(#[from] scenario::ScenarioError),
+    #[error("demo: {0}")]
+    Start(String),
+    #[error("demo: cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A running simulation. Dropping it stops every server and controller.
+pub struct Demo {
+    pub dir: PathBuf,
+    pub repo: Repo,
+    pub scenario_name: String,
+    pub scenario: Scenario,
+    pub plan: AddressPlan,
+    /// Environment -> its simulated API server.
+    pub kubes: BTreeMap<String, SimKube>,
+    /// Inventory host -> its simulated SSH node.
+    pub nodes: BTreeMap<String, SimNode>,
+    cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for Demo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Demo")
+            .field("dir", &self.dir)
+            .field("scenario", &self.scenario_name)
+            .finish()
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        for n in self.nodes.values() {
+            n.stop();
+        }
+    }
+}
+
+impl Demo {
+    /// The line the console's banner shows.
+    pub fn banner(&self) -> String {
+        format!(
+            "SIMULATED homelab, scenario `{}`: {} (nothing leaves this machine; repo {})",
+            self.scenario_name,
+            self.scenario.description.trim(),
+            self.dir.display()
+        )
+    }
+
+    /// The simulated state of one host (tests and `:fault` read and change it).
+    pub fn node_state(&self, host: &str) -> Option<Arc<Mutex<NodeState>>> {
+        self.nodes.get(host).map(SimNode::state)
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<(), DemoError> {
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p).map_err(|source| DemoError::Write {
+            path: p.to_path_buf(),
+            source,
+        })?;
+    }
+    std::fs::write(path, text).map_err(|source| DemoError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0)
+}
+
+fn string_var(repo: &Repo, host: &str, var: &str) -> Option<String> {
+    repo.resolve_var(host, var)?
+        .value()?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// Start the scenario `name` with its repo under `dir` (which should be empty). Must run
+/// inside a tokio runtime that outlives the returned [`Demo`].
+pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
+    let scenario = scenario::load(name)?;
+    let (repo, plan) = demo_repo::prepare(dir)?;
+    let cancel = CancellationToken::new();
+    let start_ms = now_ms();
+    // The nodes' clocks run at real speed: the console judges journal times against its own
+    // clock. `time_scale` compresses the timeline (faults, reconnect periods) instead.
+    let clock = Clock::running(start_ms, 1.0);
+
+    // The operator's key for the simulated nodes (never their ~/.ssh).
+    let key = super::ssh::generate_host_key().map_err(DemoError::Start)?;
+    let key_path = dir.join(".ssh").join("demo_ed25519");
+    let pem = key
+        .to_openssh(russh::keys::ssh_key::LineEnding::LF)
+        .map_err(|e| DemoError::Start(format!("cannot encode the demo key: {e}")))?;
+    write(&key_path, &pem)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).map_err(
+            |source| DemoError::Write {
+                path: key_path.clone(),
+                source,
+            },
+        )?;
+    }
+    let public = key.public_key().clone();
+
+    // One API server per environment, on its VIP.
+    let mut kubes = BTreeMap::new();
+    let mut api_ports: BTreeMap<String, u16> = BTreeMap::new();
+    let mut sim_envs = Vec::new();
+    for env in &repo.environments {
+        let vip = plan.vips[&env.name];
+        let kube = SimKube::start_with(
+            SocketAddr::new(IpAddr::V4(vip), 0),
+            SimKubeConfig {
+                name: format!("hk-sim-{}", env.name),
+                ..SimKubeConfig::default()
+            },
+        )
+        .await
+        .map_err(|e| DemoError::Start(e.to_string()))?;
+        let kc_name = env.kubeconfig_name.get().ok_or_else(|| {
+            DemoError::Start(format!(
+                "environment `{}`: no `{}` agreed by its servers; the demo cannot place its kubeconfig",
+                env.name, env.kubeconfig_name.var
+            ))
+        })?;
+        kube.write_kubeconfig(&dir.join(".cache").join(kc_name))
+            .map_err(|e| DemoError::Start(e.to_string()))?;
+        api_ports.insert(env.name.clone(), kube.addr().port());
+        let servers: Vec<(String, Ipv4Addr)> = env
+            .servers
+            .iter()
+            .map(|h| (h.name.clone(), plan.hosts[&h.name]))
+            .collect();
+        let founder = env
+            .founder
+            .get()
+            .and_then(|f| f.parse::<Ipv4Addr>().ok())
+            .or_else(|| servers.first().map(|s| s.1))
+            .unwrap_or(vip);
+        let lease_name = servers
+            .first()
+            .and_then(|(h, _)| string_var(&repo, h, "kube_vip_lease_name"))
+            .unwrap_or_else(|| DEFAULT_LEASE_NAME.to_string());
+        let sim_env = SimEnv {
+            name: env.name.clone(),
+            servers,
+            vip,
+            api_port: kube.addr().port(),
+            founder,
+            lease_name,
+        };
+        let state = scenario.env_state(&env.name);
+        cluster::seed(kube.store(), &sim_env, &state)
+            .map_err(|e| DemoError::Start(format!("seeding {}: {e}", env.name)))?;
+        sim_envs.push((sim_env, state));
+        kubes.insert(env.name.clone(), kube);
+    }
+
+    // One SSH node per host, each with the state its environment's scenario gives it.
+    let mut nodes = BTreeMap::new();
+    let mut known_hosts = String::new();
+    let gateways: BTreeMap<String, String> = repo
+        .environments
+        .iter()
+        .flat_map(|e| {
+            e.vpn_gateways
+                .iter()
+                .map(|g| (g.name.clone(), e.name.clone()))
+        })
+        .collect();
+    let env_of: BTreeMap<String, String> = repo
+        .environments
+        .iter()
+        .flat_map(|e| e.servers.iter().map(|s| (s.name.clone(), e.name.clone())))
+        .collect();
+    for (host, addr) in &plan.hosts {
+        let env_name = env_of.get(host).or_else(|| gateways.get(host));
+        let state = env_name.map(|e| scenario.env_state(e)).unwrap_or_default();
+        let node = build_node(&repo, host, &state, gateways.contains_key(host), &clock)?;
+        let sim = SimNode::start(SimNodeSpec {
+            name: host.clone(),
+            address: IpAddr::V4(*addr),
+            port: 0,
+            authorized_keys: vec![public.clone()],
+            state: Arc::new(Mutex::new(node)),
+            host_key: None,
+        })
+        .await
+        .map_err(|e| DemoError::Start(e.to_string()))?;
+        known_hosts.push_str(&sim.known_hosts_line().map_err(DemoError::Start)?);
+        known_hosts.push('\n');
+        nodes.insert(host.clone(), sim);
+    }
+    let kh_path = dir.join("known_hosts");
+    write(&kh_path, &known_hosts)?;
+
+    // Connection variables per host: host_vars beat the inventory and group_vars.
+    let inv_dir = repo
+        .inventory_path
+        .parent()
+        .map_or_else(|| dir.to_path_buf(), Path::to_path_buf);
+    for (host, node) in &nodes {
+        let mut text = format!(
+            "# Written by hk-console demo: how to reach the simulated {host}.\nansible_port: {}\nansible_ssh_private_key_file: {}\n",
+            node.addr().port(),
+            key_path.display()
+        );
+        if let Some(port) = env_of.get(host).and_then(|e| api_ports.get(e)) {
+            text.push_str(&format!("{}: {port}\n", crate::repo::env::VAR_API_PORT));
+        }
+        write(
+            &inv_dir.join("host_vars").join(format!("{host}.yml")),
+            &text,
+        )?;
+    }
+    // hk-console reads the known_hosts file hk-console.yaml names.
+    let cfg_path = dir.join("hk-console.yaml");
+    let mut cfg = std::fs::read_to_string(&cfg_path).map_err(|source| DemoError::Write {
+        path: cfg_path.clone(),
+        source,
+    })?;
+    cfg.push_str("\n# Written by hk-console demo: the simulated nodes' host keys.\nknown_hosts: known_hosts\n");
+    write(&cfg_path, &cfg)?;
+    // ansible-playbook, run from the ansible dir, finds this ansible.cfg.
+    write(
+        &repo.ansible_dir.join("ansible.cfg"),
+        &format!(
+            "# Written by hk-console demo.\n[defaults]\ninterpreter_python = /usr/bin/python3\n\n[ssh_connection]\n# A simulated node never runs Python: pipelining sends module payloads on stdin,\n# where the node refuses them; raw tasks run in its shell.\npipelining = True\nssh_args = -o UserKnownHostsFile={} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes\n",
+            kh_path.display()
+        ),
+    )?;
+
+    let repo = Repo::load(dir).map_err(|e| DemoError::Start(e.to_string()))?;
+    demo_repo::verify_loopback(&repo)?;
+    for env in &repo.environments {
+        let want = api_ports[&env.name].to_string();
+        if env.api_port.get() != Some(want.as_str()) {
+            return Err(DemoError::Start(format!(
+                "environment `{}`: {} is {:?} after the rewrite, expected {want}",
+                env.name,
+                env.api_port.var,
+                env.api_port.get()
+            )));
+        }
+    }
+
+    // The controllers and the timeline.
+    for (sim_env, state) in sim_envs {
+        let faults: Vec<(Duration, Fault)> = scenario
+            .events
+            .iter()
+            .filter(|e| e.env == sim_env.name)
+            .map(|e| {
+                (
+                    Duration::from_millis(e.at_s * 1000 / u64::from(scenario.time_scale)),
+                    e.fault.clone(),
+                )
+            })
+            .collect();
+        // The SSH side of the faults.
+        for (at, fault) in &faults {
+            if let Fault::VpnDown = fault {
+                let states: Vec<_> = repo
+                    .environment(&sim_env.name)
+                    .map(|e| {
+                        e.vpn_gateways
+                            .iter()
+                            .filter_map(|g| nodes.get(&g.name).map(SimNode::state))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let at = *at;
+                let c = cancel.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = c.cancelled() => {}
+                        _ = tokio::time::sleep(at) => {
+                            for s in states {
+                                if let Ok(mut n) = s.lock() {
+                                    let now = n.now_ms();
+                                    if let Some(unit) = n.vpn.as_ref().map(|v| v.unit.clone()) {
+                                        let _ = n.fail_unit_at(&unit, now);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        }
+        let store = kubes[&sim_env.name].store().clone();
+        tokio::spawn(cluster::run(store, sim_env, state, faults, cancel.clone()));
+    }
+    // Tunnels that reconnect on a period (the eviction loop) keep doing so.
+    for (host, node) in &nodes {
+        let Some(env) = gateways.get(host) else {
+            continue;
+        };
+        let period = scenario.env_state(env).vpn.restart_every_s;
+        if period == 0 {
+            continue;
+        }
+        let state = node.state();
+        let real = Duration::from_millis(period * 1000 / u64::from(scenario.time_scale))
+            .max(Duration::from_millis(200));
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(real);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    _ = c.cancelled() => return,
+                    _ = tick.tick() => {
+                        if let Ok(mut n) = state.lock() {
+                            let now = n.now_ms();
+                            if let Some(unit) = n.vpn.as_ref().map(|v| v.unit.clone()) {
+                                let _ = n.restart_unit_at(&unit, now);
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    Ok(Demo {
+        dir: dir.to_path_buf(),
+        repo,
+        scenario_name: name.to_string(),
+        scenario,
+        plan,
+        kubes,
+        nodes,
+        cancel,
+    })
+}
+
+/// One host's simulated state from its environment's scenario state.
+fn build_node(
+    repo: &Repo,
+    host: &str,
+    state: &EnvState,
+    gateway: bool,
+    clock: &Clock,
+) -> Result<NodeState, DemoError> {
+    let mut n = NodeState::new(host, clock.clone());
+    let now = n.now_ms();
+    let bad =
+        |what: &str, v: &str| DemoError::Start(format!("scenario: {what} `{v}` is not an address"));
+    n.direct_exit_ip = state
+        .vpn
+        .direct_exit
+        .parse()
+        .map_err(|_| bad("vpn.direct_exit", &state.vpn.direct_exit))?;
+    let disks = &state.disks;
+    if let Some(d) = n.disks.get_mut(&disks.device) {
+        d.scheduler = disks.scheduler.clone();
+        d.nr_requests = disks.nr_requests;
+    }
+    for unit in ["system.slice", "k3s.service"] {
+        if let Some(u) = n.units.get_mut(unit) {
+            u.io_weight = Some(u64::from(disks.io_weight));
+        }
+    }
+    if disks.io_pressure_avg10 > 1.0 {
+        n.io_pressure = Psi::stalled(disks.io_pressure_avg10, disks.io_pressure_avg10 / 2.0);
+    }
+    if gateway {
+        let unit = string_var(repo, host, "vpn_egress_gateway_service")
+            .unwrap_or_else(|| "vpn-egress-tunnel.service".into());
+        let interface =
+            string_var(repo, host, "vpn_egress_gateway_interface").unwrap_or_else(|| "tun0".into());
+        let tunnel = VpnTunnel {
+            unit: unit.clone(),
+            interface,
+            exit_ip: state
+                .vpn
+                .tunnel_exit
+                .parse()
+                .map_err(|_| bad("vpn.tunnel_exit", &state.vpn.tunnel_exit))?,
+            server: state
+                .vpn
+                .server
+                .parse()
+                .map_err(|_| bad("vpn.server", &state.vpn.server))?,
+            tunnel_addr: state
+                .vpn
+                .tunnel_addr
+                .parse()
+                .map_err(|_| bad("vpn.tunnel_addr", &state.vpn.tunnel_addr))?,
+            netmask: Ipv4Addr::new(255, 255, 255, 0),
+        };
+        let period_ms = state.vpn.restart_every_s * 1000;
+        // With a reconnect period, the journal already holds the last half hour of it.
+        let first = if period_ms > 0 {
+            now.saturating_sub(30 * 60 * 1000)
+        } else {
+            now.saturating_sub(3_600_000)
+        };
+        n = n.with_vpn(tunnel, first);
+        if period_ms > 0 {
+            let mut t = first + period_ms;
+            while t < now {
+                let _ = n.restart_unit_at(&unit, t);
+                t += period_ms;
+            }
+        }
+        if state.vpn.active != "active" {
+            let _ = n.fail_unit_at(&unit, now);
+        }
+    }
+    Ok(n)
+}
+
+impl Demo {
+    /// The SSH options the console should use against the simulation: the repo's, but
+    /// trusting ONLY the demo's known_hosts (an old demo's keys for the same loopback
+    /// address in ~/.ssh/known_hosts must not read as a changed host key).
+    pub fn ssh_options(&self) -> crate::exec::SshOptions {
+        let mut o = crate::context::ssh_options(&self.repo);
+        o.known_hosts = vec![self.dir.join("known_hosts")];
+        o
+    }
+}

@@ -1,0 +1,263 @@
+//! The demo's infra repo: the bundled sample, written out and moved onto loopback.
+//!
+//! Owns: writing the embedded sample repo into a directory ([`write_sample`]), working out
+//! from ITS inventory which addresses the console would dial (every host's `ansible_host`,
+//! each environment's VIP and founder) and giving each a loopback address of its own
+//! ([`plan_addresses`]), rewriting every such address in every text file of the copy
+//! ([`rewrite_addresses`]) so the inventory, the Flux overlays and the parity check stay
+//! consistent with each other, and proving afterwards that nothing the console can reach
+//! is off this machine ([`verify_loopback`]).
+//! Must not: know the homelab. Hosts, groups, addresses and variable names come from the
+//! sample's own inventory and `repo::env`'s documented variables.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+
+use crate::repo::Repo;
+
+mod table {
+    // The other tables of the generated file are read by their own modules.
+    #![allow(dead_code)]
+    include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
+}
+
+/// The bundled sample repo as `(path relative to its root, contents)`.
+pub fn sample_files() -> &'static [(&'static str, &'static str)] {
+    table::SAMPLE_REPO
+}
+
+/// The embedded scenario files as `(file name, text)`.
+pub fn scenario_files() -> &'static [(&'static str, &'static str)] {
+    table::SCENARIOS
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DemoRepoError {
+    #[error("demo repo: cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("demo repo: cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("demo repo: the sample does not load: {0}")]
+    Load(String),
+    #[error("demo repo: {0}")]
+    NotLoopback(String),
+}
+
+/// Write the embedded sample repo under `dir` (created if missing).
+pub fn write_sample(dir: &Path) -> Result<(), DemoRepoError> {
+    for (rel, text) in sample_files() {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| DemoRepoError::Write {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        std::fs::write(&path, text).map_err(|source| DemoRepoError::Write {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// Where the demo puts each thing the console dials.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AddressPlan {
+    /// Inventory host -> its loopback address (one per host).
+    pub hosts: BTreeMap<String, Ipv4Addr>,
+    /// Environment -> its VIP's loopback address.
+    pub vips: BTreeMap<String, Ipv4Addr>,
+    /// Every original address -> its replacement (hosts, VIPs, founders).
+    pub rewrite: BTreeMap<IpAddr, Ipv4Addr>,
+}
+
+/// Give every host and every environment's VIP a loopback address: environment `i`
+/// (in hk-console.yaml's order) gets `127.0.(10+i).0/24`, its VIP `.100`, its hosts
+/// `.1, .2, ...` in inventory order; hosts of no environment go to `127.0.9.x`. A host in
+/// two environments keeps its first address.
+pub fn plan_addresses(repo: &Repo) -> Result<AddressPlan, DemoRepoError> {
+    let mut plan = AddressPlan::default();
+    let mut spare: u8 = 1;
+    for (i, env) in repo.environments.iter().enumerate() {
+        let net = 10u8
+            .checked_add(u8::try_from(i).unwrap_or(u8::MAX))
+            .filter(|n| *n < 250)
+            .ok_or_else(|| DemoRepoError::Load("too many environments for the demo".into()))?;
+        let vip = Ipv4Addr::new(127, 0, net, 100);
+        plan.vips.insert(env.name.clone(), vip);
+        if let Some(old) = env.vip.get().and_then(|v| v.parse::<IpAddr>().ok()) {
+            plan.rewrite.insert(old, vip);
+        }
+        let mut n: u8 = 1;
+        for h in env.servers.iter().chain(env.vpn_gateways.iter()) {
+            if plan.hosts.contains_key(&h.name) {
+                continue;
+            }
+            let addr = Ipv4Addr::new(127, 0, net, n);
+            n = n.saturating_add(1);
+            plan.hosts.insert(h.name.clone(), addr);
+            if let Ok(old) = h.address.parse::<IpAddr>() {
+                plan.rewrite.entry(old).or_insert(addr);
+            }
+        }
+    }
+    // Hosts outside every environment still get an address of their own.
+    for host in repo.inventory.hosts() {
+        if !plan.hosts.contains_key(&host) {
+            let addr = Ipv4Addr::new(127, 0, 9, spare);
+            spare = spare.saturating_add(1);
+            if let Some(old) = host_address(repo, &host) {
+                plan.rewrite.entry(old).or_insert(addr);
+            }
+            plan.hosts.insert(host, addr);
+        }
+    }
+    // The founder is one of the servers: it follows its host. A founder that is no host's
+    // address would be dialled by nobody in the demo, but still must not stay off-machine.
+    for env in &repo.environments {
+        if let Some(old) = env.founder.get().and_then(|v| v.parse::<IpAddr>().ok()) {
+            plan.rewrite.entry(old).or_insert_with(|| {
+                let addr = Ipv4Addr::new(127, 0, 9, spare);
+                spare = spare.saturating_add(1);
+                addr
+            });
+        }
+    }
+    Ok(plan)
+}
+
+fn host_address(repo: &Repo, host: &str) -> Option<IpAddr> {
+    let v = repo.resolve_var(host, "ansible_host")?;
+    v.value()?.as_str()?.parse().ok()
+}
+
+/// Replace every whole IPv4 address of `plan.rewrite` in every file under `dir`. Dotted
+/// quads are matched whole (`192.168.1.5` does not match inside `192.168.1.50`).
+pub fn rewrite_addresses(dir: &Path, plan: &AddressPlan) -> Result<usize, DemoRepoError> {
+    let mut changed = 0;
+    for (rel, _) in sample_files() {
+        let path = dir.join(rel);
+        let text = std::fs::read_to_string(&path).map_err(|source| DemoRepoError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let new = rewrite_text(&text, &plan.rewrite);
+        if new != text {
+            std::fs::write(&path, new).map_err(|source| DemoRepoError::Write {
+                path: path.clone(),
+                source,
+            })?;
+            changed += 1;
+        }
+    }
+    Ok(changed)
+}
+
+/// The text with every mapped dotted quad replaced.
+pub fn rewrite_text(text: &str, map: &BTreeMap<IpAddr, Ipv4Addr>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts_token = i == 0 || !is_quad_char(bytes[i - 1]);
+        if starts_token && bytes[i].is_ascii_digit() {
+            let end = bytes[i..]
+                .iter()
+                .position(|b| !is_quad_char(*b))
+                .map_or(bytes.len(), |p| i + p);
+            let token = &text[i..end];
+            if let Ok(ip) = token.parse::<Ipv4Addr>() {
+                if let Some(new) = map.get(&IpAddr::V4(ip)) {
+                    out.push_str(&new.to_string());
+                    i = end;
+                    continue;
+                }
+            }
+            out.push_str(token);
+            i = end;
+            continue;
+        }
+        let ch_len = text[i..].chars().next().map_or(1, char::len_utf8);
+        out.push_str(&text[i..i + ch_len]);
+        i += ch_len;
+    }
+    out
+}
+
+fn is_quad_char(b: u8) -> bool {
+    b.is_ascii_digit() || b == b'.'
+}
+
+/// After the rewrite: every host's `ansible_host` and every environment's VIP, founder and
+/// API endpoint must be a loopback address, or the demo refuses to start.
+pub fn verify_loopback(repo: &Repo) -> Result<(), DemoRepoError> {
+    let mut bad = Vec::new();
+    for host in repo.inventory.hosts() {
+        match host_address(repo, &host) {
+            Some(ip) if ip.is_loopback() => {}
+            Some(ip) => bad.push(format!("{host} ansible_host={ip}")),
+            None => bad.push(format!("{host} has no ansible_host address")),
+        }
+    }
+    for env in &repo.environments {
+        for fact in [&env.vip, &env.founder, &env.endpoint] {
+            match fact.get().map(|v| v.parse::<IpAddr>()) {
+                Some(Ok(ip)) if ip.is_loopback() => {}
+                Some(Ok(ip)) => bad.push(format!("{} {}={ip}", env.name, fact.var)),
+                Some(Err(_)) => bad.push(format!(
+                    "{} {}={} (not an address)",
+                    env.name,
+                    fact.var,
+                    fact.get().unwrap_or_default()
+                )),
+                None => bad.push(format!("{} {} unknown", env.name, fact.var)),
+            }
+        }
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(DemoRepoError::NotLoopback(format!(
+            "refusing to start: these would leave this machine: {}",
+            bad.join("; ")
+        )))
+    }
+}
+
+/// Write the sample under `dir`, move it onto loopback, reload it and check it.
+pub fn prepare(dir: &Path) -> Result<(Repo, AddressPlan), DemoRepoError> {
+    write_sample(dir)?;
+    let sample = Repo::load(dir).map_err(|e| DemoRepoError::Load(e.to_string()))?;
+    let plan = plan_addresses(&sample)?;
+    rewrite_addresses(dir, &plan)?;
+    let repo = Repo::load(dir).map_err(|e| DemoRepoError::Load(e.to_string()))?;
+    verify_loopback(&repo)?;
+    Ok((repo, plan))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrites_whole_quads_only() {
+        let mut map = BTreeMap::new();
+        map.insert(
+            "192.168.1.5".parse::<IpAddr>().expect("ip"),
+            Ipv4Addr::new(127, 0, 10, 1),
+        );
+        let text = "a=192.168.1.5 b=192.168.1.50 c=10.192.168.1.5 d=192.168.1.5:6443 é 192.168.1.5";
+        assert_eq!(
+            rewrite_text(text, &map),
+            "a=127.0.10.1 b=192.168.1.50 c=10.192.168.1.5 d=127.0.10.1:6443 é 127.0.10.1"
+        );
+    }
+}

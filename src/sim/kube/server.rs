@@ -1,0 +1,711 @@
+//! The HTTP side of the simulated API server: TLS connections, bearer-token auth, routing,
+//! the verbs (get, list, watch, create, update, patch, delete) on the store, the response
+//! shapes the real server gives (lists with list metadata, chunked watch streams of JSON
+//! lines, `Status` failures), and the request log.
+//!
+//! Owns: the accept loop and per-connection tasks (ended by the cancellation token), turning
+//! each request into a store call and its result into a response, watch streaming
+//! (history replay, label/field filtering with the ADDED/DELETED a selector change implies,
+//! bookmarks, `timeoutSeconds`, the 410 `Expired` ERROR event), [`RequestLog`].
+//! Must not: change objects except through the store, or listen beyond the address given.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
+use serde_json::{json, Map, Value};
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, mpsc};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+use super::discovery;
+use super::patch::{self, PatchType};
+use super::resources::ResourceType;
+use super::route::{route, Query, Route, Target};
+use super::select::{FieldSelector, LabelSelector, Selectors};
+use super::status::ApiError;
+use super::store::{
+    DeleteOpts, EventType, ListOpts, Object, Origin, Store, StoreEvent, Sub, WatchFrom,
+};
+use super::SimKubeConfig;
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// The largest request body accepted (the real server's limit).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+/// Records kept in the request log (the counters keep counting past it).
+const LOG_CAP: usize = 100_000;
+
+/// One request, as the server saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `discovery`,
+    /// `unauthorized`, `unknown`.
+    pub verb: &'static str,
+    /// `pods`, `daemonsets.apps/status`, ... for object requests.
+    pub resource: Option<String>,
+    pub code: u16,
+    /// Time to the response head (for a watch: to the start of the stream).
+    pub micros: u64,
+}
+
+/// Every request the server answered (the last [`LOG_CAP`]), and a running total.
+#[derive(Debug, Clone, Default)]
+pub struct RequestLog {
+    records: Arc<Mutex<VecDeque<RequestRecord>>>,
+    total: Arc<AtomicU64>,
+}
+
+impl RequestLog {
+    fn record(&self, r: RequestRecord) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        let mut g = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        if g.len() >= LOG_CAP {
+            g.pop_front();
+        }
+        g.push_back(r);
+    }
+
+    /// Requests answered since start.
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// The kept records, oldest first.
+    pub fn records(&self) -> Vec<RequestRecord> {
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// How many kept records have this verb and resource (`pods`, `daemonsets.apps`, ...).
+    pub fn count(&self, verb: &str, resource: &str) -> usize {
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|r| r.verb == verb && r.resource.as_deref() == Some(resource))
+            .count()
+    }
+
+    /// Forget the kept records (the total keeps counting).
+    pub fn clear(&self) {
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}
+
+pub(crate) struct ServerState {
+    pub store: Store,
+    pub token: String,
+    pub log: RequestLog,
+    pub config: SimKubeConfig,
+    pub addr: SocketAddr,
+    pub cancel: CancellationToken,
+}
+
+/// Accept connections until cancelled; each connection is served on its own task.
+pub(crate) async fn serve(listener: TcpListener, acceptor: TlsAcceptor, st: Arc<ServerState>) {
+    loop {
+        let accepted = tokio::select! {
+            _ = st.cancel.cancelled() => break,
+            a = listener.accept() => a,
+        };
+        let tcp = match accepted {
+            Ok((tcp, _)) => tcp,
+            Err(e) => {
+                tracing::warn!("simulated API server {}: accept failed: {e}", st.addr);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let st = st.clone();
+        tokio::spawn(async move {
+            let cancel = st.cancel.clone();
+            let tls = tokio::select! {
+                _ = cancel.cancelled() => return,
+                t = acceptor.accept(tcp) => match t {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::debug!("simulated API server {}: TLS handshake: {e}", st.addr);
+                        return;
+                    }
+                },
+            };
+            let svc = service_fn(move |req| {
+                let st = st.clone();
+                async move { Ok::<_, Infallible>(handle(st, req).await) }
+            });
+            let conn = http1::Builder::new().serve_connection(TokioIo::new(tls), svc);
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                r = conn => {
+                    if let Err(e) = r {
+                        tracing::debug!("simulated API server: connection: {e}");
+                    }
+                }
+            }
+        });
+    }
+}
+
+fn full(code: u16, body: Vec<u8>) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn json_response(code: u16, v: &Value) -> Response<Body> {
+    full(code, serde_json::to_vec(v).unwrap_or_default())
+}
+
+fn error_response(e: &ApiError) -> Response<Body> {
+    json_response(e.code, &e.to_status())
+}
+
+/// How objects are returned: whole, or as `PartialObjectMetadata` (kube's metadata API).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Full,
+    Metadata,
+}
+
+fn shape_of(req: &Request<Incoming>) -> Shape {
+    let accept = req
+        .headers()
+        .get(ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if accept.contains("as=PartialObjectMetadata") {
+        Shape::Metadata
+    } else {
+        Shape::Full
+    }
+}
+
+fn partial(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({}))})
+}
+
+fn shaped(obj: &Object, shape: Shape) -> Value {
+    match shape {
+        Shape::Full => (**obj).clone(),
+        Shape::Metadata => partial(obj),
+    }
+}
+
+async fn handle(st: Arc<ServerState>, req: Request<Incoming>) -> Response<Body> {
+    let started = Instant::now();
+    let method = req.method().to_string();
+    let path = req.uri().path().to_string();
+    let query_text = req.uri().query().unwrap_or("").to_string();
+    let authorized = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| t == st.token);
+    let (verb, resource, resp) = if authorized {
+        dispatch(&st, req, &path, &Query::parse(&query_text)).await
+    } else {
+        (
+            "unauthorized",
+            None,
+            error_response(&ApiError::unauthorized()),
+        )
+    };
+    st.log.record(RequestRecord {
+        method,
+        path,
+        query: query_text,
+        verb,
+        resource,
+        code: resp.status().as_u16(),
+        micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+    });
+    resp
+}
+
+async fn dispatch(
+    st: &Arc<ServerState>,
+    req: Request<Incoming>,
+    path: &str,
+    q: &Query,
+) -> (&'static str, Option<String>, Response<Body>) {
+    let get = req.method() == Method::GET;
+    let doc = |v: Value| ("discovery", None, json_response(200, &v));
+    match route(path) {
+        Route::Version if get => doc(discovery::version()),
+        Route::CoreVersions if get => doc(discovery::core_versions(st.addr)),
+        Route::Groups if get => doc(discovery::groups()),
+        Route::Group(g) if get => doc(discovery::group(&g)),
+        Route::ResourceList { group, version } if get => {
+            doc(discovery::resource_list(&group, &version))
+        }
+        Route::Objects(t) => {
+            let label = if t.status {
+                format!("{}/status", t.res.qualified())
+            } else {
+                t.res.qualified()
+            };
+            let (verb, resp) = objects(st, req, t, q).await;
+            (verb, Some(label), resp)
+        }
+        Route::NotFound => ("unknown", None, error_response(&ApiError::no_route())),
+        _ => (
+            "unknown",
+            None,
+            error_response(&ApiError::method_not_allowed()),
+        ),
+    }
+}
+
+async fn read_body(req: Request<Incoming>) -> Result<(String, Vec<u8>), ApiError> {
+    let ct = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let collected = Limited::new(req.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|_| ApiError::too_large())?;
+    Ok((ct, collected.to_bytes().to_vec()))
+}
+
+fn json_body(bytes: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
+    })
+}
+
+fn selectors(res: &ResourceType, q: &Query) -> Result<Selectors, ApiError> {
+    Ok(Selectors {
+        labels: LabelSelector::parse(q.get("labelSelector").unwrap_or(""))
+            .map_err(ApiError::bad_request)?,
+        fields: FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), res)
+            .map_err(ApiError::bad_request)?,
+    })
+}
+
+async fn objects(
+    st: &Arc<ServerState>,
+    req: Request<Incoming>,
+    t: Target,
+    q: &Query,
+) -> (&'static str, Response<Body>) {
+    let shape = shape_of(&req);
+    let method = req.method().clone();
+    let sub = if t.status { Sub::Status } else { Sub::Main };
+    let ns = t.namespace.as_deref();
+    let store = &st.store;
+    let res = t.res;
+    let one = |r: Result<Object, ApiError>, code: u16| match r {
+        Ok(o) => json_response(code, &shaped(&o, shape)),
+        Err(e) => error_response(&e),
+    };
+    match (&method, t.name.as_deref()) {
+        (&Method::GET, Some(name)) => ("get", one(store.get(res, ns, name), 200)),
+        (&Method::GET, None) if q.flag("watch") => match selectors(res, q) {
+            Ok(sel) => ("watch", watch(st, res, ns, sel, q, shape)),
+            Err(e) => ("watch", error_response(&e)),
+        },
+        (&Method::GET, None) => ("list", list(store, res, ns, q, shape)),
+        (&Method::POST, None) => {
+            let r = match read_body(req).await.and_then(|(_, b)| json_body(&b)) {
+                Ok(body) => store.create(res, ns, body, Origin::Api),
+                Err(e) => Err(e),
+            };
+            ("create", one(r, 201))
+        }
+        (&Method::PUT, Some(name)) => {
+            let r = match read_body(req).await.and_then(|(_, b)| json_body(&b)) {
+                Ok(body) => store.update(res, ns, name, body, sub, Origin::Api),
+                Err(e) => Err(e),
+            };
+            ("update", one(r, 200))
+        }
+        (&Method::PATCH, Some(name)) => {
+            let r = match read_body(req).await {
+                Ok((ct, b)) => match PatchType::from_content_type(&ct) {
+                    None => Err(ApiError::unsupported_media_type(&ct, patch::ACCEPTED)),
+                    Some(kind) => patch::parse_body(kind, &b)
+                        .and_then(|p| store.patch(res, ns, name, kind, &p, sub, Origin::Api)),
+                },
+                Err(e) => Err(e),
+            };
+            ("patch", one(r, 200))
+        }
+        (&Method::DELETE, Some(name)) if !t.status => {
+            let r = match read_body(req).await {
+                Ok((_, b)) => {
+                    let pre = delete_opts(&b, q);
+                    store.delete(res, ns, name, &pre, Origin::Api)
+                }
+                Err(e) => Err(e),
+            };
+            ("delete", one(r, 200))
+        }
+        _ => ("unknown", error_response(&ApiError::method_not_allowed())),
+    }
+}
+
+/// `DeleteOptions` (preconditions, grace period) from a delete body, or from the query.
+fn delete_opts(body: &[u8], q: &Query) -> DeleteOpts {
+    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let p = v.get("preconditions");
+    let s = |f: &str| {
+        p.and_then(|p| p.get(f))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    DeleteOpts {
+        resource_version: s("resourceVersion"),
+        uid: s("uid"),
+        grace_period_seconds: v
+            .get("gracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .or_else(|| q.get("gracePeriodSeconds").and_then(|g| g.parse().ok())),
+    }
+}
+
+/// An item of a list: the object without apiVersion/kind for built-in kinds, as the real
+/// server lists them; custom resources keep theirs.
+struct Item<'a> {
+    obj: &'a Value,
+    keep_type: bool,
+}
+
+impl Serialize for Item<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.obj {
+            Value::Object(m) if !self.keep_type => {
+                let mut map = s.serialize_map(None)?;
+                for (k, v) in m {
+                    if k != "apiVersion" && k != "kind" {
+                        map.serialize_entry(k, v)?;
+                    }
+                }
+                map.end()
+            }
+            other => other.serialize(s),
+        }
+    }
+}
+
+struct Items<'a> {
+    items: &'a [Object],
+    keep_type: bool,
+    shape: Shape,
+}
+
+impl Serialize for Items<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.items.len()))?;
+        for o in self.items {
+            match self.shape {
+                Shape::Full => seq.serialize_element(&Item {
+                    obj: o,
+                    keep_type: self.keep_type,
+                })?,
+                Shape::Metadata => seq.serialize_element(&partial(o))?,
+            }
+        }
+        seq.end()
+    }
+}
+
+fn list(
+    store: &Store,
+    res: &'static ResourceType,
+    ns: Option<&str>,
+    q: &Query,
+    shape: Shape,
+) -> Response<Body> {
+    let sel = match selectors(res, q) {
+        Ok(s) => s,
+        Err(e) => return error_response(&e),
+    };
+    let limit = q.get("limit").and_then(|l| l.parse::<usize>().ok());
+    let opts = ListOpts {
+        limit,
+        continue_token: q.get("continue").map(str::to_string),
+        resource_version: q.get("resourceVersion").map(str::to_string),
+        exact: q.get("resourceVersionMatch") == Some("Exact"),
+    };
+    let page = match store.list(res, ns, &sel, &opts) {
+        Ok(p) => p,
+        Err(e) => return error_response(&e),
+    };
+    let mut meta = Map::new();
+    meta.insert(
+        "resourceVersion".into(),
+        json!(page.resource_version.to_string()),
+    );
+    if let Some(c) = &page.continue_token {
+        meta.insert("continue".into(), json!(c));
+    }
+    if let Some(n) = page.remaining {
+        meta.insert("remainingItemCount".into(), json!(n));
+    }
+    let (kind, api_version) = match shape {
+        Shape::Full => (res.list_kind(), res.api_version()),
+        Shape::Metadata => (
+            "PartialObjectMetadataList".to_string(),
+            "meta.k8s.io/v1".to_string(),
+        ),
+    };
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ListDoc<'a> {
+        kind: String,
+        api_version: String,
+        metadata: Map<String, Value>,
+        items: Items<'a>,
+    }
+    let doc = ListDoc {
+        kind,
+        api_version,
+        metadata: meta,
+        items: Items {
+            items: &page.items,
+            keep_type: res.custom,
+            shape,
+        },
+    };
+    match serde_json::to_vec(&doc) {
+        Ok(b) => full(200, b),
+        Err(e) => error_response(&ApiError::internal(format!("encoding the list: {e}"))),
+    }
+}
+
+/// One watch-event line: `{"type":...,"object":...}\n`.
+fn event_line(kind: &str, obj: &Value) -> Bytes {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    if serde_json::to_writer(&mut out, obj).is_err() {
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+fn bookmark(res: &ResourceType, rv: u64, initial_end: bool) -> Bytes {
+    let mut meta = Map::new();
+    meta.insert("resourceVersion".into(), json!(rv.to_string()));
+    if initial_end {
+        meta.insert(
+            "annotations".into(),
+            json!({"k8s.io/initial-events-end": "true"}),
+        );
+    }
+    event_line(
+        "BOOKMARK",
+        &json!({"kind": res.kind, "apiVersion": res.api_version(), "metadata": meta}),
+    )
+}
+
+/// What a watcher with `sel` sees of a change: the selector turns a MODIFIED into ADDED
+/// (starts matching) or DELETED (stops matching), as the real watch cache does.
+fn visible(ev: &StoreEvent, sel: &Selectors) -> Option<(EventType, Object)> {
+    let now = sel.matches(&ev.object);
+    let before = ev.prev.as_ref().is_some_and(|p| sel.matches(p));
+    match ev.event {
+        EventType::Added => now.then(|| (EventType::Added, ev.object.clone())),
+        EventType::Deleted => (now || before).then(|| (EventType::Deleted, ev.object.clone())),
+        EventType::Modified => match (before, now) {
+            (true, true) => Some((EventType::Modified, ev.object.clone())),
+            (false, true) => Some((EventType::Added, ev.object.clone())),
+            (true, false) => {
+                let mut last = ev.prev.as_deref().cloned().unwrap_or(Value::Null);
+                if let Some(Value::Object(m)) = last.get_mut("metadata") {
+                    m.insert(
+                        "resourceVersion".into(),
+                        json!(ev.resource_version.to_string()),
+                    );
+                }
+                Some((EventType::Deleted, Arc::new(last)))
+            }
+            (false, false) => None,
+        },
+    }
+}
+
+fn streaming(rx: mpsc::Receiver<Bytes>) -> Response<Body> {
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    });
+    let mut r = Response::new(StreamBody::new(stream).boxed());
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+struct WatchSpec {
+    res: &'static ResourceType,
+    ns: Option<String>,
+    sel: Selectors,
+    shape: Shape,
+    bookmarks: bool,
+    initial_end: bool,
+    timeout: Duration,
+    bookmark_every: Duration,
+}
+
+fn watch(
+    st: &Arc<ServerState>,
+    res: &'static ResourceType,
+    ns: Option<&str>,
+    sel: Selectors,
+    q: &Query,
+    shape: Shape,
+) -> Response<Body> {
+    let rv = q.get("resourceVersion").unwrap_or("");
+    let send_initial = q.get("sendInitialEvents").map(|v| v == "true");
+    let from = match (rv, send_initial) {
+        (_, Some(true)) => WatchFrom::Now { initial: true },
+        ("" | "0", Some(false)) => WatchFrom::Now { initial: false },
+        ("" | "0", None) => WatchFrom::Now { initial: true },
+        (v, _) => match v.parse::<u64>() {
+            Ok(n) => WatchFrom::Version(n),
+            Err(_) => {
+                return error_response(&ApiError::bad_request(format!(
+                    "invalid resource version: {v}"
+                )))
+            }
+        },
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    let start = match st.store.watch(res, ns, from) {
+        Ok(s) => s,
+        Err(e) if e.code == 410 => {
+            // The real server answers 200 and sends the failure as the stream's one event.
+            let _ = tx.try_send(event_line("ERROR", &e.to_status()));
+            return streaming(rx);
+        }
+        Err(e) => return error_response(&e),
+    };
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .filter(|t| *t > 0)
+        .map(Duration::from_secs)
+        .unwrap_or(st.config.default_watch_timeout);
+    let spec = WatchSpec {
+        res,
+        ns: ns.map(str::to_string),
+        sel,
+        shape,
+        bookmarks: q.flag("allowWatchBookmarks"),
+        initial_end: send_initial == Some(true),
+        timeout,
+        bookmark_every: st.config.bookmark_interval,
+    };
+    let cancel = st.cancel.clone();
+    tokio::spawn(run_watch(spec, start, tx, cancel));
+    streaming(rx)
+}
+
+async fn run_watch(
+    spec: WatchSpec,
+    start: super::store::WatchStart,
+    tx: mpsc::Sender<Bytes>,
+    cancel: CancellationToken,
+) {
+    let started = tokio::time::Instant::now();
+    let deadline = started + spec.timeout;
+    let pre_timeout = deadline.checked_sub(Duration::from_secs(2));
+    let next_bookmark = |now: tokio::time::Instant| {
+        let periodic = now + spec.bookmark_every;
+        match pre_timeout {
+            Some(p) if p > now && p < periodic => p,
+            _ => periodic,
+        }
+    };
+    let rid = spec.res.id();
+    let line = |kind: EventType, obj: &Object| match spec.shape {
+        Shape::Full => event_line(kind.as_str(), obj),
+        Shape::Metadata => event_line(kind.as_str(), &partial(obj)),
+    };
+    for ev in &start.backlog {
+        if let Some((kind, obj)) = visible(ev, &spec.sel) {
+            if tx.send(line(kind, &obj)).await.is_err() {
+                return;
+            }
+        }
+    }
+    let mut seen = start.resource_version;
+    if spec.initial_end && spec.bookmarks && tx.send(bookmark(spec.res, seen, true)).await.is_err()
+    {
+        return;
+    }
+    let mut live = start.live;
+    let mut bookmark_at = next_bookmark(started);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tx.closed() => return,
+            _ = tokio::time::sleep_until(deadline) => return,
+            _ = tokio::time::sleep_until(bookmark_at), if spec.bookmarks => {
+                if tx.send(bookmark(spec.res, seen, false)).await.is_err() {
+                    return;
+                }
+                bookmark_at = next_bookmark(tokio::time::Instant::now());
+            }
+            r = live.recv() => match r {
+                Ok(ev) => {
+                    if ev.resource_version <= seen {
+                        continue;
+                    }
+                    seen = ev.resource_version;
+                    let in_scope = ev.resource.id() == rid
+                        && spec.ns.as_deref().is_none_or(|n| ev.namespace.as_deref() == Some(n));
+                    if !in_scope {
+                        continue;
+                    }
+                    if let Some((kind, obj)) = visible(&ev, &spec.sel) {
+                        if tx.send(line(kind, &obj)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                // A watcher too slow for the broadcast is ended, like the real server ends a
+                // blocked watcher; the client resumes from its last version.
+                Err(broadcast::error::RecvError::Lagged(_)) => return,
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! The embedded simulated homelab (issue 6): what `hk-console demo` runs so a newcomer
+//! with no cluster reaches something true to life through the console's REAL clients.
+//! Everything listens on loopback only.
+//!
+//! - [`demo_repo`]: the embedded sample moved onto loopback.
+//! - [`scenario`]: the scenario files and their parser.
+//! - [`kube`]: the simulated Kubernetes API server (TLS, real JSON, list/watch).
+//! - [`cluster`]: one simulated k3s cluster's objects and controllers on that server.
+//! - [`ssh`]: the simulated nodes' SSH servers (russh server side), one per inventory host.
+//! - [`node`]: a node's simulated state and the utilities its commands run.
+//! - [`shell`]: the POSIX `sh` subset those commands are written in.
+pub mod cluster;
+pub mod demo;
+pub mod demo_repo;
+pub mod kube;
+pub mod node;
+pub mod scenario;
+pub mod shell;
+pub mod ssh;

@@ -1,0 +1,2014 @@
+//! One simulated node: its state ([`NodeState`]: systemd units and their journal, block
+//! devices and mounts, IO pressure, the VPN tunnel and exit addresses, a clock) and the
+//! utilities a command on it can run (`systemctl`, `journalctl`, `curl`, `cat`, `grep`,
+//! `findmnt`, `lsblk`, ...), each answering from and acting on that state only.
+//!
+//! The state is shared as `Arc<Mutex<NodeState>>`: the SSH server runs commands against it,
+//! a simulation (scenario, fault injection) changes it, tests read it.
+//!
+//! Owns: the state model, its simulated files (`/sys/block/*/queue/*`, `/proc/pressure/io`,
+//! `/etc/os-release`, ...), the utilities' output formats (journald `short-iso`, OpenVPN's
+//! log lines, systemctl's `show`), [`NodeSession`] (one command's run).
+//! Must not: touch the real host (no process, no file, no network): every answer comes from
+//! [`NodeState`]; a command it does not know is exit 127 `sim: command not supported: ...`.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+
+use super::shell::{run_script, Ending, Output, System};
+use crate::checks::live::parse_journal_time;
+
+// ---------------------------------------------------------------------------------------
+// Time
+// ---------------------------------------------------------------------------------------
+
+/// A node's clock: simulated ms since the Unix epoch, running `speed` times faster than real
+/// time from `epoch_ms` (speed 0 = stopped). Copies share the origin, so nodes given copies
+/// of one clock agree on the time.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    origin: Instant,
+    epoch_ms: u64,
+    speed: f64,
+}
+
+impl Clock {
+    /// Stopped at `epoch_ms`.
+    pub fn fixed(epoch_ms: u64) -> Self {
+        Clock {
+            origin: Instant::now(),
+            epoch_ms,
+            speed: 0.0,
+        }
+    }
+
+    /// Starts at `epoch_ms` now and runs `speed` simulated seconds per real second.
+    pub fn running(epoch_ms: u64, speed: f64) -> Self {
+        Clock {
+            origin: Instant::now(),
+            epoch_ms,
+            speed: speed.max(0.0),
+        }
+    }
+
+    /// The simulated time, ms since the Unix epoch.
+    pub fn now_ms(&self) -> u64 {
+        let real = self.origin.elapsed().as_secs_f64() * 1000.0;
+        self.epoch_ms.saturating_add((real * self.speed) as u64)
+    }
+
+    /// How much real time `sim_ms` of simulated time takes (zero on a stopped clock).
+    pub fn real_duration(&self, sim_ms: u64) -> Duration {
+        if self.speed <= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(sim_ms as f64 / 1000.0 / self.speed)
+        }
+    }
+}
+
+/// Days since 1970-01-01 to (year, month, day) (Hinnant's civil_from_days).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// UTC calendar fields of a ms timestamp: (y, mo, d, h, mi, s, ms).
+fn utc_fields(ms: u64) -> (i64, u32, u32, u64, u64, u64, u64) {
+    let secs = ms / 1000;
+    let (y, mo, d) = civil_from_days((secs / 86_400) as i64);
+    let t = secs % 86_400;
+    (y, mo, d, t / 3600, t % 3600 / 60, t % 60, ms % 1000)
+}
+
+/// journald's `short-iso`: `2026-09-12T22:57:05+00:00` (the node runs in UTC).
+pub fn format_short_iso(ms: u64) -> String {
+    let (y, mo, d, h, mi, s, _) = utc_fields(ms);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}+00:00")
+}
+
+fn format_short_iso_precise(ms: u64) -> String {
+    let (y, mo, d, h, mi, s, frac) = utc_fields(ms);
+    format!(
+        "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:06}+00:00",
+        frac * 1000
+    )
+}
+
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// journald's default `short`: `Sep 12 22:57:05`.
+fn format_short(ms: u64) -> String {
+    let (_, mo, d, h, mi, s, _) = utc_fields(ms);
+    let mon = MONTHS.get(mo as usize - 1).copied().unwrap_or("???");
+    format!("{mon} {d:02} {h:02}:{mi:02}:{s:02}")
+}
+
+/// A systemd time span (`30min`, `1h 30min`, `90s`, `2 days`) in ms.
+fn parse_span(s: &str) -> Option<u64> {
+    let re = Regex::new(r"^\s*(?:(\d+)\s*([a-z]*)\s*)+$").ok()?;
+    if !re.is_match(s) {
+        return None;
+    }
+    let item = Regex::new(r"(\d+)\s*([a-z]*)").ok()?;
+    let mut total = 0u64;
+    for c in item.captures_iter(s) {
+        let n: u64 = c.get(1)?.as_str().parse().ok()?;
+        let unit = c.get(2).map(|m| m.as_str()).unwrap_or("");
+        let ms = match unit {
+            "" | "s" | "sec" | "second" | "seconds" => 1000,
+            "ms" | "msec" => 1,
+            "m" | "min" | "minute" | "minutes" => 60_000,
+            "h" | "hr" | "hour" | "hours" => 3_600_000,
+            "d" | "day" | "days" => 86_400_000,
+            "w" | "week" | "weeks" => 604_800_000,
+            _ => return None,
+        };
+        total = total.checked_add(n.checked_mul(ms)?)?;
+    }
+    Some(total)
+}
+
+/// A journalctl `--since`/`--until` value relative to `now`: `now`, `today`, `yesterday`,
+/// `-30min`, `+1h`, `30 min ago`, `@EPOCH`, `YYYY-MM-DD[ HH:MM[:SS]]` (UTC), or ISO 8601.
+fn parse_time_spec(s: &str, now: u64) -> Option<u64> {
+    let s = s.trim();
+    let midnight = now - now % 86_400_000;
+    match s {
+        "now" => return Some(now),
+        "today" => return Some(midnight),
+        "yesterday" => return Some(midnight.saturating_sub(86_400_000)),
+        "tomorrow" => return Some(midnight + 86_400_000),
+        _ => {}
+    }
+    if let Some(e) = s.strip_prefix('@') {
+        return e.parse::<u64>().ok().map(|v| v * 1000);
+    }
+    if let Some(r) = s.strip_prefix('-') {
+        return parse_span(r).map(|d| now.saturating_sub(d));
+    }
+    if let Some(r) = s.strip_prefix('+') {
+        return parse_span(r).map(|d| now + d);
+    }
+    if let Some(r) = s.strip_suffix("ago") {
+        return parse_span(r).map(|d| now.saturating_sub(d));
+    }
+    let iso = s.replacen(' ', "T", 1);
+    let full = match iso.len() {
+        10 => format!("{iso}T00:00:00Z"),
+        16 => format!("{iso}:00Z"),
+        19 => format!("{iso}Z"),
+        _ => iso,
+    };
+    parse_journal_time(&full).map(|t| t.0)
+}
+
+// ---------------------------------------------------------------------------------------
+// State
+// ---------------------------------------------------------------------------------------
+
+/// A systemd unit's ActiveState.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnitState {
+    Active,
+    Inactive,
+    Failed,
+    Activating,
+}
+
+impl UnitState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnitState::Active => "active",
+            UnitState::Inactive => "inactive",
+            UnitState::Failed => "failed",
+            UnitState::Activating => "activating",
+        }
+    }
+
+    fn sub_state(self) -> &'static str {
+        match self {
+            UnitState::Active => "running",
+            UnitState::Inactive => "dead",
+            UnitState::Failed => "failed",
+            UnitState::Activating => "start",
+        }
+    }
+}
+
+/// One systemd unit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unit {
+    pub state: UnitState,
+    pub description: String,
+    /// `IOWeight=`; None prints `[not set]`, as systemd does.
+    pub io_weight: Option<u64>,
+    /// systemd's NRestarts, counted here for every restart.
+    pub restarts: u32,
+    pub main_pid: u32,
+    /// When it last entered `active`.
+    pub active_since_ms: u64,
+}
+
+/// One journal record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalEntry {
+    pub at_ms: u64,
+    /// The unit it belongs to (`journalctl -u` selects on it).
+    pub unit: String,
+    /// `systemd[1]`, `openvpn[1234]`.
+    pub ident: String,
+    pub message: String,
+}
+
+/// A block device's queue settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Disk {
+    /// The schedulers the kernel offers, in its order.
+    pub schedulers: Vec<String>,
+    pub scheduler: String,
+    pub nr_requests: u32,
+    pub rotational: bool,
+}
+
+impl Disk {
+    /// A SATA disk as a Debian kernel shows it: mq-deadline, 64 requests.
+    pub fn sata(rotational: bool) -> Self {
+        Disk {
+            schedulers: ["mq-deadline", "kyber", "bfq", "none"]
+                .map(String::from)
+                .to_vec(),
+            scheduler: "mq-deadline".into(),
+            nr_requests: 64,
+            rotational,
+        }
+    }
+
+    /// NVMe: `none` by default, 1023 requests.
+    pub fn nvme() -> Self {
+        Disk {
+            schedulers: ["none", "mq-deadline", "kyber", "bfq"]
+                .map(String::from)
+                .to_vec(),
+            scheduler: "none".into(),
+            nr_requests: 1023,
+            rotational: false,
+        }
+    }
+
+    /// The `scheduler` file: every option, the current one in brackets.
+    fn scheduler_line(&self) -> String {
+        let parts: Vec<String> = self
+            .schedulers
+            .iter()
+            .map(|s| {
+                if *s == self.scheduler {
+                    format!("[{s}]")
+                } else {
+                    s.clone()
+                }
+            })
+            .collect();
+        parts.join(" ")
+    }
+}
+
+/// A mounted file system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    pub target: String,
+    /// `/dev/sda2`.
+    pub source: String,
+}
+
+/// `/proc/pressure/io`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Psi {
+    pub some_avg10: f64,
+    pub some_avg60: f64,
+    pub some_avg300: f64,
+    pub some_total_us: u64,
+    pub full_avg10: f64,
+    pub full_avg60: f64,
+    pub full_avg300: f64,
+    pub full_total_us: u64,
+}
+
+impl Psi {
+    /// A quiet disk.
+    pub fn idle() -> Self {
+        Psi::stalled(0.10, 0.05)
+    }
+
+    /// Some/full pressure at these percentages over every window.
+    pub fn stalled(some: f64, full: f64) -> Self {
+        Psi {
+            some_avg10: some,
+            some_avg60: some,
+            some_avg300: some,
+            some_total_us: (some * 1e7) as u64,
+            full_avg10: full,
+            full_avg60: full,
+            full_avg300: full,
+            full_total_us: (full * 1e7) as u64,
+        }
+    }
+
+    fn render(&self) -> String {
+        format!(
+            "some avg10={:.2} avg60={:.2} avg300={:.2} total={}\nfull avg10={:.2} avg60={:.2} avg300={:.2} total={}\n",
+            self.some_avg10,
+            self.some_avg60,
+            self.some_avg300,
+            self.some_total_us,
+            self.full_avg10,
+            self.full_avg60,
+            self.full_avg300,
+            self.full_total_us
+        )
+    }
+}
+
+/// The OpenVPN egress tunnel on a gateway node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VpnTunnel {
+    /// `vpn-egress-tunnel.service`.
+    pub unit: String,
+    /// `tun0`.
+    pub interface: String,
+    /// The address traffic through the tunnel leaves at.
+    pub exit_ip: IpAddr,
+    /// The VPN server (`Peer Connection Initiated with [AF_INET]IP:PORT`).
+    pub server: SocketAddr,
+    /// The address the server pushes (`ifconfig A.B.C.D MASK`).
+    pub tunnel_addr: Ipv4Addr,
+    pub netmask: Ipv4Addr,
+}
+
+/// Everything a simulated node knows about itself.
+#[derive(Debug, Clone)]
+pub struct NodeState {
+    pub hostname: String,
+    pub clock: Clock,
+    pub boot_ms: u64,
+    pub os_release: String,
+    pub units: BTreeMap<String, Unit>,
+    /// Kept sorted by time.
+    pub journal: Vec<JournalEntry>,
+    /// By kernel name (`sda`).
+    pub disks: BTreeMap<String, Disk>,
+    /// Partition kernel name -> its disk (`sda2` -> `sda`).
+    pub partitions: BTreeMap<String, String>,
+    pub mounts: Vec<Mount>,
+    pub io_pressure: Psi,
+    /// The node's own (ISP) exit address, seen without the tunnel.
+    pub direct_exit_ip: IpAddr,
+    /// The interface of the default route.
+    pub default_interface: String,
+    /// False = no route out at all (curl cannot resolve anything).
+    pub online: bool,
+    pub vpn: Option<VpnTunnel>,
+    /// The URLs that answer with the caller's exit address (`https://ipinfo.io/ip`).
+    pub exit_ip_urls: Vec<String>,
+    /// Every command line this node was sent, in order (capped at 1000).
+    pub commands: Vec<String>,
+    next_pid: u32,
+}
+
+const OS_RELEASE: &str =
+    "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\n\
+VERSION_ID=\"12\"\nVERSION=\"12 (bookworm)\"\nVERSION_CODENAME=bookworm\nID=debian\n\
+HOME_URL=\"https://www.debian.org/\"\nSUPPORT_URL=\"https://www.debian.org/support\"\n\
+BUG_REPORT_URL=\"https://bugs.debian.org/\"\n";
+
+/// The default VPN unit name (the documented one).
+pub const VPN_UNIT: &str = "vpn-egress-tunnel.service";
+
+impl NodeState {
+    /// A healthy Debian 12 k3s server: booted a day before the clock's now, `k3s.service`,
+    /// `ssh.service` and `system.slice` active, one SATA disk `sda` (`/` on `sda2`, the k3s
+    /// data dir under it), quiet IO, online with a documentation-range exit address.
+    pub fn new(hostname: &str, clock: Clock) -> Self {
+        let now = clock.now_ms();
+        let boot_ms = now.saturating_sub(86_400_000);
+        let mut s = NodeState {
+            hostname: hostname.to_string(),
+            clock,
+            boot_ms,
+            os_release: OS_RELEASE.to_string(),
+            units: BTreeMap::new(),
+            journal: Vec::new(),
+            disks: BTreeMap::from([("sda".to_string(), Disk::sata(false))]),
+            partitions: BTreeMap::from([
+                ("sda1".to_string(), "sda".to_string()),
+                ("sda2".to_string(), "sda".to_string()),
+            ]),
+            mounts: vec![
+                Mount {
+                    target: "/".into(),
+                    source: "/dev/sda2".into(),
+                },
+                Mount {
+                    target: "/boot/efi".into(),
+                    source: "/dev/sda1".into(),
+                },
+            ],
+            io_pressure: Psi::idle(),
+            direct_exit_ip: IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7)),
+            default_interface: "eth0".into(),
+            online: true,
+            vpn: None,
+            exit_ip_urls: [
+                "https://ipinfo.io/ip",
+                "https://ifconfig.me/ip",
+                "https://api.ipify.org",
+                "https://icanhazip.com",
+            ]
+            .map(String::from)
+            .to_vec(),
+            commands: Vec::new(),
+            next_pid: 700,
+        };
+        for (name, desc) in [
+            ("system.slice", "System Slice"),
+            ("ssh.service", "OpenBSD Secure Shell server"),
+            ("k3s.service", "Lightweight Kubernetes"),
+        ] {
+            s.add_unit(name, desc, boot_ms);
+        }
+        s
+    }
+
+    /// Adds (or replaces) an active unit, started at `at_ms`, with its start in the journal.
+    pub fn add_unit(&mut self, name: &str, description: &str, at_ms: u64) {
+        let name = unit_name(name);
+        let pid = self.pid();
+        self.units.insert(
+            name.clone(),
+            Unit {
+                state: UnitState::Active,
+                description: description.to_string(),
+                io_weight: None,
+                restarts: 0,
+                main_pid: pid,
+                active_since_ms: at_ms,
+            },
+        );
+        if !name.ends_with(".slice") {
+            self.log(
+                at_ms,
+                &name,
+                "systemd[1]",
+                &format!("Started {name} - {description}."),
+            );
+        }
+    }
+
+    /// Makes this node a VPN gateway: the tunnel unit active and connected at `at_ms`.
+    pub fn with_vpn(mut self, vpn: VpnTunnel, at_ms: u64) -> Self {
+        let unit = unit_name(&vpn.unit);
+        self.vpn = Some(VpnTunnel {
+            unit: unit.clone(),
+            ..vpn
+        });
+        self.add_unit(&unit, "PIA OpenVPN egress tunnel", at_ms);
+        self.log_vpn_connect(at_ms);
+        self
+    }
+
+    /// The simulated time now.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    fn pid(&mut self) -> u32 {
+        self.next_pid += 1 + self.next_pid % 7;
+        self.next_pid
+    }
+
+    /// Appends a journal record, keeping the journal in time order.
+    pub fn log(&mut self, at_ms: u64, unit: &str, ident: &str, message: &str) {
+        let e = JournalEntry {
+            at_ms,
+            unit: unit.to_string(),
+            ident: ident.to_string(),
+            message: message.to_string(),
+        };
+        let pos = self.journal.partition_point(|x| x.at_ms <= at_ms);
+        self.journal.insert(pos, e);
+    }
+
+    /// OpenVPN 2.6's lines for one successful connect of the tunnel, from `at_ms`.
+    fn log_vpn_connect(&mut self, at_ms: u64) {
+        let Some(v) = self.vpn.clone() else { return };
+        let pid = self.units.get(&v.unit).map(|u| u.main_pid).unwrap_or(1);
+        let ident = format!("openvpn[{pid}]");
+        let server = match v.server {
+            SocketAddr::V4(a) => format!("[AF_INET]{a}"),
+            SocketAddr::V6(a) => format!("[AF_INET6]{a}"),
+        };
+        let prefix = mask_prefix(v.netmask);
+        let gw = Ipv4Addr::from(u32::from(v.tunnel_addr) & u32::from(v.netmask) | 1);
+        let lines = [
+            "OpenVPN 2.6.3 x86_64-pc-linux-gnu [SSL (OpenSSL)] [LZO] [LZ4] [EPOLL] [PKCS11] [MH/PKTINFO] [AEAD] [DCO]".to_string(),
+            format!("TCP/UDP: Preserving recently used remote address: {server}"),
+            format!("UDPv4 link remote: {server}"),
+            format!("[{}] Peer Connection Initiated with {server}", "pia-server"),
+            format!(
+                "PUSH: Received control message: 'PUSH_REPLY,redirect-gateway def1,dhcp-option DNS 10.0.0.243,route-gateway {gw},topology subnet,ping 10,ping-restart 60,ifconfig {} {},peer-id 3,cipher AES-128-GCM'",
+                v.tunnel_addr, v.netmask
+            ),
+            format!("TUN/TAP device {} opened", v.interface),
+            format!("net_addr_v4_add: {}/{prefix} dev {}", v.tunnel_addr, v.interface),
+            "Initialization Sequence Completed".to_string(),
+        ];
+        for (k, l) in lines.iter().enumerate() {
+            self.log(at_ms + 40 * k as u64, &v.unit, &ident, l);
+        }
+    }
+
+    /// Starts a unit at `at_ms` (journal: `Started`; the VPN unit also logs its connect).
+    pub fn start_unit_at(&mut self, name: &str, at_ms: u64) -> Result<(), String> {
+        let name = unit_name(name);
+        let pid = self.pid();
+        let u = self
+            .units
+            .get_mut(&name)
+            .ok_or_else(|| format!("Unit {name} not found."))?;
+        if u.state == UnitState::Active {
+            return Ok(());
+        }
+        u.state = UnitState::Active;
+        u.main_pid = pid;
+        u.active_since_ms = at_ms;
+        let desc = u.description.clone();
+        self.log(
+            at_ms,
+            &name,
+            "systemd[1]",
+            &format!("Started {name} - {desc}."),
+        );
+        if self.vpn.as_ref().is_some_and(|v| v.unit == name) {
+            self.log_vpn_connect(at_ms + 100);
+        }
+        Ok(())
+    }
+
+    /// Stops a unit at `at_ms` (journal: `Stopping`, `Stopped`).
+    pub fn stop_unit_at(&mut self, name: &str, at_ms: u64) -> Result<(), String> {
+        let name = unit_name(name);
+        let u = self
+            .units
+            .get_mut(&name)
+            .ok_or_else(|| format!("Unit {name} not found."))?;
+        if u.state != UnitState::Active {
+            u.state = UnitState::Inactive;
+            return Ok(());
+        }
+        u.state = UnitState::Inactive;
+        let (desc, pid) = (u.description.clone(), u.main_pid);
+        self.log(
+            at_ms,
+            &name,
+            "systemd[1]",
+            &format!("Stopping {name} - {desc}..."),
+        );
+        if self.vpn.as_ref().is_some_and(|v| v.unit == name) {
+            let ident = format!("openvpn[{pid}]");
+            self.log(
+                at_ms + 10,
+                &name,
+                &ident,
+                "SIGTERM[hard,] received, process exiting",
+            );
+        }
+        self.log(
+            at_ms + 20,
+            &name,
+            "systemd[1]",
+            &format!("{name}: Deactivated successfully."),
+        );
+        self.log(
+            at_ms + 30,
+            &name,
+            "systemd[1]",
+            &format!("Stopped {name} - {desc}."),
+        );
+        Ok(())
+    }
+
+    /// A restart at `at_ms`: stop, start, NRestarts + 1. A simulation backfills history
+    /// with past times; `systemctl restart` uses now.
+    pub fn restart_unit_at(&mut self, name: &str, at_ms: u64) -> Result<(), String> {
+        self.stop_unit_at(name, at_ms)?;
+        self.start_unit_at(name, at_ms + 50)?;
+        if let Some(u) = self.units.get_mut(&unit_name(name)) {
+            u.restarts += 1;
+        }
+        Ok(())
+    }
+
+    /// The unit's main process dies at `at_ms` (a fault): `failed`, as systemd logs it.
+    pub fn fail_unit_at(&mut self, name: &str, at_ms: u64) -> Result<(), String> {
+        let name = unit_name(name);
+        let u = self
+            .units
+            .get_mut(&name)
+            .ok_or_else(|| format!("Unit {name} not found."))?;
+        u.state = UnitState::Failed;
+        self.log(
+            at_ms,
+            &name,
+            "systemd[1]",
+            &format!("{name}: Main process exited, code=exited, status=1/FAILURE"),
+        );
+        self.log(
+            at_ms + 1,
+            &name,
+            "systemd[1]",
+            &format!("{name}: Failed with result 'exit-code'."),
+        );
+        Ok(())
+    }
+
+    /// `running`, or `degraded` when a unit failed.
+    pub fn system_state(&self) -> &'static str {
+        if self.units.values().any(|u| u.state == UnitState::Failed) {
+            "degraded"
+        } else {
+            "running"
+        }
+    }
+
+    /// Whether the tunnel interface exists (its unit is active).
+    fn tunnel_up(&self) -> Option<&VpnTunnel> {
+        let v = self.vpn.as_ref()?;
+        let up = self
+            .units
+            .get(&v.unit)
+            .is_some_and(|u| u.state == UnitState::Active);
+        up.then_some(v)
+    }
+
+    /// The disk behind a `/sys/block/DEV/queue/FILE` path.
+    fn queue_file(&self, path: &str) -> Option<(String, String)> {
+        let rest = path.strip_prefix("/sys/block/")?;
+        let (dev, file) = rest.split_once("/queue/")?;
+        self.disks
+            .contains_key(dev)
+            .then(|| (dev.to_string(), file.to_string()))
+    }
+
+    /// A simulated file's contents.
+    pub fn read_file(&self, path: &str) -> Result<String, String> {
+        if let Some((dev, file)) = self.queue_file(path) {
+            let d = self.disks.get(&dev).ok_or("No such file or directory")?;
+            return match file.as_str() {
+                "scheduler" => Ok(format!("{}\n", d.scheduler_line())),
+                "nr_requests" => Ok(format!("{}\n", d.nr_requests)),
+                "rotational" => Ok(format!("{}\n", u8::from(d.rotational))),
+                _ => Err("No such file or directory".into()),
+            };
+        }
+        let now = self.now_ms();
+        match path {
+            "/etc/os-release" | "/usr/lib/os-release" => Ok(self.os_release.clone()),
+            "/etc/hostname" => Ok(format!("{}\n", self.hostname)),
+            "/proc/pressure/io" => Ok(self.io_pressure.render()),
+            "/proc/uptime" => {
+                let up = now.saturating_sub(self.boot_ms) as f64 / 1000.0;
+                Ok(format!("{up:.2} {:.2}\n", up * 1.7))
+            }
+            "/dev/null" => Ok(String::new()),
+            _ => Err("No such file or directory".into()),
+        }
+    }
+
+    /// Writes a simulated file: only the writable sysfs queue files; the kernel's rules.
+    pub fn write_file(&mut self, path: &str, data: &[u8]) -> Result<(), String> {
+        if path == "/dev/null" {
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(data);
+        let value = text.trim();
+        let Some((dev, file)) = self.queue_file(path) else {
+            return Err(if self.read_file(path).is_ok() {
+                "Permission denied (sim: only /sys/block/*/queue/{scheduler,nr_requests} are writable)".into()
+            } else {
+                "Read-only file system (sim: only /sys/block/*/queue/{scheduler,nr_requests} are writable)".into()
+            });
+        };
+        let disk = self
+            .disks
+            .get_mut(&dev)
+            .ok_or("No such file or directory")?;
+        // Opening for writing truncates nothing in sysfs; an empty write is no change.
+        if value.is_empty() {
+            return Ok(());
+        }
+        match file.as_str() {
+            "scheduler" => {
+                if !disk.schedulers.iter().any(|s| s == value) {
+                    return Err("Invalid argument".into());
+                }
+                disk.scheduler = value.to_string();
+                Ok(())
+            }
+            "nr_requests" => match value.parse::<u32>() {
+                Ok(n) if (4..=2048).contains(&n) => {
+                    disk.nr_requests = n;
+                    Ok(())
+                }
+                _ => Err("Invalid argument".into()),
+            },
+            _ => Err("Permission denied".into()),
+        }
+    }
+}
+
+fn mask_prefix(mask: Ipv4Addr) -> u32 {
+    u32::from(mask).count_ones()
+}
+
+/// systemd's unit name completion: a bare name is a `.service`.
+pub fn unit_name(name: &str) -> String {
+    const TYPES: [&str; 11] = [
+        ".service",
+        ".socket",
+        ".target",
+        ".slice",
+        ".scope",
+        ".mount",
+        ".timer",
+        ".path",
+        ".device",
+        ".swap",
+        ".automount",
+    ];
+    if TYPES.iter().any(|t| name.ends_with(t)) {
+        name.to_string()
+    } else {
+        format!("{name}.service")
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// One command's run
+// ---------------------------------------------------------------------------------------
+
+/// Runs command lines against a node's state, as the SSH server does for an exec request.
+pub struct NodeSession {
+    state: Arc<Mutex<NodeState>>,
+    user: String,
+    cancel: Arc<AtomicBool>,
+}
+
+impl NodeSession {
+    pub fn new(state: Arc<Mutex<NodeState>>, user: &str, cancel: Arc<AtomicBool>) -> Self {
+        NodeSession {
+            state,
+            user: user.to_string(),
+            cancel,
+        }
+    }
+
+    /// Runs one command line (as the login shell would): its output, and how it ended.
+    pub fn run(&mut self, command: &str) -> (Output, Ending) {
+        if let Ok(mut s) = self.state.lock() {
+            if s.commands.len() >= 1000 {
+                s.commands.remove(0);
+            }
+            s.commands.push(command.to_string());
+        }
+        let mut out = Output::default();
+        let ending = run_script(self, command, &mut out);
+        (out, ending)
+    }
+
+    fn with_state<T>(&self, f: impl FnOnce(&mut NodeState) -> T) -> Option<T> {
+        self.state.lock().ok().map(|mut g| f(&mut g))
+    }
+
+    /// `sleep N`: simulated commands take real time only here; a signal ends it.
+    fn sleep(&self, args: &[String]) -> Output {
+        let Some(secs) = args
+            .first()
+            .and_then(|a| a.trim_end_matches('s').parse::<f64>().ok())
+        else {
+            return Output::fail(1, "sleep: invalid time interval\n");
+        };
+        let deadline = Instant::now() + Duration::from_secs_f64(secs.clamp(0.0, 86_400.0));
+        while Instant::now() < deadline {
+            if self.cancel.load(Ordering::SeqCst) {
+                return Output::fail(137, "");
+            }
+            std::thread::sleep(Duration::from_millis(20).min(deadline - Instant::now()));
+        }
+        Output::ok("")
+    }
+}
+
+impl System for NodeSession {
+    fn exec(&mut self, argv: &[String], stdin: &[u8]) -> Option<Output> {
+        let name = argv.first()?;
+        let base = [
+            "/usr/local/bin/",
+            "/usr/bin/",
+            "/bin/",
+            "/usr/sbin/",
+            "/sbin/",
+        ]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+        .unwrap_or(name);
+        let args = &argv[1..];
+        if base == "sleep" {
+            return Some(self.sleep(args));
+        }
+        if base.starts_with("python") {
+            let mut o = Output::fail(
+                127,
+                format!(
+                    "sim: command not supported: {} (a simulated node never runs Python: Ansible \
+                     modules cannot run here; use the `raw` module, whose command goes to the \
+                     simulated shell)\n",
+                    argv.join(" ")
+                ),
+            );
+            // Given no script, an interpreter reads it from stdin (Ansible's pipelining):
+            // the client must be let finish sending it.
+            o.reads_stdin = args.iter().all(|a| a.starts_with('-'));
+            return Some(o);
+        }
+        let user = self.user.clone();
+        self.with_state(|s| utility(s, base, args, stdin, &user))
+            .flatten()
+    }
+
+    fn read_file(&mut self, path: &str) -> Result<String, String> {
+        self.with_state(|s| s.read_file(path))
+            .unwrap_or_else(|| Err("node state unavailable".into()))
+    }
+
+    fn write_file(&mut self, path: &str, data: &[u8], _append: bool) -> Result<(), String> {
+        self.with_state(|s| s.write_file(path, data))
+            .unwrap_or_else(|| Err("node state unavailable".into()))
+    }
+
+    fn home(&self) -> String {
+        if self.user == "root" {
+            "/root".into()
+        } else {
+            format!("/home/{}", self.user)
+        }
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
+    }
+}
+
+/// The node's utilities; None = no such command here.
+fn utility(
+    s: &mut NodeState,
+    name: &str,
+    args: &[String],
+    stdin: &[u8],
+    user: &str,
+) -> Option<Output> {
+    Some(match name {
+        "systemctl" => systemctl(s, args),
+        "journalctl" => journalctl(s, args),
+        "curl" => curl(s, args),
+        "cat" => cat(s, args, stdin),
+        "grep" => grep(s, args, stdin),
+        "head" | "tail" => head_tail(s, name == "head", args, stdin),
+        "findmnt" => findmnt(s, args),
+        "lsblk" => lsblk(s, args),
+        "basename" => match args {
+            [p] => Output::ok(format!("{}\n", basename(p))),
+            [p, suffix] => {
+                let b = basename(p);
+                let b = b
+                    .strip_suffix(suffix.as_str())
+                    .filter(|x| !x.is_empty())
+                    .unwrap_or(&b);
+                Output::ok(format!("{b}\n"))
+            }
+            _ => Output::fail(1, "basename: missing operand\n"),
+        },
+        "hostname" => match args.first().map(String::as_str) {
+            None | Some("-s" | "--short" | "-f" | "--fqdn") => {
+                Output::ok(format!("{}\n", s.hostname))
+            }
+            Some(a) => unsupported(name, args, &format!("option {a}")),
+        },
+        "whoami" => Output::ok(format!("{user}\n")),
+        "uptime" => uptime(s, args),
+        "date" => date(s, args),
+        _ => return None,
+    })
+}
+
+fn unsupported(name: &str, args: &[String], what: &str) -> Output {
+    Output::fail(
+        127,
+        format!(
+            "sim: command not supported: {name} {} ({what})\n",
+            args.join(" ")
+        ),
+    )
+}
+
+fn basename(p: &str) -> String {
+    let t = p.trim_end_matches('/');
+    if t.is_empty() {
+        return "/".into();
+    }
+    t.rsplit('/').next().unwrap_or(t).to_string()
+}
+
+// ---- systemctl ----
+
+/// A systemctl command line sorted: flags, `-p` properties, positional words.
+#[derive(Debug, Default)]
+struct SystemctlArgs {
+    flags: Vec<String>,
+    props: Vec<String>,
+    pos: Vec<String>,
+}
+
+/// Options systemctl accepts anywhere; Err names the one not supported.
+fn systemctl_args(args: &[String]) -> Result<SystemctlArgs, String> {
+    let mut flags = Vec::new();
+    let mut props = Vec::new();
+    let mut pos = Vec::new();
+    let mut k = 0;
+    while let Some(a) = args.get(k) {
+        match a.as_str() {
+            "-p" | "--property" => {
+                let v = args.get(k + 1).ok_or("option -p needs a value")?;
+                props.extend(v.split(',').map(String::from));
+                k += 1;
+            }
+            "--value" | "--quiet" | "-q" | "--no-pager" | "--plain" | "--no-legend" | "--full"
+            | "-l" | "--system" | "--now" | "--no-block" | "--no-ask-password" => {
+                flags.push(a.clone())
+            }
+            a if a.starts_with("--property=") => {
+                props.extend(a["--property=".len()..].split(',').map(String::from))
+            }
+            a if a.starts_with("-p") && a.len() > 2 => {
+                props.extend(a[2..].split(',').map(String::from))
+            }
+            a if a.starts_with('-') => return Err(format!("option {a}")),
+            _ => pos.push(a.clone()),
+        }
+        k += 1;
+    }
+    Ok(SystemctlArgs { flags, props, pos })
+}
+
+fn systemctl(s: &mut NodeState, args: &[String]) -> Output {
+    let SystemctlArgs { flags, props, pos } = match systemctl_args(args) {
+        Ok(x) => x,
+        Err(what) => return unsupported("systemctl", args, &what),
+    };
+    let quiet = flags.iter().any(|f| f == "-q" || f == "--quiet");
+    let Some((verb, units)) = pos.split_first() else {
+        return unsupported("systemctl", args, "listing units");
+    };
+    let now = s.now_ms();
+    match verb.as_str() {
+        "is-active" | "is-failed" => {
+            let mut out = String::new();
+            let mut any = false;
+            for u in units {
+                let st = s.units.get(&unit_name(u)).map(|x| x.state);
+                let text = st.map(UnitState::as_str).unwrap_or("inactive");
+                out.push_str(text);
+                out.push('\n');
+                any |= if verb == "is-active" {
+                    st == Some(UnitState::Active)
+                } else {
+                    st == Some(UnitState::Failed)
+                };
+            }
+            let status = match (any, verb.as_str()) {
+                (true, _) => 0,
+                (false, "is-failed") => 1,
+                (false, _) if units.iter().all(|u| !s.units.contains_key(&unit_name(u))) => 4,
+                _ => 3,
+            };
+            Output {
+                stdout: if quiet { Vec::new() } else { out.into_bytes() },
+                stderr: Vec::new(),
+                status,
+                reads_stdin: false,
+            }
+        }
+        "is-enabled" => {
+            let known = units.iter().all(|u| s.units.contains_key(&unit_name(u)));
+            if known {
+                Output::ok(if quiet {
+                    String::new()
+                } else {
+                    "enabled\n".repeat(units.len())
+                })
+            } else {
+                Output::fail(
+                    1,
+                    "Failed to get unit file state: No such file or directory\n",
+                )
+            }
+        }
+        "is-system-running" => {
+            let st = s.system_state();
+            Output {
+                stdout: if quiet {
+                    Vec::new()
+                } else {
+                    format!("{st}\n").into_bytes()
+                },
+                stderr: Vec::new(),
+                status: i32::from(st != "running"),
+                reads_stdin: false,
+            }
+        }
+        "show" => systemctl_show(s, &flags, &props, units),
+        "status" => systemctl_status(s, units),
+        "start" | "stop" | "restart" | "try-restart" | "reload-or-restart" => {
+            if units.is_empty() {
+                return Output::fail(1, "Too few arguments.\n");
+            }
+            for u in units {
+                let r = match verb.as_str() {
+                    "start" => s.start_unit_at(u, now),
+                    "stop" => s.stop_unit_at(u, now),
+                    _ => s.restart_unit_at(u, now),
+                };
+                if let Err(e) = r {
+                    return Output::fail(5, format!("Failed to {verb} {}: {e}\n", unit_name(u)));
+                }
+            }
+            Output::ok("")
+        }
+        "daemon-reload" => Output::ok(""),
+        "set-property" => {
+            let Some((u, assigns)) = units.split_first() else {
+                return Output::fail(1, "Too few arguments.\n");
+            };
+            let name = unit_name(u);
+            let Some(unit) = s.units.get_mut(&name) else {
+                return Output::fail(
+                    1,
+                    format!("Failed to set unit properties on {name}: Unit {name} not found.\n"),
+                );
+            };
+            for a in assigns {
+                match a.split_once('=') {
+                    Some(("IOWeight", v)) => match v.parse::<u64>() {
+                        Ok(w) if (1..=10_000).contains(&w) => unit.io_weight = Some(w),
+                        _ => {
+                            return Output::fail(
+                                1,
+                                format!("Failed to parse IOWeight value: {v}\n"),
+                            )
+                        }
+                    },
+                    _ => return unsupported("systemctl", args, &format!("property {a}")),
+                }
+            }
+            Output::ok("")
+        }
+        _ => unsupported("systemctl", args, &format!("verb {verb}")),
+    }
+}
+
+fn prop_value(s: &NodeState, unit: &str, prop: &str) -> Option<String> {
+    let u = s.units.get(unit);
+    Some(match prop {
+        "IOWeight" => u
+            .and_then(|u| u.io_weight)
+            .map(|w| w.to_string())
+            .unwrap_or_else(|| "[not set]".into()),
+        "ActiveState" => u.map(|u| u.state.as_str()).unwrap_or("inactive").into(),
+        "SubState" => u.map(|u| u.state.sub_state()).unwrap_or("dead").into(),
+        "LoadState" => if u.is_some() { "loaded" } else { "not-found" }.into(),
+        "NRestarts" => u.map(|u| u.restarts).unwrap_or(0).to_string(),
+        "MainPID" => u
+            .filter(|u| u.state == UnitState::Active)
+            .map(|u| u.main_pid)
+            .unwrap_or(0)
+            .to_string(),
+        "Id" | "Names" => unit.to_string(),
+        "Description" => u
+            .map(|u| u.description.clone())
+            .unwrap_or_else(|| unit.to_string()),
+        "ActiveEnterTimestamp" => u
+            .filter(|u| u.state == UnitState::Active)
+            .map(|u| {
+                let (y, mo, d, h, mi, sec, _) = utc_fields(u.active_since_ms);
+                format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{sec:02} UTC")
+            })
+            .unwrap_or_default(),
+        _ => return None,
+    })
+}
+
+fn systemctl_show(s: &NodeState, flags: &[String], props: &[String], units: &[String]) -> Output {
+    if props.is_empty() {
+        return unsupported("systemctl", &[], "show without -p PROPERTY");
+    }
+    let value_only = flags.iter().any(|f| f == "--value");
+    let mut out = String::new();
+    let targets: Vec<String> = if units.is_empty() {
+        vec![String::new()]
+    } else {
+        units.iter().map(|u| unit_name(u)).collect()
+    };
+    for (k, u) in targets.iter().enumerate() {
+        if k > 0 && !value_only {
+            out.push('\n');
+        }
+        for p in props {
+            // systemd prints nothing for a property it does not know.
+            if let Some(v) = prop_value(s, u, p) {
+                if value_only {
+                    out.push_str(&format!("{v}\n"));
+                } else {
+                    out.push_str(&format!("{p}={v}\n"));
+                }
+            }
+        }
+    }
+    Output::ok(out)
+}
+
+fn systemctl_status(s: &NodeState, units: &[String]) -> Output {
+    let mut out = String::new();
+    let mut status = 0;
+    for u in units {
+        let name = unit_name(u);
+        let Some(unit) = s.units.get(&name) else {
+            return Output::fail(4, format!("Unit {name} could not be found.\n"));
+        };
+        let dot = if unit.state == UnitState::Active {
+            '●'
+        } else {
+            '○'
+        };
+        out.push_str(&format!("{dot} {name} - {}\n", unit.description));
+        out.push_str(&format!(
+            "     Loaded: loaded (/lib/systemd/system/{name}; enabled)\n"
+        ));
+        out.push_str(&format!(
+            "     Active: {} ({})\n",
+            unit.state.as_str(),
+            unit.state.sub_state()
+        ));
+        if unit.state != UnitState::Active {
+            status = 3;
+        }
+    }
+    Output {
+        stdout: out.into_bytes(),
+        stderr: Vec::new(),
+        status,
+        reads_stdin: false,
+    }
+}
+
+// ---- journalctl ----
+
+fn journalctl(s: &NodeState, args: &[String]) -> Output {
+    let now = s.now_ms();
+    let mut units = Vec::new();
+    let mut format = "short".to_string();
+    let mut lines: Option<usize> = None;
+    let mut since = None;
+    let mut until = None;
+    let mut quiet = false;
+    let mut reverse = false;
+    let mut no_hostname = false;
+    let mut k = 0;
+    // Split `--opt=value` and attached short values into (option, value).
+    while let Some(a) = args.get(k) {
+        let (opt, inline) = match a.split_once('=') {
+            Some((o, v)) if o.starts_with("--") => (o.to_string(), Some(v.to_string())),
+            _ if a.len() > 2
+                && a.starts_with('-')
+                && !a.starts_with("--")
+                && "unoSU".contains(&a[1..2]) =>
+            {
+                (a[..2].to_string(), Some(a[2..].to_string()))
+            }
+            _ => (a.clone(), None),
+        };
+        let takes_value = matches!(
+            opt.as_str(),
+            "-u" | "--unit"
+                | "-o"
+                | "--output"
+                | "-n"
+                | "--lines"
+                | "-S"
+                | "--since"
+                | "-U"
+                | "--until"
+        );
+        let value = if takes_value {
+            match inline {
+                Some(v) => Some(v),
+                None => {
+                    k += 1;
+                    match args.get(k) {
+                        Some(v) => Some(v.clone()),
+                        None => {
+                            return Output::fail(
+                                1,
+                                format!("journalctl: option '{opt}' requires an argument\n"),
+                            )
+                        }
+                    }
+                }
+            }
+        } else {
+            None
+        };
+        let v = value.unwrap_or_default();
+        match opt.as_str() {
+            "-u" | "--unit" => units.push(unit_name(&v)),
+            "-o" | "--output" => format = v,
+            "-n" | "--lines" => match v.parse::<usize>() {
+                Ok(n) => lines = Some(n),
+                Err(_) => return Output::fail(1, format!("Failed to parse lines '{v}'\n")),
+            },
+            "-S" | "--since" | "-U" | "--until" => {
+                let Some(t) = parse_time_spec(&v, now) else {
+                    return Output::fail(1, format!("Failed to parse timestamp: {v}\n"));
+                };
+                if opt.contains('S') || opt == "--since" {
+                    since = Some(t);
+                } else {
+                    until = Some(t);
+                }
+            }
+            "-b" | "--boot" => since = Some(since.unwrap_or(0).max(s.boot_ms)),
+            "-q" | "--quiet" => quiet = true,
+            "-r" | "--reverse" => reverse = true,
+            "--no-hostname" => no_hostname = true,
+            "--no-pager" | "-a" | "--all" | "--utc" | "-l" | "--full" | "-x" | "--catalog" => {}
+            _ => return unsupported("journalctl", args, &format!("option {a}")),
+        }
+        k += 1;
+    }
+    let mut picked: Vec<&JournalEntry> = s
+        .journal
+        .iter()
+        .filter(|e| units.is_empty() || units.contains(&e.unit))
+        .filter(|e| since.is_none_or(|t| e.at_ms >= t))
+        .filter(|e| until.is_none_or(|t| e.at_ms <= t))
+        .collect();
+    if let Some(n) = lines {
+        let skip = picked.len().saturating_sub(n);
+        picked.drain(..skip);
+    }
+    if reverse {
+        picked.reverse();
+    }
+    let host = if no_hostname {
+        String::new()
+    } else {
+        format!("{} ", s.hostname)
+    };
+    let mut out = String::new();
+    for e in &picked {
+        let line = match format.as_str() {
+            "short-iso" => format!(
+                "{} {host}{}: {}",
+                format_short_iso(e.at_ms),
+                e.ident,
+                e.message
+            ),
+            "short-iso-precise" => format!(
+                "{} {host}{}: {}",
+                format_short_iso_precise(e.at_ms),
+                e.ident,
+                e.message
+            ),
+            "short" => format!("{} {host}{}: {}", format_short(e.at_ms), e.ident, e.message),
+            "cat" => e.message.clone(),
+            other => return unsupported("journalctl", args, &format!("output format {other}")),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if picked.is_empty() && !quiet && format != "cat" {
+        out.push_str("-- No entries --\n");
+    }
+    Output::ok(out)
+}
+
+// ---- curl ----
+
+fn curl(s: &NodeState, args: &[String]) -> Output {
+    let mut fail = false;
+    let mut silent = false;
+    let mut show_error = false;
+    let mut interface = None;
+    let mut url = None;
+    let mut k = 0;
+    while let Some(a) = args.get(k) {
+        match a.as_str() {
+            "--interface" | "--max-time" | "-m" | "--connect-timeout" | "--retry" => {
+                if args.get(k + 1).is_none() {
+                    return Output::fail(2, format!("curl: option {a}: requires parameter\n"));
+                }
+                if a == "--interface" {
+                    interface = args.get(k + 1).cloned();
+                }
+                k += 1;
+            }
+            "--fail" => fail = true,
+            "--silent" => silent = true,
+            "--show-error" => show_error = true,
+            "--location" | "--ipv4" | "--no-progress-meter" => {}
+            a if a.starts_with("--") => return unsupported("curl", args, &format!("option {a}")),
+            a if a.starts_with('-') && a.len() > 1 => {
+                for c in a[1..].chars() {
+                    match c {
+                        'f' => fail = true,
+                        's' => silent = true,
+                        'S' => show_error = true,
+                        'L' | '4' => {}
+                        _ => return unsupported("curl", args, &format!("option -{c}")),
+                    }
+                }
+            }
+            _ => url = Some(a.clone()),
+        }
+        k += 1;
+    }
+    let _ = fail;
+    let error = |code: i32, msg: String| {
+        let text = if !silent || show_error {
+            format!("curl: ({code}) {msg}\n")
+        } else {
+            String::new()
+        };
+        Output::fail(code, text)
+    };
+    let Some(url) = url else {
+        return Output::fail(2, "curl: no URL specified\n");
+    };
+    let host = url
+        .split_once("://")
+        .map(|(_, r)| r)
+        .unwrap_or(&url)
+        .split(['/', ':'])
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let exit = match interface.as_deref() {
+        None => Some(s.direct_exit_ip),
+        Some(i) if i == s.default_interface => Some(s.direct_exit_ip),
+        Some(i) => match s.tunnel_up() {
+            Some(v) if v.interface == i => Some(v.exit_ip),
+            _ => None,
+        },
+    };
+    let Some(ip) = exit else {
+        return error(45, "bind failed with errno 19: No such device".into());
+    };
+    if !s.online {
+        return error(6, format!("Could not resolve host: {host}"));
+    }
+    let url_norm = url.trim_end_matches('/');
+    if !s
+        .exit_ip_urls
+        .iter()
+        .any(|u| u.trim_end_matches('/') == url_norm)
+    {
+        return error(
+            6,
+            format!("Could not resolve host: {host} (sim: only the exit-IP services answer)"),
+        );
+    }
+    // ipinfo.io/ip answers the bare address, no newline.
+    Output::ok(ip.to_string())
+}
+
+// ---- files and text ----
+
+fn cat(s: &NodeState, args: &[String], stdin: &[u8]) -> Output {
+    if args.is_empty() || args == ["-"] {
+        return Output::ok(stdin.to_vec());
+    }
+    let mut out = Output::default();
+    for p in args {
+        if p.starts_with('-') && p != "-" {
+            return unsupported("cat", args, &format!("option {p}"));
+        }
+        match s.read_file(p) {
+            Ok(t) => out.stdout.extend_from_slice(t.as_bytes()),
+            Err(e) => {
+                out.stderr
+                    .extend_from_slice(format!("cat: {p}: {e}\n").as_bytes());
+                out.status = 1;
+            }
+        }
+    }
+    out
+}
+
+/// A POSIX basic regular expression as a Rust regex: `\( \) \{ \} \|` are the operators,
+/// their bare forms and `+ ?` literal.
+fn bre_to_regex(bre: &str) -> String {
+    let mut out = String::new();
+    let mut cs = bre.chars().peekable();
+    while let Some(c) = cs.next() {
+        match c {
+            '\\' => match cs.next() {
+                Some(n @ ('(' | ')' | '{' | '}' | '|')) => out.push(n),
+                Some(n) => {
+                    out.push('\\');
+                    out.push(n);
+                }
+                None => out.push_str("\\\\"),
+            },
+            '+' | '?' | '(' | ')' | '{' | '}' | '|' => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+fn grep(s: &NodeState, args: &[String], stdin: &[u8]) -> Output {
+    let (mut quiet, mut extended, mut fixed, mut icase, mut invert, mut count) =
+        (false, false, false, false, false, false);
+    let mut pattern = None;
+    let mut files = Vec::new();
+    let mut k = 0;
+    while let Some(a) = args.get(k) {
+        if a == "-e" {
+            pattern = args.get(k + 1).cloned();
+            k += 2;
+            continue;
+        }
+        if a.starts_with('-') && a.len() > 1 && pattern.is_none() && files.is_empty() {
+            for c in a[1..].chars() {
+                match c {
+                    'q' | 's' => quiet |= c == 'q',
+                    'E' => extended = true,
+                    'F' => fixed = true,
+                    'i' => icase = true,
+                    'v' => invert = true,
+                    'c' => count = true,
+                    _ => return unsupported("grep", args, &format!("option -{c}")),
+                }
+            }
+        } else if pattern.is_none() {
+            pattern = Some(a.clone());
+        } else {
+            files.push(a.clone());
+        }
+        k += 1;
+    }
+    let Some(pattern) = pattern else {
+        return Output::fail(2, "Usage: grep [OPTION]... PATTERNS [FILE]...\n");
+    };
+    let body = if fixed {
+        regex::escape(&pattern)
+    } else if extended {
+        pattern.clone()
+    } else {
+        bre_to_regex(&pattern)
+    };
+    let re = match Regex::new(&format!("{}{body}", if icase { "(?i)" } else { "" })) {
+        Ok(r) => r,
+        Err(e) => return Output::fail(2, format!("grep: invalid pattern {pattern:?}: {e}\n")),
+    };
+    let mut inputs = Vec::new();
+    let mut out = Output::default();
+    if files.is_empty() {
+        inputs.push(String::from_utf8_lossy(stdin).to_string());
+    }
+    for f in &files {
+        match s.read_file(f) {
+            Ok(t) => inputs.push(t),
+            Err(e) => {
+                out.stderr
+                    .extend_from_slice(format!("grep: {f}: {e}\n").as_bytes());
+                out.status = 2;
+            }
+        }
+    }
+    let mut hits = 0;
+    for text in inputs {
+        for line in text.lines() {
+            if re.is_match(line) != invert {
+                hits += 1;
+                if !quiet && !count {
+                    out.stdout.extend_from_slice(line.as_bytes());
+                    out.stdout.push(b'\n');
+                }
+            }
+        }
+    }
+    if count && !quiet {
+        out.stdout.extend_from_slice(format!("{hits}\n").as_bytes());
+    }
+    // GNU grep: 2 on an error (unless -q found a match), else 0 on a match, 1 on none.
+    out.status = if out.status == 2 && !(quiet && hits > 0) {
+        2
+    } else if hits > 0 {
+        0
+    } else {
+        1
+    };
+    out
+}
+
+fn head_tail(s: &NodeState, head: bool, args: &[String], stdin: &[u8]) -> Output {
+    let name = if head { "head" } else { "tail" };
+    let mut n = 10usize;
+    let mut files = Vec::new();
+    let mut k = 0;
+    while let Some(a) = args.get(k) {
+        if a == "-n" {
+            match args.get(k + 1).and_then(|v| v.parse().ok()) {
+                Some(v) => n = v,
+                None => return Output::fail(1, format!("{name}: invalid number of lines\n")),
+            }
+            k += 1;
+        } else if let Some(v) = a
+            .strip_prefix("-n")
+            .or_else(|| a.strip_prefix('-'))
+            .filter(|v| !v.is_empty())
+        {
+            match v.parse() {
+                Ok(v) => n = v,
+                Err(_) => return unsupported(name, args, &format!("option {a}")),
+            }
+        } else {
+            files.push(a.clone());
+        }
+        k += 1;
+    }
+    let text = if files.is_empty() {
+        String::from_utf8_lossy(stdin).to_string()
+    } else {
+        let mut t = String::new();
+        for f in &files {
+            match s.read_file(f) {
+                Ok(x) => t.push_str(&x),
+                Err(e) => {
+                    return Output::fail(1, format!("{name}: cannot open '{f}' for reading: {e}\n"))
+                }
+            }
+        }
+        t
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let picked = if head {
+        &lines[..n.min(lines.len())]
+    } else {
+        &lines[lines.len().saturating_sub(n)..]
+    };
+    let mut out = picked.join("\n");
+    if !picked.is_empty() {
+        out.push('\n');
+    }
+    Output::ok(out)
+}
+
+/// `findmnt -n -o SOURCE --target PATH` (also `-no SOURCE`, `-T PATH`, `-o TARGET`).
+fn findmnt(s: &NodeState, args: &[String]) -> Output {
+    let mut columns = vec!["TARGET".to_string(), "SOURCE".to_string()];
+    let mut noheadings = false;
+    let mut target = None;
+    let mut k = 0;
+    while let Some(a) = args.get(k) {
+        match a.as_str() {
+            "-n" | "--noheadings" => noheadings = true,
+            "-o" | "--output" | "-no" => {
+                noheadings |= a == "-no";
+                let Some(v) = args.get(k + 1) else {
+                    return Output::fail(1, "findmnt: option requires an argument -- 'o'\n");
+                };
+                columns = v.split(',').map(|c| c.to_ascii_uppercase()).collect();
+                k += 1;
+            }
+            "-T" | "--target" => {
+                target = args.get(k + 1).cloned();
+                k += 1;
+            }
+            a if a.starts_with('-') => return unsupported("findmnt", args, &format!("option {a}")),
+            a => target = Some(a.to_string()),
+        }
+        k += 1;
+    }
+    if let Some(c) = columns.iter().find(|c| *c != "SOURCE" && *c != "TARGET") {
+        return unsupported("findmnt", args, &format!("column {c}"));
+    }
+    let Some(target) = target else {
+        return unsupported("findmnt", args, "listing every mount");
+    };
+    let best = s
+        .mounts
+        .iter()
+        .filter(|m| {
+            m.target == "/"
+                || target == m.target
+                || target.starts_with(&format!("{}/", m.target.trim_end_matches('/')))
+        })
+        .max_by_key(|m| m.target.len());
+    let Some(m) = best else {
+        return Output::fail(1, "");
+    };
+    let row: Vec<&str> = columns
+        .iter()
+        .map(|c| {
+            if c == "SOURCE" {
+                m.source.as_str()
+            } else {
+                m.target.as_str()
+            }
+        })
+        .collect();
+    let mut out = String::new();
+    if !noheadings {
+        out.push_str(&columns.join(" "));
+        out.push('\n');
+    }
+    out.push_str(&row.join(" "));
+    out.push('\n');
+    Output::ok(out)
+}
+
+/// `lsblk -ndo PKNAME DEV` (and `NAME`): the parent disk of a partition, empty for a disk.
+fn lsblk(s: &NodeState, args: &[String]) -> Output {
+    let mut columns: Vec<String> = vec!["NAME".into()];
+    let mut noheadings = false;
+    let mut devs = Vec::new();
+    let mut k = 0;
+    while let Some(a) = args.get(k) {
+        if let Some(flags) = a
+            .strip_prefix('-')
+            .filter(|f| !f.starts_with('-') && !f.is_empty())
+        {
+            for c in flags.chars() {
+                match c {
+                    'n' => noheadings = true,
+                    'd' => {}
+                    'o' => {
+                        let Some(v) = args.get(k + 1) else {
+                            return Output::fail(1, "lsblk: option requires an argument -- 'o'\n");
+                        };
+                        columns = v.split(',').map(|c| c.to_ascii_uppercase()).collect();
+                        k += 1;
+                    }
+                    _ => return unsupported("lsblk", args, &format!("option -{c}")),
+                }
+            }
+        } else if a.starts_with("--") {
+            return unsupported("lsblk", args, &format!("option {a}"));
+        } else {
+            devs.push(a.clone());
+        }
+        k += 1;
+    }
+    if let Some(c) = columns.iter().find(|c| *c != "PKNAME" && *c != "NAME") {
+        return unsupported("lsblk", args, &format!("column {c}"));
+    }
+    if devs.is_empty() {
+        return unsupported("lsblk", args, "listing every device");
+    }
+    let mut out = String::new();
+    if !noheadings {
+        out.push_str(&columns.join(" "));
+        out.push('\n');
+    }
+    for d in &devs {
+        let name = d.strip_prefix("/dev/").unwrap_or(d);
+        let parent = if s.disks.contains_key(name) {
+            ""
+        } else if let Some(p) = s.partitions.get(name) {
+            p.as_str()
+        } else {
+            return Output::fail(32, format!("lsblk: {d}: not a block device\n"));
+        };
+        let row: Vec<&str> = columns
+            .iter()
+            .map(|c| if c == "PKNAME" { parent } else { name })
+            .collect();
+        out.push_str(&row.join(" "));
+        out.push('\n');
+    }
+    Output::ok(out)
+}
+
+fn uptime(s: &NodeState, args: &[String]) -> Output {
+    let now = s.now_ms();
+    let up_min = now.saturating_sub(s.boot_ms) / 60_000;
+    let (d, h, m) = (up_min / 1440, up_min % 1440 / 60, up_min % 60);
+    match args.first().map(String::as_str) {
+        None => {
+            let (_, _, _, hh, mm, ss, _) = utc_fields(now);
+            let days = match d {
+                0 => String::new(),
+                1 => "1 day, ".into(),
+                n => format!("{n} days, "),
+            };
+            let load = s.io_pressure.some_avg10 / 10.0 + 0.3;
+            Output::ok(format!(
+                " {hh:02}:{mm:02}:{ss:02} up {days}{h:2}:{m:02},  0 users,  load average: {load:.2}, {load:.2}, {load:.2}\n"
+            ))
+        }
+        Some("-p" | "--pretty") => Output::ok(format!("up {d} days, {h} hours, {m} minutes\n")),
+        Some("-s" | "--since") => {
+            let (y, mo, dd, hh, mm, ss, _) = utc_fields(s.boot_ms);
+            Output::ok(format!("{y:04}-{mo:02}-{dd:02} {hh:02}:{mm:02}:{ss:02}\n"))
+        }
+        Some(a) => unsupported("uptime", args, &format!("option {a}")),
+    }
+}
+
+/// `date [-u] [+FORMAT]` with %Y %m %d %H %M %S %s %F %T %z %Z %%.
+fn date(s: &NodeState, args: &[String]) -> Output {
+    let now = s.now_ms();
+    let mut fmt = "%a %b %e %H:%M:%S %Z %Y".to_string();
+    for a in args {
+        match a.as_str() {
+            "-u" | "--utc" => {}
+            f if f.starts_with('+') => fmt = f[1..].to_string(),
+            other => return unsupported("date", args, &format!("option {other}")),
+        }
+    }
+    let (y, mo, d, h, mi, sec, _) = utc_fields(now);
+    let days = (now / 86_400_000) as usize;
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    let mut out = String::new();
+    let mut cs = fmt.chars();
+    while let Some(c) = cs.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match cs.next() {
+            Some('Y') => out.push_str(&format!("{y:04}")),
+            Some('m') => out.push_str(&format!("{mo:02}")),
+            Some('d') => out.push_str(&format!("{d:02}")),
+            Some('e') => out.push_str(&format!("{d:2}")),
+            Some('H') => out.push_str(&format!("{h:02}")),
+            Some('M') => out.push_str(&format!("{mi:02}")),
+            Some('S') => out.push_str(&format!("{sec:02}")),
+            Some('s') => out.push_str(&(now / 1000).to_string()),
+            Some('F') => out.push_str(&format!("{y:04}-{mo:02}-{d:02}")),
+            Some('T') => out.push_str(&format!("{h:02}:{mi:02}:{sec:02}")),
+            Some('z') => out.push_str("+0000"),
+            Some('Z') => out.push_str("UTC"),
+            Some('a') => out.push_str(WEEKDAYS[days % 7]),
+            Some('b') => out.push_str(MONTHS.get(mo as usize - 1).copied().unwrap_or("???")),
+            Some('%') => out.push('%'),
+            Some(o) => return unsupported("date", args, &format!("format %{o}")),
+            None => out.push('%'),
+        }
+    }
+    out.push('\n');
+    Output::ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::live::parse_journal;
+
+    // 2026-09-12T22:57:05Z
+    const T0: u64 = 1_789_253_825_000;
+
+    fn gateway() -> NodeState {
+        NodeState::new("gw-1", Clock::fixed(T0)).with_vpn(
+            VpnTunnel {
+                unit: "vpn-egress-tunnel".into(),
+                interface: "tun0".into(),
+                exit_ip: "203.0.113.50".parse().expect("ip"),
+                server: "192.0.2.112:1198".parse().expect("addr"),
+                tunnel_addr: Ipv4Addr::new(10, 72, 192, 7),
+                netmask: Ipv4Addr::new(255, 255, 192, 0),
+            },
+            T0 - 3_600_000,
+        )
+    }
+
+    fn run(state: &Arc<Mutex<NodeState>>, cmd: &str) -> (String, String, i32) {
+        let mut s = NodeSession::new(state.clone(), "root", Arc::new(AtomicBool::new(false)));
+        let (o, _) = s.run(cmd);
+        (
+            String::from_utf8_lossy(&o.stdout).into(),
+            String::from_utf8_lossy(&o.stderr).into(),
+            o.status,
+        )
+    }
+
+    #[test]
+    fn a_running_clock_compresses_time() {
+        let c = Clock::running(T0, 600.0);
+        std::thread::sleep(Duration::from_millis(50));
+        // 50 ms real = 30 s simulated (at least; a loaded machine sleeps longer).
+        assert!(c.now_ms() >= T0 + 30_000, "{}", c.now_ms() - T0);
+        assert_eq!(c.real_duration(120_000), Duration::from_millis(200));
+        assert_eq!(Clock::fixed(T0).now_ms(), T0);
+        assert_eq!(Clock::fixed(T0).real_duration(1000), Duration::ZERO);
+    }
+
+    #[test]
+    fn time_formats_round_trip_through_the_live_parser() {
+        assert_eq!(format_short_iso(T0), "2026-09-12T22:57:05+00:00");
+        assert_eq!(
+            parse_journal_time(&format_short_iso(T0)).map(|t| t.0),
+            Some(T0)
+        );
+        assert_eq!(format_short(T0), "Sep 12 22:57:05");
+        assert_eq!(
+            parse_journal_time(&format_short_iso_precise(T0 + 123)).map(|t| t.0),
+            Some(T0 + 123)
+        );
+        assert_eq!(parse_time_spec("-30min", T0), Some(T0 - 1_800_000));
+        assert_eq!(parse_time_spec("2 hours ago", T0), Some(T0 - 7_200_000));
+        assert_eq!(parse_time_spec("1h 30min ago", T0), Some(T0 - 5_400_000));
+        assert_eq!(
+            parse_time_spec("2026-09-12 22:00:00", T0),
+            Some(T0 - 57 * 60_000 - 5000)
+        );
+        assert_eq!(parse_time_spec("@1789253825", T0), Some(T0));
+        assert_eq!(parse_time_spec("2026-09-12T22:57:05+00:00", T0), Some(T0));
+        assert_eq!(parse_time_spec("soon", T0), None);
+    }
+
+    #[test]
+    fn vpn_journal_is_what_the_live_rules_parse() {
+        let st = Arc::new(Mutex::new(gateway()));
+        {
+            let mut g = st.lock().expect("lock");
+            g.restart_unit_at(VPN_UNIT, T0 - 240_000).expect("restart");
+            g.restart_unit_at(VPN_UNIT, T0 - 120_000).expect("restart");
+        }
+        let (out, _, code) = run(
+            &st,
+            "journalctl -u vpn-egress-tunnel.service --since '-30min' -o short-iso --no-pager",
+        );
+        assert_eq!(code, 0);
+        let lines: Vec<String> = out.lines().map(String::from).collect();
+        assert!(
+            lines[0].starts_with("2026-09-12T22:53:05+00:00 gw-1 systemd[1]: Stopping"),
+            "{out}"
+        );
+        let facts = parse_journal(&lines);
+        let server = facts.server.expect("server");
+        assert_eq!(server.ip.to_string(), "192.0.2.112");
+        assert_eq!(server.port, 1198);
+        let addr = facts.tunnel_addr.expect("tunnel address");
+        assert_eq!(addr.address.to_string(), "10.72.192.7");
+        assert_eq!(addr.mask, "255.255.192.0");
+        // The initial connect is outside the window: two restarts, two connects.
+        assert_eq!(facts.connects.len(), 2, "{out}");
+        assert_eq!(facts.stops.len(), 2);
+        assert_eq!(st.lock().expect("lock").units[VPN_UNIT].restarts, 2);
+        // No unit filter match: journald's marker.
+        assert_eq!(
+            run(&st, "journalctl -u nope -o short-iso").0,
+            "-- No entries --\n"
+        );
+        assert_eq!(
+            run(&st, "journalctl -u vpn-egress-tunnel -n 1 -o cat").0,
+            "Initialization Sequence Completed\n"
+        );
+    }
+
+    #[test]
+    fn systemctl_reads_and_changes_state() {
+        let st = Arc::new(Mutex::new(gateway()));
+        assert_eq!(
+            run(&st, "systemctl is-active vpn-egress-tunnel.service"),
+            ("active\n".into(), String::new(), 0)
+        );
+        assert_eq!(
+            run(&st, "systemctl show -p IOWeight k3s.service").0,
+            "IOWeight=[not set]\n"
+        );
+        assert_eq!(
+            run(&st, "systemctl set-property k3s.service IOWeight=10000").2,
+            0
+        );
+        assert_eq!(
+            run(&st, "systemctl show -p IOWeight --value k3s.service").0,
+            "10000\n"
+        );
+        assert_eq!(run(&st, "systemctl stop vpn-egress-tunnel").2, 0);
+        assert_eq!(
+            run(&st, "systemctl is-active vpn-egress-tunnel.service"),
+            ("inactive\n".into(), String::new(), 3)
+        );
+        let (_, e, code) = run(&st, "curl -fsS --interface tun0 https://ipinfo.io/ip");
+        assert_eq!(code, 45);
+        assert!(e.contains("No such device"), "{e}");
+        assert_eq!(run(&st, "systemctl start vpn-egress-tunnel").2, 0);
+        assert_eq!(
+            run(&st, "curl -fsS --interface tun0 https://ipinfo.io/ip").0,
+            "203.0.113.50"
+        );
+        assert_eq!(run(&st, "curl -fsS https://ipinfo.io/ip").0, "198.51.100.7");
+        let (_, e, code) = run(&st, "systemctl restart nope");
+        assert_eq!(code, 5);
+        assert_eq!(
+            e,
+            "Failed to restart nope.service: Unit nope.service not found.\n"
+        );
+        assert_eq!(run(&st, "systemctl is-system-running").0, "running\n");
+        st.lock()
+            .expect("lock")
+            .fail_unit_at("k3s", T0)
+            .expect("fail");
+        assert_eq!(
+            run(&st, "systemctl is-system-running"),
+            ("degraded\n".into(), String::new(), 1)
+        );
+    }
+
+    #[test]
+    fn sysfs_reads_and_writes_follow_the_kernel() {
+        let st = Arc::new(Mutex::new(gateway()));
+        assert_eq!(
+            run(&st, "cat /sys/block/sda/queue/scheduler").0,
+            "[mq-deadline] kyber bfq none\n"
+        );
+        assert_eq!(run(&st, "echo bfq > /sys/block/sda/queue/scheduler").2, 0);
+        assert_eq!(
+            run(&st, "cat /sys/block/sda/queue/scheduler").0,
+            "mq-deadline kyber [bfq] none\n"
+        );
+        let (_, e, code) = run(&st, "echo cfq > /sys/block/sda/queue/scheduler");
+        assert_eq!(code, 1);
+        assert!(e.contains("Invalid argument"), "{e}");
+        assert_eq!(run(&st, "echo 32 > /sys/block/sda/queue/nr_requests").2, 0);
+        assert_eq!(st.lock().expect("lock").disks["sda"].nr_requests, 32);
+        assert_eq!(run(&st, "echo x > /etc/hostname").2, 2);
+        assert_eq!(run(&st, "cat /sys/block/sdz/queue/scheduler").2, 1);
+        assert_eq!(
+            run(&st, "grep -q '\\[bfq\\]' /sys/block/sda/queue/scheduler").2,
+            0
+        );
+        assert_eq!(
+            run(&st, "grep -q '\\[kyber\\]' /sys/block/sda/queue/scheduler").2,
+            1
+        );
+        assert_eq!(
+            run(&st, "findmnt -no SOURCE --target /var/lib/rancher/k3s").0,
+            "/dev/sda2\n"
+        );
+        assert_eq!(run(&st, "lsblk -ndo PKNAME /dev/sda2").0, "sda\n");
+        assert_eq!(run(&st, "lsblk -ndo PKNAME /dev/sda").0, "\n");
+    }
+
+    #[test]
+    fn unknown_commands_are_127_and_python_says_why() {
+        let st = Arc::new(Mutex::new(gateway()));
+        let (_, e, code) = run(&st, "rm -rf /tmp/x");
+        assert_eq!(
+            (e.as_str(), code),
+            ("sim: command not supported: rm -rf /tmp/x\n", 127)
+        );
+        let (_, e, code) = run(
+            &st,
+            "/usr/bin/python3 /root/.ansible/tmp/AnsiballZ_command.py",
+        );
+        assert_eq!(code, 127);
+        assert!(e.contains("raw"), "{e}");
+        assert_eq!(run(&st, "systemctl list-units").2, 127);
+        assert!(st
+            .lock()
+            .expect("lock")
+            .commands
+            .contains(&"rm -rf /tmp/x".to_string()));
+    }
+}

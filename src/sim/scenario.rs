@@ -1,0 +1,399 @@
+//! Scenarios of the simulated homelab: what each environment looks like when the demo
+//! starts, and what happens to it on a timeline.
+//!
+//! Owns: the scenario file format (`assets/scenarios/*.yaml`, embedded; a file of the same
+//! name in `--scenarios DIR` replaces one), strict parsing with file:line messages, and
+//! looking one up by name. Servers and gateways are named by their position in the
+//! environment's server list (1-based), never by a homelab host name, so one scenario fits
+//! any inventory with enough servers.
+//! Must not: do IO beyond reading a named file, or know how the simulation applies it.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// One scenario, as written.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// What the operator should see, one or two sentences (shown in the demo banner).
+    pub description: String,
+    /// Simulated seconds per real second for journal times and restart periods (>= 1).
+    #[serde(default = "one")]
+    pub time_scale: u32,
+    /// The state of every environment unless `environments` says otherwise.
+    #[serde(default)]
+    pub defaults: EnvState,
+    /// Per-environment state, replacing `defaults` field by field where given.
+    #[serde(default)]
+    pub environments: BTreeMap<String, EnvPatch>,
+    /// What happens after the start, in order of `at_s` (simulated seconds).
+    #[serde(default)]
+    pub events: Vec<Event>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Where the cilium agents dial the API server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentsDial {
+    /// The environment's VIP (healthy).
+    #[default]
+    Vip,
+    /// The founder's own address (the 2026-09-06 single-node dependency).
+    Founder,
+    /// Each agent its own node's address.
+    OwnNode,
+}
+
+/// The state of one environment.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EnvState {
+    /// The server (1-based) holding the kube-vip lease.
+    pub lease_holder: usize,
+    pub lease_duration_s: u64,
+    pub lease_renew_every_s: u64,
+    pub agents_dial: AgentsDial,
+    /// After a Flux reconcile of the cilium release, the agents dial this (the fix landed
+    /// in git); `None`: the reconcile changes nothing.
+    pub agents_dial_after_reconcile: Option<AgentsDial>,
+    /// The server (1-based) whose updated cilium pod never becomes ready in a rollout.
+    pub rollout_stuck_on: Option<usize>,
+    pub vpn: VpnState,
+    pub disks: DiskState,
+}
+
+impl Default for EnvState {
+    fn default() -> Self {
+        EnvState {
+            lease_holder: 1,
+            lease_duration_s: 15,
+            lease_renew_every_s: 2,
+            agents_dial: AgentsDial::Vip,
+            agents_dial_after_reconcile: Some(AgentsDial::Vip),
+            rollout_stuck_on: None,
+            vpn: VpnState::default(),
+            disks: DiskState::default(),
+        }
+    }
+}
+
+/// A VPN gateway's tunnel.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VpnState {
+    /// systemd ActiveState of the tunnel unit.
+    pub active: String,
+    /// The VPN server (`IP:PORT`) the tunnel connects to.
+    pub server: String,
+    /// The tunnel address the server hands out.
+    pub tunnel_addr: String,
+    /// The exit IP through the tunnel, and the home ISP's without it.
+    pub tunnel_exit: String,
+    pub direct_exit: String,
+    /// Reconnect period in simulated seconds (0: connected once, stays up).
+    pub restart_every_s: u64,
+}
+
+impl Default for VpnState {
+    fn default() -> Self {
+        // Documentation addresses (RFC 5737) and CGNAT-style tunnel space: none is dialled.
+        VpnState {
+            active: "active".into(),
+            server: "198.51.100.10:1198".into(),
+            tunnel_addr: "10.8.0.6".into(),
+            tunnel_exit: "198.51.100.77".into(),
+            direct_exit: "203.0.113.5".into(),
+            restart_every_s: 0,
+        }
+    }
+}
+
+/// The k3s data disk's queue and the IO weights (the etcd I/O priority mitigation).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiskState {
+    pub device: String,
+    pub scheduler: String,
+    pub nr_requests: u32,
+    pub io_weight: u32,
+    /// `some avg10` of /proc/pressure/io, percent.
+    pub io_pressure_avg10: f64,
+}
+
+impl Default for DiskState {
+    fn default() -> Self {
+        DiskState {
+            device: "sda".into(),
+            scheduler: "mq-deadline".into(),
+            nr_requests: 64,
+            io_weight: 100,
+            io_pressure_avg10: 0.4,
+        }
+    }
+}
+
+/// Field-by-field replacement of [`EnvState`] for one environment.
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EnvPatch {
+    pub lease_holder: Option<usize>,
+    pub lease_duration_s: Option<u64>,
+    pub lease_renew_every_s: Option<u64>,
+    pub agents_dial: Option<AgentsDial>,
+    pub agents_dial_after_reconcile: Option<Option<AgentsDial>>,
+    pub rollout_stuck_on: Option<usize>,
+    pub vpn: Option<VpnPatch>,
+    pub disks: Option<DiskPatch>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct VpnPatch {
+    pub active: Option<String>,
+    pub server: Option<String>,
+    pub tunnel_addr: Option<String>,
+    pub tunnel_exit: Option<String>,
+    pub direct_exit: Option<String>,
+    pub restart_every_s: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DiskPatch {
+    pub device: Option<String>,
+    pub scheduler: Option<String>,
+    pub nr_requests: Option<u32>,
+    pub io_weight: Option<u32>,
+    pub io_pressure_avg10: Option<f64>,
+}
+
+/// Something that happens to one environment at a simulated time.
+// No deny_unknown_fields here (serde cannot combine it with flatten): the fault's own
+// variant refuses unknown keys instead.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Event {
+    pub at_s: u64,
+    pub env: String,
+    #[serde(flatten)]
+    pub fault: Fault,
+}
+
+/// The faults a scenario or the console's `:fault` can inject.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "fault", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Fault {
+    /// The lease holder's node dies: NotReady, stops renewing; the next server takes the
+    /// lease once it expires.
+    HolderDies,
+    /// Server N's cilium agent is recreated dialling its own node address.
+    AgentDrifts { server: usize },
+    /// The tunnel unit of the environment's gateway fails.
+    VpnDown,
+}
+
+impl Scenario {
+    /// The state of `env` at the start: `defaults` with the environment's patch applied.
+    pub fn env_state(&self, env: &str) -> EnvState {
+        let mut s = self.defaults.clone();
+        if let Some(p) = self.environments.get(env) {
+            macro_rules! take {
+                ($dst:expr, $src:expr) => {
+                    if let Some(v) = $src.clone() {
+                        $dst = v;
+                    }
+                };
+            }
+            take!(s.lease_holder, p.lease_holder);
+            take!(s.lease_duration_s, p.lease_duration_s);
+            take!(s.lease_renew_every_s, p.lease_renew_every_s);
+            take!(s.agents_dial, p.agents_dial);
+            take!(s.agents_dial_after_reconcile, p.agents_dial_after_reconcile);
+            if p.rollout_stuck_on.is_some() {
+                s.rollout_stuck_on = p.rollout_stuck_on;
+            }
+            if let Some(v) = &p.vpn {
+                take!(s.vpn.active, v.active);
+                take!(s.vpn.server, v.server);
+                take!(s.vpn.tunnel_addr, v.tunnel_addr);
+                take!(s.vpn.tunnel_exit, v.tunnel_exit);
+                take!(s.vpn.direct_exit, v.direct_exit);
+                take!(s.vpn.restart_every_s, v.restart_every_s);
+            }
+            if let Some(d) = &p.disks {
+                take!(s.disks.device, d.device);
+                take!(s.disks.scheduler, d.scheduler);
+                take!(s.disks.nr_requests, d.nr_requests);
+                take!(s.disks.io_weight, d.io_weight);
+                take!(s.disks.io_pressure_avg10, d.io_pressure_avg10);
+            }
+        }
+        s
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ScenarioError {
+    #[error("no scenario `{name}` (known: {known})")]
+    Unknown { name: String, known: String },
+    #[error("{file}:{line}:{col}: {message}")]
+    Invalid {
+        file: String,
+        line: usize,
+        col: usize,
+        message: String,
+    },
+    #[error("{file}: {message}")]
+    Semantics { file: String, message: String },
+}
+
+/// Parse one scenario file; `file` names it in messages.
+pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+    let s: Scenario = serde_yaml::from_str(text).map_err(|e| {
+        let (line, col) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
+        ScenarioError::Invalid {
+            file: file.to_string(),
+            line,
+            col,
+            message: e.to_string(),
+        }
+    })?;
+    let bad = |message: String| ScenarioError::Semantics {
+        file: file.to_string(),
+        message,
+    };
+    if s.time_scale == 0 {
+        return Err(bad("time_scale must be at least 1".into()));
+    }
+    for (name, st) in std::iter::once(("defaults".to_string(), s.defaults.clone())).chain(
+        s.environments
+            .keys()
+            .map(|e| (format!("environments.{e}"), s.env_state(e))),
+    ) {
+        if st.lease_holder == 0 || st.rollout_stuck_on == Some(0) {
+            return Err(bad(format!(
+                "{name}: servers are numbered from 1 (lease_holder, rollout_stuck_on)"
+            )));
+        }
+        if st.lease_renew_every_s == 0 || st.lease_renew_every_s >= st.lease_duration_s {
+            return Err(bad(format!(
+                "{name}: lease_renew_every_s must be at least 1 and below lease_duration_s"
+            )));
+        }
+    }
+    let mut last = 0;
+    for e in &s.events {
+        if e.at_s < last {
+            return Err(bad(format!(
+                "events must be in order of at_s ({} comes after {last})",
+                e.at_s
+            )));
+        }
+        last = e.at_s;
+        if let Fault::AgentDrifts { server: 0 } = e.fault {
+            return Err(bad("agent-drifts: servers are numbered from 1".into()));
+        }
+    }
+    Ok(s)
+}
+
+/// The names of the embedded scenarios (file names without `.yaml`), sorted.
+pub fn names() -> Vec<String> {
+    super::demo_repo::scenario_files()
+        .iter()
+        .filter_map(|(f, _)| f.strip_suffix(".yaml").map(str::to_string))
+        .collect()
+}
+
+/// The embedded scenario `name`.
+pub fn load(name: &str) -> Result<Scenario, ScenarioError> {
+    let file = format!("{name}.yaml");
+    match super::demo_repo::scenario_files()
+        .iter()
+        .find(|(f, _)| *f == file)
+    {
+        Some((f, text)) => parse(&format!("assets/scenarios/{f}"), text),
+        None => Err(ScenarioError::Unknown {
+            name: name.to_string(),
+            known: names().join(", "),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_embedded_scenario_parses() {
+        let names = names();
+        for n in [
+            "healthy",
+            "agents-on-node-ip",
+            "vip-failover",
+            "vpn-eviction-loop",
+            "etcd-io-starvation",
+            "rollout-stuck",
+        ] {
+            assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
+        }
+        for n in &names {
+            load(n).unwrap_or_else(|e| panic!("{n}: {e}"));
+        }
+    }
+
+    #[test]
+    fn unknown_field_names_file_and_line() {
+        let err = parse("x.yaml", "description: d\ndefaults:\n  lease_holdr: 2\n")
+            .expect_err("typo refused");
+        match err {
+            ScenarioError::Invalid { file, line, .. } => {
+                assert_eq!(file, "x.yaml");
+                assert_eq!(line, 3);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn patch_replaces_field_by_field() {
+        let s = parse(
+            "x.yaml",
+            "description: d\nenvironments:\n  prod:\n    vpn: {tunnel_addr: 10.9.0.2}\n",
+        )
+        .expect("parses");
+        let prod = s.env_state("prod");
+        assert_eq!(prod.vpn.tunnel_addr, "10.9.0.2");
+        assert_eq!(prod.vpn.server, VpnState::default().server);
+        assert_eq!(s.env_state("dev"), EnvState::default());
+    }
+
+    #[test]
+    fn unknown_scenario_lists_the_known_ones() {
+        let err = load("nope").expect_err("unknown");
+        assert!(err.to_string().contains("healthy"), "{err}");
+    }
+
+    #[test]
+    fn semantic_errors_are_named() {
+        let err = parse("x.yaml", "description: d\ndefaults: {lease_holder: 0}\n")
+            .expect_err("0 refused");
+        assert!(err.to_string().contains("numbered from 1"), "{err}");
+        let err = parse(
+            "x.yaml",
+            "description: d\nevents:\n  - {at_s: 5, env: dev, fault: vpn-down}\n  - {at_s: 2, env: dev, fault: vpn-down}\n",
+        )
+        .expect_err("order");
+        assert!(err.to_string().contains("in order"), "{err}");
+        let err = parse(
+            "x.yaml",
+            "description: d\nevents:\n  - {at_s: 5, env: dev, fault: agent-drifts, servr: 2}\n",
+        )
+        .expect_err("typo in an event refused");
+        assert!(err.to_string().contains("servr"), "{err}");
+    }
+}

@@ -1,0 +1,533 @@
+//! The simulated nodes' SSH servers: one russh server per node, listening on its own
+//! loopback address (127.0.0.0/8 only), with its own generated ed25519 host key, public-key
+//! authentication against an authorized key set, and exec channels whose commands run in
+//! the node's simulated shell ([`super::node::NodeSession`]) with stdout, stderr and the
+//! exit status (or `KILL` when the client signals) sent back as sshd sends them.
+//!
+//! A `shell` request is answered with a message on stderr and exit status 1; subsystems
+//! (sftp), X11 and agent forwarding are refused. Channel input (stdin) is not given to the
+//! command (every simulated command runs with empty input); a command that would read it to
+//! the end (an interpreter given no script) is answered only after the client's EOF, as a
+//! real process draining its stdin would be.
+//!
+//! Owns: [`SimNode`] (start, address, host key, known_hosts line, counters, stop),
+//! [`SimNodeSpec`], [`parse_authorized_keys`], [`generate_host_key`].
+//! Must not: listen on anything but a loopback address, or run a command on the real host.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use russh::keys::{Algorithm, PrivateKey, PublicKey};
+use russh::server::{self, Auth, Msg, PublicKeyOffer, Session, VerifiedPublicKey};
+use russh::{Channel, ChannelId, Disconnect, MethodKind, MethodSet, Sig};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::node::{NodeSession, NodeState};
+use super::shell::Ending;
+use crate::exec::known_hosts;
+
+/// What can go wrong starting a simulated node.
+#[derive(Debug, thiserror::Error)]
+pub enum SimSshError {
+    #[error(
+        "sim node {node}: {addr} is not in 127.0.0.0/8; a simulated node only listens on loopback"
+    )]
+    NotLoopback { node: String, addr: IpAddr },
+    #[error("sim node {node}: cannot listen on {addr}:{port}: {source}")]
+    Bind {
+        node: String,
+        addr: IpAddr,
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("sim node {node}: cannot generate a host key: {msg}")]
+    HostKey { node: String, msg: String },
+    #[error("sim node {node}: no authorized keys: nobody could log in")]
+    NoAuthorizedKeys { node: String },
+    #[error("{file}:{line}: not a public key ({msg})")]
+    AuthorizedKeys {
+        file: String,
+        line: usize,
+        msg: String,
+    },
+}
+
+/// How to start one node.
+pub struct SimNodeSpec {
+    /// The inventory host name (for messages; the state has its own hostname).
+    pub name: String,
+    /// Must be in 127.0.0.0/8.
+    pub address: IpAddr,
+    /// 0 = a free port.
+    pub port: u16,
+    /// Keys allowed to log in (any user name).
+    pub authorized_keys: Vec<PublicKey>,
+    pub state: Arc<Mutex<NodeState>>,
+    /// None = a fresh ed25519 key.
+    pub host_key: Option<PrivateKey>,
+}
+
+/// Counters a test or the demo can read.
+#[derive(Debug, Default)]
+struct Stats {
+    accepted: AtomicUsize,
+    rejected: AtomicUsize,
+    commands: AtomicUsize,
+}
+
+struct Shared {
+    name: String,
+    state: Arc<Mutex<NodeState>>,
+    authorized: Vec<PublicKey>,
+    stats: Stats,
+}
+
+impl Shared {
+    fn authorizes(&self, key: &PublicKey) -> bool {
+        self.authorized
+            .iter()
+            .any(|k| k.key_data() == key.key_data())
+    }
+}
+
+/// A running simulated node. Dropping it stops the listener and every session.
+pub struct SimNode {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    host_key: PublicKey,
+    stop: CancellationToken,
+}
+
+/// A fresh ed25519 host key.
+pub fn generate_host_key() -> Result<PrivateKey, String> {
+    PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).map_err(|e| e.to_string())
+}
+
+/// The keys of an OpenSSH `authorized_keys` text (options before the key type are skipped;
+/// blank lines and `#` comments ignored). `file` names it in errors.
+pub fn parse_authorized_keys(text: &str, file: &str) -> Result<Vec<PublicKey>, SimSshError> {
+    let mut keys = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        // `type base64 [comment]`, possibly after an options field.
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let start = fields
+            .iter()
+            .position(|f| f.starts_with("ssh-") || f.starts_with("ecdsa-") || f.starts_with("sk-"))
+            .unwrap_or(0);
+        let candidate = fields[start..].join(" ");
+        let key = PublicKey::from_openssh(&candidate).map_err(|e| SimSshError::AuthorizedKeys {
+            file: file.to_string(),
+            line: i + 1,
+            msg: e.to_string(),
+        })?;
+        keys.push(key);
+    }
+    Ok(keys)
+}
+
+impl SimNode {
+    /// Binds the node's address and starts serving. Refuses a non-loopback address.
+    pub async fn start(spec: SimNodeSpec) -> Result<SimNode, SimSshError> {
+        let is_loopback_v4 = matches!(spec.address, IpAddr::V4(a) if a.is_loopback());
+        if !is_loopback_v4 {
+            return Err(SimSshError::NotLoopback {
+                node: spec.name,
+                addr: spec.address,
+            });
+        }
+        if spec.authorized_keys.is_empty() {
+            return Err(SimSshError::NoAuthorizedKeys { node: spec.name });
+        }
+        let key = match spec.host_key {
+            Some(k) => k,
+            None => generate_host_key().map_err(|msg| SimSshError::HostKey {
+                node: spec.name.clone(),
+                msg,
+            })?,
+        };
+        let host_key = key.public_key().clone();
+        let listener = TcpListener::bind((spec.address, spec.port))
+            .await
+            .map_err(|source| SimSshError::Bind {
+                node: spec.name.clone(),
+                addr: spec.address,
+                port: spec.port,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| SimSshError::Bind {
+            node: spec.name.clone(),
+            addr: spec.address,
+            port: spec.port,
+            source,
+        })?;
+        let config = Arc::new(server::Config {
+            server_id: russh::SshId::Standard("SSH-2.0-hk-console-sim".into()),
+            methods: MethodSet::from(&[MethodKind::PublicKey][..]),
+            auth_rejection_time: Duration::from_millis(20),
+            auth_rejection_time_initial: Some(Duration::ZERO),
+            keys: vec![key],
+            inactivity_timeout: Some(Duration::from_secs(3600)),
+            nodelay: true,
+            ..server::Config::default()
+        });
+        let shared = Arc::new(Shared {
+            name: spec.name,
+            state: spec.state,
+            authorized: spec.authorized_keys,
+            stats: Stats::default(),
+        });
+        let stop = CancellationToken::new();
+        tokio::spawn(accept_loop(listener, config, shared.clone(), stop.clone()));
+        Ok(SimNode {
+            shared,
+            addr,
+            host_key,
+            stop,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn host_public_key(&self) -> &PublicKey {
+        &self.host_key
+    }
+
+    /// `SHA256:...` of the host key.
+    pub fn host_key_fingerprint(&self) -> String {
+        known_hosts::fingerprint(&self.host_key)
+    }
+
+    /// The known_hosts line recording this node's key for its address and port.
+    pub fn known_hosts_line(&self) -> Result<String, String> {
+        known_hosts::trust_line(
+            &self.addr.ip().to_string(),
+            self.addr.port(),
+            &self.host_key,
+        )
+        .map_err(|e| format!("sim node {}: {e}", self.shared.name))
+    }
+
+    /// The node's state (shared with every session).
+    pub fn state(&self) -> Arc<Mutex<NodeState>> {
+        self.shared.state.clone()
+    }
+
+    /// Successful public-key logins so far.
+    pub fn accepted(&self) -> usize {
+        self.shared.stats.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Refused key offers and logins so far.
+    pub fn rejected(&self) -> usize {
+        self.shared.stats.rejected.load(Ordering::SeqCst)
+    }
+
+    /// Exec requests served so far.
+    pub fn commands(&self) -> usize {
+        self.shared.stats.commands.load(Ordering::SeqCst)
+    }
+
+    /// Stops listening and disconnects every session (as a node going down does).
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl Drop for SimNode {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    config: Arc<server::Config>,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        let (socket, _peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::debug!(node = %shared.name, error = %e, "sim ssh accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = socket.set_nodelay(true);
+        let handler = Conn {
+            shared: shared.clone(),
+            user: String::new(),
+            channels: HashMap::new(),
+        };
+        let config = config.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let Ok(session) = server::run_stream(config, socket, handler).await else {
+                return;
+            };
+            let handle = session.handle();
+            tokio::select! {
+                _ = session => {}
+                _ = stop.cancelled() => {
+                    let _ = handle
+                        .disconnect(Disconnect::ByApplication, "simulated node stopped".into(), String::new())
+                        .await;
+                }
+            }
+        });
+    }
+}
+
+/// What the connection keeps per open channel.
+struct ChannelCtl {
+    /// Set when the client signals the command or closes the channel.
+    cancel: Arc<AtomicBool>,
+    /// Becomes true when the client sends EOF (or closes).
+    eof: tokio::sync::watch::Sender<bool>,
+}
+
+/// One client connection.
+struct Conn {
+    shared: Arc<Shared>,
+    user: String,
+    channels: HashMap<ChannelId, ChannelCtl>,
+}
+
+/// How long a command that reads its stdin waits for the client's EOF.
+const STDIN_EOF_WAIT: Duration = Duration::from_secs(30);
+
+impl Conn {
+    fn ctl(&mut self, channel: ChannelId) -> &ChannelCtl {
+        self.channels.entry(channel).or_insert_with(|| ChannelCtl {
+            cancel: Arc::new(AtomicBool::new(false)),
+            eof: tokio::sync::watch::channel(false).0,
+        })
+    }
+}
+
+/// Sends what a finished command produced, then its ending, EOF and close.
+async fn finish(
+    handle: server::Handle,
+    channel: ChannelId,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    ending: Ending,
+) {
+    if !stdout.is_empty() {
+        let _ = handle.data(channel, stdout).await;
+    }
+    if !stderr.is_empty() {
+        let _ = handle.extended_data(channel, 1, stderr).await;
+    }
+    match ending {
+        Ending::Exit(s) => {
+            let _ = handle
+                .exit_status_request(channel, u32::try_from(s & 0xff).unwrap_or(255))
+                .await;
+        }
+        Ending::Killed => {
+            let _ = handle
+                .exit_signal_request(channel, Sig::KILL, false, String::new(), String::new())
+                .await;
+        }
+    }
+    let _ = handle.eof(channel).await;
+    let _ = handle.close(channel).await;
+}
+
+impl server::Handler for Conn {
+    type Error = russh::Error;
+
+    async fn auth_publickey_offered(
+        &mut self,
+        _user: &str,
+        offer: PublicKeyOffer<'_>,
+    ) -> Result<Auth, Self::Error> {
+        if self.shared.authorizes(offer.public_key) {
+            Ok(Auth::Accept)
+        } else {
+            self.shared.stats.rejected.fetch_add(1, Ordering::SeqCst);
+            Ok(Auth::reject())
+        }
+    }
+
+    async fn auth_publickey(
+        &mut self,
+        user: &str,
+        key: VerifiedPublicKey<'_>,
+    ) -> Result<Auth, Self::Error> {
+        if self.shared.authorizes(key.public_key) {
+            self.user = user.to_string();
+            self.shared.stats.accepted.fetch_add(1, Ordering::SeqCst);
+            Ok(Auth::Accept)
+        } else {
+            self.shared.stats.rejected.fetch_add(1, Ordering::SeqCst);
+            Ok(Auth::reject())
+        }
+    }
+
+    async fn channel_open_session(
+        &mut self,
+        channel: Channel<Msg>,
+        reply: server::ChannelOpenHandle,
+        _session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        self.ctl(channel.id());
+        reply.accept().await;
+        Ok(())
+    }
+
+    async fn pty_request(
+        &mut self,
+        channel: ChannelId,
+        _term: &str,
+        _col_width: u32,
+        _row_height: u32,
+        _pix_width: u32,
+        _pix_height: u32,
+        _modes: &[(russh::Pty, u32)],
+        session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        session.channel_success(channel)
+    }
+
+    async fn env_request(
+        &mut self,
+        channel: ChannelId,
+        _name: &str,
+        _value: &str,
+        session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        session.channel_success(channel)
+    }
+
+    async fn shell_request(
+        &mut self,
+        channel: ChannelId,
+        session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        session.channel_success(channel)?;
+        let msg = format!(
+            "sim: {} is a simulated node: interactive shells are not supported; run one command \
+             at a time (ssh HOST COMMAND)\n",
+            self.shared.name
+        );
+        tokio::spawn(finish(
+            session.handle(),
+            channel,
+            Vec::new(),
+            msg.into_bytes(),
+            Ending::Exit(1),
+        ));
+        Ok(())
+    }
+
+    async fn subsystem_request(
+        &mut self,
+        channel: ChannelId,
+        name: &str,
+        session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        tracing::debug!(node = %self.shared.name, subsystem = name, "sim ssh refused a subsystem");
+        session.channel_failure(channel)
+    }
+
+    async fn exec_request(
+        &mut self,
+        channel: ChannelId,
+        data: &[u8],
+        session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        session.channel_success(channel)?;
+        self.shared.stats.commands.fetch_add(1, Ordering::SeqCst);
+        let command = String::from_utf8_lossy(data).to_string();
+        let ctl = self.ctl(channel);
+        let cancel = ctl.cancel.clone();
+        let mut eof = ctl.eof.subscribe();
+        let state = self.shared.state.clone();
+        let user = self.user.clone();
+        let handle = session.handle();
+        tokio::spawn(async move {
+            let ran = tokio::task::spawn_blocking(move || {
+                NodeSession::new(state, &user, cancel).run(&command)
+            })
+            .await;
+            match ran {
+                Ok((out, ending)) => {
+                    if out.reads_stdin {
+                        let _ = tokio::time::timeout(STDIN_EOF_WAIT, eof.wait_for(|e| *e)).await;
+                    }
+                    finish(handle, channel, out.stdout, out.stderr, ending).await
+                }
+                Err(e) => {
+                    let msg = format!("sim: the command failed inside the simulation: {e}\n");
+                    finish(
+                        handle,
+                        channel,
+                        Vec::new(),
+                        msg.into_bytes(),
+                        Ending::Exit(255),
+                    )
+                    .await;
+                }
+            }
+        });
+        Ok(())
+    }
+
+    async fn signal(
+        &mut self,
+        channel: ChannelId,
+        _signal: Sig,
+        _session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        if let Some(ctl) = self.channels.get(&channel) {
+            ctl.cancel.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    async fn channel_eof(
+        &mut self,
+        channel: ChannelId,
+        _session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        if let Some(ctl) = self.channels.get(&channel) {
+            ctl.eof.send_replace(true);
+        }
+        Ok(())
+    }
+
+    async fn channel_close(
+        &mut self,
+        channel: ChannelId,
+        _session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        if let Some(ctl) = self.channels.remove(&channel) {
+            ctl.cancel.store(true, Ordering::SeqCst);
+            ctl.eof.send_replace(true);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1451 @@
+//! A real Kubernetes API for the kube tests, the way controller-runtime's envtest does it:
+//! a real `kube-apiserver` (built by tests/apiserver/build.sh from k8s.io/kubernetes) over a
+//! real `etcd`, both on 127.0.0.1, with throwaway certificates (openssl CLI), RBAC on, an
+//! admin token in group system:masters, service-account tokens through TokenRequest, and an
+//! audit log of every request at level Metadata.
+//!
+//! Owns: the shared per-process etcd and PKI, one kube-apiserver per [`ApiServer`] (its own
+//! `--etcd-prefix`, so tests never see each other's objects), kubeconfigs for an admin and a
+//! read-only observer, reading the audit log, the Flux CRDs, and fixtures that make the API
+//! look like the home-lab k3s cluster (nodes, the kube-vip Lease, the cilium DaemonSet and
+//! its pods, ConfigMaps).
+//! Must not: leave processes or files behind, talk to anything but 127.0.0.1, or stand in
+//! for the API server (no fakes: every call here goes to the real binary).
+//!
+//! Processes: each binary runs under a tiny `sh` watchdog whose stdin is a pipe from this
+//! process. When the pipe closes (drop of [`ApiServer`], or this process exiting in any way,
+//! SIGKILL included) the watchdog SIGKILLs its binary and deletes its directory. The etcd
+//! lives in a `static` (never dropped), so the pipe closing at process exit is what ends it.
+//! `tests/kube_apiserver.rs` proves this by SIGKILLing a test process that holds both.
+//!
+//! Needs `etcd` and `kube-apiserver` in `$HK_APISERVER_BIN_DIR` (default
+//! `<repo>/target/apiserver-bin`, made by `bash tests/apiserver/build.sh`), and `openssl`.
+//! Missing tools FAIL the test with that hint.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ApiResource, GetParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde_json::{json, Value};
+
+pub const BUILD_HINT: &str =
+    "etcd/kube-apiserver missing: run `bash tests/apiserver/build.sh` (needs Go; cold build takes minutes)";
+pub const INSTALL_OPENSSL: &str =
+    "openssl missing: install it with `apt-get install -y openssl` (Debian/Ubuntu)";
+
+/// The admin's user name (static token, group system:masters).
+pub const ADMIN_USER: &str = "hk-admin";
+/// The context name in [`ApiServer::admin_kubeconfig`].
+pub const ADMIN_CONTEXT: &str = "hk-test-admin";
+/// The context name in [`ApiServer::observer_kubeconfig`].
+pub const OBSERVER_CONTEXT: &str = "hk-test-observer";
+pub const OBSERVER_SA: &str = "hk-observer";
+pub const KUBE_SYSTEM: &str = "kube-system";
+/// The user the API server sees for the observer's token.
+pub const OBSERVER_USER: &str = "system:serviceaccount:kube-system:hk-observer";
+/// kube-vip's leader-election Lease for the control-plane VIP (its documented default).
+pub const VIP_LEASE: &str = "plndr-cp-lock";
+/// Verbs that change state, as the audit log names them.
+pub const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+
+/// How long a kube-apiserver may take to answer /readyz (2 shared cores, cold page cache).
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+const ETCD_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `$HK_APISERVER_BIN_DIR`, else `<repo>/target/apiserver-bin`.
+pub fn bin_dir() -> PathBuf {
+    match std::env::var_os("HK_APISERVER_BIN_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/apiserver-bin"),
+    }
+}
+
+fn binary(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(p.is_file(), "{} not found: {BUILD_HINT}", p.display());
+    p
+}
+
+/// A port free on 127.0.0.1 right now, chosen OUTSIDE the kernel's ephemeral range: a port
+/// from that range, once released, can become the source port of any outgoing connection
+/// (kube-apiserver opens dozens to etcd while starting), and the bind then fails.
+fn free_port() -> u16 {
+    let range =
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let mut it = range.split_whitespace().map(|x| x.parse::<u32>().ok());
+    let (lo, hi) = match (it.next().flatten(), it.next().flatten()) {
+        (Some(lo), Some(hi)) => (lo, hi),
+        _ => (32768, 60999),
+    };
+    let (from, to) = if lo >= 12000 {
+        (10000, lo)
+    } else {
+        (hi + 1, 65536)
+    };
+    assert!(
+        to > from + 1000,
+        "no room outside the ephemeral ports {lo}-{hi}"
+    );
+    for _ in 0..200 {
+        let r = u32::from_str_radix(&random_hex(4), 16).expect("hex");
+        let port = (from + r % (to - from)) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port on 127.0.0.1 in {from}-{to}");
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .expect("read /dev/urandom");
+    data_encoding::HEXLOWER.encode(&buf)
+}
+
+/// The last `n` lines of a log file, for failure messages.
+pub fn log_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// What a failed start needs to show: the log's error lines (a Go panic's first line, klog
+/// E/F lines, cobra's `Error:`) and its last lines; a panic's tail alone is only stack.
+fn log_digest(path: &Path, text: &str) -> String {
+    let errors: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("panic:")
+                || l.starts_with("fatal error:")
+                || l.starts_with("Error:")
+                || l.starts_with('F')
+                || l.starts_with('E')
+        })
+        .take(15)
+        .collect();
+    format!(
+        "--- error lines of {p} ---\n{}\n--- tail of {p} ---\n{}",
+        errors.join("\n"),
+        log_tail(path, 30),
+        p = path.display()
+    )
+}
+
+/// True while `pid` runs (exists and is not a zombie).
+pub fn alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state is the first field after the command name's closing ')'.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, r)| r.split_whitespace().next());
+    !matches!(state, None | Some("Z") | Some("X"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Watchdog: a binary that dies when this process lets go of it.
+
+/// `sh -c WATCHDOG sh <dir> <log> <program> <args...>`: starts the program in the
+/// background (output to the log), prints its pid, then blocks reading stdin. EOF (our end
+/// dropped or this whole process gone) -> SIGKILL the program, reap it, delete the dir.
+/// Terminal signals are ignored so a Ctrl-C on the test run cannot kill the watchdog
+/// before the program.
+const WATCHDOG: &str = r#"dir=$1; log=$2; shift 2
+trap '' INT HUP QUIT TERM
+"$@" </dev/null >>"$log" 2>&1 &
+child=$!
+echo "$child"
+cat >/dev/null
+kill -KILL "$child" 2>/dev/null
+wait "$child" 2>/dev/null
+rm -rf "$dir"
+"#;
+
+/// A program under a watchdog; dropping it kills the program and removes its directory.
+struct Watched {
+    pid: u32,
+    stdin: Option<ChildStdin>,
+    sh: Child,
+}
+
+impl Watched {
+    fn spawn(dir: &Path, log: &Path, program: &Path, args: &[String]) -> Watched {
+        let mut sh = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(WATCHDOG)
+            .arg("hk-watchdog")
+            .arg(dir)
+            .arg(log)
+            .arg(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn /bin/sh for the watchdog");
+        let mut line = String::new();
+        BufReader::new(sh.stdout.take().expect("watchdog stdout"))
+            .read_line(&mut line)
+            .expect("read the watched pid");
+        let pid = line.trim().parse().unwrap_or_else(|_| {
+            panic!(
+                "watchdog for {} printed {line:?}, not a pid",
+                program.display()
+            )
+        });
+        Watched {
+            pid,
+            stdin: sh.stdin.take(),
+            sh,
+        }
+    }
+
+    /// Kills the program, removes the directory, and waits for both to be done.
+    fn stop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.sh.wait();
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Per-process shared state: PKI, admin token, audit policy, etcd.
+
+struct Shared {
+    /// Removed by the etcd watchdog when the process exits.
+    dir: PathBuf,
+    etcd_url: String,
+    etcd_port: u16,
+    etcd_pid: u32,
+    admin_token: String,
+    ca: PathBuf,
+    serving_cert: PathBuf,
+    serving_key: PathBuf,
+    sa_key: PathBuf,
+    sa_pub: PathBuf,
+    token_file: PathBuf,
+    audit_policy: PathBuf,
+    /// Never dropped: the pipe closes when the process exits.
+    _etcd: std::sync::Mutex<Watched>,
+}
+
+static SHARED: OnceLock<Shared> = OnceLock::new();
+static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
+
+fn shared() -> &'static Shared {
+    SHARED.get_or_init(Shared::start)
+}
+
+/// The per-process etcd's pid (starting it if needed): for tests of the cleanup.
+pub fn etcd_pid() -> u32 {
+    shared().etcd_pid
+}
+
+/// The per-process directory (PKI, admin token, etcd data): for tests of the cleanup.
+pub fn shared_dir() -> PathBuf {
+    shared().dir.clone()
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run openssl: {e}: {INSTALL_OPENSSL}"));
+    assert!(
+        out.status.success(),
+        "openssl {} failed in {}: {}",
+        args.join(" "),
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, a serving certificate for 127.0.0.1/localhost signed by it, and a service-account
+/// signing key pair; all P-256, valid two days.
+fn make_pki(dir: &Path) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=hk-test-ca",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(dir, &ca);
+    let mut csr = vec!["req"];
+    csr.extend(ec);
+    csr.extend([
+        "-keyout",
+        "serving.key",
+        "-out",
+        "serving.csr",
+        "-subj",
+        "/CN=kube-apiserver",
+    ]);
+    openssl(dir, &csr);
+    std::fs::write(
+        dir.join("serving.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=critical,CA:FALSE\n\
+         keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("write serving.ext");
+    let serial = format!("0x{}", random_hex(8));
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "serving.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-set_serial",
+            &serial,
+            "-days",
+            "2",
+            "-extfile",
+            "serving.ext",
+            "-out",
+            "serving.crt",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+            "sa.key",
+        ],
+    );
+    openssl(dir, &["pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub"]);
+}
+
+/// Every request at level Metadata; one event per request (no RequestReceived stage).
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\n\
+omitStages: [\"RequestReceived\"]\nrules:\n- level: Metadata\n";
+
+/// GET /health over plain HTTP/1.0: etcd answers `{"health":"true",...}` when it serves.
+fn etcd_healthy(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body.contains("\"health\":\"true\"")
+}
+
+impl Shared {
+    /// For failure messages: is the shared etcd still running and healthy?
+    fn etcd_state(&self) -> String {
+        if etcd_healthy(self.etcd_port) {
+            return format!("(etcd at {} is healthy)", self.etcd_url);
+        }
+        format!(
+            "etcd at {} is NOT healthy (pid {} running: {}, {} exists: {})\n{}",
+            self.etcd_url,
+            self.etcd_pid,
+            alive(self.etcd_pid),
+            self.dir.display(),
+            self.dir.exists(),
+            log_digest(
+                &self.dir.join("etcd.log"),
+                &std::fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default()
+            ),
+        )
+    }
+
+    fn start() -> Shared {
+        let etcd_bin = binary("etcd");
+        let dir = tempfile::Builder::new()
+            .prefix("hk-apiserver-shared-")
+            .tempdir()
+            .expect("temp dir")
+            .keep();
+        make_pki(&dir);
+        let admin_token = random_hex(24);
+        let token_file = dir.join("tokens.csv");
+        std::fs::write(
+            &token_file,
+            format!("{admin_token},{ADMIN_USER},hk-admin-uid,\"system:masters\"\n"),
+        )
+        .expect("write tokens.csv");
+        let audit_policy = dir.join("audit-policy.yaml");
+        std::fs::write(&audit_policy, AUDIT_POLICY).expect("write audit policy");
+        let log = dir.join("etcd.log");
+
+        // A port chosen free can be taken before etcd binds it: choose again.
+        let mut last = String::new();
+        for _ in 0..5 {
+            let (client, peer) = (free_port(), free_port());
+            let args: Vec<String> = vec![
+                "--name=hk-test".into(),
+                format!("--data-dir={}", dir.join("etcd-data").display()),
+                format!("--listen-client-urls=http://127.0.0.1:{client}"),
+                format!("--advertise-client-urls=http://127.0.0.1:{client}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
+                format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
+                format!("--initial-cluster=hk-test=http://127.0.0.1:{peer}"),
+                "--unsafe-no-fsync=true".into(),
+                "--log-level=warn".into(),
+            ];
+            let etcd = Watched::spawn(&dir, &log, &etcd_bin, &args);
+            let t0 = Instant::now();
+            loop {
+                if etcd_healthy(client) {
+                    return Shared {
+                        etcd_url: format!("http://127.0.0.1:{client}"),
+                        etcd_port: client,
+                        etcd_pid: etcd.pid,
+                        ca: dir.join("ca.crt"),
+                        serving_cert: dir.join("serving.crt"),
+                        serving_key: dir.join("serving.key"),
+                        sa_key: dir.join("sa.key"),
+                        sa_pub: dir.join("sa.pub"),
+                        dir,
+                        admin_token,
+                        token_file,
+                        audit_policy,
+                        _etcd: std::sync::Mutex::new(etcd),
+                    };
+                }
+                if !alive(etcd.pid) {
+                    last = format!("etcd exited:\n{}", log_tail(&log, 30));
+                    break;
+                }
+                if t0.elapsed() > ETCD_READY_TIMEOUT {
+                    last = format!(
+                        "etcd not healthy on 127.0.0.1:{client} after {ETCD_READY_TIMEOUT:?}:\n{}",
+                        log_tail(&log, 30)
+                    );
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            // `etcd` drops here: killed; the dir goes with it, so make it again.
+            drop(etcd);
+            std::fs::create_dir_all(&dir).expect("recreate shared dir");
+            make_pki(&dir);
+            std::fs::write(
+                &token_file,
+                format!("{admin_token},{ADMIN_USER},hk-admin-uid,\"system:masters\"\n"),
+            )
+            .expect("write tokens.csv");
+            std::fs::write(&audit_policy, AUDIT_POLICY).expect("write audit policy");
+        }
+        panic!("could not start etcd from {}: {last}", etcd_bin.display());
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// One kube-apiserver.
+
+/// A real kube-apiserver on 127.0.0.1 with its own etcd prefix; killed (and its directory
+/// removed) on drop.
+pub struct ApiServer {
+    /// This server's directory: kubeconfigs, audit log, apiserver.log.
+    pub dir: PathBuf,
+    pub port: u16,
+    pub etcd_prefix: String,
+    pub log: PathBuf,
+    pub audit_log: PathBuf,
+    /// How long [`ApiServer::start`] took (etcd and PKI included when it was the first).
+    pub startup: Duration,
+    proc: Watched,
+}
+
+/// A kubeconfig with one cluster, one user (a bearer token) and one context.
+fn kubeconfig_yaml(server: &str, ca_pem: &[u8], context: &str, user: &str, token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: hk-test\n  cluster:\n    server: {server}\n    \
+         certificate-authority-data: {ca}\ncontexts:\n- name: {context}\n  context:\n    cluster: hk-test\n    \
+         user: {user}\ncurrent-context: {context}\nusers:\n- name: {user}\n  user:\n    token: {token}\n",
+        ca = data_encoding::BASE64.encode(ca_pem),
+    )
+}
+
+/// A kube client for a kubeconfig file written by this harness, with its current context.
+pub async fn client_for(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig)
+        .unwrap_or_else(|e| panic!("read kubeconfig {}: {e}", kubeconfig.display()));
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("kubeconfig {}: {e}", kubeconfig.display()));
+    Client::try_from(config).expect("kube client")
+}
+
+/// `/readyz` answered `ok` and kube-system and default exist.
+async fn ready(client: &Client) -> Result<(), String> {
+    let req = kube::core::Request::new("")
+        .get("readyz", &GetParams::default())
+        .map_err(|e| e.to_string())?;
+    let text = tokio::time::timeout(Duration::from_secs(5), client.request_text(req))
+        .await
+        .map_err(|_| "readyz timed out".to_string())?
+        .map_err(|e| format!("readyz: {e}"))?;
+    if text.trim() != "ok" {
+        return Err(format!("readyz said {text:?}"));
+    }
+    let ns: Api<Namespace> = Api::all(client.clone());
+    for name in [KUBE_SYSTEM, "default"] {
+        match ns.get_opt(name).await {
+            Ok(Some(_)) => {}
+            Ok(None) => return Err(format!("namespace {name} not created yet")),
+            Err(e) => return Err(format!("get namespace {name}: {e}")),
+        }
+    }
+    Ok(())
+}
+
+impl ApiServer {
+    /// Starts a kube-apiserver (and, the first time in this process, etcd) and waits until
+    /// it is ready and kube-system exists. Panics with the apiserver log's tail otherwise.
+    pub fn start() -> ApiServer {
+        let t0 = Instant::now();
+        let apiserver_bin = binary("kube-apiserver");
+        let sh = shared();
+        let id = NEXT_ID.fetch_add(1, Ordering::SeqCst);
+        let mut last = String::new();
+        for _ in 0..3 {
+            let dir = tempfile::Builder::new()
+                .prefix(&format!("hk-apiserver-{id}-"))
+                .tempdir()
+                .expect("temp dir")
+                .keep();
+            let port = free_port();
+            let etcd_prefix = format!("/hk-test-{id}");
+            let log = dir.join("apiserver.log");
+            let audit_log = dir.join("audit.log");
+            let args = apiserver_args(sh, &dir, port, &etcd_prefix, &audit_log);
+            let proc = Watched::spawn(&dir, &log, &apiserver_bin, &args);
+            let mut server = ApiServer {
+                dir,
+                port,
+                etcd_prefix,
+                log,
+                audit_log,
+                startup: Duration::ZERO,
+                proc,
+            };
+            std::fs::write(
+                server.admin_kubeconfig(),
+                kubeconfig_yaml(
+                    &server.url(),
+                    &std::fs::read(&sh.ca).expect("read ca.crt"),
+                    ADMIN_CONTEXT,
+                    ADMIN_USER,
+                    &sh.admin_token,
+                ),
+            )
+            .expect("write admin kubeconfig");
+            match server.wait_ready() {
+                Ok(()) => {
+                    server.startup = t0.elapsed();
+                    return server;
+                }
+                Err(e) => {
+                    let text = std::fs::read_to_string(&server.log).unwrap_or_default();
+                    // Our port was taken between choosing and binding it: choose again.
+                    let port_taken =
+                        text.contains(&format!("{port}: bind: address already in use"));
+                    last = format!(
+                        "{e}\n{}\n{}",
+                        log_digest(&server.log, &text),
+                        sh.etcd_state()
+                    );
+                    if !port_taken {
+                        break;
+                    }
+                }
+            }
+        }
+        panic!(
+            "kube-apiserver ({}) did not become ready: {last}",
+            apiserver_bin.display()
+        );
+    }
+
+    /// Polls /readyz on a thread with its own runtime (start() may be called from async
+    /// tests): Err when the process exits or the deadline passes.
+    fn wait_ready(&self) -> Result<(), String> {
+        let kubeconfig = self.admin_kubeconfig();
+        let pid = self.proc.pid;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("tokio runtime");
+                rt.block_on(async {
+                    let client = client_for(&kubeconfig).await;
+                    let t0 = Instant::now();
+                    loop {
+                        let why = match ready(&client).await {
+                            Ok(()) => return Ok(()),
+                            Err(e) => e,
+                        };
+                        if !alive(pid) {
+                            return Err(format!("kube-apiserver (pid {pid}) exited ({why})"));
+                        }
+                        if t0.elapsed() > READY_TIMEOUT {
+                            return Err(format!("not ready after {READY_TIMEOUT:?}: {why}"));
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                })
+            })
+            .join()
+            .expect("readiness thread")
+        })
+    }
+
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// The kube-apiserver's pid (for tests of the cleanup).
+    pub fn pid(&self) -> u32 {
+        self.proc.pid
+    }
+
+    /// The PEM CA that signed the serving certificate.
+    pub fn ca_file(&self) -> PathBuf {
+        shared().ca.clone()
+    }
+
+    /// A kubeconfig (context `hk-test-admin`) for the admin: group system:masters.
+    pub fn admin_kubeconfig(&self) -> PathBuf {
+        self.dir.join("admin.kubeconfig")
+    }
+
+    pub async fn admin_client(&self) -> Client {
+        client_for(&self.admin_kubeconfig()).await
+    }
+
+    /// ServiceAccount kube-system/hk-observer bound to a ClusterRole that may only get,
+    /// list and watch what the console reads; a kubeconfig (context `hk-test-observer`)
+    /// with a token from the TokenRequest API. Idempotent.
+    pub async fn observer_kubeconfig(&self) -> PathBuf {
+        let admin = self.admin_client().await;
+        create_or_keep(
+            &Api::<ServiceAccount>::namespaced(admin.clone(), KUBE_SYSTEM),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": OBSERVER_SA, "namespace": KUBE_SYSTEM}}),
+        )
+        .await;
+        create_or_keep(
+            &Api::<ClusterRole>::all(admin.clone()),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": OBSERVER_SA},
+                "rules": observer_rules(),
+            }),
+        )
+        .await;
+        create_or_keep(
+            &Api::<ClusterRoleBinding>::all(admin.clone()),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": OBSERVER_SA},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": OBSERVER_SA},
+                "subjects": [{"kind": "ServiceAccount", "name": OBSERVER_SA,
+                              "namespace": KUBE_SYSTEM}],
+            }),
+        )
+        .await;
+        wait_observer_authorized(&admin).await;
+        let tr = Api::<ServiceAccount>::namespaced(admin, KUBE_SYSTEM)
+            .create_token_request(
+                OBSERVER_SA,
+                &PostParams::default(),
+                &TokenRequest {
+                    metadata: Default::default(),
+                    spec: TokenRequestSpec {
+                        audiences: vec![],
+                        expiration_seconds: Some(3600),
+                        bound_object_ref: None,
+                    },
+                    status: None,
+                },
+            )
+            .await
+            .expect("TokenRequest for kube-system/hk-observer");
+        let token = tr.status.expect("TokenRequest status").token;
+        let path = self.dir.join("observer.kubeconfig");
+        std::fs::write(
+            &path,
+            kubeconfig_yaml(
+                &self.url(),
+                &std::fs::read(&shared().ca).expect("read ca.crt"),
+                OBSERVER_CONTEXT,
+                OBSERVER_SA,
+                &token,
+            ),
+        )
+        .expect("write observer kubeconfig");
+        path
+    }
+
+    /// Every audit event written so far (JSON lines), in file order.
+    pub fn audit_events(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| {
+                    panic!("audit line in {}: {e}: {l}", self.audit_log.display())
+                })
+            })
+            .collect()
+    }
+
+    /// One event per request by `user` (the last stage seen for its auditID: a watch still
+    /// open is `ResponseStarted`, anything finished is `ResponseComplete`).
+    pub fn requests_by(&self, user: &str) -> Vec<Value> {
+        let mut out: Vec<Value> = Vec::new();
+        for e in self.audit_events() {
+            if e.pointer("/user/username").and_then(Value::as_str) != Some(user) {
+                continue;
+            }
+            let id = e.get("auditID").cloned();
+            match out.iter_mut().find(|o| o.get("auditID").cloned() == id) {
+                Some(slot) => *slot = e,
+                None => out.push(e),
+            }
+        }
+        out
+    }
+
+    /// The requests by `user` whose verb changes state (create, update, patch, delete,
+    /// deletecollection), whatever their outcome (a 403 attempt is listed too).
+    pub fn writes_by(&self, user: &str) -> Vec<Value> {
+        self.requests_by(user)
+            .into_iter()
+            .filter(|e| {
+                e.get("verb")
+                    .and_then(Value::as_str)
+                    .is_some_and(|v| WRITE_VERBS.contains(&v))
+            })
+            .collect()
+    }
+
+    /// The HTTP status of each finished request by `user` (e.g. to look for 403s).
+    pub fn status_codes_by(&self, user: &str) -> Vec<u16> {
+        self.requests_by(user)
+            .iter()
+            .filter_map(|e| e.pointer("/responseStatus/code").and_then(Value::as_u64))
+            .map(|c| c as u16)
+            .collect()
+    }
+
+    /// Waits until every request finished before this call is in the audit log: the admin
+    /// asks for a uniquely named (absent) namespace and we wait for that request's event.
+    /// The log backend writes each event after its response is sent, hence the marker.
+    pub async fn audit_settle(&self) {
+        let marker = format!("hk-audit-mark-{}", random_hex(6));
+        let ns: Api<Namespace> = Api::all(self.admin_client().await);
+        let _ = ns.get_opt(&marker).await;
+        let t0 = Instant::now();
+        loop {
+            let seen = self.audit_events().iter().any(|e| {
+                e.get("stage").and_then(Value::as_str) == Some("ResponseComplete")
+                    && e.pointer("/objectRef/name").and_then(Value::as_str) == Some(&marker)
+            });
+            if seen {
+                return;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "audit marker {marker} never reached {}",
+                self.audit_log.display()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.proc.stop();
+    }
+}
+
+/// The kube-apiserver command line: loopback only, TLS from the shared PKI, the admin's
+/// static token, RBAC, service-account tokens, its own etcd prefix, audit at Metadata.
+fn apiserver_args(
+    sh: &Shared,
+    dir: &Path,
+    port: u16,
+    etcd_prefix: &str,
+    audit_log: &Path,
+) -> Vec<String> {
+    let p = |p: &Path| p.display().to_string();
+    vec![
+        format!("--etcd-servers={}", sh.etcd_url),
+        format!("--etcd-prefix={etcd_prefix}"),
+        // Compaction is etcd-wide: one server compacting under another's watches is noise.
+        "--etcd-compaction-interval=0".into(),
+        "--bind-address=127.0.0.1".into(),
+        "--advertise-address=127.0.0.1".into(),
+        format!("--secure-port={port}"),
+        format!("--cert-dir={}", p(&dir.join("certs"))),
+        format!("--tls-cert-file={}", p(&sh.serving_cert)),
+        format!("--tls-private-key-file={}", p(&sh.serving_key)),
+        format!("--token-auth-file={}", p(&sh.token_file)),
+        "--anonymous-auth=false".into(),
+        "--authorization-mode=RBAC".into(),
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+        format!("--service-account-key-file={}", p(&sh.sa_pub)),
+        format!("--service-account-signing-key-file={}", p(&sh.sa_key)),
+        "--service-cluster-ip-range=10.43.0.0/16".into(),
+        // No controller-manager runs: nothing would create the default ServiceAccounts
+        // that plugin insists on for pods.
+        "--disable-admission-plugins=ServiceAccount".into(),
+        format!("--audit-policy-file={}", p(&sh.audit_policy)),
+        format!("--audit-log-path={}", p(audit_log)),
+    ]
+}
+
+/// Creates the object; an AlreadyExists (409) keeps the existing one.
+async fn create_or_keep<K>(api: &Api<K>, obj: Value)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let typed: K = serde_json::from_value(obj.clone())
+        .unwrap_or_else(|e| panic!("fixture does not fit its type: {e}: {obj}"));
+    match api.create(&PostParams::default(), &typed).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("create {obj}: {e}"),
+    }
+}
+
+/// What the observer may do: get/list/watch, on exactly what the console reads.
+fn observer_rules() -> Value {
+    let read = json!(["get", "list", "watch"]);
+    json!([
+        {"apiGroups": [""], "resources": ["nodes", "pods", "configmaps"], "verbs": read},
+        {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": read},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": read},
+        {"apiGroups": ["helm.toolkit.fluxcd.io"], "resources": ["helmreleases"], "verbs": read},
+        {"apiGroups": ["kustomize.toolkit.fluxcd.io"], "resources": ["kustomizations"], "verbs": read},
+    ])
+}
+
+/// RBAC is served from informers: wait until the new binding is in effect for every rule,
+/// asking the authorizer (SubjectAccessReview, as the admin) rather than trying as the
+/// observer, so the observer's own audit trail starts clean.
+async fn wait_observer_authorized(admin: &Client) {
+    let sar: Api<SubjectAccessReview> = Api::all(admin.clone());
+    let rules = observer_rules();
+    let t0 = Instant::now();
+    for rule in rules.as_array().expect("rules") {
+        let group = rule["apiGroups"][0].as_str().expect("group");
+        for resource in rule["resources"].as_array().expect("resources") {
+            let resource = resource.as_str().expect("resource");
+            loop {
+                let review: SubjectAccessReview = serde_json::from_value(json!({
+                    "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                    "spec": {"user": OBSERVER_USER,
+                             "groups": ["system:serviceaccounts",
+                                        "system:serviceaccounts:kube-system",
+                                        "system:authenticated"],
+                             "resourceAttributes": {"group": group, "resource": resource,
+                                                    "verb": "list"}},
+                }))
+                .expect("SubjectAccessReview");
+                let allowed = sar
+                    .create(&PostParams::default(), &review)
+                    .await
+                    .expect("create SubjectAccessReview")
+                    .status
+                    .is_some_and(|s| s.allowed);
+                if allowed {
+                    break;
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(30),
+                    "RBAC never allowed {OBSERVER_USER} to list {resource}.{group}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Flux CRDs.
+
+fn flux_crd(group: &str, version: &str, kind: &str, plural: &str, short: &str) -> Value {
+    let open = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": kind, "listKind": format!("{kind}List"), "plural": plural,
+                      "singular": kind.to_lowercase(), "shortNames": [short]},
+            "versions": [{
+                "name": version, "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {"spec": open, "status": open},
+                }},
+            }],
+        },
+    })
+}
+
+/// HelmRelease helm.toolkit.fluxcd.io/v2, for `Api<DynamicObject>`.
+pub fn helm_release_resource() -> ApiResource {
+    ApiResource {
+        group: "helm.toolkit.fluxcd.io".into(),
+        version: "v2".into(),
+        api_version: "helm.toolkit.fluxcd.io/v2".into(),
+        kind: "HelmRelease".into(),
+        plural: "helmreleases".into(),
+    }
+}
+
+/// Kustomization kustomize.toolkit.fluxcd.io/v1, for `Api<DynamicObject>`.
+pub fn kustomization_resource() -> ApiResource {
+    ApiResource {
+        group: "kustomize.toolkit.fluxcd.io".into(),
+        version: "v1".into(),
+        api_version: "kustomize.toolkit.fluxcd.io/v1".into(),
+        kind: "Kustomization".into(),
+        plural: "kustomizations".into(),
+    }
+}
+
+/// Installs the HelmRelease and Kustomization CRDs (minimal structural schemas that keep
+/// unknown fields, status subresource) and waits until both are Established.
+pub async fn install_flux_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let defs = [
+        flux_crd(
+            "helm.toolkit.fluxcd.io",
+            "v2",
+            "HelmRelease",
+            "helmreleases",
+            "hr",
+        ),
+        flux_crd(
+            "kustomize.toolkit.fluxcd.io",
+            "v1",
+            "Kustomization",
+            "kustomizations",
+            "ks",
+        ),
+    ];
+    for d in &defs {
+        create_or_keep(&crds, d.clone()).await;
+    }
+    let t0 = Instant::now();
+    for d in &defs {
+        let name = d["metadata"]["name"].as_str().expect("crd name");
+        loop {
+            let crd = crds.get(name).await.expect("get CRD");
+            let established = crd
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "CRD {name} not Established after 30s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// k3s-like fixtures. All created by whoever `client` is (normally the admin).
+
+/// A k3s server node as the console sees it.
+#[derive(Clone, Debug)]
+pub struct FixtureNode {
+    pub name: String,
+    pub internal_ip: String,
+    pub control_plane: bool,
+    pub ready: bool,
+    /// Extra labels, on top of the k3s ones.
+    pub labels: Vec<(String, String)>,
+}
+
+impl FixtureNode {
+    /// A Ready k3s server (control-plane, etcd, master roles).
+    pub fn server(name: &str, internal_ip: &str) -> Self {
+        FixtureNode {
+            name: name.into(),
+            internal_ip: internal_ip.into(),
+            control_plane: true,
+            ready: true,
+            labels: Vec::new(),
+        }
+    }
+
+    pub fn not_ready(mut self) -> Self {
+        self.ready = false;
+        self
+    }
+
+    pub fn label(mut self, k: &str, v: &str) -> Self {
+        self.labels.push((k.into(), v.into()));
+        self
+    }
+}
+
+fn now() -> String {
+    Timestamp::now().to_string()
+}
+
+/// Creates the Node, then sets its addresses and Ready condition through the status
+/// subresource (what a kubelet would do).
+pub async fn create_node(client: &Client, n: &FixtureNode) -> Node {
+    let mut labels = serde_json::Map::new();
+    for (k, v) in [
+        ("kubernetes.io/hostname", n.name.as_str()),
+        ("kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", "amd64"),
+        ("node.kubernetes.io/instance-type", "k3s"),
+    ] {
+        labels.insert(k.into(), v.into());
+    }
+    if n.control_plane {
+        for k in [
+            "node-role.kubernetes.io/control-plane",
+            "node-role.kubernetes.io/etcd",
+            "node-role.kubernetes.io/master",
+        ] {
+            labels.insert(k.into(), "true".into());
+        }
+    }
+    for (k, v) in &n.labels {
+        labels.insert(k.clone(), v.clone().into());
+    }
+    let api: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": n.name, "labels": labels},
+    }))
+    .expect("Node");
+    api.create(&PostParams::default(), &node)
+        .await
+        .unwrap_or_else(|e| panic!("create node {}: {e}", n.name));
+    api.patch_status(
+        &n.name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "addresses": [{"type": "InternalIP", "address": n.internal_ip},
+                          {"type": "Hostname", "address": n.name}],
+            "conditions": [node_ready_condition(n.ready)],
+            "nodeInfo": {"kubeletVersion": "v1.34.4+k3s1", "kubeProxyVersion": "",
+                         "containerRuntimeVersion": "containerd://2.0.0-k3s1",
+                         "operatingSystem": "linux", "architecture": "amd64",
+                         "osImage": "Debian GNU/Linux 13 (trixie)", "kernelVersion": "6.12.0",
+                         "machineID": "", "systemUUID": "", "bootID": ""},
+        }})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("set status of node {}: {e}", n.name))
+}
+
+fn node_ready_condition(ready: bool) -> Value {
+    let t = now();
+    let (status, reason, message) = if ready {
+        ("True", "KubeletReady", "kubelet is posting ready status")
+    } else {
+        (
+            "Unknown",
+            "NodeStatusUnknown",
+            "Kubelet stopped posting node status.",
+        )
+    };
+    json!({"type": "Ready", "status": status, "reason": reason, "message": message,
+           "lastHeartbeatTime": t, "lastTransitionTime": t})
+}
+
+/// Flips a node's Ready condition through the status subresource.
+pub async fn set_node_ready(client: &Client, name: &str, ready: bool) -> Node {
+    Api::<Node>::all(client.clone())
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"status": {"conditions": [node_ready_condition(ready)]}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("set Ready={ready} on node {name}: {e}"))
+}
+
+/// The kube-vip leader-election Lease.
+#[derive(Clone, Debug)]
+pub struct VipLease {
+    pub holder: Option<String>,
+    pub renew_time: Timestamp,
+    pub lease_duration_seconds: i32,
+    pub transitions: i32,
+}
+
+impl VipLease {
+    /// Held by `holder`, renewed `ago` before now, kube-vip's default 5 s duration.
+    pub fn held_by(holder: &str, ago: Duration) -> Self {
+        let ago = k8s_openapi::jiff::SignedDuration::try_from(ago).expect("lease age");
+        VipLease {
+            holder: Some(holder.into()),
+            renew_time: Timestamp::now() - ago,
+            lease_duration_seconds: 5,
+            transitions: 0,
+        }
+    }
+}
+
+fn lease_spec(l: &VipLease) -> Value {
+    json!({
+        "holderIdentity": l.holder,
+        "leaseDurationSeconds": l.lease_duration_seconds,
+        "leaseTransitions": l.transitions,
+        "acquireTime": micro_time(l.renew_time),
+        "renewTime": micro_time(l.renew_time),
+    })
+}
+
+/// RFC 3339 with microseconds, as a MicroTime travels.
+fn micro_time(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
+/// Creates kube-system/plndr-cp-lock.
+pub async fn create_vip_lease(client: &Client, l: &VipLease) -> Lease {
+    let lease: Lease = serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": VIP_LEASE, "namespace": KUBE_SYSTEM},
+        "spec": lease_spec(l),
+    }))
+    .expect("Lease");
+    Api::<Lease>::namespaced(client.clone(), KUBE_SYSTEM)
+        .create(&PostParams::default(), &lease)
+        .await
+        .unwrap_or_else(|e| panic!("create lease {KUBE_SYSTEM}/{VIP_LEASE}: {e}"))
+}
+
+/// Rewrites the Lease's spec (a renewal, or a new holder).
+pub async fn update_vip_lease(client: &Client, l: &VipLease) -> Lease {
+    Api::<Lease>::namespaced(client.clone(), KUBE_SYSTEM)
+        .patch(
+            VIP_LEASE,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": lease_spec(l)})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("patch lease {KUBE_SYSTEM}/{VIP_LEASE}: {e}"))
+}
+
+/// Where an env var's value comes from in the agent container.
+#[derive(Clone, Debug)]
+pub enum EnvValue {
+    Literal(String),
+    /// `valueFrom.configMapKeyRef` (ConfigMap in kube-system).
+    ConfigMapKey {
+        name: String,
+        key: String,
+    },
+}
+
+/// The cilium-agent's API endpoint env.
+#[derive(Clone, Debug)]
+pub struct AgentEnv {
+    pub host: EnvValue,
+    pub port: EnvValue,
+}
+
+impl AgentEnv {
+    pub fn literal(host: &str, port: u16) -> Self {
+        AgentEnv {
+            host: EnvValue::Literal(host.into()),
+            port: EnvValue::Literal(port.to_string()),
+        }
+    }
+
+    /// Both from keys of one ConfigMap in kube-system.
+    pub fn from_configmap(configmap: &str, host_key: &str, port_key: &str) -> Self {
+        let r = |key: &str| EnvValue::ConfigMapKey {
+            name: configmap.into(),
+            key: key.into(),
+        };
+        AgentEnv {
+            host: r(host_key),
+            port: r(port_key),
+        }
+    }
+}
+
+fn env_var(name: &str, v: &EnvValue) -> Value {
+    match v {
+        EnvValue::Literal(s) => json!({"name": name, "value": s}),
+        EnvValue::ConfigMapKey { name: cm, key } => json!({
+            "name": name,
+            "valueFrom": {"configMapKeyRef": {"name": cm, "key": key}},
+        }),
+    }
+}
+
+pub const CILIUM_IMAGE: &str = "quay.io/cilium/cilium:v1.18.4";
+
+fn agent_container(env: &AgentEnv) -> Value {
+    json!({
+        "name": "cilium-agent",
+        "image": CILIUM_IMAGE,
+        "command": ["cilium-agent"],
+        "args": ["--config-dir=/tmp/cilium/config-map"],
+        "env": [
+            {"name": "K8S_NODE_NAME",
+             "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}},
+            env_var("KUBERNETES_SERVICE_HOST", &env.host),
+            env_var("KUBERNETES_SERVICE_PORT", &env.port),
+        ],
+    })
+}
+
+/// kube-system/cilium: the DaemonSet (k8s-app=cilium, rolling update maxUnavailable 1).
+pub async fn create_cilium_daemonset(client: &Client, env: &AgentEnv) -> DaemonSet {
+    let ds: DaemonSet = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "cilium", "namespace": KUBE_SYSTEM,
+                     "labels": {"k8s-app": "cilium", "app.kubernetes.io/name": "cilium-agent"}},
+        "spec": {
+            "selector": {"matchLabels": {"k8s-app": "cilium"}},
+            "updateStrategy": {"type": "RollingUpdate",
+                               "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {
+                "metadata": {"labels": {"k8s-app": "cilium",
+                                        "app.kubernetes.io/name": "cilium-agent"}},
+                "spec": {"hostNetwork": true, "containers": [agent_container(env)]},
+            },
+        },
+    }))
+    .expect("DaemonSet");
+    Api::<DaemonSet>::namespaced(client.clone(), KUBE_SYSTEM)
+        .create(&PostParams::default(), &ds)
+        .await
+        .unwrap_or_else(|e| panic!("create daemonset {KUBE_SYSTEM}/cilium: {e}"))
+}
+
+/// Replaces the agent env in kube-system/cilium's pod template (a new generation, as a
+/// Flux reconcile of a changed value does).
+pub async fn set_cilium_daemonset_env(client: &Client, env: &AgentEnv) -> DaemonSet {
+    Api::<DaemonSet>::namespaced(client.clone(), KUBE_SYSTEM)
+        .patch(
+            "cilium",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"template": {"spec": {
+                "containers": [agent_container(env)]}}}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("patch daemonset {KUBE_SYSTEM}/cilium: {e}"))
+}
+
+/// A DaemonSet status with `desired` pods of which `updated` run the newest template and
+/// `ready` are ready; observedGeneration left for [`set_daemonset_status`] to fill.
+pub fn rollout_status(desired: i32, updated: i32, ready: i32) -> DaemonSetStatus {
+    DaemonSetStatus {
+        desired_number_scheduled: desired,
+        current_number_scheduled: desired,
+        updated_number_scheduled: Some(updated),
+        number_ready: ready,
+        number_available: Some(ready),
+        number_unavailable: Some(desired - ready),
+        number_misscheduled: 0,
+        ..Default::default()
+    }
+}
+
+/// Writes a DaemonSet's status through the status subresource (what the DaemonSet
+/// controller would do). An unset observedGeneration becomes the current generation.
+pub async fn set_daemonset_status(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    status: &DaemonSetStatus,
+) -> DaemonSet {
+    let api: Api<DaemonSet> = Api::namespaced(client.clone(), namespace);
+    let mut status = status.clone();
+    if status.observed_generation.is_none() {
+        let ds = api
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("get daemonset {namespace}/{name}: {e}"));
+        status.observed_generation = ds.metadata.generation;
+    }
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": status})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("set status of daemonset {namespace}/{name}: {e}"))
+}
+
+/// One cilium-agent pod.
+#[derive(Clone, Debug)]
+pub struct CiliumPod {
+    pub name: String,
+    pub node: String,
+    pub env: AgentEnv,
+    pub ready: bool,
+}
+
+/// Creates kube-system/<name> on `node` (spec.nodeName), owned by the cilium DaemonSet
+/// when it exists (template generation label from it), then sets phase Running and the
+/// Ready condition through the status subresource (what a kubelet would do).
+pub async fn create_cilium_pod(client: &Client, p: &CiliumPod) -> Pod {
+    let ds = Api::<DaemonSet>::namespaced(client.clone(), KUBE_SYSTEM)
+        .get_opt("cilium")
+        .await
+        .unwrap_or_else(|e| panic!("get daemonset {KUBE_SYSTEM}/cilium: {e}"));
+    let mut meta = json!({
+        "name": p.name, "namespace": KUBE_SYSTEM,
+        "labels": {"k8s-app": "cilium", "app.kubernetes.io/name": "cilium-agent"},
+    });
+    if let Some(ds) = ds {
+        meta["ownerReferences"] = json!([{
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "cilium",
+            "uid": ds.metadata.uid, "controller": true, "blockOwnerDeletion": true,
+        }]);
+        if let Some(g) = ds.metadata.generation {
+            meta["labels"]["pod-template-generation"] = json!(g.to_string());
+        }
+    }
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": meta,
+        "spec": {"nodeName": p.node, "hostNetwork": true,
+                 "containers": [agent_container(&p.env)]},
+    }))
+    .expect("Pod");
+    let api: Api<Pod> = Api::namespaced(client.clone(), KUBE_SYSTEM);
+    api.create(&PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("create pod {KUBE_SYSTEM}/{}: {e}", p.name));
+    set_pod_ready(client, KUBE_SYSTEM, &p.name, p.ready).await
+}
+
+/// Sets phase Running and Ready/ContainersReady (true or false) on every container.
+pub async fn set_pod_ready(client: &Client, namespace: &str, name: &str, ready: bool) -> Pod {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pod = api
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("get pod {namespace}/{name}: {e}"));
+    let t = now();
+    let flag = if ready { "True" } else { "False" };
+    let containers: Vec<Value> = pod
+        .spec
+        .map(|s| s.containers)
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            json!({"name": c.name, "ready": ready, "started": true, "restartCount": 0,
+                   "image": c.image, "imageID": "",
+                   "state": {"running": {"startedAt": t}}})
+        })
+        .collect();
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "phase": "Running",
+            "startTime": t,
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": t},
+                {"type": "Initialized", "status": "True", "lastTransitionTime": t},
+                {"type": "ContainersReady", "status": flag, "lastTransitionTime": t},
+                {"type": "Ready", "status": flag, "lastTransitionTime": t},
+            ],
+            "containerStatuses": containers,
+        }})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("set status of pod {namespace}/{name}: {e}"))
+}
+
+/// Creates a ConfigMap with these keys.
+pub async fn create_configmap(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    data: &[(&str, &str)],
+) -> ConfigMap {
+    let data: serde_json::Map<String, Value> = data
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), json!(v)))
+        .collect();
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": data,
+    }))
+    .expect("ConfigMap");
+    Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap_or_else(|e| panic!("create configmap {namespace}/{name}: {e}"))
+}
