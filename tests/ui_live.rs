@@ -399,6 +399,31 @@ fn stale_thresholds_per_kind() {
     assert!(strip_lines(&app)[2].stale);
 }
 
+/// The kube watcher sends a pane only when it changed: an agent pane from ten minutes ago
+/// still holds while the same environment's watcher keeps talking (the VIP pane changes
+/// every tick), and goes stale with it.
+#[test]
+fn an_unchanged_pane_holds_while_its_environments_watcher_talks() {
+    let dir = tmp();
+    let mut app = app_with(
+        dir.path(),
+        vec![agents("prod", ago(600_000)), vip("prod", ago(1_000))],
+    );
+    let line = &strip_lines(&app)[1];
+    assert_eq!((line.stale, line.age_ms), (false, 1_000), "{line:?}");
+    open_live(&mut app);
+    let frame = text(&render(&mut app, 150, 64));
+    assert!(
+        frame.contains("1s ago · unchanged since 2026-09-07T10:05:00.000Z (10m00s)"),
+        "{frame}"
+    );
+    // dev's watcher says nothing for prod.
+    app.handle_update(vip("dev", Timestamp(T0.0)));
+    // The prod watcher falls silent: everything it vouched for goes stale together.
+    app.now = Timestamp(T0.0 + STALE_AFTER_MS);
+    assert!(strip_lines(&app)[0].stale && strip_lines(&app)[1].stale);
+}
+
 #[test]
 fn latest_per_environment_and_kind_and_older_updates_change_nothing() {
     let dir = tmp();

@@ -12,8 +12,8 @@ use crate::checks::live::{GatewayPane, Rule, Severity, Verdict};
 use crate::observe::feed::{Feed, Update, VpnLook, ALL_ENVS};
 use crate::runbook::machine::Timestamp;
 
-/// What a source sends, one kind per source: the agent pane and the DaemonSet rollout come
-/// from different watches, so they are kept (and go stale) apart.
+/// What a source sends: the four kube kinds come from one watcher task per environment, the
+/// VPN look from a poller across environments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum LiveKind {
     Vip,
@@ -23,10 +23,13 @@ pub enum LiveKind {
     Vpn,
 }
 
-/// A kube look older than this is shown as stale, with its age. The kube sources re-judge
-/// at least this often (renew ages and not-ready durations move with the clock).
+/// A kube pane is stale when its environment's watcher has said nothing for this long. The
+/// watcher sends a pane only when it changed, so an unchanged pane holds as of the
+/// watcher's latest update of any kind (the VIP pane changes every tick: its renew age
+/// moves with the clock).
 pub const STALE_AFTER_MS: u64 = 30_000;
-/// The VPN look goes over SSH to every gateway and is polled, not watched: it may be older.
+/// The VPN look is polled over SSH (every look is sent, changed or not): stale when the
+/// latest look is older than this.
 pub const VPN_STALE_AFTER_MS: u64 = 90_000;
 
 impl LiveKind {
@@ -46,6 +49,11 @@ impl LiveKind {
             Feed::Nodes(_) => LiveKind::Nodes,
             Feed::Vpn(_) => LiveKind::Vpn,
         }
+    }
+
+    /// The kinds one environment's kube watcher sends.
+    pub fn is_kube(self) -> bool {
+        self != LiveKind::Vpn
     }
 
     pub fn stale_after_ms(self) -> u64 {
@@ -154,22 +162,38 @@ impl LiveState {
         .max_by_key(|e| e.latest.at)
     }
 
+    /// When `env`'s kube watcher last said anything (its newest update of any kube kind).
+    pub fn heard(&self, env: &str) -> Option<Timestamp> {
+        LiveKind::ALL
+            .iter()
+            .filter(|k| k.is_kube())
+            .filter_map(|k| self.entry(env, *k))
+            .map(|e| e.latest.at)
+            .max()
+    }
+
     /// What the panes show of `kind` for `env` at `now`.
     pub fn shown(&self, env: &str, kind: LiveKind, now: Timestamp) -> Shown<'_> {
         let entry = match kind {
             LiveKind::Vpn => self.vpn_entry(env),
             k => self.entry(env, k),
         };
+        let heard = if kind.is_kube() {
+            self.heard(env)
+        } else {
+            None
+        };
         match entry {
             None => Shown::NoData,
             Some(e) => Shown::Seen(Seen {
-                latest: Look::new(&e.latest, kind, now),
-                // Only worth showing when the latest could not see everything.
+                latest: Look::new(&e.latest, heard, kind, now),
+                // Only worth showing when the latest could not see everything; it held
+                // until the latest arrived.
                 last_good: e
                     .last_good
                     .as_ref()
                     .filter(|g| g.at < e.latest.at)
-                    .map(|g| Look::new(g, kind, now)),
+                    .map(|g| Look::new(g, None, kind, now)),
             }),
         }
     }
@@ -179,16 +203,22 @@ impl LiveState {
 #[derive(Debug, Clone, Copy)]
 pub struct Look<'a> {
     pub update: &'a Update,
+    /// How long ago the source last vouched for it: for a kube pane, its environment
+    /// watcher's latest update (of any kind); for the VPN look, the look itself.
     pub age_ms: u64,
+    /// How long ago this update was sent (the pane last changed).
+    pub changed_ms: u64,
     pub stale: bool,
 }
 
 impl<'a> Look<'a> {
-    fn new(update: &'a Update, kind: LiveKind, now: Timestamp) -> Self {
-        let age_ms = now.0.saturating_sub(update.at.0);
+    fn new(update: &'a Update, heard: Option<Timestamp>, kind: LiveKind, now: Timestamp) -> Self {
+        let vouched = heard.map_or(update.at, |h| h.max(update.at));
+        let age_ms = now.0.saturating_sub(vouched.0);
         Look {
             update,
             age_ms,
+            changed_ms: now.0.saturating_sub(update.at.0),
             stale: age_ms > kind.stale_after_ms(),
         }
     }
@@ -301,6 +331,37 @@ mod tests {
             .shown("dev", LiveKind::Nodes, Timestamp(0))
             .seen()
             .is_none());
+    }
+
+    #[test]
+    fn an_unchanged_kube_pane_holds_while_its_watcher_talks() {
+        let mut s = LiveState::default();
+        s.apply(nodes("prod", 1_000, vec![]));
+        let vip = Update {
+            env: "prod".into(),
+            at: Timestamp(100_000),
+            feed: Feed::Vip(crate::checks::live::VipLeasePane {
+                env: "prod".into(),
+                vip: std::net::IpAddr::from([192, 0, 2, 9]),
+                port: 6443,
+                holder: None,
+                holder_node: None,
+                renew_age_ms: None,
+                lease_duration_seconds: None,
+                transitions: None,
+                probe: None,
+                verdicts: Vec::new(),
+            }),
+        };
+        s.apply(vip);
+        let l = s
+            .shown("prod", LiveKind::Nodes, Timestamp(101_000))
+            .seen()
+            .expect("seen")
+            .latest;
+        assert_eq!((l.age_ms, l.changed_ms, l.stale), (1_000, 100_000, false));
+        // Another environment's watcher vouches for nothing here.
+        assert_eq!(s.heard("dev"), None);
     }
 
     #[test]

@@ -156,17 +156,19 @@ fn heading(
 }
 
 fn age_tag(t: &Theme, l: &Look) -> Vec<Span<'static>> {
-    if l.stale {
-        vec![Span::styled(
-            format!("stale {} (seen {})", age(l.age_ms), l.update.at),
-            t.warn(),
-        )]
+    let mut v = if l.stale {
+        vec![Span::styled(format!("stale {}", age(l.age_ms)), t.warn())]
     } else {
-        vec![Span::styled(
-            format!("{} ago ({})", age(l.age_ms), l.update.at),
-            t.muted(),
-        )]
-    }
+        vec![Span::styled(format!("{} ago", age(l.age_ms)), t.muted())]
+    };
+    // A pane the source vouches for without sending it again: since when it holds.
+    let when = if age(l.changed_ms) != age(l.age_ms) {
+        format!(" · unchanged since {} ({})", l.update.at, age(l.changed_ms))
+    } else {
+        format!(" ({})", l.update.at)
+    };
+    v.push(Span::styled(when, t.muted()));
+    v
 }
 
 fn muted(lines: Lines, t: &Theme) -> Lines {
