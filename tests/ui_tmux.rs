@@ -262,9 +262,9 @@ fn observe_mode_shows_its_banner_and_quits_cleanly() {
     tmux.wait_for("Runbooks");
     // Shrink to a tiny terminal and back: it redraws (the strip folds to one line), no panic.
     tmux.run(&["resize-window", "-t", "e2e", "-x", "60", "-y", "15"]);
-    tmux.wait_for("VIP lease: no data yet");
+    tmux.wait_for("VIP · –  Agents · –  VPN · –  Nodes · –");
     tmux.run(&["resize-window", "-t", "e2e", "-x", "100", "-y", "30"]);
-    tmux.wait_for("│no data yet");
+    tmux.wait_for(" VIP lease  · no data yet");
     tmux.wait_for("OBSERVE MODE");
     tmux.send(&["q"]);
     let s = tmux.wait_for("EXIT=");
