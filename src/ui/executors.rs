@@ -986,7 +986,10 @@ impl StepExecutor for KubeExecutor {
                 self.lock()
                     .cancels
                     .insert((tag, step.n, attempt), cancel.clone());
-                tokio::spawn(self.clone().execute(tag, step, attempt, env, cancel, replies));
+                tokio::spawn(
+                    self.clone()
+                        .execute(tag, step, attempt, env, cancel, replies),
+                );
             }
             ExecRequest::Verify { tag, step, attempt } => {
                 let input = self.verify(&step, (tag, step.n, attempt));
