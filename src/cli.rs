@@ -916,6 +916,10 @@ fn spawn_live_sources(
         .into_iter()
         .map(str::to_string)
         .collect();
+    // An environment is watched live only when its cluster is set up on this machine (its
+    // kubeconfig exists): a repo checked out elsewhere is never dialled by surprise, and its
+    // VPN gateways are polled only alongside its cluster.
+    let mut live_envs = Vec::new();
     for name in &names {
         let started = (|| -> Result<(), String> {
             let topo = cluster::env_topology(repo, name).map_err(|e| e.to_string())?;
@@ -935,9 +939,15 @@ fn spawn_live_sources(
             );
             Ok(())
         })();
-        if let Err(e) = started {
-            notices.push(format!("live panes of {name}: {e}"));
+        match started {
+            Ok(()) => live_envs.push(name.clone()),
+            Err(e) => notices.push(format!(
+                "live panes of {name} (and its VPN gateways) not watched: {e}"
+            )),
         }
+    }
+    if live_envs.is_empty() {
+        return (rx, notices);
     }
     let ssh = ssh.unwrap_or_else(|| crate::context::ssh_options(repo));
     match Repo::load(&repo.root) {
@@ -946,7 +956,7 @@ fn spawn_live_sources(
             let _guard = rt.enter();
             crate::observe::vpn::spawn_vpn_poll(
                 std::sync::Arc::new(copy),
-                names,
+                live_envs,
                 gateways,
                 std::time::Duration::from_secs(15),
                 tx,

@@ -156,7 +156,15 @@ pub fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
         for n in &opts.notices {
             tracing::warn!(notice = %n, "console setup");
         }
-        app.status = Some(format!("⚠ {}", opts.notices.join("; ")));
+        // A bad theme or config file stays first: the status line would otherwise hide it.
+        let mut all: Vec<String> = app.theme_warnings.iter().map(|w| w.to_string()).collect();
+        all.extend(opts.notices.iter().cloned());
+        let warned = format!("⚠ {}", all.join("; "));
+        // What the start screen just said (e.g. "s starts the run") stays first.
+        app.status = Some(match app.status.take() {
+            Some(said) => format!("{said} · {warned}"),
+            None => warned,
+        });
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
