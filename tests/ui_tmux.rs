@@ -12,6 +12,33 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A detached tmux server on its own socket running `cmd` in a `w`x`h` window.
+    fn launch(socket: String, cmd: &str, w: &str, h: &str) -> Tmux {
+        let tmux = Tmux { socket };
+        let out = Command::new("tmux")
+            .args([
+                "-L",
+                &tmux.socket,
+                "new-session",
+                "-d",
+                "-s",
+                "e2e",
+                "-x",
+                w,
+                "-y",
+                h,
+                cmd,
+            ])
+            .output()
+            .expect("tmux runs (install tmux: apt-get install tmux)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tmux
+    }
+
     fn run(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
             .arg("-L")
@@ -107,30 +134,7 @@ fn open_a_runbook_answer_its_gate_and_quit() {
         bin = shell_quote(Path::new(bin)),
         repo = shell_quote(&sample_copy(state.path())),
     );
-    let tmux = Tmux {
-        socket: format!("hk-e2e-{}", std::process::id()),
-    };
-    let out = Command::new("tmux")
-        .args([
-            "-L",
-            &tmux.socket,
-            "new-session",
-            "-d",
-            "-s",
-            "e2e",
-            "-x",
-            "120",
-            "-y",
-            "36",
-            &cmd,
-        ])
-        .output()
-        .expect("tmux runs (install tmux: apt-get install tmux)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let tmux = Tmux::launch(format!("hk-e2e-{}", std::process::id()), &cmd, "120", "36");
 
     tmux.wait_for("memattr-survey · prod · not started");
     // The status line is drawn last: once it shows, the frame is complete.
@@ -202,31 +206,12 @@ fn start(args: &str, state: &Path, w: &str, h: &str) -> Tmux {
         bin = shell_quote(Path::new(bin)),
         repo = shell_quote(&sample_copy(state)),
     );
-    let tmux = Tmux {
-        socket: format!("hk-e2e-{}-{}", std::process::id(), args.replace(' ', "_")),
-    };
-    let out = Command::new("tmux")
-        .args([
-            "-L",
-            &tmux.socket,
-            "new-session",
-            "-d",
-            "-s",
-            "e2e",
-            "-x",
-            w,
-            "-y",
-            h,
-            &cmd,
-        ])
-        .output()
-        .expect("tmux runs (install tmux: apt-get install tmux)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    tmux
+    Tmux::launch(
+        format!("hk-e2e-{}-{}", std::process::id(), args.replace(' ', "_")),
+        &cmd,
+        w,
+        h,
+    )
 }
 
 #[test]
@@ -283,29 +268,11 @@ fn the_bundled_sample_only_rehearses() {
         st = shell_quote(state.path()),
         bin = shell_quote(Path::new(bin)),
     );
-    let tmux = Tmux {
-        socket: format!("hk-e2e-sample-{}", std::process::id()),
-    };
-    let out = Command::new("tmux")
-        .args([
-            "-L",
-            &tmux.socket,
-            "new-session",
-            "-d",
-            "-s",
-            "e2e",
-            "-x",
-            "140",
-            "-y",
-            "36",
-            &cmd,
-        ])
-        .output()
-        .expect("tmux runs (install tmux: apt-get install tmux)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let tmux = Tmux::launch(
+        format!("hk-e2e-sample-{}", std::process::id()),
+        &cmd,
+        "140",
+        "36",
     );
     tmux.wait_for("rehearsal only");
     tmux.send(&["s"]);
@@ -334,29 +301,11 @@ fn the_demo_shows_the_live_panes_with_data() {
         st = shell_quote(state.path()),
         bin = shell_quote(Path::new(bin)),
     );
-    let tmux = Tmux {
-        socket: format!("hk-e2e-{}-demo", std::process::id()),
-    };
-    let out = Command::new("tmux")
-        .args([
-            "-L",
-            &tmux.socket,
-            "new-session",
-            "-d",
-            "-s",
-            "e2e",
-            "-x",
-            "160",
-            "-y",
-            "45",
-            &cmd,
-        ])
-        .output()
-        .expect("tmux runs (install tmux: apt-get install tmux)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let tmux = Tmux::launch(
+        format!("hk-e2e-{}-demo", std::process::id()),
+        &cmd,
+        "160",
+        "45",
     );
     tmux.wait_for("SIMULATED homelab");
     let first = Instant::now();
