@@ -106,15 +106,22 @@ pub enum ClusterError {
     },
 }
 
-/// The kubeconfig and context for `env`. `--kubeconfig`/`KUBECONFIG` replace the
-/// inventory's file; `--context` picks a context in whichever file is used.
-pub fn kube_target(repo: &Repo, env: &str, ov: &KubeOverrides) -> Result<KubeTarget, ClusterError> {
-    let environment = repo
-        .environment(env)
+/// The environment `env`, or an error listing the known ones.
+fn environment<'r>(
+    repo: &'r Repo,
+    env: &str,
+) -> Result<&'r crate::repo::env::Environment, ClusterError> {
+    repo.environment(env)
         .ok_or_else(|| ClusterError::UnknownEnv {
             env: env.to_string(),
             known: repo.environment_names().join(", "),
-        })?;
+        })
+}
+
+/// The kubeconfig and context for `env`. `--kubeconfig`/`KUBECONFIG` replace the
+/// inventory's file; `--context` picks a context in whichever file is used.
+pub fn kube_target(repo: &Repo, env: &str, ov: &KubeOverrides) -> Result<KubeTarget, ClusterError> {
+    let environment = environment(repo, env)?;
     let (kubeconfig, origin) =
         if let Some(p) = &ov.kubeconfig {
             (vec![p.clone()], "--kubeconfig".to_string())
@@ -203,12 +210,7 @@ pub async fn client(target: &KubeTarget) -> Result<kube::Client, ClusterError> {
 /// Unknown facts are an error naming what is missing (a rule judged against a guessed VIP
 /// would be worse than no rule).
 pub fn env_topology(repo: &Repo, env: &str) -> Result<EnvTopology, ClusterError> {
-    let e = repo
-        .environment(env)
-        .ok_or_else(|| ClusterError::UnknownEnv {
-            env: env.to_string(),
-            known: repo.environment_names().join(", "),
-        })?;
+    let e = environment(repo, env)?;
     let vip_text = e.vip.get().ok_or_else(|| {
         ClusterError::Topology(format!(
             "environment `{env}`: its servers do not agree on `{}`; the live panes need the VIP",
@@ -313,12 +315,7 @@ impl Default for WatchSettings {
 /// default). Servers that disagree, or a value that cannot be rendered, is an error naming
 /// the hosts: watching the wrong Lease would report a healthy VIP as unelected.
 pub fn watch_settings(repo: &Repo, env: &str) -> Result<WatchSettings, ClusterError> {
-    let e = repo
-        .environment(env)
-        .ok_or_else(|| ClusterError::UnknownEnv {
-            env: env.to_string(),
-            known: repo.environment_names().join(", "),
-        })?;
+    let e = environment(repo, env)?;
     let mut by_value: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for h in &e.servers {
         let name = match repo.resolve_var(&h.name, VAR_KUBE_VIP_LEASE) {
