@@ -26,9 +26,6 @@ use super::scenario::{self, EnvState, Fault, Scenario};
 use super::ssh::{SimNode, SimNodeSpec};
 use crate::repo::Repo;
 
-/// kube-vip's default Lease name, used when the inventory names none.
-pub const DEFAULT_LEASE_NAME: &str = "plndr-cp-lock";
-
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
     #[error(transparent)]
@@ -182,10 +179,10 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
             .and_then(|f| f.parse::<Ipv4Addr>().ok())
             .or_else(|| servers.first().map(|s| s.1))
             .unwrap_or(vip);
-        let lease_name = servers
-            .first()
-            .and_then(|(h, _)| string_var(&repo, h, "kube_vip_lease_name"))
-            .unwrap_or_else(|| DEFAULT_LEASE_NAME.to_string());
+        // The Lease the console's watchers will look for, by the same rule.
+        let lease_name = crate::cluster::watch_settings(&repo, &env.name)
+            .map_err(|e| DemoError::Start(e.to_string()))?
+            .lease_name;
         let sim_env = SimEnv {
             name: env.name.clone(),
             servers,
