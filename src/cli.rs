@@ -190,9 +190,27 @@ pub enum Command {
         /// One look at every pane of the simulation, printed like `observe --once`, then stop.
         #[arg(long)]
         once: bool,
-        /// Print that look as JSON (with --once).
-        #[arg(long, requires = "once")]
+        /// Print that look (with --once) or the run's summary (with --headless) as JSON.
+        #[arg(long)]
         json: bool,
+        /// No console: drive the runbook --run names through the simulation, a simulated
+        /// operator answering every gate, and print the journal's summary. Exit 0 when the
+        /// run succeeded, 1 when it halted or was aborted.
+        #[arg(long, requires = "run", conflicts_with = "once")]
+        headless: bool,
+        /// The runbook a headless run drives (see `hk-console runbooks list`).
+        #[arg(long, value_name = "RUNBOOK", requires = "headless")]
+        run: Option<String>,
+        /// The environment of a headless run (needed when the runbook has several).
+        #[arg(long, value_name = "ENV", requires = "headless")]
+        env: Option<String>,
+        /// The one host, for runbooks that run on a single host.
+        #[arg(long, value_name = "HOST", requires = "headless")]
+        host: Option<String>,
+        /// A headless run that has not ended after this many seconds is cancelled and
+        /// aborted (journaled).
+        #[arg(long, value_name = "SECONDS", default_value_t = 1800, requires = "headless")]
+        timeout: u64,
         /// Write the demo repo here and keep it (default: a fresh directory removed on exit).
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
@@ -357,7 +375,7 @@ fn run(cli: Cli) -> CmdResult {
         // With no infra repo named, there is no cluster to reach: the console opens on the
         // simulated homelab instead of the bundled sample's documentation addresses.
         None if console_possible() && cli.repo.is_none() => {
-            demo_cmd(&cli, "healthy", false, false, None)
+            demo_cmd(&cli, "healthy", DemoMode::Console, false, None)
         }
         None if console_possible() => console(&cli, crate::ui::StartScreen::Home, false),
         None => overview(&cli),
@@ -395,11 +413,38 @@ fn run(cli: Cli) -> CmdResult {
         }
         Some(Command::Demo {
             scenario,
+            json,
+            dir,
+            headless: true,
+            run: Some(runbook),
+            env,
+            host,
+            timeout,
+            ..
+        }) => {
+            let req = crate::sim::headless::HeadlessRun {
+                runbook: runbook.clone(),
+                env: env.clone(),
+                host: host.clone(),
+                deadline: std::time::Duration::from_secs(*timeout),
+            };
+            demo_cmd(&cli, scenario, DemoMode::Headless(req), *json, dir.as_deref())
+        }
+        Some(Command::Demo {
+            scenario,
             once,
             json,
             dir,
             ..
-        }) => demo_cmd(&cli, scenario, *once, *json, dir.as_deref()),
+        }) => {
+            if *json && !*once {
+                return Err(Failure(
+                    "demo: --json goes with --once or --headless".into(),
+                ));
+            }
+            let mode = if *once { DemoMode::Once } else { DemoMode::Console };
+            demo_cmd(&cli, scenario, mode, *json, dir.as_deref())
+        }
         Some(Command::Observe { once: false, .. }) => {
             console(&cli, crate::ui::StartScreen::Home, true)
         }
@@ -982,9 +1027,25 @@ impl Drop for DemoDir {
     }
 }
 
-/// `hk-console demo`: start the simulation on its own runtime, then either one look at every
-/// pane or the console on the demo repo with the real executors.
-fn demo_cmd(cli: &Cli, scenario: &str, once: bool, json: bool, dir: Option<&Path>) -> CmdResult {
+/// What `hk-console demo` does once the simulation runs.
+enum DemoMode {
+    /// The console on the demo repo.
+    Console,
+    /// One look at every pane, printed.
+    Once,
+    /// One runbook driven by a simulated operator, its journal summarised.
+    Headless(crate::sim::headless::HeadlessRun),
+}
+
+/// `hk-console demo`: start the simulation on its own runtime, then one look at every pane,
+/// a headless run, or the console on the demo repo with the real executors.
+fn demo_cmd(
+    cli: &Cli,
+    scenario: &str,
+    mode: DemoMode,
+    json: bool,
+    dir: Option<&Path>,
+) -> CmdResult {
     let dir = match dir {
         Some(d) => {
             if d.exists()
@@ -1025,7 +1086,36 @@ fn demo_cmd(cli: &Cli, scenario: &str, once: bool, json: bool, dir: Option<&Path
     let demo = sim_runtime
         .block_on(crate::sim::demo::start(scenario, &dir.path))
         .map_err(|e| Failure(e.to_string()))?;
-    if once {
+    if let DemoMode::Headless(req) = &mode {
+        let runbooks = load_runbooks(cli.runbooks.as_deref())?;
+        let runs_dir = demo.dir.join("runs");
+        let report = sim_runtime
+            .block_on(crate::sim::headless::drive(
+                &demo,
+                runbooks,
+                req,
+                &runs_dir,
+                |line| eprintln!("{line}"),
+            ))
+            .map_err(|e| Failure(e.to_string()))?;
+        if json {
+            print_json(&report)?;
+        } else {
+            outln!("{}", demo.banner());
+            outln!("{}", report.render().trim_end());
+            if !dir.keep {
+                outln!("(the journal goes with the demo's directory; keep both with --dir)");
+            }
+        }
+        drop(demo);
+        sim_runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+        return Ok(if report.succeeded {
+            Status::Clean
+        } else {
+            Status::Violations
+        });
+    }
+    if let DemoMode::Once = mode {
         let names: Vec<String> = demo
             .repo
             .environment_names()

@@ -9,9 +9,12 @@
 //! - [`ssh`]: the simulated nodes' SSH servers (russh server side), one per inventory host.
 //! - [`node`]: a node's simulated state and the utilities its commands run.
 //! - [`shell`]: the POSIX `sh` subset those commands are written in.
+//! - [`headless`]: `demo --headless --run`: a runbook driven through the console app by a
+//!   simulated operator, its journal summarised.
 pub mod cluster;
 pub mod demo;
 pub mod demo_repo;
+pub mod headless;
 pub mod kube;
 pub mod node;
 pub mod scenario;

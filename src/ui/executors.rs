@@ -326,14 +326,47 @@ pub fn capabilities_with_clusters(
     observe: bool,
     clusters: Arc<Clusters>,
 ) -> (Capabilities, Vec<String>) {
+    capabilities_with(repo, observe, clusters, &ExecSetup::default())
+}
+
+/// Where the executors depart from the operator's own settings. The default is none: the
+/// repo's known_hosts and OpenSSH's, `~/.ssh/config`, each environment's stuck threshold.
+#[derive(Debug, Clone, Default)]
+pub struct ExecSetup {
+    /// SSH options instead of the repo's (the demo trusts only its own known_hosts).
+    pub ssh: Option<crate::exec::SshOptions>,
+    /// Do not read `~/.ssh/config` (the demo's hosts are its own; an operator's
+    /// `Host 127.*` block must not redirect them).
+    pub ignore_ssh_config: bool,
+    /// kube-wait's stuck-rollout threshold instead of the environment's (the demo scales
+    /// it with its scenario's time compression).
+    pub stuck_after: Option<Duration>,
+}
+
+/// [`capabilities_with_clusters`] with `setup` applied.
+pub fn capabilities_with(
+    repo: &Repo,
+    observe: bool,
+    clusters: Arc<Clusters>,
+    setup: &ExecSetup,
+) -> (Capabilities, Vec<String>) {
     let mut warnings = Vec::new();
-    let pool = Arc::new(SshPool::new(crate::context::ssh_options(repo)));
+    let pool = Arc::new(SshPool::new(
+        setup
+            .ssh
+            .clone()
+            .unwrap_or_else(|| crate::context::ssh_options(repo)),
+    ));
     let defaults = exec::settings::SshDefaults::from_env();
-    let ssh_config = match crate::context::load_ssh_config(&defaults) {
-        Ok(c) => c,
-        Err(e) => {
-            warnings.push(e.to_string());
-            exec::settings::SshConfig::empty()
+    let ssh_config = if setup.ignore_ssh_config {
+        exec::settings::SshConfig::empty()
+    } else {
+        match crate::context::load_ssh_config(&defaults) {
+            Ok(c) => c,
+            Err(e) => {
+                warnings.push(e.to_string());
+                exec::settings::SshConfig::empty()
+            }
         }
     };
     // The same settings `hk-console ssh trust` uses: a connection variable that cannot be
@@ -367,7 +400,11 @@ pub fn capabilities_with_clusters(
     let kube = clusters.usable().then(|| Arc::clone(&clusters));
     match &kube {
         Some(c) => {
-            if let Err(e) = read_only.add(Arc::new(KubeExecutor::kube_wait(Arc::clone(c)))) {
+            let mut wait = KubeExecutor::kube_wait(Arc::clone(c));
+            if let Some(d) = setup.stuck_after {
+                wait = wait.with_stuck_after(d);
+            }
+            if let Err(e) = read_only.add(Arc::new(wait)) {
                 warnings.push(e);
             }
         }
