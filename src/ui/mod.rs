@@ -42,6 +42,18 @@ pub enum StartScreen {
     },
 }
 
+/// Where `:fault ENV FAULT [ARG]` goes: the simulated homelab's fault injector, given to
+/// the console by `hk-console demo` only (the UI does not know the simulation).
+pub trait FaultSink: Send + Sync {
+    /// Apply the fault `words` (`holder-dies`, `agent-drifts 2`) to `env` now: one line
+    /// saying what happened, or why nothing did.
+    fn inject(&self, env: &str, words: &str) -> Result<String, String>;
+    /// The usage line, with the environments and faults there are.
+    fn usage(&self) -> String;
+    /// The fault names (for tab completion).
+    fn fault_names(&self) -> Vec<String>;
+}
+
 /// Everything the console is started with.
 pub struct UiOptions {
     /// The repo's environments (`repo.environments.iter().map(EnvSummary::from)`).
@@ -64,6 +76,9 @@ pub struct UiOptions {
     /// Problems found while setting up (e.g. hosts whose SSH settings cannot be read),
     /// shown on the status line at start.
     pub notices: Vec<String>,
+    /// The simulation's fault injector (`hk-console demo` only): `:fault` works with it and
+    /// is refused without it.
+    pub faults: Option<Arc<dyn FaultSink>>,
 }
 
 /// Plans over a loaded infra repo: its environments' facts and its inventory.
@@ -150,6 +165,7 @@ pub fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
         no_color: theme::no_color_env(),
         operator: crate::journal::operator_login(),
         now: crate::journal::now(),
+        faults: opts.faults,
     };
     let mut app = build_app(parts, opts.capabilities, &opts.start);
     if !opts.notices.is_empty() {
