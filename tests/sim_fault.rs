@@ -50,7 +50,7 @@ fn node_ready(p: &KubePanes, node: &str) -> Option<ConditionStatus> {
         .nodes
         .iter()
         .find(|n| n.name == node)
-        .and_then(|n| n.ready.clone())
+        .and_then(|n| n.ready)
 }
 
 /// (node, KUBERNETES_SERVICE_HOST) of every cilium pod of `env`, read with the kube client.
