@@ -2,8 +2,8 @@
 //!
 //! Owns: the app state and its one `Action` enum ([`app`], [`action`]), keymaps per screen
 //! ([`keymap`]), drawing ([`view`], one file per pane under `panes/`), themes ([`theme`]),
-//! the live panes' state ([`live`]), the output ring ([`output`]), the executor boundary ([`exec`]) and the entry point
-//! [`run`]. The terminal itself (raw mode, alternate screen, restore on drop and panic)
+//! the live panes' state ([`live`]), the output ring ([`output`]), the executor boundary ([`exec`]), the
+//! simulation's fault boundary ([`FaultSink`], `:fault`) and the entry point [`run`]. The terminal itself (raw mode, alternate screen, restore on drop and panic)
 //! and the event loop are `crate::tui`'s.
 //! Must not: do network IO on the UI task (executors and live sources send on channels),
 //! or touch the journal except through `Journal::record`.
@@ -43,7 +43,8 @@ pub enum StartScreen {
 }
 
 /// Where `:fault ENV FAULT [ARG]` goes: the simulated homelab's fault injector, given to
-/// the console by `hk-console demo` only (the UI does not know the simulation).
+/// the console by `hk-console demo` only (the UI does not know the simulation). Called on
+/// the UI task: an implementation must not block (queue the fault, answer at once).
 pub trait FaultSink: Send + Sync {
     /// Apply the fault `words` (`holder-dies`, `agent-drifts 2`) to `env` now: one line
     /// saying what happened, or why nothing did.
