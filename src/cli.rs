@@ -769,7 +769,7 @@ fn console_possible() -> bool {
 /// The interactive console. Observe mode is built with read-only capabilities only.
 fn console(cli: &Cli, start: crate::ui::StartScreen, observe: bool) -> CmdResult {
     let repo = load_repo(cli)?;
-    console_on(cli, repo, start, observe, Vec::new(), None)
+    console_on(cli, repo, start, observe, Vec::new(), None, None)
 }
 
 /// The console on `repo`; `extra` notices are shown first (the demo's SIMULATED banner).
@@ -780,6 +780,7 @@ fn console_on(
     observe: bool,
     extra: Vec<String>,
     ssh: Option<crate::exec::SshOptions>,
+    faults: Option<std::sync::Arc<dyn crate::ui::FaultSink>>,
 ) -> CmdResult {
     let runbooks = load_runbooks(cli.runbooks.as_deref())?;
     let environments = repo
@@ -845,6 +846,7 @@ fn console_on(
         capabilities,
         observations,
         notices,
+        faults,
     };
     let result = crate::ui::run(opts);
     live_cancel.cancel();
@@ -1158,6 +1160,7 @@ fn demo_cmd(
         false,
         vec![banner],
         Some(demo.ssh_options()),
+        Some(std::sync::Arc::new(demo.fault_injector())),
     );
     drop(demo);
     sim_runtime.shutdown_timeout(std::time::Duration::from_secs(2));

@@ -334,6 +334,29 @@ fn the_demo_shows_the_live_panes_with_data() {
     tmux.send(&[":"]);
     tmux.send(&["env prod", "Enter"]);
     tmux.wait_for("agents dial node IPs");
+    // `:fault` kills prod's lease holder in the simulation; the VIP pane shows the lease
+    // move once it expires (the scenario's 15 s).
+    tmux.wait_for("held by k3s-prod-1");
+    tmux.send(&[":"]);
+    tmux.send(&["fault prod holder-dies", "Enter"]);
+    tmux.wait_for("k3s-prod-1 (lease holder) died");
+    let killed = Instant::now();
+    let s = loop {
+        let s = tmux.screen();
+        if s.contains("held by k3s-prod-2") {
+            break s;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "the lease did not move in 30 s:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    println!(
+        "demo: :fault prod holder-dies, the VIP pane shows the new holder {:?} later",
+        killed.elapsed()
+    );
+    assert!(!s.contains("held by k3s-prod-1"), "{s}");
     tmux.send(&["q"]);
     let s = tmux.wait_for("EXIT=");
     assert!(s.contains("EXIT=0"), "{s}");

@@ -5,7 +5,8 @@
 //! the cluster's controllers on it: kube-vip renewing the Lease (and handing it over when
 //! the holder dies), Flux answering a reconcile request, the DaemonSet controller rolling
 //! the agents one node at a time and never past an unready pod, and the scenario's faults
-//! on their timeline.
+//! on their timeline and as they arrive live (the console's `:fault`, through
+//! `demo::FaultInjector`).
 //! Must not: know the homelab. Names and addresses come in through [`SimEnv`] (built from
 //! the demo repo's inventory); what goes wrong comes from the scenario.
 
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::kube::{EventType, ObjRef, Origin, Store};
@@ -38,7 +40,8 @@ pub struct SimEnv {
 }
 
 impl SimEnv {
-    fn dial(&self, how: AgentsDial, server: usize) -> String {
+    /// The address an agent on `server` (0-based) dials when it dials `how`.
+    pub fn dial(&self, how: AgentsDial, server: usize) -> String {
         match how {
             AgentsDial::Vip => self.vip.to_string(),
             AgentsDial::Founder => self.founder.to_string(),
@@ -248,12 +251,43 @@ pub fn seed(store: &Store, env: &SimEnv, state: &EnvState) -> Result<(), super::
     Ok(())
 }
 
-/// The controllers of one simulated cluster, until `cancel`.
+/// The holder of `env`'s kube-vip Lease as the store has it now.
+pub fn lease_holder(store: &Store, env: &SimEnv) -> Option<String> {
+    let lease = ObjRef::new("coordination.k8s.io/v1", "Lease", Some(NS), &env.lease_name);
+    store
+        .fetch(&lease)
+        .ok()
+        .flatten()?
+        .pointer("/spec/holderIdentity")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// Whether the Node `name` is Ready as the store has it now (`None`: no such node).
+pub fn node_ready(store: &Store, name: &str) -> Option<bool> {
+    let node = store
+        .fetch(&ObjRef::new("v1", "Node", None, name))
+        .ok()
+        .flatten()?;
+    let ready = node
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))?
+        .get("status")
+        .and_then(Value::as_str)
+        == Some("True");
+    Some(ready)
+}
+
+/// The controllers of one simulated cluster, until `cancel`: the scenario's timeline
+/// `faults`, and every fault that arrives on `live` as it arrives.
 pub async fn run(
     store: Store,
     env: SimEnv,
     state: EnvState,
     faults: Vec<(Duration, Fault)>,
+    live: mpsc::UnboundedReceiver<Fault>,
     cancel: CancellationToken,
 ) {
     let mut c = Controllers::new(store, env, state);
@@ -262,11 +296,22 @@ pub async fn run(
     renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let start = tokio::time::Instant::now();
     let mut faults = faults.into_iter().peekable();
+    // `None` once every sender is gone: the branch then never fires again.
+    let mut live = Some(live);
     loop {
         let next_fault = faults.peek().map(|(at, _)| start + *at);
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = renew.tick() => c.renew(),
+            f = async {
+                match live.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => match f {
+                Some(f) => c.fault(&f),
+                None => live = None,
+            },
             _ = async {
                 match next_fault {
                     Some(t) => tokio::time::sleep_until(t).await,
@@ -399,7 +444,7 @@ impl Controllers {
                 }
             }
             // The tunnel is the SSH side's; the cluster has nothing to do.
-            Fault::VpnDown => {}
+            Fault::VpnDown | Fault::VpnUp => {}
         }
     }
 

@@ -6,7 +6,8 @@
 //! with its host key in the repo's known_hosts, a client key the nodes accept, the per-host
 //! connection variables in `host_vars/`, an `ansible.cfg` that keeps ansible-playbook on
 //! those keys (pipelining on: a simulated node never runs Python), and the scenario's
-//! state and timeline on both sides ([`super::cluster`], the nodes' tunnels and disks).
+//! state and timeline on both sides ([`super::cluster`], the nodes' tunnels and disks);
+//! [`FaultInjector`], the way live faults (the console's `:fault`) reach both sides.
 //! Must not: listen or dial anywhere but loopback (every address is checked), touch the
 //! operator's ~/.ssh or ~/.kube, or keep running after [`Demo`] is dropped.
 
@@ -16,12 +17,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use super::cluster::{self, SimEnv};
 use super::demo_repo::{self, AddressPlan};
+use super::kube::Store;
 use super::kube::{SimKube, SimKubeConfig};
-use super::node::{Clock, NodeState, Psi, VpnTunnel};
+use super::node::{Clock, NodeState, Psi, UnitState, VpnTunnel};
 use super::scenario::{self, EnvState, Fault, Scenario};
 use super::ssh::{SimNode, SimNodeSpec};
 use crate::repo::Repo;
@@ -53,6 +56,7 @@ pub struct Demo {
     /// Inventory host -> its simulated SSH node.
     pub nodes: BTreeMap<String, SimNode>,
     cancel: CancellationToken,
+    injector: FaultInjector,
 }
 
 impl std::fmt::Debug for Demo {
@@ -88,6 +92,177 @@ impl Demo {
     pub fn node_state(&self, host: &str) -> Option<Arc<Mutex<NodeState>>> {
         self.nodes.get(host).map(SimNode::state)
     }
+
+    /// The way in for faults while the simulation runs (the console's `:fault`). It stops
+    /// working (every fault is an error) once this demo is dropped.
+    pub fn fault_injector(&self) -> FaultInjector {
+        self.injector.clone()
+    }
+}
+
+/// What a live fault needs of one environment.
+struct EnvFaults {
+    sim: SimEnv,
+    store: Store,
+    lease_duration_s: u64,
+    /// Into the environment's controllers ([`cluster::run`]).
+    cluster: UnboundedSender<Fault>,
+    /// The VPN gateways' (host, state).
+    gateways: Vec<(String, Arc<Mutex<NodeState>>)>,
+}
+
+/// Injects faults into a running simulation, one typed line at a time (`:fault prod
+/// holder-dies`). Cheap to clone.
+#[derive(Clone)]
+pub struct FaultInjector {
+    envs: Arc<BTreeMap<String, EnvFaults>>,
+}
+
+impl std::fmt::Debug for FaultInjector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultInjector")
+            .field("environments", &self.environments())
+            .finish()
+    }
+}
+
+impl FaultInjector {
+    /// The environments faults can go to, sorted.
+    pub fn environments(&self) -> Vec<String> {
+        self.envs.keys().cloned().collect()
+    }
+
+    /// `:fault ENV FAULT [N]` with the environments and faults this simulation has.
+    pub fn usage(&self) -> String {
+        format!(
+            "usage: :fault ENV FAULT (ENV: {}; FAULT: {})",
+            self.environments().join(", "),
+            Fault::usage()
+        )
+    }
+
+    /// Parse `words` (`agent-drifts 2`) and apply it to `env` now. Returns one line saying
+    /// what happened; an error (nothing changed) names what was expected.
+    pub fn inject(&self, env: &str, words: &str) -> Result<String, String> {
+        let e = self.envs.get(env).ok_or_else(|| {
+            format!(
+                "no environment `{env}` in the simulation (known: {})",
+                self.environments().join(", ")
+            )
+        })?;
+        let fault = Fault::from_words(words)?;
+        let said = match &fault {
+            Fault::HolderDies => {
+                let Some(holder) = cluster::lease_holder(&e.store, &e.sim) else {
+                    return Err(format!(
+                        "{env}: the kube-vip Lease `{}` has no holder; no holder can die",
+                        e.sim.lease_name
+                    ));
+                };
+                let others_alive =
+                    e.sim.servers.iter().any(|(n, _)| {
+                        *n != holder && cluster::node_ready(&e.store, n) == Some(true)
+                    });
+                let moves = if others_alive {
+                    format!("the lease moves once it expires ({} s)", e.lease_duration_s)
+                } else {
+                    "no live server is left to take the lease".to_string()
+                };
+                if cluster::node_ready(&e.store, &holder) == Some(false) {
+                    return Ok(format!(
+                        "{env}: {holder} (lease holder) is already dead; nothing changed ({moves})"
+                    ));
+                }
+                format!("{holder} (lease holder) died: NotReady, no more renewals; {moves}")
+            }
+            Fault::AgentDrifts { server } => {
+                let Some((node, _)) = e.sim.servers.get(server.saturating_sub(1)) else {
+                    let have: Vec<String> = e
+                        .sim
+                        .servers
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (n, _))| format!("{} {n}", i + 1))
+                        .collect();
+                    return Err(format!(
+                        "agent-drifts {server}: {env} has servers 1 to {} ({})",
+                        e.sim.servers.len(),
+                        have.join(", ")
+                    ));
+                };
+                format!(
+                    "the cilium agent on {node} (server {server}) is recreated dialling its own node address {}, not the VIP {}",
+                    e.sim.dial(scenario::AgentsDial::OwnNode, server - 1),
+                    e.sim.vip
+                )
+            }
+            Fault::VpnDown | Fault::VpnUp => {
+                if e.gateways.is_empty() {
+                    return Err(format!(
+                        "{env} has no VPN gateway in the inventory; {} has nothing to act on",
+                        fault.name()
+                    ));
+                }
+                let said = set_tunnels(&e.gateways, matches!(fault, Fault::VpnUp));
+                tracing::info!(env, fault = fault.name(), said = %said.join("; "), "fault injected");
+                return Ok(format!("{env}: {}", said.join("; ")));
+            }
+        };
+        e.cluster
+            .send(fault.clone())
+            .map_err(|_| format!("{env}: the simulation has stopped; nothing changed"))?;
+        tracing::info!(env, fault = fault.name(), said = %said, "fault injected");
+        Ok(format!("{env}: {said}"))
+    }
+}
+
+impl crate::ui::FaultSink for FaultInjector {
+    fn inject(&self, env: &str, words: &str) -> Result<String, String> {
+        FaultInjector::inject(self, env, words)
+    }
+
+    fn usage(&self) -> String {
+        FaultInjector::usage(self)
+    }
+
+    fn fault_names(&self) -> Vec<String> {
+        scenario::FAULTS
+            .iter()
+            .map(|(n, _)| (*n).to_string())
+            .collect()
+    }
+}
+
+/// The tunnel unit on each gateway fails (`up` false) or starts (`up` true), now. One line
+/// per gateway saying what happened, or that it already was so (nothing changed there).
+fn set_tunnels(gateways: &[(String, Arc<Mutex<NodeState>>)], up: bool) -> Vec<String> {
+    gateways
+        .iter()
+        .map(|(host, state)| {
+            let Ok(mut n) = state.lock() else {
+                return format!("{host}: its simulated state is unavailable; nothing changed");
+            };
+            let Some(unit) = n.vpn.as_ref().map(|v| v.unit.clone()) else {
+                return format!("{host} has no tunnel unit; nothing changed");
+            };
+            let before = n.units.get(&unit).map(|u| u.state);
+            let now = n.now_ms();
+            match (up, before) {
+                (true, Some(UnitState::Active)) => format!("{unit} on {host} is already active"),
+                (false, Some(s)) if s != UnitState::Active => {
+                    format!("{unit} on {host} is already {}", s.as_str())
+                }
+                (true, _) => match n.start_unit_at(&unit, now) {
+                    Ok(()) => format!("{unit} on {host} is active again (the tunnel reconnects)"),
+                    Err(e) => format!("{unit} on {host}: {e}"),
+                },
+                (false, _) => match n.fail_unit_at(&unit, now) {
+                    Ok(()) => format!("{unit} on {host} failed (the tunnel is down)"),
+                    Err(e) => format!("{unit} on {host}: {e}"),
+                },
+            }
+        })
+        .collect()
 }
 
 fn write(path: &Path, text: &str) -> Result<(), DemoError> {
@@ -286,7 +461,8 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
         }
     }
 
-    // The controllers and the timeline.
+    // The controllers, the timeline, and the way in for live faults.
+    let mut injected = BTreeMap::new();
     for (sim_env, state) in sim_envs {
         let faults: Vec<(Duration, Fault)> = scenario
             .events
@@ -299,39 +475,54 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
                 )
             })
             .collect();
+        let gateways: Vec<(String, Arc<Mutex<NodeState>>)> = repo
+            .environment(&sim_env.name)
+            .map(|e| {
+                e.vpn_gateways
+                    .iter()
+                    .filter_map(|g| nodes.get(&g.name).map(|n| (g.name.clone(), n.state())))
+                    .collect()
+            })
+            .unwrap_or_default();
         // The SSH side of the faults.
         for (at, fault) in &faults {
-            if let Fault::VpnDown = fault {
-                let states: Vec<_> = repo
-                    .environment(&sim_env.name)
-                    .map(|e| {
-                        e.vpn_gateways
-                            .iter()
-                            .filter_map(|g| nodes.get(&g.name).map(SimNode::state))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let at = *at;
-                let c = cancel.clone();
-                tokio::spawn(async move {
-                    tokio::select! {
-                        _ = c.cancelled() => {}
-                        _ = tokio::time::sleep(at) => {
-                            for s in states {
-                                if let Ok(mut n) = s.lock() {
-                                    let now = n.now_ms();
-                                    if let Some(unit) = n.vpn.as_ref().map(|v| v.unit.clone()) {
-                                        let _ = n.fail_unit_at(&unit, now);
-                                    }
-                                }
-                            }
-                        }
+            let up = match fault {
+                Fault::VpnDown => false,
+                Fault::VpnUp => true,
+                Fault::HolderDies | Fault::AgentDrifts { .. } => continue,
+            };
+            let gws = gateways.clone();
+            let at = *at;
+            let c = cancel.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = c.cancelled() => {}
+                    _ = tokio::time::sleep(at) => {
+                        set_tunnels(&gws, up);
                     }
-                });
-            }
+                }
+            });
         }
         let store = kubes[&sim_env.name].store().clone();
-        tokio::spawn(cluster::run(store, sim_env, state, faults, cancel.clone()));
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        injected.insert(
+            sim_env.name.clone(),
+            EnvFaults {
+                sim: sim_env.clone(),
+                store: store.clone(),
+                lease_duration_s: state.lease_duration_s,
+                cluster: tx,
+                gateways,
+            },
+        );
+        tokio::spawn(cluster::run(
+            store,
+            sim_env,
+            state,
+            faults,
+            rx,
+            cancel.clone(),
+        ));
     }
     // Tunnels that reconnect on a period (the eviction loop) keep doing so.
     for (host, node) in &nodes {
@@ -374,6 +565,9 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
         kubes,
         nodes,
         cancel,
+        injector: FaultInjector {
+            envs: Arc::new(injected),
+        },
     })
 }
 

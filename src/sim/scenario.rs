@@ -5,7 +5,8 @@
 //! name in `--scenarios DIR` replaces one), strict parsing with file:line messages, and
 //! looking one up by name. Servers and gateways are named by their position in the
 //! environment's server list (1-based), never by a homelab host name, so one scenario fits
-//! any inventory with enough servers.
+//! any inventory with enough servers. The faults' names and their one-line form
+//! ([`Fault::from_words`]), shared by scenario events and the console's `:fault`.
 //! Must not: do IO beyond reading a named file, or know how the simulation applies it.
 
 use std::collections::BTreeMap;
@@ -194,6 +195,90 @@ pub enum Fault {
     AgentDrifts { server: usize },
     /// The tunnel unit of the environment's gateway fails.
     VpnDown,
+    /// The tunnel unit of the environment's gateway is started again (undoes `vpn-down`).
+    VpnUp,
+}
+
+/// Every fault by its kebab name (what `fault:` says in a scenario and `:fault` types), with
+/// the name of its one argument if it takes one. [`Fault::name`] keeps it complete.
+pub const FAULTS: &[(&str, Option<&str>)] = &[
+    ("holder-dies", None),
+    ("agent-drifts", Some("server")),
+    ("vpn-down", None),
+    ("vpn-up", None),
+];
+
+impl Fault {
+    /// The kebab name, as in [`FAULTS`].
+    pub fn name(&self) -> &'static str {
+        match self {
+            Fault::HolderDies => "holder-dies",
+            Fault::AgentDrifts { .. } => "agent-drifts",
+            Fault::VpnDown => "vpn-down",
+            Fault::VpnUp => "vpn-up",
+        }
+    }
+
+    /// The faults as a usage list: `holder-dies, agent-drifts N, vpn-down, vpn-up`.
+    pub fn usage() -> String {
+        FAULTS
+            .iter()
+            .map(|(n, arg)| match arg {
+                Some(_) => format!("{n} N"),
+                None => (*n).to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// A fault as typed on one line (`agent-drifts 2`): the name, then its argument if it
+    /// takes one. The words become the same fields a scenario event has and go through the
+    /// same deserializer, so the two cannot disagree on a name.
+    pub fn from_words(words: &str) -> Result<Fault, String> {
+        let mut it = words.split_whitespace();
+        let Some(name) = it.next() else {
+            return Err(format!(
+                "no fault given: expected one of {}",
+                Fault::usage()
+            ));
+        };
+        let Some((name, arg)) = FAULTS.iter().find(|(n, _)| *n == name) else {
+            return Err(format!(
+                "unknown fault `{name}`: expected one of {}",
+                Fault::usage()
+            ));
+        };
+        let mut fields = serde_json::Map::new();
+        fields.insert("fault".into(), serde_json::Value::from(*name));
+        if let Some(field) = arg {
+            let Some(v) = it.next() else {
+                return Err(format!(
+                    "{name} needs a server number: {name} N (servers are numbered from 1)"
+                ));
+            };
+            let n: usize = v.parse().map_err(|_| {
+                format!("{name}: `{v}` is not a server number (servers are numbered from 1)")
+            })?;
+            if n == 0 {
+                return Err(format!("{name}: servers are numbered from 1"));
+            }
+            fields.insert((*field).to_string(), serde_json::Value::from(n));
+        }
+        let rest: Vec<&str> = it.collect();
+        if !rest.is_empty() {
+            return Err(format!(
+                "{name} takes {}, not `{}`",
+                if arg.is_some() {
+                    "one argument"
+                } else {
+                    "no argument"
+                },
+                rest.join(" ")
+            ));
+        }
+        serde_json::from_value(serde_json::Value::Object(fields))
+            .map_err(|e| format!("{name}: {e}"))
+    }
 }
 
 impl Scenario {
@@ -376,6 +461,60 @@ mod tests {
     fn unknown_scenario_lists_the_known_ones() {
         let err = load("nope").expect_err("unknown");
         assert!(err.to_string().contains("healthy"), "{err}");
+    }
+
+    #[test]
+    fn every_fault_parses_from_words_and_from_a_scenario_alike() {
+        for (name, arg) in FAULTS {
+            let words = match arg {
+                Some(_) => format!("{name} 2"),
+                None => (*name).to_string(),
+            };
+            let typed = Fault::from_words(&words).unwrap_or_else(|e| panic!("{words}: {e}"));
+            assert_eq!(typed.name(), *name);
+            let yaml = match arg {
+                Some(field) => format!(
+                    "description: d\nevents:\n  - {{at_s: 1, env: dev, fault: {name}, {field}: 2}}\n"
+                ),
+                None => format!("description: d\nevents:\n  - {{at_s: 1, env: dev, fault: {name}}}\n"),
+            };
+            let s = parse("x.yaml", &yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"));
+            assert_eq!(s.events[0].fault, typed, "{words}");
+        }
+        assert_eq!(
+            Fault::from_words("agent-drifts 3"),
+            Ok(Fault::AgentDrifts { server: 3 })
+        );
+        assert_eq!(Fault::from_words("  vpn-up "), Ok(Fault::VpnUp));
+    }
+
+    #[test]
+    fn bad_fault_words_say_what_was_expected() {
+        let unknown = Fault::from_words("node-explodes").expect_err("unknown");
+        assert!(
+            unknown.contains("node-explodes") && unknown.contains(&Fault::usage()),
+            "{unknown}"
+        );
+        assert!(Fault::from_words("")
+            .expect_err("empty")
+            .contains("holder-dies"));
+        let no_n = Fault::from_words("agent-drifts").expect_err("no server");
+        assert!(no_n.contains("agent-drifts N"), "{no_n}");
+        let not_n = Fault::from_words("agent-drifts two").expect_err("not a number");
+        assert!(not_n.contains("`two`"), "{not_n}");
+        assert!(Fault::from_words("agent-drifts 0")
+            .expect_err("zero")
+            .contains("numbered from 1"));
+        let extra = Fault::from_words("holder-dies now").expect_err("extra word");
+        assert!(
+            extra.contains("no argument") && extra.contains("`now`"),
+            "{extra}"
+        );
+        let extra = Fault::from_words("agent-drifts 2 3").expect_err("extra word");
+        assert!(
+            extra.contains("one argument") && extra.contains("`3`"),
+            "{extra}"
+        );
     }
 
     #[test]

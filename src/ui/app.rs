@@ -255,6 +255,8 @@ pub struct App {
     pub theme_warnings: Vec<ThemeWarning>,
     pub keymaps: Keymaps,
     caps: Arc<Capabilities>,
+    /// Where `:fault` goes; `None` outside the simulated demo.
+    faults: Option<Arc<dyn super::FaultSink>>,
     /// Requests for the executor task; the loop drains it after every update.
     pub outbox: VecDeque<ExecRequest>,
     pub operator: String,
@@ -283,6 +285,8 @@ pub struct AppParts {
     pub no_color: bool,
     pub operator: String,
     pub now: Timestamp,
+    /// Where `:fault` goes (the simulated demo only).
+    pub faults: Option<Arc<dyn super::FaultSink>>,
 }
 
 impl App {
@@ -340,6 +344,7 @@ impl App {
             theme_warnings,
             keymaps: parts.keymaps,
             caps: Arc::new(caps),
+            faults: parts.faults,
             outbox: VecDeque::new(),
             operator: parts.operator,
             now: parts.now,
@@ -1428,6 +1433,12 @@ impl App {
                     .is_empty()
                     .then(|| format!("theme: {}", self.theme.name));
             }
+            ("fault", _) => {
+                let rest: Vec<&str> = line.split_whitespace().skip(2).collect();
+                if let Err(msg) = self.fault(arg, &rest.join(" ")) {
+                    fail(self, msg);
+                }
+            }
             ("observe", _) => self.enter_observe(),
             ("live", _) => {
                 if self.screen != Screen::Live {
@@ -1439,17 +1450,37 @@ impl App {
             _ => fail(
                 self,
                 format!(
-                    "unknown command `{}`: try run, env, theme, observe, live, q",
-                    line.trim()
+                    "unknown command `{}`: try run, env, theme, observe, live{}, q",
+                    line.trim(),
+                    if self.faults.is_some() { ", fault" } else { "" }
                 ),
             ),
         }
         Control::Continue
     }
 
-    /// Tab on the command line: complete the command, then its argument.
+    /// `:fault ENV FAULT [ARG]`: to the simulation's fault injector, never in observe mode.
+    /// Ok: what happened is on the status line; Err: the message for the command line.
+    fn fault(&mut self, env: Option<&str>, words: &str) -> Result<(), String> {
+        let Some(sink) = self.faults.clone() else {
+            return Err("`:fault` works only in the simulated demo (hk-console demo)".into());
+        };
+        if self.is_observe() {
+            return Err("observe mode changes nothing, not even the simulation".into());
+        }
+        let Some(env) = env else {
+            return Err(sink.usage());
+        };
+        self.status = Some(sink.inject(env, words)?);
+        Ok(())
+    }
+
+    /// Tab on the command line: complete the command, then its argument (`:fault`: its
+    /// environment, then the fault).
     pub fn complete(&self, line: &str) -> String {
-        const CMDS: &[&str] = &["run", "env", "theme", "observe", "live", "help", "q"];
+        const CMDS: &[&str] = &[
+            "run", "env", "theme", "observe", "live", "fault", "help", "q",
+        ];
         let words: Vec<&str> = line.split_whitespace().collect();
         let ends_space = line.ends_with(' ');
         let pick = |prefix: &str, options: Vec<String>| -> Option<String> {
@@ -1491,9 +1522,19 @@ impl App {
                     "run" => self.runbooks.iter().map(|r| r.id.clone()).collect(),
                     "env" => self.envs.iter().map(|e| e.name.clone()).collect(),
                     "theme" => self.themes.names().map(str::to_string).collect(),
+                    "fault" => self.envs.iter().map(|e| e.name.clone()).collect(),
                     _ => Vec::new(),
                 };
                 pick(prefix, options).map_or(line.to_string(), |a| format!("{c} {a}"))
+            }
+            (["fault", env], true) | (["fault", env, _], false) => {
+                let prefix = if ends_space { "" } else { words[2] };
+                let options = self
+                    .faults
+                    .as_ref()
+                    .map(|f| f.fault_names())
+                    .unwrap_or_default();
+                pick(prefix, options).map_or(line.to_string(), |a| format!("fault {env} {a}"))
             }
             _ => line.to_string(),
         }

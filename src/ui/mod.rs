@@ -2,8 +2,8 @@
 //!
 //! Owns: the app state and its one `Action` enum ([`app`], [`action`]), keymaps per screen
 //! ([`keymap`]), drawing ([`view`], one file per pane under `panes/`), themes ([`theme`]),
-//! the live panes' state ([`live`]), the output ring ([`output`]), the executor boundary ([`exec`]) and the entry point
-//! [`run`]. The terminal itself (raw mode, alternate screen, restore on drop and panic)
+//! the live panes' state ([`live`]), the output ring ([`output`]), the executor boundary ([`exec`]), the
+//! simulation's fault boundary ([`FaultSink`], `:fault`) and the entry point [`run`]. The terminal itself (raw mode, alternate screen, restore on drop and panic)
 //! and the event loop are `crate::tui`'s.
 //! Must not: do network IO on the UI task (executors and live sources send on channels),
 //! or touch the journal except through `Journal::record`.
@@ -42,6 +42,19 @@ pub enum StartScreen {
     },
 }
 
+/// Where `:fault ENV FAULT [ARG]` goes: the simulated homelab's fault injector, given to
+/// the console by `hk-console demo` only (the UI does not know the simulation). Called on
+/// the UI task: an implementation must not block (queue the fault, answer at once).
+pub trait FaultSink: Send + Sync {
+    /// Apply the fault `words` (`holder-dies`, `agent-drifts 2`) to `env` now: one line
+    /// saying what happened, or why nothing did.
+    fn inject(&self, env: &str, words: &str) -> Result<String, String>;
+    /// The usage line, with the environments and faults there are.
+    fn usage(&self) -> String;
+    /// The fault names (for tab completion).
+    fn fault_names(&self) -> Vec<String>;
+}
+
 /// Everything the console is started with.
 pub struct UiOptions {
     /// The repo's environments (`repo.environments.iter().map(EnvSummary::from)`).
@@ -64,6 +77,9 @@ pub struct UiOptions {
     /// Problems found while setting up (e.g. hosts whose SSH settings cannot be read),
     /// shown on the status line at start.
     pub notices: Vec<String>,
+    /// The simulation's fault injector (`hk-console demo` only): `:fault` works with it and
+    /// is refused without it.
+    pub faults: Option<Arc<dyn FaultSink>>,
 }
 
 /// Plans over a loaded infra repo: its environments' facts and its inventory.
@@ -150,6 +166,7 @@ pub fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
         no_color: theme::no_color_env(),
         operator: crate::journal::operator_login(),
         now: crate::journal::now(),
+        faults: opts.faults,
     };
     let mut app = build_app(parts, opts.capabilities, &opts.start);
     if !opts.notices.is_empty() {

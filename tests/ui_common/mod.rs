@@ -72,6 +72,7 @@ pub fn parts(runs_dir: &std::path::Path) -> AppParts {
         no_color: false,
         operator: "alice".into(),
         now: T0,
+        faults: None,
     }
 }
 
