@@ -209,7 +209,12 @@ pub enum Command {
         host: Option<String>,
         /// A headless run that has not ended after this many seconds is cancelled and
         /// aborted (journaled).
-        #[arg(long, value_name = "SECONDS", default_value_t = 1800, requires = "headless")]
+        #[arg(
+            long,
+            value_name = "SECONDS",
+            default_value_t = 1800,
+            requires = "headless"
+        )]
         timeout: u64,
         /// Write the demo repo here and keep it (default: a fresh directory removed on exit).
         #[arg(long, value_name = "DIR")]
@@ -428,7 +433,13 @@ fn run(cli: Cli) -> CmdResult {
                 host: host.clone(),
                 deadline: std::time::Duration::from_secs(*timeout),
             };
-            demo_cmd(&cli, scenario, DemoMode::Headless(req), *json, dir.as_deref())
+            demo_cmd(
+                &cli,
+                scenario,
+                DemoMode::Headless(req),
+                *json,
+                dir.as_deref(),
+            )
         }
         Some(Command::Demo {
             scenario,
@@ -442,7 +453,11 @@ fn run(cli: Cli) -> CmdResult {
                     "demo: --json goes with --once or --headless".into(),
                 ));
             }
-            let mode = if *once { DemoMode::Once } else { DemoMode::Console };
+            let mode = if *once {
+                DemoMode::Once
+            } else {
+                DemoMode::Console
+            };
             demo_cmd(&cli, scenario, mode, *json, dir.as_deref())
         }
         Some(Command::Observe { once: false, .. }) => {
@@ -769,19 +784,36 @@ fn console_possible() -> bool {
 /// The interactive console. Observe mode is built with read-only capabilities only.
 fn console(cli: &Cli, start: crate::ui::StartScreen, observe: bool) -> CmdResult {
     let repo = load_repo(cli)?;
-    console_on(cli, repo, start, observe, Vec::new(), None, None)
+    console_on(cli, repo, start, observe, ConsoleExtras::default())
 }
 
-/// The console on `repo`; `extra` notices are shown first (the demo's SIMULATED banner).
+/// What the demo changes about the console; the default changes nothing.
+#[derive(Default)]
+struct ConsoleExtras {
+    /// Shown first (the demo's SIMULATED banner).
+    notices: Vec<String>,
+    /// The executors' SSH trust and stuck threshold; the live panes use the same.
+    exec: crate::ui::executors::ExecSetup,
+    /// Where `:fault` goes.
+    faults: Option<std::sync::Arc<dyn crate::ui::FaultSink>>,
+    /// Run journals here instead of the operator's journal directory.
+    runs_dir: Option<PathBuf>,
+}
+
+/// The console on `repo`.
 fn console_on(
     cli: &Cli,
     repo: Repo,
     start: crate::ui::StartScreen,
     observe: bool,
-    extra: Vec<String>,
-    ssh: Option<crate::exec::SshOptions>,
-    faults: Option<std::sync::Arc<dyn crate::ui::FaultSink>>,
+    extras: ConsoleExtras,
 ) -> CmdResult {
+    let ConsoleExtras {
+        notices: extra,
+        exec,
+        faults,
+        runs_dir,
+    } = extras;
     let runbooks = load_runbooks(cli.runbooks.as_deref())?;
     let environments = repo
         .environments
@@ -813,7 +845,16 @@ fn console_on(
         };
         (caps, vec![why.to_string()])
     } else {
-        crate::ui::executors::capabilities_for_repo(&repo, observe)
+        let clusters = crate::ui::executors::Clusters::for_repo(
+            &repo,
+            &crate::cluster::KubeOverrides::default(),
+        );
+        crate::ui::executors::capabilities_with(
+            &repo,
+            observe,
+            std::sync::Arc::new(clusters),
+            &exec,
+        )
     };
     // Live panes: kube watchers per environment and the VPN look over SSH, on their own
     // runtime for as long as the console runs. Not on the bundled sample (documentation
@@ -831,7 +872,8 @@ fn console_on(
     let live_cancel = tokio_util::sync::CancellationToken::new();
     let mut notices = notices;
     let observations = live_runtime.as_ref().map(|rt| {
-        let (rx, why) = spawn_live_sources(&repo, ssh.clone(), rt, &live_cancel);
+        let (rx, why) =
+            spawn_live_sources(&repo, exec.ssh.clone(), exec.stuck_after, rt, &live_cancel);
         notices.extend(why);
         rx
     });
@@ -840,7 +882,7 @@ fn console_on(
         environments,
         runbooks,
         plans: std::sync::Arc::new(crate::ui::RepoPlans { repo }),
-        runs_dir: crate::journal::default_runs_dir().ok(),
+        runs_dir: runs_dir.or_else(|| crate::journal::default_runs_dir().ok()),
         start,
         theme: cli.theme.clone(),
         capabilities,
@@ -949,6 +991,7 @@ fn observe_once(
 fn spawn_live_sources(
     repo: &Repo,
     ssh: Option<crate::exec::SshOptions>,
+    stuck_after: Option<std::time::Duration>,
     rt: &tokio::runtime::Runtime,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> (
@@ -970,7 +1013,10 @@ fn spawn_live_sources(
     for name in &names {
         let started = (|| -> Result<(), String> {
             let topo = cluster::env_topology(repo, name).map_err(|e| e.to_string())?;
-            let settings = cluster::watch_settings(repo, name).map_err(|e| e.to_string())?;
+            let mut settings = cluster::watch_settings(repo, name).map_err(|e| e.to_string())?;
+            if let Some(d) = stuck_after {
+                settings.stuck_after = d;
+            }
             let target = cluster::kube_target(repo, name, &cluster::KubeOverrides::default())
                 .map_err(|e| e.to_string())?;
             let client = rt
@@ -1158,9 +1204,12 @@ fn demo_cmd(
         repo,
         crate::ui::StartScreen::Home,
         false,
-        vec![banner],
-        Some(demo.ssh_options()),
-        Some(std::sync::Arc::new(demo.fault_injector())),
+        ConsoleExtras {
+            notices: vec![banner],
+            exec: crate::sim::headless::exec_setup(&demo),
+            faults: Some(std::sync::Arc::new(demo.fault_injector())),
+            runs_dir: Some(demo.dir.join("runs")),
+        },
     );
     drop(demo);
     sim_runtime.shutdown_timeout(std::time::Duration::from_secs(2));

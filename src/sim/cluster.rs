@@ -114,10 +114,27 @@ fn daemonset(env: &SimEnv, host: &str) -> Value {
     })
 }
 
+/// The DaemonSet's uid, as the store gave it: its pods name it as their controller (a
+/// client that checks ownership, like kube-wait, ignores pods that name another).
+fn ds_uid(store: &Store) -> String {
+    store
+        .fetch(&ObjRef::new("apps/v1", "DaemonSet", Some(NS), "cilium"))
+        .ok()
+        .flatten()
+        .and_then(|o| {
+            o.pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
+#[allow(clippy::too_many_arguments)]
 fn pod(
     env: &SimEnv,
     server: usize,
     generation: u64,
+    owner_uid: &str,
     host: &str,
     ready: bool,
     now: jiff::Timestamp,
@@ -130,7 +147,7 @@ fn pod(
             "namespace": NS,
             "labels": {"k8s-app": "cilium", "pod-template-generation": generation.to_string()},
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "cilium",
-                "uid": "sim-cilium", "controller": true}],
+                "uid": owner_uid, "controller": true}],
         },
         "spec": {"nodeName": node, "containers": [{
             "name": "cilium-agent", "image": "quay.io/cilium/cilium:v1.18.2",
@@ -235,8 +252,9 @@ pub fn seed(store: &Store, env: &SimEnv, state: &EnvState) -> Result<(), super::
         .fetch(&ds)?
         .and_then(|o| o.pointer("/metadata/generation").and_then(Value::as_u64))
         .unwrap_or(1);
+    let owner = ds_uid(store);
     for (i, h) in hosts.iter().enumerate() {
-        store.apply(pod(env, i, generation, h, true, now))?;
+        store.apply(pod(env, i, generation, &owner, h, true, now))?;
     }
     store.patch_status(
         &ds,
@@ -438,9 +456,15 @@ impl Controllers {
                         Some(NS),
                         &self.current_pod(i).unwrap_or_default(),
                     ));
-                    let _ = self
-                        .store
-                        .apply(pod(&self.env, i, generation, &host, true, now));
+                    let _ = self.store.apply(pod(
+                        &self.env,
+                        i,
+                        generation,
+                        &ds_uid(&self.store),
+                        &host,
+                        true,
+                        now,
+                    ));
                 }
             }
             // The tunnel is the SSH side's; the cluster has nothing to do.
@@ -507,9 +531,15 @@ impl Controllers {
                 let _ = self.store.remove(&ObjRef::new("v1", "Pod", Some(NS), &old));
             }
             let host = self.env.dial(target, i);
-            let _ = self
-                .store
-                .apply(pod(&self.env, i, generation, &host, false, now));
+            let _ = self.store.apply(pod(
+                &self.env,
+                i,
+                generation,
+                &ds_uid(&self.store),
+                &host,
+                false,
+                now,
+            ));
             let _ = self
                 .store
                 .patch_status(&ds, daemonset_status(generation, n, i + 1, n - 1));

@@ -438,12 +438,25 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
     })?;
     cfg.push_str("\n# Written by hk-console demo: the simulated nodes' host keys.\nknown_hosts: known_hosts\n");
     write(&cfg_path, &cfg)?;
-    // ansible-playbook, run from the ansible dir, finds this ansible.cfg.
+    // ansible-playbook, run from the ansible dir, finds this ansible.cfg: the repo's own
+    // settings (its vault password file, say) with the demo's connection settings on top.
+    let cfg_file = repo.ansible_dir.join("ansible.cfg");
+    let theirs = std::fs::read_to_string(&cfg_file).unwrap_or_default();
+    let ssh_args = format!(
+        "-o UserKnownHostsFile={} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes",
+        kh_path.display()
+    );
     write(
-        &repo.ansible_dir.join("ansible.cfg"),
-        &format!(
-            "# Written by hk-console demo.\n[defaults]\ninterpreter_python = /usr/bin/python3\n\n[ssh_connection]\n# A simulated node never runs Python: pipelining sends module payloads on stdin,\n# where the node refuses them; raw tasks run in its shell.\npipelining = True\nssh_args = -o UserKnownHostsFile={} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes\n",
-            kh_path.display()
+        &cfg_file,
+        &merge_ansible_cfg(
+            &theirs,
+            &[
+                ("defaults", "interpreter_python", "/usr/bin/python3"),
+                // A simulated node never runs Python: pipelining sends module payloads on
+                // stdin, where the node refuses them; raw tasks run in its shell.
+                ("ssh_connection", "pipelining", "True"),
+                ("ssh_connection", "ssh_args", &ssh_args),
+            ],
         ),
     )?;
 
@@ -648,6 +661,58 @@ fn build_node(
     Ok(n)
 }
 
+/// `theirs` (an ansible.cfg) with `ours` set: each (section, key, value) replaces the key
+/// where the section has it, else joins the section, created at the end if missing. One
+/// section each (Ansible's parser refuses a section twice); comments and order kept.
+fn merge_ansible_cfg(theirs: &str, ours: &[(&str, &str, &str)]) -> String {
+    // (section name, its lines); the lines before any section go under "".
+    let mut sections: Vec<(String, Vec<String>)> = vec![(String::new(), Vec::new())];
+    for line in theirs.lines() {
+        let t = line.trim();
+        if t.starts_with('[') && t.ends_with(']') {
+            sections.push((t[1..t.len() - 1].trim().to_string(), vec![line.to_string()]));
+        } else if let Some(last) = sections.last_mut() {
+            last.1.push(line.to_string());
+        }
+    }
+    for (section, key, value) in ours {
+        let line = format!("{key} = {value}");
+        let i = match sections.iter().position(|(name, _)| name == section) {
+            Some(i) => i,
+            None => {
+                sections.push((section.to_string(), vec![format!("[{section}]")]));
+                sections.len() - 1
+            }
+        };
+        let lines = &mut sections[i].1;
+        let same_key = |l: &String| {
+            l.split_once(['=', ':'])
+                .is_some_and(|(k, _)| k.trim() == *key && !l.trim_start().starts_with(['#', ';']))
+        };
+        match lines.iter().position(same_key) {
+            Some(j) => lines[j] = line,
+            None => {
+                // After the section's last setting, before trailing blank lines.
+                let at = lines
+                    .iter()
+                    .rposition(|l| !l.trim().is_empty())
+                    .map_or(lines.len(), |j| j + 1);
+                lines.insert(at, line);
+            }
+        }
+    }
+    let mut out = String::from(
+        "# hk-console demo: the repo's ansible.cfg with the simulation's connection settings.\n",
+    );
+    for (_, lines) in sections {
+        for l in lines {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 impl Demo {
     /// The SSH options the console should use against the simulation: the repo's, but
     /// trusting ONLY the demo's known_hosts (an old demo's keys for the same loopback
@@ -656,5 +721,42 @@ impl Demo {
         let mut o = crate::context::ssh_options(&self.repo);
         o.known_hosts = vec![self.dir.join("known_hosts")];
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_ansible_cfg;
+
+    #[test]
+    fn the_repos_ansible_cfg_keeps_its_settings_and_takes_the_demos() {
+        let theirs = "# ours\n[defaults]\nvault_password_file = ../../pass\npipelining = False\n\n[ssh_connection]\n# pipelining = False (a comment, not a key)\npipelining = False\n";
+        let out = merge_ansible_cfg(
+            theirs,
+            &[
+                ("defaults", "interpreter_python", "/usr/bin/python3"),
+                ("ssh_connection", "pipelining", "True"),
+                ("privilege_escalation", "become_method", "sudo"),
+            ],
+        );
+        assert!(out.contains("vault_password_file = ../../pass\n"), "{out}");
+        assert!(
+            out.contains("interpreter_python = /usr/bin/python3\n"),
+            "{out}"
+        );
+        // The [defaults] `pipelining` is another section's key: left alone.
+        assert!(out.contains("[defaults]\nvault_password_file = ../../pass\npipelining = False\ninterpreter_python"), "{out}");
+        assert!(
+            out.contains("# pipelining = False (a comment, not a key)\npipelining = True\n"),
+            "{out}"
+        );
+        assert_eq!(out.matches("[ssh_connection]").count(), 1, "{out}");
+        assert!(
+            out.ends_with("[privilege_escalation]\nbecome_method = sudo\n"),
+            "{out}"
+        );
+        // No repo file: the demo's sections alone.
+        let fresh = merge_ansible_cfg("", &[("defaults", "a", "1")]);
+        assert!(fresh.ends_with("[defaults]\na = 1\n"), "{fresh}");
     }
 }

@@ -19,9 +19,9 @@ use tokio::sync::mpsc;
 use super::demo::Demo;
 use crate::cluster::{KubeOverrides, WatchSettings};
 use crate::repo::Repo;
+use crate::runbook::embedded::RunbookSet;
 use crate::runbook::machine::{GateAnswer, Input, RunOutcome, RunStatus, StepState};
 use crate::runbook::plan::Gate;
-use crate::runbook::embedded::RunbookSet;
 use crate::ui::app::{App, AppParts, EnvSummary, Overlay};
 use crate::ui::exec::{executor_task, ExecReply, ExecRequest};
 use crate::ui::executors::{capabilities_with, Clusters, ExecSetup};
@@ -183,6 +183,8 @@ pub async fn drive(
         no_color: true,
         operator: OPERATOR.to_string(),
         now: crate::journal::now(),
+        // The simulated operator runs the runbook; it injects no faults.
+        faults: None,
     };
     let mut app = App::operate(parts, caps);
     app.open_runbook(&req.runbook, req.env.as_deref(), req.host.as_deref());
@@ -245,17 +247,26 @@ pub async fn drive(
             if answered.contains(&n) {
                 // The same gate is still open after an answer: say why and stop.
                 let why = m.error.clone().unwrap_or_else(|| "still open".into());
-                abort(&mut app, &format!("the simulated answer to step {n}'s gate did not open it: {why}"));
+                abort(
+                    &mut app,
+                    &format!("the simulated answer to step {n}'s gate did not open it: {why}"),
+                );
                 continue;
             }
             answered.push(n);
             let input = answer(&app, n, &gate);
-            progress(&format!("step {n}: gate {} answered by {OPERATOR}", gate_name(&gate)));
+            progress(&format!(
+                "step {n}: gate {} answered by {OPERATOR}",
+                gate_name(&gate)
+            ));
             app.feed(input);
             continue;
         }
         match tokio::time::timeout_at(deadline, rep_rx.recv()).await {
-            Ok(Some(reply)) => app.handle_exec(reply),
+            Ok(Some(reply)) => {
+                app.now = crate::journal::now();
+                app.handle_exec(reply);
+            }
             Ok(None) => {
                 let step = match status {
                     RunStatus::Active { n } | RunStatus::Halted { n } => n,
@@ -270,6 +281,7 @@ pub async fn drive(
                     req.deadline.as_secs()
                 ));
                 // Cancel what is in flight, wait briefly for the executor to say so, abort.
+                app.now = crate::journal::now();
                 if app.cancel_in_flight() {
                     let grace = tokio::time::Instant::now() + Duration::from_secs(10);
                     while app.has_in_flight() {
@@ -277,14 +289,20 @@ pub async fn drive(
                             let _ = req_tx.send(r).await;
                         }
                         match tokio::time::timeout_at(grace, rep_rx.recv()).await {
-                            Ok(Some(reply)) => app.handle_exec(reply),
+                            Ok(Some(reply)) => {
+                                app.now = crate::journal::now();
+                                app.handle_exec(reply);
+                            }
                             _ => break,
                         }
                     }
                 }
                 abort(
                     &mut app,
-                    &format!("the headless run's deadline ({} s) passed", req.deadline.as_secs()),
+                    &format!(
+                        "the headless run's deadline ({} s) passed",
+                        req.deadline.as_secs()
+                    ),
                 );
                 report_changes(&app, &mut seen, &mut progress);
                 break;
@@ -331,16 +349,15 @@ fn answer(app: &App, n: usize, gate: &Gate) -> Input {
             text: phrase.clone(),
             note,
         },
-        Gate::OperatorPresent
-        | Gate::Authorise { .. }
-        | Gate::ApproveDiff
-        | Gate::ConfirmDone => Input::GateAnswered {
-            n,
-            answer: GateAnswer::Approved {
-                by: OPERATOR.into(),
-                note,
-            },
-        },
+        Gate::OperatorPresent | Gate::Authorise { .. } | Gate::ApproveDiff | Gate::ConfirmDone => {
+            Input::GateAnswered {
+                n,
+                answer: GateAnswer::Approved {
+                    by: OPERATOR.into(),
+                    note,
+                },
+            }
+        }
     }
 }
 
@@ -380,7 +397,10 @@ fn report_changes(app: &App, seen: &mut Vec<(String, u32)>, progress: &mut impl 
             step.n,
             step.kind.as_str(),
             step.title,
-            step.host.as_deref().map(|h| format!(" [{h}]")).unwrap_or_default(),
+            step.host
+                .as_deref()
+                .map(|h| format!(" [{h}]"))
+                .unwrap_or_default(),
             now.0
         ));
         seen[i] = now;
@@ -424,7 +444,11 @@ fn summarise(app: &App, journal: PathBuf, env: String, took: Duration) -> Report
                 _ => r.detail.clone(),
             },
             gate: r.gate.as_ref().map(|g| {
-                let kind = s.gate.as_ref().map(gate_name).unwrap_or_else(|| "gate".into());
+                let kind = s
+                    .gate
+                    .as_ref()
+                    .map(gate_name)
+                    .unwrap_or_else(|| "gate".into());
                 format!("{kind} by {}", g.by)
             }),
         })

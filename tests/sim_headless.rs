@@ -1,0 +1,401 @@
+//! `hk-console demo --headless --run`: every shipped runbook driven through the console app
+//! against the simulated homelab by the simulated operator, with the real executors (real
+//! ansible-playbook over SSH to the simulated nodes, the real kube client against the
+//! simulated API servers), in every scenario where the issue says what must happen.
+//! Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin): fails, not skips.
+
+use std::path::Path;
+use std::time::Duration;
+
+use hk_console::runbook::machine::Input;
+use hk_console::sim::demo::{self, Demo};
+use hk_console::sim::headless::{drive, HeadlessRun, Report, OPERATOR};
+use serde_json::Value;
+
+fn require_ansible() {
+    let dirs = hk_console::exec::ansible::search_dirs();
+    assert!(
+        hk_console::exec::ansible::find_binary("ansible-playbook", &dirs).is_some(),
+        "ansible-playbook not found: {}",
+        hk_console::exec::ansible::INSTALL_HINT
+    );
+}
+
+async fn start(scenario: &str) -> (tempfile::TempDir, Demo) {
+    require_ansible();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = demo::start(scenario, &dir.path().join("repo"))
+        .await
+        .unwrap_or_else(|e| panic!("demo {scenario}: {e}"));
+    (dir, d)
+}
+
+async fn run(
+    d: &Demo,
+    runs: &Path,
+    runbook: &str,
+    env: &str,
+    host: Option<&str>,
+    deadline: Duration,
+) -> Report {
+    let set = hk_console::runbook::embedded::load(&[]).expect("shipped runbooks");
+    let req = HeadlessRun {
+        runbook: runbook.into(),
+        env: Some(env.into()),
+        host: host.map(str::to_string),
+        deadline,
+    };
+    let mut lines = Vec::new();
+    let report = drive(d, set, &req, runs, |l| lines.push(l.to_string()))
+        .await
+        .unwrap_or_else(|e| panic!("{runbook} {env}: {e}\n{}", lines.join("\n")));
+    eprintln!("{}", report.render());
+    report
+}
+
+/// The run succeeded, every step is done, and the journal (read back from disk) says so,
+/// with every gate answered by the simulated operator.
+fn assert_succeeded(r: &Report) {
+    assert!(r.succeeded, "{}", r.render());
+    for s in &r.steps {
+        assert_eq!(s.state, "done", "step {}: {}", s.n, r.render());
+    }
+    let replay = hk_console::journal::replay(&r.journal).expect("journal replays");
+    assert_eq!(
+        replay.run.outcome(),
+        hk_console::runbook::machine::RunOutcome::Succeeded
+    );
+    let gated = r.steps.iter().filter(|s| s.gate.is_some()).count();
+    let answers = replay
+        .records
+        .iter()
+        .filter(|rec| match &rec.input {
+            Input::TypedText { by, .. } => by == OPERATOR,
+            Input::GateAnswered { answer, .. } => {
+                matches!(answer, hk_console::runbook::machine::GateAnswer::Approved { by, .. } if by == OPERATOR)
+            }
+            _ => false,
+        })
+        .count();
+    assert!(answers >= gated, "{answers} answers for {gated} gates");
+}
+
+fn pods(d: &Demo, env: &str) -> Vec<Value> {
+    d.kubes[env]
+        .store()
+        .objects("v1", "Pod", Some("kube-system"))
+        .expect("pods")
+        .into_iter()
+        .map(|o| (*o).clone())
+        .collect()
+}
+
+fn dials(pod: &Value) -> String {
+    pod.pointer("/spec/containers/0/env")
+        .and_then(Value::as_array)
+        .and_then(|e| {
+            e.iter()
+                .find(|v| v["name"] == "KUBERNETES_SERVICE_HOST")
+                .and_then(|v| v["value"].as_str())
+        })
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn vip(d: &Demo, env: &str) -> String {
+    d.repo
+        .environment(env)
+        .and_then(|e| e.vip.get())
+        .expect("vip")
+        .to_string()
+}
+
+const LONG: Duration = Duration::from_secs(240);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_health_vpn_egress_verify_and_cold_bringup_complete_in_healthy() {
+    let (dir, d) = start("healthy").await;
+    for env in ["dev", "prod"] {
+        for rb in ["node-health", "vpn-egress-verify", "cold-bringup"] {
+            assert_succeeded(&run(&d, &dir.path().join("runs"), rb, env, None, LONG).await);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_io_priority_completes_and_changes_every_prod_node_through_ansible() {
+    let (dir, d) = start("healthy").await;
+    let before = |h: &str| {
+        let s = d.node_state(h).expect("node");
+        let s = s.lock().expect("lock");
+        (
+            s.disks
+                .values()
+                .map(|x| x.scheduler.clone())
+                .collect::<Vec<_>>(),
+            s.units["k3s.service"].io_weight,
+        )
+    };
+    let dev_before = before("k3s-dev-1");
+    assert_ne!(before("k3s-prod-3").1, Some(10_000), "starts unmitigated");
+    let r = run(
+        &d,
+        &dir.path().join("runs"),
+        "etcd-io-priority",
+        "prod",
+        None,
+        LONG,
+    )
+    .await;
+    assert_succeeded(&r);
+    // One node at a time in the runbook's order, each confirmed, previewed, applied, read back.
+    let hosts: Vec<&str> = r
+        .steps
+        .iter()
+        .filter(|s| s.kind == "list-hosts")
+        .filter_map(|s| s.host.as_deref())
+        .collect();
+    assert_eq!(hosts, ["k3s-prod-3", "k3s-prod-1", "k3s-prod-2"]);
+    // The values the read-back saw are the simulated kernel's, set by ansible's raw tasks.
+    for h in hosts {
+        let s = d.node_state(h).expect("node");
+        let s = s.lock().expect("lock");
+        let disk = s
+            .disks
+            .values()
+            .find(|x| x.scheduler == "bfq")
+            .unwrap_or_else(|| panic!("{h}: no disk on bfq: {:?}", s.disks));
+        assert_eq!(disk.nr_requests, 32, "{h}");
+        for u in ["system.slice", "k3s.service"] {
+            assert_eq!(s.units[u].io_weight, Some(10_000), "{h} {u}");
+        }
+    }
+    // Prod only: dev is untouched.
+    assert_eq!(before("k3s-dev-1"), dev_before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memattr_packages_and_reprovision_complete_in_healthy() {
+    let (dir, d) = start("healthy").await;
+    let runs = dir.path().join("runs");
+    assert_succeeded(&run(&d, &runs, "memattr-survey", "prod", None, LONG).await);
+    for env in ["dev", "prod"] {
+        let host = format!("k3s-{env}-2");
+        assert_succeeded(&run(&d, &runs, "packages-baseline", env, Some(&host), LONG).await);
+        // The VPN gateway of the environment: its tunnel steps run too.
+        let gw = d
+            .repo
+            .environment(env)
+            .and_then(|e| e.vpn_gateways.first())
+            .map(|g| g.name.clone())
+            .expect("a gateway");
+        let r = run(&d, &runs, "reprovision-node", env, Some(&gw), LONG).await;
+        assert_succeeded(&r);
+        assert!(
+            r.steps.iter().any(|s| s.id == "vpn-exit-ip"),
+            "{}",
+            r.render()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cilium_endpoint_rollout_completes_in_healthy_for_both_environments() {
+    let (dir, d) = start("healthy").await;
+    for env in ["prod", "dev"] {
+        let r = run(
+            &d,
+            &dir.path().join("runs"),
+            "cilium-endpoint-rollout",
+            env,
+            None,
+            LONG,
+        )
+        .await;
+        assert_succeeded(&r);
+        // Dev asks for the operator at the keyboard before anything mutates.
+        assert_eq!(
+            r.steps.iter().any(|s| s
+                .gate
+                .as_deref()
+                .is_some_and(|g| g.starts_with("operator-present"))),
+            env == "dev"
+        );
+    }
+}
+
+/// The 2026-09-06 incident: every prod agent dials the founder. The runbook's reconcile
+/// rolls them onto the VIP one node at a time, and the run ends with all of them there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_on_node_ip_end_on_the_vip_one_node_at_a_time() {
+    let (dir, d) = start("agents-on-node-ip").await;
+    let vip = vip(&d, "prod");
+    assert!(
+        pods(&d, "prod").iter().all(|p| dials(p) != vip),
+        "the scenario starts with the agents off the VIP"
+    );
+    let r = run(
+        &d,
+        &dir.path().join("runs"),
+        "cilium-endpoint-rollout",
+        "prod",
+        None,
+        LONG,
+    )
+    .await;
+    assert_succeeded(&r);
+    let now = pods(&d, "prod");
+    assert_eq!(now.len(), 3);
+    for p in &now {
+        assert_eq!(dials(p), vip, "{}", p["metadata"]["name"]);
+    }
+    // The rollout as kube-wait streamed it: never more than one agent unavailable, the
+    // updated count only going up, ending 3/3.
+    let rolled = r.steps.iter().find(|s| s.id == "rolled-out").expect("step");
+    let out = hk_console::journal::read_output(&r.journal).expect("output log");
+    let mut last_updated = 0;
+    let mut seen = 0;
+    for o in out.iter().filter(|o| o.n == rolled.n) {
+        let Some((counts, _)) = o.line.split_once(" unavailable") else {
+            continue;
+        };
+        let Some((upd, unavail)) = counts.split_once(" updated, ") else {
+            continue;
+        };
+        let (Some(u), Ok(down)) = (
+            upd.split('/')
+                .next()
+                .and_then(|x| x.trim().parse::<u32>().ok()),
+            unavail.trim().parse::<u32>(),
+        ) else {
+            continue;
+        };
+        seen += 1;
+        assert!(down <= 1, "more than one agent down: {}", o.line);
+        assert!(u >= last_updated, "updated count went back: {}", o.line);
+        last_updated = u;
+    }
+    assert!(
+        seen >= 2,
+        "the rollout's progress was streamed ({seen} lines)"
+    );
+    assert!(
+        out.iter()
+            .any(|o| o.n == rolled.n && o.line.contains("3 of 3 updated")),
+        "ends rolled out"
+    );
+}
+
+/// Server 2's updated agent never becomes ready: kube-wait fails naming it once it has been
+/// unready past the (time-scaled) threshold, the run halts there, and nothing after it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollout_stuck_halts_the_run_at_the_unready_pod() {
+    let (dir, d) = start("rollout-stuck").await;
+    let stuck = hk_console::sim::headless::stuck_after(&d);
+    assert!(stuck <= Duration::from_secs(30), "{stuck:?}");
+    let t0 = std::time::Instant::now();
+    let r = run(
+        &d,
+        &dir.path().join("runs"),
+        "cilium-endpoint-rollout",
+        "prod",
+        None,
+        LONG,
+    )
+    .await;
+    let took = t0.elapsed();
+    assert!(!r.succeeded);
+    assert_eq!(r.outcome, "failed", "{}", r.render());
+    let rolled = r.steps.iter().find(|s| s.id == "rolled-out").expect("step");
+    assert_eq!(rolled.state, "failed", "{}", r.render());
+    let why = rolled.detail.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("stuck") && why.contains("cilium-g2-n2") && why.contains("k3s-prod-2"),
+        "{why}"
+    );
+    assert!(
+        took >= stuck && took < stuck + Duration::from_secs(30),
+        "halted after {took:?} (stuck after {stuck:?})"
+    );
+    let after = r
+        .steps
+        .iter()
+        .find(|s| s.id == "agents-dial-vip")
+        .expect("step");
+    assert_eq!(after.state, "pending", "nothing after the halt runs");
+    // The DaemonSet never passed the unready pod: server 3 still runs the old agent.
+    let p3: Vec<Value> = pods(&d, "prod")
+        .into_iter()
+        .filter(|p| p["spec"]["nodeName"] == "k3s-prod-3")
+        .collect();
+    assert_eq!(p3.len(), 1);
+    assert_eq!(p3[0]["metadata"]["labels"]["pod-template-generation"], "1");
+    // The halted run's journal is kept, resumable (failed, not aborted).
+    let list = hk_console::journal::list_runs(&dir.path().join("runs")).expect("runs");
+    assert_eq!(list.runs.len(), 1);
+}
+
+/// The binary: `demo --headless --run` prints the summary (JSON here) and exits 0 on a
+/// succeeded run; a runbook it does not know is exit 2 naming the ones it has; --headless
+/// without --run is refused by the argument parser.
+#[test]
+fn the_binary_runs_headless_and_exits_by_the_outcome() {
+    require_ansible();
+    let state = tempfile::tempdir().expect("tempdir");
+    let bin = env!("CARGO_BIN_EXE_hk-console");
+    let cmd = |args: &[&str]| {
+        std::process::Command::new(bin)
+            .args(args)
+            .env("XDG_STATE_HOME", state.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run hk-console")
+    };
+    let out = cmd(&[
+        "demo",
+        "--headless",
+        "--run",
+        "node-health",
+        "--env",
+        "prod",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON summary");
+    assert_eq!(v["succeeded"], true);
+    assert_eq!(v["runbook"], "node-health");
+    assert_eq!(v["steps"].as_array().map(Vec::len), Some(8));
+    assert!(
+        stderr.contains("gate confirm-hosts"),
+        "progress on stderr: {stderr}"
+    );
+    // The demo's directory (and the journal in it) is removed on exit without --dir.
+    let left: Vec<_> = std::fs::read_dir(state.path().join("hk-console"))
+        .map(|r| r.filter_map(Result::ok).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        !left
+            .iter()
+            .any(|n| n.to_string_lossy().starts_with("demo-")),
+        "{left:?}"
+    );
+
+    let out = cmd(&[
+        "demo",
+        "--headless",
+        "--run",
+        "no-such-runbook",
+        "--env",
+        "prod",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no-such-runbook") && stderr.contains("node-health"),
+        "{stderr}"
+    );
+    let out = cmd(&["demo", "--headless"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--run"));
+}
