@@ -872,8 +872,18 @@ fn console_on(
     let live_cancel = tokio_util::sync::CancellationToken::new();
     let mut notices = notices;
     let observations = live_runtime.as_ref().map(|rt| {
-        let (rx, why) =
+        let (rx, why, watched) =
             spawn_live_sources(&repo, exec.ssh.clone(), exec.stuck_after, rt, &live_cancel);
+        if watched == 0 && !repo.environments.is_empty() {
+            // No cluster of this repo is set up here: say so first, and where the panes
+            // can be seen; the reasons per environment follow.
+            notices.insert(
+                0,
+                "no cluster of this repo is set up on this machine (`hk-console demo` shows \
+                 every pane and runbook on a simulated homelab)"
+                    .into(),
+            );
+        }
         notices.extend(why);
         rx
     });
@@ -987,7 +997,8 @@ fn observe_once(
 
 /// Start the live sources of every environment on `rt`: a kube watcher per environment
 /// whose kubeconfig exists, and the VPN poller over SSH. What cannot start is returned as
-/// a notice (the pane then says "no data yet"), never a failure of the console.
+/// a notice (the pane then says "no data yet"), never a failure of the console; with how
+/// many environments are watched.
 fn spawn_live_sources(
     repo: &Repo,
     ssh: Option<crate::exec::SshOptions>,
@@ -997,6 +1008,7 @@ fn spawn_live_sources(
 ) -> (
     tokio::sync::mpsc::Receiver<crate::observe::feed::Update>,
     Vec<String>,
+    usize,
 ) {
     use crate::cluster;
     let (tx, rx) = tokio::sync::mpsc::channel(256);
@@ -1039,8 +1051,9 @@ fn spawn_live_sources(
             )),
         }
     }
+    let watched = live_envs.len();
     if live_envs.is_empty() {
-        return (rx, notices);
+        return (rx, notices, 0);
     }
     let ssh = ssh.unwrap_or_else(|| crate::context::ssh_options(repo));
     match Repo::load(&repo.root) {
@@ -1058,7 +1071,7 @@ fn spawn_live_sources(
         }
         Err(e) => notices.push(format!("VPN egress pane: {e}")),
     }
-    (rx, notices)
+    (rx, notices, watched)
 }
 
 /// A directory removed when dropped (the demo's repo, unless --dir keeps it).

@@ -189,8 +189,17 @@ async fn memattr_packages_and_reprovision_complete_in_healthy() {
             .and_then(|e| e.vpn_gateways.first())
             .map(|g| g.name.clone())
             .expect("a gateway");
+        let restarts = || {
+            let s = d.node_state(&gw).expect("gateway node");
+            let s = s.lock().expect("lock");
+            s.units["vpn-egress-tunnel.service"].restarts
+        };
+        let before = restarts();
         let r = run(&d, &runs, "reprovision-node", env, Some(&gw), LONG).await;
         assert_succeeded(&r);
+        // vpn.egress.gateway.yml reached the node over SSH and restarted its tunnel; the
+        // checks after it saw the tunnel active again.
+        assert_eq!(restarts(), before + 1, "{gw}");
         assert!(
             r.steps.iter().any(|s| s.id == "vpn-exit-ip"),
             "{}",
