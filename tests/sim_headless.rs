@@ -408,3 +408,60 @@ fn the_binary_runs_headless_and_exits_by_the_outcome() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--run"));
 }
+
+/// The 2026-09-12 eviction loop: both gateways on one PIA server and tunnel address,
+/// reconnecting every ~2 min. Each up-window looks green (active, exits through tun0); the
+/// runbook's last step counts the connects in the journal and halts the run there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vpn_egress_verify_halts_on_the_eviction_loop_and_passes_when_healthy() {
+    let (dir, d) = start("vpn-eviction-loop").await;
+    let r = run(
+        &d,
+        &dir.path().join("runs"),
+        "vpn-egress-verify",
+        "prod",
+        None,
+        LONG,
+    )
+    .await;
+    assert_eq!(r.outcome, "failed", "{}", r.render());
+    let states: Vec<(&str, &str)> = r
+        .steps
+        .iter()
+        .map(|s| (s.id.as_str(), s.state.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("tunnel-active", "done"),
+            ("exit-ip", "done"),
+            ("not-reconnecting", "failed")
+        ]
+    );
+    assert!(
+        r.failed_output
+            .iter()
+            .any(|l| l.starts_with("connects in the last 30 min: ")),
+        "{}",
+        r.render()
+    );
+    drop(d);
+    // The same runbook in healthy: one connect an hour ago, nothing since.
+    let (dir, d) = start("healthy").await;
+    let r = run(
+        &d,
+        &dir.path().join("runs"),
+        "vpn-egress-verify",
+        "prod",
+        None,
+        LONG,
+    )
+    .await;
+    assert_succeeded(&r);
+    let out = hk_console::journal::read_output(&r.journal).expect("output");
+    assert!(
+        out.iter()
+            .any(|o| o.line == "connects in the last 30 min: 0"),
+        "{out:?}"
+    );
+}
