@@ -464,4 +464,28 @@ async fn vpn_egress_verify_halts_on_the_eviction_loop_and_passes_when_healthy() 
             .any(|o| o.line == "connects in the last 30 min: 0"),
         "{out:?}"
     );
+    // A journal the SSH user cannot read (here: empty) is not "no reconnects": it fails.
+    d.node_state("k3s-prod-3")
+        .expect("gateway")
+        .lock()
+        .expect("lock")
+        .journal
+        .clear();
+    let r = run(
+        &d,
+        &dir.path().join("runs"),
+        "vpn-egress-verify",
+        "prod",
+        None,
+        LONG,
+    )
+    .await;
+    assert_eq!(r.outcome, "failed", "{}", r.render());
+    assert!(
+        r.failed_output
+            .iter()
+            .any(|l| l.starts_with("cannot read vpn-egress-tunnel.service's journal")),
+        "{}",
+        r.render()
+    );
 }
