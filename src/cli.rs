@@ -1219,7 +1219,7 @@ fn demo_cmd(
         false,
         ConsoleExtras {
             notices: vec![banner],
-            exec: crate::sim::headless::exec_setup(&demo),
+            exec: demo.exec_setup(),
             faults: Some(std::sync::Arc::new(demo.fault_injector())),
             runs_dir: Some(demo.dir.join("runs")),
         },

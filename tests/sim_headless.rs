@@ -4,7 +4,6 @@
 //! simulated API servers), in every scenario where the issue says what must happen.
 //! Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin): fails, not skips.
 
-use std::path::Path;
 use std::time::Duration;
 
 use hk_console::runbook::machine::Input;
@@ -30,25 +29,28 @@ async fn start(scenario: &str) -> (tempfile::TempDir, Demo) {
     (dir, d)
 }
 
+/// Drive `runbook` for `env` (on `host`, for single-host runbooks) on the demo `d`,
+/// journaling under `dir`/runs, within [`LONG`].
 async fn run(
     d: &Demo,
-    runs: &Path,
+    dir: &tempfile::TempDir,
     runbook: &str,
     env: &str,
     host: Option<&str>,
-    deadline: Duration,
 ) -> Report {
     let set = hk_console::runbook::embedded::load(&[]).expect("shipped runbooks");
     let req = HeadlessRun {
         runbook: runbook.into(),
         env: Some(env.into()),
         host: host.map(str::to_string),
-        deadline,
+        deadline: LONG,
     };
     let mut lines = Vec::new();
-    let report = drive(d, set, &req, runs, |l| lines.push(l.to_string()))
-        .await
-        .unwrap_or_else(|e| panic!("{runbook} {env}: {e}\n{}", lines.join("\n")));
+    let report = drive(d, set, &req, &dir.path().join("runs"), |l| {
+        lines.push(l.to_string())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{runbook} {env}: {e}\n{}", lines.join("\n")));
     eprintln!("{}", report.render());
     report
 }
@@ -117,7 +119,7 @@ async fn node_health_vpn_egress_verify_and_cold_bringup_complete_in_healthy() {
     let (dir, d) = start("healthy").await;
     for env in ["dev", "prod"] {
         for rb in ["node-health", "vpn-egress-verify", "cold-bringup"] {
-            assert_succeeded(&run(&d, &dir.path().join("runs"), rb, env, None, LONG).await);
+            assert_succeeded(&run(&d, &dir, rb, env, None).await);
         }
     }
 }
@@ -138,15 +140,7 @@ async fn etcd_io_priority_completes_and_changes_every_prod_node_through_ansible(
     };
     let dev_before = before("k3s-dev-1");
     assert_ne!(before("k3s-prod-3").1, Some(10_000), "starts unmitigated");
-    let r = run(
-        &d,
-        &dir.path().join("runs"),
-        "etcd-io-priority",
-        "prod",
-        None,
-        LONG,
-    )
-    .await;
+    let r = run(&d, &dir, "etcd-io-priority", "prod", None).await;
     assert_succeeded(&r);
     // One node at a time in the runbook's order, each confirmed, previewed, applied, read back.
     let hosts: Vec<&str> = r
@@ -177,11 +171,10 @@ async fn etcd_io_priority_completes_and_changes_every_prod_node_through_ansible(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memattr_packages_and_reprovision_complete_in_healthy() {
     let (dir, d) = start("healthy").await;
-    let runs = dir.path().join("runs");
-    assert_succeeded(&run(&d, &runs, "memattr-survey", "prod", None, LONG).await);
+    assert_succeeded(&run(&d, &dir, "memattr-survey", "prod", None).await);
     for env in ["dev", "prod"] {
         let host = format!("k3s-{env}-2");
-        assert_succeeded(&run(&d, &runs, "packages-baseline", env, Some(&host), LONG).await);
+        assert_succeeded(&run(&d, &dir, "packages-baseline", env, Some(&host)).await);
         // The VPN gateway of the environment: its tunnel steps run too.
         let gw = d
             .repo
@@ -195,7 +188,7 @@ async fn memattr_packages_and_reprovision_complete_in_healthy() {
             s.units["vpn-egress-tunnel.service"].restarts
         };
         let before = restarts();
-        let r = run(&d, &runs, "reprovision-node", env, Some(&gw), LONG).await;
+        let r = run(&d, &dir, "reprovision-node", env, Some(&gw)).await;
         assert_succeeded(&r);
         // vpn.egress.gateway.yml reached the node over SSH and restarted its tunnel; the
         // checks after it saw the tunnel active again.
@@ -212,15 +205,7 @@ async fn memattr_packages_and_reprovision_complete_in_healthy() {
 async fn cilium_endpoint_rollout_completes_in_healthy_for_both_environments() {
     let (dir, d) = start("healthy").await;
     for env in ["prod", "dev"] {
-        let r = run(
-            &d,
-            &dir.path().join("runs"),
-            "cilium-endpoint-rollout",
-            env,
-            None,
-            LONG,
-        )
-        .await;
+        let r = run(&d, &dir, "cilium-endpoint-rollout", env, None).await;
         assert_succeeded(&r);
         // Dev asks for the operator at the keyboard before anything mutates.
         assert_eq!(
@@ -243,15 +228,7 @@ async fn agents_on_node_ip_end_on_the_vip_one_node_at_a_time() {
         pods(&d, "prod").iter().all(|p| dials(p) != vip),
         "the scenario starts with the agents off the VIP"
     );
-    let r = run(
-        &d,
-        &dir.path().join("runs"),
-        "cilium-endpoint-rollout",
-        "prod",
-        None,
-        LONG,
-    )
-    .await;
+    let r = run(&d, &dir, "cilium-endpoint-rollout", "prod", None).await;
     assert_succeeded(&r);
     let now = pods(&d, "prod");
     assert_eq!(now.len(), 3);
@@ -300,18 +277,10 @@ async fn agents_on_node_ip_end_on_the_vip_one_node_at_a_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollout_stuck_halts_the_run_at_the_unready_pod() {
     let (dir, d) = start("rollout-stuck").await;
-    let stuck = hk_console::sim::headless::stuck_after(&d);
+    let stuck = d.stuck_after();
     assert!(stuck <= Duration::from_secs(30), "{stuck:?}");
     let t0 = std::time::Instant::now();
-    let r = run(
-        &d,
-        &dir.path().join("runs"),
-        "cilium-endpoint-rollout",
-        "prod",
-        None,
-        LONG,
-    )
-    .await;
+    let r = run(&d, &dir, "cilium-endpoint-rollout", "prod", None).await;
     let took = t0.elapsed();
     assert!(!r.succeeded);
     assert_eq!(r.outcome, "failed", "{}", r.render());
@@ -415,15 +384,7 @@ fn the_binary_runs_headless_and_exits_by_the_outcome() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vpn_egress_verify_halts_on_the_eviction_loop_and_passes_when_healthy() {
     let (dir, d) = start("vpn-eviction-loop").await;
-    let r = run(
-        &d,
-        &dir.path().join("runs"),
-        "vpn-egress-verify",
-        "prod",
-        None,
-        LONG,
-    )
-    .await;
+    let r = run(&d, &dir, "vpn-egress-verify", "prod", None).await;
     assert_eq!(r.outcome, "failed", "{}", r.render());
     let states: Vec<(&str, &str)> = r
         .steps
@@ -448,15 +409,7 @@ async fn vpn_egress_verify_halts_on_the_eviction_loop_and_passes_when_healthy() 
     drop(d);
     // The same runbook in healthy: one connect an hour ago, nothing since.
     let (dir, d) = start("healthy").await;
-    let r = run(
-        &d,
-        &dir.path().join("runs"),
-        "vpn-egress-verify",
-        "prod",
-        None,
-        LONG,
-    )
-    .await;
+    let r = run(&d, &dir, "vpn-egress-verify", "prod", None).await;
     assert_succeeded(&r);
     let out = hk_console::journal::read_output(&r.journal).expect("output");
     assert!(
@@ -471,15 +424,7 @@ async fn vpn_egress_verify_halts_on_the_eviction_loop_and_passes_when_healthy() 
         .expect("lock")
         .journal
         .clear();
-    let r = run(
-        &d,
-        &dir.path().join("runs"),
-        "vpn-egress-verify",
-        "prod",
-        None,
-        LONG,
-    )
-    .await;
+    let r = run(&d, &dir, "vpn-egress-verify", "prod", None).await;
     assert_eq!(r.outcome, "failed", "{}", r.render());
     assert!(
         r.failed_output

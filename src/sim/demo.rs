@@ -714,6 +714,23 @@ fn merge_ansible_cfg(theirs: &str, ours: &[(&str, &str, &str)]) -> String {
 }
 
 impl Demo {
+    /// What the console's executors (console and headless runs alike) change for the demo:
+    /// trust only the demo's host keys, ignore `~/.ssh/config`, and judge a rollout stuck
+    /// after [`Demo::stuck_after`].
+    pub fn exec_setup(&self) -> crate::ui::executors::ExecSetup {
+        crate::ui::executors::ExecSetup {
+            ssh: Some(self.ssh_options()),
+            ignore_ssh_config: true,
+            stuck_after: Some(self.stuck_after()),
+        }
+    }
+
+    /// The stuck-rollout threshold in the demo: the watchers' real one (5 min) divided by
+    /// the scenario's time scale.
+    pub fn stuck_after(&self) -> Duration {
+        crate::cluster::WatchSettings::default().stuck_after / self.scenario.time_scale.max(1)
+    }
+
     /// The SSH options the console should use against the simulation: the repo's, but
     /// trusting ONLY the demo's known_hosts (an old demo's keys for the same loopback
     /// address in ~/.ssh/known_hosts must not read as a changed host key).

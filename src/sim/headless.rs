@@ -17,14 +17,14 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::demo::Demo;
-use crate::cluster::{KubeOverrides, WatchSettings};
+use crate::cluster::KubeOverrides;
 use crate::repo::Repo;
 use crate::runbook::embedded::RunbookSet;
 use crate::runbook::machine::{GateAnswer, Input, RunOutcome, RunStatus, StepState};
 use crate::runbook::plan::Gate;
 use crate::ui::app::{App, AppParts, EnvSummary, Overlay};
 use crate::ui::exec::{executor_task, ExecReply, ExecRequest};
-use crate::ui::executors::{capabilities_with, Clusters, ExecSetup};
+use crate::ui::executors::{capabilities_with, Clusters};
 use crate::ui::RepoPlans;
 
 /// Who answers the gates of a headless run, as the journal records it.
@@ -136,22 +136,6 @@ impl Report {
     }
 }
 
-/// The executors a demo run uses: the console's real ones, trusting only the demo's host
-/// keys, ignoring `~/.ssh/config`, and judging a rollout stuck after the watchers'
-/// threshold compressed by the scenario's time scale (5 min in real time).
-pub fn exec_setup(demo: &Demo) -> ExecSetup {
-    ExecSetup {
-        ssh: Some(demo.ssh_options()),
-        ignore_ssh_config: true,
-        stuck_after: Some(stuck_after(demo)),
-    }
-}
-
-/// The stuck-rollout threshold in the demo: the real one divided by the time scale.
-pub fn stuck_after(demo: &Demo) -> Duration {
-    WatchSettings::default().stuck_after / demo.scenario.time_scale.max(1)
-}
-
 /// Drive `req` through a console app on `demo`, journaling under `runs_dir`. `progress`
 /// gets one line per step change and per gate answered, as they happen.
 pub async fn drive(
@@ -167,7 +151,7 @@ pub async fn drive(
     };
     let repo = Repo::load(&demo.dir).map_err(|e| open_err(e.to_string()))?;
     let clusters = Arc::new(Clusters::for_repo(&repo, &KubeOverrides::default()));
-    let (caps, notices) = capabilities_with(&repo, false, clusters, &exec_setup(demo));
+    let (caps, notices) = capabilities_with(&repo, false, clusters, &demo.exec_setup());
     for n in &notices {
         progress(&format!("notice: {n}"));
     }
@@ -193,6 +177,17 @@ pub async fn drive(
             app.status.clone().unwrap_or_else(|| "no plan".into()),
         ));
     }
+    // Each step's (state, attempt) as last reported: every step starts pending.
+    let mut seen: Vec<(&'static str, u32)> = app
+        .active
+        .as_ref()
+        .map(|a| {
+            a.run
+                .steps()
+                .map(|(_, r)| (r.state.name(), r.attempt))
+                .collect()
+        })
+        .unwrap_or_default();
     app.now = crate::journal::now();
     app.update(crate::ui::action::Action::StartRun);
     let journal = match app.active.as_ref().and_then(|a| a.journal.as_ref()) {
@@ -225,7 +220,6 @@ pub async fn drive(
     ));
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + req.deadline;
-    let mut seen: Vec<(String, u32)> = Vec::new();
     let mut answered: Vec<usize> = Vec::new();
     let mut result = Ok(());
     loop {
@@ -373,20 +367,13 @@ fn gate_name(g: &Gate) -> String {
 }
 
 /// One progress line per step whose state or attempt changed since the last call.
-fn report_changes(app: &App, seen: &mut Vec<(String, u32)>, progress: &mut impl FnMut(&str)) {
+fn report_changes(app: &App, seen: &mut [(&'static str, u32)], progress: &mut impl FnMut(&str)) {
     let Some(a) = app.active.as_ref() else { return };
     let total = a.run.plan().steps.len();
-    for (i, (step, rec)) in a.run.steps().enumerate() {
-        let now = (rec.state.name().to_string(), rec.attempt);
-        if seen.get(i) == Some(&now) {
+    for ((step, rec), last) in a.run.steps().zip(seen.iter_mut()) {
+        let now = (rec.state.name(), rec.attempt);
+        if *last == now {
             continue;
-        }
-        if seen.len() <= i {
-            seen.resize(i + 1, (String::new(), 0));
-            if now.0 == "pending" {
-                seen[i] = now;
-                continue;
-            }
         }
         let why = match &rec.state {
             StepState::Failed { reason } | StepState::Skipped { reason } => format!(": {reason}"),
@@ -403,7 +390,7 @@ fn report_changes(app: &App, seen: &mut Vec<(String, u32)>, progress: &mut impl 
                 .unwrap_or_default(),
             now.0
         ));
-        seen[i] = now;
+        *last = now;
     }
 }
 
