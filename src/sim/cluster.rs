@@ -114,19 +114,24 @@ fn daemonset(env: &SimEnv, host: &str) -> Value {
     })
 }
 
-/// The DaemonSet's uid, as the store gave it: its pods name it as their controller (a
-/// client that checks ownership, like kube-wait, ignores pods that name another).
-fn ds_uid(store: &Store) -> String {
-    store
-        .fetch(&ObjRef::new("apps/v1", "DaemonSet", Some(NS), "cilium"))
-        .ok()
-        .flatten()
-        .and_then(|o| {
-            o.pointer("/metadata/uid")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .unwrap_or_default()
+fn ds_ref() -> ObjRef {
+    ObjRef::new("apps/v1", "DaemonSet", Some(NS), "cilium")
+}
+
+/// The DaemonSet's generation and uid, as the store has them. Its pods carry that uid as
+/// their controller's (a client that checks ownership, like kube-wait, ignores pods that
+/// name another).
+fn ds_meta(store: &Store) -> (u64, String) {
+    let ds = store.fetch(&ds_ref()).ok().flatten();
+    let field = |p: &str| ds.as_ref().and_then(|o| o.pointer(p).cloned());
+    (
+        field("/metadata/generation")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(1),
+        field("/metadata/uid")
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -247,12 +252,8 @@ pub fn seed(store: &Store, env: &SimEnv, state: &EnvState) -> Result<(), super::
         .cloned()
         .unwrap_or_else(|| env.vip.to_string());
     store.apply(daemonset(env, &template_host))?;
-    let ds = ObjRef::new("apps/v1", "DaemonSet", Some(NS), "cilium");
-    let generation = store
-        .fetch(&ds)?
-        .and_then(|o| o.pointer("/metadata/generation").and_then(Value::as_u64))
-        .unwrap_or(1);
-    let owner = ds_uid(store);
+    let ds = ds_ref();
+    let (generation, owner) = ds_meta(store);
     for (i, h) in hosts.iter().enumerate() {
         store.apply(pod(env, i, generation, &owner, h, true, now))?;
     }
@@ -448,23 +449,9 @@ impl Controllers {
             Fault::AgentDrifts { server } => {
                 let i = server.saturating_sub(1);
                 if i < self.env.servers.len() {
-                    let generation = self.generation();
+                    let (generation, owner) = ds_meta(&self.store);
                     let host = self.env.dial(AgentsDial::OwnNode, i);
-                    let _ = self.store.remove(&ObjRef::new(
-                        "v1",
-                        "Pod",
-                        Some(NS),
-                        &self.current_pod(i).unwrap_or_default(),
-                    ));
-                    let _ = self.store.apply(pod(
-                        &self.env,
-                        i,
-                        generation,
-                        &ds_uid(&self.store),
-                        &host,
-                        true,
-                        now,
-                    ));
+                    self.replace_pod(i, generation, &owner, &host, true, now);
                 }
             }
             // The tunnel is the SSH side's; the cluster has nothing to do.
@@ -472,13 +459,23 @@ impl Controllers {
         }
     }
 
-    fn generation(&self) -> u64 {
-        self.store
-            .fetch(&ObjRef::new("apps/v1", "DaemonSet", Some(NS), "cilium"))
-            .ok()
-            .flatten()
-            .and_then(|o| o.pointer("/metadata/generation").and_then(Value::as_u64))
-            .unwrap_or(1)
+    /// The DaemonSet controller's move on one node: the node's current agent pod goes, a
+    /// new one of `generation` dialling `host` takes its place.
+    fn replace_pod(
+        &self,
+        server: usize,
+        generation: u64,
+        owner: &str,
+        host: &str,
+        ready: bool,
+        now: jiff::Timestamp,
+    ) {
+        if let Some(old) = self.current_pod(server) {
+            let _ = self.store.remove(&ObjRef::new("v1", "Pod", Some(NS), &old));
+        }
+        let _ = self
+            .store
+            .apply(pod(&self.env, server, generation, owner, host, ready, now));
     }
 
     fn current_pod(&self, server: usize) -> Option<String> {
@@ -517,8 +514,8 @@ impl Controllers {
         let n = self.env.servers.len();
         let host0 = self.env.dial(target, 0);
         let _ = self.store.apply(daemonset(&self.env, &host0));
-        let generation = self.generation();
-        let ds = ObjRef::new("apps/v1", "DaemonSet", Some(NS), "cilium");
+        let (generation, owner) = ds_meta(&self.store);
+        let ds = ds_ref();
         let _ = self
             .store
             .patch_status(&ds, daemonset_status(generation, n, 0, n));
@@ -526,20 +523,8 @@ impl Controllers {
             if cancel.is_cancelled() {
                 return;
             }
-            let now = jiff::Timestamp::now();
-            if let Some(old) = self.current_pod(i) {
-                let _ = self.store.remove(&ObjRef::new("v1", "Pod", Some(NS), &old));
-            }
             let host = self.env.dial(target, i);
-            let _ = self.store.apply(pod(
-                &self.env,
-                i,
-                generation,
-                &ds_uid(&self.store),
-                &host,
-                false,
-                now,
-            ));
+            self.replace_pod(i, generation, &owner, &host, false, jiff::Timestamp::now());
             let _ = self
                 .store
                 .patch_status(&ds, daemonset_status(generation, n, i + 1, n - 1));
