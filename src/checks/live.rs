@@ -373,23 +373,30 @@ pub struct VipLeasePane {
     pub verdicts: Vec<Verdict>,
 }
 
+impl VipLeasePane {
+    /// The pane of `env`'s VIP before anything is known about its lease or probe.
+    pub fn unjudged(env: &str, vip: IpAddr, port: u16) -> VipLeasePane {
+        VipLeasePane {
+            env: env.to_string(),
+            vip,
+            port,
+            holder: None,
+            holder_node: None,
+            renew_age_ms: None,
+            lease_duration_seconds: None,
+            transitions: None,
+            probe: None,
+            verdicts: Vec::new(),
+        }
+    }
+}
+
 /// Judge the kube-vip Lease and the VIP probe. Stale means renew age strictly greater than
 /// the lease duration (at exactly the duration the holder is still within its lease).
 pub fn vip_lease(topo: &EnvTopology, input: &VipLeaseInput) -> VipLeasePane {
     let env = topo.env.as_str();
     let vip_at = format!("{}:{}", topo.vip, topo.api_port);
-    let mut pane = VipLeasePane {
-        env: env.to_string(),
-        vip: topo.vip,
-        port: topo.api_port,
-        holder: None,
-        holder_node: None,
-        renew_age_ms: None,
-        lease_duration_seconds: None,
-        transitions: None,
-        probe: None,
-        verdicts: Vec::new(),
-    };
+    let mut pane = VipLeasePane::unjudged(env, topo.vip, topo.api_port);
     let v = |rule, sev, subject: &str, msg: String| {
         Verdict::new(Pane::VipLease, rule, sev, env, subject, msg)
     };

@@ -340,18 +340,11 @@ mod tests {
         let vip = Update {
             env: "prod".into(),
             at: Timestamp(100_000),
-            feed: Feed::Vip(crate::checks::live::VipLeasePane {
-                env: "prod".into(),
-                vip: std::net::IpAddr::from([192, 0, 2, 9]),
-                port: 6443,
-                holder: None,
-                holder_node: None,
-                renew_age_ms: None,
-                lease_duration_seconds: None,
-                transitions: None,
-                probe: None,
-                verdicts: Vec::new(),
-            }),
+            feed: Feed::Vip(crate::checks::live::VipLeasePane::unjudged(
+                "prod",
+                std::net::IpAddr::from([192, 0, 2, 9]),
+                6443,
+            )),
         };
         s.apply(vip);
         let l = s
