@@ -61,16 +61,22 @@ impl Tmux {
 
     /// Wait until the screen shows `what`; fail with the screen if it never does.
     fn wait_for(&self, what: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        self.wait_until(Duration::from_secs(20), what, |s| s.contains(what))
+    }
+
+    /// Wait until `ok(screen)` holds, polling every 50 ms, at most `within`; fail naming
+    /// `what` with the screen if it never does.
+    fn wait_until(&self, within: Duration, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + within;
         loop {
             let s = self.screen();
-            if s.contains(what) {
+            if ok(&s) {
                 return s;
             }
             if Instant::now() > deadline {
-                panic!("never saw {what:?}; the screen was:\n{s}");
+                panic!("never saw {what:?} in {within:?}; the screen was:\n{s}");
             }
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }
@@ -78,13 +84,9 @@ impl Tmux {
 impl Tmux {
     /// Wait until the screen no longer shows `what`.
     fn wait_gone(&self, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.screen().contains(what) {
-            if Instant::now() > deadline {
-                panic!("{what:?} never went away:\n{}", self.screen());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.wait_until(Duration::from_secs(20), &format!("{what:?} gone"), |s| {
+            !s.contains(what)
+        });
     }
 }
 
@@ -321,21 +323,12 @@ fn the_demo_shows_the_live_panes_with_data() {
     let to_first = first.duration_since(launched);
     println!("demo: first frame {to_first:?} after launch");
     assert!(to_first < Duration::from_secs(20), "{to_first:?}");
-    let s = loop {
-        let s = tmux.screen();
-        let with_data = ["VIP lease", "Agent env", "VPN egress"].iter().all(|p| {
+    let s = tmux.wait_until(Duration::from_secs(10), "three panes with data", |s| {
+        ["VIP lease", "Agent env", "VPN egress"].iter().all(|p| {
             s.lines()
                 .any(|l| l.trim_start().starts_with(p) && !l.contains("no data yet"))
-        });
-        if with_data {
-            break s;
-        }
-        assert!(
-            first.elapsed() < Duration::from_secs(10),
-            "no data in 10 s:\n{s}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        })
+    });
     println!(
         "demo: three panes with data {:?} after the first frame",
         first.elapsed()
@@ -353,17 +346,9 @@ fn the_demo_shows_the_live_panes_with_data() {
     tmux.send(&["fault prod holder-dies", "Enter"]);
     tmux.wait_for("k3s-prod-1 (lease holder) died");
     let killed = Instant::now();
-    let s = loop {
-        let s = tmux.screen();
-        if s.contains("held by k3s-prod-2") {
-            break s;
-        }
-        assert!(
-            killed.elapsed() < Duration::from_secs(30),
-            "the lease did not move in 30 s:\n{s}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let s = tmux.wait_until(Duration::from_secs(30), "held by k3s-prod-2", |s| {
+        s.contains("held by k3s-prod-2")
+    });
     println!(
         "demo: :fault prod holder-dies, the VIP pane shows the new holder {:?} later",
         killed.elapsed()
