@@ -265,6 +265,35 @@ fn set_tunnels(gateways: &[(String, Arc<Mutex<NodeState>>)], up: bool) -> Vec<St
         .collect()
 }
 
+/// `text` (a YAML mapping file) with every top-level `key:` of `keys` removed (its indented
+/// continuation lines too) and the demo's values appended under a comment saying so. The
+/// values are plain scalars the demo made (ports, paths it wrote, addresses).
+fn set_top_level_keys(text: &str, what: &str, keys: &[(String, String)]) -> String {
+    let mut out = String::with_capacity(text.len() + 128);
+    let mut dropping = false;
+    for line in text.lines() {
+        let top_level = !line.starts_with([' ', '\t']) && !line.is_empty();
+        if top_level {
+            dropping = keys.iter().any(|(k, _)| {
+                line.strip_prefix(k.as_str())
+                    .is_some_and(|r| r.trim_start().starts_with(':'))
+            });
+        }
+        if !dropping {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !out.is_empty() && !out.ends_with("\n\n") {
+        out.push('\n');
+    }
+    out.push_str(&format!("# Written by hk-console demo: {what}.\n"));
+    for (k, v) in keys {
+        out.push_str(&format!("{k}: {v}\n"));
+    }
+    out
+}
+
 fn write(path: &Path, text: &str) -> Result<(), DemoError> {
     if let Some(p) = path.parent() {
         std::fs::create_dir_all(p).map_err(|source| DemoError::Write {
@@ -292,8 +321,30 @@ fn string_var(repo: &Repo, host: &str, var: &str) -> Option<String> {
 /// Start the scenario `name` with its repo under `dir` (which should be empty). Must run
 /// inside a tokio runtime that outlives the returned [`Demo`].
 pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
+    start_from(name, dir, None).await
+}
+
+/// [`start`] on a copy of the operator's repo `source` (`demo --repo DIR`) instead of the
+/// bundled sample: its environments, hosts, groups and variables, moved onto loopback. A
+/// scenario naming an environment that repo does not define is refused, naming it.
+pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result<Demo, DemoError> {
     let scenario = scenario::load(name)?;
-    let (repo, plan) = demo_repo::prepare(dir)?;
+    let (repo, plan) = demo_repo::prepare_from(dir, source)?;
+    let unknown = scenario.unknown_environments(&repo.environment_names());
+    if !unknown.is_empty() {
+        return Err(DemoError::Start(format!(
+            "scenario `{name}` names environment(s) {} that this repo does not define (its environments: {}); `healthy` runs on any repo",
+            unknown.join(", "),
+            repo.environment_names().join(", ")
+        )));
+    }
+    let env_index: BTreeMap<String, usize> = repo
+        .environments
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.name.clone(), i))
+        .collect();
+    let state_of = |env: &str| scenario.env_state_at(env, env_index.get(env).copied().unwrap_or(0));
     let cancel = CancellationToken::new();
     let start_ms = now_ms();
     // The nodes' clocks run at real speed: the console judges journal times against its own
@@ -366,7 +417,7 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
             founder,
             lease_name,
         };
-        let state = scenario.env_state(&env.name);
+        let state = state_of(&env.name);
         cluster::seed(kube.store(), &sim_env, &state)
             .map_err(|e| DemoError::Start(format!("seeding {}: {e}", env.name)))?;
         sim_envs.push((sim_env, state));
@@ -392,7 +443,7 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
         .collect();
     for (host, addr) in &plan.hosts {
         let env_name = env_of.get(host).or_else(|| gateways.get(host));
-        let state = env_name.map(|e| scenario.env_state(e)).unwrap_or_default();
+        let state = env_name.map(|e| state_of(e)).unwrap_or_default();
         let node = build_node(&repo, host, &state, gateways.contains_key(host), &clock)?;
         let sim = SimNode::start(SimNodeSpec {
             name: host.clone(),
@@ -417,26 +468,50 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
         .parent()
         .map_or_else(|| dir.to_path_buf(), Path::to_path_buf);
     for (host, node) in &nodes {
-        let mut text = format!(
-            "# Written by hk-console demo: how to reach the simulated {host}.\nansible_port: {}\nansible_ssh_private_key_file: {}\n",
-            node.addr().port(),
-            key_path.display()
-        );
+        let mut keys: Vec<(String, String)> = vec![
+            ("ansible_port".into(), node.addr().port().to_string()),
+            (
+                "ansible_ssh_private_key_file".into(),
+                key_path.display().to_string(),
+            ),
+        ];
         if let Some(port) = env_of.get(host).and_then(|e| api_ports.get(e)) {
-            text.push_str(&format!("{}: {port}\n", crate::repo::env::VAR_API_PORT));
+            keys.push((crate::repo::env::VAR_API_PORT.into(), port.to_string()));
         }
-        write(
-            &inv_dir.join("host_vars").join(format!("{host}.yml")),
-            &text,
-        )?;
+        // A host the repo reaches by name (no address to rewrite) is pointed at its node.
+        if string_var(&repo, host, "ansible_host").as_deref()
+            != Some(node.addr().ip().to_string().as_str())
+        {
+            keys.push(("ansible_host".into(), node.addr().ip().to_string()));
+        }
+        let header = format!("how to reach the simulated {host}");
+        // The operator's own host_vars stay: a directory gets a file of its own, loaded
+        // last; a file keeps its other keys and loses only the ones the demo sets.
+        let vars_dir = inv_dir.join("host_vars");
+        let as_dir = vars_dir.join(host);
+        let path = if as_dir.is_dir() {
+            as_dir.join("zz-hk-console-demo.yml")
+        } else {
+            ["yml", "yaml"]
+                .iter()
+                .map(|ext| vars_dir.join(format!("{host}.{ext}")))
+                .find(|p| p.is_file())
+                .unwrap_or_else(|| vars_dir.join(format!("{host}.yml")))
+        };
+        let theirs = std::fs::read_to_string(&path).unwrap_or_default();
+        write(&path, &set_top_level_keys(&theirs, &header, &keys))?;
     }
     // hk-console reads the known_hosts file hk-console.yaml names.
     let cfg_path = dir.join("hk-console.yaml");
-    let mut cfg = std::fs::read_to_string(&cfg_path).map_err(|source| DemoError::Write {
+    let cfg = std::fs::read_to_string(&cfg_path).map_err(|source| DemoError::Write {
         path: cfg_path.clone(),
         source,
     })?;
-    cfg.push_str("\n# Written by hk-console demo: the simulated nodes' host keys.\nknown_hosts: known_hosts\n");
+    let cfg = set_top_level_keys(
+        &cfg,
+        "the simulated nodes' host keys",
+        &[("known_hosts".into(), "known_hosts".into())],
+    );
     write(&cfg_path, &cfg)?;
     // ansible-playbook, run from the ansible dir, finds this ansible.cfg: the repo's own
     // settings (its vault password file, say) with the demo's connection settings on top.
@@ -542,7 +617,7 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
         let Some(env) = gateways.get(host) else {
             continue;
         };
-        let period = scenario.env_state(env).vpn.restart_every_s;
+        let period = state_of(env).vpn.restart_every_s;
         if period == 0 {
             continue;
         }

@@ -1,6 +1,8 @@
-//! The demo's infra repo: the bundled sample, written out and moved onto loopback.
+//! The demo's infra repo: the bundled sample (or the operator's own repo, copied), written
+//! out and moved onto loopback.
 //!
-//! Owns: writing the embedded sample repo into a directory ([`write_sample`]), working out
+//! Owns: writing the embedded sample repo into a directory ([`write_sample`]) or copying
+//! the operator's repo there ([`copy_repo`], for `demo --repo DIR`), working out
 //! from ITS inventory which addresses the console would dial (every host's `ansible_host`,
 //! each environment's VIP and founder) and giving each a loopback address of its own
 //! ([`plan_addresses`]), rewriting every such address in every text file of the copy
@@ -48,6 +50,113 @@ pub enum DemoRepoError {
     Load(String),
     #[error("demo repo: {0}")]
     NotLoopback(String),
+    #[error("demo --repo {path}: {why}")]
+    Source { path: PathBuf, why: String },
+}
+
+/// What `demo --repo` copies at most: a repo this big is not an infra repo the demo can
+/// simulate (its text is rewritten address by address), and a copy must not fill the disk.
+pub const COPY_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// ... and at most this many files.
+pub const COPY_MAX_FILES: usize = 20_000;
+
+/// Directories `demo --repo` does not copy: version control and build output. Everything
+/// else is copied, so whatever hk-console or ansible-playbook reads in the repo is there.
+const SKIP_DIRS: &[&str] = &[
+    ".git",
+    ".hg",
+    ".svn",
+    "target",
+    "node_modules",
+    ".terraform",
+];
+
+/// Copy the operator's repo `source` into `dir` (which must be empty or missing) and return
+/// the relative paths of the files copied. Symbolic links, sockets, FIFOs and devices are
+/// refused by name: the demo rewrites what it copies, and a link could lead the rewrite
+/// (or the simulated nodes) outside the copy.
+pub fn copy_repo(source: &Path, dir: &Path) -> Result<Vec<PathBuf>, DemoRepoError> {
+    let fail = |why: String| DemoRepoError::Source {
+        path: source.to_path_buf(),
+        why,
+    };
+    if !source.join(crate::repo::config::CONFIG_FILE).is_file() {
+        return Err(fail(format!(
+            "no {} there: `hk-console init --repo {}` proposes one",
+            crate::repo::config::CONFIG_FILE,
+            source.display()
+        )));
+    }
+    let mut files = Vec::new();
+    let mut bytes: u64 = 0;
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let from = source.join(&rel);
+        let entries = std::fs::read_dir(&from).map_err(|source| DemoRepoError::Read {
+            path: from.clone(),
+            source,
+        })?;
+        let mut entries: Vec<_> =
+            entries
+                .collect::<Result<_, _>>()
+                .map_err(|source| DemoRepoError::Read {
+                    path: from.clone(),
+                    source,
+                })?;
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let name = e.file_name();
+            let rel = rel.join(&name);
+            let path = source.join(&rel);
+            let meta = std::fs::symlink_metadata(&path).map_err(|source| DemoRepoError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            let ft = meta.file_type();
+            if ft.is_dir() {
+                if SKIP_DIRS.iter().any(|d| name == *d) {
+                    continue;
+                }
+                std::fs::create_dir_all(dir.join(&rel)).map_err(|source| DemoRepoError::Write {
+                    path: dir.join(&rel),
+                    source,
+                })?;
+                stack.push(rel);
+            } else if ft.is_file() {
+                bytes += meta.len();
+                if bytes > COPY_MAX_BYTES || files.len() >= COPY_MAX_FILES {
+                    return Err(fail(format!(
+                        "more than {} MiB or {COPY_MAX_FILES} files (outside {}): not a repo the demo copies",
+                        COPY_MAX_BYTES / (1024 * 1024),
+                        SKIP_DIRS.join(", ")
+                    )));
+                }
+                let to = dir.join(&rel);
+                if let Some(parent) = to.parent() {
+                    std::fs::create_dir_all(parent).map_err(|source| DemoRepoError::Write {
+                        path: parent.to_path_buf(),
+                        source,
+                    })?;
+                }
+                std::fs::copy(&path, &to).map_err(|source| DemoRepoError::Write {
+                    path: to.clone(),
+                    source,
+                })?;
+                files.push(rel);
+            } else {
+                let kind = if ft.is_symlink() {
+                    "a symbolic link"
+                } else {
+                    "not a regular file (FIFO, socket or device)"
+                };
+                return Err(fail(format!(
+                    "{} is {kind}: the demo copies regular files only; replace it by what it points to in a copy of the repo",
+                    rel.display()
+                )));
+            }
+        }
+    }
+    Ok(files)
 }
 
 /// Write the embedded sample repo under `dir` (created if missing).
@@ -139,16 +248,32 @@ fn host_address(repo: &Repo, host: &str) -> Option<IpAddr> {
     v.value()?.as_str()?.parse().ok()
 }
 
-/// Replace every whole IPv4 address of `plan.rewrite` in every file under `dir`. Dotted
-/// quads are matched whole (`192.168.1.5` does not match inside `192.168.1.50`).
+/// Replace every whole IPv4 address of `plan.rewrite` in every file of the sample under
+/// `dir`. Dotted quads are matched whole (`192.168.1.5` does not match inside
+/// `192.168.1.50`).
 pub fn rewrite_addresses(dir: &Path, plan: &AddressPlan) -> Result<usize, DemoRepoError> {
+    let files: Vec<PathBuf> = sample_files().iter().map(|(rel, _)| rel.into()).collect();
+    rewrite_files(dir, &files, plan)
+}
+
+/// [`rewrite_addresses`] over the files `files` (relative to `dir`). A file that is not
+/// UTF-8 text is left as it is: nothing hk-console or Ansible reads as an address is binary,
+/// and [`verify_loopback`] afterwards proves every address the console dials was moved.
+pub fn rewrite_files(
+    dir: &Path,
+    files: &[PathBuf],
+    plan: &AddressPlan,
+) -> Result<usize, DemoRepoError> {
     let mut changed = 0;
-    for (rel, _) in sample_files() {
+    for rel in files {
         let path = dir.join(rel);
-        let text = std::fs::read_to_string(&path).map_err(|source| DemoRepoError::Read {
+        let bytes = std::fs::read(&path).map_err(|source| DemoRepoError::Read {
             path: path.clone(),
             source,
         })?;
+        let Ok(text) = String::from_utf8(bytes) else {
+            continue;
+        };
         let new = rewrite_text(&text, &plan.rewrite);
         if new != text {
             std::fs::write(&path, new).map_err(|source| DemoRepoError::Write {
@@ -234,10 +359,40 @@ pub fn verify_loopback(repo: &Repo) -> Result<(), DemoRepoError> {
 
 /// Write the sample under `dir`, move it onto loopback, reload it and check it.
 pub fn prepare(dir: &Path) -> Result<(Repo, AddressPlan), DemoRepoError> {
-    write_sample(dir)?;
-    let sample = Repo::load(dir).map_err(|e| DemoRepoError::Load(e.to_string()))?;
-    let plan = plan_addresses(&sample)?;
-    rewrite_addresses(dir, &plan)?;
+    prepare_from(dir, None)
+}
+
+/// [`prepare`] on a copy of the operator's repo `source` instead of the sample (`demo
+/// --repo DIR`): the same address plan, rewrite and loopback proof, on that repo's own
+/// environments, hosts and groups.
+pub fn prepare_from(
+    dir: &Path,
+    source: Option<&Path>,
+) -> Result<(Repo, AddressPlan), DemoRepoError> {
+    let files = match source {
+        Some(src) => copy_repo(src, dir)?,
+        None => {
+            write_sample(dir)?;
+            sample_files().iter().map(|(rel, _)| rel.into()).collect()
+        }
+    };
+    let origin = Repo::load(dir).map_err(|e| match source {
+        Some(src) => DemoRepoError::Source {
+            path: src.to_path_buf(),
+            why: format!("does not load: {e}"),
+        },
+        None => DemoRepoError::Load(e.to_string()),
+    })?;
+    if let Some(src) = source {
+        if origin.environments.is_empty() {
+            return Err(DemoRepoError::Source {
+                path: src.to_path_buf(),
+                why: "defines no environment: nothing to simulate".into(),
+            });
+        }
+    }
+    let plan = plan_addresses(&origin)?;
+    rewrite_files(dir, &files, &plan)?;
     let repo = Repo::load(dir).map_err(|e| DemoRepoError::Load(e.to_string()))?;
     verify_loopback(&repo)?;
     Ok((repo, plan))

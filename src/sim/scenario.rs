@@ -31,6 +31,11 @@ pub struct Scenario {
     /// What happens after the start, in order of `at_s` (simulated seconds).
     #[serde(default)]
     pub events: Vec<Event>,
+    /// Whether the file sets `defaults.vpn`. When it does not, each environment's gateway
+    /// gets a VPN server and tunnel address of its own ([`VpnState::distinct`]): healthy
+    /// gateways never share one, whatever the repo's environments are called.
+    #[serde(skip)]
+    pub defaults_vpn_given: bool,
 }
 
 fn one() -> u32 {
@@ -98,6 +103,22 @@ pub struct VpnState {
     pub direct_exit: String,
     /// Reconnect period in simulated seconds (0: connected once, stays up).
     pub restart_every_s: u64,
+}
+
+impl VpnState {
+    /// The healthy tunnel of the environment at `index` (hk-console.yaml's order): its own
+    /// server, tunnel address and exit, all documentation or private addresses. Index 0 is
+    /// [`VpnState::default`].
+    pub fn distinct(index: usize) -> VpnState {
+        // 24 distinct values fit in the documentation range's last octet.
+        let i = u8::try_from(index % 24).unwrap_or(0);
+        VpnState {
+            server: format!("198.51.100.{}:1198", 10 + 10 * (i % 24)),
+            tunnel_addr: format!("10.{}.0.{}", 8 + i, 6 + 8 * (i % 31)),
+            tunnel_exit: format!("198.51.100.{}", 77 + 11 * (i % 16)),
+            ..VpnState::default()
+        }
+    }
 }
 
 impl Default for VpnState {
@@ -284,7 +305,36 @@ impl Fault {
 impl Scenario {
     /// The state of `env` at the start: `defaults` with the environment's patch applied.
     pub fn env_state(&self, env: &str) -> EnvState {
-        let mut s = self.defaults.clone();
+        self.patched(env, self.defaults.clone())
+    }
+
+    /// [`Scenario::env_state`] for the environment at `index` in the repo's order: unless the
+    /// scenario sets `defaults.vpn`, its gateway's tunnel is [`VpnState::distinct`].
+    pub fn env_state_at(&self, env: &str, index: usize) -> EnvState {
+        let mut base = self.defaults.clone();
+        if !self.defaults_vpn_given {
+            base.vpn = VpnState::distinct(index);
+        }
+        self.patched(env, base)
+    }
+
+    /// Every environment the scenario names (its patches and its events) that is not one
+    /// of `known`: a scenario written for other environments would silently run as healthy
+    /// there, so the demo refuses it instead.
+    pub fn unknown_environments(&self, known: &[&str]) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .environments
+            .keys()
+            .chain(self.events.iter().map(|e| &e.env))
+            .filter(|e| !known.contains(&e.as_str()))
+            .cloned()
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn patched(&self, env: &str, mut s: EnvState) -> EnvState {
         if let Some(p) = self.environments.get(env) {
             macro_rules! take {
                 ($dst:expr, $src:expr) => {
@@ -338,7 +388,7 @@ pub enum ScenarioError {
 
 /// Parse one scenario file; `file` names it in messages.
 pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-    let s: Scenario = serde_yaml::from_str(text).map_err(|e| {
+    let mut s: Scenario = serde_yaml::from_str(text).map_err(|e| {
         let (line, col) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
         ScenarioError::Invalid {
             file: file.to_string(),
@@ -347,6 +397,11 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
             message: e.to_string(),
         }
     })?;
+    // The file parsed, so it is a mapping; only whether `defaults.vpn` is written matters.
+    s.defaults_vpn_given = serde_yaml::from_str::<serde_yaml::Value>(text)
+        .ok()
+        .and_then(|v| v.get("defaults").and_then(|d| d.get("vpn")).cloned())
+        .is_some();
     let bad = |message: String| ScenarioError::Semantics {
         file: file.to_string(),
         message,
