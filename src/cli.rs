@@ -179,7 +179,8 @@ pub enum Command {
     },
     /// The simulated homelab: dev and prod (three nodes each), a kube API server per
     /// environment and an SSH node per host, all on loopback, reached by the console's
-    /// real clients. Nothing leaves this machine.
+    /// real clients. Nothing leaves this machine. With --repo DIR: a copy of that repo
+    /// (its environments, hosts, groups and variables) moved onto loopback instead.
     Demo {
         /// The scenario (see --list).
         #[arg(long, value_name = "NAME", default_value = "healthy")]
@@ -219,6 +220,15 @@ pub enum Command {
         /// Write the demo repo here and keep it (default: a fresh directory removed on exit).
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+    },
+    /// Propose hk-console.yaml for a repo that has none, from its inventory and Flux tree,
+    /// every choice commented with its evidence (file:line) and every ambiguity asked as a
+    /// QUESTION. The repo: --repo, else HK_REPO, else the current directory.
+    Init {
+        /// Write the proposal to DIR/hk-console.yaml (never over an existing one), then run
+        /// `check` on it.
+        #[arg(long)]
+        write: bool,
     },
     /// The static parity contract (L0): Flux overlays vs inventory vs templates.
     Check {
@@ -487,6 +497,7 @@ fn run(cli: Cli) -> CmdResult {
             json,
         }) => plan_cmd(&cli, runbook, env, host.as_deref(), *json),
         Some(Command::Check { env, json }) => check_cmd(&cli, env.as_deref(), *json),
+        Some(Command::Init { write }) => init_cmd(&cli, *write),
         Some(Command::Ssh {
             command: SshCommand::Trust { host, known_hosts },
         }) => ssh_trust(&cli, host, known_hosts.as_deref()),
@@ -1145,7 +1156,11 @@ fn demo_cmd(
         .build()
         .map_err(|e| Failure(format!("cannot start the async runtime: {e}")))?;
     let demo = sim_runtime
-        .block_on(crate::sim::demo::start(scenario, &dir.path))
+        .block_on(crate::sim::demo::start_from(
+            scenario,
+            &dir.path,
+            cli.repo.as_deref(),
+        ))
         .map_err(|e| Failure(e.to_string()))?;
     if let DemoMode::Headless(req) = &mode {
         let runbooks = load_runbooks(cli.runbooks.as_deref())?;
@@ -1412,6 +1427,45 @@ fn check_cmd(cli: &Cli, env: Option<&str>, json: bool) -> CmdResult {
         return Ok(check_status(&findings));
     }
     print_check(&repo, env)
+}
+
+/// `hk-console init`: print the proposal, or write it and run `check` on the result.
+fn init_cmd(cli: &Cli, write: bool) -> CmdResult {
+    let root = match cli.repo.as_deref() {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_dir()
+            .map_err(|e| Failure(format!("init: cannot read the current directory: {e}")))?,
+    };
+    let proposal = crate::repo::init::propose(&root).map_err(|e| Failure(e.to_string()))?;
+    if !write {
+        outln!("{}", proposal.text.trim_end());
+        if !proposal.questions.is_empty() {
+            eprintln!(
+                "init: {} question(s) in the proposal (# QUESTION:); answer them before relying on it",
+                proposal.questions.len()
+            );
+        }
+        return Ok(Status::Clean);
+    }
+    let path = root.join(crate::repo::config::CONFIG_FILE);
+    // create_new: never over a file that appeared since the proposal was made.
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| Failure(format!("{}: cannot create: {e}", path.display())))?;
+    std::io::Write::write_all(&mut f, proposal.text.as_bytes())
+        .and_then(|()| f.sync_all())
+        .map_err(|e| Failure(format!("{}: cannot write: {e}", path.display())))?;
+    eprintln!("init: wrote {}; running check on it", path.display());
+    if !proposal.questions.is_empty() {
+        eprintln!(
+            "init: {} question(s) left in it (# QUESTION:); answer them before relying on it",
+            proposal.questions.len()
+        );
+    }
+    let repo = Repo::load(&root)?;
+    print_check(&repo, None)
 }
 
 fn check_findings(repo: &Repo, env: Option<&str>) -> Result<Vec<parity::Finding>, Failure> {

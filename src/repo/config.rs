@@ -59,7 +59,7 @@ fn default_inventory() -> PathBuf {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{path}: cannot read: {source}\n  hint: the repo root must hold {CONFIG_FILE}, which names the environments (see docs/ARCHITECTURE.md)")]
+    #[error("{path}: cannot read: {source}\n  hint: the repo root must hold {CONFIG_FILE}, which names the environments; `hk-console init --repo DIR` proposes one from the inventory and the Flux tree (`--write` writes it and runs check)")]
     Read {
         path: PathBuf,
         source: std::io::Error,

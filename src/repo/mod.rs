@@ -4,9 +4,11 @@
 pub mod config;
 pub mod env;
 pub mod flux;
+pub mod init;
 pub mod inventory;
 pub mod listing;
 pub mod resolve;
+pub mod roles;
 pub mod vars;
 
 use std::collections::BTreeMap;
@@ -44,7 +46,11 @@ pub struct Repo {
     resolver: Resolver,
     /// Ansible's magic `groups`, computed once and shared by every host's context.
     groups: Arc<BTreeMap<String, Vec<String>>>,
+    /// The roles of each set of playbooks a runbook runs, read once.
+    roles_cache: std::sync::Mutex<RolesCache>,
 }
+
+type RolesCache = BTreeMap<Vec<String>, Result<Arc<roles::PlayRoles>, roles::RoleError>>;
 
 impl Repo {
     pub fn load(root: &Path) -> Result<Repo, RepoError> {
@@ -54,6 +60,12 @@ impl Repo {
             });
         }
         let config = Config::load(root)?;
+        Repo::load_with(root, config)
+    }
+
+    /// A repo read with `config` instead of its `hk-console.yaml` (which `init` proposes
+    /// when there is none).
+    pub fn load_with(root: &Path, config: Config) -> Result<Repo, RepoError> {
         let inventory_path = root.join(&config.inventory);
         let inventory = Inventory::load(&inventory_path)?;
         let mut repo = Repo {
@@ -65,6 +77,7 @@ impl Repo {
             config,
             resolver: Resolver::new(),
             groups: Arc::default(),
+            roles_cache: std::sync::Mutex::default(),
         };
         repo.groups = Arc::new(all_groups(&repo.inventory));
         repo.environments = repo
@@ -105,6 +118,42 @@ impl Repo {
     pub fn resolve_all(&self, host: &str) -> Option<BTreeMap<String, Resolved>> {
         let raw = self.raw_vars(host)?;
         Some(self.resolver.resolve_all(&self.host_context(host), &raw))
+    }
+
+    /// The roles `playbooks` (relative to the Ansible directory) use, with their defaults
+    /// and vars; read once per set of playbooks.
+    pub fn play_roles(
+        &self,
+        playbooks: &[String],
+    ) -> Result<Arc<roles::PlayRoles>, roles::RoleError> {
+        let mut cache = match self.roles_cache.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(hit) = cache.get(playbooks) {
+            return hit.clone();
+        }
+        let got = roles::play_roles(&self.ansible_dir, playbooks).map(Arc::new);
+        cache.insert(playbooks.to_vec(), got.clone());
+        got
+    }
+
+    /// `var` of `host` as a play with `roles` sees it, at Ansible's precedence: role
+    /// defaults lowest, then the inventory (group_vars, host_vars), then role vars.
+    /// `None`: no layer defines it.
+    pub fn var_in_play(&self, host: &str, var: &str, roles: &roles::PlayRoles) -> Option<Resolved> {
+        let inventory = self.raw_vars(host)?;
+        let mut raw: BTreeMap<String, serde_json::Value> = roles
+            .defaults
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect();
+        raw.extend(inventory);
+        raw.extend(roles.vars.iter().map(|(k, v)| (k.clone(), v.value.clone())));
+        raw.contains_key(var).then(|| {
+            self.resolver
+                .resolve_var(&self.host_context(host), &raw, var)
+        })
     }
 
     pub fn resolver(&self) -> &Resolver {
