@@ -163,7 +163,7 @@ const EXPECTED: &[(&str, &str)] = &[
     ),
     (
         "unknown-top-field.yaml",
-        "unknown-top-field.yaml:3:1: unknown field `owner`\n  hint: expected one of `id`, `title`, `description`, `environments`, `read_only`, `target`, `steps` (see docs/runbooks.md)",
+        "unknown-top-field.yaml:3:1: unknown field `owner`\n  hint: expected one of `id`, `title`, `description`, `environments`, `read_only`, `target`, `defaults`, `steps` (see docs/runbooks.md)",
     ),
     (
         "wrong-type.yaml",

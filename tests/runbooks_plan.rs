@@ -415,8 +415,10 @@ fn an_undefined_template_variable_is_a_plan_error() {
         "id: t\nenvironments: [prod]\ntarget: { group: servers }\nsteps:\n  - id: s\n    kind: ssh\n    mutates: false\n    command: \"echo {{ vars.no_such_var }}\"\n",
     );
     let err = plan(&rb, &prod(), &homelab()).expect_err("undefined");
+    // Named: the variable, the step, the host and where the runbook uses it.
     assert!(
-        matches!(err, PlanError::Template { ref step, .. } if step == "s"),
+        matches!(&err, PlanError::UndefinedVar(u)
+            if u.step == "s" && u.var == "no_such_var" && u.host == "k3s-prod-1" && u.line == 8),
         "{err}"
     );
     let topo = homelab()

@@ -165,6 +165,38 @@ pub trait Topology {
     fn is_member(&self, host: &str, group: &str) -> bool;
     /// A host var of `host`, as resolved for that host.
     fn host_var(&self, host: &str, var: &str) -> Option<serde_json::Value>;
+    /// `var` of `host` as the plays of `playbooks` see it: the inventory plus the defaults
+    /// and vars of the roles they use, at Ansible's precedence. Err: the roles could not
+    /// be read (named). Default: the inventory only.
+    fn play_var(
+        &self,
+        host: &str,
+        var: &str,
+        playbooks: &[String],
+    ) -> Result<Option<serde_json::Value>, String> {
+        let _ = playbooks;
+        Ok(self.host_var(host, var))
+    }
+    /// Where [`Topology::play_var`] looks, for a message naming the places searched.
+    fn searched(&self, host: &str, playbooks: &[String]) -> Vec<String> {
+        let _ = (host, playbooks);
+        vec!["the inventory (group_vars, host_vars)".into()]
+    }
+}
+
+/// A `vars.X` that a runbook template needs and no layer defines: where the runbook uses
+/// it, for which host, and every place searched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{col}: runbook `{runbook}`, step `{step}`: `vars.{var}` is not defined for {host}\n  searched: {searched}\n  hint: set `{var}` in group_vars or host_vars, in the defaults of a role the runbook's playbooks use, or in the runbook's own `defaults:`")]
+pub struct UndefinedVar {
+    pub file: String,
+    pub line: usize,
+    pub col: usize,
+    pub runbook: String,
+    pub step: String,
+    pub var: String,
+    pub host: String,
+    pub searched: String,
 }
 
 /// Why a runbook cannot be planned for an environment.
@@ -228,6 +260,8 @@ pub enum PlanError {
         name: String,
         host: String,
     },
+    #[error("{0}")]
+    UndefinedVar(Box<UndefinedVar>),
     #[error("runbook `{runbook}`, step `{step}`: {message}")]
     Template {
         runbook: String,
@@ -431,6 +465,45 @@ impl Planner<'_> {
         Ok(hosts)
     }
 
+    /// `vars.NAME` for `host`: the inventory with the roles of the runbook's playbooks, then
+    /// the runbook's `defaults:`. Undefined: an error naming the variable, where the
+    /// runbook uses it and every place searched.
+    fn play_var(
+        &self,
+        step: &Step,
+        host: &str,
+        name: &str,
+    ) -> Result<Option<serde_json::Value>, PlanError> {
+        let playbooks = self.runbook.playbooks();
+        let found = self
+            .topo
+            .play_var(host, name, &playbooks)
+            .map_err(|message| PlanError::Template {
+                runbook: self.runbook.id.clone(),
+                step: step.id.clone(),
+                message,
+            })?;
+        Ok(found.or_else(|| self.runbook.defaults.get(name).cloned()))
+    }
+
+    /// The error for `vars.NAME` that no layer defines and a template needs.
+    fn undefined(&self, step: &Step, host: &str, name: &str) -> PlanError {
+        let playbooks = self.runbook.playbooks();
+        let (line, col) = self.runbook.var_marks.get(name).copied().unwrap_or((1, 1));
+        let mut searched = self.topo.searched(host, &playbooks);
+        searched.push(format!("the runbook's defaults: ({})", self.runbook.source));
+        PlanError::UndefinedVar(Box::new(UndefinedVar {
+            file: self.runbook.source.clone(),
+            line,
+            col,
+            runbook: self.runbook.id.clone(),
+            step: step.id.clone(),
+            var: name.to_string(),
+            host: host.to_string(),
+            searched: searched.join("; "),
+        }))
+    }
+
     /// Render a template string in strict mode: an undefined variable is an error.
     fn render(&self, step: &Step, text: &str, host: Option<&str>) -> Result<String, PlanError> {
         let err = |message: String| PlanError::Template {
@@ -456,14 +529,19 @@ impl Planner<'_> {
         env_map.insert("vip".into(), e.vip.clone().into());
         env_map.insert("api_port".into(), e.api_port.into());
         let mut ctx = serde_json::Map::new();
+        // `vars.X` no layer defines: named if the template really needs it.
+        let mut missing: Vec<(String, String)> = Vec::new();
         ctx.insert("env".into(), env_map.into());
         if let Some(h) = host {
             ctx.insert("host".into(), h.into());
             let mut vars = serde_json::Map::new();
             for name in used.iter().filter_map(|v| v.strip_prefix("vars.")) {
                 let name = name.split('.').next().unwrap_or(name);
-                if let Some(value) = self.topo.host_var(h, name) {
-                    vars.insert(name.to_string(), value);
+                match self.play_var(step, h, name)? {
+                    Some(v) => {
+                        vars.insert(name.to_string(), v);
+                    }
+                    None => missing.push((h.to_string(), name.to_string())),
                 }
             }
             ctx.insert("vars".into(), vars.into());
@@ -472,6 +550,11 @@ impl Planner<'_> {
         jenv.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
         let value = minijinja::Value::from_serialize(serde_json::Value::Object(ctx));
         jenv.render_str(text, value).map_err(|e| {
+            if e.kind() == minijinja::ErrorKind::UndefinedError {
+                if let Some((host, var)) = missing.first() {
+                    return self.undefined(step, host, var);
+                }
+            }
             let detail = e
                 .detail()
                 .map(str::to_string)

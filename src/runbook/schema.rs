@@ -23,6 +23,10 @@ pub struct RawRunbook {
     pub read_only: bool,
     #[serde(default)]
     pub target: Option<RawTarget>,
+    /// Values for variables no repo states, the lowest precedence of all (below role
+    /// defaults): what `vars.X` is when neither the inventory nor a role says.
+    #[serde(default)]
+    pub defaults: Option<serde_yaml::Mapping>,
     pub steps: Vec<RawStep>,
 }
 
@@ -227,8 +231,32 @@ pub struct Runbook {
     pub read_only: bool,
     pub target: Option<Target>,
     pub steps: Vec<Step>,
+    /// `defaults:`: values for `vars.X` that no repo states (lowest precedence).
+    pub defaults: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Where each `vars.X` is first used in the file (line, col), for messages.
+    pub var_marks: std::collections::BTreeMap<String, (usize, usize)>,
     /// The file it came from (for messages).
     pub source: String,
+}
+
+impl Runbook {
+    /// Every playbook the runbook's steps run, as written (templated ones left out: they
+    /// are named at plan time), in step order without repeats.
+    pub fn playbooks(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for s in &self.steps {
+            let pb = match &s.spec {
+                StepSpec::ListHosts { play, .. } | StepSpec::Ansible { play, .. } => {
+                    Some(&play.playbook)
+                }
+                _ => None,
+            };
+            if let Some(pb) = pb.filter(|p| !p.contains("{{") && !out.contains(p)) {
+                out.push(pb.clone());
+            }
+        }
+        out
+    }
 }
 
 impl Runbook {

@@ -57,6 +57,7 @@ pub fn validate_text(file_name: &str, text: &str) -> Result<Runbook, Vec<Diagnos
     let mut v = Validator {
         file: file_name.to_string(),
         diags: Vec::new(),
+        var_marks: std::collections::BTreeMap::new(),
     };
     let root = match yaml::parse_one(text) {
         Ok(root) => root,
@@ -131,6 +132,8 @@ fn serde_message(text: &str) -> (String, String) {
 struct Validator {
     file: String,
     diags: Vec<Diagnostic>,
+    /// Where each `vars.X` is first used (the field holding the template).
+    var_marks: std::collections::BTreeMap<String, (usize, usize)>,
 }
 
 fn kind_names() -> String {
@@ -152,6 +155,15 @@ fn yaml_scalar_text(value: &serde_yaml::Value) -> Option<String> {
         serde_yaml::Value::String(s) => Some(s.clone()),
         _ => None,
     }
+}
+
+/// An Ansible variable name: letters, digits and `_`, not starting with a digit.
+fn is_var_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The variables a template string uses (`env.vip`, `host`, `vars.x`), or its syntax error.
@@ -208,7 +220,11 @@ impl Validator {
                         ENV_TEMPLATE_KEYS.join(", env.")
                     )),
                 ),
-                ("host", None) | ("vars", Some(_)) if scope == Scope::Host => {}
+                ("vars", Some(name)) if scope == Scope::Host => {
+                    let name = name.split('.').next().unwrap_or(name).to_string();
+                    self.var_marks.entry(name).or_insert((mark.line, mark.col));
+                }
+                ("host", None) if scope == Scope::Host => {}
                 ("host", None) | ("vars", Some(_)) => self.push(
                     mark,
                     format!("`{var}` is only defined in a per-host step"),
@@ -291,6 +307,31 @@ impl Validator {
             }
         }
         let target = target.flatten();
+        // `defaults:` as PyYAML types it (the values become `vars.X` like inventory values).
+        let mut defaults = std::collections::BTreeMap::new();
+        if let Some(node) = root.get("defaults").filter(|n| !n.is_null()) {
+            match node.as_map() {
+                Some(entries) => {
+                    for (k, v) in entries {
+                        match k.as_key().filter(|k| is_var_name(k)) {
+                            Some(name) => {
+                                defaults.insert(name, v.to_json());
+                            }
+                            None => self.push(
+                                k.mark,
+                                "a `defaults:` key must be a variable name".into(),
+                                Some("letters, digits and `_`, not starting with a digit: `etcd_io_priority_nr_requests: 32`"),
+                            ),
+                        }
+                    }
+                }
+                None => self.push(
+                    node.mark,
+                    "`defaults:` must be a mapping of variable names to values".into(),
+                    None,
+                ),
+            }
+        }
         if !self.diags.is_empty() {
             return None;
         }
@@ -302,6 +343,8 @@ impl Validator {
             read_only: raw.read_only,
             target,
             steps,
+            defaults,
+            var_marks: std::mem::take(&mut self.var_marks),
             source: self.file.clone(),
         })
     }
