@@ -8,6 +8,7 @@ pub mod inventory;
 pub mod listing;
 pub mod resolve;
 pub mod vars;
+pub mod vault;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
