@@ -490,7 +490,7 @@ mod tests {
         let ansible = root.join("infra/ansible");
         let pw = password_file(&ansible).expect("ansible.cfg names it");
         assert!(pw.ends_with(".vault-pass-sample"), "{}", pw.display());
-        let s = scan(&[ansible.clone()], Some(&pw));
+        let s = scan(std::slice::from_ref(&ansible), Some(&pw));
         assert_eq!(s.locked, None, "{s:?}");
         assert_eq!(s.vaulted_files.len(), 1, "{s:?}");
         let r = s.redactor();
