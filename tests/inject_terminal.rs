@@ -226,3 +226,41 @@ fn host_output_and_a_journaled_error_reach_the_console_written_out() {
         assert_clean_frame("home over the journal", &render(&mut fresh, w, h));
     }
 }
+
+/// A note typed (or pasted) at a gate is journaled as given and shown written out, in the
+/// run and by a fresh console over the journal.
+#[test]
+fn a_journaled_gate_note_is_shown_written_out() {
+    use crossterm::event::KeyCode;
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = App::operate(parts(dir.path()), operate_caps(&ALL_KINDS, &ALL_KINDS));
+    app.open_runbook("etcd-io-priority", Some("prod"), None);
+    app.handle_key(key('s'));
+    play_one(&mut app, &["      k3s-prod-3"]).expect("list-hosts ran");
+    play_one(&mut app, &[]).expect("verified");
+    type_str(&mut app, "1");
+    app.handle_key(code(KeyCode::Tab));
+    let note = HOSTILE.concat().replace('\r', "");
+    type_str(&mut app, &note);
+    app.handle_key(code(KeyCode::Tab));
+    for (w, h) in [(140, 40), (80, 24)] {
+        assert_clean_frame("the gate with the note", &render(&mut app, w, h));
+    }
+    app.handle_key(code(KeyCode::Enter));
+    assert!(app.overlay.is_none(), "the gate opened");
+    let runs = hk_console::journal::list_runs(dir.path()).expect("runs");
+    let replay =
+        hk_console::journal::replay(&runs.runs.first().expect("journaled").path).expect("replays");
+    assert!(
+        replay.records.iter().any(|r| matches!(
+            &r.input,
+            Input::TypedText { note: Some(n), .. } if n.contains("parity: clean")
+        )),
+        "the note is journaled"
+    );
+    for (w, h) in [(140, 40), (80, 24)] {
+        assert_clean_frame("the run after the note", &render(&mut app, w, h));
+    }
+    let mut fresh = App::operate(parts(dir.path()), operate_caps(&ALL_KINDS, &ALL_KINDS));
+    assert_clean_frame("home over the journal", &render(&mut fresh, 140, 40));
+}
