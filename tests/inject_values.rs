@@ -508,3 +508,49 @@ fn the_reported_plan_quotes_the_value() {
         "{cmd}"
     );
 }
+
+/// `runbooks validate` passes a runbook that splices raw shell, with a warning naming the
+/// exact place, and refuses one that quotes an expression itself (exit 2, file:line:col).
+#[test]
+fn runbooks_validate_warns_about_raw_and_refuses_quoted_splices() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let base = "id: t\nenvironments: [prod]\ntarget:\n  group: servers\nsteps:\n  - id: s\n    kind: ssh\n    mutates: false\n";
+    let raw = tmp.path().join("raw.yaml");
+    std::fs::write(
+        &raw,
+        format!("{base}    command: ls {{{{ vars.k3s_data_dir | shell_raw }}}}\n"),
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_hk-console"))
+        .args(["runbooks", "validate"])
+        .arg(&raw)
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("warning: {}:9:40: `shell_raw`", raw.display())),
+        "{err}"
+    );
+
+    let quoted = tmp.path().join("quoted.yaml");
+    std::fs::write(
+        &quoted,
+        format!("{base}    command: echo \"{{{{ vars.k3s_data_dir }}}}\"\n"),
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_hk-console"))
+        .args(["runbooks", "validate"])
+        .arg(&quoted)
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:9:14: `{{{{ vars.k3s_data_dir }}}}` sits inside shell quotes",
+            quoted.display()
+        )),
+        "{err}"
+    );
+}
