@@ -55,13 +55,25 @@ macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
-        if let Err(e) = writeln!(out, $($arg)*) {
+        // Repo values, host output and journal text are in the line: no control character
+        // of theirs reaches the terminal (line breaks are kept; see crate::text).
+        let line = format!($($arg)*);
+        if let Err(e) = writeln!(out, "{}", crate::text::visible_lines(&line)) {
             if e.kind() == std::io::ErrorKind::BrokenPipe {
                 std::process::exit(0);
             }
             eprintln!("error: cannot write to stdout: {e}");
             std::process::exit(Status::CouldNotRun as i32);
         }
+    }};
+}
+
+/// Print a line to stderr with the control characters of the data in it written out
+/// visibly (an error message quotes group names, paths and values from the repo).
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        let line = format!($($arg)*);
+        eprintln!("{}", crate::text::visible_lines(&line));
     }};
 }
 
@@ -276,7 +288,11 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(status) => status.into(),
         Err(Failure(message)) => {
-            let _ = writeln!(std::io::stderr(), "error: {message}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: {}",
+                crate::text::visible_lines(&message)
+            );
             Status::CouldNotRun.into()
         }
     }
@@ -328,6 +344,9 @@ fn load_repo(cli: &Cli) -> Result<Repo, Failure> {
 
 fn print_json(v: &impl serde::Serialize) -> Result<(), Failure> {
     let text = serde_json::to_string_pretty(v)?;
+    // serde_json escapes C0 only; DEL, C1 and the bidi controls are escaped here, the JSON
+    // way, so the text stays the same JSON.
+    let text = crate::text::json_visible(&text);
     outln!("{text}");
     Ok(())
 }
@@ -523,7 +542,7 @@ fn inventory_cmd(
         }
     };
     for f in inventory.vaulted_files() {
-        eprintln!(
+        errln!(
             "note: {}: vaulted, not read (its variables are not shown)",
             f.display()
         );
@@ -581,7 +600,7 @@ fn inventory_cmd(
     }
     print_json(&output)?;
     for u in &unrenderable {
-        eprintln!("warning: {u} (left unrendered)");
+        errln!("warning: {u} (left unrendered)");
     }
     Ok(if unrenderable.is_empty() {
         Status::Clean
@@ -666,15 +685,18 @@ fn runbooks_validate(cli: &Cli, paths: &[PathBuf]) -> CmdResult {
     }
     let mut errors = 0;
     for (name, text) in &files {
+        for w in crate::runbook::validate::raw_shell_splices(name, text) {
+            errln!("warning: {w}");
+        }
         if let Err(diags) = validate_text(name, text) {
             errors += diags.len();
             for d in diags {
-                eprintln!("{d}");
+                errln!("{d}");
             }
         }
     }
     if errors > 0 {
-        eprintln!("{errors} error(s) in {} file(s) checked", files.len());
+        errln!("{errors} error(s) in {} file(s) checked", files.len());
         return Ok(Status::CouldNotRun);
     }
     outln!("ok: {} runbook file(s) valid", files.len());
@@ -993,7 +1015,7 @@ fn observe_once(
         outln!("{}", render_snapshot(&snapshot, &targets).trim_end());
     }
     for p in &problems {
-        eprintln!("error: {p}");
+        errln!("error: {p}");
     }
     let code = match snapshot.exit_code() {
         0 if !problems.is_empty() => 2,
@@ -1171,7 +1193,7 @@ fn demo_cmd(
                 runbooks,
                 req,
                 &runs_dir,
-                |line| eprintln!("{line}"),
+                |line| errln!("{line}"),
             ))
             .map_err(|e| Failure(e.to_string()))?;
         if json {
@@ -1217,7 +1239,7 @@ fn demo_cmd(
             outln!("{}", render_snapshot(&snapshot, &targets).trim_end());
         }
         for p in &problems {
-            eprintln!("error: {p}");
+            errln!("error: {p}");
         }
         return Ok(match (snapshot.exit_code(), problems.is_empty()) {
             (0, true) => Status::Clean,
@@ -1528,7 +1550,7 @@ fn ssh_trust(cli: &Cli, host: &str, target: Option<&Path>) -> CmdResult {
         settings.host_alias, settings.address, settings.port
     );
     let outcome = runtime.block_on(trust_host(&settings, &options, &target, |scanned| {
-        eprintln!("{where_} presents {}", scanned.fingerprint);
+        errln!("{where_} presents {}", scanned.fingerprint);
         eprint!("Type yes to append it to {}: ", target.display());
         let mut answer = String::new();
         std::io::stdin().read_line(&mut answer).is_ok() && answer.trim() == "yes"

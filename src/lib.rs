@@ -12,6 +12,7 @@
 //! - [`observe`]: the typed live observations (VIP lease, agent env, VPN egress).
 //! - [`sim`]: the embedded simulated homelab (loopback SSH nodes, ...).
 //! - [`ui`]: the interactive console: app state, actions, keymaps, panes, themes.
+//! - [`text`]: strings from data made safe to print (control characters written out).
 //! - [`tui`]: the terminal owner and the event loop.
 //! - [`cli`]: the commands and flags; `main.rs` only dispatches.
 //!
@@ -29,6 +30,7 @@ pub mod observe;
 pub mod repo;
 pub mod runbook;
 pub mod sim;
+pub mod text;
 pub mod tui;
 pub mod ui;
 pub mod yaml;

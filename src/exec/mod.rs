@@ -305,7 +305,9 @@ impl<C> Executor<C> {
                 let eo = ssh::ExecOptions {
                     timeout: *timeout,
                     cancel: opts.cancel.clone(),
-                    redactor: self.redactor.clone(),
+                    // Withheld diff lines are Ansible's `--diff`; an SSH step's `-rw-r--r--`
+                    // line is not one. Its vaulted values are still masked.
+                    redactor: self.redactor.without_withholding(),
                     sink: opts.sink.clone(),
                 };
                 Ok(StepOutcome::Ssh(self.ssh.exec(host, command, &eo).await?))

@@ -1,17 +1,34 @@
 //! no_log-style redaction: every value taken from a vaulted file or marked secret is masked
 //! before a line reaches a log, the journal or the screen.
 //!
-//! Owns: [`Redactor`]. Must not: decide what is secret (the inventory marks it) or do IO.
+//! Owns: [`Redactor`]. Must not: decide what is secret (`repo::vault` learns the vaulted
+//! values) or do IO.
 
 /// What a masked secret is replaced with. Fixed width, so the length of a secret leaks nothing.
 pub const MASK: &str = "********";
 
 /// Masks known secret values wherever they occur in a line of output or an argv.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Redactor {
     /// Longest first, so a secret that contains a shorter one is masked whole.
     secrets: Vec<String>,
+    /// Set when some vaulted value is unknown (no vault password): the added and removed
+    /// lines of a diff are withheld, with this reason, since one may hold that value.
+    withhold_diffs: Option<String>,
 }
+
+/// The secrets are never shown, not even in a debug print: only how many there are.
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redactor")
+            .field("secrets", &self.secrets.len())
+            .field("withhold_diffs", &self.withhold_diffs)
+            .finish()
+    }
+}
+
+/// What a withheld diff line is replaced with (the reason follows it).
+pub const WITHHELD: &str = "[diff line withheld: ";
 
 impl Redactor {
     /// A redactor for these secret values. Empty values are ignored (they would match
@@ -39,7 +56,31 @@ impl Redactor {
         }
         all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         all.dedup();
-        Redactor { secrets: all }
+        Redactor {
+            secrets: all,
+            withhold_diffs: None,
+        }
+    }
+
+    /// This redactor, also withholding the changed lines of every diff (`+`/`-` lines and
+    /// the `--- before`/`+++ after` headers of Ansible's `--diff`) because some vaulted
+    /// value could not be learned: `why` says which, on every withheld line.
+    pub fn withholding_diffs(mut self, why: String) -> Self {
+        self.withhold_diffs = Some(why);
+        self
+    }
+
+    /// The same secrets masked, no line withheld (for output that is not a diff).
+    pub fn without_withholding(&self) -> Self {
+        Redactor {
+            secrets: self.secrets.clone(),
+            withhold_diffs: None,
+        }
+    }
+
+    /// Why diffs are withheld, if they are.
+    pub fn withheld_because(&self) -> Option<&str> {
+        self.withhold_diffs.as_deref()
     }
 
     /// A redactor that masks nothing.
@@ -49,11 +90,22 @@ impl Redactor {
 
     /// Whether any secret is registered.
     pub fn is_empty(&self) -> bool {
-        self.secrets.is_empty()
+        self.secrets.is_empty() && self.withhold_diffs.is_none()
     }
 
-    /// The line with every occurrence of every secret replaced by [`MASK`].
+    /// The line with every occurrence of every secret replaced by [`MASK`] (and, when
+    /// diffs are withheld, a diff line replaced whole).
     pub fn redact(&self, line: &str) -> String {
+        if let Some(why) = &self.withhold_diffs {
+            if is_diff_line(line) {
+                return format!("{WITHHELD}{why}]");
+            }
+        }
+        self.mask(line)
+    }
+
+    /// Every occurrence of every secret replaced by [`MASK`].
+    fn mask(&self, line: &str) -> String {
         let mut out = line.to_string();
         for s in &self.secrets {
             if out.contains(s.as_str()) {
@@ -83,8 +135,15 @@ impl Redactor {
 
     /// An argv redacted element by element (`-e become_pass=...` must not be shown).
     pub fn redact_argv(&self, argv: &[String]) -> Vec<String> {
-        argv.iter().map(|a| self.redact(a)).collect()
+        // An argv is not a diff: `--check` is a flag, not a removed line.
+        argv.iter().map(|a| self.mask(a)).collect()
     }
+}
+
+/// A changed line of a unified diff as Ansible's `--diff` prints it. Ansible's own lines
+/// (`TASK [..]`, `ok: [host]`, the recap) never start with `+` or `-`.
+fn is_diff_line(line: &str) -> bool {
+    line.starts_with('+') || line.starts_with('-')
 }
 
 #[cfg(test)]
@@ -127,5 +186,24 @@ mod tests {
             vec!["-e".to_string(), format!("ansible_become_pass={MASK}")]
         );
         assert!(Redactor::none().is_empty());
+    }
+
+    #[test]
+    fn diffs_withheld_when_a_vaulted_value_is_unknown() {
+        let r = Redactor::new(["s3cr3t"]).withholding_diffs("no vault password".into());
+        assert_eq!(
+            r.redact("+password=anything"),
+            format!("{WITHHELD}no vault password]")
+        );
+        assert_eq!(
+            r.redact("--- before: /etc/x"),
+            format!("{WITHHELD}no vault password]")
+        );
+        assert_eq!(
+            r.redact("changed: [h] s3cr3t"),
+            format!("changed: [h] {MASK}")
+        );
+        assert_eq!(r.withheld_because(), Some("no vault password"));
+        assert!(!format!("{r:?}").contains("s3cr3t"));
     }
 }

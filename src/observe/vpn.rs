@@ -31,8 +31,8 @@ use crate::checks::live::{
 use crate::exec::settings::{SshConfig, SshDefaults};
 use crate::exec::ssh::shell_quote;
 use crate::exec::{
-    self, AnsibleRunner, Classified, CommandOutput, Executor, ReadOnly, Redactor, RunOptions,
-    SshOptions, SshPool, StepOutcome,
+    self, AnsibleRunner, Classified, CommandOutput, Executor, ReadOnly, RunOptions, SshOptions,
+    SshPool, StepOutcome,
 };
 use crate::repo::env::EnvProblem;
 use crate::repo::resolve::Resolved;
@@ -264,7 +264,10 @@ impl Gateways {
                 }
             }
         }
-        let exec = Executor::read_only(pool, AnsibleRunner::from_env(), Redactor::none());
+        // The gateways' output (journal lines, curl) may quote a vaulted value (the VPN
+        // credentials live in the vault): masked like every executor's.
+        let redactor = crate::repo::vault::scan_repo(repo).redactor();
+        let exec = Executor::read_only(pool, AnsibleRunner::from_env(), redactor);
         Gateways {
             exec: Arc::new(exec),
             unreachable,

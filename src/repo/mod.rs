@@ -10,6 +10,7 @@ pub mod listing;
 pub mod resolve;
 pub mod roles;
 pub mod vars;
+pub mod vault;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -506,6 +506,26 @@ impl Planner<'_> {
 
     /// Render a template string in strict mode: an undefined variable is an error.
     fn render(&self, step: &Step, text: &str, host: Option<&str>) -> Result<String, PlanError> {
+        self.render_as(step, text, host, Splice::Text)
+    }
+
+    /// Render a template whose result a shell parses: every value is one shell word.
+    fn render_shell(
+        &self,
+        step: &Step,
+        text: &str,
+        host: Option<&str>,
+    ) -> Result<String, PlanError> {
+        self.render_as(step, text, host, Splice::Shell)
+    }
+
+    fn render_as(
+        &self,
+        step: &Step,
+        text: &str,
+        host: Option<&str>,
+        splice: Splice,
+    ) -> Result<String, PlanError> {
         let err = |message: String| PlanError::Template {
             runbook: self.runbook.id.clone(),
             step: step.id.clone(),
@@ -548,6 +568,12 @@ impl Planner<'_> {
         }
         let mut jenv = minijinja::Environment::new();
         jenv.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        jenv.add_filter(SHELL_RAW, |v: minijinja::Value| {
+            minijinja::Value::from_object(RawShell(v.to_string()))
+        });
+        if splice == Splice::Shell {
+            jenv.set_formatter(shell_formatter);
+        }
         let value = minijinja::Value::from_serialize(serde_json::Value::Object(ctx));
         jenv.render_str(text, value).map_err(|e| {
             if e.kind() == minijinja::ErrorKind::UndefinedError {
@@ -777,13 +803,18 @@ impl Planner<'_> {
                 expect,
                 timeout_s,
             } => {
-                let command = self.render(step, command, h)?;
+                let raw_splice = command.contains(SHELL_RAW);
+                let command = self.render_shell(step, command, h)?;
                 let host = h.unwrap_or_default().to_string();
                 let mut s = base(
                     StepKind::Ssh,
                     step.mutates,
                     format!("ssh {host}: {command}"),
                 );
+                if raw_splice {
+                    // The operator sees that this command splices repo text as shell.
+                    s.title = format!("{} [splices raw shell: {SHELL_RAW}]", s.title);
+                }
                 let opt =
                     |v: &Option<String>| v.as_ref().map(|t| self.render(step, t, h)).transpose();
                 s.expect = Some(Expect {
@@ -1009,6 +1040,74 @@ impl Planner<'_> {
             out.push(draft);
         }
         Ok(out)
+    }
+}
+
+/// The filter a runbook writes to splice a value into a command as shell text, unquoted
+/// (`{{ vars.x | shell_raw }}`). `runbooks validate` warns where it is used and the plan
+/// names it in the step's title.
+pub const SHELL_RAW: &str = "shell_raw";
+
+/// Where a rendered template ends up: plain text, or a command line a shell parses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Splice {
+    Text,
+    Shell,
+}
+
+/// A value the runbook asked to splice as shell text ([`SHELL_RAW`]). Only this type
+/// passes the shell formatter unquoted: minijinja's own `safe` and `escape` mark HTML
+/// safety, which says nothing about a shell.
+#[derive(Debug)]
+struct RawShell(String);
+
+impl minijinja::value::Object for RawShell {
+    fn repr(self: &std::sync::Arc<Self>) -> minijinja::value::ObjectRepr {
+        minijinja::value::ObjectRepr::Plain
+    }
+
+    fn render(self: &std::sync::Arc<Self>, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Writes every value as exactly one shell word (see [`shell_word`]), except a
+/// [`RawShell`] one.
+fn shell_formatter(
+    out: &mut minijinja::Output<'_>,
+    _state: &minijinja::State<'_, '_>,
+    value: &minijinja::Value,
+) -> Result<(), minijinja::Error> {
+    let text = match value.downcast_object_ref::<RawShell>() {
+        Some(raw) => raw.0.clone(),
+        None => {
+            let plain = value.to_string();
+            if plain.contains('\0') {
+                // A shell reads its command as a C string: a NUL would cut the command short.
+                return Err(minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    "the value holds a NUL byte, which no shell command can carry",
+                ));
+            }
+            shell_word(&plain)
+        }
+    };
+    out.write_str(&text)
+        .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string()))
+}
+
+/// `value` as one POSIX shell word: unchanged when it holds only characters no shell
+/// treats specially (so plain values render exactly as before), else single-quoted, each
+/// `'` written as `'"'"'`. Inside single quotes nothing is special, newlines included.
+pub fn shell_word(value: &str) -> String {
+    let plain = !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "@%+=:,./_-".contains(c));
+    if plain {
+        value.to_string()
+    } else {
+        format!("'{}'", value.replace('\'', "'\"'\"'"))
     }
 }
 

@@ -179,6 +179,129 @@ pub(crate) fn template_vars(text: &str) -> Result<HashSet<String>, String> {
     Ok(tmpl.undeclared_variables(true))
 }
 
+/// Where a runbook splices repo text into a shell command unquoted (the `shell_raw`
+/// filter): warnings with the exact `file:line:col` in the runbook file, for
+/// `runbooks validate` to show. Comments are skipped.
+pub fn raw_shell_splices(file_name: &str, text: &str) -> Vec<Diagnostic> {
+    let filter = super::plan::SHELL_RAW;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let code = match line.trim_start().starts_with('#') {
+            true => "",
+            false => line,
+        };
+        for (at, _) in code.match_indices(filter) {
+            out.push(Diagnostic {
+                file: file_name.to_string(),
+                line: i + 1,
+                col: code[..at].chars().count() + 1,
+                message: format!(
+                    "`{filter}` splices a value into the command as shell, unquoted: what the repo holds there runs as code"
+                ),
+                hint: Some("keep it only where the value must be shell syntax; a plain `{{ x }}` is one quoted word".into()),
+            });
+        }
+    }
+    out
+}
+
+/// The template expressions of an ssh command that sit inside single or double quotes or
+/// backticks (the shell quoting the formatter adds would then be nested in the runbook's
+/// own and no longer hold). A small POSIX lexer over the template text: quotes, `\`
+/// escapes, `$( )` and backticks, comments; `{{ }}` and `{% %}` are opaque.
+pub(crate) fn quoted_splices(command: &str) -> Vec<String> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Ctx {
+        Plain,
+        Single,
+        Double,
+        /// `$( )`, with the count of `(` opened inside it.
+        Subst(usize),
+        Backtick,
+    }
+    let b = command.as_bytes();
+    let mut stack = vec![Ctx::Plain];
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let ctx = *stack.last().unwrap_or(&Ctx::Plain);
+        if b[i] == b'{' && matches!(b.get(i + 1), Some(b'{' | b'%' | b'#')) {
+            let close = match b[i + 1] {
+                b'{' => "}}",
+                b'%' => "%}",
+                _ => "#}",
+            };
+            let end = command[i + 2..]
+                .find(close)
+                .map(|e| i + 2 + e + 2)
+                .unwrap_or(b.len());
+            let expr = &command[i..end];
+            let quoted = matches!(ctx, Ctx::Single | Ctx::Double | Ctx::Backtick)
+                || stack.contains(&Ctx::Backtick);
+            if b[i + 1] == b'{' && quoted && !expr.contains(super::plan::SHELL_RAW) {
+                found.push(expr.to_string());
+            }
+            i = end;
+            continue;
+        }
+        let c = b[i];
+        match ctx {
+            Ctx::Single => {
+                if c == b'\'' {
+                    stack.pop();
+                }
+            }
+            Ctx::Double => match c {
+                b'\\' => i += 1,
+                b'"' => {
+                    stack.pop();
+                }
+                b'`' => stack.push(Ctx::Backtick),
+                b'$' if b.get(i + 1) == Some(&b'(') => {
+                    stack.push(Ctx::Subst(0));
+                    i += 1;
+                }
+                _ => {}
+            },
+            Ctx::Plain | Ctx::Subst(_) | Ctx::Backtick => match c {
+                b'\\' => i += 1,
+                b'\'' => stack.push(Ctx::Single),
+                b'"' => stack.push(Ctx::Double),
+                b'`' if ctx == Ctx::Backtick => {
+                    stack.pop();
+                }
+                b'`' => stack.push(Ctx::Backtick),
+                b'$' if b.get(i + 1) == Some(&b'(') => {
+                    stack.push(Ctx::Subst(0));
+                    i += 1;
+                }
+                b'(' => {
+                    if let Some(Ctx::Subst(n)) = stack.last_mut() {
+                        *n += 1;
+                    }
+                }
+                b')' => match stack.last_mut() {
+                    Some(Ctx::Subst(0)) => {
+                        stack.pop();
+                    }
+                    Some(Ctx::Subst(n)) => *n -= 1,
+                    _ => {}
+                },
+                b'#' if i == 0 || b[i - 1].is_ascii_whitespace() || b";&|(".contains(&b[i - 1]) => {
+                    // A comment runs to the end of the line.
+                    while i < b.len() && b[i] != b'\n' {
+                        i += 1;
+                    }
+                    continue;
+                }
+                _ => {}
+            },
+        }
+        i += 1;
+    }
+    found
+}
+
 impl Validator {
     fn push(&mut self, mark: Mark, message: String, hint: Option<&str>) {
         self.diags.push(Diagnostic {
@@ -624,6 +747,17 @@ impl Validator {
         }
         for (mark, text) in &strings {
             self.check_template(*mark, text, scope);
+        }
+        if raw.kind == "ssh" {
+            if let Some(command) = &raw.command {
+                for expr in quoted_splices(command) {
+                    self.push(
+                        at("command"),
+                        format!("`{expr}` sits inside shell quotes or backticks in the command: the value is quoted already, and quoting it twice lets a value break out"),
+                        Some("write the expression outside any quotes (`[ \"$x\" = {{ vars.y }} ]`): every value lands as exactly one shell word"),
+                    );
+                }
+            }
         }
 
         let play = || Play {

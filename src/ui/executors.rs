@@ -30,7 +30,7 @@ use crate::cluster::wait::{self, Condition, WaitEnd, WaitOptions};
 use crate::cluster::{KubeOverrides, KubeTarget, WatchSettings};
 use crate::exec::{
     self, ansible::ListHostsVerdict, AnsibleRunner, Classified, Executor, Mutating, ReadOnly,
-    Redactor, RunOptions, SshPool, StepOutcome,
+    RunOptions, SshPool, StepOutcome,
 };
 use crate::repo::Repo;
 use crate::runbook::machine::Input;
@@ -378,10 +378,21 @@ pub fn capabilities_with(
             Err(e) => warnings.push(e.to_string()),
         }
     }
+    // The vaulted values, learned with the repo's vault password only to be masked in
+    // every line either executor shows, journals or logs (or, without the password, every
+    // diff line withheld).
+    let vault = crate::repo::vault::scan_repo(repo);
+    if let Some(why) = &vault.locked {
+        warnings.push(format!(
+            "vault: {why}; every --diff line is withheld from the screen and the run's files"
+        ));
+    }
+    warnings.extend(vault.problems.iter().map(|p| format!("vault: {p}")));
+    let redactor = vault.redactor();
     let ro_exec = Arc::new(Executor::read_only(
         Arc::clone(&pool),
         AnsibleRunner::from_env(),
-        Redactor::none(),
+        redactor.clone(),
     ));
     let mut read_only = ReadOnlyExecutors::default();
     for kind in KINDS {
@@ -416,7 +427,7 @@ pub fn capabilities_with(
     let mu_exec = Arc::new(Executor::mutating(
         pool,
         AnsibleRunner::from_env(),
-        Redactor::none(),
+        redactor,
         Mutating::grant("interactive console (operate mode)"),
     ));
     let mut mutating = MutatingExecutors::default();

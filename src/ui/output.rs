@@ -77,19 +77,12 @@ impl OutputBuffer {
         self.follow = true;
     }
 
-    /// Append one line (control characters other than tab are replaced so they cannot
-    /// move the terminal's cursor).
+    /// Append one line. Tabs become spaces (a terminal cell per char keeps the layout
+    /// exact); every other control character, and the bidi controls, are written out
+    /// visibly ([`crate::text::visible`]: `\e`, `\r`, `\u{202e}`), so a host's output can
+    /// neither move the terminal's cursor nor hide or reorder what the operator reads.
     pub fn push(&mut self, line: &str) {
-        // Tabs become spaces (a terminal cell per char keeps the layout exact); other
-        // control characters are replaced.
-        let mut clean = String::with_capacity(line.len());
-        for c in line.chars() {
-            match c {
-                '\t' => clean.push_str("    "),
-                c if c.is_control() => clean.push('�'),
-                c => clean.push(c),
-            }
-        }
+        let mut clean = crate::text::visible(&line.replace('\t', "    ")).into_owned();
         if clean.len() > MAX_LINE_BYTES {
             let mut cut = MAX_LINE_BYTES;
             while !clean.is_char_boundary(cut) {
@@ -299,6 +292,15 @@ mod tests {
     fn control_characters_cannot_reach_the_terminal() {
         let mut b = OutputBuffer::with_capacity(2);
         b.push("a\x1b[2Jb\r");
-        assert_eq!(b.window(1).next(), Some("a�[2Jb�"));
+        assert_eq!(b.window(1).next(), Some("a\\e[2Jb\\r"));
+        b.push("\x1b]0;title\x07\u{202e}cba\tx");
+        assert_eq!(
+            b.window(1).next(),
+            Some("\\e]0;title\\x07\\u{202e}cba    x")
+        );
+        assert!(!b
+            .window(2)
+            .flat_map(str::chars)
+            .any(crate::text::needs_escape));
     }
 }

@@ -57,6 +57,32 @@ pub fn draw(f: &mut Frame, app: &App) {
     if banner > 0 {
         panes::banner::draw(f, banner_area, app);
     }
+    scrub(f.buffer_mut());
+}
+
+/// The frame's last line of defence: a repo value, a host's line, a cluster object or a
+/// journal text drawn by any pane reaches the terminal through these cells, and ratatui
+/// writes a span's control characters into them as they are. Each cell keeps its
+/// printable part; a cell that held only such characters shows one visible stand-in
+/// (`␛` for ESC, `�` for the rest), so the layout is unchanged. The panes that show data
+/// at length (the output pane) escape it in full first ([`crate::text::visible`]).
+fn scrub(buf: &mut ratatui::buffer::Buffer) {
+    for cell in buf.content.iter_mut() {
+        let symbol = cell.symbol();
+        if !symbol.chars().any(crate::text::needs_escape) {
+            continue;
+        }
+        let kept: String = symbol
+            .chars()
+            .filter(|c| !crate::text::needs_escape(*c))
+            .collect();
+        if kept.is_empty() {
+            let first = symbol.chars().next().unwrap_or('\u{fffd}');
+            cell.set_symbol(crate::text::stand_in(first));
+        } else {
+            cell.set_symbol(&kept);
+        }
+    }
 }
 
 fn draw_title(f: &mut Frame, area: Rect, app: &App) {

@@ -1,0 +1,146 @@
+//! Text from data, made safe to print on a terminal.
+//!
+//! Owns: [`visible`], the one way a string that came from a repo file, a host's output, a
+//! cluster object or a journal is turned into something a terminal only displays. A repo
+//! value holding `ESC [2J` would otherwise clear the screen and forge what the operator
+//! reads; a bidi override would reorder what follows it.
+//! Must not: touch the colour the program itself adds (callers escape the data, then style).
+
+use std::borrow::Cow;
+
+/// `s` with every character a terminal would act on instead of showing written out
+/// visibly: ESC as `\e`, tab, newline and CR as `\t`, `\n`, `\r` (each moves the cursor),
+/// the other C0 controls, DEL and the C1 controls as `\xNN`, and the bidi embeddings,
+/// overrides and isolates (U+202A-U+202E, U+2066-U+2069) and the line and paragraph
+/// separators (U+2028, U+2029) as `\u{NNNN}`.
+/// A backslash is left as is: the escapes are for reading, not for parsing back.
+/// Borrowed when nothing needs escaping, which is nearly always.
+pub fn visible(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(needs_escape) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if !needs_escape(c) {
+            out.push(c);
+            continue;
+        }
+        match c {
+            '\u{1b}' => out.push_str("\\e"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Like [`visible`] for text of several lines: each line escaped, the line breaks kept
+/// (a lone `\r` inside a line is still shown, so it cannot overwrite what precedes it).
+pub fn visible_lines(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c != '\n' && needs_escape(c)) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(
+        s.split('\n')
+            .map(|l| visible(l).into_owned())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+/// JSON text (as serde_json writes it) with the characters [`visible`] escapes and
+/// serde_json leaves raw (DEL, C1, bidi, U+2028/2029) written as `\uNNNN` escapes: the
+/// same JSON value, safe on a terminal. serde_json already escapes C0 inside strings, so a
+/// raw line break here is the pretty-printer's own and is kept.
+pub fn json_visible(json: &str) -> Cow<'_, str> {
+    if !json.chars().any(|c| c != '\n' && needs_escape(c)) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 8);
+    for c in json.chars() {
+        if c != '\n' && needs_escape(c) {
+            // Every escaped character is in the Basic Multilingual Plane: one \u escape.
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// One visible character for a control character, for where only one terminal cell is
+/// free: the Unicode control picture of a C0 control or DEL (`␛`, `␇`, `␍`), else `�`.
+pub fn stand_in(c: char) -> &'static str {
+    const PICTURES: [&str; 32] = [
+        "␀", "␁", "␂", "␃", "␄", "␅", "␆", "␇", "␈", "␉", "␊", "␋", "␌", "␍", "␎", "␏", "␐", "␑",
+        "␒", "␓", "␔", "␕", "␖", "␗", "␘", "␙", "␚", "␛", "␜", "␝", "␞", "␟",
+    ];
+    match c as u32 {
+        u @ 0..=0x1f => PICTURES[u as usize],
+        0x7f => "␡",
+        _ => "\u{fffd}",
+    }
+}
+
+/// Whether a terminal could act on `c` instead of showing it.
+pub fn needs_escape(c: char) -> bool {
+    let u = c as u32;
+    u < 0x20
+        || (0x7f..=0x9f).contains(&u)
+        || (0x202a..=0x202e).contains(&u)
+        || (0x2066..=0x2069).contains(&u)
+        || u == 0x2028
+        || u == 0x2029
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_is_borrowed_unchanged() {
+        let s = "k3s-prod-1: ok, 32 — ünïcode";
+        assert!(matches!(visible(s), Cow::Borrowed(_)));
+        assert_eq!(visible(s), s);
+    }
+
+    #[test]
+    fn controls_and_bidi_are_written_out() {
+        assert_eq!(
+            visible("\u{1b}[2J\u{1b}[Hparity: clean\u{1b}[8m"),
+            "\\e[2J\\e[Hparity: clean\\e[8m"
+        );
+        assert_eq!(visible("\u{1b}]0;pwned\u{7}"), "\\e]0;pwned\\x07");
+        assert_eq!(visible("ok\rFAIL\u{8}"), "ok\\rFAIL\\x08");
+        assert_eq!(visible("a\u{7f}b\u{9b}c"), "a\\x7fb\\x9bc");
+        assert_eq!(
+            visible("x\u{202e}gnp.exe\u{2066}\u{2069}\u{2028}"),
+            "x\\u{202e}gnp.exe\\u{2066}\\u{2069}\\u{2028}"
+        );
+        assert_eq!(visible("a\nb\tc"), "a\\nb\\tc");
+        let out = visible("\u{1b}\u{7}\u{9d}\u{202d}");
+        assert!(!out.chars().any(needs_escape), "{out}");
+    }
+
+    #[test]
+    fn json_stays_the_same_json() {
+        let v = serde_json::json!({"k": "a\u{1b}[2J\u{7f}\u{9b}\u{202e}b\nc"});
+        let text = serde_json::to_string_pretty(&v).expect("json");
+        let safe = json_visible(&text);
+        assert!(
+            !safe.chars().any(|c| c != '\n' && needs_escape(c)),
+            "{safe}"
+        );
+        let back: serde_json::Value = serde_json::from_str(&safe).expect("still JSON");
+        assert_eq!(back, v);
+    }
+
+    #[test]
+    fn lines_keep_their_breaks() {
+        assert_eq!(visible_lines("a\nb"), "a\nb");
+        assert_eq!(visible_lines("a\u{1b}[31m\nb\r"), "a\\e[31m\nb\\r");
+    }
+}

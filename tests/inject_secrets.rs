@@ -1,0 +1,255 @@
+//! Secrets stay secret through a preview and an apply: the demo (real ansible-playbook,
+//! the simulated gateway) runs a play that writes the VPN credentials file with `--check
+//! --diff` (its diff holds the vaulted password) and prints the password in a debug task,
+//! then halts on the apply. The console's executors mask every vaulted value, learned with
+//! the repo's vault password file: no vaulted value reaches the output ring (the screen's
+//! lines of the halted step), the journal, the run's output file or the log, and the masks
+//! are there where the secret was. Without a password hk-console can read (a password
+//! script it does not run), the diff lines are withheld and say why.
+//! Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin): fails, not skips.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use hk_console::exec::redact::{MASK, WITHHELD};
+use hk_console::sim::demo::{self, Demo};
+use hk_console::sim::headless::{drive, HeadlessRun, Report};
+
+const SECRET: &str = "sample-not-a-real-secret";
+const USERNAME: &str = "p0000000";
+
+/// Every tracing event of this test binary, at TRACE, goes to this file.
+fn log_file() -> &'static Path {
+    static LOG: OnceLock<PathBuf> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let path = std::env::temp_dir().join(format!("inject-secrets-{}.log", std::process::id()));
+        let file = std::fs::File::create(&path).expect("log file");
+        tracing_subscriber::fmt()
+            .with_max_level(tracing_subscriber::filter::LevelFilter::TRACE)
+            .with_ansi(false)
+            .with_writer(std::sync::Mutex::new(file))
+            .try_init()
+            .expect("one subscriber");
+        path
+    })
+}
+
+fn require_ansible() {
+    let dirs = hk_console::exec::ansible::search_dirs();
+    assert!(
+        hk_console::exec::ansible::find_binary("ansible-playbook", &dirs).is_some(),
+        "ansible-playbook not found: {}",
+        hk_console::exec::ansible::INSTALL_HINT
+    );
+}
+
+const RUNBOOK: &str = r#"id: vpn-credentials
+title: Write the VPN client's credentials
+environments: [dev]
+target:
+  group: vpn_gateways
+steps:
+  - id: credentials
+    kind: ansible
+    playbook: playbooks/vpn.egress.gateway.yml
+    extra_vars:
+      vpn_egress_gateway_hosts: "{{ env.vpn_gateways }}"
+    CHECK
+"#;
+
+/// The play: the credentials file (written beside the controller, so the simulated node
+/// needs no Python) shows the vaulted values in its `--diff`; `say` adds a careless debug
+/// task and a failure message holding the password, so the apply halts with it in view.
+fn playbook(dest: &Path, say: bool) -> String {
+    let mut p = format!(
+        r#"---
+- name: VPN client credentials
+  hosts: "{{{{ vpn_egress_gateway_hosts | default('vpn_egress_gateway') }}}}"
+  gather_facts: false
+  tasks:
+    - name: The client's credentials file
+      delegate_to: localhost
+      ansible.builtin.copy:
+        content: "{{{{ vpn_egress_gateway_pia_username }}}}\n{{{{ vpn_egress_gateway_pia_password }}}}\n"
+        dest: "{}"
+        mode: "0600"
+"#,
+        dest.display()
+    );
+    if say {
+        p.push_str(
+            r#"    - name: A careless debug task
+      ansible.builtin.debug:
+        msg: "pia password is {{ vpn_egress_gateway_pia_password }}"
+    - name: Halt the apply with the password in its message
+      ansible.builtin.fail:
+        msg: "halting after {{ vpn_egress_gateway_pia_password }}"
+      when: not ansible_check_mode
+"#,
+        );
+    }
+    p
+}
+
+async fn run_on_demo(
+    tmp: &Path,
+    check_line: &str,
+    say: bool,
+    script_password: bool,
+) -> (Report, PathBuf) {
+    require_ansible();
+    let d: Demo = demo::start("healthy", &tmp.join("repo"))
+        .await
+        .unwrap_or_else(|e| panic!("demo: {e}"));
+    let ansible_dir = d.dir.join("infra/ansible");
+    std::fs::write(
+        ansible_dir.join("playbooks/vpn.egress.gateway.yml"),
+        playbook(&tmp.join("pia.auth"), say),
+    )
+    .expect("playbook");
+    if script_password {
+        // Ansible runs an executable password file; hk-console does not.
+        let pw_file = d.dir.join(".vault-pass-sample");
+        let pw = std::fs::read_to_string(&pw_file).expect("password");
+        std::fs::write(&pw_file, format!("#!/bin/sh\necho '{}'\n", pw.trim())).expect("script");
+        let st = std::process::Command::new("chmod")
+            .arg("+x")
+            .arg(&pw_file)
+            .status()
+            .expect("chmod");
+        assert!(st.success());
+    }
+    let set = hk_console::runbook::embedded::load(&[(
+        "vpn-credentials.yaml".into(),
+        RUNBOOK.replace("CHECK", check_line),
+    )])
+    .expect("runbook");
+    let runs = tmp.join("runs");
+    let req = HeadlessRun {
+        runbook: "vpn-credentials".into(),
+        env: Some("dev".into()),
+        host: None,
+        deadline: Duration::from_secs(180),
+    };
+    let mut lines = Vec::new();
+    let report = drive(&d, set, &req, &runs, |l| lines.push(l.to_string()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", lines.join("\n")));
+    eprintln!("{}", report.render());
+    for l in &lines {
+        assert!(!l.contains(SECRET), "progress line: {l}");
+    }
+    (report, runs)
+}
+
+/// Every file under `dir`, read whole.
+fn files_under(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let text = String::from_utf8_lossy(&std::fs::read(&p).expect("read")).into_owned();
+                out.push((p, text));
+            }
+        }
+    }
+    out
+}
+
+fn assert_no_secret(what: &str, text: &str) {
+    let b64 = data_encoding::BASE64.encode(SECRET.as_bytes());
+    for s in [SECRET, b64.as_str(), USERNAME] {
+        assert!(
+            !text.contains(s),
+            "{what} holds a vaulted value ({s}):\n{text}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vaulted_values_are_masked_through_a_preview_and_an_apply() {
+    let log = log_file();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (report, runs) = run_on_demo(tmp.path(), "check_first: true", true, false).await;
+
+    // The preview ran and was approved; the apply halted on the failing task.
+    assert!(!report.succeeded, "{}", report.render());
+    let by_id = |id: &str| {
+        report
+            .steps
+            .iter()
+            .find(|s| s.id == id)
+            .unwrap_or_else(|| panic!("no step {id}: {}", report.render()))
+    };
+    assert_eq!(
+        by_id("credentials.check").state,
+        "done",
+        "{}",
+        report.render()
+    );
+    assert_eq!(
+        by_id("credentials.approve").state,
+        "done",
+        "{}",
+        report.render()
+    );
+    assert_eq!(by_id("credentials").state, "failed", "{}", report.render());
+
+    // The screen: the output ring's lines of the halted step (the debug task and the
+    // failure message held the password; both are masked).
+    let screen = report.failed_output.join("\n");
+    assert_no_secret("the output ring", &screen);
+    assert!(
+        screen.contains(&format!("pia password is {MASK}")),
+        "the debug line is not there, masked:\n{screen}"
+    );
+
+    // The run's files: the journal and the output file (with the preview's diff).
+    let files = files_under(&runs);
+    assert!(files.len() >= 2, "{files:?}");
+    let mut saw_masked_diff = false;
+    for (path, text) in &files {
+        assert_no_secret(&path.display().to_string(), text);
+        saw_masked_diff |= text.contains(&format!("+{MASK}"));
+    }
+    assert!(
+        saw_masked_diff,
+        "no masked diff line in the run's files: the preview's diff was not there"
+    );
+    // The apply's first task wrote the real values: they did flow through ansible.
+    let written = std::fs::read_to_string(tmp.path().join("pia.auth")).expect("written");
+    assert!(written.contains(SECRET), "{written}");
+
+    // The log.
+    let log_text = std::fs::read_to_string(log).expect("log");
+    assert_no_secret("the log", &log_text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_password_hk_console_reads_the_diff_is_withheld() {
+    let log = log_file();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (report, runs) = run_on_demo(tmp.path(), "check: true", false, true).await;
+    assert!(report.succeeded, "{}", report.render());
+    let files = files_under(&runs);
+    let mut withheld = 0;
+    for (path, text) in &files {
+        assert_no_secret(&path.display().to_string(), text);
+        withheld += text.matches(WITHHELD).count();
+        if text.contains(WITHHELD) {
+            assert!(
+                text.contains("is a script, which hk-console does not run"),
+                "{}: the withheld line does not say why:\n{text}",
+                path.display()
+            );
+        }
+    }
+    // `--- before`, `+++ after`, `@@`, and the two added lines at least.
+    assert!(withheld >= 4, "{withheld} withheld diff lines");
+    assert_no_secret("the log", &std::fs::read_to_string(log).expect("log"));
+}
