@@ -19,10 +19,7 @@ use runbooks_common::{dev, homelab, prod};
 /// runbook is planned for (the VPN gateway, so its gateway-only plays are in the plan).
 const SHIPPED: &[(&str, &[(&str, Option<&str>)])] = &[
     ("etcd-io-priority", &[("prod", None)]),
-    (
-        "cilium-endpoint-rollout",
-        &[("prod", None), ("dev", None)],
-    ),
+    ("cilium-endpoint-rollout", &[("prod", None), ("dev", None)]),
     (
         "reprovision-node",
         &[("dev", Some("k3s-dev-3")), ("prod", Some("k3s-prod-3"))],
@@ -91,7 +88,9 @@ fn policy_failures(p: &Plan, i: usize) -> Vec<String> {
     let radius = g.blast_radius.as_ref().expect("checked above");
     let counted = !radius.hosts.is_empty() || radius.nodes.is_some_and(|n| n > 0);
     if !counted {
-        fails.push(format!("{who}: the blast radius has no numbers: {radius:?}"));
+        fails.push(format!(
+            "{who}: the blast radius has no numbers: {radius:?}"
+        ));
     }
     let preview = before[..gate].iter().rev().find(|x| {
         x.source == Some(GateSource::Policy)
@@ -103,8 +102,8 @@ fn policy_failures(p: &Plan, i: usize) -> Vec<String> {
             let argv = |x: &PlannedStep| x.command.clone().unwrap_or_default();
             let ok = preview.is_some_and(|x| {
                 let mut check = argv(x);
-                let has_flags = check.iter().any(|a| a == "--check")
-                    && check.iter().any(|a| a == "--diff");
+                let has_flags =
+                    check.iter().any(|a| a == "--check") && check.iter().any(|a| a == "--diff");
                 check.retain(|a| a != "--check" && a != "--diff");
                 x.kind == StepKind::Ansible && has_flags && check == argv(s)
             });
@@ -129,7 +128,9 @@ fn policy_failures(p: &Plan, i: usize) -> Vec<String> {
                         .is_some_and(|c| c.starts_with("flux-preview helmrelease/cilium "))
             });
             if !ok {
-                fails.push(format!("{who}: no read-only flux-preview before its approval"));
+                fails.push(format!(
+                    "{who}: no read-only flux-preview before its approval"
+                ));
             }
             if radius.nodes != Some(3) {
                 fails.push(format!(
@@ -139,7 +140,11 @@ fn policy_failures(p: &Plan, i: usize) -> Vec<String> {
         }
         _ => {
             let want = format!("{} {}", p.env, radius.hosts.len());
-            if g.gate != Some(Gate::TypedConfirm { phrase: want.clone() }) {
+            if g.gate
+                != Some(Gate::TypedConfirm {
+                    phrase: want.clone(),
+                })
+            {
                 fails.push(format!(
                     "{who}: no preview exists, so the gate must be typed-confirm `{want}`: {:?}",
                     g.gate
@@ -201,7 +206,10 @@ fn the_demo_runbooks_on_prod_preview_before_they_change_anything() {
     // The two findings, by name.
     let p = plan_json("cilium-endpoint-rollout", "prod", None);
     let ids: Vec<&str> = p.steps.iter().map(|s| s.id.as_str()).collect();
-    let reconcile = ids.iter().position(|i| *i == "reconcile").expect("reconcile");
+    let reconcile = ids
+        .iter()
+        .position(|i| *i == "reconcile")
+        .expect("reconcile");
     assert_eq!(
         &ids[reconcile - 2..=reconcile],
         ["reconcile.preview", "reconcile.approve", "reconcile"]
@@ -217,14 +225,20 @@ fn the_demo_runbooks_on_prod_preview_before_they_change_anything() {
         .filter(|s| s.id.ends_with(".check"))
         .map(|s| s.id.as_str())
         .collect();
-    assert_eq!(previews, ["node-baseline.check", "k3s.check", "kube-vip.check"]);
+    assert_eq!(
+        previews,
+        ["node-baseline.check", "k3s.check", "kube-vip.check"]
+    );
 }
 
 #[test]
 fn plan_json_names_the_source_of_each_gate() {
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory");
     let out = Command::new(env!("CARGO_BIN_EXE_hk-console"))
-        .env("XDG_STATE_HOME", std::env::temp_dir().join("hk-console-policy-tests"))
+        .env(
+            "XDG_STATE_HOME",
+            std::env::temp_dir().join("hk-console-policy-tests"),
+        )
         .env_remove("HK_REPO")
         .env_remove("HK_RUNBOOKS")
         .arg("--repo")
@@ -310,7 +324,10 @@ fn a_mutating_step_with_no_preview_is_confirmed_by_typing_env_and_count() {
     // Unprotected: no policy gate at all (dev's operator-present aside).
     let p = plan(&rb, &dev(), &homelab()).expect("plans");
     assert!(p.steps.iter().all(|s| s.source != Some(GateSource::Policy)
-        || matches!(s.gate, Some(Gate::OperatorPresent) | Some(Gate::ConfirmHosts { .. }))));
+        || matches!(
+            s.gate,
+            Some(Gate::OperatorPresent) | Some(Gate::ConfirmHosts { .. })
+        )));
 }
 
 #[test]

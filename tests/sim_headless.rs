@@ -236,7 +236,10 @@ async fn cilium_endpoint_rollout_completes_in_healthy_for_both_environments() {
         // Prod is protected: a read-only preview of the reconcile, then an approval, before
         // the reconcile; the preview read the DaemonSet it rolls off the cluster.
         let ids: Vec<&str> = r.steps.iter().map(|s| s.id.as_str()).collect();
-        let at = ids.iter().position(|i| *i == "reconcile").expect("reconcile");
+        let at = ids
+            .iter()
+            .position(|i| *i == "reconcile")
+            .expect("reconcile");
         if env == "prod" {
             assert_eq!(
                 ids[at - 2..at],

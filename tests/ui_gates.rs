@@ -89,18 +89,27 @@ fn a_check_run_that_skipped_tasks_says_so_above_the_fold() {
         "k3s-prod-3 : ok=1 changed=0 unreachable=0 failed=0 skipped=2 rescued=0 ignored=0",
     );
     let warn = app.theme.warn().fg;
-    for (w, h, name) in [(160, 45, "gate_preview_skipped_160x45"), (80, 24, "gate_preview_skipped_80x24")] {
+    for (w, h, name) in [
+        (160, 45, "gate_preview_skipped_160x45"),
+        (80, 24, "gate_preview_skipped_80x24"),
+    ] {
         let frame = render(&mut app, w, h);
         insta::assert_snapshot!(name, text(&frame));
         let (row, style) = find(&frame, "! changed=0 with skipped=2")
             .unwrap_or_else(|| panic!("{w}x{h}: the warning is not on screen:\n{}", text(&frame)));
-        assert_eq!(style.fg, warn, "{w}x{h}: the warning is in the warning colour");
+        assert_eq!(
+            style.fg, warn,
+            "{w}x{h}: the warning is in the warning colour"
+        );
         assert!(row < h, "above the fold");
         // Before the diff and with the blast radius, which come first.
         let (blast, _) = find(&frame, "Blast radius (gate policy)").expect("blast radius shown");
         assert!(blast < row, "{w}x{h}: the blast radius comes first");
         if let Some((task, _)) = find(&frame, "TASK [") {
-            assert!(row < task, "{w}x{h}: the warning is above the preview's output");
+            assert!(
+                row < task,
+                "{w}x{h}: the warning is above the preview's output"
+            );
         }
     }
     // The words a person reads, whole on the big terminal.

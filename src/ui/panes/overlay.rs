@@ -287,8 +287,13 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
     let w = area.width.saturating_sub(4).min(90);
     // Rows as drawn: a long line (a blast radius, a warning) wraps onto more than one.
     let inner_w = usize::from(w.saturating_sub(2)).max(1);
-    let rows: usize = body.iter().map(|l| l.width().max(1).div_ceil(inner_w)).sum();
-    let want_h = u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(inputs + 3);
+    let rows: usize = body
+        .iter()
+        .map(|l| l.width().max(1).div_ceil(inner_w))
+        .sum();
+    let want_h = u16::try_from(rows)
+        .unwrap_or(u16::MAX)
+        .saturating_add(inputs + 3);
     let r = centered(area, w, want_h.max(10));
     f.render_widget(Clear, r);
     let b = modal_block(t, format!(" Gate · step {}{host} · {name} ", m.n));
