@@ -253,7 +253,18 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
             // they are above the fold on a small terminal; the preview's lines follow.
             let mut body = approve_head(app, step, m, t);
             body.extend(diff_body(app, m, t));
-            ("approve diff", body)
+            // A Flux reconcile's approval reviews a look at the cluster, not a diff.
+            let rolls = step
+                .and_then(|s| s.blast_radius.as_ref())
+                .is_some_and(|b| b.nodes.is_some());
+            (
+                if rolls {
+                    "approve reconcile"
+                } else {
+                    "approve diff"
+                },
+                body,
+            )
         }
         Gate::ConfirmDone => (
             "confirm done",
