@@ -17,7 +17,10 @@ use runbooks_common::{dev, homelab, prod};
 
 /// Every shipped runbook with the environments it names and the host a single-host
 /// runbook is planned for (the VPN gateway, so its gateway-only plays are in the plan).
-const SHIPPED: &[(&str, &[(&str, Option<&str>)])] = &[
+/// An environment and the host a single-host runbook is planned for.
+type EnvHost = (&'static str, Option<&'static str>);
+
+const SHIPPED: &[(&str, &[EnvHost])] = &[
     ("etcd-io-priority", &[("prod", None)]),
     ("cilium-endpoint-rollout", &[("prod", None), ("dev", None)]),
     (
