@@ -20,7 +20,7 @@ use crate::repo::listing;
 use crate::repo::resolve::{Resolved, Resolver};
 use crate::repo::Repo;
 use crate::runbook::embedded;
-use crate::runbook::plan::{Gate, Plan};
+use crate::runbook::plan::{Gate, GateSource, Plan};
 use crate::runbook::validate::validate_text;
 
 /// Exit statuses shared by every command.
@@ -398,6 +398,9 @@ fn print_env(repo: &Repo, env: &Environment) {
     if env.operator_present {
         outln!("  operator     must be present before anything mutates");
     }
+    if env.protected {
+        outln!("  protected    every mutating step is previewed and approved (gate policy)");
+    }
     for p in &env.problems {
         outln!("  problem      {p}");
     }
@@ -764,7 +767,14 @@ fn print_plan(plan: &Plan) {
             outln!("       $ {}", shell_words(cmd));
         }
         if let Some(g) = &s.gate {
-            outln!("       gate: {}", gate_text(g));
+            let from = match s.source {
+                Some(GateSource::Policy) => " (from the gate policy)",
+                _ => "",
+            };
+            outln!("       gate: {}{from}", gate_text(g));
+        }
+        if let Some(b) = &s.blast_radius {
+            outln!("       blast radius: {}", b.summary);
         }
         if let Some(e) = &s.expect {
             if let Some(t) = &e.tcp {

@@ -204,6 +204,7 @@ pub fn plan_env(repo: &Repo, env_name: &str, host: Option<&str>) -> Result<PlanE
         vip,
         api_port,
         operator_present: env.operator_present,
+        protected: env.protected,
         inventory: inventory.display().to_string(),
         ansible_dir: repo.ansible_dir.display().to_string(),
         kubeconfig: env

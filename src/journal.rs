@@ -778,6 +778,8 @@ mod tests {
                 expect: None,
                 title: String::new(),
                 cwd: None,
+                source: None,
+                blast_radius: None,
             }],
         }
     }

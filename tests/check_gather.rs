@@ -124,6 +124,7 @@ fn facts(
         servers: "servers".into(),
         vpn_gateways: None,
         operator_present: false,
+        protected: false,
         flux_overlay: Some("clusters/lab".into()),
         vault: vault.map(PathBuf::from),
     };

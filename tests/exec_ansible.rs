@@ -59,6 +59,8 @@ fn step(
         expect: None,
         title: String::new(),
         cwd: Some(support::fixtures().display().to_string()),
+        source: None,
+        blast_radius: None,
     }
 }
 

@@ -473,6 +473,8 @@ fn ssh_step(n: usize, host: &str, cmd: &str, mutates: bool) -> PlannedStep {
         expect: None,
         title: String::new(),
         cwd: None,
+        source: None,
+        blast_radius: None,
     }
 }
 

@@ -37,6 +37,8 @@ fn step(n: usize, id: &str, kind: StepKind, host: Option<&str>, mutates: bool) -
         expect: None,
         title: id.into(),
         cwd: None,
+        source: None,
+        blast_radius: None,
     }
 }
 

@@ -868,6 +868,8 @@ fn step(
         }),
         title: String::new(),
         cwd: None,
+        source: None,
+        blast_radius: None,
     }
 }
 

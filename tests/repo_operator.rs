@@ -93,6 +93,10 @@ fn init_proposes_the_environments_with_evidence_and_writes_only_when_asked() {
     // Prod is not dev-like: nothing says the operator must be present there.
     let prod = proposal.split("  prod:\n").nth(1).expect("prod section");
     assert!(!prod.contains("operator_present"), "{prod}");
+    // ... it is production: the gate policy guards it.
+    assert!(prod.contains("    protected: true\n"), "{prod}");
+    let dev = proposal.split("  prod:\n").next().expect("dev section");
+    assert!(!dev.contains("protected"), "{dev}");
 
     // --write writes it and runs check on it: clean.
     let out = bin(tmp.path())

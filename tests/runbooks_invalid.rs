@@ -102,6 +102,14 @@ const EXPECTED: &[(&str, &str)] = &[
         "only-on-once.yaml:9:5: `only_on` applies to per-host steps only\n  hint: remove it or make the step per-host",
     ),
     (
+        "opt-out-check-first-false.yaml",
+        "opt-out-check-first-false.yaml:10:5: `check_first: false` would skip the preview the gate policy requires in a protected environment\n  hint: remove it: left out, the step runs as written where the environment is not protected and is previewed and approved where it is; `check_first: true` previews it everywhere",
+    ),
+    (
+        "opt-out-skip-gates.yaml",
+        "opt-out-skip-gates.yaml:4:1: `skip_gates` would opt out of the gate policy: a runbook can add gates, never remove them\n  hint: the gate policy comes from hk-console.yaml (`protected: true`): every mutating step there is previewed and approved whatever the runbook says; remove this field (docs/runbooks.md, \"The gate policy\")",
+    ),
+    (
         "order-duplicate-host.yaml",
         "order-duplicate-host.yaml:5:35: host `k3s-prod-3` is named twice in order\n  hint: an order names every target host exactly once",
     ),

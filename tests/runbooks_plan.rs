@@ -2,7 +2,7 @@
 mod runbooks_common;
 
 use hk_console::runbook::embedded::load;
-use hk_console::runbook::plan::{plan, Gate, Plan, PlanError, PlannedStep, StepKind};
+use hk_console::runbook::plan::{plan, Gate, Plan, PlanEnv, PlanError, PlannedStep, StepKind};
 use hk_console::runbook::schema::Runbook;
 use hk_console::runbook::validate::validate_text;
 use runbooks_common::{dev, homelab, prod};
@@ -177,7 +177,13 @@ fn an_order_missing_a_host_fails_naming_it() {
 #[test]
 fn the_planner_inserts_a_list_hosts_the_runbook_left_out() {
     let rb = parse(&ORDERED.replace("ORDER", "k3s-prod-2, k3s-prod-1, k3s-prod-3"));
-    let p = plan(&rb, &prod(), &homelab()).expect("plans");
+    // Unprotected, so the only steps added are the planner's list-hosts (the gate policy's
+    // previews and approvals are tested in runbooks_policy.rs).
+    let env = PlanEnv {
+        protected: false,
+        ..prod()
+    };
+    let p = plan(&rb, &env, &homelab()).expect("plans");
     assert_eq!(host_order(&p), ["k3s-prod-2", "k3s-prod-1", "k3s-prod-3"]);
     assert_listed_before_first_mutation(&p);
     assert_eq!(p.steps.len(), 6);
@@ -286,7 +292,10 @@ fn memattr_survey_authorises_before_passing_the_reboot_flag() {
         })
         .map(|(i, _)| i)
         .collect();
-    assert_eq!(with_flag.len(), 3, "one run per node");
+    // Prod is protected: each node's run is previewed (--check) with the same flag first.
+    let runs: Vec<&usize> = with_flag.iter().filter(|i| p.steps[**i].mutates).collect();
+    assert_eq!(runs.len(), 3, "one run per node");
+    assert_eq!(with_flag.len(), 6, "and one preview per node");
     assert!(with_flag.iter().all(|i| *i > auth));
     assert_eq!(host_order(&p), ["k3s-prod-1", "k3s-prod-2", "k3s-prod-3"]);
     assert_listed_before_first_mutation(&p);

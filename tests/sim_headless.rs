@@ -190,6 +190,32 @@ async fn memattr_packages_and_reprovision_complete_in_healthy() {
         let before = restarts();
         let r = run(&d, &dir, "reprovision-node", env, Some(&gw)).await;
         assert_succeeded(&r);
+        // Prod is protected: each of its plays was previewed (--check --diff) and approved.
+        let previewed: Vec<&str> = r
+            .steps
+            .iter()
+            .filter(|s| s.id.ends_with(".check") || s.id.ends_with(".approve"))
+            .map(|s| s.id.as_str())
+            .collect();
+        if env == "prod" {
+            assert_eq!(
+                previewed,
+                [
+                    "node-baseline.check",
+                    "node-baseline.approve",
+                    "k3s.check",
+                    "k3s.approve",
+                    "kube-vip.check",
+                    "kube-vip.approve",
+                    "vpn-egress-gateway.check",
+                    "vpn-egress-gateway.approve"
+                ],
+                "{}",
+                r.render()
+            );
+        } else {
+            assert!(previewed.is_empty(), "{}", r.render());
+        }
         // vpn.egress.gateway.yml reached the node over SSH and restarted its tunnel; the
         // checks after it saw the tunnel active again.
         assert_eq!(restarts(), before + 1, "{gw}");
@@ -207,6 +233,32 @@ async fn cilium_endpoint_rollout_completes_in_healthy_for_both_environments() {
     for env in ["prod", "dev"] {
         let r = run(&d, &dir, "cilium-endpoint-rollout", env, None).await;
         assert_succeeded(&r);
+        // Prod is protected: a read-only preview of the reconcile, then an approval, before
+        // the reconcile; the preview read the DaemonSet it rolls off the cluster.
+        let ids: Vec<&str> = r.steps.iter().map(|s| s.id.as_str()).collect();
+        let at = ids
+            .iter()
+            .position(|i| *i == "reconcile")
+            .expect("reconcile");
+        if env == "prod" {
+            assert_eq!(
+                ids[at - 2..at],
+                ["reconcile.preview", "reconcile.approve"],
+                "{}",
+                r.render()
+            );
+            let preview = r.steps[at - 2].n;
+            let out = hk_console::journal::read_output(&r.journal).expect("output log");
+            assert!(
+                out.iter().any(|o| o.n == preview
+                    && o.line.contains("every cilium-agent on 3 nodes")
+                    && o.line.contains("one at a time (maxUnavailable 1)")),
+                "{:?}",
+                out.iter().filter(|o| o.n == preview).collect::<Vec<_>>()
+            );
+        } else {
+            assert!(!ids.contains(&"reconcile.preview"), "{}", r.render());
+        }
         // Dev asks for the operator at the keyboard before anything mutates.
         assert_eq!(
             r.steps.iter().any(|s| s

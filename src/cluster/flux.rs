@@ -9,12 +9,18 @@
 //! ([`judge`]): done when `status.lastHandledReconcileAt` is that value and the Ready
 //! condition is True for the current generation, failed on Ready=False (its message), and
 //! the wait ([`reconcile`]: a watch, with a timeout and prompt cancellation).
+//! The gate policy's read-only [`preview`] of a reconcile lives here too: the object, its
+//! revision now and the one its source offers, and the DaemonSets it rolls.
 //! Must not: change anything but that one annotation, poll, or know the terminal or the run.
 
 use std::fmt;
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
 use kube::runtime::watcher::{self, Event};
 use kube::Client;
 use serde_json::{json, Value};
@@ -332,9 +338,325 @@ pub async fn reconcile(
     Ok(Reconciled { requested_at, end })
 }
 
+/// What a reconcile of one Flux object would do, read without changing anything: the gate
+/// policy's preview before a `flux-reconcile` in a protected environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preview {
+    /// One line per fact, in the order the operator reads them.
+    pub lines: Vec<String>,
+    /// The DaemonSets the reconcile can roll.
+    pub daemonsets: Vec<DaemonSetRoll>,
+}
+
+impl Preview {
+    /// The blast radius in one line: every DaemonSet's pods, nodes and pace.
+    pub fn summary(&self, what: &str) -> String {
+        if self.daemonsets.is_empty() {
+            return format!(
+                "{what}: no DaemonSet of it found; the preview cannot say which pods the reconcile restarts"
+            );
+        }
+        self.daemonsets
+            .iter()
+            .map(DaemonSetRoll::radius)
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// One DaemonSet a reconcile can roll, as its spec and status say now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonSetRoll {
+    pub namespace: String,
+    pub name: String,
+    /// The pod template's container names (what restarts on each node).
+    pub containers: Vec<String>,
+    /// `status.desiredNumberScheduled`: the nodes it runs a pod on.
+    pub nodes: i32,
+    pub ready: i32,
+    /// `RollingUpdate` (the default) or `OnDelete`.
+    pub strategy: String,
+    /// `rollingUpdate.maxUnavailable` as written (default 1).
+    pub max_unavailable: String,
+    /// The same, in nodes (a percentage rounds up, as the DaemonSet controller does).
+    pub at_a_time: i32,
+}
+
+impl DaemonSetRoll {
+    fn from_object(ds: &DaemonSet) -> DaemonSetRoll {
+        let spec = ds.spec.clone().unwrap_or_default();
+        let status = ds.status.clone().unwrap_or_default();
+        let nodes = status.desired_number_scheduled;
+        let strategy = spec.update_strategy.clone().unwrap_or_default();
+        let kind = strategy.type_.unwrap_or_else(|| "RollingUpdate".into());
+        let max = strategy
+            .rolling_update
+            .and_then(|r| r.max_unavailable)
+            .unwrap_or(IntOrString::Int(1));
+        let (written, at_a_time) = match &max {
+            IntOrString::Int(k) => (k.to_string(), *k),
+            IntOrString::String(p) => {
+                let pct: i32 = p.trim_end_matches('%').parse().unwrap_or(0);
+                // The controller scales a percentage of the desired pods, rounding up.
+                (p.clone(), (nodes * pct + 99) / 100)
+            }
+        };
+        DaemonSetRoll {
+            namespace: ds.metadata.namespace.clone().unwrap_or_default(),
+            name: ds.metadata.name.clone().unwrap_or_default(),
+            containers: spec
+                .template
+                .spec
+                .map(|p| p.containers.into_iter().map(|c| c.name).collect())
+                .unwrap_or_default(),
+            nodes,
+            ready: status.number_ready,
+            strategy: kind,
+            max_unavailable: written,
+            at_a_time,
+        }
+    }
+
+    /// "every cilium-agent on 3 nodes, one at a time (maxUnavailable 1)".
+    pub fn radius(&self) -> String {
+        let what = if self.containers.is_empty() {
+            format!("every pod of DaemonSet {}/{}", self.namespace, self.name)
+        } else {
+            format!("every {}", self.containers.join(" + "))
+        };
+        let pace = match (self.strategy.as_str(), self.at_a_time) {
+            ("OnDelete", _) => {
+                "updateStrategy OnDelete: nothing restarts until a pod is deleted".to_string()
+            }
+            (_, 1) => format!("one at a time (maxUnavailable {})", self.max_unavailable),
+            (_, k) if k <= 0 => format!(
+                "maxUnavailable {}: new pods start beside the old ones (surge)",
+                self.max_unavailable
+            ),
+            (_, k) => format!("{k} at a time (maxUnavailable {})", self.max_unavailable),
+        };
+        format!(
+            "{what} on {} node{} (DaemonSet {}/{}, {} ready now), {pace}",
+            self.nodes,
+            if self.nodes == 1 { "" } else { "s" },
+            self.namespace,
+            self.name,
+            self.ready
+        )
+    }
+}
+
+/// A field of a Flux object's JSON as text, if it is a non-empty string.
+fn field<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// The artifact revision of a Flux source object, or why it could not be read.
+async fn source_revision(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<String, String> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let plural = format!("{}s", kind.to_ascii_lowercase());
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+    let obj = api
+        .get(name)
+        .await
+        .map_err(|e| format!("{kind} {namespace}/{name} could not be read: {e}"))?;
+    field(&obj.data, "/status/artifact/revision")
+        .map(|r| format!("{r} ({kind} {namespace}/{name})"))
+        .ok_or_else(|| format!("{kind} {namespace}/{name} has no artifact yet"))
+}
+
+/// Read what a reconcile of `obj` would do: the object (refused when missing or
+/// suspended), the revision it last applied and the one its source offers now, whether its
+/// spec changed since, and the DaemonSets it rolls with their maxUnavailable. Reads only.
+pub async fn preview(client: Client, obj: &FluxObject) -> Result<Preview, WaitError> {
+    let current = api(client.clone(), obj)
+        .get(&obj.name)
+        .await
+        .map_err(|e| api_error(obj, "reading it for the preview", e))?;
+    let data = &current.data;
+    if data["spec"]["suspend"].as_bool() == Some(true) {
+        return Err(WaitError(format!(
+            "{obj} is suspended: Flux would not reconcile it (resume it first)"
+        )));
+    }
+    let mut lines = vec![format!("object: {obj}")];
+    let now = match obj.kind {
+        FluxKind::HelmRelease => data
+            .pointer("/status/history/0")
+            .and_then(|h| {
+                let chart = field(h, "/chartName")?;
+                let version = field(h, "/chartVersion")?;
+                Some(match field(h, "/configDigest") {
+                    Some(d) => format!("chart {chart} {version}, values {d}"),
+                    None => format!("chart {chart} {version}"),
+                })
+            })
+            .or_else(|| field(data, "/status/lastAttemptedRevision").map(str::to_string)),
+        FluxKind::Kustomization => field(data, "/status/lastAppliedRevision").map(str::to_string),
+    };
+    lines.push(format!(
+        "revision now: {}",
+        now.unwrap_or_else(
+            || "none recorded in its status (never applied, or not reported)".into()
+        )
+    ));
+    let next = match obj.kind {
+        FluxKind::HelmRelease => {
+            match field(data, "/status/helmChart").and_then(|c| c.split_once('/')) {
+                Some((ns, name)) => {
+                    source_revision(
+                        &client,
+                        "source.toolkit.fluxcd.io/v1",
+                        "HelmChart",
+                        ns,
+                        name,
+                    )
+                    .await
+                }
+                None => Err("its status names no HelmChart".to_string()),
+            }
+            .or_else(|why| {
+                let chart = field(data, "/spec/chart/spec/chart").unwrap_or("?");
+                let version = field(data, "/spec/chart/spec/version").unwrap_or("any version");
+                Ok::<String, String>(format!("chart {chart} {version} as the spec asks ({why})"))
+            })
+        }
+        FluxKind::Kustomization => {
+            let kind = field(data, "/spec/sourceRef/kind").unwrap_or("GitRepository");
+            let name = field(data, "/spec/sourceRef/name").unwrap_or(&obj.name);
+            let ns = field(data, "/spec/sourceRef/namespace").unwrap_or(&obj.namespace);
+            let version = if kind == "OCIRepository" {
+                "v1beta2"
+            } else {
+                "v1"
+            };
+            source_revision(
+                &client,
+                &format!("source.toolkit.fluxcd.io/{version}"),
+                kind,
+                ns,
+                name,
+            )
+            .await
+        }
+    };
+    lines.push(format!(
+        "reconciles to: {} (--with-source fetches the source first, so it can move past this)",
+        next.unwrap_or_else(|why| format!("unknown: {why}"))
+    ));
+    let generation = current.metadata.generation;
+    let observed = data["status"]["observedGeneration"].as_i64();
+    lines.push(match (generation, observed) {
+        (Some(g), Some(o)) if o < g => {
+            format!("spec: changed since Flux last reconciled it (generation {g}, reconciled {o})")
+        }
+        (Some(g), Some(_)) => format!("spec: unchanged since the last reconcile (generation {g})"),
+        _ => "spec: Flux has not reported which generation it reconciled".to_string(),
+    });
+    let daemonsets = rolled_daemonsets(&client, obj, data).await?;
+    if daemonsets.is_empty() {
+        lines.push(format!(
+            "rolls: no DaemonSet of {obj} found; the preview cannot say which pods restart"
+        ));
+    }
+    for ds in &daemonsets {
+        lines.push(format!("rolls: {}", ds.radius()));
+    }
+    Ok(Preview { lines, daemonsets })
+}
+
+/// The DaemonSets a reconcile of `obj` applies: a Kustomization's inventory, or what
+/// helm-controller labels with the HelmRelease's name and namespace.
+async fn rolled_daemonsets(
+    client: &Client,
+    obj: &FluxObject,
+    data: &Value,
+) -> Result<Vec<DaemonSetRoll>, WaitError> {
+    let read = |e: kube::Error| WaitError(format!("{obj}: reading its DaemonSets: {e}"));
+    let mut out = Vec::new();
+    match obj.kind {
+        FluxKind::HelmRelease => {
+            let selector = format!(
+                "helm.toolkit.fluxcd.io/name={},helm.toolkit.fluxcd.io/namespace={}",
+                obj.name, obj.namespace
+            );
+            let api: Api<DaemonSet> = Api::all(client.clone());
+            let list = api
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(read)?;
+            out.extend(list.items.iter().map(DaemonSetRoll::from_object));
+        }
+        FluxKind::Kustomization => {
+            // Inventory ids are `<namespace>_<name>_<group>_<kind>`.
+            let entries = data["status"]["inventory"]["entries"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for e in entries {
+                let id = e["id"].as_str().unwrap_or_default();
+                let parts: Vec<&str> = id.split('_').collect();
+                if let [ns, name, "apps", "DaemonSet"] = parts.as_slice() {
+                    let api: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
+                    let ds = api.get(name).await.map_err(read)?;
+                    out.push(DaemonSetRoll::from_object(&ds));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_daemonset_roll_says_what_restarts_where_and_how_fast() {
+        let ds: DaemonSet = serde_json::from_value(json!({
+            "metadata": {"name": "cilium", "namespace": "kube-system"},
+            "spec": {"selector": {}, "template": {"spec": {"containers": [{"name": "cilium-agent"}]}},
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}},
+            "status": {"desiredNumberScheduled": 3, "numberReady": 3, "currentNumberScheduled": 3,
+                "numberMisscheduled": 0}
+        }))
+        .expect("daemonset");
+        let r = DaemonSetRoll::from_object(&ds);
+        assert_eq!(
+            r.radius(),
+            "every cilium-agent on 3 nodes (DaemonSet kube-system/cilium, 3 ready now), one at a time (maxUnavailable 1)"
+        );
+        let mut pct = r.clone();
+        pct.max_unavailable = "50%".into();
+        pct.at_a_time = 2;
+        assert!(pct.radius().ends_with("2 at a time (maxUnavailable 50%)"));
+        let mut ds2 = ds.clone();
+        if let Some(s) = ds2.spec.as_mut() {
+            s.update_strategy = Some(
+                serde_json::from_value(
+                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "50%"}}),
+                )
+                .expect("strategy"),
+            );
+        }
+        // 50% of 3 rounds up to 2, as the DaemonSet controller scales it.
+        assert_eq!(DaemonSetRoll::from_object(&ds2).at_a_time, 2);
+        let none = Preview {
+            lines: vec![],
+            daemonsets: vec![],
+        };
+        assert!(none.summary("HelmRelease x/y").contains("no DaemonSet"));
+    }
 
     #[test]
     fn objects_parse_from_the_step_and_from_the_planned_argv() {

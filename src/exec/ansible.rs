@@ -149,6 +149,68 @@ where
     out
 }
 
+/// What a `--check --diff` preview could not show, read from its PLAY RECAP: one sentence
+/// per gap, for the approval to state before the diff. Empty only when every host was
+/// reached, none failed and no task was skipped.
+///
+/// A skipped task is one the preview did not exercise: under `--check` Ansible skips what
+/// it cannot simulate (a `command`, `shell` or `reboot`), and the default output does not
+/// say whether check mode or a `when:` skipped it, so neither does this.
+pub fn preview_gaps(recap: &BTreeMap<String, HostRecap>) -> Vec<String> {
+    if recap.is_empty() {
+        return vec!["the preview printed no PLAY RECAP: what it exercised is unknown".to_string()];
+    }
+    let mut gaps = Vec::new();
+    let unreachable: Vec<&str> = recap
+        .iter()
+        .filter(|(_, r)| r.unreachable > 0)
+        .map(|(h, _)| h.as_str())
+        .collect();
+    if !unreachable.is_empty() {
+        gaps.push(format!(
+            "{} host(s) unreachable in the preview, nothing previewed there: {}",
+            unreachable.len(),
+            unreachable.join(", ")
+        ));
+    }
+    let failed: Vec<&str> = recap
+        .iter()
+        .filter(|(_, r)| r.failed > 0)
+        .map(|(h, _)| h.as_str())
+        .collect();
+    if !failed.is_empty() {
+        gaps.push(format!(
+            "{} host(s) failed in the preview: {}",
+            failed.len(),
+            failed.join(", ")
+        ));
+    }
+    let skipped: u32 = recap.values().map(|r| r.skipped).sum();
+    if skipped > 0 {
+        let changed: u32 = recap.values().map(|r| r.changed).sum();
+        let per_host = if recap.len() > 1 {
+            let each: Vec<String> = recap
+                .iter()
+                .filter(|(_, r)| r.skipped > 0)
+                .map(|(h, r)| format!("{h} {}", r.skipped))
+                .collect();
+            format!(" ({})", each.join(", "))
+        } else {
+            String::new()
+        };
+        let lead = if changed == 0 {
+            format!("changed=0 with skipped={skipped}: ")
+        } else {
+            String::new()
+        };
+        gaps.push(format!(
+            "{lead}the preview did not exercise {skipped} task(s){per_host}: skipped under --check \
+             (or by a condition), what they change is not in this diff"
+        ));
+    }
+    gaps
+}
+
 /// One play as `--list-hosts` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedPlay {
@@ -335,6 +397,35 @@ pub fn resolve_program(argv0: &str, dirs: &[PathBuf]) -> Result<PathBuf, String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn preview_gaps_name_skips_unreachable_hosts_and_a_missing_recap() {
+        let recap = |text: &str| parse_recap(format!("PLAY RECAP ***\n{text}\n").lines());
+        assert!(preview_gaps(&recap(
+            "k3s-prod-3 : ok=5 changed=2 unreachable=0 failed=0 skipped=0 rescued=0 ignored=0"
+        ))
+        .is_empty());
+        assert_eq!(
+            preview_gaps(&recap(
+                "k3s-prod-3 : ok=3 changed=0 unreachable=0 failed=0 skipped=2 rescued=0 ignored=0"
+            )),
+            [
+                "changed=0 with skipped=2: the preview did not exercise 2 task(s): skipped under \
+              --check (or by a condition), what they change is not in this diff"
+            ]
+        );
+        let two = preview_gaps(&recap(
+            "a : ok=3 changed=1 unreachable=0 failed=0 skipped=1 rescued=0 ignored=0\n\
+             b : ok=0 changed=0 unreachable=1 failed=0 skipped=0 rescued=0 ignored=0",
+        ));
+        assert_eq!(two.len(), 2, "{two:?}");
+        assert!(two[0].starts_with("1 host(s) unreachable") && two[0].ends_with(": b"));
+        assert!(two[1].starts_with("the preview did not exercise 1 task(s) (a 1)"));
+        assert_eq!(
+            preview_gaps(&BTreeMap::new()),
+            ["the preview printed no PLAY RECAP: what it exercised is unknown"]
+        );
+    }
 
     const RECAP: &str = "\
 PLAY [x] ***********

@@ -368,6 +368,8 @@ mod tests {
             }),
             title: String::new(),
             cwd: Some("/repo/ansible".into()),
+            source: None,
+            blast_radius: None,
         }
     }
 

@@ -324,6 +324,8 @@ impl Gateways {
             }),
             title: format!("VPN egress: {}", argv.join(" ")),
             cwd: None,
+            source: None,
+            blast_radius: None,
         };
         let Classified::ReadOnly(step) = exec::classify(&step).map_err(|e| e.to_string())? else {
             return Err(format!("{host}: `{}` is not read-only", argv.join(" ")));

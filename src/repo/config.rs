@@ -40,6 +40,11 @@ pub struct EnvConfig {
     /// Nothing mutates here unless the operator first confirms they are present.
     #[serde(default)]
     pub operator_present: bool,
+    /// The gate policy holds here: every mutating step is previewed where its kind can be
+    /// and approved with its blast radius stated, or confirmed by typing the environment's
+    /// name and the host count. No runbook can opt out.
+    #[serde(default)]
+    pub protected: bool,
     /// The Flux overlay directory, relative to the repo root (default `clusters/<name>`).
     #[serde(default)]
     pub flux_overlay: Option<PathBuf>,
@@ -145,6 +150,7 @@ mod tests {
         let prod = &c.environments["prod"];
         assert_eq!(prod.overlay_dir("prod"), PathBuf::from("clusters/prod"));
         assert!(!prod.operator_present);
+        assert!(!prod.protected, "protection is asked for, never assumed");
     }
 
     #[test]

@@ -103,6 +103,8 @@ pub struct Environment {
     pub servers_group: String,
     pub vpn_gateways_group: Option<String>,
     pub operator_present: bool,
+    /// hk-console.yaml `protected: true`: the gate policy holds (see docs/runbooks.md).
+    pub protected: bool,
     /// Relative to the repo root.
     pub flux_overlay: std::path::PathBuf,
     /// Relative to the repo root.
@@ -265,6 +267,7 @@ pub fn derive(name: &str, cfg: &EnvConfig, src: &dyn HostFacts) -> Environment {
         servers_group: cfg.servers.clone(),
         vpn_gateways_group: cfg.vpn_gateways.clone(),
         operator_present: cfg.operator_present,
+        protected: cfg.protected,
         flux_overlay: cfg.overlay_dir(name),
         vault: cfg.vault.clone(),
         servers,
@@ -328,6 +331,7 @@ mod tests {
             servers: "servers".into(),
             vpn_gateways: None,
             operator_present: false,
+            protected: false,
             flux_overlay: None,
             vault: None,
         }

@@ -435,9 +435,18 @@ fn propose_env(
                 format!("`{name}` reads as a dev-like environment")
             }],
         );
-    } else if !PROD_LIKE.contains(&lower.as_str()) {
+    }
+    let protected = PROD_LIKE.contains(&lower.as_str());
+    if protected {
+        why.insert(
+            "protected",
+            vec![format!(
+                "`{name}` reads as production: every mutating step there is previewed and approved with its blast radius (the gate policy)"
+            )],
+        );
+    } else if !operator_present {
         questions.push(format!(
-            "environments.{name}: neither dev-like nor prod-like by name: should nothing mutate there unless the operator is present (operator_present: true)?"
+            "environments.{name}: neither dev-like nor prod-like by name: is it production (protected: true), or should nothing mutate there unless the operator is present (operator_present: true)?"
         ));
     }
     ProposedEnv {
@@ -446,6 +455,7 @@ fn propose_env(
             servers: f.group.clone(),
             vpn_gateways: None,
             operator_present,
+            protected,
             flux_overlay,
             vault,
         },
@@ -554,6 +564,7 @@ fn render(config: &Config, envs: &[ProposedEnv], notes: &[String], questions: &[
             "operator_present",
             e.cfg.operator_present.then(|| "true".to_string()),
         );
+        key("protected", e.cfg.protected.then(|| "true".to_string()));
         key(
             "flux_overlay",
             e.cfg

@@ -46,6 +46,10 @@ impl StepKind {
     }
 }
 
+/// The kube-wait condition of the gate policy's read-only preview of a Flux reconcile:
+/// `flux-preview <kind>/<name> <namespace>`. Only the planner writes it.
+pub const FLUX_PREVIEW: &str = "flux-preview";
+
 /// An operator gate: the run stops here until the operator answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
@@ -116,6 +120,43 @@ pub struct PlannedStep {
     /// Working directory for `command` (the repo's ansible dir for ansible steps).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// Who put this gate or preview in the plan: the runbook's author, or the planner's gate
+    /// policy (which a runbook cannot remove). Set on gates and previews only; absent in
+    /// plans journaled before the policy existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<GateSource>,
+    /// On a gate that guards a mutating step: what that step can touch, in numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blast_radius: Option<BlastRadius>,
+}
+
+/// Where a gate (or a preview) comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GateSource {
+    /// Written in the runbook (a gate step, `check_first`).
+    Runbook,
+    /// Required by the gate policy: the environment is `protected` (or asks for the
+    /// operator to be present), whatever the runbook says.
+    Policy,
+}
+
+/// What one mutating step can touch, as the planner knows it: the hosts it runs on, the
+/// nodes whose pods it can restart, and one line saying so for the operator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlastRadius {
+    /// The plan step the gate guards.
+    pub step: usize,
+    /// The hosts a play or command runs on (empty when the step runs on none).
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// The nodes whose workloads the step can roll (a Flux reconcile: every server of the
+    /// environment, the most a DaemonSet can cover).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<usize>,
+    /// The same, in one line with the numbers.
+    pub summary: String,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -146,6 +187,9 @@ pub struct PlanEnv {
     pub api_port: u16,
     /// hk-console.yaml `operator_present: true`: a gate before the first mutating step.
     pub operator_present: bool,
+    /// hk-console.yaml `protected: true`: every mutating step gets the gate policy's preview
+    /// and approval (or a typed confirmation where the kind has no preview).
+    pub protected: bool,
     /// The inventory path as passed to `ansible-playbook -i`.
     pub inventory: String,
     /// The working directory of ansible commands (playbook paths are relative to it).
@@ -322,11 +366,20 @@ pub fn plan(runbook: &Runbook, env: &PlanEnv, topo: &dyn Topology) -> Result<Pla
     }
 
     let steps = p.insert_safety_steps(raw, &hosts)?;
-    let steps: Vec<PlannedStep> = steps
+    let mut steps: Vec<PlannedStep> = steps
         .into_iter()
         .enumerate()
         .map(|(i, d)| PlannedStep { n: i + 1, ..d.step })
         .collect();
+    // A policy gate names the step it guards: the next mutating step after it.
+    for i in 0..steps.len() {
+        if steps[i].blast_radius.is_some() {
+            let guarded = steps[i + 1..].iter().find(|s| s.mutates).map(|s| s.n);
+            if let (Some(b), Some(n)) = (steps[i].blast_radius.as_mut(), guarded) {
+                b.step = n;
+            }
+        }
+    }
     Ok(Plan {
         runbook: runbook.id.clone(),
         env: env.name.clone(),
@@ -706,6 +759,8 @@ impl Planner<'_> {
                 }),
                 title,
                 cwd: Some(self.env.ansible_dir.clone()),
+                source: Some(GateSource::Runbook),
+                blast_radius: None,
             },
             play: Some(play.clone()),
         }
@@ -734,6 +789,8 @@ impl Planner<'_> {
             expect: None,
             title: title.clone().unwrap_or(default_title),
             cwd: None,
+            source: None,
+            blast_radius: None,
         };
         match &step.spec {
             StepSpec::ListHosts { play, expect_hosts } => {
@@ -758,6 +815,15 @@ impl Planner<'_> {
             } => {
                 let play = self.render_play(step, play, h)?;
                 let on = play.limit.clone().unwrap_or_else(|| "its hosts".into());
+                // The policy: in a protected environment every mutating play is previewed
+                // and approved, whether or not the runbook asks for it.
+                let by_policy = self.env.protected && !*check_only;
+                let check_first = &(*check_first || by_policy);
+                let source = Some(if by_policy {
+                    GateSource::Policy
+                } else {
+                    GateSource::Runbook
+                });
                 if *check_first || *check_only {
                     let id = if *check_first {
                         format!("{}.check", step.id)
@@ -769,6 +835,9 @@ impl Planner<'_> {
                     s.title = preview_title(&title, &play.playbook, &on);
                     s.command = Some(self.ansible_argv(&play, &["--check", "--diff"]));
                     s.cwd = Some(self.env.ansible_dir.clone());
+                    if *check_first {
+                        s.source = source;
+                    }
                     out.push(Draft {
                         step: s,
                         play: Some(play.clone()),
@@ -779,6 +848,8 @@ impl Planner<'_> {
                     s.id = format!("{}.approve", step.id);
                     s.title = approve_title(&title, &play.playbook, &on);
                     s.gate = Some(Gate::ApproveDiff);
+                    s.source = source;
+                    s.blast_radius = Some(self.play_radius(&step.id, &play, h, target_hosts));
                     out.push(Draft {
                         step: s,
                         play: None,
@@ -825,7 +896,10 @@ impl Planner<'_> {
                     timeout_s: *timeout_s,
                     ..Expect::default()
                 });
-                s.command = Some(vec!["ssh".into(), host, command]);
+                s.command = Some(vec!["ssh".into(), host.clone(), command]);
+                if step.mutates {
+                    self.policy_typed_confirm(&s, vec![host], out);
+                }
                 out.push(Draft {
                     step: s,
                     play: None,
@@ -889,6 +963,7 @@ impl Planner<'_> {
                 };
                 let mut s = base(StepKind::Gate, false, default_title);
                 s.gate = Some(gate);
+                s.source = Some(GateSource::Runbook);
                 out.push(Draft {
                     step: s,
                     play: None,
@@ -901,6 +976,14 @@ impl Planner<'_> {
                     format!("Manual step {}", step.id),
                 );
                 s.gate = Some(Gate::ConfirmDone);
+                s.source = Some(GateSource::Runbook);
+                if step.mutates {
+                    let hosts = match host {
+                        Some(h) => vec![h.clone()],
+                        None => target_hosts.to_vec(),
+                    };
+                    self.policy_typed_confirm(&s, hosts, out);
+                }
                 out.push(Draft {
                     step: s,
                     play: None,
@@ -932,6 +1015,13 @@ impl Planner<'_> {
                     format!("Flux reconciles {object}"),
                 );
                 s.command = Some(argv);
+                if self.env.protected {
+                    let ns = match namespace {
+                        Some(ns) => Some(self.render(step, ns, h)?),
+                        None => None,
+                    };
+                    self.policy_flux_preview(&step.id, &object, ns.as_deref(), host, out);
+                }
                 out.push(Draft {
                     step: s,
                     play: None,
@@ -939,6 +1029,167 @@ impl Planner<'_> {
             }
         }
         Ok(())
+    }
+
+    /// What an ansible step can touch: the hosts its play runs on (the step's own host,
+    /// else its limit's or the target's hosts).
+    fn play_radius(
+        &self,
+        step_id: &str,
+        play: &RenderedPlay,
+        host: Option<&str>,
+        target_hosts: &[String],
+    ) -> BlastRadius {
+        let hosts = match host {
+            Some(h) => vec![h.to_string()],
+            None => self
+                .expected_hosts(step_id, play.limit.as_deref(), target_hosts)
+                .unwrap_or_default(),
+        };
+        let summary = match hosts.len() {
+            0 => format!(
+                "{} changes the hosts its plays target in {} (the list-hosts step confirmed them)",
+                play.playbook, self.env.name
+            ),
+            1 => format!(
+                "{} changes 1 host in {}: {}",
+                play.playbook, self.env.name, hosts[0]
+            ),
+            k => format!(
+                "{} changes {k} hosts in {} in one run: {}",
+                play.playbook,
+                self.env.name,
+                hosts.join(", ")
+            ),
+        };
+        BlastRadius {
+            step: 0,
+            hosts,
+            nodes: None,
+            summary,
+        }
+    }
+
+    /// The policy for a mutating step with no preview in a protected environment: the
+    /// operator types the environment's name and how many hosts the step touches.
+    fn policy_typed_confirm(
+        &self,
+        guarded: &PlannedStep,
+        hosts: Vec<String>,
+        out: &mut Vec<Draft>,
+    ) {
+        if !self.env.protected {
+            return;
+        }
+        let env = &self.env.name;
+        let (phrase, summary) = if hosts.is_empty() {
+            (
+                env.clone(),
+                format!(
+                    "{} has no preview; it changes {env} on no host hk-console can count",
+                    guarded.title
+                ),
+            )
+        } else {
+            (
+                format!("{env} {}", hosts.len()),
+                format!(
+                    "{} has no preview; it changes {} host(s) in {env}: {}",
+                    guarded.title,
+                    hosts.len(),
+                    hosts.join(", ")
+                ),
+            )
+        };
+        out.push(Draft {
+            step: PlannedStep {
+                n: 0,
+                id: format!("{}.confirm", guarded.id),
+                kind: StepKind::Gate,
+                host: guarded.host.clone(),
+                mutates: false,
+                title: format!("Type `{phrase}` (the environment and the host count): {summary}"),
+                gate: Some(Gate::TypedConfirm { phrase }),
+                command: None,
+                expect: None,
+                cwd: None,
+                source: Some(GateSource::Policy),
+                blast_radius: Some(BlastRadius {
+                    step: 0,
+                    hosts,
+                    nodes: None,
+                    summary,
+                }),
+            },
+            play: None,
+        });
+    }
+
+    /// The policy for a Flux reconcile in a protected environment: a read-only look at the
+    /// object (its revision now and the one it will reconcile to, the DaemonSets it rolls
+    /// and their maxUnavailable), then an approval that states how many nodes it can roll.
+    fn policy_flux_preview(
+        &self,
+        step_id: &str,
+        object: &str,
+        namespace: Option<&str>,
+        host: Option<&String>,
+        out: &mut Vec<Draft>,
+    ) {
+        let env = &self.env.name;
+        let servers = self.topo.hosts_in(&self.env.servers).unwrap_or_default();
+        let ns = namespace.unwrap_or("flux-system");
+        let condition = format!("{FLUX_PREVIEW} {object} {ns}");
+        out.push(Draft {
+            step: PlannedStep {
+                n: 0,
+                id: format!("{step_id}.preview"),
+                kind: StepKind::KubeWait,
+                host: host.cloned(),
+                mutates: false,
+                gate: None,
+                command: None,
+                expect: Some(Expect {
+                    condition: Some(condition),
+                    timeout_s: Some(60),
+                    ..Expect::default()
+                }),
+                title: format!(
+                    "Preview the reconcile of {object} in {ns}: its revision now and next, the DaemonSets it rolls and their maxUnavailable"
+                ),
+                cwd: None,
+                source: Some(GateSource::Policy),
+                blast_radius: None,
+            },
+            play: None,
+        });
+        let summary = format!(
+            "Flux reconciles {object} in {env}: the DaemonSets it rolls restart their pods on up to {} nodes ({}); the preview says which and how many at a time",
+            servers.len(),
+            servers.join(", ")
+        );
+        out.push(Draft {
+            step: PlannedStep {
+                n: 0,
+                id: format!("{step_id}.approve"),
+                kind: StepKind::Gate,
+                host: host.cloned(),
+                mutates: false,
+                gate: Some(Gate::ApproveDiff),
+                command: None,
+                expect: None,
+                title: format!("Approve the reconcile of {object} in {env}"),
+                cwd: None,
+                source: Some(GateSource::Policy),
+                blast_radius: Some(BlastRadius {
+                    step: 0,
+                    hosts: Vec::new(),
+                    nodes: Some(servers.len()),
+                    summary,
+                }),
+            },
+            play: None,
+        });
     }
 
     /// The planner's own safety steps: the operator-present gate where the environment asks
@@ -973,6 +1224,8 @@ impl Planner<'_> {
                             self.env.name
                         ),
                         cwd: None,
+                        source: Some(GateSource::Policy),
+                        blast_radius: None,
                     },
                     play: None,
                 });
@@ -999,7 +1252,9 @@ impl Planner<'_> {
                         if let Some(h) = host {
                             play.limit = Some(h.clone());
                         }
-                        Some(self.list_hosts_step(id, &play, host.as_deref(), expected))
+                        let mut d = self.list_hosts_step(id, &play, host.as_deref(), expected);
+                        d.step.source = Some(GateSource::Policy);
+                        Some(d)
                     }
                     (None, Some(host)) => Some(Draft {
                         step: PlannedStep {
@@ -1024,6 +1279,8 @@ impl Planner<'_> {
                             }),
                             title: format!("Confirm the host {host}"),
                             cwd: Some(self.env.ansible_dir.clone()),
+                            source: Some(GateSource::Policy),
+                            blast_radius: None,
                         },
                         play: None,
                     }),

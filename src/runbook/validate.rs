@@ -78,6 +78,12 @@ pub fn validate_text(file_name: &str, text: &str) -> Result<Runbook, Vec<Diagnos
         );
         return Err(v.diags);
     }
+    // Before serde, which would call these merely unknown: a field meant to skip a gate is
+    // refused for what it tries to do.
+    v.refuse_opt_outs(&root);
+    if !v.diags.is_empty() {
+        return Err(v.diags);
+    }
     let raw: RawRunbook = match serde_yaml::from_str(text) {
         Ok(raw) => raw,
         Err(e) => {
@@ -302,7 +308,55 @@ pub(crate) fn quoted_splices(command: &str) -> Vec<String> {
     found
 }
 
+/// Fields a runbook could be written with to skip a gate. None is part of the format: the
+/// gate policy comes from hk-console.yaml (`protected: true`), and a runbook can add gates,
+/// never remove the policy's.
+pub const OPT_OUT_FIELDS: &[&str] = &[
+    "protected",
+    "policy",
+    "gate_policy",
+    "gates",
+    "skip_gates",
+    "no_gates",
+    "preview",
+    "skip_preview",
+    "no_preview",
+    "approve",
+    "skip_approval",
+    "no_approval",
+    "confirm",
+    "skip_confirm",
+    "no_confirm",
+];
+
+const POLICY_HINT: &str = "the gate policy comes from hk-console.yaml (`protected: true`): \
+every mutating step there is previewed and approved whatever the runbook says; remove this \
+field (docs/runbooks.md, \"The gate policy\")";
+
 impl Validator {
+    /// Refuse, by name, every field meant to opt out of the gate policy, at the runbook's
+    /// top level and on its steps.
+    fn refuse_opt_outs(&mut self, root: &Node) {
+        let mut maps: Vec<&Node> = vec![root];
+        if let Some(steps) = root.get("steps").and_then(Node::as_seq) {
+            maps.extend(steps.iter());
+        }
+        for map in maps {
+            for (key, _) in map.as_map().unwrap_or_default() {
+                let Some(name) = key.as_key() else { continue };
+                if OPT_OUT_FIELDS.contains(&name.as_str()) {
+                    self.push(
+                        key.mark,
+                        format!(
+                            "`{name}` would opt out of the gate policy: a runbook can add gates, never remove them"
+                        ),
+                        Some(POLICY_HINT),
+                    );
+                }
+            }
+        }
+    }
+
     fn push(&mut self, mark: Mark, message: String, hint: Option<&str>) {
         self.diags.push(Diagnostic {
             file: self.file.clone(),
@@ -775,6 +829,13 @@ impl Validator {
                 false,
             ),
             "ansible" => {
+                if raw.check_first == Some(false) {
+                    self.push(
+                        key_at("check_first"),
+                        "`check_first: false` would skip the preview the gate policy requires in a protected environment".into(),
+                        Some("remove it: left out, the step runs as written where the environment is not protected and is previewed and approved where it is; `check_first: true` previews it everywhere"),
+                    );
+                }
                 let check_first = raw.check_first.unwrap_or(false);
                 let check_only = raw.check.unwrap_or(false);
                 if check_first && check_only {

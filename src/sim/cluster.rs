@@ -100,7 +100,9 @@ fn agent_env(host: &str, port: u16) -> Value {
 fn daemonset(env: &SimEnv, host: &str) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "cilium", "namespace": NS, "labels": {"k8s-app": "cilium"}},
+        // helm-controller labels what a HelmRelease applies with its name and namespace.
+        "metadata": {"name": "cilium", "namespace": NS, "labels": {"k8s-app": "cilium",
+            "helm.toolkit.fluxcd.io/name": "cilium", "helm.toolkit.fluxcd.io/namespace": NS}},
         "spec": {
             "selector": {"matchLabels": {"k8s-app": "cilium"}},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},

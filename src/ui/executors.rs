@@ -857,6 +857,21 @@ impl KubeExecutor {
                 let text = expect
                     .condition
                     .ok_or("a kube-wait step without a condition")?;
+                // The gate policy's read-only look before a reconcile (the planner writes it).
+                let words: Vec<&str> = text.split_whitespace().collect();
+                if let [crate::runbook::plan::FLUX_PREVIEW, object, ns] = words.as_slice() {
+                    return self
+                        .preview(
+                            tag,
+                            step,
+                            attempt,
+                            run_env,
+                            FluxObject::parse(object, Some(ns))?,
+                            cancel,
+                            replies,
+                        )
+                        .await;
+                }
                 let timeout = expect
                     .timeout_s
                     .ok_or("a kube-wait step without timeout_s")?;
@@ -986,6 +1001,79 @@ impl KubeExecutor {
         };
         drop(progress);
         let _ = tokio::time::timeout(Duration::from_secs(5), forward).await;
+        Ok(input)
+    }
+
+    /// The preview of a Flux reconcile: every line as step output, the blast radius as
+    /// the verdict the Verify reports.
+    #[allow(clippy::too_many_arguments)]
+    async fn preview(
+        &self,
+        tag: RunTag,
+        step: &PlannedStep,
+        attempt: u32,
+        env: &str,
+        obj: FluxObject,
+        cancel: &CancellationToken,
+        replies: &mpsc::Sender<ExecReply>,
+    ) -> Result<Input, String> {
+        let n = step.n;
+        let (client, _, _) = self.clusters.connect(env).await?;
+        let _ = replies
+            .send(ExecReply::Outcome {
+                tag,
+                input: Input::StepStarted { n, attempt },
+            })
+            .await;
+        let looked = tokio::select! {
+            r = flux::preview(client, &obj) => r,
+            () = cancel.cancelled() => {
+                return Ok(Input::Cancelled {
+                    n,
+                    attempt,
+                    reason: "stopped at the operator's request".into(),
+                })
+            }
+        };
+        let (input, lines) = match looked {
+            Ok(p) => {
+                let summary = p.summary(&obj.to_string());
+                self.lock()
+                    .ends
+                    .insert((tag, n, attempt), WaitEnd::Met(summary.clone()));
+                let mut lines = p.lines;
+                lines.push(format!("verdict: {summary}"));
+                (
+                    Input::StepFinished {
+                        n,
+                        attempt,
+                        exit_code: Some(0),
+                        error: None,
+                    },
+                    lines,
+                )
+            }
+            Err(e) => (
+                Input::StepFinished {
+                    n,
+                    attempt,
+                    exit_code: None,
+                    error: Some(format!("{env}: {e}")),
+                },
+                Vec::new(),
+            ),
+        };
+        // Every line goes out before the outcome, so the approval shows the whole preview.
+        for line in lines {
+            let _ = replies
+                .send(ExecReply::Output {
+                    tag,
+                    n,
+                    attempt,
+                    line,
+                })
+                .await;
+        }
         Ok(input)
     }
 

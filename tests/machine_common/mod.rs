@@ -32,6 +32,8 @@ pub fn step(
         expect,
         title: format!("{id} {}", host.unwrap_or("")),
         cwd: None,
+        source: None,
+        blast_radius: None,
     }
 }
 

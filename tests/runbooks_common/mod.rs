@@ -79,6 +79,8 @@ pub fn prod() -> PlanEnv {
         vip: "192.168.2.9".into(),
         api_port: 6443,
         operator_present: false,
+        // As the sample's hk-console.yaml marks it.
+        protected: true,
         inventory: "inventory/hosts.ini".into(),
         ansible_dir: "infra/ansible".into(),
         kubeconfig: Some(".cache/prod.kubeconfig".into()),
@@ -96,6 +98,7 @@ pub fn dev() -> PlanEnv {
         vip: "192.168.1.49".into(),
         api_port: 6443,
         operator_present: true,
+        protected: false,
         inventory: "inventory/hosts.ini".into(),
         ansible_dir: "infra/ansible".into(),
         kubeconfig: Some(".cache/dev.kubeconfig".into()),

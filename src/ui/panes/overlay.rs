@@ -6,7 +6,8 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 use ratatui::Frame;
 use tui_textarea::TextArea;
 
-use crate::runbook::plan::Gate;
+use crate::exec::ansible;
+use crate::runbook::plan::{Gate, GateSource, PlannedStep, StepKind};
 use crate::ui::app::{gate_is_typed, App, Confirm, GateField, GateModal, Overlay, ReasonFor};
 use crate::ui::theme::Theme;
 
@@ -247,7 +248,24 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
                 )),
             ],
         ),
-        Gate::ApproveDiff => ("approve diff", diff_body(app, m, t)),
+        Gate::ApproveDiff => {
+            // What the approval covers and what the preview could not show come first, so
+            // they are above the fold on a small terminal; the preview's lines follow.
+            let mut body = approve_head(app, step, m, t);
+            body.extend(diff_body(app, m, t));
+            // A Flux reconcile's approval reviews a look at the cluster, not a diff.
+            let rolls = step
+                .and_then(|s| s.blast_radius.as_ref())
+                .is_some_and(|b| b.nodes.is_some());
+            (
+                if rolls {
+                    "approve reconcile"
+                } else {
+                    "approve diff"
+                },
+                body,
+            )
+        }
         Gate::ConfirmDone => (
             "confirm done",
             vec![
@@ -277,8 +295,16 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
         "enter approve · ctrl-r reject (note = reason) · esc hide"
     };
     let inputs: u16 = if typed { 6 } else { 3 };
-    let want_h = body.len() as u16 + inputs + 3;
     let w = area.width.saturating_sub(4).min(90);
+    // Rows as drawn: a long line (a blast radius, a warning) wraps onto more than one.
+    let inner_w = usize::from(w.saturating_sub(2)).max(1);
+    let rows: usize = body
+        .iter()
+        .map(|l| l.width().max(1).div_ceil(inner_w))
+        .sum();
+    let want_h = u16::try_from(rows)
+        .unwrap_or(u16::MAX)
+        .saturating_add(inputs + 3);
     let r = centered(area, w, want_h.max(10));
     f.render_widget(Clear, r);
     let b = modal_block(t, format!(" Gate · step {}{host} · {name} ", m.n));
@@ -305,6 +331,9 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
     if typed {
         let label = match &m.gate {
             Gate::ConfirmHosts { .. } => " number of hosts ",
+            Gate::TypedConfirm { phrase } if phrase.contains(' ') => {
+                " environment name and host count "
+            }
             _ => " environment name ",
         };
         draw_input(
@@ -367,6 +396,52 @@ fn hosts_body<'a>(app: &App, n: usize, expected: &[String], t: &Theme) -> Vec<Li
         "Count the hosts and type the number.",
         t.warn(),
     )));
+    v
+}
+
+/// The approval's first lines: the blast radius the planner stated, then every gap of an
+/// ansible preview (skipped tasks, unreachable or failed hosts, no recap) in the warning
+/// colour.
+fn approve_head<'a>(
+    app: &App,
+    step: Option<&PlannedStep>,
+    m: &GateModal,
+    t: &Theme,
+) -> Vec<Line<'a>> {
+    let mut v = Vec::new();
+    if let Some(b) = step.and_then(|s| s.blast_radius.as_ref()) {
+        let from = match step.and_then(|s| s.source) {
+            Some(GateSource::Policy) => " (gate policy)",
+            _ => "",
+        };
+        v.push(Line::from(Span::styled(
+            format!("Blast radius{from}: {}", b.summary),
+            t.mutating(),
+        )));
+    }
+    let Some(a) = &app.active else { return v };
+    let Some((&from_n, &start)) = a.step_output_start.range(..=m.n).next_back() else {
+        return v;
+    };
+    let previewed_by_ansible = a
+        .run
+        .plan()
+        .steps
+        .iter()
+        .any(|s| s.n == from_n && s.kind == StepKind::Ansible);
+    if !previewed_by_ansible {
+        return v;
+    }
+    let end = a
+        .step_output_start
+        .range(from_n + 1..)
+        .next()
+        .map_or(u64::MAX, |(_, &e)| e);
+    let count = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
+    let recap = ansible::parse_recap(a.output.since(start).take(count));
+    for gap in ansible::preview_gaps(&recap) {
+        v.push(Line::from(Span::styled(format!("! {gap}"), t.warn())));
+    }
     v
 }
 

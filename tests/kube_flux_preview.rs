@@ -1,0 +1,122 @@
+//! The gate policy's preview of a Flux reconcile against a REAL kube-apiserver (built by
+//! tests/apiserver/, run by tests/support/apiserver.rs) with Flux's CRDs: it reads the
+//! HelmRelease, says the revision it last applied and what it will reconcile to, that its
+//! spec changed since, and the DaemonSet it rolls with its maxUnavailable; and it writes
+//! nothing.
+mod support;
+
+use hk_console::cluster::flux::{self, FluxObject};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::apiserver::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_preview_reads_revision_spec_change_and_the_daemonset_it_rolls_and_writes_nothing() {
+    let server = ApiServer::start();
+    let admin = server.admin_client().await;
+    install_flux_crds(&admin).await;
+    let hrs: Api<DynamicObject> =
+        Api::namespaced_with(admin.clone(), KUBE_SYSTEM, &helm_release_resource());
+    let hr: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": "cilium", "namespace": KUBE_SYSTEM},
+        "spec": {"interval": "10m", "chart": {"spec": {"chart": "cilium", "version": "1.18.4",
+                 "sourceRef": {"kind": "HelmRepository", "name": "cilium", "namespace": "flux-system"}}}},
+    }))
+    .expect("HelmRelease");
+    hrs.create(&PostParams::default(), &hr)
+        .await
+        .expect("create");
+    // The values changed in git and the Kustomization applied them: a new generation that
+    // helm-controller has not reconciled yet.
+    hrs.patch(
+        "cilium",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"values": {"k8sServiceHost": "192.168.2.9"}}})),
+    )
+    .await
+    .expect("bump generation");
+    hrs.patch_status(
+        "cilium",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "observedGeneration": 1,
+            "helmChart": "flux-system/kube-system-cilium",
+            "history": [{"chartName": "cilium", "chartVersion": "1.18.2",
+                         "configDigest": "sha256:0ld", "name": "cilium", "namespace": KUBE_SYSTEM,
+                         "version": 3, "status": "deployed", "digest": "sha256:x",
+                         "firstDeployed": "2026-09-01T00:00:00Z", "lastDeployed": "2026-09-06T00:00:00Z"}],
+            "conditions": [{"type": "Ready", "status": "True", "reason": "UpgradeSucceeded",
+                            "message": "ok", "observedGeneration": 1,
+                            "lastTransitionTime": "2026-12-01T08:00:01Z"}]}})),
+    )
+    .await
+    .expect("status");
+    // The DaemonSet helm-controller applied, with its origin labels; and one it did not.
+    create_cilium_daemonset(&admin, &AgentEnv::literal("192.168.2.10", 6443)).await;
+    let dss: Api<DaemonSet> = Api::namespaced(admin.clone(), KUBE_SYSTEM);
+    dss.patch(
+        "cilium",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {
+            "helm.toolkit.fluxcd.io/name": "cilium",
+            "helm.toolkit.fluxcd.io/namespace": KUBE_SYSTEM}}})),
+    )
+    .await
+    .expect("label");
+    set_daemonset_status(&admin, KUBE_SYSTEM, "cilium", &rollout_status(3, 3, 3)).await;
+
+    server.audit_settle().await;
+    let writes_before = server.writes_by(ADMIN_USER).len();
+    let obj = FluxObject::parse("helmrelease/cilium", Some(KUBE_SYSTEM)).expect("object");
+    let p = flux::preview(admin.clone(), &obj).await.expect("preview");
+    server.audit_settle().await;
+    assert_eq!(
+        server.writes_by(ADMIN_USER).len(),
+        writes_before,
+        "the preview wrote something"
+    );
+
+    let text = p.lines.join("\n");
+    println!("{text}");
+    assert_eq!(p.lines[0], "object: HelmRelease kube-system/cilium");
+    assert!(
+        text.contains("revision now: chart cilium 1.18.2, values sha256:0ld"),
+        "{text}"
+    );
+    // No HelmChart CRD on this server: the spec's chart is said, with why.
+    assert!(
+        text.contains("reconciles to: chart cilium 1.18.4 as the spec asks (HelmChart flux-system/kube-system-cilium could not be read"),
+        "{text}"
+    );
+    assert!(
+        text.contains("spec: changed since Flux last reconciled it (generation 2, reconciled 1)"),
+        "{text}"
+    );
+    assert_eq!(p.daemonsets.len(), 1, "{text}");
+    assert_eq!(
+        p.summary("HelmRelease kube-system/cilium"),
+        "every cilium-agent on 3 nodes (DaemonSet kube-system/cilium, 3 ready now), one at a time (maxUnavailable 1)"
+    );
+
+    // A suspended object is refused: Flux would not reconcile it.
+    hrs.patch(
+        "cilium",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": true}})),
+    )
+    .await
+    .expect("suspend");
+    let e = flux::preview(admin.clone(), &obj)
+        .await
+        .expect_err("suspended");
+    assert!(e.to_string().contains("suspended"), "{e}");
+    // A missing object is an error naming it.
+    let gone = FluxObject::parse("helmrelease/nope", Some(KUBE_SYSTEM)).expect("object");
+    let e = flux::preview(admin, &gone).await.expect_err("missing");
+    assert!(
+        e.to_string().contains("HelmRelease kube-system/nope"),
+        "{e}"
+    );
+}

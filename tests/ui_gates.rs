@@ -1,0 +1,144 @@
+//! The approve gate tells what the preview could not show: a check run whose PLAY RECAP
+//! says `changed=0 skipped=2` did not exercise two tasks, and the gate says so in the
+//! warning colour, with the blast radius, above the diff, on a big and on an 80x24 terminal.
+mod ui_common;
+
+use crossterm::event::KeyCode;
+use hk_console::runbook::plan::StepKind;
+use hk_console::ui::app::{App, Overlay, Screen};
+use hk_console::ui::exec::ExecRequest;
+use ratatui::backend::TestBackend;
+use ui_common::*;
+
+/// etcd-io-priority on prod, run up to the approval of node 3's diff, whose check run
+/// printed `recap` after a diff that shows nothing changing.
+fn at_the_approval(dir: &std::path::Path, recap: &str) -> App {
+    let mut app = App::operate(
+        parts(dir),
+        operate_caps(
+            &[StepKind::ListHosts, StepKind::Ansible, StepKind::Ssh],
+            &[],
+        ),
+    );
+    app.open_runbook("etcd-io-priority", Some("prod"), None);
+    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    app.handle_key(key('s'));
+    play_one(
+        &mut app,
+        &[
+            "playbook: playbooks/etcd-io-priority.yml",
+            "  play #1 (k3s_prod): etcd I/O priority\tTAGS: []",
+            "    pattern: ['k3s_prod']",
+            "    hosts (1):",
+            "      k3s-prod-3",
+        ],
+    );
+    play_one(&mut app, &[]); // verify: the host set matches
+    type_str(&mut app, "1");
+    app.handle_key(code(KeyCode::Enter));
+    assert!(app.overlay.is_none(), "the host count opened the gate");
+    let req = play_one(
+        &mut app,
+        &[
+            "PLAY [etcd I/O priority] *****",
+            "TASK [etcd-io-priority : Find the k3s data disk] *****",
+            "skipping: [k3s-prod-3]",
+            "TASK [etcd-io-priority : Set the BFQ scheduler] *****",
+            "skipping: [k3s-prod-3]",
+            "TASK [etcd-io-priority : IOWeight for system.slice] *****",
+            "ok: [k3s-prod-3]",
+            "PLAY RECAP *****",
+            recap,
+        ],
+    )
+    .expect("the check run went out");
+    assert!(
+        matches!(&req, ExecRequest::Execute { step, .. } if step.n == 2),
+        "{req:?}"
+    );
+    while play_one(&mut app, &[]).is_some() {}
+    assert!(
+        matches!(&app.overlay, Some(Overlay::Gate(m)) if m.n == 3),
+        "the approval is open"
+    );
+    app
+}
+
+/// The row of `needle` in the frame, and the style of its first cell.
+fn find(b: &TestBackend, needle: &str) -> Option<(u16, ratatui::style::Style)> {
+    let buf = b.buffer();
+    let area = buf.area;
+    for y in 0..area.height {
+        let row: String = (0..area.width)
+            .map(|x| buf[(x, y)].symbol().to_string())
+            .collect();
+        if let Some(i) = row.find(needle) {
+            // Byte index to column: the frame is box-drawing chars, so count chars.
+            let col = row[..i].chars().count() as u16;
+            return Some((y, buf[(col, y)].style()));
+        }
+    }
+    None
+}
+
+#[test]
+fn a_check_run_that_skipped_tasks_says_so_above_the_fold() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = at_the_approval(
+        dir.path(),
+        "k3s-prod-3 : ok=1 changed=0 unreachable=0 failed=0 skipped=2 rescued=0 ignored=0",
+    );
+    let warn = app.theme.warn().fg;
+    for (w, h, name) in [
+        (160, 45, "gate_preview_skipped_160x45"),
+        (80, 24, "gate_preview_skipped_80x24"),
+    ] {
+        let frame = render(&mut app, w, h);
+        insta::assert_snapshot!(name, text(&frame));
+        let (row, style) = find(&frame, "! changed=0 with skipped=2")
+            .unwrap_or_else(|| panic!("{w}x{h}: the warning is not on screen:\n{}", text(&frame)));
+        assert_eq!(
+            style.fg, warn,
+            "{w}x{h}: the warning is in the warning colour"
+        );
+        assert!(row < h, "above the fold");
+        // Before the diff and with the blast radius, which come first.
+        let (blast, _) = find(&frame, "Blast radius (gate policy)").expect("blast radius shown");
+        assert!(blast < row, "{w}x{h}: the blast radius comes first");
+        if let Some((task, _)) = find(&frame, "TASK [") {
+            assert!(
+                row < task,
+                "{w}x{h}: the warning is above the preview's output"
+            );
+        }
+    }
+    // The words a person reads, whole on the big terminal.
+    let big = text(&render(&mut app, 160, 45));
+    assert!(
+        big.contains("the preview did not exercise 2 task(s)"),
+        "{big}"
+    );
+    assert!(big.contains("changes 1 host in prod:"), "{big}");
+}
+
+#[test]
+fn a_full_preview_shows_no_warning_and_an_unreachable_host_is_named() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = at_the_approval(
+        dir.path(),
+        "k3s-prod-3 : ok=3 changed=2 unreachable=0 failed=0 skipped=0 rescued=0 ignored=0",
+    );
+    let frame = text(&render(&mut app, 160, 45));
+    assert!(!frame.contains("! "), "nothing to warn about:\n{frame}");
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = at_the_approval(
+        dir.path(),
+        "k3s-prod-3 : ok=0 changed=0 unreachable=1 failed=0 skipped=0 rescued=0 ignored=0",
+    );
+    let frame = text(&render(&mut app, 80, 24));
+    assert!(
+        frame.contains("! 1 host(s) unreachable in the preview"),
+        "{frame}"
+    );
+}
