@@ -252,7 +252,7 @@ fn role_defaults_reach_the_templates_and_a_missing_variable_is_named() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(stdout.contains("k3s-prod-4: Read back"), "{stdout}");
-    assert!(stdout.contains("nr_requests=32 IOWeight=10000"), "{stdout}");
+    assert!(stdout.contains("nr=32; weight=10000;"), "{stdout}");
 
     // Take one knob away: exit 2 naming the variable, where the runbook uses it, the host,
     // and the role defaults searched.
@@ -297,7 +297,7 @@ fn role_defaults_reach_the_templates_and_a_missing_variable_is_named() {
     .expect("write override");
     let out = plan();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("IOWeight=10000"));
+    assert!(text(&out.stdout).contains("weight=10000;"));
 }
 
 #[test]
