@@ -27,6 +27,11 @@ pub struct Config {
     pub known_hosts: Option<PathBuf>,
     /// Environments by name (dev, prod, ...).
     pub environments: BTreeMap<String, EnvConfig>,
+    /// The kustomize `check` builds Flux overlays with: a `kustomize` or `kubectl` binary (a
+    /// name looked up on PATH, or a path relative to the repo root). Unset: `kustomize`, else
+    /// `kubectl`, on PATH; neither: the builtin engine.
+    #[serde(default)]
+    pub kustomize_bin: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
