@@ -392,3 +392,57 @@ fn a_missing_patches_strategic_merge_file_is_named() {
         other => panic!("expected a missing patch file, got {other}"),
     }
 }
+
+#[test]
+fn a_helm_release_taking_values_from_elsewhere_is_cannot_tell_at_the_field() {
+    use hk_console::repo::flux::{report, EngineChoice};
+    let r = repo(&[
+        ("clusters/prod/kustomization.yaml", "resources:\n  - ks.yaml\n"),
+        (
+            "clusters/prod/ks.yaml",
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: platform\nspec:\n  path: ./platform\n  postBuild:\n    substitute:\n      K3S_API_HOST: 192.168.2.9\n",
+        ),
+        (
+            "platform/cilium/helmrelease.yaml",
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: cilium\nspec:\n  valuesFrom:\n    - kind: ConfigMap\n      name: cilium-values\n  values:\n    k8sServiceHost: ${K3S_API_HOST}\n",
+        ),
+    ]);
+    let rep = report(r.path(), Path::new("clusters/prod"), &EngineChoice::Builtin);
+    assert_eq!(
+        rep.overlay.as_ref().map(|v| v.value.as_str()).ok(),
+        Some("192.168.2.9")
+    );
+    let helm = rep.helm.expect("the Flux path is looked at");
+    match helm.values {
+        Err(FluxError::CannotTell { at, what, .. }) => {
+            assert_eq!(
+                (at.file.as_path(), at.line),
+                (Path::new("platform/cilium/helmrelease.yaml"), 7)
+            );
+            assert!(what.contains("valuesFrom"), "{what}");
+        }
+        other => panic!("expected cannot tell, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_flux_kustomization_patching_what_it_applies_is_cannot_tell_for_the_helm_values() {
+    use hk_console::repo::flux::{report, EngineChoice};
+    let r = repo(&[
+        ("clusters/prod/kustomization.yaml", "resources:\n  - ks.yaml\n"),
+        (
+            "clusters/prod/ks.yaml",
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: platform\nspec:\n  path: ./platform\n  patches:\n    - patch: '[]'\n      target: {kind: HelmRelease}\n  postBuild:\n    substitute:\n      K3S_API_HOST: 192.168.2.9\n",
+        ),
+        ("platform/hr.yaml", "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: cilium\nspec:\n  values:\n    k8sServiceHost: ${K3S_API_HOST}\n"),
+    ]);
+    let rep = report(r.path(), Path::new("clusters/prod"), &EngineChoice::Builtin);
+    match rep.helm.expect("helm").values {
+        Err(e @ FluxError::CannotTell { .. }) => {
+            assert!(e.to_string().contains("spec.patches"), "{e}");
+            // The field's content: its first entry, under `patches:` on line 7.
+            assert_eq!(e.location().map(|l| l.line), Some(8));
+        }
+        other => panic!("expected cannot tell, got {other:?}"),
+    }
+}

@@ -626,6 +626,18 @@ fn corpus() -> Vec<Variant> {
             ),
         ),
         v(
+            "generators-config-map-generator-config",
+            Agrees,
+            vec![
+                (O, format!("{K}resources:\n  - platform.yaml\ngenerators:\n  - vars-generator.yaml\n")),
+                (
+                    "clusters/{ENV}/vars-generator.yaml",
+                    "apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata:\n  name: cluster-vars\n  namespace: flux-system\nliterals:\n  - K3S_API_HOST={NODE}\noptions:\n  disableNameSuffixHash: true\n".into(),
+                ),
+                ("clusters/{ENV}/platform.yaml", ks("platform", &from("      - kind: ConfigMap\n        name: cluster-vars\n"))),
+            ],
+        ),
+        v(
             "images-not-modelled",
             CannotTell,
             vec![
@@ -918,4 +930,76 @@ fn builtin_and_real_engines_agree_with_kustomize_on_every_variant() {
         "the corpus must hold at least 30 variants, has {total}"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn sample_copy(dir: &Path, config_extra: &str) {
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory"),
+        dir,
+    );
+    if !config_extra.is_empty() {
+        let cfg = dir.join("hk-console.yaml");
+        let text = std::fs::read_to_string(&cfg).expect("config");
+        std::fs::write(&cfg, format!("{config_extra}\n{text}")).expect("write config");
+    }
+}
+
+#[test]
+fn kustomize_bin_in_the_config_is_the_engine_and_a_missing_one_is_cannot_tell() {
+    let kustomize = kustomize_bin();
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let empty = scratch.path().join("empty-path");
+    std::fs::create_dir_all(&empty).expect("mkdir");
+    let state = scratch.path().join("state");
+
+    let named = scratch.path().join("named");
+    sample_copy(&named, &format!("kustomize_bin: {}", kustomize.display()));
+    let a = check(&named, "prod", &empty, &state);
+    assert_eq!(
+        (
+            a.engine.as_str(),
+            a.value.as_deref(),
+            a.verdict.as_str(),
+            a.code
+        ),
+        ("kustomize", Some("192.168.2.9"), "clean", 0),
+        "{}",
+        a.json
+    );
+
+    let missing = scratch.path().join("missing");
+    sample_copy(&missing, "kustomize_bin: no-such-kustomize");
+    let b = check(&missing, "prod", &empty, &state);
+    assert_eq!(
+        (b.value.as_deref(), b.verdict.as_str(), b.code),
+        (None, "cannot-tell", 2),
+        "{}",
+        b.json
+    );
+    assert!(b.json.contains("no-such-kustomize"), "{}", b.json);
+}
+
+#[test]
+fn without_a_binary_the_text_report_says_the_builtin_engine_ran() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let empty = scratch.path().join("empty-path");
+    std::fs::create_dir_all(&empty).expect("mkdir");
+    let repo = scratch.path().join("repo");
+    sample_copy(&repo, "");
+    let out = Command::new(env!("CARGO_BIN_EXE_hk-console"))
+        .args(["check", "--repo"])
+        .arg(&repo)
+        .env("PATH", &empty)
+        .env("XDG_STATE_HOME", scratch.path())
+        .env("HOME", scratch.path())
+        .output()
+        .expect("run hk-console");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let engine_lines: Vec<&str> = text.lines().filter(|l| l.starts_with("engine: ")).collect();
+    assert_eq!(engine_lines.len(), 1, "{text}");
+    assert!(
+        engine_lines[0].starts_with("engine: builtin (no kustomize or kubectl on PATH"),
+        "{text}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
 }

@@ -165,6 +165,25 @@ mod tests {
     }
 
     #[test]
+    fn kustomize_bin_is_read_and_misspelling_it_is_an_error() {
+        let c = Config::parse(
+            Path::new("c.yaml"),
+            "kustomize_bin: tools/kustomize\nenvironments:\n  prod: { servers: k3s_prod }\n",
+        )
+        .expect("valid");
+        assert_eq!(c.kustomize_bin, Some(PathBuf::from("tools/kustomize")));
+        let err = Config::parse(
+            Path::new("c.yaml"),
+            "kustomize_binary: kubectl\nenvironments:\n  prod: { servers: k3s_prod }\n",
+        )
+        .expect_err("must fail");
+        assert!(
+            err.to_string().contains("unknown field `kustomize_binary`"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn missing_servers_is_an_error() {
         let err = Config::parse(
             Path::new("c.yaml"),

@@ -1136,7 +1136,7 @@ fn opt_text(k: &LNode, field: &str) -> Result<Option<String>, FluxError> {
     match k.get(field) {
         None => Ok(None),
         Some(n) => match n.text() {
-            Some(s) if s.is_empty() => Ok(None),
+            Some("") => Ok(None),
             Some(s) => Ok(Some(s.to_string())),
             None => Err(unexpected(&n.at, format!("`{field}:` to be a string"))),
         },
@@ -1365,13 +1365,15 @@ fn apply_replacement(rep: &LNode, acc: &mut [Res]) -> Result<(), FluxError> {
             &source.at,
             "a replacement source that selects one resource; it selects none (kustomize refuses)",
         )),
-        many => return Err(unexpected(
-            &source.at,
-            format!(
+        many => {
+            return Err(unexpected(
+                &source.at,
+                format!(
                 "a replacement source that selects one resource; it selects {} (kustomize refuses)",
                 many.len()
             ),
-        )),
+            ))
+        }
     };
     let fp = source.str_at(&["fieldPath"]).unwrap_or("metadata.name");
     let steps = field_path(fp, &source.at)?;

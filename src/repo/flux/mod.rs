@@ -223,6 +223,9 @@ pub fn effective_substitution(
     postbuild::evaluate(&resources, var, &rel)
 }
 
+/// A build: the directory (relative to the root) and its resources.
+type Built = Result<(PathBuf, Vec<LNode>), FluxError>;
+
 /// Every resource Flux would build from `dir` (relative to `root`, or absolute), with the
 /// engine chosen; the directory comes back relative to `root`.
 fn build(
@@ -393,7 +396,7 @@ fn helm_report(
     v: &OverlayValue,
     path: &str,
     choice: &EngineChoice,
-    traced: &dyn Fn(&Path) -> Result<(PathBuf, Vec<LNode>), FluxError>,
+    traced: &dyn Fn(&Path) -> Built,
 ) -> Result<(Vec<HelmValue>, Vec<HelmValue>), FluxError> {
     // Flux applies its own spec (patches, prefixes...) to what it builds from spec.path.
     for ks in overlay_resources
@@ -408,6 +411,31 @@ fn helm_report(
     }
     let rel = Path::new(path.trim_start_matches("./"));
     let (_, resources) = build(root, rel, choice)?;
+    // Values from elsewhere, or a post-renderer, can override what spec.values says.
+    for r in resources.iter().filter(|r| {
+        r.str_at(&["apiVersion"])
+            .is_some_and(|a| a.starts_with(HELM_GROUP))
+            && r.str_at(&["kind"]) == Some("HelmRelease")
+    }) {
+        for field in ["valuesFrom", "postRenderers"] {
+            if let Some(n) = r.path(&["spec", field]) {
+                let at = traced(rel)
+                    .ok()
+                    .and_then(|(_, t)| {
+                        t.into_iter()
+                            .find(|x| display_name(&res_id(x)) == display_name(&res_id(r)))
+                            .and_then(|x| x.path(&["spec", field]).map(|n| n.at.clone()))
+                    })
+                    .unwrap_or_else(|| n.at.clone());
+                return Err(FluxError::CannotTell {
+                    at,
+                    what: format!("HelmRelease {} spec.{field}", display_name(&res_id(r))),
+                    why: "values or manifests it brings can override spec.values; not modelled"
+                        .into(),
+                });
+            }
+        }
+    }
     let mut hosts = helm_values_of(&resources, &["k8sServiceHost"]);
     let mut ports = helm_values_of(&resources, &["k8sServicePort"]);
     if !matches!(choice, EngineChoice::Builtin) {
