@@ -147,6 +147,11 @@ fn facts(
             hk_console::repo::flux::report(Path::new("/repo"), overlay, &EngineChoice::Builtin)
         },
         engine_line: None,
+        rel: &|p: &Path| {
+            p.strip_prefix("/repo")
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|_| p.to_path_buf())
+        },
     })
 }
 

@@ -1035,31 +1035,14 @@ pub struct RepoView<'a> {
     pub flux: &'a dyn Fn(&Path) -> OverlayReport,
     /// The one line saying which engine builds the overlays.
     pub engine_line: Option<String>,
+    /// A path as findings name it: relative to the repo root when it lies inside it.
+    pub rel: &'a dyn Fn(&Path) -> PathBuf,
 }
 
 /// Where the contract's two Ansible-side files live under the Ansible directory (the layout
 /// the infra repo documents; not data about any one homelab).
 pub const CILIUM_TEMPLATE: &str = "roles/cilium/templates/cilium-values.yaml.j2";
 pub const SITE_PLAYBOOK: &str = "playbooks/site.yml";
-
-/// `path` relative to the repo root, for findings; the inventory may report absolute paths
-/// while the root was given relative (or the other way round).
-fn rel_to(root: &Path, path: &Path) -> PathBuf {
-    if let Ok(rel) = path.strip_prefix(root) {
-        return rel.to_path_buf();
-    }
-    if let (Ok(abs_root), Ok(abs_path)) = (root.canonicalize(), path.canonicalize()) {
-        if let Ok(rel) = abs_path.strip_prefix(&abs_root) {
-            return rel.to_path_buf();
-        }
-    }
-    if let Ok(abs_root) = root.canonicalize() {
-        if let Ok(rel) = path.strip_prefix(&abs_root) {
-            return rel.to_path_buf();
-        }
-    }
-    path.to_path_buf()
-}
 
 fn json_text(v: &serde_json::Value) -> Option<String> {
     match v {
@@ -1090,7 +1073,7 @@ pub fn gather_view(view: &RepoView<'_>) -> ParityInput {
         let path = ansible_dir.join(rel);
         TextFile {
             text: (view.read)(&path),
-            path: rel_to(root, &path),
+            path: (view.rel)(&path),
         }
     };
     ParityInput {
@@ -1115,7 +1098,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         let at = f
             .origin
             .as_ref()
-            .map(|o| Loc::new(rel_to(root, &o.file), o.line))
+            .map(|o| Loc::new((view.rel)(&o.file), o.line))
             .unwrap_or_default();
         Some(Located::new(value, at))
     };
@@ -1153,7 +1136,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
                 let Some(text) = json_text(&v.value) else {
                     continue;
                 };
-                let located = Located::new(text, Loc::new(rel_to(root, &v.file), v.line));
+                let located = Located::new(text, Loc::new((view.rel)(&v.file), v.line));
                 if !out.contains(&located) {
                     out.push(located);
                 }
@@ -1169,7 +1152,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
                 let fact = VarFact {
                     name: v.name.clone(),
                     value: s.clone(),
-                    at: Loc::new(rel_to(root, &v.file), v.line),
+                    at: Loc::new((view.rel)(&v.file), v.line),
                 };
                 if !vars.contains(&fact) {
                     vars.push(fact);
@@ -1211,7 +1194,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         let at = hv
             .iter()
             .find(|v| v.name == TLS_SANS_VAR)
-            .map(|v| Loc::new(rel_to(root, &v.file), v.line))
+            .map(|v| Loc::new((view.rel)(&v.file), v.line))
             .unwrap_or_default();
         match &sans {
             None => sans = Some(Located::new(list, at)),
@@ -1243,10 +1226,10 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
             };
             match (view.read)(&path) {
                 None => VaultState::Missing {
-                    expected: rel_to(root, &path),
+                    expected: (view.rel)(&path),
                 },
                 Some(text) => VaultState::Present {
-                    file: rel_to(root, &path),
+                    file: (view.rel)(&path),
                     vaulted: is_vaulted_text(&text),
                 },
             }

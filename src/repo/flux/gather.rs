@@ -5,7 +5,7 @@
 //! Owns: choosing the engine once per run and reading files for the check.
 //! Must not: judge anything (the rules live in `checks::parity`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{report, EngineChoice};
 use crate::checks::parity::{gather_view, ParityInput, RawVar, RepoView};
@@ -48,6 +48,7 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
     let resolved = |host: &str, var: &str| repo.resolve_var(host, var);
     let read = |path: &Path| std::fs::read_to_string(path).ok();
     let flux = |overlay: &Path| report(&repo.root, overlay, choice);
+    let rel = |path: &Path| rel_to(&repo.root, path);
     // Repo::ansible_dir is already under the root; the view wants it relative to the root.
     let ansible_dir = repo
         .ansible_dir
@@ -62,5 +63,25 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
         read: &read,
         flux: &flux,
         engine_line: Some(choice.describe()),
+        rel: &rel,
     })
+}
+
+/// `path` relative to the repo root, for findings; the inventory may report absolute paths
+/// while the root was given relative (or the other way round).
+fn rel_to(root: &Path, path: &Path) -> PathBuf {
+    if let Ok(rel) = path.strip_prefix(root) {
+        return rel.to_path_buf();
+    }
+    if let (Ok(abs_root), Ok(abs_path)) = (root.canonicalize(), path.canonicalize()) {
+        if let Ok(rel) = abs_path.strip_prefix(&abs_root) {
+            return rel.to_path_buf();
+        }
+    }
+    if let Ok(abs_root) = root.canonicalize() {
+        if let Ok(rel) = path.strip_prefix(&abs_root) {
+            return rel.to_path_buf();
+        }
+    }
+    path.to_path_buf()
 }
