@@ -187,6 +187,11 @@ impl OverlayFact {
                     None => Loc::new(overlay, 0),
                 };
                 if unknown {
+                    // The finding says "cannot tell" itself.
+                    let message = message
+                        .strip_prefix("cannot tell: ")
+                        .map(str::to_string)
+                        .unwrap_or(message);
                     OverlayFact::CannotTell { message, at }
                 } else {
                     OverlayFact::Failed { message, at }
