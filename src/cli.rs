@@ -1454,8 +1454,8 @@ fn render_snapshot(s: &crate::checks::live::Snapshot, targets: &[(String, String
 fn check_cmd(cli: &Cli, env: Option<&str>, json: bool) -> CmdResult {
     let repo = load_repo(cli)?;
     if json {
-        let findings = check_findings(&repo, env)?;
-        print_json(&parity::to_json(&findings))?;
+        let (input, findings) = check_input_findings(&repo, env)?;
+        print_json(&parity::to_json_report(&input, &findings))?;
         return Ok(check_status(&findings));
     }
     print_check(&repo, env)
@@ -1500,7 +1500,11 @@ fn init_cmd(cli: &Cli, write: bool) -> CmdResult {
     print_check(&repo, None)
 }
 
-fn check_findings(repo: &Repo, env: Option<&str>) -> Result<Vec<parity::Finding>, Failure> {
+/// The facts (for the JSON's per-environment engine and value) and the findings.
+fn check_input_findings(
+    repo: &Repo,
+    env: Option<&str>,
+) -> Result<(parity::ParityInput, Vec<parity::Finding>), Failure> {
     let input = parity::gather(repo);
     let input = match env {
         None => input,
@@ -1513,19 +1517,22 @@ fn check_findings(repo: &Repo, env: Option<&str>) -> Result<Vec<parity::Finding>
     };
     let mut findings = parity::check(&input);
     findings.sort_by(|a, b| (&a.env, &a.file, a.line).cmp(&(&b.env, &b.file, b.line)));
-    Ok(findings)
+    Ok((input, findings))
 }
 
 fn check_status(findings: &[parity::Finding]) -> Status {
-    if parity::exit_code(findings) == 0 {
-        Status::Clean
-    } else {
-        Status::Violations
+    match parity::exit_code(findings) {
+        0 => Status::Clean,
+        1 => Status::Violations,
+        _ => Status::CouldNotRun,
     }
 }
 
 fn print_check(repo: &Repo, env: Option<&str>) -> CmdResult {
-    let findings = check_findings(repo, env)?;
+    let (input, findings) = check_input_findings(repo, env)?;
+    if let Some(line) = &input.engine_line {
+        outln!("{line}");
+    }
     for f in &findings {
         outln!("{f}");
     }

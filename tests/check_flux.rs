@@ -32,12 +32,12 @@ fn assert_at(v: &OverlayValue, file: &str, line: usize, col: usize) {
 }
 
 #[test]
-fn flux_substitute_written_directly_in_a_multi_document_overlay() {
+fn flux_substitute_written_directly_in_a_multi_document_resource() {
     let v = ok("direct");
     assert_eq!(v.value, "192.168.2.9");
     assert_eq!(v.set_by, SetBy::Substitute);
     assert_eq!(v.kustomization, "flux-system/platform");
-    assert_at(&v, "clusters/prod/kustomization.yaml", 20, 21);
+    assert_at(&v, "clusters/prod/platform.yaml", 20, 21);
     assert_eq!(v.kustomization_at.line, 10);
     assert_eq!(v.kustomization_path.as_deref(), Some("./platform"));
 }
@@ -128,10 +128,7 @@ fn two_kustomizations_with_different_values_are_a_conflict() {
         }
         other => panic!("expected a conflict, got {other}"),
     }
-    assert!(
-        msg.contains("clusters/prod/kustomization.yaml:19:"),
-        "{msg}"
-    );
+    assert!(msg.contains("clusters/prod/ks.yaml:19:"), "{msg}");
 }
 
 #[test]
@@ -184,6 +181,69 @@ fn a_value_only_a_secret_could_hold_is_not_guessed() {
     assert!(err.to_string().contains("Secret cluster-secrets"), "{err}");
 }
 
+#[test]
+fn a_flux_object_saved_as_kustomization_yaml_is_refused_as_kustomize_refuses_it() {
+    let r = repo(&[("clusters/prod/kustomization.yaml", BASE_KS)]);
+    let err = overlay_api_host(r.path(), Path::new("clusters/prod")).expect_err("refused");
+    assert!(err.is_cannot_tell(), "{err}");
+    match &err {
+        FluxError::Unexpected { at, expected } => {
+            assert_eq!(
+                (at.file.as_path(), at.line),
+                (Path::new("clusters/prod/kustomization.yaml"), 1)
+            );
+            assert!(
+                expected.contains("kustomize.toolkit.fluxcd.io/v1"),
+                "{expected}"
+            );
+        }
+        other => panic!("expected a refusal, got {other}"),
+    }
+}
+
+#[test]
+fn a_field_the_builtin_engine_does_not_model_is_cannot_tell_with_its_place() {
+    let r = repo(&[
+        (
+            "clusters/prod/kustomization.yaml",
+            "resources:\n  - ks.yaml\nimages:\n  - name: cilium\n    newTag: v1\n",
+        ),
+        ("clusters/prod/ks.yaml", BASE_KS),
+    ]);
+    let err = overlay_api_host(r.path(), Path::new("clusters/prod")).expect_err("cannot tell");
+    match &err {
+        FluxError::CannotTell { at, what, .. } => {
+            assert_eq!(
+                (at.file.as_path(), at.line),
+                (Path::new("clusters/prod/kustomization.yaml"), 4)
+            );
+            assert!(what.contains("images"), "{what}");
+        }
+        other => panic!("expected cannot tell, got {other}"),
+    }
+    assert!(
+        err.to_string()
+            .contains("clusters/prod/kustomization.yaml:4:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_generated_config_map_keeps_its_hash_suffix_so_flux_does_not_find_it() {
+    let r = repo(&[
+        (
+            "clusters/prod/kustomization.yaml",
+            "resources:\n  - ks.yaml\nconfigMapGenerator:\n  - name: vars\n    literals: [K3S_API_HOST=192.168.2.9]\n",
+        ),
+        (
+            "clusters/prod/ks.yaml",
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: platform\nspec:\n  postBuild:\n    substituteFrom:\n      - kind: ConfigMap\n        name: vars\n",
+        ),
+    ]);
+    let err = overlay_api_host(r.path(), Path::new("clusters/prod")).expect_err("not found");
+    assert!(matches!(err, FluxError::Undeterminable { .. }), "{err}");
+}
+
 fn sample() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory")
 }
@@ -199,9 +259,11 @@ fn bundled_sample_overlays_resolve_to_each_environments_vip() {
     );
     let dev = overlay_api_host(&sample(), Path::new("clusters/dev")).expect("dev overlay");
     assert_eq!(dev.value, "192.168.1.49");
+    // The Flux Kustomization in its own file, listed by the kustomization (as Flux
+    // bootstraps it; kustomize refuses a Flux object saved as kustomization.yaml).
     assert_eq!(
         (dev.at.file.as_path(), dev.at.line),
-        (Path::new("clusters/dev/kustomization.yaml"), 18)
+        (Path::new("clusters/dev/platform.yaml"), 18)
     );
 }
 
@@ -281,10 +343,13 @@ fn strategic_delete_removes_the_kustomization() {
 
 #[test]
 fn a_non_string_value_is_rejected_where_written() {
-    let r = repo(&[(
-        "clusters/prod/kustomization.yaml",
-        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: p\nspec:\n  postBuild:\n    substitute:\n      K3S_API_HOST: 6443\n",
-    )]);
+    let r = repo(&[
+        ("clusters/prod/kustomization.yaml", "resources:\n  - ks.yaml\n"),
+        (
+            "clusters/prod/ks.yaml",
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: p\nspec:\n  postBuild:\n    substitute:\n      K3S_API_HOST: 6443\n",
+        ),
+    ]);
     let err = overlay_api_host(r.path(), Path::new("clusters/prod")).expect_err("int");
     match &err {
         FluxError::Unexpected { at, expected } => {
@@ -325,5 +390,59 @@ fn a_missing_patches_strategic_merge_file_is_named() {
             assert_eq!(at.line, 4);
         }
         other => panic!("expected a missing patch file, got {other}"),
+    }
+}
+
+#[test]
+fn a_helm_release_taking_values_from_elsewhere_is_cannot_tell_at_the_field() {
+    use hk_console::repo::flux::{report, EngineChoice};
+    let r = repo(&[
+        ("clusters/prod/kustomization.yaml", "resources:\n  - ks.yaml\n"),
+        (
+            "clusters/prod/ks.yaml",
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: platform\nspec:\n  path: ./platform\n  postBuild:\n    substitute:\n      K3S_API_HOST: 192.168.2.9\n",
+        ),
+        (
+            "platform/cilium/helmrelease.yaml",
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: cilium\nspec:\n  valuesFrom:\n    - kind: ConfigMap\n      name: cilium-values\n  values:\n    k8sServiceHost: ${K3S_API_HOST}\n",
+        ),
+    ]);
+    let rep = report(r.path(), Path::new("clusters/prod"), &EngineChoice::Builtin);
+    assert_eq!(
+        rep.overlay.as_ref().map(|v| v.value.as_str()).ok(),
+        Some("192.168.2.9")
+    );
+    let helm = rep.helm.expect("the Flux path is looked at");
+    match helm.values {
+        Err(FluxError::CannotTell { at, what, .. }) => {
+            assert_eq!(
+                (at.file.as_path(), at.line),
+                (Path::new("platform/cilium/helmrelease.yaml"), 7)
+            );
+            assert!(what.contains("valuesFrom"), "{what}");
+        }
+        other => panic!("expected cannot tell, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_flux_kustomization_patching_what_it_applies_is_cannot_tell_for_the_helm_values() {
+    use hk_console::repo::flux::{report, EngineChoice};
+    let r = repo(&[
+        ("clusters/prod/kustomization.yaml", "resources:\n  - ks.yaml\n"),
+        (
+            "clusters/prod/ks.yaml",
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: platform\nspec:\n  path: ./platform\n  patches:\n    - patch: '[]'\n      target: {kind: HelmRelease}\n  postBuild:\n    substitute:\n      K3S_API_HOST: 192.168.2.9\n",
+        ),
+        ("platform/hr.yaml", "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: cilium\nspec:\n  values:\n    k8sServiceHost: ${K3S_API_HOST}\n"),
+    ]);
+    let rep = report(r.path(), Path::new("clusters/prod"), &EngineChoice::Builtin);
+    match rep.helm.expect("helm").values {
+        Err(e @ FluxError::CannotTell { .. }) => {
+            assert!(e.to_string().contains("spec.patches"), "{e}");
+            // The field's content: its first entry, under `patches:` on line 7.
+            assert_eq!(e.location().map(|l| l.line), Some(8));
+        }
+        other => panic!("expected cannot tell, got {other:?}"),
     }
 }

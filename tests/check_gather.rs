@@ -1,6 +1,7 @@
 //! From a (hand-made) loaded repo to parity facts: what `gather` copies and how it reports
 //! what it cannot derive.
 
+use hk_console::repo::flux::EngineChoice;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -143,6 +144,15 @@ fn facts(
         host_vars: &host_vars,
         resolved: &resolved,
         read: &read,
+        flux: &|overlay: &Path| {
+            hk_console::repo::flux::report(Path::new("/repo"), overlay, &EngineChoice::Builtin)
+        },
+        engine_line: None,
+        rel: &|p: &Path| {
+            p.strip_prefix("/repo")
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|_| p.to_path_buf())
+        },
     })
 }
 

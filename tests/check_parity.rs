@@ -103,6 +103,7 @@ fn prod() -> EnvFacts {
         }],
         helm: None,
         problems: vec![],
+        ..EnvFacts::default()
     }
 }
 
@@ -111,6 +112,7 @@ fn clean() -> ParityInput {
         envs: vec![prod()],
         cilium_template: Some(fixture("cilium/good.yaml.j2")),
         site_yml: Some(fixture("site/good.yml")),
+        engine_line: None,
     }
 }
 
@@ -416,8 +418,13 @@ fn an_overlay_error_becomes_a_finding_at_its_place_without_repeating_it() {
     let result = hk_console::repo::flux::overlay_api_host(&root, Path::new("clusters/prod"));
     let mut input = clean();
     input.envs[0].overlay = Some(OverlayFact::from_result(Path::new("clusters/prod"), result));
-    let f = only(&check(&input), rules::OVERLAY_RESOLVES);
-    assert_finding(&f, Some("prod"), OVERLAY, 5, Severity::Violation);
+    let findings = check(&input);
+    let f = only(&findings, rules::OVERLAY_RESOLVES);
+    // An overlay kustomize would refuse to build has no value anyone can state: not clean,
+    // not a violation of the contract either, but "cannot tell" (exit 2).
+    assert_finding(&f, Some("prod"), OVERLAY, 5, Severity::CannotTell);
+    assert_eq!(exit_code(&findings), 2);
+    assert!(f.to_string().contains("cannot tell: prod: resource"), "{f}");
     assert!(
         f.message
             .starts_with("resource `../../platform/nowhere.yaml`"),
@@ -436,6 +443,7 @@ fn helm(value: &str) -> Option<HelmFacts> {
                 line: 19,
                 col: 21,
             },
+            substitution_disabled: false,
         }],
         service_ports: vec![HelmValue {
             release: "kube-system/cilium".into(),
@@ -445,6 +453,7 @@ fn helm(value: &str) -> Option<HelmFacts> {
                 line: 20,
                 col: 21,
             },
+            substitution_disabled: false,
         }],
     })
 }

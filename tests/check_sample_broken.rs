@@ -106,11 +106,12 @@ fn prod_overlay_that_does_not_build() {
     let findings = Broken::sample()
         .remove("clusters/prod/platform.yaml")
         .findings();
-    assert_at(
-        find(&findings, rules::OVERLAY_RESOLVES, Some("prod")),
-        OVERLAY,
-        6,
-    );
+    // kustomize refuses this build, so Flux would too: nobody can say what prod gets, which
+    // is "cannot tell" (exit 2), at the resource entry that does not exist.
+    let f = find(&findings, rules::OVERLAY_RESOLVES, Some("prod"));
+    assert_eq!((f.file.as_path(), f.line), (Path::new(OVERLAY), 6), "{f}");
+    assert_eq!(f.severity, Severity::CannotTell, "{f}");
+    assert_eq!(exit_code(&findings), 2);
 }
 
 #[test]

@@ -7,6 +7,8 @@
 #   - etcd and kube-apiserver built from tests/apiserver/go.mod (needs Go) into
 #     target/apiserver-bin, and openssl (apt) for their certificates: the kube tests' real
 #     API server (tests/support/apiserver.rs).
+#   - kustomize built from tests/kustomize/go.mod (needs Go) into target/kustomize-bin: the
+#     real engine the parity check is compared with (tests/check_kustomize_diff.rs).
 # Then: cargo fmt --check, cargo clippy -D warnings, cargo test (all targets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,6 +82,18 @@ else
   echo "go not found: install Go (https://go.dev/dl), then 'bash tests/apiserver/build.sh'" >&2
 fi
 # --- end kube step
+
+# --- parity tests (tests/check_kustomize_diff.rs): the REAL kustomize, built from
+# tests/kustomize/go.mod (needs Go) into target/kustomize-bin; the builtin engine is compared
+# with it on every overlay variant. Without Go those tests FAIL with the same hint.
+step "kustomize for the parity tests"
+export HK_KUSTOMIZE_BIN_DIR="${HK_KUSTOMIZE_BIN_DIR:-$PWD/target/kustomize-bin}"
+if command -v go >/dev/null 2>&1; then
+  bash tests/kustomize/build.sh
+else
+  echo "go not found: install Go (https://go.dev/dl), then 'bash tests/kustomize/build.sh'" >&2
+fi
+# --- end parity step
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -9,11 +9,13 @@
 //!
 //! Owns: [`ParityInput`] (the facts the rules read), the rules ([`check`], names in
 //! [`rules`]), [`Finding`]s, the exit-code policy and the JSON shape.
-//! [`check`] is pure: no IO, the same facts give the same findings. [`gather`] (and
-//! [`gather_view`], the same over an injectable view) is the bridge from the loaded repo: it
-//! copies facts out of it and reads the few files the repo does not load: the Flux overlays
-//! and the Flux path they name, the Cilium values template, `site.yml`, the vault files
-//! (only to tell whether they are encrypted; their content is never kept or shown).
+//! [`check`] is pure: no IO, the same facts give the same findings. [`gather_view`] maps an
+//! injectable view of the repo to facts (no IO of its own: files are read and overlays built
+//! through the view's functions); [`gather`] is `repo::flux::gather::parity_input`, which
+//! builds that view over a loaded repo (the IO lives there).
+//! "Cannot tell" is a verdict of its own ([`Severity::CannotTell`], exit 2): an overlay whose
+//! value nobody can state (a build kustomize refuses, a feature the builtin engine does not
+//! model, a Secret it cannot read) is never called clean.
 //! Must not: decrypt, render templates itself, or talk to hosts.
 //!
 //! The rules name no address, host or group of any particular homelab: every value they
@@ -26,7 +28,9 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde::Serialize;
 
-use crate::repo::flux::{FluxError, HelmValue, OverlayValue};
+use crate::repo::flux::{Engine, FluxError, HelmValue, OverlayReport, OverlayValue};
+
+pub use crate::repo::flux::gather::parity_input as gather;
 use crate::yaml::{self, Value};
 
 /// Rule names, as they appear in findings (`[rule]`) and JSON.
@@ -148,7 +152,16 @@ pub struct TextFile {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OverlayFact {
     Resolved(OverlayValue),
-    Failed { message: String, at: Loc },
+    /// Known to be wrong: the variable is unset, or two Flux Kustomizations disagree.
+    Failed {
+        message: String,
+        at: Loc,
+    },
+    /// Nobody can say what Flux would substitute (see [`FluxError::is_cannot_tell`]).
+    CannotTell {
+        message: String,
+        at: Loc,
+    },
 }
 
 impl OverlayFact {
@@ -158,6 +171,7 @@ impl OverlayFact {
         match result {
             Ok(v) => OverlayFact::Resolved(v),
             Err(e) => {
+                let unknown = e.is_cannot_tell();
                 let mut message = e.to_string();
                 let at = match e.location() {
                     Some(l) => {
@@ -172,7 +186,16 @@ impl OverlayFact {
                     }
                     None => Loc::new(overlay, 0),
                 };
-                OverlayFact::Failed { message, at }
+                if unknown {
+                    // The finding says "cannot tell" itself.
+                    let message = message
+                        .strip_prefix("cannot tell: ")
+                        .map(str::to_string)
+                        .unwrap_or(message);
+                    OverlayFact::CannotTell { message, at }
+                } else {
+                    OverlayFact::Failed { message, at }
+                }
             }
         }
     }
@@ -218,6 +241,8 @@ pub struct Problem {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EnvFacts {
     pub name: String,
+    /// The engine that built the overlay.
+    pub engine: Engine,
     /// The overlay's effective K3S_API_HOST; `None` when the environment has no overlay.
     pub overlay: Option<OverlayFact>,
     /// Resolved `k3s_apiserver_endpoint`, located at its definition.
@@ -243,6 +268,9 @@ pub struct EnvFacts {
     /// `None` when not gathered (no resolved overlay, or no `spec.path`).
     pub helm: Option<HelmFacts>,
     pub problems: Vec<Problem>,
+    /// Facts nobody can state (the HelmReleases behind a Flux feature not modelled...): each
+    /// becomes a "cannot tell" finding.
+    pub unknown: Vec<Problem>,
 }
 
 /// Where the overlay's variable is supposed to land: Cilium's HelmRelease values.
@@ -264,13 +292,17 @@ pub struct ParityInput {
     pub cilium_template: Option<TextFile>,
     /// `playbooks/site.yml`.
     pub site_yml: Option<TextFile>,
+    /// One line on the engine that built the overlays (printed by `check`).
+    pub engine_line: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Severity {
     Warning,
     Violation,
+    /// The fact could not be established: neither clean nor a violation (exit 2).
+    CannotTell,
 }
 
 impl fmt::Display for Severity {
@@ -278,6 +310,7 @@ impl fmt::Display for Severity {
         f.write_str(match self {
             Severity::Warning => "warning",
             Severity::Violation => "violation",
+            Severity::CannotTell => "cannot tell",
         })
     }
 }
@@ -300,8 +333,10 @@ impl fmt::Display for Finding {
             write!(f, "{}: ", Loc::new(self.file.clone(), self.line))?;
         }
         write!(f, "[{}] ", self.rule)?;
-        if self.severity == Severity::Warning {
-            f.write_str("warning: ")?;
+        match self.severity {
+            Severity::Warning => f.write_str("warning: ")?,
+            Severity::CannotTell => f.write_str("cannot tell: ")?,
+            Severity::Violation => {}
         }
         if let Some(env) = &self.env {
             write!(f, "{env}: ")?;
@@ -340,6 +375,15 @@ impl ParityInput {
 pub fn summary(findings: &[Finding]) -> String {
     let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
     let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let unknown = count(Severity::CannotTell);
+    if unknown > 0 {
+        return format!(
+            "parity: cannot tell ({} not established), {}, {}",
+            unknown,
+            plural(count(Severity::Violation), "violation"),
+            plural(count(Severity::Warning), "warning")
+        );
+    }
     match (count(Severity::Violation), count(Severity::Warning)) {
         (0, 0) => "parity: clean".into(),
         (0, w) => format!("parity: clean ({})", plural(w, "warning")),
@@ -351,13 +395,27 @@ pub fn summary(findings: &[Finding]) -> String {
     }
 }
 
-/// Exit code policy: 0 when there is no violation (warnings allowed), 1 otherwise.
-/// (2, "could not run", belongs to the caller: loading the repo failed.)
+/// Exit code policy: 2 when something could not be told (the check is incomplete, whatever
+/// else it found), else 1 when there is a violation, else 0 (warnings allowed).
 pub fn exit_code(findings: &[Finding]) -> i32 {
-    if findings.iter().any(|f| f.severity == Severity::Violation) {
+    if findings.iter().any(|f| f.severity == Severity::CannotTell) {
+        2
+    } else if findings.iter().any(|f| f.severity == Severity::Violation) {
         1
     } else {
         0
+    }
+}
+
+/// One environment's verdict: `cannot-tell`, `violation` or `clean` (warnings allowed).
+pub fn env_verdict(findings: &[Finding], env: &str) -> &'static str {
+    let mine = || findings.iter().filter(|f| f.env.as_deref() == Some(env));
+    if mine().any(|f| f.severity == Severity::CannotTell) {
+        "cannot-tell"
+    } else if mine().any(|f| f.severity == Severity::Violation) {
+        "violation"
+    } else {
+        "clean"
     }
 }
 
@@ -370,6 +428,40 @@ pub fn to_json(findings: &[Finding]) -> serde_json::Value {
         "warnings": count(Severity::Warning),
         "findings": findings,
     })
+}
+
+/// The `check --json` document with, per environment, the engine that built its overlay,
+/// the effective value it found (null when none could be stated) and its verdict.
+pub fn to_json_report(input: &ParityInput, findings: &[Finding]) -> serde_json::Value {
+    let mut doc = to_json(findings);
+    let envs: Vec<serde_json::Value> = input
+        .envs
+        .iter()
+        .map(|e| {
+            let value = match &e.overlay {
+                Some(OverlayFact::Resolved(v)) => serde_json::Value::String(v.value.clone()),
+                _ => serde_json::Value::Null,
+            };
+            serde_json::json!({
+                "name": e.name,
+                "engine": e.engine,
+                "value": value,
+                "verdict": env_verdict(findings, &e.name),
+            })
+        })
+        .collect();
+    if let Some(map) = doc.as_object_mut() {
+        map.insert(
+            "cannot_tell".into(),
+            findings
+                .iter()
+                .filter(|f| f.severity == Severity::CannotTell)
+                .count()
+                .into(),
+        );
+        map.insert("environments".into(), envs.into());
+    }
+    doc
 }
 
 /// Run every rule. Pure: the same facts always give the same findings, in a stable order
@@ -388,6 +480,16 @@ fn check_env(env: &EnvFacts, out: &mut Vec<Finding>) {
     let name = Some(env.name.as_str());
     let v = |rule, at: &Loc, msg: String| finding(rule, Severity::Violation, name, at, msg);
 
+    for p in &env.unknown {
+        let at = p.at.clone().unwrap_or_default();
+        out.push(finding(
+            rules::HELM_CONSUMES_VAR,
+            Severity::CannotTell,
+            name,
+            &at,
+            format!("{}: {}", p.fact, p.message),
+        ));
+    }
     // Facts first: a rule whose inputs are unknown says so instead of comparing a guess.
     for p in &env.problems {
         let at = p.at.clone().unwrap_or_default();
@@ -527,6 +629,16 @@ fn check_overlay(env: &EnvFacts, out: &mut Vec<Finding>) {
             out.push(v(rules::OVERLAY_RESOLVES, at, message.clone()));
             return;
         }
+        Some(OverlayFact::CannotTell { message, at }) => {
+            out.push(finding(
+                rules::OVERLAY_RESOLVES,
+                Severity::CannotTell,
+                name,
+                at,
+                message.clone(),
+            ));
+            return;
+        }
         Some(OverlayFact::Resolved(o)) => o,
     };
     let at = Loc::new(overlay.at.file.clone(), overlay.at.line);
@@ -615,6 +727,19 @@ fn check_helm(env: &EnvFacts, overlay: &OverlayValue, helm: &HelmFacts, out: &mu
         }
     }
     for hv in &helm.service_hosts {
+        if hv.substitution_disabled {
+            out.push(finding(
+                rules::HELM_CONSUMES_VAR,
+                Severity::Violation,
+                name,
+                &Loc::new(hv.at.file.clone(), hv.at.line),
+                format!(
+                    "HelmRelease {} is marked kustomize.toolkit.fluxcd.io/substitute: disabled: Flux hands Cilium the text `{}`, not the overlay's value ({})",
+                    hv.release, hv.value, overlay.value
+                ),
+            ));
+            continue;
+        }
         if !is_substitution_of(&hv.value, var) {
             out.push(finding(
                 rules::HELM_CONSUMES_VAR,
@@ -910,31 +1035,19 @@ pub struct RepoView<'a> {
     pub resolved: &'a dyn Fn(&str, &str) -> Option<crate::repo::resolve::Resolved>,
     /// A text file's content, `None` when it does not exist.
     pub read: &'a dyn Fn(&Path) -> Option<String>,
+    /// An environment's overlay (relative to `root`), built: its value and the HelmReleases
+    /// it feeds, with the engine used.
+    pub flux: &'a dyn Fn(&Path) -> OverlayReport,
+    /// The one line saying which engine builds the overlays.
+    pub engine_line: Option<String>,
+    /// A path as findings name it: relative to the repo root when it lies inside it.
+    pub rel: &'a dyn Fn(&Path) -> PathBuf,
 }
 
 /// Where the contract's two Ansible-side files live under the Ansible directory (the layout
 /// the infra repo documents; not data about any one homelab).
 pub const CILIUM_TEMPLATE: &str = "roles/cilium/templates/cilium-values.yaml.j2";
 pub const SITE_PLAYBOOK: &str = "playbooks/site.yml";
-
-/// `path` relative to the repo root, for findings; the inventory may report absolute paths
-/// while the root was given relative (or the other way round).
-fn rel_to(root: &Path, path: &Path) -> PathBuf {
-    if let Ok(rel) = path.strip_prefix(root) {
-        return rel.to_path_buf();
-    }
-    if let (Ok(abs_root), Ok(abs_path)) = (root.canonicalize(), path.canonicalize()) {
-        if let Ok(rel) = abs_path.strip_prefix(&abs_root) {
-            return rel.to_path_buf();
-        }
-    }
-    if let Ok(abs_root) = root.canonicalize() {
-        if let Ok(rel) = path.strip_prefix(&abs_root) {
-            return rel.to_path_buf();
-        }
-    }
-    path.to_path_buf()
-}
 
 fn json_text(v: &serde_json::Value) -> Option<String> {
     match v {
@@ -965,7 +1078,7 @@ pub fn gather_view(view: &RepoView<'_>) -> ParityInput {
         let path = ansible_dir.join(rel);
         TextFile {
             text: (view.read)(&path),
-            path: rel_to(root, &path),
+            path: (view.rel)(&path),
         }
     };
     ParityInput {
@@ -976,6 +1089,7 @@ pub fn gather_view(view: &RepoView<'_>) -> ParityInput {
             .collect(),
         cilium_template: Some(text_file(CILIUM_TEMPLATE)),
         site_yml: Some(text_file(SITE_PLAYBOOK)),
+        engine_line: view.engine_line.clone(),
     }
 }
 
@@ -989,7 +1103,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         let at = f
             .origin
             .as_ref()
-            .map(|o| Loc::new(rel_to(root, &o.file), o.line))
+            .map(|o| Loc::new((view.rel)(&o.file), o.line))
             .unwrap_or_default();
         Some(Located::new(value, at))
     };
@@ -1027,7 +1141,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
                 let Some(text) = json_text(&v.value) else {
                     continue;
                 };
-                let located = Located::new(text, Loc::new(rel_to(root, &v.file), v.line));
+                let located = Located::new(text, Loc::new((view.rel)(&v.file), v.line));
                 if !out.contains(&located) {
                     out.push(located);
                 }
@@ -1043,7 +1157,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
                 let fact = VarFact {
                     name: v.name.clone(),
                     value: s.clone(),
-                    at: Loc::new(rel_to(root, &v.file), v.line),
+                    at: Loc::new((view.rel)(&v.file), v.line),
                 };
                 if !vars.contains(&fact) {
                     vars.push(fact);
@@ -1085,7 +1199,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         let at = hv
             .iter()
             .find(|v| v.name == TLS_SANS_VAR)
-            .map(|v| Loc::new(rel_to(root, &v.file), v.line))
+            .map(|v| Loc::new((view.rel)(&v.file), v.line))
             .unwrap_or_default();
         match &sans {
             None => sans = Some(Located::new(list, at)),
@@ -1117,49 +1231,46 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
             };
             match (view.read)(&path) {
                 None => VaultState::Missing {
-                    expected: rel_to(root, &path),
+                    expected: (view.rel)(&path),
                 },
                 Some(text) => VaultState::Present {
-                    file: rel_to(root, &path),
+                    file: (view.rel)(&path),
                     vaulted: is_vaulted_text(&text),
                 },
             }
         }
     };
 
-    let overlay = OverlayFact::from_result(
-        &env.flux_overlay,
-        crate::repo::flux::overlay_api_host(root, &env.flux_overlay),
-    );
-    let helm = match &overlay {
-        OverlayFact::Resolved(OverlayValue {
-            kustomization_path: Some(path),
-            ..
-        }) => {
-            let rel = Path::new(path.trim_start_matches("./"));
-            let hosts = crate::repo::flux::helm_release_values(root, rel, &["k8sServiceHost"]);
-            let ports = crate::repo::flux::helm_release_values(root, rel, &["k8sServicePort"]);
-            match hosts.and_then(|h| ports.map(|p| (h, p))) {
-                Ok((service_hosts, service_ports)) => Some(HelmFacts {
-                    path: path.clone(),
-                    service_hosts,
-                    service_ports,
-                }),
-                Err(e) => {
-                    problems.push(Problem {
-                        fact: format!("Flux path {path}"),
-                        message: e.to_string(),
-                        at: e.location().map(|l| Loc::new(l.file, l.line)),
-                    });
-                    None
+    let report = (view.flux)(&env.flux_overlay);
+    let overlay = OverlayFact::from_result(&env.flux_overlay, report.overlay);
+    let mut unknown = Vec::new();
+    let helm = match report.helm {
+        Some(h) => match h.values {
+            Ok((service_hosts, service_ports)) => Some(HelmFacts {
+                path: h.path,
+                service_hosts,
+                service_ports,
+            }),
+            Err(e) => {
+                let p = Problem {
+                    fact: format!("Flux path {}", h.path),
+                    message: e.to_string(),
+                    at: e.location().map(|l| Loc::new(l.file, l.line)),
+                };
+                if e.is_cannot_tell() {
+                    unknown.push(p);
+                } else {
+                    problems.push(p);
                 }
+                None
             }
-        }
-        _ => None,
+        },
+        None => None,
     };
 
     EnvFacts {
         name: env.name.clone(),
+        engine: report.engine,
         overlay: Some(overlay),
         helm,
         endpoint: fact(&env.endpoint),
@@ -1180,41 +1291,6 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         vault,
         vars,
         problems,
+        unknown,
     }
-}
-
-/// Gather the facts of a loaded repo. Reads, besides what the repo already loaded, the Flux
-/// overlays, the Cilium values template, `site.yml` and each environment's vault file.
-pub fn gather(repo: &crate::repo::Repo) -> ParityInput {
-    let host_vars = |host: &str| -> Vec<RawVar> {
-        repo.inventory
-            .host_vars(host)
-            .map(|vars| {
-                vars.iter()
-                    .map(|(name, v)| RawVar {
-                        name: name.clone(),
-                        value: v.value.clone(),
-                        file: v.origin.file.clone(),
-                        line: v.origin.line,
-                        secret: v.secret,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let resolved = |host: &str, var: &str| repo.resolve_var(host, var);
-    let read = |path: &Path| std::fs::read_to_string(path).ok();
-    // Repo::ansible_dir is already under the root; the view wants it relative to the root.
-    let ansible_dir = repo
-        .ansible_dir
-        .strip_prefix(&repo.root)
-        .unwrap_or(&repo.ansible_dir);
-    gather_view(&RepoView {
-        root: &repo.root,
-        ansible_dir,
-        environments: &repo.environments,
-        host_vars: &host_vars,
-        resolved: &resolved,
-        read: &read,
-    })
 }

@@ -27,6 +27,11 @@ pub struct Config {
     pub known_hosts: Option<PathBuf>,
     /// Environments by name (dev, prod, ...).
     pub environments: BTreeMap<String, EnvConfig>,
+    /// The kustomize `check` builds Flux overlays with: a `kustomize` or `kubectl` binary (a
+    /// name looked up on PATH, or a path relative to the repo root). Unset: `kustomize`, else
+    /// `kubectl`, on PATH; neither: the builtin engine.
+    #[serde(default)]
+    pub kustomize_bin: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -163,6 +168,25 @@ mod tests {
         let text = err.to_string();
         assert!(text.starts_with("hk-console.yaml:4:"), "{text}");
         assert!(text.contains("unknown field `severs`"), "{text}");
+    }
+
+    #[test]
+    fn kustomize_bin_is_read_and_misspelling_it_is_an_error() {
+        let c = Config::parse(
+            Path::new("c.yaml"),
+            "kustomize_bin: tools/kustomize\nenvironments:\n  prod: { servers: k3s_prod }\n",
+        )
+        .expect("valid");
+        assert_eq!(c.kustomize_bin, Some(PathBuf::from("tools/kustomize")));
+        let err = Config::parse(
+            Path::new("c.yaml"),
+            "kustomize_binary: kubectl\nenvironments:\n  prod: { servers: k3s_prod }\n",
+        )
+        .expect_err("must fail");
+        assert!(
+            err.to_string().contains("unknown field `kustomize_binary`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -95,6 +95,7 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
         ansible_dir: ansible_dir.clone(),
         inventory: inventory.clone(),
         known_hosts: None,
+        kustomize_bin: None,
         environments: BTreeMap::new(),
     };
     let repo = Repo::load_with(root, base.clone())?;

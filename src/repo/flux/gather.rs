@@ -1,0 +1,87 @@
+//! The IO side of the parity check: a [`crate::checks::parity::RepoView`] over a loaded repo
+//! (its files read from disk, its overlays built with the engine hk-console.yaml and PATH
+//! give), mapped to facts by the pure `checks::parity::gather_view`.
+//!
+//! Owns: choosing the engine once per run and reading files for the check.
+//! Must not: judge anything (the rules live in `checks::parity`).
+
+use std::path::{Path, PathBuf};
+
+use super::{report, EngineChoice};
+use crate::checks::parity::{gather_view, ParityInput, RawVar, RepoView};
+use crate::repo::Repo;
+
+/// The engine for `repo`: its `kustomize_bin:`, else kustomize or kubectl on PATH.
+pub fn engine_for(repo: &Repo) -> EngineChoice {
+    EngineChoice::detect(
+        &repo.root,
+        repo.config.kustomize_bin.as_deref(),
+        std::env::var_os("PATH"),
+    )
+}
+
+/// Gather the facts of a loaded repo. Reads, besides what the repo already loaded, the Flux
+/// overlays (built by the engine [`engine_for`] picks), the Cilium values template,
+/// `site.yml` and each environment's vault file.
+pub fn parity_input(repo: &Repo) -> ParityInput {
+    parity_input_with(repo, &engine_for(repo))
+}
+
+/// [`parity_input`] with the engine given.
+pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
+    let host_vars = |host: &str| -> Vec<RawVar> {
+        repo.inventory
+            .host_vars(host)
+            .map(|vars| {
+                vars.iter()
+                    .map(|(name, v)| RawVar {
+                        name: name.clone(),
+                        value: v.value.clone(),
+                        file: v.origin.file.clone(),
+                        line: v.origin.line,
+                        secret: v.secret,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let resolved = |host: &str, var: &str| repo.resolve_var(host, var);
+    let read = |path: &Path| std::fs::read_to_string(path).ok();
+    let flux = |overlay: &Path| report(&repo.root, overlay, choice);
+    let rel = |path: &Path| rel_to(&repo.root, path);
+    // Repo::ansible_dir is already under the root; the view wants it relative to the root.
+    let ansible_dir = repo
+        .ansible_dir
+        .strip_prefix(&repo.root)
+        .unwrap_or(&repo.ansible_dir);
+    gather_view(&RepoView {
+        root: &repo.root,
+        ansible_dir,
+        environments: &repo.environments,
+        host_vars: &host_vars,
+        resolved: &resolved,
+        read: &read,
+        flux: &flux,
+        engine_line: Some(choice.describe()),
+        rel: &rel,
+    })
+}
+
+/// `path` relative to the repo root, for findings; the inventory may report absolute paths
+/// while the root was given relative (or the other way round).
+fn rel_to(root: &Path, path: &Path) -> PathBuf {
+    if let Ok(rel) = path.strip_prefix(root) {
+        return rel.to_path_buf();
+    }
+    if let (Ok(abs_root), Ok(abs_path)) = (root.canonicalize(), path.canonicalize()) {
+        if let Ok(rel) = abs_path.strip_prefix(&abs_root) {
+            return rel.to_path_buf();
+        }
+    }
+    if let Ok(abs_root) = root.canonicalize() {
+        if let Ok(rel) = path.strip_prefix(&abs_root) {
+            return rel.to_path_buf();
+        }
+    }
+    path.to_path_buf()
+}
