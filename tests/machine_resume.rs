@@ -65,6 +65,7 @@ fn at_apply() -> (Run, Vec<hk_console::runbook::machine::Event>) {
                 pid: 4242,
                 start_time: 777,
                 program: "/venv/bin/ansible-playbook".into(),
+                marker: "1-2-3".into(),
             },
         ],
     );
@@ -100,7 +101,8 @@ fn the_process_is_recorded_and_abandonment_interrupts_with_the_reason() {
                 attempt: 2,
                 pid: 1,
                 start_time: 1,
-                program: "x".into()
+                program: "x".into(),
+                marker: String::new(),
             }
         ),
         MachineError::FutureAttempt { .. }

@@ -159,6 +159,45 @@ pub struct ChildId {
     pub start_time: u64,
     /// What was started (the program's path), for the journal and the resume view.
     pub program: String,
+    /// The value of [`MARKER_VAR`] in its environment, which every descendant inherits:
+    /// ansible's workers call setsid() and leave the process group, and orphans are
+    /// re-parented, but the marker still finds them.
+    #[serde(default)]
+    pub marker: String,
+}
+
+/// The environment variable that marks a supervised child and all it starts.
+pub const MARKER_VAR: &str = "HK_CONSOLE_CHILD";
+
+/// Every running (non-zombie) process whose environment holds `MARKER_VAR=marker`.
+pub fn marked(marker: &str) -> Vec<u32> {
+    if marker.is_empty() {
+        return Vec::new();
+    }
+    let want = format!("{MARKER_VAR}={marker}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|b| *b == 0)
+                    .any(|kv| kv == want.as_bytes())
+            }) && proc_stat(*pid).is_some_and(|(state, _, _)| state != 'Z')
+        })
+        .collect()
+}
+
+/// A fresh marker for one child.
+fn new_marker() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!(
+        "{}-{}-{}",
+        std::process::id(),
+        start_time(std::process::id()).unwrap_or(0),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Whether a journaled process still runs.
@@ -289,12 +328,14 @@ pub fn stop_groups(children: &[ChildId], int_grace: Duration, term_grace: Durati
         })
         .collect();
     let gone = |r: &StopReport| -> bool {
-        // The leader may be a zombie its parent has not reaped: the group is what counts.
+        // The leader may be a zombie its parent has not reaped: the group, and whatever
+        // carries the child's marker (workers that left the group), is what counts.
         let pgid = i32::try_from(r.child.pid).unwrap_or(i32::MAX);
+        let tree_gone = marked(&r.child.marker).is_empty();
         match liveness(&r.child) {
             Liveness::Alive => false,
-            Liveness::Gone(_) => !group_alive(pgid),
-            Liveness::Unknown(_) => killpg(Pid::from_raw(pgid), None).is_err(),
+            Liveness::Gone(_) => !group_alive(pgid) && tree_gone,
+            Liveness::Unknown(_) => killpg(Pid::from_raw(pgid), None).is_err() && tree_gone,
         }
     };
     for (sig, grace) in [
@@ -311,7 +352,14 @@ pub fn stop_groups(children: &[ChildId], int_grace: Duration, term_grace: Durati
                 continue;
             }
             if let Ok(pgid) = i32::try_from(r.child.pid) {
-                let _ = killpg(Pid::from_raw(pgid), sig);
+                if liveness(&r.child) == Liveness::Alive || group_alive(pgid) {
+                    let _ = killpg(Pid::from_raw(pgid), sig);
+                }
+                // SIGINT goes to the group only, as a terminal's Ctrl-C would (ansible
+                // stops its workers itself); the harder rungs reach every marked process.
+                if sig != Signal::SIGINT {
+                    signal_marked(&r.child.marker, sig);
+                }
                 r.signals.push(sig);
             }
         }
@@ -401,13 +449,16 @@ fn setpriv() -> Option<PathBuf> {
     fixed.into_iter().chain(on_path).find(|p| p.is_file())
 }
 
-/// The lifeline watcher's script: `$1` the group, `$2` the control socket dir (or empty).
+/// The lifeline watcher's script: `$1` the group, `$2` the control socket dir (or empty),
+/// `$3` the marker (`HK_CONSOLE_CHILD=...`) every process of the child carries.
 /// A line on stdin means the console finished with the group itself; end of file means the
 /// console is gone (its end of the pipe closed however it died): kill the group, close the
 /// masters. It ignores the terminal's signals so a hangup cannot take it first.
 const LIFELINE: &str = "trap '' HUP INT TERM QUIT; \
 if read -r _; then exit 0; fi; \
 kill -KILL -- -\"$1\" 2>/dev/null; \
+for i in 1 2; do for f in $(grep -lzxF -- \"$3\" /proc/[0-9]*/environ 2>/dev/null); do \
+p=${f#/proc/}; kill -KILL \"${p%/environ}\" 2>/dev/null; done; done; \
 if [ -n \"$2\" ]; then \
 for s in \"$2\"/*; do [ -S \"$s\" ] && ssh -o ControlPath=\"$s\" -O exit hk-console-control-master >/dev/null 2>&1; done; \
 rm -rf -- \"$2\"; fi";
@@ -447,6 +498,8 @@ pub async fn run_supervised(
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
+    let marker = new_marker();
+    cmd.env(MARKER_VAR, &marker);
     let mut child = cmd.spawn().map_err(|source| ProcessError::Spawn {
         program: name.clone(),
         source,
@@ -459,6 +512,7 @@ pub async fn run_supervised(
         pid,
         start_time: start_time(pid).unwrap_or(0),
         program: name.clone(),
+        marker: marker.clone(),
     });
     let mut lifeline = None;
     if let Some(id) = &id {
@@ -469,7 +523,7 @@ pub async fn run_supervised(
         if let Some(tx) = &spec.spawned {
             let _ = tx.send(id.clone());
         }
-        match spawn_lifeline(id.pid, spec.control_dir.as_deref()) {
+        match spawn_lifeline(id.pid, spec.control_dir.as_deref(), &marker) {
             Ok(l) => lifeline = Some(l),
             Err(source) => {
                 // Without its lifeline the child could outlive the console: not started.
@@ -553,6 +607,9 @@ pub async fn run_supervised(
                     // ESRCH: the group is gone already; the wait below returns at once.
                     let _ = killpg(pg, sig);
                 }
+                if sig != Signal::SIGINT {
+                    signal_marked(&marker, sig);
+                }
                 out.signals_sent.push(SentSignal {
                     signal: sig,
                     after: started.elapsed(),
@@ -587,6 +644,8 @@ pub async fn run_supervised(
     if let Some(pg) = pgid {
         let _ = killpg(pg, Signal::SIGKILL);
     }
+    // Ansible's workers leave the group (setsid); they carry the marker.
+    signal_marked(&marker, Signal::SIGKILL);
     // Drain what is left, bounded: a grandchild that escaped the group could hold a pipe.
     let drain_until = tokio::time::Instant::now() + Duration::from_secs(2);
     while lines_open {
@@ -620,19 +679,34 @@ pub async fn run_supervised(
     Ok(out)
 }
 
+/// Send `sig` to every process carrying `marker`.
+fn signal_marked(marker: &str, sig: Signal) {
+    for pid in marked(marker) {
+        if let Ok(p) = i32::try_from(pid) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(p), sig);
+        }
+    }
+}
+
 /// Drop `pid` from the registry of live groups.
 fn forget(pid: u32) {
     live().retain(|g| g.child.pid != pid);
 }
 
 /// The watcher that takes group `pgid` down if the console dies without doing it.
-fn spawn_lifeline(pgid: u32, control_dir: Option<&Path>) -> std::io::Result<tokio::process::Child> {
+fn spawn_lifeline(
+    pgid: u32,
+    control_dir: Option<&Path>,
+    marker: &str,
+) -> std::io::Result<tokio::process::Child> {
     Command::new("/bin/sh")
         .arg("-c")
         .arg(LIFELINE)
         .arg("hk-console-lifeline")
         .arg(pgid.to_string())
         .arg(control_dir.map(|d| d.display().to_string()).unwrap_or_default())
+        .arg(format!("{MARKER_VAR}={marker}"))
+        .env_remove(MARKER_VAR)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

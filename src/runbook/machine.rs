@@ -169,6 +169,9 @@ pub enum Input {
         pid: u32,
         start_time: u64,
         program: String,
+        /// The marker its environment carries (and every process it starts).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        marker: String,
     },
     /// The step's process is known to be gone: how (stopped by the ladder, found exited).
     ProcessEnded {
@@ -469,6 +472,7 @@ pub struct ProcessRecord {
     pub pid: u32,
     pub start_time: u64,
     pub program: String,
+    pub marker: String,
     pub started_at: Timestamp,
     /// How it is known to have ended, once it is.
     pub ended: Option<String>,
@@ -741,6 +745,7 @@ impl Run {
                 pid,
                 start_time,
                 program,
+                marker,
             } => {
                 let i = self.index(*n)?;
                 if self.current_attempt(i, *n, *attempt)? {
@@ -748,6 +753,7 @@ impl Run {
                         pid: *pid,
                         start_time: *start_time,
                         program: program.clone(),
+                        marker: marker.clone(),
                         started_at: at,
                         ended: None,
                     });
@@ -1559,8 +1565,8 @@ pub fn probe_for(plan: &Plan, n: usize) -> Option<&PlannedStep> {
         })
 }
 
-/// Where a re-run of step `i` starts: back over the steps in front of it on the same host
-/// that preview or guard it (a check run, gates), so they are asked again.
+/// Where a re-run of step `i` starts: back over the steps in front of it that preview it
+/// (a check run on its host) or guard it (gates), so they are asked again.
 pub fn rerun_from(plan: &Plan, i: usize) -> usize {
     let host = &plan.steps[i].host;
     let mut from = i;
@@ -1572,8 +1578,10 @@ pub fn rerun_from(plan: &Plan, i: usize) -> usize {
                 || s.command
                     .as_ref()
                     .is_some_and(|c| c.iter().any(|a| a == "--check")));
-        let guards = s.kind == StepKind::Gate || preview;
-        if &s.host != host || !guards {
+        // Gates touch no host (operator-present is bound to none); a preview is this
+        // host's own.
+        let guards = s.kind == StepKind::Gate || (preview && &s.host == host);
+        if !guards {
             break;
         }
         from -= 1;

@@ -1847,6 +1847,7 @@ impl App {
                         pid: p.pid,
                         start_time: p.start_time,
                         program: p.program.clone(),
+                        marker: p.marker.clone(),
                     };
                     match process::liveness(&child) {
                         Liveness::Alive => ProcessCheck::Alive(child),

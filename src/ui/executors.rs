@@ -166,6 +166,7 @@ impl RealExecutor {
                         pid: c.pid,
                         start_time: c.start_time,
                         program: c.program,
+                        marker: c.marker,
                     };
                     if replies.send(ExecReply::Outcome { tag, input }).await.is_err() {
                         break;
