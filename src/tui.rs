@@ -25,8 +25,8 @@ use crossterm::{cursor, execute};
 use futures::{FutureExt, StreamExt};
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
-use tokio::sync::mpsc;
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
 use crate::exec::process::{self, StopReport};

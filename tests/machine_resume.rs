@@ -10,7 +10,11 @@ use hk_console::runbook::machine::{
 };
 use machine_common::*;
 
-fn feed(run: &mut Run, events: &mut Vec<hk_console::runbook::machine::Event>, inputs: Vec<Input>) -> Vec<Effect> {
+fn feed(
+    run: &mut Run,
+    events: &mut Vec<hk_console::runbook::machine::Event>,
+    inputs: Vec<Input>,
+) -> Vec<Effect> {
     let mut last = Vec::new();
     for input in inputs {
         let name = input.name();
@@ -90,7 +94,10 @@ fn replays_to_itself(run: &Run, events: &[hk_console::runbook::machine::Event]) 
 #[test]
 fn the_process_is_recorded_and_abandonment_interrupts_with_the_reason() {
     let (mut run, mut events) = at_apply();
-    let p = run.step_record(4).and_then(|r| r.process.clone()).expect("process");
+    let p = run
+        .step_record(4)
+        .and_then(|r| r.process.clone())
+        .expect("process");
     assert_eq!((p.pid, p.start_time, p.ended), (4242, 777, None));
     // An attempt that never went out is refused; a stale one dropped.
     assert!(matches!(
@@ -155,7 +162,9 @@ fn the_process_is_recorded_and_abandonment_interrupts_with_the_reason() {
         ],
     );
     assert_eq!(
-        run.step_record(4).and_then(|r| r.process.clone()).and_then(|p| p.ended),
+        run.step_record(4)
+            .and_then(|r| r.process.clone())
+            .and_then(|p| p.ended),
         Some("sent SIGINT: ended".into())
     );
     // A process the step never started is refused.
@@ -239,7 +248,10 @@ fn an_interrupted_change_is_decided_process_gone_and_probe_first() {
             detail: "scheduler is mq-deadline".into(),
         }],
     );
-    let probe = run.step_record(4).and_then(|r| r.probe.clone()).expect("probe");
+    let probe = run
+        .step_record(4)
+        .and_then(|r| r.probe.clone())
+        .expect("probe");
     assert!(!probe.ok && probe.detail.contains("mq-deadline"));
     // The typed confirmation is the environment's name.
     assert!(matches!(
@@ -262,8 +274,7 @@ fn an_interrupted_change_is_decided_process_gone_and_probe_first() {
     );
     let fx = feed(&mut run, &mut events, vec![finished(3, 2)]);
     assert!(
-        fx.iter()
-            .any(|e| matches!(e, Effect::AskGate { n: 3, .. })),
+        fx.iter().any(|e| matches!(e, Effect::AskGate { n: 3, .. })),
         "the diff is approved again: {fx:?}"
     );
     let fx = feed(&mut run, &mut events, vec![approve(3)]);
@@ -309,10 +320,17 @@ fn mark_done_is_typed_with_a_reason_and_moves_on() {
         refused(&mut run, done("k3s-prod-3", "  ")),
         MachineError::ReasonRequired { n: 4 }
     );
-    let fx = feed(&mut run, &mut events, vec![done("k3s-prod-3", "read back fine")]);
+    let fx = feed(
+        &mut run,
+        &mut events,
+        vec![done("k3s-prod-3", "read back fine")],
+    );
     let r = run.step_record(4).expect("step");
     assert_eq!(r.state, StepState::Done);
-    assert_eq!(r.detail.as_deref(), Some("marked done by op: read back fine"));
+    assert_eq!(
+        r.detail.as_deref(),
+        Some("marked done by op: read back fine")
+    );
     // The run goes on: the read-back runs.
     assert!(fx
         .iter()
@@ -332,7 +350,11 @@ fn a_read_only_interrupted_step_still_retries_and_abort_ends_a_decision() {
     feed(
         &mut run,
         &mut events,
-        vec![finished(4, 1), Input::StepStarted { n: 5, attempt: 1 }, Input::Resumed],
+        vec![
+            finished(4, 1),
+            Input::StepStarted { n: 5, attempt: 1 },
+            Input::Resumed,
+        ],
     );
     assert!(matches!(
         run.step_record(5).map(|r| r.state.clone()),

@@ -8,7 +8,6 @@ mod ui_common;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use hk_console::runbook::machine::Input;
-use hk_console::runbook::plan::StepKind;
 use hk_console::ui::action::Action;
 use hk_console::ui::app::{App, Control, Overlay, Screen};
 use hk_console::ui::exec::{ExecReply, ExecRequest};
@@ -29,7 +28,10 @@ fn fingerprint(a: &App) -> String {
             r.run.status(),
             r.selected,
             r.output,
-            r.run.steps().map(|(_, x)| x.state.clone()).collect::<Vec<_>>()
+            r.run
+                .steps()
+                .map(|(_, x)| x.state.clone())
+                .collect::<Vec<_>>()
         )
     });
     format!(
@@ -125,7 +127,10 @@ fn halted(dir: &std::path::Path) -> App {
     a.open_runbook("node-health", Some("dev"), None);
     a.update(Action::StartRun);
     let req = a.outbox.pop_front().expect("execute");
-    let ExecRequest::Execute { tag, step, attempt, .. } = req else {
+    let ExecRequest::Execute {
+        tag, step, attempt, ..
+    } = req
+    else {
         panic!("{req:?}")
     };
     a.handle_exec(ExecReply::Outcome {
@@ -147,7 +152,10 @@ fn running_with_output(dir: &std::path::Path, search: bool) -> App {
     a.open_runbook("node-health", Some("dev"), None);
     a.update(Action::StartRun);
     let req = a.outbox.pop_front().expect("execute");
-    let ExecRequest::Execute { tag, step, attempt, .. } = req else {
+    let ExecRequest::Execute {
+        tag, step, attempt, ..
+    } = req
+    else {
         panic!("{req:?}")
     };
     a.handle_exec(ExecReply::Outcome {
@@ -182,7 +190,15 @@ fn scenario(mode: KeyMode, action: &Action, dir: &std::path::Path) -> Option<App
         (KeyMode::Run, Action::Interrupt) => running_with_output(dir, false),
         (KeyMode::Run, Action::ToggleFollow) => running_with_output(dir, false),
         (KeyMode::Run, Action::NextMatch | Action::PrevMatch) => running_with_output(dir, true),
-        (KeyMode::Run, Action::PageUp | Action::PageDown) => running_with_output(dir, false),
+        (KeyMode::Run, Action::PageUp) => running_with_output(dir, false),
+        (KeyMode::Run, Action::PageDown) => {
+            // Scrolled up, so there is somewhere to page down to.
+            let mut a = running_with_output(dir, false);
+            if let Some(r) = a.active.as_mut() {
+                r.output.scroll_up(40);
+            }
+            a
+        }
         (KeyMode::Run, Action::Up | Action::Top) => {
             let mut a = plan_open(dir);
             if let Some(r) = a.active.as_mut() {
@@ -241,6 +257,9 @@ fn enter_reopens_a_hidden_gate() {
     let dir = tempfile::tempdir().expect("tmp");
     let mut a = hidden_gate(dir.path());
     a.handle_key(code(KeyCode::Enter));
-    assert!(matches!(a.overlay, Some(Overlay::Gate(_))), "{:?}", a.status);
-    let _ = StepKind::Gate;
+    assert!(
+        matches!(a.overlay, Some(Overlay::Gate(_))),
+        "{:?}",
+        a.status
+    );
 }

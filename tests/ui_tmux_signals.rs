@@ -117,7 +117,10 @@ fn write_runbook(dir: &Path) -> PathBuf {
 /// Every process whose command line mentions `marker`, as (pid, argv).
 fn processes_with(marker: &str) -> Vec<(u32, Vec<String>)> {
     let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").expect("/proc").filter_map(Result::ok) {
+    for e in std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(Result::ok)
+    {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
@@ -148,7 +151,9 @@ fn children_of(demo: &Path) -> Vec<(u32, Vec<String>)> {
         .filter(|(_, argv)| {
             let base = |a: &String| a.rsplit('/').next().unwrap_or("").to_string();
             let first_two: Vec<String> = argv.iter().take(2).map(base).collect();
-            first_two.iter().any(|b| b == "ansible-playbook" || b == "ssh")
+            first_two
+                .iter()
+                .any(|b| b == "ansible-playbook" || b == "ssh")
                 || argv.iter().any(|a| a == "hk-console-lifeline")
         })
         .collect()
@@ -159,7 +164,8 @@ fn console_pid(demo: &Path) -> u32 {
     processes_with(&marker)
         .into_iter()
         .find(|(_, argv)| {
-            argv.first().is_some_and(|a| a.ends_with("/hk-console")) && argv.iter().any(|a| a == "demo")
+            argv.first().is_some_and(|a| a.ends_with("/hk-console"))
+                && argv.iter().any(|a| a == "demo")
         })
         .map(|(p, _)| p)
         .expect("the console runs")
@@ -214,15 +220,25 @@ fn start_apply(base: &Path, name: &str) -> (Tmux, PathBuf) {
                 t.lines()
                     .any(|l| l.contains("process-started") && is_apply_line(&t, l))
             });
-        if journaled && children_of(&demo).iter().any(|(_, a)| a.first().is_some_and(|x| x.ends_with("ssh"))) {
+        if journaled
+            && children_of(&demo)
+                .iter()
+                .any(|(_, a)| a.first().is_some_and(|x| x.ends_with("ssh")))
+        {
             break;
         }
-        assert!(Instant::now() < deadline, "the apply never ran; the screen was:\n{s}");
+        assert!(
+            Instant::now() < deadline,
+            "the apply never ran; the screen was:\n{s}"
+        );
         if s.contains("type the environment") || s.contains("typed confirm") {
             tmux.send(&["dev", "Enter"]);
         } else if s.contains("number of hosts") {
             tmux.send(&["1", "Enter"]);
-        } else if s.contains("enter approve") || s.contains("Approve") || s.contains("operator present") {
+        } else if s.contains("enter approve")
+            || s.contains("Approve")
+            || s.contains("operator present")
+        {
             tmux.send(&["Enter"]);
         }
         std::thread::sleep(Duration::from_millis(700));
@@ -252,9 +268,13 @@ fn wait_no_children(demo: &Path, signal: &str) -> Duration {
             return t0.elapsed();
         }
         if t0.elapsed() >= Duration::from_secs(5) {
-            let journal = std::fs::read_to_string(journal_of(&demo.join("runs"))).unwrap_or_default();
+            let journal =
+                std::fs::read_to_string(journal_of(&demo.join("runs"))).unwrap_or_default();
             let tail: Vec<&str> = journal.lines().rev().take(6).collect();
-            panic!("{signal}: still alive after 5 s: {left:?}\njournal (last lines first):\n{}", tail.join("\n"));
+            panic!(
+                "{signal}: still alive after 5 s: {left:?}\njournal (last lines first):\n{}",
+                tail.join("\n")
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -273,7 +293,9 @@ fn hup_or_term(sig: &str) {
     let (tmux, demo) = start_apply(base.path(), &sig.to_lowercase());
     let before = children_of(&demo);
     assert!(
-        before.iter().any(|(_, a)| a.iter().any(|x| x.ends_with("ansible-playbook"))),
+        before
+            .iter()
+            .any(|(_, a)| a.iter().any(|x| x.ends_with("ansible-playbook"))),
         "{before:#?}"
     );
     kill(console_pid(&demo), sig);
@@ -329,7 +351,10 @@ fn sigkill_during_an_apply_then_resume_is_a_decision() {
     let journal = journal_of(&demo.join("runs"));
     let text = std::fs::read_to_string(&journal).expect("journal");
     assert!(text.contains(r#""type":"process-started""#), "{text}");
-    assert!(!text.contains(r#""type":"abandoned""#), "SIGKILL leaves no time to say so");
+    assert!(
+        !text.contains(r#""type":"abandoned""#),
+        "SIGKILL leaves no time to say so"
+    );
 
     // A process that ignores SIGINT, standing in for an apply that outlived its console:
     // the journal's process-started of the apply is pointed at it.
@@ -382,9 +407,18 @@ fn sigkill_during_an_apply_then_resume_is_a_decision() {
     tmux.send(&["Enter"]);
     let s = tmux.wait_for("Resume step");
     assert!(s.contains("INTERRUPTED"), "{s}");
-    assert!(s.contains(&format!("pid {pid}")) && s.contains("STILL RUNNING"), "{s}");
-    assert!(s.contains("w wait for it") && s.contains("K stop it"), "{s}");
-    assert!(!s.contains("R re-run"), "no other choice while it runs:\n{s}");
+    assert!(
+        s.contains(&format!("pid {pid}")) && s.contains("STILL RUNNING"),
+        "{s}"
+    );
+    assert!(
+        s.contains("w wait for it") && s.contains("K stop it"),
+        "{s}"
+    );
+    assert!(
+        !s.contains("R re-run"),
+        "no other choice while it runs:\n{s}"
+    );
     // Any other key is refused while it runs.
     tmux.send(&["R"]);
     tmux.wait_for("its process still runs");
@@ -423,7 +457,11 @@ fn sigkill_during_an_apply_then_resume_is_a_decision() {
         if text.contains(r#""type":"marked-done""#) {
             break text;
         }
-        assert!(Instant::now() < deadline, "never marked done:\n{}", tmux.screen());
+        assert!(
+            Instant::now() < deadline,
+            "never marked done:\n{}",
+            tmux.screen()
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     for want in [

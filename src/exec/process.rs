@@ -181,10 +181,9 @@ pub fn marked(marker: &str) -> Vec<u32> {
     dir.filter_map(Result::ok)
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                env.split(|b| *b == 0)
-                    .any(|kv| kv == want.as_bytes())
-            }) && proc_stat(*pid).is_some_and(|(state, _, _)| state != 'Z')
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == want.as_bytes()))
+                && proc_stat(*pid).is_some_and(|(state, _, _)| state != 'Z')
         })
         .collect()
 }
@@ -295,7 +294,9 @@ impl StopReport {
         let sigs: Vec<&str> = self.signals.iter().map(|s| s.as_str()).collect();
         let name = Path::new(&self.child.program)
             .file_name()
-            .map_or(self.child.program.clone(), |f| f.to_string_lossy().into_owned());
+            .map_or(self.child.program.clone(), |f| {
+                f.to_string_lossy().into_owned()
+            });
         format!(
             "pid {} ({name}): {}: {}",
             self.child.pid,
@@ -318,7 +319,11 @@ impl StopReport {
 /// `int_grace` for them to go, SIGTERM, up to `term_grace`, SIGKILL, up to one second more.
 /// A group leader's start time is checked before each signal, so a pid reused since is
 /// never signalled.
-pub fn stop_groups(children: &[ChildId], int_grace: Duration, term_grace: Duration) -> Vec<StopReport> {
+pub fn stop_groups(
+    children: &[ChildId],
+    int_grace: Duration,
+    term_grace: Duration,
+) -> Vec<StopReport> {
     let mut reports: Vec<StopReport> = children
         .iter()
         .map(|c| StopReport {
@@ -444,7 +449,11 @@ use std::os::unix::fs::DirBuilderExt;
 fn setpriv() -> Option<PathBuf> {
     let fixed = ["/usr/bin/setpriv", "/bin/setpriv"].map(PathBuf::from);
     let on_path = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join("setpriv")).collect::<Vec<_>>())
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("setpriv"))
+                .collect::<Vec<_>>()
+        })
         .unwrap_or_default();
     fixed.into_iter().chain(on_path).find(|p| p.is_file())
 }
@@ -704,7 +713,11 @@ fn spawn_lifeline(
         .arg(LIFELINE)
         .arg("hk-console-lifeline")
         .arg(pgid.to_string())
-        .arg(control_dir.map(|d| d.display().to_string()).unwrap_or_default())
+        .arg(
+            control_dir
+                .map(|d| d.display().to_string())
+                .unwrap_or_default(),
+        )
         .arg(format!("{MARKER_VAR}={marker}"))
         .env_remove(MARKER_VAR)
         .stdin(Stdio::piped())
@@ -810,7 +823,10 @@ impl AnsibleRunner {
             "ANSIBLE_SSH_CONTROL_PATH_DIR".into(),
             control_dir.display().to_string(),
         ));
-        env.push(("ANSIBLE_SSH_CONTROL_PATH".into(), "%(directory)s/%%C".into()));
+        env.push((
+            "ANSIBLE_SSH_CONTROL_PATH".into(),
+            "%(directory)s/%%C".into(),
+        ));
         env.extend(self.env.iter().cloned());
         let spec = ProcessSpec {
             program,

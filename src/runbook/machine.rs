@@ -568,12 +568,18 @@ pub enum MachineError {
     NeedsResumeDecision { n: usize },
     #[error("step {n} was not interrupted; the resume decision is for the interrupted step the run halted on")]
     NotInterrupted { n: usize },
-    #[error("step {n}: its process (pid {pid}) may still be running; wait for it or stop it first")]
+    #[error(
+        "step {n}: its process (pid {pid}) may still be running; wait for it or stop it first"
+    )]
     ProcessStillRunning { n: usize, pid: u32 },
     #[error("step {n}: run its probe (step {probe}) first, to see the live state before deciding")]
     ProbeFirst { n: usize, probe: usize },
     #[error("step {n}: typed {typed:?}, but the confirmation is {want:?}")]
-    WrongConfirmation { n: usize, typed: String, want: String },
+    WrongConfirmation {
+        n: usize,
+        typed: String,
+        want: String,
+    },
     #[error("step {n}: a reason is required")]
     ReasonRequired { n: usize },
     #[error("step {probe} is not the probe of step {n}")]

@@ -22,8 +22,8 @@ use crate::observe::feed::Update;
 use crate::repo::env::Environment;
 use crate::runbook::embedded::RunbookSet;
 use crate::runbook::machine::{
-    self as machine, Effect, Event, GateAnswer, Input, Mode, Outcome, Run, RunOutcome,
-    RunStatus, StepState, Timestamp,
+    self as machine, Effect, Event, GateAnswer, Input, Mode, Outcome, Run, RunOutcome, RunStatus,
+    StepState, Timestamp,
 };
 use crate::runbook::plan::{Gate, Plan, PlannedStep};
 use crate::runbook::schema::Runbook;
@@ -1948,10 +1948,9 @@ impl App {
                 let want = step.expect.as_ref().and_then(|e| e.exit_code).unwrap_or(0);
                 match error {
                     Some(e) => Some((false, e)),
-                    None if exit_code != Some(want) => Some((
-                        false,
-                        format!("exit code {exit_code:?}, expected {want}"),
-                    )),
+                    None if exit_code != Some(want) => {
+                        Some((false, format!("exit code {exit_code:?}, expected {want}")))
+                    }
                     None if machine::needs_verify(&step) => {
                         self.outbox.push_back(ExecRequest::Verify {
                             tag,
@@ -2020,7 +2019,10 @@ impl App {
         let n = m.n;
         let (alive, probing) = match self.active.as_ref().and_then(|a| a.resume.as_ref()) {
             Some(i) => (
-                matches!(i.process, ProcessCheck::Alive(_) | ProcessCheck::Unknown(..)),
+                matches!(
+                    i.process,
+                    ProcessCheck::Alive(_) | ProcessCheck::Unknown(..)
+                ),
                 matches!(i.probe, ProbeRun::Pending { .. } | ProbeRun::Running { .. }),
             ),
             None => (false, false),

@@ -168,7 +168,11 @@ impl RealExecutor {
                         program: c.program,
                         marker: c.marker,
                     };
-                    if replies.send(ExecReply::Outcome { tag, input }).await.is_err() {
+                    if replies
+                        .send(ExecReply::Outcome { tag, input })
+                        .await
+                        .is_err()
+                    {
                         break;
                     }
                 }

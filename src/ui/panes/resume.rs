@@ -67,13 +67,17 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &ResumeModal) {
             t.critical(),
         ),
         Some(ProcessCheck::Unknown(c, why)) => (
-            format!("process: pid {} cannot be looked up ({why}): treated as running", c.pid),
+            format!(
+                "process: pid {} cannot be looked up ({why}): treated as running",
+                c.pid
+            ),
             t.critical(),
         ),
         Some(ProcessCheck::Gone(how)) => (format!("process: gone ({how})"), t.ok()),
-        Some(ProcessCheck::NoProcess) | None => {
-            ("process: none was journaled for this attempt".into(), t.muted())
-        }
+        Some(ProcessCheck::NoProcess) | None => (
+            "process: none was journaled for this attempt".into(),
+            t.muted(),
+        ),
     };
     lines.push(Line::from(Span::styled(process.0, process.1)));
     let probe = match (info.map(|i| &i.probe), rec.and_then(|r| r.probe.as_ref())) {
@@ -108,7 +112,10 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &ResumeModal) {
     }
     lines.push(Line::from(""));
     let alive = info.is_some_and(|i| {
-        matches!(i.process, ProcessCheck::Alive(_) | ProcessCheck::Unknown(..))
+        matches!(
+            i.process,
+            ProcessCheck::Alive(_) | ProcessCheck::Unknown(..)
+        )
     });
     let from = plan
         .steps
@@ -142,7 +149,9 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &ResumeModal) {
         ResumeStage::MarkDone => 6,
     };
     let w = area.width.saturating_sub(4).min(100);
-    let body_h = u16::try_from(lines.len()).unwrap_or(u16::MAX).saturating_add(2);
+    let body_h = u16::try_from(lines.len())
+        .unwrap_or(u16::MAX)
+        .saturating_add(2);
     let h = body_h.saturating_add(inputs).saturating_add(3);
     let r = centered(area, w, h);
     f.render_widget(Clear, r);
@@ -160,15 +169,16 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &ResumeModal) {
     ])
     .areas(inner);
     f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), body);
-    let input = |f: &mut Frame, area: Rect, label: &str, text: &tui_textarea::TextArea, on: bool| {
-        let b = Block::default()
-            .borders(Borders::ALL)
-            .border_style(if on { t.focus() } else { t.border() })
-            .title(Span::styled(label.to_string(), t.muted()));
-        let inner = b.inner(area);
-        f.render_widget(b, area);
-        f.render_widget(text, inner);
-    };
+    let input =
+        |f: &mut Frame, area: Rect, label: &str, text: &tui_textarea::TextArea, on: bool| {
+            let b = Block::default()
+                .borders(Borders::ALL)
+                .border_style(if on { t.focus() } else { t.border() })
+                .title(Span::styled(label.to_string(), t.muted()));
+            let inner = b.inner(area);
+            f.render_widget(b, area);
+            f.render_widget(text, inner);
+        };
     match m.stage {
         ResumeStage::Choose => {}
         ResumeStage::Rerun => input(f, ins, " environment name ", &m.typed, true),
@@ -176,7 +186,13 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &ResumeModal) {
             let [a1, a2] =
                 Layout::vertical([Constraint::Length(3), Constraint::Length(3)]).areas(ins);
             input(f, a1, " confirm ", &m.typed, m.field == GateField::Answer);
-            input(f, a2, " reason (journaled) ", &m.reason, m.field == GateField::Note);
+            input(
+                f,
+                a2,
+                " reason (journaled) ",
+                &m.reason,
+                m.field == GateField::Note,
+            );
         }
     }
     if let Some(e) = &m.error {
