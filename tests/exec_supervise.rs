@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 /// `stop_all` stops every child of this test process: the tests that start children take
 /// turns.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
@@ -25,7 +25,7 @@ fn strings(v: &[&str]) -> Vec<String> {
 
 #[test]
 fn liveness_tells_the_same_process_from_a_gone_or_reused_pid() {
-    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = SERIAL.blocking_lock();
     let mut child = Command::new("sleep")
         .arg("30")
         .process_group(0)
@@ -58,7 +58,7 @@ fn liveness_tells_the_same_process_from_a_gone_or_reused_pid() {
 /// session of its own. Cancelling reaches both: the descendant by its marker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_descendant_that_left_the_group_is_stopped_by_its_marker() {
-    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = SERIAL.lock().await;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (lines_tx, mut lines) = mpsc::unbounded_channel();
     let spec = ProcessSpec {
@@ -124,7 +124,7 @@ async fn a_descendant_that_left_the_group_is_stopped_by_its_marker() {
 /// the supervisor; the report names the rungs it took.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_all_runs_the_ladder_on_every_registered_child() {
-    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = SERIAL.lock().await;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let spec = ProcessSpec {
         program: "/bin/sh".into(),
