@@ -531,7 +531,10 @@ fn interrupted_steps_are_detected_and_need_a_retry() {
         )
         .expect("absorbed");
     assert!(fx.is_empty());
-    let fx = journal
+    // The apply changed systems: a one-key retry is refused (nothing journaled); the
+    // decision takes the probe's look first, then a typed re-run from the preview.
+    let before = std::fs::read(&path).expect("journal");
+    let err = journal
         .record(
             &mut run,
             ev(
@@ -542,14 +545,45 @@ fn interrupted_steps_are_detected_and_need_a_retry() {
                 },
             ),
         )
-        .expect("retry");
+        .expect_err("an interrupted change is decided, not retried");
+    assert!(err.to_string().contains("not retried on one key"), "{err}");
+    assert_eq!(std::fs::read(&path).expect("journal"), before);
+    let fx = journal
+        .record(
+            &mut run,
+            ev(
+                103,
+                Input::ProbeResult {
+                    n: 4,
+                    probe: 5,
+                    ok: false,
+                    detail: "scheduler is mq-deadline".into(),
+                },
+            ),
+        )
+        .expect("probe");
+    assert!(fx.is_empty());
+    let fx = journal
+        .record(
+            &mut run,
+            ev(
+                104,
+                Input::RerunApproved {
+                    n: 4,
+                    by: "alice".into(),
+                    typed: "prod".into(),
+                },
+            ),
+        )
+        .expect("re-run");
+    // The preview (step 3) runs again first, a second attempt.
     assert!(
-        matches!(&fx[..], [Effect::Execute(x)] if x.n() == 4 && x.attempt() == 2 && x.mutates())
+        matches!(&fx[..], [Effect::Execute(x)] if x.n() == 3 && x.attempt() == 2 && !x.mutates())
     );
-    // A later replay agrees with the live run, attempt 2 running.
+    // A later replay agrees with the live run, the preview's attempt 2 running.
     let again = journal::replay(&path).expect("replay");
-    assert_eq!(again.run.step_record(4).map(|r| r.attempt), Some(2));
-    assert_eq!(again.run, as_read_back(&run, Timestamp(102)));
+    assert_eq!(again.run.step_record(3).map(|r| r.attempt), Some(2));
+    assert_eq!(again.run, as_read_back(&run, Timestamp(104)));
 }
 
 #[test]

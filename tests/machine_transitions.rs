@@ -1060,19 +1060,39 @@ fn resume_interrupts_in_flight_work_and_reasks_open_gates() {
     );
     assert_eq!(run.outcome(), RunOutcome::Interrupted);
     assert!(run.in_flight().is_empty());
-    // The dead process's finish is absorbed; only a retry runs it again.
+    // The dead process's finish is absorbed; the apply changed systems, so only the resume
+    // decision (probe first, then a typed re-run from its preview) runs it again.
     assert!(run
         .step(&ev(1, finished(4, 1, 0)))
         .expect("absorbed")
         .is_empty());
+    assert_eq!(
+        refused(
+            &mut run,
+            Input::RetryApproved {
+                n: 4,
+                by: "op".into(),
+            }
+        ),
+        MachineError::NeedsResumeDecision { n: 4 }
+    );
     let fx = feed(
         &mut run,
-        vec![Input::RetryApproved {
-            n: 4,
-            by: "op".into(),
-        }],
+        vec![
+            Input::ProbeResult {
+                n: 4,
+                probe: 5,
+                ok: true,
+                detail: "[bfq]".into(),
+            },
+            Input::RerunApproved {
+                n: 4,
+                by: "op".into(),
+                typed: "prod".into(),
+            },
+        ],
     );
-    assert_eq!(execute_of(&fx), Some((4, 2, true)));
+    assert_eq!(execute_of(&fx), Some((3, 2, false)));
 
     // Verifying -> interrupted.
     let mut run = etcd_at_apply();

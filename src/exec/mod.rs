@@ -47,7 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::runbook::plan::{PlannedStep, StepKind};
 
-pub use process::{AnsibleOutcome, AnsibleRunner, OutputLine, Stream};
+pub use process::{AnsibleOutcome, AnsibleRunner, ChildId, OutputLine, Stream};
 pub use redact::Redactor;
 pub use settings::ConnectSettings;
 pub use ssh::{CommandOutput, SshError, SshOptions, SshPool};
@@ -220,6 +220,8 @@ impl Mutating {
 pub struct RunOptions {
     pub cancel: CancellationToken,
     pub sink: Option<mpsc::UnboundedSender<OutputLine>>,
+    /// Told each local child's pid and start time as it starts (the journal keeps them).
+    pub spawned: Option<mpsc::UnboundedSender<process::ChildId>>,
 }
 
 /// What a step did.
@@ -320,6 +322,7 @@ impl<C> Executor<C> {
                 ..
             } => {
                 let mut runner = self.ansible.clone();
+                runner.spawned = opts.spawned.clone();
                 if timeout.is_some() {
                     runner.supervisor.timeout = *timeout;
                 }

@@ -332,7 +332,7 @@ impl Gateways {
         };
         let opts = RunOptions {
             cancel: cancel.clone(),
-            sink: None,
+            ..RunOptions::default()
         };
         match self.exec.run(&step, &opts).await {
             Ok(StepOutcome::Ssh(out)) => Ok(out),

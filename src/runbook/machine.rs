@@ -161,6 +161,47 @@ pub enum Input {
     /// The process restarted: work that was in flight is lost (its steps become
     /// `Interrupted`), open gates are asked again.
     Resumed,
+    /// The step's work started a local process: its pid and kernel start time, so a later
+    /// console can tell whether that very process still runs.
+    ProcessStarted {
+        n: usize,
+        attempt: u32,
+        pid: u32,
+        start_time: u64,
+        program: String,
+        /// The marker its environment carries (and every process it starts).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        marker: String,
+    },
+    /// The step's process is known to be gone: how (stopped by the ladder, found exited).
+    ProcessEnded {
+        n: usize,
+        attempt: u32,
+        pid: u32,
+        how: String,
+    },
+    /// The console is going away without finishing its work (lost its terminal, told to
+    /// stop, panicked): work in flight is interrupted, and its processes are stopped.
+    Abandoned { reason: String },
+    /// Resuming an interrupted step: the read-only probe of the live state (step `probe`,
+    /// the step's read-back) ran, with this result.
+    ProbeResult {
+        n: usize,
+        probe: usize,
+        ok: bool,
+        detail: String,
+    },
+    /// The resume decision "run it again": the step's preview and gates are asked afresh
+    /// and it runs again behind them. `typed` must be the run's environment name.
+    RerunApproved { n: usize, by: String, typed: String },
+    /// The resume decision "it is done": the operator saw that the change is in place.
+    /// `typed` must be the step's host (or the environment's name for a step on none).
+    MarkedDone {
+        n: usize,
+        by: String,
+        typed: String,
+        reason: String,
+    },
 }
 
 impl Input {
@@ -180,6 +221,12 @@ impl Input {
             Input::RetryApproved { .. } => "retry-approved",
             Input::Skip { .. } => "skip",
             Input::Resumed => "resumed",
+            Input::ProcessStarted { .. } => "process-started",
+            Input::ProcessEnded { .. } => "process-ended",
+            Input::Abandoned { .. } => "abandoned",
+            Input::ProbeResult { .. } => "probe-result",
+            Input::RerunApproved { .. } => "rerun-approved",
+            Input::MarkedDone { .. } => "marked-done",
         }
     }
 
@@ -411,6 +458,34 @@ pub struct StepRecord {
     pub observed_hosts: Option<Vec<String>>,
     /// Who passed this step's gate.
     pub gate: Option<GateRecord>,
+    /// The local process the current attempt started, if any.
+    pub process: Option<ProcessRecord>,
+    /// Why the step was interrupted, when the console said (abandoned: ...).
+    pub interrupted_why: Option<String>,
+    /// The resume probe's result, since the step was last interrupted.
+    pub probe: Option<ProbeRecord>,
+}
+
+/// A step's local process as journaled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessRecord {
+    pub pid: u32,
+    pub start_time: u64,
+    pub program: String,
+    pub marker: String,
+    pub started_at: Timestamp,
+    /// How it is known to have ended, once it is.
+    pub ended: Option<String>,
+}
+
+/// The result of the read-only probe run before an interrupted step is decided on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeRecord {
+    /// The probe step.
+    pub probe: usize,
+    pub ok: bool,
+    pub detail: String,
+    pub at: Timestamp,
 }
 
 impl StepRecord {
@@ -424,6 +499,9 @@ impl StepRecord {
             detail: None,
             observed_hosts: None,
             gate: None,
+            process: None,
+            interrupted_why: None,
+            probe: None,
         }
     }
 }
@@ -482,6 +560,30 @@ pub enum MachineError {
     CannotSkip { n: usize, why: &'static str },
     #[error("step {n} has not failed and was not interrupted; only the step the run halted on can be retried")]
     NothingToRetry { n: usize },
+    #[error(
+        "step {n} changes systems and was interrupted: what it did is unknown, so it is not \
+         retried on one key; decide in the resume view (re-run with a fresh preview and a typed \
+         confirmation, mark done with a reason, or abort)"
+    )]
+    NeedsResumeDecision { n: usize },
+    #[error("step {n} was not interrupted; the resume decision is for the interrupted step the run halted on")]
+    NotInterrupted { n: usize },
+    #[error(
+        "step {n}: its process (pid {pid}) may still be running; wait for it or stop it first"
+    )]
+    ProcessStillRunning { n: usize, pid: u32 },
+    #[error("step {n}: run its probe (step {probe}) first, to see the live state before deciding")]
+    ProbeFirst { n: usize, probe: usize },
+    #[error("step {n}: typed {typed:?}, but the confirmation is {want:?}")]
+    WrongConfirmation {
+        n: usize,
+        typed: String,
+        want: String,
+    },
+    #[error("step {n}: a reason is required")]
+    ReasonRequired { n: usize },
+    #[error("step {probe} is not the probe of step {n}")]
+    NotTheProbe { n: usize, probe: usize },
 }
 
 /// One run over a plan: the plan, the mode and every step's state.
@@ -642,6 +744,107 @@ impl Run {
                 _ => return Err(MachineError::AlreadyStarted),
             },
             Input::Resumed => self.resume(at, &mut fx),
+            Input::Abandoned { reason } => self.abandon(reason, at, &mut fx),
+            Input::ProcessStarted {
+                n,
+                attempt,
+                pid,
+                start_time,
+                program,
+                marker,
+            } => {
+                let i = self.index(*n)?;
+                if self.current_attempt(i, *n, *attempt)? {
+                    self.steps[i].process = Some(ProcessRecord {
+                        pid: *pid,
+                        start_time: *start_time,
+                        program: program.clone(),
+                        marker: marker.clone(),
+                        started_at: at,
+                        ended: None,
+                    });
+                }
+            }
+            Input::ProcessEnded {
+                n,
+                attempt,
+                pid,
+                how,
+            } => {
+                let i = self.index(*n)?;
+                if self.current_attempt(i, *n, *attempt)? {
+                    match self.steps[i].process.as_mut() {
+                        Some(p) if p.pid == *pid => p.ended = Some(how.clone()),
+                        _ => {
+                            return Err(MachineError::WrongState {
+                                n: *n,
+                                state: "without that process",
+                                input: "process-ended",
+                            })
+                        }
+                    }
+                }
+            }
+            Input::ProbeResult {
+                n,
+                probe,
+                ok,
+                detail,
+            } => {
+                let i = self.index(*n)?;
+                self.interrupted_here(i)?;
+                if probe_for(&self.plan, *n).map(|p| p.n) != Some(*probe) {
+                    return Err(MachineError::NotTheProbe {
+                        n: *n,
+                        probe: *probe,
+                    });
+                }
+                self.steps[i].probe = Some(ProbeRecord {
+                    probe: *probe,
+                    ok: *ok,
+                    detail: detail.clone(),
+                    at,
+                });
+            }
+            Input::RerunApproved { n, by, typed } => {
+                let i = self.index(*n)?;
+                self.decidable(i)?;
+                let want = self.plan.env.clone();
+                if typed.trim() != want {
+                    return Err(MachineError::WrongConfirmation {
+                        n: *n,
+                        typed: typed.clone(),
+                        want,
+                    });
+                }
+                let _ = by;
+                self.rerun(i, at, &mut fx);
+            }
+            Input::MarkedDone {
+                n,
+                by,
+                typed,
+                reason,
+            } => {
+                let i = self.index(*n)?;
+                self.decidable(i)?;
+                let want = done_confirmation(&self.plan, &self.plan.steps[i]);
+                if typed.trim() != want {
+                    return Err(MachineError::WrongConfirmation {
+                        n: *n,
+                        typed: typed.clone(),
+                        want,
+                    });
+                }
+                if reason.trim().is_empty() {
+                    return Err(MachineError::ReasonRequired { n: *n });
+                }
+                self.steps[i].state = StepState::Done;
+                self.steps[i].finished_at = Some(at);
+                self.steps[i].detail = Some(format!("marked done by {by}: {reason}"));
+                self.finished_at = None;
+                self.advance(i + 1, at, &mut fx);
+            }
             Input::Abort { by, reason } => self.abort(by, reason, at, &mut fx)?,
             Input::RetryApproved { n, .. } => {
                 let i = self.index(*n)?;
@@ -1068,6 +1271,8 @@ impl Run {
             s => {
                 if let Some(during) = s.in_flight() {
                     self.steps[i].state = StepState::Interrupted { during };
+                    self.steps[i].interrupted_why =
+                        Some("the console stopped while it was in flight".into());
                     self.steps[i].finished_at = Some(at);
                     self.status = RunStatus::Halted { n };
                     fx.push(Effect::RunFinished {
@@ -1076,6 +1281,98 @@ impl Run {
                 }
             }
         }
+    }
+
+    /// Whether an informational event of `attempt` is for the step's current attempt
+    /// (true), stale (false: dropped), or from an attempt that never went out (refused).
+    fn current_attempt(&self, i: usize, n: usize, attempt: u32) -> Result<bool, MachineError> {
+        let current = self.steps[i].attempt;
+        if attempt > current {
+            return Err(MachineError::FutureAttempt {
+                n,
+                got: attempt,
+                current,
+            });
+        }
+        Ok(attempt == current)
+    }
+
+    /// Step `i` is the interrupted step the run halted on.
+    fn interrupted_here(&self, i: usize) -> Result<(), MachineError> {
+        let n = self.plan.steps[i].n;
+        if self.is_over() {
+            return Err(self.run_over());
+        }
+        let interrupted = matches!(self.steps[i].state, StepState::Interrupted { .. });
+        if !(interrupted && self.status == RunStatus::Halted { n }) {
+            return Err(MachineError::NotInterrupted { n });
+        }
+        Ok(())
+    }
+
+    /// Step `i` may be decided on: interrupted here, its process known gone, its probe run.
+    fn decidable(&self, i: usize) -> Result<(), MachineError> {
+        self.interrupted_here(i)?;
+        let n = self.plan.steps[i].n;
+        let rec = &self.steps[i];
+        if let Some(p) = &rec.process {
+            if p.ended.is_none() {
+                return Err(MachineError::ProcessStillRunning { n, pid: p.pid });
+            }
+        }
+        if let Some(probe) = probe_for(&self.plan, n) {
+            if rec.probe.is_none() {
+                return Err(MachineError::ProbeFirst { n, probe: probe.n });
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-run step `i` from its preview: the check run, its approval and the gates in front
+    /// of it go back to pending and are asked again, as on a first run.
+    fn rerun(&mut self, i: usize, at: Timestamp, fx: &mut Vec<Effect>) {
+        let from = rerun_from(&self.plan, i);
+        for rec in &mut self.steps[from..=i] {
+            rec.state = StepState::Pending;
+            rec.started_at = None;
+            rec.finished_at = None;
+            rec.exit_code = None;
+            rec.observed_hosts = None;
+            rec.gate = None;
+            rec.process = None;
+            rec.probe = None;
+            rec.interrupted_why = None;
+        }
+        self.finished_at = None;
+        self.advance(from, at, fx);
+    }
+
+    /// The console is going away: what is in flight is interrupted, saying why.
+    fn abandon(&mut self, reason: &str, at: Timestamp, fx: &mut Vec<Effect>) {
+        let RunStatus::Active { n } = self.status else {
+            return;
+        };
+        let Some(i) = self.plan.steps.iter().position(|s| s.n == n) else {
+            return;
+        };
+        let state = self.steps[i].state.clone();
+        let Some(during) = state.in_flight() else {
+            return;
+        };
+        if let StepState::Running { .. } = state {
+            fx.push(Effect::Cancel {
+                n,
+                attempt: self.steps[i].attempt,
+            });
+        }
+        self.steps[i].state = StepState::Interrupted { during };
+        self.steps[i].finished_at = Some(at);
+        self.steps[i].interrupted_why = Some(format!("abandoned: {reason}"));
+        self.steps[i].detail = Some(format!("abandoned: {reason}"));
+        self.status = RunStatus::Halted { n };
+        fx.push(Effect::RunFinished {
+            outcome: Outcome::Interrupted { n },
+        });
     }
 
     fn abort(
@@ -1140,6 +1437,11 @@ impl Run {
         );
         if !(halted_here && retryable) {
             return Err(MachineError::NothingToRetry { n });
+        }
+        if self.plan.steps[i].mutates
+            && matches!(self.steps[i].state, StepState::Interrupted { .. })
+        {
+            return Err(MachineError::NeedsResumeDecision { n });
         }
         let rec = &mut self.steps[i];
         rec.state = StepState::Pending;
@@ -1252,4 +1554,48 @@ pub fn needs_verify(step: &PlannedStep) -> bool {
             || e.condition.is_some()
             || e.tcp.is_some()
     })
+}
+
+/// The read-only step that probes what step `n` changed: the first step after it, before
+/// the next change, on the same host (or, for a step on no host, on none), that looks at
+/// the live state (an ssh read-back, a probe, a kube-wait).
+pub fn probe_for(plan: &Plan, n: usize) -> Option<&PlannedStep> {
+    let i = plan.steps.iter().position(|s| s.n == n)?;
+    let me = &plan.steps[i];
+    plan.steps[i + 1..]
+        .iter()
+        .take_while(|s| !s.mutates)
+        .find(|s| {
+            s.host == me.host
+                && matches!(s.kind, StepKind::Ssh | StepKind::Probe | StepKind::KubeWait)
+        })
+}
+
+/// Where a re-run of step `i` starts: back over the steps in front of it that preview it
+/// (a check run on its host) or guard it (gates), so they are asked again.
+pub fn rerun_from(plan: &Plan, i: usize) -> usize {
+    let host = &plan.steps[i].host;
+    let mut from = i;
+    while from > 0 {
+        let s = &plan.steps[from - 1];
+        let preview = s.kind == StepKind::Ansible
+            && !s.mutates
+            && (matches!(s.gate, Some(Gate::ApproveDiff))
+                || s.command
+                    .as_ref()
+                    .is_some_and(|c| c.iter().any(|a| a == "--check")));
+        // Gates touch no host (operator-present is bound to none); a preview is this
+        // host's own.
+        let guards = s.kind == StepKind::Gate || (preview && &s.host == host);
+        if !guards {
+            break;
+        }
+        from -= 1;
+    }
+    from
+}
+
+/// What the operator types to mark step `step` done: its host, else the environment.
+pub fn done_confirmation(plan: &Plan, step: &PlannedStep) -> String {
+    step.host.clone().unwrap_or_else(|| plan.env.clone())
 }

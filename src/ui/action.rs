@@ -79,7 +79,7 @@ impl Action {
             Action::Top => "top",
             Action::Bottom => "bottom",
             Action::FocusNext => "next pane",
-            Action::Open => "open",
+            Action::Open => "open (run view: the waiting gate or decision)",
             Action::NextEnv => "next environment",
             Action::StartRun => "start the run",
             Action::Interrupt => "cancel the running step (asks)",

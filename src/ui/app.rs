@@ -16,13 +16,14 @@ use std::sync::Arc;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 use tui_textarea::TextArea;
 
+use crate::exec::process::{self, ChildId, Liveness, StopReport};
 use crate::journal::{self, Journal, RunSummary};
 use crate::observe::feed::Update;
 use crate::repo::env::Environment;
 use crate::runbook::embedded::RunbookSet;
 use crate::runbook::machine::{
-    Effect, Event, GateAnswer, Input, Mode, Outcome, Run, RunOutcome, RunStatus, StepState,
-    Timestamp,
+    self as machine, Effect, Event, GateAnswer, Input, Mode, Outcome, Run, RunOutcome, RunStatus,
+    StepState, Timestamp,
 };
 use crate::runbook::plan::{Gate, Plan, PlannedStep};
 use crate::runbook::schema::Runbook;
@@ -182,9 +183,89 @@ pub enum ReasonFor {
     Skip { n: usize },
 }
 
+/// Which part of the resume decision the modal is at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResumeStage {
+    /// What is known, and the choices (or, while its process runs: wait or stop).
+    Choose,
+    /// Re-run: type the environment's name.
+    Rerun,
+    /// Mark done: type the host (or environment) and a reason.
+    MarkDone,
+}
+
+/// The resume decision over an interrupted step that changes systems, as a modal.
+#[derive(Debug)]
+pub struct ResumeModal {
+    pub n: usize,
+    pub stage: ResumeStage,
+    pub typed: TextArea<'static>,
+    pub reason: TextArea<'static>,
+    /// `Answer`: the typed confirmation; `Note`: the reason.
+    pub field: GateField,
+    pub error: Option<String>,
+}
+
+impl ResumeModal {
+    fn new(n: usize) -> Self {
+        ResumeModal {
+            n,
+            stage: ResumeStage::Choose,
+            typed: single_line(),
+            reason: single_line(),
+            field: GateField::Answer,
+            error: None,
+        }
+    }
+}
+
+/// Whether the interrupted step's process still runs, as last looked at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessCheck {
+    /// The step started no local process (or none was journaled).
+    NoProcess,
+    /// That very process (pid and start time) still runs.
+    Alive(ChildId),
+    /// It is gone: how.
+    Gone(String),
+    /// This system cannot tell; treated as running.
+    Unknown(ChildId, String),
+}
+
+/// The read-only probe run before the decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeRun {
+    /// The runbook has no read-back for this step.
+    NoProbe,
+    /// Waiting for the process to be gone before probing.
+    Pending { probe: usize },
+    /// Running (its replies carry `tag`).
+    Running { probe: usize, tag: RunTag },
+    /// Journaled (the machine's record has the result).
+    Done,
+}
+
+/// What the run view knows about the interrupted step it resumes.
+#[derive(Debug)]
+pub struct ResumeInfo {
+    pub n: usize,
+    pub process: ProcessCheck,
+    pub probe: ProbeRun,
+    /// `w`: look again every tick until the process is gone.
+    pub waiting: bool,
+    /// `K`: the stop ladder, running on a thread; its report once done.
+    pub stopping: Option<Arc<std::sync::Mutex<Option<Vec<StopReport>>>>>,
+    /// The step's last output lines (from the output log beside the journal).
+    pub last_lines: Vec<String>,
+    /// Who started the run.
+    pub started_by: Option<String>,
+}
+
 #[derive(Debug)]
 pub enum Overlay {
     Help,
+    /// The resume decision over an interrupted step that changes systems.
+    Resume(Box<ResumeModal>),
     Gate(Box<GateModal>),
     Confirm(Confirm),
     Reason {
@@ -216,6 +297,8 @@ pub struct ActiveRun {
     pub selected: usize,
     /// Opened from a journal of a finished run (or a run this app may not continue).
     pub view_only: bool,
+    /// The resume decision in progress over an interrupted step that changes systems.
+    pub resume: Option<ResumeInfo>,
 }
 
 /// What the app wants the loop to do after an update.
@@ -532,6 +615,7 @@ impl App {
         };
         match overlay {
             Overlay::Help => Control::Continue,
+            Overlay::Resume(m) => self.resume_key(m, key),
             Overlay::Confirm(c) => match key.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') => match c {
                     Confirm::Quit => Control::Quit,
@@ -699,7 +783,7 @@ impl App {
     /// Apply one action.
     pub fn update(&mut self, action: Action) -> Control {
         match action {
-            Action::Tick => {}
+            Action::Tick => self.resume_tick(),
             Action::Resize(w, h) => {
                 self.width = w;
                 self.height = h;
@@ -784,6 +868,13 @@ impl App {
                 }
             }
             Action::Retry => match self.halted_step() {
+                Some(n) if self.needs_decision(n) => {
+                    self.status = Some(format!(
+                        "step {n} changed systems and was interrupted: it is not re-run on one \
+                         key; decide here"
+                    ));
+                    self.open_resume(n);
+                }
                 Some(n) => {
                     let by = self.operator.clone();
                     self.feed(Input::RetryApproved { n, by });
@@ -1033,6 +1124,12 @@ impl App {
         });
         if let Some((n, g)) = open {
             self.overlay = Some(Overlay::Gate(Box::new(GateModal::new(n, g))));
+            return;
+        }
+        if let Some(n) = self.halted_step().filter(|n| self.needs_decision(*n)) {
+            self.open_resume(n);
+        } else {
+            self.status = Some("no gate or decision is waiting".into());
         }
     }
 
@@ -1114,6 +1211,7 @@ impl App {
             step_output_start: BTreeMap::new(),
             selected: 0,
             view_only,
+            resume: None,
         });
         self.screen = Screen::Run;
         self.overlay = None;
@@ -1144,6 +1242,7 @@ impl App {
             }
             match Journal::resume(&path, self.now) {
                 Ok((j, replayed, effects)) => {
+                    let operator = replayed.header.operator.clone();
                     self.set_active(replayed.run, Some(j), false);
                     let warn: Vec<String> =
                         replayed.warnings.iter().map(|w| w.to_string()).collect();
@@ -1154,6 +1253,9 @@ impl App {
                     });
                     for input in self.dispatch(effects) {
                         self.feed(input);
+                    }
+                    if let Some(n) = self.halted_step().filter(|n| self.needs_decision(*n)) {
+                        self.begin_resume(n, Some(operator));
                     }
                 }
                 Err(e) => self.status = Some(format!("cannot resume: {e}")),
@@ -1347,6 +1449,12 @@ impl App {
                 }
             }
             ExecReply::Outcome { tag, input } if tag == a.tag => self.feed(input),
+            ExecReply::Output { tag, line, .. } if a.probe_tag() == Some(tag) => {
+                a.output.push(&format!("probe │ {line}"));
+            }
+            ExecReply::Outcome { tag, input } if a.probe_tag() == Some(tag) => {
+                self.probe_reply(tag, input)
+            }
             _ => {}
         }
     }
@@ -1569,6 +1677,492 @@ impl App {
             }
         }
         self.status = Some("observe mode: read-only; nothing can change".into());
+    }
+}
+
+impl ActiveRun {
+    /// The tag the running resume probe's replies carry.
+    pub fn probe_tag(&self) -> Option<RunTag> {
+        match self.resume.as_ref().map(|r| &r.probe) {
+            Some(ProbeRun::Running { tag, .. }) => Some(*tag),
+            _ => None,
+        }
+    }
+}
+
+impl App {
+    // ----------------------------------------------------------------------------------
+    // Abandoning: the console goes away without finishing.
+
+    /// The console is going away (lost terminal, SIGTERM, panic) and `stops` is what the
+    /// ladder did to the supervised children: journal the run as abandoned (what was in
+    /// flight becomes interrupted, naming why), then how each of its processes ended.
+    pub fn abandon(&mut self, reason: &str, stops: &[StopReport]) {
+        if self.run_is_active() {
+            self.feed(Input::Abandoned {
+                reason: reason.to_string(),
+            });
+        }
+        for stop in stops {
+            self.abandon_record_stop(reason, stop);
+        }
+    }
+
+    /// [`App::abandon`] with the ladder run here, after the abandonment is journaled.
+    pub fn abandon_and_stop(
+        &mut self,
+        reason: &str,
+        int_grace: std::time::Duration,
+        term_grace: std::time::Duration,
+    ) {
+        if self.run_is_active() {
+            self.feed(Input::Abandoned {
+                reason: reason.to_string(),
+            });
+        }
+        let stops = process::stop_all(int_grace, term_grace);
+        // The abandonment is journaled above; how each process ended is left to record.
+        for stop in &stops {
+            self.abandon_record_stop(reason, stop);
+        }
+    }
+
+    fn abandon_record_stop(&mut self, reason: &str, stop: &StopReport) {
+        let step = self.active.as_ref().and_then(|a| {
+            a.run.steps().find_map(|(s, r)| {
+                r.process
+                    .as_ref()
+                    .filter(|p| p.pid == stop.child.pid)
+                    .map(|_| (s.n, r.attempt))
+            })
+        });
+        match step {
+            Some((n, attempt)) if stop.ended => self.feed(Input::ProcessEnded {
+                n,
+                attempt,
+                pid: stop.child.pid,
+                how: format!("stopped as the {reason}: {}", stop.describe()),
+            }),
+            _ => {
+                tracing::error!(report = %stop.describe(), reason, "child on abandonment");
+                self.status = Some(format!("{reason}: {}", stop.describe()));
+            }
+        }
+    }
+
+    // ----------------------------------------------------------------------------------
+    // Resuming an interrupted step that changes systems: a decision, not a key.
+
+    /// Whether step `n` is an interrupted step that changes systems (decided on, never
+    /// retried on one key).
+    pub fn needs_decision(&self, n: usize) -> bool {
+        self.active.as_ref().is_some_and(|a| {
+            a.run.plan().steps.iter().any(|s| s.n == n && s.mutates)
+                && a.run
+                    .step_record(n)
+                    .is_some_and(|r| matches!(r.state, StepState::Interrupted { .. }))
+        })
+    }
+
+    /// Start the resume of interrupted step `n`: look for its process, gather what is
+    /// known, probe when the process is gone, and show the decision.
+    fn begin_resume(&mut self, n: usize, started_by: Option<String>) {
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        let Some(rec) = a.run.step_record(n) else {
+            return;
+        };
+        let attempt = rec.attempt;
+        let last_lines = a
+            .journal
+            .as_ref()
+            .and_then(|j| journal::read_output(j.path()).ok())
+            .map(|out| {
+                let mine: Vec<String> = out
+                    .into_iter()
+                    .filter(|o| o.n == n && o.attempt == attempt)
+                    .map(|o| o.line)
+                    .collect();
+                mine[mine.len().saturating_sub(6)..].to_vec()
+            })
+            .unwrap_or_default();
+        let probe = match machine::probe_for(a.run.plan(), n) {
+            None => ProbeRun::NoProbe,
+            Some(_) if rec.probe.is_some() => ProbeRun::Done,
+            Some(p) => ProbeRun::Pending { probe: p.n },
+        };
+        a.resume = Some(ResumeInfo {
+            n,
+            process: ProcessCheck::NoProcess,
+            probe,
+            waiting: false,
+            stopping: None,
+            last_lines,
+            started_by,
+        });
+        self.check_process();
+        self.open_resume(n);
+    }
+
+    fn open_resume(&mut self, n: usize) {
+        let resuming = self
+            .active
+            .as_ref()
+            .and_then(|a| a.resume.as_ref())
+            .is_some_and(|r| r.n == n);
+        if !resuming {
+            let by = self.active.as_ref().and_then(|a| {
+                a.journal
+                    .as_ref()
+                    .and_then(|j| journal::replay(j.path()).ok())
+                    .map(|r| r.header.operator)
+            });
+            self.begin_resume(n, by);
+            return;
+        }
+        self.overlay = Some(Overlay::Resume(Box::new(ResumeModal::new(n))));
+    }
+
+    /// Look at the interrupted step's process; once it is known gone, journal that and
+    /// start the probe.
+    fn check_process(&mut self) {
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        let Some(info) = a.resume.as_mut() else {
+            return;
+        };
+        let n = info.n;
+        let Some(rec) = a.run.step_record(n) else {
+            return;
+        };
+        let attempt = rec.attempt;
+        let check = match &rec.process {
+            None => ProcessCheck::NoProcess,
+            Some(p) => match &p.ended {
+                Some(how) => ProcessCheck::Gone(how.clone()),
+                None => {
+                    let child = ChildId {
+                        pid: p.pid,
+                        start_time: p.start_time,
+                        program: p.program.clone(),
+                        marker: p.marker.clone(),
+                    };
+                    match process::liveness(&child) {
+                        Liveness::Alive => ProcessCheck::Alive(child),
+                        Liveness::Unknown(why) => ProcessCheck::Unknown(child, why),
+                        Liveness::Gone(why) => {
+                            let how = if info.waiting {
+                                format!("ended while {} waited ({why})", self.operator)
+                            } else {
+                                format!("not running when the run was resumed ({why})")
+                            };
+                            info.process = ProcessCheck::Gone(how.clone());
+                            info.waiting = false;
+                            let pid = p.pid;
+                            self.feed(Input::ProcessEnded {
+                                n,
+                                attempt,
+                                pid,
+                                how,
+                            });
+                            self.start_probe();
+                            return;
+                        }
+                    }
+                }
+            },
+        };
+        let gone = matches!(check, ProcessCheck::NoProcess | ProcessCheck::Gone(_));
+        info.process = check;
+        if gone {
+            self.start_probe();
+        }
+    }
+
+    /// Send the probe step's read-only work, once, when the process is gone.
+    fn start_probe(&mut self) {
+        let tag = self.next_tag;
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        let Some(info) = a.resume.as_mut() else {
+            return;
+        };
+        let ProbeRun::Pending { probe } = info.probe else {
+            return;
+        };
+        let Some(step) = step_of(&a.run, probe) else {
+            return;
+        };
+        let n = info.n;
+        match self.caps.executor_for(&step) {
+            Ok(_) => {
+                self.next_tag += 1;
+                info.probe = ProbeRun::Running { probe, tag };
+                a.output.push(&format!(
+                    "── probe for step {n}: step {probe} · {} · {} ──",
+                    step.kind.as_str(),
+                    step.title
+                ));
+                self.outbox.push_back(ExecRequest::Execute {
+                    tag,
+                    step,
+                    attempt: 1,
+                    authorised: Vec::new(),
+                    env: a.run.plan().env.clone(),
+                });
+            }
+            Err(why) => {
+                info.probe = ProbeRun::Done;
+                self.feed(Input::ProbeResult {
+                    n,
+                    probe,
+                    ok: false,
+                    detail: format!("the probe could not run: {why}"),
+                });
+            }
+        }
+    }
+
+    /// A reply of the running probe: its outcome becomes one journaled probe result.
+    fn probe_reply(&mut self, tag: RunTag, input: Input) {
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        let Some(info) = a.resume.as_mut() else {
+            return;
+        };
+        let ProbeRun::Running { probe, .. } = info.probe else {
+            return;
+        };
+        let n = info.n;
+        let Some(step) = step_of(&a.run, probe) else {
+            return;
+        };
+        let result = match input {
+            Input::StepFinished {
+                exit_code, error, ..
+            } => {
+                let want = step.expect.as_ref().and_then(|e| e.exit_code).unwrap_or(0);
+                match error {
+                    Some(e) => Some((false, e)),
+                    None if exit_code != Some(want) => {
+                        Some((false, format!("exit code {exit_code:?}, expected {want}")))
+                    }
+                    None if machine::needs_verify(&step) => {
+                        self.outbox.push_back(ExecRequest::Verify {
+                            tag,
+                            step,
+                            attempt: 1,
+                        });
+                        None
+                    }
+                    None => Some((true, format!("exit code {want}"))),
+                }
+            }
+            Input::VerifyResult { ok, detail, .. } => Some((ok, detail)),
+            Input::HostSetObserved { hosts, .. } => Some((true, hosts.join(", "))),
+            Input::Cancelled { reason, .. } => Some((false, reason)),
+            _ => None,
+        };
+        if let Some((ok, detail)) = result {
+            info.probe = ProbeRun::Done;
+            self.feed(Input::ProbeResult {
+                n,
+                probe,
+                ok,
+                detail,
+            });
+        }
+    }
+
+    /// Each tick: a waited-for process is looked at again; a finished stop is journaled.
+    fn resume_tick(&mut self) {
+        let Some(info) = self.active.as_mut().and_then(|a| a.resume.as_mut()) else {
+            return;
+        };
+        if let Some(slot) = &info.stopping {
+            let done = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(reports) = done {
+                info.stopping = None;
+                let n = info.n;
+                let attempt = self
+                    .active
+                    .as_ref()
+                    .and_then(|a| a.run.step_record(n))
+                    .map_or(0, |r| r.attempt);
+                for r in reports {
+                    if r.ended {
+                        let how = format!("stopped by {}: {}", self.operator, r.describe());
+                        self.feed(Input::ProcessEnded {
+                            n,
+                            attempt,
+                            pid: r.child.pid,
+                            how,
+                        });
+                    } else {
+                        self.status = Some(r.describe());
+                    }
+                }
+                self.check_process();
+            }
+            return;
+        }
+        if info.waiting {
+            self.check_process();
+        }
+    }
+
+    fn resume_key(&mut self, mut m: Box<ResumeModal>, key: KeyEvent) -> Control {
+        let n = m.n;
+        let (alive, probing) = match self.active.as_ref().and_then(|a| a.resume.as_ref()) {
+            Some(i) => (
+                matches!(
+                    i.process,
+                    ProcessCheck::Alive(_) | ProcessCheck::Unknown(..)
+                ),
+                matches!(i.probe, ProbeRun::Pending { .. } | ProbeRun::Running { .. }),
+            ),
+            None => (false, false),
+        };
+        match (m.stage, key.code) {
+            (_, KeyCode::Esc) if m.stage != ResumeStage::Choose => {
+                m.stage = ResumeStage::Choose;
+                m.error = None;
+            }
+            (_, KeyCode::Esc) => {
+                self.status = Some(format!(
+                    "step {n} waits for a decision: enter shows it again"
+                ));
+                return Control::Continue;
+            }
+            // While its process runs, the only choices are to wait for it or stop it.
+            (ResumeStage::Choose, KeyCode::Char('w')) if alive => {
+                if let Some(i) = self.active.as_mut().and_then(|a| a.resume.as_mut()) {
+                    i.waiting = true;
+                }
+                self.status = Some(format!("waiting for step {n}'s process to end…"));
+            }
+            (ResumeStage::Choose, KeyCode::Char('K')) if alive => self.stop_resumed_process(),
+            (ResumeStage::Choose, _) if alive => {
+                m.error = Some(
+                    "its process still runs: w waits for it, K stops it; nothing else until \
+                     it is gone"
+                        .into(),
+                );
+            }
+            (ResumeStage::Choose, _) if probing => {
+                m.error = Some("the probe is running; its result comes first".into());
+            }
+            (ResumeStage::Choose, KeyCode::Char('R')) => {
+                m.stage = ResumeStage::Rerun;
+                m.typed = single_line();
+                m.field = GateField::Answer;
+                m.error = None;
+            }
+            (ResumeStage::Choose, KeyCode::Char('D')) => {
+                m.stage = ResumeStage::MarkDone;
+                m.typed = single_line();
+                m.reason = single_line();
+                m.field = GateField::Answer;
+                m.error = None;
+            }
+            (ResumeStage::Choose, KeyCode::Char('A')) => {
+                self.overlay = Some(Overlay::Reason {
+                    why: ReasonFor::Abort,
+                    text: Box::new(single_line()),
+                    error: None,
+                });
+                return Control::Continue;
+            }
+            (ResumeStage::Choose, _) => {
+                m.error = Some("R re-run · D mark done · A abort · esc hide".into());
+            }
+            (ResumeStage::MarkDone, KeyCode::Tab | KeyCode::BackTab) => {
+                m.field = match m.field {
+                    GateField::Answer => GateField::Note,
+                    GateField::Note => GateField::Answer,
+                };
+            }
+            (ResumeStage::Rerun, KeyCode::Enter) => {
+                let typed = m.typed.lines().join("").trim().to_string();
+                let by = self.operator.clone();
+                self.overlay = Some(Overlay::Resume(m));
+                self.decide(Input::RerunApproved { n, by, typed });
+                return Control::Continue;
+            }
+            (ResumeStage::MarkDone, KeyCode::Enter) => {
+                let typed = m.typed.lines().join("").trim().to_string();
+                let reason = m.reason.lines().join(" ").trim().to_string();
+                let by = self.operator.clone();
+                self.overlay = Some(Overlay::Resume(m));
+                self.decide(Input::MarkedDone {
+                    n,
+                    by,
+                    typed,
+                    reason,
+                });
+                return Control::Continue;
+            }
+            (_, _) => match m.field {
+                GateField::Answer => {
+                    m.typed.input(key);
+                }
+                GateField::Note => {
+                    m.reason.input(key);
+                }
+            },
+        }
+        self.overlay = Some(Overlay::Resume(m));
+        Control::Continue
+    }
+
+    /// Journal a resume decision; a refusal stays in the modal, saying why.
+    fn decide(&mut self, input: Input) {
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        let mut trial = a.run.clone();
+        if let Err(e) = trial.step(&Event::new(self.now, input.clone())) {
+            if let Some(Overlay::Resume(m)) = self.overlay.as_mut() {
+                m.error = Some(e.to_string());
+            }
+            return;
+        }
+        a.resume = None;
+        self.overlay = None;
+        self.feed(input);
+    }
+
+    /// `K`: the stop ladder on the interrupted step's process, on a thread so the screen
+    /// keeps drawing; its report is journaled when it is in.
+    fn stop_resumed_process(&mut self) {
+        let Some(info) = self.active.as_mut().and_then(|a| a.resume.as_mut()) else {
+            return;
+        };
+        let child = match &info.process {
+            ProcessCheck::Alive(c) | ProcessCheck::Unknown(c, _) => c.clone(),
+            _ => return,
+        };
+        if info.stopping.is_some() {
+            return;
+        }
+        let slot = Arc::new(std::sync::Mutex::new(None));
+        info.stopping = Some(Arc::clone(&slot));
+        let pid = child.pid;
+        std::thread::spawn(move || {
+            let reports = process::stop_groups(
+                &[child],
+                std::time::Duration::from_secs(3),
+                std::time::Duration::from_secs(2),
+            );
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(reports);
+        });
+        self.status = Some(format!(
+            "stopping pid {pid}: SIGINT, then SIGTERM after 3 s, then SIGKILL after 2 s more"
+        ));
     }
 }
 

@@ -154,9 +154,34 @@ impl RealExecutor {
                 }
             })
         };
+        // Each local process's pid and start time go to the journal as it starts.
+        let (spawn_tx, mut spawn_rx) = mpsc::unbounded_channel::<exec::ChildId>();
+        let spawned = {
+            let replies = replies.clone();
+            tokio::spawn(async move {
+                while let Some(c) = spawn_rx.recv().await {
+                    let input = Input::ProcessStarted {
+                        n,
+                        attempt,
+                        pid: c.pid,
+                        start_time: c.start_time,
+                        program: c.program,
+                        marker: c.marker,
+                    };
+                    if replies
+                        .send(ExecReply::Outcome { tag, input })
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            })
+        };
         let opts = RunOptions {
             cancel: cancel.clone(),
             sink: Some(sink_tx),
+            spawned: Some(spawn_tx),
         };
         let result = match (&self.which, &classified) {
             (Which::ReadOnly(e), Classified::ReadOnly(s)) => e.run(s, &opts).await,
@@ -171,6 +196,7 @@ impl RealExecutor {
         // Every output line is delivered before the outcome, so the diff a gate shows is
         // whole; bounded, in case a sender clone outlives the run somewhere below.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), forward).await;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), spawned).await;
         self.lock().cancels.remove(&key);
         if cancel.is_cancelled() {
             send(Input::Cancelled {

@@ -276,6 +276,8 @@ impl Default for Keymaps {
 
         let mut run = Keymap::default();
         common(&mut run);
+        // Enter brings back a gate hidden with Esc, or the resume decision.
+        run.bind(Key::code(C::Enter), Action::Open);
         run.bind(Key::plain('s'), Action::StartRun);
         run.bind(Key::plain('r'), Action::Retry);
         run.bind(Key::plain('S'), Action::Skip);

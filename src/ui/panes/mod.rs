@@ -4,6 +4,7 @@ pub mod home;
 pub mod live;
 pub mod live_screen;
 pub mod overlay;
+pub mod resume;
 pub mod run;
 
 use ratatui::layout::{Constraint, Flex, Layout, Rect};

@@ -208,9 +208,47 @@ fn draw_detail(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
                 t.warn(),
             )));
         }
-        if matches!(a.run.status(), RunStatus::Halted { .. }) && !a.view_only {
+        if let Some(p) = &r.process {
             lines.push(Line::from(Span::styled(
-                "run halted: r retry · S skip · A abort",
+                format!(
+                    "process: pid {} (start {}){}",
+                    p.pid,
+                    p.start_time,
+                    p.ended
+                        .as_ref()
+                        .map_or(String::new(), |how| format!(" · {how}"))
+                ),
+                t.muted(),
+            )));
+        }
+        if let Some(p) = &r.probe {
+            lines.push(Line::from(Span::styled(
+                format!(
+                    "probe (step {}): {} · {}",
+                    p.probe,
+                    if p.ok { "OK" } else { "NOT OK" },
+                    p.detail
+                ),
+                if p.ok { t.ok() } else { t.critical() },
+            )));
+        }
+        let waiting_gate = matches!(r.state, StepState::AwaitingGate { .. })
+            && !matches!(app.overlay, Some(crate::ui::app::Overlay::Gate(_)));
+        if waiting_gate && !a.view_only && a.journal.is_some() {
+            lines.push(Line::from(Span::styled(
+                "gate waiting: enter answers it",
+                t.warn(),
+            )));
+        }
+        if matches!(a.run.status(), RunStatus::Halted { .. }) && !a.view_only {
+            let decide = s.mutates && matches!(r.state, StepState::Interrupted { .. });
+            lines.push(Line::from(Span::styled(
+                if decide {
+                    "interrupted change: enter decides (re-run with a fresh preview, mark \
+                     done, abort)"
+                } else {
+                    "run halted: r retry · S skip · A abort"
+                },
                 t.warn(),
             )));
         }

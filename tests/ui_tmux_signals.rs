@@ -1,0 +1,477 @@
+//! End to end, the real `hk-console` binary in tmux on the demo: an ansible apply (a
+//! playbook that sleeps on a simulated node) is running when the console gets SIGHUP,
+//! SIGTERM or SIGKILL. Within 5 s no ansible-playbook, ssh or lifeline process of it is
+//! left, and the journal says what happened. A console restarted on that journal shows the
+//! step interrupted with the probe's look at the live state and refuses a one-key re-run;
+//! a process that ignores SIGINT and is still alive blocks the decision until it is stopped.
+//! Needs tmux and ansible-playbook; fails, not skips, without them.
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn launch(socket: String, cmd: &str, w: &str, h: &str) -> Tmux {
+        let tmux = Tmux { socket };
+        let out = Command::new("tmux")
+            .args([
+                "-L",
+                &tmux.socket,
+                "new-session",
+                "-d",
+                "-s",
+                "e2e",
+                "-x",
+                w,
+                "-y",
+                h,
+                cmd,
+            ])
+            .output()
+            .expect("tmux runs (install tmux: apt-get install tmux)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tmux
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "e2e"])
+    }
+
+    fn send(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "e2e"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    fn wait_for(&self, what: &str) -> String {
+        self.wait_until(Duration::from_secs(60), what, |s| s.contains(what))
+    }
+
+    fn wait_until(&self, within: Duration, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            if Instant::now() > deadline {
+                panic!("never saw {what:?} in {within:?}; the screen was:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+fn shell_quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
+/// A runbook for one dev node: preview, approval, an apply that sleeps on the node, and a
+/// read-back the resume probes with.
+fn write_runbook(dir: &Path) -> PathBuf {
+    let rb = dir.join("runbooks");
+    std::fs::create_dir_all(&rb).expect("runbooks dir");
+    let playbook = dir.join("sleepy.yml");
+    std::fs::write(
+        &playbook,
+        "- name: a change that takes its time\n  hosts: \"{{ k3s_hosts }}\"\n  gather_facts: false\n  tasks:\n    - name: sleep on the node\n      raw: sleep 300\n",
+    )
+    .expect("playbook");
+    std::fs::write(
+        rb.join("sleepy-apply.yaml"),
+        format!(
+            "id: sleepy-apply\ntitle: A slow change (test)\nenvironments: [dev]\ntarget:\n  group: servers\n  single: true\nsteps:\n  - id: apply\n    kind: ansible\n    title: \"Sleepy apply on {{{{ host }}}}\"\n    playbook: {}\n    extra_vars:\n      k3s_hosts: \"{{{{ env.servers }}}}\"\n    check_first: true\n  - id: read-back\n    kind: ssh\n    title: \"Read back on {{{{ host }}}}\"\n    mutates: false\n    timeout_s: 20\n    command: echo probe-ok\n    expect:\n      stdout_contains: probe-ok\n",
+            playbook.display()
+        ),
+    )
+    .expect("runbook");
+    rb
+}
+
+/// Every process whose command line mentions `marker`, as (pid, argv).
+fn processes_with(marker: &str) -> Vec<(u32, Vec<String>)> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(Result::ok)
+    {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        // A zombie has an empty command line: it is gone for every purpose here.
+        let argv: Vec<String> = raw
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if argv.iter().any(|a| a.contains(marker)) {
+            found.push((pid, argv));
+        }
+    }
+    found
+}
+
+/// The console's children on this demo: ansible-playbook (and its workers, which leave
+/// its process group), ssh, and the lifeline watcher.
+fn children_of(demo: &Path) -> Vec<(u32, Vec<String>)> {
+    // The playbook sits beside the demo dir: the test's base dir names both.
+    let base = demo.parent().unwrap_or(demo);
+    let marker = base.display().to_string();
+    processes_with(&marker)
+        .into_iter()
+        .filter(|(_, argv)| {
+            let base = |a: &String| a.rsplit('/').next().unwrap_or("").to_string();
+            let first_two: Vec<String> = argv.iter().take(2).map(base).collect();
+            first_two
+                .iter()
+                .any(|b| b == "ansible-playbook" || b == "ssh")
+                || argv.iter().any(|a| a == "hk-console-lifeline")
+        })
+        .collect()
+}
+
+fn console_pid(demo: &Path) -> u32 {
+    let marker = demo.display().to_string();
+    processes_with(&marker)
+        .into_iter()
+        .find(|(_, argv)| {
+            argv.first().is_some_and(|a| a.ends_with("/hk-console"))
+                && argv.iter().any(|a| a == "demo")
+        })
+        .map(|(p, _)| p)
+        .expect("the console runs")
+}
+
+fn journal_of(runs: &Path) -> PathBuf {
+    std::fs::read_dir(runs)
+        .expect("runs dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.extension().is_some_and(|x| x == "jsonl")
+                && !p
+                    .to_string_lossy()
+                    .ends_with(hk_console::journal::OUTPUT_SUFFIX)
+        })
+        .expect("a journal")
+}
+
+/// Start the demo console, open the runbook, answer its gates and wait until the apply's
+/// ansible-playbook and its ssh to the node run. Returns the tmux session and the demo dir.
+fn start_apply(base: &Path, name: &str) -> (Tmux, PathBuf) {
+    let rb = write_runbook(base);
+    let demo = base.join("demo");
+    let bin = env!("CARGO_BIN_EXE_hk-console");
+    let cmd = format!(
+        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} LOGNAME=e2e TERM=xterm-256color {bin} --runbooks {rb} demo --dir {demo}; echo EXIT=$?; sleep 60",
+        st = shell_quote(&base.join("state")),
+        bin = shell_quote(Path::new(bin)),
+        rb = shell_quote(&rb),
+        demo = shell_quote(&demo),
+    );
+    let tmux = Tmux::launch(
+        format!("hk-sig-{}-{name}", std::process::id()),
+        &cmd,
+        "160",
+        "45",
+    );
+    tmux.wait_for("SIMULATED homelab");
+    tmux.send(&[":"]);
+    tmux.send(&["run sleepy-apply dev k3s-dev-1", "Enter"]);
+    tmux.wait_for("s starts the run");
+    tmux.send(&["s"]);
+    // Whatever gates the plan has before the apply (operator present, the diff approval,
+    // typed confirmations): answer each, until the apply's process is journaled.
+    let runs = demo.join("runs");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let s = tmux.screen();
+        let journaled = std::fs::read_dir(&runs).is_ok_and(|mut d| d.next().is_some())
+            && std::fs::read_to_string(journal_of(&runs)).is_ok_and(|t| {
+                t.lines()
+                    .any(|l| l.contains("process-started") && is_apply_line(&t, l))
+            });
+        if journaled
+            && children_of(&demo)
+                .iter()
+                .any(|(_, a)| a.first().is_some_and(|x| x.ends_with("ssh")))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the apply never ran; the screen was:\n{s}"
+        );
+        if s.contains("type the environment") || s.contains("typed confirm") {
+            tmux.send(&["dev", "Enter"]);
+        } else if s.contains("number of hosts") {
+            tmux.send(&["1", "Enter"]);
+        } else if s.contains("enter approve")
+            || s.contains("Approve")
+            || s.contains("operator present")
+        {
+            tmux.send(&["Enter"]);
+        }
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    (tmux, demo)
+}
+
+/// Whether the process-started line `l` is for the apply (a step whose attempt ran the
+/// playbook without --check): the plan in the header names its number.
+fn is_apply_line(journal: &str, l: &str) -> bool {
+    let header: serde_json::Value =
+        serde_json::from_str(journal.lines().next().unwrap_or("{}")).unwrap_or_default();
+    let rec: serde_json::Value = serde_json::from_str(l).unwrap_or_default();
+    let n = rec["input"]["n"].as_u64();
+    header["plan"]["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|s| s["n"].as_u64() == n && s["mutates"] == true)
+}
+
+fn wait_no_children(demo: &Path, signal: &str) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        let left = children_of(demo);
+        if left.is_empty() {
+            return t0.elapsed();
+        }
+        if t0.elapsed() >= Duration::from_secs(5) {
+            let journal =
+                std::fs::read_to_string(journal_of(&demo.join("runs"))).unwrap_or_default();
+            let tail: Vec<&str> = journal.lines().rev().take(6).collect();
+            panic!(
+                "{signal}: still alive after 5 s: {left:?}\njournal (last lines first):\n{}",
+                tail.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn kill(pid: u32, sig: &str) {
+    let st = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+}
+
+fn hup_or_term(sig: &str) {
+    let base = tempfile::tempdir().expect("tmp");
+    let (tmux, demo) = start_apply(base.path(), &sig.to_lowercase());
+    let before = children_of(&demo);
+    assert!(
+        before
+            .iter()
+            .any(|(_, a)| a.iter().any(|x| x.ends_with("ansible-playbook"))),
+        "{before:#?}"
+    );
+    kill(console_pid(&demo), sig);
+    let took = wait_no_children(&demo, sig);
+    println!("{sig}: no child of the console left {took:?} after the signal");
+    // The console journals how each process ended right after the ladder.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = std::fs::read_to_string(journal_of(&demo.join("runs"))).expect("journal");
+        if text.contains(r#""type":"process-ended""#) || Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    drop(tmux);
+    let cause = if sig == "HUP" {
+        "console lost its terminal (SIGHUP)"
+    } else {
+        "console was told to stop (SIGTERM)"
+    };
+    assert!(
+        text.contains(&format!(r#""type":"abandoned","reason":"{cause}""#)),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#""type":"process-ended""#) && text.contains("sent SIGINT"),
+        "how the apply's process was stopped is journaled:\n{text}"
+    );
+}
+
+#[test]
+fn sighup_during_an_apply_leaves_no_child_and_journals_it() {
+    hup_or_term("HUP");
+}
+
+#[test]
+fn sigterm_during_an_apply_leaves_no_child_and_journals_it() {
+    hup_or_term("TERM");
+}
+
+/// SIGKILL: nothing of the console runs to clean up; the parent-death signal and the
+/// lifeline take the group down. The restarted console then shows the interrupted step,
+/// probes, refuses `r`, and a process of it still alive (one that ignores SIGINT, written
+/// into the journal in the apply's place) blocks the decision until `K` stops it.
+#[test]
+fn sigkill_during_an_apply_then_resume_is_a_decision() {
+    let base = tempfile::tempdir().expect("tmp");
+    let (tmux, demo) = start_apply(base.path(), "kill");
+    kill(console_pid(&demo), "KILL");
+    let took = wait_no_children(&demo, "KILL");
+    println!("KILL: no child of the console left {took:?} after the signal");
+    drop(tmux);
+    let journal = journal_of(&demo.join("runs"));
+    let text = std::fs::read_to_string(&journal).expect("journal");
+    assert!(text.contains(r#""type":"process-started""#), "{text}");
+    assert!(
+        !text.contains(r#""type":"abandoned""#),
+        "SIGKILL leaves no time to say so"
+    );
+
+    // A process that ignores SIGINT, standing in for an apply that outlived its console:
+    // the journal's process-started of the apply is pointed at it.
+    let mut orphan = Command::new("/bin/sh")
+        .args(["-c", "trap '' INT; while :; do sleep 1; done"])
+        .process_group(0)
+        .spawn()
+        .expect("orphan");
+    let pid = orphan.id();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let start: u64 = stat[stat.rfind(')').expect(")") + 1..]
+        .split_whitespace()
+        .nth(19)
+        .expect("starttime")
+        .parse()
+        .expect("number");
+    let state = base.path().join("state2");
+    let runs = state.join("hk-console").join("runs");
+    std::fs::create_dir_all(&runs).expect("runs");
+    let mut rewritten = Vec::new();
+    for l in text.lines() {
+        let mut v: serde_json::Value = serde_json::from_str(l).expect("line");
+        if v["input"]["type"] == "process-started" && is_apply_line(&text, l) {
+            v["input"]["pid"] = pid.into();
+            v["input"]["start_time"] = start.into();
+        }
+        rewritten.push(serde_json::to_string(&v).expect("json"));
+    }
+    let name = journal.file_name().expect("name");
+    std::fs::write(runs.join(name), rewritten.join("\n") + "\n").expect("journal copy");
+
+    let bin = env!("CARGO_BIN_EXE_hk-console");
+    let cmd = format!(
+        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} LOGNAME=e2e TERM=xterm-256color {bin} --runbooks {rb} --repo {demo}; echo EXIT=$?; sleep 60",
+        st = shell_quote(&state),
+        bin = shell_quote(Path::new(bin)),
+        rb = shell_quote(&base.path().join("runbooks")),
+        demo = shell_quote(&demo),
+    );
+    let tmux = Tmux::launch(
+        format!("hk-sig-{}-resume", std::process::id()),
+        &cmd,
+        "160",
+        "45",
+    );
+    tmux.wait_for("Recent runs");
+    tmux.wait_for("interrupted");
+    // The runs list has the interrupted run first; Tab focuses it.
+    tmux.send(&["Tab"]);
+    tmux.send(&["Enter"]);
+    let s = tmux.wait_for("Resume step");
+    assert!(s.contains("INTERRUPTED"), "{s}");
+    assert!(
+        s.contains(&format!("pid {pid}")) && s.contains("STILL RUNNING"),
+        "{s}"
+    );
+    assert!(
+        s.contains("w wait for it") && s.contains("K stop it"),
+        "{s}"
+    );
+    assert!(
+        !s.contains("R re-run"),
+        "no other choice while it runs:\n{s}"
+    );
+    // Any other key is refused while it runs.
+    tmux.send(&["R"]);
+    tmux.wait_for("its process still runs");
+    // Hidden and asked for with `r`: the console refuses a one-key re-run.
+    tmux.send(&["Escape"]);
+    tmux.wait_for("waits for a decision");
+    tmux.send(&["r"]);
+    tmux.wait_for("not re-run on one");
+    tmux.wait_for("Resume step");
+    tmux.send(&["K"]);
+    // SIGINT is ignored; SIGTERM after 3 s ends it.
+    let s = tmux.wait_until(Duration::from_secs(20), "process gone", |s| {
+        s.contains("process: gone")
+    });
+    assert!(s.contains("sent SIGINT, SIGTERM"), "{s}");
+    let _ = orphan.wait();
+    // The probe ran (the demo's simulation is gone with its console, so it cannot reach
+    // the node: its result says so) and the three choices are offered.
+    let s = tmux.wait_until(Duration::from_secs(40), "probe result", |s| {
+        s.contains("probe (step") && (s.contains(": OK") || s.contains("NOT OK"))
+    });
+    assert!(s.contains("R re-run from step"), "{s}");
+    // Re-run needs the environment's name typed; a wrong one is refused.
+    tmux.send(&["R"]);
+    tmux.wait_for("type the environment's name");
+    tmux.send(&["prod", "Enter"]);
+    tmux.wait_for("the confirmation is");
+    tmux.send(&["Escape"]);
+    // Mark done, typed and with a reason.
+    tmux.send(&["D"]);
+    tmux.wait_for("Mark done: type `k3s-dev-1`");
+    tmux.send(&["k3s-dev-1", "Tab", "checked by hand", "Enter"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        let text = std::fs::read_to_string(runs.join(name)).expect("journal");
+        if text.contains(r#""type":"marked-done""#) {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never marked done:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for want in [
+        r#""type":"resumed""#,
+        r#""type":"process-ended""#,
+        "stopped by e2e: pid",
+        r#""type":"probe-result""#,
+        r#""type":"marked-done""#,
+        r#""reason":"checked by hand""#,
+    ] {
+        assert!(text.contains(want), "{want} missing:\n{text}");
+    }
+}
