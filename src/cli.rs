@@ -648,7 +648,7 @@ fn runbooks_validate(cli: &Cli, paths: &[PathBuf]) -> CmdResult {
         if p.is_dir() {
             files.extend(read_runbook_dir(p)?);
         } else {
-            let text = std::fs::read_to_string(p)
+            let text = crate::repo::read::read_to_string(p)
                 .map_err(|e| Failure(format!("{}: cannot read: {e}", p.display())))?;
             files.push((p.display().to_string(), text));
         }

@@ -1203,7 +1203,7 @@ pub fn gather(repo: &crate::repo::Repo) -> ParityInput {
             .unwrap_or_default()
     };
     let resolved = |host: &str, var: &str| repo.resolve_var(host, var);
-    let read = |path: &Path| std::fs::read_to_string(path).ok();
+    let read = |path: &Path| crate::repo::read::read_to_string(path).ok();
     // Repo::ansible_dir is already under the root; the view wants it relative to the root.
     let ansible_dir = repo
         .ansible_dir

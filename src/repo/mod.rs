@@ -6,6 +6,7 @@ pub mod env;
 pub mod flux;
 pub mod inventory;
 pub mod listing;
+pub mod read;
 pub mod resolve;
 pub mod vars;
 
