@@ -521,3 +521,32 @@ fn the_clean_sample_is_not_refused() {
         assert!(out.stdout.len() > 10, "{}", args.join(" "));
     }
 }
+
+/// `--dry-run` promises nothing runs: the modes that exist to reach hosts or drive executors
+/// refuse it by name (once `demo --headless --dry-run` really ran ansible and SSH), and the
+/// commands that run nothing accept it.
+#[test]
+fn dry_run_is_refused_where_it_cannot_be_honoured() {
+    let (_d, root) = repo();
+    for args in [
+        &["--dry-run", "demo", "--headless", "--run", "node-health"][..],
+        &["demo", "--once", "--dry-run"],
+        &["--dry-run", "observe", "--once"],
+        &["--dry-run", "ssh", "trust", "k3s-prod-1"],
+    ] {
+        let out = run(&root, args);
+        let what = args.join(" ");
+        assert_eq!(out.code, Some(2), "{what}: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr.contains("--dry-run cannot be honoured here"),
+            "{what}: {}",
+            out.stderr
+        );
+        assert!(out.stdout.is_empty(), "{what}: nothing ran: {}", out.stdout);
+    }
+    let out = run(
+        &root,
+        &["--dry-run", "plan", "etcd-io-priority", "--env", "prod"],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+}
