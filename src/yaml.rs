@@ -76,8 +76,10 @@ pub const MAX_DEPTH: usize = 100;
 pub const MAX_NODES: usize = 1_000_000;
 /// Nodes aliases may copy in one text (`yaml.max_alias_nodes`). Aliases are copied, not
 /// shared, so nested aliases (the "billion laughs" shape) grow exponentially; this stops
-/// them at the alias that crosses the line, long before memory runs out.
-pub const MAX_ALIAS_NODES: usize = 100_000;
+/// them at the alias that crosses the line, long before memory runs out. Repo files use
+/// aliases for small shared maps (`<<: *defaults`); ten thousand copied nodes is far past
+/// that, and small enough that reaching it costs milliseconds.
+pub const MAX_ALIAS_NODES: usize = 10_000;
 
 /// Parse every document in `text`. An empty text is zero documents.
 ///
@@ -845,6 +847,58 @@ mod tests {
         let err = parse_one("a: [1, 2\nb: 3\n").expect_err("must fail");
         assert!(err.mark.line >= 1, "{err}");
         assert!(!err.message.is_empty());
+    }
+
+    #[test]
+    fn limits_are_named_at_the_line_that_crosses_them() {
+        let mut bomb = String::from("l0: &l0 [a, a, a, a, a, a, a, a, a]\n");
+        for i in 1..9 {
+            let refs = vec![format!("*l{}", i - 1); 9].join(", ");
+            bomb.push_str(&format!("l{i}: &l{i} [{refs}]\n"));
+        }
+        let err = parse_one(&bomb).expect_err("alias bomb");
+        assert!(err.message.contains("limit yaml.max_alias_nodes"), "{err}");
+        assert!(err.message.contains("`*l3`"), "{err}");
+        // `*l3` is written on l4's line, the fifth.
+        assert_eq!(err.mark.line, 5, "{err}");
+
+        let err = parse_one(&format!("a: {}", "[".repeat(50_000))).expect_err("deep");
+        assert!(err.message.contains("limit yaml.max_depth"), "{err}");
+        let deep = format!(
+            "a: {}1{}",
+            "[".repeat(MAX_DEPTH - 1),
+            "]".repeat(MAX_DEPTH - 1)
+        );
+        assert!(parse_one(&deep).is_ok(), "just inside the limit");
+
+        let nested = format!(
+            "a: &a {}1{}\nb: [{}*a{}]\n",
+            "[".repeat(60),
+            "]".repeat(60),
+            "[".repeat(60),
+            "]".repeat(60)
+        );
+        let err = parse_one(&nested).expect_err("depth through an alias");
+        assert!(err.message.contains("alias `*a`"), "{err}");
+    }
+
+    #[test]
+    fn duplicate_and_merged_keys_keep_pyyaml_order_on_wide_maps() {
+        let mut text = String::from("base: &b {x: 1, y: 2}\nm:\n  <<: *b\n");
+        for i in 0..50_000 {
+            text.push_str(&format!("  k{i}: {i}\n"));
+        }
+        text.push_str("  k0: last\n  y: 9\n");
+        let doc = parse_one(&text).expect("parse");
+        let m = doc.get("m").expect("m").as_map().expect("map");
+        assert_eq!(m.len(), 50_002);
+        assert_eq!(doc.path(&["m", "k0"]).and_then(Node::as_str), Some("last"));
+        // Explicit keys win over merged ones; merged keys not given explicitly come last.
+        assert_eq!(m[m.len() - 1].0.as_str(), Some("x"));
+        assert_eq!(
+            doc.path(&["m", "y"]).map(|n| n.value.clone()),
+            Some(Value::Int(9))
+        );
     }
 
     #[test]
