@@ -407,6 +407,9 @@ fn print_env(repo: &Repo, env: &Environment) {
 }
 
 fn run(cli: Cli) -> CmdResult {
+    if let Some(why) = dry_run_refusal(&cli) {
+        return Err(Failure(why));
+    }
     match &cli.command {
         // wip-tui: no command on a terminal opens the console; piped, the overview.
         // With no infra repo named, there is no cluster to reach: the console opens on the
@@ -524,6 +527,31 @@ fn run(cli: Cli) -> CmdResult {
             command: SshCommand::Trust { host, known_hosts },
         }) => ssh_trust(&cli, host, known_hosts.as_deref()),
     }
+}
+
+/// `--dry-run` promises that nothing runs. The console honours it (no executor is built);
+/// commands that only read the repo run nothing anyway. The modes below exist to reach hosts
+/// or drive executors, so they refuse the flag instead of ignoring it.
+fn dry_run_refusal(cli: &Cli) -> Option<String> {
+    if !cli.dry_run {
+        return None;
+    }
+    let what = match &cli.command {
+        Some(Command::Demo { headless: true, .. }) => {
+            "demo --headless drives the real executors (ansible, SSH) against the simulation; for a rehearsal that runs nothing use `hk-console --dry-run run RUNBOOK` (or `demo` without --headless)"
+        }
+        Some(Command::Demo { once: true, .. }) => {
+            "demo --once looks at every pane over SSH and the kube API"
+        }
+        Some(Command::Observe { once: true, .. }) => {
+            "observe --once looks at every pane over SSH and the kube API"
+        }
+        Some(Command::Ssh { .. }) => "ssh trust connects to the host to read its key",
+        _ => return None,
+    };
+    Some(format!(
+        "--dry-run cannot be honoured here: {what}; drop --dry-run"
+    ))
 }
 
 fn inventory_cmd(
@@ -681,7 +709,7 @@ fn runbooks_validate(cli: &Cli, paths: &[PathBuf]) -> CmdResult {
         if p.is_dir() {
             files.extend(read_runbook_dir(p)?);
         } else {
-            let text = std::fs::read_to_string(p)
+            let text = crate::repo::read::read_to_string(p)
                 .map_err(|e| Failure(format!("{}: cannot read: {e}", p.display())))?;
             files.push((p.display().to_string(), text));
         }

@@ -52,11 +52,12 @@ pub fn read_runbook_dir(dir: &Path) -> Result<Vec<(String, String)>, ContextErro
     for entry in std::fs::read_dir(dir).map_err(err)? {
         let path = entry.map_err(err)?.path();
         if path.is_file() {
-            let text =
-                std::fs::read_to_string(&path).map_err(|source| ContextError::ReadRunbooks {
+            let text = crate::repo::read::read_to_string(&path).map_err(|source| {
+                ContextError::ReadRunbooks {
                     path: path.clone(),
                     source,
-                })?;
+                }
+            })?;
             files.push((path.display().to_string(), text));
         }
     }

@@ -111,6 +111,9 @@ pub enum JournalError {
     NoStateDir,
     #[error("{}: an earlier append failed, so this journal takes no more events (stop and resume the run)", path.display())]
     Poisoned { path: PathBuf },
+    /// A damaged journal asked to resume: refused, with where and why.
+    #[error("{}: cannot resume: {damage}; {}", path.display(), Damage::NOT_RESUMABLE)]
+    Damaged { path: PathBuf, damage: Box<Damage> },
     /// The machine refused the event; nothing was journaled and the run is unchanged.
     #[error(transparent)]
     Machine(#[from] MachineError),
@@ -400,7 +403,21 @@ impl Journal {
             .open(path)
             .map_err(io_err(path))?;
         lock(&file, path)?;
-        let raw = read_journal(path)?;
+        let raw = match read_journal(path) {
+            Ok(raw) => raw,
+            Err(e @ (JournalError::Corrupt { .. } | JournalError::Rejected { .. })) => {
+                let damage = Damage {
+                    line: damage_line(&e),
+                    what: e.to_string(),
+                    copy: keep_damaged_copy(path),
+                };
+                return Err(JournalError::Damaged {
+                    path: path.to_path_buf(),
+                    damage: Box::new(damage),
+                });
+            }
+            Err(e) => return Err(e),
+        };
         let mut warnings = Vec::new();
         if let Some(torn) = raw.torn {
             file.set_len(raw.valid_len).map_err(io_err(path))?;
@@ -578,6 +595,17 @@ struct RawJournal {
 }
 
 fn read_journal(path: &Path) -> Result<RawJournal, JournalError> {
+    let (raw, damage) = read_journal_lines(path)?;
+    match damage {
+        Some(err) => Err(err),
+        None => Ok(raw),
+    }
+}
+
+/// Read a journal line by line, stopping at the first damaged line after the header: the
+/// run as the lines before it leave it, and the error the damaged line gives. A damaged
+/// header (nothing to rebuild from), a newer format or an IO failure is an error outright.
+fn read_journal_lines(path: &Path) -> Result<(RawJournal, Option<JournalError>), JournalError> {
     let bytes = fs::read(path).map_err(io_err(path))?;
     let corrupt = |line: usize, col: usize, what: String| JournalError::Corrupt {
         path: path.to_path_buf(),
@@ -622,13 +650,23 @@ fn read_journal(path: &Path) -> Result<RawJournal, JournalError> {
         }
     })?;
     let mut records = Vec::with_capacity(lines.len().saturating_sub(1));
+    let mut damage = None;
     for (idx, raw) in lines.iter().enumerate().skip(1) {
         let line = idx + 1;
-        let record: Record = serde_json::from_slice(raw)
-            .map_err(|e| corrupt(line, e.column(), format!("invalid journal record: {e}")))?;
+        let record: Record = match serde_json::from_slice(raw) {
+            Ok(r) => r,
+            Err(e) => {
+                damage = Some(corrupt(
+                    line,
+                    e.column(),
+                    format!("invalid journal record: {e}"),
+                ));
+                break;
+            }
+        };
         let want = records.len() as u64 + 1;
         if record.seq != want {
-            return Err(corrupt(
+            damage = Some(corrupt(
                 line,
                 1,
                 format!(
@@ -636,22 +674,122 @@ fn read_journal(path: &Path) -> Result<RawJournal, JournalError> {
                     record.seq
                 ),
             ));
+            break;
         }
-        run.step(&record.event())
-            .map_err(|source| JournalError::Rejected {
+        // A refused event leaves the run as it was (the machine checks before it moves).
+        if let Err(source) = run.step(&record.event()) {
+            damage = Some(JournalError::Rejected {
                 path: path.to_path_buf(),
                 line,
                 source,
-            })?;
+            });
+            break;
+        }
         records.push(record);
     }
-    Ok(RawJournal {
-        header,
-        records,
-        run,
-        torn,
-        valid_len: valid_len as u64,
-    })
+    Ok((
+        RawJournal {
+            header,
+            records,
+            run,
+            torn,
+            valid_len: valid_len as u64,
+        },
+        damage,
+    ))
+}
+
+/// Where a journal stops being readable: the line, why, and the copy kept of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// 1-based line of the first damaged line; every line before it was replayed.
+    pub line: usize,
+    /// What is wrong there (the error naming file:line).
+    pub what: String,
+    /// The copy of the journal as it was found, kept beside it.
+    pub copy: Result<PathBuf, String>,
+}
+
+impl Damage {
+    /// Why a damaged run is never resumed (shown wherever resume is refused).
+    pub const NOT_RESUMABLE: &'static str = "a damaged journal is never resumed: what happened after the damaged line is unknown, so resuming could repeat or skip a step on a host; start a new run instead";
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "damaged at line {}: {}", self.line, self.what)?;
+        match &self.copy {
+            Ok(copy) => write!(f, " (copy kept at {})", copy.display()),
+            Err(e) => write!(f, " (no copy could be kept: {e})"),
+        }
+    }
+}
+
+/// Keep a copy of a damaged journal beside it (`<run>.jsonl.damaged`, then `.damaged.2`, ...)
+/// before anything else touches it. A copy with the same bytes already there is reused, so
+/// listing the runs again does not pile copies up.
+pub fn keep_damaged_copy(path: &Path) -> Result<PathBuf, String> {
+    let bytes = fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for n in 1..=100u32 {
+        let suffix = if n == 1 {
+            ".damaged".to_string()
+        } else {
+            format!(".damaged.{n}")
+        };
+        let copy = path.with_file_name(format!("{name}{suffix}"));
+        match OpenOptions::new().write(true).create_new(true).open(&copy) {
+            Ok(mut f) => {
+                f.write_all(&bytes)
+                    .and_then(|()| f.sync_all())
+                    .map_err(|e| format!("{}: {e}", copy.display()))?;
+                if let Some(dir) = path.parent() {
+                    let _ = sync_dir(dir);
+                }
+                return Ok(copy);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if fs::read(&copy).is_ok_and(|old| old == bytes) {
+                    return Ok(copy);
+                }
+            }
+            Err(e) => return Err(format!("{}: {e}", copy.display())),
+        }
+    }
+    Err(format!("{name}: 100 damaged copies already kept beside it"))
+}
+
+fn damage_line(err: &JournalError) -> usize {
+    match err {
+        JournalError::Corrupt { line, .. } | JournalError::Rejected { line, .. } => *line,
+        _ => 1,
+    }
+}
+
+/// A journal read as far as it can be: every line up to the first damaged one replayed
+/// (steps in flight there shown interrupted), and the damage, if any, described (a copy of
+/// the file is kept beside it first). A damaged header, a newer format or an IO failure is
+/// still an error: there is no run to show. A damaged run opens read-only, never resumes.
+pub fn salvage(path: &Path) -> Result<(Replayed, Option<Damage>), JournalError> {
+    let (raw, damage) = match read_journal_lines(path) {
+        Ok(read) => read,
+        Err(e @ JournalError::Corrupt { .. }) => {
+            // Nothing to rebuild from, but the file is still kept as it was found.
+            let _ = keep_damaged_copy(path);
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
+    let damage = damage.map(|err| Damage {
+        line: damage_line(&err),
+        what: err.to_string(),
+        copy: keep_damaged_copy(path),
+    });
+    let replayed = finish_replay(path, raw)?;
+    Ok((replayed, damage))
 }
 
 /// Read a journal and rebuild its run through the pure machine, without changing the file.
@@ -659,7 +797,11 @@ fn read_journal(path: &Path) -> Result<RawJournal, JournalError> {
 /// interrupted (the process that ran them is gone). A bad line anywhere else is an error
 /// naming file:line.
 pub fn replay(path: &Path) -> Result<Replayed, JournalError> {
-    let raw = read_journal(path)?;
+    finish_replay(path, read_journal(path)?)
+}
+
+/// The run as replay shows it: the torn tail reported, steps in flight interrupted.
+fn finish_replay(path: &Path, raw: RawJournal) -> Result<Replayed, JournalError> {
     let mut warnings = Vec::new();
     if let Some(torn) = &raw.torn {
         warnings.push(JournalWarning::TornTail {
@@ -707,6 +849,9 @@ pub struct RunSummary {
     pub path: PathBuf,
     /// Replay warnings (torn tail, interrupted steps), as text.
     pub warnings: Vec<String>,
+    /// Where the journal is damaged, if it is: the run shows what the lines before it say,
+    /// opens read-only and is never resumed.
+    pub damage: Option<Damage>,
 }
 
 /// Every run journal in a directory.
@@ -734,8 +879,9 @@ pub fn list_runs(dir: &Path) -> Result<RunList, JournalError> {
         if path.extension() != Some(OsStr::new("jsonl")) || is_output || !path.is_file() {
             continue;
         }
-        match replay(&path) {
-            Ok(r) => list.runs.push(RunSummary {
+        // Salvaged, never hidden: a damaged run is listed with what its intact lines say.
+        match salvage(&path) {
+            Ok((r, damage)) => list.runs.push(RunSummary {
                 run_id: r.header.run_id.clone(),
                 runbook: r.header.runbook.clone(),
                 env: r.header.env.clone(),
@@ -744,6 +890,7 @@ pub fn list_runs(dir: &Path) -> Result<RunList, JournalError> {
                 started: r.header.started_at,
                 outcome: r.run.outcome(),
                 warnings: r.warnings.iter().map(|w| w.to_string()).collect(),
+                damage,
                 path,
             }),
             Err(e) => list.unreadable.push(e),

@@ -14,7 +14,7 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use regex::Regex;
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 /// A position in a source text, both 1-based.
@@ -68,16 +68,40 @@ pub struct YamlError {
     pub message: String,
 }
 
+/// Collections nested deeper than this are refused (`yaml.max_depth`). Every consumer of a
+/// [`Node`] walks it recursively, and no repo file a person writes comes near it.
+pub const MAX_DEPTH: usize = 100;
+/// Nodes (scalars and collections, counting every copy an alias makes) one text may load
+/// into (`yaml.max_nodes`): bounds memory whatever the shape.
+pub const MAX_NODES: usize = 1_000_000;
+/// Nodes aliases may copy in one text (`yaml.max_alias_nodes`). Aliases are copied, not
+/// shared, so nested aliases (the "billion laughs" shape) grow exponentially; this stops
+/// them at the alias that crosses the line, long before memory runs out. Repo files use
+/// aliases for small shared maps (`<<: *defaults`); ten thousand copied nodes is far past
+/// that, and small enough that reaching it costs milliseconds.
+pub const MAX_ALIAS_NODES: usize = 10_000;
+
 /// Parse every document in `text`. An empty text is zero documents.
+///
+/// Bounded: nesting, node count and alias expansion are capped (see the constants above),
+/// and the parser is driven one event at a time so a refusal stops it at once.
 pub fn parse_documents(text: &str) -> Result<Vec<Node>, YamlError> {
-    let mut builder = Builder::default();
+    let mut builder = Builder::new(text);
     let mut parser = Parser::new_from_str(text);
-    parser.load(&mut builder, true).map_err(|e| YamlError {
-        mark: Mark::from(*e.marker()),
-        message: e.info().to_string(),
-    })?;
-    if let Some(err) = builder.error {
-        return Err(err);
+    loop {
+        let (ev, marker) = parser.next_token().map_err(|e| YamlError {
+            mark: Mark::from(*e.marker()),
+            // yaml-rust2's scanner stops flow nesting at 255 levels, ahead of our own count.
+            message: if e.info() == "recursion limit exceeded" {
+                format!("nested more than {MAX_DEPTH} levels deep (limit yaml.max_depth): refused")
+            } else {
+                e.info().to_string()
+            },
+        })?;
+        if ev == Event::StreamEnd {
+            break;
+        }
+        builder.on_event(ev, marker)?;
     }
     Ok(builder.docs)
 }
@@ -207,100 +231,207 @@ fn python_float_repr(f: f64) -> String {
     }
 }
 
-#[derive(Default)]
-struct Builder {
-    docs: Vec<Node>,
-    stack: Vec<Frame>,
-    anchors: HashMap<usize, Node>,
-    error: Option<YamlError>,
+/// A finished node with what it costs: how many nodes it holds (itself included) and how
+/// many collection levels deep it goes (a scalar is 0).
+struct Built {
+    node: Node,
+    nodes: usize,
+    height: usize,
 }
 
-enum Frame {
-    Seq {
-        node: Node,
-        anchor: usize,
-    },
+/// A mapping under construction. Entries are slots so a duplicate key can retire the earlier
+/// one in O(1) (PyYAML keeps the last value); `index` finds a key's live slot.
+#[derive(Default)]
+struct MapEntries {
+    slots: Vec<Option<(Node, Node)>>,
+    index: HashMap<String, usize>,
+}
+
+impl MapEntries {
+    /// Keep `(key, value)` as the last entry, retiring an earlier entry with the same key.
+    fn replace(&mut self, key: Node, value: Node) {
+        if let Some(text) = key.as_key() {
+            if let Some(old) = self.index.insert(text, self.slots.len()) {
+                self.slots[old] = None;
+            }
+        }
+        self.slots.push(Some((key, value)));
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        self.index.contains_key(key)
+    }
+
+    fn into_entries(self) -> Vec<(Node, Node)> {
+        self.slots.into_iter().flatten().collect()
+    }
+}
+
+struct Frame {
+    mark: Mark,
+    anchor: usize,
+    nodes: usize,
+    /// The deepest child's height.
+    child_height: usize,
+    kind: FrameKind,
+}
+
+enum FrameKind {
+    Seq(Vec<Node>),
     Map {
-        node: Node,
-        anchor: usize,
+        entries: MapEntries,
+        /// Non-scalar keys (never deduplicated among explicit entries).
+        has_unkeyed: bool,
         pending_key: Option<Node>,
         /// Entries brought in by `<<` merge keys; explicit keys win over them.
-        merged: Vec<(Node, Node)>,
+        merged: Vec<Option<(Node, Node)>>,
+        merged_index: HashMap<Option<String>, usize>,
     },
 }
 
-impl Builder {
-    fn fail(&mut self, mark: Mark, message: impl Into<String>) {
-        if self.error.is_none() {
-            self.error = Some(YamlError {
-                mark,
-                message: message.into(),
-            });
+struct Builder<'t> {
+    text: &'t str,
+    docs: Vec<Node>,
+    stack: Vec<Frame>,
+    anchors: HashMap<usize, (Node, usize, usize)>,
+    nodes: usize,
+    alias_nodes: usize,
+}
+
+impl<'t> Builder<'t> {
+    fn new(text: &'t str) -> Self {
+        Builder {
+            text,
+            docs: Vec::new(),
+            stack: Vec::new(),
+            anchors: HashMap::new(),
+            nodes: 0,
+            alias_nodes: 0,
         }
     }
 
-    fn push_value(&mut self, node: Node) {
-        match self.stack.last_mut() {
-            None => self.docs.push(node),
-            Some(Frame::Seq { node: seq, .. }) => {
-                if let Value::Seq(items) = &mut seq.value {
-                    items.push(node);
-                }
-            }
-            Some(Frame::Map {
-                node: map,
+    /// Count `n` more nodes against the text's budget.
+    fn count(&mut self, mark: Mark, n: usize) -> Result<(), YamlError> {
+        self.nodes = self.nodes.saturating_add(n);
+        if self.nodes > MAX_NODES {
+            return Err(YamlError {
+                mark,
+                message: format!(
+                    "more than {MAX_NODES} YAML nodes (limit yaml.max_nodes, counting the \
+                     copies aliases make): refused rather than loaded"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn push_value(&mut self, built: Built) -> Result<(), YamlError> {
+        let Built {
+            node,
+            nodes,
+            height,
+        } = built;
+        let Some(frame) = self.stack.last_mut() else {
+            self.docs.push(node);
+            return Ok(());
+        };
+        frame.nodes = frame.nodes.saturating_add(nodes);
+        frame.child_height = frame.child_height.max(height);
+        match &mut frame.kind {
+            FrameKind::Seq(items) => items.push(node),
+            FrameKind::Map {
+                entries,
+                has_unkeyed,
                 pending_key,
                 merged,
-                ..
-            }) => match pending_key.take() {
+                merged_index,
+            } => match pending_key.take() {
                 None => *pending_key = Some(node),
                 Some(key) => {
-                    if key.as_str() == Some("<<") && !matches!(key.value, Value::Null) {
+                    if key.as_str() == Some("<<") {
                         let sources: Vec<Node> = match node.value {
                             Value::Map(_) => vec![node],
                             Value::Seq(items) => items,
                             _ => {
-                                let mark = node.mark;
-                                self.fail(
-                                    mark,
-                                    "a merge key `<<` needs a mapping or a list of mappings",
-                                );
-                                return;
+                                return Err(YamlError {
+                                    mark: node.mark,
+                                    message:
+                                        "a merge key `<<` needs a mapping or a list of mappings"
+                                            .into(),
+                                })
                             }
                         };
                         for source in sources {
-                            if let Value::Map(entries) = source.value {
+                            if let Value::Map(pairs) = source.value {
                                 // PyYAML (what Ansible uses) appends every merged pair in
                                 // order, so a later source overrides an earlier one.
-                                for (k, v) in entries {
-                                    merged.retain(|(mk, _)| mk.as_key() != k.as_key());
-                                    merged.push((k, v));
+                                for (k, v) in pairs {
+                                    if let Some(old) = merged_index.insert(k.as_key(), merged.len())
+                                    {
+                                        merged[old] = None;
+                                    }
+                                    merged.push(Some((k, v)));
                                 }
                             }
                         }
-                    } else if let Value::Map(entries) = &mut map.value {
-                        let key_text = key.as_key();
-                        entries.retain(|(k, _)| k.as_key() != key_text || key_text.is_none());
-                        entries.push((key, node));
+                    } else {
+                        if key.as_key().is_none() {
+                            *has_unkeyed = true;
+                        }
+                        entries.replace(key, node);
                     }
                 }
             },
         }
+        Ok(())
     }
 
-    fn close(&mut self, node: Node, anchor: usize) {
+    fn close(&mut self, built: Built, anchor: usize) -> Result<(), YamlError> {
         if anchor != 0 {
-            self.anchors.insert(anchor, node.clone());
+            self.anchors
+                .insert(anchor, (built.node.clone(), built.nodes, built.height));
         }
-        self.push_value(node);
+        self.push_value(built)
     }
-}
 
-impl MarkedEventReceiver for Builder {
-    fn on_event(&mut self, ev: Event, marker: Marker) {
-        if self.error.is_some() {
-            return;
+    fn open(&mut self, mark: Mark, anchor: usize, kind: FrameKind) -> Result<(), YamlError> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(YamlError {
+                mark,
+                message: format!(
+                    "nested more than {MAX_DEPTH} levels deep (limit yaml.max_depth): refused"
+                ),
+            });
         }
+        self.count(mark, 1)?;
+        self.stack.push(Frame {
+            mark,
+            anchor,
+            nodes: 1,
+            child_height: 0,
+            kind,
+        });
+        Ok(())
+    }
+
+    /// The `*name` written at `mark`, for messages (the parser only hands out an id).
+    fn alias_name(&self, mark: Mark) -> String {
+        let line = self
+            .text
+            .lines()
+            .nth(mark.line.saturating_sub(1))
+            .unwrap_or("");
+        let rest: String = line.chars().skip(mark.col.saturating_sub(1)).collect();
+        let name: String = rest
+            .trim_start_matches('*')
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !",[]{}".contains(*c))
+            .take(64)
+            .collect();
+        format!("*{name}")
+    }
+
+    fn on_event(&mut self, ev: Event, marker: Marker) -> Result<(), YamlError> {
         let mark = Mark::from(marker);
         match ev {
             Event::Scalar(text, style, anchor, tag) => {
@@ -308,68 +439,111 @@ impl MarkedEventReceiver for Builder {
                     &text,
                     style,
                     tag.as_ref().map(|t| (t.handle.as_str(), t.suffix.as_str())),
-                );
-                let value = match value {
-                    Ok(v) => v,
-                    Err(msg) => {
-                        self.fail(mark, msg);
-                        return;
-                    }
-                };
-                self.close(Node { value, mark }, anchor);
-            }
-            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq {
-                node: Node {
-                    value: Value::Seq(Vec::new()),
-                    mark,
-                },
-                anchor,
-            }),
-            Event::MappingStart(anchor, _) => self.stack.push(Frame::Map {
-                node: Node {
-                    value: Value::Map(Vec::new()),
-                    mark,
-                },
-                anchor,
-                pending_key: None,
-                merged: Vec::new(),
-            }),
-            Event::SequenceEnd => {
-                if let Some(Frame::Seq { node, anchor }) = self.stack.pop() {
-                    self.close(node, anchor);
-                }
-            }
-            Event::MappingEnd => {
-                if let Some(Frame::Map {
-                    mut node,
+                )
+                .map_err(|message| YamlError { mark, message })?;
+                self.count(mark, 1)?;
+                self.close(
+                    Built {
+                        node: Node { value, mark },
+                        nodes: 1,
+                        height: 0,
+                    },
                     anchor,
-                    merged,
-                    ..
-                }) = self.stack.pop()
-                {
-                    if let Value::Map(entries) = &mut node.value {
-                        for (k, v) in merged {
-                            if !entries.iter().any(|(ek, _)| ek.as_key() == k.as_key()) {
-                                entries.push((k, v));
+                )
+            }
+            Event::SequenceStart(anchor, _) => self.open(mark, anchor, FrameKind::Seq(Vec::new())),
+            Event::MappingStart(anchor, _) => self.open(
+                mark,
+                anchor,
+                FrameKind::Map {
+                    entries: MapEntries::default(),
+                    has_unkeyed: false,
+                    pending_key: None,
+                    merged: Vec::new(),
+                    merged_index: HashMap::new(),
+                },
+            ),
+            Event::SequenceEnd | Event::MappingEnd => {
+                let Some(frame) = self.stack.pop() else {
+                    return Ok(());
+                };
+                let value = match frame.kind {
+                    FrameKind::Seq(items) => Value::Seq(items),
+                    FrameKind::Map {
+                        mut entries,
+                        has_unkeyed,
+                        merged,
+                        ..
+                    } => {
+                        for (k, v) in merged.into_iter().flatten() {
+                            let present = match k.as_key() {
+                                Some(text) => entries.contains(&text),
+                                None => has_unkeyed,
+                            };
+                            if !present {
+                                entries.replace(k, v);
                             }
                         }
+                        Value::Map(entries.into_entries())
                     }
-                    self.close(node, anchor);
-                }
+                };
+                self.close(
+                    Built {
+                        node: Node {
+                            value,
+                            mark: frame.mark,
+                        },
+                        nodes: frame.nodes,
+                        height: frame.child_height + 1,
+                    },
+                    frame.anchor,
+                )
             }
-            Event::Alias(id) => match self.anchors.get(&id) {
-                Some(node) => {
-                    let mut node = node.clone();
-                    node.mark = mark;
-                    self.push_value(node);
+            Event::Alias(id) => {
+                let Some((nodes, height)) = self.anchors.get(&id).map(|(_, n, h)| (*n, *h)) else {
+                    return Err(YamlError {
+                        mark,
+                        message: "alias to an anchor that is not defined".into(),
+                    });
+                };
+                if self.stack.len() + height > MAX_DEPTH {
+                    return Err(YamlError {
+                        mark,
+                        message: format!(
+                            "alias `{}` would nest this value more than {MAX_DEPTH} levels \
+                             deep (limit yaml.max_depth): refused",
+                            self.alias_name(mark)
+                        ),
+                    });
                 }
-                None => self.fail(mark, "alias to an anchor that is not defined"),
-            },
+                self.alias_nodes = self.alias_nodes.saturating_add(nodes);
+                if self.alias_nodes > MAX_ALIAS_NODES {
+                    return Err(YamlError {
+                        mark,
+                        message: format!(
+                            "alias `{}` copies {nodes} node(s), taking the aliases in this file \
+                             past {MAX_ALIAS_NODES} copied nodes (limit yaml.max_alias_nodes): \
+                             refused, as aliases nested in aliases grow exponentially",
+                            self.alias_name(mark)
+                        ),
+                    });
+                }
+                self.count(mark, nodes)?;
+                let Some(mut node) = self.anchors.get(&id).map(|(n, _, _)| n.clone()) else {
+                    return Ok(());
+                };
+                node.mark = mark;
+                self.push_value(Built {
+                    node,
+                    nodes,
+                    height,
+                })
+            }
             Event::Nothing
             | Event::StreamStart
             | Event::StreamEnd
             | Event::DocumentStart
-            | Event::DocumentEnd => {}
+            | Event::DocumentEnd => Ok(()),
         }
     }
 }
@@ -673,6 +847,58 @@ mod tests {
         let err = parse_one("a: [1, 2\nb: 3\n").expect_err("must fail");
         assert!(err.mark.line >= 1, "{err}");
         assert!(!err.message.is_empty());
+    }
+
+    #[test]
+    fn limits_are_named_at_the_line_that_crosses_them() {
+        let mut bomb = String::from("l0: &l0 [a, a, a, a, a, a, a, a, a]\n");
+        for i in 1..9 {
+            let refs = vec![format!("*l{}", i - 1); 9].join(", ");
+            bomb.push_str(&format!("l{i}: &l{i} [{refs}]\n"));
+        }
+        let err = parse_one(&bomb).expect_err("alias bomb");
+        assert!(err.message.contains("limit yaml.max_alias_nodes"), "{err}");
+        assert!(err.message.contains("`*l3`"), "{err}");
+        // `*l3` is written on l4's line, the fifth.
+        assert_eq!(err.mark.line, 5, "{err}");
+
+        let err = parse_one(&format!("a: {}", "[".repeat(50_000))).expect_err("deep");
+        assert!(err.message.contains("limit yaml.max_depth"), "{err}");
+        let deep = format!(
+            "a: {}1{}",
+            "[".repeat(MAX_DEPTH - 1),
+            "]".repeat(MAX_DEPTH - 1)
+        );
+        assert!(parse_one(&deep).is_ok(), "just inside the limit");
+
+        let nested = format!(
+            "a: &a {}1{}\nb: [{}*a{}]\n",
+            "[".repeat(60),
+            "]".repeat(60),
+            "[".repeat(60),
+            "]".repeat(60)
+        );
+        let err = parse_one(&nested).expect_err("depth through an alias");
+        assert!(err.message.contains("alias `*a`"), "{err}");
+    }
+
+    #[test]
+    fn duplicate_and_merged_keys_keep_pyyaml_order_on_wide_maps() {
+        let mut text = String::from("base: &b {x: 1, y: 2}\nm:\n  <<: *b\n");
+        for i in 0..50_000 {
+            text.push_str(&format!("  k{i}: {i}\n"));
+        }
+        text.push_str("  k0: last\n  y: 9\n");
+        let doc = parse_one(&text).expect("parse");
+        let m = doc.get("m").expect("m").as_map().expect("map");
+        assert_eq!(m.len(), 50_002);
+        assert_eq!(doc.path(&["m", "k0"]).and_then(Node::as_str), Some("last"));
+        // Explicit keys win over merged ones; merged keys not given explicitly come last.
+        assert_eq!(m[m.len() - 1].0.as_str(), Some("x"));
+        assert_eq!(
+            doc.path(&["m", "y"]).map(|n| n.value.clone()),
+            Some(Value::Int(9))
+        );
     }
 
     #[test]

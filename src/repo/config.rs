@@ -74,6 +74,9 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Not a regular file, or over the size cap (see `repo::read`).
+    #[error("{0}")]
+    Refused(super::read::ReadError),
     #[error("{path}:{line}:{col}: {message}")]
     Invalid {
         path: PathBuf,
@@ -86,16 +89,35 @@ pub enum ConfigError {
 impl Config {
     /// Read `root/hk-console.yaml`.
     pub fn load(root: &Path) -> Result<Config, ConfigError> {
+        use super::read::{read_text, ReadError};
         let path = root.join(CONFIG_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
-            path: path.clone(),
-            source,
+        let text = read_text(&path).map_err(|e| match e {
+            ReadError::Io { path, source } => ConfigError::Read { path, source },
+            ReadError::NotUtf8 { path, line, col } => ConfigError::Invalid {
+                path,
+                line,
+                col,
+                message: "bytes that are not UTF-8 (expected UTF-8 text)".into(),
+            },
+            other => ConfigError::Refused(other),
         })?;
-        Self::parse(&path, &text)
+        let config = Self::parse(&path, &text)?;
+        config.refuse_special_vault_files(root, &path, &text)?;
+        Ok(config)
     }
 
     /// Parse the text of a config file; `path` is only used in messages.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        // The bounded loader first: serde_yaml's scanner is quadratic in flow nesting and
+        // copies aliases without limit; ours refuses both, linearly, naming the line.
+        if let Err(e) = crate::yaml::parse_documents(text) {
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                line: e.mark.line,
+                col: e.mark.col,
+                message: e.message,
+            });
+        }
         let config: Config = serde_yaml::from_str(text).map_err(|e| {
             let (line, col) = e
                 .location()
@@ -124,6 +146,43 @@ impl Config {
             });
         }
         Ok(config)
+    }
+}
+
+impl Config {
+    /// A `vault:` that names a FIFO or device (`/dev/zero`) would hang or never end when
+    /// `check` reads it: refused here, by type, at the line that names it.
+    fn refuse_special_vault_files(
+        &self,
+        root: &Path,
+        path: &Path,
+        text: &str,
+    ) -> Result<(), ConfigError> {
+        let doc = crate::yaml::parse_one(text).ok();
+        for (name, env) in &self.environments {
+            let Some(vault) = &env.vault else { continue };
+            let Ok(meta) = std::fs::metadata(root.join(vault)) else {
+                continue;
+            };
+            if meta.is_file() {
+                continue;
+            }
+            let mark = doc
+                .as_ref()
+                .and_then(|d| d.path(&["environments", name.as_str(), "vault"]))
+                .map(|n| n.mark)
+                .unwrap_or_default();
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                line: mark.line.max(1),
+                col: mark.col.max(1),
+                message: format!(
+                    "environments.{name}.vault: {} is not a regular file (expected the vaulted file itself; a FIFO or device is refused before reading)",
+                    vault.display()
+                ),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -52,7 +52,24 @@ pub enum InventoryError {
     },
     #[error(transparent)]
     Vars(#[from] VarsError),
+    /// Not a regular file, or over the size cap (see `repo::read`).
+    #[error(transparent)]
+    Refused(super::read::ReadError),
+    /// A bound on the whole inventory (not one line) was crossed.
+    #[error("{}: {message}", file.display())]
+    TooLarge { file: PathBuf, message: String },
 }
+
+/// Hosts one host pattern may expand to (`inventory.max_range_hosts`). A range like
+/// `node[0:99999999]` would otherwise build a hundred million hosts.
+pub const MAX_RANGE_HOSTS: usize = 10_000;
+/// Bytes of host names one pattern may produce, counting the partial expansions
+/// (`inventory.max_range_bytes`): many ranges on a long name multiply its length.
+pub const MAX_RANGE_BYTES: usize = 4 * 1024 * 1024;
+/// Bytes the merged per-host variables of the whole inventory may take
+/// (`inventory.max_merged_bytes`, 128 MiB, estimated). Every host gets its own copy of its
+/// groups' variables, so a range of many hosts with a long variable multiplies it.
+pub const MAX_MERGED_BYTES: usize = 128 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
 struct Group {
@@ -95,9 +112,9 @@ const UNGROUPED: usize = 1;
 impl Inventory {
     /// Load an INI inventory file plus `group_vars/` and `host_vars/` beside it.
     pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
-        let bytes = std::fs::read(path).map_err(|source| InventoryError::Io {
-            path: path.to_path_buf(),
-            source,
+        let bytes = super::read::read_bytes(path).map_err(|e| match e {
+            super::read::ReadError::Io { path, source } => InventoryError::Io { path, source },
+            other => InventoryError::Refused(other),
         })?;
         let text = decode_ini(bytes, path)?;
         if vars::is_vaulted_text(&text) {
@@ -128,9 +145,7 @@ impl Inventory {
         inv.reconcile();
         inv.compute_depths();
         // Without vars files the merged view is INI-only.
-        inv.merged = (0..inv.hosts.len())
-            .map(|h| inv.merge_host(h, &[], &[]))
-            .collect();
+        inv.merged = inv.merge_all(&[], &[])?;
         Ok(inv)
     }
 
@@ -456,9 +471,7 @@ impl Inventory {
             let name = self.hosts[h].name.clone();
             host_files.push(self.load_entity_files(&hv_dir, &name, &mut cache)?);
         }
-        self.merged = (0..self.hosts.len())
-            .map(|h| self.merge_host(h, &group_files, &host_files))
-            .collect();
+        self.merged = self.merge_all(&group_files, &host_files)?;
         Ok(())
     }
 
@@ -492,6 +505,34 @@ impl Inventory {
             cache.insert(file, loaded);
         }
         Ok(out)
+    }
+
+    /// Every host's merged variables, refusing past [`MAX_MERGED_BYTES`] (checked host by
+    /// host, so at most one host's copy is made beyond it).
+    fn merge_all(
+        &self,
+        group_files: &[VarMap],
+        host_files: &[VarMap],
+    ) -> Result<Vec<VarMap>, InventoryError> {
+        let mut total = 0usize;
+        let mut merged = Vec::with_capacity(self.hosts.len());
+        for h in 0..self.hosts.len() {
+            let vars = self.merge_host(h, group_files, host_files);
+            total = total.saturating_add(vars.iter().map(|(k, v)| k.len() + var_bytes(v)).sum());
+            if total > MAX_MERGED_BYTES {
+                return Err(InventoryError::TooLarge {
+                    file: self.path.clone(),
+                    message: format!(
+                        "the merged variables of the first {} of {} hosts already take more than {} MiB (limit inventory.max_merged_bytes): every host copies its groups' variables, so many hosts times large variables is refused",
+                        h + 1,
+                        self.hosts.len(),
+                        MAX_MERGED_BYTES / (1024 * 1024)
+                    ),
+                });
+            }
+            merged.push(vars);
+        }
+        Ok(merged)
     }
 
     fn merge_host(&self, h: usize, group_files: &[VarMap], host_files: &[VarMap]) -> VarMap {
@@ -746,7 +787,7 @@ impl IniParser {
             return Err(self.err(format!("Expected key=value, got: {line}")));
         };
         let (k, v) = (k.trim(), v.trim());
-        let value = pyliteral::parse_value(v);
+        let value = pyliteral::parse_value(v).map_err(|m| self.err(format!("{k}: {m}")))?;
         let col = column_of(raw, k);
         self.set_group_var(group, k, value, col)
     }
@@ -783,21 +824,45 @@ impl IniParser {
             return Err(self.err(format!("Expected a host name, got: {line}")));
         };
         let (names, port) = expand_hostpattern(pattern).map_err(|m| self.err(m))?;
+        // Each host gets its own copy of the line's variables.
+        if names.len().saturating_mul(line.len()) > MAX_MERGED_BYTES {
+            return Err(self.err(format!(
+                "{} hosts each copying this {}-byte line's variables exceed {} MiB (limit inventory.max_merged_bytes)",
+                names.len(),
+                line.len(),
+                MAX_MERGED_BYTES / (1024 * 1024)
+            )));
+        }
         let mut variables: Vec<(String, serde_json::Value, usize)> = Vec::new();
+        let mut var_index: HashMap<String, usize> = HashMap::new();
+        // Tokens come in line order: each `k=` is searched for after the previous one, so a
+        // long line is scanned once, not once per variable.
+        let mut cursor = 0;
         for t in &tokens[1..] {
             let Some((k, v)) = t.split_once('=') else {
                 return Err(self.err(format!(
                     "Expected key=value host variable assignment, got: {t}"
                 )));
             };
-            let value = pyliteral::parse_value(v);
-            let col = column_of(raw, &format!("{k}="));
-            match variables.iter_mut().find(|(ek, _, _)| ek == k) {
-                Some(e) => {
-                    e.1 = value;
-                    e.2 = col;
+            let value = pyliteral::parse_value(v).map_err(|m| self.err(format!("{k}: {m}")))?;
+            let needle = format!("{k}=");
+            let col = match raw.get(cursor..).and_then(|rest| rest.find(&needle)) {
+                Some(i) => {
+                    cursor += i + needle.len();
+                    raw[..cursor - needle.len()].chars().count() + 1
                 }
-                None => variables.push((k.to_string(), value, col)),
+                // Not written as-is (a quoted key): no column to point at.
+                None => 1,
+            };
+            match var_index.get(k) {
+                Some(&i) => {
+                    variables[i].1 = value;
+                    variables[i].2 = col;
+                }
+                None => {
+                    var_index.insert(k.to_string(), variables.len());
+                    variables.push((k.to_string(), value, col));
+                }
             }
         }
         let host_origin = self.origin(column_of(raw, pattern));
@@ -827,6 +892,27 @@ fn python_int(v: &serde_json::Value) -> Option<i64> {
         serde_json::Value::String(s) => s.trim().replace('_', "").parse().ok(),
         _ => None,
     }
+}
+
+/// A rough size in bytes of a variable's value and origin, for the merge budget.
+fn var_bytes(var: &Var) -> usize {
+    let mut total = var.origin.file.as_os_str().len() + 64;
+    let mut todo = vec![&var.value];
+    while let Some(v) = todo.pop() {
+        total += 32;
+        match v {
+            serde_json::Value::String(s) => total += s.len(),
+            serde_json::Value::Array(items) => todo.extend(items.iter()),
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    total += k.len() + 32;
+                    todo.push(v);
+                }
+            }
+            _ => {}
+        }
+    }
+    total
 }
 
 /// 1-based column of `needle` in the raw line (for provenance), 1 if not found.
@@ -1069,7 +1155,54 @@ fn is_ipv6ish(s: &str) -> bool {
 /// Ansible's `expand_hostname_range`, including its quirks: the first `[...]` is expanded,
 /// then the result recursively; a begin with a leading zero sets a zero-padded width; a
 /// single-letter (or letter-run) begin/end makes an alphabetic range over `a..zA..Z`.
+/// Bounded: at most [`MAX_RANGE_HOSTS`] hosts and [`MAX_RANGE_BYTES`] bytes of names, each
+/// range's size checked before it is built.
 pub fn expand_hostname_range(line: &str) -> Result<Vec<String>, String> {
+    let mut budget = RangeBudget {
+        hosts: 0,
+        bytes: 0,
+        pattern: line,
+    };
+    let mut all = Vec::new();
+    expand_range_into(line, &mut budget, &mut all)?;
+    Ok(all)
+}
+
+struct RangeBudget<'a> {
+    hosts: usize,
+    bytes: usize,
+    pattern: &'a str,
+}
+
+impl RangeBudget<'_> {
+    fn too_many(&self) -> String {
+        format!(
+            "host pattern '{}' expands to more than {MAX_RANGE_HOSTS} hosts (limit inventory.max_range_hosts): split it or narrow the range",
+            self.pattern
+        )
+    }
+
+    fn spend(&mut self, hosts: usize, bytes: usize) -> Result<(), String> {
+        self.hosts = self.hosts.saturating_add(hosts);
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.hosts > MAX_RANGE_HOSTS {
+            return Err(self.too_many());
+        }
+        if self.bytes > MAX_RANGE_BYTES {
+            return Err(format!(
+                "host pattern '{}' expands to more than {MAX_RANGE_BYTES} bytes of host names (limit inventory.max_range_bytes): split it or narrow the range",
+                self.pattern
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn expand_range_into(
+    line: &str,
+    budget: &mut RangeBudget<'_>,
+    all: &mut Vec<String>,
+) -> Result<(), String> {
     let replaced = line.replacen('[', "|", 1).replacen(']', "|", 1);
     let parts: Vec<&str> = replaced.split('|').collect();
     let [head, nrange, tail] = parts.as_slice() else {
@@ -1111,7 +1244,7 @@ pub fn expand_hostname_range(line: &str) -> Result<Vec<String>, String> {
                 Some(s) if s > 0 => {
                     seq = LETTERS[ib..=ie]
                         .chars()
-                        .step_by(s as usize)
+                        .step_by(usize::try_from(s).unwrap_or(usize::MAX))
                         .map(String::from)
                         .collect();
                     true
@@ -1124,19 +1257,26 @@ pub fn expand_hostname_range(line: &str) -> Result<Vec<String>, String> {
     };
     if !alpha {
         let bad = || format!("host range bounds must be integers or single letters (in '{line}')");
-        let b = py_int(beg).ok_or_else(bad)?;
-        let e = py_int(end).ok_or_else(bad)?;
-        let s = py_int(step).ok_or_else(bad)?;
+        let b = i128::from(py_int(beg).ok_or_else(bad)?);
+        let e = i128::from(py_int(end).ok_or_else(bad)?);
+        let s = i128::from(py_int(step).ok_or_else(bad)?);
         if s == 0 {
             return Err(format!("host range step must not be zero (in '{line}')"));
         }
-        let mut i = b;
-        while (s > 0 && i < e + 1) || (s < 0 && i > e + 1) {
-            seq.push(i.to_string());
-            i += s;
+        // Python's range(b, e + 1, s), sized before anything is built.
+        let stop = e + 1;
+        let count = if s > 0 && b < stop {
+            (stop - b + s - 1) / s
+        } else if s < 0 && b > stop {
+            (b - stop + (-s) - 1) / (-s)
+        } else {
+            0
+        };
+        if count > MAX_RANGE_HOSTS as i128 {
+            return Err(budget.too_many());
         }
+        seq = (0..count).map(|k| (b + k * s).to_string()).collect();
     }
-    let mut all = Vec::new();
     for item in seq {
         let filled = match width {
             Some(w) => python_zfill(&item, w),
@@ -1144,12 +1284,14 @@ pub fn expand_hostname_range(line: &str) -> Result<Vec<String>, String> {
         };
         let name = format!("{head}{filled}{tail}");
         if name.contains('[') {
-            all.extend(expand_hostname_range(&name)?);
+            budget.spend(0, name.len())?;
+            expand_range_into(&name, budget, all)?;
         } else {
+            budget.spend(1, name.len())?;
             all.push(name);
         }
     }
-    Ok(all)
+    Ok(())
 }
 
 /// Python's `int(str)` for the forms that occur in ranges.
@@ -1191,11 +1333,43 @@ pub mod pyliteral {
         Dict(Vec<(Py, Py)>),
     }
 
-    /// Type an INI value like Ansible's `_parse_value`.
-    pub fn parse_value(v: &str) -> J {
+    /// Python's tokenizer refuses brackets nested deeper than this ("too many nested
+    /// parentheses"), so Ansible keeps such a value as the string it was.
+    pub const PYTHON_MAX_NESTING: i32 = 200;
+    /// Literals nested deeper than this are refused (`inventory.max_literal_depth`):
+    /// ansible-core itself fails on them ("maximum recursion depth exceeded", from about
+    /// 165 levels on ansible-core 2.19 / Python 3.11), so no inventory that works has one.
+    pub const MAX_LITERAL_DEPTH: usize = 100;
+
+    /// Type an INI value like Ansible's `_parse_value`. Errs (with the reason) only for a
+    /// literal nested past [`MAX_LITERAL_DEPTH`].
+    pub fn parse_value(v: &str) -> Result<J, String> {
         match literal_eval(v) {
-            Some(py) => to_json(&py),
-            None => J::String(v.to_string()),
+            Some(py) => {
+                let depth = py_depth(&py);
+                if depth > MAX_LITERAL_DEPTH {
+                    return Err(format!(
+                        "a value nested {depth} levels deep, more than {MAX_LITERAL_DEPTH} (limit inventory.max_literal_depth); ansible-core fails on such values with 'maximum recursion depth exceeded'"
+                    ));
+                }
+                Ok(to_json(&py))
+            }
+            None => Ok(J::String(v.to_string())),
+        }
+    }
+
+    /// How many containers deep a value goes (a scalar is 0).
+    fn py_depth(v: &Py) -> usize {
+        match v {
+            Py::List(items) | Py::Set(items) => 1 + items.iter().map(py_depth).max().unwrap_or(0),
+            Py::Dict(entries) => {
+                1 + entries
+                    .iter()
+                    .map(|(k, v)| py_depth(k).max(py_depth(v)))
+                    .max()
+                    .unwrap_or(0)
+            }
+            _ => 0,
         }
     }
 
@@ -1284,7 +1458,14 @@ pub mod pyliteral {
                 i = next;
             } else if "()[]{},:+-".contains(c) {
                 match c {
-                    '(' | '[' | '{' => depth += 1,
+                    '(' | '[' | '{' => {
+                        depth += 1;
+                        // Python's "too many nested parentheses": not a literal, and the
+                        // parser below never recurses deeper than this.
+                        if depth > PYTHON_MAX_NESTING {
+                            return None;
+                        }
+                    }
                     ')' | ']' | '}' => depth -= 1,
                     _ => {}
                 }
@@ -1679,9 +1860,16 @@ pub mod pyliteral {
             Py::Set(items) => {
                 // Python sets drop duplicates; their iteration order is Python's hash order,
                 // which for small ints is ascending and for strings varies per process.
+                // Seen scalars by their JSON text, so a long set is not a quadratic scan;
+                // containers (rare, unhashable in Python) are compared directly.
                 let mut out: Vec<J> = Vec::new();
+                let mut seen = std::collections::HashSet::new();
                 for j in items.iter().map(to_json) {
-                    if !out.contains(&j) {
+                    let fresh = match &j {
+                        J::Array(_) | J::Object(_) => !out.contains(&j),
+                        scalar => seen.insert(scalar.to_string()),
+                    };
+                    if fresh {
                         out.push(j);
                     }
                 }
@@ -1774,7 +1962,7 @@ pub mod pyliteral {
                 ("-1-2j", json!("(-1-2j)")),
             ];
             for (src, want) in cases {
-                assert_eq!(parse_value(src), want, "literal_eval({src:?})");
+                assert_eq!(parse_value(src), Ok(want), "literal_eval({src:?})");
             }
         }
 
@@ -1807,7 +1995,7 @@ pub mod pyliteral {
             ] {
                 assert_eq!(
                     parse_value(src),
-                    J::String(src.to_string()),
+                    Ok(J::String(src.to_string())),
                     "literal_eval({src:?})"
                 );
             }

@@ -73,6 +73,12 @@ impl Default for Resolver {
 
 const MAGIC_GROUPS: &str = "groups";
 
+/// Variables rendered inside one another at most this deep (`jinja.max_chain`): each level
+/// is a nested minijinja render on the stack. ansible-core itself fails a little past 85
+/// ("Recursive loop detected in template: maximum recursion depth exceeded"); 64 keeps the
+/// deepest render well inside a 2 MiB thread stack.
+pub const MAX_CHAIN: usize = 64;
+
 fn is_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%")
 }
@@ -233,14 +239,25 @@ impl HostScope {
                 reason: format!("`{name}` is not defined for this host"),
             };
         };
-        let entered = self
+        let (entered, depth) = self
             .in_progress
             .lock()
-            .map(|mut set| set.insert(name.to_string()))
-            .unwrap_or(false);
+            .map(|mut set| (set.insert(name.to_string()), set.len()))
+            .unwrap_or((false, 0));
         if !entered {
             return Resolved::Unrenderable {
                 reason: format!("`{name}` refers to itself through other variables (a loop)"),
+            };
+        }
+        if depth > MAX_CHAIN {
+            if let Ok(mut set) = self.in_progress.lock() {
+                set.remove(name);
+            }
+            // Not remembered in `done`: from a shallower start this variable may render.
+            return Resolved::Unrenderable {
+                reason: format!(
+                    "`{name}` is reached through more than {MAX_CHAIN} variables each templating the next (limit jinja.max_chain); ansible-core fails such chains too"
+                ),
             };
         }
         let result = match self.render_json(raw) {
@@ -427,6 +444,40 @@ mod tests {
             Resolved::Unrenderable { reason } => assert!(reason.contains("loop"), "{reason}"),
             other => panic!("expected unrenderable, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_long_chain_is_refused_by_name_not_by_a_stack_overflow() {
+        let mut vars = serde_json::Map::new();
+        for i in 0..1500 {
+            vars.insert(format!("v{i}"), json!(format!("{{{{ v{} }}}}", i + 1)));
+        }
+        vars.insert("v1500".into(), json!("end"));
+        let vars = raw(serde_json::Value::Object(vars));
+        // A thread with the stack a tokio worker gets: the limit must hold there too.
+        let r = std::thread::Builder::new()
+            .stack_size(2 * 1024 * 1024)
+            .spawn(move || Resolver::new().resolve_all(&ctx(), &vars))
+            .expect("spawn")
+            .join()
+            .expect("no overflow");
+        match &r["v0"] {
+            Resolved::Unrenderable { reason } => {
+                assert!(reason.contains("limit jinja.max_chain"), "{reason}")
+            }
+            other => panic!("expected unrenderable, got {other:?}"),
+        }
+        assert_eq!(r["v1499"], Resolved::Value(json!("end")));
+        // MAX_CHAIN variables in all, the last one plain: just inside the limit.
+        let last = MAX_CHAIN - 1;
+        let short: BTreeMap<String, serde_json::Value> = (0..last)
+            .map(|i| (format!("w{i}"), json!(format!("{{{{ w{} }}}}", i + 1))))
+            .chain(std::iter::once((format!("w{last}"), json!("end"))))
+            .collect();
+        assert_eq!(
+            Resolver::new().resolve_var(&ctx(), &short, "w0"),
+            Resolved::Value(json!("end"))
+        );
     }
 
     #[test]

@@ -137,10 +137,17 @@ fn expand_home(p: &str) -> PathBuf {
 }
 
 fn read_yaml(path: &Path) -> Result<serde_yaml::Value, RoleError> {
-    let text = std::fs::read_to_string(path).map_err(|e| RoleError::Read {
+    let text = super::read::read_text(path).map_err(|e| RoleError::Read {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
+    // The bounded loader first (aliases, depth, size), as for every repo file.
+    if let Err(e) = crate::yaml::parse_documents(&text) {
+        return Err(RoleError::Yaml {
+            path: path.to_path_buf(),
+            message: format!("{}:{}: {}", e.mark.line, e.mark.col, e.message),
+        });
+    }
     serde_yaml::from_str(&text).map_err(|e| RoleError::Yaml {
         path: path.to_path_buf(),
         message: e.to_string(),

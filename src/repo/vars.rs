@@ -67,6 +67,9 @@ pub enum VarsError {
         col: usize,
         message: String,
     },
+    /// Not a regular file, or over the size cap (see `repo::read`).
+    #[error(transparent)]
+    Refused(super::read::ReadError),
     #[error("{}:{line}:{col}: expected a mapping of variable names to values, found {found}", path.display())]
     NotAMapping {
         path: PathBuf,
@@ -150,9 +153,10 @@ pub fn is_vaulted_text(text: &str) -> bool {
 
 /// Load one vars file.
 pub fn load_vars_file(path: &Path) -> Result<Loaded, VarsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| VarsError::Io {
-        path: path.to_path_buf(),
-        source,
+    use super::read::{read_text, ReadError};
+    let text = read_text(path).map_err(|e| match e {
+        ReadError::Io { path, source } => VarsError::Io { path, source },
+        other => VarsError::Refused(other),
     })?;
     parse_vars_text(&text, path)
 }
@@ -195,12 +199,22 @@ pub fn parse_vars_text(text: &str, path: &Path) -> Result<Loaded, VarsError> {
                 })
             }
         };
+        // Where each key is written, looked up once (not a scan per key).
+        let marks: std::collections::HashMap<String, yaml::Mark> = doc
+            .as_ref()
+            .and_then(Node::as_map)
+            .map(|entries| {
+                entries
+                    .iter()
+                    .filter_map(|(k, _)| Some((k.as_key()?, k.mark)))
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut vars = VarMap::new();
         for (k, v) in obj {
-            let mark = doc
-                .as_ref()
-                .and_then(|d| d.entry(&k))
-                .map(|(key, _)| key.mark)
+            let mark = marks
+                .get(&k)
+                .copied()
                 .unwrap_or(yaml::Mark { line: 1, col: 1 });
             vars.insert(
                 k,

@@ -1223,6 +1223,17 @@ impl App {
             self.status = Some("a run is active: finish or abort it (A) first".into());
             return;
         }
+        // A damaged journal opens read-only up to the damage and is never resumed.
+        if let Ok((r, Some(damage))) = journal::salvage(&path) {
+            self.set_active(r.run, None, true);
+            self.status = Some(format!(
+                "run {}: {damage}; opened read-only up to line {}; {}",
+                r.header.run_id,
+                damage.line.saturating_sub(1),
+                journal::Damage::NOT_RESUMABLE
+            ));
+            return;
+        }
         let resumable = matches!(outcome, RunOutcome::Interrupted | RunOutcome::InProgress)
             || outcome == RunOutcome::Failed;
         if resumable {

@@ -42,7 +42,7 @@ pub fn config_path() -> Option<PathBuf> {
 impl UiConfig {
     /// Read `path`; a missing file gives the defaults and no warning.
     pub fn load(path: &Path) -> UiConfig {
-        match std::fs::read_to_string(path) {
+        match crate::repo::read::read_to_string(path) {
             Ok(text) => Self::parse(&path.display().to_string(), &text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => UiConfig::default(),
             Err(e) => UiConfig {

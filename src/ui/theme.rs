@@ -291,7 +291,7 @@ impl ThemeSet {
             if !is_yaml {
                 continue;
             }
-            match std::fs::read_to_string(&p) {
+            match crate::repo::read::read_to_string(&p) {
                 Ok(text) => set.insert(&p.display().to_string(), file, &text),
                 Err(e) => set.read_warnings.push(ThemeWarning {
                     file: p.display().to_string(),

@@ -142,7 +142,7 @@ impl Builder {
     }
 
     fn read(&self, file: &Path) -> Result<String, FluxError> {
-        std::fs::read_to_string(file).map_err(|source| FluxError::Read {
+        crate::repo::read::read_to_string(file).map_err(|source| FluxError::Read {
             file: self.rel(file),
             source,
         })
@@ -721,10 +721,11 @@ impl Builder {
         };
         for env in string_list(gen, "envs")? {
             let path = self.local_path(&env, dir)?;
-            let text = std::fs::read_to_string(&path).map_err(|source| FluxError::Read {
-                file: self.rel(&path),
-                source,
-            })?;
+            let text =
+                crate::repo::read::read_to_string(&path).map_err(|source| FluxError::Read {
+                    file: self.rel(&path),
+                    source,
+                })?;
             for (i, line) in text.lines().enumerate() {
                 let at = self.loc(&path, i + 1, 1);
                 let line = if i == 0 {
@@ -777,10 +778,11 @@ impl Builder {
                     "not modelled",
                 ));
             }
-            let content = std::fs::read_to_string(&path).map_err(|source| FluxError::Read {
-                file: self.rel(&path),
-                source,
-            })?;
+            let content =
+                crate::repo::read::read_to_string(&path).map_err(|source| FluxError::Read {
+                    file: self.rel(&path),
+                    source,
+                })?;
             let at = self.loc(&path, 1, 1);
             put(key, LNode::string(&content, &at), &file.at)?;
         }

@@ -1,9 +1,11 @@
 //! Home: environments (host count, VIP), runbooks (read-only or mutating, and where they
-//! apply), recent runs (an interrupted run first, with "resume").
+//! apply), recent runs (an interrupted run first, with "resume"; a damaged journal listed
+//! with "damaged at line N", never hidden; journals that cannot be read at all named below
+//! the list).
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph};
+use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph, Wrap};
 use ratatui::Frame;
 
 use crate::runbook::machine::{Mode, RunOutcome};
@@ -158,7 +160,13 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
                 format!("{:<12}", r.outcome.to_string()),
                 style,
             )];
-            if matches!(r.outcome, RunOutcome::Interrupted | RunOutcome::InProgress) {
+            if let Some(d) = &r.damage {
+                // Never offered for resume: the lines after the damage are unknown.
+                spans.push(Span::styled(
+                    format!("✖ damaged at line {} (read-only)  ", d.line),
+                    t.critical(),
+                ));
+            } else if matches!(r.outcome, RunOutcome::Interrupted | RunOutcome::InProgress) {
                 spans.push(Span::styled("▶ resume  ", t.warn()));
             }
             spans.push(Span::styled(
@@ -178,10 +186,33 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
             ListItem::new(Line::from(spans))
         })
         .collect();
+
     let mut st = list_state(app.run_sel, visible.len(), focused);
+    // Journals that could not be read at all are named even when other runs exist (an
+    // interrupted run must never simply disappear): wrapped below the list.
+    let inner = b.inner(area);
+    f.render_widget(b, area);
+    let list_area = match &app.runs_error {
+        Some(err) if inner.width > 0 && inner.height > 1 => {
+            let msg = format!("⚠ {err}");
+            let width = usize::from(inner.width);
+            let needed = msg.chars().count().div_ceil(width);
+            let h = u16::try_from(needed)
+                .unwrap_or(u16::MAX)
+                .clamp(1, (inner.height / 2).max(1));
+            let [list_area, err_area] =
+                Layout::vertical([Constraint::Min(0), Constraint::Length(h)]).areas(inner);
+            f.render_widget(
+                Paragraph::new(Span::styled(msg, t.warn())).wrap(Wrap { trim: false }),
+                err_area,
+            );
+            list_area
+        }
+        _ => inner,
+    };
     f.render_stateful_widget(
-        List::new(items).block(b).highlight_style(t.selected()),
-        area,
+        List::new(items).highlight_style(t.selected()),
+        list_area,
         &mut st,
     );
 }
