@@ -1267,3 +1267,70 @@ async fn unmodelled_requests_answer_a_status_naming_them() {
         404
     );
 }
+
+/// `/healthz`, `/livez`, `/readyz` (with `etcd`), and the self-reviews kubectl's `auth
+/// can-i` and k9s ask first: the demo user (cluster-admin) may do everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_endpoints_and_self_reviews_answer() {
+    let sim = Sim::start().await;
+    let c = sim.client();
+    let get = |uri: &str| {
+        hyper::Request::builder()
+            .uri(uri)
+            .body(Vec::new())
+            .expect("request")
+    };
+    assert_eq!(
+        c.request_text(get("/healthz")).await.expect("healthz"),
+        "ok"
+    );
+    assert_eq!(
+        c.request_text(get("/readyz/etcd")).await.expect("etcd"),
+        "ok"
+    );
+    let v = c
+        .request_text(get("/readyz?verbose"))
+        .await
+        .expect("readyz");
+    assert!(
+        v.contains("[+]etcd ok\n") && v.ends_with("readyz check passed\n"),
+        "{v}"
+    );
+    let e = c
+        .request_text(get("/livez/nosuch"))
+        .await
+        .expect_err("an unknown check");
+    assert_eq!(api_code(&e).0, 404);
+    let post = |kind: &str, body: serde_json::Value| {
+        hyper::Request::builder()
+            .method("POST")
+            .uri(format!("/apis/authorization.k8s.io/v1/{kind}"))
+            .header("Content-Type", "application/json")
+            .body(serde_json::to_vec(&body).expect("json"))
+            .expect("request")
+    };
+    let ssar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "kube-system"}}});
+    let r: serde_json::Value = serde_json::from_str(
+        &c.request_text(post("selfsubjectaccessreviews", ssar))
+            .await
+            .expect("ssar"),
+    )
+    .expect("json");
+    assert_eq!(r["status"]["allowed"], true, "{r}");
+    assert_eq!(r["spec"]["resourceAttributes"]["resource"], "pods");
+    let ssrr = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+        "spec": {"namespace": "default"}});
+    let r: serde_json::Value = serde_json::from_str(
+        &c.request_text(post("selfsubjectrulesreviews", ssrr))
+            .await
+            .expect("ssrr"),
+    )
+    .expect("json");
+    assert_eq!(r["status"]["resourceRules"][0]["verbs"][0], "*", "{r}");
+    let e = c
+        .request_text(post("selfsubjectaccessreviews", json!({"kind": "Pod"})))
+        .await
+        .expect_err("not a review");
+    assert_eq!(api_code(&e).0, 400);
+}

@@ -300,7 +300,16 @@ async fn dispatch(
             }
         }
         Route::Review(kind) if req.method() == Method::POST => {
-            let r = read_body(req).await.and_then(|(_, b)| json_body(&b));
+            // kubectl sends reviews as protobuf. The verdict does not depend on the spec
+            // (the demo user may do everything), so the body is not decoded; the answer
+            // (JSON, which the client's Accept allows) then echoes no spec.
+            let r = read_body(req).await.and_then(|(ct, b)| {
+                if ct.contains("protobuf") {
+                    Ok(json!({"kind": review_kind(&kind)}))
+                } else {
+                    json_body(&b)
+                }
+            });
             let resp = match r.and_then(|body| review(&kind, body)) {
                 Ok(v) => json_response(201, &v),
                 Err(e) => error_response(&e),
@@ -361,12 +370,16 @@ fn text_response(code: u16, text: String) -> Response<Body> {
 
 /// A SelfSubjectAccessReview or SelfSubjectRulesReview answered for the demo's user, who
 /// is cluster-admin (`system:masters`, as k3s' admin kubeconfig): everything is allowed.
-fn review(kind: &str, body: Value) -> Result<Value, ApiError> {
-    let want_kind = if kind == "selfsubjectaccessreviews" {
+fn review_kind(plural: &str) -> &'static str {
+    if plural == "selfsubjectaccessreviews" {
         "SelfSubjectAccessReview"
     } else {
         "SelfSubjectRulesReview"
-    };
+    }
+}
+
+fn review(kind: &str, body: Value) -> Result<Value, ApiError> {
+    let want_kind = review_kind(kind);
     if body.get("kind").and_then(Value::as_str) != Some(want_kind) {
         return Err(ApiError::bad_request(format!(
             "the body is not a {want_kind} (kind {:?})",
@@ -537,10 +550,13 @@ async fn objects(
         }
         (&Method::DELETE, Some(name)) if !t.status => {
             let r = match read_body(req).await {
-                Ok((_, b)) => {
-                    let pre = delete_opts(&b, q);
-                    store.delete(res, ns, name, &pre, Origin::Api)
-                }
+                Ok((_, b)) => match unmodelled_delete_option(&b) {
+                    Some(what) => Err(ApiError::not_simulated(501, &what)),
+                    None => {
+                        let pre = delete_opts(&b, q);
+                        store.delete(res, ns, name, &pre, Origin::Api)
+                    }
+                },
                 Err(e) => Err(e),
             };
             ("delete", one(r, 200))
@@ -561,6 +577,27 @@ async fn objects(
             )
         }
     }
+}
+
+/// A DeleteOptions field the store does not honour (kubectl sends `--dry-run=server` of a
+/// delete in the body, not the query): a dry run that deleted would be the worst lie.
+fn unmodelled_delete_option(body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let dry = v
+        .get("dryRun")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty());
+    if let Some(d) = dry {
+        let d: Vec<String> = d
+            .iter()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect();
+        return Some(format!("DeleteOptions.dryRun={}", d.join(",")));
+    }
+    v.get("orphanDependents")
+        .filter(|o| !o.is_null())
+        .map(|o| format!("DeleteOptions.orphanDependents={o}"))
 }
 
 /// `DeleteOptions` (preconditions, grace period) from a delete body, or from the query.
