@@ -233,10 +233,19 @@ mod tests {
             "/api/v1/namespaces/a/nodes",
             "/api/v1/namespaces/a/configmaps/x/status",
             "/apis/apps/v2/daemonsets",
-            "/healthz",
+            "/healthz/etcd/extra",
+            "/metrics",
         ] {
             assert_eq!(route(p), Route::NotFound, "{p}");
         }
+        // Served since issue 17 (kubectl and k9s probe them).
+        assert_eq!(
+            route("/readyz/etcd"),
+            Route::Health {
+                endpoint: "readyz".into(),
+                check: Some("etcd".into())
+            }
+        );
         assert_eq!(route("/api"), Route::CoreVersions);
         assert_eq!(route("/apis/apps"), Route::Group("apps".into()));
         assert_eq!(
