@@ -1145,3 +1145,192 @@ async fn real_daemonset_status_subresource() {
 async fn real_not_found_and_conflict_shapes() {
     bodies::error_shapes(&Real::start().await, "t-errors").await;
 }
+
+/// Issue 17: a request the simulation does not model answers a Status naming it (404 for a
+/// path, 405 for a method, 406 for a representation, 415 for a body format, 501 for a
+/// parameter), never an empty success; a `dryRun` create writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmodelled_requests_answer_a_status_naming_them() {
+    let sim = Sim::start().await;
+    let c = sim.client();
+    let ns = br#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"dry"}}"#.to_vec();
+    // (method, path, Content-Type, Accept, code, what the message names)
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        Option<&'a str>,
+        Option<&'a str>,
+        u16,
+        &'a str,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "GET",
+            "/api/v1/namespaces/kube-system/pods/cilium-x/log",
+            None,
+            None,
+            404,
+            "GET /api/v1/namespaces/kube-system/pods/cilium-x/log",
+        ),
+        (
+            "GET",
+            "/apis/metrics.k8s.io/v1beta1/nodes",
+            None,
+            None,
+            404,
+            "GET /apis/metrics.k8s.io/v1beta1/nodes",
+        ),
+        ("PUT", "/version", None, None, 405, "PUT /version"),
+        (
+            "DELETE",
+            "/api/v1/nodes",
+            None,
+            None,
+            405,
+            "DELETE on nodes (the collection)",
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces?dryRun=All",
+            Some("application/json"),
+            None,
+            501,
+            "?dryRun=All",
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces?fieldValidation=Strict",
+            Some("application/json"),
+            None,
+            501,
+            "?fieldValidation=Strict",
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces",
+            Some("application/vnd.kubernetes.protobuf"),
+            None,
+            415,
+            "a request body as application/vnd.kubernetes.protobuf",
+        ),
+        (
+            "GET",
+            "/api/v1/nodes",
+            None,
+            Some("application/json;as=Table;v=v1;g=meta.k8s.io"),
+            406,
+            "a response as application/json;as=Table;v=v1;g=meta.k8s.io",
+        ),
+    ];
+    for (method, uri, ct, accept, code, what) in cases {
+        let mut b = hyper::Request::builder().method(method).uri(uri);
+        if let Some(ct) = ct {
+            b = b.header("Content-Type", ct);
+        }
+        if let Some(a) = accept {
+            b = b.header("Accept", a);
+        }
+        let body = if method == "POST" {
+            ns.clone()
+        } else {
+            Vec::new()
+        };
+        let e = c
+            .request_text(b.body(body).expect("request"))
+            .await
+            .expect_err(&format!("{method} {uri} must not succeed"));
+        let (got, _, message) = api_code(&e);
+        assert_eq!(got, code, "{method} {uri}: {message}");
+        assert_eq!(
+            message,
+            format!("hk-console simulation: `{what}` is not simulated"),
+            "{method} {uri}"
+        );
+    }
+    // Protobuf preferred, JSON allowed: JSON is the answer content negotiation permits.
+    let r = hyper::Request::builder()
+        .uri("/api/v1/nodes")
+        .header(
+            "Accept",
+            "application/vnd.kubernetes.protobuf,application/json",
+        )
+        .body(Vec::new())
+        .expect("request");
+    let text = c
+        .request_text(r)
+        .await
+        .expect("JSON when protobuf is preferred");
+    assert!(text.contains("\"kind\":\"NodeList\""), "{text}");
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    assert_eq!(
+        api_code(&namespaces.get("dry").await.expect_err("no dry-run write")).0,
+        404
+    );
+}
+
+/// `/healthz`, `/livez`, `/readyz` (with `etcd`), and the self-reviews kubectl's `auth
+/// can-i` and k9s ask first: the demo user (cluster-admin) may do everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_endpoints_and_self_reviews_answer() {
+    let sim = Sim::start().await;
+    let c = sim.client();
+    let get = |uri: &str| {
+        hyper::Request::builder()
+            .uri(uri)
+            .body(Vec::new())
+            .expect("request")
+    };
+    assert_eq!(
+        c.request_text(get("/healthz")).await.expect("healthz"),
+        "ok"
+    );
+    assert_eq!(
+        c.request_text(get("/readyz/etcd")).await.expect("etcd"),
+        "ok"
+    );
+    let v = c
+        .request_text(get("/readyz?verbose"))
+        .await
+        .expect("readyz");
+    assert!(
+        v.contains("[+]etcd ok\n") && v.ends_with("readyz check passed\n"),
+        "{v}"
+    );
+    let e = c
+        .request_text(get("/livez/nosuch"))
+        .await
+        .expect_err("an unknown check");
+    assert_eq!(api_code(&e).0, 404);
+    let post = |kind: &str, body: serde_json::Value| {
+        hyper::Request::builder()
+            .method("POST")
+            .uri(format!("/apis/authorization.k8s.io/v1/{kind}"))
+            .header("Content-Type", "application/json")
+            .body(serde_json::to_vec(&body).expect("json"))
+            .expect("request")
+    };
+    let ssar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "kube-system"}}});
+    let r: serde_json::Value = serde_json::from_str(
+        &c.request_text(post("selfsubjectaccessreviews", ssar))
+            .await
+            .expect("ssar"),
+    )
+    .expect("json");
+    assert_eq!(r["status"]["allowed"], true, "{r}");
+    assert_eq!(r["spec"]["resourceAttributes"]["resource"], "pods");
+    let ssrr = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+        "spec": {"namespace": "default"}});
+    let r: serde_json::Value = serde_json::from_str(
+        &c.request_text(post("selfsubjectrulesreviews", ssrr))
+            .await
+            .expect("ssrr"),
+    )
+    .expect("json");
+    assert_eq!(r["status"]["resourceRules"][0]["verbs"][0], "*", "{r}");
+    let e = c
+        .request_text(post("selfsubjectaccessreviews", json!({"kind": "Pod"})))
+        .await
+        .expect_err("not a review");
+    assert_eq!(api_code(&e).0, 400);
+}

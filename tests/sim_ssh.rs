@@ -241,11 +241,25 @@ async fn every_supported_command_answers_over_hk_consoles_client() {
     assert_eq!(o.stdout, "[mq-deadline] kyber bfq none\n");
     let o = run(&pool, "gw-1", "cat /sys/block/sda/queue/nr_requests").await;
     assert_eq!(o.stdout, "64\n");
+    // sysfs is root's (0644): the login user is refused, sudo writes.
     let o = run(&pool, "gw-1", "echo bfq > /sys/block/sda/queue/scheduler").await;
+    assert_eq!(o.exit_status, Some(2), "{o:?}");
+    assert!(o.stderr.contains("Permission denied"), "{}", o.stderr);
+    let o = run(
+        &pool,
+        "gw-1",
+        "sudo sh -c 'echo bfq > /sys/block/sda/queue/scheduler'",
+    )
+    .await;
     assert!(ok(&o), "{o:?}");
     let o = run(&pool, "gw-1", "cat /sys/block/sda/queue/scheduler").await;
     assert_eq!(o.stdout, "mq-deadline kyber [bfq] none\n");
-    let o = run(&pool, "gw-1", "echo nope > /sys/block/sda/queue/scheduler").await;
+    let o = run(
+        &pool,
+        "gw-1",
+        "sudo sh -c 'echo nope > /sys/block/sda/queue/scheduler'",
+    )
+    .await;
     assert_eq!(o.exit_status, Some(1));
     assert!(o.stderr.contains("Invalid argument"), "{}", o.stderr);
     let o = run(&pool, "gw-1", "hostname").await;
@@ -381,8 +395,8 @@ async fn every_shipped_runbook_ssh_step_runs_on_the_sim_nodes() {
     // What etcd-io-priority.yml establishes, done over SSH on each prod node.
     for h in ["k3s-prod-1", "k3s-prod-2", "k3s-prod-3"] {
         for cmd in [
-            "echo bfq > /sys/block/sda/queue/scheduler",
-            "echo 32 > /sys/block/sda/queue/nr_requests",
+            "sudo sh -c 'echo bfq > /sys/block/sda/queue/scheduler'",
+            "sudo sh -c 'echo 32 > /sys/block/sda/queue/nr_requests'",
             "systemctl set-property system.slice IOWeight=10000",
             "systemctl set-property k3s.service IOWeight=10000",
         ] {
@@ -516,41 +530,60 @@ async fn state_changes_are_seen_across_connections_and_by_the_simulation() {
     assert_eq!(sim.nodes[0].accepted(), 2, "two connections");
 }
 
+/// Unmodelled commands fail with exit 2 and the simulation's message (issue 17: never 127
+/// that a script may take for "not installed" and route around); the node's own tools work
+/// on its simulated files only, never on this host's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unsupported_commands_are_127_and_nothing_runs_on_this_host() {
+async fn unsupported_commands_are_exit_2_and_nothing_runs_on_this_host() {
     let sim = Sim::start(&["n1"], &[]).await;
     let pool = sim.pool();
     let marker = sim.dir.path().join("must-not-exist");
     for cmd in [
-        format!("touch {}", marker.display()),
-        format!("sh -c 'touch {}'", marker.display()),
-        format!("true && touch {}", marker.display()),
-        format!("echo x > {}", marker.display()),
+        format!("rsync /etc/hostname {}", marker.display()),
+        format!("sh -c 'rsync /etc/hostname {}'", marker.display()),
+        format!("true && rsync /etc/hostname {}", marker.display()),
     ] {
         let o = run(&pool, "n1", &cmd).await;
-        assert_ne!(o.exit_status, Some(0), "{cmd}: {o:?}");
-        assert!(
-            o.stderr.contains("sim:") || o.stderr.contains("cannot create"),
-            "{cmd}: {}",
-            o.stderr
+        assert_eq!(o.exit_status, Some(2), "{cmd}: {o:?}");
+        assert_eq!(
+            o.stderr, "hk-console simulation: `rsync` is not simulated\n",
+            "{cmd}"
         );
     }
+    // The simulated file tree has no such directory: the real one is never touched.
+    let o = run(&pool, "n1", &format!("echo x > {}", marker.display())).await;
+    assert_eq!(o.exit_status, Some(2), "{o:?}");
+    assert!(o.stderr.contains("cannot create"), "{}", o.stderr);
     let o = run(&pool, "n1", &format!("touch {}", marker.display())).await;
-    assert_eq!(o.exit_status, Some(127));
-    assert_eq!(
-        o.stderr,
-        format!("sim: command not supported: touch {}\n", marker.display())
+    assert_eq!(o.exit_status, Some(1), "{o:?}");
+    assert!(
+        o.stderr.contains("No such file or directory"),
+        "{}",
+        o.stderr
     );
+    // Made in the simulation, it exists there and still not here.
+    let dir = sim.dir.path().display().to_string();
+    let o = run(
+        &pool,
+        "n1",
+        &format!(
+            "sudo mkdir -p {dir} && sudo touch {m} && ls {m}",
+            m = marker.display()
+        ),
+    )
+    .await;
+    assert_eq!(o.exit_status, Some(0), "{o:?}");
+    assert_eq!(o.stdout, format!("{}\n", marker.display()));
     assert!(
         !marker.exists(),
         "a simulated command touched the real file system"
     );
     let o = run(&pool, "n1", "python3 -c 'print(1)'").await;
-    assert_eq!(o.exit_status, Some(127));
+    assert_eq!(o.exit_status, Some(2));
     assert!(o.stderr.contains("never runs Python"), "{}", o.stderr);
     let o = run(&pool, "n1", "echo $((1+1))").await;
     assert_eq!(o.exit_status, Some(2));
-    assert!(o.stderr.contains("not supported"), "{}", o.stderr);
+    assert!(o.stderr.contains("is not simulated"), "{}", o.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -628,11 +661,11 @@ async fn openssh_client_talks_to_a_sim_node() {
     });
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(n1.state().lock().expect("lock").units[VPN_UNIT].restarts, 1);
-    let o = tokio::task::block_in_place(|| sim.openssh(n1, key, kh, &["ls", "/"]));
-    assert_eq!(o.status.code(), Some(127));
+    let o = tokio::task::block_in_place(|| sim.openssh(n1, key, kh, &["rsync", "-a", "/", "/x"]));
+    assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&o.stderr),
-        "sim: command not supported: ls /\n"
+        "hk-console simulation: `rsync` is not simulated\n"
     );
     // An interpreter reading its program from stdin (Ansible's pipelining) is refused only
     // after the client has sent all of it: writing 2 MiB does not break the pipe.
@@ -667,15 +700,21 @@ async fn openssh_client_talks_to_a_sim_node() {
         drop(stdin);
         child.wait_with_output().expect("wait")
     });
-    assert_eq!(o.status.code(), Some(127));
+    assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("never runs Python"));
-    // No command: a shell request, refused with a message.
+    // No command: a shell request, a login session reading its lines from stdin (here
+    // none: it ends at EOF with status 0 and says nothing; tests/sim_tools.rs drives one).
     let o = tokio::task::block_in_place(|| sim.openssh(n1, key, kh, &[]));
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("interactive shells are not supported"),
+    assert_eq!(
+        o.status.code(),
+        Some(0),
         "{}",
         String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.stdout.is_empty(), "{o:?}");
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("hk-console"),
+        "{o:?}"
     );
     // A key it does not accept.
     let other = sim.dir.path().join("other_key");
@@ -731,7 +770,12 @@ async fn two_nodes_on_two_addresses_at_once_and_only_loopback() {
         t0.elapsed()
     );
     // Writes on one node do not leak into the other.
-    run(&pool, "n1", "echo bfq > /sys/block/sda/queue/scheduler").await;
+    run(
+        &pool,
+        "n1",
+        "sudo sh -c 'echo bfq > /sys/block/sda/queue/scheduler'",
+    )
+    .await;
     let o = run(&pool, "n2", "cat /sys/block/sda/queue/scheduler").await;
     assert_eq!(o.stdout, "[mq-deadline] kyber bfq none\n");
 
@@ -863,8 +907,10 @@ async fn ansible_raw_tasks_change_simulated_state_and_modules_are_refused() {
   tasks:
     - name: BFQ on the data disk
       ansible.builtin.raw: echo bfq > /sys/block/sda/queue/scheduler
+      become: true
     - name: nr_requests
       ansible.builtin.raw: echo 32 > /sys/block/sda/queue/nr_requests
+      become: true
     - name: IOWeight, with become (sudo -H -S -n -u root /bin/sh -c ...)
       ansible.builtin.raw: systemctl set-property k3s.service IOWeight=10000
       become: true

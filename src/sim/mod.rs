@@ -9,14 +9,20 @@
 //! - [`ssh`]: the simulated nodes' SSH servers (russh server side), one per inventory host.
 //! - [`node`]: a node's simulated state and the utilities its commands run.
 //! - [`shell`]: the POSIX `sh` subset those commands are written in.
+//! - [`coreutils`]: the everyday node tools (ls, ps, df, awk, sed, ip, ss, ...).
+//! - [`fs`]: a node's in-memory file tree (what scp, sftp and redirections write).
 //! - [`headless`]: `demo --headless --run`: a runbook driven through the console app by a
 //!   simulated operator, its journal summarised.
 pub mod cluster;
+pub mod coreutils;
 pub mod demo;
 pub mod demo_repo;
+pub mod fs;
 pub mod headless;
 pub mod kube;
 pub mod node;
 pub mod scenario;
+pub mod scp;
+pub mod sftp;
 pub mod shell;
 pub mod ssh;

@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 
 use regex::Regex;
 
-use super::shell::{run_script, Ending, Output, System};
+use super::coreutils::{self, Cx};
+use super::fs::{normalize, parent, uid_of, FileKind, Fs, Stat};
+use super::shell::{run_in, Ending, Output, ShellState, System};
 use crate::checks::live::parse_journal_time;
 
 // ---------------------------------------------------------------------------------------
@@ -111,6 +113,22 @@ fn format_short_iso_precise(ms: u64) -> String {
 const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 ];
+
+/// `ls -l`'s time: `Dec  3 06:10`.
+pub fn format_clock(ms: u64) -> String {
+    let (_, mo, d, h, mi, _, _) = utc_fields(ms);
+    let mon = MONTHS.get(mo as usize - 1).copied().unwrap_or("???");
+    format!("{mon} {d:>2} {h:02}:{mi:02}")
+}
+
+/// A stable locally administered MAC address for a host name.
+fn mac_for(host: &str) -> String {
+    let h = host.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    let b = h.to_be_bytes();
+    format!("52:54:00:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2])
+}
 
 /// journald's default `short`: `Sep 12 22:57:05`.
 fn format_short(ms: u64) -> String {
@@ -388,6 +406,19 @@ pub struct NodeState {
     /// Every command line this node was sent, in order (capped at 1000).
     pub commands: Vec<String>,
     next_pid: u32,
+    /// Its files: what a playbook, `scp` or `sftp` writes there, the next `cat` reads.
+    pub fs: Fs,
+    /// The name `ls -l` shows for uid 1000 (the last non-root login).
+    pub login_user: String,
+    /// `uname -r` and `uname -v`.
+    pub kernel_release: String,
+    pub kernel_version: String,
+    /// The LAN address on the default interface, its prefix length and gateway.
+    pub lan_addr: Ipv4Addr,
+    pub lan_prefix: u8,
+    pub lan_gateway: Ipv4Addr,
+    /// The default interface's MAC address.
+    pub mac: String,
 }
 
 const OS_RELEASE: &str =
@@ -443,6 +474,14 @@ impl NodeState {
             .to_vec(),
             commands: Vec::new(),
             next_pid: 700,
+            fs: Fs::debian(boot_ms),
+            login_user: "debian".into(),
+            kernel_release: "6.1.0-28-amd64".into(),
+            kernel_version: "#1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1 (2024-11-22)".into(),
+            lan_addr: Ipv4Addr::new(192, 0, 2, 10),
+            lan_prefix: 24,
+            lan_gateway: Ipv4Addr::new(192, 0, 2, 1),
+            mac: mac_for(hostname),
         };
         for (name, desc) in [
             ("system.slice", "System Slice"),
@@ -655,6 +694,11 @@ impl NodeState {
         }
     }
 
+    /// The tunnel, when its interface exists (its unit is active).
+    pub fn tunnel(&self) -> Option<&VpnTunnel> {
+        self.tunnel_up()
+    }
+
     /// Whether the tunnel interface exists (its unit is active).
     fn tunnel_up(&self) -> Option<&VpnTunnel> {
         let v = self.vpn.as_ref()?;
@@ -674,8 +718,158 @@ impl NodeState {
             .then(|| (dev.to_string(), file.to_string()))
     }
 
-    /// A simulated file's contents.
+    /// A file's contents (as root): the computed ones first, then the file tree.
     pub fn read_file(&self, path: &str) -> Result<String, String> {
+        self.read_path(path, 0)
+            .map(|d| String::from_utf8_lossy(&d).into_owned())
+    }
+
+    /// Writes a file as root (truncating).
+    pub fn write_file(&mut self, path: &str, data: &[u8]) -> Result<(), String> {
+        let now = self.now_ms();
+        self.write_path(path, data, false, 0, now)
+    }
+
+    /// Metadata of a file the node computes (sysfs, /proc, /dev, os-release).
+    fn virtual_stat(&self, path: &str) -> Option<Stat> {
+        let file = |mode: u32, size: u64| Stat {
+            kind: FileKind::File,
+            mode,
+            uid: 0,
+            size,
+            mtime_ms: self.boot_ms,
+            symlink: false,
+        };
+        let dir = |symlink: bool| Stat {
+            kind: FileKind::Dir,
+            mode: 0o755,
+            uid: 0,
+            size: 0,
+            mtime_ms: self.boot_ms,
+            symlink,
+        };
+        if let Some(rest) = path.strip_prefix("/sys/block/") {
+            let mut parts = rest.split('/');
+            let disk = parts.next()?;
+            if !self.disks.contains_key(disk) {
+                return None;
+            }
+            return match (parts.next(), parts.next(), parts.next()) {
+                (None, _, _) => Some(dir(true)),
+                (Some("queue"), None, _) => Some(dir(false)),
+                (Some("queue"), Some("scheduler" | "nr_requests"), None) => Some(file(0o644, 4096)),
+                (Some("queue"), Some("rotational"), None) => Some(file(0o444, 4096)),
+                _ => None,
+            };
+        }
+        if let Some(dev) = path.strip_prefix("/dev/") {
+            if dev == "null" {
+                return Some(Stat {
+                    kind: FileKind::CharDev,
+                    mode: 0o666,
+                    ..file(0, 0)
+                });
+            }
+            if self.disks.contains_key(dev) || self.partitions.contains_key(dev) {
+                return Some(Stat {
+                    kind: FileKind::BlockDev,
+                    mode: 0o660,
+                    ..file(0, 0)
+                });
+            }
+            return None;
+        }
+        match path {
+            "/proc/pressure" => Some(dir(false)),
+            // procfs files report size 0.
+            "/proc/pressure/io" | "/proc/uptime" => Some(file(0o444, 0)),
+            "/etc/os-release" | "/usr/lib/os-release" => {
+                Some(file(0o644, self.os_release.len() as u64))
+            }
+            "/etc/hostname" => Some(file(0o644, self.hostname.len() as u64 + 1)),
+            _ => None,
+        }
+    }
+
+    /// True for a file the node computes rather than stores.
+    pub fn is_virtual(&self, path: &str) -> bool {
+        self.virtual_stat(path).is_some()
+    }
+
+    /// A path's metadata, following links.
+    pub fn stat(&self, path: &str) -> Option<Stat> {
+        self.virtual_stat(path).or_else(|| self.fs.stat(path))
+    }
+
+    /// A file's bytes as `uid` reads them.
+    pub fn read_path(&self, path: &str, uid: u32) -> Result<Vec<u8>, String> {
+        match self.virtual_stat(path) {
+            Some(st) if st.kind == FileKind::Dir => Err("Is a directory".into()),
+            Some(_) => self.read_virtual(path).map(String::into_bytes),
+            None => self.fs.read(path, uid),
+        }
+    }
+
+    /// Writes a file as `uid`: computed files by their rules, the rest into the tree.
+    pub fn write_path(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        append: bool,
+        uid: u32,
+        now_ms: u64,
+    ) -> Result<(), String> {
+        match self.virtual_stat(path) {
+            Some(_) if path == "/dev/null" => Ok(()),
+            Some(st) if st.kind == FileKind::Dir => Err("Is a directory".into()),
+            Some(_) if uid != 0 => Err("Permission denied".into()),
+            Some(_) => self.write_virtual(path, data),
+            None if path.starts_with("/proc/") || path.starts_with("/sys/") => {
+                Err("No such file or directory".into())
+            }
+            None => self.fs.write(path, data, append, uid, now_ms),
+        }
+    }
+
+    /// The names in a directory: the computed ones and the stored ones.
+    pub fn list_path(&self, path: &str, uid: u32) -> Result<Vec<String>, String> {
+        let mut names: Vec<String> = match path {
+            "/sys/block" => self.disks.keys().cloned().collect(),
+            "/dev" => std::iter::once("null".to_string())
+                .chain(self.disks.keys().cloned())
+                .chain(self.partitions.keys().cloned())
+                .collect(),
+            "/proc" => vec!["pressure".into(), "uptime".into()],
+            "/proc/pressure" => vec!["io".into()],
+            "/etc" => vec!["hostname".into(), "os-release".into()],
+            "/usr/lib" => vec!["os-release".into()],
+            p => match self.virtual_stat(p) {
+                Some(st) if st.kind == FileKind::Dir && !p.ends_with("/queue") => {
+                    vec!["queue".into()]
+                }
+                Some(st) if st.kind == FileKind::Dir => {
+                    vec![
+                        "nr_requests".into(),
+                        "rotational".into(),
+                        "scheduler".into(),
+                    ]
+                }
+                Some(_) => return Err("Not a directory".into()),
+                None => Vec::new(),
+            },
+        };
+        match self.fs.list(path, uid) {
+            Ok(more) => names.extend(more),
+            Err(e) if names.is_empty() && !self.is_virtual(path) => return Err(e),
+            Err(_) => {}
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// A file the node computes: its contents, or Err (ENOENT when it is not one).
+    fn read_virtual(&self, path: &str) -> Result<String, String> {
         if let Some((dev, file)) = self.queue_file(path) {
             let d = self.disks.get(&dev).ok_or("No such file or directory")?;
             return match file.as_str() {
@@ -699,19 +893,16 @@ impl NodeState {
         }
     }
 
-    /// Writes a simulated file: only the writable sysfs queue files; the kernel's rules.
-    pub fn write_file(&mut self, path: &str, data: &[u8]) -> Result<(), String> {
+    /// Writes a file the node computes: only the writable sysfs queue files, by the
+    /// kernel's rules.
+    fn write_virtual(&mut self, path: &str, data: &[u8]) -> Result<(), String> {
         if path == "/dev/null" {
             return Ok(());
         }
         let text = String::from_utf8_lossy(data);
         let value = text.trim();
         let Some((dev, file)) = self.queue_file(path) else {
-            return Err(if self.read_file(path).is_ok() {
-                "Permission denied (sim: only /sys/block/*/queue/{scheduler,nr_requests} are writable)".into()
-            } else {
-                "Read-only file system (sim: only /sys/block/*/queue/{scheduler,nr_requests} are writable)".into()
-            });
+            return Err("Permission denied".into());
         };
         let disk = self
             .disks
@@ -771,24 +962,46 @@ pub fn unit_name(name: &str) -> String {
 // One command's run
 // ---------------------------------------------------------------------------------------
 
-/// Runs command lines against a node's state, as the SSH server does for an exec request.
+/// Runs command lines against a node's state, as the SSH server does for an exec request
+/// (or, line by line, for an interactive session).
 pub struct NodeSession {
     state: Arc<Mutex<NodeState>>,
     user: String,
     cancel: Arc<AtomicBool>,
+    cwd: String,
+    /// Under `sudo`.
+    root: bool,
+    /// The login shell's variables, kept across the lines of an interactive session.
+    shell: Option<ShellState>,
 }
 
 impl NodeSession {
     pub fn new(state: Arc<Mutex<NodeState>>, user: &str, cancel: Arc<AtomicBool>) -> Self {
+        let home = home_of(user);
+        if let Ok(mut s) = state.lock() {
+            let now = s.now_ms();
+            s.fs.ensure_home(user, now);
+            if user != "root" {
+                s.login_user = user.to_string();
+            }
+        }
         NodeSession {
             state,
             user: user.to_string(),
             cancel,
+            cwd: home,
+            root: false,
+            shell: None,
         }
     }
 
     /// Runs one command line (as the login shell would): its output, and how it ended.
     pub fn run(&mut self, command: &str) -> (Output, Ending) {
+        self.run_with_input(command, &[])
+    }
+
+    /// Runs one command line with what the client sent on the channel as its stdin.
+    pub fn run_with_input(&mut self, command: &str, stdin: &[u8]) -> (Output, Ending) {
         if let Ok(mut s) = self.state.lock() {
             if s.commands.len() >= 1000 {
                 s.commands.remove(0);
@@ -796,8 +1009,49 @@ impl NodeSession {
             s.commands.push(command.to_string());
         }
         let mut out = Output::default();
-        let ending = run_script(self, command, &mut out);
+        let mut st = match self.shell.take() {
+            Some(st) => st,
+            None => ShellState::login(self),
+        };
+        let ending = run_in(self, &mut st, command, stdin, &mut out);
+        self.shell = Some(st);
         (out, ending)
+    }
+
+    /// Runs one line of an interactive session: variables, `cd` and `$?` carry over to
+    /// the next line. The bool is true once the line ran `exit`.
+    pub fn run_line(&mut self, line: &str) -> (Output, Ending, bool) {
+        let (out, ending) = self.run(line);
+        let exited = self.shell.as_ref().is_some_and(|s| s.exited);
+        (out, ending, exited)
+    }
+
+    /// The interactive prompt: `user@host:~$ ` (`#` for root), as Debian's bash shows it.
+    pub fn prompt(&self) -> String {
+        let host = self
+            .state
+            .lock()
+            .map(|s| s.hostname.clone())
+            .unwrap_or_default();
+        let home = home_of(&self.user);
+        let dir = if self.cwd == home {
+            "~".to_string()
+        } else if let Some(rest) = self.cwd.strip_prefix(&format!("{home}/")) {
+            format!("~/{rest}")
+        } else {
+            self.cwd.clone()
+        };
+        let sign = if self.user == "root" { '#' } else { '$' };
+        format!("{}@{host}:{dir}{sign} ", self.user)
+    }
+
+    /// The uid commands run as now.
+    fn effective_uid(&self) -> u32 {
+        if self.root {
+            0
+        } else {
+            uid_of(&self.user)
+        }
     }
 
     fn with_state<T>(&self, f: impl FnOnce(&mut NodeState) -> T) -> Option<T> {
@@ -823,6 +1077,15 @@ impl NodeSession {
     }
 }
 
+/// A login's home directory.
+pub fn home_of(user: &str) -> String {
+    if user == "root" {
+        "/root".into()
+    } else {
+        format!("/home/{user}")
+    }
+}
+
 impl System for NodeSession {
     fn exec(&mut self, argv: &[String], stdin: &[u8]) -> Option<Output> {
         let name = argv.first()?;
@@ -841,63 +1104,144 @@ impl System for NodeSession {
             return Some(self.sleep(args));
         }
         if base.starts_with("python") {
-            let mut o = Output::fail(
-                127,
-                format!(
-                    "sim: command not supported: {} (a simulated node never runs Python: Ansible \
-                     modules cannot run here; use the `raw` module, whose command goes to the \
-                     simulated shell)\n",
-                    argv.join(" ")
-                ),
-            );
+            let mut o = Output::unsimulated(&format!(
+                "{} (a simulated node never runs Python: Ansible modules cannot run here; use \
+                 the `raw` module, whose command goes to the simulated shell)",
+                argv.join(" ")
+            ));
             // Given no script, an interpreter reads it from stdin (Ansible's pipelining):
             // the client must be let finish sending it.
             o.reads_stdin = args.iter().all(|a| a.starts_with('-'));
             return Some(o);
         }
-        let user = self.user.clone();
-        self.with_state(|s| utility(s, base, args, stdin, &user))
-            .flatten()
+        let user = if self.root {
+            "root".to_string()
+        } else {
+            self.user.clone()
+        };
+        let uid = self.effective_uid();
+        let cwd = self.cwd.clone();
+        self.with_state(|s| {
+            let cx = Cx {
+                user: &user,
+                uid,
+                cwd: &cwd,
+            };
+            utility(s, &cx, base, args, stdin)
+        })
+        .flatten()
     }
 
     fn read_file(&mut self, path: &str) -> Result<String, String> {
-        self.with_state(|s| s.read_file(path))
+        let p = normalize(&self.cwd, path);
+        let uid = self.effective_uid();
+        self.with_state(|s| s.read_path(&p, uid))
             .unwrap_or_else(|| Err("node state unavailable".into()))
+            .map(|d| String::from_utf8_lossy(&d).into_owned())
     }
 
-    fn write_file(&mut self, path: &str, data: &[u8], _append: bool) -> Result<(), String> {
-        self.with_state(|s| s.write_file(path, data))
-            .unwrap_or_else(|| Err("node state unavailable".into()))
+    fn write_file(&mut self, path: &str, data: &[u8], append: bool) -> Result<(), String> {
+        let p = normalize(&self.cwd, path);
+        let uid = self.effective_uid();
+        self.with_state(|s| {
+            let now = s.now_ms();
+            if !p.starts_with("/proc/") && !p.starts_with("/sys/") && !s.is_virtual(&p) {
+                // dash: a missing directory is "Directory nonexistent".
+                if s.stat(parent(&p)).is_none() {
+                    return Err("Directory nonexistent".to_string());
+                }
+            }
+            s.write_path(&p, data, append, uid, now)
+        })
+        .unwrap_or_else(|| Err("node state unavailable".into()))
     }
 
     fn home(&self) -> String {
-        if self.user == "root" {
-            "/root".into()
-        } else {
-            format!("/home/{}", self.user)
-        }
+        home_of(&self.user)
     }
 
     fn cancelled(&self) -> bool {
         self.cancel.load(Ordering::SeqCst)
+    }
+
+    fn stat(&mut self, path: &str) -> Option<Stat> {
+        let p = normalize(&self.cwd, path);
+        self.with_state(|s| s.stat(&p)).flatten()
+    }
+
+    fn list_dir(&mut self, path: &str) -> Result<Vec<String>, String> {
+        let p = normalize(&self.cwd, path);
+        let uid = self.effective_uid();
+        self.with_state(|s| s.list_path(&p, uid))
+            .unwrap_or_else(|| Err("node state unavailable".into()))
+    }
+
+    fn cwd(&self) -> String {
+        self.cwd.clone()
+    }
+
+    fn chdir(&mut self, path: &str) -> Result<(), String> {
+        let p = normalize(&self.cwd, path);
+        match self.with_state(|s| s.stat(&p)).flatten() {
+            Some(st) if st.kind == FileKind::Dir => {
+                self.cwd = p;
+                Ok(())
+            }
+            Some(_) => Err("Not a directory".into()),
+            None => Err("No such file or directory".into()),
+        }
+    }
+
+    fn login_env(&self) -> Vec<(String, String)> {
+        let home = home_of(&self.user);
+        let path = if self.user == "root" {
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        } else {
+            "/usr/local/bin:/usr/bin:/bin:/usr/games"
+        };
+        vec![
+            ("HOME".into(), home),
+            ("USER".into(), self.user.clone()),
+            ("LOGNAME".into(), self.user.clone()),
+            ("SHELL".into(), "/bin/bash".into()),
+            ("PATH".into(), path.into()),
+            ("PWD".into(), self.cwd.clone()),
+            ("LANG".into(), "C.UTF-8".into()),
+        ]
+    }
+
+    fn set_root(&mut self, root: bool) -> bool {
+        std::mem::replace(&mut self.root, root)
+    }
+
+    fn which(&self, name: &str) -> Option<String> {
+        if name == "sleep" {
+            return Some("/usr/bin/sleep".into());
+        }
+        coreutils::which(name).map(String::from)
+    }
+
+    fn uid(&self) -> u32 {
+        self.effective_uid()
     }
 }
 
 /// The node's utilities; None = no such command here.
 fn utility(
     s: &mut NodeState,
+    cx: &Cx,
     name: &str,
     args: &[String],
     stdin: &[u8],
-    user: &str,
 ) -> Option<Output> {
+    let user = cx.user;
     Some(match name {
         "systemctl" => systemctl(s, args),
         "journalctl" => journalctl(s, args),
         "curl" => curl(s, args),
-        "cat" => cat(s, args, stdin),
-        "grep" => grep(s, args, stdin),
-        "head" | "tail" => head_tail(s, name == "head", args, stdin),
+        "cat" => cat(s, cx, args, stdin),
+        "grep" => grep(s, cx, args, stdin),
+        "head" | "tail" => head_tail(s, cx, name == "head", args, stdin),
         "findmnt" => findmnt(s, args),
         "lsblk" => lsblk(s, args),
         "basename" => match args {
@@ -916,23 +1260,22 @@ fn utility(
             None | Some("-s" | "--short" | "-f" | "--fqdn") => {
                 Output::ok(format!("{}\n", s.hostname))
             }
+            Some("-I" | "--all-ip-addresses" | "-i" | "--ip-address") => {
+                Output::ok(format!("{} \n", s.lan_addr))
+            }
             Some(a) => unsupported(name, args, &format!("option {a}")),
         },
         "whoami" => Output::ok(format!("{user}\n")),
         "uptime" => uptime(s, args),
         "date" => date(s, args),
-        _ => return None,
+        _ => return coreutils::run(s, cx, name, args, stdin),
     })
 }
 
+/// An option or operand form the utility does not model: exit 2, named.
 fn unsupported(name: &str, args: &[String], what: &str) -> Output {
-    Output::fail(
-        127,
-        format!(
-            "sim: command not supported: {name} {} ({what})\n",
-            args.join(" ")
-        ),
-    )
+    let _ = args;
+    Output::unsimulated(&format!("{name} {what}"))
 }
 
 fn basename(p: &str) -> String {
@@ -1019,7 +1362,7 @@ fn systemctl(s: &mut NodeState, args: &[String]) -> Output {
                 stdout: if quiet { Vec::new() } else { out.into_bytes() },
                 stderr: Vec::new(),
                 status,
-                reads_stdin: false,
+                ..Output::default()
             }
         }
         "is-enabled" => {
@@ -1047,7 +1390,7 @@ fn systemctl(s: &mut NodeState, args: &[String]) -> Output {
                 },
                 stderr: Vec::new(),
                 status: i32::from(st != "running"),
-                reads_stdin: false,
+                ..Output::default()
             }
         }
         "show" => systemctl_show(s, &flags, &props, units),
@@ -1190,7 +1533,7 @@ fn systemctl_status(s: &NodeState, units: &[String]) -> Output {
         stdout: out.into_bytes(),
         stderr: Vec::new(),
         status,
-        reads_stdin: false,
+        ..Output::default()
     }
 }
 
@@ -1416,7 +1759,7 @@ fn curl(s: &NodeState, args: &[String]) -> Output {
 
 // ---- files and text ----
 
-fn cat(s: &NodeState, args: &[String], stdin: &[u8]) -> Output {
+fn cat(s: &NodeState, cx: &Cx, args: &[String], stdin: &[u8]) -> Output {
     if args.is_empty() || args == ["-"] {
         return Output::ok(stdin.to_vec());
     }
@@ -1425,8 +1768,8 @@ fn cat(s: &NodeState, args: &[String], stdin: &[u8]) -> Output {
         if p.starts_with('-') && p != "-" {
             return unsupported("cat", args, &format!("option {p}"));
         }
-        match s.read_file(p) {
-            Ok(t) => out.stdout.extend_from_slice(t.as_bytes()),
+        match s.read_path(&normalize(cx.cwd, p), cx.uid) {
+            Ok(t) => out.stdout.extend_from_slice(&t),
             Err(e) => {
                 out.stderr
                     .extend_from_slice(format!("cat: {p}: {e}\n").as_bytes());
@@ -1439,7 +1782,7 @@ fn cat(s: &NodeState, args: &[String], stdin: &[u8]) -> Output {
 
 /// A POSIX basic regular expression as a Rust regex: `\( \) \{ \} \|` are the operators,
 /// their bare forms and `+ ?` literal.
-fn bre_to_regex(bre: &str) -> String {
+pub(crate) fn bre_to_regex(bre: &str) -> String {
     let mut out = String::new();
     let mut cs = bre.chars().peekable();
     while let Some(c) = cs.next() {
@@ -1462,7 +1805,7 @@ fn bre_to_regex(bre: &str) -> String {
     out
 }
 
-fn grep(s: &NodeState, args: &[String], stdin: &[u8]) -> Output {
+fn grep(s: &NodeState, cx: &Cx, args: &[String], stdin: &[u8]) -> Output {
     let (mut quiet, mut extended, mut fixed, mut icase, mut invert, mut count) =
         (false, false, false, false, false, false);
     let mut pattern = None;
@@ -1513,8 +1856,8 @@ fn grep(s: &NodeState, args: &[String], stdin: &[u8]) -> Output {
         inputs.push(String::from_utf8_lossy(stdin).to_string());
     }
     for f in &files {
-        match s.read_file(f) {
-            Ok(t) => inputs.push(t),
+        match s.read_path(&normalize(cx.cwd, f), cx.uid) {
+            Ok(t) => inputs.push(String::from_utf8_lossy(&t).into_owned()),
             Err(e) => {
                 out.stderr
                     .extend_from_slice(format!("grep: {f}: {e}\n").as_bytes());
@@ -1548,7 +1891,7 @@ fn grep(s: &NodeState, args: &[String], stdin: &[u8]) -> Output {
     out
 }
 
-fn head_tail(s: &NodeState, head: bool, args: &[String], stdin: &[u8]) -> Output {
+fn head_tail(s: &NodeState, cx: &Cx, head: bool, args: &[String], stdin: &[u8]) -> Output {
     let name = if head { "head" } else { "tail" };
     let mut n = 10usize;
     let mut files = Vec::new();
@@ -1579,8 +1922,8 @@ fn head_tail(s: &NodeState, head: bool, args: &[String], stdin: &[u8]) -> Output
     } else {
         let mut t = String::new();
         for f in &files {
-            match s.read_file(f) {
-                Ok(x) => t.push_str(&x),
+            match s.read_path(&normalize(cx.cwd, f), cx.uid) {
+                Ok(x) => t.push_str(&String::from_utf8_lossy(&x)),
                 Err(e) => {
                     return Output::fail(1, format!("{name}: cannot open '{f}' for reading: {e}\n"))
                 }
@@ -1991,24 +2334,31 @@ mod tests {
     }
 
     #[test]
-    fn unknown_commands_are_127_and_python_says_why() {
+    fn unknown_commands_are_not_simulated_exit_2_and_python_says_why() {
         let st = Arc::new(Mutex::new(gateway()));
-        let (_, e, code) = run(&st, "rm -rf /tmp/x");
+        let (_, e, code) = run(&st, "rsync -a /tmp/x /tmp/y");
         assert_eq!(
             (e.as_str(), code),
-            ("sim: command not supported: rm -rf /tmp/x\n", 127)
+            ("hk-console simulation: `rsync` is not simulated\n", 2)
         );
         let (_, e, code) = run(
             &st,
             "/usr/bin/python3 /root/.ansible/tmp/AnsiballZ_command.py",
         );
-        assert_eq!(code, 127);
+        assert_eq!(code, 2);
         assert!(e.contains("raw"), "{e}");
-        assert_eq!(run(&st, "systemctl list-units").2, 127);
+        assert_eq!(run(&st, "systemctl list-units").2, 2);
         assert!(st
             .lock()
             .expect("lock")
             .commands
-            .contains(&"rm -rf /tmp/x".to_string()));
+            .contains(&"rsync -a /tmp/x /tmp/y".to_string()));
+        // What the tree holds, the tools see: rm of a missing file with -f is quiet.
+        assert_eq!(run(&st, "rm -rf /tmp/x").2, 0);
+        let (o, _, code) = run(
+            &st,
+            "echo hi > /tmp/x && cat /tmp/x && rm /tmp/x && ls /tmp",
+        );
+        assert_eq!((o.as_str(), code), ("hi\n", 0));
     }
 }

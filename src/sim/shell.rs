@@ -27,6 +27,14 @@ pub struct Output {
     /// reads it from stdin): whoever feeds the input must let the client finish sending
     /// before answering, as a real process would have drained it.
     pub reads_stdin: bool,
+    /// The command (or one of its options) is not modelled: the whole script stops with
+    /// exit 2 and [`not_simulated`]'s message, whatever the construct around it.
+    pub unsimulated: bool,
+}
+
+/// The one message every unmodelled construct, command or option fails with.
+pub fn not_simulated(what: &str) -> String {
+    format!("hk-console simulation: `{what}` is not simulated")
 }
 
 impl Output {
@@ -47,7 +55,20 @@ impl Output {
             ..Output::default()
         }
     }
+
+    /// Exit 2: `what` is not modelled by the simulation (never a guess that passes).
+    pub fn unsimulated(what: &str) -> Self {
+        Output {
+            stderr: format!("{}\n", not_simulated(what)).into_bytes(),
+            status: 2,
+            unsimulated: true,
+            ..Output::default()
+        }
+    }
 }
+
+/// What `stat` tells the shell about a path (for `test -e/-f/-d/...` and globbing).
+pub use super::fs::{FileKind, Stat};
 
 /// What the commands run on: the node's utilities and files.
 pub trait System {
@@ -62,6 +83,38 @@ pub trait System {
     fn home(&self) -> String;
     /// True once the command was signalled or its channel closed: the shell stops.
     fn cancelled(&self) -> bool;
+    /// A path's metadata (following links), None when it does not exist.
+    fn stat(&mut self, _path: &str) -> Option<Stat> {
+        None
+    }
+    /// The names in a directory (for pathname expansion).
+    fn list_dir(&mut self, _path: &str) -> Result<Vec<String>, String> {
+        Err("No such file or directory".into())
+    }
+    /// The working directory.
+    fn cwd(&self) -> String {
+        "/".into()
+    }
+    /// Changes the working directory (`cd`); Err is the reason.
+    fn chdir(&mut self, _path: &str) -> Result<(), String> {
+        Err("No such file or directory".into())
+    }
+    /// The login session's environment (HOME, USER, LOGNAME, SHELL, PATH, PWD).
+    fn login_env(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// Runs what follows as root (`sudo`) when true; returns whether it was root before.
+    fn set_root(&mut self, _root: bool) -> bool {
+        false
+    }
+    /// Where `command -v NAME` finds a utility, None when the simulation has none.
+    fn which(&self, _name: &str) -> Option<String> {
+        None
+    }
+    /// The uid commands run as (root 0): `test -r/-w/-x` check the mode bits against it.
+    fn uid(&self) -> u32 {
+        0
+    }
 }
 
 /// How a script ended: normally with a status, or killed.
@@ -71,25 +124,66 @@ pub enum Ending {
     Killed,
 }
 
-/// Parses and runs `script` the way `sh -c script` would. Output goes to `out`.
+/// Parses and runs `script` the way `sh -c script` would in a login session. Output goes
+/// to `out`.
 pub fn run_script(sys: &mut dyn System, script: &str, out: &mut Output) -> Ending {
+    let mut st = ShellState::login(sys);
+    run_in(sys, &mut st, script, &[], out)
+}
+
+/// True when `script` stops in the middle of a construct (an open quote, `if` without
+/// `fi`, a trailing `&&`): an interactive shell asks for the next line (`> `).
+pub fn incomplete(script: &str) -> bool {
+    match Parser::new(script).parse_program() {
+        Ok(_) => false,
+        Err(e) => e.0.contains("at end of input") || e.0.contains("unterminated"),
+    }
+}
+
+/// Runs `script` in a shell whose variables and options live in `st` (an interactive
+/// session's lines share one). An unmodelled construct ends it with exit 2 and its message
+/// on stderr, whatever redirection or condition it stood in.
+pub fn run_in(
+    sys: &mut dyn System,
+    st: &mut ShellState,
+    script: &str,
+    stdin: &[u8],
+    out: &mut Output,
+) -> Ending {
     let list = match Parser::new(script).parse_program() {
         Ok(l) => l,
         Err(e) => {
-            out.stderr
-                .extend_from_slice(format!("sh: {e}\n").as_bytes());
+            let msg = if e.0.starts_with("hk-console simulation:") {
+                format!("{e}\n")
+            } else {
+                format!("sh: {e}\n")
+            };
+            out.stderr.extend_from_slice(msg.as_bytes());
             out.status = 2;
+            st.status = 2;
             return Ending::Exit(2);
         }
     };
-    let mut sh = Shell::new(sys, vec!["sh".into()]);
-    let ending = match sh.list(&list, &[], out) {
+    let mut sh = Shell::new(sys, std::mem::take(st));
+    let r = sh.list(&list, stdin, out);
+    *st = sh.st;
+    let ending = match r {
         Ok(s) => Ending::Exit(s),
-        Err(Stop::Exit(s)) => Ending::Exit(s),
+        Err(Stop::Exit(s)) => {
+            st.exited = true;
+            Ending::Exit(s)
+        }
         Err(Stop::Killed) => Ending::Killed,
+        Err(Stop::Unsimulated(msg)) => {
+            out.stderr.extend_from_slice(msg.as_bytes());
+            out.stderr.push(b'\n');
+            out.unsimulated = true;
+            Ending::Exit(2)
+        }
     };
     if let Ending::Exit(s) = ending {
         out.status = s;
+        st.status = s;
     }
     ending
 }
@@ -210,6 +304,11 @@ fn err<T>(msg: impl Into<String>) -> Result<T, SyntaxError> {
     Err(SyntaxError(msg.into()))
 }
 
+/// A construct the simulation does not model: the parse fails with its message.
+fn unsim_err<T>(what: &str) -> Result<T, SyntaxError> {
+    Err(SyntaxError(not_simulated(what)))
+}
+
 impl Parser {
     fn new(s: &str) -> Self {
         Parser {
@@ -278,6 +377,19 @@ impl Parser {
         RESERVED.contains(&w.as_str()).then_some(w)
     }
 
+    /// `while`, `until`, `function`, `select` at the cursor: keywords of constructs the
+    /// simulation does not model.
+    fn peek_unmodelled_keyword(&self) -> Option<&'static str> {
+        ["while", "until", "function", "select"]
+            .into_iter()
+            .find(|k| {
+                self.starts_with(k)
+                    && self
+                        .peek_at(k.len())
+                        .is_none_or(|c| c.is_whitespace() || is_op_char(c))
+            })
+    }
+
     fn eat_reserved(&mut self, want: &str) -> Result<(), SyntaxError> {
         match self.peek_reserved() {
             Some(w) if w == want => {
@@ -331,7 +443,7 @@ impl Parser {
             match self.peek() {
                 Some(';') if !self.starts_with(";;") => self.i += 1,
                 Some('\n') => self.i += 1,
-                Some('&') => return err("sim: background jobs (`&`) are not supported"),
+                Some('&') => return unsim_err("background jobs (`&`)"),
                 _ => {}
             }
         }
@@ -381,7 +493,7 @@ impl Parser {
         self.skip_blanks();
         if self.peek() == Some('(') {
             if self.peek_at(1) == Some('(') {
-                return err("sim: arithmetic commands `((...))` are not supported");
+                return unsim_err("arithmetic commands ((...))");
             }
             self.i += 1;
             let body = self.list(&[])?;
@@ -405,7 +517,12 @@ impl Parser {
             Some("case") => self.case(),
             Some("if") => self.if_cmd(),
             Some(w) => err(format!("syntax error: unexpected `{w}`")),
-            None => self.simple(),
+            None => {
+                if let Some(w) = self.peek_unmodelled_keyword() {
+                    return unsim_err(&format!("{w} loops and definitions"));
+                }
+                self.simple()
+            }
         }
     }
 
@@ -440,7 +557,7 @@ impl Parser {
                 }
             }
         } else {
-            return err("sim: `for` without `in` (positional parameters) is not supported");
+            return unsim_err("for without in");
         }
         if matches!(self.peek(), Some(';' | '\n')) {
             self.i += 1;
@@ -542,7 +659,7 @@ impl Parser {
                 None => break,
                 Some(c) if is_op_char(c) => {
                     if c == '(' && !words.is_empty() {
-                        return err("sim: shell functions are not supported");
+                        return unsim_err("shell functions");
                     }
                     break;
                 }
@@ -619,16 +736,16 @@ impl Parser {
                 n.push(c);
                 self.i += 1;
             }
-            let target = n.parse::<u32>().map_err(|_| {
-                SyntaxError("sim: only `N>&M` (a file descriptor) is supported".into())
-            })?;
+            let target = n
+                .parse::<u32>()
+                .map_err(|_| SyntaxError(not_simulated(">&WORD (only N>&M)")))?;
             return Ok(Some(Redir {
                 fd: fd.unwrap_or(1),
                 op: RedirOp::Dup(target),
                 target: Vec::new(),
             }));
         } else if self.starts_with("<<") {
-            return err("sim: here-documents are not supported");
+            return unsim_err("here-documents (<<)");
         } else if self.starts_with(">|") {
             self.i += 2;
             RedirOp::Out
@@ -638,7 +755,7 @@ impl Parser {
         } else if self.peek() == Some('<') {
             self.i += 1;
             if self.peek() == Some('&') {
-                return err("sim: `<&` is not supported");
+                return unsim_err("<&");
             }
             RedirOp::In
         } else {
@@ -707,9 +824,7 @@ impl Parser {
                     flush(&mut parts, &mut lit);
                     self.dollar(&mut parts, false)?;
                 }
-                '`' => {
-                    return err("sim: backquote command substitution is not supported; use $(...)")
-                }
+                '`' => return unsim_err("backquote command substitution (use $(...))"),
                 '~' if self.i == begin => {
                     self.i += 1;
                     let mut user = String::new();
@@ -762,9 +877,7 @@ impl Parser {
                     }
                     self.dollar(parts, true)?;
                 }
-                Some('`') => {
-                    return err("sim: backquote command substitution is not supported; use $(...)")
-                }
+                Some('`') => return unsim_err("backquote command substitution (use $(...))"),
                 Some(c) => {
                     q.push(c);
                     self.i += 1;
@@ -782,7 +895,7 @@ impl Parser {
         match self.peek() {
             Some('(') => {
                 if self.peek_at(1) == Some('(') {
-                    return err("sim: arithmetic expansion $((...)) is not supported");
+                    return unsim_err("arithmetic expansion $((...))");
                 }
                 self.i += 1;
                 let list = self.list(&[])?;
@@ -836,7 +949,9 @@ impl Parser {
                     default = Some((colon, w));
                 }
                 if self.peek() != Some('}') || name.is_empty() {
-                    return err("sim: only ${name}, ${name:-word} and ${name-word} are supported");
+                    return unsim_err(
+                        "parameter expansion other than ${name}, ${name:-word}, ${name-word}",
+                    );
                 }
                 self.i += 1;
                 parts.push(Part::Param {
@@ -905,17 +1020,59 @@ fn literal(w: &Word) -> Option<String> {
 enum Stop {
     Exit(i32),
     Killed,
+    /// An unmodelled construct: the message; the whole script ends with exit 2.
+    Unsimulated(String),
 }
 
 type Flow = Result<i32, Stop>;
 
-struct Shell<'a> {
-    sys: &'a mut dyn System,
+fn unsim(what: &str) -> Stop {
+    Stop::Unsimulated(not_simulated(what))
+}
+
+/// What a shell keeps between commands: variables (and which are exported), positional
+/// parameters, options and `$?`. An interactive session keeps one across its lines.
+#[derive(Debug, Clone, Default)]
+pub struct ShellState {
     vars: HashMap<String, String>,
+    exported: std::collections::BTreeSet<String>,
     args: Vec<String>,
     errexit: bool,
     nounset: bool,
+    pipefail: bool,
     status: i32,
+    /// `exit` ran: an interactive session ends.
+    pub exited: bool,
+}
+
+impl ShellState {
+    /// A login shell's: the session's environment exported, `$0` = `-sh`.
+    pub fn login(sys: &dyn System) -> Self {
+        let mut st = ShellState {
+            args: vec!["sh".into()],
+            ..ShellState::default()
+        };
+        for (k, v) in sys.login_env() {
+            st.exported.insert(k.clone());
+            st.vars.insert(k, v);
+        }
+        st
+    }
+
+    /// `$?`.
+    pub fn status(&self) -> i32 {
+        self.status
+    }
+
+    /// A variable's value.
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.vars.get(name).map(String::as_str)
+    }
+}
+
+struct Shell<'a> {
+    sys: &'a mut dyn System,
+    st: ShellState,
     /// Depth of contexts where `set -e` does not apply (conditions, `!`, left of && ||).
     no_errexit: usize,
     /// Status of the last `$(...)` of the command being expanded (an assignment-only
@@ -933,14 +1090,10 @@ enum Sink {
 }
 
 impl<'a> Shell<'a> {
-    fn new(sys: &'a mut dyn System, args: Vec<String>) -> Self {
+    fn new(sys: &'a mut dyn System, st: ShellState) -> Self {
         Shell {
             sys,
-            vars: HashMap::new(),
-            args,
-            errexit: false,
-            nounset: false,
-            status: 0,
+            st,
             no_errexit: 0,
             subst_status: None,
         }
@@ -982,7 +1135,7 @@ impl<'a> Shell<'a> {
             }
             status = r?;
         }
-        self.status = status;
+        self.st.status = status;
         Ok(status)
     }
 
@@ -992,6 +1145,7 @@ impl<'a> Shell<'a> {
         }
         let mut input = stdin.to_vec();
         let mut status = 0;
+        let mut failed = 0;
         let n = p.cmds.len();
         let mut result = Ok(0);
         for (k, c) in p.cmds.iter().enumerate() {
@@ -1002,9 +1156,13 @@ impl<'a> Shell<'a> {
                 out.stderr.append(&mut piped.stderr);
                 out.reads_stdin |= piped.reads_stdin;
                 match r {
-                    Ok(_) | Err(Stop::Exit(_)) => {}
-                    Err(Stop::Killed) => {
-                        result = Err(Stop::Killed);
+                    Ok(s) | Err(Stop::Exit(s)) => {
+                        if s != 0 {
+                            failed = s;
+                        }
+                    }
+                    Err(e) => {
+                        result = Err(e);
                         break;
                     }
                 }
@@ -1020,6 +1178,10 @@ impl<'a> Shell<'a> {
                 }
             }
         }
+        // `set -o pipefail`: the last command that failed decides, else 0.
+        if self.st.pipefail && status == 0 {
+            status = failed;
+        }
         if p.bang {
             self.no_errexit -= 1;
         }
@@ -1029,8 +1191,8 @@ impl<'a> Shell<'a> {
         } else {
             status
         };
-        self.status = status;
-        if status != 0 && self.errexit && self.no_errexit == 0 && !p.bang {
+        self.st.status = status;
+        if status != 0 && self.st.errexit && self.no_errexit == 0 && !p.bang {
             return Err(Stop::Exit(status));
         }
         Ok(status)
@@ -1050,14 +1212,14 @@ impl<'a> Shell<'a> {
                 self.with_redirs(redirs, stdin, out, |sh, input, o| sh.list(body, input, o))
             }
             Command::Subshell(body, redirs) => {
-                let saved = (self.vars.clone(), self.errexit, self.nounset);
+                let saved = (self.st.vars.clone(), self.st.errexit, self.st.nounset);
                 let r = self.with_redirs(redirs, stdin, out, |sh, input, o| {
                     match sh.list(body, input, o) {
                         Err(Stop::Exit(s)) => Ok(s),
                         other => other,
                     }
                 });
-                (self.vars, self.errexit, self.nounset) = saved;
+                (self.st.vars, self.st.errexit, self.st.nounset) = saved;
                 r
             }
             Command::For { var, items, body } => {
@@ -1067,7 +1229,7 @@ impl<'a> Shell<'a> {
                 }
                 let mut status = 0;
                 for v in values {
-                    self.vars.insert(var.clone(), v);
+                    self.st.vars.insert(var.clone(), v);
                     status = self.list(body, stdin, out)?;
                 }
                 Ok(status)
@@ -1120,15 +1282,14 @@ impl<'a> Shell<'a> {
                 RedirOp::Dup(m) => {
                     let m = *m as usize;
                     if !(1..=2).contains(&fd) || !(1..=2).contains(&m) {
-                        return Ok(self.fail(
-                            out,
-                            1,
-                            &format!("sim: only 1 and 2 can be duplicated ({fd}>&{m})"),
-                        ));
+                        return Err(unsim(&format!("{fd}>&{m} (only 1 and 2 are modelled)")));
                     }
                     sinks[fd - 1] = sinks[m - 1].clone();
                 }
                 RedirOp::In => {
+                    if fd != 0 {
+                        return Err(unsim(&format!("{fd}< (input redirection of fd {fd})")));
+                    }
                     let path = self.expand_one(&r.target, out)?;
                     match self.sys.read_file(&path) {
                         Ok(s) => input = Some(s.into_bytes()),
@@ -1139,11 +1300,7 @@ impl<'a> Shell<'a> {
                 }
                 RedirOp::Out | RedirOp::Append => {
                     if !(1..=2).contains(&fd) {
-                        return Ok(self.fail(
-                            out,
-                            1,
-                            &format!("sim: redirection of fd {fd} is not supported"),
-                        ));
+                        return Err(unsim(&format!("redirection of fd {fd}")));
                     }
                     let path = self.expand_one(&r.target, out)?;
                     sinks[fd - 1] = if path == "/dev/null" {
@@ -1174,6 +1331,7 @@ impl<'a> Shell<'a> {
         let mut status = match &r {
             Ok(s) | Err(Stop::Exit(s)) => *s,
             Err(Stop::Killed) => 137,
+            Err(Stop::Unsimulated(_)) => 2,
         };
         for (k, data) in [inner.stdout, inner.stderr].into_iter().enumerate() {
             match &sinks[k] {
@@ -1193,7 +1351,7 @@ impl<'a> Shell<'a> {
         match r {
             Ok(_) => Ok(status),
             Err(Stop::Exit(_)) => Err(Stop::Exit(status)),
-            Err(Stop::Killed) => Err(Stop::Killed),
+            Err(e) => Err(e),
         }
     }
 
@@ -1223,60 +1381,147 @@ impl<'a> Shell<'a> {
         let subst_status = self.subst_status.unwrap_or(0);
         if argv.is_empty() {
             for (n, v) in values {
-                self.vars.insert(n, v);
+                self.st.vars.insert(n, v);
             }
             return self.with_redirs(redirs, stdin, out, move |_, _, _| Ok(subst_status));
         }
-        // Prefix assignments only matter to builtins here (there is no environment).
+        // Prefix assignments hold for this command only (its environment).
+        let saved: Vec<(String, Option<String>, bool)> = values
+            .iter()
+            .map(|(n, _)| {
+                (
+                    n.clone(),
+                    self.st.vars.get(n).cloned(),
+                    self.st.exported.contains(n),
+                )
+            })
+            .collect();
         for (n, v) in values {
-            self.vars.insert(n, v);
+            self.st.exported.insert(n.clone());
+            self.st.vars.insert(n, v);
         }
-        self.with_redirs(redirs, stdin, out, |sh, input, o| {
+        let r = self.with_redirs(redirs, stdin, out, |sh, input, o| {
             sh.run_argv(&argv, input, o)
-        })
+        });
+        for (n, old, exported) in saved {
+            match old {
+                Some(v) => self.st.vars.insert(n.clone(), v),
+                None => self.st.vars.remove(&n),
+            };
+            if !exported {
+                self.st.exported.remove(&n);
+            }
+        }
+        r
     }
 
     /// Runs one expanded command line: a builtin, a re-entry (`sh -c`, `sudo`), or the
-    /// node's utility.
+    /// node's utility. A command the node does not have is not simulated: exit 2.
     fn run_argv(&mut self, argv: &[String], stdin: &[u8], out: &mut Output) -> Flow {
         let Some(name) = argv.first() else {
             return Ok(0);
         };
         let args = &argv[1..];
         match name.as_str() {
-            ":" | "true" | "cd" => Ok(0),
+            ":" | "true" => Ok(0),
             "false" => Ok(1),
+            "cd" => {
+                let target = match args {
+                    [] => self
+                        .st
+                        .vars
+                        .get("HOME")
+                        .cloned()
+                        .unwrap_or_else(|| "/".into()),
+                    [d] if d == "-" => {
+                        return Err(unsim("cd -"));
+                    }
+                    [d] => d.clone(),
+                    _ => return Ok(self.fail(out, 2, "sh: cd: too many arguments")),
+                };
+                match self.sys.chdir(&target) {
+                    Ok(()) => {
+                        let pwd = self.sys.cwd();
+                        if let Some(old) = self.st.vars.insert("PWD".into(), pwd) {
+                            self.st.vars.insert("OLDPWD".into(), old);
+                        }
+                        Ok(0)
+                    }
+                    Err(e) => Ok(self.fail(out, 2, &format!("sh: cd: can't cd to {target}: {e}"))),
+                }
+            }
+            "pwd" => {
+                if let Some(a) = args.iter().find(|a| *a != "-L" && *a != "-P") {
+                    return Err(unsim(&format!("pwd {a}")));
+                }
+                out.stdout.extend_from_slice(self.sys.cwd().as_bytes());
+                out.stdout.push(b'\n');
+                Ok(0)
+            }
             "exit" => {
                 let s = match args.first() {
-                    Some(a) => a.parse::<i32>().unwrap_or(2),
-                    None => self.status,
+                    Some(a) => match a.parse::<i32>() {
+                        Ok(n) => n,
+                        Err(_) => {
+                            return Ok(self.fail(out, 2, &format!("sh: exit: Illegal number: {a}")))
+                        }
+                    },
+                    None => self.st.status,
                 };
                 Err(Stop::Exit(s & 0xff))
             }
             "set" => self.set(args, out),
             "export" | "readonly" => {
                 for a in args {
-                    if let Some((n, v)) = a.split_once('=') {
-                        self.vars.insert(n.to_string(), v.to_string());
+                    if a.starts_with('-') {
+                        return Err(unsim(&format!("{name} {a}")));
+                    }
+                    match a.split_once('=') {
+                        Some((n, v)) => {
+                            self.st.vars.insert(n.to_string(), v.to_string());
+                            self.st.exported.insert(n.to_string());
+                        }
+                        None => {
+                            self.st.exported.insert(a.clone());
+                        }
                     }
                 }
                 Ok(0)
             }
+            "unset" => {
+                for a in args {
+                    if a == "-v" {
+                        continue;
+                    }
+                    if a.starts_with('-') {
+                        return Err(unsim(&format!("unset {a}")));
+                    }
+                    self.st.vars.remove(a);
+                    self.st.exported.remove(a);
+                }
+                Ok(0)
+            }
+            "env" | "printenv" | "/usr/bin/env" | "/usr/bin/printenv" => {
+                self.env_cmd(name, args, stdin, out)
+            }
+            "command" | "type" | "which" | "/usr/bin/which" => self.which(name, args, out),
             "echo" => {
                 let (newline, rest) = match args.first().map(String::as_str) {
                     Some("-n") => (false, &args[1..]),
                     _ => (true, args),
                 };
-                out.stdout.extend_from_slice(rest.join(" ").as_bytes());
-                if newline {
+                // dash's echo (Debian's /bin/sh) interprets backslash escapes.
+                let (text, stop) = echo_escapes(&rest.join(" "));
+                out.stdout.extend_from_slice(text.as_bytes());
+                if newline && !stop {
                     out.stdout.push(b'\n');
                 }
                 Ok(0)
             }
-            "printf" => Ok(printf(args, out)),
-            "test" => Ok(test(args, out)),
+            "printf" => printf(args, out),
+            "test" => self.test(args, out),
             "[" => match args.split_last() {
-                Some((last, inner)) if last == "]" => Ok(test(inner, out)),
+                Some((last, inner)) if last == "]" => self.test(inner, out),
                 _ => Ok(self.fail(out, 2, "sh: [: missing ]")),
             },
             "sh" | "bash" | "dash" | "/bin/sh" | "/bin/bash" | "/usr/bin/sh" | "/usr/bin/bash" => {
@@ -1291,50 +1536,175 @@ impl<'a> Shell<'a> {
                             break;
                         }
                         "-n" | "-H" | "-E" | "-S" => k += 1,
-                        "-u" => {
-                            if args.get(k + 1).map(String::as_str) != Some("root") {
-                                return Ok(self.fail(
-                                    out,
-                                    1,
-                                    "sim: sudo -u other than root is not supported",
-                                ));
-                            }
-                            k += 2;
-                        }
-                        s if s.starts_with('-') => {
-                            return Ok(self.fail(
-                                out,
-                                1,
-                                &format!("sim: sudo option {s} is not supported"),
-                            ))
-                        }
+                        "-u" if args.get(k + 1).map(String::as_str) == Some("root") => k += 2,
+                        s if s.starts_with('-') => return Err(unsim(&format!("sudo {s}"))),
                         _ => break,
                     }
                 }
-                self.run_argv(&args[k..], stdin, out)
-            }
-            "env" | "/usr/bin/env" if args.first().is_some_and(|a| !a.contains('=')) => {
-                self.run_argv(args, stdin, out)
+                if k >= args.len() {
+                    return Err(unsim("sudo without a command"));
+                }
+                let was = self.sys.set_root(true);
+                let r = self.run_argv(&args[k..], stdin, out);
+                self.sys.set_root(was);
+                r
             }
             _ => match self.sys.exec(argv, stdin) {
                 Some(o) => {
                     out.stdout.extend_from_slice(&o.stdout);
-                    out.stderr.extend_from_slice(&o.stderr);
                     out.reads_stdin |= o.reads_stdin;
+                    if o.unsimulated {
+                        let msg = String::from_utf8_lossy(&o.stderr).trim_end().to_string();
+                        return Err(Stop::Unsimulated(msg));
+                    }
+                    out.stderr.extend_from_slice(&o.stderr);
                     if self.sys.cancelled() {
                         return Err(Stop::Killed);
                     }
                     Ok(o.status)
                 }
-                None => {
-                    let shown = argv.join(" ");
-                    Ok(self.fail(out, 127, &format!("sim: command not supported: {shown}")))
-                }
+                None => Err(unsim(name)),
             },
         }
     }
 
-    /// `sh -c 'script' [name args...]` in a fresh shell (variables not shared).
+    /// The exported variables, sorted: the environment a command gets.
+    fn environment(&self) -> Vec<(String, String)> {
+        self.st
+            .exported
+            .iter()
+            .filter_map(|n| self.st.vars.get(n).map(|v| (n.clone(), v.clone())))
+            .collect()
+    }
+
+    /// `env [NAME=VALUE...] [COMMAND...]`, `printenv [NAME...]`.
+    fn env_cmd(&mut self, name: &str, args: &[String], stdin: &[u8], out: &mut Output) -> Flow {
+        let base = name.rsplit('/').next().unwrap_or(name);
+        if let Some(a) = args.iter().find(|a| a.starts_with('-')) {
+            return Err(unsim(&format!("{base} {a}")));
+        }
+        if base == "printenv" {
+            let env = self.environment();
+            if args.is_empty() {
+                for (k, v) in env {
+                    out.stdout
+                        .extend_from_slice(format!("{k}={v}\n").as_bytes());
+                }
+                return Ok(0);
+            }
+            let mut status = 0;
+            for a in args {
+                match env.iter().find(|(k, _)| k == a) {
+                    Some((_, v)) => out.stdout.extend_from_slice(format!("{v}\n").as_bytes()),
+                    None => status = 1,
+                }
+            }
+            return Ok(status);
+        }
+        let split = args
+            .iter()
+            .position(|a| !a.contains('='))
+            .unwrap_or(args.len());
+        let (assigns, command) = args.split_at(split);
+        if command.is_empty() {
+            let mut env = self.environment();
+            for a in assigns {
+                if let Some((k, v)) = a.split_once('=') {
+                    env.retain(|(n, _)| n != k);
+                    env.push((k.to_string(), v.to_string()));
+                }
+            }
+            env.sort();
+            for (k, v) in env {
+                out.stdout
+                    .extend_from_slice(format!("{k}={v}\n").as_bytes());
+            }
+            return Ok(0);
+        }
+        let saved = self.st.clone();
+        for a in assigns {
+            if let Some((k, v)) = a.split_once('=') {
+                self.st.vars.insert(k.to_string(), v.to_string());
+                self.st.exported.insert(k.to_string());
+            }
+        }
+        // A utility, not a builtin: the shell's own state comes back untouched.
+        let r = self.run_argv(command, stdin, out);
+        let status = self.st.status;
+        self.st = saved;
+        self.st.status = status;
+        r
+    }
+
+    /// `command -v NAME`, `type NAME`, `which NAME`: where a command is found.
+    fn which(&mut self, name: &str, args: &[String], out: &mut Output) -> Flow {
+        let base = name.rsplit('/').next().unwrap_or(name);
+        let names: &[String] = match (base, args.first().map(String::as_str)) {
+            ("command", Some("-v")) => &args[1..],
+            ("command", Some(a)) if !a.starts_with('-') => {
+                // `command NAME ARGS`: run it, bypassing functions (there are none).
+                let argv = args.to_vec();
+                return self.run_argv(&argv, &[], out);
+            }
+            ("command", a) => return Err(unsim(&format!("command {}", a.unwrap_or("")))),
+            (_, Some(a)) if a.starts_with('-') => return Err(unsim(&format!("{base} {a}"))),
+            _ => args,
+        };
+        let mut status = 0;
+        for n in names {
+            let builtin = BUILTINS.contains(&n.as_str());
+            let found = if builtin {
+                Some(n.clone())
+            } else {
+                self.sys.which(n)
+            };
+            match (found, base) {
+                (Some(p), "type") if builtin => {
+                    out.stdout
+                        .extend_from_slice(format!("{p} is a shell builtin\n").as_bytes());
+                }
+                (Some(p), "type") => {
+                    out.stdout
+                        .extend_from_slice(format!("{n} is {p}\n").as_bytes());
+                }
+                (Some(_), "which")
+                    if builtin
+                        && !matches!(
+                            n.as_str(),
+                            "echo"
+                                | "test"
+                                | "["
+                                | "printf"
+                                | "true"
+                                | "false"
+                                | "pwd"
+                                | "env"
+                                | "printenv"
+                        ) =>
+                {
+                    status = 1;
+                }
+                (Some(p), "which") if builtin => {
+                    out.stdout
+                        .extend_from_slice(format!("/usr/bin/{p}\n").as_bytes());
+                }
+                (Some(p), _) => {
+                    out.stdout.extend_from_slice(p.as_bytes());
+                    out.stdout.push(b'\n');
+                }
+                (None, "type") => {
+                    out.stderr
+                        .extend_from_slice(format!("sh: type: {n}: not found\n").as_bytes());
+                    status = 127;
+                }
+                (None, _) => status = 1,
+            }
+        }
+        Ok(status)
+    }
+
+    /// `sh -c 'script' [name args...]` in a fresh shell (variables not shared, the
+    /// environment inherited).
     fn reenter(&mut self, name: &str, args: &[String], stdin: &[u8], out: &mut Output) -> Flow {
         let mut k = 0;
         let mut errexit = false;
@@ -1347,37 +1717,52 @@ impl<'a> Shell<'a> {
                 "-eu" | "-ue" => (errexit, nounset) = (true, true),
                 "-l" | "--login" | "--noprofile" | "--norc" => {}
                 _ => {
-                    return Ok(self.fail(
-                        out,
-                        127,
-                        &format!(
-                            "sim: command not supported: {name} {} (only `{name} -c SCRIPT`)",
-                            args.join(" ")
-                        ),
-                    ))
+                    return Err(unsim(&format!(
+                        "{name} {} (only `{name} -c SCRIPT`)",
+                        args.join(" ")
+                    )))
                 }
             }
             k += 1;
         }
         let Some(script) = args.get(k + 1) else {
+            if k >= args.len() {
+                return Err(unsim(&format!("{name} reading a script from stdin")));
+            }
             return Ok(self.fail(out, 2, &format!("{name}: -c: option requires an argument")));
         };
         let list = match Parser::new(script).parse_program() {
             Ok(l) => l,
+            Err(e) if e.0.starts_with("hk-console simulation:") => {
+                return Err(Stop::Unsimulated(e.0))
+            }
             Err(e) => return Ok(self.fail(out, 2, &format!("{name}: {e}"))),
         };
         let mut positional = vec![args.get(k + 2).cloned().unwrap_or_else(|| name.to_string())];
         positional.extend(args.iter().skip(k + 3).cloned());
-        let mut inner = Shell::new(&mut *self.sys, positional);
-        inner.errexit = errexit;
-        inner.nounset = nounset;
-        match inner.list(&list, stdin, out) {
-            Ok(s) | Err(Stop::Exit(s)) => Ok(s),
-            Err(Stop::Killed) => Err(Stop::Killed),
+        let mut st = ShellState {
+            args: positional,
+            errexit,
+            nounset,
+            ..ShellState::default()
+        };
+        for (n, v) in self.environment() {
+            st.exported.insert(n.clone());
+            st.vars.insert(n, v);
         }
+        let cwd = self.sys.cwd();
+        let mut inner = Shell::new(&mut *self.sys, st);
+        let r = match inner.list(&list, stdin, out) {
+            Ok(s) | Err(Stop::Exit(s)) => Ok(s),
+            Err(e) => Err(e),
+        };
+        // A child process's `cd` does not move its parent.
+        let _ = self.sys.chdir(&cwd);
+        r
     }
 
     fn set(&mut self, args: &[String], out: &mut Output) -> Flow {
+        let _ = &out;
         let mut k = 0;
         while let Some(a) = args.get(k) {
             let (on, flags) = if let Some(f) = a.strip_prefix('-') {
@@ -1385,32 +1770,24 @@ impl<'a> Shell<'a> {
             } else if let Some(f) = a.strip_prefix('+') {
                 (false, f)
             } else {
-                return Ok(self.fail(out, 2, "sim: set: positional parameters are not supported"));
+                return Err(unsim(&format!("set {a} (positional parameters)")));
             };
             if flags == "o" || flags.is_empty() {
                 let opt = args.get(k + 1).map(String::as_str).unwrap_or_default();
                 match opt {
-                    "errexit" => self.errexit = on,
-                    "nounset" => self.nounset = on,
-                    "pipefail" => {}
-                    _ => {
-                        return Ok(self.fail(
-                            out,
-                            2,
-                            &format!("sim: set -o {opt} is not supported"),
-                        ))
-                    }
+                    "errexit" => self.st.errexit = on,
+                    "nounset" => self.st.nounset = on,
+                    "pipefail" => self.st.pipefail = on,
+                    _ => return Err(unsim(&format!("set -o {opt}"))),
                 }
                 k += 2;
                 continue;
             }
             for f in flags.chars() {
                 match f {
-                    'e' => self.errexit = on,
-                    'u' => self.nounset = on,
-                    // Tracing and the like change nothing the simulation shows.
-                    'x' | 'v' | 'f' | 'C' => {}
-                    _ => return Ok(self.fail(out, 2, &format!("sim: set -{f} is not supported"))),
+                    'e' => self.st.errexit = on,
+                    'u' => self.st.nounset = on,
+                    _ => return Err(unsim(&format!("set -{f}"))),
                 }
             }
             k += 1;
@@ -1418,15 +1795,27 @@ impl<'a> Shell<'a> {
         Ok(0)
     }
 
+    /// `test` / `[`: the POSIX unary and binary operators, `!`, `-a`, `-o`, `( )`.
+    fn test(&mut self, args: &[String], out: &mut Output) -> Flow {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        match eval_test(&mut *self.sys, &a) {
+            Ok(true) => Ok(0),
+            Ok(false) => Ok(1),
+            Err(TestError::Usage(e)) => Ok(self.fail(out, 2, &format!("sh: test: {e}"))),
+            Err(TestError::Unsimulated(what)) => Err(unsim(&what)),
+        }
+    }
+
     // ---- expansion ----
 
     fn param(&self, name: &str) -> Option<String> {
         let v = match name {
-            "?" => Some(self.status.to_string()),
+            "?" => Some(self.st.status.to_string()),
             "$" => Some("4242".to_string()),
-            "#" => Some(self.args.len().saturating_sub(1).to_string()),
+            "#" => Some(self.st.args.len().saturating_sub(1).to_string()),
             "@" | "*" => Some(
-                self.args
+                self.st
+                    .args
                     .iter()
                     .skip(1)
                     .cloned()
@@ -1438,8 +1827,8 @@ impl<'a> Shell<'a> {
             n if n.chars().all(|c| c.is_ascii_digit()) => n
                 .parse::<usize>()
                 .ok()
-                .and_then(|k| self.args.get(k).cloned()),
-            n => self.vars.get(n).cloned(),
+                .and_then(|k| self.st.args.get(k).cloned()),
+            n => self.st.vars.get(n).cloned(),
         };
         v
     }
@@ -1487,7 +1876,7 @@ impl<'a> Shell<'a> {
                 } else {
                     match v {
                         Some(s) => vec![(s, *quoted)],
-                        None if self.nounset && name != "@" && name != "*" => {
+                        None if self.st.nounset && name != "@" && name != "*" => {
                             return Err(Self::unset_error(name, out))
                         }
                         None => vec![(String::new(), *quoted)],
@@ -1496,16 +1885,16 @@ impl<'a> Shell<'a> {
             }
             Part::Subst { list, quoted } => {
                 // A subshell: its assignments and `set` do not reach this shell.
-                let saved = (self.vars.clone(), self.errexit, self.nounset);
+                let saved = (self.st.vars.clone(), self.st.errexit, self.st.nounset);
                 let mut inner = Output::default();
                 let r = self.list(list, &[], &mut inner);
-                (self.vars, self.errexit, self.nounset) = saved;
+                (self.st.vars, self.st.errexit, self.st.nounset) = saved;
                 out.stderr.append(&mut inner.stderr);
                 let status = match r {
                     Ok(s) | Err(Stop::Exit(s)) => s,
-                    Err(Stop::Killed) => return Err(Stop::Killed),
+                    Err(e) => return Err(e),
                 };
-                self.status = status;
+                self.st.status = status;
                 self.subst_status = Some(status);
                 let mut text = String::from_utf8_lossy(&inner.stdout).to_string();
                 while text.ends_with('\n') {
@@ -1518,13 +1907,15 @@ impl<'a> Shell<'a> {
 
     /// A word to fields: unquoted expansion results split at blanks.
     fn expand_fields(&mut self, w: &Word, out: &mut Output) -> Result<Vec<String>, Stop> {
-        let mut fields = Vec::new();
-        let mut cur: Option<String> = None;
+        // Each field as (char, may it be a pattern character) pairs: unquoted text can glob.
+        let mut fields: Vec<Vec<(char, bool)>> = Vec::new();
+        let mut cur: Option<Vec<(char, bool)>> = None;
         for p in w {
             let splittable = matches!(
                 p,
                 Part::Param { quoted: false, .. } | Part::Subst { quoted: false, .. }
             );
+            let literal_text = matches!(p, Part::Lit(_));
             for (text, quoted) in self.expand_part(p, out)? {
                 if splittable && !quoted {
                     for c in text.chars() {
@@ -1533,16 +1924,99 @@ impl<'a> Shell<'a> {
                                 fields.push(f);
                             }
                         } else {
-                            cur.get_or_insert_with(String::new).push(c);
+                            cur.get_or_insert_with(Vec::new).push((c, true));
                         }
                     }
                 } else {
-                    cur.get_or_insert_with(String::new).push_str(&text);
+                    let f = cur.get_or_insert_with(Vec::new);
+                    f.extend(text.chars().map(|c| (c, literal_text)));
                 }
             }
         }
         fields.extend(cur);
-        Ok(fields)
+        let mut result = Vec::new();
+        for f in fields {
+            let text: String = f.iter().map(|(c, _)| *c).collect();
+            if f.iter()
+                .any(|&(c, special)| special && matches!(c, '*' | '?' | '['))
+            {
+                // Pattern characters are literal in glob_match when flagged `true`.
+                let pat: Vec<(char, bool)> = f.iter().map(|&(c, special)| (c, !special)).collect();
+                let hits = self.glob(&pat);
+                if hits.is_empty() {
+                    result.push(text);
+                } else {
+                    result.extend(hits);
+                }
+            } else {
+                result.push(text);
+            }
+        }
+        Ok(result)
+    }
+
+    /// Pathname expansion over the node's files: the sorted matches (none = keep the word).
+    fn glob(&mut self, pat: &[(char, bool)]) -> Vec<String> {
+        let absolute = pat.first().map(|p| p.0) == Some('/');
+        let comps: Vec<&[(char, bool)]> = pat
+            .split(|&(c, _)| c == '/')
+            .filter(|c| !c.is_empty())
+            .collect();
+        let cwd = self.sys.cwd();
+        // (path shown, real absolute path)
+        let mut paths: Vec<(String, String)> = vec![if absolute {
+            (String::new(), String::new())
+        } else {
+            (String::new(), if cwd == "/" { String::new() } else { cwd })
+        }];
+        for (k, comp) in comps.iter().enumerate() {
+            let has_pattern = comp
+                .iter()
+                .any(|&(c, lit)| !lit && matches!(c, '*' | '?' | '['));
+            let mut next = Vec::new();
+            for (shown, real) in &paths {
+                let join = |name: &str| {
+                    let shown = if shown.is_empty() && !absolute {
+                        name.to_string()
+                    } else {
+                        format!("{shown}/{name}")
+                    };
+                    (shown, format!("{real}/{name}"))
+                };
+                if has_pattern {
+                    let dir = if real.is_empty() {
+                        "/".to_string()
+                    } else {
+                        real.clone()
+                    };
+                    let Ok(names) = self.sys.list_dir(&dir) else {
+                        continue;
+                    };
+                    for n in names {
+                        let chars: Vec<char> = n.chars().collect();
+                        if n.starts_with('.') && comp.first().map(|p| p.0) != Some('.') {
+                            continue;
+                        }
+                        if glob_match(comp, &chars) {
+                            next.push(join(&n));
+                        }
+                    }
+                } else {
+                    let name: String = comp.iter().map(|p| p.0).collect();
+                    next.push(join(&name));
+                }
+            }
+            // Only the last component may name a file; the others must be directories.
+            let last = k + 1 == comps.len();
+            next.retain(|(_, real)| match self.sys.stat(real) {
+                Some(st) => last || st.kind == FileKind::Dir,
+                None => false,
+            });
+            paths = next;
+        }
+        let mut out: Vec<String> = paths.into_iter().map(|(shown, _)| shown).collect();
+        out.sort();
+        out
     }
 
     /// A word to one string (assignments, redirection targets, `case` subjects).
@@ -1613,58 +2087,200 @@ fn glob_match(pat: &[(char, bool)], s: &[char]) -> bool {
     c == sc && glob_match(&pat[1..], &s[1..])
 }
 
-/// `test` / `[`: `! E`, `-n S`, `-z S`, `S`, `S = S`, `S != S`, integer comparisons.
-fn test(args: &[String], out: &mut Output) -> i32 {
-    match eval_test(args) {
-        Ok(true) => 0,
-        Ok(false) => 1,
-        Err(e) => {
-            out.stderr
-                .extend_from_slice(format!("sh: test: {e}\n").as_bytes());
-            2
+/// Why `test` could not decide.
+enum TestError {
+    /// What the real `test` calls a usage error (exit 2).
+    Usage(String),
+    /// An operator the simulation does not model.
+    Unsimulated(String),
+}
+
+/// The builtins `command -v` finds as themselves.
+const BUILTINS: [&str; 22] = [
+    ":", "true", "false", "cd", "pwd", "exit", "set", "export", "readonly", "unset", "echo",
+    "printf", "test", "[", "command", "type", "env", "printenv", "sh", "sudo", "which", "bash",
+];
+
+fn eval_test(sys: &mut dyn System, a: &[&str]) -> Result<bool, TestError> {
+    // POSIX decides by the number of arguments first (so `[ -n ]` is a string test).
+    match a {
+        [] => return Ok(false),
+        [s] => return Ok(!s.is_empty()),
+        ["!", rest @ ..] if rest.len() <= 3 => return eval_test(sys, rest).map(|b| !b),
+        ["(", inner @ .., ")"] if inner.len() <= 2 => return eval_test(sys, inner),
+        _ => {}
+    }
+    if a.len() > 3 || (a.len() == 3 && matches!(a[1], "-a" | "-o")) {
+        // `-o` binds looser than `-a`: split at the last `-o`, then the last `-a`.
+        for op in ["-o", "-a"] {
+            if let Some(k) = a
+                .iter()
+                .rposition(|x| *x == op)
+                .filter(|k| *k > 0 && *k + 1 < a.len())
+            {
+                let l = eval_test(sys, &a[..k])?;
+                let r = eval_test(sys, &a[k + 1..])?;
+                return Ok(if op == "-o" { l || r } else { l && r });
+            }
         }
+        if a.len() > 3 {
+            return Err(TestError::Unsimulated(format!("test {}", a.join(" "))));
+        }
+    }
+    match a {
+        [op, s] => unary(sys, op, s),
+        [x, op, y] => binary(sys, x, op, y),
+        _ => Err(TestError::Usage(format!(
+            "{}: unexpected operator",
+            a.join(" ")
+        ))),
     }
 }
 
-fn eval_test(args: &[String]) -> Result<bool, String> {
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    match a.as_slice() {
-        [] => Ok(false),
-        ["!", rest @ ..] => {
-            eval_test(&rest.iter().map(|s| s.to_string()).collect::<Vec<_>>()).map(|b| !b)
+fn unary(sys: &mut dyn System, op: &str, s: &str) -> Result<bool, TestError> {
+    if op == "-n" {
+        return Ok(!s.is_empty());
+    }
+    if op == "-z" {
+        return Ok(s.is_empty());
+    }
+    if op == "-t" {
+        return Err(TestError::Unsimulated(format!("test -t {s}")));
+    }
+    let st = match op {
+        "-b" | "-c" | "-d" | "-e" | "-f" | "-g" | "-h" | "-L" | "-p" | "-r" | "-S" | "-s"
+        | "-u" | "-w" | "-x" | "-k" => sys.stat(s),
+        _ => return Err(TestError::Usage(format!("{op}: unexpected operator"))),
+    };
+    let Some(st) = st else {
+        return Ok(false);
+    };
+    let uid = sys.uid();
+    let perm = |want: u32| {
+        if uid == 0 {
+            // root reads and writes anything; executes what has any x bit (or a directory).
+            want != 1 || st.kind == FileKind::Dir || st.mode & 0o111 != 0
+        } else {
+            let bits = if st.uid == uid { st.mode >> 6 } else { st.mode };
+            bits & want == want
         }
-        [s] => Ok(!s.is_empty()),
-        ["-n", s] => Ok(!s.is_empty()),
-        ["-z", s] => Ok(s.is_empty()),
-        [x, "=" | "==", y] => Ok(x == y),
-        [x, "!=", y] => Ok(x != y),
-        [x, op @ ("-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge"), y] => {
+    };
+    Ok(match op {
+        "-b" => st.kind == FileKind::BlockDev,
+        "-c" => st.kind == FileKind::CharDev,
+        "-d" => st.kind == FileKind::Dir,
+        "-e" => true,
+        "-f" => st.kind == FileKind::File,
+        "-g" => st.mode & 0o2000 != 0,
+        "-u" => st.mode & 0o4000 != 0,
+        "-k" => st.mode & 0o1000 != 0,
+        "-h" | "-L" => st.symlink,
+        // The simulated tree has no FIFOs or sockets.
+        "-p" | "-S" => false,
+        "-r" => perm(4),
+        "-w" => perm(2),
+        "-x" => perm(1),
+        _ => st.size > 0,
+    })
+}
+
+fn binary(sys: &mut dyn System, x: &str, op: &str, y: &str) -> Result<bool, TestError> {
+    Ok(match op {
+        "=" | "==" => x == y,
+        "!=" => x != y,
+        "<" | ">" => return Err(TestError::Unsimulated(format!("test {x} {op} {y}"))),
+        "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge" => {
             let n = |s: &str| {
                 s.trim()
                     .parse::<i64>()
-                    .map_err(|_| format!("{s}: integer expression expected"))
+                    .map_err(|_| TestError::Usage(format!("Illegal number: {s}")))
             };
             let (x, y) = (n(x)?, n(y)?);
-            Ok(match *op {
+            match op {
                 "-eq" => x == y,
                 "-ne" => x != y,
                 "-lt" => x < y,
                 "-le" => x <= y,
                 "-gt" => x > y,
                 _ => x >= y,
-            })
+            }
         }
-        _ => Err(format!("sim: unsupported test expression: {}", a.join(" "))),
+        "-nt" | "-ot" => {
+            let (a, b) = (sys.stat(x), sys.stat(y));
+            match (a, b, op) {
+                (Some(a), Some(b), "-nt") => a.mtime_ms > b.mtime_ms,
+                (Some(_), None, "-nt") => true,
+                (Some(a), Some(b), _) => a.mtime_ms < b.mtime_ms,
+                (None, Some(_), _) => op == "-ot",
+                _ => false,
+            }
+        }
+        "-ef" => {
+            let cwd = sys.cwd();
+            sys.stat(x).is_some() && super::fs::normalize(&cwd, x) == super::fs::normalize(&cwd, y)
+        }
+        "-a" | "-o" => {
+            let (l, r) = (!x.is_empty(), !y.is_empty());
+            if op == "-a" {
+                l && r
+            } else {
+                l || r
+            }
+        }
+        _ => return Err(TestError::Usage(format!("{op}: unexpected operator"))),
+    })
+}
+
+/// dash's `echo` escapes: `\n \t \\ \c` (stop, no newline), `\0NNN` octal; returns the
+/// text and whether `\c` cut it short.
+fn echo_escapes(s: &str) -> (String, bool) {
+    let mut out = String::new();
+    let mut cs = s.chars().peekable();
+    while let Some(c) = cs.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match cs.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('a') => out.push('\x07'),
+            Some('b') => out.push('\x08'),
+            Some('f') => out.push('\x0c'),
+            Some('v') => out.push('\x0b'),
+            Some('\\') => out.push('\\'),
+            Some('c') => return (out, true),
+            Some('0') => {
+                let mut n = 0u32;
+                for _ in 0..3 {
+                    match cs.peek().and_then(|d| d.to_digit(8)) {
+                        Some(d) => {
+                            n = n * 8 + d;
+                            cs.next();
+                        }
+                        None => break,
+                    }
+                }
+                out.push(char::from_u32(n).unwrap_or('\0'));
+            }
+            Some(o) => {
+                out.push('\\');
+                out.push(o);
+            }
+            None => out.push('\\'),
+        }
     }
+    (out, false)
 }
 
 /// `printf FORMAT [ARG...]`: `%s`, `%d`, `%%`, `\n`, `\t`, `\\`; the format is reused
 /// while arguments remain.
-fn printf(args: &[String], out: &mut Output) -> i32 {
+fn printf(args: &[String], out: &mut Output) -> Flow {
     let Some(fmt) = args.first() else {
         out.stderr
             .extend_from_slice(b"printf: usage: printf format [arguments]\n");
-        return 2;
+        return Ok(2);
     };
     let mut rest = args[1..].iter();
     loop {
@@ -1689,19 +2305,14 @@ fn printf(args: &[String], out: &mut Output) -> i32 {
                         let v = rest.next().map(String::as_str).unwrap_or_default();
                         out.stdout.extend_from_slice(v.as_bytes());
                     }
-                    Some(o) => {
-                        out.stderr.extend_from_slice(
-                            format!("sim: printf %{o} is not supported\n").as_bytes(),
-                        );
-                        return 1;
-                    }
+                    Some(o) => return Err(unsim(&format!("printf %{o}"))),
                     None => out.stdout.push(b'%'),
                 },
                 c => out.stdout.extend_from_slice(c.to_string().as_bytes()),
             }
         }
         if !used || rest.len() == 0 {
-            return 0;
+            return Ok(0);
         }
     }
 }
@@ -1761,6 +2372,29 @@ mod tests {
         }
         fn cancelled(&self) -> bool {
             false
+        }
+        fn stat(&mut self, path: &str) -> Option<Stat> {
+            let dir = path == "/sys" || path == "/sys/block";
+            (dir || self.files.contains_key(path)).then(|| Stat {
+                kind: if dir { FileKind::Dir } else { FileKind::File },
+                mode: 0o644,
+                uid: 0,
+                size: self.files.get(path).map_or(0, |f| f.len() as u64),
+                mtime_ms: 0,
+                symlink: false,
+            })
+        }
+        fn list_dir(&mut self, path: &str) -> Result<Vec<String>, String> {
+            let prefix = format!("{}/", path.trim_end_matches('/'));
+            let mut names: Vec<String> = self
+                .files
+                .keys()
+                .filter_map(|k| k.strip_prefix(&prefix))
+                .filter(|r| !r.contains('/'))
+                .map(String::from)
+                .collect();
+            names.sort();
+            Ok(names)
         }
     }
 
@@ -1876,9 +2510,9 @@ mod tests {
             sh("sudo -n -- sh -c 'echo '\\''hi'\\'' && argv x'").0,
             "hi\n<x>\n"
         );
-        let (_, e, s) = sh("rm -rf /");
-        assert_eq!(s, 127);
-        assert_eq!(e, "sim: command not supported: rm -rf /\n");
+        let (_, e, s) = sh("nosuch -rf /");
+        assert_eq!(s, 2);
+        assert_eq!(e, "hk-console simulation: `nosuch` is not simulated\n");
         let (_, e, s) = sh("echo `id`");
         assert_eq!(s, 2);
         assert!(e.contains("backquote"), "{e}");
@@ -1895,5 +2529,93 @@ mod tests {
         assert_eq!(sh("[ 3 -gt x ]").2, 2);
         assert_eq!(sh("[ a = a").2, 2);
         assert_eq!(sh("printf '%s=%s\\n' a 1 b 2").0, "a=1\nb=2\n");
+    }
+
+    /// Every unmodelled construct ends the whole script with exit 2 and the one message,
+    /// whatever condition, redirection, subshell or `sh -c` it stood in.
+    #[test]
+    fn unmodelled_constructs_stop_the_script_with_exit_2() {
+        for (script, what) in [
+            (
+                "if [ -t 1 ]; then echo a; else echo b; fi; echo after",
+                "test -t 1",
+            ),
+            ("[ a \\< b ] 2>/dev/null || echo no", "test a < b"),
+            ("nosuch 2>/dev/null || true", "nosuch"),
+            ("x=$(nosuch); echo $x", "nosuch"),
+            ("(nosuch) ; echo after", "nosuch"),
+            ("sh -c 'nosuch' || echo after", "nosuch"),
+            (
+                "sh -c 'a=`id`'; echo after",
+                "backquote command substitution (use $(...))",
+            ),
+            ("set -x; echo a", "set -x"),
+            ("printf '%5s' a", "printf %5"),
+            ("echo a 3>/dev/null", "redirection of fd 3"),
+            ("while true; do echo; done", "while loops and definitions"),
+            ("f() { echo; }", "shell functions"),
+            ("cat <<EOF\nx\nEOF", "here-documents (<<)"),
+            (
+                "echo ${x#y}",
+                "parameter expansion other than ${name}, ${name:-word}, ${name-word}",
+            ),
+            ("sudo -u other true", "sudo -u"),
+            ("true | nosuch | true; echo after", "nosuch"),
+            ("cd -", "cd -"),
+            ("env -i true", "env -i"),
+        ] {
+            let (o, e, s) = sh(script);
+            assert_eq!(s, 2, "{script}: {o} {e}");
+            assert!(!o.contains("after"), "{script} went on: {o}");
+            assert_eq!(
+                e,
+                format!("hk-console simulation: `{what}` is not simulated\n"),
+                "{script}"
+            );
+        }
+    }
+
+    #[test]
+    fn file_tests_and_globs_ask_the_system() {
+        let mut f = Fake::default();
+        f.files.insert("/sys/block/sda".into(), String::new());
+        f.files.insert("/sys/block/sdb".into(), "x".into());
+        let script = "if [ -e /sys/block/sda ]; then echo yes; else echo no; fi";
+        assert_eq!(run(&mut f, script).0, "yes\n");
+        assert_eq!(
+            run(&mut f, "[ -e /sys/block/nvme0n1 ] || echo none").0,
+            "none\n"
+        );
+        assert_eq!(
+            run(
+                &mut f,
+                "[ -d /sys/block ] && [ -f /sys/block/sda ] && echo ok"
+            )
+            .0,
+            "ok\n"
+        );
+        assert_eq!(
+            run(&mut f, "[ -s /sys/block/sda ] || echo empty").0,
+            "empty\n"
+        );
+        assert_eq!(
+            run(
+                &mut f,
+                "[ -n x -a -z '' ] && [ ! -e /x -o -e /y ] && echo both"
+            )
+            .0,
+            "both\n"
+        );
+        assert_eq!(
+            run(&mut f, "argv /sys/block/sd*").0,
+            "</sys/block/sda></sys/block/sdb>\n"
+        );
+        assert_eq!(
+            run(&mut f, "argv '/sys/block/sd*' /nope/*").0,
+            "</sys/block/sd*></nope/*>\n"
+        );
+        assert_eq!(run(&mut f, "echo 'a\\tb\\c' x").0, "a\tb");
+        assert_eq!(run(&mut f, "set -o pipefail; fail | cat; echo $?").0, "3\n");
+        assert_eq!(run(&mut f, "fail | cat; echo $?").0, "0\n");
     }
 }

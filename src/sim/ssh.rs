@@ -4,11 +4,13 @@
 //! the node's simulated shell ([`super::node::NodeSession`]) with stdout, stderr and the
 //! exit status (or `KILL` when the client signals) sent back as sshd sends them.
 //!
-//! A `shell` request is answered with a message on stderr and exit status 1; subsystems
-//! (sftp), X11 and agent forwarding are refused. Channel input (stdin) is not given to the
-//! command (every simulated command runs with empty input); a command that would read it to
-//! the end (an interpreter given no script) is answered only after the client's EOF, as a
-//! real process draining its stdin would be.
+//! An exec command gets what the client sends as its stdin (all of it, up to the client's
+//! EOF; a client that sends nothing within a moment gets an empty stdin). A remote
+//! `scp -t`/`scp -f` (what `scp -O` starts) speaks the SCP protocol ([`super::scp`]); the
+//! `sftp` subsystem (what `sftp` and `scp` without `-O` use) is served by [`super::sftp`];
+//! a `shell` request gets an interactive session whose lines each run through the same
+//! interpreter (a prompt and echo when the client asked for a pty). X11 and agent
+//! forwarding and other subsystems are refused.
 //!
 //! Owns: [`SimNode`] (start, address, host key, known_hosts line, counters, stop),
 //! [`SimNodeSpec`], [`parse_authorized_keys`], [`generate_host_key`].
@@ -24,10 +26,13 @@ use russh::keys::{Algorithm, PrivateKey, PublicKey};
 use russh::server::{self, Auth, Msg, PublicKeyOffer, Session, VerifiedPublicKey};
 use russh::{Channel, ChannelId, Disconnect, MethodKind, MethodSet, Sig};
 use tokio::net::TcpListener;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_util::sync::CancellationToken;
 
 use super::node::{NodeSession, NodeState};
-use super::shell::Ending;
+use super::scp::{self, ScpRequest};
+use super::sftp::SftpSession;
+use super::shell::{incomplete, Ending, Output};
 use crate::exec::known_hosts;
 
 /// What can go wrong starting a simulated node.
@@ -279,6 +284,7 @@ async fn accept_loop(
             shared: shared.clone(),
             user: String::new(),
             channels: HashMap::new(),
+            opened: HashMap::new(),
         };
         let config = config.clone();
         let stop = stop.clone();
@@ -305,6 +311,15 @@ struct ChannelCtl {
     cancel: Arc<AtomicBool>,
     /// Becomes true when the client sends EOF (or closes).
     eof: tokio::sync::watch::Sender<bool>,
+    /// The client's data (stdin) goes here until its EOF (then the sender is dropped).
+    input: Option<UnboundedSender<Vec<u8>>>,
+    /// The other end, taken by whatever the channel runs.
+    output: Option<UnboundedReceiver<Vec<u8>>>,
+    /// The client asked for a pty: one output stream, `\r\n` line ends, echo.
+    pty: bool,
+    /// Runs the sftp server: the client's EOF ends it with exit status 0, as sftp-server
+    /// exits when its input closes.
+    sftp: bool,
 }
 
 /// One client connection.
@@ -312,18 +327,174 @@ struct Conn {
     shared: Arc<Shared>,
     user: String,
     channels: HashMap<ChannelId, ChannelCtl>,
+    /// Session channels whose request has not come yet (the sftp subsystem takes its own).
+    opened: HashMap<ChannelId, Channel<Msg>>,
 }
 
 /// How long a command that reads its stdin waits for the client's EOF.
 const STDIN_EOF_WAIT: Duration = Duration::from_secs(30);
+/// How long an exec waits for the first byte of stdin before running with none (a client
+/// whose stdin is a terminal sends neither data nor EOF).
+const STDIN_QUIET: Duration = Duration::from_millis(100);
 
 impl Conn {
-    fn ctl(&mut self, channel: ChannelId) -> &ChannelCtl {
-        self.channels.entry(channel).or_insert_with(|| ChannelCtl {
-            cancel: Arc::new(AtomicBool::new(false)),
-            eof: tokio::sync::watch::channel(false).0,
+    fn ctl(&mut self, channel: ChannelId) -> &mut ChannelCtl {
+        self.channels.entry(channel).or_insert_with(|| {
+            let (tx, rx) = unbounded_channel();
+            ChannelCtl {
+                cancel: Arc::new(AtomicBool::new(false)),
+                eof: tokio::sync::watch::channel(false).0,
+                input: Some(tx),
+                output: Some(rx),
+                pty: false,
+                sftp: false,
+            }
         })
     }
+}
+
+/// Everything the client sends before its EOF, or nothing if it stays quiet at first.
+async fn collect_stdin(rx: &mut UnboundedReceiver<Vec<u8>>) -> Vec<u8> {
+    let mut stdin = Vec::new();
+    loop {
+        let wait = if stdin.is_empty() {
+            STDIN_QUIET
+        } else {
+            STDIN_EOF_WAIT
+        };
+        match tokio::time::timeout(wait, rx.recv()).await {
+            Ok(Some(d)) => stdin.extend_from_slice(&d),
+            Ok(None) | Err(_) => return stdin,
+        }
+    }
+}
+
+/// On a pty there is one stream and the terminal turns `\n` into `\r\n`.
+fn pty_text(data: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(data.len());
+    for &b in data {
+        if b == b'\n' {
+            v.push(b'\r');
+        }
+        v.push(b);
+    }
+    v
+}
+
+/// The SCP protocol's replies, as channel data.
+struct ChannelOut {
+    handle: server::Handle,
+    channel: ChannelId,
+}
+
+impl scp::Sender for ChannelOut {
+    async fn send(&mut self, data: Vec<u8>) {
+        let _ = self.handle.data(self.channel, data).await;
+    }
+}
+
+/// An interactive login: each complete line through the node's shell, state kept between
+/// lines; a prompt and echo on a pty. Ends at `exit`, EOF or Ctrl-D with `$?` as status.
+async fn interactive(
+    handle: server::Handle,
+    channel: ChannelId,
+    mut session: NodeSession,
+    mut rx: UnboundedReceiver<Vec<u8>>,
+    pty: bool,
+) {
+    let send = |data: Vec<u8>| {
+        let handle = handle.clone();
+        async move {
+            if !data.is_empty() {
+                let _ = handle.data(channel, data).await;
+            }
+        }
+    };
+    if pty {
+        send(session.prompt().into_bytes()).await;
+    }
+    let mut line: Vec<u8> = Vec::new();
+    let mut script = String::new();
+    let mut status = 0;
+    let mut last_cr = false;
+    'session: while let Some(data) = rx.recv().await {
+        for b in data {
+            let after_cr = std::mem::replace(&mut last_cr, b == b'\r');
+            match b {
+                b'\n' if after_cr => {}
+                b'\r' | b'\n' => {
+                    if pty {
+                        send(b"\r\n".to_vec()).await;
+                    }
+                    script.push_str(&String::from_utf8_lossy(&std::mem::take(&mut line)));
+                    if incomplete(&script) {
+                        script.push('\n');
+                        if pty {
+                            send(b"> ".to_vec()).await;
+                        }
+                        continue;
+                    }
+                    let text = std::mem::take(&mut script);
+                    let ran = tokio::task::spawn_blocking(move || {
+                        let r = session.run_line(&text);
+                        (session, r)
+                    })
+                    .await;
+                    let Ok((back, (out, ending, exited))) = ran else {
+                        status = 255;
+                        break 'session;
+                    };
+                    session = back;
+                    if pty {
+                        let mut all = out.stdout;
+                        all.extend_from_slice(&out.stderr);
+                        send(pty_text(&all)).await;
+                    } else {
+                        send(out.stdout).await;
+                        if !out.stderr.is_empty() {
+                            let _ = handle.extended_data(channel, 1, out.stderr).await;
+                        }
+                    }
+                    status = out.status;
+                    if exited || ending == Ending::Killed {
+                        break 'session;
+                    }
+                    if pty {
+                        send(session.prompt().into_bytes()).await;
+                    }
+                }
+                0x7f | 0x08 if pty => {
+                    if line.pop().is_some() {
+                        send(b"\x08 \x08".to_vec()).await;
+                    }
+                }
+                0x03 if pty => {
+                    line.clear();
+                    script.clear();
+                    send(b"^C\r\n".to_vec()).await;
+                    send(session.prompt().into_bytes()).await;
+                }
+                0x04 if line.is_empty() => break 'session,
+                b => {
+                    line.push(b);
+                    if pty {
+                        send(vec![b]).await;
+                    }
+                }
+            }
+        }
+    }
+    if pty {
+        send(b"logout\r\n".to_vec()).await;
+    }
+    finish(
+        handle,
+        channel,
+        Vec::new(),
+        Vec::new(),
+        Ending::Exit(status),
+    )
+    .await;
 }
 
 /// Sends what a finished command produced, then its ending, EOF and close.
@@ -394,6 +565,7 @@ impl server::Handler for Conn {
         _session: &mut Session,
     ) -> Result<(), Self::Error> {
         self.ctl(channel.id());
+        self.opened.insert(channel.id(), channel);
         reply.accept().await;
         Ok(())
     }
@@ -409,6 +581,7 @@ impl server::Handler for Conn {
         _modes: &[(russh::Pty, u32)],
         session: &mut Session,
     ) -> Result<(), Self::Error> {
+        self.ctl(channel).pty = true;
         session.channel_success(channel)
     }
 
@@ -427,19 +600,16 @@ impl server::Handler for Conn {
         channel: ChannelId,
         session: &mut Session,
     ) -> Result<(), Self::Error> {
+        self.opened.remove(&channel);
         session.channel_success(channel)?;
-        let msg = format!(
-            "sim: {} is a simulated node: interactive shells are not supported; run one command \
-             at a time (ssh HOST COMMAND)\n",
-            self.shared.name
-        );
-        tokio::spawn(finish(
-            session.handle(),
-            channel,
-            Vec::new(),
-            msg.into_bytes(),
-            Ending::Exit(1),
-        ));
+        let ctl = self.ctl(channel);
+        let pty = ctl.pty;
+        let cancel = ctl.cancel.clone();
+        let Some(rx) = ctl.output.take() else {
+            return session.channel_failure(channel);
+        };
+        let node = NodeSession::new(self.shared.state.clone(), &self.user, cancel);
+        tokio::spawn(interactive(session.handle(), channel, node, rx, pty));
         Ok(())
     }
 
@@ -449,8 +619,25 @@ impl server::Handler for Conn {
         name: &str,
         session: &mut Session,
     ) -> Result<(), Self::Error> {
-        tracing::debug!(node = %self.shared.name, subsystem = name, "sim ssh refused a subsystem");
-        session.channel_failure(channel)
+        let opened = self.opened.remove(&channel);
+        match (name, opened) {
+            ("sftp", Some(ch)) => {
+                // The sftp server reads the channel itself; Handler::data must not queue it.
+                if let Some(ctl) = self.channels.get_mut(&channel) {
+                    ctl.input = None;
+                    ctl.output = None;
+                    ctl.sftp = true;
+                }
+                session.channel_success(channel)?;
+                let sftp = SftpSession::new(self.shared.state.clone(), &self.user);
+                russh_sftp::server::run(ch.into_stream(), sftp).await;
+                Ok(())
+            }
+            _ => {
+                tracing::debug!(node = %self.shared.name, subsystem = name, "sim ssh refused a subsystem");
+                session.channel_failure(channel)
+            }
+        }
     }
 
     async fn exec_request(
@@ -459,18 +646,45 @@ impl server::Handler for Conn {
         data: &[u8],
         session: &mut Session,
     ) -> Result<(), Self::Error> {
+        self.opened.remove(&channel);
         session.channel_success(channel)?;
         self.shared.stats.commands.fetch_add(1, Ordering::SeqCst);
         let command = String::from_utf8_lossy(data).to_string();
         let ctl = self.ctl(channel);
         let cancel = ctl.cancel.clone();
+        let pty = ctl.pty;
         let mut eof = ctl.eof.subscribe();
+        let Some(mut rx) = ctl.output.take() else {
+            return session.channel_failure(channel);
+        };
         let state = self.shared.state.clone();
         let user = self.user.clone();
         let handle = session.handle();
+        if let Some(req) = ScpRequest::parse(&command) {
+            if let Ok(mut s) = state.lock() {
+                s.commands.push(command.clone());
+            }
+            tokio::spawn(async move {
+                let mut out = ChannelOut {
+                    handle: handle.clone(),
+                    channel,
+                };
+                let status = scp::serve(req, state, &user, rx, &mut out).await;
+                finish(
+                    handle,
+                    channel,
+                    Vec::new(),
+                    Vec::new(),
+                    Ending::Exit(status),
+                )
+                .await;
+            });
+            return Ok(());
+        }
         tokio::spawn(async move {
+            let stdin = collect_stdin(&mut rx).await;
             let ran = tokio::task::spawn_blocking(move || {
-                NodeSession::new(state, &user, cancel).run(&command)
+                NodeSession::new(state, &user, cancel).run_with_input(&command, &stdin)
             })
             .await;
             match ran {
@@ -478,7 +692,14 @@ impl server::Handler for Conn {
                     if out.reads_stdin {
                         let _ = tokio::time::timeout(STDIN_EOF_WAIT, eof.wait_for(|e| *e)).await;
                     }
-                    finish(handle, channel, out.stdout, out.stderr, ending).await
+                    let Output { stdout, stderr, .. } = out;
+                    if pty {
+                        let mut all = stdout;
+                        all.extend_from_slice(&stderr);
+                        finish(handle, channel, pty_text(&all), Vec::new(), ending).await
+                    } else {
+                        finish(handle, channel, stdout, stderr, ending).await
+                    }
                 }
                 Err(e) => {
                     let msg = format!("sim: the command failed inside the simulation: {e}\n");
@@ -493,6 +714,18 @@ impl server::Handler for Conn {
                 }
             }
         });
+        Ok(())
+    }
+
+    async fn data(
+        &mut self,
+        channel: ChannelId,
+        data: &[u8],
+        _session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        if let Some(tx) = self.channels.get(&channel).and_then(|c| c.input.as_ref()) {
+            let _ = tx.send(data.to_vec());
+        }
         Ok(())
     }
 
@@ -511,10 +744,17 @@ impl server::Handler for Conn {
     async fn channel_eof(
         &mut self,
         channel: ChannelId,
-        _session: &mut Session,
+        session: &mut Session,
     ) -> Result<(), Self::Error> {
-        if let Some(ctl) = self.channels.get(&channel) {
+        if let Some(ctl) = self.channels.get_mut(&channel) {
             ctl.eof.send_replace(true);
+            ctl.input = None;
+            if ctl.sftp {
+                // Queued now, before the stream's end can close the channel first.
+                session.exit_status_request(channel, 0)?;
+                session.eof(channel)?;
+                session.close(channel)?;
+            }
         }
         Ok(())
     }
@@ -524,6 +764,7 @@ impl server::Handler for Conn {
         channel: ChannelId,
         _session: &mut Session,
     ) -> Result<(), Self::Error> {
+        self.opened.remove(&channel);
         if let Some(ctl) = self.channels.remove(&channel) {
             ctl.cancel.store(true, Ordering::SeqCst);
             ctl.eof.send_replace(true);

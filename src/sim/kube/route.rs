@@ -34,6 +34,13 @@ pub enum Route {
         version: String,
     },
     Objects(Target),
+    /// `/healthz`, `/livez`, `/readyz`, optionally one named check (`/readyz/etcd`).
+    Health {
+        endpoint: String,
+        check: Option<String>,
+    },
+    /// `POST /apis/authorization.k8s.io/v1/selfsubject{access,rules}reviews`.
+    Review(String),
     NotFound,
 }
 
@@ -46,6 +53,15 @@ pub fn route(path: &str) -> Route {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Route::Version,
+        [e @ ("healthz" | "livez" | "readyz"), rest @ ..] if rest.len() <= 1 => {
+            return Route::Health {
+                endpoint: (*e).to_string(),
+                check: rest.first().map(|c| (*c).to_string()),
+            }
+        }
+        ["apis", "authorization.k8s.io", "v1", r @ ("selfsubjectaccessreviews" | "selfsubjectrulesreviews")] => {
+            return Route::Review((*r).to_string())
+        }
         ["api"] => return Route::CoreVersions,
         ["apis"] => return Route::Groups,
         ["apis", g] if resources::group_versions().iter().any(|(x, _)| x == g) => {
@@ -109,6 +125,11 @@ impl Query {
                 })
                 .collect(),
         )
+    }
+
+    /// Every (key, value), in order.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
     /// The first value of `key`.
@@ -212,10 +233,19 @@ mod tests {
             "/api/v1/namespaces/a/nodes",
             "/api/v1/namespaces/a/configmaps/x/status",
             "/apis/apps/v2/daemonsets",
-            "/healthz",
+            "/healthz/etcd/extra",
+            "/metrics",
         ] {
             assert_eq!(route(p), Route::NotFound, "{p}");
         }
+        // Served since issue 17 (kubectl and k9s probe them).
+        assert_eq!(
+            route("/readyz/etcd"),
+            Route::Health {
+                endpoint: "readyz".into(),
+                check: Some("etcd".into())
+            }
+        );
         assert_eq!(route("/api"), Route::CoreVersions);
         assert_eq!(route("/apis/apps"), Route::Group("apps".into()));
         assert_eq!(

@@ -260,7 +260,18 @@ async fn dispatch(
     q: &Query,
 ) -> (&'static str, Option<String>, Response<Body>) {
     let get = req.method() == Method::GET;
+    let method = req.method().to_string();
     let doc = |v: Value| ("discovery", None, json_response(200, &v));
+    let accept = req
+        .headers()
+        .get(ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    if !json_acceptable(&accept) {
+        let e = ApiError::not_simulated(406, &format!("a response as {accept}"));
+        return ("unknown", None, error_response(&e));
+    }
     match route(path) {
         Route::Version if get => doc(discovery::version()),
         Route::CoreVersions if get => doc(discovery::core_versions(st.addr)),
@@ -278,13 +289,174 @@ async fn dispatch(
             let (verb, resp) = objects(st, req, t, q).await;
             (verb, Some(label), resp)
         }
-        Route::NotFound => ("unknown", None, error_response(&ApiError::no_route())),
+        Route::Health { endpoint, check } if get => {
+            match health(&endpoint, check.as_deref(), q.get("verbose").is_some()) {
+                Some(text) => ("health", None, text_response(200, text)),
+                None => (
+                    "unknown",
+                    None,
+                    error_response(&ApiError::not_simulated(404, &format!("GET {path}"))),
+                ),
+            }
+        }
+        Route::Review(kind) if req.method() == Method::POST => {
+            // kubectl sends reviews as protobuf. The verdict does not depend on the spec
+            // (the demo user may do everything), so the body is not decoded; the answer
+            // (JSON, which the client's Accept allows) then echoes no spec.
+            let r = read_body(req).await.and_then(|(ct, b)| {
+                if ct.contains("protobuf") {
+                    Ok(json!({"kind": review_kind(&kind)}))
+                } else {
+                    json_body(&b)
+                }
+            });
+            let resp = match r.and_then(|body| review(&kind, body)) {
+                Ok(v) => json_response(201, &v),
+                Err(e) => error_response(&e),
+            };
+            ("create", Some(format!("{kind}.authorization.k8s.io")), resp)
+        }
+        Route::NotFound => (
+            "unknown",
+            None,
+            error_response(&ApiError::not_simulated(404, &format!("{method} {path}"))),
+        ),
         _ => (
             "unknown",
             None,
-            error_response(&ApiError::method_not_allowed()),
+            error_response(&ApiError::not_simulated(405, &format!("{method} {path}"))),
         ),
     }
+}
+
+/// The checks each health endpoint runs on a k3s server (the real server's names).
+fn health_checks(endpoint: &str) -> &'static [&'static str] {
+    match endpoint {
+        "readyz" => &[
+            "ping",
+            "log",
+            "etcd",
+            "etcd-readiness",
+            "informer-sync",
+            "shutdown",
+        ],
+        _ => &["ping", "log", "etcd"],
+    }
+}
+
+/// `/healthz` `ok`; `?verbose` lists each check as the real server does; `/readyz/etcd`
+/// one check. None for a check the simulation does not have.
+fn health(endpoint: &str, check: Option<&str>, verbose: bool) -> Option<String> {
+    let checks = health_checks(endpoint);
+    if let Some(c) = check {
+        return checks.contains(&c).then(|| "ok".to_string());
+    }
+    if !verbose {
+        return Some("ok".into());
+    }
+    let mut t: String = checks.iter().map(|c| format!("[+]{c} ok\n")).collect();
+    t.push_str(&format!("{endpoint} check passed\n"));
+    Some(t)
+}
+
+fn text_response(code: u16, text: String) -> Response<Body> {
+    let mut r = full(code, text.into_bytes());
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// A SelfSubjectAccessReview or SelfSubjectRulesReview answered for the demo's user, who
+/// is cluster-admin (`system:masters`, as k3s' admin kubeconfig): everything is allowed.
+fn review_kind(plural: &str) -> &'static str {
+    if plural == "selfsubjectaccessreviews" {
+        "SelfSubjectAccessReview"
+    } else {
+        "SelfSubjectRulesReview"
+    }
+}
+
+fn review(kind: &str, body: Value) -> Result<Value, ApiError> {
+    let want_kind = review_kind(kind);
+    if body.get("kind").and_then(Value::as_str) != Some(want_kind) {
+        return Err(ApiError::bad_request(format!(
+            "the body is not a {want_kind} (kind {:?})",
+            body.get("kind")
+        )));
+    }
+    let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
+    let status = if kind == "selfsubjectaccessreviews" {
+        json!({"allowed": true})
+    } else {
+        json!({
+            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+            "incomplete": false
+        })
+    };
+    Ok(json!({
+        "kind": want_kind,
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": {"creationTimestamp": null},
+        "spec": spec,
+        "status": status
+    }))
+}
+
+/// Whether one of the Accept header's alternatives is plain JSON (or a metadata-only
+/// view, or anything): then answering JSON is what content negotiation allows, even when
+/// the client preferred protobuf or a Table. Otherwise the simulation cannot answer.
+fn json_acceptable(accept: &str) -> bool {
+    if accept.trim().is_empty() {
+        return true;
+    }
+    accept.split(',').any(|alt| {
+        let mut parts = alt.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("");
+        let as_kind = parts.find_map(|p| p.strip_prefix("as="));
+        match media {
+            "*/*" | "application/*" => true,
+            "application/json" => {
+                matches!(
+                    as_kind,
+                    None | Some("PartialObjectMetadata" | "PartialObjectMetadataList")
+                )
+            }
+            _ => false,
+        }
+    })
+}
+
+/// Query parameters this server honours; anything else is not simulated (a `dryRun`
+/// that wrote, or a strict validation that was skipped, would be a lie).
+const KNOWN_PARAMS: [&str; 15] = [
+    "labelSelector",
+    "fieldSelector",
+    "watch",
+    "resourceVersion",
+    "resourceVersionMatch",
+    "timeoutSeconds",
+    "allowWatchBookmarks",
+    "limit",
+    "continue",
+    "sendInitialEvents",
+    "gracePeriodSeconds",
+    "propagationPolicy",
+    "fieldManager",
+    "pretty",
+    "timeout",
+];
+
+fn unmodelled_param(q: &Query) -> Option<String> {
+    q.pairs().find_map(|(k, v)| {
+        // Field ownership is not modelled: every apply behaves as a forced one.
+        let known = KNOWN_PARAMS.contains(&k)
+            || (k == "fieldValidation" && v == "Ignore")
+            || (k == "force" && v == "true");
+        (!known).then(|| format!("?{k}={v}"))
+    })
 }
 
 async fn read_body(req: Request<Incoming>) -> Result<(String, Vec<u8>), ApiError> {
@@ -322,6 +494,18 @@ async fn objects(
     t: Target,
     q: &Query,
 ) -> (&'static str, Response<Body>) {
+    if let Some(p) = unmodelled_param(q) {
+        return ("unknown", error_response(&ApiError::not_simulated(501, &p)));
+    }
+    if let Some(ct) = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .filter(|ct| ct.contains("protobuf") || ct.contains("cbor"))
+    {
+        let e = ApiError::not_simulated(415, &format!("a request body as {ct}"));
+        return ("unknown", error_response(&e));
+    }
     let shape = shape_of(&req);
     let method = req.method().clone();
     let sub = if t.status { Sub::Status } else { Sub::Main };
@@ -366,16 +550,54 @@ async fn objects(
         }
         (&Method::DELETE, Some(name)) if !t.status => {
             let r = match read_body(req).await {
-                Ok((_, b)) => {
-                    let pre = delete_opts(&b, q);
-                    store.delete(res, ns, name, &pre, Origin::Api)
-                }
+                Ok((_, b)) => match unmodelled_delete_option(&b) {
+                    Some(what) => Err(ApiError::not_simulated(501, &what)),
+                    None => {
+                        let pre = delete_opts(&b, q);
+                        store.delete(res, ns, name, &pre, Origin::Api)
+                    }
+                },
                 Err(e) => Err(e),
             };
             ("delete", one(r, 200))
         }
-        _ => ("unknown", error_response(&ApiError::method_not_allowed())),
+        _ => {
+            let what = format!(
+                "{method} on {}{}",
+                t.res.qualified(),
+                if t.name.is_some() {
+                    " (one object)"
+                } else {
+                    " (the collection)"
+                }
+            );
+            (
+                "unknown",
+                error_response(&ApiError::not_simulated(405, &what)),
+            )
+        }
     }
+}
+
+/// A DeleteOptions field the store does not honour (kubectl sends `--dry-run=server` of a
+/// delete in the body, not the query): a dry run that deleted would be the worst lie.
+fn unmodelled_delete_option(body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let dry = v
+        .get("dryRun")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty());
+    if let Some(d) = dry {
+        let d: Vec<String> = d
+            .iter()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect();
+        return Some(format!("DeleteOptions.dryRun={}", d.join(",")));
+    }
+    v.get("orphanDependents")
+        .filter(|o| !o.is_null())
+        .map(|o| format!("DeleteOptions.orphanDependents={o}"))
 }
 
 /// `DeleteOptions` (preconditions, grace period) from a delete body, or from the query.

@@ -66,6 +66,24 @@ impl ApiError {
         }
     }
 
+    /// A request the simulation does not model (issue 17): never an empty success. `code`
+    /// is 404 for a path, 405 for a method, 406 for a representation, 415 for a body
+    /// format, 501 for a parameter or behaviour; the message names `what`.
+    pub fn not_simulated(code: u16, what: &str) -> ApiError {
+        ApiError {
+            code,
+            reason: match code {
+                404 => "NotFound",
+                405 => "MethodNotAllowed",
+                406 => "NotAcceptable",
+                415 => "UnsupportedMediaType",
+                _ => "NotImplemented",
+            },
+            message: crate::sim::shell::not_simulated(what),
+            details: None,
+        }
+    }
+
     pub fn already_exists(res: &ResourceType, name: &str) -> ApiError {
         ApiError {
             code: 409,
