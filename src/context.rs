@@ -51,7 +51,10 @@ pub fn read_runbook_dir(dir: &Path) -> Result<Vec<(String, String)>, ContextErro
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(err)? {
         let path = entry.map_err(err)?.path();
-        if path.is_file() {
+        // Every runbook-named entry that is not a directory is read, so a FIFO or device
+        // named `x.yaml` is refused by the bounded reader, naming it, never skipped.
+        let runbook_named = path.extension().is_some_and(|e| e == "yaml" || e == "yml");
+        if runbook_named && !path.is_dir() {
             let text = crate::repo::read::read_to_string(&path).map_err(|source| {
                 ContextError::ReadRunbooks {
                     path: path.clone(),

@@ -388,6 +388,20 @@ fn special_files_are_refused_by_type_before_reading() {
     let made = Command::new("mkfifo").arg(&ini).status().expect("mkfifo");
     assert!(made.success());
     refused_everywhere(&root, "hosts.ini: a FIFO", "not a regular file");
+
+    // A FIFO among a group's vars files is refused by name too, never skipped.
+    let (_d3, root) = repo();
+    let dir = root.join("infra/ansible/inventory/group_vars/k3s_prod");
+    let made = Command::new("mkfifo")
+        .arg(dir.join("zz.yml"))
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    refused_everywhere(
+        &root,
+        "group_vars/k3s_prod/zz.yml: a FIFO",
+        "not a regular file",
+    );
 }
 
 #[test]

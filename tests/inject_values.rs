@@ -134,7 +134,10 @@ fn stub_bin(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(&bin).expect("bin");
     let script = r#"#!/bin/sh
 n=${0##*/}
-{ printf '%s' "$n"; for a in "$@"; do printf ' [%s]' "$a"; done; printf '\n'; } >>"$HK_LOG"
+# One write per call: a pipeline's commands run at once, and several printfs each would
+# interleave their pieces in the shared log.
+line=$n; for a in "$@"; do line="$line [$a]"; done
+printf '%s\n' "$line" >>"$HK_LOG"
 case "$n" in
   findmnt) echo /dev/sda1 ;;
   lsblk|basename) echo sda ;;

@@ -131,7 +131,9 @@ fn dir_vars_files(dir: &Path, found: &mut Vec<PathBuf>) {
             if ext.is_empty() {
                 dir_vars_files(&full, found);
             }
-        } else if full.is_file() && (ext.is_empty() || VARS_EXTENSIONS.contains(&ext)) {
+        } else if ext.is_empty() || VARS_EXTENSIONS.contains(&ext) {
+            // Not only regular files: Ansible would read a FIFO or device here too (and
+            // hang); the bounded reader refuses it by type, naming it, instead of skipping.
             found.push(full);
         }
     }
