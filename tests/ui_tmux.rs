@@ -4,99 +4,10 @@
 //! checks the journal and the exit code. Needs tmux and ansible-playbook; fails, not skips,
 //! without them.
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    /// A detached tmux server on its own socket running `cmd` in a `w`x`h` window.
-    fn launch(socket: String, cmd: &str, w: &str, h: &str) -> Tmux {
-        let tmux = Tmux { socket };
-        let out = Command::new("tmux")
-            .args([
-                "-L",
-                &tmux.socket,
-                "new-session",
-                "-d",
-                "-s",
-                "e2e",
-                "-x",
-                w,
-                "-y",
-                h,
-                cmd,
-            ])
-            .output()
-            .expect("tmux runs (install tmux: apt-get install tmux)");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        tmux
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux runs (install tmux: apt-get install tmux)");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-t", "e2e"])
-    }
-
-    fn send(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "e2e"];
-        args.extend_from_slice(keys);
-        self.run(&args);
-    }
-
-    /// Wait until the screen shows `what`; fail with the screen if it never does.
-    fn wait_for(&self, what: &str) -> String {
-        self.wait_until(Duration::from_secs(20), what, |s| s.contains(what))
-    }
-
-    /// Wait until `ok(screen)` holds, polling every 50 ms, at most `within`; fail naming
-    /// `what` with the screen if it never does.
-    fn wait_until(&self, within: Duration, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + within;
-        loop {
-            let s = self.screen();
-            if ok(&s) {
-                return s;
-            }
-            if Instant::now() > deadline {
-                panic!("never saw {what:?} in {within:?}; the screen was:\n{s}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Tmux {
-    /// Wait until the screen no longer shows `what`.
-    fn wait_gone(&self, what: &str) {
-        self.wait_until(Duration::from_secs(20), &format!("{what:?} gone"), |s| {
-            !s.contains(what)
-        });
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
-}
+mod tmux_common;
+use tmux_common::Tmux;
 
 /// A copy of the bundled sample under `dir`: on the bundled sample itself the console only
 /// rehearses (its addresses are documentation values), so tests that exercise the real

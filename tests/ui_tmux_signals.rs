@@ -10,83 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn launch(socket: String, cmd: &str, w: &str, h: &str) -> Tmux {
-        let tmux = Tmux { socket };
-        let out = Command::new("tmux")
-            .args([
-                "-L",
-                &tmux.socket,
-                "new-session",
-                "-d",
-                "-s",
-                "e2e",
-                "-x",
-                w,
-                "-y",
-                h,
-                cmd,
-            ])
-            .output()
-            .expect("tmux runs (install tmux: apt-get install tmux)");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        tmux
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux runs");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-t", "e2e"])
-    }
-
-    fn send(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "e2e"];
-        args.extend_from_slice(keys);
-        self.run(&args);
-    }
-
-    fn wait_for(&self, what: &str) -> String {
-        self.wait_until(Duration::from_secs(60), what, |s| s.contains(what))
-    }
-
-    fn wait_until(&self, within: Duration, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + within;
-        loop {
-            let s = self.screen();
-            if ok(&s) {
-                return s;
-            }
-            if Instant::now() > deadline {
-                panic!("never saw {what:?} in {within:?}; the screen was:\n{s}");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
-}
+mod tmux_common;
+use tmux_common::Tmux;
 
 fn shell_quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', "'\\''"))

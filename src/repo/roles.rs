@@ -199,17 +199,8 @@ fn collect_playbook(
             .into_iter()
             .flatten()
         {
-            let name = match r {
-                serde_yaml::Value::String(s) => Some(s.clone()),
-                m => m
-                    .get("role")
-                    .or_else(|| m.get("name"))
-                    .and_then(serde_yaml::Value::as_str)
-                    .map(str::to_string),
-            };
-            if let Some(name) = name {
-                add_role(path, &name, &search, out, depth)?;
-            }
+            let name = role_name(path, "roles", r)?;
+            add_role(path, &name, &search, out, depth)?;
         }
         for section in ["pre_tasks", "tasks", "post_tasks", "handlers"] {
             if let Some(tasks) = play.get(section) {
@@ -252,6 +243,25 @@ fn collect_tasks(
         }
     }
     Ok(())
+}
+
+/// The role an entry of `roles:` or `dependencies:` names: a string, or a mapping with
+/// `role:` (or `name:`). Anything else is an error naming the file, never skipped.
+fn role_name(path: &Path, list: &str, entry: &serde_yaml::Value) -> Result<String, RoleError> {
+    let name = match entry {
+        serde_yaml::Value::String(s) => Some(s.clone()),
+        m => m
+            .get("role")
+            .or_else(|| m.get("name"))
+            .and_then(serde_yaml::Value::as_str)
+            .map(str::to_string),
+    };
+    name.ok_or_else(|| RoleError::Yaml {
+        path: path.to_path_buf(),
+        message: format!(
+            "an entry of `{list}:` names no role (expected a name, or a mapping with `role:`)"
+        ),
+    })
 }
 
 fn add_role(
@@ -304,19 +314,62 @@ fn add_role(
             .into_iter()
             .flatten()
         {
-            let dep_name = match dep {
-                serde_yaml::Value::String(s) => Some(s.clone()),
-                m => m
-                    .get("role")
-                    .or_else(|| m.get("name"))
-                    .and_then(serde_yaml::Value::as_str)
-                    .map(str::to_string),
-            };
-            if let Some(d) = dep_name {
-                add_role(&meta, &d, search, out, depth + 1)?;
-            }
+            let d = role_name(&meta, "dependencies", dep)?;
+            add_role(&meta, &d, search, out, depth + 1)?;
         }
     }
     out.roles.push((name.to_string(), dir));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, rel: &str, text: &str) {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+
+    #[test]
+    fn roles_dependencies_and_defaults_in_ansible_order() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let a = d.path();
+        write(a, "ansible.cfg", "[defaults]\nroles_path = extra\n");
+        write(a, "playbooks/site.yml", "- import_playbook: one.yml\n");
+        write(
+            a,
+            "playbooks/one.yml",
+            "- hosts: all\n  roles:\n    - { role: app }\n  tasks:\n    - import_role: { name: tool }\n    - include_role: { name: \"{{ pick }}\" }\n",
+        );
+        write(a, "extra/app/meta/main.yml", "dependencies:\n  - base\n");
+        write(a, "extra/app/defaults/main.yml", "knob: app\nonly_app: 1\n");
+        write(
+            a,
+            "roles/base/defaults/main.yml",
+            "knob: base\nonly_base: 2\n",
+        );
+        write(a, "roles/tool/vars/main.yml", "tool_var: 3\n");
+        let r = play_roles(a, &["playbooks/site.yml".into()]).expect("roles");
+        let names: Vec<&str> = r.roles.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["base", "app", "tool"]);
+        // A later role's default wins, as Ansible merges them into the play.
+        assert_eq!(r.defaults["knob"].value, serde_json::json!("app"));
+        assert_eq!(r.defaults["only_base"].value, serde_json::json!(2));
+        assert_eq!(r.vars["tool_var"].value, serde_json::json!(3));
+        assert_eq!(r.unknown, ["{{ pick }}"]);
+    }
+
+    #[test]
+    fn an_entry_naming_no_role_and_a_missing_role_are_errors() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let a = d.path();
+        write(a, "p.yml", "- hosts: all\n  roles:\n    - { when: x }\n");
+        let e = play_roles(a, &["p.yml".into()]).expect_err("no role named");
+        assert!(e.to_string().contains("names no role"), "{e}");
+        write(a, "q.yml", "- hosts: all\n  roles: [ghost]\n");
+        let e = play_roles(a, &["q.yml".into()]).expect_err("missing role");
+        assert!(e.to_string().contains("role `ghost` not found"), "{e}");
+    }
 }
