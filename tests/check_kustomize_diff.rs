@@ -746,6 +746,9 @@ fn truth(kustomize: &Path, repo: &Path, env: &str) -> (Truth, String) {
 
 use serde::Deserialize;
 
+mod fs_common;
+use fs_common::copy_dir;
+
 fn write_repo(dir: &Path, variant: &Variant, env: &EnvSpec) {
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory");
     copy_dir(&sample, dir);
@@ -764,19 +767,6 @@ fn write_repo(dir: &Path, variant: &Variant, env: &EnvSpec) {
         let full = dir.join(fill(path));
         std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
         std::fs::write(full, fill(text)).expect("write");
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read sample") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
     }
 }
 

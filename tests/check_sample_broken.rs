@@ -6,18 +6,8 @@ use std::path::{Path, PathBuf};
 use hk_console::checks::parity::{check, exit_code, gather, rules, Finding, Severity};
 use hk_console::repo::Repo;
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
-}
+mod fs_common;
+use fs_common::copy_dir;
 
 struct Broken {
     dir: tempfile::TempDir,

@@ -2,6 +2,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod fs_common;
+use fs_common::copy_dir;
+
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_hk-console"));
     // Keep logs out of the developer's state dir.
@@ -224,19 +227,6 @@ fn the_sample_repo_is_the_default() {
     let b = run(&["--repo", sample().to_str().expect("utf8"), "envs", "--json"]);
     assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
     assert_eq!(a.stdout, b.stdout);
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
 
 #[test]

@@ -32,6 +32,9 @@ use hk_console::ui::theme::{fallback_palette, parse_theme};
 use hk_console::yaml;
 use machine_common::{approve, ev, health_plan};
 
+mod fs_common;
+use fs_common::copy_dir;
+
 /// Time one input may take: a second plus 20 µs per byte, so a linear parser passes even in
 /// a debug build on a busy machine (yaml-rust2 scans about 2 µs a byte there, several times
 /// that under load) while a quadratic one does not (40 KB of unclosed `[` once took
@@ -386,19 +389,6 @@ fn fuzz_themes_and_console_config() {
         // Theme seeds are not console configs and the other way round: one clean is fine.
         warnings.is_empty() || config.warnings.is_empty()
     }));
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
 
 #[test]

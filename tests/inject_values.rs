@@ -15,6 +15,9 @@ use hk_console::context::{load_runbooks, plan_runbook};
 use hk_console::repo::Repo;
 use hk_console::runbook::plan::{Plan, StepKind};
 
+mod fs_common;
+use fs_common::copy_dir;
+
 /// `MARK` becomes the marker file's path.
 const PAYLOADS: &[&str] = &[
     "/var/lib/rancher/k3s; touch MARK #",
@@ -65,16 +68,6 @@ fn ssh_command_vars() -> BTreeSet<String> {
         "no ssh command uses a repo value: nothing tested"
     );
     out
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .expect("cp");
-    assert!(st.success());
 }
 
 /// A copy of the sample with `values` set for every host (host_vars win over group_vars).

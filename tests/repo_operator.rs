@@ -14,6 +14,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod fs_common;
+use fs_common::copy_dir;
+
 fn bin(state: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_hk-console"));
     c.env("XDG_STATE_HOME", state)
@@ -33,19 +36,6 @@ fn copy_fixture(to: &Path) -> PathBuf {
     let dst = to.join("repo");
     copy_dir(&from, &dst);
     dst
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read fixture") {
-        let e = e.expect("entry");
-        let p = e.path();
-        if p.is_dir() {
-            copy_dir(&p, &to.join(e.file_name()));
-        } else {
-            std::fs::copy(&p, to.join(e.file_name())).expect("copy");
-        }
-    }
 }
 
 /// The fixture with `init --write` done.
