@@ -32,9 +32,9 @@ use tokio::sync::mpsc::error::TrySendError;
 use crate::exec::process::{self, StopReport};
 
 use crate::observe::feed::Update;
+use crate::session::exec::{executor_task, Capabilities, ExecReply, ExecRequest};
 use crate::ui::action::Action;
 use crate::ui::app::{App, Control};
-use crate::ui::exec::{executor_task, Capabilities, ExecReply, ExecRequest};
 use crate::ui::view;
 
 /// Ticks move clocks and ages on; frames draw. Kept apart so a busy output stream does not

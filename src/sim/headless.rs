@@ -22,9 +22,9 @@ use crate::repo::Repo;
 use crate::runbook::embedded::RunbookSet;
 use crate::runbook::machine::{GateAnswer, Input, RunOutcome, RunStatus, StepState};
 use crate::runbook::plan::Gate;
+use crate::session::exec::{executor_task, ExecReply, ExecRequest};
+use crate::session::executors::{capabilities_with, Clusters};
 use crate::ui::app::{App, AppParts, EnvSummary, Overlay};
-use crate::ui::exec::{executor_task, ExecReply, ExecRequest};
-use crate::ui::executors::{capabilities_with, Clusters};
 use crate::ui::RepoPlans;
 
 /// Who answers the gates of a headless run, as the journal records it.

@@ -29,11 +29,11 @@ use crate::runbook::plan::{Gate, Plan, PlannedStep};
 use crate::runbook::schema::Runbook;
 
 use super::action::Action;
-use super::exec::{Capabilities, ExecReply, ExecRequest, ReadOnlyExecutors, RunTag};
 use super::keymap::{Key, KeyMode, Keymaps};
 use super::live::LiveState;
 use super::output::OutputBuffer;
 use super::theme::{Theme, ThemeSet, ThemeWarning};
+use crate::session::exec::{Capabilities, ExecReply, ExecRequest, ReadOnlyExecutors, RunTag};
 
 /// Plans a runbook for an environment. The integrator implements it over the repo (its
 /// `PlanEnv`s and `Topology`); tests use a fake inventory.

@@ -10,8 +10,6 @@
 pub mod action;
 pub mod app;
 pub mod config;
-pub mod exec;
-pub mod executors;
 pub mod keymap;
 pub mod live;
 pub mod output;
@@ -27,8 +25,8 @@ use tokio::sync::mpsc;
 use crate::observe::feed::Update;
 use crate::runbook::embedded::RunbookSet;
 
+pub use crate::session::exec::{Capabilities, MutatingExecutors, ReadOnlyExecutors};
 pub use app::{EnvSummary, PlanSource};
-pub use exec::{Capabilities, MutatingExecutors, ReadOnlyExecutors};
 
 /// The screen the console opens on.
 #[derive(Debug, Clone, PartialEq, Eq)]
