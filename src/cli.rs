@@ -971,7 +971,13 @@ fn console_on(
         notices,
         faults,
     };
-    let result = crate::ui::run(opts);
+    // The console runs on a runtime of its own until main builds the one runtime.
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(crate::ui::UiError::Terminal)
+        .and_then(|rt| rt.block_on(crate::ui::run(opts)));
     live_cancel.cancel();
     if let Some(rt) = live_runtime {
         rt.shutdown_timeout(std::time::Duration::from_secs(1));

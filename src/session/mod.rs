@@ -80,6 +80,18 @@ pub trait PlanSource: Send + Sync {
     fn plan(&self, runbook: &Runbook, env: &str, host: Option<&str>) -> Result<Plan, String>;
 }
 
+/// Plans over a loaded infra repo: its environments' facts and its inventory.
+pub struct RepoPlans {
+    pub repo: crate::repo::Repo,
+}
+
+impl PlanSource for RepoPlans {
+    fn plan(&self, runbook: &Runbook, env: &str, host: Option<&str>) -> Result<Plan, String> {
+        let penv = crate::context::plan_env(&self.repo, env, host).map_err(|e| e.to_string())?;
+        crate::runbook::plan::plan(runbook, &penv, &self.repo).map_err(|e| e.to_string())
+    }
+}
+
 /// Plan runbook `id` for `env`, else the `current` environment when the runbook is for it,
 /// else the runbook's only one. Returns the plan and the environment it is for.
 pub fn plan_runbook(
@@ -266,6 +278,15 @@ impl RunSession {
             && matches!(
                 self.run.status(),
                 RunStatus::Active { .. } | RunStatus::Halted { .. }
+            )
+    }
+
+    /// Whether closing now leaves nothing undone: never journaled, or succeeded.
+    pub fn left_clean(&self) -> bool {
+        self.journal.is_none()
+            || matches!(
+                self.run.status(),
+                RunStatus::Succeeded | RunStatus::NotStarted
             )
     }
 

@@ -363,11 +363,7 @@ impl RunSession {
     }
 
     /// Journal a resume decision. Err: the machine refused it, why (nothing journaled).
-    pub fn decide(
-        &mut self,
-        input: Input,
-        now: Timestamp,
-    ) -> Result<Vec<SessionEffect>, String> {
+    pub fn decide(&mut self, input: Input, now: Timestamp) -> Result<Vec<SessionEffect>, String> {
         let mut trial = self.run.clone();
         trial
             .step(&Event::new(now, input.clone()))
