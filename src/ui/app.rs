@@ -286,6 +286,9 @@ pub struct App {
     pub live_from: Screen,
     /// The Live screen's first shown line.
     pub live_scroll: usize,
+    /// How many lines the Live screen laid out when last drawn (the scroll bound): the
+    /// view reports it, so the state never asks the view to lay text out.
+    pub live_lines: std::cell::Cell<usize>,
     pub theme: Theme,
     pub themes: ThemeSet,
     pub theme_warnings: Vec<ThemeWarning>,
@@ -374,6 +377,7 @@ impl App {
             live: LiveState::default(),
             live_from: Screen::Home,
             live_scroll: 0,
+            live_lines: std::cell::Cell::new(0),
             theme,
             themes: parts.themes,
             theme_warnings,
@@ -1226,7 +1230,7 @@ impl App {
 
     /// Scroll the Live screen by `d` lines, within its content at the current width.
     fn scroll_live(&mut self, d: isize) {
-        let last = super::panes::live_screen::line_count(self).saturating_sub(1);
+        let last = self.live_lines.get().saturating_sub(1);
         let next = self.live_scroll.saturating_add_signed(d);
         self.live_scroll = next.min(last);
     }
