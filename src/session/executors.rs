@@ -16,6 +16,10 @@
 //! Must not: decide anything about the run; the machine does. Observe mode: only
 //! `Executor<ReadOnly>` exists in it, and a step `exec::classify` calls mutating is refused
 //! there even if the plan said otherwise.
+//!
+//! Why one file over 800 lines: the three adapters share the request/reply plumbing and the
+//! per-(tag, step, attempt) state their Verify reads back; it moved here from ui/ whole, and
+//! a split (one file per adapter under `executors/`) is the next step.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

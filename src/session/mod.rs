@@ -47,7 +47,7 @@ pub enum SessionEffect {
     /// An answer to step `n`'s gate did not pass: why.
     GateNotPassed { n: usize, why: String },
     /// Hand this to the executors (through the [`pump`]).
-    Request(ExecRequest),
+    Request(Box<ExecRequest>),
     /// Step `n`'s work begins: its output starts with `header`.
     StepBegins { n: usize, header: String },
     /// A line of the run's output (a step's, or the resume probe's).
@@ -369,13 +369,13 @@ impl RunSession {
                         ),
                     });
                     match self.caps.executor_for(&step) {
-                        Ok(_) => out.push(SessionEffect::Request(ExecRequest::Execute {
+                        Ok(_) => out.push(SessionEffect::Request(Box::new(ExecRequest::Execute {
                             tag,
                             attempt: e.attempt(),
                             authorised: e.authorised().to_vec(),
                             env: self.run.plan().env.clone(),
                             step,
-                        })),
+                        }))),
                         Err(why) => {
                             out.push(SessionEffect::Notice(format!(
                                 "step {} cannot be started: {why}",
@@ -392,20 +392,20 @@ impl RunSession {
                 }
                 Effect::Verify { n, attempt } => {
                     if let Some(step) = step_of(&self.run, n) {
-                        out.push(SessionEffect::Request(ExecRequest::Verify {
+                        out.push(SessionEffect::Request(Box::new(ExecRequest::Verify {
                             tag,
                             step,
                             attempt,
-                        }));
+                        })));
                     }
                 }
                 Effect::Cancel { n, attempt } => {
                     if let Some(step) = step_of(&self.run, n) {
-                        out.push(SessionEffect::Request(ExecRequest::Cancel {
+                        out.push(SessionEffect::Request(Box::new(ExecRequest::Cancel {
                             tag,
                             step,
                             attempt,
-                        }));
+                        })));
                         out.push(SessionEffect::Notice(format!("cancelling step {n}…")));
                     }
                 }

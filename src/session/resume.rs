@@ -234,13 +234,13 @@ impl RunSession {
                         step.kind.as_str(),
                         step.title
                     )),
-                    SessionEffect::Request(ExecRequest::Execute {
+                    SessionEffect::Request(Box::new(ExecRequest::Execute {
                         tag,
                         step,
                         attempt: 1,
                         authorised: Vec::new(),
                         env: self.run.plan().env.clone(),
-                    }),
+                    })),
                 ]
             }
             Err(why) => {
@@ -282,11 +282,11 @@ impl RunSession {
                         Some((false, format!("exit code {exit_code:?}, expected {want}")))
                     }
                     None if machine::needs_verify(&step) => {
-                        out.push(SessionEffect::Request(ExecRequest::Verify {
+                        out.push(SessionEffect::Request(Box::new(ExecRequest::Verify {
                             tag,
                             step,
                             attempt: 1,
-                        }));
+                        })));
                         None
                     }
                     None => Some((true, format!("exit code {want}"))),

@@ -167,7 +167,7 @@ impl Driver {
                     Some((open, _, error)) if *open == n => *error = Some(why),
                     _ => self.said = Some(format!("step {n}: {why}")),
                 },
-                SessionEffect::Request(r) => self.queue.push_back(r),
+                SessionEffect::Request(r) => self.queue.push_back(*r),
                 SessionEffect::StepBegins { n, header } => {
                     self.at = Some(n);
                     self.output.insert(n, VecDeque::from([header]));

@@ -1,13 +1,14 @@
-//! The app: all UI state, and `update` (action -> new state + requests out).
+//! The app: what the screen needs, and `update` (action -> new state + answers out).
 //!
-//! Owns: the one [`App`] the event loop updates and the views draw from; the open run
-//! (its [`Run`], its [`Journal`], its output ring); turning machine effects into
-//! executor requests (queued in [`App::outbox`], sent by the loop) and executor replies
-//! into journaled inputs; the overlays (gate modals, confirmations, help, command line).
-//! Every operator answer and executor outcome goes through `journal.record` before its
-//! effects are dispatched (journal before effect).
-//! Must not: do terminal IO, await, or talk to hosts. Time comes in through
-//! [`App::now`], set by the loop's tick, so tests are deterministic.
+//! Owns: the one [`App`] the event loop updates and the views draw from: the selection,
+//! the overlays (gate modals, the resume decision, confirmations, help, command line), the
+//! open run's output ring ([`ActiveRun`]), the status line. The run itself is its
+//! [`RunSession`]'s: the app forwards every operator answer and executor reply to it and
+//! shows the [`SessionEffect`]s that come back (requests queue in [`App::outbox`] for the
+//! loop's pump).
+//! Must not: journal, dispatch or decide anything about a run (the session does), do
+//! terminal IO, await, or talk to hosts. Time comes in through [`App::now`], set by the
+//! loop's tick, so tests are deterministic.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -1149,7 +1150,7 @@ impl App {
                     Some(Overlay::Gate(m)) if m.n == n => m.error = Some(why),
                     _ => self.status = Some(format!("step {n}: {why}")),
                 },
-                SessionEffect::Request(req) => self.outbox.push_back(req),
+                SessionEffect::Request(req) => self.outbox.push_back(*req),
                 SessionEffect::StepBegins { n, header } => {
                     if let Some(a) = self.active.as_mut() {
                         let total = a.output.dropped() + a.output.len() as u64;

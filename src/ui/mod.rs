@@ -2,11 +2,13 @@
 //!
 //! Owns: the app state and its one `Action` enum ([`app`], [`action`]), keymaps per screen
 //! ([`keymap`]), drawing ([`view`], one file per pane under `panes/`), themes ([`theme`]),
-//! the live panes' state ([`live`]), the output ring ([`output`]), the executor boundary ([`exec`]), the
-//! simulation's fault boundary ([`FaultSink`], `:fault`) and the entry point [`run`]. The terminal itself (raw mode, alternate screen, restore on drop and panic)
-//! and the event loop are `crate::tui`'s.
+//! the live panes' state ([`live`]), the output ring ([`output`]), the event loop
+//! ([`event_loop`]), the simulation's fault port ([`FaultSink`], `:fault`) and the entry
+//! point [`run`], which runs on the caller's tokio runtime. The terminal itself (raw mode,
+//! alternate screen, restore on drop and panic) is `crate::tui`'s; the run, its journal
+//! and its executors are `crate::session`'s.
 //! Must not: do network IO on the UI task (executors and live sources send on channels),
-//! or touch the journal except through `Journal::record`.
+//! or touch the journal (the session does).
 pub mod action;
 pub mod app;
 pub mod config;
