@@ -864,7 +864,7 @@ struct ConsoleExtras {
     /// Shown first (the demo's SIMULATED banner).
     notices: Vec<String>,
     /// The executors' SSH trust and stuck threshold; the live panes use the same.
-    exec: crate::ui::executors::ExecSetup,
+    exec: crate::session::executors::ExecSetup,
     /// Where `:fault` goes.
     faults: Option<std::sync::Arc<dyn crate::ui::FaultSink>>,
     /// Run journals here instead of the operator's journal directory.
@@ -916,11 +916,11 @@ fn console_on(
         };
         (caps, vec![why.to_string()])
     } else {
-        let clusters = crate::ui::executors::Clusters::for_repo(
+        let clusters = crate::session::executors::Clusters::for_repo(
             &repo,
             &crate::cluster::KubeOverrides::default(),
         );
-        crate::ui::executors::capabilities_with(
+        crate::session::executors::capabilities_with(
             &repo,
             observe,
             std::sync::Arc::new(clusters),
@@ -971,7 +971,13 @@ fn console_on(
         notices,
         faults,
     };
-    let result = crate::ui::run(opts);
+    // The console runs on a runtime of its own until main builds the one runtime.
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(crate::ui::UiError::Terminal)
+        .and_then(|rt| rt.block_on(crate::ui::run(opts)));
     live_cancel.cancel();
     if let Some(rt) = live_runtime {
         rt.shutdown_timeout(std::time::Duration::from_secs(1));
