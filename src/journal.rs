@@ -18,7 +18,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -189,13 +188,7 @@ pub struct Replayed {
 }
 
 /// The current time as a journal timestamp. The one clock read of a run happens out here.
-pub fn now() -> Timestamp {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
-    Timestamp(u64::try_from(ms).unwrap_or(u64::MAX))
-}
+pub use crate::time::now;
 
 /// The operator's login name for the journal header: `$LOGNAME`, else `$USER`, else the
 /// password database's name for this process's user (a cron job or `env -i` has neither
