@@ -44,11 +44,6 @@ pub(super) fn demo_cmd(
     json: bool,
     dir: Option<&Path>,
 ) -> CmdResult {
-    if cli.kubeconfig.is_some() || cli.context.is_some() {
-        return Err(Failure::msg(
-            "demo: --kubeconfig/--context cannot apply: the demo's clusters are its own simulated ones",
-        ));
-    }
     let dir = match dir {
         Some(d) => {
             if d.exists()

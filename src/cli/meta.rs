@@ -26,8 +26,17 @@ pub(super) fn completions(shell: clap_complete::Shell) -> CmdResult {
     write_raw(&script)
 }
 
-/// `hk-console man`: the manual page in roff, with a SUBCOMMANDS section naming each.
-pub(super) fn man() -> CmdResult {
+/// `hk-console man`: the manual page in roff, with a SUBCOMMANDS section naming each; with
+/// `--dir`, every page (one per subcommand too) written there.
+pub(super) fn man(dir: Option<&std::path::Path>) -> CmdResult {
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::msg(format!("{}: cannot create: {e}", dir.display())))?;
+        clap_mangen::generate_to(Cli::command(), dir)
+            .map_err(|e| Failure::msg(format!("{}: cannot write the pages: {e}", dir.display())))?;
+        outln!("man pages written to {}", dir.display());
+        return Ok(Status::Clean);
+    }
     let mut page = Vec::new();
     clap_mangen::Man::new(Cli::command()).render(&mut page)?;
     write_raw(&page)

@@ -297,7 +297,12 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
     /// The manual page (roff) on stdout, e.g. `hk-console man | man -l -`.
-    Man,
+    Man {
+        /// Write every page instead (hk-console.1 and one per subcommand, hk-console-plan.1,
+        /// ...) into DIR, e.g. ~/.local/share/man/man1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Where hk-console reads and writes: config, themes, state, logs, journals (like
     /// `k9s info`).
     Paths {
@@ -417,7 +422,7 @@ fn print_json(v: &impl serde::Serialize) -> Result<(), Failure> {
 }
 
 fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
-    if let Some(why) = dry_run_refusal(cli) {
+    if let Some(why) = dry_run_refusal(cli).or_else(|| kube_flags_refusal(cli)) {
         return Err(Failure::msg(why));
     }
     match &cli.command {
@@ -532,7 +537,7 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
             command: SshCommand::Trust { host, known_hosts },
         }) => ssh::ssh_trust(cli, rt, host, known_hosts.as_deref()),
         Some(Command::Completions { shell }) => meta::completions(*shell),
-        Some(Command::Man) => meta::man(),
+        Some(Command::Man { dir }) => meta::man(dir.as_deref()),
         Some(Command::Paths { json }) => meta::paths(*json),
     }
 }
@@ -583,6 +588,27 @@ fn kube_overrides(
     Err(Failure::msg(why))
 }
 
+/// `--kubeconfig`/`--context` choose the cluster of a command that reaches one; anywhere
+/// else they would do nothing, so they are refused instead of ignored.
+fn kube_flags_refusal(cli: &Cli) -> Option<String> {
+    let flag = match (&cli.kubeconfig, &cli.context) {
+        (Some(_), _) => "--kubeconfig",
+        (None, Some(_)) => "--context",
+        (None, None) => return None,
+    };
+    let what = match &cli.command {
+        Some(Command::Run { .. } | Command::Observe { .. }) => return None,
+        None if console::possible() && cli.repo.is_some() => return None,
+        None if console::possible() => {
+            "with no --repo the console opens on the demo, whose clusters are its own simulated ones"
+        }
+        None => "the overview reaches no cluster",
+        Some(Command::Demo { .. }) => "the demo's clusters are its own simulated ones",
+        Some(_) => "this command reaches no cluster",
+    };
+    Some(format!("{flag} cannot apply: {what}; drop {flag}"))
+}
+
 /// `--dry-run` promises that nothing runs. The console honours it (no executor is built);
 /// commands that only read the repo run nothing anyway. The modes below exist to reach hosts
 /// or drive executors, so they refuse the flag instead of ignoring it.
@@ -606,4 +632,34 @@ fn dry_run_refusal(cli: &Cli) -> Option<String> {
     Some(format!(
         "--dry-run cannot be honoured here: {what}; drop --dry-run"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Failure;
+
+    #[derive(Debug, thiserror::Error)]
+    enum Outer {
+        #[error("cannot load the repo")]
+        Load(#[source] Inner),
+        #[error("cannot load the repo: {0}")]
+        Quoting(#[source] Inner),
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("hosts.ini:3: bad range")]
+    struct Inner;
+
+    #[test]
+    fn the_chain_is_printed_once() {
+        let f = Failure::from(Outer::Load(Inner));
+        assert_eq!(
+            f.render(),
+            "cannot load the repo\n  caused by: hosts.ini:3: bad range"
+        );
+        // A message that already quotes its cause does not repeat it.
+        let f = Failure::from(Outer::Quoting(Inner));
+        assert_eq!(f.render(), "cannot load the repo: hosts.ini:3: bad range");
+        assert_eq!(Failure::msg("plain").render(), "plain");
+    }
 }
