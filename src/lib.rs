@@ -30,6 +30,7 @@ pub mod journal;
 pub mod observe;
 pub mod repo;
 pub mod runbook;
+pub mod session;
 pub mod sim;
 pub mod text;
 pub mod time;

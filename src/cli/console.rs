@@ -34,7 +34,7 @@ pub(super) struct Extras {
     /// Shown first (the demo's SIMULATED banner).
     pub notices: Vec<String>,
     /// The executors' SSH trust and stuck threshold; the live panes use the same.
-    pub exec: crate::ui::executors::ExecSetup,
+    pub exec: crate::session::executors::ExecSetup,
     /// Where `:fault` goes.
     pub faults: Option<Arc<dyn crate::ui::FaultSink>>,
     /// Run journals here instead of the operator's journal directory.
@@ -117,9 +117,9 @@ pub(super) fn console_on(
         notices.push(why.to_string());
         caps
     } else {
-        let clusters = crate::ui::executors::Clusters::for_repo(&repo, &overrides);
+        let clusters = crate::session::executors::Clusters::for_repo(&repo, &overrides);
         let (caps, why) =
-            crate::ui::executors::capabilities_with(&repo, observe, Arc::new(clusters), &exec);
+            crate::session::executors::capabilities_with(&repo, observe, Arc::new(clusters), &exec);
         notices.extend(why);
         caps
     };
@@ -163,9 +163,7 @@ pub(super) fn console_on(
         notices,
         faults,
     };
-    // TODO(renov): `ui::run` still builds its own runtime; once it runs inside the caller's,
-    // this becomes `rt.block_on(crate::ui::run(opts))`.
-    let result = crate::ui::run(opts);
+    let result = rt.block_on(crate::ui::run(opts));
     live_cancel.cancel();
     Ok(match result? {
         crate::ui::ExitStatus::Clean => Status::Clean,

@@ -19,9 +19,7 @@ use crate::checks::live::{EnvTopology, Server};
 use crate::repo::Repo;
 
 pub mod convert;
-pub mod flux;
 pub mod once;
-pub mod wait;
 pub mod watch;
 
 /// The operator's overrides, from `--kubeconfig`/`KUBECONFIG` and `--context`.

@@ -792,8 +792,8 @@ impl Demo {
     /// What the console's executors (console and headless runs alike) change for the demo:
     /// trust only the demo's host keys, ignore `~/.ssh/config`, and judge a rollout stuck
     /// after [`Demo::stuck_after`].
-    pub fn exec_setup(&self) -> crate::ui::executors::ExecSetup {
-        crate::ui::executors::ExecSetup {
+    pub fn exec_setup(&self) -> crate::session::executors::ExecSetup {
+        crate::session::executors::ExecSetup {
             ssh: Some(self.ssh_options()),
             ignore_ssh_config: true,
             stuck_after: Some(self.stuck_after()),
