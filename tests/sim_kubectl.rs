@@ -114,3 +114,100 @@ async fn kubectl_against_the_demo() {
     .expect("kubectl checks");
     let _ = d;
 }
+
+/// The first line of kubectl's table output, split into its column headers.
+fn headers(out: &str) -> Vec<String> {
+    let first = out.lines().next().unwrap_or("");
+    // Headers are separated by runs of two or more spaces; a header itself holds at most one.
+    first
+        .split("  ")
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_tables_have_the_real_servers_columns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = demo::start("healthy", dir.path())
+        .await
+        .unwrap_or_else(|e| panic!("demo: {e}"));
+    let kc = kubeconfig(&d.dir, "prod");
+    tokio::task::spawn_blocking(move || {
+        let ok = |args: &[&str]| {
+            let (o, e, code) = run(&kc, args);
+            assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
+            eprintln!("$ kubectl {}\n{o}", args.join(" "));
+            o
+        };
+        let cases: &[(&[&str], &[&str])] = &[
+            (
+                &["get", "nodes"],
+                &["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+            ),
+            (
+                &["get", "nodes", "-o", "wide"],
+                &[
+                    "NAME",
+                    "STATUS",
+                    "ROLES",
+                    "AGE",
+                    "VERSION",
+                    "INTERNAL-IP",
+                    "EXTERNAL-IP",
+                    "OS-IMAGE",
+                    "KERNEL-VERSION",
+                    "CONTAINER-RUNTIME",
+                ],
+            ),
+            (
+                &["get", "pods", "-n", "kube-system"],
+                &["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+            ),
+            (
+                &["get", "pods", "-n", "kube-system", "-o", "wide"],
+                &[
+                    "NAME",
+                    "READY",
+                    "STATUS",
+                    "RESTARTS",
+                    "AGE",
+                    "IP",
+                    "NODE",
+                    "NOMINATED NODE",
+                    "READINESS GATES",
+                ],
+            ),
+            (
+                &["get", "ds", "-n", "kube-system"],
+                &[
+                    "NAME",
+                    "DESIRED",
+                    "CURRENT",
+                    "READY",
+                    "UP-TO-DATE",
+                    "AVAILABLE",
+                    "NODE SELECTOR",
+                    "AGE",
+                ],
+            ),
+            (
+                &["get", "leases", "-n", "kube-system"],
+                &["NAME", "HOLDER", "AGE"],
+            ),
+            (&["get", "ns"], &["NAME", "STATUS", "AGE"]),
+            (
+                &["get", "hr", "-n", "kube-system"],
+                &["NAME", "AGE", "READY", "STATUS"],
+            ),
+        ];
+        for (args, want) in cases {
+            let out = ok(args);
+            assert_eq!(headers(&out), *want, "kubectl {args:?}:\n{out}");
+        }
+    })
+    .await
+    .expect("kubectl checks");
+    let _ = d;
+}

@@ -27,6 +27,7 @@
 //! no Terminating phase), aggregated discovery is not served (the legacy documents are).
 
 mod discovery;
+pub mod events;
 pub mod patch;
 pub mod resources;
 pub mod route;
@@ -34,6 +35,7 @@ pub mod select;
 mod server;
 pub mod status;
 pub mod store;
+pub mod tables;
 mod tls;
 
 use std::net::{IpAddr, SocketAddr};

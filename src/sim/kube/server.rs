@@ -41,6 +41,7 @@ use super::status::ApiError;
 use super::store::{
     DeleteOpts, EventType, ListOpts, Object, Origin, Store, StoreEvent, Sub, WatchFrom,
 };
+use super::tables;
 use super::SimKubeConfig;
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -189,24 +190,44 @@ fn error_response(e: &ApiError) -> Response<Body> {
     json_response(e.code, &e.to_status())
 }
 
-/// How objects are returned: whole, or as `PartialObjectMetadata` (kube's metadata API).
+/// How objects are returned: whole, as `PartialObjectMetadata` (kube's metadata API), or
+/// as a meta.k8s.io `Table` of that version (kubectl's `get`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shape {
     Full,
     Metadata,
+    Table(&'static str),
 }
 
-fn shape_of(req: &Request<Incoming>) -> Shape {
-    let accept = req
-        .headers()
-        .get(ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if accept.contains("as=PartialObjectMetadata") {
-        Shape::Metadata
-    } else {
-        Shape::Full
+/// The first alternative of the Accept header this server can answer, in the client's
+/// order (content negotiation); `None` when it can answer none of them.
+fn negotiate(accept: &str) -> Option<Shape> {
+    if accept.trim().is_empty() {
+        return Some(Shape::Full);
     }
+    accept.split(',').find_map(|alt| {
+        let mut parts = alt.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("");
+        let params: Vec<(&str, &str)> = parts.filter_map(|p| p.split_once('=')).collect();
+        let param = |k: &str| params.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        match media {
+            "*/*" | "application/*" => Some(Shape::Full),
+            "application/json" => match (param("as"), param("g"), param("v")) {
+                (None, _, _) => Some(Shape::Full),
+                (Some("PartialObjectMetadata" | "PartialObjectMetadataList"), _, _) => {
+                    Some(Shape::Metadata)
+                }
+                (Some("Table"), Some("meta.k8s.io") | None, Some("v1") | None) => {
+                    Some(Shape::Table("v1"))
+                }
+                (Some("Table"), Some("meta.k8s.io") | None, Some("v1beta1")) => {
+                    Some(Shape::Table("v1beta1"))
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    })
 }
 
 fn partial(obj: &Value) -> Value {
@@ -214,11 +235,59 @@ fn partial(obj: &Value) -> Value {
         "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({}))})
 }
 
-fn shaped(obj: &Object, shape: Shape) -> Value {
-    match shape {
-        Shape::Full => (**obj).clone(),
-        Shape::Metadata => partial(obj),
+/// How a request's objects are written out: the shape negotiated, the `includeObject` of a
+/// Table, and the conversion of a view served from another resource's objects.
+#[derive(Clone, Copy)]
+struct Render {
+    /// The resource the client asked for (a view's, not its storage's).
+    res: &'static ResourceType,
+    shape: Shape,
+    include: tables::Include,
+    convert: Option<fn(&Value) -> Value>,
+}
+
+impl Render {
+    /// The object as the client's resource version has it.
+    fn view(&self, obj: &Value) -> Value {
+        match self.convert {
+            Some(f) => f(obj),
+            None => obj.clone(),
+        }
     }
+
+    /// A Table row; the cells come from the stored object a view is converted from.
+    fn row(&self, obj: &Value) -> Value {
+        let version = match self.shape {
+            Shape::Table(v) => v,
+            _ => "v1",
+        };
+        let now = jiff::Timestamp::now();
+        let mut row = tables::row(self.res, &self.view(obj), self.include, version, now);
+        if self.convert.is_some() {
+            row["cells"] = json!(tables::cells(self.res, obj, now));
+        }
+        row
+    }
+
+    /// One object, as a response body: whole, its metadata, or a one-row Table.
+    fn one(&self, obj: &Value) -> Value {
+        match self.shape {
+            Shape::Full => self.view(obj),
+            Shape::Metadata => partial(obj),
+            Shape::Table(v) => tables::table(self.res, vec![self.row(obj)], true, rv_meta(obj), v),
+        }
+    }
+}
+
+fn rv_meta(obj: &Value) -> Map<String, Value> {
+    let mut meta = Map::new();
+    meta.insert(
+        "resourceVersion".into(),
+        obj.pointer("/metadata/resourceVersion")
+            .cloned()
+            .unwrap_or_else(|| json!("")),
+    );
+    meta
 }
 
 async fn handle(st: Arc<ServerState>, req: Request<Incoming>) -> Response<Body> {
@@ -268,11 +337,16 @@ async fn dispatch(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    if !json_acceptable(&accept) {
-        let e = ApiError::not_simulated(406, &format!("a response as {accept}"));
-        return ("unknown", None, error_response(&e));
-    }
-    match route(path) {
+    let routed = route(path);
+    let shape = match (&routed, negotiate(&accept)) {
+        (Route::Objects(_), Some(s)) => s,
+        (_, Some(_)) if json_acceptable(&accept) => Shape::Full,
+        _ => {
+            let e = ApiError::not_simulated(406, &format!("a response as {accept}"));
+            return ("unknown", None, error_response(&e));
+        }
+    };
+    match routed {
         Route::Version if get => doc(discovery::version()),
         Route::CoreVersions if get => doc(discovery::core_versions(st.addr)),
         Route::Groups if get => doc(discovery::groups()),
@@ -286,7 +360,7 @@ async fn dispatch(
             } else {
                 t.res.qualified()
             };
-            let (verb, resp) = objects(st, req, t, q).await;
+            let (verb, resp) = objects(st, req, t, q, shape).await;
             (verb, Some(label), resp)
         }
         Route::Health { endpoint, check } if get => {
@@ -431,7 +505,8 @@ fn json_acceptable(accept: &str) -> bool {
 
 /// Query parameters this server honours; anything else is not simulated (a `dryRun`
 /// that wrote, or a strict validation that was skipped, would be a lie).
-const KNOWN_PARAMS: [&str; 15] = [
+const KNOWN_PARAMS: [&str; 16] = [
+    "includeObject",
     "labelSelector",
     "fieldSelector",
     "watch",
@@ -488,11 +563,25 @@ fn selectors(res: &ResourceType, q: &Query) -> Result<Selectors, ApiError> {
     })
 }
 
+/// The resource whose objects a view is made of, and the conversion (events.k8s.io/v1
+/// Events are the core/v1 ones, converted).
+type Convert = Option<fn(&Value) -> Value>;
+
+fn storage_of(res: &'static ResourceType) -> (&'static ResourceType, Convert) {
+    if res.group == "events.k8s.io" && res.kind == "Event" {
+        if let Some(core) = super::resources::by_kind("v1", "Event") {
+            return (core, Some(super::events::to_events_v1));
+        }
+    }
+    (res, None)
+}
+
 async fn objects(
     st: &Arc<ServerState>,
     req: Request<Incoming>,
     t: Target,
     q: &Query,
+    shape: Shape,
 ) -> (&'static str, Response<Body>) {
     if let Some(p) = unmodelled_param(q) {
         return ("unknown", error_response(&ApiError::not_simulated(501, &p)));
@@ -506,23 +595,48 @@ async fn objects(
         let e = ApiError::not_simulated(415, &format!("a request body as {ct}"));
         return ("unknown", error_response(&e));
     }
-    let shape = shape_of(&req);
     let method = req.method().clone();
+    let include = match tables::Include::parse(q.get("includeObject")) {
+        Ok(i) => i,
+        Err(e) => return ("unknown", error_response(&ApiError::bad_request(e))),
+    };
+    // A Table answers reads; a write answers with the object.
+    let shape = match shape {
+        Shape::Table(_) if method != Method::GET => Shape::Full,
+        s => s,
+    };
+    let (res, convert) = storage_of(t.res);
+    if t.res.read_only && method != Method::GET {
+        let what = format!(
+            "{method} of {} (served for reading only; write {} instead)",
+            t.res.qualified(),
+            res.qualified()
+        );
+        return (
+            "unknown",
+            error_response(&ApiError::not_simulated(405, &what)),
+        );
+    }
+    let render = Render {
+        res: t.res,
+        shape,
+        include,
+        convert,
+    };
     let sub = if t.status { Sub::Status } else { Sub::Main };
     let ns = t.namespace.as_deref();
     let store = &st.store;
-    let res = t.res;
     let one = |r: Result<Object, ApiError>, code: u16| match r {
-        Ok(o) => json_response(code, &shaped(&o, shape)),
+        Ok(o) => json_response(code, &render.one(&o)),
         Err(e) => error_response(&e),
     };
     match (&method, t.name.as_deref()) {
         (&Method::GET, Some(name)) => ("get", one(store.get(res, ns, name), 200)),
-        (&Method::GET, None) if q.flag("watch") => match selectors(res, q) {
-            Ok(sel) => ("watch", watch(st, res, ns, sel, q, shape)),
+        (&Method::GET, None) if q.flag("watch") => match selectors(t.res, q) {
+            Ok(sel) => ("watch", watch(st, res, ns, sel, q, render)),
             Err(e) => ("watch", error_response(&e)),
         },
-        (&Method::GET, None) => ("list", list(store, res, ns, q, shape)),
+        (&Method::GET, None) => ("list", list(store, res, ns, q, render)),
         (&Method::POST, None) => {
             let r = match read_body(req).await.and_then(|(_, b)| json_body(&b)) {
                 Ok(body) => store.create(res, ns, body, Origin::Api),
@@ -646,19 +760,24 @@ impl Serialize for Item<'_> {
 struct Items<'a> {
     items: &'a [Object],
     keep_type: bool,
-    shape: Shape,
+    render: Render,
 }
 
 impl Serialize for Items<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.items.len()))?;
         for o in self.items {
-            match self.shape {
-                Shape::Full => seq.serialize_element(&Item {
+            match (self.render.shape, self.render.convert) {
+                (Shape::Full, None) => seq.serialize_element(&Item {
                     obj: o,
                     keep_type: self.keep_type,
                 })?,
-                Shape::Metadata => seq.serialize_element(&partial(o))?,
+                (Shape::Full, Some(f)) => seq.serialize_element(&Item {
+                    obj: &f(o),
+                    keep_type: self.keep_type,
+                })?,
+                (Shape::Metadata, _) => seq.serialize_element(&partial(o))?,
+                (Shape::Table(_), _) => seq.serialize_element(&self.render.row(o))?,
             }
         }
         seq.end()
@@ -670,9 +789,9 @@ fn list(
     res: &'static ResourceType,
     ns: Option<&str>,
     q: &Query,
-    shape: Shape,
+    render: Render,
 ) -> Response<Body> {
-    let sel = match selectors(res, q) {
+    let sel = match selectors(render.res, q) {
         Ok(s) => s,
         Err(e) => return error_response(&e),
     };
@@ -698,12 +817,13 @@ fn list(
     if let Some(n) = page.remaining {
         meta.insert("remainingItemCount".into(), json!(n));
     }
-    let (kind, api_version) = match shape {
-        Shape::Full => (res.list_kind(), res.api_version()),
+    let (kind, api_version) = match render.shape {
+        Shape::Full => (render.res.list_kind(), render.res.api_version()),
         Shape::Metadata => (
             "PartialObjectMetadataList".to_string(),
             "meta.k8s.io/v1".to_string(),
         ),
+        Shape::Table(v) => ("Table".to_string(), format!("meta.k8s.io/{v}")),
     };
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
@@ -711,17 +831,31 @@ fn list(
         kind: String,
         api_version: String,
         metadata: Map<String, Value>,
-        items: Items<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        column_definitions: Option<Vec<Value>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        items: Option<Items<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rows: Option<Items<'a>>,
     }
+    let table = matches!(render.shape, Shape::Table(_));
+    let items = Items {
+        items: &page.items,
+        keep_type: render.res.custom,
+        render,
+    };
+    let (items, rows) = if table {
+        (None, Some(items))
+    } else {
+        (Some(items), None)
+    };
     let doc = ListDoc {
         kind,
         api_version,
         metadata: meta,
-        items: Items {
-            items: &page.items,
-            keep_type: res.custom,
-            shape,
-        },
+        column_definitions: table.then(|| tables::columns(render.res)),
+        items,
+        rows,
     };
     match serde_json::to_vec(&doc) {
         Ok(b) => full(200, b),
@@ -799,7 +933,7 @@ struct WatchSpec {
     res: &'static ResourceType,
     ns: Option<String>,
     sel: Selectors,
-    shape: Shape,
+    render: Render,
     bookmarks: bool,
     initial_end: bool,
     timeout: Duration,
@@ -812,7 +946,7 @@ fn watch(
     ns: Option<&str>,
     sel: Selectors,
     q: &Query,
-    shape: Shape,
+    render: Render,
 ) -> Response<Body> {
     let rv = q.get("resourceVersion").unwrap_or("");
     let send_initial = q.get("sendInitialEvents").map(|v| v == "true");
@@ -849,7 +983,7 @@ fn watch(
         res,
         ns: ns.map(str::to_string),
         sel,
-        shape,
+        render,
         bookmarks: q.flag("allowWatchBookmarks"),
         initial_end: send_initial == Some(true),
         timeout,
@@ -877,9 +1011,24 @@ async fn run_watch(
         }
     };
     let rid = spec.res.id();
-    let line = |kind: EventType, obj: &Object| match spec.shape {
-        Shape::Full => event_line(kind.as_str(), obj),
+    // A Table watch sends the column definitions with its first event only, as the real
+    // server's embedded encoder does.
+    let mut headers = true;
+    let mut line = |kind: EventType, obj: &Object| match spec.render.shape {
+        Shape::Full if spec.render.convert.is_none() => event_line(kind.as_str(), obj),
+        Shape::Full => event_line(kind.as_str(), &spec.render.view(obj)),
         Shape::Metadata => event_line(kind.as_str(), &partial(obj)),
+        Shape::Table(v) => {
+            let t = tables::table(
+                spec.render.res,
+                vec![spec.render.row(obj)],
+                headers,
+                rv_meta(obj),
+                v,
+            );
+            headers = false;
+            event_line(kind.as_str(), &t)
+        }
     };
     for ev in &start.backlog {
         if let Some((kind, obj)) = visible(ev, &spec.sel) {
