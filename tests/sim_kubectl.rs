@@ -211,3 +211,144 @@ async fn kubectl_tables_have_the_real_servers_columns() {
     .expect("kubectl checks");
     let _ = d;
 }
+
+/// What an operator does to the agents during a rollout, with the real kubectl: delete a
+/// pod (kubectl waits for it to go; the DaemonSet controller replaces it), `rollout restart`
+/// and `rollout status` (a new generation, one node at a time), the events that tells, and
+/// `describe` of a node and a pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_delete_rollout_events_describe() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = demo::start("healthy", dir.path())
+        .await
+        .unwrap_or_else(|e| panic!("demo: {e}"));
+    let kc = kubeconfig(&d.dir, "prod");
+    tokio::task::spawn_blocking(move || {
+        let ok = |args: &[&str]| {
+            let (o, e, code) = run(&kc, args);
+            assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
+            eprintln!("$ kubectl {}\n{o}{e}", args.join(" "));
+            o
+        };
+        let ks = ["-n", "kube-system"];
+        let names = |sel: &str| -> Vec<String> {
+            let mut a = vec!["get", "pods", "-l", sel, "-o", "name"];
+            a.extend(ks);
+            ok(&a).lines().map(str::to_string).collect()
+        };
+        let before = names("k8s-app=cilium");
+        assert_eq!(before.len(), 3, "{before:?}");
+        // `kubectl delete pod` waits until the pod is gone (its grace period, scaled).
+        let t0 = std::time::Instant::now();
+        let out = ok(&["delete", "-n", "kube-system", "pod", "cilium-g1-n2"]);
+        assert_eq!(
+            out,
+            "pod \"cilium-g1-n2\" deleted from kube-system namespace\n"
+        );
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(8),
+            "{:?}",
+            t0.elapsed()
+        );
+        // The DaemonSet controller puts a new pod on that node, and it becomes ready.
+        ok(&[
+            "wait",
+            "-n",
+            "kube-system",
+            "--for=condition=Ready",
+            "pod",
+            "-l",
+            "k8s-app=cilium",
+            "--timeout=20s",
+        ]);
+        let after = names("k8s-app=cilium");
+        assert_eq!(after.len(), 3, "{after:?}");
+        assert!(
+            after.contains(&"pod/cilium-g1-n2-1".to_string()),
+            "{after:?}"
+        );
+        let wide = ok(&["get", "pods", "-n", "kube-system", "-o", "wide"]);
+        assert!(
+            wide.lines().any(|l| l.starts_with("cilium-g1-n2-1 ")
+                && l.contains("1/1")
+                && l.contains("Running")
+                && l.contains("k3s-prod-2")),
+            "{wide}"
+        );
+        // rollout restart: generation 2 rolls node by node, and rollout status ends.
+        let out = ok(&["rollout", "restart", "-n", "kube-system", "ds/cilium"]);
+        assert_eq!(out, "daemonset.apps/cilium restarted\n");
+        let status = ok(&[
+            "rollout",
+            "status",
+            "-n",
+            "kube-system",
+            "ds/cilium",
+            "--timeout=30s",
+        ]);
+        assert!(
+            status.contains("daemon set \"cilium\" successfully rolled out"),
+            "{status}"
+        );
+        let gen2 = names("pod-template-generation=2");
+        assert_eq!(gen2.len(), 3, "{gen2:?}");
+        // What happened, as events (both kubectl commands).
+        let evs = ok(&["get", "events", "-n", "kube-system"]);
+        assert_eq!(
+            headers(&evs),
+            ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+        );
+        for want in [
+            "Killing",
+            "SuccessfulDelete",
+            "SuccessfulCreate",
+            "Scheduled",
+            "Started",
+            "pod/cilium-g1-n2",
+            "daemonset/cilium",
+        ] {
+            assert!(evs.contains(want), "{want} missing:\n{evs}");
+        }
+        let evs = ok(&["events", "-n", "kube-system", "--for", "pod/cilium-g1-n2-1"]);
+        assert!(
+            evs.contains("Successfully assigned kube-system/cilium-g1-n2-1 to k3s-prod-2"),
+            "{evs}"
+        );
+        let v1 = ok(&[
+            "get",
+            "events.v1.events.k8s.io",
+            "-n",
+            "kube-system",
+            "-o",
+            "name",
+        ]);
+        assert!(v1.lines().count() >= 10, "{v1}");
+        // describe: allocatable, requests as percentages of it, the node's Lease.
+        let node = ok(&["describe", "node", "k3s-prod-1"]);
+        for want in [
+            "Allocatable:",
+            "memory:",
+            "16288032Ki",
+            "HolderIdentity:  k3s-prod-1",
+            "Ready            True",
+        ] {
+            assert!(node.contains(want), "{want} missing:\n{node}");
+        }
+        for bad in ["-9223372036854775808", "Failed to get lease", "<unknown>"] {
+            assert!(!node.contains(bad), "{bad} in:\n{node}");
+        }
+        let pod = ok(&["describe", "pod", "-n", "kube-system", "cilium-g2-n1"]);
+        assert!(pod.contains("State:          Running"), "{pod}");
+        assert!(pod.contains("Ready:          True"), "{pod}");
+        assert!(!pod.contains("Waiting"), "{pod}");
+        let svc = ok(&["get", "svc,endpointslices", "-n", "default"]);
+        assert!(
+            svc.contains("10.43.0.1") && svc.contains("443/TCP"),
+            "{svc}"
+        );
+        assert!(svc.contains("127.0.11.1,127.0.11.2,127.0.11.3"), "{svc}");
+    })
+    .await
+    .expect("kubectl checks");
+    let _ = d;
+}

@@ -416,6 +416,7 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
             api_port: kube.addr().port(),
             founder,
             lease_name,
+            time_scale: scenario.time_scale.max(1),
         };
         let state = state_of(&env.name);
         cluster::seed(kube.store(), &sim_env, &state)
