@@ -1213,13 +1213,22 @@ async fn unmodelled_requests_answer_a_status_naming_them() {
             415,
             "a request body as application/vnd.kubernetes.protobuf",
         ),
+        // Tables are served since issue 17; YAML and a Table of an unknown version are not.
         (
             "GET",
             "/api/v1/nodes",
             None,
-            Some("application/json;as=Table;v=v1;g=meta.k8s.io"),
+            Some("application/yaml"),
             406,
-            "a response as application/json;as=Table;v=v1;g=meta.k8s.io",
+            "a response as application/yaml",
+        ),
+        (
+            "GET",
+            "/api/v1/nodes",
+            None,
+            Some("application/json;as=Table;v=v2;g=meta.k8s.io"),
+            406,
+            "a response as application/json;as=Table;v=v2;g=meta.k8s.io",
         ),
     ];
     for (method, uri, ct, accept, code, what) in cases {
