@@ -341,6 +341,18 @@ async fn kubectl_delete_rollout_events_describe() {
         assert!(pod.contains("State:          Running"), "{pod}");
         assert!(pod.contains("Ready:          True"), "{pod}");
         assert!(!pod.contains("Waiting"), "{pod}");
+        // kubectl sends `create namespace` as protobuf: read, not refused.
+        assert_eq!(
+            ok(&["create", "namespace", "rehearsal"]),
+            "namespace/rehearsal created\n"
+        );
+        let ns = ok(&["get", "ns", "rehearsal"]);
+        assert!(
+            ns.lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with("rehearsal") && l.contains("Active")),
+            "{ns}"
+        );
         let svc = ok(&["get", "svc,endpointslices", "-n", "default"]);
         assert!(
             svc.contains("10.43.0.1") && svc.contains("443/TCP"),

@@ -251,6 +251,12 @@ async fn kubectl_sees_the_simulation_as_a_real_server() {
     copy(&admin, &slice).await;
     copy(&d.kubes["prod"].client().await.expect("sim client"), &slice).await;
     let real_kc = real.admin_kubeconfig();
+    let real_ro = real.observer_kubeconfig().await;
+    let sim_ro = d.dir.join(".cache").join("readonly").join(
+        sim_kubeconfig(&d.dir, "prod")
+            .file_name()
+            .expect("a kubeconfig file name"),
+    );
     tokio::task::spawn_blocking(move || {
         let commands: &[&[&str]] = &[
             &["get", "nodes"],
@@ -311,6 +317,48 @@ async fn kubectl_sees_the_simulation_as_a_real_server() {
             let (ro, _, _) = kubectl(&real_kc, args);
             assert_eq!(so, ro, "kubectl {args:?}");
         }
+        // The read-only users (the real server's: a ServiceAccount bound to get/list/watch of
+        // what the console reads): the same verdicts, and a refused delete worded alike.
+        let verdicts: &[&[&str]] = &[
+            &["auth", "can-i", "list", "pods", "-n", "kube-system"],
+            &["auth", "can-i", "watch", "leases", "-n", "kube-system"],
+            &["auth", "can-i", "get", "helmreleases", "-n", "kube-system"],
+            &["auth", "can-i", "delete", "pods", "-n", "kube-system"],
+            &["auth", "can-i", "patch", "daemonsets", "-n", "kube-system"],
+            &["auth", "can-i", "create", "namespaces"],
+        ];
+        for args in verdicts {
+            let (so, _, _) = kubectl(&sim_ro, args);
+            let (ro, _, _) = kubectl(&real_ro, args);
+            assert_eq!(so, ro, "read-only: kubectl {args:?}");
+        }
+        let args = ["delete", "pod", "-n", "kube-system", "cilium-g1-n1"];
+        let (_, se, sc) = kubectl(&sim_ro, &args);
+        let (_, re, rc) = kubectl(&real_ro, &args);
+        assert_eq!((sc, rc), (Some(1), Some(1)), "{se}{re}");
+        let tail =
+            "cannot delete resource \"pods\" in API group \"\" in the namespace \"kube-system\"";
+        for e in [&se, &re] {
+            assert!(
+                e.contains(
+                    "Error from server (Forbidden): pods \"cilium-g1-n1\" is forbidden: User \""
+                ) && e.contains(tail),
+                "{e}"
+            );
+        }
+        let (so, _, _) = kubectl(
+            &sim_ro,
+            &[
+                "get",
+                "pods",
+                "-n",
+                "kube-system",
+                "cilium-g1-n1",
+                "-o",
+                "name",
+            ],
+        );
+        assert_eq!(so, "pod/cilium-g1-n1\n");
     })
     .await
     .expect("kubectl comparisons");

@@ -29,6 +29,7 @@
 mod discovery;
 pub mod events;
 pub mod patch;
+mod proto;
 pub mod resources;
 pub mod route;
 pub mod select;
@@ -110,6 +111,7 @@ pub struct SimKube {
     store: Store,
     log: RequestLog,
     token: String,
+    readonly_token: String,
     ca_pem: String,
     name: String,
     cancel: CancellationToken,
@@ -155,11 +157,14 @@ impl SimKube {
         let store = Store::new(config.history);
         let log = RequestLog::default();
         let token = random_token();
+        let readonly_token = random_token();
         let cancel = CancellationToken::new();
         let name = config.name.clone();
         let state = Arc::new(server::ServerState {
             store: store.clone(),
             token: token.clone(),
+            readonly_token: readonly_token.clone(),
+            user_name: config.name.clone(),
             log: log.clone(),
             config,
             addr,
@@ -176,6 +181,7 @@ impl SimKube {
             store,
             log,
             token,
+            readonly_token,
             ca_pem: pki.ca_pem,
             name,
             cancel,
@@ -210,28 +216,38 @@ impl SimKube {
     /// A kubeconfig with one cluster, user and context (all named as configured), trusting
     /// this server's CA and authenticating with its bearer token.
     pub fn kubeconfig_yaml(&self) -> String {
+        self.kubeconfig_for(&self.name, &self.token)
+    }
+
+    /// A kubeconfig for the read-only user (`NAME-readonly`): like RBAC's read-only
+    /// roles it may get, list and watch everything and change nothing (403 Forbidden, and
+    /// access reviews say so).
+    pub fn readonly_kubeconfig_yaml(&self) -> String {
+        self.kubeconfig_for(&format!("{}-readonly", self.name), &self.readonly_token)
+    }
+
+    fn kubeconfig_for(&self, n: &str, token: &str) -> String {
         let ca = data_encoding::BASE64.encode(self.ca_pem.as_bytes());
-        let n = &self.name;
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: {n}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: {n}\n  user:\n    token: {token}\ncontexts:\n- name: {n}\n  context:\n    cluster: {n}\n    user: {n}\ncurrent-context: {n}\npreferences: {{}}\n",
             url = self.url(),
-            token = self.token
         )
     }
 
     /// Write [`SimKube::kubeconfig_yaml`] to `path` (owner-only permissions: it holds a token).
     pub fn write_kubeconfig(&self, path: &Path) -> Result<(), SimError> {
-        let err = |source| SimError::Kubeconfig {
-            path: path.to_path_buf(),
-            source,
-        };
-        std::fs::write(path, self.kubeconfig_yaml()).map_err(err)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+        write_private(path, &self.kubeconfig_yaml())
+    }
+
+    /// Write [`SimKube::readonly_kubeconfig_yaml`] to `path` (its directory made if missing).
+    pub fn write_readonly_kubeconfig(&self, path: &Path) -> Result<(), SimError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| SimError::Kubeconfig {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         }
-        Ok(())
+        write_private(path, &self.readonly_kubeconfig_yaml())
     }
 
     /// A kube client for this server, built from its kubeconfig as the console builds one.
@@ -251,6 +267,21 @@ impl SimKube {
             let _ = t.await;
         }
     }
+}
+
+/// Write a kubeconfig with owner-only permissions (it holds a token).
+fn write_private(path: &Path, text: &str) -> Result<(), SimError> {
+    let err = |source| SimError::Kubeconfig {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::write(path, text).map_err(err)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+    }
+    Ok(())
 }
 
 impl Drop for SimKube {

@@ -121,6 +121,9 @@ impl RequestLog {
 pub(crate) struct ServerState {
     pub store: Store,
     pub token: String,
+    pub readonly_token: String,
+    /// The configured name; the read-only user is `NAME-readonly`.
+    pub user_name: String,
     pub log: RequestLog,
     pub config: SimKubeConfig,
     pub addr: SocketAddr,
@@ -295,20 +298,23 @@ async fn handle(st: Arc<ServerState>, req: Request<Incoming>) -> Response<Body> 
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
     let query_text = req.uri().query().unwrap_or("").to_string();
-    let authorized = req
+    let bearer = req
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t == st.token);
-    let (verb, resource, resp) = if authorized {
-        dispatch(&st, req, &path, &Query::parse(&query_text)).await
-    } else {
-        (
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let user = match bearer {
+        Some(t) if t == st.token => Some(User::Admin),
+        Some(t) if t == st.readonly_token => Some(User::ReadOnly),
+        _ => None,
+    };
+    let (verb, resource, resp) = match user {
+        Some(u) => dispatch(&st, req, &path, &Query::parse(&query_text), u).await,
+        None => (
             "unauthorized",
             None,
             error_response(&ApiError::unauthorized()),
-        )
+        ),
     };
     st.log.record(RequestRecord {
         method,
@@ -322,11 +328,23 @@ async fn handle(st: Arc<ServerState>, req: Request<Incoming>) -> Response<Body> 
     resp
 }
 
+/// Who a request comes from: the demo's admin (cluster-admin, as k3s' admin kubeconfig), or
+/// its read-only user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum User {
+    Admin,
+    ReadOnly,
+}
+
+/// What the read-only user may do: what RBAC's read-only roles allow.
+const READ_VERBS: [&str; 3] = ["get", "list", "watch"];
+
 async fn dispatch(
     st: &Arc<ServerState>,
     req: Request<Incoming>,
     path: &str,
     q: &Query,
+    user: User,
 ) -> (&'static str, Option<String>, Response<Body>) {
     let get = req.method() == Method::GET;
     let method = req.method().to_string();
@@ -360,6 +378,19 @@ async fn dispatch(
             } else {
                 t.res.qualified()
             };
+            if user == User::ReadOnly && req.method() != Method::GET {
+                let verb = match (req.method().as_str(), t.name.is_some()) {
+                    ("POST", _) => "create",
+                    ("PUT", _) => "update",
+                    ("PATCH", _) => "patch",
+                    ("DELETE", true) => "delete",
+                    ("DELETE", false) => "deletecollection",
+                    _ => "unknown",
+                };
+                let who = format!("{}-readonly", st.user_name);
+                let e = ApiError::forbidden(&t, &who, verb);
+                return (verb, Some(label), error_response(&e));
+            }
             let (verb, resp) = objects(st, req, t, q, shape).await;
             (verb, Some(label), resp)
         }
@@ -374,17 +405,11 @@ async fn dispatch(
             }
         }
         Route::Review(kind) if req.method() == Method::POST => {
-            // kubectl sends reviews as protobuf. The verdict does not depend on the spec
-            // (the demo user may do everything), so the body is not decoded; the answer
-            // (JSON, which the client's Accept allows) then echoes no spec.
-            let r = read_body(req).await.and_then(|(ct, b)| {
-                if ct.contains("protobuf") {
-                    Ok(json!({"kind": review_kind(&kind)}))
-                } else {
-                    json_body(&b)
-                }
-            });
-            let resp = match r.and_then(|body| review(&kind, body)) {
+            // kubectl sends reviews as protobuf; the answer is JSON, which its Accept allows.
+            let r = read_body(req)
+                .await
+                .and_then(|(ct, b)| decoded_body(&ct, &b));
+            let resp = match r.and_then(|body| review(&kind, body, user)) {
                 Ok(v) => json_response(201, &v),
                 Err(e) => error_response(&e),
             };
@@ -442,8 +467,9 @@ fn text_response(code: u16, text: String) -> Response<Body> {
     r
 }
 
-/// A SelfSubjectAccessReview or SelfSubjectRulesReview answered for the demo's user, who
-/// is cluster-admin (`system:masters`, as k3s' admin kubeconfig): everything is allowed.
+/// A SelfSubjectAccessReview or SelfSubjectRulesReview answered for the user: the admin is
+/// cluster-admin (`system:masters`, as k3s' admin kubeconfig): everything is allowed; the
+/// read-only user may get, list and watch.
 fn review_kind(plural: &str) -> &'static str {
     if plural == "selfsubjectaccessreviews" {
         "SelfSubjectAccessReview"
@@ -452,7 +478,7 @@ fn review_kind(plural: &str) -> &'static str {
     }
 }
 
-fn review(kind: &str, body: Value) -> Result<Value, ApiError> {
+fn review(kind: &str, body: Value, user: User) -> Result<Value, ApiError> {
     let want_kind = review_kind(kind);
     if body.get("kind").and_then(Value::as_str) != Some(want_kind) {
         return Err(ApiError::bad_request(format!(
@@ -461,14 +487,34 @@ fn review(kind: &str, body: Value) -> Result<Value, ApiError> {
         )));
     }
     let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
-    let status = if kind == "selfsubjectaccessreviews" {
-        json!({"allowed": true})
-    } else {
-        json!({
+    let status = match (kind, user) {
+        ("selfsubjectaccessreviews", User::Admin) => json!({"allowed": true}),
+        ("selfsubjectaccessreviews", User::ReadOnly) => {
+            let verb = spec
+                .pointer("/resourceAttributes/verb")
+                .or_else(|| spec.pointer("/nonResourceAttributes/verb"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if READ_VERBS.contains(&verb) {
+                json!({"allowed": true, "reason": "the demo's read-only user may get, list and watch"})
+            } else {
+                json!({"allowed": false})
+            }
+        }
+        (_, User::Admin) => json!({
             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
             "incomplete": false
-        })
+        }),
+        (_, User::ReadOnly) => json!({
+            "resourceRules": [
+                {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+                    "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]},
+                {"verbs": READ_VERBS, "apiGroups": ["*"], "resources": ["*"]}],
+            "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*",
+                "/apis", "/apis/*", "/healthz", "/livez", "/readyz", "/version", "/version/"]}],
+            "incomplete": false
+        }),
     };
     Ok(json!({
         "kind": want_kind,
@@ -524,11 +570,14 @@ const KNOWN_PARAMS: [&str; 16] = [
     "timeout",
 ];
 
-fn unmodelled_param(q: &Query) -> Option<String> {
+/// `strict_checked`: the body is one whose every field the server checks (a protobuf body
+/// `proto` reads refuses any field it does not know), so Strict field validation holds.
+fn unmodelled_param(q: &Query, strict_checked: bool) -> Option<String> {
     q.pairs().find_map(|(k, v)| {
         // Field ownership is not modelled: every apply behaves as a forced one.
         let known = KNOWN_PARAMS.contains(&k)
             || (k == "fieldValidation" && v == "Ignore")
+            || (k == "fieldValidation" && v == "Strict" && strict_checked)
             || (k == "force" && v == "true");
         (!known).then(|| format!("?{k}={v}"))
     })
@@ -546,6 +595,14 @@ async fn read_body(req: Request<Incoming>) -> Result<(String, Vec<u8>), ApiError
         .await
         .map_err(|_| ApiError::too_large())?;
     Ok((ct, collected.to_bytes().to_vec()))
+}
+
+/// A JSON body, or a protobuf one `proto` can read entirely (415 naming what it cannot).
+fn decoded_body(content_type: &str, bytes: &[u8]) -> Result<Value, ApiError> {
+    if content_type.contains("protobuf") {
+        return super::proto::decode(bytes).map_err(|what| ApiError::not_simulated(415, &what));
+    }
+    json_body(bytes)
 }
 
 fn json_body(bytes: &[u8]) -> Result<Value, ApiError> {
@@ -583,14 +640,23 @@ async fn objects(
     q: &Query,
     shape: Shape,
 ) -> (&'static str, Response<Body>) {
-    if let Some(p) = unmodelled_param(q) {
+    let protobuf_write = matches!(req.method(), &Method::POST | &Method::PUT)
+        && req
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.contains("protobuf"));
+    if let Some(p) = unmodelled_param(q, protobuf_write) {
         return ("unknown", error_response(&ApiError::not_simulated(501, &p)));
     }
+    // Protobuf bodies are read where they can be (creates and updates of the kinds
+    // `proto` knows); elsewhere a protobuf or CBOR body is refused, never guessed at.
+    let readable = matches!(req.method(), &Method::POST | &Method::PUT);
     if let Some(ct) = req
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .filter(|ct| ct.contains("protobuf") || ct.contains("cbor"))
+        .filter(|ct| ct.contains("cbor") || (ct.contains("protobuf") && !readable))
     {
         let e = ApiError::not_simulated(415, &format!("a request body as {ct}"));
         return ("unknown", error_response(&e));
@@ -638,14 +704,20 @@ async fn objects(
         },
         (&Method::GET, None) => ("list", list(store, res, ns, q, render)),
         (&Method::POST, None) => {
-            let r = match read_body(req).await.and_then(|(_, b)| json_body(&b)) {
+            let r = match read_body(req)
+                .await
+                .and_then(|(ct, b)| decoded_body(&ct, &b))
+            {
                 Ok(body) => store.create(res, ns, body, Origin::Api),
                 Err(e) => Err(e),
             };
             ("create", one(r, 201))
         }
         (&Method::PUT, Some(name)) => {
-            let r = match read_body(req).await.and_then(|(_, b)| json_body(&b)) {
+            let r = match read_body(req)
+                .await
+                .and_then(|(ct, b)| decoded_body(&ct, &b))
+            {
                 Ok(body) => store.update(res, ns, name, body, sub, Origin::Api),
                 Err(e) => Err(e),
             };
