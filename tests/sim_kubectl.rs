@@ -106,9 +106,13 @@ async fn kubectl_against_the_demo() {
             ok(&["get", "ns", "kube-system", "-o", "name"]),
             "namespace/kube-system\n"
         );
-        let (_, e, code) = run(&kc, &["logs", "-n", "kube-system", "-l", "k8s-app=cilium"]);
+        // Logs are served since issue 17; a previous container's are not simulated.
+        let (_, e, code) = run(
+            &kc,
+            &["logs", "-n", "kube-system", "cilium-g1-n1", "--previous"],
+        );
         assert_ne!(code, Some(0));
-        assert!(e.contains("is not simulated"), "{e}");
+        assert!(e.contains("`?previous=true` is not simulated"), "{e}");
     })
     .await
     .expect("kubectl checks");
@@ -341,6 +345,72 @@ async fn kubectl_delete_rollout_events_describe() {
         assert!(pod.contains("State:          Running"), "{pod}");
         assert!(pod.contains("Ready:          True"), "{pod}");
         assert!(!pod.contains("Waiting"), "{pod}");
+        // Logs: each agent's recent lines, in cilium's format, naming the API server it dials.
+        let logs = ok(&["logs", "-n", "kube-system", "cilium-g2-n1"]);
+        let dial = logs
+            .lines()
+            .find(|l| l.contains("msg=\"Establishing connection to apiserver\""))
+            .unwrap_or_else(|| panic!("{logs}"));
+        assert!(
+            dial.starts_with("time=20") && dial.contains(" level=info "),
+            "{dial}"
+        );
+        assert!(dial.contains("ipAddr=https://127.0.11.100:"), "{dial}");
+        assert!(
+            logs.contains("msg=\"Daemon initialization completed\""),
+            "{logs}"
+        );
+        let one = ok(&[
+            "logs",
+            "-n",
+            "kube-system",
+            "cilium-g2-n1",
+            "--tail=1",
+            "--timestamps",
+        ]);
+        assert_eq!(one.lines().count(), 1, "{one}");
+        let all = ok(&[
+            "logs",
+            "-n",
+            "kube-system",
+            "-l",
+            "k8s-app=cilium",
+            "--prefix",
+        ]);
+        assert!(
+            all.contains("[pod/cilium-g2-n3/cilium-agent] time="),
+            "{all}"
+        );
+        // `logs -f` follows until the pod goes (deleted here: its last line, then the end).
+        let mut follow = std::process::Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(&kc)
+            .args(["logs", "-f", "-n", "kube-system", "cilium-g2-n3"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("kubectl logs -f");
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        ok(&["delete", "pod", "-n", "kube-system", "cilium-g2-n3"]);
+        let t0 = std::time::Instant::now();
+        let status = loop {
+            if let Some(s) = follow.try_wait().expect("wait") {
+                break s;
+            }
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(10),
+                "logs -f did not end"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        let mut followed = String::new();
+        std::io::Read::read_to_string(&mut follow.stdout.take().expect("stdout"), &mut followed)
+            .expect("read");
+        assert!(status.success(), "{followed}");
+        assert!(followed.contains("msg=\"Starting hive\""), "{followed}");
+        assert!(
+            followed.trim_end().ends_with("msg=\"Stopping hive\""),
+            "{followed}"
+        );
         // kubectl sends `create namespace` as protobuf: read, not refused.
         assert_eq!(
             ok(&["create", "namespace", "rehearsal"]),

@@ -302,6 +302,43 @@ fn pod_status(
     })
 }
 
+/// One cilium-agent log line in its format (Go's slog, logfmt: `time=... level=info
+/// msg="..." key=value`).
+fn agent_line(level: &str, msg: &str, attrs: &str) -> String {
+    let t = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ");
+    let msg = if msg.contains(' ') {
+        format!("\"{msg}\"")
+    } else {
+        msg.to_string()
+    };
+    if attrs.is_empty() {
+        format!("time={t} level={level} msg={msg}")
+    } else {
+        format!("time={t} level={level} msg={msg} {attrs}")
+    }
+}
+
+/// What an agent logs as it starts: the API server it dials is the line an operator
+/// looks for.
+fn agent_starts(store: &Store, pod: &str, host: &str, port: u16) {
+    let logs = store.logs();
+    let k8s = "module=agent.infra.k8s-client";
+    for (msg, attrs) in [
+        ("Starting hive", String::new()),
+        (
+            "Establishing connection to apiserver",
+            format!("{k8s} ipAddr=https://{host}:{port}"),
+        ),
+        ("Connected to apiserver", k8s.to_string()),
+        (
+            "Started gops server",
+            "module=agent.infra.gops address=127.0.0.1:9890".to_string(),
+        ),
+    ] {
+        logs.append(NS, pod, AGENT, agent_line("info", msg, &attrs));
+    }
+}
+
 /// The name of the agent pod the controller creates for `server` in `generation`: stable
 /// and readable for the first one, a counter after (a pod deleted and recreated).
 fn pod_name(server: usize, generation: u64, nth: u64) -> String {
@@ -432,6 +469,8 @@ pub fn seed(store: &Store, env: &SimEnv, state: &EnvState) -> Result<(), super::
     for (i, h) in hosts.iter().enumerate() {
         let name = pod_name(i, generation, 0);
         store.apply(pod(env, i, &name, generation, &owner, h, true, now))?;
+        agent_starts(store, &name, h, env.api_port);
+        agent_ready(store, &name);
     }
     store.patch_status(
         &ds,
@@ -473,6 +512,25 @@ pub fn node_ready(store: &Store, name: &str) -> Option<bool> {
         .and_then(Value::as_str)
         == Some("True");
     Some(ready)
+}
+
+fn agent_ready(store: &Store, pod: &str) {
+    store.logs().append(
+        NS,
+        pod,
+        AGENT,
+        agent_line(
+            "info",
+            "Daemon initialization completed",
+            "module=agent.controlplane.daemon",
+        ),
+    );
+}
+
+fn agent_stops(store: &Store, pod: &str) {
+    store
+        .logs()
+        .append(NS, pod, AGENT, agent_line("info", "Stopping hive", ""));
 }
 
 fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
@@ -661,6 +719,7 @@ impl Controllers {
             .and_then(Value::as_u64)
             .unwrap_or(0);
         let r = pod_ref(&name);
+        agent_stops(&self.store, &name);
         record(
             &self.store,
             Involved::of(&self.store, &r).map(|i| i.container(AGENT)),
@@ -797,6 +856,7 @@ impl Controllers {
     /// The DaemonSet controller deletes a pod (the kubelet stops its container first).
     fn delete_pod(&self, name: &str) {
         let r = pod_ref(name);
+        agent_stops(&self.store, name);
         let node = self
             .store
             .fetch(&r)
@@ -852,6 +912,10 @@ impl Controllers {
         let _ = self.store.apply(pod(
             &self.env, server, &name, generation, owner, host, ready, now,
         ));
+        agent_starts(&self.store, &name, host, self.env.api_port);
+        if ready {
+            agent_ready(&self.store, &name);
+        }
         let ds = Involved::of(&self.store, &ds_ref());
         let dsc = Source {
             component: "daemonset-controller",
@@ -957,6 +1021,7 @@ impl Controllers {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
+        agent_ready(&self.store, name);
         let _ = self.store.patch_status(
             &r,
             pod_status(

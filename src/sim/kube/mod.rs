@@ -28,6 +28,7 @@
 
 mod discovery;
 pub mod events;
+pub mod logs;
 pub mod patch;
 mod proto;
 pub mod resources;

@@ -41,6 +41,11 @@ pub enum Route {
     },
     /// `POST /apis/authorization.k8s.io/v1/selfsubject{access,rules}reviews`.
     Review(String),
+    /// `GET /api/v1/namespaces/NS/pods/NAME/log`: a container's log.
+    Log {
+        namespace: String,
+        name: String,
+    },
     NotFound,
 }
 
@@ -61,6 +66,12 @@ pub fn route(path: &str) -> Route {
         }
         ["apis", "authorization.k8s.io", "v1", r @ ("selfsubjectaccessreviews" | "selfsubjectrulesreviews")] => {
             return Route::Review((*r).to_string())
+        }
+        ["api", "v1", "namespaces", ns, "pods", name, "log"] => {
+            return Route::Log {
+                namespace: (*ns).to_string(),
+                name: (*name).to_string(),
+            }
         }
         ["api"] => return Route::CoreVersions,
         ["apis"] => return Route::Groups,

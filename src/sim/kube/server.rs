@@ -404,6 +404,11 @@ async fn dispatch(
                 ),
             }
         }
+        Route::Log { namespace, name } if get => (
+            "get",
+            Some("pods/log".into()),
+            pod_log(st, &namespace, &name, q),
+        ),
         Route::Review(kind) if req.method() == Method::POST => {
             // kubectl sends reviews as protobuf; the answer is JSON, which its Accept allows.
             let r = read_body(req)
@@ -426,6 +431,142 @@ async fn dispatch(
             error_response(&ApiError::not_simulated(405, &format!("{method} {path}"))),
         ),
     }
+}
+
+/// The query parameters of a log request the simulation honours.
+/// (`timeout` bounds a short request on the real server too; a follow is long-running.)
+const LOG_PARAMS: [&str; 7] = [
+    "timeout",
+    "container",
+    "follow",
+    "tailLines",
+    "timestamps",
+    "sinceSeconds",
+    "pretty",
+];
+
+/// A container's log, as the kubelet serves it through the API server: its recent lines
+/// (`tailLines`, `sinceSeconds`, `timestamps`), and with `follow` the new ones as they come
+/// until the pod goes.
+fn pod_log(st: &Arc<ServerState>, ns: &str, name: &str, q: &Query) -> Response<Body> {
+    if let Some((k, v)) = q
+        .pairs()
+        .find(|(k, v)| !LOG_PARAMS.contains(k) && !(*k == "previous" && *v == "false"))
+    {
+        return error_response(&ApiError::not_simulated(501, &format!("?{k}={v}")));
+    }
+    let Some(pods) = super::resources::by_kind("v1", "Pod") else {
+        return error_response(&ApiError::internal("pods are not served"));
+    };
+    let pod = match st.store.get(pods, Some(ns), name) {
+        Ok(p) => p,
+        Err(e) => return error_response(&e),
+    };
+    let containers: Vec<String> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let container = match q.get("container") {
+        Some(c) if containers.iter().any(|x| x == c) => c.to_string(),
+        Some(c) => {
+            return error_response(&ApiError::bad_request(format!(
+                "container {c} is not valid for pod {name}"
+            )))
+        }
+        None if containers.len() == 1 => containers[0].clone(),
+        None => {
+            return error_response(&ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                containers.join(" ")
+            )))
+        }
+    };
+    let number = |k: &str| -> Result<Option<i64>, ApiError> {
+        q.get(k)
+            .map(|v| {
+                v.parse::<i64>()
+                    .map_err(|_| ApiError::bad_request(format!("{k}: not a number: {v}")))
+            })
+            .transpose()
+    };
+    let (tail, since) = match (number("tailLines"), number("sinceSeconds")) {
+        (Ok(t), Ok(s)) => (t, s),
+        (Err(e), _) | (_, Err(e)) => return error_response(&e),
+    };
+    let stamps = q.flag("timestamps");
+    let render = move |l: &super::logs::Line| -> Bytes {
+        let mut t = String::new();
+        if stamps {
+            t.push_str(&l.at.strftime("%Y-%m-%dT%H:%M:%S.%fZ").to_string());
+            t.push(' ');
+        }
+        t.push_str(&l.text);
+        t.push('\n');
+        Bytes::from(t)
+    };
+    let logs = st.store.logs().clone();
+    // Subscribed before reading the kept lines: nothing written in between is lost.
+    let live = logs.follow();
+    let (mut lines, upto) = logs.lines(ns, name, &container);
+    if let Some(s) = since {
+        let from = jiff::Timestamp::now().as_second() - s;
+        lines.retain(|l| l.at.as_second() >= from);
+    }
+    if let Some(n) = tail.and_then(|n| usize::try_from(n).ok()) {
+        let skip = lines.len().saturating_sub(n);
+        lines.drain(..skip);
+    }
+    let text_head = |mut r: Response<Body>| {
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        r
+    };
+    if !q.flag("follow") {
+        let body: Vec<u8> = lines.iter().flat_map(|l| render(l).to_vec()).collect();
+        return text_head(full(200, body));
+    }
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    let mut events = st.store.subscribe();
+    let cancel = st.cancel.clone();
+    let (ns, name) = (ns.to_string(), name.to_string());
+    tokio::spawn(async move {
+        let mut live = live;
+        for l in &lines {
+            if tx.send(render(l)).await.is_err() {
+                return;
+            }
+        }
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tx.closed() => return,
+                l = live.recv() => match l {
+                    Ok(l) if l.seq > upto && l.namespace == ns && l.pod == name
+                        && l.container == container => {
+                        if tx.send(render(&l)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    // A follower too slow for the feed is ended (kubectl reconnects).
+                    Err(_) => return,
+                },
+                e = events.recv() => match e {
+                    // The pod is gone: so is its log stream, as on a real node.
+                    Ok(e) if e.event == EventType::Deleted && e.resource.kind == "Pod"
+                        && e.namespace.as_deref() == Some(ns.as_str()) && e.name == name => return,
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+            }
+        }
+    });
+    text_head(streaming(rx))
 }
 
 /// The checks each health endpoint runs on a k3s server (the real server's names).

@@ -21,6 +21,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::broadcast;
 
+use super::logs::Logs;
 use super::patch::{self, PatchType};
 use super::resources::{self, CreateStatus, Generation, ResourceType, RESOURCES};
 use super::select::Selectors;
@@ -146,6 +147,7 @@ struct Inner {
 struct Shared {
     inner: Mutex<Inner>,
     tx: broadcast::Sender<Arc<StoreEvent>>,
+    logs: Logs,
 }
 
 /// The object store. Cheap to clone (shared).
@@ -341,6 +343,7 @@ impl Store {
                     floor: 0,
                 }),
                 tx,
+                logs: Logs::default(),
             }),
         };
         for ns in INITIAL_NAMESPACES {
@@ -359,6 +362,11 @@ impl Store {
             .inner
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The containers' logs (kept with the objects: a deleted pod's go with it).
+    pub fn logs(&self) -> &Logs {
+        &self.shared.logs
     }
 
     /// The current (latest) resourceVersion.
@@ -407,6 +415,9 @@ impl Store {
             }
             None => {
                 inner.objects.remove(&key);
+                if res.kind == "Pod" && res.group.is_empty() {
+                    self.shared.logs.forget_pod(&key.namespace, &key.name);
+                }
                 let mut last = prev.as_deref().cloned().unwrap_or(Value::Null);
                 with_meta(&mut last, |m| {
                     m.insert("resourceVersion".into(), json!(rv.to_string()))
