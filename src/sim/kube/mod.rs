@@ -29,6 +29,7 @@
 mod discovery;
 pub mod events;
 pub mod logs;
+pub mod openapi;
 pub mod patch;
 mod proto;
 pub mod resources;

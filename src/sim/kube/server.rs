@@ -404,6 +404,15 @@ async fn dispatch(
                 ),
             }
         }
+        Route::OpenApi(None) if get => doc(super::openapi::index()),
+        Route::OpenApi(Some(gv)) if get => match super::openapi::group_version(&gv) {
+            Some(d) => doc(d),
+            None => (
+                "unknown",
+                None,
+                error_response(&ApiError::not_simulated(404, &format!("GET {path}"))),
+            ),
+        },
         Route::Log { namespace, name } if get => (
             "get",
             Some("pods/log".into()),
@@ -711,15 +720,17 @@ const KNOWN_PARAMS: [&str; 16] = [
     "timeout",
 ];
 
-/// `strict_checked`: the body is one whose every field the server checks (a protobuf body
-/// `proto` reads refuses any field it does not know), so Strict field validation holds.
-fn unmodelled_param(q: &Query, strict_checked: bool) -> Option<String> {
+/// `strict_checked`: a write whose body the server checks field by field, so Strict field
+/// validation holds. `no_owners`: a server-side apply that creates the object, where no
+/// other field manager can own a field (field ownership is not modelled otherwise, so an
+/// apply to an existing object must be forced).
+fn unmodelled_param(q: &Query, strict_checked: bool, no_owners: bool) -> Option<String> {
     q.pairs().find_map(|(k, v)| {
-        // Field ownership is not modelled: every apply behaves as a forced one.
         let known = KNOWN_PARAMS.contains(&k)
             || (k == "fieldValidation" && v == "Ignore")
             || (k == "fieldValidation" && v == "Strict" && strict_checked)
-            || (k == "force" && v == "true");
+            || (k == "force" && v == "true")
+            || (k == "force" && v == "false" && no_owners);
         (!known).then(|| format!("?{k}={v}"))
     })
 }
@@ -738,10 +749,71 @@ async fn read_body(req: Request<Incoming>) -> Result<(String, Vec<u8>), ApiError
     Ok((ct, collected.to_bytes().to_vec()))
 }
 
+/// Strict field validation of a body (`raw`: its JSON bytes, for duplicate keys): unknown
+/// fields and duplicates refused as the real server words it.
+fn strict_check(
+    res: &'static ResourceType,
+    v: &Value,
+    raw: Option<&[u8]>,
+    whole: bool,
+) -> Result<(), ApiError> {
+    let mut problems: Vec<String> = raw
+        .and_then(super::openapi::duplicate_field)
+        .map(|d| format!("json: {d}"))
+        .into_iter()
+        .collect();
+    problems.extend(
+        super::openapi::unknown_fields_of(res, v)
+            .into_iter()
+            .map(|f| format!("unknown field \"{f}\"")),
+    );
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let head = if whole {
+        format!(
+            "{} in version \"{}\" cannot be handled as a {}: ",
+            res.kind, res.version, res.kind
+        )
+    } else {
+        String::new()
+    };
+    Err(ApiError::bad_request(format!(
+        "{head}strict decoding error: {}",
+        problems.join(", ")
+    )))
+}
+
+/// Strict validation of a patch: the object it would make (or, creating, the body).
+fn strict_patch(
+    store: &Store,
+    res: &'static ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    kind: PatchType,
+    p: &Value,
+    raw: &[u8],
+) -> Result<(), ApiError> {
+    let raw = (kind != PatchType::Apply).then_some(raw);
+    match store.get(res, ns, name) {
+        Ok(current) => {
+            let mut doc = (*current).clone();
+            patch::apply(kind, &mut doc, p)?;
+            strict_check(res, &doc, raw, false)
+        }
+        Err(_) => strict_check(res, p, raw, false),
+    }
+}
+
 /// A JSON body, or a protobuf one `proto` can read entirely (415 naming what it cannot).
 fn decoded_body(content_type: &str, bytes: &[u8]) -> Result<Value, ApiError> {
     if content_type.contains("protobuf") {
-        return super::proto::decode(bytes).map_err(|what| ApiError::not_simulated(415, &what));
+        return super::proto::decode(bytes).map_err(|what| {
+            ApiError::not_simulated(
+                415,
+                &format!("a request body as {content_type} ({what})"),
+            )
+        });
     }
     json_body(bytes)
 }
@@ -781,13 +853,20 @@ async fn objects(
     q: &Query,
     shape: Shape,
 ) -> (&'static str, Response<Body>) {
-    let protobuf_write = matches!(req.method(), &Method::POST | &Method::PUT)
+    // Strict field validation is done for every write with a body (`strict_check`).
+    let strict = q.get("fieldValidation") == Some("Strict");
+    let writes = matches!(req.method(), &Method::POST | &Method::PUT | &Method::PATCH);
+    let apply_creates = req.method() == Method::PATCH
         && req
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.contains("protobuf"));
-    if let Some(p) = unmodelled_param(q, protobuf_write) {
+            .is_some_and(|ct| ct.starts_with("application/apply-patch"))
+        && t.name.as_deref().is_some_and(|n| {
+            let (res, _) = storage_of(t.res);
+            st.store.get(res, t.namespace.as_deref(), n).is_err()
+        });
+    if let Some(p) = unmodelled_param(q, writes, apply_creates) {
         return ("unknown", error_response(&ApiError::not_simulated(501, &p)));
     }
     // Protobuf bodies are read where they can be (creates and updates of the kinds
@@ -845,20 +924,26 @@ async fn objects(
         },
         (&Method::GET, None) => ("list", list(store, res, ns, q, render)),
         (&Method::POST, None) => {
-            let r = match read_body(req)
-                .await
-                .and_then(|(ct, b)| decoded_body(&ct, &b))
-            {
+            let r = match read_body(req).await.and_then(|(ct, b)| {
+                let v = decoded_body(&ct, &b)?;
+                if strict && !ct.contains("protobuf") {
+                    strict_check(res, &v, Some(&b), true)?;
+                }
+                Ok(v)
+            }) {
                 Ok(body) => store.create(res, ns, body, Origin::Api),
                 Err(e) => Err(e),
             };
             ("create", one(r, 201))
         }
         (&Method::PUT, Some(name)) => {
-            let r = match read_body(req)
-                .await
-                .and_then(|(ct, b)| decoded_body(&ct, &b))
-            {
+            let r = match read_body(req).await.and_then(|(ct, b)| {
+                let v = decoded_body(&ct, &b)?;
+                if strict && !ct.contains("protobuf") {
+                    strict_check(res, &v, Some(&b), true)?;
+                }
+                Ok(v)
+            }) {
                 Ok(body) => store.update(res, ns, name, body, sub, Origin::Api),
                 Err(e) => Err(e),
             };
@@ -868,8 +953,12 @@ async fn objects(
             let r = match read_body(req).await {
                 Ok((ct, b)) => match PatchType::from_content_type(&ct) {
                     None => Err(ApiError::unsupported_media_type(&ct, patch::ACCEPTED)),
-                    Some(kind) => patch::parse_body(kind, &b)
-                        .and_then(|p| store.patch(res, ns, name, kind, &p, sub, Origin::Api)),
+                    Some(kind) => patch::parse_body(kind, &b).and_then(|p| {
+                        if strict {
+                            strict_patch(store, res, ns, name, kind, &p, &b)?;
+                        }
+                        store.patch(res, ns, name, kind, &p, sub, Origin::Api)
+                    }),
                 },
                 Err(e) => Err(e),
             };
