@@ -461,7 +461,7 @@ const LOG_PARAMS: [&str; 7] = [
 fn pod_log(st: &Arc<ServerState>, ns: &str, name: &str, q: &Query) -> Response<Body> {
     if let Some((k, v)) = q
         .pairs()
-        .find(|(k, v)| !LOG_PARAMS.contains(k) && !(*k == "previous" && *v == "false"))
+        .find(|(k, v)| !(LOG_PARAMS.contains(k) || (*k == "previous" && *v == "false")))
     {
         return error_response(&ApiError::not_simulated(501, &format!("?{k}={v}")));
     }
