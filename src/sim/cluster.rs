@@ -1,11 +1,15 @@
 //! One simulated k3s cluster: the objects a real one has, and what its controllers do.
 //!
-//! Owns: seeding a [`Store`] with what the console watches (nodes, the kube-vip Lease,
-//! the cilium DaemonSet, its agents and the cilium HelmRelease), and the task that plays
-//! the cluster's controllers on it: kube-vip renewing the Lease (and handing it over when
-//! the holder dies), Flux answering a reconcile request, the DaemonSet controller rolling
-//! the agents one node at a time and never past an unready pod, and the scenario's faults
-//! on their timeline and as they arrive live (the console's `:fault`, through
+//! Owns: seeding a [`Store`] with what the console watches and an operator's kubectl shows
+//! (nodes with their kube-node-lease Leases, the kube-vip Lease, the cilium DaemonSet, its
+//! agents and their logs, the cilium HelmRelease, the `kubernetes` Service and
+//! EndpointSlice), and the task that plays the cluster's controllers on it: kube-vip
+//! renewing the Lease (and handing it over when the holder dies), the kubelets renewing
+//! theirs and stopping a deleted pod after its grace period (scaled by the scenario's time
+//! scale), Flux answering a reconcile request, the DaemonSet controller replacing a missing
+//! pod and rolling a new generation (`rollout restart`, a Flux upgrade) one node at a time,
+//! never past an unready pod, the events each of them records, and the scenario's faults on
+//! their timeline and as they arrive live (the console's `:fault`, through
 //! `demo::FaultInjector`).
 //! Must not: know the homelab. Names and addresses come in through [`SimEnv`] (built from
 //! the demo repo's inventory); what goes wrong comes from the scenario.

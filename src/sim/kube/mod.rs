@@ -9,9 +9,13 @@
 //! Must not: listen on anything but the loopback address it is given (a non-loopback
 //! address is refused), or persist anything but the kubeconfig it is asked to write.
 //!
-//! What is served (the subset hk-console's client uses): core/v1 namespaces, nodes, pods,
-//! configmaps; apps/v1 daemonsets; coordination.k8s.io/v1 leases; helm.toolkit.fluxcd.io/v2
-//! helmreleases; kustomize.toolkit.fluxcd.io/v1 kustomizations. Verbs get, list (label and
+//! What is served (what hk-console's client and an operator's kubectl use): core/v1
+//! namespaces, nodes, pods (and their `log`), configmaps, events, services;
+//! discovery.k8s.io/v1 endpointslices; events.k8s.io/v1 events (a read-only view of the core
+//! ones); apps/v1 daemonsets; coordination.k8s.io/v1 leases; helm.toolkit.fluxcd.io/v2
+//! helmreleases; kustomize.toolkit.fluxcd.io/v1 kustomizations; server-side Tables
+//! (`tables`), OpenAPI v3 documents with Strict field validation (`openapi`), protobuf
+//! bodies where fully understood (`proto`), an admin and a read-only user. Verbs get, list (label and
 //! field selectors, `limit`/`continue` pages consistent at one version), watch (history
 //! replay, bookmarks, `timeoutSeconds`, `sendInitialEvents`, 410 `Expired` as the real
 //! server's ERROR event), create, update, patch (merge, JSON, strategic, apply), delete,
@@ -21,10 +25,12 @@
 //! a delete with `gracePeriodSeconds: 0`); custom resources refuse an update without
 //! `resourceVersion` (422) and a strategic merge patch (415).
 //! Known differences from a real server: no `managedFields` (server-side apply merges like
-//! a strategic patch, without field ownership), no defaulting of omitted fields, no
-//! validation beyond names and types, no `metadata.finalizers` semantics, `deletecollection`
-//! and `dryRun` are not served, a deleted namespace goes at once with its objects (there is
-//! no Terminating phase), aggregated discovery is not served (the legacy documents are).
+//! a strategic patch, without field ownership: an apply to an existing object must be
+//! forced), no defaulting of omitted fields, no validation beyond names, types and Strict's
+//! unknown fields, no `metadata.finalizers` semantics, `deletecollection`, `dryRun`, `exec`,
+//! OpenAPI v2 and YAML responses are not served, a deleted namespace goes at once with its
+//! objects (there is no Terminating phase), aggregated discovery is not served (the legacy
+//! documents are).
 
 mod discovery;
 pub mod events;
@@ -87,7 +93,8 @@ pub enum SimError {
 pub struct SimKubeConfig {
     /// The cluster, user and context name in the kubeconfig.
     pub name: String,
-    /// Change events kept for watch resumption and list pages (older versions get 410).
+    /// Change events kept for watch resumption and list pages (older versions get 410); none
+    /// older than `store::HISTORY_MAX_AGE` either.
     pub history: usize,
     /// How often a watch that allows bookmarks gets one (the real server: about a minute).
     pub bookmark_interval: Duration,

@@ -131,6 +131,9 @@ pub struct WatchStart {
     pub resource_version: u64,
 }
 
+/// The oldest change a watch may resume from (see [`Store::commit`]'s bound).
+pub const HISTORY_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// The namespaces a fresh cluster has.
 pub const INITIAL_NAMESPACES: &[&str] =
     &["default", "kube-node-lease", "kube-public", "kube-system"];
@@ -140,6 +143,8 @@ struct Inner {
     objects: BTreeMap<Key, Object>,
     history: VecDeque<Arc<StoreEvent>>,
     history_cap: usize,
+    /// When each kept event happened (parallel to `history`), for the age bound.
+    history_at: VecDeque<std::time::Instant>,
     /// The oldest resourceVersion a watch may resume from.
     floor: u64,
 }
@@ -340,6 +345,7 @@ impl Store {
                     objects: BTreeMap::new(),
                     history: VecDeque::new(),
                     history_cap: history.max(1),
+                    history_at: VecDeque::new(),
                     floor: 0,
                 }),
                 tx,
@@ -389,6 +395,7 @@ impl Store {
     pub fn compact(&self) {
         let mut inner = self.lock();
         inner.history.clear();
+        inner.history_at.clear();
         inner.floor = inner.rv;
     }
 
@@ -436,7 +443,18 @@ impl Store {
             origin,
         });
         inner.history.push_back(ev.clone());
-        while inner.history.len() > inner.history_cap {
+        let now = std::time::Instant::now();
+        inner.history_at.push_back(now);
+        // Besides the count, an age bound: the real server's etcd compacts every 5 minutes,
+        // so a version older than two compactions is gone there too (410), and an idle demo's
+        // renewals do not fill the history with twenty minutes of Lease copies.
+        while inner.history.len() > inner.history_cap
+            || inner
+                .history_at
+                .front()
+                .is_some_and(|t| now.duration_since(*t) > HISTORY_MAX_AGE)
+        {
+            inner.history_at.pop_front();
             if let Some(dropped) = inner.history.pop_front() {
                 inner.floor = dropped.resource_version;
             }
