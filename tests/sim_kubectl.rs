@@ -527,3 +527,67 @@ async fn kubectl_apply_with_validation() {
     .expect("kubectl apply checks");
     let _ = d;
 }
+
+/// What a fault looks like through kubectl: `get -w` (a watch of Tables) shows the node go
+/// NotReady, and the events say so, then that the VIP lease moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_watch_and_events_of_a_fault() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = demo::start("healthy", dir.path())
+        .await
+        .unwrap_or_else(|e| panic!("demo: {e}"));
+    let kc = kubeconfig(&d.dir, "prod");
+    let faults = d.fault_injector();
+    tokio::task::spawn_blocking(move || {
+        let mut watch = std::process::Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(&kc)
+            .args(["get", "nodes", "-w"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("kubectl get -w");
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        faults
+            .inject("prod", "holder-dies")
+            .unwrap_or_else(|e| panic!("inject: {e}"));
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let _ = watch.kill();
+        let mut seen = String::new();
+        std::io::Read::read_to_string(&mut watch.stdout.take().expect("stdout"), &mut seen)
+            .expect("read");
+        // The header once, the three nodes, then the holder's change.
+        assert_eq!(
+            headers(&seen),
+            ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+            "{seen}"
+        );
+        assert_eq!(seen.matches("NAME ").count(), 1, "{seen}");
+        assert!(
+            seen.lines()
+                .any(|l| l.starts_with("k3s-prod-1 ") && l.contains("NotReady")),
+            "{seen}"
+        );
+        // NodeNotReady at once; the lease moves once the dead holder's has run out (15 s).
+        let t0 = std::time::Instant::now();
+        loop {
+            let (o, e, code) = run(&kc, &["get", "events", "-A"]);
+            assert_eq!(code, Some(0), "{e}");
+            let moved = o.contains("LeaderElection") && o.contains("k3s-prod-2 became leader");
+            if o.contains("NodeNotReady")
+                && o.contains("Node k3s-prod-1 status is now: NodeNotReady")
+                && moved
+            {
+                assert!(o.contains("node/k3s-prod-1") && o.contains("lease/"), "{o}");
+                break;
+            }
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(40),
+                "events never told the fault:\n{o}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    })
+    .await
+    .expect("kubectl checks");
+    drop(d);
+}
