@@ -552,6 +552,7 @@ async fn kubectl_watch_and_events_of_a_fault() {
             .unwrap_or_else(|e| panic!("inject: {e}"));
         std::thread::sleep(std::time::Duration::from_millis(1500));
         let _ = watch.kill();
+        let _ = watch.wait();
         let mut seen = String::new();
         std::io::Read::read_to_string(&mut watch.stdout.take().expect("stdout"), &mut seen)
             .expect("read");
