@@ -6,7 +6,10 @@
 //! Owns: the accept loop and per-connection tasks (ended by the cancellation token), turning
 //! each request into a store call and its result into a response, watch streaming
 //! (history replay, label/field filtering with the ADDED/DELETED a selector change implies,
-//! bookmarks, `timeoutSeconds`, the 410 `Expired` ERROR event), [`RequestLog`].
+//! bookmarks, `timeoutSeconds`, the 410 `Expired` ERROR event), [`RequestLog`]; content
+//! negotiation (JSON, PartialObjectMetadata, Tables), the two users (admin; read-only,
+//! refused writes worded as RBAC) and their access reviews, Strict field validation, log
+//! streaming, and the events.k8s.io view served from core Events.
 //! Must not: change objects except through the store, or listen beyond the address given.
 
 use std::collections::VecDeque;
