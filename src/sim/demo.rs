@@ -393,6 +393,8 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
         })?;
         kube.write_kubeconfig(&dir.join(".cache").join(kc_name))
             .map_err(|e| DemoError::Start(e.to_string()))?;
+        kube.write_readonly_kubeconfig(&dir.join(".cache").join("readonly").join(kc_name))
+            .map_err(|e| DemoError::Start(e.to_string()))?;
         api_ports.insert(env.name.clone(), kube.addr().port());
         let servers: Vec<(String, Ipv4Addr)> = env
             .servers
@@ -416,6 +418,7 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
             api_port: kube.addr().port(),
             founder,
             lease_name,
+            time_scale: scenario.time_scale.max(1),
         };
         let state = state_of(&env.name);
         cluster::seed(kube.store(), &sim_env, &state)

@@ -407,6 +407,9 @@ VERSION_ID=\"12\"\nVERSION=\"12 (bookworm)\"\nVERSION_CODENAME=bookworm\nID=debi
 HOME_URL=\"https://www.debian.org/\"\nSUPPORT_URL=\"https://www.debian.org/support\"\n\
 BUG_REPORT_URL=\"https://bugs.debian.org/\"\n";
 
+/// Journal records a node keeps (the oldest go first).
+pub const JOURNAL_CAP: usize = 20_000;
+
 /// The default VPN unit name (the documented one).
 pub const VPN_UNIT: &str = "vpn-egress-tunnel.service";
 
@@ -530,6 +533,12 @@ impl NodeState {
         };
         let pos = self.journal.partition_point(|x| x.at_ms <= at_ms);
         self.journal.insert(pos, e);
+        // journald rotates too (SystemMaxUse): a node whose tunnel restarts all day keeps
+        // its recent history, not all of it.
+        if self.journal.len() > JOURNAL_CAP {
+            let excess = self.journal.len() - JOURNAL_CAP;
+            self.journal.drain(..excess);
+        }
     }
 
     /// OpenVPN 2.6's lines for one successful connect of the tunnel, from `at_ms`.
