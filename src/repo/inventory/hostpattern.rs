@@ -189,13 +189,15 @@ fn expand_range_into(
     if end.is_empty() {
         return Err(format!("host range must specify end value (in '{line}')"));
     }
-    let width = if beg.starts_with('0') && beg.len() > 1 {
-        if beg.len() != end.len() {
+    // Python's len() counts characters: `0\u{661}` is two long.
+    let (beg_len, end_len) = (beg.chars().count(), end.chars().count());
+    let width = if beg.starts_with('0') && beg_len > 1 {
+        if beg_len != end_len {
             return Err(format!(
                 "host range must specify equal-length begin and end formats (in '{line}')"
             ));
         }
-        Some(beg.len())
+        Some(beg_len)
     } else {
         None
     };
@@ -261,13 +263,9 @@ fn expand_range_into(
     Ok(())
 }
 
-/// Python's `int(str)` for the forms that occur in ranges.
+/// Python's `int(str)`: digits of any script count (`web[\u{661}:\u{663}]` is web1..web3).
 fn py_int(s: &str) -> Option<i64> {
-    let t = s.trim();
-    if t.is_empty() || t.starts_with('_') || t.ends_with('_') || t.contains("__") {
-        return None;
-    }
-    t.replace('_', "").parse().ok()
+    super::pytext::int(s)
 }
 
 fn python_zfill(s: &str, width: usize) -> String {

@@ -10,6 +10,7 @@ use regex::Regex;
 
 use super::hostpattern::expand_hostpattern;
 use super::pyliteral;
+use super::pytext;
 use super::shlex::shlex_split;
 use super::{Inventory, InventoryError, MAX_MERGED_BYTES, UNGROUPED};
 use crate::repo::vars::{Origin, Var};
@@ -54,8 +55,9 @@ fn patterns() -> &'static Patterns {
     P.get_or_init(|| {
         #[allow(clippy::unwrap_used)] // constant patterns, exercised by every test
         Patterns {
-            section: Regex::new(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$").unwrap(),
-            groupname: Regex::new(r"^([^:\]\s]+)\s*(?:#.*)?$").unwrap(),
+            section: Regex::new(r"^\[([^:\]\s\x1c-\x1f]+)(?::(\w+))?\][\s\x1c-\x1f]*(?:#.*)?$")
+                .unwrap(),
+            groupname: Regex::new(r"^([^:\]\s\x1c-\x1f]+)[\s\x1c-\x1f]*(?:#.*)?$").unwrap(),
         }
     })
 }
@@ -97,9 +99,9 @@ impl IniParser {
     pub(super) fn parse(&mut self, text: &str) -> Result<(), InventoryError> {
         let mut group = UNGROUPED;
         let mut state = State::Hosts;
-        for raw in split_lines(text) {
+        for raw in pytext::splitlines(text) {
             self.line += 1;
-            let line = raw.trim();
+            let line = pytext::strip(raw);
             if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
                 continue;
             }
@@ -238,7 +240,7 @@ impl IniParser {
         let Some((k, v)) = line.split_once('=') else {
             return Err(self.err(format!("Expected key=value, got: {line}")));
         };
-        let (k, v) = (k.trim(), v.trim());
+        let (k, v) = (pytext::strip(k), pytext::strip(v));
         let value = pyliteral::parse_value(v).map_err(|m| self.err(format!("{k}: {m}")))?;
         let col = column_of(raw, k);
         self.set_group_var(group, k, value, col)
@@ -323,6 +325,15 @@ impl IniParser {
                 return Err(self.err(format!("Invalid empty host name in: {line}")));
             }
             let h = self.inv.add_host(&name, group, port, &host_origin);
+            // Ansible's `InventoryData.set_variable` looks the name up as a group first:
+            // `bastion x=1` under any section, once a group `bastion` exists, sets a
+            // variable of that group (for all its hosts), not of the host `bastion`.
+            if let Some(&g) = self.inv.group_index.get(&name) {
+                for (k, v, col) in &variables {
+                    self.set_group_var(g, k, v.clone(), *col)?;
+                }
+                continue;
+            }
             for (k, v, col) in &variables {
                 let var = Var {
                     value: v.clone(),
@@ -341,7 +352,7 @@ fn python_int(v: &serde_json::Value) -> Option<i64> {
     match v {
         serde_json::Value::Bool(b) => Some(i64::from(*b)),
         serde_json::Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f.trunc() as i64)),
-        serde_json::Value::String(s) => s.trim().replace('_', "").parse().ok(),
+        serde_json::Value::String(s) => pytext::int(s),
         _ => None,
     }
 }
@@ -351,52 +362,23 @@ fn column_of(raw: &str, needle: &str) -> usize {
     raw.find(needle).map_or(1, |i| raw[..i].chars().count() + 1)
 }
 
-/// The file as text. Like Ansible, bytes that are not UTF-8 are tolerated in comment lines
-/// only (they become empty lines, keeping line numbers); anywhere else they are an error.
-pub(super) fn decode_ini(bytes: Vec<u8>, path: &Path) -> Result<String, InventoryError> {
+/// The file as text, read as Ansible reads it: bytes that are not UTF-8 are kept (Python's
+/// `surrogateescape`) and shown by ansible-inventory as `?` each, which is what they become
+/// here. The warnings name the lines where that happened.
+pub(super) fn decode_ini(bytes: Vec<u8>, path: &Path) -> (String, Vec<String>) {
     let bytes = match String::from_utf8(bytes) {
-        Ok(text) => return Ok(text),
+        Ok(text) => return (text, Vec::new()),
         Err(e) => e.into_bytes(),
     };
-    let mut out = String::with_capacity(bytes.len());
-    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        if matches!(line.first(), Some(b'#') | Some(b';')) {
-            out.push_str(std::str::from_utf8(line).unwrap_or(""));
-            continue;
-        }
-        match std::str::from_utf8(line) {
-            Ok(l) => out.push_str(l),
-            Err(_) => {
-                return Err(InventoryError::Syntax {
-                    file: path.to_path_buf(),
-                    line: i + 1,
-                    message: "bytes that are not UTF-8 (expected UTF-8 text; only comment lines may hold other bytes)".into(),
-                })
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// `str.splitlines()` for the line breaks that occur in practice.
-fn split_lines(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        match rest.find(['\n', '\r']) {
-            Some(i) => {
-                out.push(&rest[..i]);
-                let skip = if rest[i..].starts_with("\r\n") { 2 } else { 1 };
-                rest = &rest[i + skip..];
-            }
-            None => {
-                out.push(rest);
-                rest = "";
-            }
-        }
-    }
-    out
+    let (text, lines) = pytext::decode_lossy_like_ansible(&bytes);
+    let warnings = lines
+        .into_iter()
+        .map(|line| {
+            format!(
+                "{}:{line}: bytes that are not UTF-8, read as `?` each (what ansible-inventory prints for them; a play would see the raw bytes)",
+                path.display()
+            )
+        })
+        .collect();
+    (text, warnings)
 }

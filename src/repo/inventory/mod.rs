@@ -34,6 +34,8 @@
 mod hostpattern;
 mod ini;
 pub mod pyliteral;
+mod pyset;
+mod pytext;
 mod shlex;
 
 pub use hostpattern::{expand_hostname_range, expand_hostpattern};
@@ -41,8 +43,9 @@ pub use shlex::shlex_split;
 
 use self::ini::{decode_ini, IniParser};
 use super::vars::{self, Loaded, Origin, Var, VarMap, VarsError};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// A malformed inventory: always names the file and line, and what was expected.
 #[derive(Debug, thiserror::Error)]
@@ -110,9 +113,18 @@ pub struct Inventory {
     group_index: HashMap<String, usize>,
     hosts: Vec<Host>,
     host_index: HashMap<String, usize>,
-    /// Merged variables per host (same index as `hosts`).
-    merged: Vec<VarMap>,
+    /// `group_vars/` files per group (same index as `groups`; empty where there are none,
+    /// and for groups without hosts, whose files Ansible never reads).
+    group_files: Vec<VarMap>,
+    /// `host_vars/` files per host (same index as `hosts`).
+    host_files: Vec<VarMap>,
+    /// Each host's merged variables, made on first use by [`Inventory::host_vars`]: a
+    /// command pays for the hosts it looks at, and `--list` streams without keeping any
+    /// (see [`Inventory::host_vars_view`]).
+    merged: Vec<OnceLock<VarMap>>,
     vaulted: Vec<PathBuf>,
+    /// What was read differently from what a play would see (see [`Inventory::warnings`]).
+    warnings: Vec<String>,
 }
 
 const ALL: usize = 0;
@@ -125,7 +137,7 @@ impl Inventory {
             super::read::ReadError::Io { path, source } => InventoryError::Io { path, source },
             other => InventoryError::Refused(other),
         })?;
-        let text = decode_ini(bytes, path)?;
+        let (text, warnings) = decode_ini(bytes, path);
         if vars::is_vaulted_text(&text) {
             return Err(InventoryError::Syntax {
                 file: path.to_path_buf(),
@@ -136,6 +148,7 @@ impl Inventory {
             });
         }
         let mut inv = Self::parse_ini(&text, path)?;
+        inv.warnings = warnings;
         // Ansible's `basedir`: the inventory file's own directory (a symlinked file is not
         // followed), so group_vars/ and host_vars/ are looked up beside the path given.
         let base = match path.parent() {
@@ -154,7 +167,8 @@ impl Inventory {
         inv.reconcile();
         inv.compute_depths();
         // Without vars files the merged view is INI-only.
-        inv.merged = inv.merge_all(&[], &[])?;
+        inv.merged = vec![OnceLock::new(); inv.hosts.len()];
+        inv.check_merge_budget()?;
         Ok(inv)
     }
 
@@ -236,11 +250,55 @@ impl Inventory {
     }
 
     /// The host's variables merged with Ansible's precedence (raw values, Jinja NOT rendered).
+    /// Merged on first use and kept: see [`Inventory::host_vars_view`] for a view that
+    /// copies nothing.
     pub fn host_vars(&self, host: &str) -> Option<&VarMap> {
-        self.host_index.get(host).map(|&h| &self.merged[h])
+        let h = *self.host_index.get(host)?;
+        Some(self.merged[h].get_or_init(|| {
+            self.merged_refs(h)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect()
+        }))
+    }
+
+    /// The host's variables as [`Inventory::host_vars`] gives them, but borrowed from the
+    /// layers they come from (nothing copied, nothing kept): what `--list` streams.
+    pub fn host_vars_view(&self, host: &str) -> Option<BTreeMap<&str, &Var>> {
+        let h = *self.host_index.get(host)?;
+        Some(match self.merged[h].get() {
+            Some(done) => done.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+            None => self.merged_refs(h),
+        })
+    }
+
+    /// The layers a host's variables come from, lowest precedence first, each named the
+    /// way a person would look for it (`[web:vars]`, `group_vars/web`, `host line`, ...).
+    pub fn host_var_layers(&self, host: &str) -> Option<Vec<(String, &VarMap)>> {
+        let h = *self.host_index.get(host)?;
+        Some(
+            self.layers(h)
+                .into_iter()
+                .map(|(kind, m)| {
+                    let label = match kind {
+                        Layer::IniGroup(g) => format!("[{}:vars]", self.groups[g].name),
+                        Layer::GroupFiles(g) => format!("group_vars/{}", self.groups[g].name),
+                        Layer::IniHost => format!("host line of {}", self.hosts[h].name),
+                        Layer::HostFiles => format!("host_vars/{}", self.hosts[h].name),
+                    };
+                    (label, m)
+                })
+                .collect(),
+        )
     }
 
     /// Vars files found encrypted: "vaulted, not read" (their variable names are unknown).
+    /// Things read the way ansible-inventory prints them but not the way a play sees them
+    /// (bytes that are not UTF-8), each naming file:line. Callers print them.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
     pub fn vaulted_files(&self) -> &[PathBuf] {
         &self.vaulted
     }
@@ -266,8 +324,11 @@ impl Inventory {
             group_index: HashMap::new(),
             hosts: Vec::new(),
             host_index: HashMap::new(),
+            group_files: Vec::new(),
+            host_files: Vec::new(),
             merged: Vec::new(),
             vaulted: Vec::new(),
+            warnings: Vec::new(),
         };
         inv.add_group("all");
         inv.add_group("ungrouped");
@@ -470,18 +531,56 @@ impl Inventory {
         let mut cache: HashMap<PathBuf, VarMap> = HashMap::new();
         let gv_dir = base.join("group_vars");
         let hv_dir = base.join("host_vars");
+        let read = self.groups_with_hosts();
         let mut group_files: Vec<VarMap> = Vec::with_capacity(self.groups.len());
         for g in 0..self.groups.len() {
+            // Ansible runs its vars plugins on demand, for the groups of a host it gives
+            // variables to: a group with no hosts never has its files read.
+            if !read[g] {
+                group_files.push(VarMap::new());
+                continue;
+            }
             let name = self.groups[g].name.clone();
-            group_files.push(self.load_entity_files(&gv_dir, &name, &mut cache)?);
+            let files = vars::find_vars_files(&gv_dir, &name);
+            group_files.push(self.load_entity_files(&gv_dir, &name, files, &mut cache)?);
         }
+        // One listing of host_vars/ instead of four stats per host: most hosts have no file.
+        let present = dir_names(&hv_dir);
         let mut host_files: Vec<VarMap> = Vec::with_capacity(self.hosts.len());
         for h in 0..self.hosts.len() {
             let name = self.hosts[h].name.clone();
-            host_files.push(self.load_entity_files(&hv_dir, &name, &mut cache)?);
+            let may_have = match &present {
+                Some(names) if !name.contains('/') => ["", ".yml", ".yaml", ".json"]
+                    .iter()
+                    .any(|ext| names.contains(&format!("{name}{ext}"))),
+                _ => true,
+            };
+            if !may_have {
+                host_files.push(VarMap::new());
+                continue;
+            }
+            let files = vars::find_vars_files(&hv_dir, &name);
+            host_files.push(self.load_entity_files(&hv_dir, &name, files, &mut cache)?);
         }
-        self.merged = self.merge_all(&group_files, &host_files)?;
-        Ok(())
+        self.group_files = group_files;
+        self.host_files = host_files;
+        self.merged = vec![OnceLock::new(); self.hosts.len()];
+        self.check_merge_budget()
+    }
+
+    /// Groups that hold a host, directly or through a descendant.
+    fn groups_with_hosts(&self) -> Vec<bool> {
+        let mut has = vec![false; self.groups.len()];
+        let mut todo: Vec<usize> = (0..self.groups.len())
+            .filter(|&g| !self.groups[g].hosts.is_empty())
+            .collect();
+        while let Some(g) = todo.pop() {
+            if !has[g] {
+                has[g] = true;
+                todo.extend(self.groups[g].parents.iter().copied());
+            }
+        }
+        has
     }
 
     /// Ansible's `host_group_vars` plugin for one group or host: every vars file found,
@@ -490,13 +589,14 @@ impl Inventory {
         &mut self,
         dir: &Path,
         name: &str,
+        files: Vec<PathBuf>,
         cache: &mut HashMap<PathBuf, VarMap>,
     ) -> Result<VarMap, InventoryError> {
         let mut out = VarMap::new();
         if name.starts_with('/') || !dir.is_dir() {
             return Ok(out);
         }
-        for file in vars::find_vars_files(dir, name) {
+        for file in files {
             if let Some(v) = cache.get(&file) {
                 vars::combine(&mut out, v);
                 continue;
@@ -516,55 +616,96 @@ impl Inventory {
         Ok(out)
     }
 
-    /// Every host's merged variables, refusing past [`MAX_MERGED_BYTES`] (checked host by
-    /// host, so at most one host's copy is made beyond it).
-    fn merge_all(
-        &self,
-        group_files: &[VarMap],
-        host_files: &[VarMap],
-    ) -> Result<Vec<VarMap>, InventoryError> {
+    /// Refuses an inventory whose per-host copies would pass [`MAX_MERGED_BYTES`] if every
+    /// host were looked at (estimated from the layers, an upper bound: overlapping keys count
+    /// twice), so no later command can be made to build them.
+    fn check_merge_budget(&self) -> Result<(), InventoryError> {
+        let size = |m: &VarMap| -> usize { m.iter().map(|(k, v)| k.len() + var_bytes(v)).sum() };
+        let group_bytes: Vec<usize> = (0..self.groups.len())
+            .map(|g| {
+                size(&self.groups[g].vars).saturating_add(self.group_files.get(g).map_or(0, size))
+            })
+            .collect();
         let mut total = 0usize;
-        let mut merged = Vec::with_capacity(self.hosts.len());
         for h in 0..self.hosts.len() {
-            let vars = self.merge_host(h, group_files, host_files);
-            total = total.saturating_add(vars.iter().map(|(k, v)| k.len() + var_bytes(v)).sum());
+            let mut bytes = size(&self.hosts[h].vars)
+                .saturating_add(self.host_files.get(h).map_or(0, size))
+                .saturating_add(group_bytes[ALL]);
+            for g in self.direct_and_ancestor_groups(h) {
+                if g != ALL {
+                    bytes = bytes.saturating_add(group_bytes[g]);
+                }
+            }
+            total = total.saturating_add(bytes);
             if total > MAX_MERGED_BYTES {
                 return Err(InventoryError::TooLarge {
                     file: self.path.clone(),
                     message: format!(
-                        "the merged variables of the first {} of {} hosts already take more than {} MiB (limit inventory.max_merged_bytes): every host copies its groups' variables, so many hosts times large variables is refused",
+                        "the merged variables of the first {} of {} hosts already take more than {} MiB (limit inventory.max_merged_bytes): a command may hold each host's own copy of its groups' variables, so many hosts times large variables is refused",
                         h + 1,
                         self.hosts.len(),
                         MAX_MERGED_BYTES / (1024 * 1024)
                     ),
                 });
             }
-            merged.push(vars);
         }
-        Ok(merged)
+        Ok(())
     }
 
-    fn merge_host(&self, h: usize, group_files: &[VarMap], host_files: &[VarMap]) -> VarMap {
+    /// The layers of a host's variables, lowest precedence first (see the module docs).
+    fn layers(&self, h: usize) -> Vec<(Layer, &VarMap)> {
         let sorted = self.sorted_groups_of(h);
-        let mut out = VarMap::new();
-        vars::combine(&mut out, &self.groups[ALL].vars);
+        let mut out = Vec::with_capacity(2 * sorted.len() + 4);
+        out.push((Layer::IniGroup(ALL), &self.groups[ALL].vars));
         for &g in &sorted {
-            vars::combine(&mut out, &self.groups[g].vars);
+            out.push((Layer::IniGroup(g), &self.groups[g].vars));
         }
-        if let Some(v) = group_files.get(ALL) {
-            vars::combine(&mut out, v);
+        if let Some(v) = self.group_files.get(ALL) {
+            out.push((Layer::GroupFiles(ALL), v));
         }
         for &g in &sorted {
-            if let Some(v) = group_files.get(g) {
-                vars::combine(&mut out, v);
+            if let Some(v) = self.group_files.get(g) {
+                out.push((Layer::GroupFiles(g), v));
             }
         }
-        vars::combine(&mut out, &self.hosts[h].vars);
-        if let Some(v) = host_files.get(h) {
-            vars::combine(&mut out, v);
+        out.push((Layer::IniHost, &self.hosts[h].vars));
+        if let Some(v) = self.host_files.get(h) {
+            out.push((Layer::HostFiles, v));
+        }
+        out.retain(|(_, m)| !m.is_empty());
+        out
+    }
+
+    /// Each level replaces whole top-level keys (`hash_behaviour = replace`).
+    fn merged_refs(&self, h: usize) -> BTreeMap<&str, &Var> {
+        let mut out = BTreeMap::new();
+        for (_, layer) in self.layers(h) {
+            for (k, v) in layer {
+                out.insert(k.as_str(), v);
+            }
         }
         out
     }
+}
+
+/// Which layer of a host's variables (see [`Inventory::host_var_layers`]).
+#[derive(Debug, Clone, Copy)]
+enum Layer {
+    IniGroup(usize),
+    GroupFiles(usize),
+    IniHost,
+    HostFiles,
+}
+
+/// The entry names of a directory, or `None` when it cannot be listed (then every candidate
+/// is looked up the slow way).
+fn dir_names(dir: &Path) -> Option<HashSet<String>> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    let mut names = HashSet::new();
+    for e in entries {
+        names.insert(e.ok()?.file_name().into_string().ok()?);
+    }
+    Some(names)
 }
 
 /// A rough size in bytes of a variable's value and origin, for the merge budget.
@@ -720,17 +861,20 @@ mod tests {
     }
 
     #[test]
-    fn non_utf8_is_tolerated_in_comments_only() {
+    fn non_utf8_is_read_as_ansible_prints_it_and_warned_about() {
         let tmp = tempfile::tempdir().expect("tmp");
         let ini = tmp.path().join("hosts.ini");
         std::fs::write(&ini, b"# caf\xe9\n[g]\nh\n").expect("ini");
         let inv = Inventory::load(&ini).expect("comment bytes are fine");
         assert_eq!(inv.hosts(), ["h"]);
-        std::fs::write(&ini, b"[g]\nh\nbad\xff\n").expect("ini");
-        let err = Inventory::load(&ini).expect_err("bad bytes").to_string();
+        std::fs::write(&ini, b"[g]\nh v=caf\xe9\nbad\xff\n").expect("ini");
+        let inv = Inventory::load(&ini).expect("ansible reads them too");
+        assert_eq!(inv.hosts(), ["h", "bad?"]);
+        assert_eq!(inv.host_vars("h").expect("h")["v"].value, json!("caf?"));
+        let w = inv.warnings().join("\n");
         assert!(
-            err.contains("hosts.ini:3: bytes that are not UTF-8"),
-            "{err}"
+            w.contains("hosts.ini:2: bytes that are not UTF-8") && w.contains("hosts.ini:3: "),
+            "{w}"
         );
     }
 

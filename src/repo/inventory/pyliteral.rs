@@ -5,8 +5,11 @@
 
 use serde_json::Value as J;
 
+use super::pyset;
+
+/// A Python value as `ast.literal_eval` returns it.
 #[derive(Debug, Clone, PartialEq)]
-enum Py {
+pub(super) enum Py {
     None,
     Bool(bool),
     Int(i128),
@@ -15,6 +18,8 @@ enum Py {
     Str(String),
     Ellipsis,
     List(Vec<Py>),
+    /// Hashable when its items are (a list is not): matters inside sets and as dict keys.
+    Tuple(Vec<Py>),
     Set(Vec<Py>),
     Dict(Vec<(Py, Py)>),
 }
@@ -27,27 +32,62 @@ pub const PYTHON_MAX_NESTING: i32 = 200;
 /// 165 levels on ansible-core 2.19 / Python 3.11), so no inventory that works has one.
 pub const MAX_LITERAL_DEPTH: usize = 100;
 
-/// Type an INI value like Ansible's `_parse_value`. Errs (with the reason) only for a
-/// literal nested past [`MAX_LITERAL_DEPTH`].
+/// Type an INI value like Ansible's `_parse_value`. Errs (with the reason) where Ansible
+/// itself fails on the value (an unhashable set item or dict key; nesting past what its
+/// recursion allows, see [`MAX_LITERAL_DEPTH`] and [`MAX_OPERATOR_CHAIN`]) and where what
+/// Ansible does is an accident hk-console refuses to guess: a set whose order Python
+/// randomises per process, or infinity, which ansible-inventory prints as non-JSON.
 pub fn parse_value(v: &str) -> Result<J, String> {
     match literal_eval(v) {
-        Some(py) => {
+        Ok(Some(py)) => {
             let depth = py_depth(&py);
             if depth > MAX_LITERAL_DEPTH {
                 return Err(format!(
-                    "a value nested {depth} levels deep, more than {MAX_LITERAL_DEPTH} (limit inventory.max_literal_depth); ansible-core fails on such values with 'maximum recursion depth exceeded'"
+                    "a value nested {depth} levels deep, more than {MAX_LITERAL_DEPTH} (limit inventory.max_literal_depth); ansible-core fails on such values with 'maximum recursion depth exceeded' (from about 161 levels with ansible-core 2.19 on Python 3.11)"
                 ));
             }
-            Ok(to_json(&py))
+            to_json(&py)
         }
-        None => Ok(J::String(v.to_string())),
+        Ok(None) => Ok(J::String(v.to_string())),
+        Err(e) => Err(e),
     }
+}
+
+/// A chain of this many `+`/`-` operators in one value is refused: Python parses such a
+/// chain (`1+1+...`, `----1`) and then fails building its syntax tree ("maximum recursion
+/// depth exceeded during ast construction", about 2,800-3,000 deep here, depending on the
+/// interpreter's stack at that point), so Ansible fails on the file; where exactly is an
+/// accident, so hk-console refuses from well below it (`inventory.max_operator_chain`).
+pub const MAX_OPERATOR_CHAIN: usize = 1000;
+
+/// `[+-]* atom ([+-]+ atom)*` with more than [`MAX_OPERATOR_CHAIN`] operators: a value
+/// Python parses into a tree that deep.
+fn operator_chain_too_long(tokens: &[Tok]) -> Option<usize> {
+    let is_op = |t: &Tok| matches!(t, Tok::Op('+') | Tok::Op('-'));
+    let is_atom = |t: &Tok| matches!(t, Tok::Num(_) | Tok::Str { .. } | Tok::Name(_));
+    let ops = tokens.iter().filter(|t| is_op(t)).count();
+    if ops <= MAX_OPERATOR_CHAIN {
+        return None;
+    }
+    let mut want_atom = true;
+    for t in tokens {
+        if is_op(t) {
+            want_atom = true;
+        } else if is_atom(t) && want_atom {
+            want_atom = false;
+        } else {
+            return None;
+        }
+    }
+    (!want_atom).then_some(ops)
 }
 
 /// How many containers deep a value goes (a scalar is 0).
 fn py_depth(v: &Py) -> usize {
     match v {
-        Py::List(items) | Py::Set(items) => 1 + items.iter().map(py_depth).max().unwrap_or(0),
+        Py::List(items) | Py::Tuple(items) | Py::Set(items) => {
+            1 + items.iter().map(py_depth).max().unwrap_or(0)
+        }
         Py::Dict(entries) => {
             1 + entries
                 .iter()
@@ -59,12 +99,19 @@ fn py_depth(v: &Py) -> usize {
     }
 }
 
-fn literal_eval(v: &str) -> Option<Py> {
+/// `Ok(None)`: not a literal (the value stays a string).
+fn literal_eval(v: &str) -> Result<Option<Py>, String> {
     let src = v.trim_start_matches([' ', '\t']);
-    let tokens = tokenize(src)?;
+    let Some(tokens) = tokenize(src) else {
+        return Ok(None);
+    };
+    if let Some(ops) = operator_chain_too_long(&tokens) {
+        return Err(format!(
+            "a chain of {ops} `+`/`-` operators, more than {MAX_OPERATOR_CHAIN} (limit inventory.max_operator_chain); ansible-core fails on such values with 'maximum recursion depth exceeded during ast construction'"
+        ));
+    }
     let mut p = Parser { t: &tokens, i: 0 };
-    let value = p.expr_list()?;
-    (p.i == tokens.len()).then_some(value)
+    Ok(p.expr_list().filter(|_| p.i == tokens.len()))
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -358,7 +405,7 @@ impl Parser<'_> {
             }
             items.push(self.expr()?);
         }
-        Some(Py::List(items))
+        Some(Py::Tuple(items))
     }
 
     /// `signed_num [(+|-) imaginary]` or an atom.
@@ -448,7 +495,7 @@ impl Parser<'_> {
             },
             Tok::Op('(') => {
                 if self.eat(')') {
-                    return Some((Py::List(Vec::new()), false));
+                    return Some((Py::Tuple(Vec::new()), false));
                 }
                 let (first, is_num) = self.expr_num()?;
                 if self.eat(')') {
@@ -462,7 +509,7 @@ impl Parser<'_> {
                     }
                     items.push(self.expr()?);
                 }
-                self.eat(')').then_some((Py::List(items), false))
+                self.eat(')').then_some((Py::Tuple(items), false))
             }
             Tok::Op('[') => {
                 let items = self.items(']')?;
@@ -528,59 +575,61 @@ impl Parser<'_> {
     }
 }
 
-fn to_json(v: &Py) -> J {
-    match v {
+fn to_json(v: &Py) -> Result<J, String> {
+    Ok(match v {
         Py::None => J::Null,
         Py::Bool(b) => J::Bool(*b),
         Py::Int(i) => i64::try_from(*i)
             .map(J::from)
             .or_else(|_| u64::try_from(*i).map(J::from))
             .unwrap_or_else(|_| J::from(*i as f64)),
-        Py::Float(f) => {
-            serde_json::Number::from_f64(*f).map_or_else(|| J::String(f.to_string()), J::Number)
-        }
+        Py::Float(f) => match serde_json::Number::from_f64(*f) {
+            Some(n) => J::Number(n),
+            None => {
+                return Err(format!(
+                    "a number too large for a float ({}infinity in Python): ansible-inventory prints it as `{}Infinity`, which is not JSON, and a play would see a float infinity; quote it if text is meant",
+                    if *f < 0.0 { "-" } else { "" },
+                    if *f < 0.0 { "-" } else { "" }
+                ))
+            }
+        },
         Py::Complex(re, im) => J::String(complex_repr(*re, *im)),
         Py::Str(s) => J::String(s.clone()),
         Py::Ellipsis => J::String("...".into()),
-        Py::List(items) => J::Array(items.iter().map(to_json).collect()),
-        Py::Set(items) => {
-            // Python sets drop duplicates; their iteration order is Python's hash order,
-            // which for small ints is ascending and for strings varies per process.
-            // Seen scalars by their JSON text, so a long set is not a quadratic scan;
-            // containers (rare, unhashable in Python) are compared directly.
-            let mut out: Vec<J> = Vec::new();
-            let mut seen = std::collections::HashSet::new();
-            for j in items.iter().map(to_json) {
-                let fresh = match &j {
-                    J::Array(_) | J::Object(_) => !out.contains(&j),
-                    scalar => seen.insert(scalar.to_string()),
-                };
-                if fresh {
-                    out.push(j);
-                }
-            }
-            J::Array(out)
+        Py::List(items) | Py::Tuple(items) => {
+            J::Array(items.iter().map(to_json).collect::<Result<_, _>>()?)
         }
+        Py::Set(items) => J::Array(
+            pyset::iteration_order(items)?
+                .into_iter()
+                .map(to_json)
+                .collect::<Result<_, _>>()?,
+        ),
         Py::Dict(entries) => {
             let mut map = serde_json::Map::new();
             for (k, v) in entries {
-                map.insert(json_key(k), to_json(v));
+                if let Some(kind) = pyset::unhashable(k) {
+                    return Err(format!(
+                        "a dict key that is a {kind}: Python refuses it (unhashable type: '{kind}'), and so does Ansible"
+                    ));
+                }
+                map.insert(json_key(k)?, to_json(v)?);
             }
             J::Object(map)
         }
-    }
+    })
 }
 
 /// What `json.dumps` writes for a non-string key.
-fn json_key(k: &Py) -> String {
-    match k {
+fn json_key(k: &Py) -> Result<String, String> {
+    Ok(match k {
         Py::Str(s) => s.clone(),
         Py::None => "null".into(),
         Py::Bool(b) => b.to_string(),
         Py::Int(i) => i.to_string(),
         Py::Float(f) => format!("{f:?}"),
-        other => to_json(other).to_string(),
-    }
+        other => to_json(other)?.to_string(),
+    })
 }
 
 fn float_part(f: f64) -> String {

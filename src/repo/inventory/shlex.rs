@@ -1,6 +1,7 @@
 //! Python's `shlex.split(line, comments=True)`, as Ansible's INI plugin splits a host line.
 
-/// Python's `shlex.split(line, comments=True)` (POSIX mode): whitespace splits, `'...'` is
+/// Python's `shlex.split(line, comments=True)` (POSIX mode): whitespace (only space, tab,
+/// CR and LF: NBSP or EM SPACE are part of a word, as in Python) splits, `'...'` is
 /// literal, `"..."` honours `\"` and `\\`, a backslash outside quotes escapes any character,
 /// and `#` starts a comment even in the middle of a word.
 pub fn shlex_split(line: &str) -> Result<Vec<String>, &'static str> {
@@ -20,7 +21,7 @@ pub fn shlex_split(line: &str) -> Result<Vec<String>, &'static str> {
     for c in line.chars() {
         match state {
             S::Space => {
-                if c.is_whitespace() {
+                if is_shlex_space(c) {
                     continue;
                 } else if c == '#' {
                     break;
@@ -35,7 +36,7 @@ pub fn shlex_split(line: &str) -> Result<Vec<String>, &'static str> {
                 }
             }
             S::Word => {
-                if c.is_whitespace() || c == '#' {
+                if is_shlex_space(c) || c == '#' {
                     if !token.is_empty() || quoted {
                         tokens.push(std::mem::take(&mut token));
                     }
@@ -87,6 +88,11 @@ pub fn shlex_split(line: &str) -> Result<Vec<String>, &'static str> {
     }
 }
 
+/// `shlex.whitespace`: ASCII only.
+fn is_shlex_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\r' | '\n')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +106,7 @@ mod tests {
         assert_eq!(s("h a=\"x\\\"y\" b=\"\\n\""), ["h", "a=x\"y", "b=\\n"]);
         assert_eq!(s("h a=''"), ["h", "a="]);
         assert_eq!(s("h a=1 ;b=2"), ["h", "a=1", ";b=2"]);
+        assert_eq!(s("h a=1\u{a0}b=2\x1fc"), ["h", "a=1\u{a0}b=2\x1fc"]);
         assert_eq!(
             shlex_split("h a='x").expect_err("open"),
             "No closing quotation"
