@@ -578,6 +578,9 @@ fn inventory_cmd(
             f.display()
         );
     }
+    for w in inventory.warnings() {
+        errln!("warning: {w}");
+    }
     let mut unrenderable: Vec<String> = Vec::new();
     let mut output = match host {
         Some(h) => {
@@ -589,6 +592,17 @@ fn inventory_cmd(
                     .map(|(k, v)| (k.clone(), crate::repo::vars::listing_value(v)))
                     .collect(),
             )
+        }
+        // Streamed (repo::listing::write_list): no tree of every host's variables.
+        None if !resolved => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            return match listing::write_list(&inventory, &mut out)
+                .and_then(|()| std::io::Write::flush(&mut out))
+            {
+                Ok(()) => Ok(Status::Clean),
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+                Err(e) => Err(Failure(format!("cannot write to stdout: {e}"))),
+            };
         }
         None => listing::list_json(&inventory),
     };
