@@ -128,6 +128,10 @@ pub enum Command {
         /// Render Jinja in the values (what cannot be rendered is reported, never guessed).
         #[arg(long)]
         resolved: bool,
+        /// With --host H --resolved: H's variables as the play of this playbook sees them
+        /// (role defaults and vars included), each with its layer and file:line.
+        #[arg(long, value_name = "PLAYBOOK", requires_all = ["host", "resolved"])]
+        playbook: Option<PathBuf>,
     },
     /// Each environment as the inventory defines it: servers, VIP, endpoint, founder.
     Envs {
@@ -500,9 +504,16 @@ fn run(cli: Cli) -> CmdResult {
         }
         Some(Command::Inventory {
             inventory,
+            host,
+            playbook: Some(playbook),
+            ..
+        }) => play_vars_cmd(&cli, inventory.as_deref(), host.as_deref(), playbook),
+        Some(Command::Inventory {
+            inventory,
             list,
             host,
             resolved,
+            playbook: None,
         }) => inventory_cmd(
             &cli,
             inventory.as_deref(),
@@ -652,6 +663,65 @@ fn inventory_cmd(
     } else {
         Status::Violations
     })
+}
+
+/// `inventory --host H --resolved --playbook P` (logic: repo::provenance). P is relative to
+/// the repo's Ansible directory, or with `-i FILE` to the current directory.
+fn play_vars_cmd(cli: &Cli, file: Option<&Path>, host: Option<&str>, playbook: &Path) -> CmdResult {
+    let host = host.ok_or_else(|| Failure("--playbook needs --host HOST".into()))?;
+    let (inventory, ansible_dir) = match file {
+        Some(f) => (Inventory::load(f)?, PathBuf::from(".")),
+        None => {
+            let root = repo_root(cli.repo.as_deref())?;
+            let config = Config::load(&root)?;
+            let inv = Inventory::load(&root.join(&config.inventory))?;
+            (inv, root.join(&config.ansible_dir))
+        }
+    };
+    let books = [playbook.to_string_lossy().into_owned()];
+    let view = crate::repo::provenance::play_view(
+        &inventory,
+        &ansible_dir,
+        &books,
+        host,
+        &Resolver::new(),
+    )
+    .map_err(|e| Failure(e.to_string()))?;
+    let mut unrenderable = Vec::new();
+    let mut out = serde_json::Map::new();
+    for (name, v) in &view.vars {
+        let value = match &v.resolved {
+            Some(Resolved::Value(r)) => r.clone(),
+            Some(Resolved::Unrenderable { reason }) => {
+                unrenderable.push(format!("{host}: {name}: cannot render: {reason}"));
+                crate::repo::vars::listing_value(&v.var)
+            }
+            None => crate::repo::vars::listing_value(&v.var),
+        };
+        let overrides: Vec<String> = v
+            .overrides
+            .iter()
+            .map(|(l, o)| format!("{l} {o}"))
+            .collect();
+        out.insert(
+            name.clone(),
+            serde_json::json!({ "value": value, "from": v.var.origin.to_string(), "layer": v.layer, "overrides": overrides }),
+        );
+    }
+    print_json(&serde_json::json!({ "host": host, "roles": view.roles, "vars": out }))?;
+    for r in &view.unknown_roles {
+        errln!("warning: role `{r}` is named by a template: its defaults and vars are not known before the play runs");
+    }
+    for u in &unrenderable {
+        errln!("warning: {u} (left unrendered)");
+    }
+    Ok(
+        if unrenderable.is_empty() && view.unknown_roles.is_empty() {
+            Status::Clean
+        } else {
+            Status::Violations
+        },
+    )
 }
 
 fn envs_cmd(cli: &Cli, json: bool) -> CmdResult {

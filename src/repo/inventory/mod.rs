@@ -533,10 +533,10 @@ impl Inventory {
         let hv_dir = base.join("host_vars");
         let read = self.groups_with_hosts();
         let mut group_files: Vec<VarMap> = Vec::with_capacity(self.groups.len());
-        for g in 0..self.groups.len() {
+        for (g, &has_hosts) in read.iter().enumerate() {
             // Ansible runs its vars plugins on demand, for the groups of a host it gives
             // variables to: a group with no hosts never has its files read.
-            if !read[g] {
+            if !has_hosts {
                 group_files.push(VarMap::new());
                 continue;
             }
