@@ -531,12 +531,14 @@ impl Inventory {
         let mut cache: HashMap<PathBuf, VarMap> = HashMap::new();
         let gv_dir = base.join("group_vars");
         let hv_dir = base.join("host_vars");
+        // Neither directory: nothing to look up (not four stats per group and host).
+        let (gv_exists, hv_exists) = (gv_dir.is_dir(), hv_dir.is_dir());
         let read = self.groups_with_hosts();
         let mut group_files: Vec<VarMap> = Vec::with_capacity(self.groups.len());
         for (g, &has_hosts) in read.iter().enumerate() {
             // Ansible runs its vars plugins on demand, for the groups of a host it gives
             // variables to: a group with no hosts never has its files read.
-            if !has_hosts {
+            if !has_hosts || !gv_exists {
                 group_files.push(VarMap::new());
                 continue;
             }
@@ -545,7 +547,11 @@ impl Inventory {
             group_files.push(self.load_entity_files(&gv_dir, &name, files, &mut cache)?);
         }
         // One listing of host_vars/ instead of four stats per host: most hosts have no file.
-        let present = dir_names(&hv_dir);
+        let present = if hv_exists {
+            dir_names(&hv_dir)
+        } else {
+            Some(HashSet::new())
+        };
         let mut host_files: Vec<VarMap> = Vec::with_capacity(self.hosts.len());
         for h in 0..self.hosts.len() {
             let name = self.hosts[h].name.clone();
