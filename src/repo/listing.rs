@@ -149,17 +149,14 @@ struct HostVars<'a> {
 impl Serialize for HostVars<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(None)?;
-        // Unique names: `hosts()` lists each host once.
-        for host in self.inv.hosts() {
-            let Some(vars) = self.inv.host_vars_view(&host) else {
-                continue;
-            };
+        // Unique names: each host comes once.
+        for (host, vars) in self.inv.host_vars_views() {
             let shown: Vec<(&str, &Var)> = vars
                 .into_iter()
                 .filter(|(k, _)| !INTERNAL_STATIC_VARS.contains(k))
                 .collect();
             if !shown.is_empty() {
-                map.serialize_entry(&host, &Shown(&shown))?;
+                map.serialize_entry(host, &Shown(&shown))?;
             }
         }
         map.end()

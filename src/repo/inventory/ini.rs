@@ -320,6 +320,23 @@ impl IniParser {
             }
         }
         let host_origin = self.origin(column_of(raw, pattern));
+        // One map for every host of the line (a range of a thousand hosts shares it).
+        let line_vars: Option<std::sync::Arc<crate::repo::vars::VarMap>> = (!variables.is_empty())
+            .then(|| {
+                std::sync::Arc::new(
+                    variables
+                        .iter()
+                        .map(|(k, v, col)| {
+                            let var = Var {
+                                value: v.clone(),
+                                origin: self.origin(*col),
+                                secret: false,
+                            };
+                            (k.clone(), var)
+                        })
+                        .collect(),
+                )
+            });
         for name in names {
             if name.is_empty() {
                 return Err(self.err(format!("Invalid empty host name in: {line}")));
@@ -334,13 +351,8 @@ impl IniParser {
                 }
                 continue;
             }
-            for (k, v, col) in &variables {
-                let var = Var {
-                    value: v.clone(),
-                    origin: self.origin(*col),
-                    secret: false,
-                };
-                self.inv.hosts[h].vars.insert(k.clone(), var);
+            if let Some(shared) = &line_vars {
+                self.inv.hosts[h].vars.push(shared.clone());
             }
         }
         Ok(())

@@ -45,7 +45,7 @@ use self::ini::{decode_ini, IniParser};
 use super::vars::{self, Loaded, Origin, Var, VarMap, VarsError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// A malformed inventory: always names the file and line, and what was expected.
 #[derive(Debug, thiserror::Error)]
@@ -99,8 +99,9 @@ struct Group {
 #[derive(Debug, Clone)]
 struct Host {
     name: String,
-    /// Inline INI vars (and `ansible_port` from `host:port`).
-    vars: VarMap,
+    /// Inline INI vars (and `ansible_port` from `host:port`), one map per line naming the
+    /// host, later lines winning. Shared: the hosts of one range line hold the same map.
+    vars: Vec<Arc<VarMap>>,
     /// Groups that list this host directly (an index, so membership is not a scan).
     direct: Vec<usize>,
 }
@@ -122,6 +123,8 @@ pub struct Inventory {
     /// command pays for the hosts it looks at, and `--list` streams without keeping any
     /// (see [`Inventory::host_vars_view`]).
     merged: Vec<OnceLock<VarMap>>,
+    /// Each group's ancestors (sorted), filled once the graph is final.
+    ancestor_cache: Vec<Vec<usize>>,
     vaulted: Vec<PathBuf>,
     /// What was read differently from what a play would see (see [`Inventory::warnings`]).
     warnings: Vec<String>,
@@ -166,6 +169,7 @@ impl Inventory {
         let mut inv = p.inv;
         inv.reconcile();
         inv.compute_depths();
+        inv.cache_ancestors();
         // Without vars files the merged view is INI-only.
         inv.merged = vec![OnceLock::new(); inv.hosts.len()];
         inv.check_merge_budget()?;
@@ -272,6 +276,17 @@ impl Inventory {
         })
     }
 
+    /// Every host (in [`Inventory::hosts`] order) with its [`Inventory::host_vars_view`].
+    pub fn host_vars_views(&self) -> impl Iterator<Item = (&str, BTreeMap<&str, &Var>)> {
+        self.hosts_of_group(ALL).into_iter().map(|h| {
+            let view = match self.merged[h].get() {
+                Some(done) => done.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+                None => self.merged_refs(h),
+            };
+            (self.hosts[h].name.as_str(), view)
+        })
+    }
+
     /// The layers a host's variables come from, lowest precedence first, each named the
     /// way a person would look for it (`[web:vars]`, `group_vars/web`, `host line`, ...).
     pub fn host_var_layers(&self, host: &str) -> Option<Vec<(String, &VarMap)>> {
@@ -327,6 +342,7 @@ impl Inventory {
             group_files: Vec::new(),
             host_files: Vec::new(),
             merged: Vec::new(),
+            ancestor_cache: Vec::new(),
             vaulted: Vec::new(),
             warnings: Vec::new(),
         };
@@ -395,18 +411,16 @@ impl Inventory {
             Some(&h) => h,
             None => {
                 let h = self.hosts.len();
-                let mut vars = VarMap::new();
+                let mut vars = Vec::new();
                 // Only the first definition's port counts (Ansible sets it when creating
                 // the host); `if port:` in Ansible skips port 0.
                 if let Some(port) = port.filter(|p| *p != 0) {
-                    vars.insert(
-                        "ansible_port".into(),
-                        Var {
-                            value: serde_json::Value::from(port),
-                            origin: origin.clone(),
-                            secret: false,
-                        },
-                    );
+                    let var = Var {
+                        value: serde_json::Value::from(port),
+                        origin: origin.clone(),
+                        secret: false,
+                    };
+                    vars.push(Arc::new(VarMap::from([("ansible_port".to_string(), var)])));
                 }
                 self.hosts.push(Host {
                     name: name.to_string(),
@@ -446,13 +460,31 @@ impl Inventory {
         }
     }
 
-    fn direct_and_ancestor_groups(&self, h: usize) -> HashSet<usize> {
-        let mut out = HashSet::new();
+    /// The host's direct groups and their ancestors, sorted, each once.
+    fn direct_and_ancestor_groups(&self, h: usize) -> Vec<usize> {
+        let mut out = Vec::new();
         for &g in &self.hosts[h].direct {
-            out.insert(g);
-            out.extend(self.ancestors(g));
+            out.push(g);
+            match self.ancestor_cache.get(g) {
+                Some(anc) => out.extend_from_slice(anc),
+                None => out.extend(self.ancestors(g)),
+            }
         }
+        out.sort_unstable();
+        out.dedup();
         out
+    }
+
+    /// Every group's ancestors, once the graph is final: a host's groups are then a merge
+    /// of short lists, not a graph walk per host.
+    fn cache_ancestors(&mut self) {
+        self.ancestor_cache = (0..self.groups.len())
+            .map(|g| {
+                let mut a: Vec<usize> = self.ancestors(g).into_iter().collect();
+                a.sort_unstable();
+                a
+            })
+            .collect();
     }
 
     /// Depth = longest path from `all` (Ansible raises depths as edges are added).
@@ -634,7 +666,7 @@ impl Inventory {
             .collect();
         let mut total = 0usize;
         for h in 0..self.hosts.len() {
-            let mut bytes = size(&self.hosts[h].vars)
+            let mut bytes = (self.hosts[h].vars.iter().map(|m| size(m)).sum::<usize>())
                 .saturating_add(self.host_files.get(h).map_or(0, size))
                 .saturating_add(group_bytes[ALL]);
             for g in self.direct_and_ancestor_groups(h) {
@@ -674,7 +706,9 @@ impl Inventory {
                 out.push((Layer::GroupFiles(g), v));
             }
         }
-        out.push((Layer::IniHost, &self.hosts[h].vars));
+        for line in &self.hosts[h].vars {
+            out.push((Layer::IniHost, &**line));
+        }
         if let Some(v) = self.host_files.get(h) {
             out.push((Layer::HostFiles, v));
         }
