@@ -499,3 +499,119 @@ fn malformed_inventories_fail_like_ansible_with_file_and_line() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// `inventory --list` streams its JSON (repo::listing::write_list); it must be byte for
+/// byte what the tree-building `list_json` printed, on every fixture and the sample.
+#[test]
+fn streamed_list_is_byte_identical_to_list_json() {
+    let mut files: Vec<PathBuf> = fixture_cases().into_iter().map(|c| c.ini).collect();
+    files.push(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory/infra/ansible/inventory/hosts.ini"),
+    );
+    // Values the terminal-safety escaping touches, split across the writer's chunks.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let odd = tmp.path().join("hosts.ini");
+    let mut ini = String::from("[g]\n");
+    for i in 0..400 {
+        ini.push_str(&format!(
+            "h{i} v=\"x\\x7f\\u202e\u{e9}\u{1F600}{}\" n={i}\n",
+            "y".repeat(i % 37)
+        ));
+    }
+    std::fs::write(&odd, ini).expect("write");
+    files.push(odd);
+    for file in files {
+        let inv = Inventory::load(&file).expect("load");
+        let want = format!(
+            "{}\n",
+            hk_console::text::json_visible(
+                &serde_json::to_string_pretty(&list_json(&inv)).expect("json")
+            )
+        );
+        let mut got = Vec::new();
+        hk_console::repo::listing::write_list(&inv, &mut got).expect("write");
+        assert!(
+            got == want.as_bytes(),
+            "{}: streamed output differs from list_json",
+            file.display()
+        );
+    }
+}
+
+/// Where Ansible's behaviour is an accident (docs/ansible-inventory.md, "Refused on
+/// purpose"), hk-console refuses the inventory naming file:line and why. Each fixture says
+/// what Ansible does with it, and that is checked too, so the reason stays true.
+#[test]
+fn accidents_are_refused_loudly_and_ansible_really_does_that() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/inventories-accidents");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("accident fixtures")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ini"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 6, "expected the accident fixtures");
+    let sb = sandbox();
+    let run = |file: &Path, seed: &str| {
+        let mut cmd = ansible_cmd(&ansible_bin("ansible-inventory"), sb.path());
+        cmd.env("ANSIBLE_INVENTORY_UNPARSED_FAILED", "True")
+            .env("PYTHONHASHSEED", seed)
+            .arg("-i")
+            .arg(file)
+            .arg("--list");
+        cmd.output().expect("run ansible-inventory")
+    };
+    let mut failures = Vec::new();
+    for file in &files {
+        let name = file
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let text = std::fs::read_to_string(file).expect("read");
+        let header = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("# {key}: ")))
+                .unwrap_or_else(|| panic!("{name}: no `# {key}:` line"))
+                .trim()
+                .to_string()
+        };
+        let (line, kind, ours) = (header("expect-line"), header("ansible"), header("ours"));
+        let a = run(file, "1");
+        let stdout = String::from_utf8_lossy(&a.stdout).into_owned();
+        let ansible_ok = match kind.as_str() {
+            "infinity" => a.status.success() && stdout.contains("Infinity"),
+            "fails" => !a.status.success(),
+            "accepts" => a.status.success(),
+            "random-order" => {
+                let b = run(file, "2");
+                let c = run(file, "3");
+                a.status.success()
+                    && (stdout != String::from_utf8_lossy(&b.stdout)
+                        || stdout != String::from_utf8_lossy(&c.stdout))
+            }
+            other => panic!("{name}: unknown `# ansible: {other}`"),
+        };
+        if !ansible_ok {
+            failures.push(format!(
+                "{name}: ansible-inventory did not behave as `{kind}`: {}\n{stdout:.300}\n{}",
+                a.status,
+                String::from_utf8_lossy(&a.stderr)
+            ));
+        }
+        match Inventory::load(file) {
+            Ok(_) => failures.push(format!("{name}: our loader accepted it")),
+            Err(e) => {
+                let msg = e.to_string();
+                let want = format!("{}:{line}: ", file.display());
+                if !msg.starts_with(&want) || !msg.contains(&ours) {
+                    failures.push(format!(
+                        "{name}: expected `{want}...{ours}...`, got `{msg}`"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

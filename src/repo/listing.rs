@@ -10,10 +10,13 @@
 //! shape with a placeholder instead of the ciphertext; vaulted files are not read, so their
 //! variables are absent.
 
+use std::io::Write;
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Map, Value};
 
 use super::inventory::Inventory;
-use super::vars;
+use super::vars::{self, Var};
 
 /// Variables `ansible-inventory` strips from its output (`C.INTERNAL_STATIC_VARS`).
 pub const INTERNAL_STATIC_VARS: &[&str] = &[
@@ -54,19 +57,16 @@ pub const INTERNAL_STATIC_VARS: &[&str] = &[
 
 /// The JSON `ansible-inventory -i FILE --list` prints for this inventory.
 pub fn list_json(inv: &Inventory) -> Value {
-    let mut out = Map::new();
-    let mut seen = std::collections::HashSet::new();
-    format_group(inv, "all", &mut out, &mut seen);
-
+    let mut out = group_entries(inv);
     let mut hostvars = Map::new();
     for host in inv.hosts() {
-        let Some(vars) = inv.host_vars(&host) else {
+        let Some(vars) = inv.host_vars_view(&host) else {
             continue;
         };
         let shown: Map<String, Value> = vars
             .iter()
-            .filter(|(k, _)| !INTERNAL_STATIC_VARS.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), vars::listing_value(v)))
+            .filter(|(k, _)| !INTERNAL_STATIC_VARS.contains(k))
+            .map(|(k, v)| (k.to_string(), vars::listing_value(v)))
             .collect();
         if !shown.is_empty() {
             hostvars.insert(host, Value::Object(shown));
@@ -77,6 +77,153 @@ pub fn list_json(inv: &Inventory) -> Value {
         json!({ "hostvars": hostvars, "profile": "inventory_legacy" }),
     );
     Value::Object(out)
+}
+
+/// `hk-console inventory --list` as printed: the pretty JSON of [`list_json`], made
+/// terminal-safe as `crate::text::json_visible` does, and a final newline. Streamed: each
+/// host's variables are merged, written and dropped in turn, so memory stays that of the
+/// inventory itself, not of a second copy of every host's variables plus a JSON tree.
+pub fn write_list(inv: &Inventory, out: &mut impl Write) -> std::io::Result<()> {
+    let mut visible = VisibleJson {
+        inner: &mut *out,
+        pending: Vec::new(),
+    };
+    {
+        let mut ser = serde_json::Serializer::with_formatter(
+            &mut visible,
+            serde_json::ser::PrettyFormatter::new(),
+        );
+        Listing {
+            inv,
+            groups: group_entries(inv),
+        }
+        .serialize(&mut ser)
+        .map_err(std::io::Error::other)?;
+    }
+    visible.drain(true)?;
+    out.write_all(b"\n")
+}
+
+/// The `--list` document, serialized straight from the model.
+struct Listing<'a> {
+    inv: &'a Inventory,
+    groups: Map<String, Value>,
+}
+
+impl Serialize for Listing<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let meta = Meta { inv: self.inv };
+        let mut map = s.serialize_map(None)?;
+        // `list_json` inserts `_meta` last, which replaces a group of that name in place.
+        for (name, entry) in &self.groups {
+            if name == "_meta" {
+                map.serialize_entry(name, &meta)?;
+            } else {
+                map.serialize_entry(name, entry)?;
+            }
+        }
+        if !self.groups.contains_key("_meta") {
+            map.serialize_entry("_meta", &meta)?;
+        }
+        map.end()
+    }
+}
+
+struct Meta<'a> {
+    inv: &'a Inventory,
+}
+
+impl Serialize for Meta<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("hostvars", &HostVars { inv: self.inv })?;
+        map.serialize_entry("profile", "inventory_legacy")?;
+        map.end()
+    }
+}
+
+struct HostVars<'a> {
+    inv: &'a Inventory,
+}
+
+impl Serialize for HostVars<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        // Unique names: each host comes once.
+        for (host, vars) in self.inv.host_vars_views() {
+            let shown: Vec<(&str, &Var)> = vars
+                .into_iter()
+                .filter(|(k, _)| !INTERNAL_STATIC_VARS.contains(k))
+                .collect();
+            if !shown.is_empty() {
+                map.serialize_entry(host, &Shown(&shown))?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// One host's shown variables, in name order, secrets masked as `list_json` masks them.
+struct Shown<'a>(&'a [(&'a str, &'a Var)]);
+
+impl Serialize for Shown<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            if v.secret {
+                map.serialize_entry(k, &vars::listing_value(v))?;
+            } else {
+                map.serialize_entry(k, &v.value)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// A writer applying `crate::text::json_visible` to the JSON passing through it, holding
+/// back a character split across two writes.
+struct VisibleJson<'w, W: Write> {
+    inner: &'w mut W,
+    pending: Vec<u8>,
+}
+
+impl<W: Write> VisibleJson<'_, W> {
+    fn drain(&mut self, all: bool) -> std::io::Result<()> {
+        let upto = match std::str::from_utf8(&self.pending) {
+            Ok(_) => self.pending.len(),
+            Err(e) if e.error_len().is_none() && !all => e.valid_up_to(),
+            Err(e) => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
+        };
+        let text = std::str::from_utf8(&self.pending[..upto])
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        self.inner
+            .write_all(crate::text::json_visible(text).as_bytes())?;
+        self.pending.drain(..upto);
+        Ok(())
+    }
+}
+
+impl<W: Write> Write for VisibleJson<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        if self.pending.len() >= 8192 {
+            self.drain(false)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.drain(false)?;
+        self.inner.flush()
+    }
+}
+
+/// The group entries of `--list`, in the order `list_json` writes them.
+fn group_entries(inv: &Inventory) -> Map<String, Value> {
+    let mut out = Map::new();
+    let mut seen = std::collections::HashSet::new();
+    format_group(inv, "all", &mut out, &mut seen);
+    out
 }
 
 /// Ansible's `json_inventory.format_group`: depth-first from `all`, each group once.

@@ -7,6 +7,7 @@ pub mod flux;
 pub mod init;
 pub mod inventory;
 pub mod listing;
+pub mod provenance;
 pub mod read;
 pub mod resolve;
 pub mod roles;

@@ -1,52 +1,63 @@
-//! How fast hk-console reads an infra repo, against the peer it must agree with.
+//! How fast, and in how much memory, hk-console reads an infra repo, against the peer it must
+//! agree with. Figures and the commands that produced them: docs/perf.md, "Inventory".
 //!
-//! - `load_list/sample`: Inventory::load + the `--list` JSON, bundled sample.
-//! - `load_list/generated-600`: the same on a generated 600-host inventory with group_vars.
-//! - `repo_load/{sample,generated-600}`: hk-console.yaml + inventory + every environment derived (Jinja
-//!   resolution included): what every command pays before it does anything.
-//! - `process/hk-console-*`: the release binary `hk-console inventory --list -i FILE`, spawned.
-//! - `peer/ansible-inventory-*`: the real `ansible-inventory -i FILE --list` on the same
-//!   files, in the same run (skipped with a note if Ansible is not installed).
+//! Generated inventories (`generated(dir, n)`): `n` hosts in racks of 20 (`[site<S>_rack<R>]`,
+//! each host with two inline vars), ten racks a site (`[site<S>:children]`), a group_vars file
+//! per site (a Jinja-derived var, a list, a YAML 1.1 boolean) and `group_vars/all.yml`; an
+//! hk-console.yaml with one environment per site of the first three.
 //!
-//! Figures and ratios: docs/perf.md.
+//! - `load_list/{100,2000,10000}`: `Inventory::load` + the streamed `--list` JSON, in-process.
+//! - `repo_load/{sample,sample+2000-unrelated}`: hk-console.yaml + inventory + environments
+//!   derived, on the bundled sample and on a copy whose hosts.ini also has 2,000 hosts in
+//!   groups no environment uses: what `envs`/`check`/`plan` pay before they start.
+//! - `process/hk-console-list-*`: the release binary `hk-console inventory --list -i FILE`.
+//! - `peer/ansible-inventory-*`: the real `ansible-inventory -i FILE --list` on the same files
+//!   in the same run (100 and 2,000 hosts; 10,000 only with HK_BENCH_PEER_10K=1: ~20 s a run).
+//! - Before criterion starts, peak RSS of one run of each process (`/usr/bin/time -f %M`),
+//!   printed as a table (criterion has no memory figure).
+//!
+//! `HK_BENCH_WRITE=DIR cargo bench --bench inventory` writes the generated files under DIR
+//! (`DIR/gen-<n>/hosts.ini`, `DIR/sample-unrelated/`) and exits: the inputs of the
+//! whole-process measurements in docs/perf.md.
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::Criterion;
 use hk_console::repo::inventory::Inventory;
-use hk_console::repo::listing::list_json;
+use hk_console::repo::listing::write_list;
 use hk_console::repo::Repo;
+
+const SIZES: [usize; 3] = [100, 2_000, 10_000];
 
 fn sample_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory")
 }
 
-fn sample_inventory() -> PathBuf {
-    sample_root().join("infra/ansible/inventory/hosts.ini")
-}
-
-/// 600 hosts in 30 racks under 3 sites, with group_vars per site and a Jinja-derived var.
-fn generated(dir: &Path) -> PathBuf {
+/// `n` hosts (a multiple of 20) as described in the module docs; returns the hosts.ini.
+fn generated(dir: &Path, n: usize) -> PathBuf {
+    let racks = n.div_ceil(20);
+    let sites = racks.div_ceil(10);
     let mut ini = String::new();
-    for site in 0..3 {
+    for site in 0..sites {
         ini.push_str(&format!("[site{site}:children]\n"));
-        for rack in 0..10 {
+        for rack in (site * 10..(site * 10 + 10)).filter(|r| *r < racks) {
             ini.push_str(&format!("site{site}_rack{rack}\n"));
         }
-        for rack in 0..10 {
-            ini.push_str(&format!(
-                "[site{site}_rack{rack}]\nnode-s{site}-r{rack}-[01:20] rack={rack} weight=1.5\n"
-            ));
-        }
+    }
+    for rack in 0..racks {
+        ini.push_str(&format!(
+            "[site{}_rack{rack}]\nnode-r{rack}-[01:20] rack={rack} weight=1.5\n",
+            rack / 10
+        ));
     }
     std::fs::create_dir_all(dir.join("group_vars")).expect("mkdir");
     std::fs::write(dir.join("hosts.ini"), ini).expect("write");
-    for site in 0..3 {
+    for site in 0..sites {
         std::fs::write(
             dir.join("group_vars").join(format!("site{site}.yml")),
-            format!("vip: 10.{site}.0.1\nendpoint: \"{{{{ vip }}}}\"\nports: [6443, 2379, 2380]\nenabled: yes\n"),
+            format!("vip: 10.{}.{}.1\nendpoint: \"{{{{ vip }}}}\"\nports: [6443, 2379, 2380]\nenabled: yes\n", site / 250, site % 250),
         )
         .expect("write");
     }
@@ -56,13 +67,52 @@ fn generated(dir: &Path) -> PathBuf {
          kube_vip_address: \"{{ vip }}\"\nk3s_apiserver_endpoint: \"{{ kube_vip_address }}\"\n",
     )
     .expect("write");
-    // Makes the directory a repo: one environment per site.
-    std::fs::write(
-        dir.join("hk-console.yaml"),
-        "ansible_dir: .\ninventory: hosts.ini\nenvironments:\n  s0: { servers: site0 }\n  s1: { servers: site1 }\n  s2: { servers: site2 }\n",
-    )
-    .expect("write");
+    let mut cfg = String::from("ansible_dir: .\ninventory: hosts.ini\nenvironments:\n");
+    for site in 0..sites.min(3) {
+        cfg.push_str(&format!("  s{site}: {{ servers: site{site} }}\n"));
+    }
+    std::fs::write(dir.join("hk-console.yaml"), cfg).expect("write");
     dir.join("hosts.ini")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if e.file_type().expect("type").is_dir() {
+            copy_dir(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).expect("copy");
+        }
+    }
+}
+
+/// The bundled sample repo, its hosts.ini grown by 2,000 hosts in 100 groups that no
+/// environment uses (each host with an address, a group_vars file per tenth group).
+fn sample_with_unrelated(dir: &Path) -> PathBuf {
+    copy_dir(&sample_root(), dir);
+    let inv_dir = dir.join("infra/ansible/inventory");
+    let ini = inv_dir.join("hosts.ini");
+    let mut text = std::fs::read_to_string(&ini).expect("read");
+    for g in 0..100 {
+        text.push_str(&format!("\n[lab{g}]\n"));
+        for h in 0..20 {
+            text.push_str(&format!(
+                "lab{g}-n{h} ansible_host=10.{}.{g}.{h} slot={h}\n",
+                100 + g / 50
+            ));
+        }
+        if g % 10 == 0 {
+            std::fs::write(
+                inv_dir.join("group_vars").join(format!("lab{g}.yml")),
+                "lab_owner: research\nlab_vip: \"{{ ansible_host }}\"\n",
+            )
+            .expect("write");
+        }
+    }
+    std::fs::write(&ini, text).expect("write");
+    dir.to_path_buf()
 }
 
 fn ansible_inventory() -> Option<PathBuf> {
@@ -82,82 +132,138 @@ fn ansible_inventory() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn bench(c: &mut Criterion) {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let big = generated(tmp.path());
-    let vault_pass = sample_root().join(".vault-pass-sample");
+/// Peak RSS in KiB of one run of `cmd`, by `/usr/bin/time -f %M` (None without it).
+fn peak_rss_kib(cmd: &[&std::ffi::OsStr]) -> Option<u64> {
+    let time = Path::new("/usr/bin/time");
+    if !time.is_file() {
+        return None;
+    }
+    let out = Command::new(time)
+        .args(["-f", "peak-rss-kib %M"])
+        .args(cmd)
+        .output()
+        .ok()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .find_map(|l| l.strip_prefix("peak-rss-kib "))
+        .and_then(|n| n.trim().parse().ok())
+}
 
+fn list_cmd(file: &Path) -> Vec<std::ffi::OsString> {
+    vec![
+        env!("CARGO_BIN_EXE_hk-console").into(),
+        "inventory".into(),
+        "--list".into(),
+        "-i".into(),
+        file.into(),
+    ]
+}
+
+fn peer_cmd(exe: &Path, file: &Path) -> Vec<std::ffi::OsString> {
+    vec![exe.into(), "-i".into(), file.into(), "--list".into()]
+}
+
+fn run_ok(cmd: &[std::ffi::OsString], state: &Path) {
+    let out = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .env("XDG_STATE_HOME", state)
+        .output()
+        .expect("spawn");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn main() {
+    let keep = std::env::var_os("HK_BENCH_WRITE").map(PathBuf::from);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let base = keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    let gens: Vec<(usize, PathBuf)> = SIZES
+        .iter()
+        .map(|&n| (n, generated(&base.join(format!("gen-{n}")), n)))
+        .collect();
+    let unrelated = sample_with_unrelated(&base.join("sample-unrelated"));
+    if let Some(dir) = keep {
+        eprintln!("wrote the bench inputs under {}", dir.display());
+        return;
+    }
+    let state = tmp.path().join("state");
+    let peer = ansible_inventory();
+    let peer_10k = std::env::var_os("HK_BENCH_PEER_10K").is_some();
+
+    eprintln!("peak RSS, one run each (KiB):");
+    for (n, file) in &gens {
+        let ours = peak_rss_kib(
+            &list_cmd(file)
+                .iter()
+                .map(|s| s.as_os_str())
+                .collect::<Vec<_>>(),
+        );
+        let theirs = match &peer {
+            Some(exe) if *n < 10_000 || peer_10k => peak_rss_kib(
+                &peer_cmd(exe, file)
+                    .iter()
+                    .map(|s| s.as_os_str())
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        };
+        eprintln!("  {n:>6} hosts: hk-console {ours:?}, ansible-inventory {theirs:?}");
+    }
+
+    let mut c = Criterion::default().configure_from_args();
     let mut g = c.benchmark_group("load_list");
-    g.bench_function("sample", |b| {
-        b.iter(|| list_json(&Inventory::load(black_box(&sample_inventory())).expect("load")))
-    });
-    g.bench_function("generated-600", |b| {
-        b.iter(|| list_json(&Inventory::load(black_box(&big)).expect("load")))
-    });
+    for (n, file) in &gens {
+        g.bench_function(n.to_string(), |b| {
+            b.iter(|| {
+                let inv = Inventory::load(black_box(file)).expect("load");
+                write_list(&inv, &mut std::io::sink()).expect("list");
+            })
+        });
+    }
     g.finish();
 
     let mut g = c.benchmark_group("repo_load");
     g.bench_function("sample", |b| {
         b.iter(|| Repo::load(black_box(&sample_root())).expect("repo"))
     });
-    g.bench_function("generated-600", |b| {
-        b.iter(|| {
-            let repo = Repo::load(black_box(tmp.path())).expect("repo");
-            assert_eq!(repo.environments[0].vip.get(), Some("10.0.0.1"));
-            repo
-        })
+    g.bench_function("sample+2000-unrelated", |b| {
+        b.iter(|| Repo::load(black_box(&unrelated)).expect("repo"))
     });
     g.finish();
 
-    // Process against process: what a script calling either tool pays.
     let mut g = c.benchmark_group("process");
-    g.sample_size(20);
-    for (name, file) in [
-        ("hk-console-sample", sample_inventory()),
-        ("hk-console-generated-600", big.clone()),
-    ] {
-        g.bench_function(name, |b| {
-            b.iter(|| {
-                let out = Command::new(env!("CARGO_BIN_EXE_hk-console"))
-                    .env("XDG_STATE_HOME", tmp.path().join("state"))
-                    .args(["inventory", "--list", "-i"])
-                    .arg(&file)
-                    .output()
-                    .expect("hk-console");
-                assert!(
-                    out.status.success(),
-                    "{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            })
+    g.sample_size(10);
+    for (n, file) in &gens {
+        let cmd = list_cmd(file);
+        g.bench_function(format!("hk-console-list-{n}"), |b| {
+            b.iter(|| run_ok(&cmd, &state))
         });
     }
     g.finish();
 
-    match ansible_inventory() {
-        None => eprintln!("note: ansible-inventory not found; peer benchmarks skipped (run tests/run-all.sh first)"),
+    match &peer {
+        None => eprintln!(
+            "note: ansible-inventory not found; peer benchmarks skipped (set HK_ANSIBLE_BIN_DIR)"
+        ),
         Some(exe) => {
             let mut g = c.benchmark_group("peer");
-            g.sample_size(10).measurement_time(Duration::from_secs(20));
-            for (name, file) in [("ansible-inventory-sample", sample_inventory()), ("ansible-inventory-generated-600", big.clone())] {
-                g.bench_function(name, |b| {
-                    b.iter(|| {
-                        let out = Command::new(&exe)
-                            .args(["-i"])
-                            .arg(&file)
-                            .arg("--list")
-                            .arg("--vault-password-file")
-                            .arg(&vault_pass)
-                            .output()
-                            .expect("ansible-inventory");
-                        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-                    })
+            g.sample_size(10).measurement_time(Duration::from_secs(30));
+            for (n, file) in gens.iter().filter(|(n, _)| *n < 10_000 || peer_10k) {
+                let cmd = peer_cmd(exe, file);
+                g.bench_function(format!("ansible-inventory-list-{n}"), |b| {
+                    b.iter(|| run_ok(&cmd, &state))
                 });
             }
             g.finish();
         }
     }
+    c.final_summary();
 }
-
-criterion_group!(benches, bench);
-criterion_main!(benches);

@@ -1,0 +1,933 @@
+//! The Ansible INI inventory, read exactly as ansible-core 2.19 reads it.
+//!
+//! Owns: parsing an INI inventory (sections, `[g:children]`, `[g:vars]`, inline host vars
+//! split like Python's `shlex` and typed like `ast.literal_eval`, host ranges, `host:port`),
+//! the group graph with Ansible's implicit `all`/`ungrouped` rules, group depth and priority,
+//! the `group_vars/`/`host_vars/` beside the inventory file, and merging everything into
+//! per-host variables with Ansible's precedence, keeping where each winning value came from.
+//!
+//! Must not: run Ansible, render Jinja (values stay raw), or decrypt vaulted files (they are
+//! listed in [`Inventory::vaulted_files`] as "vaulted, not read").
+//!
+//! Precedence, lowest first (ansible-core `VariableManager.get_vars`, default
+//! `VARIABLE_PRECEDENCE`): INI `[all:vars]` < INI `[g:vars]` of the host's groups (sorted by
+//! depth, `ansible_group_priority`, name) < `group_vars/all` < `group_vars/<g>` (same order) <
+//! INI inline host vars < `host_vars/<host>`. Each level replaces whole top-level keys.
+//!
+//! What the real tool does (checked against ansible-core 2.19 by tests/inventory_parity.rs):
+//! - `[g:vars]` values are typed exactly like inline host vars (`ast.literal_eval`, else the
+//!   raw string): `5` is an int, `True` a bool, `yes` and `0755` stay strings, `'q'` is `q`,
+//!   `"a b" # c` is `a b` (a Python comment), `hello # c` is the whole text.
+//! - Inline host vars go through `shlex` first, so quotes are removed before typing
+//!   (`c="[1, 2]"` is a list) and `#` starts a comment even inside a word.
+//! - `ansible_group_priority` in INI sets the priority and is not a variable; the same key in
+//!   a group_vars file is an ordinary variable and does not change the priority.
+//! - Group names are kept as written (`k3s-dev` stays `k3s-dev`).
+//! - A host's port comes from its first `host:port`; later lines do not change it.
+//! - A group with no hosts and no children is absent from `--list` but still named in its
+//!   parent's `children`; hosts without variables are absent from `_meta.hostvars`.
+//!
+//! Layout: this file holds the model (groups, hosts, the graph rules, the variable layers);
+//! `ini` the INI parser, `shlex` the host-line splitter, `pyliteral` the `ast.literal_eval`
+//! typing of values, `hostpattern` `host:port` and host ranges.
+
+mod hostpattern;
+mod ini;
+pub mod pyliteral;
+mod pyset;
+mod pytext;
+mod shlex;
+
+pub use hostpattern::{expand_hostname_range, expand_hostpattern};
+pub use shlex::shlex_split;
+
+use self::ini::{decode_ini, IniParser};
+use super::vars::{self, Loaded, Origin, Var, VarMap, VarsError};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+/// A malformed inventory: always names the file and line, and what was expected.
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryError {
+    #[error("{}: cannot read inventory: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}:{line}: {message}", file.display())]
+    Syntax {
+        file: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error(transparent)]
+    Vars(#[from] VarsError),
+    /// Not a regular file, or over the size cap (see `repo::read`).
+    #[error(transparent)]
+    Refused(super::read::ReadError),
+    /// A bound on the whole inventory (not one line) was crossed.
+    #[error("{}: {message}", file.display())]
+    TooLarge { file: PathBuf, message: String },
+}
+
+/// Hosts one host pattern may expand to (`inventory.max_range_hosts`). A range like
+/// `node[0:99999999]` would otherwise build a hundred million hosts.
+pub const MAX_RANGE_HOSTS: usize = 10_000;
+/// Bytes of host names one pattern may produce, counting the partial expansions
+/// (`inventory.max_range_bytes`): many ranges on a long name multiply its length.
+pub const MAX_RANGE_BYTES: usize = 4 * 1024 * 1024;
+/// Bytes the merged per-host variables of the whole inventory may take
+/// (`inventory.max_merged_bytes`, 128 MiB, estimated). Every host gets its own copy of its
+/// groups' variables, so a range of many hosts with a long variable multiplies it.
+pub const MAX_MERGED_BYTES: usize = 128 * 1024 * 1024;
+
+#[derive(Debug, Clone)]
+struct Group {
+    name: String,
+    /// Hosts listed directly in this group, in the order Ansible added them.
+    hosts: Vec<usize>,
+    children: Vec<usize>,
+    parents: Vec<usize>,
+    /// `[g:vars]` from the INI file.
+    vars: VarMap,
+    priority: i64,
+    depth: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Host {
+    name: String,
+    /// Inline INI vars (and `ansible_port` from `host:port`), one map per line naming the
+    /// host, later lines winning. Shared: the hosts of one range line hold the same map.
+    vars: Vec<Arc<VarMap>>,
+    /// Groups that list this host directly (an index, so membership is not a scan).
+    direct: Vec<usize>,
+}
+
+/// An Ansible inventory: groups, hosts and merged host variables.
+#[derive(Debug, Clone)]
+pub struct Inventory {
+    path: PathBuf,
+    groups: Vec<Group>,
+    group_index: HashMap<String, usize>,
+    hosts: Vec<Host>,
+    host_index: HashMap<String, usize>,
+    /// `group_vars/` files per group (same index as `groups`; empty where there are none,
+    /// and for groups without hosts, whose files Ansible never reads).
+    group_files: Vec<VarMap>,
+    /// `host_vars/` files per host (same index as `hosts`).
+    host_files: Vec<VarMap>,
+    /// Each host's merged variables, made on first use by [`Inventory::host_vars`]: a
+    /// command pays for the hosts it looks at, and `--list` streams without keeping any
+    /// (see [`Inventory::host_vars_view`]).
+    merged: Vec<OnceLock<VarMap>>,
+    /// Each group's ancestors (sorted), filled once the graph is final.
+    ancestor_cache: Vec<Vec<usize>>,
+    vaulted: Vec<PathBuf>,
+    /// What was read differently from what a play would see (see [`Inventory::warnings`]).
+    warnings: Vec<String>,
+}
+
+const ALL: usize = 0;
+const UNGROUPED: usize = 1;
+
+impl Inventory {
+    /// Load an INI inventory file plus `group_vars/` and `host_vars/` beside it.
+    pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
+        let bytes = super::read::read_bytes(path).map_err(|e| match e {
+            super::read::ReadError::Io { path, source } => InventoryError::Io { path, source },
+            other => InventoryError::Refused(other),
+        })?;
+        let (text, warnings) = decode_ini(bytes, path);
+        if vars::is_vaulted_text(&text) {
+            return Err(InventoryError::Syntax {
+                file: path.to_path_buf(),
+                line: 1,
+                message: "the inventory file is ansible-vault encrypted: vaulted, not read \
+                          (expected a plain INI inventory)"
+                    .into(),
+            });
+        }
+        let mut inv = Self::parse_ini(&text, path)?;
+        inv.warnings = warnings;
+        // Ansible's `basedir`: the inventory file's own directory (a symlinked file is not
+        // followed), so group_vars/ and host_vars/ are looked up beside the path given.
+        let base = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        inv.merge_vars(&base)?;
+        Ok(inv)
+    }
+
+    /// Parse INI text only (no vars files); `path` names the file in errors and origins.
+    pub fn parse_ini(text: &str, path: &Path) -> Result<Inventory, InventoryError> {
+        let mut p = IniParser::new(path);
+        p.parse(text)?;
+        let mut inv = p.inv;
+        inv.reconcile();
+        inv.compute_depths();
+        inv.cache_ancestors();
+        // Without vars files the merged view is INI-only.
+        inv.merged = vec![OnceLock::new(); inv.hosts.len()];
+        inv.check_merge_budget()?;
+        Ok(inv)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every host, in the order `ansible all --list-hosts` gives.
+    pub fn hosts(&self) -> Vec<String> {
+        self.hosts_of_group(ALL)
+            .into_iter()
+            .map(|h| self.hosts[h].name.clone())
+            .collect()
+    }
+
+    pub fn has_group(&self, group: &str) -> bool {
+        self.group_index.contains_key(group)
+    }
+
+    /// Group names in the order Ansible created them (`all`, `ungrouped` first).
+    pub fn group_names(&self) -> Vec<String> {
+        self.groups.iter().map(|g| g.name.clone()).collect()
+    }
+
+    /// Hosts of a group including its descendants, in `ansible GROUP --list-hosts` order.
+    /// Where two groups of one level below `group` both bring new child groups, Ansible's
+    /// own order between their hosts changes from run to run (it walks a Python set); we
+    /// keep declaration order there. (An Ansible *pattern* naming both a host and a group
+    /// selects the host; this is the group.)
+    pub fn hosts_in(&self, group: &str) -> Option<Vec<String>> {
+        let g = *self.group_index.get(group)?;
+        Some(
+            self.hosts_of_group(g)
+                .into_iter()
+                .map(|h| self.hosts[h].name.clone())
+                .collect(),
+        )
+    }
+
+    /// Hosts listed directly under a group (what `ansible-inventory --list` shows as `hosts`).
+    pub fn direct_hosts(&self, group: &str) -> Option<Vec<String>> {
+        let g = *self.group_index.get(group)?;
+        Some(
+            self.groups[g]
+                .hosts
+                .iter()
+                .map(|&h| self.hosts[h].name.clone())
+                .collect(),
+        )
+    }
+
+    /// Child group names, in declaration order.
+    pub fn children_of(&self, group: &str) -> Option<Vec<String>> {
+        let g = *self.group_index.get(group)?;
+        Some(
+            self.groups[g]
+                .children
+                .iter()
+                .map(|&c| self.groups[c].name.clone())
+                .collect(),
+        )
+    }
+
+    /// Every group the host belongs to, transitively, including `all`, in Ansible's
+    /// variable precedence order (depth, priority, name): `all` first.
+    pub fn groups_of(&self, host: &str) -> Vec<String> {
+        let Some(&h) = self.host_index.get(host) else {
+            return Vec::new();
+        };
+        let mut gs = self.sorted_groups_of(h);
+        gs.insert(0, ALL);
+        gs.into_iter()
+            .map(|g| self.groups[g].name.clone())
+            .collect()
+    }
+
+    pub fn is_member(&self, host: &str, group: &str) -> bool {
+        self.groups_of(host).iter().any(|g| g == group)
+    }
+
+    /// The host's variables merged with Ansible's precedence (raw values, Jinja NOT rendered).
+    /// Merged on first use and kept: see [`Inventory::host_vars_view`] for a view that
+    /// copies nothing.
+    pub fn host_vars(&self, host: &str) -> Option<&VarMap> {
+        let h = *self.host_index.get(host)?;
+        Some(self.merged[h].get_or_init(|| {
+            self.merged_refs(h)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect()
+        }))
+    }
+
+    /// The host's variables as [`Inventory::host_vars`] gives them, but borrowed from the
+    /// layers they come from (nothing copied, nothing kept): what `--list` streams.
+    pub fn host_vars_view(&self, host: &str) -> Option<BTreeMap<&str, &Var>> {
+        let h = *self.host_index.get(host)?;
+        Some(match self.merged[h].get() {
+            Some(done) => done.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+            None => self.merged_refs(h),
+        })
+    }
+
+    /// Every host (in [`Inventory::hosts`] order) with its [`Inventory::host_vars_view`].
+    pub fn host_vars_views(&self) -> impl Iterator<Item = (&str, BTreeMap<&str, &Var>)> {
+        self.hosts_of_group(ALL).into_iter().map(|h| {
+            let view = match self.merged[h].get() {
+                Some(done) => done.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+                None => self.merged_refs(h),
+            };
+            (self.hosts[h].name.as_str(), view)
+        })
+    }
+
+    /// The layers a host's variables come from, lowest precedence first, each named the
+    /// way a person would look for it (`[web:vars]`, `group_vars/web`, `host line`, ...).
+    pub fn host_var_layers(&self, host: &str) -> Option<Vec<(String, &VarMap)>> {
+        let h = *self.host_index.get(host)?;
+        Some(
+            self.layers(h)
+                .into_iter()
+                .map(|(kind, m)| {
+                    let label = match kind {
+                        Layer::IniGroup(g) => format!("[{}:vars]", self.groups[g].name),
+                        Layer::GroupFiles(g) => format!("group_vars/{}", self.groups[g].name),
+                        Layer::IniHost => format!("host line of {}", self.hosts[h].name),
+                        Layer::HostFiles => format!("host_vars/{}", self.hosts[h].name),
+                    };
+                    (label, m)
+                })
+                .collect(),
+        )
+    }
+
+    /// Vars files found encrypted: "vaulted, not read" (their variable names are unknown).
+    /// Things read the way ansible-inventory prints them but not the way a play sees them
+    /// (bytes that are not UTF-8), each naming file:line. Callers print them.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    pub fn vaulted_files(&self) -> &[PathBuf] {
+        &self.vaulted
+    }
+
+    /// `ansible_group_priority` of a group (1 when unset).
+    pub fn group_priority(&self, group: &str) -> Option<i64> {
+        self.group_index
+            .get(group)
+            .map(|&g| self.groups[g].priority)
+    }
+
+    /// A group's depth below `all` (the longest path), as Ansible sorts by it.
+    pub fn group_depth(&self, group: &str) -> Option<usize> {
+        self.group_index.get(group).map(|&g| self.groups[g].depth)
+    }
+
+    // ----- graph -----
+
+    fn empty(path: &Path) -> Inventory {
+        let mut inv = Inventory {
+            path: path.to_path_buf(),
+            groups: Vec::new(),
+            group_index: HashMap::new(),
+            hosts: Vec::new(),
+            host_index: HashMap::new(),
+            group_files: Vec::new(),
+            host_files: Vec::new(),
+            merged: Vec::new(),
+            ancestor_cache: Vec::new(),
+            vaulted: Vec::new(),
+            warnings: Vec::new(),
+        };
+        inv.add_group("all");
+        inv.add_group("ungrouped");
+        // Cannot fail: two distinct fresh groups.
+        let _ = inv.add_child(ALL, UNGROUPED);
+        inv
+    }
+
+    fn add_group(&mut self, name: &str) -> usize {
+        if let Some(&g) = self.group_index.get(name) {
+            return g;
+        }
+        let idx = self.groups.len();
+        self.groups.push(Group {
+            name: name.to_string(),
+            hosts: Vec::new(),
+            children: Vec::new(),
+            parents: Vec::new(),
+            vars: VarMap::new(),
+            priority: 1,
+            depth: 0,
+        });
+        self.group_index.insert(name.to_string(), idx);
+        idx
+    }
+
+    /// Ansible's `Group.add_child_group`, with its loop checks.
+    fn add_child(&mut self, parent: usize, child: usize) -> Result<(), String> {
+        if parent == child {
+            return Err(format!(
+                "can't add group '{}' to itself",
+                self.groups[parent].name
+            ));
+        }
+        if self.groups[parent].children.contains(&child) {
+            return Ok(());
+        }
+        if self.ancestors(parent).contains(&child) {
+            return Err(format!(
+                "Adding group '{}' as child to '{}' creates a recursive dependency loop.",
+                self.groups[child].name, self.groups[parent].name
+            ));
+        }
+        self.groups[parent].children.push(child);
+        if !self.groups[child].parents.contains(&parent) {
+            self.groups[child].parents.push(parent);
+        }
+        Ok(())
+    }
+
+    fn ancestors(&self, g: usize) -> HashSet<usize> {
+        let mut seen = HashSet::new();
+        let mut todo: Vec<usize> = self.groups[g].parents.clone();
+        while let Some(p) = todo.pop() {
+            if seen.insert(p) {
+                todo.extend(self.groups[p].parents.iter().copied());
+            }
+        }
+        seen
+    }
+
+    fn add_host(&mut self, name: &str, group: usize, port: Option<u64>, origin: &Origin) -> usize {
+        let h = match self.host_index.get(name) {
+            Some(&h) => h,
+            None => {
+                let h = self.hosts.len();
+                let mut vars = Vec::new();
+                // Only the first definition's port counts (Ansible sets it when creating
+                // the host); `if port:` in Ansible skips port 0.
+                if let Some(port) = port.filter(|p| *p != 0) {
+                    let var = Var {
+                        value: serde_json::Value::from(port),
+                        origin: origin.clone(),
+                        secret: false,
+                    };
+                    vars.push(Arc::new(VarMap::from([("ansible_port".to_string(), var)])));
+                }
+                self.hosts.push(Host {
+                    name: name.to_string(),
+                    vars,
+                    direct: Vec::new(),
+                });
+                self.host_index.insert(name.to_string(), h);
+                h
+            }
+        };
+        if !self.hosts[h].direct.contains(&group) {
+            self.hosts[h].direct.push(group);
+            self.groups[group].hosts.push(h);
+        }
+        h
+    }
+
+    /// Ansible's `InventoryData.reconcile_inventory`: parentless groups go under `all`; a host
+    /// in `ungrouped` and in another group leaves `ungrouped`; a host in no group joins it.
+    fn reconcile(&mut self) {
+        for g in 0..self.groups.len() {
+            if g != ALL && self.groups[g].parents.is_empty() {
+                let _ = self.add_child(ALL, g);
+            }
+        }
+        for h in 0..self.hosts.len() {
+            let mine = self.direct_and_ancestor_groups(h);
+            if mine.contains(&UNGROUPED) {
+                if mine.iter().any(|&g| g != ALL && g != UNGROUPED) {
+                    self.groups[UNGROUPED].hosts.retain(|&x| x != h);
+                    self.hosts[h].direct.retain(|&g| g != UNGROUPED);
+                }
+            } else if mine.iter().all(|&g| g == ALL) {
+                self.hosts[h].direct.push(UNGROUPED);
+                self.groups[UNGROUPED].hosts.push(h);
+            }
+        }
+    }
+
+    /// The host's direct groups and their ancestors, sorted, each once.
+    fn direct_and_ancestor_groups(&self, h: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        for &g in &self.hosts[h].direct {
+            out.push(g);
+            match self.ancestor_cache.get(g) {
+                Some(anc) => out.extend_from_slice(anc),
+                None => out.extend(self.ancestors(g)),
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Every group's ancestors, once the graph is final: a host's groups are then a merge
+    /// of short lists, not a graph walk per host.
+    fn cache_ancestors(&mut self) {
+        self.ancestor_cache = (0..self.groups.len())
+            .map(|g| {
+                let mut a: Vec<usize> = self.ancestors(g).into_iter().collect();
+                a.sort_unstable();
+                a
+            })
+            .collect();
+    }
+
+    /// Depth = longest path from `all` (Ansible raises depths as edges are added).
+    fn compute_depths(&mut self) {
+        fn depth(inv: &Inventory, g: usize, memo: &mut Vec<Option<usize>>) -> usize {
+            if let Some(d) = memo[g] {
+                return d;
+            }
+            let d = inv.groups[g]
+                .parents
+                .iter()
+                .map(|&p| depth(inv, p, memo) + 1)
+                .max()
+                .unwrap_or(0);
+            memo[g] = Some(d);
+            d
+        }
+        let mut memo = vec![None; self.groups.len()];
+        for g in 0..self.groups.len() {
+            let d = depth(self, g, &mut memo);
+            self.groups[g].depth = d;
+        }
+    }
+
+    /// Ansible's `Group.get_hosts`: the group itself, its children in order, then deeper
+    /// levels breadth-first. (Python walks deeper levels through a `set`, so when two groups
+    /// of one level both have unseen children the order between them is not defined there;
+    /// we keep declaration order.)
+    fn hosts_of_group(&self, g: usize) -> Vec<usize> {
+        let mut ordered = vec![g];
+        ordered.extend(self.groups[g].children.iter().copied());
+        let mut seen: HashSet<usize> = ordered.iter().copied().collect();
+        let mut level = ordered.clone();
+        while !level.is_empty() {
+            let mut next = Vec::new();
+            for &lg in &level {
+                for &c in &self.groups[lg].children {
+                    // Inserting into `seen` here also keeps `next` free of duplicates.
+                    if seen.insert(c) {
+                        next.push(c);
+                    }
+                }
+            }
+            ordered.extend(next.iter().copied());
+            level = next;
+        }
+        let mut hosts = Vec::new();
+        let mut seen_hosts = HashSet::new();
+        for kid in ordered {
+            for &h in &self.groups[kid].hosts {
+                if seen_hosts.insert(h) {
+                    hosts.push(h);
+                }
+            }
+        }
+        hosts
+    }
+
+    /// The host's groups except `all`, sorted as Ansible's `sort_groups`.
+    fn sorted_groups_of(&self, h: usize) -> Vec<usize> {
+        let mut gs: Vec<usize> = self
+            .direct_and_ancestor_groups(h)
+            .into_iter()
+            .filter(|&g| g != ALL)
+            .collect();
+        gs.sort_by(|&a, &b| {
+            let (ga, gb) = (&self.groups[a], &self.groups[b]);
+            (ga.depth, ga.priority, &ga.name).cmp(&(gb.depth, gb.priority, &gb.name))
+        });
+        gs
+    }
+
+    // ----- variables -----
+
+    fn merge_vars(&mut self, base: &Path) -> Result<(), InventoryError> {
+        let mut cache: HashMap<PathBuf, VarMap> = HashMap::new();
+        let gv_dir = base.join("group_vars");
+        let hv_dir = base.join("host_vars");
+        // Neither directory: nothing to look up (not four stats per group and host).
+        let (gv_exists, hv_exists) = (gv_dir.is_dir(), hv_dir.is_dir());
+        let read = self.groups_with_hosts();
+        let mut group_files: Vec<VarMap> = Vec::with_capacity(self.groups.len());
+        for (g, &has_hosts) in read.iter().enumerate() {
+            // Ansible runs its vars plugins on demand, for the groups of a host it gives
+            // variables to: a group with no hosts never has its files read.
+            if !has_hosts || !gv_exists {
+                group_files.push(VarMap::new());
+                continue;
+            }
+            let name = self.groups[g].name.clone();
+            let files = vars::find_vars_files(&gv_dir, &name);
+            group_files.push(self.load_entity_files(&gv_dir, &name, files, &mut cache)?);
+        }
+        // One listing of host_vars/ instead of four stats per host: most hosts have no file.
+        let present = if hv_exists {
+            dir_names(&hv_dir)
+        } else {
+            Some(HashSet::new())
+        };
+        let mut host_files: Vec<VarMap> = Vec::with_capacity(self.hosts.len());
+        for h in 0..self.hosts.len() {
+            let name = self.hosts[h].name.clone();
+            let may_have = match &present {
+                Some(names) if !name.contains('/') => ["", ".yml", ".yaml", ".json"]
+                    .iter()
+                    .any(|ext| names.contains(&format!("{name}{ext}"))),
+                _ => true,
+            };
+            if !may_have {
+                host_files.push(VarMap::new());
+                continue;
+            }
+            let files = vars::find_vars_files(&hv_dir, &name);
+            host_files.push(self.load_entity_files(&hv_dir, &name, files, &mut cache)?);
+        }
+        self.group_files = group_files;
+        self.host_files = host_files;
+        self.merged = vec![OnceLock::new(); self.hosts.len()];
+        self.check_merge_budget()
+    }
+
+    /// Groups that hold a host, directly or through a descendant.
+    fn groups_with_hosts(&self) -> Vec<bool> {
+        let mut has = vec![false; self.groups.len()];
+        let mut todo: Vec<usize> = (0..self.groups.len())
+            .filter(|&g| !self.groups[g].hosts.is_empty())
+            .collect();
+        while let Some(g) = todo.pop() {
+            if !has[g] {
+                has[g] = true;
+                todo.extend(self.groups[g].parents.iter().copied());
+            }
+        }
+        has
+    }
+
+    /// Ansible's `host_group_vars` plugin for one group or host: every vars file found,
+    /// combined in order. Names starting with `/` are skipped, as Ansible does.
+    fn load_entity_files(
+        &mut self,
+        dir: &Path,
+        name: &str,
+        files: Vec<PathBuf>,
+        cache: &mut HashMap<PathBuf, VarMap>,
+    ) -> Result<VarMap, InventoryError> {
+        let mut out = VarMap::new();
+        if name.starts_with('/') || !dir.is_dir() {
+            return Ok(out);
+        }
+        for file in files {
+            if let Some(v) = cache.get(&file) {
+                vars::combine(&mut out, v);
+                continue;
+            }
+            let loaded = match vars::load_vars_file(&file)? {
+                Loaded::Vars(v) => v,
+                Loaded::Vaulted => {
+                    if !self.vaulted.contains(&file) {
+                        self.vaulted.push(file.clone());
+                    }
+                    VarMap::new()
+                }
+            };
+            vars::combine(&mut out, &loaded);
+            cache.insert(file, loaded);
+        }
+        Ok(out)
+    }
+
+    /// Refuses an inventory whose per-host copies would pass [`MAX_MERGED_BYTES`] if every
+    /// host were looked at (estimated from the layers, an upper bound: overlapping keys count
+    /// twice), so no later command can be made to build them.
+    fn check_merge_budget(&self) -> Result<(), InventoryError> {
+        let size = |m: &VarMap| -> usize { m.iter().map(|(k, v)| k.len() + var_bytes(v)).sum() };
+        let group_bytes: Vec<usize> = (0..self.groups.len())
+            .map(|g| {
+                size(&self.groups[g].vars).saturating_add(self.group_files.get(g).map_or(0, size))
+            })
+            .collect();
+        let mut total = 0usize;
+        for h in 0..self.hosts.len() {
+            let mut bytes = (self.hosts[h].vars.iter().map(|m| size(m)).sum::<usize>())
+                .saturating_add(self.host_files.get(h).map_or(0, size))
+                .saturating_add(group_bytes[ALL]);
+            for g in self.direct_and_ancestor_groups(h) {
+                if g != ALL {
+                    bytes = bytes.saturating_add(group_bytes[g]);
+                }
+            }
+            total = total.saturating_add(bytes);
+            if total > MAX_MERGED_BYTES {
+                return Err(InventoryError::TooLarge {
+                    file: self.path.clone(),
+                    message: format!(
+                        "the merged variables of the first {} of {} hosts already take more than {} MiB (limit inventory.max_merged_bytes): a command may hold each host's own copy of its groups' variables, so many hosts times large variables is refused",
+                        h + 1,
+                        self.hosts.len(),
+                        MAX_MERGED_BYTES / (1024 * 1024)
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The layers of a host's variables, lowest precedence first (see the module docs).
+    fn layers(&self, h: usize) -> Vec<(Layer, &VarMap)> {
+        let sorted = self.sorted_groups_of(h);
+        let mut out = Vec::with_capacity(2 * sorted.len() + 4);
+        out.push((Layer::IniGroup(ALL), &self.groups[ALL].vars));
+        for &g in &sorted {
+            out.push((Layer::IniGroup(g), &self.groups[g].vars));
+        }
+        if let Some(v) = self.group_files.get(ALL) {
+            out.push((Layer::GroupFiles(ALL), v));
+        }
+        for &g in &sorted {
+            if let Some(v) = self.group_files.get(g) {
+                out.push((Layer::GroupFiles(g), v));
+            }
+        }
+        for line in &self.hosts[h].vars {
+            out.push((Layer::IniHost, &**line));
+        }
+        if let Some(v) = self.host_files.get(h) {
+            out.push((Layer::HostFiles, v));
+        }
+        out.retain(|(_, m)| !m.is_empty());
+        out
+    }
+
+    /// Each level replaces whole top-level keys (`hash_behaviour = replace`).
+    fn merged_refs(&self, h: usize) -> BTreeMap<&str, &Var> {
+        let mut out = BTreeMap::new();
+        for (_, layer) in self.layers(h) {
+            for (k, v) in layer {
+                out.insert(k.as_str(), v);
+            }
+        }
+        out
+    }
+}
+
+/// Which layer of a host's variables (see [`Inventory::host_var_layers`]).
+#[derive(Debug, Clone, Copy)]
+enum Layer {
+    IniGroup(usize),
+    GroupFiles(usize),
+    IniHost,
+    HostFiles,
+}
+
+/// The entry names of a directory, or `None` when it cannot be listed (then every candidate
+/// is looked up the slow way).
+fn dir_names(dir: &Path) -> Option<HashSet<String>> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    let mut names = HashSet::new();
+    for e in entries {
+        names.insert(e.ok()?.file_name().into_string().ok()?);
+    }
+    Some(names)
+}
+
+/// A rough size in bytes of a variable's value and origin, for the merge budget.
+fn var_bytes(var: &Var) -> usize {
+    let mut total = var.origin.file.as_os_str().len() + 64;
+    let mut todo = vec![&var.value];
+    while let Some(v) = todo.pop() {
+        total += 32;
+        match v {
+            serde_json::Value::String(s) => total += s.len(),
+            serde_json::Value::Array(items) => todo.extend(items.iter()),
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    total += k.len() + 32;
+                    todo.push(v);
+                }
+            }
+            _ => {}
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(text: &str) -> Inventory {
+        Inventory::parse_ini(text, Path::new("inv/hosts.ini")).expect("parse")
+    }
+
+    fn parse_err(text: &str) -> String {
+        Inventory::parse_ini(text, Path::new("inv/hosts.ini"))
+            .expect_err("must fail")
+            .to_string()
+    }
+    #[test]
+    fn groups_children_vars_and_implicit_groups() {
+        let inv = parse(
+            "lone\n[p:children]\nc\n[c]\nh1 a=1\n[c:vars]\nx=yes\ny='q'\n[other]\nh1\nlone\n[empty]\n",
+        );
+        assert_eq!(
+            inv.group_names(),
+            ["all", "ungrouped", "p", "c", "other", "empty"]
+        );
+        assert_eq!(
+            inv.children_of("all").expect("all"),
+            ["ungrouped", "p", "other", "empty"]
+        );
+        assert_eq!(inv.hosts_in("p").expect("p"), ["h1"]);
+        assert_eq!(inv.hosts_in("ungrouped").expect("u"), Vec::<String>::new());
+        assert_eq!(inv.hosts(), ["h1", "lone"]);
+        assert_eq!(inv.groups_of("h1"), ["all", "other", "p", "c"]);
+        assert!(inv.is_member("h1", "p"));
+        assert!(!inv.is_member("lone", "p"));
+        assert!(inv.hosts_in("nope").is_none());
+        let v = inv.host_vars("h1").expect("h1");
+        assert_eq!(v["x"].value, json!("yes"));
+        assert_eq!(v["y"].value, json!("q"));
+        assert_eq!(v["a"].value, json!(1));
+        assert_eq!(v["a"].origin.to_string(), "inv/hosts.ini:5:4");
+        assert_eq!(v["x"].origin.line, 7);
+        assert_eq!(inv.group_depth("c"), Some(2));
+    }
+
+    #[test]
+    fn first_port_wins_and_inline_vars_override() {
+        let inv = parse("[a]\nh:22 v=1\n[b]\nh:23 v=2\n");
+        let v = inv.host_vars("h").expect("h");
+        assert_eq!(v["ansible_port"].value, json!(22));
+        assert_eq!(v["v"].value, json!(2));
+        assert_eq!(v["v"].origin.line, 4);
+    }
+
+    #[test]
+    fn group_precedence_depth_priority_name() {
+        let inv = parse(
+            "[top:children]\nmid\n[mid]\nh\n[zz]\nh\n[aa]\nh\n[top:vars]\nv=top\n[mid:vars]\nv=mid\n[zz:vars]\nw=zz\nansible_group_priority=5\n[aa:vars]\nw=aa\n[all:vars]\nv=all\nu=all\n",
+        );
+        let v = inv.host_vars("h").expect("h");
+        assert_eq!(v["v"].value, json!("mid"), "deeper group wins");
+        assert_eq!(
+            v["w"].value,
+            json!("zz"),
+            "higher priority wins at equal depth"
+        );
+        assert_eq!(v["u"].value, json!("all"));
+        assert_eq!(inv.group_priority("zz"), Some(5));
+        assert!(!v.contains_key("ansible_group_priority"));
+    }
+
+    #[test]
+    fn errors_name_file_and_line() {
+        assert_eq!(
+            parse_err("[g]\nh\n[g:bad]\n"),
+            "inv/hosts.ini:3: Section [g:bad] has unknown type: bad (expected [group], [group:children] or [group:vars])"
+        );
+        assert!(
+            parse_err("\n[g x]\n").starts_with("inv/hosts.ini:2: Invalid section entry: '[g x]'")
+        );
+        assert_eq!(
+            parse_err("[g:vars]\nx\n"),
+            "inv/hosts.ini:2: Expected key=value, got: x"
+        );
+        assert_eq!(
+            parse_err("[g]\nh novalue\n"),
+            "inv/hosts.ini:2: Expected key=value host variable assignment, got: novalue"
+        );
+        assert_eq!(
+            parse_err("[g]\nweb[01:3]\n"),
+            "inv/hosts.ini:2: host range must specify equal-length begin and end formats (in 'web[01:3]')"
+        );
+        assert!(parse_err("[g]\nh a='x\n")
+            .starts_with("inv/hosts.ini:2: Error parsing host definition"));
+        assert!(
+            parse_err("[p:children]\nmissing\n[p:vars]\na=1\n").starts_with(
+                "inv/hosts.ini:2: Section [p:children] includes undefined group 'missing'"
+            )
+        );
+        assert!(parse_err("[g]\nh\n[nog:vars]\na=1\n").starts_with(
+            "inv/hosts.ini:3: Section [nog:vars] not valid for undefined group 'nog'"
+        ));
+        assert!(
+            parse_err("[a:children]\nb\n[b:children]\na\n").contains("recursive dependency loop")
+        );
+        assert!(parse_err("[a:children]\nbad name\n")
+            .starts_with("inv/hosts.ini:2: Expected group name"));
+        assert!(parse_err("[g:vars]\nansible_group_priority=high\n[g]\n")
+            .contains("ansible_group_priority"));
+    }
+
+    #[test]
+    fn load_reports_bad_group_vars_and_vaulted_inventory() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ini = tmp.path().join("hosts.ini");
+        std::fs::write(&ini, "[g]\nh\n").expect("ini");
+        std::fs::create_dir(tmp.path().join("group_vars")).expect("gv");
+        std::fs::write(tmp.path().join("group_vars/g.yml"), "ok: 1\nbad: [1,\n").expect("gv");
+        let err = Inventory::load(&ini).expect_err("bad yaml").to_string();
+        let want = format!("{}:", tmp.path().join("group_vars/g.yml").display());
+        assert!(
+            err.starts_with(&want) && err.contains("invalid YAML"),
+            "{err}"
+        );
+
+        std::fs::write(&ini, "$ANSIBLE_VAULT;1.1;AES256\n3132\n").expect("ini");
+        let err = Inventory::load(&ini).expect_err("vaulted").to_string();
+        assert!(
+            err.contains("hosts.ini:1: the inventory file is ansible-vault encrypted"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn non_utf8_is_read_as_ansible_prints_it_and_warned_about() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ini = tmp.path().join("hosts.ini");
+        std::fs::write(&ini, b"# caf\xe9\n[g]\nh\n").expect("ini");
+        let inv = Inventory::load(&ini).expect("comment bytes are fine");
+        assert_eq!(inv.hosts(), ["h"]);
+        std::fs::write(&ini, b"[g]\nh v=caf\xe9\nbad\xff\n").expect("ini");
+        let inv = Inventory::load(&ini).expect("ansible reads them too");
+        assert_eq!(inv.hosts(), ["h", "bad?"]);
+        assert_eq!(inv.host_vars("h").expect("h")["v"].value, json!("caf?"));
+        let w = inv.warnings().join("\n");
+        assert!(
+            w.contains("hosts.ini:2: bytes that are not UTF-8") && w.contains("hosts.ini:3: "),
+            "{w}"
+        );
+    }
+
+    #[test]
+    fn vars_declared_before_group_is_fine() {
+        let inv = parse("[g:vars]\na=1\n[g]\nh\n");
+        assert_eq!(inv.host_vars("h").expect("h")["a"].value, json!(1));
+    }
+
+    #[test]
+    fn host_in_all_section_is_also_ungrouped() {
+        let inv = parse("[all]\nh\n");
+        assert_eq!(inv.direct_hosts("ungrouped").expect("u"), ["h"]);
+        assert_eq!(inv.hosts(), ["h"]);
+    }
+}
