@@ -90,6 +90,8 @@ pub enum Pane {
     AgentEnv,
     VpnEgress,
     Nodes,
+    /// etcd members, leader, DB size, WAL fsync and IO pressure (`observe::etcd`).
+    Etcd,
 }
 
 /// Which rule produced a verdict (stable names for `--json` and for tests).
@@ -108,6 +110,8 @@ pub enum Rule {
     VipAnswers,
     /// Lease state and VIP probe tell the same story.
     LeaseVipAgree,
+    /// The holder's node is Ready (a fresh lease held by a NotReady node is about to move).
+    LeaseHolderReady,
     /// One agent's KUBERNETES_SERVICE_HOST.
     AgentHost,
     /// One agent's KUBERNETES_SERVICE_PORT.
@@ -128,6 +132,12 @@ pub enum Rule {
     NodeReady,
     /// A server of the environment the cluster does not list.
     NodeMissing,
+    /// The etcd cluster has exactly one leader among the servers.
+    EtcdLeader,
+    /// One member's metrics: DB size and WAL fsync latency.
+    EtcdMember,
+    /// One server's IO pressure (`/proc/pressure/io`), the documented starvation sign.
+    EtcdIoPressure,
 }
 
 /// One judged fact. `subject` names what it is about (a pod, a host, a lease); `message`
@@ -593,6 +603,39 @@ pub fn vip_lease(topo: &EnvTopology, input: &VipLeaseInput) -> VipLeasePane {
         _ => {}
     }
     pane
+}
+
+/// The VIP holder against the Nodes pane: a holder whose node is NotReady (False or
+/// Unknown) is a warning at once, even while its lease is still fresh: kube-vip on a dead
+/// node keeps a valid-looking lease for up to its duration, and the VIP moves only when it
+/// expires. `None` when the holder maps to no server or its node is not in the pane (the
+/// VIP pane's own rules say so already).
+pub fn holder_ready(vip: &VipLeasePane, nodes: &NodesPane) -> Option<Verdict> {
+    let holder = vip.holder_node.as_deref()?;
+    let node = nodes.nodes.iter().find(|n| n.name == holder)?;
+    let subject = format!("holder {holder}");
+    let (severity, message) = match node.ready {
+        Some(ConditionStatus::True) => (Severity::Ok, format!("holder {holder} is Ready")),
+        Some(ConditionStatus::False) | Some(ConditionStatus::Unknown) => (
+            Severity::Warn,
+            format!(
+                "holder {holder} is NotReady: the lease is still held but its node is down; \
+                 the VIP moves to another server when the lease expires"
+            ),
+        ),
+        None => (
+            Severity::Unknown,
+            format!("holder {holder}'s node has no Ready condition"),
+        ),
+    };
+    Some(Verdict::new(
+        Pane::VipLease,
+        Rule::LeaseHolderReady,
+        severity,
+        &vip.env,
+        subject,
+        message,
+    ))
 }
 
 fn names(servers: &[Server]) -> String {
@@ -1842,6 +1885,81 @@ pub fn nodes(topo: &EnvTopology, nodes: &Look<Vec<NodeObs>>) -> NodesPane {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn prod() -> EnvTopology {
+        EnvTopology {
+            env: "prod".into(),
+            vip: "192.168.2.9".parse().expect("ip"),
+            api_port: 6443,
+            servers: (1..=3)
+                .map(|i| Server {
+                    name: format!("k3s-prod-{i}"),
+                    address: format!("192.168.2.{}", 9 + i).parse().expect("ip"),
+                })
+                .collect(),
+        }
+    }
+
+    fn node(name: &str, ready: Option<ConditionStatus>) -> NodeObs {
+        NodeObs {
+            name: name.into(),
+            ready,
+            labels: BTreeMap::new(),
+            addresses: vec![],
+        }
+    }
+
+    #[test]
+    fn a_notready_holder_warns_while_its_lease_is_fresh() {
+        let topo = prod();
+        let now = Timestamp(1_000_000);
+        let vip = vip_lease(
+            &topo,
+            &VipLeaseInput {
+                lease: Look::seen(Some(LeaseObs {
+                    name: "plndr-cp-lock".into(),
+                    holder_identity: Some("k3s-prod-1".into()),
+                    renew_time: Some(Timestamp(now.0 - 1_000)),
+                    lease_duration_seconds: Some(5),
+                    lease_transitions: Some(0),
+                })),
+                probe: Look::seen(TcpProbe::Connected { latency_ms: 1 }),
+                now,
+            },
+        );
+        // The lease alone is all green: fresh, held by a server, the VIP answers.
+        assert_eq!(worst(&vip.verdicts), Severity::Ok);
+        let down = nodes(
+            &topo,
+            &Look::seen(vec![
+                node("k3s-prod-1", Some(ConditionStatus::Unknown)),
+                node("k3s-prod-2", Some(ConditionStatus::True)),
+                node("k3s-prod-3", Some(ConditionStatus::True)),
+            ]),
+        );
+        let v = holder_ready(&vip, &down).expect("the holder is a node of the pane");
+        assert_eq!(v.rule, Rule::LeaseHolderReady);
+        assert_eq!(v.severity, Severity::Warn);
+        assert_eq!(v.env, "prod");
+        assert!(v.message.contains("k3s-prod-1 is NotReady"), "{}", v.message);
+
+        let up = nodes(
+            &topo,
+            &Look::seen(vec![node("k3s-prod-1", Some(ConditionStatus::True))]),
+        );
+        assert_eq!(
+            holder_ready(&vip, &up).map(|v| v.severity),
+            Some(Severity::Ok)
+        );
+        let none = nodes(&topo, &Look::seen(vec![node("k3s-prod-1", None)]));
+        assert_eq!(
+            holder_ready(&vip, &none).map(|v| v.severity),
+            Some(Severity::Unknown)
+        );
+        // A holder whose node the pane does not list: nothing to add.
+        let other = nodes(&topo, &Look::seen(vec![node("k3s-prod-2", None)]));
+        assert_eq!(holder_ready(&vip, &other), None);
+    }
 
     #[test]
     fn journal_time_forms() {
