@@ -3,9 +3,11 @@
 //!
 //! Owns: [`feed`], the [`feed::Update`]s that live sources send on a channel to the UI (each
 //! carries one pane of `checks::live`, judged), and the VPN egress source over SSH
-//! ([`vpn`]), the etcd members' look over SSH ([`etcd`]); the kube sources are `cluster`'s.
+//! ([`vpn`]), the etcd members' look over SSH ([`etcd`]), and the trail of what changed
+//! ([`timeline`]); the kube sources are `cluster`'s.
 //! Must not: know the terminal, or judge (the verdict rules are `checks::live`'s). Only
-//! `vpn` and `etcd` do IO.
+//! `vpn` and `etcd` do IO over the network; `timeline` writes a run's trail file.
 pub mod etcd;
 pub mod feed;
+pub mod timeline;
 pub mod vpn;
