@@ -39,7 +39,12 @@ fn object_words(look: &Look) -> String {
 }
 
 /// One look, bounded by `timeout`.
-pub async fn take(client: &kube::Client, look: &Look, kind: LookKind, timeout: Duration) -> LookResult {
+pub async fn take(
+    client: &kube::Client,
+    look: &Look,
+    kind: LookKind,
+    timeout: Duration,
+) -> LookResult {
     let word = match kind {
         LookKind::Events => "events",
         LookKind::Logs => "logs",
@@ -100,7 +105,11 @@ async fn events(client: &kube::Client, look: &Look) -> Result<Vec<String>, Strin
             let at = when(e)
                 .map(|t| t.strftime("%H:%M:%S").to_string())
                 .unwrap_or_else(|| "--:--:--".into());
-            let count = e.count.filter(|c| *c > 1).map(|c| format!(" (x{c})")).unwrap_or_default();
+            let count = e
+                .count
+                .filter(|c| *c > 1)
+                .map(|c| format!(" (x{c})"))
+                .unwrap_or_default();
             format!(
                 "{at} {:<7} {}{count}: {}",
                 e.type_.as_deref().unwrap_or("?"),
@@ -114,7 +123,10 @@ async fn events(client: &kube::Client, look: &Look) -> Result<Vec<String>, Strin
 async fn logs(client: &kube::Client, look: &Look) -> Result<Vec<String>, String> {
     let o = &look.object;
     if o.kind != "Pod" {
-        return Err(format!("{} has no logs (only a pod does)", object_words(look)));
+        return Err(format!(
+            "{} has no logs (only a pod does)",
+            object_words(look)
+        ));
     }
     let ns = o.namespace.as_deref().unwrap_or("default");
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -148,8 +160,14 @@ async fn describe(client: &kube::Client, look: &Look) -> Result<Vec<String>, Str
             let spec = p.spec.unwrap_or_default();
             let st = p.status.unwrap_or_default();
             out.push(format!("Name:   {ns}/{}", o.name));
-            out.push(format!("Node:   {}", spec.node_name.unwrap_or_else(|| "<none>".into())));
-            out.push(format!("Phase:  {}", st.phase.unwrap_or_else(|| "<none>".into())));
+            out.push(format!(
+                "Node:   {}",
+                spec.node_name.unwrap_or_else(|| "<none>".into())
+            ));
+            out.push(format!(
+                "Phase:  {}",
+                st.phase.unwrap_or_else(|| "<none>".into())
+            ));
             out.push("Conditions:".into());
             for c in st.conditions.unwrap_or_default() {
                 out.push(format!(
@@ -165,7 +183,11 @@ async fn describe(client: &kube::Client, look: &Look) -> Result<Vec<String>, Str
                     if let Some(w) = &s.waiting {
                         format!("Waiting ({})", w.reason.as_deref().unwrap_or("?"))
                     } else if let Some(t) = &s.terminated {
-                        format!("Terminated ({}, exit {})", t.reason.as_deref().unwrap_or("?"), t.exit_code)
+                        format!(
+                            "Terminated ({}, exit {})",
+                            t.reason.as_deref().unwrap_or("?"),
+                            t.exit_code
+                        )
                     } else if s.running.is_some() {
                         "Running".to_string()
                     } else {
@@ -234,7 +256,9 @@ async fn describe(client: &kube::Client, look: &Look) -> Result<Vec<String>, Str
             ));
             out.push(format!(
                 "Transitions: {}",
-                s.lease_transitions.map(|t| t.to_string()).unwrap_or_else(|| "<unset>".into())
+                s.lease_transitions
+                    .map(|t| t.to_string())
+                    .unwrap_or_else(|| "<unset>".into())
             ));
         }
         "DaemonSet" => {
