@@ -1067,7 +1067,7 @@ fn observe_once(
 }
 
 /// Start the live sources of every environment on `rt`: a kube watcher per environment
-/// whose kubeconfig exists, and the VPN poller over SSH. What cannot start is returned as
+/// whose kubeconfig exists, and the VPN and etcd pollers over SSH. What cannot start is returned as
 /// a notice (the pane then says "no data yet"), never a failure of the console; with how
 /// many environments are watched.
 fn spawn_live_sources(
@@ -1129,10 +1129,27 @@ fn spawn_live_sources(
     let ssh = ssh.unwrap_or_else(|| crate::context::ssh_options(repo));
     match Repo::load(&repo.root) {
         Ok(copy) => {
-            let gateways = std::sync::Arc::new(crate::observe::vpn::Gateways::for_repo(&copy, ssh));
+            let gateways =
+                std::sync::Arc::new(crate::observe::vpn::Gateways::for_repo(&copy, ssh.clone()));
+            let etcd = std::sync::Arc::new(crate::observe::etcd::EtcdProbe::for_repo(&copy, ssh));
+            let copy = std::sync::Arc::new(copy);
             let _guard = rt.enter();
+            // The etcd members of the watched environments, over SSH like the VPN look.
+            crate::observe::etcd::spawn_etcd_poll(
+                copy.clone(),
+                live_envs.clone(),
+                etcd,
+                std::time::Duration::from_secs(15),
+                tx.clone(),
+                |pane, at| crate::observe::feed::Update {
+                    env: pane.env.clone(),
+                    at,
+                    feed: crate::observe::feed::Feed::Etcd(pane),
+                },
+                cancel.child_token(),
+            );
             crate::observe::vpn::spawn_vpn_poll(
-                std::sync::Arc::new(copy),
+                copy,
                 live_envs,
                 gateways,
                 std::time::Duration::from_secs(15),
@@ -1140,7 +1157,7 @@ fn spawn_live_sources(
                 cancel.child_token(),
             );
         }
-        Err(e) => notices.push(format!("VPN egress pane: {e}")),
+        Err(e) => notices.push(format!("VPN egress and etcd panes: {e}")),
     }
     (rx, notices, watched)
 }

@@ -38,7 +38,9 @@ async fn healthy_etcd_has_one_leader_per_environment_and_calm_disks() {
         let (pane, _) = p.look(&d.repo, env, &cancel).await;
         eprintln!("{env}: etcd look over 3 servers in {:?}", started.elapsed());
         assert_eq!(pane.members.len(), 3, "{pane:#?}");
-        let founder = d.repo.environment(env).expect("env").servers[0].name.clone();
+        let founder = d.repo.environment(env).expect("env").servers[0]
+            .name
+            .clone();
         assert_eq!(pane.leader.as_deref(), Some(founder.as_str()), "{pane:#?}");
         for v in &pane.verdicts {
             assert_eq!(v.severity, Severity::Ok, "{env}: {v}");
@@ -94,7 +96,11 @@ async fn a_server_whose_k3s_is_down_is_could_not_look_naming_it() {
     let (pane, _) = p.look(&d.repo, "staging", &CancellationToken::new()).await;
     assert_eq!(pane.verdicts.len(), 1, "{:#?}", pane.verdicts);
     assert_eq!(pane.verdicts[0].rule, Rule::CouldNotLook);
-    assert!(pane.verdicts[0].message.contains("staging"), "{:?}", pane.verdicts[0]);
+    assert!(
+        pane.verdicts[0].message.contains("staging"),
+        "{:?}",
+        pane.verdicts[0]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

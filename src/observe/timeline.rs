@@ -143,6 +143,7 @@ impl Timeline {
             Feed::Rollout(_) => "rollout",
             Feed::Nodes(_) => "nodes",
             Feed::Vpn(_) => "vpn",
+            Feed::Etcd(p) => return self.observe_etcd(p, u.at),
         };
         let key = (u.env.clone(), kind);
         let new = Last::Feed(Box::new(u.feed.clone()));

@@ -21,6 +21,7 @@ pub enum LiveKind {
     Rollout,
     Nodes,
     Vpn,
+    Etcd,
 }
 
 /// A kube pane is stale when its environment's watcher has said nothing for this long. The
@@ -33,12 +34,13 @@ pub const STALE_AFTER_MS: u64 = 30_000;
 pub const VPN_STALE_AFTER_MS: u64 = 90_000;
 
 impl LiveKind {
-    pub const ALL: [LiveKind; 5] = [
+    pub const ALL: [LiveKind; 6] = [
         LiveKind::Vip,
         LiveKind::Agents,
         LiveKind::Rollout,
         LiveKind::Nodes,
         LiveKind::Vpn,
+        LiveKind::Etcd,
     ];
 
     pub fn of(feed: &Feed) -> LiveKind {
@@ -48,17 +50,19 @@ impl LiveKind {
             Feed::Rollout(_) => LiveKind::Rollout,
             Feed::Nodes(_) => LiveKind::Nodes,
             Feed::Vpn(_) => LiveKind::Vpn,
+            Feed::Etcd(_) => LiveKind::Etcd,
         }
     }
 
     /// The kinds one environment's kube watcher sends.
     pub fn is_kube(self) -> bool {
-        self != LiveKind::Vpn
+        !matches!(self, LiveKind::Vpn | LiveKind::Etcd)
     }
 
     pub fn stale_after_ms(self) -> u64 {
         match self {
-            LiveKind::Vpn => VPN_STALE_AFTER_MS,
+            // Both polled over SSH, every look sent.
+            LiveKind::Vpn | LiveKind::Etcd => VPN_STALE_AFTER_MS,
             _ => STALE_AFTER_MS,
         }
     }

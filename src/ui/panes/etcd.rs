@@ -23,7 +23,7 @@ fn verdict_of<'a>(p: &'a EtcdPane, rule: Rule, subject: &str) -> Option<&'a Verd
 
 /// The member table's lines (one per member and a header), never wrapped: at `width`
 /// columns the DB column goes first, then the 60 s PSI, so host, role, fsync and PSI stay.
-pub fn table<'a>(p: &'a EtcdPane, width: usize, t: &Theme) -> Vec<Line<'a>> {
+pub fn table(p: &EtcdPane, width: usize, t: &Theme) -> Vec<Line<'static>> {
     let name_w = fit::widest(p.members.iter().map(|m| m.host.as_str()), 6);
     let with_db = 2 + name_w + 2 + 9 + 11 + 12 + 15 <= width;
     let both_psi = 2 + name_w + 2 + 9 + 12 + 15 <= width;
@@ -96,7 +96,7 @@ pub fn table<'a>(p: &'a EtcdPane, width: usize, t: &Theme) -> Vec<Line<'a>> {
 
 /// The verdict lines under the table: every verdict that is not ok, worst first (or one ✓
 /// line naming the leader).
-pub fn verdict_lines<'a>(p: &'a EtcdPane, t: &Theme) -> Vec<Line<'a>> {
+pub fn verdict_lines(p: &EtcdPane, t: &Theme) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     let mut notable: Vec<&Verdict> = p
         .verdicts
