@@ -203,6 +203,62 @@ impl LiveState {
     }
 }
 
+impl LiveState {
+    /// The latest feed of `kind` for `env` (the VPN look: the one covering `env`).
+    pub fn latest(&self, env: &str, kind: LiveKind) -> Option<&Feed> {
+        let e = match kind {
+            LiveKind::Vpn => self.vpn_entry(env),
+            k => self.entry(env, k),
+        };
+        e.map(|e| &e.latest.feed)
+    }
+
+    /// Every verdict the all-environments strip judges `env` by: the latest look of each
+    /// kind (the VPN look's gateways of `env`, and its cross-environment verdicts, which
+    /// concern every environment and are counted with each).
+    pub fn env_verdicts(&self, env: &str) -> Vec<Verdict> {
+        let mut out = Vec::new();
+        for kind in LiveKind::ALL {
+            match self.latest(env, kind) {
+                Some(Feed::Vpn(look)) => out.extend(
+                    EnvVpn::of(look, env)
+                        .verdicts()
+                        .into_iter()
+                        .map(|v| Verdict {
+                            env: env.to_string(),
+                            ..v.clone()
+                        }),
+                ),
+                Some(f) => out.extend(f.verdicts()),
+                None => {}
+            }
+        }
+        out
+    }
+
+    /// The summary's inputs for `env` (the parity findings are the caller's).
+    pub fn summary_input<'a>(
+        &'a self,
+        env: &'a str,
+        protected: bool,
+    ) -> crate::observe::summary::EnvInput<'a> {
+        crate::observe::summary::EnvInput {
+            env,
+            protected,
+            verdicts: self.env_verdicts(env),
+            agents: match self.latest(env, LiveKind::Agents) {
+                Some(Feed::Agents(a)) => Some(a),
+                _ => None,
+            },
+            rollout: match self.latest(env, LiveKind::Rollout) {
+                Some(Feed::Rollout(r)) => Some(r),
+                _ => None,
+            },
+            parity: None,
+        }
+    }
+}
+
 /// One update as shown at some moment.
 #[derive(Debug, Clone, Copy)]
 pub struct Look<'a> {
@@ -369,5 +425,56 @@ mod tests {
         ];
         assert_eq!(worst_of(&vs), Some(Severity::Unknown));
         assert_eq!(worst_of(&[]), None);
+    }
+    #[test]
+    fn env_verdicts_gather_every_kind_and_narrow_the_vpn_look() {
+        let mut st = LiveState::default();
+        st.apply(nodes(
+            "prod",
+            1,
+            vec![verdict(Rule::NodeReady, Severity::Critical)],
+        ));
+        st.apply(nodes(
+            "dev",
+            1,
+            vec![verdict(Rule::NodeReady, Severity::Ok)],
+        ));
+        let gw = |env: &str, sev| GatewayPane {
+            env: env.into(),
+            host: format!("gw-{env}"),
+            active_state: None,
+            tunnel_exit: None,
+            direct_exit: None,
+            server: None,
+            tunnel_addr: None,
+            connects: vec![],
+            connect_period_ms: None,
+            verdicts: vec![Verdict {
+                env: env.into(),
+                ..verdict(Rule::VpnService, sev)
+            }],
+        };
+        st.apply(Update {
+            env: ALL_ENVS.into(),
+            at: Timestamp(2),
+            feed: Feed::Vpn(VpnLook {
+                gateways: vec![gw("dev", Severity::Ok), gw("prod", Severity::Warn)],
+                across: vec![verdict(Rule::VpnEvictionLoop, Severity::Critical)],
+            }),
+        });
+        let prod = st.env_verdicts("prod");
+        let rules: Vec<(Rule, Severity)> = prod.iter().map(|v| (v.rule, v.severity)).collect();
+        assert_eq!(
+            rules,
+            vec![
+                (Rule::NodeReady, Severity::Critical),
+                (Rule::VpnService, Severity::Warn),
+                (Rule::VpnEvictionLoop, Severity::Critical),
+            ]
+        );
+        assert!(prod.iter().all(|v| v.env == "prod"), "{prod:#?}");
+        let input = st.summary_input("dev", false);
+        assert_eq!(input.verdicts.len(), 3);
+        assert!(input.agents.is_none() && input.parity.is_none());
     }
 }
