@@ -212,6 +212,19 @@ pub struct Objects {
     pub daemonset: String,
 }
 
+impl Objects {
+    /// The names the kube panes watch (`cluster::WatchSettings`), so a look goes to the same
+    /// objects the verdict came from.
+    pub fn of(settings: &crate::cluster::WatchSettings) -> Self {
+        Objects {
+            namespace: settings.namespace.clone(),
+            lease_name: settings.lease_name.clone(),
+            agent_container: settings.agent_container.clone(),
+            daemonset: settings.daemonset.clone(),
+        }
+    }
+}
+
 /// Build the strip. `runbooks` are the loaded runbooks; environments sort worst first,
 /// then by the order given.
 pub fn summarize(inputs: &[EnvInput<'_>], runbooks: &[&Runbook], objects: &Objects) -> Summary {

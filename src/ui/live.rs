@@ -259,6 +259,30 @@ impl LiveState {
     }
 }
 
+/// The all-environments strip from what the live sources last sent: `envs` are (name,
+/// protected) in hk-console.yaml's order; `parity`, the static check's findings when it ran.
+pub fn summary(
+    live: &LiveState,
+    envs: &[(String, bool)],
+    parity: Option<&[crate::checks::parity::Finding]>,
+    runbooks: &[&crate::runbook::schema::Runbook],
+    objects: &crate::observe::summary::Objects,
+) -> crate::observe::summary::Summary {
+    let inputs: Vec<_> = envs
+        .iter()
+        .map(|(name, protected)| {
+            let mut input = live.summary_input(name, *protected);
+            input.parity = parity.map(|fs| {
+                fs.iter()
+                    .filter(|f| f.env.as_deref().is_none_or(|e| e == name))
+                    .collect()
+            });
+            input
+        })
+        .collect();
+    crate::observe::summary::summarize(&inputs, runbooks, objects)
+}
+
 /// One update as shown at some moment.
 #[derive(Debug, Clone, Copy)]
 pub struct Look<'a> {
