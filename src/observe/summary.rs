@@ -233,9 +233,25 @@ pub fn summarize(inputs: &[EnvInput<'_>], runbooks: &[&Runbook], objects: &Objec
         .enumerate()
         .map(|(i, inp)| (i, env_summary(inp, runbooks, objects)))
         .collect();
+    // Worst first; among equally bad ones, what the running platform says (a live critical)
+    // before what the repo's files say (parity), then the one with more critical facets.
+    let rank = |s: Option<Severity>| s.map(|s| s.rank() + 1).unwrap_or(0);
     envs.sort_by_key(|(i, e)| {
+        let live = e
+            .facets
+            .iter()
+            .filter(|f| f.facet != Facet::Parity)
+            .filter_map(|f| f.severity)
+            .reduce(Severity::worst);
+        let criticals = e
+            .facets
+            .iter()
+            .filter(|f| f.severity == Some(Severity::Critical))
+            .count();
         (
-            std::cmp::Reverse(e.worst().map(|s| s.rank() + 1).unwrap_or(0)),
+            std::cmp::Reverse(rank(e.worst())),
+            std::cmp::Reverse(rank(live)),
+            std::cmp::Reverse(criticals),
             *i,
         )
     });
@@ -727,5 +743,27 @@ mod tests {
             .and_then(|e| e.facet(Facet::Parity))
             .expect("facet");
         assert_eq!(d.severity, Some(Severity::Ok));
+
+        // Both critical: the one the running platform says is critical comes first.
+        let dev = EnvInput {
+            env: "dev",
+            parity: Some(vec![&f]),
+            ..EnvInput::default()
+        };
+        let prod = EnvInput {
+            env: "prod",
+            verdicts: vec![verdict(
+                "prod",
+                Pane::AgentEnv,
+                Rule::AgentsSummary,
+                Severity::Critical,
+                "agents",
+            )],
+            parity: Some(vec![&f]),
+            ..EnvInput::default()
+        };
+        let s = summarize(&[dev, prod], &[], &objects());
+        assert_eq!(s.envs[0].env, "prod");
+        assert_eq!(s.critical_env().map(|e| e.env.as_str()), Some("prod"));
     }
 }
