@@ -34,10 +34,10 @@ use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::{convert, WatchSettings};
 use crate::checks::live::{
     self, EnvTopology, Look, RolloutPod, RolloutState, Rule, Severity, Timestamp,
 };
+use crate::cluster::{convert, WatchSettings};
 
 // ---------------------------------------------------------------------------------------
 // Conditions
