@@ -4,7 +4,7 @@
 mod tmux_common;
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tmux_common::Tmux;
 
@@ -25,6 +25,34 @@ fn demo(scenario: &str, state: &Path, w: &str, h: &str) -> Tmux {
         w,
         h,
     )
+}
+
+/// agents-on-node-ip: dev is selected, yet within 3 s of the first frame the strip says
+/// prod is critical and names cilium-endpoint-rollout; `x` opens its plan for prod.
+#[test]
+fn agents_on_node_ip_names_prod_and_its_runbook_one_key_away() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let tmux = demo("agents-on-node-ip", state.path(), "160", "45");
+    tmux.wait_for("SIMULATED homelab");
+    let first = Instant::now();
+    let s = tmux.wait_until(
+        Duration::from_secs(10),
+        "prod critical with its runbook",
+        |s| {
+            s.lines()
+                .any(|l| l.contains("✗ prod") && l.contains("cilium-endpoint-rollout"))
+        },
+    );
+    let took = first.elapsed();
+    println!(
+        "agents-on-node-ip: prod critical + runbook on the strip {took:?} after the first frame"
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}\n{s}");
+    assert!(s.contains("env dev"), "dev stays selected:\n{s}");
+    tmux.send(&["x"]);
+    let s = tmux.wait_for("cilium-endpoint-rollout on prod");
+    assert!(s.contains("Flux reconciles platform/cilium"), "{s}");
+    tmux.send(&["q"]);
 }
 
 /// etcd-io-starvation: the Live screen's etcd section names the starving servers.
