@@ -73,7 +73,7 @@ impl Action {
             Action::Back => "close / back",
             Action::Help => "this help",
             Action::CommandLine => {
-                "command line (:run RUNBOOK [ENV [HOST]], :env NAME, :theme NAME, :check, :observe, :live, :fault ENV FAULT, :q)"
+                "commands: :run RUNBOOK [ENV [HOST]] :env :theme :check :observe :live :fault :q"
             }
             Action::Up => "up",
             Action::Down => "down",
@@ -95,7 +95,9 @@ impl Action {
             Action::Filter => "filter lists / search output (esc clears)",
             Action::NextMatch => "search: next matching line",
             Action::PrevMatch => "search: previous matching line",
-            Action::NextStep => "the strip's next step: open the runbook that fixes the worst verdict",
+            Action::NextStep => {
+                "the strip's next step: open the runbook that fixes the worst verdict"
+            }
             Action::Command(_) => "command",
             Action::Tick => "tick",
             Action::Resize(..) => "resize",
