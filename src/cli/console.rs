@@ -158,8 +158,7 @@ pub(super) fn console_on(
         .map(|e| e.name.clone())
         .collect();
     let root = repo.root.clone();
-    let checker: crate::ui::app::Checker =
-        Arc::new(move || super::check::console_check(&root));
+    let checker: crate::ui::app::Checker = Arc::new(move || super::check::console_check(&root));
     let opts = crate::ui::UiOptions {
         environments,
         runbooks,
