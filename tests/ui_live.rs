@@ -155,7 +155,7 @@ fn no_data_yet_everywhere() {
     assert_eq!(frame.matches("no data yet").count(), 4, "{frame}");
     open_live(&mut app);
     let frame = text(&render(&mut app, 150, 64));
-    assert_eq!(frame.matches("no data yet").count(), 5 + 4, "{frame}");
+    assert_eq!(frame.matches("no data yet").count(), 6 + 4, "{frame}");
 }
 
 #[test]

@@ -33,6 +33,25 @@ pub(super) fn overview(cli: &Cli) -> CmdResult {
     Ok(status)
 }
 
+/// The static check for the console's Check screen: the repo read afresh (the operator may
+/// have just fixed a file), its findings sorted as `check` prints them.
+pub(super) fn console_check(root: &std::path::Path) -> crate::ui::panes::check::CheckView {
+    use crate::ui::panes::check::CheckView;
+    let at = crate::observe::timeline::clock(crate::journal::now());
+    let (findings, engine_line) = match Repo::load(root) {
+        Err(e) => (Err(e.to_string()), None),
+        Ok(repo) => match check_input_findings(&repo, None) {
+            Ok((input, findings)) => (Ok(findings), input.engine_line.clone()),
+            Err(e) => (Err(e.0.to_string()), None),
+        },
+    };
+    CheckView {
+        findings: Some(findings),
+        engine_line,
+        ran_at: Some(at),
+    }
+}
+
 /// The facts (for the JSON's per-environment engine and value) and the findings.
 fn check_input_findings(
     repo: &Repo,

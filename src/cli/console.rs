@@ -151,6 +151,14 @@ pub(super) fn console_on(
         Some(started.updates)
     };
     let notices = extra.into_iter().chain(notices).collect();
+    let protected = repo
+        .environments
+        .iter()
+        .filter(|e| e.protected)
+        .map(|e| e.name.clone())
+        .collect();
+    let root = repo.root.clone();
+    let checker: crate::ui::app::Checker = Arc::new(move || super::check::console_check(&root));
     let opts = crate::ui::UiOptions {
         environments,
         runbooks,
@@ -162,6 +170,8 @@ pub(super) fn console_on(
         observations,
         notices,
         faults,
+        protected,
+        checker: Some(checker),
     };
     let result = rt.block_on(crate::ui::run(opts));
     live_cancel.cancel();

@@ -127,13 +127,18 @@ pub async fn look_once(
     );
     let at = now();
     let stuck_after = u64::try_from(settings.stuck_after.as_millis()).unwrap_or(u64::MAX);
+    let nodes_pane = convert::nodes_pane(topo, &refs(&nodes));
+    let mut vip = convert::vip_pane(
+        topo,
+        &named(&lease, &settings.lease_name),
+        &Look::seen(probe),
+        at,
+    );
+    // A NotReady holder warns while its lease still looks fresh (as the watcher judges it).
+    vip.verdicts
+        .extend(crate::checks::live::holder_ready(&vip, &nodes_pane));
     KubePanes {
-        vip: convert::vip_pane(
-            topo,
-            &named(&lease, &settings.lease_name),
-            &Look::seen(probe),
-            at,
-        ),
+        vip,
         agents: convert::agents_pane(topo, &refs(&pods), &refs(&cms), &settings.agent_container),
         rollout: convert::rollout_pane(
             &topo.env,
@@ -142,7 +147,7 @@ pub async fn look_once(
             at,
             stuck_after,
         ),
-        nodes: convert::nodes_pane(topo, &refs(&nodes)),
+        nodes: nodes_pane,
     }
 }
 

@@ -263,10 +263,26 @@ impl Env {
         let mut out = Vec::new();
         let env = self.topo.env.clone();
         let pods = look(&self.pods_state, &self.pods);
-        if dirty.vip {
+        if dirty.nodes {
+            if let Some(n) = look(&self.nodes_state, &self.nodes) {
+                let pane = convert::nodes_pane(&self.topo, &refs(&n));
+                out.extend(changed(&mut self.last_nodes, pane).map(Feed::Nodes));
+            }
+        }
+        // The VIP pane is judged against the nodes too (a NotReady holder warns at once, while
+        // its lease still looks fresh): a node change re-judges it.
+        if dirty.vip || dirty.nodes {
             if let (Some(l), Some(probe)) = (look(&self.lease_state, &self.lease), &self.probe) {
                 let lease = named(&refs(&l), &self.settings.lease_name);
-                let pane = convert::vip_pane(&self.topo, &lease, &Look::seen(probe.clone()), now);
+                let mut pane =
+                    convert::vip_pane(&self.topo, &lease, &Look::seen(probe.clone()), now);
+                if let Some(v) = self
+                    .last_nodes
+                    .as_ref()
+                    .and_then(|n| crate::checks::live::holder_ready(&pane, n))
+                {
+                    pane.verdicts.push(v);
+                }
                 out.extend(changed(&mut self.last_vip, pane).map(Feed::Vip));
             }
         }
@@ -292,12 +308,6 @@ impl Env {
                     u64::try_from(self.settings.stuck_after.as_millis()).unwrap_or(u64::MAX),
                 );
                 out.extend(changed(&mut self.last_rollout, pane).map(Feed::Rollout));
-            }
-        }
-        if dirty.nodes {
-            if let Some(n) = look(&self.nodes_state, &self.nodes) {
-                let pane = convert::nodes_pane(&self.topo, &refs(&n));
-                out.extend(changed(&mut self.last_nodes, pane).map(Feed::Nodes));
             }
         }
         out

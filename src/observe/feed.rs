@@ -8,7 +8,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::checks::live::{
-    AgentEnvPane, GatewayPane, NodesPane, Pane, RolloutPane, Timestamp, Verdict, VipLeasePane,
+    AgentEnvPane, EtcdPane, GatewayPane, NodesPane, Pane, RolloutPane, Timestamp, Verdict,
+    VipLeasePane,
 };
 
 /// One pane's new state, as a source saw it at `at`.
@@ -35,6 +36,8 @@ pub enum Feed {
     Rollout(RolloutPane),
     Nodes(NodesPane),
     Vpn(VpnLook),
+    /// The environment's etcd members over SSH (`observe::etcd`).
+    Etcd(EtcdPane),
 }
 
 impl Feed {
@@ -45,6 +48,7 @@ impl Feed {
             Feed::Agents(_) | Feed::Rollout(_) => Pane::AgentEnv,
             Feed::Nodes(_) => Pane::Nodes,
             Feed::Vpn(_) => Pane::VpnEgress,
+            Feed::Etcd(_) => Pane::Etcd,
         }
     }
 
@@ -55,6 +59,7 @@ impl Feed {
             Feed::Agents(p) => p.verdicts.clone(),
             Feed::Rollout(p) => p.verdicts.clone(),
             Feed::Nodes(p) => p.verdicts.clone(),
+            Feed::Etcd(p) => p.verdicts.clone(),
             Feed::Vpn(v) => v
                 .gateways
                 .iter()

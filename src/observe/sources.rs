@@ -1,5 +1,5 @@
 //! Starting the live sources of the console: a kube watcher per environment whose cluster
-//! is set up on this machine, and the VPN poller over SSH alongside them.
+//! is set up on this machine, and the VPN and etcd pollers over SSH alongside them.
 //!
 //! Owns: which environments are watched ([`spawn`]), and the notices that say why the others
 //! are not. Must not: judge (the watchers send judged panes) or know the terminal; the
@@ -55,7 +55,22 @@ pub async fn spawn(
     let watched = live_envs.len();
     if !live_envs.is_empty() {
         let ssh = ssh.unwrap_or_else(|| crate::context::ssh_options(repo));
-        let gateways = Arc::new(crate::observe::vpn::Gateways::for_repo(repo, ssh));
+        let gateways = Arc::new(crate::observe::vpn::Gateways::for_repo(repo, ssh.clone()));
+        // The etcd members of the watched environments, over SSH like the VPN look.
+        let etcd = Arc::new(crate::observe::etcd::EtcdProbe::for_repo(repo, ssh));
+        crate::observe::etcd::spawn_etcd_poll(
+            Arc::clone(repo),
+            live_envs.clone(),
+            etcd,
+            VPN_PERIOD,
+            tx.clone(),
+            |pane, at| crate::observe::feed::Update {
+                env: pane.env.clone(),
+                at,
+                feed: crate::observe::feed::Feed::Etcd(pane),
+            },
+            cancel.child_token(),
+        );
         crate::observe::vpn::spawn_vpn_poll(
             Arc::clone(repo),
             live_envs,

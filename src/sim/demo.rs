@@ -447,7 +447,12 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
     for (host, addr) in &plan.hosts {
         let env_name = env_of.get(host).or_else(|| gateways.get(host));
         let state = env_name.map(|e| state_of(e)).unwrap_or_default();
-        let node = build_node(&repo, host, &state, gateways.contains_key(host), &clock)?;
+        let mut node = build_node(&repo, host, &state, gateways.contains_key(host), &clock)?;
+        // Each environment's first server leads its etcd (what the etcd pane reads).
+        node.etcd_leader = repo
+            .environments
+            .iter()
+            .any(|e| e.servers.first().is_some_and(|s| &s.name == host));
         let sim = SimNode::start(SimNodeSpec {
             name: host.clone(),
             address: IpAddr::V4(*addr),

@@ -399,6 +399,9 @@ pub struct NodeState {
     pub lan_gateway: Ipv4Addr,
     /// The default interface's MAC address.
     pub mac: String,
+    /// Whether this server's etcd member leads (its `/metrics` says
+    /// `etcd_server_is_leader 1`); the demo makes each environment's first server the leader.
+    pub etcd_leader: bool,
 }
 
 const OS_RELEASE: &str =
@@ -465,6 +468,7 @@ impl NodeState {
             lan_prefix: 24,
             lan_gateway: Ipv4Addr::new(192, 0, 2, 1),
             mac: mac_for(hostname),
+            etcd_leader: false,
         };
         for (name, desc) in [
             ("system.slice", "System Slice"),
@@ -696,6 +700,56 @@ impl NodeState {
             .get(&v.unit)
             .is_some_and(|u| u.state == UnitState::Active);
         up.then_some(v)
+    }
+
+    /// The etcd member's Prometheus metrics: leadership from [`NodeState::etcd_leader`], WAL
+    /// fsync latencies that follow the IO pressure (a starved disk makes every fsync wait:
+    /// idle ~2 ms, 11% PSI ~1 s at the tail), a fixed 24 MiB DB of a 2 GiB quota.
+    pub fn etcd_metrics(&self) -> String {
+        let psi = self.io_pressure.some_avg10.max(0.0);
+        // Where the 99th percentile lands: 2 ms at rest, doubling per PSI point past 1%.
+        let p99_s = if psi < 1.0 {
+            0.002
+        } else {
+            (0.002 * 2f64.powf(psi - 1.0)).min(8.0)
+        };
+        let count = 10_000u64;
+        let mut out = String::from(
+            "# HELP etcd_server_is_leader Whether or not this member is a leader. 1 if is, 0 otherwise.\n\
+             # TYPE etcd_server_is_leader gauge\n",
+        );
+        out.push_str(&format!(
+            "etcd_server_is_leader {}\netcd_server_has_leader 1\n\
+             etcd_server_leader_changes_seen_total 1\n\
+             etcd_mvcc_db_total_size_in_bytes 25165824\n\
+             etcd_server_quota_backend_bytes 2147483648\n\
+             # TYPE etcd_disk_wal_fsync_duration_seconds histogram\n",
+            u8::from(self.etcd_leader)
+        ));
+        let bounds = [
+            0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048,
+            4.096, 8.192,
+        ];
+        for le in bounds {
+            // 98% of fsyncs at or under 1 ms, the last 2% at the p99 bound.
+            let cum = if le >= p99_s {
+                count
+            } else if le >= 0.001 {
+                count * 98 / 100
+            } else {
+                0
+            };
+            out.push_str(&format!(
+                "etcd_disk_wal_fsync_duration_seconds_bucket{{le=\"{le}\"}} {cum}\n"
+            ));
+        }
+        out.push_str(&format!(
+            "etcd_disk_wal_fsync_duration_seconds_bucket{{le=\"+Inf\"}} {count}\n\
+             etcd_disk_wal_fsync_duration_seconds_sum {:.3}\n\
+             etcd_disk_wal_fsync_duration_seconds_count {count}\n",
+            count as f64 * (0.98 * 0.001 + 0.02 * p99_s)
+        ));
+        out
     }
 
     /// The disk behind a `/sys/block/DEV/queue/FILE` path.
@@ -1732,6 +1786,16 @@ fn curl(s: &NodeState, args: &[String]) -> Output {
         return error(6, format!("Could not resolve host: {host}"));
     }
     let url_norm = url.trim_end_matches('/');
+    // k3s's etcd metrics listener on the server's loopback: served while k3s runs.
+    if url_norm == "http://127.0.0.1:2381/metrics" {
+        return match s.units.get("k3s.service") {
+            Some(u) if u.state == UnitState::Active => Output::ok(s.etcd_metrics()),
+            _ => error(
+                7,
+                "Failed to connect to 127.0.0.1 port 2381 after 0 ms: Connection refused".into(),
+            ),
+        };
+    }
     if !s
         .exit_ip_urls
         .iter()

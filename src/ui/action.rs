@@ -51,6 +51,9 @@ pub enum Action {
     NextMatch,
     /// While an output search is active: jump to the previous (older) matching line.
     PrevMatch,
+    /// The strip's next step for the worst environment: open the runbook that fixes or
+    /// verifies its verdict (its plan, for that environment), or name what to look at.
+    NextStep,
 
     /// A command typed on the command line.
     #[serde(skip)]
@@ -70,7 +73,7 @@ impl Action {
             Action::Back => "close / back",
             Action::Help => "this help",
             Action::CommandLine => {
-                "command line (:run ID, :env NAME, :theme NAME, :observe, :live, :q)"
+                "commands: :run RUNBOOK [ENV [HOST]] :env :theme :check :observe :live :fault :q"
             }
             Action::Up => "up",
             Action::Down => "down",
@@ -92,6 +95,9 @@ impl Action {
             Action::Filter => "filter lists / search output (esc clears)",
             Action::NextMatch => "search: next matching line",
             Action::PrevMatch => "search: previous matching line",
+            Action::NextStep => {
+                "the strip's next step: open the runbook that fixes the worst verdict"
+            }
             Action::Command(_) => "command",
             Action::Tick => "tick",
             Action::Resize(..) => "resize",

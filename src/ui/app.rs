@@ -309,9 +309,19 @@ pub struct App {
     pub status: Option<String>,
     pub width: u16,
     pub height: u16,
+    /// What changed on the platform this session (the Live screen's timeline).
+    pub timeline: crate::observe::timeline::Timeline,
+    /// Environments marked `protected: true`.
+    pub protected: Vec<String>,
+    /// The static check's last result and how to run it again.
+    pub check: crate::ui::panes::check::CheckView,
+    pub checker: Option<Checker>,
 }
 
 /// What the app is built from.
+/// Runs the static parity check (the repo read afresh each time) for the Check screen.
+pub type Checker = Arc<dyn Fn() -> crate::ui::panes::check::CheckView + Send + Sync>;
+
 pub struct AppParts {
     pub environments: Vec<EnvSummary>,
     pub runbooks: RunbookSet,
@@ -393,6 +403,10 @@ impl App {
             search_at: None,
             width: 0,
             height: 0,
+            timeline: crate::observe::timeline::Timeline::default(),
+            protected: Vec::new(),
+            check: crate::ui::panes::check::CheckView::default(),
+            checker: None,
         };
         app.refresh_runs();
         app
@@ -849,6 +863,7 @@ impl App {
             }
             Action::Observe => self.enter_observe(),
             Action::Live => self.toggle_live(),
+            Action::NextStep => self.take_next_step(),
             Action::Filter => {
                 let mut t = single_line();
                 if let Some(f) = &self.filter {
@@ -1199,9 +1214,79 @@ impl App {
         self.apply(fx);
     }
 
+    /// Run the static parity check now (at start and on `:check`).
+    pub fn run_check(&mut self) {
+        if let Some(c) = self.checker.clone() {
+            self.check = c();
+        }
+    }
+
+    /// The environment the strip expands: the one a run is on during the run, else the
+    /// selected one.
+    pub fn strip_env(&self) -> Option<&str> {
+        self.active
+            .as_ref()
+            .map(|a| a.run.plan().env.as_str())
+            .or(self.current_env.as_deref())
+    }
+
+    /// Every environment at a glance, worst first, each verdict with its next step.
+    pub fn summary(&self) -> crate::observe::summary::Summary {
+        let envs: Vec<(String, bool)> = self
+            .envs
+            .iter()
+            .map(|e| (e.name.clone(), self.protected.contains(&e.name)))
+            .collect();
+        let runbooks: Vec<&crate::runbook::schema::Runbook> =
+            self.runbook_set.iter().map(|l| &l.runbook).collect();
+        let parity = match &self.check.findings {
+            Some(Ok(f)) => Some(f.as_slice()),
+            _ => None,
+        };
+        let objects =
+            crate::observe::summary::Objects::of(&crate::cluster::WatchSettings::default());
+        super::live::summary(&self.live, &envs, parity, &runbooks, &objects)
+    }
+
+    /// `x`: take the next step of the worst environment that has one: open the runbook's
+    /// plan for that environment (nothing runs until `s`), or say what to look at.
+    fn take_next_step(&mut self) {
+        use crate::observe::summary::NextStep;
+        let s = self.summary();
+        let Some((env, next)) = s
+            .envs
+            .iter()
+            .find_map(|e| e.first_next().map(|n| (e.env.clone(), n.clone())))
+        else {
+            self.status = Some("no verdict asks for a next step".into());
+            return;
+        };
+        match next {
+            NextStep::Runbook { id, env: on, .. } => self.open_runbook(&id, Some(&on), None),
+            NextStep::Check { .. } => {
+                self.status = Some(match &self.check.findings {
+                    Some(Ok(f)) => f
+                        .iter()
+                        .find(|f| f.env.as_deref().is_none_or(|e| e == env))
+                        .map(|f| f.to_string())
+                        .unwrap_or_default(),
+                    _ => "the check has not run".into(),
+                })
+            }
+            NextStep::Look(l) => {
+                self.status = Some(format!(
+                    "{env}: look at {} {} (events, logs, describe)",
+                    l.object.kind.to_lowercase(),
+                    l.object.name
+                ))
+            }
+        }
+    }
+
     /// A live source's update: kept as the latest of its environment and kind (an update
     /// older than the one held changes nothing).
     pub fn handle_update(&mut self, update: Update) {
+        self.timeline.observe(&update);
         if !self.live.apply(update) {
             tracing::debug!("live update older than the one held: ignored");
         }
@@ -1294,6 +1379,18 @@ impl App {
                 }
             }
             ("help", _) => self.overlay = Some(Overlay::Help),
+            ("check", _) => {
+                if self.checker.is_none() {
+                    fail(self, "no repo to check".into());
+                } else {
+                    self.run_check();
+                    self.status = Some(match &self.check.findings {
+                        Some(Ok(f)) => crate::checks::parity::summary(f),
+                        Some(Err(e)) => format!("the check could not run: {e}"),
+                        None => "the check did not run".into(),
+                    });
+                }
+            }
             ("", _) => {}
             _ => fail(
                 self,

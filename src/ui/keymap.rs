@@ -273,6 +273,7 @@ impl Default for Keymaps {
         home.bind(Key::plain('e'), Action::NextEnv);
         home.bind(Key::plain('o'), Action::Observe);
         home.bind(Key::plain('l'), Action::Live);
+        home.bind(Key::plain('x'), Action::NextStep);
 
         let mut run = Keymap::default();
         common(&mut run);
@@ -292,6 +293,7 @@ impl Default for Keymaps {
         live.bind(Key::plain('q'), Action::Quit);
         live.bind(Key::code(C::Esc), Action::Back);
         live.bind(Key::plain('l'), Action::Live);
+        live.bind(Key::plain('x'), Action::NextStep);
         live.bind(Key::plain('?'), Action::Help);
         live.bind(Key::plain(':'), Action::CommandLine);
         live.bind(Key::plain('k'), Action::Up);

@@ -21,6 +21,7 @@ pub enum LiveKind {
     Rollout,
     Nodes,
     Vpn,
+    Etcd,
 }
 
 /// A kube pane is stale when its environment's watcher has said nothing for this long. The
@@ -33,12 +34,13 @@ pub const STALE_AFTER_MS: u64 = 30_000;
 pub const VPN_STALE_AFTER_MS: u64 = 90_000;
 
 impl LiveKind {
-    pub const ALL: [LiveKind; 5] = [
+    pub const ALL: [LiveKind; 6] = [
         LiveKind::Vip,
         LiveKind::Agents,
         LiveKind::Rollout,
         LiveKind::Nodes,
         LiveKind::Vpn,
+        LiveKind::Etcd,
     ];
 
     pub fn of(feed: &Feed) -> LiveKind {
@@ -48,17 +50,19 @@ impl LiveKind {
             Feed::Rollout(_) => LiveKind::Rollout,
             Feed::Nodes(_) => LiveKind::Nodes,
             Feed::Vpn(_) => LiveKind::Vpn,
+            Feed::Etcd(_) => LiveKind::Etcd,
         }
     }
 
     /// The kinds one environment's kube watcher sends.
     pub fn is_kube(self) -> bool {
-        self != LiveKind::Vpn
+        !matches!(self, LiveKind::Vpn | LiveKind::Etcd)
     }
 
     pub fn stale_after_ms(self) -> u64 {
         match self {
-            LiveKind::Vpn => VPN_STALE_AFTER_MS,
+            // Both polled over SSH, every look sent.
+            LiveKind::Vpn | LiveKind::Etcd => VPN_STALE_AFTER_MS,
             _ => STALE_AFTER_MS,
         }
     }
@@ -197,6 +201,86 @@ impl LiveState {
             }),
         }
     }
+}
+
+impl LiveState {
+    /// The latest feed of `kind` for `env` (the VPN look: the one covering `env`).
+    pub fn latest(&self, env: &str, kind: LiveKind) -> Option<&Feed> {
+        let e = match kind {
+            LiveKind::Vpn => self.vpn_entry(env),
+            k => self.entry(env, k),
+        };
+        e.map(|e| &e.latest.feed)
+    }
+
+    /// Every verdict the all-environments strip judges `env` by: the latest look of each
+    /// kind (the VPN look's gateways of `env`, and its cross-environment verdicts, which
+    /// concern every environment and are counted with each).
+    pub fn env_verdicts(&self, env: &str) -> Vec<Verdict> {
+        let mut out = Vec::new();
+        for kind in LiveKind::ALL {
+            match self.latest(env, kind) {
+                Some(Feed::Vpn(look)) => out.extend(
+                    EnvVpn::of(look, env)
+                        .verdicts()
+                        .into_iter()
+                        .map(|v| Verdict {
+                            env: env.to_string(),
+                            ..v.clone()
+                        }),
+                ),
+                Some(f) => out.extend(f.verdicts()),
+                None => {}
+            }
+        }
+        out
+    }
+
+    /// The summary's inputs for `env` (the parity findings are the caller's).
+    pub fn summary_input<'a>(
+        &'a self,
+        env: &'a str,
+        protected: bool,
+    ) -> crate::observe::summary::EnvInput<'a> {
+        crate::observe::summary::EnvInput {
+            env,
+            protected,
+            verdicts: self.env_verdicts(env),
+            agents: match self.latest(env, LiveKind::Agents) {
+                Some(Feed::Agents(a)) => Some(a),
+                _ => None,
+            },
+            rollout: match self.latest(env, LiveKind::Rollout) {
+                Some(Feed::Rollout(r)) => Some(r),
+                _ => None,
+            },
+            parity: None,
+        }
+    }
+}
+
+/// The all-environments strip from what the live sources last sent: `envs` are (name,
+/// protected) in hk-console.yaml's order; `parity`, the static check's findings when it ran.
+pub fn summary(
+    live: &LiveState,
+    envs: &[(String, bool)],
+    parity: Option<&[crate::checks::parity::Finding]>,
+    runbooks: &[&crate::runbook::schema::Runbook],
+    objects: &crate::observe::summary::Objects,
+) -> crate::observe::summary::Summary {
+    let inputs: Vec<_> = envs
+        .iter()
+        .map(|(name, protected)| {
+            let mut input = live.summary_input(name, *protected);
+            input.parity = parity.map(|fs| {
+                fs.iter()
+                    .filter(|f| f.env.as_deref().is_none_or(|e| e == name))
+                    .collect()
+            });
+            input
+        })
+        .collect();
+    crate::observe::summary::summarize(&inputs, runbooks, objects)
 }
 
 /// One update as shown at some moment.
@@ -365,5 +449,56 @@ mod tests {
         ];
         assert_eq!(worst_of(&vs), Some(Severity::Unknown));
         assert_eq!(worst_of(&[]), None);
+    }
+    #[test]
+    fn env_verdicts_gather_every_kind_and_narrow_the_vpn_look() {
+        let mut st = LiveState::default();
+        st.apply(nodes(
+            "prod",
+            1,
+            vec![verdict(Rule::NodeReady, Severity::Critical)],
+        ));
+        st.apply(nodes(
+            "dev",
+            1,
+            vec![verdict(Rule::NodeReady, Severity::Ok)],
+        ));
+        let gw = |env: &str, sev| GatewayPane {
+            env: env.into(),
+            host: format!("gw-{env}"),
+            active_state: None,
+            tunnel_exit: None,
+            direct_exit: None,
+            server: None,
+            tunnel_addr: None,
+            connects: vec![],
+            connect_period_ms: None,
+            verdicts: vec![Verdict {
+                env: env.into(),
+                ..verdict(Rule::VpnService, sev)
+            }],
+        };
+        st.apply(Update {
+            env: ALL_ENVS.into(),
+            at: Timestamp(2),
+            feed: Feed::Vpn(VpnLook {
+                gateways: vec![gw("dev", Severity::Ok), gw("prod", Severity::Warn)],
+                across: vec![verdict(Rule::VpnEvictionLoop, Severity::Critical)],
+            }),
+        });
+        let prod = st.env_verdicts("prod");
+        let rules: Vec<(Rule, Severity)> = prod.iter().map(|v| (v.rule, v.severity)).collect();
+        assert_eq!(
+            rules,
+            vec![
+                (Rule::NodeReady, Severity::Critical),
+                (Rule::VpnService, Severity::Warn),
+                (Rule::VpnEvictionLoop, Severity::Critical),
+            ]
+        );
+        assert!(prod.iter().all(|v| v.env == "prod"), "{prod:#?}");
+        let input = st.summary_input("dev", false);
+        assert_eq!(input.verdicts.len(), 3);
+        assert!(input.agents.is_none() && input.parity.is_none());
     }
 }

@@ -82,6 +82,12 @@ pub struct UiOptions {
     /// The simulation's fault injector (`hk-console demo` only): `:fault` works with it and
     /// is refused without it.
     pub faults: Option<Arc<dyn FaultSink>>,
+    /// The environments hk-console.yaml marks `protected: true` (their names in the header
+    /// and on the strip are in the warning colour).
+    pub protected: Vec<String>,
+    /// Runs the static parity check on the repo (at start and on `:check`); `None`: there
+    /// is no repo to check.
+    pub checker: Option<app::Checker>,
 }
 
 /// How the console ended.
@@ -154,6 +160,9 @@ pub async fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
         faults: opts.faults,
     };
     let mut app = build_app(parts, opts.capabilities, &opts.start);
+    app.protected = opts.protected;
+    app.checker = opts.checker;
+    app.run_check();
     if !opts.notices.is_empty() {
         for n in &opts.notices {
             tracing::warn!(notice = %n, "console setup");

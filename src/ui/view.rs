@@ -31,16 +31,34 @@ pub fn draw(f: &mut Frame, app: &App) {
     } else {
         0
     };
-    let [banner_area, title_area, body, strip_area, status_area] = Layout::vertical([
+    // Every environment, one line each, worst first (the strip's own env is the 5 lines
+    // below): on every screen that has room.
+    let summary = app.summary();
+    let all_view = panes::strip::StripView {
+        summary: &summary,
+        expanded: None,
+    };
+    let all = if area.height >= FULL_STRIP_MIN_HEIGHT {
+        panes::strip::height(&all_view, 4)
+    } else if area.height >= 14 {
+        panes::strip::height(&all_view, 2)
+    } else {
+        0
+    };
+    let [banner_area, title_area, body, all_area, strip_area, status_area] = Layout::vertical([
         Constraint::Length(banner),
         Constraint::Length(1),
         Constraint::Min(1),
+        Constraint::Length(all),
         Constraint::Length(strip),
         Constraint::Length(1),
     ])
     .areas(area);
 
-    draw_title(f, title_area, app);
+    draw_title(f, title_area, app, &summary);
+    if all > 0 {
+        panes::strip::draw(f, all_area, &all_view, &app.theme);
+    }
     match app.screen {
         Screen::Home => panes::home::draw(f, body, app),
         Screen::Run => panes::run::draw(f, body, app),
@@ -85,11 +103,21 @@ fn scrub(buf: &mut ratatui::buffer::Buffer) {
     }
 }
 
-fn draw_title(f: &mut Frame, area: Rect, app: &App) {
+fn draw_title(f: &mut Frame, area: Rect, app: &App, summary: &crate::observe::summary::Summary) {
     let t = &app.theme;
     let mut spans = vec![Span::styled(" hk-console ", t.title())];
+    // A critical verdict anywhere turns the header red, naming the environment.
+    if let Some(alert) = panes::strip::header_alert(summary) {
+        spans.push(Span::styled(format!("{alert} "), t.critical()));
+    }
     if let Some(env) = &app.current_env {
-        spans.push(Span::styled(format!("env {env} "), t.text()));
+        spans.push(Span::styled("env ", t.text()));
+        let st = if app.protected.contains(env) {
+            t.warn()
+        } else {
+            t.text()
+        };
+        spans.push(Span::styled(format!("{env} "), st));
     }
     match app.screen {
         Screen::Home => spans.push(Span::styled("· home", t.muted())),

@@ -101,7 +101,7 @@ pub struct StripLine {
 
 /// The strip lines of the current environment at `app.now`.
 pub fn strip_lines(app: &App) -> Vec<StripLine> {
-    let env = app.current_env.as_deref().unwrap_or_default();
+    let env = app.strip_env().unwrap_or_default();
     StripPane::ALL
         .iter()
         .map(|p| strip_line(app, env, *p))
@@ -617,7 +617,7 @@ fn spans(l: &StripLine, t: &Theme) -> Vec<Span<'static>> {
 /// The full strip: a rule with the environment, then one line per pane.
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let t = &app.theme;
-    let env = app.current_env.as_deref().unwrap_or("no environment");
+    let env = app.strip_env().unwrap_or("no environment");
     let lines: Vec<Line> = strip_lines(app)
         .iter()
         .map(|l| Line::from(spans(l, t)))

@@ -30,6 +30,9 @@ use super::live::{glyph, style};
 
 type Lines = Vec<Line<'static>>;
 
+/// The etcd member table's width on this screen (every column; the screen scrolls).
+const ETCD_TABLE_WIDTH: usize = 100;
+
 /// The screen's text width inside its border, for a frame `width` wide.
 fn inner_width(width: u16) -> usize {
     usize::from(width.saturating_sub(2)).max(20)
@@ -82,11 +85,12 @@ pub fn lines(app: &App, width: usize) -> Lines {
         )));
         return out;
     }
-    let sections: [(&str, LiveKind); 5] = [
+    let sections: [(&str, LiveKind); 6] = [
         ("VIP lease", LiveKind::Vip),
         ("Agent env", LiveKind::Agents),
         ("Rollout (cilium DaemonSet)", LiveKind::Rollout),
         ("Nodes", LiveKind::Nodes),
+        ("etcd", LiveKind::Etcd),
         ("VPN egress", LiveKind::Vpn),
     ];
     for (i, (title, kind)) in sections.into_iter().enumerate() {
@@ -192,6 +196,7 @@ fn feed_verdicts<'a>(feed: &'a Feed, env: &str) -> Vec<&'a Verdict> {
         Feed::Rollout(p) => p.verdicts.iter().collect(),
         Feed::Nodes(p) => p.verdicts.iter().collect(),
         Feed::Vpn(look) => EnvVpn::of(look, env).verdicts(),
+        Feed::Etcd(p) => p.verdicts.iter().collect(),
     }
 }
 
@@ -202,6 +207,8 @@ fn body(feed: &Feed, env: &str, t: &Theme) -> Lines {
         Feed::Rollout(p) => rollout_body(p, t),
         Feed::Nodes(p) => nodes_body(p, t),
         Feed::Vpn(look) => vpn_body(&EnvVpn::of(look, env), env, t),
+        // The member table only: the verdicts follow as every section's do.
+        Feed::Etcd(p) => super::etcd::table(p, ETCD_TABLE_WIDTH, t),
     }
 }
 

@@ -1,11 +1,17 @@
 //! One file per pane; each draws from `&App` into its area and does nothing else.
 pub mod banner;
+pub mod check;
+pub mod etcd;
+pub mod fit;
 pub mod home;
 pub mod live;
 pub mod live_screen;
+pub mod look;
 pub mod overlay;
 pub mod resume;
 pub mod run;
+pub mod strip;
+pub mod timeline;
 
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 

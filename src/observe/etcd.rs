@@ -1,0 +1,533 @@
+//! The etcd pane, looked at over SSH: every k3s server of the chosen environments (the
+//! members of its embedded etcd), one read-only look each, judged by `checks::live::etcd`.
+//!
+//! Owns: which hosts are members (the environment's `servers` group from hk-console.yaml),
+//! what to read on each (the member's metrics URL, hostvar `etcd_metrics_url`, default
+//! k3s's own `http://127.0.0.1:2381/metrics`; and `/proc/pressure/io`), the two read-only
+//! commands sent (see [`Commands`], every word shell-quoted), their output turned into an
+//! [`EtcdMemberObs`], the one-shot [`EtcdProbe::look`] and the poller [`spawn_etcd_poll`].
+//!
+//! Why SSH: the API server does not say which member leads, nor how long each member's WAL
+//! fsyncs take; k3s serves etcd's metrics on each server's loopback only, and IO pressure
+//! is a kernel file. Both are read-only reads.
+//!
+//! Must not: judge (the rules are `checks::live::etcd`, the parsers `parse_etcd_metrics` /
+//! `parse_psi`), run anything but its two read-only commands (only an `Executor<ReadOnly>`
+//! is held), or panic on a host that cannot be reached (a [`Look::CouldNotLook`] naming it).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::checks::live::{self, EtcdMemberObs, EtcdPane, EtcdPolicy, Look, Timestamp};
+use crate::exec::settings::{SshConfig, SshDefaults};
+use crate::exec::{
+    self, AnsibleRunner, Classified, CommandOutput, Executor, ReadOnly, RunOptions, SshOptions,
+    SshPool, StepOutcome,
+};
+use crate::repo::resolve::Resolved;
+use crate::repo::Repo;
+use crate::runbook::plan::{Expect, PlannedStep, StepKind};
+
+use super::vpn::remote_command;
+
+/// The hostvar naming a server's etcd metrics URL.
+pub const VAR_METRICS_URL: &str = "etcd_metrics_url";
+/// k3s's default: etcd's metrics listener on the server's loopback.
+pub const DEFAULT_METRICS_URL: &str = "http://127.0.0.1:2381/metrics";
+/// The kernel's IO pressure file.
+pub const PSI_FILE: &str = "/proc/pressure/io";
+
+/// The two read-only commands of one member's look, as argv.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commands {
+    /// `curl -sS --max-time N URL`
+    pub metrics: Vec<String>,
+    /// `cat /proc/pressure/io`
+    pub psi: Vec<String>,
+}
+
+impl Commands {
+    pub fn new(metrics_url: &str, max_time: Duration) -> Self {
+        let max_time = max_time.as_secs().max(1).to_string();
+        Commands {
+            metrics: ["curl", "-sS", "--max-time", &max_time, metrics_url]
+                .map(str::to_string)
+                .to_vec(),
+            psi: vec!["cat".to_string(), PSI_FILE.to_string()],
+        }
+    }
+}
+
+/// One member to look at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberSpec {
+    pub env: String,
+    pub host: String,
+    pub address: String,
+    /// The metrics URL, or why it cannot be worked out (a could-not-look for the metrics).
+    pub metrics_url: Result<String, String>,
+}
+
+/// The metrics URL of `host`: its rendered `etcd_metrics_url`, the k3s default where the
+/// repo defines none. A value that cannot be rendered, is no string or no http(s) URL is an
+/// error naming the host and the variable, never the default in disguise.
+pub fn metrics_url(repo: &Repo, host: &str) -> Result<String, String> {
+    let url = match repo.resolve_var(host, VAR_METRICS_URL) {
+        None => return Ok(DEFAULT_METRICS_URL.to_string()),
+        Some(Resolved::Value(serde_json::Value::String(s))) => s,
+        Some(Resolved::Value(other)) => {
+            return Err(format!(
+                "{host}: `{VAR_METRICS_URL}` is {other}, expected a string"
+            ))
+        }
+        Some(Resolved::Unrenderable { reason }) => {
+            return Err(format!(
+                "{host}: `{VAR_METRICS_URL}` cannot be rendered: {reason}"
+            ))
+        }
+    };
+    let ok_scheme = url.starts_with("http://") || url.starts_with("https://");
+    if !ok_scheme || url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!(
+            "{host}: `{VAR_METRICS_URL}` is {url:?}, expected an http(s):// URL"
+        ));
+    }
+    Ok(url)
+}
+
+/// The members of `env`: its servers, in inventory order.
+pub fn members(repo: &Repo, env: &str) -> Result<Vec<MemberSpec>, String> {
+    let e = repo.environment(env).ok_or_else(|| {
+        format!(
+            "no environment `{env}` in hk-console.yaml (known: {})",
+            repo.environment_names().join(", ")
+        )
+    })?;
+    if e.servers.is_empty() {
+        return Err(format!(
+            "{env} has no servers (group `{}` is empty): no etcd member to look at",
+            e.servers_group
+        ));
+    }
+    Ok(e.servers
+        .iter()
+        .map(|s| MemberSpec {
+            env: env.to_string(),
+            host: s.name.clone(),
+            address: s.address.clone(),
+            metrics_url: metrics_url(repo, &s.name),
+        })
+        .collect())
+}
+
+/// The servers' SSH side: a read-only executor (one connection per host, reused across
+/// looks) and the hosts whose connection settings could not be worked out.
+pub struct EtcdProbe {
+    exec: Arc<Executor<ReadOnly>>,
+    unreachable: BTreeMap<String, String>,
+    pub policy: EtcdPolicy,
+    /// `curl --max-time`.
+    pub curl_max_time: Duration,
+    /// How long one command may take before it is stopped.
+    pub command_timeout: Duration,
+}
+
+impl std::fmt::Debug for EtcdProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdProbe")
+            .field("unreachable", &self.unreachable)
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+impl EtcdProbe {
+    /// A pool for every server of the repo, connecting as the console does (the same
+    /// settings path as the VPN look: hostvars, then `~/.ssh/config`).
+    pub fn for_repo(repo: &Repo, ssh: SshOptions) -> Self {
+        let defaults = SshDefaults::from_env();
+        match crate::context::load_ssh_config(&defaults) {
+            Ok(config) => Self::for_repo_with(repo, ssh, &config, &defaults),
+            Err(e) => {
+                let mut p = Self::for_repo_with(repo, ssh, &SshConfig::empty(), &defaults);
+                for host in all_servers(repo) {
+                    p.unreachable.insert(host.clone(), format!("{host}: {e}"));
+                }
+                p
+            }
+        }
+    }
+
+    /// [`EtcdProbe::for_repo`] with `~/.ssh/config` and the user/home defaults given.
+    pub fn for_repo_with(
+        repo: &Repo,
+        ssh: SshOptions,
+        ssh_config: &SshConfig,
+        defaults: &SshDefaults,
+    ) -> Self {
+        let pool = Arc::new(SshPool::new(ssh));
+        let mut unreachable = BTreeMap::new();
+        for host in all_servers(repo) {
+            match crate::context::connect_settings_with(repo, &host, ssh_config, defaults) {
+                Ok(s) => pool.add_host(s),
+                Err(e) => {
+                    unreachable.insert(host, e.to_string());
+                }
+            }
+        }
+        let redactor = crate::repo::vault::scan_repo(repo).redactor();
+        EtcdProbe {
+            exec: Arc::new(Executor::read_only(
+                pool,
+                AnsibleRunner::from_env(),
+                redactor,
+            )),
+            unreachable,
+            policy: EtcdPolicy::default(),
+            curl_max_time: Duration::from_secs(5),
+            command_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// How many times a connection to `host` was opened (1 = reused ever since).
+    pub fn connects(&self, host: &str) -> usize {
+        self.exec.ssh().connects(host)
+    }
+
+    /// One read-only command on `host`, the path a runbook `ssh` step with `mutates: false`
+    /// takes (classified, then `Executor::run`).
+    async fn run(
+        &self,
+        host: &str,
+        argv: &[String],
+        cancel: &CancellationToken,
+    ) -> Result<CommandOutput, String> {
+        let step = PlannedStep {
+            n: 0,
+            id: "etcd-look".into(),
+            kind: StepKind::Ssh,
+            host: Some(host.to_string()),
+            mutates: false,
+            gate: None,
+            command: Some(vec!["ssh".into(), host.to_string(), remote_command(argv)]),
+            expect: Some(Expect {
+                timeout_s: Some(self.command_timeout.as_secs().max(1)),
+                ..Expect::default()
+            }),
+            title: format!("etcd: {}", argv.join(" ")),
+            cwd: None,
+            source: None,
+            blast_radius: None,
+        };
+        let Classified::ReadOnly(step) = exec::classify(&step).map_err(|e| e.to_string())? else {
+            return Err(format!("{host}: `{}` is not read-only", argv.join(" ")));
+        };
+        let opts = RunOptions {
+            cancel: cancel.clone(),
+            ..RunOptions::default()
+        };
+        match self.exec.run(&step, &opts).await {
+            Ok(StepOutcome::Ssh(out)) => Ok(out),
+            Ok(StepOutcome::Ansible { .. }) => Err(format!("{host}: not an SSH outcome")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Everything seen on one member. Never fails: what could not be seen is a
+    /// could-not-look naming the host.
+    pub async fn observe(&self, spec: &MemberSpec, cancel: &CancellationToken) -> EtcdMemberObs {
+        let host = spec.host.as_str();
+        let unseen = |why: String| EtcdMemberObs {
+            host: spec.host.clone(),
+            address: spec.address.clone(),
+            metrics: Look::could_not(why.clone()),
+            io_pressure: Look::could_not(why),
+        };
+        let connected = match self.unreachable.get(host) {
+            Some(why) => Err(why.clone()),
+            None => tokio::select! {
+                r = self.exec.ssh().connect(host) => r.map_err(|e| e.to_string()),
+                _ = cancel.cancelled() => Err(format!("{host}: look cancelled")),
+            },
+        };
+        if let Err(why) = connected {
+            return unseen(why);
+        }
+        let psi_cmd = Commands::new(DEFAULT_METRICS_URL, self.curl_max_time).psi;
+        let metrics = async {
+            match &spec.metrics_url {
+                Err(why) => Look::could_not(why.clone()),
+                Ok(url) => {
+                    let argv = Commands::new(url, self.curl_max_time).metrics;
+                    metrics_look(host, &argv, self.run(host, &argv, cancel).await)
+                }
+            }
+        };
+        let psi = async { psi_look(host, &psi_cmd, self.run(host, &psi_cmd, cancel).await) };
+        let (metrics, io_pressure) = tokio::join!(metrics, psi);
+        EtcdMemberObs {
+            host: spec.host.clone(),
+            address: spec.address.clone(),
+            metrics,
+            io_pressure,
+        }
+    }
+
+    /// One look at every member of `env`, concurrently, judged. Returns the pane and the
+    /// clock time it was judged at.
+    pub async fn look(
+        &self,
+        repo: &Repo,
+        env: &str,
+        cancel: &CancellationToken,
+    ) -> (EtcdPane, Timestamp) {
+        let specs = match members(repo, env) {
+            Ok(s) => s,
+            Err(why) => {
+                let mut pane = live::etcd(env, &[], &self.policy);
+                pane.verdicts.push(live::Verdict {
+                    pane: live::Pane::Etcd,
+                    rule: live::Rule::CouldNotLook,
+                    severity: live::Severity::Unknown,
+                    env: env.to_string(),
+                    subject: env.to_string(),
+                    message: format!("could not look: {why}"),
+                });
+                return (pane, crate::journal::now());
+            }
+        };
+        let looks = specs.iter().map(|s| self.observe(s, cancel));
+        let observed = futures::future::join_all(looks).await;
+        let now = crate::journal::now();
+        (live::etcd(env, &observed, &self.policy), now)
+    }
+}
+
+/// Every server of every environment of the repo (each once).
+fn all_servers(repo: &Repo) -> Vec<String> {
+    let mut hosts: Vec<String> = repo
+        .environments
+        .iter()
+        .flat_map(|e| e.servers.iter().map(|h| h.name.clone()))
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}
+
+/// The first line of stderr, bounded.
+fn stderr_line(out: &CommandOutput) -> String {
+    let line = out
+        .stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("no error output");
+    line.chars().take(200).collect()
+}
+
+fn failed(host: &str, argv: &[String], out: &CommandOutput) -> String {
+    let how = match (&out.exit_status, &out.exit_signal) {
+        (_, Some(sig)) => format!("ended by signal {sig}"),
+        (Some(code), None) => format!("exited {code}"),
+        (None, None) => "reported no exit status".to_string(),
+    };
+    format!("{host}: `{}` {how}: {}", argv.join(" "), stderr_line(out))
+}
+
+/// `curl URL` for the member's metrics: exit 0 with etcd's metrics = seen; anything else
+/// (curl's error, a body that is no etcd metrics, output cut at the cap) = could not look,
+/// naming the host and the command.
+pub fn metrics_look(
+    host: &str,
+    argv: &[String],
+    result: Result<CommandOutput, String>,
+) -> Look<live::EtcdMetrics> {
+    let out = match result {
+        Ok(out) => out,
+        Err(why) => return Look::could_not(why),
+    };
+    if out.exit_status != Some(0) || out.exit_signal.is_some() {
+        return Look::could_not(failed(host, argv, &out));
+    }
+    if out.stdout_truncated {
+        return Look::could_not(format!(
+            "{host}: `{}` printed more than the SSH output cap",
+            argv.join(" ")
+        ));
+    }
+    match live::parse_etcd_metrics(&out.stdout) {
+        Ok(m) => Look::seen(m),
+        Err(e) => Look::could_not(format!("{host}: `{}`: {e}", argv.join(" "))),
+    }
+}
+
+/// `cat /proc/pressure/io`: exit 0 with PSI text = seen; a kernel without PSI (no such
+/// file) or any other failure = could not look, naming the host.
+pub fn psi_look(
+    host: &str,
+    argv: &[String],
+    result: Result<CommandOutput, String>,
+) -> Look<live::IoPressure> {
+    let out = match result {
+        Ok(out) => out,
+        Err(why) => return Look::could_not(why),
+    };
+    if out.exit_status != Some(0) || out.exit_signal.is_some() {
+        return Look::could_not(failed(host, argv, &out));
+    }
+    match live::parse_psi(&out.stdout) {
+        Ok(p) => Look::seen(p),
+        Err(e) => Look::could_not(format!("{host}: {PSI_FILE}: {e}")),
+    }
+}
+
+/// Looks at every environment of `envs` every `period` (start to start) and sends each
+/// pane through `wrap` on `tx`. Stops when `cancel` trips or the receiver is gone.
+pub fn spawn_etcd_poll<T, F>(
+    repo: Arc<Repo>,
+    envs: Vec<String>,
+    probe: Arc<EtcdProbe>,
+    period: Duration,
+    tx: mpsc::Sender<T>,
+    wrap: F,
+    cancel: CancellationToken,
+) -> JoinHandle<()>
+where
+    T: Send + 'static,
+    F: Fn(EtcdPane, Timestamp) -> T + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period.max(Duration::from_millis(100)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = cancel.cancelled() => return,
+            }
+            let looks = envs.iter().map(|e| probe.look(&repo, e, &cancel));
+            let panes = futures::future::join_all(looks).await;
+            if cancel.is_cancelled() {
+                return;
+            }
+            for (pane, at) in panes {
+                tokio::select! {
+                    r = tx.send(wrap(pane, at)) => if r.is_err() { return },
+                    _ = cancel.cancelled() => return,
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(code: Option<u32>, stdout: &str, stderr: &str) -> CommandOutput {
+        CommandOutput {
+            exit_status: code,
+            exit_signal: None,
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn the_two_commands_are_exactly_these() {
+        let c = Commands::new(DEFAULT_METRICS_URL, Duration::from_secs(5));
+        assert_eq!(
+            remote_command(&c.metrics),
+            "'curl' '-sS' '--max-time' '5' 'http://127.0.0.1:2381/metrics'"
+        );
+        assert_eq!(remote_command(&c.psi), "'cat' '/proc/pressure/io'");
+    }
+
+    #[test]
+    fn failures_are_could_not_look_naming_the_host() {
+        let a = vec!["curl".to_string()];
+        let Look::CouldNotLook { reason } = metrics_look(
+            "k3s-prod-1",
+            &a,
+            Ok(out(
+                Some(7),
+                "",
+                "curl: (7) Failed to connect to 127.0.0.1 port 2381\n",
+            )),
+        ) else {
+            panic!("a refused connection is no metrics");
+        };
+        assert!(
+            reason.starts_with("k3s-prod-1: `curl` exited 7"),
+            "{reason}"
+        );
+        let Look::CouldNotLook { reason } =
+            metrics_look("k3s-prod-1", &a, Ok(out(Some(0), "<html>", "")))
+        else {
+            panic!("a page that is not etcd's is no metrics");
+        };
+        assert!(reason.contains("not an etcd member"), "{reason}");
+        assert!(matches!(
+            metrics_look("h", &a, Ok(out(Some(0), "etcd_server_is_leader 0\n", ""))),
+            Look::Seen { .. }
+        ));
+        let c = vec!["cat".to_string()];
+        let Look::CouldNotLook { reason } = psi_look(
+            "k3s-dev-1",
+            &c,
+            Ok(out(
+                Some(1),
+                "",
+                "cat: /proc/pressure/io: No such file or directory\n",
+            )),
+        ) else {
+            panic!("no PSI file");
+        };
+        assert!(reason.contains("k3s-dev-1"), "{reason}");
+        assert!(matches!(
+            psi_look(
+                "h",
+                &c,
+                Ok(out(
+                    Some(0),
+                    "some avg10=0.10 avg60=0.10 avg300=0.10 total=1\n",
+                    ""
+                ))
+            ),
+            Look::Seen { .. }
+        ));
+    }
+
+    /// The simulated servers answer the same two commands: their metrics parse, and a
+    /// starved disk shows in both the PSI and the WAL fsync tail.
+    #[test]
+    fn the_simulated_servers_answer_the_probe() {
+        use crate::sim::node::{Clock, NodeState, Psi};
+        let mut calm = NodeState::new("k3s-prod-1", Clock::fixed(1_800_000_000_000));
+        calm.etcd_leader = true;
+        let m = live::parse_etcd_metrics(&calm.etcd_metrics()).expect("metrics");
+        assert!(m.is_leader);
+        assert_eq!(m.db_size_bytes, Some(25_165_824));
+        let calm_p99 = m.wal_fsync_p99_ms.expect("p99");
+        assert!(calm_p99 <= 10.0, "{calm_p99}");
+        let psi = calm.read_file(PSI_FILE).expect("psi file");
+        assert!(live::parse_psi(&psi).expect("psi").some_avg10 < 1.0);
+
+        let mut starved = NodeState::new("k3s-prod-1", Clock::fixed(1_800_000_000_000));
+        starved.io_pressure = Psi::stalled(11.36, 5.68);
+        let m = live::parse_etcd_metrics(&starved.etcd_metrics()).expect("metrics");
+        assert!(!m.is_leader);
+        let p99 = m.wal_fsync_p99_ms.expect("p99");
+        assert!(p99 > EtcdPolicy::default().fsync_critical_ms, "{p99}");
+        let psi = live::parse_psi(&starved.read_file(PSI_FILE).expect("psi")).expect("psi");
+        assert_eq!(psi.some_avg10, 11.36);
+    }
+}

@@ -1,0 +1,139 @@
+//! The etcd pane and the looks, through hk-console's REAL clients against the demo's
+//! simulated homelab: the probe over SSH to every server (its metrics listener and
+//! /proc/pressure/io), and the read-only kube looks at a stuck pod.
+
+use std::time::Duration;
+
+use hk_console::checks::live::{Rule, Severity};
+use hk_console::cluster::{client, kube_target, KubeOverrides};
+use hk_console::exec::settings::{SshConfig, SshDefaults};
+use hk_console::observe::etcd::EtcdProbe;
+use hk_console::sim::demo;
+use tokio_util::sync::CancellationToken;
+
+async fn start(name: &str) -> (tempfile::TempDir, demo::Demo) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = demo::start(name, dir.path())
+        .await
+        .unwrap_or_else(|e| panic!("demo {name}: {e}"));
+    (dir, d)
+}
+
+fn probe(d: &demo::Demo) -> EtcdProbe {
+    EtcdProbe::for_repo_with(
+        &d.repo,
+        d.ssh_options(),
+        &SshConfig::empty(),
+        &SshDefaults::from_env(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_etcd_has_one_leader_per_environment_and_calm_disks() {
+    let (_dir, d) = start("healthy").await;
+    let p = probe(&d);
+    let cancel = CancellationToken::new();
+    for env in ["dev", "prod"] {
+        let started = std::time::Instant::now();
+        let (pane, _) = p.look(&d.repo, env, &cancel).await;
+        eprintln!("{env}: etcd look over 3 servers in {:?}", started.elapsed());
+        assert_eq!(pane.members.len(), 3, "{pane:#?}");
+        let founder = d.repo.environment(env).expect("env").servers[0]
+            .name
+            .clone();
+        assert_eq!(pane.leader.as_deref(), Some(founder.as_str()), "{pane:#?}");
+        for v in &pane.verdicts {
+            assert_eq!(v.severity, Severity::Ok, "{env}: {v}");
+        }
+        for m in &pane.members {
+            let metrics = m.metrics.as_ref().expect("metrics seen");
+            assert_eq!(metrics.db_size_bytes, Some(25_165_824));
+            assert!(m.io_pressure.expect("psi seen").some_avg10 < 1.0);
+        }
+        // One connection per server, reused by both commands.
+        for m in &pane.members {
+            assert_eq!(p.connects(&m.host), 1, "{}", m.host);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_io_starvation_lights_the_pane_on_prod_only() {
+    let (_dir, d) = start("etcd-io-starvation").await;
+    let p = probe(&d);
+    let cancel = CancellationToken::new();
+    let (prod, _) = p.look(&d.repo, "prod", &cancel).await;
+    let starving: Vec<_> = prod
+        .verdicts
+        .iter()
+        .filter(|v| v.rule == Rule::EtcdIoPressure && v.severity == Severity::Critical)
+        .collect();
+    assert!(!starving.is_empty(), "{:#?}", prod.verdicts);
+    for v in &starving {
+        assert!(v.message.contains("11.36"), "{v}");
+        assert!(v.message.contains("starvation"), "{v}");
+    }
+    assert!(
+        prod.verdicts
+            .iter()
+            .any(|v| v.rule == Rule::EtcdMember && v.severity == Severity::Critical),
+        "the WAL fsync tail follows the pressure: {:#?}",
+        prod.verdicts
+    );
+    let (dev, _) = p.look(&d.repo, "dev", &cancel).await;
+    assert!(
+        dev.verdicts.iter().all(|v| v.severity == Severity::Ok),
+        "{:#?}",
+        dev.verdicts
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_k3s_is_down_is_could_not_look_naming_it() {
+    let (_dir, d) = start("healthy").await;
+    let p = probe(&d);
+    // An environment the repo lacks: one could-not-look naming it, not a panic or a pass.
+    let (pane, _) = p.look(&d.repo, "staging", &CancellationToken::new()).await;
+    assert_eq!(pane.verdicts.len(), 1, "{:#?}", pane.verdicts);
+    assert_eq!(pane.verdicts[0].rule, Rule::CouldNotLook);
+    assert!(
+        pane.verdicts[0].message.contains("staging"),
+        "{:?}",
+        pane.verdicts[0]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stuck_pods_events_and_logs_are_one_look_away() {
+    use hk_console::observe::look::take;
+    use hk_console::observe::summary::{Look, LookKind, ObjectRef};
+    let (_dir, d) = start("rollout-stuck").await;
+    let t = kube_target(&d.repo, "prod", &KubeOverrides::default()).expect("target");
+    let c = client(&t).await.expect("client");
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(c.clone(), "kube-system");
+    let list = pods
+        .list(&kube::api::ListParams::default().labels("k8s-app=cilium"))
+        .await
+        .expect("pods");
+    let name = list.items[0].metadata.name.clone().expect("name");
+    let look = Look {
+        env: "prod".into(),
+        object: ObjectRef {
+            kind: "Pod".into(),
+            namespace: Some("kube-system".into()),
+            name: name.clone(),
+        },
+        kinds: vec![LookKind::Events, LookKind::Logs, LookKind::Describe],
+        container: Some("cilium-agent".into()),
+    };
+    for kind in [LookKind::Describe, LookKind::Events, LookKind::Logs] {
+        let r = take(&c, &look, kind, Duration::from_secs(5)).await;
+        eprintln!("{}: {:?}", r.title, r.lines);
+        assert!(r.title.contains(&name), "{}", r.title);
+        if kind == LookKind::Describe {
+            let lines = r.lines.expect("describe reads the pod");
+            assert!(lines.iter().any(|l| l.starts_with("Node:")), "{lines:?}");
+        }
+    }
+}
