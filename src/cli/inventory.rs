@@ -35,6 +35,9 @@ pub(super) fn inventory_cmd(
             f.display()
         );
     }
+    for w in inventory.warnings() {
+        errln!("warning: {w}");
+    }
     let mut unrenderable: Vec<String> = Vec::new();
     let mut output = match host {
         Some(h) => {
@@ -46,6 +49,17 @@ pub(super) fn inventory_cmd(
                     .map(|(k, v)| (k.clone(), crate::repo::vars::listing_value(v)))
                     .collect(),
             )
+        }
+        // Streamed (repo::listing::write_list): no tree of every host's variables.
+        None if !resolved => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            return match listing::write_list(&inventory, &mut out)
+                .and_then(|()| std::io::Write::flush(&mut out))
+            {
+                Ok(()) => Ok(Status::Clean),
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+                Err(e) => Err(Failure::msg(format!("cannot write to stdout: {e}"))),
+            };
         }
         None => listing::list_json(&inventory),
     };
@@ -168,4 +182,67 @@ pub(super) fn print_env(repo: &Repo, env: &Environment) {
     for p in &env.problems {
         outln!("  problem      {p}");
     }
+}
+
+/// `inventory --host H --resolved --playbook P` (logic: repo::provenance). P is relative to
+/// the repo's Ansible directory, or with `-i FILE` to the current directory.
+pub(super) fn play_vars_cmd(
+    cli: &Cli,
+    file: Option<&Path>,
+    host: Option<&str>,
+    playbook: &Path,
+) -> CmdResult {
+    let host = host.ok_or_else(|| Failure::msg("--playbook needs --host HOST"))?;
+    let (inventory, ansible_dir) = match file {
+        Some(f) => (Inventory::load(f)?, std::path::PathBuf::from(".")),
+        None => {
+            let root = repo_root(cli.repo.as_deref())?;
+            let config = Config::load(&root)?;
+            let inv = Inventory::load(&root.join(&config.inventory))?;
+            (inv, root.join(&config.ansible_dir))
+        }
+    };
+    let books = [playbook.to_string_lossy().into_owned()];
+    let view = crate::repo::provenance::play_view(
+        &inventory,
+        &ansible_dir,
+        &books,
+        host,
+        &Resolver::new(),
+    )?;
+    let mut unrenderable = Vec::new();
+    let mut out = serde_json::Map::new();
+    for (name, v) in &view.vars {
+        let value = match &v.resolved {
+            Some(Resolved::Value(r)) => r.clone(),
+            Some(Resolved::Unrenderable { reason }) => {
+                unrenderable.push(format!("{host}: {name}: cannot render: {reason}"));
+                crate::repo::vars::listing_value(&v.var)
+            }
+            None => crate::repo::vars::listing_value(&v.var),
+        };
+        let overrides: Vec<String> = v
+            .overrides
+            .iter()
+            .map(|(l, o)| format!("{l} {o}"))
+            .collect();
+        out.insert(
+            name.clone(),
+            serde_json::json!({ "value": value, "from": v.var.origin.to_string(), "layer": v.layer, "overrides": overrides }),
+        );
+    }
+    print_json(&serde_json::json!({ "host": host, "roles": view.roles, "vars": out }))?;
+    for r in &view.unknown_roles {
+        errln!("warning: role `{r}` is named by a template: its defaults and vars are not known before the play runs");
+    }
+    for u in &unrenderable {
+        errln!("warning: {u} (left unrendered)");
+    }
+    Ok(
+        if unrenderable.is_empty() && view.unknown_roles.is_empty() {
+            Status::Clean
+        } else {
+            Status::Violations
+        },
+    )
 }

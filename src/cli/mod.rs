@@ -174,6 +174,10 @@ pub enum Command {
         /// Render Jinja in the values (what cannot be rendered is reported, never guessed).
         #[arg(long)]
         resolved: bool,
+        /// With --host H --resolved: H's variables as the play of this playbook sees them
+        /// (role defaults and vars included), each with its layer and file:line.
+        #[arg(long, value_name = "PLAYBOOK", requires_all = ["host", "resolved"])]
+        playbook: Option<PathBuf>,
     },
     /// Each environment as the inventory defines it: servers, VIP, endpoint, founder.
     Envs {
@@ -514,9 +518,16 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
         }
         Some(Command::Inventory {
             inventory,
+            host,
+            playbook: Some(playbook),
+            ..
+        }) => inventory::play_vars_cmd(cli, inventory.as_deref(), host.as_deref(), playbook),
+        Some(Command::Inventory {
+            inventory,
             list,
             host,
             resolved,
+            playbook: None,
         }) => {
             inventory::inventory_cmd(cli, inventory.as_deref(), *list, host.as_deref(), *resolved)
         }
