@@ -119,7 +119,10 @@ async fn the_health_gate_halts_on_a_not_ready_node_and_passes_once_it_recovers()
     let (end, lines) = gate_wait(admin.clone(), &gate, 20).await;
     let took = t0.elapsed();
     assert!(end.is_met(), "{end}\n{lines:#?}");
-    assert!(took >= Duration::from_secs(2), "the soak was not waited: {took:?}");
+    assert!(
+        took >= Duration::from_secs(2),
+        "the soak was not waited: {took:?}"
+    );
     eprintln!("healthy gate passed after {took:?}: {end}");
 
     // Node 1 goes NotReady between hosts: the gate does not pass and says which and since when.
@@ -156,7 +159,11 @@ async fn the_health_gate_halts_on_a_not_ready_node_and_passes_once_it_recovers()
         lines.iter().any(|l| l.contains("k3s-lab-1 NotReady")),
         "the halt was said while it lasted: {lines:#?}"
     );
-    assert!(t0.elapsed() >= Duration::from_millis(3500), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(3500),
+        "{:?}",
+        t0.elapsed()
+    );
     renewer.abort();
 }
 

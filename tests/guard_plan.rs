@@ -24,7 +24,10 @@ fn parse(text: &str) -> Runbook {
     validate_text("t.yaml", text).unwrap_or_else(|d| {
         panic!(
             "{}",
-            d.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")
+            d.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
         )
     })
 }
@@ -73,7 +76,9 @@ fn etcd_io_priority_in_protected_prod_gets_a_health_gate_between_each_pair_of_ho
     let p = plan(&shipped("etcd-io-priority"), &prod(), &homelab()).expect("plans");
     let g = gates(&p);
     assert_eq!(
-        g.iter().map(|(_, c, s)| (c.as_str(), *s)).collect::<Vec<_>>(),
+        g.iter()
+            .map(|(_, c, s)| (c.as_str(), *s))
+            .collect::<Vec<_>>(),
         vec![
             (
                 "health-between-hosts k3s-prod-3 k3s-prod-1 stable_for=30 soak=60",
@@ -91,14 +96,22 @@ fn etcd_io_priority_in_protected_prod_gets_a_health_gate_between_each_pair_of_ho
         let gate = HealthGate::parse(cond).expect("a gate").expect("parses");
         let before = &p.steps[n - 2];
         let after = &p.steps[*n];
-        assert_eq!(before.host.as_deref(), Some(gate.after.as_str()), "{:#?}", hosts_in_order(&p));
+        assert_eq!(
+            before.host.as_deref(),
+            Some(gate.after.as_str()),
+            "{:#?}",
+            hosts_in_order(&p)
+        );
         assert_eq!(before.id, "read-back");
         assert_eq!(after.host.as_deref(), Some(gate.before.as_str()));
         assert_eq!(after.kind, StepKind::ListHosts);
         let step = &p.steps[n - 1];
         assert_eq!(step.kind, StepKind::KubeWait);
         assert!(!step.mutates);
-        assert!(step.gate.is_none(), "it fails by its cause, it is not answered");
+        assert!(
+            step.gate.is_none(),
+            "it fails by its cause, it is not answered"
+        );
         assert_eq!(step.expect.as_ref().and_then(|e| e.timeout_s), Some(900));
         assert!(
             step.title.contains("every node Ready") && step.title.contains("192.168.2.9"),
@@ -107,7 +120,13 @@ fn etcd_io_priority_in_protected_prod_gets_a_health_gate_between_each_pair_of_ho
         );
     }
     // No gate before the first host.
-    assert!(g[0].0 > p.steps.iter().position(|s| s.host.as_deref() == Some("k3s-prod-1")).unwrap_or(0));
+    assert!(
+        g[0].0
+            > p.steps
+                .iter()
+                .position(|s| s.host.as_deref() == Some("k3s-prod-1"))
+                .unwrap_or(0)
+    );
     // plan --json carries it like every other step, marked as the policy's.
     let json = serde_json::to_value(&p).expect("json");
     let step = &json["steps"][g[0].0 - 1];
@@ -162,7 +181,9 @@ fn an_unprotected_environment_gets_the_gate_only_where_the_runbook_declares_it()
     let p = plan(&declared, &dev(), &homelab()).expect("plans");
     let g = gates(&p);
     assert_eq!(
-        g.iter().map(|(_, c, s)| (c.as_str(), *s)).collect::<Vec<_>>(),
+        g.iter()
+            .map(|(_, c, s)| (c.as_str(), *s))
+            .collect::<Vec<_>>(),
         vec![
             (
                 "health-between-hosts k3s-dev-1 k3s-dev-2 stable_for=10 soak=120",
@@ -175,7 +196,10 @@ fn an_unprotected_environment_gets_the_gate_only_where_the_runbook_declares_it()
         ]
     );
     assert_eq!(
-        p.steps[g[0].0 - 1].expect.as_ref().and_then(|e| e.timeout_s),
+        p.steps[g[0].0 - 1]
+            .expect
+            .as_ref()
+            .and_then(|e| e.timeout_s),
         Some(600)
     );
     // In prod the declared values hold, and the policy is what requires the gate.
@@ -214,7 +238,9 @@ fn a_disrupting_step_is_preceded_by_the_look_at_what_its_node_carries() {
         .and_then(|e| e.condition.clone())
         .unwrap_or_default();
     assert_eq!(
-        NodeDisruption::parse(&cond).expect("a look").expect("parses"),
+        NodeDisruption::parse(&cond)
+            .expect("a look")
+            .expect("parses"),
         NodeDisruption {
             node: "k3s-dev-1".into()
         }
@@ -249,7 +275,9 @@ fn the_conditions_round_trip_and_malformed_ones_are_named() {
         .expect("ours")
         .expect_err("malformed");
     assert!(err.contains("stable_for=SECONDS"), "{err}");
-    assert!(NodeDisruption::parse("node-disruption").expect("ours").is_err());
+    assert!(NodeDisruption::parse("node-disruption")
+        .expect("ours")
+        .is_err());
 }
 
 #[test]

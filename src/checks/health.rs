@@ -42,7 +42,9 @@ pub struct LeaseLook {
 pub enum EtcdReady {
     Ok,
     /// The endpoint answered, not `ok`: its answer (or the error).
-    Failed { detail: String },
+    Failed {
+        detail: String,
+    },
 }
 
 /// One look at an environment's cluster, at `at`.
@@ -84,7 +86,9 @@ pub fn holder_is(identity: &str, node: &str) -> bool {
 pub fn unhealthy(topo: &EnvTopology, snap: &ClusterSnapshot) -> Vec<String> {
     let mut causes = Vec::new();
     match &snap.nodes {
-        Look::CouldNotLook { reason } => causes.push(format!("could not look at the nodes: {reason}")),
+        Look::CouldNotLook { reason } => {
+            causes.push(format!("could not look at the nodes: {reason}"))
+        }
         Look::Seen { value } => {
             for n in value {
                 let since = n
@@ -93,7 +97,9 @@ pub fn unhealthy(topo: &EnvTopology, snap: &ClusterSnapshot) -> Vec<String> {
                     .unwrap_or_default();
                 match n.ready {
                     Some(ConditionStatus::True) => {}
-                    Some(ConditionStatus::False) => causes.push(format!("{} NotReady{since}", n.name)),
+                    Some(ConditionStatus::False) => {
+                        causes.push(format!("{} NotReady{since}", n.name))
+                    }
                     Some(ConditionStatus::Unknown) => causes.push(format!(
                         "{} NotReady{since} (Ready is Unknown: the kubelet stopped posting status)",
                         n.name
@@ -127,7 +133,10 @@ pub fn unhealthy(topo: &EnvTopology, snap: &ClusterSnapshot) -> Vec<String> {
                     .map(|n| format!(" on {n}"))
                     .unwrap_or_default();
                 if !a.ready {
-                    causes.push(format!("cilium-agent {}{on} not Ready ({})", a.pod, a.phase));
+                    causes.push(format!(
+                        "cilium-agent {}{on} not Ready ({})",
+                        a.pod, a.phase
+                    ));
                 }
                 match &a.endpoint {
                     Endpoint::Vip => {}
@@ -146,8 +155,12 @@ pub fn unhealthy(topo: &EnvTopology, snap: &ClusterSnapshot) -> Vec<String> {
         }
     }
     match &snap.etcd {
-        Look::CouldNotLook { reason } => causes.push(format!("could not ask /readyz/etcd: {reason}")),
-        Look::Seen { value: EtcdReady::Ok } => {}
+        Look::CouldNotLook { reason } => {
+            causes.push(format!("could not ask /readyz/etcd: {reason}"))
+        }
+        Look::Seen {
+            value: EtcdReady::Ok,
+        } => {}
         Look::Seen {
             value: EtcdReady::Failed { detail },
         } => causes.push(format!("/readyz/etcd through the VIP is not ok: {detail}")),
@@ -156,12 +169,15 @@ pub fn unhealthy(topo: &EnvTopology, snap: &ClusterSnapshot) -> Vec<String> {
         Look::CouldNotLook { reason } => {
             causes.push(format!("could not look at the VIP lease: {reason}"))
         }
-        Look::Seen { value: None } => causes.push("the VIP lease does not exist: nothing holds the VIP".into()),
+        Look::Seen { value: None } => {
+            causes.push("the VIP lease does not exist: nothing holds the VIP".into())
+        }
         Look::Seen { value: Some(l) } => match (&l.holder, l.renew_time, l.duration_s) {
             (None, _, _) => causes.push(format!("the VIP lease {} has no holder", l.name)),
-            (Some(h), None, _) => {
-                causes.push(format!("the VIP lease {} (holder {h}) was never renewed", l.name))
-            }
+            (Some(h), None, _) => causes.push(format!(
+                "the VIP lease {} (holder {h}) was never renewed",
+                l.name
+            )),
             (Some(h), Some(renew), duration) => {
                 let age = snap.at.0.saturating_sub(renew.0);
                 let limit = duration.unwrap_or(0) * 1000;
@@ -287,11 +303,7 @@ impl GateWatch {
             ));
         }
         if waiting.is_empty() {
-            let holder = self
-                .holder
-                .as_ref()
-                .map(|(h, _)| h.as_str())
-                .unwrap_or("?");
+            let holder = self.holder.as_ref().map(|(h, _)| h.as_str()).unwrap_or("?");
             GateState::Passed {
                 summary: format!(
                     "every node Ready, every cilium-agent Ready on the VIP {}, /readyz/etcd ok, the VIP lease held by {holder} for at least {}, healthy for {}",
@@ -366,7 +378,9 @@ pub fn disruption(node: &str, topo: &EnvTopology, snap: &ClusterSnapshot) -> Dis
         Look::Seen { value } => {
             let alone: Vec<String> = value
                 .iter()
-                .filter(|a| matches!(&a.endpoint, Endpoint::NodeAddress { node: n, .. } if n == node))
+                .filter(
+                    |a| matches!(&a.endpoint, Endpoint::NodeAddress { node: n, .. } if n == node),
+                )
                 .map(|a| match &a.node {
                     Some(on) => format!("{} on {on}", a.pod),
                     None => a.pod.clone(),
@@ -592,7 +606,10 @@ mod tests {
             ]
         );
         let mut gate = GateWatch::new(0, 0);
-        assert!(matches!(gate.observe(&prod(), &s), GateState::Unhealthy { .. }));
+        assert!(matches!(
+            gate.observe(&prod(), &s),
+            GateState::Unhealthy { .. }
+        ));
     }
 
     #[test]
@@ -655,7 +672,10 @@ mod tests {
         if let Look::Seen { value: Some(l) } = &mut later.lease {
             l.renew_time = Some(Timestamp(NOON + 19_000));
         }
-        assert!(matches!(gate.observe(&topo, &later), GateState::Passed { .. }));
+        assert!(matches!(
+            gate.observe(&topo, &later),
+            GateState::Passed { .. }
+        ));
         // The holder moves between looks: stability counts again from the look that saw it.
         let mut moved = later.clone();
         moved.at = Timestamp(NOON + 25_000);
@@ -663,7 +683,10 @@ mod tests {
             l.holder = Some("k3s-prod-2".into());
             l.renew_time = Some(Timestamp(NOON + 24_500));
         }
-        assert!(matches!(gate.observe(&topo, &moved), GateState::Waiting { .. }));
+        assert!(matches!(
+            gate.observe(&topo, &moved),
+            GateState::Waiting { .. }
+        ));
     }
 
     #[test]

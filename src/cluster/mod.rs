@@ -21,6 +21,7 @@ use crate::repo::Repo;
 pub mod convert;
 pub mod flux;
 pub mod health_probe;
+pub mod lock;
 pub mod once;
 pub mod wait;
 pub mod watch;

@@ -811,11 +811,11 @@ pub async fn wait_scaled(
             .await)
         }
         Condition::NodeDisruption(look) => {
-            return Ok(
-                super::health_probe::look_before_disruption(&client, topo, settings, look, progress)
-                    .await
-                    .1,
+            return Ok(super::health_probe::look_before_disruption(
+                &client, topo, settings, look, progress,
             )
+            .await
+            .1)
         }
         _ => {}
     }

@@ -88,7 +88,9 @@ impl HealthGate {
             return None;
         }
         let bad = || {
-            format!("`{text}`: expected `{HEALTH_GATE} AFTER BEFORE stable_for=SECONDS soak=SECONDS`")
+            format!(
+                "`{text}`: expected `{HEALTH_GATE} AFTER BEFORE stable_for=SECONDS soak=SECONDS`"
+            )
         };
         let secs = |word: &str, key: &str| -> Result<u64, String> {
             word.strip_prefix(key)

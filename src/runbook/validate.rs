@@ -614,7 +614,11 @@ impl Validator {
                 );
             }
             if bh.timeout_s <= bh.soak_s {
-                let key = if raw.timeout_s.is_some() { "timeout_s" } else { "soak_s" };
+                let key = if raw.timeout_s.is_some() {
+                    "timeout_s"
+                } else {
+                    "soak_s"
+                };
                 self.push(
                     bh_at(key),
                     format!(
