@@ -335,6 +335,74 @@ impl HeldLock {
     }
 }
 
+/// A held lock kept renewed by a task (every third of its duration) while the run lives.
+/// A renewal that finds the lock lost stops renewing and says so in [`Renewer::trouble`];
+/// one that cannot reach the cluster says so too and keeps trying.
+pub struct Renewer {
+    cancel: tokio_util::sync::CancellationToken,
+    trouble: tokio::sync::watch::Receiver<Option<String>>,
+    task: tokio::task::JoinHandle<Option<HeldLock>>,
+}
+
+impl HeldLock {
+    /// Hand the lock to a renewing task.
+    pub fn keep_renewed(mut self) -> Renewer {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let (tx, trouble) = tokio::sync::watch::channel(None);
+        let every = std::time::Duration::from_millis(self.duration_s.max(1) * 1000 / 3);
+        let stop = cancel.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return Some(self),
+                    _ = tokio::time::sleep(every) => {}
+                }
+                match self.renew().await {
+                    Ok(()) => {
+                        tx.send_replace(None);
+                    }
+                    Err(e @ LockError::Lost { .. }) => {
+                        tx.send_replace(Some(e.to_string()));
+                        return None;
+                    }
+                    Err(e) => {
+                        tx.send_replace(Some(format!(
+                            "could not renew the run lock (retrying): {e}"
+                        )));
+                    }
+                }
+            }
+        });
+        Renewer {
+            cancel,
+            trouble,
+            task,
+        }
+    }
+}
+
+impl Renewer {
+    /// What is wrong with the lock now (lost, or the last renewal failed), if anything.
+    pub fn trouble(&self) -> Option<String> {
+        self.trouble.borrow().clone()
+    }
+
+    /// Stop renewing and release the lock (if it was not lost).
+    pub async fn release(self) -> Result<(), LockError> {
+        self.cancel.cancel();
+        let trouble = self.trouble.clone();
+        match self.task.await {
+            Ok(Some(held)) => held.release().await,
+            Ok(None) => Err(LockError::Lost {
+                now_held_by: trouble.borrow().clone().unwrap_or_else(|| "unknown".into()),
+            }),
+            Err(e) => Err(LockError::Unreachable(format!(
+                "the renewing task ended: {e}"
+            ))),
+        }
+    }
+}
+
 /// Take the lock for `me`, for `duration_s` seconds per renewal. Refused, naming the
 /// holder, while another console holds it (stale or not: a stale one needs [`take_over`]).
 /// The same run taking it again (a resumed run) renews it.
