@@ -318,3 +318,30 @@ steps:
         vec!["t.yaml:8:5: target.between_hosts: unknown field `skip`\n  hint: expected one of `stable_for_s`, `soak_s`, `timeout_s` (see docs/runbooks.md)"]
     );
 }
+
+#[test]
+fn a_guard_step_is_skipped_only_with_a_typed_reason() {
+    use hk_console::runbook::machine::{Event, Input, MachineError, Run, Timestamp};
+    let p = plan(&shipped("etcd-io-priority"), &prod(), &homelab()).expect("plans");
+    let n = gates(&p)[0].0;
+    let mut run = Run::new(p).expect("run");
+    let skip = |reason: &str| {
+        Event::new(
+            Timestamp(1),
+            Input::Skip {
+                n,
+                by: "ann".into(),
+                reason: reason.into(),
+            },
+        )
+    };
+    match run.step(&skip("  ")) {
+        Err(MachineError::CannotSkip { n: m, why }) => {
+            assert_eq!(m, n);
+            assert!(why.contains("typed reason"), "{why}");
+        }
+        other => panic!("an empty reason went through: {other:?}"),
+    }
+    run.step(&skip("node 1 is in maintenance, checked by hand"))
+        .expect("a reason is enough");
+}

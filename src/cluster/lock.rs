@@ -149,9 +149,12 @@ pub enum LockError {
     #[error("the cluster could not be asked for the run lock {LOCK_NAMESPACE}/{LOCK_NAME}: {0}")]
     Unreachable(String),
     #[error("another console holds the run lock: {record}; a mutating run cannot start here until it ends (observe mode can)")]
-    Held { record: LockRecord },
+    Held { record: Box<LockRecord> },
     #[error("the run lock is stale: {record}, not renewed for {} s; take it over by typing the environment's name and a reason", age_ms / 1000)]
-    Stale { record: LockRecord, age_ms: u64 },
+    Stale {
+        record: Box<LockRecord>,
+        age_ms: u64,
+    },
     #[error("take-over refused: {0}")]
     TakeoverRefused(String),
     #[error("the run lock was lost: {now_held_by} holds it now")]
@@ -240,8 +243,13 @@ async fn write(client: &Client, lease: &Lease, create: bool) -> Result<Lease, Lo
         Ok(l) => Ok(l),
         Err(kube::Error::Api(s)) if s.code == 409 => {
             match judge(read(client).await?.as_ref(), now()) {
-                LockState::Held { record } => Err(LockError::Held { record }),
-                LockState::Stale { record, age_ms } => Err(LockError::Stale { record, age_ms }),
+                LockState::Held { record } => Err(LockError::Held {
+                    record: Box::new(record),
+                }),
+                LockState::Stale { record, age_ms } => Err(LockError::Stale {
+                    record: Box::new(record),
+                    age_ms,
+                }),
                 LockState::Free => Err(LockError::Unreachable(
                     "the lock changed while it was being taken; try again".into(),
                 )),
@@ -426,8 +434,17 @@ pub async fn acquire(
             let l = claimed(current.as_ref(), me, duration_s, since, at)?;
             write(client, &l, false).await?
         }
-        LockState::Held { record } => return Err(LockError::Held { record }),
-        LockState::Stale { record, age_ms } => return Err(LockError::Stale { record, age_ms }),
+        LockState::Held { record } => {
+            return Err(LockError::Held {
+                record: Box::new(record),
+            })
+        }
+        LockState::Stale { record, age_ms } => {
+            return Err(LockError::Stale {
+                record: Box::new(record),
+                age_ms,
+            })
+        }
     };
     Ok(HeldLock {
         client: client.clone(),
@@ -462,7 +479,11 @@ pub async fn take_over(
     let at = now();
     let previous = match judge(current.as_ref(), at) {
         LockState::Stale { record, .. } => record,
-        LockState::Held { record } => return Err(LockError::Held { record }),
+        LockState::Held { record } => {
+            return Err(LockError::Held {
+                record: Box::new(record),
+            })
+        }
         LockState::Free => {
             return Err(LockError::TakeoverRefused(
                 "the lock is free: take it, there is nothing to take over".into(),
