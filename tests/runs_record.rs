@@ -98,6 +98,22 @@ async fn runs_show_md_of_a_headless_demo_run_lists_every_gate_and_state() {
     assert_eq!(listed.len(), 1);
     assert!(unreadable.is_empty());
     assert_eq!(listed[0].run_id, id);
+    let text = record::show_list(&runs, false).expect("list text");
+    assert!(
+        text.contains("succeeded    packages-baseline prod by simulated-operator"),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&record::show_list(&runs, true).expect("list json")).expect("json");
+    assert_eq!(json["runs"][0]["run_id"], id.as_str());
+    let shown: serde_json::Value =
+        serde_json::from_str(&record::show(&runs, &id, record::Format::Json).expect("show json"))
+            .expect("json");
+    assert_eq!(shown["run_id"], id.as_str());
+    assert_eq!(
+        record::show(&runs, &id, record::Format::Md).expect("show md"),
+        md
+    );
 
     // Damage: a line of garbage after the first records. The record is still shown, with
     // the damage named and what the lines before it say.

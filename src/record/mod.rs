@@ -594,3 +594,79 @@ fn md_cell(s: &str) -> String {
 pub fn is_final(r: &RunRecord) -> bool {
     r.outcome != RunOutcome::InProgress.to_string()
 }
+
+/// `runs show --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Md,
+    Json,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "text" => Ok(Format::Text),
+            "md" | "markdown" => Ok(Format::Md),
+            "json" => Ok(Format::Json),
+            other => Err(format!(
+                "unknown format `{other}` (expected one of: text, md, json)"
+            )),
+        }
+    }
+}
+
+/// What `hk-console runs show RUN --format F` prints.
+pub fn show(dir: &Path, run: &str, format: Format) -> Result<String, RecordError> {
+    let r = load(dir, run)?;
+    Ok(match format {
+        Format::Text => r.render_text(),
+        Format::Md => r.render_md(),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&r).unwrap_or_else(|e| {
+                // Every field is a plain string, number or list: this cannot fail; if it
+                // ever does, say so in the output rather than print nothing.
+                format!("{{\"error\": \"cannot serialise the record: {e}\"}}")
+            });
+            s.push('\n');
+            s
+        }
+    })
+}
+
+/// What `hk-console runs list [--json]` prints. Unreadable journals are listed (never
+/// hidden): in the text after the runs, in JSON under `unreadable`.
+pub fn show_list(dir: &Path, json: bool) -> Result<String, RecordError> {
+    let (runs, unreadable) = list(dir)?;
+    if json {
+        let v = serde_json::json!({ "runs": runs, "unreadable": unreadable });
+        Ok(format!("{v:#}\n"))
+    } else if runs.is_empty() && unreadable.is_empty() {
+        Ok(format!("no runs in {}\n", dir.display()))
+    } else {
+        Ok(render_list(&runs, &unreadable))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_parse_and_an_unknown_one_is_named() {
+        assert_eq!("md".parse::<Format>(), Ok(Format::Md));
+        assert_eq!("json".parse::<Format>(), Ok(Format::Json));
+        assert_eq!("text".parse::<Format>(), Ok(Format::Text));
+        assert_eq!(
+            "html".parse::<Format>(),
+            Err("unknown format `html` (expected one of: text, md, json)".into())
+        );
+    }
+
+    #[test]
+    fn markdown_cells_stay_in_their_cell() {
+        assert_eq!(md_cell("a | b\nc"), "a \\| b c");
+    }
+}
