@@ -163,7 +163,7 @@ pub fn unhealthy(topo: &EnvTopology, snap: &ClusterSnapshot) -> Vec<String> {
         } => {}
         Look::Seen {
             value: EtcdReady::Failed { detail },
-        } => causes.push(format!("/readyz/etcd through the VIP is not ok: {detail}")),
+        } => causes.push(format!("/readyz/etcd through the API endpoint is not ok: {detail}")),
     }
     match &snap.lease {
         Look::CouldNotLook { reason } => {
@@ -587,7 +587,7 @@ mod tests {
                 "k3s-prod-2 (192.168.2.11) is a server of prod but not a node of its cluster",
                 "cilium-agent cilium-a on k3s-prod-1 dials k3s-prod-1's own address 192.168.2.10, not the VIP 192.168.2.9: a single-node dependency",
                 "cilium-agent cilium-b on k3s-prod-2 not Ready (Pending)",
-                "/readyz/etcd through the VIP is not ok: [-]etcd failed: reason withheld",
+                "/readyz/etcd through the API endpoint is not ok: [-]etcd failed: reason withheld",
                 "the VIP lease plndr-cp-lock was last renewed at 12:00:05 by k3s-prod-1, 15 s ago, longer than its 5 s duration",
             ]
         );

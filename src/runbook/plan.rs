@@ -554,7 +554,7 @@ impl Planner<'_> {
                     ..Expect::default()
                 }),
                 title: format!(
-                    "Health gate before {before} (after {after}): every node Ready, every cilium-agent Ready and dialling the VIP {}, /readyz/etcd through the VIP, the VIP lease held with its holder unchanged for {} s, then {} s of soak",
+                    "Health gate before {before} (after {after}): every node Ready, every cilium-agent Ready and dialling the VIP {}, /readyz/etcd through the API endpoint, the VIP lease held with its holder unchanged for {} s, then {} s of soak",
                     self.env.vip, bh.stable_for_s, bh.soak_s
                 ),
                 cwd: None,
