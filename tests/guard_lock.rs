@@ -210,3 +210,48 @@ async fn a_read_only_observer_sees_the_holder_and_never_writes() {
     );
     assert!(!server.status_codes_by(OBSERVER_USER).contains(&403));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewing_console_finds_out_when_its_lock_is_taken() {
+    let server = ApiServer::start();
+    let admin = server.admin_client().await;
+    let renewer = acquire(&admin, &ann(), 6)
+        .await
+        .expect("taken")
+        .keep_renewed();
+    // Someone rewrites the Lease under it (what a take-over from a console that wrongly
+    // judged it stale would do).
+    let api = Api::<Lease>::namespaced(admin.clone(), LOCK_NAMESPACE);
+    let mut l = lease(&admin).await;
+    if let Some(spec) = l.spec.as_mut() {
+        spec.holder_identity = Some("bob@console-b".into());
+    }
+    api.replace(LOCK_NAME, &Default::default(), &l)
+        .await
+        .expect("rewrite the lock");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let trouble = loop {
+        if let Some(t) = renewer.trouble() {
+            break t;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the loss was never noticed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(trouble, "the run lock was lost: bob@console-b holds it now");
+    match renewer.release().await {
+        Err(LockError::Lost { now_held_by }) => assert_eq!(now_held_by, "bob@console-b"),
+        other => panic!("{other:?}"),
+    }
+    // The lock it lost is left to its new holder.
+    assert_eq!(
+        lease(&admin)
+            .await
+            .spec
+            .and_then(|s| s.holder_identity)
+            .as_deref(),
+        Some("bob@console-b")
+    );
+}

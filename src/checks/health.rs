@@ -163,7 +163,9 @@ pub fn unhealthy(topo: &EnvTopology, snap: &ClusterSnapshot) -> Vec<String> {
         } => {}
         Look::Seen {
             value: EtcdReady::Failed { detail },
-        } => causes.push(format!("/readyz/etcd through the API endpoint is not ok: {detail}")),
+        } => causes.push(format!(
+            "/readyz/etcd through the API endpoint is not ok: {detail}"
+        )),
     }
     match &snap.lease {
         Look::CouldNotLook { reason } => {

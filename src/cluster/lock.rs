@@ -348,8 +348,17 @@ impl HeldLock {
 /// one that cannot reach the cluster says so too and keeps trying.
 pub struct Renewer {
     cancel: tokio_util::sync::CancellationToken,
-    trouble: tokio::sync::watch::Receiver<Option<String>>,
+    trouble: tokio::sync::watch::Receiver<Option<Trouble>>,
     task: tokio::task::JoinHandle<Option<HeldLock>>,
+}
+
+/// What went wrong while renewing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Trouble {
+    /// Someone else holds it now (named): renewing stopped.
+    Lost(String),
+    /// The last renewal failed; renewing goes on.
+    Renewal(String),
 }
 
 impl HeldLock {
@@ -369,14 +378,12 @@ impl HeldLock {
                     Ok(()) => {
                         tx.send_replace(None);
                     }
-                    Err(e @ LockError::Lost { .. }) => {
-                        tx.send_replace(Some(e.to_string()));
+                    Err(LockError::Lost { now_held_by }) => {
+                        tx.send_replace(Some(Trouble::Lost(now_held_by)));
                         return None;
                     }
                     Err(e) => {
-                        tx.send_replace(Some(format!(
-                            "could not renew the run lock (retrying): {e}"
-                        )));
+                        tx.send_replace(Some(Trouble::Renewal(e.to_string())));
                     }
                 }
             }
@@ -392,7 +399,10 @@ impl HeldLock {
 impl Renewer {
     /// What is wrong with the lock now (lost, or the last renewal failed), if anything.
     pub fn trouble(&self) -> Option<String> {
-        self.trouble.borrow().clone()
+        self.trouble.borrow().as_ref().map(|t| match t {
+            Trouble::Lost(holder) => format!("the run lock was lost: {holder} holds it now"),
+            Trouble::Renewal(e) => format!("could not renew the run lock (retrying): {e}"),
+        })
     }
 
     /// Stop renewing and release the lock (if it was not lost).
@@ -402,7 +412,10 @@ impl Renewer {
         match self.task.await {
             Ok(Some(held)) => held.release().await,
             Ok(None) => Err(LockError::Lost {
-                now_held_by: trouble.borrow().clone().unwrap_or_else(|| "unknown".into()),
+                now_held_by: match trouble.borrow().as_ref() {
+                    Some(Trouble::Lost(holder)) => holder.clone(),
+                    _ => "someone else".into(),
+                },
             }),
             Err(e) => Err(LockError::Unreachable(format!(
                 "the renewing task ended: {e}"
