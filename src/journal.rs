@@ -16,8 +16,8 @@
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -188,22 +188,62 @@ pub struct Replayed {
 }
 
 /// The current time as a journal timestamp. The one clock read of a run happens out here.
-pub fn now() -> Timestamp {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
-    Timestamp(u64::try_from(ms).unwrap_or(u64::MAX))
-}
+pub use crate::time::now;
 
-/// The operator's login name for the journal header: `$LOGNAME`, else `$USER`, else
-/// "unknown" (a run is never refused for want of a name; the header says it was unknown).
+/// The operator's login name for the journal header: `$LOGNAME`, else `$USER`, else the
+/// password database's name for this process's user (a cron job or `env -i` has neither
+/// variable), else "unknown" (a run is never refused for want of a name; the header says
+/// it was unknown).
 pub fn operator_login() -> String {
     ["LOGNAME", "USER"]
         .iter()
         .filter_map(|k| std::env::var(k).ok())
         .find(|v| !v.trim().is_empty())
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+                .filter(|n| !n.trim().is_empty())
+        })
         .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// hk-console's state directory: the journals' parent, where the log is written.
+pub fn state_dir() -> Result<PathBuf, JournalError> {
+    let runs = default_runs_dir()?;
+    Ok(runs
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| runs.clone()))
+}
+
+/// Journals and logs quote hosts, commands and their output: they are the operator's
+/// alone. `dir` (and any parent made for it) is created 0700, and an existing `dir` is
+/// narrowed to 0700.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+}
+
+/// `path` opened for appending, created 0600 (an existing file is narrowed to 0600) in a
+/// private directory ([`create_private_dir`]).
+pub fn open_private_append(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        create_private_dir(dir)?;
+    }
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(fs::Permissions::from_mode(0o600))?;
+    Ok(file)
 }
 
 /// A run id that sorts by start time: `20260907T101500123Z-etcd-io-priority-prod`.
@@ -346,9 +386,14 @@ impl Journal {
         }
         // A plan the machine refuses would leave a journal no replay can read.
         Run::with_mode(header.plan.clone(), header.mode)?;
-        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        create_private_dir(dir).map_err(io_err(dir))?;
         let path = journal_path(dir, id);
-        let mut file = match OpenOptions::new().append(true).create_new(true).open(&path) {
+        let mut file = match OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 return Err(JournalError::Exists { path })
@@ -481,11 +526,7 @@ impl Journal {
     ) -> Result<(), JournalError> {
         let path = output_path(&self.path);
         if self.output.is_none() {
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(io_err(&path))?;
+            let file = open_private_append(&path).map_err(io_err(&path))?;
             self.output = Some(file);
         }
         let record = OutputRecord {
@@ -741,7 +782,12 @@ pub fn keep_damaged_copy(path: &Path) -> Result<PathBuf, String> {
             format!(".damaged.{n}")
         };
         let copy = path.with_file_name(format!("{name}{suffix}"));
-        match OpenOptions::new().write(true).create_new(true).open(&copy) {
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&copy)
+        {
             Ok(mut f) => {
                 f.write_all(&bytes)
                     .and_then(|()| f.sync_all())

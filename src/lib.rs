@@ -14,6 +14,7 @@
 //! - [`sim`]: the embedded simulated homelab (loopback SSH nodes, ...).
 //! - [`ui`]: the interactive console: app state, actions, keymaps, panes, themes.
 //! - [`text`]: strings from data made safe to print (control characters written out).
+//! - [`time`]: the clock read, calendar fields and durations in words, on jiff.
 //! - [`tui`]: the terminal owner and the event loop.
 //! - [`cli`]: the commands and flags; `main.rs` only dispatches.
 //!
@@ -31,8 +32,10 @@ pub mod observe;
 pub mod record;
 pub mod repo;
 pub mod runbook;
+pub mod session;
 pub mod sim;
 pub mod text;
+pub mod time;
 pub mod tui;
 pub mod ui;
 pub mod yaml;

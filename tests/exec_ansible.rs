@@ -480,3 +480,57 @@ async fn secrets_never_reach_the_streamed_lines_or_the_outcome() {
         Some(&*format!("secret_token={MASK}"))
     );
 }
+
+/// A version manager's shim in front of ansible-playbook (a shell script, as pyenv's and
+/// asdf's are) is asked once where the real interpreter and script are; every later start
+/// goes straight to them, and the runs are the same runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shimmed_ansible_playbook_is_started_through_its_real_interpreter() {
+    use std::os::unix::fs::PermissionsExt;
+    let c = Cluster::start();
+    let inv = c.write_inventory();
+    let shims = tempfile::tempdir().expect("tempdir");
+    let calls = shims.path().join("calls");
+    let real = support::ansible_bin_dir().join("ansible-playbook");
+    let shim = shims.path().join("ansible-playbook");
+    std::fs::write(
+        &shim,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            calls.display(),
+            real.display()
+        ),
+    )
+    .expect("write shim");
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+
+    let mut r = runner(&c);
+    r.search_dirs = vec![shims.path().to_path_buf()];
+    let cancel = CancellationToken::new();
+    let a = argv(
+        &inv,
+        "marker.yml",
+        &["-e", "marker_dir=/x", "--limit", "node3"],
+    );
+    for _ in 0..2 {
+        let (v, out) = r
+            .list_hosts(&a, Some(&fixtures()), &strings(&["node3"]), &cancel)
+            .await
+            .expect("run");
+        assert_eq!(
+            v,
+            ListHostsVerdict::Pass {
+                hosts: strings(&["node3"])
+            },
+            "{:?}",
+            out.process
+        );
+    }
+    let seen = std::fs::read_to_string(&calls).expect("the shim was asked");
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(
+        lines,
+        ["--version"],
+        "only the one --version went through the shim"
+    );
+}

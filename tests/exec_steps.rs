@@ -12,10 +12,10 @@ use hk_console::runbook::machine::{
     Effect, Event, GateAnswer, Input, Run, RunOutcome, StepState, Timestamp,
 };
 use hk_console::runbook::plan::{Expect, Gate, Plan, PlannedStep, StepKind};
-use hk_console::ui::exec::{
+use hk_console::session::exec::{
     Capabilities, ExecReply, ExecRequest, MutatingExecutors, ReadOnlyExecutors,
 };
-use hk_console::ui::executors::{ProbeExecutor, RealExecutor, KINDS};
+use hk_console::session::executors::{ProbeExecutor, RealExecutor, KINDS};
 use support::Cluster;
 use tokio::sync::mpsc;
 

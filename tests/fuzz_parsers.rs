@@ -20,17 +20,17 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use hk_console::journal::{self, Header, Journal};
+use hk_console::journal;
 use hk_console::repo::config::Config;
 use hk_console::repo::inventory::Inventory;
 use hk_console::repo::resolve::{HostContext, Resolver};
 use hk_console::repo::vars::{self, Loaded};
-use hk_console::runbook::machine::{Input, Mode, Run, Timestamp};
+use hk_console::runbook::machine::Input;
 use hk_console::runbook::validate::validate_text;
 use hk_console::ui::config::UiConfig;
 use hk_console::ui::theme::{fallback_palette, parse_theme};
 use hk_console::yaml;
-use machine_common::{approve, ev, health_plan};
+use machine_common::{approve, record_health_run};
 
 mod fs_common;
 use fs_common::copy_dir;
@@ -442,29 +442,22 @@ fn fuzz_flux_overlay_reader() {
 fn fuzz_journal_replay_and_salvage() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let seed_dir = tmp.path().join("seed");
-    let plan = health_plan();
-    let header = Header::new(plan.clone(), Mode::Operate, "alice", Timestamp(1_000));
-    let mut j = Journal::create(&seed_dir, &header).expect("create");
-    let mut run = Run::with_mode(plan, Mode::Operate).expect("plan");
-    for (i, input) in [
-        Input::Start,
-        approve(1),
-        Input::StepStarted { n: 2, attempt: 1 },
-        Input::StepFinished {
-            n: 2,
-            attempt: 1,
-            exit_code: Some(0),
-            error: None,
-        },
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        j.record(&mut run, ev(1_001 + i as u64, input))
-            .expect("record");
-    }
-    let seeds = vec![std::fs::read(j.path()).expect("journal")];
-    drop(j);
+    let seed = record_health_run(
+        &seed_dir,
+        1_000,
+        vec![
+            Input::Start,
+            approve(1),
+            Input::StepStarted { n: 2, attempt: 1 },
+            Input::StepFinished {
+                n: 2,
+                attempt: 1,
+                exit_code: Some(0),
+                error: None,
+            },
+        ],
+    );
+    let seeds = vec![std::fs::read(&seed).expect("journal")];
     let dir = tmp.path().join("runs");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let path = dir.join("r.jsonl");

@@ -1,5 +1,5 @@
 //! The guard rails' look at a cluster, against the REAL kube-apiserver
-//! (tests/support/apiserver.rs): the health gate between hosts through `cluster::wait`
+//! (tests/support/apiserver.rs): the health gate between hosts through `exec::kube::wait`
 //! (the function the kube-wait executor calls) passing on a healthy cluster after its soak,
 //! timing out naming a NotReady node, and passing once the node recovers; the real
 //! `/readyz/etcd`; the look before a `disrupts: node` step (VIP holder: the VIP moves;
@@ -13,8 +13,8 @@ use std::time::Duration;
 use hk_console::checks::health::{unhealthy, EtcdReady};
 use hk_console::checks::live::{EnvTopology, Look, Server};
 use hk_console::cluster::health_probe::{look_before_disruption, snapshot};
-use hk_console::cluster::wait::{self, Condition, WaitEnd, WaitOptions};
 use hk_console::cluster::WatchSettings;
+use hk_console::exec::kube::wait::{self, Condition, WaitEnd, WaitOptions};
 use hk_console::runbook::plan::{HealthGate, NodeDisruption};
 use kube::Client;
 use support::apiserver::*;

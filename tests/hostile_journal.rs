@@ -8,39 +8,31 @@ mod ui_common;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use hk_console::journal::{self, Header, Journal, JournalError};
-use hk_console::runbook::machine::{Input, Mode, Run, RunOutcome, StepState, Timestamp};
+use hk_console::journal::{self, Journal, JournalError};
+use hk_console::runbook::machine::{Input, Mode, RunOutcome, StepState, Timestamp};
 use hk_console::ui::app::{App, Screen};
-use machine_common::{approve, ev, health_plan};
+use machine_common::{approve, ev, health_plan, record_health_run};
 
 /// A node-health run whose step 2 was in flight when the process stopped: header, Start,
 /// gate approved, step 2 started (lines 1-4), then step 2 finished and step 3 started
 /// (lines 5-6), so there are intact lines after any damage in the middle.
 fn interrupted_run(dir: &Path, at: u64) -> PathBuf {
-    let plan = health_plan();
-    let header = Header::new(plan.clone(), Mode::Operate, "alice", Timestamp(at));
-    let mut journal = Journal::create(dir, &header).expect("create");
-    let mut run = Run::with_mode(plan, Mode::Operate).expect("plan");
-    for (i, input) in [
-        Input::Start,
-        approve(1),
-        Input::StepStarted { n: 2, attempt: 1 },
-        Input::StepFinished {
-            n: 2,
-            attempt: 1,
-            exit_code: Some(0),
-            error: None,
-        },
-        Input::StepStarted { n: 3, attempt: 1 },
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        journal
-            .record(&mut run, ev(at + 1 + i as u64, input))
-            .expect("record");
-    }
-    journal.path().to_path_buf()
+    record_health_run(
+        dir,
+        at,
+        vec![
+            Input::Start,
+            approve(1),
+            Input::StepStarted { n: 2, attempt: 1 },
+            Input::StepFinished {
+                n: 2,
+                attempt: 1,
+                exit_code: Some(0),
+                error: None,
+            },
+            Input::StepStarted { n: 3, attempt: 1 },
+        ],
+    )
 }
 
 fn lines(path: &Path) -> Vec<String> {

@@ -11,9 +11,9 @@ use std::path::Path;
 use std::process::Command;
 
 use hk_console::runbook::machine::Input;
+use hk_console::session::exec::{ExecReply, ExecRequest};
 use hk_console::text::needs_escape;
 use hk_console::ui::app::App;
-use hk_console::ui::exec::{ExecReply, ExecRequest};
 use ui_common::*;
 
 /// What a hostile repo, host or journal may hold.

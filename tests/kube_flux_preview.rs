@@ -5,7 +5,7 @@
 //! nothing.
 mod support;
 
-use hk_console::cluster::flux::{self, FluxObject};
+use hk_console::exec::kube::flux::{self, FluxObject};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;

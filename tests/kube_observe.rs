@@ -5,7 +5,8 @@
 //! holder, pods and nodes); an agent on a node address exits 1 naming pod and node; the
 //! Lease name comes from the repo's `kube_vip_lease_name`; a kubeconfig pointing at a closed
 //! port exits 2 (could not look, not a crash); `--kubeconfig`/`KUBECONFIG` with several
-//! environments is refused (exit 2, "pick one with --env"); the bundled sample and unknown
+//! environments is refused (exit 2, "pick one with --env"); a kubeconfig that reaches
+//! another environment's cluster exits 2 naming both; the bundled sample and unknown
 //! environments are refused; the observer makes zero writes and gets zero 403s.
 //! Needs `bash tests/apiserver/build.sh` for the API server tests; fails with that hint.
 
@@ -397,6 +398,43 @@ fn once_exits_2_when_the_api_does_not_answer() {
         show(&out)
     );
     drop(vip);
+}
+
+/// A kubeconfig left pointing at lab, used for `other`: lab's nodes are s1..s3, none of
+/// other's servers (o1..o3), so the look is of the wrong cluster: exit 2, both named, even
+/// though lab itself is healthy (its verdicts would read as other's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_exits_2_when_the_cluster_reached_is_not_the_environments() {
+    let server = ApiServer::start();
+    let admin = server.admin_client().await;
+    healthy(&admin, server.port).await;
+    let observer = server.observer_kubeconfig().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let repo = write_repo(&dir.path().join("repo"), server.port, &observer, None);
+    let kc_arg = observer.display().to_string();
+
+    let out = observe(&repo, &["--env", "other", "--kubeconfig", &kc_arg], None);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("environment `other`") && err.contains("is not other's"),
+        "{err}"
+    );
+    for named in ["o1", "o2", "o3", "s1", "s2", "s3", kc_arg.as_str()] {
+        assert!(err.contains(named), "{named} named: {err}");
+    }
+
+    // KUBECONFIG the same way; and lab through the same file is lab's: exit 0.
+    let out = observe(&repo, &["--json", "--env", "other"], Some(&observer));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("is not other's"),
+        "{}",
+        show(&out)
+    );
+    let out = observe(&repo, &["--env", "lab", "--kubeconfig", &kc_arg], None);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(!text(&out.stderr).contains("is not"), "{}", show(&out));
 }
 
 #[test]

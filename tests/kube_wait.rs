@@ -19,14 +19,14 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use hk_console::checks::live::{EnvTopology, Server};
-use hk_console::cluster::flux::{self, FluxObject, REQUESTED_AT_ANNOTATION};
-use hk_console::cluster::wait::{self, Condition, WaitEnd, WaitError, WaitOptions};
 use hk_console::cluster::WatchSettings;
+use hk_console::exec::kube::flux::{self, FluxObject, REQUESTED_AT_ANNOTATION};
+use hk_console::exec::kube::wait::{self, Condition, WaitEnd, WaitError, WaitOptions};
 use hk_console::repo::Repo;
 use hk_console::runbook::machine::Input;
 use hk_console::runbook::plan::{Expect, PlannedStep, StepKind};
-use hk_console::ui::exec::{ExecReply, ExecRequest, NoExecutor};
-use hk_console::ui::executors::capabilities_for_repo;
+use hk_console::session::exec::{ExecReply, ExecRequest, NoExecutor};
+use hk_console::session::executors::capabilities_for_repo;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
@@ -876,7 +876,7 @@ fn step(
 /// Sends `req` to the executor and collects replies until the step's outcome (not
 /// StepStarted). Returns (output lines, StepStarted seen, final input).
 async fn run_step(
-    e: &Arc<dyn hk_console::ui::exec::StepExecutor>,
+    e: &Arc<dyn hk_console::session::exec::StepExecutor>,
     req: ExecRequest,
     cancel_on: Option<&str>,
 ) -> (Vec<String>, bool, Input) {
@@ -914,7 +914,7 @@ async fn run_step(
     }
 }
 
-async fn verify(e: &Arc<dyn hk_console::ui::exec::StepExecutor>, s: &PlannedStep) -> Input {
+async fn verify(e: &Arc<dyn hk_console::session::exec::StepExecutor>, s: &PlannedStep) -> Input {
     let (tx, mut rx) = mpsc::channel(8);
     e.handle(
         ExecRequest::Verify {

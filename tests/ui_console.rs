@@ -7,8 +7,8 @@ use crossterm::event::KeyCode;
 use hk_console::journal;
 use hk_console::runbook::machine::{GateAnswer, Input, Mode, RunStatus, StepState, Timestamp};
 use hk_console::runbook::plan::StepKind;
+use hk_console::session::exec::{Capabilities, ExecRequest, ReadOnlyExecutors};
 use hk_console::ui::app::{App, Control, Overlay, Screen};
-use hk_console::ui::exec::{Capabilities, ExecRequest, ReadOnlyExecutors};
 use hk_console::ui::panes::banner;
 use hk_console::ui::{build_app, StartScreen};
 use ui_common::*;
@@ -184,7 +184,7 @@ fn run_view_through_every_state_of_a_prod_run() {
     };
     assert_eq!(step.n, 2);
     app.now = Timestamp(T0.0 + 1_000);
-    app.handle_exec(hk_console::ui::exec::ExecReply::Outcome {
+    app.handle_exec(hk_console::session::exec::ExecReply::Outcome {
         tag,
         input: Input::StepStarted { n: 2, attempt },
     });
@@ -196,7 +196,7 @@ fn run_view_through_every_state_of_a_prod_run() {
         "+mq-deadline [bfq] none",
         "changed: [k3s-prod-3]",
     ] {
-        app.handle_exec(hk_console::ui::exec::ExecReply::Output {
+        app.handle_exec(hk_console::session::exec::ExecReply::Output {
             tag,
             n: 2,
             attempt,
@@ -222,7 +222,7 @@ fn run_view_through_every_state_of_a_prod_run() {
     assert!(frame.contains("elapsed 12s"), "{frame}");
     assert!(frame.contains("next: 3"), "{frame}");
 
-    app.handle_exec(hk_console::ui::exec::ExecReply::Outcome {
+    app.handle_exec(hk_console::session::exec::ExecReply::Outcome {
         tag,
         input: Input::StepFinished {
             n: 2,
@@ -390,7 +390,7 @@ fn ctrl_c_asks_before_cancelling_the_running_step_and_journals_it() {
     let Some(ExecRequest::Execute { tag, attempt, .. }) = app.outbox.pop_front() else {
         panic!("step 1 out");
     };
-    app.handle_exec(hk_console::ui::exec::ExecReply::Outcome {
+    app.handle_exec(hk_console::session::exec::ExecReply::Outcome {
         tag,
         input: Input::StepStarted { n: 1, attempt },
     });
@@ -742,13 +742,13 @@ fn replies_for_another_run_are_dropped() {
         panic!("step 1 out");
     };
     let stale = tag + 1_000;
-    app.handle_exec(hk_console::ui::exec::ExecReply::Output {
+    app.handle_exec(hk_console::session::exec::ExecReply::Output {
         tag: stale,
         n: 1,
         attempt,
         line: "from a run that is gone".into(),
     });
-    app.handle_exec(hk_console::ui::exec::ExecReply::Outcome {
+    app.handle_exec(hk_console::session::exec::ExecReply::Outcome {
         tag: stale,
         input: Input::StepStarted { n: 1, attempt },
     });
@@ -835,7 +835,7 @@ fn quitting_with_a_step_running_cancels_it_first_and_journals_both() {
         panic!("step 1 out");
     };
     app.outbox.clear();
-    app.handle_exec(hk_console::ui::exec::ExecReply::Outcome {
+    app.handle_exec(hk_console::session::exec::ExecReply::Outcome {
         tag,
         input: Input::StepStarted { n: 1, attempt },
     });

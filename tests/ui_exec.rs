@@ -11,9 +11,9 @@ use std::time::Duration;
 use hk_console::repo::Repo;
 use hk_console::runbook::machine::{Input, StepState};
 use hk_console::runbook::plan::Gate;
+use hk_console::session::exec::{executor_task, ExecReply};
+use hk_console::session::executors::capabilities_for_repo;
 use hk_console::ui::app::{App, EnvSummary, Overlay};
-use hk_console::ui::exec::{executor_task, ExecReply};
-use hk_console::ui::executors::capabilities_for_repo;
 use hk_console::ui::RepoPlans;
 use tokio::sync::mpsc;
 use ui_common::*;
@@ -26,7 +26,7 @@ fn sample_repo() -> Repo {
 /// Pump requests to the executor task and replies back until `done(app)` or the deadline.
 async fn pump(
     app: &mut App,
-    req_tx: &mpsc::Sender<hk_console::ui::exec::ExecRequest>,
+    req_tx: &mpsc::Sender<hk_console::session::exec::ExecRequest>,
     rep_rx: &mut mpsc::Receiver<ExecReply>,
     done: impl Fn(&App) -> bool,
 ) {
@@ -160,7 +160,7 @@ fn observe_capabilities_from_the_repo_cannot_run_a_mutating_step() {
                 );
             }
             for s in plan.steps.iter().filter(|s| !s.mutates) {
-                if hk_console::ui::executors::KINDS.contains(&s.kind) {
+                if hk_console::session::executors::KINDS.contains(&s.kind) {
                     let e = caps.executor_for(s).expect("a read-only executor");
                     assert!(!e.mutates());
                 }

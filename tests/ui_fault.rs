@@ -8,8 +8,8 @@ mod ui_common;
 use std::sync::{Arc, Mutex};
 
 use crossterm::event::KeyCode;
+use hk_console::session::exec::ReadOnlyExecutors;
 use hk_console::ui::app::{App, Overlay};
-use hk_console::ui::exec::ReadOnlyExecutors;
 use hk_console::ui::FaultSink;
 use ui_common::*;
 

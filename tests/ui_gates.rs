@@ -5,8 +5,8 @@ mod ui_common;
 
 use crossterm::event::KeyCode;
 use hk_console::runbook::plan::StepKind;
+use hk_console::session::exec::ExecRequest;
 use hk_console::ui::app::{App, Overlay, Screen};
-use hk_console::ui::exec::ExecRequest;
 use ratatui::backend::TestBackend;
 use ui_common::*;
 

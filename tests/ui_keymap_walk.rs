@@ -8,9 +8,9 @@ mod ui_common;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use hk_console::runbook::machine::Input;
+use hk_console::session::exec::{ExecReply, ExecRequest};
 use hk_console::ui::action::Action;
 use hk_console::ui::app::{App, Control, Overlay, Screen};
-use hk_console::ui::exec::{ExecReply, ExecRequest};
 use hk_console::ui::keymap::{Key, KeyCodeOrd, KeyMode};
 use ui_common::*;
 

@@ -306,25 +306,12 @@ fn could_not(pane: Pane, env: &str, subject: &str, reason: &str) -> Verdict {
 
 /// `1m 30s`-style rendering of a duration for messages.
 fn human_ms(ms: u64) -> String {
-    let s = ms / 1000;
-    if s < 60 {
-        format!("{s}s")
-    } else if s < 3600 {
-        let (m, r) = (s / 60, s % 60);
-        if r == 0 {
-            format!("{m}m")
-        } else {
-            format!("{m}m {r}s")
-        }
-    } else {
-        format!("{}h {}m", s / 3600, (s / 60) % 60)
-    }
+    crate::time::span_ms(ms, crate::time::Style::Words)
 }
 
 /// `HH:MM:SS` (UTC) of a timestamp, for lists of restart times.
 fn clock(t: Timestamp) -> String {
-    let s = (t.0 / 1000) % 86_400;
-    format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
+    crate::time::clock(t)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1262,21 +1249,9 @@ pub fn parse_journal_time(s: &str) -> Option<Timestamp> {
     if y < 1970 {
         return None;
     }
-    let days = days_from_civil(y, mo, d);
-    let local = i64::try_from(days * 86_400 + h * 3600 + mi * 60 + se).ok()?;
+    let local = i64::try_from(crate::time::utc_seconds(y, mo, d, h, mi, se)?).ok()?;
     let utc = u64::try_from(local - offset_s).ok()?;
     Some(Timestamp(utc.checked_mul(1000)?.checked_add(ms)?))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (y >= 1970; Hinnant's algorithm).
-fn days_from_civil(y: u64, m: u64, d: u64) -> u64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y / 400;
-    let yoe = y - era * 400;
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 fn re(cell: &'static OnceLock<Option<Regex>>, pattern: &str) -> Option<&'static Regex> {
@@ -1871,9 +1846,11 @@ mod tests {
 
     #[test]
     fn days_from_civil_matches_known_dates() {
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
-        assert_eq!(days_from_civil(2026, 9, 12), 20_708);
+        let days_from_civil =
+            |y, m, d| crate::time::utc_seconds(y, m, d, 0, 0, 0).map(|s| s / 86_400);
+        assert_eq!(days_from_civil(1970, 1, 1), Some(0));
+        assert_eq!(days_from_civil(2000, 3, 1), Some(11_017));
+        assert_eq!(days_from_civil(2026, 9, 12), Some(20_708));
     }
 
     #[test]

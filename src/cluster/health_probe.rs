@@ -18,7 +18,7 @@ use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::watch::{explain, now};
+use super::watch::explain;
 use super::{convert, WatchSettings};
 use crate::checks::health::{
     disruption, ClusterSnapshot, DisruptionVerdict, EtcdReady, GateState, GateWatch, HealthNode,
@@ -26,8 +26,9 @@ use crate::checks::health::{
 };
 use crate::checks::live::{EnvTopology, Look, Rule};
 use crate::runbook::plan::{HealthGate, NodeDisruption};
+use crate::time::now;
 
-use super::wait::WaitEnd;
+use crate::exec::kube::wait::WaitEnd;
 
 async fn list<K>(api: Api<K>, lp: ListParams, what: &str, settings: &WatchSettings) -> Look<Vec<K>>
 where

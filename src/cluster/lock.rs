@@ -17,9 +17,10 @@ use kube::Client;
 use serde::{Deserialize, Serialize};
 
 use super::convert;
-use super::watch::{explain, now};
+use super::watch::explain;
 use crate::checks::health::clock;
 use crate::checks::live::Timestamp;
+use crate::time::now;
 
 /// The Lease's name and namespace.
 pub const LOCK_NAME: &str = "hk-console-run-lock";

@@ -19,11 +19,9 @@ use crate::checks::live::{EnvTopology, Server};
 use crate::repo::Repo;
 
 pub mod convert;
-pub mod flux;
 pub mod health_probe;
 pub mod lock;
 pub mod once;
-pub mod wait;
 pub mod watch;
 
 /// The operator's overrides, from `--kubeconfig`/`KUBECONFIG` and `--context`.
@@ -35,6 +33,9 @@ pub struct KubeOverrides {
     pub kubeconfig_env: Option<String>,
     /// `--context NAME`.
     pub context: Option<String>,
+    /// The one environment these overrides point at (a kubeconfig is one cluster): the
+    /// others keep the inventory's kubeconfig. `None`: every environment given.
+    pub env: Option<String>,
 }
 
 impl KubeOverrides {
@@ -44,7 +45,24 @@ impl KubeOverrides {
             kubeconfig,
             kubeconfig_env: std::env::var("KUBECONFIG").ok().filter(|s| !s.is_empty()),
             context,
+            env: None,
         }
+    }
+
+    /// These overrides for `env` only; every other environment keeps the inventory's.
+    pub fn for_env(mut self, env: &str) -> KubeOverrides {
+        self.env = Some(env.to_string());
+        self
+    }
+
+    /// Whether the operator named anything (a kubeconfig or a context).
+    pub fn any(&self) -> bool {
+        self.names_kubeconfig() || self.context.is_some()
+    }
+
+    /// Whether the overrides apply to `env`.
+    fn applies_to(&self, env: &str) -> bool {
+        self.env.as_deref().is_none_or(|e| e == env)
     }
 
     /// Whether the operator named a kubeconfig (it then applies to one environment only).
@@ -124,6 +142,8 @@ fn environment<'r>(
 /// inventory's file; `--context` picks a context in whichever file is used.
 pub fn kube_target(repo: &Repo, env: &str, ov: &KubeOverrides) -> Result<KubeTarget, ClusterError> {
     let environment = environment(repo, env)?;
+    let own = KubeOverrides::default();
+    let ov = if ov.applies_to(env) { ov } else { &own };
     let (kubeconfig, origin) =
         if let Some(p) = &ov.kubeconfig {
             (vec![p.clone()], "--kubeconfig".to_string())

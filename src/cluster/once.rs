@@ -17,11 +17,12 @@ use kube::api::ListParams;
 use kube::Api;
 use serde::de::DeserializeOwned;
 
-use super::watch::{explain, now, tcp_probe};
+use super::watch::{explain, tcp_probe};
 use super::{convert, WatchSettings};
 use crate::checks::live::{
     AgentEnvPane, EnvTopology, Look, NodesPane, RolloutPane, Snapshot, TcpProbe, VipLeasePane,
 };
+use crate::time::now;
 
 /// The four kube panes of one environment.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,7 +14,7 @@
 //! request is a LIST or a WATCH), or panic on anything the cluster says.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -33,15 +33,7 @@ use crate::checks::live::{
     AgentEnvPane, EnvTopology, Look, NodesPane, RolloutPane, TcpProbe, Timestamp, VipLeasePane,
 };
 use crate::observe::feed::{Feed, Update};
-
-/// The clock, as the rules take it.
-pub fn now() -> Timestamp {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
-    Timestamp(u64::try_from(ms).unwrap_or(u64::MAX))
-}
+use crate::time::now;
 
 /// One TCP connect to `addr`, with its latency, or why it failed (refused, no answer
 /// within `timeout`...). Sends nothing: the connection is closed at once.
@@ -58,16 +50,11 @@ pub async fn tcp_probe(addr: SocketAddr, timeout: Duration) -> TcpProbe {
             },
         },
         Err(_) => TcpProbe::Failed {
-            error: format!("no answer within {}", human_duration(timeout)),
+            error: format!(
+                "no answer within {}",
+                crate::time::span(timeout, crate::time::Style::Words)
+            ),
         },
-    }
-}
-
-fn human_duration(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
     }
 }
 

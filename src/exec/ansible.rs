@@ -394,9 +394,193 @@ pub fn resolve_program(argv0: &str, dirs: &[PathBuf]) -> Result<PathBuf, String>
     })
 }
 
+/// How to start an ansible binary: the program and the arguments that go before the
+/// caller's. Usually the binary itself; when the binary (or the interpreter its `#!` line
+/// names) is a version manager's shim, the real interpreter and script, so that each start
+/// does not pay the shim (pyenv's costs ~0.2-0.4 s a start, and a runbook starts
+/// ansible-playbook a dozen times).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    pub program: PathBuf,
+    pub prefix: Vec<String>,
+}
+
+/// Whether a file starts like a script (`#!`), and its `#!` line's interpreter and argument.
+fn shebang(path: &std::path::Path) -> Option<(String, Option<String>)> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let head = head.get(..n)?;
+    let line = head.strip_prefix(b"#!")?;
+    let end = line.iter().position(|b| *b == b'\n').unwrap_or(line.len());
+    let line = std::str::from_utf8(line.get(..end)?).ok()?.trim();
+    let mut parts = line.splitn(2, char::is_whitespace);
+    let interp = parts.next()?.to_string();
+    let arg = parts
+        .next()
+        .map(|a| a.trim().to_string())
+        .filter(|a| !a.is_empty());
+    Some((interp, arg))
+}
+
+/// The interpreter a `#!` line runs, with `/usr/bin/env NAME` looked up in `dirs`.
+fn shebang_interpreter(script: &std::path::Path, dirs: &[PathBuf]) -> Option<PathBuf> {
+    let (interp, arg) = shebang(script)?;
+    if interp.ends_with("/env") {
+        return find_binary(arg?.split_whitespace().next()?, dirs);
+    }
+    Some(PathBuf::from(interp))
+}
+
+/// Whether `program` reaches Python through a shim: it is itself a script whose interpreter
+/// is not Python (a shell shim), or its Python is a script (a shimmed interpreter).
+fn through_shim(program: &std::path::Path, dirs: &[PathBuf]) -> bool {
+    let Some(interp) = shebang_interpreter(program, dirs) else {
+        return false;
+    };
+    let is_python = interp
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("python"));
+    if !is_python {
+        return true;
+    }
+    let real = std::fs::canonicalize(&interp).unwrap_or(interp);
+    shebang(&real).is_some()
+}
+
+/// What `ansible-playbook --version` says it is: `executable location = PATH` and the
+/// interpreter in parentheses at the end of `python version = ...`.
+pub fn parse_version_paths(text: &str) -> Option<(PathBuf, PathBuf)> {
+    let mut location = None;
+    let mut python = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(v) = line.strip_prefix("executable location = ") {
+            location = Some(PathBuf::from(v.trim()));
+        } else if let Some(v) = line.strip_prefix("python version = ") {
+            let v = v.trim_end();
+            if let Some(inner) = v.strip_suffix(')').and_then(|v| v.rsplit_once('(')) {
+                python = Some(PathBuf::from(inner.1));
+            }
+        }
+    }
+    Some((python?, location?))
+}
+
+/// How to start `program` (see [`Launch`]). A shim is asked once, per process, where the
+/// real interpreter and script are (`--version`); both must exist and the script must be a
+/// Python script, else the program is started as found (slower, never different).
+pub fn launch_for(program: &std::path::Path, dirs: &[PathBuf]) -> Launch {
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<BTreeMap<PathBuf, Launch>>> = OnceLock::new();
+    let as_found = Launch {
+        program: program.to_path_buf(),
+        prefix: Vec::new(),
+    };
+    if !through_shim(program, dirs) {
+        return as_found;
+    }
+    let cache = CACHE.get_or_init(|| Mutex::new(BTreeMap::new()));
+    if let Some(hit) = cache.lock().ok().and_then(|c| c.get(program).cloned()) {
+        return hit;
+    }
+    let resolved = std::process::Command::new(program)
+        .arg("--version")
+        .env("ANSIBLE_NOCOLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| parse_version_paths(&String::from_utf8_lossy(&o.stdout)))
+        .filter(|(python, script)| {
+            python.is_file()
+                && script.is_file()
+                && !through_shim(python, dirs)
+                && shebang_interpreter(script, dirs).is_some_and(|i| {
+                    i.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("python"))
+                })
+        });
+    let launch = match resolved {
+        Some((python, script)) => {
+            tracing::info!(
+                program = %program.display(),
+                python = %python.display(),
+                script = %script.display(),
+                "ansible reached through a shim: starting its interpreter directly"
+            );
+            Launch {
+                program: python,
+                prefix: vec![script.display().to_string()],
+            }
+        }
+        None => {
+            tracing::warn!(
+                program = %program.display(),
+                "ansible looks shimmed but --version did not name its interpreter: started as found"
+            );
+            as_found
+        }
+    };
+    if let Ok(mut c) = cache.lock() {
+        c.insert(program.to_path_buf(), launch.clone());
+    }
+    launch
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn version_output_names_the_interpreter_and_the_script() {
+        let text = "ansible-playbook [core 2.19.14]\n  config file = None\n  executable location = /v/bin/ansible-playbook\n  python version = 3.11.7 (main, Jan  1 2024, 00:00:00) [GCC 12.2.0] (/v/bin/python3)\n  jinja version = 3.1.6\n";
+        assert_eq!(
+            parse_version_paths(text),
+            Some((
+                PathBuf::from("/v/bin/python3"),
+                PathBuf::from("/v/bin/ansible-playbook")
+            ))
+        );
+        assert_eq!(
+            parse_version_paths("ansible-playbook [core 2.19.14]\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_plain_binary_or_python_script_is_started_as_found() {
+        let d = std::env::temp_dir().join(format!("hk-launch-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("temp file");
+        let py = d.join("python3");
+        std::fs::write(&py, b"\x7fELF not really").expect("temp file");
+        let script = d.join("ansible-playbook");
+        std::fs::write(&script, format!("#!{}\nimport sys\n", py.display())).expect("temp file");
+        assert!(!through_shim(&script, &[]));
+        let l = launch_for(&script, &[]);
+        assert_eq!(l.program, script);
+        assert!(l.prefix.is_empty());
+        // A shell shim in front is a shim; so is a Python that is itself a script.
+        let shim = d.join("shim");
+        std::fs::write(
+            &shim,
+            "#!/bin/sh\nexec pyenv exec ansible-playbook \"$@\"\n",
+        )
+        .expect("temp file");
+        assert!(through_shim(&shim, &[]));
+        let shim_py = d.join("python3-shim");
+        std::fs::write(&shim_py, "#!/bin/sh\nexec python3 \"$@\"\n").expect("temp file");
+        let via = d.join("ap2");
+        std::fs::write(&via, format!("#!{}\n", shim_py.display())).expect("temp file");
+        assert!(
+            through_shim(&via, &[]),
+            "a Python that is a script is a shim"
+        );
+        std::fs::remove_dir_all(&d).expect("temp file");
+    }
 
     #[test]
     fn preview_gaps_name_skips_unreachable_hosts_and_a_missing_recap() {

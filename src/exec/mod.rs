@@ -33,6 +33,7 @@
 
 pub mod ansible;
 pub mod known_hosts;
+pub mod kube;
 pub mod process;
 pub mod redact;
 pub mod settings;

@@ -805,6 +805,9 @@ impl AnsibleRunner {
         let (argv0, args) = argv.split_first().ok_or(ProcessError::EmptyArgv)?;
         let program = ansible::resolve_program(argv0, &self.search_dirs)
             .map_err(ProcessError::NotInstalled)?;
+        let launch = ansible::launch_for(&program, &self.search_dirs);
+        let args: Vec<String> = launch.prefix.iter().chain(args).cloned().collect();
+        let program = launch.program;
         let mut env: Vec<(String, String)> = vec![
             // Lines must arrive as they happen and be parseable: no colour, no buffering,
             // the default callback (the recap format parsed here).
@@ -830,7 +833,7 @@ impl AnsibleRunner {
         env.extend(self.env.iter().cloned());
         let spec = ProcessSpec {
             program,
-            args: args.to_vec(),
+            args,
             cwd: cwd.map(Path::to_path_buf),
             env,
             spawned: self.spawned.clone(),

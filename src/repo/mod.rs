@@ -54,7 +54,24 @@ pub struct Repo {
 
 type RolesCache = BTreeMap<Vec<String>, Result<Arc<roles::PlayRoles>, roles::RoleError>>;
 
+/// The sample repo bundled with the source tree (`inventory/`): its addresses are
+/// documentation values, not an operator's hosts.
+pub fn bundled_sample_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory")
+}
+
 impl Repo {
+    /// Whether this is the bundled sample, however its path was spelt (`--repo ./inventory`
+    /// is the sample too): nothing is dialled on it.
+    pub fn is_bundled_sample(&self) -> bool {
+        let sample = bundled_sample_dir();
+        self.root == sample
+            || matches!(
+                (self.root.canonicalize(), sample.canonicalize()),
+                (Ok(a), Ok(b)) if a == b
+            )
+    }
+
     pub fn load(root: &Path) -> Result<Repo, RepoError> {
         if !root.is_dir() {
             return Err(RepoError::NotADirectory {

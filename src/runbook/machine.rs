@@ -40,33 +40,12 @@ pub struct Timestamp(pub u64);
 impl fmt::Display for Timestamp {
     /// RFC 3339 in UTC with milliseconds, e.g. `2026-09-07T10:15:00.000Z`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ms = self.0 % 1000;
-        let secs = self.0 / 1000;
-        let days = secs / 86_400;
-        let rem = secs % 86_400;
-        let (y, m, d) = civil_from_days(days);
         write!(
             f,
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-            rem / 3600,
-            (rem / 60) % 60,
-            rem % 60
+            "{}",
+            crate::time::instant(*self).strftime("%Y-%m-%dT%H:%M:%S.%3fZ")
         )
     }
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    (y, m, d)
 }
 
 /// Whether the run may change anything. Observe mode is fixed at construction.

@@ -1,11 +1,15 @@
 //! One simulated k3s cluster: the objects a real one has, and what its controllers do.
 //!
-//! Owns: seeding a [`Store`] with what the console watches (nodes, the kube-vip Lease,
-//! the cilium DaemonSet, its agents and the cilium HelmRelease), and the task that plays
-//! the cluster's controllers on it: kube-vip renewing the Lease (and handing it over when
-//! the holder dies), Flux answering a reconcile request, the DaemonSet controller rolling
-//! the agents one node at a time and never past an unready pod, and the scenario's faults
-//! on their timeline and as they arrive live (the console's `:fault`, through
+//! Owns: seeding a [`Store`] with what the console watches and an operator's kubectl shows
+//! (nodes with their kube-node-lease Leases, the kube-vip Lease, the cilium DaemonSet, its
+//! agents and their logs, the cilium HelmRelease, the `kubernetes` Service and
+//! EndpointSlice), and the task that plays the cluster's controllers on it: kube-vip
+//! renewing the Lease (and handing it over when the holder dies), the kubelets renewing
+//! theirs and stopping a deleted pod after its grace period (scaled by the scenario's time
+//! scale), Flux answering a reconcile request, the DaemonSet controller replacing a missing
+//! pod and rolling a new generation (`rollout restart`, a Flux upgrade) one node at a time,
+//! never past an unready pod, the events each of them records, and the scenario's faults on
+//! their timeline and as they arrive live (the console's `:fault`, through
 //! `demo::FaultInjector`).
 //! Must not: know the homelab. Names and addresses come in through [`SimEnv`] (built from
 //! the demo repo's inventory); what goes wrong comes from the scenario.
@@ -18,7 +22,8 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::kube::{EventType, ObjRef, Origin, Store};
+use super::kube::events::{self, Involved, Source};
+use super::kube::{EventType, ObjRef, Origin, Store, StoreEvent};
 use super::scenario::{AgentsDial, EnvState, Fault};
 
 /// The annotation Flux's `reconcile` verb sets; a change asks for a reconcile.
@@ -37,6 +42,9 @@ pub struct SimEnv {
     pub founder: Ipv4Addr,
     /// The kube-vip Lease's name (the inventory's, else kube-vip's default).
     pub lease_name: String,
+    /// The scenario's time scale: the real system's periods (a pod's grace period, a new
+    /// pod's start) are divided by it.
+    pub time_scale: u32,
 }
 
 impl SimEnv {
@@ -62,31 +70,86 @@ fn time(at: jiff::Timestamp) -> String {
     at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// The image the simulated agents run.
+const CILIUM_IMAGE: &str = "quay.io/cilium/cilium:v1.18.2";
+const AGENT: &str = "cilium-agent";
+/// What a simulated node reports of itself: a 4-CPU, 16 GiB Debian 12 k3s server (the SSH
+/// side's `free`, `uname -r` and /etc/os-release say the same).
+const CPUS: &str = "4";
+const MEMORY_KI: &str = "16288032Ki";
+const KUBELET_VERSION: &str = "v1.34.4+k3s1";
+/// How long a kubelet's node Lease lasts, and how often the simulation renews it.
+const NODE_LEASE_S: u64 = 40;
+const NODE_LEASE_RENEW: Duration = Duration::from_secs(10);
+
 fn node(name: &str, addr: Ipv4Addr, ready: bool, now: jiff::Timestamp) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {
+            "beta.kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/os": "linux",
             "kubernetes.io/hostname": name,
             "node-role.kubernetes.io/control-plane": "true",
             "node-role.kubernetes.io/etcd": "true",
             "node-role.kubernetes.io/master": "true"}},
-        "spec": {},
-        "status": node_status(addr, ready, now),
+        "spec": {"providerID": format!("k3s://{name}")},
+        "status": node_status(name, addr, ready, now),
     })
 }
 
-fn node_status(addr: Ipv4Addr, ready: bool, now: jiff::Timestamp) -> Value {
+fn condition(type_: &str, ok: bool, reason: &str, message: &str, now: jiff::Timestamp) -> Value {
+    json!({"type": type_, "status": if ok { "False" } else { "Unknown" }, "reason": reason,
+        "message": message, "lastHeartbeatTime": time(now), "lastTransitionTime": time(now)})
+}
+
+fn node_status(name: &str, addr: Ipv4Addr, ready: bool, now: jiff::Timestamp) -> Value {
+    let resources = json!({"cpu": CPUS, "ephemeral-storage": "101639152Ki",
+        "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": MEMORY_KI, "pods": "110"});
+    let gone = "Kubelet stopped posting node status.";
+    let pressure = |t: &str, reason: &str, msg: &str| {
+        if ready {
+            condition(t, true, reason, msg, now)
+        } else {
+            condition(t, false, "NodeStatusUnknown", gone, now)
+        }
+    };
     json!({
-        "addresses": [{"type": "InternalIP", "address": addr.to_string()}],
-        "conditions": [{
-            "type": "Ready",
-            "status": if ready { "True" } else { "Unknown" },
-            "reason": if ready { "KubeletReady" } else { "NodeStatusUnknown" },
-            "message": if ready { "kubelet is posting ready status" } else { "Kubelet stopped posting node status." },
-            "lastHeartbeatTime": time(now),
-            "lastTransitionTime": time(now),
-        }],
-        "nodeInfo": {"kubeletVersion": "v1.34.4+k3s1"},
+        "addresses": [{"type": "InternalIP", "address": addr.to_string()},
+            {"type": "Hostname", "address": name}],
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": [
+            pressure("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+            pressure("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            pressure("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+            {
+                "type": "Ready",
+                "status": if ready { "True" } else { "Unknown" },
+                "reason": if ready { "KubeletReady" } else { "NodeStatusUnknown" },
+                "message": if ready { "kubelet is posting ready status" } else { gone },
+                "lastHeartbeatTime": time(now),
+                "lastTransitionTime": time(now),
+            }],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
+            "osImage": "Debian GNU/Linux 12 (bookworm)", "kernelVersion": "6.1.0-28-amd64",
+            "containerRuntimeVersion": "containerd://2.1.5-k3s1",
+            "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": KUBELET_VERSION,
+            "machineID": "", "systemUUID": "", "bootID": ""},
+    })
+}
+
+/// The kubelet's Lease in kube-node-lease (what `describe node` shows, and what the node
+/// controller judges a node by).
+fn node_lease(name: &str, node_uid: &str, now: jiff::Timestamp) -> Value {
+    json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": name, "namespace": "kube-node-lease",
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": node_uid}]},
+        "spec": {"holderIdentity": name, "leaseDurationSeconds": NODE_LEASE_S,
+            "renewTime": micro_time(now)}
     })
 }
 
@@ -95,6 +158,37 @@ fn agent_env(host: &str, port: u16) -> Value {
         {"name": "KUBERNETES_SERVICE_HOST", "value": host},
         {"name": "KUBERNETES_SERVICE_PORT", "value": port.to_string()},
     ])
+}
+
+/// The agent container as the chart declares it (its readiness probe is what the stuck
+/// rollout's pod fails).
+fn agent_container(host: &str, port: u16) -> Value {
+    json!({
+        "name": AGENT, "image": CILIUM_IMAGE, "imagePullPolicy": "IfNotPresent",
+        "command": ["cilium-agent"], "args": ["--config-dir=/tmp/cilium/config-map"],
+        "env": agent_env(host, port),
+        "readinessProbe": {"httpGet": {"host": "127.0.0.1", "path": "/healthz", "port": 9879,
+            "scheme": "HTTP"}, "periodSeconds": 30, "timeoutSeconds": 5,
+            "successThreshold": 1, "failureThreshold": 3},
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    })
+}
+
+/// What every agent pod's spec shares with the DaemonSet's template.
+fn agent_pod_spec(host: &str, port: u16) -> Value {
+    json!({
+        "containers": [agent_container(host, port)],
+        "hostNetwork": true,
+        "dnsPolicy": "ClusterFirstWithHostNet",
+        "restartPolicy": "Always",
+        "schedulerName": "default-scheduler",
+        "serviceAccountName": "cilium",
+        "priorityClassName": "system-node-critical",
+        // The chart's value: the agent exits at once.
+        "terminationGracePeriodSeconds": 1,
+        "tolerations": [{"operator": "Exists"}],
+    })
 }
 
 fn daemonset(env: &SimEnv, host: &str) -> Value {
@@ -108,9 +202,7 @@ fn daemonset(env: &SimEnv, host: &str) -> Value {
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
             "template": {
                 "metadata": {"labels": {"k8s-app": "cilium"}},
-                "spec": {"containers": [{
-                    "name": "cilium-agent", "image": "quay.io/cilium/cilium:v1.18.2",
-                    "env": agent_env(host, env.api_port)}]}
+                "spec": agent_pod_spec(host, env.api_port),
             }
         }
     })
@@ -118,6 +210,10 @@ fn daemonset(env: &SimEnv, host: &str) -> Value {
 
 fn ds_ref() -> ObjRef {
     ObjRef::new("apps/v1", "DaemonSet", Some(NS), "cilium")
+}
+
+fn pod_ref(name: &str) -> ObjRef {
+    ObjRef::new("v1", "Pod", Some(NS), name)
 }
 
 /// The DaemonSet's generation and uid, as the store has them. Its pods carry that uid as
@@ -136,49 +232,126 @@ fn ds_meta(store: &Store) -> (u64, String) {
     )
 }
 
+/// A container ID as containerd reports it (64 hex digits).
+fn container_id() -> String {
+    let mut b = [0u8; 32];
+    rand::fill(&mut b);
+    format!("containerd://{}", data_encoding::HEXLOWER.encode(&b))
+}
+
+/// One agent pod of `generation` on `server`, named `name`.
 #[allow(clippy::too_many_arguments)]
 fn pod(
     env: &SimEnv,
     server: usize,
+    name: &str,
     generation: u64,
     owner_uid: &str,
     host: &str,
     ready: bool,
     now: jiff::Timestamp,
 ) -> Value {
-    let node = &env.servers[server].0;
+    let (node, addr) = &env.servers[server];
+    let mut spec = agent_pod_spec(host, env.api_port);
+    spec["nodeName"] = json!(node);
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
-            "name": pod_name(env, server, generation),
+            "name": name,
             "namespace": NS,
+            "generateName": "cilium-",
             "labels": {"k8s-app": "cilium", "pod-template-generation": generation.to_string()},
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "cilium",
-                "uid": owner_uid, "controller": true}],
+                "uid": owner_uid, "controller": true, "blockOwnerDeletion": true}],
         },
-        "spec": {"nodeName": node, "containers": [{
-            "name": "cilium-agent", "image": "quay.io/cilium/cilium:v1.18.2",
-            "env": agent_env(host, env.api_port)}]},
-        "status": pod_status(ready, now),
+        "spec": spec,
+        "status": pod_status(*addr, ready, now, now, &container_id()),
     })
 }
 
-fn pod_status(ready: bool, now: jiff::Timestamp) -> Value {
+/// A running agent pod's status: its container running since `started`, ready or not.
+fn pod_status(
+    addr: Ipv4Addr,
+    ready: bool,
+    started: jiff::Timestamp,
+    now: jiff::Timestamp,
+    container_id: &str,
+) -> Value {
+    let cond = |t: &str, ok: bool, at: jiff::Timestamp| {
+        let mut c = json!({"type": t, "status": if ok { "True" } else { "False" },
+            "lastTransitionTime": time(at), "lastProbeTime": null});
+        if !ok {
+            c["reason"] = json!("ContainersNotReady");
+            c["message"] = json!(format!("containers with unready status: [{AGENT}]"));
+        }
+        c
+    };
+    let ip = addr.to_string();
     json!({
         "phase": "Running",
-        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" },
-            "lastTransitionTime": time(now)}],
-        "containerStatuses": [{"name": "cilium-agent", "ready": ready, "restartCount": 0,
-            "image": "quay.io/cilium/cilium:v1.18.2", "imageID": "", "started": true}],
-        "startTime": time(now),
+        "conditions": [
+            cond("PodReadyToStartContainers", true, started),
+            cond("Initialized", true, started),
+            cond("Ready", ready, now),
+            cond("ContainersReady", ready, now),
+            cond("PodScheduled", true, started),
+        ],
+        "hostIP": ip, "hostIPs": [{"ip": ip}], "podIP": ip, "podIPs": [{"ip": ip}],
+        "qosClass": "BestEffort",
+        "containerStatuses": [{"name": AGENT, "ready": ready, "restartCount": 0,
+            "image": CILIUM_IMAGE, "imageID": format!("{CILIUM_IMAGE}@sha256:{}", "0".repeat(64)),
+            "containerID": container_id, "started": true,
+            "state": {"running": {"startedAt": time(started)}}, "lastState": {}}],
+        "startTime": time(started),
     })
 }
 
-fn pod_name(env: &SimEnv, server: usize, generation: u64) -> String {
-    // Stable per node and generation, like the controller's random suffix but readable.
+/// One cilium-agent log line in its format (Go's slog, logfmt: `time=... level=info
+/// msg="..." key=value`).
+fn agent_line(level: &str, msg: &str, attrs: &str) -> String {
+    let t = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ");
+    let msg = if msg.contains(' ') {
+        format!("\"{msg}\"")
+    } else {
+        msg.to_string()
+    };
+    if attrs.is_empty() {
+        format!("time={t} level={level} msg={msg}")
+    } else {
+        format!("time={t} level={level} msg={msg} {attrs}")
+    }
+}
+
+/// What an agent logs as it starts: the API server it dials is the line an operator
+/// looks for.
+fn agent_starts(store: &Store, pod: &str, host: &str, port: u16) {
+    let logs = store.logs();
+    let k8s = "module=agent.infra.k8s-client";
+    for (msg, attrs) in [
+        ("Starting hive", String::new()),
+        (
+            "Establishing connection to apiserver",
+            format!("{k8s} ipAddr=https://{host}:{port}"),
+        ),
+        ("Connected to apiserver", k8s.to_string()),
+        (
+            "Started gops server",
+            "module=agent.infra.gops address=127.0.0.1:9890".to_string(),
+        ),
+    ] {
+        logs.append(NS, pod, AGENT, agent_line("info", msg, &attrs));
+    }
+}
+
+/// The name of the agent pod the controller creates for `server` in `generation`: stable
+/// and readable for the first one, a counter after (a pod deleted and recreated).
+fn pod_name(server: usize, generation: u64, nth: u64) -> String {
     let n = server + 1;
-    let _ = env;
-    format!("cilium-g{generation}-n{n}")
+    if nth == 0 {
+        format!("cilium-g{generation}-n{n}")
+    } else {
+        format!("cilium-g{generation}-n{n}-{nth}")
+    }
 }
 
 fn lease(
@@ -212,6 +385,40 @@ fn helmrelease(generation_handled: Option<&str>) -> Value {
     })
 }
 
+/// The `kubernetes` Service in `default` as k3s has it (its first service address).
+fn kubernetes_service() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kubernetes", "namespace": "default",
+            "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"type": "ClusterIP", "clusterIP": "10.43.0.1", "clusterIPs": ["10.43.0.1"],
+            "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+            "internalTrafficPolicy": "Cluster", "sessionAffinity": "None",
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
+        "status": {"loadBalancer": {}}
+    })
+}
+
+/// Its EndpointSlice: every live server's address, on the API port (the API server's
+/// endpoint reconciler keeps one endpoint per live server).
+fn kubernetes_endpoints(env: &SimEnv, dead: &[bool]) -> Value {
+    let endpoints: Vec<Value> = env
+        .servers
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !dead.get(*i).copied().unwrap_or(false))
+        .map(|(_, (_, addr))| json!({"addresses": [addr.to_string()], "conditions": {"ready": true}}))
+        .collect();
+    json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "kubernetes", "namespace": "default",
+            "labels": {"kubernetes.io/service-name": "kubernetes"}},
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": [{"name": "https", "port": env.api_port, "protocol": "TCP"}],
+    })
+}
+
 fn daemonset_status(generation: u64, desired: usize, updated: usize, ready: usize) -> Value {
     json!({
         "observedGeneration": generation,
@@ -229,7 +436,12 @@ fn daemonset_status(generation: u64, desired: usize, updated: usize, ready: usiz
 pub fn seed(store: &Store, env: &SimEnv, state: &EnvState) -> Result<(), super::kube::SimError> {
     let now = jiff::Timestamp::now();
     for (name, addr) in &env.servers {
-        store.apply(node(name, *addr, true, now))?;
+        let n = store.apply(node(name, *addr, true, now))?;
+        let uid = n
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        store.apply(node_lease(name, uid, now))?;
     }
     let holder_ix = state
         .lease_holder
@@ -244,6 +456,8 @@ pub fn seed(store: &Store, env: &SimEnv, state: &EnvState) -> Result<(), super::
             now,
         ))?;
     }
+    store.apply(kubernetes_service())?;
+    store.apply(kubernetes_endpoints(env, &[]))?;
     let hosts: Vec<String> = (0..env.servers.len())
         .map(|i| env.dial(state.agents_dial, i))
         .collect();
@@ -257,7 +471,10 @@ pub fn seed(store: &Store, env: &SimEnv, state: &EnvState) -> Result<(), super::
     let ds = ds_ref();
     let (generation, owner) = ds_meta(store);
     for (i, h) in hosts.iter().enumerate() {
-        store.apply(pod(env, i, generation, &owner, h, true, now))?;
+        let name = pod_name(i, generation, 0);
+        store.apply(pod(env, i, &name, generation, &owner, h, true, now))?;
+        agent_starts(store, &name, h, env.api_port);
+        agent_ready(store, &name);
     }
     store.patch_status(
         &ds,
@@ -301,6 +518,30 @@ pub fn node_ready(store: &Store, name: &str) -> Option<bool> {
     Some(ready)
 }
 
+fn agent_ready(store: &Store, pod: &str) {
+    store.logs().append(
+        NS,
+        pod,
+        AGENT,
+        agent_line(
+            "info",
+            "Daemon initialization completed",
+            "module=agent.controlplane.daemon",
+        ),
+    );
+}
+
+fn agent_stops(store: &Store, pod: &str) {
+    store
+        .logs()
+        .append(NS, pod, AGENT, agent_line("info", "Stopping hive", ""));
+}
+
+fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer(&format!("/metadata/annotations/{}", key.replace('/', "~1")))
+        .and_then(Value::as_str)
+}
+
 /// The controllers of one simulated cluster, until `cancel`: the scenario's timeline
 /// `faults`, and every fault that arrives on `live` as it arrives.
 pub async fn run(
@@ -311,10 +552,12 @@ pub async fn run(
     live: mpsc::UnboundedReceiver<Fault>,
     cancel: CancellationToken,
 ) {
-    let mut c = Controllers::new(store, env, state);
+    let mut c = Controllers::new(store, env, state, cancel.clone());
     let mut events = c.store.subscribe();
     let mut renew = tokio::time::interval(Duration::from_secs(c.state.lease_renew_every_s.max(1)));
     renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut kubelets = tokio::time::interval(NODE_LEASE_RENEW);
+    kubelets.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let start = tokio::time::Instant::now();
     let mut faults = faults.into_iter().peekable();
     // `None` once every sender is gone: the branch then never fires again.
@@ -324,6 +567,7 @@ pub async fn run(
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = renew.tick() => c.renew(),
+            _ = kubelets.tick() => c.renew_node_leases(),
             f = async {
                 match live.as_mut() {
                     Some(rx) => rx.recv().await,
@@ -344,20 +588,9 @@ pub async fn run(
                 }
             }
             ev = events.recv() => match ev {
-                Ok(e) => {
-                    if e.origin == Origin::Api
-                        && e.event == EventType::Modified
-                        && e.resource.kind == "HelmRelease"
-                        && e.name == "cilium"
-                    {
-                        let asked = e.object.pointer(&format!("/metadata/annotations/{}", REQUESTED_AT.replace('/', "~1"))).and_then(Value::as_str).map(str::to_string);
-                        let before = e.prev.as_ref().and_then(|p| p.pointer(&format!("/metadata/annotations/{}", REQUESTED_AT.replace('/', "~1"))).and_then(Value::as_str).map(str::to_string));
-                        if let Some(at) = asked.filter(|a| Some(a) != before.as_ref()) {
-                            c.reconcile(&at, &cancel).await;
-                        }
-                    }
-                }
-                Err(RecvError::Lagged(_)) => {}
+                Ok(e) => c.react(&e).await,
+                // Missed changes: look at the whole state instead.
+                Err(RecvError::Lagged(_)) => c.ensure_pods().await,
                 Err(RecvError::Closed) => return,
             },
         }
@@ -374,10 +607,28 @@ struct Controllers {
     /// When the holder last renewed (for the handover after it dies).
     last_renew: jiff::Timestamp,
     agents_dial: AgentsDial,
+    /// Pods created per (node, generation) so far: a recreated pod gets the next name.
+    created: std::collections::BTreeMap<(usize, u64), u64>,
+    cancel: CancellationToken,
+}
+
+fn record(
+    store: &Store,
+    inv: Option<Involved>,
+    type_: &str,
+    reason: &str,
+    msg: &str,
+    src: Source<'_>,
+) {
+    if let Some(inv) = inv {
+        if let Err(e) = events::record(store, &inv, type_, reason, msg, src) {
+            tracing::warn!("simulated cluster: recording {reason}: {e}");
+        }
+    }
 }
 
 impl Controllers {
-    fn new(store: Store, env: SimEnv, state: EnvState) -> Controllers {
+    fn new(store: Store, env: SimEnv, state: EnvState, cancel: CancellationToken) -> Controllers {
         let n = env.servers.len();
         Controllers {
             holder: state
@@ -388,9 +639,11 @@ impl Controllers {
             transitions: 0,
             last_renew: jiff::Timestamp::now(),
             agents_dial: state.agents_dial,
+            created: (0..n).map(|i| ((i, 1), 1)).collect(),
             store,
             env,
             state,
+            cancel,
         }
     }
 
@@ -401,6 +654,103 @@ impl Controllers {
             Some(NS),
             &self.env.lease_name,
         )
+    }
+
+    /// A period of the real system, compressed by the scenario's time scale.
+    fn scaled(&self, d: Duration) -> Duration {
+        d / self.env.time_scale.max(1)
+    }
+
+    /// What the controllers do about a change: a client's reconcile request (Flux), a
+    /// client's pod delete (the kubelet stops it, then it goes), a pod gone (the DaemonSet
+    /// controller replaces it), a client's change of the pod template (`rollout restart`).
+    async fn react(&mut self, e: &StoreEvent) {
+        match (e.resource.kind, e.event, e.origin) {
+            ("HelmRelease", EventType::Modified, Origin::Api) if e.name == "cilium" => {
+                let asked = annotation(&e.object, REQUESTED_AT).map(str::to_string);
+                let before = e
+                    .prev
+                    .as_ref()
+                    .and_then(|p| annotation(p, REQUESTED_AT))
+                    .map(str::to_string);
+                if let Some(at) = asked.filter(|a| Some(a) != before.as_ref()) {
+                    self.reconcile(&at).await;
+                }
+            }
+            ("Pod", EventType::Modified, Origin::Api) => {
+                let marked = e.object.pointer("/metadata/deletionTimestamp").is_some();
+                let was = e
+                    .prev
+                    .as_ref()
+                    .is_some_and(|p| p.pointer("/metadata/deletionTimestamp").is_some());
+                if marked && !was {
+                    self.kubelet_stops(&e.object);
+                }
+            }
+            ("Pod", EventType::Deleted, _) => self.ensure_pods().await,
+            ("DaemonSet", EventType::Modified, Origin::Api) if e.name == "cilium" => {
+                let generation =
+                    |o: &Value| o.pointer("/metadata/generation").and_then(Value::as_u64);
+                let now = generation(&e.object);
+                if now.is_some() && now != e.prev.as_deref().and_then(generation) {
+                    self.roll().await;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The kubelet on the pod's node: the container is told to stop, and the pod object goes
+    /// once its grace period (scaled) has passed.
+    fn kubelet_stops(&self, pod: &Value) {
+        let name = pod
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let uid = pod
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let node = pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let grace = pod
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        let r = pod_ref(&name);
+        agent_stops(&self.store, &name);
+        record(
+            &self.store,
+            Involved::of(&self.store, &r).map(|i| i.container(AGENT)),
+            "Normal",
+            "Killing",
+            &format!("Stopping container {AGENT}"),
+            Source {
+                component: "kubelet",
+                host: Some(&node),
+            },
+        );
+        let store = self.store.clone();
+        let wait = self.scaled(Duration::from_secs(grace));
+        let cancel = self.cancel.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                _ = tokio::time::sleep(wait) => {
+                    let same = store.fetch(&r).ok().flatten().is_some_and(|p| {
+                        p.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid.as_str())
+                    });
+                    if same {
+                        let _ = store.remove(&r);
+                    }
+                }
+            }
+        });
     }
 
     /// kube-vip: the live holder renews; a dead one does not, and once its lease has run
@@ -424,13 +774,45 @@ impl Controllers {
             self.holder = next;
             self.transitions += 1;
             self.last_renew = now;
+            let holder = self.env.servers[next].0.clone();
             let _ = self.store.apply(lease(
                 &self.env.lease_name,
-                &self.env.servers[next].0,
+                &holder,
                 self.state.lease_duration_s,
                 self.transitions,
                 now,
             ));
+            // client-go's leader election records this on the lock object.
+            record(
+                &self.store,
+                Involved::of(&self.store, &self.lease_ref()),
+                "Normal",
+                "LeaderElection",
+                &format!("{holder} became leader"),
+                Source {
+                    component: "kube-vip",
+                    host: None,
+                },
+            );
+        }
+    }
+
+    /// Every live kubelet renews its node Lease.
+    fn renew_node_leases(&self) {
+        let now = jiff::Timestamp::now();
+        for (i, (name, _)) in self.env.servers.iter().enumerate() {
+            if self.dead[i] {
+                continue;
+            }
+            let _ = self.store.merge_patch(
+                &ObjRef::new(
+                    "coordination.k8s.io/v1",
+                    "Lease",
+                    Some("kube-node-lease"),
+                    name,
+                ),
+                json!({"spec": {"renewTime": micro_time(now)}}),
+            );
         }
     }
 
@@ -443,10 +825,24 @@ impl Controllers {
                     *d = true;
                 }
                 let (name, addr) = self.env.servers[h].clone();
-                let _ = self.store.patch_status(
-                    &ObjRef::new("v1", "Node", None, &name),
-                    node_status(addr, false, now),
+                let node = ObjRef::new("v1", "Node", None, &name);
+                let _ = self
+                    .store
+                    .patch_status(&node, node_status(&name, addr, false, now));
+                record(
+                    &self.store,
+                    Involved::of(&self.store, &node),
+                    "Normal",
+                    "NodeNotReady",
+                    &format!("Node {name} status is now: NodeNotReady"),
+                    Source {
+                        component: "node-controller",
+                        host: None,
+                    },
                 );
+                let _ = self
+                    .store
+                    .apply(kubernetes_endpoints(&self.env, &self.dead));
             }
             Fault::AgentDrifts { server } => {
                 let i = server.saturating_sub(1);
@@ -461,23 +857,142 @@ impl Controllers {
         }
     }
 
-    /// The DaemonSet controller's move on one node: the node's current agent pod goes, a
-    /// new one of `generation` dialling `host` takes its place.
-    fn replace_pod(
-        &self,
+    /// The DaemonSet controller deletes a pod (the kubelet stops its container first).
+    fn delete_pod(&self, name: &str) {
+        let r = pod_ref(name);
+        agent_stops(&self.store, name);
+        let node = self
+            .store
+            .fetch(&r)
+            .ok()
+            .flatten()
+            .and_then(|p| {
+                p.pointer("/spec/nodeName")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        record(
+            &self.store,
+            Involved::of(&self.store, &r).map(|i| i.container(AGENT)),
+            "Normal",
+            "Killing",
+            &format!("Stopping container {AGENT}"),
+            Source {
+                component: "kubelet",
+                host: Some(&node),
+            },
+        );
+        if self.store.remove(&r).is_ok() {
+            record(
+                &self.store,
+                Involved::of(&self.store, &ds_ref()),
+                "Normal",
+                "SuccessfulDelete",
+                &format!("Deleted pod: {name}"),
+                Source {
+                    component: "daemonset-controller",
+                    host: None,
+                },
+            );
+        }
+    }
+
+    /// The DaemonSet controller creates a pod on `server`; the scheduler binds it and the
+    /// kubelet starts its container. Returns its name.
+    fn create_pod(
+        &mut self,
         server: usize,
         generation: u64,
         owner: &str,
         host: &str,
         ready: bool,
         now: jiff::Timestamp,
-    ) {
-        if let Some(old) = self.current_pod(server) {
-            let _ = self.store.remove(&ObjRef::new("v1", "Pod", Some(NS), &old));
+    ) -> String {
+        let nth = self.created.entry((server, generation)).or_insert(0);
+        let name = pod_name(server, generation, *nth);
+        *nth += 1;
+        let node = self.env.servers[server].0.clone();
+        let _ = self.store.apply(pod(
+            &self.env, server, &name, generation, owner, host, ready, now,
+        ));
+        agent_starts(&self.store, &name, host, self.env.api_port);
+        if ready {
+            agent_ready(&self.store, &name);
         }
-        let _ = self
-            .store
-            .apply(pod(&self.env, server, generation, owner, host, ready, now));
+        let ds = Involved::of(&self.store, &ds_ref());
+        let dsc = Source {
+            component: "daemonset-controller",
+            host: None,
+        };
+        record(
+            &self.store,
+            ds,
+            "Normal",
+            "SuccessfulCreate",
+            &format!("Created pod: {name}"),
+            dsc,
+        );
+        let r = pod_ref(&name);
+        let p = Involved::of(&self.store, &r);
+        record(
+            &self.store,
+            p.clone(),
+            "Normal",
+            "Scheduled",
+            &format!("Successfully assigned {NS}/{name} to {node}"),
+            Source {
+                component: "default-scheduler",
+                host: None,
+            },
+        );
+        let c = p.map(|i| i.container(AGENT));
+        let kubelet = Source {
+            component: "kubelet",
+            host: Some(&node),
+        };
+        record(
+            &self.store,
+            c.clone(),
+            "Normal",
+            "Pulled",
+            &format!("Container image \"{CILIUM_IMAGE}\" already present on machine"),
+            kubelet,
+        );
+        record(
+            &self.store,
+            c.clone(),
+            "Normal",
+            "Created",
+            &format!("Created container: {AGENT}"),
+            kubelet,
+        );
+        record(
+            &self.store,
+            c,
+            "Normal",
+            "Started",
+            &format!("Started container {AGENT}"),
+            kubelet,
+        );
+        name
+    }
+
+    /// The DaemonSet controller's move on one node: the node's current agent pod goes, a
+    /// new one of `generation` dialling `host` takes its place. Returns the new pod's name.
+    fn replace_pod(
+        &mut self,
+        server: usize,
+        generation: u64,
+        owner: &str,
+        host: &str,
+        ready: bool,
+        now: jiff::Timestamp,
+    ) -> String {
+        if let Some(old) = self.current_pod(server) {
+            self.delete_pod(&old);
+        }
+        self.create_pod(server, generation, owner, host, ready, now)
     }
 
     fn current_pod(&self, server: usize) -> Option<String> {
@@ -494,11 +1009,146 @@ impl Controllers {
             })
     }
 
-    /// Flux: the release is upgraded at once (Ready, request handled); the DaemonSet then
-    /// rolls one node at a time: old pod gone, new pod unready, ready a moment later. A node
-    /// the scenario marks stuck never gets ready, and the rollout stops there.
-    async fn reconcile(&mut self, requested_at: &str, cancel: &CancellationToken) {
+    /// The pod's readiness, after the kubelet's first probe.
+    fn set_ready(&self, name: &str, server: usize) {
+        let r = pod_ref(name);
+        let Some(p) = self.store.fetch(&r).ok().flatten() else {
+            return;
+        };
+        let started = p
+            .pointer("/status/startTime")
+            .and_then(Value::as_str)
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(jiff::Timestamp::now);
+        let cid = p
+            .pointer("/status/containerStatuses/0/containerID")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        agent_ready(&self.store, name);
+        let _ = self.store.patch_status(
+            &r,
+            pod_status(
+                self.env.servers[server].1,
+                true,
+                started,
+                jiff::Timestamp::now(),
+                &cid,
+            ),
+        );
+    }
+
+    /// The stuck pod's readiness probe fails (the kubelet says so in an event).
+    fn probe_fails(&self, name: &str, server: usize) {
+        record(
+            &self.store,
+            Involved::of(&self.store, &pod_ref(name)).map(|i| i.container(AGENT)),
+            "Warning",
+            "Unhealthy",
+            "Readiness probe failed: Get \"http://127.0.0.1:9879/healthz\": dial tcp 127.0.0.1:9879: connect: connection refused",
+            Source { component: "kubelet", host: Some(&self.env.servers[server].0) },
+        );
+    }
+
+    fn ds_status(&self, generation: u64) {
+        let n = self.env.servers.len();
+        let pods = self
+            .store
+            .objects("v1", "Pod", Some(NS))
+            .unwrap_or_default();
+        let mine: Vec<&super::kube::Object> = pods
+            .iter()
+            .filter(|p| {
+                p.pointer("/metadata/labels/k8s-app")
+                    .and_then(Value::as_str)
+                    == Some("cilium")
+            })
+            .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
+            .collect();
+        let updated = mine
+            .iter()
+            .filter(|p| {
+                p.pointer("/metadata/labels/pod-template-generation")
+                    .and_then(Value::as_str)
+                    == Some(generation.to_string().as_str())
+            })
+            .count();
+        let ready = mine
+            .iter()
+            .filter(|p| {
+                p.pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    })
+            })
+            .count();
+        let _ = self.store.patch_status(
+            &ds_ref(),
+            daemonset_status(generation, n, updated.min(n), ready.min(n)),
+        );
+    }
+
+    /// The DaemonSet controller: every live node runs one agent pod; a missing one is
+    /// created from the current template (and becomes ready a moment later).
+    async fn ensure_pods(&mut self) {
+        let (generation, owner) = ds_meta(&self.store);
+        let mut made = Vec::new();
+        for i in 0..self.env.servers.len() {
+            if self.dead[i] || self.current_pod(i).is_some() {
+                continue;
+            }
+            let host = self.env.dial(self.agents_dial, i);
+            let name = self.create_pod(i, generation, &owner, &host, false, jiff::Timestamp::now());
+            made.push((name, i));
+        }
+        if made.is_empty() {
+            return;
+        }
+        self.ds_status(generation);
+        tokio::time::sleep(
+            self.scaled(Duration::from_secs(2))
+                .max(Duration::from_millis(200)),
+        )
+        .await;
+        for (name, i) in made {
+            self.set_ready(&name, i);
+        }
+        self.ds_status(generation);
+    }
+
+    /// Roll the DaemonSet's current generation onto every node, one at a time, never past
+    /// an unready pod (maxUnavailable 1). A node the scenario marks stuck never gets ready,
+    /// and the rollout stops there.
+    async fn roll(&mut self) {
         let step = Duration::from_millis(700);
+        let n = self.env.servers.len();
+        let (generation, owner) = ds_meta(&self.store);
+        self.ds_status(generation);
+        for i in 0..n {
+            if self.cancel.is_cancelled() {
+                return;
+            }
+            let host = self.env.dial(self.agents_dial, i);
+            let name =
+                self.replace_pod(i, generation, &owner, &host, false, jiff::Timestamp::now());
+            self.ds_status(generation);
+            if self.state.rollout_stuck_on == Some(i + 1) {
+                // maxUnavailable 1: the controller waits for this pod forever.
+                self.probe_fails(&name, i);
+                return;
+            }
+            tokio::time::sleep(step).await;
+            self.set_ready(&name, i);
+            self.ds_status(generation);
+            tokio::time::sleep(step).await;
+        }
+    }
+
+    /// Flux: the release is upgraded at once (Ready, request handled); when the fix changes
+    /// what the agents dial, the DaemonSet's template changes and the new generation rolls.
+    async fn reconcile(&mut self, requested_at: &str) {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let _ = self.store.patch_status(
             &ObjRef::new("helm.toolkit.fluxcd.io/v2", "HelmRelease", Some(NS), "cilium"),
@@ -513,37 +1163,13 @@ impl Controllers {
             return;
         }
         self.agents_dial = target;
-        let n = self.env.servers.len();
         let host0 = self.env.dial(target, 0);
-        let _ = self.store.apply(daemonset(&self.env, &host0));
-        let (generation, owner) = ds_meta(&self.store);
-        let ds = ds_ref();
-        let _ = self
-            .store
-            .patch_status(&ds, daemonset_status(generation, n, 0, n));
-        for i in 0..n {
-            if cancel.is_cancelled() {
-                return;
-            }
-            let host = self.env.dial(target, i);
-            self.replace_pod(i, generation, &owner, &host, false, jiff::Timestamp::now());
-            let _ = self
-                .store
-                .patch_status(&ds, daemonset_status(generation, n, i + 1, n - 1));
-            if self.state.rollout_stuck_on == Some(i + 1) {
-                // maxUnavailable 1: the controller waits for this pod forever.
-                return;
-            }
-            tokio::time::sleep(step).await;
-            let name = pod_name(&self.env, i, generation);
-            let _ = self.store.patch_status(
-                &ObjRef::new("v1", "Pod", Some(NS), &name),
-                pod_status(true, jiff::Timestamp::now()),
-            );
-            let _ = self
-                .store
-                .patch_status(&ds, daemonset_status(generation, n, i + 1, n));
-            tokio::time::sleep(step).await;
-        }
+        // helm upgrade: the template's containers change; whatever else a client set on the
+        // DaemonSet (a restartedAt annotation) stays.
+        let _ = self.store.merge_patch(
+            &ds_ref(),
+            json!({"spec": {"template": {"spec": {"containers": [agent_container(&host0, self.env.api_port)]}}}}),
+        );
+        self.roll().await;
     }
 }

@@ -393,6 +393,8 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
         })?;
         kube.write_kubeconfig(&dir.join(".cache").join(kc_name))
             .map_err(|e| DemoError::Start(e.to_string()))?;
+        kube.write_readonly_kubeconfig(&dir.join(".cache").join("readonly").join(kc_name))
+            .map_err(|e| DemoError::Start(e.to_string()))?;
         api_ports.insert(env.name.clone(), kube.addr().port());
         let servers: Vec<(String, Ipv4Addr)> = env
             .servers
@@ -416,6 +418,7 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
             api_port: kube.addr().port(),
             founder,
             lease_name,
+            time_scale: scenario.time_scale.max(1),
         };
         let state = state_of(&env.name);
         cluster::seed(kube.store(), &sim_env, &state)
@@ -792,8 +795,8 @@ impl Demo {
     /// What the console's executors (console and headless runs alike) change for the demo:
     /// trust only the demo's host keys, ignore `~/.ssh/config`, and judge a rollout stuck
     /// after [`Demo::stuck_after`].
-    pub fn exec_setup(&self) -> crate::ui::executors::ExecSetup {
-        crate::ui::executors::ExecSetup {
+    pub fn exec_setup(&self) -> crate::session::executors::ExecSetup {
+        crate::session::executors::ExecSetup {
             ssh: Some(self.ssh_options()),
             ignore_ssh_config: true,
             stuck_after: Some(self.stuck_after()),

@@ -9,12 +9,12 @@
 //! so it is a rehearsal and an end-to-end test, never a way to run prod unattended. It
 //! retries nothing: a failed step halts the run there, as it would for a person.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tokio::sync::mpsc;
 
 use super::demo::Demo;
 use crate::cluster::KubeOverrides;
@@ -22,10 +22,10 @@ use crate::repo::Repo;
 use crate::runbook::embedded::RunbookSet;
 use crate::runbook::machine::{GateAnswer, Input, RunOutcome, RunStatus, StepState};
 use crate::runbook::plan::Gate;
-use crate::ui::app::{App, AppParts, EnvSummary, Overlay};
-use crate::ui::exec::{executor_task, ExecReply, ExecRequest};
-use crate::ui::executors::{capabilities_with, Clusters};
-use crate::ui::RepoPlans;
+use crate::session::exec::ExecRequest;
+use crate::session::executors::{capabilities_with, Clusters};
+use crate::session::pump::Pump;
+use crate::session::{self, RepoPlans, RunSession, SessionEffect};
 
 /// Who answers the gates of a headless run, as the journal records it.
 pub const OPERATOR: &str = "simulated-operator";
@@ -136,8 +136,65 @@ impl Report {
     }
 }
 
-/// Drive `req` through a console app on `demo`, journaling under `runs_dir`. `progress`
-/// gets one line per step change and per gate answered, as they happen.
+/// The simulated operator's side of one run: the session, the requests for the pump, the
+/// gate it was asked, the output of each step.
+struct Driver {
+    session: RunSession,
+    queue: VecDeque<ExecRequest>,
+    /// The gate asked and still open: step, gate, why the last answer did not pass.
+    gate: Option<(usize, Gate, Option<String>)>,
+    /// The last lines of each step's output (for the step a run halts on).
+    output: BTreeMap<usize, VecDeque<String>>,
+    at: Option<usize>,
+    /// The last thing the session said.
+    said: Option<String>,
+}
+
+/// How many lines of the halted step's output the report keeps.
+const FAILED_OUTPUT: usize = 20;
+
+impl Driver {
+    fn feed(&mut self, input: Input) {
+        let fx = self.session.feed(input, crate::journal::now());
+        self.apply(fx);
+    }
+
+    fn apply(&mut self, effects: Vec<SessionEffect>) {
+        for fx in effects {
+            match fx {
+                SessionEffect::AskGate { n, gate } => self.gate = Some((n, gate, None)),
+                SessionEffect::GateNotPassed { n, why } => match self.gate.as_mut() {
+                    Some((open, _, error)) if *open == n => *error = Some(why),
+                    _ => self.said = Some(format!("step {n}: {why}")),
+                },
+                SessionEffect::Request(r) => self.queue.push_back(*r),
+                SessionEffect::StepBegins { n, header } => {
+                    self.at = Some(n);
+                    self.output.insert(n, VecDeque::from([header]));
+                }
+                SessionEffect::Output(line) => {
+                    if let Some(lines) = self.at.and_then(|n| self.output.get_mut(&n)) {
+                        if lines.len() == FAILED_OUTPUT {
+                            lines.pop_front();
+                        }
+                        lines.push_back(line);
+                    }
+                }
+                SessionEffect::Notice(said) => self.said = Some(said),
+                SessionEffect::Finished { .. } => self.gate = None,
+                SessionEffect::AtStep { .. } | SessionEffect::AskDecision { .. } => {}
+            }
+        }
+        if let Some((n, ..)) = &self.gate {
+            if !self.session.gate_is_open(*n) {
+                self.gate = None;
+            }
+        }
+    }
+}
+
+/// Drive `req` through the console's run session on `demo`, journaling under `runs_dir`.
+/// `progress` gets one line per step change and per gate answered, as they happen.
 pub async fn drive(
     demo: &Demo,
     runbooks: RunbookSet,
@@ -155,55 +212,54 @@ pub async fn drive(
     for n in &notices {
         progress(&format!("notice: {n}"));
     }
-    let parts = AppParts {
-        environments: repo.environments.iter().map(EnvSummary::from).collect(),
-        runbooks,
-        plans: Arc::new(RepoPlans { repo }),
-        runs_dir: Some(runs_dir.to_path_buf()),
-        themes: crate::ui::theme::ThemeSet::builtin(),
-        theme: None,
-        keymaps: Default::default(),
-        config_warnings: Vec::new(),
-        no_color: true,
-        operator: OPERATOR.to_string(),
-        now: crate::journal::now(),
-        // The simulated operator runs the runbook; it injects no faults.
-        faults: None,
+    // As the console opens it: the repo's first environment is the current one.
+    let current = repo.environments.first().map(|e| e.name.clone());
+    let plans = RepoPlans { repo };
+    let (plan, env) = session::plan_runbook(
+        &runbooks,
+        &plans,
+        &req.runbook,
+        req.env.as_deref(),
+        current.as_deref(),
+        req.host.as_deref(),
+    )
+    .map_err(|e| open_err(e.0))?;
+    let session = RunSession::plan(plan, Arc::new(caps), OPERATOR)
+        .map_err(|e| open_err(format!("cannot run `{}` for `{env}`: {e}", req.runbook)))?;
+    let mut d = Driver {
+        session,
+        queue: VecDeque::new(),
+        gate: None,
+        output: BTreeMap::new(),
+        at: None,
+        said: None,
     };
-    let mut app = App::operate(parts, caps);
-    app.open_runbook(&req.runbook, req.env.as_deref(), req.host.as_deref());
-    if app.active.is_none() {
-        return Err(open_err(
-            app.status.clone().unwrap_or_else(|| "no plan".into()),
-        ));
-    }
     // Each step's (state, attempt) as last reported: every step starts pending.
-    let mut seen: Vec<(&'static str, u32)> = app
-        .active
-        .as_ref()
-        .map(|a| {
-            a.run
-                .steps()
-                .map(|(_, r)| (r.state.name(), r.attempt))
-                .collect()
-        })
-        .unwrap_or_default();
-    app.now = crate::journal::now();
-    app.update(crate::ui::action::Action::StartRun);
-    let journal = match app.active.as_ref().and_then(|a| a.journal.as_ref()) {
+    let mut seen: Vec<(&'static str, u32)> = d
+        .session
+        .run
+        .steps()
+        .map(|(_, r)| (r.state.name(), r.attempt))
+        .collect();
+    match d.session.start(Some(runs_dir), crate::journal::now()) {
+        Ok(fx) => d.apply(fx),
+        Err(e) => {
+            return Err(HeadlessError::Start {
+                runbook: req.runbook.clone(),
+                why: e.0,
+            })
+        }
+    }
+    let journal = match d.session.journal.as_ref() {
         Some(j) => j.path().to_path_buf(),
         None => {
             return Err(HeadlessError::Start {
                 runbook: req.runbook.clone(),
-                why: app.status.clone().unwrap_or_else(|| "no journal".into()),
+                why: d.said.clone().unwrap_or_else(|| "no journal".into()),
             })
         }
     };
-    let env = app
-        .active
-        .as_ref()
-        .map(|a| a.run.plan().env.clone())
-        .unwrap_or_default();
+    let env = d.session.run.plan().env.clone();
     progress(&format!(
         "{}: {} for {env}, journal {}",
         OPERATOR,
@@ -211,55 +267,44 @@ pub async fn drive(
         journal.display()
     ));
 
-    let (req_tx, req_rx) = mpsc::channel::<ExecRequest>(64);
-    let (rep_tx, mut rep_rx) = mpsc::channel::<ExecReply>(1024);
-    let task = tokio::spawn(executor_task(
-        Arc::clone(app.capabilities()),
-        req_rx,
-        rep_tx,
-    ));
+    let mut pump = Pump::spawn(Arc::clone(d.session.capabilities()));
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + req.deadline;
     let mut answered: Vec<usize> = Vec::new();
     let mut result = Ok(());
     loop {
-        app.now = crate::journal::now();
-        report_changes(&app, &mut seen, &mut progress);
-        while let Some(r) = app.outbox.pop_front() {
-            if req_tx.send(r).await.is_err() {
-                break;
-            }
+        report_changes(&d.session, &mut seen, &mut progress);
+        if pump.flush(&mut d.queue).is_err() {
+            break;
         }
-        let Some(a) = app.active.as_ref() else { break };
-        let status = a.run.status().clone();
-        let in_flight = !a.run.in_flight().is_empty();
+        let status = d.session.run.status().clone();
+        let in_flight = !d.session.run.in_flight().is_empty();
         if !in_flight && !matches!(status, RunStatus::Active { .. } | RunStatus::NotStarted) {
             break;
         }
-        if let Some(Overlay::Gate(m)) = &app.overlay {
-            let (n, gate) = (m.n, m.gate.clone());
+        if let Some((n, gate, error)) = d.gate.clone() {
             if answered.contains(&n) {
                 // The same gate is still open after an answer: say why and stop.
-                let why = m.error.clone().unwrap_or_else(|| "still open".into());
+                let why = error.unwrap_or_else(|| "still open".into());
                 abort(
-                    &mut app,
+                    &mut d,
                     &format!("the simulated answer to step {n}'s gate did not open it: {why}"),
                 );
                 continue;
             }
             answered.push(n);
-            let input = answer(&app, n, &gate);
+            let input = answer(&d.session, n, &gate);
             progress(&format!(
                 "step {n}: gate {} answered by {OPERATOR}",
                 gate_name(&gate)
             ));
-            app.feed(input);
+            d.feed(input);
             continue;
         }
-        match tokio::time::timeout_at(deadline, rep_rx.recv()).await {
+        match tokio::time::timeout_at(deadline, pump.recv()).await {
             Ok(Some(reply)) => {
-                app.now = crate::journal::now();
-                app.handle_exec(reply);
+                let fx = d.session.handle_reply(reply, crate::journal::now());
+                d.apply(fx);
             }
             Ok(None) => {
                 let step = match status {
@@ -275,43 +320,41 @@ pub async fn drive(
                     req.deadline.as_secs()
                 ));
                 // Cancel what is in flight, wait briefly for the executor to say so, abort.
-                app.now = crate::journal::now();
-                if app.cancel_in_flight() {
-                    let grace = tokio::time::Instant::now() + Duration::from_secs(10);
-                    while app.has_in_flight() {
-                        while let Some(r) = app.outbox.pop_front() {
-                            let _ = req_tx.send(r).await;
+                let fx = d.session.cancel_in_flight(crate::journal::now());
+                d.apply(fx);
+                let grace = tokio::time::Instant::now() + Duration::from_secs(10);
+                while d.session.has_in_flight() {
+                    if pump.flush(&mut d.queue).is_err() {
+                        break;
+                    }
+                    match tokio::time::timeout_at(grace, pump.recv()).await {
+                        Ok(Some(reply)) => {
+                            let fx = d.session.handle_reply(reply, crate::journal::now());
+                            d.apply(fx);
                         }
-                        match tokio::time::timeout_at(grace, rep_rx.recv()).await {
-                            Ok(Some(reply)) => {
-                                app.now = crate::journal::now();
-                                app.handle_exec(reply);
-                            }
-                            _ => break,
-                        }
+                        _ => break,
                     }
                 }
                 abort(
-                    &mut app,
+                    &mut d,
                     &format!(
                         "the headless run's deadline ({} s) passed",
                         req.deadline.as_secs()
                     ),
                 );
-                report_changes(&app, &mut seen, &mut progress);
+                report_changes(&d.session, &mut seen, &mut progress);
                 break;
             }
         }
     }
-    task.abort();
+    drop(pump);
     result?;
-    Ok(summarise(&app, journal, env, started.elapsed()))
+    Ok(summarise(&d, journal, env, started.elapsed()))
 }
 
 /// Journal an abort by the simulated operator.
-fn abort(app: &mut App, reason: &str) {
-    app.now = crate::journal::now();
-    app.feed(Input::Abort {
+fn abort(d: &mut Driver, reason: &str) {
+    d.feed(Input::Abort {
         by: OPERATOR.into(),
         reason: reason.into(),
     });
@@ -319,15 +362,14 @@ fn abort(app: &mut App, reason: &str) {
 
 /// What the simulated operator answers to step `n`'s gate: what a person reading the
 /// modal would type or press.
-fn answer(app: &App, n: usize, gate: &Gate) -> Input {
+fn answer(session: &RunSession, n: usize, gate: &Gate) -> Input {
     let note = Some("answered by hk-console demo --headless (simulated operator)".to_string());
     match gate {
         Gate::ConfirmHosts { expected } => {
             // The count of the hosts the list-hosts step printed, as shown in the modal.
-            let shown = app
-                .active
-                .as_ref()
-                .and_then(|a| a.run.step_record(n))
+            let shown = session
+                .run
+                .step_record(n)
                 .and_then(|r| r.observed_hosts.as_ref())
                 .map_or(expected.len(), Vec::len);
             Input::TypedText {
@@ -367,8 +409,11 @@ fn gate_name(g: &Gate) -> String {
 }
 
 /// One progress line per step whose state or attempt changed since the last call.
-fn report_changes(app: &App, seen: &mut [(&'static str, u32)], progress: &mut impl FnMut(&str)) {
-    let Some(a) = app.active.as_ref() else { return };
+fn report_changes(
+    a: &RunSession,
+    seen: &mut [(&'static str, u32)],
+    progress: &mut impl FnMut(&str),
+) {
     let total = a.run.plan().steps.len();
     for ((step, rec), last) in a.run.steps().zip(seen.iter_mut()) {
         let now = (rec.state.name(), rec.attempt);
@@ -394,19 +439,8 @@ fn report_changes(app: &App, seen: &mut [(&'static str, u32)], progress: &mut im
     }
 }
 
-fn summarise(app: &App, journal: PathBuf, env: String, took: Duration) -> Report {
-    let Some(a) = app.active.as_ref() else {
-        return Report {
-            runbook: String::new(),
-            env,
-            outcome: "no run".into(),
-            succeeded: false,
-            journal,
-            seconds: took.as_secs_f64(),
-            steps: Vec::new(),
-            failed_output: Vec::new(),
-        };
-    };
+fn summarise(d: &Driver, journal: PathBuf, env: String, took: Duration) -> Report {
+    let a = &d.session;
     let outcome = a.run.outcome();
     let steps = a
         .run
@@ -441,11 +475,11 @@ fn summarise(app: &App, journal: PathBuf, env: String, took: Duration) -> Report
         })
         .collect();
     let failed_output = match a.run.status() {
-        RunStatus::Halted { n } => {
-            let from = a.step_output_start.get(n).copied().unwrap_or(0);
-            let lines: Vec<String> = a.output.since(from).map(str::to_string).collect();
-            lines[lines.len().saturating_sub(20)..].to_vec()
-        }
+        RunStatus::Halted { n } => d
+            .output
+            .get(n)
+            .map(|lines| lines.iter().cloned().collect())
+            .unwrap_or_default(),
         _ => Vec::new(),
     };
     Report {

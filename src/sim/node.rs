@@ -74,27 +74,7 @@ impl Clock {
     }
 }
 
-/// Days since 1970-01-01 to (year, month, day) (Hinnant's civil_from_days).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-/// UTC calendar fields of a ms timestamp: (y, mo, d, h, mi, s, ms).
-fn utc_fields(ms: u64) -> (i64, u32, u32, u64, u64, u64, u64) {
-    let secs = ms / 1000;
-    let (y, mo, d) = civil_from_days((secs / 86_400) as i64);
-    let t = secs % 86_400;
-    (y, mo, d, t / 3600, t % 3600 / 60, t % 60, ms % 1000)
-}
+use crate::time::utc_fields;
 
 /// journald's `short-iso`: `2026-09-12T22:57:05+00:00` (the node runs in UTC).
 pub fn format_short_iso(ms: u64) -> String {
@@ -427,6 +407,9 @@ VERSION_ID=\"12\"\nVERSION=\"12 (bookworm)\"\nVERSION_CODENAME=bookworm\nID=debi
 HOME_URL=\"https://www.debian.org/\"\nSUPPORT_URL=\"https://www.debian.org/support\"\n\
 BUG_REPORT_URL=\"https://bugs.debian.org/\"\n";
 
+/// Journal records a node keeps (the oldest go first).
+pub const JOURNAL_CAP: usize = 20_000;
+
 /// The default VPN unit name (the documented one).
 pub const VPN_UNIT: &str = "vpn-egress-tunnel.service";
 
@@ -550,6 +533,12 @@ impl NodeState {
         };
         let pos = self.journal.partition_point(|x| x.at_ms <= at_ms);
         self.journal.insert(pos, e);
+        // journald rotates too (SystemMaxUse): a node whose tunnel restarts all day keeps
+        // its recent history, not all of it.
+        if self.journal.len() > JOURNAL_CAP {
+            let excess = self.journal.len() - JOURNAL_CAP;
+            self.journal.drain(..excess);
+        }
     }
 
     /// OpenVPN 2.6's lines for one successful connect of the tunnel, from `at_ms`.

@@ -662,6 +662,10 @@ impl server::Handler for Conn {
         let handle = session.handle();
         if let Some(req) = ScpRequest::parse(&command) {
             if let Ok(mut s) = state.lock() {
+                // Capped like every other command record (node.rs).
+                if s.commands.len() >= 1000 {
+                    s.commands.remove(0);
+                }
                 s.commands.push(command.clone());
             }
             tokio::spawn(async move {

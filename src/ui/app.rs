@@ -1,13 +1,14 @@
-//! The app: all UI state, and `update` (action -> new state + requests out).
+//! The app: what the screen needs, and `update` (action -> new state + answers out).
 //!
-//! Owns: the one [`App`] the event loop updates and the views draw from; the open run
-//! (its [`Run`], its [`Journal`], its output ring); turning machine effects into
-//! executor requests (queued in [`App::outbox`], sent by the loop) and executor replies
-//! into journaled inputs; the overlays (gate modals, confirmations, help, command line).
-//! Every operator answer and executor outcome goes through `journal.record` before its
-//! effects are dispatched (journal before effect).
-//! Must not: do terminal IO, await, or talk to hosts. Time comes in through
-//! [`App::now`], set by the loop's tick, so tests are deterministic.
+//! Owns: the one [`App`] the event loop updates and the views draw from: the selection,
+//! the overlays (gate modals, the resume decision, confirmations, help, command line), the
+//! open run's output ring ([`ActiveRun`]), the status line. The run itself is its
+//! [`RunSession`]'s: the app forwards every operator answer and executor reply to it and
+//! shows the [`SessionEffect`]s that come back (requests queue in [`App::outbox`] for the
+//! loop's pump).
+//! Must not: journal, dispatch or decide anything about a run (the session does), do
+//! terminal IO, await, or talk to hosts. Time comes in through [`App::now`], set by the
+//! loop's tick, so tests are deterministic.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -16,31 +17,25 @@ use std::sync::Arc;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 use tui_textarea::TextArea;
 
-use crate::exec::process::{self, ChildId, Liveness, StopReport};
-use crate::journal::{self, Journal, RunSummary};
+use crate::exec::process::StopReport;
+use crate::journal::{self, RunSummary};
 use crate::observe::feed::Update;
 use crate::repo::env::Environment;
 use crate::runbook::embedded::RunbookSet;
-use crate::runbook::machine::{
-    self as machine, Effect, Event, GateAnswer, Input, Mode, Outcome, Run, RunOutcome, RunStatus,
-    StepState, Timestamp,
-};
-use crate::runbook::plan::{Gate, Plan, PlannedStep};
-use crate::runbook::schema::Runbook;
+use crate::runbook::machine::{GateAnswer, Input, Mode, RunOutcome, Timestamp};
+use crate::runbook::plan::Gate;
 
 use super::action::Action;
-use super::exec::{Capabilities, ExecReply, ExecRequest, ReadOnlyExecutors, RunTag};
 use super::keymap::{Key, KeyMode, Keymaps};
 use super::live::LiveState;
 use super::output::OutputBuffer;
 use super::theme::{Theme, ThemeSet, ThemeWarning};
+use crate::session::exec::{Capabilities, ExecReply, ExecRequest, ReadOnlyExecutors};
+use crate::session::{self, supervise, Opened, RunSession, SessionEffect};
 
-/// Plans a runbook for an environment. The integrator implements it over the repo (its
+/// Plans a runbook for an environment: the session's port, implemented over the repo (its
 /// `PlanEnv`s and `Topology`); tests use a fake inventory.
-pub trait PlanSource: Send + Sync {
-    /// `host`: the one host, for runbooks that run on a single host.
-    fn plan(&self, runbook: &Runbook, env: &str, host: Option<&str>) -> Result<Plan, String>;
-}
+pub use crate::session::PlanSource;
 
 /// An environment as the home screen lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,48 +214,6 @@ impl ResumeModal {
     }
 }
 
-/// Whether the interrupted step's process still runs, as last looked at.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProcessCheck {
-    /// The step started no local process (or none was journaled).
-    NoProcess,
-    /// That very process (pid and start time) still runs.
-    Alive(ChildId),
-    /// It is gone: how.
-    Gone(String),
-    /// This system cannot tell; treated as running.
-    Unknown(ChildId, String),
-}
-
-/// The read-only probe run before the decision.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProbeRun {
-    /// The runbook has no read-back for this step.
-    NoProbe,
-    /// Waiting for the process to be gone before probing.
-    Pending { probe: usize },
-    /// Running (its replies carry `tag`).
-    Running { probe: usize, tag: RunTag },
-    /// Journaled (the machine's record has the result).
-    Done,
-}
-
-/// What the run view knows about the interrupted step it resumes.
-#[derive(Debug)]
-pub struct ResumeInfo {
-    pub n: usize,
-    pub process: ProcessCheck,
-    pub probe: ProbeRun,
-    /// `w`: look again every tick until the process is gone.
-    pub waiting: bool,
-    /// `K`: the stop ladder, running on a thread; its report once done.
-    pub stopping: Option<Arc<std::sync::Mutex<Option<Vec<StopReport>>>>>,
-    /// The step's last output lines (from the output log beside the journal).
-    pub last_lines: Vec<String>,
-    /// Who started the run.
-    pub started_by: Option<String>,
-}
-
 #[derive(Debug)]
 pub enum Overlay {
     Help,
@@ -283,22 +236,24 @@ pub enum Overlay {
     },
 }
 
-/// The run open in the run view.
+/// The run open in the run view: its session, and what the screen keeps of it.
 #[derive(Debug)]
 pub struct ActiveRun {
-    pub tag: RunTag,
-    pub run: Run,
-    /// `None` for a plan not started yet, or a finished run opened to look at.
-    pub journal: Option<Journal>,
+    /// The run itself, driven by the session (read through `Deref`: `a.run`, `a.journal`).
+    pub session: RunSession,
     pub output: OutputBuffer,
     /// Absolute output line (dropped + len) at which each step's output began.
     pub step_output_start: BTreeMap<usize, u64>,
     /// The step list's selection (index into the plan).
     pub selected: usize,
-    /// Opened from a journal of a finished run (or a run this app may not continue).
-    pub view_only: bool,
-    /// The resume decision in progress over an interrupted step that changes systems.
-    pub resume: Option<ResumeInfo>,
+}
+
+/// The screen reads the run through its session; only the session changes it.
+impl std::ops::Deref for ActiveRun {
+    type Target = RunSession;
+    fn deref(&self) -> &RunSession {
+        &self.session
+    }
 }
 
 /// What the app wants the loop to do after an update.
@@ -327,12 +282,14 @@ pub struct App {
     pub runs_error: Option<String>,
     pub runs_dir: Option<PathBuf>,
     pub active: Option<ActiveRun>,
-    next_tag: RunTag,
     pub live: LiveState,
     /// Where Back (or `l`) leaves the Live screen to.
     pub live_from: Screen,
     /// The Live screen's first shown line.
     pub live_scroll: usize,
+    /// How many lines the Live screen laid out when last drawn (the scroll bound): the
+    /// view reports it, so the state never asks the view to lay text out.
+    pub live_lines: std::cell::Cell<usize>,
     pub theme: Theme,
     pub themes: ThemeSet,
     pub theme_warnings: Vec<ThemeWarning>,
@@ -418,10 +375,10 @@ impl App {
             runs_error: None,
             runs_dir: parts.runs_dir,
             active: None,
-            next_tag: 1,
             live: LiveState::default(),
             live_from: Screen::Home,
             live_scroll: 0,
+            live_lines: std::cell::Cell::new(0),
             theme,
             themes: parts.themes,
             theme_warnings,
@@ -535,13 +492,7 @@ impl App {
 
     /// Whether a run is open and not over.
     pub fn run_is_active(&self) -> bool {
-        self.active.as_ref().is_some_and(|a| {
-            a.journal.is_some()
-                && matches!(
-                    a.run.status(),
-                    RunStatus::Active { .. } | RunStatus::Halted { .. }
-                )
-        })
+        self.active.as_ref().is_some_and(|a| a.session.is_active())
     }
 
     // ----------------------------------------------------------------------------------
@@ -962,26 +913,9 @@ impl App {
     /// executors stop their processes and answer Cancelled, which is journaled too). Returns
     /// whether there is work to wait for before the process exits.
     pub fn cancel_in_flight(&mut self) -> bool {
-        let running: Vec<usize> = match &self.active {
-            Some(a) if a.journal.is_some() => a
-                .run
-                .steps()
-                .filter(|(_, r)| {
-                    matches!(
-                        r.state,
-                        StepState::Running {
-                            cancel_requested: false,
-                            ..
-                        }
-                    )
-                })
-                .map(|(s, _)| s.n)
-                .collect(),
-            _ => Vec::new(),
-        };
-        for n in running {
-            let by = self.operator.clone();
-            self.feed(Input::CancelRequested { n, by });
+        if let Some(a) = self.active.as_mut() {
+            let fx = a.session.cancel_in_flight(self.now);
+            self.apply(fx);
         }
         let waiting = self.has_in_flight();
         if waiting {
@@ -995,29 +929,15 @@ impl App {
     pub fn has_in_flight(&self) -> bool {
         self.active
             .as_ref()
-            .is_some_and(|a| a.journal.is_some() && !a.run.in_flight().is_empty())
+            .is_some_and(|a| a.session.has_in_flight())
     }
 
     fn halted_step(&self) -> Option<usize> {
-        let a = self.active.as_ref()?;
-        a.journal.as_ref()?;
-        match a.run.status() {
-            RunStatus::Halted { n } => Some(*n),
-            _ => None,
-        }
+        self.active.as_ref()?.session.halted_step()
     }
 
     fn interrupt(&mut self) -> Control {
-        let running = self.active.as_ref().and_then(|a| {
-            a.run.steps().find_map(|(s, r)| match r.state {
-                StepState::Running {
-                    cancel_requested: false,
-                    ..
-                } => Some(s.n),
-                _ => None,
-            })
-        });
-        match running {
+        match self.active.as_ref().and_then(|a| a.session.running_step()) {
             Some(n) => self.overlay = Some(Overlay::Confirm(Confirm::CancelStep { n })),
             None => return self.update(Action::Quit),
         }
@@ -1118,11 +1038,7 @@ impl App {
         if a.view_only || a.journal.is_none() {
             return;
         }
-        let open = a.run.steps().find_map(|(s, r)| match (&r.state, &s.gate) {
-            (StepState::AwaitingGate { .. }, Some(g)) => Some((s.n, g.clone())),
-            _ => None,
-        });
-        if let Some((n, g)) = open {
+        if let Some((n, g)) = a.session.open_gate() {
             self.overlay = Some(Overlay::Gate(Box::new(GateModal::new(n, g))));
             return;
         }
@@ -1134,7 +1050,7 @@ impl App {
     }
 
     // ----------------------------------------------------------------------------------
-    // Runs.
+    // Runs: the session drives them; the app shows what it says and forwards answers.
 
     /// Plan runbook `id` for `env` (or the current environment, or the runbook's only one)
     /// and show the plan. Nothing is journaled until it is started.
@@ -1144,74 +1060,40 @@ impl App {
             self.screen = Screen::Run;
             return;
         }
-        let Some(rb) = self.runbook_set.get(id).cloned() else {
-            self.status = Some(format!(
-                "no runbook `{id}` (have: {})",
-                self.runbooks
-                    .iter()
-                    .map(|r| r.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-            return;
-        };
-        let env = match env {
-            Some(e) => e.to_string(),
-            None => match &self.current_env {
-                Some(c) if rb.environments.contains(c) => c.clone(),
-                _ if rb.environments.len() == 1 => rb.environments[0].clone(),
-                Some(c) => {
-                    self.status = Some(format!(
-                        "`{id}` is not for `{c}` (it is for: {}); pick one with :env or e",
-                        rb.environments.join(", ")
-                    ));
-                    return;
-                }
-                None => {
-                    self.status = Some("no environment chosen".into());
-                    return;
-                }
-            },
-        };
-        let plan = match self.plans.plan(&rb, &env, host) {
+        let opened = session::plan_runbook(
+            &self.runbook_set,
+            self.plans.as_ref(),
+            id,
+            env,
+            self.current_env.as_deref(),
+            host,
+        );
+        let (plan, env) = match opened {
             Ok(p) => p,
             Err(e) => {
-                self.status = Some(format!("cannot plan `{id}` for `{env}`: {e}"));
+                self.status = Some(e.0);
                 return;
             }
         };
-        let run = match if self.is_observe() {
-            Run::new_read_only(plan)
-        } else {
-            Run::new(plan)
-        } {
-            Ok(r) => r,
+        let session = match RunSession::plan(plan, Arc::clone(&self.caps), &self.operator) {
+            Ok(s) => s,
             Err(e) => {
                 self.status = Some(format!("cannot run `{id}` for `{env}`: {e}"));
                 return;
             }
         };
+        let notice = session.opened_notice();
         self.current_env = Some(env);
-        self.set_active(run, None, false);
-        self.status = Some(if self.is_observe() {
-            "observe mode: the plan opens to look at only".into()
-        } else {
-            "s starts the run".into()
-        });
+        self.set_active(session);
+        self.status = Some(notice.into());
     }
 
-    fn set_active(&mut self, run: Run, journal: Option<Journal>, view_only: bool) {
-        let tag = self.next_tag;
-        self.next_tag += 1;
+    fn set_active(&mut self, session: RunSession) {
         self.active = Some(ActiveRun {
-            tag,
-            run,
-            journal,
+            session,
             output: OutputBuffer::default(),
             step_output_start: BTreeMap::new(),
             selected: 0,
-            view_only,
-            resume: None,
         });
         self.screen = Screen::Run;
         self.overlay = None;
@@ -1223,251 +1105,98 @@ impl App {
             self.status = Some("a run is active: finish or abort it (A) first".into());
             return;
         }
-        // A damaged journal opens read-only up to the damage and is never resumed.
-        if let Ok((r, Some(damage))) = journal::salvage(&path) {
-            self.set_active(r.run, None, true);
-            self.status = Some(format!(
-                "run {}: {damage}; opened read-only up to line {}; {}",
-                r.header.run_id,
-                damage.line.saturating_sub(1),
-                journal::Damage::NOT_RESUMABLE
-            ));
-            return;
-        }
-        let resumable = matches!(outcome, RunOutcome::Interrupted | RunOutcome::InProgress)
-            || outcome == RunOutcome::Failed;
-        if resumable {
-            match journal::replay(&path) {
-                // Observe mode journals nothing, so it resumes nothing: the run opens to look at.
-                Ok(r) if self.is_observe() => {
-                    self.set_active(r.run, None, true);
-                    self.status =
-                        Some("observe mode: the run opens to look at only; resume it outside observe mode".into());
-                    return;
-                }
-                Err(e) => {
-                    self.status = Some(e.to_string());
-                    return;
-                }
-                Ok(_) => {}
+        let caps = Arc::clone(&self.caps);
+        match RunSession::open_journal(&path, outcome, caps, &self.operator, self.now) {
+            Ok(Opened { session, effects }) => {
+                self.set_active(session);
+                self.apply(effects);
             }
-            match Journal::resume(&path, self.now) {
-                Ok((j, replayed, effects)) => {
-                    let operator = replayed.header.operator.clone();
-                    self.set_active(replayed.run, Some(j), false);
-                    let warn: Vec<String> =
-                        replayed.warnings.iter().map(|w| w.to_string()).collect();
-                    self.status = Some(if warn.is_empty() {
-                        "resumed".into()
-                    } else {
-                        format!("resumed: {}", warn.join("; "))
-                    });
-                    for input in self.dispatch(effects) {
-                        self.feed(input);
-                    }
-                    if let Some(n) = self.halted_step().filter(|n| self.needs_decision(*n)) {
-                        self.begin_resume(n, Some(operator));
-                    }
-                }
-                Err(e) => self.status = Some(format!("cannot resume: {e}")),
-            }
-        } else {
-            match journal::replay(&path) {
-                Ok(r) => {
-                    self.set_active(r.run, None, true);
-                    self.status = Some(format!("run {} ({outcome})", r.header.run_id));
-                }
-                Err(e) => self.status = Some(e.to_string()),
-            }
+            Err(e) => self.status = Some(e.0),
         }
     }
 
     fn start_run(&mut self) {
-        // Observe mode is for looking: runbooks open as plans only, nothing is journaled,
-        // no gate is asked and no request leaves the app.
-        if self.is_observe() {
-            self.status =
-                Some("observe mode: runbooks open as plans only; nothing can start".into());
-            return;
-        }
         let Some(a) = self.active.as_mut() else {
-            self.status = Some("open a runbook first".into());
+            self.status = Some(match self.caps.as_ref() {
+                Capabilities::Observe { .. } => session::OBSERVE_STARTS_NOTHING.into(),
+                Capabilities::Operate { .. } => "open a runbook first".into(),
+            });
             return;
         };
-        if a.view_only || !matches!(a.run.status(), RunStatus::NotStarted) {
-            self.status = Some("this run has already started".into());
-            return;
+        match a.session.start(self.runs_dir.as_deref(), self.now) {
+            Ok(fx) => self.apply(fx),
+            Err(e) => self.status = Some(e.0),
         }
-        if let Some(dir) = &self.runs_dir {
-            let plan = a.run.plan().clone();
-            match Journal::begin(dir, plan, a.run.mode(), &self.operator, self.now) {
-                Ok((j, run)) => {
-                    a.journal = Some(j);
-                    a.run = run;
-                }
-                Err(e) => {
-                    self.status = Some(format!("cannot start: no journal: {e}"));
-                    return;
-                }
-            }
-        } else {
-            self.status = Some("cannot start: no run journal directory".into());
-            return;
-        }
-        self.status = Some("run started".into());
-        self.feed(Input::Start);
     }
 
-    /// Journal `input` and apply it; then dispatch its effects (which may journal more).
+    /// Forward `input` (an operator's answer) to the session, and show what it did.
     pub fn feed(&mut self, input: Input) {
-        let mut queue = VecDeque::from([input]);
-        while let Some(input) = queue.pop_front() {
-            let Some(a) = self.active.as_mut() else {
-                return;
-            };
-            let Some(j) = a.journal.as_mut() else {
-                self.status = Some("this run is not open for changes".into());
-                return;
-            };
-            tracing::info!(run = %j.path().display(), input = ?input, "journal");
-            let event = Event::new(self.now, input);
-            match j.record(&mut a.run, event) {
-                Ok(effects) => {
-                    // The step list's selection follows the run to the step it is at.
-                    if let RunStatus::Active { n } | RunStatus::Halted { n } = a.run.status() {
-                        let n = *n;
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        let fx = a.session.feed(input, self.now);
+        self.apply(fx);
+    }
+
+    /// Show what the session did: the gate and decision overlays, the output ring, the
+    /// status line, the selection; queue its requests for the loop's pump.
+    fn apply(&mut self, effects: Vec<SessionEffect>) {
+        for fx in effects {
+            match fx {
+                SessionEffect::AskGate { n, gate } => {
+                    self.overlay = Some(Overlay::Gate(Box::new(GateModal::new(n, gate))));
+                }
+                SessionEffect::GateNotPassed { n, why } => match self.overlay.as_mut() {
+                    Some(Overlay::Gate(m)) if m.n == n => m.error = Some(why),
+                    _ => self.status = Some(format!("step {n}: {why}")),
+                },
+                SessionEffect::Request(req) => self.outbox.push_back(*req),
+                SessionEffect::StepBegins { n, header } => {
+                    if let Some(a) = self.active.as_mut() {
+                        let total = a.output.dropped() + a.output.len() as u64;
+                        a.step_output_start.insert(n, total);
+                        a.output.push(&header);
+                    }
+                }
+                SessionEffect::Output(line) => {
+                    if let Some(a) = self.active.as_mut() {
+                        a.output.push(&line);
+                    }
+                }
+                // The step list's selection follows the run to the step it is at.
+                SessionEffect::AtStep { n } => {
+                    if let Some(a) = self.active.as_mut() {
                         if let Some(i) = a.run.plan().steps.iter().position(|s| s.n == n) {
                             a.selected = i;
                         }
                     }
-                    for more in self.dispatch(effects) {
-                        queue.push_back(more);
-                    }
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "event refused or not journaled");
-                    self.status = Some(format!("not recorded: {e}"));
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Turn effects into overlays and executor requests. Returns inputs to journal next
-    /// (a step whose kind has no executor finishes at once with that reason, unstarted).
-    fn dispatch(&mut self, effects: Vec<Effect>) -> Vec<Input> {
-        let mut next = Vec::new();
-        for fx in effects {
-            let Some(a) = self.active.as_mut() else {
-                break;
-            };
-            let tag = a.tag;
-            match fx {
-                Effect::AskGate { n, gate } => {
-                    self.overlay = Some(Overlay::Gate(Box::new(GateModal::new(n, gate))));
-                }
-                Effect::GateNotPassed { n, why } => match self.overlay.as_mut() {
-                    Some(Overlay::Gate(m)) if m.n == n => m.error = Some(why),
-                    _ => self.status = Some(format!("step {n}: {why}")),
-                },
-                Effect::Execute(e) => {
-                    let Some(step) = step_of(&a.run, e.n()) else {
-                        continue;
-                    };
-                    let total = a.output.dropped() + a.output.len() as u64;
-                    a.step_output_start.insert(step.n, total);
-                    a.output.push(&format!(
-                        "── step {} · {} · {} ──",
-                        step.n,
-                        step.kind.as_str(),
-                        step.title
-                    ));
-                    match self.caps.executor_for(&step) {
-                        Ok(_) => self.outbox.push_back(ExecRequest::Execute {
-                            tag,
-                            step,
-                            attempt: e.attempt(),
-                            authorised: e.authorised().to_vec(),
-                            env: a.run.plan().env.clone(),
-                        }),
-                        Err(why) => {
-                            self.status = Some(format!("step {} cannot be started: {why}", step.n));
-                            next.push(Input::StepFinished {
-                                n: step.n,
-                                attempt: e.attempt(),
-                                exit_code: None,
-                                error: Some(format!("{why}; the step was not started")),
-                            });
-                        }
-                    }
-                }
-                Effect::Verify { n, attempt } => {
-                    if let Some(step) = step_of(&a.run, n) {
-                        self.outbox
-                            .push_back(ExecRequest::Verify { tag, step, attempt });
-                    }
-                }
-                Effect::Cancel { n, attempt } => {
-                    if let Some(step) = step_of(&a.run, n) {
-                        self.outbox
-                            .push_back(ExecRequest::Cancel { tag, step, attempt });
-                        self.status = Some(format!("cancelling step {n}…"));
-                    }
-                }
-                Effect::RunFinished { outcome } => {
+                SessionEffect::Notice(said) => self.status = Some(said),
+                SessionEffect::Finished { .. } => {
                     if matches!(self.overlay, Some(Overlay::Gate(_))) {
                         self.overlay = None;
                     }
-                    self.status = Some(match &outcome {
-                        Outcome::Succeeded => "run succeeded".to_string(),
-                        other => format!("run {other}"),
-                    });
+                }
+                SessionEffect::AskDecision { n } => {
+                    self.overlay = Some(Overlay::Resume(Box::new(ResumeModal::new(n))));
                 }
             }
         }
         // A gate modal whose gate has closed (answered, or the step moved on) goes away.
         if let (Some(Overlay::Gate(m)), Some(a)) = (&self.overlay, &self.active) {
-            let still_open = a
-                .run
-                .step_record(m.n)
-                .is_some_and(|r| matches!(r.state, StepState::AwaitingGate { .. }));
-            if !still_open {
+            if !a.session.gate_is_open(m.n) {
                 self.overlay = None;
             }
         }
-        next
     }
 
-    /// A reply from the executor task. Stale replies (another run) are dropped.
+    /// A reply from the executors, to the session. Stale replies (another run) are dropped.
     pub fn handle_exec(&mut self, reply: ExecReply) {
         let Some(a) = self.active.as_mut() else {
             return;
         };
-        match reply {
-            ExecReply::Output {
-                tag,
-                n,
-                attempt,
-                line,
-            } if tag == a.tag => {
-                a.output.push(&line);
-                // The output log beside the journal keeps every line, past the ring's bound.
-                if let Some(j) = a.journal.as_mut() {
-                    if let Err(e) = j.append_output(n, attempt, self.now, &line) {
-                        tracing::error!(error = %e, "output log");
-                        self.status = Some(format!("⚠ output not kept: {e}"));
-                    }
-                }
-            }
-            ExecReply::Outcome { tag, input } if tag == a.tag => self.feed(input),
-            ExecReply::Output { tag, line, .. } if a.probe_tag() == Some(tag) => {
-                a.output.push(&format!("probe │ {line}"));
-            }
-            ExecReply::Outcome { tag, input } if a.probe_tag() == Some(tag) => {
-                self.probe_reply(tag, input)
-            }
-            _ => {}
-        }
+        let fx = a.session.handle_reply(reply, self.now);
+        self.apply(fx);
     }
 
     /// A live source's update: kept as the latest of its environment and kind (an update
@@ -1502,7 +1231,7 @@ impl App {
 
     /// Scroll the Live screen by `d` lines, within its content at the current width.
     fn scroll_live(&mut self, d: isize) {
-        let last = super::panes::live_screen::line_count(self).saturating_sub(1);
+        let last = self.live_lines.get().saturating_sub(1);
         let next = self.live_scroll.saturating_add_signed(d);
         self.live_scroll = next.min(last);
     }
@@ -1678,45 +1407,25 @@ impl App {
         };
         self.caps = Arc::new(Capabilities::Observe { read_only });
         if let Some(a) = self.active.take() {
-            if matches!(a.run.status(), RunStatus::NotStarted) {
-                match Run::new_read_only(a.run.plan().clone()) {
-                    Ok(run) => self.set_active(run, None, false),
-                    Err(e) => self.status = Some(e.to_string()),
-                }
-            } else {
-                self.set_active(a.run, None, true);
+            match a.session.into_observe(Arc::clone(&self.caps)) {
+                Ok(s) => self.set_active(s),
+                Err(e) => self.status = Some(e.0),
             }
         }
         self.status = Some("observe mode: read-only; nothing can change".into());
     }
 }
 
-impl ActiveRun {
-    /// The tag the running resume probe's replies carry.
-    pub fn probe_tag(&self) -> Option<RunTag> {
-        match self.resume.as_ref().map(|r| &r.probe) {
-            Some(ProbeRun::Running { tag, .. }) => Some(*tag),
-            _ => None,
-        }
-    }
-}
-
 impl App {
     // ----------------------------------------------------------------------------------
-    // Abandoning: the console goes away without finishing.
+    // Abandoning: the console goes away without finishing (the session journals it).
 
     /// The console is going away (lost terminal, SIGTERM, panic) and `stops` is what the
-    /// ladder did to the supervised children: journal the run as abandoned (what was in
-    /// flight becomes interrupted, naming why), then how each of its processes ended.
+    /// ladder did to the supervised children: the session journals the run as abandoned.
     pub fn abandon(&mut self, reason: &str, stops: &[StopReport]) {
-        if self.run_is_active() {
-            self.feed(Input::Abandoned {
-                reason: reason.to_string(),
-            });
-        }
-        for stop in stops {
-            self.abandon_record_stop(reason, stop);
-        }
+        let session = self.active.as_mut().map(|a| &mut a.session);
+        let fx = supervise::abandon(session, reason, stops, self.now);
+        self.apply(fx);
     }
 
     /// [`App::abandon`] with the ladder run here, after the abandonment is journaled.
@@ -1726,316 +1435,57 @@ impl App {
         int_grace: std::time::Duration,
         term_grace: std::time::Duration,
     ) {
-        if self.run_is_active() {
-            self.feed(Input::Abandoned {
-                reason: reason.to_string(),
-            });
-        }
-        let stops = process::stop_all(int_grace, term_grace);
-        // The abandonment is journaled above; how each process ended is left to record.
-        for stop in &stops {
-            self.abandon_record_stop(reason, stop);
-        }
-    }
-
-    fn abandon_record_stop(&mut self, reason: &str, stop: &StopReport) {
-        let step = self.active.as_ref().and_then(|a| {
-            a.run.steps().find_map(|(s, r)| {
-                r.process
-                    .as_ref()
-                    .filter(|p| p.pid == stop.child.pid)
-                    .map(|_| (s.n, r.attempt))
-            })
-        });
-        match step {
-            Some((n, attempt)) if stop.ended => self.feed(Input::ProcessEnded {
-                n,
-                attempt,
-                pid: stop.child.pid,
-                how: format!("stopped as the {reason}: {}", stop.describe()),
-            }),
-            _ => {
-                tracing::error!(report = %stop.describe(), reason, "child on abandonment");
-                self.status = Some(format!("{reason}: {}", stop.describe()));
-            }
-        }
+        let session = self.active.as_mut().map(|a| &mut a.session);
+        let fx = supervise::abandon_and_stop(session, reason, int_grace, term_grace, self.now);
+        self.apply(fx);
     }
 
     // ----------------------------------------------------------------------------------
-    // Resuming an interrupted step that changes systems: a decision, not a key.
+    // Resuming an interrupted step that changes systems: the session decides what is
+    // known and journals the decision; the app shows the modal and reads its keys.
 
     /// Whether step `n` is an interrupted step that changes systems (decided on, never
     /// retried on one key).
     pub fn needs_decision(&self, n: usize) -> bool {
-        self.active.as_ref().is_some_and(|a| {
-            a.run.plan().steps.iter().any(|s| s.n == n && s.mutates)
-                && a.run
-                    .step_record(n)
-                    .is_some_and(|r| matches!(r.state, StepState::Interrupted { .. }))
-        })
-    }
-
-    /// Start the resume of interrupted step `n`: look for its process, gather what is
-    /// known, probe when the process is gone, and show the decision.
-    fn begin_resume(&mut self, n: usize, started_by: Option<String>) {
-        let Some(a) = self.active.as_mut() else {
-            return;
-        };
-        let Some(rec) = a.run.step_record(n) else {
-            return;
-        };
-        let attempt = rec.attempt;
-        let last_lines = a
-            .journal
+        self.active
             .as_ref()
-            .and_then(|j| journal::read_output(j.path()).ok())
-            .map(|out| {
-                let mine: Vec<String> = out
-                    .into_iter()
-                    .filter(|o| o.n == n && o.attempt == attempt)
-                    .map(|o| o.line)
-                    .collect();
-                mine[mine.len().saturating_sub(6)..].to_vec()
-            })
-            .unwrap_or_default();
-        let probe = match machine::probe_for(a.run.plan(), n) {
-            None => ProbeRun::NoProbe,
-            Some(_) if rec.probe.is_some() => ProbeRun::Done,
-            Some(p) => ProbeRun::Pending { probe: p.n },
-        };
-        a.resume = Some(ResumeInfo {
-            n,
-            process: ProcessCheck::NoProcess,
-            probe,
-            waiting: false,
-            stopping: None,
-            last_lines,
-            started_by,
-        });
-        self.check_process();
-        self.open_resume(n);
+            .is_some_and(|a| a.session.needs_decision(n))
     }
 
     fn open_resume(&mut self, n: usize) {
-        let resuming = self
-            .active
-            .as_ref()
-            .and_then(|a| a.resume.as_ref())
-            .is_some_and(|r| r.n == n);
-        if !resuming {
-            let by = self.active.as_ref().and_then(|a| {
-                a.journal
-                    .as_ref()
-                    .and_then(|j| journal::replay(j.path()).ok())
-                    .map(|r| r.header.operator)
-            });
-            self.begin_resume(n, by);
-            return;
-        }
-        self.overlay = Some(Overlay::Resume(Box::new(ResumeModal::new(n))));
-    }
-
-    /// Look at the interrupted step's process; once it is known gone, journal that and
-    /// start the probe.
-    fn check_process(&mut self) {
-        let Some(a) = self.active.as_mut() else {
-            return;
-        };
-        let Some(info) = a.resume.as_mut() else {
-            return;
-        };
-        let n = info.n;
-        let Some(rec) = a.run.step_record(n) else {
-            return;
-        };
-        let attempt = rec.attempt;
-        let check = match &rec.process {
-            None => ProcessCheck::NoProcess,
-            Some(p) => match &p.ended {
-                Some(how) => ProcessCheck::Gone(how.clone()),
-                None => {
-                    let child = ChildId {
-                        pid: p.pid,
-                        start_time: p.start_time,
-                        program: p.program.clone(),
-                        marker: p.marker.clone(),
-                    };
-                    match process::liveness(&child) {
-                        Liveness::Alive => ProcessCheck::Alive(child),
-                        Liveness::Unknown(why) => ProcessCheck::Unknown(child, why),
-                        Liveness::Gone(why) => {
-                            let how = if info.waiting {
-                                format!("ended while {} waited ({why})", self.operator)
-                            } else {
-                                format!("not running when the run was resumed ({why})")
-                            };
-                            info.process = ProcessCheck::Gone(how.clone());
-                            info.waiting = false;
-                            let pid = p.pid;
-                            self.feed(Input::ProcessEnded {
-                                n,
-                                attempt,
-                                pid,
-                                how,
-                            });
-                            self.start_probe();
-                            return;
-                        }
-                    }
-                }
-            },
-        };
-        let gone = matches!(check, ProcessCheck::NoProcess | ProcessCheck::Gone(_));
-        info.process = check;
-        if gone {
-            self.start_probe();
+        if let Some(a) = self.active.as_mut() {
+            let fx = a.session.open_resume(n, self.now);
+            self.apply(fx);
         }
     }
 
-    /// Send the probe step's read-only work, once, when the process is gone.
-    fn start_probe(&mut self) {
-        let tag = self.next_tag;
-        let Some(a) = self.active.as_mut() else {
-            return;
-        };
-        let Some(info) = a.resume.as_mut() else {
-            return;
-        };
-        let ProbeRun::Pending { probe } = info.probe else {
-            return;
-        };
-        let Some(step) = step_of(&a.run, probe) else {
-            return;
-        };
-        let n = info.n;
-        match self.caps.executor_for(&step) {
-            Ok(_) => {
-                self.next_tag += 1;
-                info.probe = ProbeRun::Running { probe, tag };
-                a.output.push(&format!(
-                    "── probe for step {n}: step {probe} · {} · {} ──",
-                    step.kind.as_str(),
-                    step.title
-                ));
-                self.outbox.push_back(ExecRequest::Execute {
-                    tag,
-                    step,
-                    attempt: 1,
-                    authorised: Vec::new(),
-                    env: a.run.plan().env.clone(),
-                });
-            }
-            Err(why) => {
-                info.probe = ProbeRun::Done;
-                self.feed(Input::ProbeResult {
-                    n,
-                    probe,
-                    ok: false,
-                    detail: format!("the probe could not run: {why}"),
-                });
-            }
-        }
-    }
-
-    /// A reply of the running probe: its outcome becomes one journaled probe result.
-    fn probe_reply(&mut self, tag: RunTag, input: Input) {
-        let Some(a) = self.active.as_mut() else {
-            return;
-        };
-        let Some(info) = a.resume.as_mut() else {
-            return;
-        };
-        let ProbeRun::Running { probe, .. } = info.probe else {
-            return;
-        };
-        let n = info.n;
-        let Some(step) = step_of(&a.run, probe) else {
-            return;
-        };
-        let result = match input {
-            Input::StepFinished {
-                exit_code, error, ..
-            } => {
-                let want = step.expect.as_ref().and_then(|e| e.exit_code).unwrap_or(0);
-                match error {
-                    Some(e) => Some((false, e)),
-                    None if exit_code != Some(want) => {
-                        Some((false, format!("exit code {exit_code:?}, expected {want}")))
-                    }
-                    None if machine::needs_verify(&step) => {
-                        self.outbox.push_back(ExecRequest::Verify {
-                            tag,
-                            step,
-                            attempt: 1,
-                        });
-                        None
-                    }
-                    None => Some((true, format!("exit code {want}"))),
-                }
-            }
-            Input::VerifyResult { ok, detail, .. } => Some((ok, detail)),
-            Input::HostSetObserved { hosts, .. } => Some((true, hosts.join(", "))),
-            Input::Cancelled { reason, .. } => Some((false, reason)),
-            _ => None,
-        };
-        if let Some((ok, detail)) = result {
-            info.probe = ProbeRun::Done;
-            self.feed(Input::ProbeResult {
-                n,
-                probe,
-                ok,
-                detail,
-            });
-        }
-    }
-
-    /// Each tick: a waited-for process is looked at again; a finished stop is journaled.
     fn resume_tick(&mut self) {
-        let Some(info) = self.active.as_mut().and_then(|a| a.resume.as_mut()) else {
-            return;
-        };
-        if let Some(slot) = &info.stopping {
-            let done = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(reports) = done {
-                info.stopping = None;
-                let n = info.n;
-                let attempt = self
-                    .active
-                    .as_ref()
-                    .and_then(|a| a.run.step_record(n))
-                    .map_or(0, |r| r.attempt);
-                for r in reports {
-                    if r.ended {
-                        let how = format!("stopped by {}: {}", self.operator, r.describe());
-                        self.feed(Input::ProcessEnded {
-                            n,
-                            attempt,
-                            pid: r.child.pid,
-                            how,
-                        });
-                    } else {
-                        self.status = Some(r.describe());
-                    }
-                }
-                self.check_process();
-            }
-            return;
+        if let Some(a) = self.active.as_mut() {
+            let fx = a.session.resume_tick(self.now);
+            self.apply(fx);
         }
-        if info.waiting {
-            self.check_process();
+    }
+
+    /// `K`: the stop ladder on the interrupted step's process.
+    fn stop_resumed_process(&mut self) {
+        if let Some(a) = self.active.as_mut() {
+            let fx = a.session.stop_resumed_process();
+            self.apply(fx);
+        }
+    }
+
+    /// `w`: wait for the interrupted step's process to end.
+    fn wait_for_process(&mut self) {
+        if let Some(a) = self.active.as_mut() {
+            let fx = a.session.wait_for_process();
+            self.apply(fx);
         }
     }
 
     fn resume_key(&mut self, mut m: Box<ResumeModal>, key: KeyEvent) -> Control {
         let n = m.n;
         let (alive, probing) = match self.active.as_ref().and_then(|a| a.resume.as_ref()) {
-            Some(i) => (
-                matches!(
-                    i.process,
-                    ProcessCheck::Alive(_) | ProcessCheck::Unknown(..)
-                ),
-                matches!(i.probe, ProbeRun::Pending { .. } | ProbeRun::Running { .. }),
-            ),
+            Some(i) => (i.process_may_run(), i.probing()),
             None => (false, false),
         };
         match (m.stage, key.code) {
@@ -2050,12 +1500,7 @@ impl App {
                 return Control::Continue;
             }
             // While its process runs, the only choices are to wait for it or stop it.
-            (ResumeStage::Choose, KeyCode::Char('w')) if alive => {
-                if let Some(i) = self.active.as_mut().and_then(|a| a.resume.as_mut()) {
-                    i.waiting = true;
-                }
-                self.status = Some(format!("waiting for step {n}'s process to end…"));
-            }
+            (ResumeStage::Choose, KeyCode::Char('w')) if alive => self.wait_for_process(),
             (ResumeStage::Choose, KeyCode::Char('K')) if alive => self.stop_resumed_process(),
             (ResumeStage::Choose, _) if alive => {
                 m.error = Some(
@@ -2135,48 +1580,16 @@ impl App {
         let Some(a) = self.active.as_mut() else {
             return;
         };
-        let mut trial = a.run.clone();
-        if let Err(e) = trial.step(&Event::new(self.now, input.clone())) {
-            if let Some(Overlay::Resume(m)) = self.overlay.as_mut() {
-                m.error = Some(e.to_string());
+        match a.session.decide(input, self.now) {
+            Err(why) => {
+                if let Some(Overlay::Resume(m)) = self.overlay.as_mut() {
+                    m.error = Some(why);
+                }
             }
-            return;
+            Ok(fx) => {
+                self.overlay = None;
+                self.apply(fx);
+            }
         }
-        a.resume = None;
-        self.overlay = None;
-        self.feed(input);
     }
-
-    /// `K`: the stop ladder on the interrupted step's process, on a thread so the screen
-    /// keeps drawing; its report is journaled when it is in.
-    fn stop_resumed_process(&mut self) {
-        let Some(info) = self.active.as_mut().and_then(|a| a.resume.as_mut()) else {
-            return;
-        };
-        let child = match &info.process {
-            ProcessCheck::Alive(c) | ProcessCheck::Unknown(c, _) => c.clone(),
-            _ => return,
-        };
-        if info.stopping.is_some() {
-            return;
-        }
-        let slot = Arc::new(std::sync::Mutex::new(None));
-        info.stopping = Some(Arc::clone(&slot));
-        let pid = child.pid;
-        std::thread::spawn(move || {
-            let reports = process::stop_groups(
-                &[child],
-                std::time::Duration::from_secs(3),
-                std::time::Duration::from_secs(2),
-            );
-            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(reports);
-        });
-        self.status = Some(format!(
-            "stopping pid {pid}: SIGINT, then SIGTERM after 3 s, then SIGKILL after 2 s more"
-        ));
-    }
-}
-
-fn step_of(run: &Run, n: usize) -> Option<PlannedStep> {
-    run.plan().steps.iter().find(|s| s.n == n).cloned()
 }

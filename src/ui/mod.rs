@@ -2,16 +2,17 @@
 //!
 //! Owns: the app state and its one `Action` enum ([`app`], [`action`]), keymaps per screen
 //! ([`keymap`]), drawing ([`view`], one file per pane under `panes/`), themes ([`theme`]),
-//! the live panes' state ([`live`]), the output ring ([`output`]), the executor boundary ([`exec`]), the
-//! simulation's fault boundary ([`FaultSink`], `:fault`) and the entry point [`run`]. The terminal itself (raw mode, alternate screen, restore on drop and panic)
-//! and the event loop are `crate::tui`'s.
+//! the live panes' state ([`live`]), the output ring ([`output`]), the event loop
+//! ([`event_loop`]), the simulation's fault port ([`FaultSink`], `:fault`) and the entry
+//! point [`run`], which runs on the caller's tokio runtime. The terminal itself (raw mode,
+//! alternate screen, restore on drop and panic) is `crate::tui`'s; the run, its journal
+//! and its executors are `crate::session`'s.
 //! Must not: do network IO on the UI task (executors and live sources send on channels),
-//! or touch the journal except through `Journal::record`.
+//! or touch the journal (the session does).
 pub mod action;
 pub mod app;
 pub mod config;
-pub mod exec;
-pub mod executors;
+pub mod event_loop;
 pub mod keymap;
 pub mod live;
 pub mod output;
@@ -27,8 +28,9 @@ use tokio::sync::mpsc;
 use crate::observe::feed::Update;
 use crate::runbook::embedded::RunbookSet;
 
+pub use crate::session::exec::{Capabilities, MutatingExecutors, ReadOnlyExecutors};
+pub use crate::session::RepoPlans;
 pub use app::{EnvSummary, PlanSource};
-pub use exec::{Capabilities, MutatingExecutors, ReadOnlyExecutors};
 
 /// The screen the console opens on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,23 +84,6 @@ pub struct UiOptions {
     pub faults: Option<Arc<dyn FaultSink>>,
 }
 
-/// Plans over a loaded infra repo: its environments' facts and its inventory.
-pub struct RepoPlans {
-    pub repo: crate::repo::Repo,
-}
-
-impl PlanSource for RepoPlans {
-    fn plan(
-        &self,
-        runbook: &crate::runbook::schema::Runbook,
-        env: &str,
-        host: Option<&str>,
-    ) -> Result<crate::runbook::plan::Plan, String> {
-        let penv = crate::context::plan_env(&self.repo, env, host).map_err(|e| e.to_string())?;
-        crate::runbook::plan::plan(runbook, &penv, &self.repo).map_err(|e| e.to_string())
-    }
-}
-
 /// How the console ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitStatus {
@@ -143,8 +128,8 @@ pub fn build_app(
     app
 }
 
-/// Run the interactive console until the operator quits.
-pub fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
+/// Run the interactive console until the operator quits, on the caller's tokio runtime.
+pub async fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         return Err(UiError::NotATerminal);
@@ -183,31 +168,20 @@ pub fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
             None => warned,
         });
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    runtime.block_on(async move {
+    {
         // Without a source the receiver's sender lives as long as the loop, so the branch
         // simply never fires instead of spinning on a closed channel.
         let (_keep_obs_open, default_rx) = mpsc::channel(1);
         let observations = opts.observations.unwrap_or(default_rx);
         let mut tui = crate::tui::Tui::enter()?;
-        let result = crate::tui::run_loop(&mut tui, &mut app, observations).await;
+        let result = event_loop::run_loop(&mut tui, &mut app, observations).await;
         tui.exit()?;
         result?;
-        let succeeded = app.active.as_ref().is_none_or(|a| {
-            a.journal.is_none()
-                || matches!(
-                    a.run.status(),
-                    crate::runbook::machine::RunStatus::Succeeded
-                        | crate::runbook::machine::RunStatus::NotStarted
-                )
-        });
+        let succeeded = app.active.as_ref().is_none_or(|a| a.session.left_clean());
         Ok(if succeeded {
             ExitStatus::Clean
         } else {
             ExitStatus::RunNotSucceeded
         })
-    })
+    }
 }

@@ -436,3 +436,20 @@ pub fn random_input(run: &Run, rng: &mut Rng) -> Input {
         },
     }
 }
+
+/// A node-health journal by "alice" in `dir`, with `inputs` recorded one second apart
+/// after `at` (the header's time): the seed the journal damage tests start from.
+pub fn record_health_run(dir: &std::path::Path, at: u64, inputs: Vec<Input>) -> std::path::PathBuf {
+    use hk_console::journal::{Header, Journal};
+    use hk_console::runbook::machine::Mode;
+    let plan = health_plan();
+    let header = Header::new(plan.clone(), Mode::Operate, "alice", Timestamp(at));
+    let mut journal = Journal::create(dir, &header).expect("create");
+    let mut run = Run::with_mode(plan, Mode::Operate).expect("plan");
+    for (i, input) in inputs.into_iter().enumerate() {
+        journal
+            .record(&mut run, ev(at + 1 + i as u64, input))
+            .expect("record");
+    }
+    journal.path().to_path_buf()
+}

@@ -10,10 +10,10 @@ use hk_console::runbook::embedded;
 use hk_console::runbook::machine::{Input, Timestamp};
 use hk_console::runbook::plan::{Gate, Plan, StepKind};
 use hk_console::runbook::schema::Runbook;
-use hk_console::ui::app::{App, AppParts, EnvSummary, Overlay, PlanSource};
-use hk_console::ui::exec::{
+use hk_console::session::exec::{
     Capabilities, ExecReply, ExecRequest, MutatingExecutors, ReadOnlyExecutors, StepExecutor,
 };
+use hk_console::ui::app::{App, AppParts, EnvSummary, Overlay, PlanSource};
 use hk_console::ui::theme::ThemeSet;
 use hk_console::ui::view;
 use ratatui::backend::TestBackend;

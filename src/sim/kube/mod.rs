@@ -9,9 +9,13 @@
 //! Must not: listen on anything but the loopback address it is given (a non-loopback
 //! address is refused), or persist anything but the kubeconfig it is asked to write.
 //!
-//! What is served (the subset hk-console's client uses): core/v1 namespaces, nodes, pods,
-//! configmaps; apps/v1 daemonsets; coordination.k8s.io/v1 leases; helm.toolkit.fluxcd.io/v2
-//! helmreleases; kustomize.toolkit.fluxcd.io/v1 kustomizations. Verbs get, list (label and
+//! What is served (what hk-console's client and an operator's kubectl use): core/v1
+//! namespaces, nodes, pods (and their `log`), configmaps, events, services;
+//! discovery.k8s.io/v1 endpointslices; events.k8s.io/v1 events (a read-only view of the core
+//! ones); apps/v1 daemonsets; coordination.k8s.io/v1 leases; helm.toolkit.fluxcd.io/v2
+//! helmreleases; kustomize.toolkit.fluxcd.io/v1 kustomizations; server-side Tables
+//! (`tables`), OpenAPI v3 documents with Strict field validation (`openapi`), protobuf
+//! bodies where fully understood (`proto`), an admin and a read-only user. Verbs get, list (label and
 //! field selectors, `limit`/`continue` pages consistent at one version), watch (history
 //! replay, bookmarks, `timeoutSeconds`, `sendInitialEvents`, 410 `Expired` as the real
 //! server's ERROR event), create, update, patch (merge, JSON, strategic, apply), delete,
@@ -21,19 +25,26 @@
 //! a delete with `gracePeriodSeconds: 0`); custom resources refuse an update without
 //! `resourceVersion` (422) and a strategic merge patch (415).
 //! Known differences from a real server: no `managedFields` (server-side apply merges like
-//! a strategic patch, without field ownership), no defaulting of omitted fields, no
-//! validation beyond names and types, no `metadata.finalizers` semantics, `deletecollection`
-//! and `dryRun` are not served, a deleted namespace goes at once with its objects (there is
-//! no Terminating phase), aggregated discovery is not served (the legacy documents are).
+//! a strategic patch, without field ownership: an apply to an existing object must be
+//! forced), no defaulting of omitted fields, no validation beyond names, types and Strict's
+//! unknown fields, no `metadata.finalizers` semantics, `deletecollection`, `dryRun`, `exec`,
+//! OpenAPI v2 and YAML responses are not served, a deleted namespace goes at once with its
+//! objects (there is no Terminating phase), aggregated discovery is not served (the legacy
+//! documents are).
 
 mod discovery;
+pub mod events;
+pub mod logs;
+pub mod openapi;
 pub mod patch;
+mod proto;
 pub mod resources;
 pub mod route;
 pub mod select;
 mod server;
 pub mod status;
 pub mod store;
+pub mod tables;
 mod tls;
 
 use std::net::{IpAddr, SocketAddr};
@@ -82,7 +93,8 @@ pub enum SimError {
 pub struct SimKubeConfig {
     /// The cluster, user and context name in the kubeconfig.
     pub name: String,
-    /// Change events kept for watch resumption and list pages (older versions get 410).
+    /// Change events kept for watch resumption and list pages (older versions get 410); none
+    /// older than `store::HISTORY_MAX_AGE` either.
     pub history: usize,
     /// How often a watch that allows bookmarks gets one (the real server: about a minute).
     pub bookmark_interval: Duration,
@@ -108,6 +120,7 @@ pub struct SimKube {
     store: Store,
     log: RequestLog,
     token: String,
+    readonly_token: String,
     ca_pem: String,
     name: String,
     cancel: CancellationToken,
@@ -153,11 +166,14 @@ impl SimKube {
         let store = Store::new(config.history);
         let log = RequestLog::default();
         let token = random_token();
+        let readonly_token = random_token();
         let cancel = CancellationToken::new();
         let name = config.name.clone();
         let state = Arc::new(server::ServerState {
             store: store.clone(),
             token: token.clone(),
+            readonly_token: readonly_token.clone(),
+            user_name: config.name.clone(),
             log: log.clone(),
             config,
             addr,
@@ -174,6 +190,7 @@ impl SimKube {
             store,
             log,
             token,
+            readonly_token,
             ca_pem: pki.ca_pem,
             name,
             cancel,
@@ -208,28 +225,38 @@ impl SimKube {
     /// A kubeconfig with one cluster, user and context (all named as configured), trusting
     /// this server's CA and authenticating with its bearer token.
     pub fn kubeconfig_yaml(&self) -> String {
+        self.kubeconfig_for(&self.name, &self.token)
+    }
+
+    /// A kubeconfig for the read-only user (`NAME-readonly`): like RBAC's read-only
+    /// roles it may get, list and watch everything and change nothing (403 Forbidden, and
+    /// access reviews say so).
+    pub fn readonly_kubeconfig_yaml(&self) -> String {
+        self.kubeconfig_for(&format!("{}-readonly", self.name), &self.readonly_token)
+    }
+
+    fn kubeconfig_for(&self, n: &str, token: &str) -> String {
         let ca = data_encoding::BASE64.encode(self.ca_pem.as_bytes());
-        let n = &self.name;
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: {n}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: {n}\n  user:\n    token: {token}\ncontexts:\n- name: {n}\n  context:\n    cluster: {n}\n    user: {n}\ncurrent-context: {n}\npreferences: {{}}\n",
             url = self.url(),
-            token = self.token
         )
     }
 
     /// Write [`SimKube::kubeconfig_yaml`] to `path` (owner-only permissions: it holds a token).
     pub fn write_kubeconfig(&self, path: &Path) -> Result<(), SimError> {
-        let err = |source| SimError::Kubeconfig {
-            path: path.to_path_buf(),
-            source,
-        };
-        std::fs::write(path, self.kubeconfig_yaml()).map_err(err)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+        write_private(path, &self.kubeconfig_yaml())
+    }
+
+    /// Write [`SimKube::readonly_kubeconfig_yaml`] to `path` (its directory made if missing).
+    pub fn write_readonly_kubeconfig(&self, path: &Path) -> Result<(), SimError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| SimError::Kubeconfig {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         }
-        Ok(())
+        write_private(path, &self.readonly_kubeconfig_yaml())
     }
 
     /// A kube client for this server, built from its kubeconfig as the console builds one.
@@ -249,6 +276,21 @@ impl SimKube {
             let _ = t.await;
         }
     }
+}
+
+/// Write a kubeconfig with owner-only permissions (it holds a token).
+fn write_private(path: &Path, text: &str) -> Result<(), SimError> {
+    let err = |source| SimError::Kubeconfig {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::write(path, text).map_err(err)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+    }
+    Ok(())
 }
 
 impl Drop for SimKube {

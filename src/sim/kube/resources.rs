@@ -65,7 +65,46 @@ pub struct ResourceType {
     /// A client's delete of a scheduled object is graceful (Pod: marked with
     /// deletionTimestamp for its grace period; the kubelet, here the simulation, removes it).
     pub graceful_delete: bool,
+    /// The CRD's `additionalPrinterColumns` (custom resources only): the columns of its
+    /// server-side Table, after `Name`, as the real server derives them from the CRD.
+    pub printer_columns: &'static [PrinterColumn],
+    /// Served for reading only: a client's write is refused as not simulated (a view the
+    /// simulation derives, such as events.k8s.io/v1 Events from core/v1 ones).
+    pub read_only: bool,
 }
+
+/// One `additionalPrinterColumns` entry of a CRD version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrinterColumn {
+    pub name: &'static str,
+    /// `string`, `integer`, `number`, `boolean` or `date`.
+    pub type_: &'static str,
+    pub json_path: &'static str,
+    pub priority: i32,
+}
+
+/// Flux's columns for HelmRelease (v2) and Kustomization (v1): the age, and the Ready
+/// condition's status and message.
+const FLUX_COLUMNS: &[PrinterColumn] = &[
+    PrinterColumn {
+        name: "Age",
+        type_: "date",
+        json_path: ".metadata.creationTimestamp",
+        priority: 0,
+    },
+    PrinterColumn {
+        name: "Ready",
+        type_: "string",
+        json_path: ".status.conditions[?(@.type==\"Ready\")].status",
+        priority: 0,
+    },
+    PrinterColumn {
+        name: "Status",
+        type_: "string",
+        json_path: ".status.conditions[?(@.type==\"Ready\")].message",
+        priority: 0,
+    },
+];
 
 impl ResourceType {
     /// `v1` or `apps/v1`.
@@ -184,6 +223,66 @@ const NODE_FIELDS: &[SelectableField] = &[SelectableField {
     default: "false",
 }];
 
+/// What a core/v1 Event may be selected by (`kubectl describe` and `kubectl events --for`
+/// select on the involved object).
+const EVENT_FIELDS: &[SelectableField] = &[
+    SelectableField {
+        label: "involvedObject.kind",
+        path: &["involvedObject", "kind"],
+        default: "",
+    },
+    SelectableField {
+        label: "involvedObject.namespace",
+        path: &["involvedObject", "namespace"],
+        default: "",
+    },
+    SelectableField {
+        label: "involvedObject.name",
+        path: &["involvedObject", "name"],
+        default: "",
+    },
+    SelectableField {
+        label: "involvedObject.uid",
+        path: &["involvedObject", "uid"],
+        default: "",
+    },
+    SelectableField {
+        label: "involvedObject.apiVersion",
+        path: &["involvedObject", "apiVersion"],
+        default: "",
+    },
+    SelectableField {
+        label: "involvedObject.resourceVersion",
+        path: &["involvedObject", "resourceVersion"],
+        default: "",
+    },
+    SelectableField {
+        label: "involvedObject.fieldPath",
+        path: &["involvedObject", "fieldPath"],
+        default: "",
+    },
+    SelectableField {
+        label: "reason",
+        path: &["reason"],
+        default: "",
+    },
+    SelectableField {
+        label: "reportingComponent",
+        path: &["reportingComponent"],
+        default: "",
+    },
+    SelectableField {
+        label: "source",
+        path: &["source", "component"],
+        default: "",
+    },
+    SelectableField {
+        label: "type",
+        path: &["type"],
+        default: "",
+    },
+];
+
 const NAMESPACE_FIELDS: &[SelectableField] = &[SelectableField {
     label: "status.phase",
     path: &["status", "phase"],
@@ -191,7 +290,7 @@ const NAMESPACE_FIELDS: &[SelectableField] = &[SelectableField {
 }];
 
 /// Every resource the simulated server serves.
-pub static RESOURCES: [ResourceType; 8] = [
+pub static RESOURCES: [ResourceType; 12] = [
     ResourceType {
         group: "",
         version: "v1",
@@ -206,6 +305,8 @@ pub static RESOURCES: [ResourceType; 8] = [
         custom: false,
         fields: NAMESPACE_FIELDS,
         graceful_delete: false,
+        printer_columns: &[],
+        read_only: false,
     },
     ResourceType {
         group: "",
@@ -221,6 +322,8 @@ pub static RESOURCES: [ResourceType; 8] = [
         custom: false,
         fields: NODE_FIELDS,
         graceful_delete: false,
+        printer_columns: &[],
+        read_only: false,
     },
     ResourceType {
         group: "",
@@ -236,6 +339,8 @@ pub static RESOURCES: [ResourceType; 8] = [
         custom: false,
         fields: POD_FIELDS,
         graceful_delete: true,
+        printer_columns: &[],
+        read_only: false,
     },
     ResourceType {
         group: "",
@@ -251,6 +356,8 @@ pub static RESOURCES: [ResourceType; 8] = [
         custom: false,
         fields: &[],
         graceful_delete: false,
+        printer_columns: &[],
+        read_only: false,
     },
     ResourceType {
         group: "apps",
@@ -271,6 +378,8 @@ pub static RESOURCES: [ResourceType; 8] = [
         custom: false,
         fields: &[],
         graceful_delete: false,
+        printer_columns: &[],
+        read_only: false,
     },
     ResourceType {
         group: "coordination.k8s.io",
@@ -286,6 +395,8 @@ pub static RESOURCES: [ResourceType; 8] = [
         custom: false,
         fields: &[],
         graceful_delete: false,
+        printer_columns: &[],
+        read_only: false,
     },
     ResourceType {
         group: "helm.toolkit.fluxcd.io",
@@ -301,6 +412,8 @@ pub static RESOURCES: [ResourceType; 8] = [
         custom: true,
         fields: &[],
         graceful_delete: false,
+        printer_columns: FLUX_COLUMNS,
+        read_only: false,
     },
     ResourceType {
         group: "kustomize.toolkit.fluxcd.io",
@@ -316,6 +429,76 @@ pub static RESOURCES: [ResourceType; 8] = [
         custom: true,
         fields: &[],
         graceful_delete: false,
+        printer_columns: FLUX_COLUMNS,
+        read_only: false,
+    },
+    ResourceType {
+        group: "",
+        version: "v1",
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        short_names: &["ev"],
+        namespaced: true,
+        status: false,
+        generation: Generation::None,
+        create_status: CreateStatus::Keep,
+        custom: false,
+        fields: EVENT_FIELDS,
+        graceful_delete: false,
+        printer_columns: &[],
+        read_only: false,
+    },
+    ResourceType {
+        group: "events.k8s.io",
+        version: "v1",
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        short_names: &[],
+        namespaced: true,
+        status: false,
+        generation: Generation::None,
+        create_status: CreateStatus::Keep,
+        custom: false,
+        fields: &[],
+        graceful_delete: false,
+        printer_columns: &[],
+        read_only: true,
+    },
+    ResourceType {
+        group: "",
+        version: "v1",
+        plural: "services",
+        singular: "service",
+        kind: "Service",
+        short_names: &["svc"],
+        namespaced: true,
+        status: true,
+        generation: Generation::None,
+        create_status: CreateStatus::Keep,
+        custom: false,
+        fields: &[],
+        graceful_delete: false,
+        printer_columns: &[],
+        read_only: false,
+    },
+    ResourceType {
+        group: "discovery.k8s.io",
+        version: "v1",
+        plural: "endpointslices",
+        singular: "endpointslice",
+        kind: "EndpointSlice",
+        short_names: &[],
+        namespaced: true,
+        status: false,
+        generation: Generation::None,
+        create_status: CreateStatus::Keep,
+        custom: false,
+        fields: &[],
+        graceful_delete: false,
+        printer_columns: &[],
+        read_only: false,
     },
 ];
 
@@ -405,6 +588,7 @@ mod tests {
     fn group_versions_once_each() {
         let gv = group_versions();
         assert_eq!(gv[0], ("", "v1"));
-        assert_eq!(gv.len(), 5);
+        // core, apps, coordination, the two Flux groups, events.k8s.io, discovery.k8s.io.
+        assert_eq!(gv.len(), 7);
     }
 }

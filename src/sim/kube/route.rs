@@ -41,6 +41,13 @@ pub enum Route {
     },
     /// `POST /apis/authorization.k8s.io/v1/selfsubject{access,rules}reviews`.
     Review(String),
+    /// `GET /openapi/v3` (`None`) and `/openapi/v3/apis/GROUP/VERSION`.
+    OpenApi(Option<String>),
+    /// `GET /api/v1/namespaces/NS/pods/NAME/log`: a container's log.
+    Log {
+        namespace: String,
+        name: String,
+    },
     NotFound,
 }
 
@@ -62,6 +69,14 @@ pub fn route(path: &str) -> Route {
         ["apis", "authorization.k8s.io", "v1", r @ ("selfsubjectaccessreviews" | "selfsubjectrulesreviews")] => {
             return Route::Review((*r).to_string())
         }
+        ["api", "v1", "namespaces", ns, "pods", name, "log"] => {
+            return Route::Log {
+                namespace: (*ns).to_string(),
+                name: (*name).to_string(),
+            }
+        }
+        ["openapi", "v3"] => return Route::OpenApi(None),
+        ["openapi", "v3", gv @ ..] if !gv.is_empty() => return Route::OpenApi(Some(gv.join("/"))),
         ["api"] => return Route::CoreVersions,
         ["apis"] => return Route::Groups,
         ["apis", g] if resources::group_versions().iter().any(|(x, _)| x == g) => {

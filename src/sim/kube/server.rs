@@ -6,7 +6,10 @@
 //! Owns: the accept loop and per-connection tasks (ended by the cancellation token), turning
 //! each request into a store call and its result into a response, watch streaming
 //! (history replay, label/field filtering with the ADDED/DELETED a selector change implies,
-//! bookmarks, `timeoutSeconds`, the 410 `Expired` ERROR event), [`RequestLog`].
+//! bookmarks, `timeoutSeconds`, the 410 `Expired` ERROR event), [`RequestLog`]; content
+//! negotiation (JSON, PartialObjectMetadata, Tables), the two users (admin; read-only,
+//! refused writes worded as RBAC) and their access reviews, Strict field validation, log
+//! streaming, and the events.k8s.io view served from core Events.
 //! Must not: change objects except through the store, or listen beyond the address given.
 
 use std::collections::VecDeque;
@@ -41,14 +44,16 @@ use super::status::ApiError;
 use super::store::{
     DeleteOpts, EventType, ListOpts, Object, Origin, Store, StoreEvent, Sub, WatchFrom,
 };
+use super::tables;
 use super::SimKubeConfig;
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 /// The largest request body accepted (the real server's limit).
 const MAX_BODY: usize = 3 * 1024 * 1024;
-/// Records kept in the request log (the counters keep counting past it).
-const LOG_CAP: usize = 100_000;
+/// Records kept in the request log (the counters keep counting past it): ~3 MB at most, so
+/// a demo left running for days does not grow by it.
+const LOG_CAP: usize = 10_000;
 
 /// One request, as the server saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +125,9 @@ impl RequestLog {
 pub(crate) struct ServerState {
     pub store: Store,
     pub token: String,
+    pub readonly_token: String,
+    /// The configured name; the read-only user is `NAME-readonly`.
+    pub user_name: String,
     pub log: RequestLog,
     pub config: SimKubeConfig,
     pub addr: SocketAddr,
@@ -189,24 +197,44 @@ fn error_response(e: &ApiError) -> Response<Body> {
     json_response(e.code, &e.to_status())
 }
 
-/// How objects are returned: whole, or as `PartialObjectMetadata` (kube's metadata API).
+/// How objects are returned: whole, as `PartialObjectMetadata` (kube's metadata API), or
+/// as a meta.k8s.io `Table` of that version (kubectl's `get`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shape {
     Full,
     Metadata,
+    Table(&'static str),
 }
 
-fn shape_of(req: &Request<Incoming>) -> Shape {
-    let accept = req
-        .headers()
-        .get(ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if accept.contains("as=PartialObjectMetadata") {
-        Shape::Metadata
-    } else {
-        Shape::Full
+/// The first alternative of the Accept header this server can answer, in the client's
+/// order (content negotiation); `None` when it can answer none of them.
+fn negotiate(accept: &str) -> Option<Shape> {
+    if accept.trim().is_empty() {
+        return Some(Shape::Full);
     }
+    accept.split(',').find_map(|alt| {
+        let mut parts = alt.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("");
+        let params: Vec<(&str, &str)> = parts.filter_map(|p| p.split_once('=')).collect();
+        let param = |k: &str| params.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        match media {
+            "*/*" | "application/*" => Some(Shape::Full),
+            "application/json" => match (param("as"), param("g"), param("v")) {
+                (None, _, _) => Some(Shape::Full),
+                (Some("PartialObjectMetadata" | "PartialObjectMetadataList"), _, _) => {
+                    Some(Shape::Metadata)
+                }
+                (Some("Table"), Some("meta.k8s.io") | None, Some("v1") | None) => {
+                    Some(Shape::Table("v1"))
+                }
+                (Some("Table"), Some("meta.k8s.io") | None, Some("v1beta1")) => {
+                    Some(Shape::Table("v1beta1"))
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    })
 }
 
 fn partial(obj: &Value) -> Value {
@@ -214,11 +242,59 @@ fn partial(obj: &Value) -> Value {
         "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({}))})
 }
 
-fn shaped(obj: &Object, shape: Shape) -> Value {
-    match shape {
-        Shape::Full => (**obj).clone(),
-        Shape::Metadata => partial(obj),
+/// How a request's objects are written out: the shape negotiated, the `includeObject` of a
+/// Table, and the conversion of a view served from another resource's objects.
+#[derive(Clone, Copy)]
+struct Render {
+    /// The resource the client asked for (a view's, not its storage's).
+    res: &'static ResourceType,
+    shape: Shape,
+    include: tables::Include,
+    convert: Option<fn(&Value) -> Value>,
+}
+
+impl Render {
+    /// The object as the client's resource version has it.
+    fn view(&self, obj: &Value) -> Value {
+        match self.convert {
+            Some(f) => f(obj),
+            None => obj.clone(),
+        }
     }
+
+    /// A Table row; the cells come from the stored object a view is converted from.
+    fn row(&self, obj: &Value) -> Value {
+        let version = match self.shape {
+            Shape::Table(v) => v,
+            _ => "v1",
+        };
+        let now = jiff::Timestamp::now();
+        let mut row = tables::row(self.res, &self.view(obj), self.include, version, now);
+        if self.convert.is_some() {
+            row["cells"] = json!(tables::cells(self.res, obj, now));
+        }
+        row
+    }
+
+    /// One object, as a response body: whole, its metadata, or a one-row Table.
+    fn one(&self, obj: &Value) -> Value {
+        match self.shape {
+            Shape::Full => self.view(obj),
+            Shape::Metadata => partial(obj),
+            Shape::Table(v) => tables::table(self.res, vec![self.row(obj)], true, rv_meta(obj), v),
+        }
+    }
+}
+
+fn rv_meta(obj: &Value) -> Map<String, Value> {
+    let mut meta = Map::new();
+    meta.insert(
+        "resourceVersion".into(),
+        obj.pointer("/metadata/resourceVersion")
+            .cloned()
+            .unwrap_or_else(|| json!("")),
+    );
+    meta
 }
 
 async fn handle(st: Arc<ServerState>, req: Request<Incoming>) -> Response<Body> {
@@ -226,20 +302,23 @@ async fn handle(st: Arc<ServerState>, req: Request<Incoming>) -> Response<Body> 
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
     let query_text = req.uri().query().unwrap_or("").to_string();
-    let authorized = req
+    let bearer = req
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t == st.token);
-    let (verb, resource, resp) = if authorized {
-        dispatch(&st, req, &path, &Query::parse(&query_text)).await
-    } else {
-        (
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let user = match bearer {
+        Some(t) if t == st.token => Some(User::Admin),
+        Some(t) if t == st.readonly_token => Some(User::ReadOnly),
+        _ => None,
+    };
+    let (verb, resource, resp) = match user {
+        Some(u) => dispatch(&st, req, &path, &Query::parse(&query_text), u).await,
+        None => (
             "unauthorized",
             None,
             error_response(&ApiError::unauthorized()),
-        )
+        ),
     };
     st.log.record(RequestRecord {
         method,
@@ -253,11 +332,23 @@ async fn handle(st: Arc<ServerState>, req: Request<Incoming>) -> Response<Body> 
     resp
 }
 
+/// Who a request comes from: the demo's admin (cluster-admin, as k3s' admin kubeconfig), or
+/// its read-only user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum User {
+    Admin,
+    ReadOnly,
+}
+
+/// What the read-only user may do: what RBAC's read-only roles allow.
+const READ_VERBS: [&str; 3] = ["get", "list", "watch"];
+
 async fn dispatch(
     st: &Arc<ServerState>,
     req: Request<Incoming>,
     path: &str,
     q: &Query,
+    user: User,
 ) -> (&'static str, Option<String>, Response<Body>) {
     let get = req.method() == Method::GET;
     let method = req.method().to_string();
@@ -268,11 +359,16 @@ async fn dispatch(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    if !json_acceptable(&accept) {
-        let e = ApiError::not_simulated(406, &format!("a response as {accept}"));
-        return ("unknown", None, error_response(&e));
-    }
-    match route(path) {
+    let routed = route(path);
+    let shape = match (&routed, negotiate(&accept)) {
+        (Route::Objects(_), Some(s)) => s,
+        (_, Some(_)) if json_acceptable(&accept) => Shape::Full,
+        _ => {
+            let e = ApiError::not_simulated(406, &format!("a response as {accept}"));
+            return ("unknown", None, error_response(&e));
+        }
+    };
+    match routed {
         Route::Version if get => doc(discovery::version()),
         Route::CoreVersions if get => doc(discovery::core_versions(st.addr)),
         Route::Groups if get => doc(discovery::groups()),
@@ -286,7 +382,20 @@ async fn dispatch(
             } else {
                 t.res.qualified()
             };
-            let (verb, resp) = objects(st, req, t, q).await;
+            if user == User::ReadOnly && req.method() != Method::GET {
+                let verb = match (req.method().as_str(), t.name.is_some()) {
+                    ("POST", _) => "create",
+                    ("PUT", _) => "update",
+                    ("PATCH", _) => "patch",
+                    ("DELETE", true) => "delete",
+                    ("DELETE", false) => "deletecollection",
+                    _ => "unknown",
+                };
+                let who = format!("{}-readonly", st.user_name);
+                let e = ApiError::forbidden(&t, &who, verb);
+                return (verb, Some(label), error_response(&e));
+            }
+            let (verb, resp) = objects(st, req, t, q, shape).await;
             (verb, Some(label), resp)
         }
         Route::Health { endpoint, check } if get => {
@@ -299,18 +408,26 @@ async fn dispatch(
                 ),
             }
         }
+        Route::OpenApi(None) if get => doc(super::openapi::index()),
+        Route::OpenApi(Some(gv)) if get => match super::openapi::group_version(&gv) {
+            Some(d) => doc(d),
+            None => (
+                "unknown",
+                None,
+                error_response(&ApiError::not_simulated(404, &format!("GET {path}"))),
+            ),
+        },
+        Route::Log { namespace, name } if get => (
+            "get",
+            Some("pods/log".into()),
+            pod_log(st, &namespace, &name, q),
+        ),
         Route::Review(kind) if req.method() == Method::POST => {
-            // kubectl sends reviews as protobuf. The verdict does not depend on the spec
-            // (the demo user may do everything), so the body is not decoded; the answer
-            // (JSON, which the client's Accept allows) then echoes no spec.
-            let r = read_body(req).await.and_then(|(ct, b)| {
-                if ct.contains("protobuf") {
-                    Ok(json!({"kind": review_kind(&kind)}))
-                } else {
-                    json_body(&b)
-                }
-            });
-            let resp = match r.and_then(|body| review(&kind, body)) {
+            // kubectl sends reviews as protobuf; the answer is JSON, which its Accept allows.
+            let r = read_body(req)
+                .await
+                .and_then(|(ct, b)| decoded_body(&ct, &b));
+            let resp = match r.and_then(|body| review(&kind, body, user)) {
                 Ok(v) => json_response(201, &v),
                 Err(e) => error_response(&e),
             };
@@ -327,6 +444,142 @@ async fn dispatch(
             error_response(&ApiError::not_simulated(405, &format!("{method} {path}"))),
         ),
     }
+}
+
+/// The query parameters of a log request the simulation honours.
+/// (`timeout` bounds a short request on the real server too; a follow is long-running.)
+const LOG_PARAMS: [&str; 7] = [
+    "timeout",
+    "container",
+    "follow",
+    "tailLines",
+    "timestamps",
+    "sinceSeconds",
+    "pretty",
+];
+
+/// A container's log, as the kubelet serves it through the API server: its recent lines
+/// (`tailLines`, `sinceSeconds`, `timestamps`), and with `follow` the new ones as they come
+/// until the pod goes.
+fn pod_log(st: &Arc<ServerState>, ns: &str, name: &str, q: &Query) -> Response<Body> {
+    if let Some((k, v)) = q
+        .pairs()
+        .find(|(k, v)| !(LOG_PARAMS.contains(k) || (*k == "previous" && *v == "false")))
+    {
+        return error_response(&ApiError::not_simulated(501, &format!("?{k}={v}")));
+    }
+    let Some(pods) = super::resources::by_kind("v1", "Pod") else {
+        return error_response(&ApiError::internal("pods are not served"));
+    };
+    let pod = match st.store.get(pods, Some(ns), name) {
+        Ok(p) => p,
+        Err(e) => return error_response(&e),
+    };
+    let containers: Vec<String> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let container = match q.get("container") {
+        Some(c) if containers.iter().any(|x| x == c) => c.to_string(),
+        Some(c) => {
+            return error_response(&ApiError::bad_request(format!(
+                "container {c} is not valid for pod {name}"
+            )))
+        }
+        None if containers.len() == 1 => containers[0].clone(),
+        None => {
+            return error_response(&ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                containers.join(" ")
+            )))
+        }
+    };
+    let number = |k: &str| -> Result<Option<i64>, ApiError> {
+        q.get(k)
+            .map(|v| {
+                v.parse::<i64>()
+                    .map_err(|_| ApiError::bad_request(format!("{k}: not a number: {v}")))
+            })
+            .transpose()
+    };
+    let (tail, since) = match (number("tailLines"), number("sinceSeconds")) {
+        (Ok(t), Ok(s)) => (t, s),
+        (Err(e), _) | (_, Err(e)) => return error_response(&e),
+    };
+    let stamps = q.flag("timestamps");
+    let render = move |l: &super::logs::Line| -> Bytes {
+        let mut t = String::new();
+        if stamps {
+            t.push_str(&l.at.strftime("%Y-%m-%dT%H:%M:%S.%fZ").to_string());
+            t.push(' ');
+        }
+        t.push_str(&l.text);
+        t.push('\n');
+        Bytes::from(t)
+    };
+    let logs = st.store.logs().clone();
+    // Subscribed before reading the kept lines: nothing written in between is lost.
+    let live = logs.follow();
+    let (mut lines, upto) = logs.lines(ns, name, &container);
+    if let Some(s) = since {
+        let from = jiff::Timestamp::now().as_second() - s;
+        lines.retain(|l| l.at.as_second() >= from);
+    }
+    if let Some(n) = tail.and_then(|n| usize::try_from(n).ok()) {
+        let skip = lines.len().saturating_sub(n);
+        lines.drain(..skip);
+    }
+    let text_head = |mut r: Response<Body>| {
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        r
+    };
+    if !q.flag("follow") {
+        let body: Vec<u8> = lines.iter().flat_map(|l| render(l).to_vec()).collect();
+        return text_head(full(200, body));
+    }
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    let mut events = st.store.subscribe();
+    let cancel = st.cancel.clone();
+    let (ns, name) = (ns.to_string(), name.to_string());
+    tokio::spawn(async move {
+        let mut live = live;
+        for l in &lines {
+            if tx.send(render(l)).await.is_err() {
+                return;
+            }
+        }
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tx.closed() => return,
+                l = live.recv() => match l {
+                    Ok(l) if l.seq > upto && l.namespace == ns && l.pod == name
+                        && l.container == container => {
+                        if tx.send(render(&l)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    // A follower too slow for the feed is ended (kubectl reconnects).
+                    Err(_) => return,
+                },
+                e = events.recv() => match e {
+                    // The pod is gone: so is its log stream, as on a real node.
+                    Ok(e) if e.event == EventType::Deleted && e.resource.kind == "Pod"
+                        && e.namespace.as_deref() == Some(ns.as_str()) && e.name == name => return,
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+            }
+        }
+    });
+    text_head(streaming(rx))
 }
 
 /// The checks each health endpoint runs on a k3s server (the real server's names).
@@ -368,8 +621,9 @@ fn text_response(code: u16, text: String) -> Response<Body> {
     r
 }
 
-/// A SelfSubjectAccessReview or SelfSubjectRulesReview answered for the demo's user, who
-/// is cluster-admin (`system:masters`, as k3s' admin kubeconfig): everything is allowed.
+/// A SelfSubjectAccessReview or SelfSubjectRulesReview answered for the user: the admin is
+/// cluster-admin (`system:masters`, as k3s' admin kubeconfig): everything is allowed; the
+/// read-only user may get, list and watch.
 fn review_kind(plural: &str) -> &'static str {
     if plural == "selfsubjectaccessreviews" {
         "SelfSubjectAccessReview"
@@ -378,7 +632,7 @@ fn review_kind(plural: &str) -> &'static str {
     }
 }
 
-fn review(kind: &str, body: Value) -> Result<Value, ApiError> {
+fn review(kind: &str, body: Value, user: User) -> Result<Value, ApiError> {
     let want_kind = review_kind(kind);
     if body.get("kind").and_then(Value::as_str) != Some(want_kind) {
         return Err(ApiError::bad_request(format!(
@@ -387,14 +641,34 @@ fn review(kind: &str, body: Value) -> Result<Value, ApiError> {
         )));
     }
     let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
-    let status = if kind == "selfsubjectaccessreviews" {
-        json!({"allowed": true})
-    } else {
-        json!({
+    let status = match (kind, user) {
+        ("selfsubjectaccessreviews", User::Admin) => json!({"allowed": true}),
+        ("selfsubjectaccessreviews", User::ReadOnly) => {
+            let verb = spec
+                .pointer("/resourceAttributes/verb")
+                .or_else(|| spec.pointer("/nonResourceAttributes/verb"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if READ_VERBS.contains(&verb) {
+                json!({"allowed": true, "reason": "the demo's read-only user may get, list and watch"})
+            } else {
+                json!({"allowed": false})
+            }
+        }
+        (_, User::Admin) => json!({
             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
             "incomplete": false
-        })
+        }),
+        (_, User::ReadOnly) => json!({
+            "resourceRules": [
+                {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+                    "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]},
+                {"verbs": READ_VERBS, "apiGroups": ["*"], "resources": ["*"]}],
+            "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*",
+                "/apis", "/apis/*", "/healthz", "/livez", "/readyz", "/version", "/version/"]}],
+            "incomplete": false
+        }),
     };
     Ok(json!({
         "kind": want_kind,
@@ -431,7 +705,8 @@ fn json_acceptable(accept: &str) -> bool {
 
 /// Query parameters this server honours; anything else is not simulated (a `dryRun`
 /// that wrote, or a strict validation that was skipped, would be a lie).
-const KNOWN_PARAMS: [&str; 15] = [
+const KNOWN_PARAMS: [&str; 16] = [
+    "includeObject",
     "labelSelector",
     "fieldSelector",
     "watch",
@@ -449,12 +724,17 @@ const KNOWN_PARAMS: [&str; 15] = [
     "timeout",
 ];
 
-fn unmodelled_param(q: &Query) -> Option<String> {
+/// `strict_checked`: a write whose body the server checks field by field, so Strict field
+/// validation holds. `no_owners`: a server-side apply that creates the object, where no
+/// other field manager can own a field (field ownership is not modelled otherwise, so an
+/// apply to an existing object must be forced).
+fn unmodelled_param(q: &Query, strict_checked: bool, no_owners: bool) -> Option<String> {
     q.pairs().find_map(|(k, v)| {
-        // Field ownership is not modelled: every apply behaves as a forced one.
         let known = KNOWN_PARAMS.contains(&k)
             || (k == "fieldValidation" && v == "Ignore")
-            || (k == "force" && v == "true");
+            || (k == "fieldValidation" && v == "Strict" && strict_checked)
+            || (k == "force" && v == "true")
+            || (k == "force" && v == "false" && no_owners);
         (!known).then(|| format!("?{k}={v}"))
     })
 }
@@ -473,6 +753,72 @@ async fn read_body(req: Request<Incoming>) -> Result<(String, Vec<u8>), ApiError
     Ok((ct, collected.to_bytes().to_vec()))
 }
 
+/// Strict field validation of a body (`raw`: its JSON bytes, for duplicate keys): unknown
+/// fields and duplicates refused as the real server words it.
+fn strict_check(
+    res: &'static ResourceType,
+    v: &Value,
+    raw: Option<&[u8]>,
+    whole: bool,
+) -> Result<(), ApiError> {
+    let mut problems: Vec<String> = raw
+        .and_then(super::openapi::duplicate_field)
+        .map(|d| format!("json: {d}"))
+        .into_iter()
+        .collect();
+    problems.extend(
+        super::openapi::unknown_fields_of(res, v)
+            .into_iter()
+            .map(|f| format!("unknown field \"{f}\"")),
+    );
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let head = if whole {
+        format!(
+            "{} in version \"{}\" cannot be handled as a {}: ",
+            res.kind, res.version, res.kind
+        )
+    } else {
+        String::new()
+    };
+    Err(ApiError::bad_request(format!(
+        "{head}strict decoding error: {}",
+        problems.join(", ")
+    )))
+}
+
+/// Strict validation of a patch: the object it would make (or, creating, the body).
+fn strict_patch(
+    store: &Store,
+    res: &'static ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    kind: PatchType,
+    p: &Value,
+    raw: &[u8],
+) -> Result<(), ApiError> {
+    let raw = (kind != PatchType::Apply).then_some(raw);
+    match store.get(res, ns, name) {
+        Ok(current) => {
+            let mut doc = (*current).clone();
+            patch::apply(kind, &mut doc, p)?;
+            strict_check(res, &doc, raw, false)
+        }
+        Err(_) => strict_check(res, p, raw, false),
+    }
+}
+
+/// A JSON body, or a protobuf one `proto` can read entirely (415 naming what it cannot).
+fn decoded_body(content_type: &str, bytes: &[u8]) -> Result<Value, ApiError> {
+    if content_type.contains("protobuf") {
+        return super::proto::decode(bytes).map_err(|what| {
+            ApiError::not_simulated(415, &format!("a request body as {content_type} ({what})"))
+        });
+    }
+    json_body(bytes)
+}
+
 fn json_body(bytes: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| {
         ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
@@ -488,50 +834,117 @@ fn selectors(res: &ResourceType, q: &Query) -> Result<Selectors, ApiError> {
     })
 }
 
+/// The resource whose objects a view is made of, and the conversion (events.k8s.io/v1
+/// Events are the core/v1 ones, converted).
+type Convert = Option<fn(&Value) -> Value>;
+
+fn storage_of(res: &'static ResourceType) -> (&'static ResourceType, Convert) {
+    if res.group == "events.k8s.io" && res.kind == "Event" {
+        if let Some(core) = super::resources::by_kind("v1", "Event") {
+            return (core, Some(super::events::to_events_v1));
+        }
+    }
+    (res, None)
+}
+
 async fn objects(
     st: &Arc<ServerState>,
     req: Request<Incoming>,
     t: Target,
     q: &Query,
+    shape: Shape,
 ) -> (&'static str, Response<Body>) {
-    if let Some(p) = unmodelled_param(q) {
+    // Strict field validation is done for every write with a body (`strict_check`).
+    let strict = q.get("fieldValidation") == Some("Strict");
+    let writes = matches!(req.method(), &Method::POST | &Method::PUT | &Method::PATCH);
+    let apply_creates = req.method() == Method::PATCH
+        && req
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("application/apply-patch"))
+        && t.name.as_deref().is_some_and(|n| {
+            let (res, _) = storage_of(t.res);
+            st.store.get(res, t.namespace.as_deref(), n).is_err()
+        });
+    if let Some(p) = unmodelled_param(q, writes, apply_creates) {
         return ("unknown", error_response(&ApiError::not_simulated(501, &p)));
     }
+    // Protobuf bodies are read where they can be (creates and updates of the kinds
+    // `proto` knows); elsewhere a protobuf or CBOR body is refused, never guessed at.
+    let readable = matches!(req.method(), &Method::POST | &Method::PUT);
     if let Some(ct) = req
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .filter(|ct| ct.contains("protobuf") || ct.contains("cbor"))
+        .filter(|ct| ct.contains("cbor") || (ct.contains("protobuf") && !readable))
     {
         let e = ApiError::not_simulated(415, &format!("a request body as {ct}"));
         return ("unknown", error_response(&e));
     }
-    let shape = shape_of(&req);
     let method = req.method().clone();
+    let include = match tables::Include::parse(q.get("includeObject")) {
+        Ok(i) => i,
+        Err(e) => return ("unknown", error_response(&ApiError::bad_request(e))),
+    };
+    // A Table answers reads; a write answers with the object.
+    let shape = match shape {
+        Shape::Table(_) if method != Method::GET => Shape::Full,
+        s => s,
+    };
+    let (res, convert) = storage_of(t.res);
+    if t.res.read_only && method != Method::GET {
+        let what = format!(
+            "{method} of {} (served for reading only; write {} instead)",
+            t.res.qualified(),
+            res.qualified()
+        );
+        return (
+            "unknown",
+            error_response(&ApiError::not_simulated(405, &what)),
+        );
+    }
+    let render = Render {
+        res: t.res,
+        shape,
+        include,
+        convert,
+    };
     let sub = if t.status { Sub::Status } else { Sub::Main };
     let ns = t.namespace.as_deref();
     let store = &st.store;
-    let res = t.res;
     let one = |r: Result<Object, ApiError>, code: u16| match r {
-        Ok(o) => json_response(code, &shaped(&o, shape)),
+        Ok(o) => json_response(code, &render.one(&o)),
         Err(e) => error_response(&e),
     };
     match (&method, t.name.as_deref()) {
         (&Method::GET, Some(name)) => ("get", one(store.get(res, ns, name), 200)),
-        (&Method::GET, None) if q.flag("watch") => match selectors(res, q) {
-            Ok(sel) => ("watch", watch(st, res, ns, sel, q, shape)),
+        (&Method::GET, None) if q.flag("watch") => match selectors(t.res, q) {
+            Ok(sel) => ("watch", watch(st, res, ns, sel, q, render)),
             Err(e) => ("watch", error_response(&e)),
         },
-        (&Method::GET, None) => ("list", list(store, res, ns, q, shape)),
+        (&Method::GET, None) => ("list", list(store, res, ns, q, render)),
         (&Method::POST, None) => {
-            let r = match read_body(req).await.and_then(|(_, b)| json_body(&b)) {
+            let r = match read_body(req).await.and_then(|(ct, b)| {
+                let v = decoded_body(&ct, &b)?;
+                if strict && !ct.contains("protobuf") {
+                    strict_check(res, &v, Some(&b), true)?;
+                }
+                Ok(v)
+            }) {
                 Ok(body) => store.create(res, ns, body, Origin::Api),
                 Err(e) => Err(e),
             };
             ("create", one(r, 201))
         }
         (&Method::PUT, Some(name)) => {
-            let r = match read_body(req).await.and_then(|(_, b)| json_body(&b)) {
+            let r = match read_body(req).await.and_then(|(ct, b)| {
+                let v = decoded_body(&ct, &b)?;
+                if strict && !ct.contains("protobuf") {
+                    strict_check(res, &v, Some(&b), true)?;
+                }
+                Ok(v)
+            }) {
                 Ok(body) => store.update(res, ns, name, body, sub, Origin::Api),
                 Err(e) => Err(e),
             };
@@ -541,8 +954,12 @@ async fn objects(
             let r = match read_body(req).await {
                 Ok((ct, b)) => match PatchType::from_content_type(&ct) {
                     None => Err(ApiError::unsupported_media_type(&ct, patch::ACCEPTED)),
-                    Some(kind) => patch::parse_body(kind, &b)
-                        .and_then(|p| store.patch(res, ns, name, kind, &p, sub, Origin::Api)),
+                    Some(kind) => patch::parse_body(kind, &b).and_then(|p| {
+                        if strict {
+                            strict_patch(store, res, ns, name, kind, &p, &b)?;
+                        }
+                        store.patch(res, ns, name, kind, &p, sub, Origin::Api)
+                    }),
                 },
                 Err(e) => Err(e),
             };
@@ -646,19 +1063,24 @@ impl Serialize for Item<'_> {
 struct Items<'a> {
     items: &'a [Object],
     keep_type: bool,
-    shape: Shape,
+    render: Render,
 }
 
 impl Serialize for Items<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.items.len()))?;
         for o in self.items {
-            match self.shape {
-                Shape::Full => seq.serialize_element(&Item {
+            match (self.render.shape, self.render.convert) {
+                (Shape::Full, None) => seq.serialize_element(&Item {
                     obj: o,
                     keep_type: self.keep_type,
                 })?,
-                Shape::Metadata => seq.serialize_element(&partial(o))?,
+                (Shape::Full, Some(f)) => seq.serialize_element(&Item {
+                    obj: &f(o),
+                    keep_type: self.keep_type,
+                })?,
+                (Shape::Metadata, _) => seq.serialize_element(&partial(o))?,
+                (Shape::Table(_), _) => seq.serialize_element(&self.render.row(o))?,
             }
         }
         seq.end()
@@ -670,9 +1092,9 @@ fn list(
     res: &'static ResourceType,
     ns: Option<&str>,
     q: &Query,
-    shape: Shape,
+    render: Render,
 ) -> Response<Body> {
-    let sel = match selectors(res, q) {
+    let sel = match selectors(render.res, q) {
         Ok(s) => s,
         Err(e) => return error_response(&e),
     };
@@ -698,12 +1120,13 @@ fn list(
     if let Some(n) = page.remaining {
         meta.insert("remainingItemCount".into(), json!(n));
     }
-    let (kind, api_version) = match shape {
-        Shape::Full => (res.list_kind(), res.api_version()),
+    let (kind, api_version) = match render.shape {
+        Shape::Full => (render.res.list_kind(), render.res.api_version()),
         Shape::Metadata => (
             "PartialObjectMetadataList".to_string(),
             "meta.k8s.io/v1".to_string(),
         ),
+        Shape::Table(v) => ("Table".to_string(), format!("meta.k8s.io/{v}")),
     };
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
@@ -711,17 +1134,31 @@ fn list(
         kind: String,
         api_version: String,
         metadata: Map<String, Value>,
-        items: Items<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        column_definitions: Option<Vec<Value>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        items: Option<Items<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rows: Option<Items<'a>>,
     }
+    let table = matches!(render.shape, Shape::Table(_));
+    let items = Items {
+        items: &page.items,
+        keep_type: render.res.custom,
+        render,
+    };
+    let (items, rows) = if table {
+        (None, Some(items))
+    } else {
+        (Some(items), None)
+    };
     let doc = ListDoc {
         kind,
         api_version,
         metadata: meta,
-        items: Items {
-            items: &page.items,
-            keep_type: res.custom,
-            shape,
-        },
+        column_definitions: table.then(|| tables::columns(render.res)),
+        items,
+        rows,
     };
     match serde_json::to_vec(&doc) {
         Ok(b) => full(200, b),
@@ -799,7 +1236,7 @@ struct WatchSpec {
     res: &'static ResourceType,
     ns: Option<String>,
     sel: Selectors,
-    shape: Shape,
+    render: Render,
     bookmarks: bool,
     initial_end: bool,
     timeout: Duration,
@@ -812,7 +1249,7 @@ fn watch(
     ns: Option<&str>,
     sel: Selectors,
     q: &Query,
-    shape: Shape,
+    render: Render,
 ) -> Response<Body> {
     let rv = q.get("resourceVersion").unwrap_or("");
     let send_initial = q.get("sendInitialEvents").map(|v| v == "true");
@@ -849,7 +1286,7 @@ fn watch(
         res,
         ns: ns.map(str::to_string),
         sel,
-        shape,
+        render,
         bookmarks: q.flag("allowWatchBookmarks"),
         initial_end: send_initial == Some(true),
         timeout,
@@ -877,9 +1314,24 @@ async fn run_watch(
         }
     };
     let rid = spec.res.id();
-    let line = |kind: EventType, obj: &Object| match spec.shape {
-        Shape::Full => event_line(kind.as_str(), obj),
+    // A Table watch sends the column definitions with its first event only, as the real
+    // server's embedded encoder does.
+    let mut headers = true;
+    let mut line = |kind: EventType, obj: &Object| match spec.render.shape {
+        Shape::Full if spec.render.convert.is_none() => event_line(kind.as_str(), obj),
+        Shape::Full => event_line(kind.as_str(), &spec.render.view(obj)),
         Shape::Metadata => event_line(kind.as_str(), &partial(obj)),
+        Shape::Table(v) => {
+            let t = tables::table(
+                spec.render.res,
+                vec![spec.render.row(obj)],
+                headers,
+                rv_meta(obj),
+                v,
+            );
+            headers = false;
+            event_line(kind.as_str(), &t)
+        }
     };
     for ev in &start.backlog {
         if let Some((kind, obj)) = visible(ev, &spec.sel) {

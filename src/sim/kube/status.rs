@@ -184,6 +184,38 @@ impl ApiError {
         }
     }
 
+    /// RBAC's refusal: `pods "x" is forbidden: User "u" cannot delete resource "pods" in API
+    /// group "" in the namespace "kube-system"`.
+    pub fn forbidden(t: &super::route::Target, user: &str, verb: &str) -> ApiError {
+        let what = match &t.name {
+            Some(n) => format!("{} \"{n}\"", t.res.qualified()),
+            None => t.res.qualified(),
+        };
+        let resource = if t.status {
+            format!("{}/status", t.res.plural)
+        } else {
+            t.res.plural.to_string()
+        };
+        let scope = match &t.namespace {
+            Some(ns) => format!("in the namespace \"{ns}\""),
+            None => "at the cluster scope".to_string(),
+        };
+        ApiError {
+            code: 403,
+            reason: "Forbidden",
+            message: format!(
+                "{what} is forbidden: User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"{}\" {scope}",
+                t.res.group
+            ),
+            details: Some(Box::new(Details {
+                name: t.name.clone().unwrap_or_default(),
+                group: t.res.group.to_string(),
+                kind: t.res.plural.to_string(),
+                causes: Vec::new(),
+            })),
+        }
+    }
+
     pub fn unauthorized() -> ApiError {
         ApiError {
             code: 401,

@@ -21,6 +21,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::broadcast;
 
+use super::logs::Logs;
 use super::patch::{self, PatchType};
 use super::resources::{self, CreateStatus, Generation, ResourceType, RESOURCES};
 use super::select::Selectors;
@@ -130,6 +131,9 @@ pub struct WatchStart {
     pub resource_version: u64,
 }
 
+/// The oldest change a watch may resume from (see [`Store::commit`]'s bound).
+pub const HISTORY_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// The namespaces a fresh cluster has.
 pub const INITIAL_NAMESPACES: &[&str] =
     &["default", "kube-node-lease", "kube-public", "kube-system"];
@@ -139,6 +143,8 @@ struct Inner {
     objects: BTreeMap<Key, Object>,
     history: VecDeque<Arc<StoreEvent>>,
     history_cap: usize,
+    /// When each kept event happened (parallel to `history`), for the age bound.
+    history_at: VecDeque<std::time::Instant>,
     /// The oldest resourceVersion a watch may resume from.
     floor: u64,
 }
@@ -146,6 +152,7 @@ struct Inner {
 struct Shared {
     inner: Mutex<Inner>,
     tx: broadcast::Sender<Arc<StoreEvent>>,
+    logs: Logs,
 }
 
 /// The object store. Cheap to clone (shared).
@@ -338,9 +345,11 @@ impl Store {
                     objects: BTreeMap::new(),
                     history: VecDeque::new(),
                     history_cap: history.max(1),
+                    history_at: VecDeque::new(),
                     floor: 0,
                 }),
                 tx,
+                logs: Logs::default(),
             }),
         };
         for ns in INITIAL_NAMESPACES {
@@ -359,6 +368,11 @@ impl Store {
             .inner
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The containers' logs (kept with the objects: a deleted pod's go with it).
+    pub fn logs(&self) -> &Logs {
+        &self.shared.logs
     }
 
     /// The current (latest) resourceVersion.
@@ -381,6 +395,7 @@ impl Store {
     pub fn compact(&self) {
         let mut inner = self.lock();
         inner.history.clear();
+        inner.history_at.clear();
         inner.floor = inner.rv;
     }
 
@@ -407,6 +422,9 @@ impl Store {
             }
             None => {
                 inner.objects.remove(&key);
+                if res.kind == "Pod" && res.group.is_empty() {
+                    self.shared.logs.forget_pod(&key.namespace, &key.name);
+                }
                 let mut last = prev.as_deref().cloned().unwrap_or(Value::Null);
                 with_meta(&mut last, |m| {
                     m.insert("resourceVersion".into(), json!(rv.to_string()))
@@ -425,7 +443,18 @@ impl Store {
             origin,
         });
         inner.history.push_back(ev.clone());
-        while inner.history.len() > inner.history_cap {
+        let now = std::time::Instant::now();
+        inner.history_at.push_back(now);
+        // Besides the count, an age bound: the real server's etcd compacts every 5 minutes,
+        // so a version older than two compactions is gone there too (410), and an idle demo's
+        // renewals do not fill the history with twenty minutes of Lease copies.
+        while inner.history.len() > inner.history_cap
+            || inner
+                .history_at
+                .front()
+                .is_some_and(|t| now.duration_since(*t) > HISTORY_MAX_AGE)
+        {
+            inner.history_at.pop_front();
             if let Some(dropped) = inner.history.pop_front() {
                 inner.floor = dropped.resource_version;
             }

@@ -6,8 +6,9 @@
 //! Read-only by nature: it works the same in observe mode.
 //!
 //! Owns: the screen's lines ([`lines`], pre-wrapped to the width so scrolling is by line),
-//! and their count for the app's scroll bound ([`line_count`]).
-//! Must not: judge (severities and messages come with the panes) or change state.
+//! and reporting how many it laid out (`App::live_lines`, the scroll bound: the view says
+//! what it drew, the state never asks it to lay text out).
+//! Must not: judge (severities and messages come with the panes) or change other state.
 
 use ratatui::layout::Rect;
 use ratatui::style::Style;
@@ -34,14 +35,11 @@ fn inner_width(width: u16) -> usize {
     usize::from(width.saturating_sub(2)).max(20)
 }
 
-/// How many lines the screen has at the app's current width (the scroll bound).
-pub fn line_count(app: &App) -> usize {
-    lines(app, inner_width(app.width)).len()
-}
-
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let t = &app.theme;
     let all = lines(app, inner_width(area.width));
+    // What was laid out goes back to the state as the scroll bound.
+    app.live_lines.set(all.len());
     let visible = usize::from(area.height.saturating_sub(2));
     let top = app.live_scroll.min(all.len().saturating_sub(1));
     let env = app.current_env.as_deref().unwrap_or("no environment");

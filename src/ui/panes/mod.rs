@@ -11,14 +11,7 @@ use ratatui::layout::{Constraint, Flex, Layout, Rect};
 
 /// Age as `5s`, `2m05s`, `1h03m`.
 pub fn age(ms: u64) -> String {
-    let s = ms / 1000;
-    if s < 60 {
-        format!("{s}s")
-    } else if s < 3600 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{}h{:02}m", s / 3600, (s / 60) % 60)
-    }
+    crate::time::span_ms(ms, crate::time::Style::Compact)
 }
 
 /// A rectangle of at most `w` x `h`, centred in `area`.

@@ -7,9 +7,8 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
 use crate::runbook::machine::{self, StepState};
-use crate::ui::app::{
-    App, GateField, ProbeRun, ProcessCheck, ResumeInfo, ResumeModal, ResumeStage,
-};
+use crate::session::resume::{ProbeRun, ProcessCheck, ResumeInfo};
+use crate::ui::app::{App, GateField, ResumeModal, ResumeStage};
 
 use super::centered;
 

@@ -34,10 +34,10 @@ use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::{convert, WatchSettings};
 use crate::checks::live::{
     self, EnvTopology, Look, RolloutPod, RolloutState, Rule, Severity, Timestamp,
 };
+use crate::cluster::{convert, WatchSettings};
 
 // ---------------------------------------------------------------------------------------
 // Conditions
@@ -798,7 +798,7 @@ pub async fn wait_scaled(
 ) -> Result<WaitEnd, WaitError> {
     match condition {
         Condition::HealthBetweenHosts(gate) => {
-            return Ok(super::health_probe::wait_healthy(
+            return Ok(crate::cluster::health_probe::wait_healthy(
                 &client,
                 topo,
                 settings,
@@ -811,7 +811,7 @@ pub async fn wait_scaled(
             .await)
         }
         Condition::NodeDisruption(look) => {
-            return Ok(super::health_probe::look_before_disruption(
+            return Ok(crate::cluster::health_probe::look_before_disruption(
                 &client, topo, settings, look, progress,
             )
             .await

@@ -1,0 +1,172 @@
+//! The interactive console (no command on a terminal, `run`, `observe` without --once):
+//! its executors, its live sources, and the console itself.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::{kube_overrides, load_repo, Cli, CmdResult, Status};
+use crate::context::load_runbooks;
+use crate::repo::Repo;
+use crate::ui::StartScreen;
+
+/// Whether there is a terminal to draw on.
+pub(super) fn possible() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
+}
+
+/// The interactive console on the command's repo. Observe mode is built with read-only
+/// capabilities only.
+pub(super) fn console(
+    cli: &Cli,
+    rt: &tokio::runtime::Runtime,
+    start: StartScreen,
+    observe: bool,
+    env: Option<&str>,
+) -> CmdResult {
+    let repo = load_repo(cli)?;
+    console_on(cli, rt, repo, start, observe, env, Extras::default())
+}
+
+/// What the demo changes about the console; the default changes nothing.
+#[derive(Default)]
+pub(super) struct Extras {
+    /// Shown first (the demo's SIMULATED banner).
+    pub notices: Vec<String>,
+    /// The executors' SSH trust and stuck threshold; the live panes use the same.
+    pub exec: crate::session::executors::ExecSetup,
+    /// Where `:fault` goes.
+    pub faults: Option<Arc<dyn crate::ui::FaultSink>>,
+    /// Run journals here instead of the operator's journal directory.
+    pub runs_dir: Option<PathBuf>,
+    /// The clusters are the demo's own: the operator's --kubeconfig/KUBECONFIG never apply.
+    pub own_clusters: bool,
+}
+
+/// The plans of the one loaded repo, shared with the live sources.
+struct SharedPlans(Arc<Repo>);
+
+impl crate::ui::PlanSource for SharedPlans {
+    fn plan(
+        &self,
+        runbook: &crate::runbook::schema::Runbook,
+        env: &str,
+        host: Option<&str>,
+    ) -> Result<crate::runbook::plan::Plan, String> {
+        let penv = crate::context::plan_env(&self.0, env, host).map_err(|e| e.to_string())?;
+        crate::runbook::plan::plan(runbook, &penv, &*self.0).map_err(|e| e.to_string())
+    }
+}
+
+/// The console on `repo`; `env`: the environment the command is about (the one an
+/// operator's kubeconfig points at).
+pub(super) fn console_on(
+    cli: &Cli,
+    rt: &tokio::runtime::Runtime,
+    repo: Repo,
+    start: StartScreen,
+    observe: bool,
+    env: Option<&str>,
+    extras: Extras,
+) -> CmdResult {
+    let Extras {
+        notices: extra,
+        exec,
+        faults,
+        runs_dir,
+        own_clusters,
+    } = extras;
+    let repo = Arc::new(repo);
+    let runbooks = load_runbooks(cli.runbooks.as_deref())?;
+    let environments = repo
+        .environments
+        .iter()
+        .map(crate::ui::EnvSummary::from)
+        .collect();
+    let mut notices = Vec::new();
+    let overrides = if own_clusters {
+        crate::cluster::KubeOverrides::default()
+    } else {
+        let (ov, why) = kube_overrides(cli, &repo, env, true)?;
+        notices.extend(why);
+        ov
+    };
+    // The real executors (ansible-playbook, SSH, TCP probe); observe mode gets the read-only
+    // ones only. Kinds without an executor (kube-wait, flux-reconcile) are refused by the UI.
+    // A dry run has no executor at all: plans, gates and the journal, nothing touched.
+    // The bundled sample's addresses are documentation values, not the operator's hosts:
+    // on it the console rehearses, and says so.
+    let on_sample = repo.is_bundled_sample();
+    let capabilities = if cli.dry_run || on_sample {
+        use crate::ui::{Capabilities, MutatingExecutors, ReadOnlyExecutors};
+        let caps = if observe {
+            Capabilities::Observe {
+                read_only: ReadOnlyExecutors::default(),
+            }
+        } else {
+            Capabilities::Operate {
+                read_only: ReadOnlyExecutors::default(),
+                mutating: MutatingExecutors::default(),
+            }
+        };
+        let why = if on_sample && !cli.dry_run {
+            "the bundled sample repo: rehearsal only, no executor runs (point --repo or HK_REPO at your infra repo to run for real)"
+        } else {
+            "dry run: no executor runs anything (no SSH, no ansible-playbook, no probe)"
+        };
+        notices.push(why.to_string());
+        caps
+    } else {
+        let clusters = crate::session::executors::Clusters::for_repo(&repo, &overrides);
+        let (caps, why) =
+            crate::session::executors::capabilities_with(&repo, observe, Arc::new(clusters), &exec);
+        notices.extend(why);
+        caps
+    };
+    // Live panes: kube watchers per environment and the VPN look over SSH, on the command's
+    // runtime for as long as the console runs. Not on the bundled sample (documentation
+    // addresses) nor in a dry run (nothing is dialled).
+    let live_cancel = tokio_util::sync::CancellationToken::new();
+    let observations = if cli.dry_run || on_sample {
+        None
+    } else {
+        let started = rt.block_on(crate::observe::sources::spawn(
+            &repo,
+            &overrides,
+            exec.ssh.clone(),
+            exec.stuck_after,
+            &live_cancel,
+        ));
+        if started.watched == 0 && !repo.environments.is_empty() {
+            // No cluster of this repo is set up here: say so first, and where the panes
+            // can be seen; the reasons per environment follow.
+            notices.insert(
+                0,
+                "no cluster of this repo is set up on this machine (`hk-console demo` shows \
+                 every pane and runbook on a simulated homelab)"
+                    .into(),
+            );
+        }
+        notices.extend(started.notices);
+        Some(started.updates)
+    };
+    let notices = extra.into_iter().chain(notices).collect();
+    let opts = crate::ui::UiOptions {
+        environments,
+        runbooks,
+        plans: Arc::new(SharedPlans(repo)),
+        runs_dir: runs_dir.or_else(|| crate::journal::default_runs_dir().ok()),
+        start,
+        theme: cli.theme.clone(),
+        capabilities,
+        observations,
+        notices,
+        faults,
+    };
+    let result = rt.block_on(crate::ui::run(opts));
+    live_cancel.cancel();
+    Ok(match result? {
+        crate::ui::ExitStatus::Clean => Status::Clean,
+        crate::ui::ExitStatus::RunNotSucceeded => Status::Violations,
+    })
+}

@@ -1,0 +1,157 @@
+//! `demo`: the simulated homelab, and the console, one look or a headless run on it.
+
+use std::path::{Path, PathBuf};
+
+use super::console::{console_on, Extras};
+use super::observe::{render_snapshot, status_of};
+use super::{print_json, Cli, CmdResult, Failure, Status};
+use crate::context::load_runbooks;
+use crate::repo::Repo;
+
+/// A directory removed when dropped (the demo's repo, unless --dir keeps it).
+struct DemoDir {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl Drop for DemoDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// What `hk-console demo` does once the simulation runs.
+pub(super) enum DemoMode {
+    /// The console on the demo repo.
+    Console,
+    /// One look at every pane, printed.
+    Once,
+    /// One runbook driven by a simulated operator, its journal summarised.
+    Headless(crate::sim::headless::HeadlessRun),
+}
+
+/// `hk-console demo`: start the simulation on the command's runtime, then one look at
+/// every pane, a headless run, or the console on the demo repo with the real executors.
+/// The operator's --kubeconfig/--context would point the console away from the simulation:
+/// refused; KUBECONFIG (set in the shell for other work) is not read.
+pub(super) fn demo_cmd(
+    cli: &Cli,
+    rt: &tokio::runtime::Runtime,
+    scenario: &str,
+    mode: DemoMode,
+    json: bool,
+    dir: Option<&Path>,
+) -> CmdResult {
+    let dir = match dir {
+        Some(d) => {
+            if d.exists()
+                && std::fs::read_dir(d)
+                    .map(|mut r| r.next().is_some())
+                    .unwrap_or(true)
+            {
+                return Err(Failure::msg(format!(
+                    "demo: {} is not an empty directory; the demo writes a whole repo there",
+                    d.display()
+                )));
+            }
+            DemoDir {
+                path: d.to_path_buf(),
+                keep: true,
+            }
+        }
+        None => {
+            let base = crate::journal::default_runs_dir()
+                .ok()
+                .and_then(|r| r.parent().map(Path::to_path_buf))
+                .unwrap_or_else(std::env::temp_dir);
+            let path = base.join(format!("demo-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            DemoDir { path, keep: false }
+        }
+    };
+    std::fs::create_dir_all(&dir.path)
+        .map_err(|e| Failure::msg(format!("demo: cannot create {}: {e}", dir.path.display())))?;
+    // The simulation runs on the command's runtime for as long as `demo` is held.
+    let demo = rt.block_on(crate::sim::demo::start_from(
+        scenario,
+        &dir.path,
+        cli.repo.as_deref(),
+    ))?;
+    if let DemoMode::Headless(req) = &mode {
+        let runbooks = load_runbooks(cli.runbooks.as_deref())?;
+        let runs_dir = demo.dir.join("runs");
+        let report = rt.block_on(crate::sim::headless::drive(
+            &demo,
+            runbooks,
+            req,
+            &runs_dir,
+            |line| errln!("{line}"),
+        ))?;
+        if json {
+            print_json(&report)?;
+        } else {
+            outln!("{}", demo.banner());
+            outln!("{}", report.render().trim_end());
+            if !dir.keep {
+                outln!("(the journal goes with the demo's directory; keep both with --dir)");
+            }
+        }
+        return Ok(if report.succeeded {
+            Status::Clean
+        } else {
+            Status::Violations
+        });
+    }
+    if let DemoMode::Once = mode {
+        let names: Vec<String> = demo
+            .repo
+            .environment_names()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        let gateways = crate::observe::vpn::Gateways::for_repo_with(
+            &demo.repo,
+            demo.ssh_options(),
+            &crate::exec::settings::SshConfig::empty(),
+            &crate::exec::settings::SshDefaults::from_env(),
+        );
+        let taken = rt.block_on(crate::observe::snapshot::take(
+            &demo.repo,
+            &names,
+            &crate::cluster::KubeOverrides::default(),
+            &gateways,
+        ));
+        if json {
+            print_json(&taken.snapshot)?;
+        } else {
+            outln!("{}", demo.banner());
+            outln!(
+                "{}",
+                render_snapshot(&taken.snapshot, &taken.targets).trim_end()
+            );
+        }
+        for p in taken.problems.iter().chain(&taken.wrong_cluster) {
+            errln!("error: {p}");
+        }
+        return Ok(status_of(&taken));
+    }
+    let repo = Repo::load(&demo.dir)?;
+    let banner = demo.banner();
+    console_on(
+        cli,
+        rt,
+        repo,
+        crate::ui::StartScreen::Home,
+        false,
+        None,
+        Extras {
+            notices: vec![banner],
+            exec: demo.exec_setup(),
+            faults: Some(std::sync::Arc::new(demo.fault_injector())),
+            runs_dir: Some(demo.dir.join("runs")),
+            own_clusters: true,
+        },
+    )
+}

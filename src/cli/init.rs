@@ -1,0 +1,43 @@
+//! `init`: propose hk-console.yaml for a repo that has none, or write it and check it.
+
+use super::{check::print_check, Cli, CmdResult, Failure, Status};
+use crate::repo::Repo;
+
+/// `hk-console init`: print the proposal, or write it and run `check` on the result.
+pub(super) fn init_cmd(cli: &Cli, write: bool) -> CmdResult {
+    let root = match cli.repo.as_deref() {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_dir()
+            .map_err(|e| Failure::msg(format!("init: cannot read the current directory: {e}")))?,
+    };
+    let proposal = crate::repo::init::propose(&root)?;
+    if !write {
+        outln!("{}", proposal.text.trim_end());
+        if !proposal.questions.is_empty() {
+            eprintln!(
+                "init: {} question(s) in the proposal (# QUESTION:); answer them before relying on it",
+                proposal.questions.len()
+            );
+        }
+        return Ok(Status::Clean);
+    }
+    let path = root.join(crate::repo::config::CONFIG_FILE);
+    // create_new: never over a file that appeared since the proposal was made.
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| Failure::msg(format!("{}: cannot create: {e}", path.display())))?;
+    std::io::Write::write_all(&mut f, proposal.text.as_bytes())
+        .and_then(|()| f.sync_all())
+        .map_err(|e| Failure::msg(format!("{}: cannot write: {e}", path.display())))?;
+    eprintln!("init: wrote {}; running check on it", path.display());
+    if !proposal.questions.is_empty() {
+        eprintln!(
+            "init: {} question(s) left in it (# QUESTION:); answer them before relying on it",
+            proposal.questions.len()
+        );
+    }
+    let repo = Repo::load(&root)?;
+    print_check(&repo, None)
+}
