@@ -10,6 +10,7 @@
 //! - [`checks`]: PURE rules over the model: the static parity contract (L0).
 //! - [`context`]: the glue commands and the console share: repo + runbooks -> plans.
 //! - [`observe`]: the typed live observations (VIP lease, agent env, VPN egress).
+//! - [`record`]: the change record of a run (`runs list`/`runs show`), from its journal.
 //! - [`sim`]: the embedded simulated homelab (loopback SSH nodes, ...).
 //! - [`ui`]: the interactive console: app state, actions, keymaps, panes, themes.
 //! - [`text`]: strings from data made safe to print (control characters written out).
@@ -28,6 +29,7 @@ pub mod context;
 pub mod exec;
 pub mod journal;
 pub mod observe;
+pub mod record;
 pub mod repo;
 pub mod runbook;
 pub mod session;

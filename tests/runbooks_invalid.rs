@@ -163,7 +163,7 @@ const EXPECTED: &[(&str, &str)] = &[
     ),
     (
         "unknown-step-field.yaml",
-        "unknown-step-field.yaml:9:5: steps[0]: unknown field `comand`\n  hint: expected one of `id`, `kind`, `title`, `scope`, `only_on`, `playbook`, `extra_vars`, `tags`, `limit`, `check_first`, `check`, `expect_hosts`, `command`, `expect`, `mutates`, `condition`, `timeout_s`, `tcp`, `on_fail`, `gate`, `object`, `namespace` (see docs/runbooks.md)",
+        "unknown-step-field.yaml:9:5: steps[0]: unknown field `comand`\n  hint: expected one of `id`, `kind`, `title`, `scope`, `only_on`, `disrupts`, `playbook`, `extra_vars`, `tags`, `limit`, `check_first`, `check`, `expect_hosts`, `command`, `expect`, `mutates`, `condition`, `timeout_s`, `tcp`, `on_fail`, `gate`, `object`, `namespace` (see docs/runbooks.md)",
     ),
     (
         "unknown-template-var.yaml",

@@ -129,7 +129,8 @@ fn etcd_io_priority_runs_node_3_then_1_then_2_one_at_a_time() {
             "read-back does not check {must}"
         );
     }
-    assert_eq!(p.steps.len(), 15);
+    // Five steps per node, and the health gate between node 3 and 1 and between 1 and 2.
+    assert_eq!(p.steps.len(), 17);
 }
 
 #[test]

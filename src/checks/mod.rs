@@ -3,5 +3,6 @@
 //! `repo::flux::gather` (re-exported as `parity::gather`), the one place that reads the repo's
 //! files (overlays, templates, vault headers) and runs kustomize. Nothing here does IO.
 //! Must not: talk to hosts or clusters (that is the live, L2, check).
+pub mod health;
 pub mod live;
 pub mod parity;

@@ -19,6 +19,8 @@ use crate::checks::live::{EnvTopology, Server};
 use crate::repo::Repo;
 
 pub mod convert;
+pub mod health_probe;
+pub mod lock;
 pub mod once;
 pub mod watch;
 

@@ -32,7 +32,35 @@ pub struct Config {
     /// `kubectl`, on PATH; neither: the builtin engine.
     #[serde(default)]
     pub kustomize_bin: Option<PathBuf>,
+    /// The cluster-held lock of mutating runs (`hk-console-run-lock` in kube-system).
+    #[serde(default)]
+    pub run_lock: RunLockConfig,
 }
+
+/// `run_lock:` in hk-console.yaml.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunLockConfig {
+    /// Seconds a holder's lock lasts without a renewal; the console renews it three times
+    /// per duration while its run lives. A lock not renewed for longer is stale.
+    #[serde(default = "default_lock_duration_s")]
+    pub duration_s: u64,
+}
+
+impl Default for RunLockConfig {
+    fn default() -> Self {
+        RunLockConfig {
+            duration_s: default_lock_duration_s(),
+        }
+    }
+}
+
+fn default_lock_duration_s() -> u64 {
+    60
+}
+
+/// The shortest lock duration accepted: renewals go out every third of it.
+pub const MIN_LOCK_DURATION_S: u64 = 6;
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -135,6 +163,22 @@ impl Config {
                     .to_string(),
             }
         })?;
+        if config.run_lock.duration_s < MIN_LOCK_DURATION_S {
+            let (line, col) = text
+                .lines()
+                .enumerate()
+                .find_map(|(i, l)| l.find("duration_s").map(|c| (i + 1, c + 1)))
+                .unwrap_or((1, 1));
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                line,
+                col,
+                message: format!(
+                    "`run_lock.duration_s: {}` is too short: at least {MIN_LOCK_DURATION_S} seconds (the lock is renewed every third of it)",
+                    config.run_lock.duration_s
+                ),
+            });
+        }
         if config.environments.is_empty() {
             return Err(ConfigError::Invalid {
                 path: path.to_path_buf(),
@@ -215,6 +259,38 @@ mod tests {
         assert_eq!(prod.overlay_dir("prod"), PathBuf::from("clusters/prod"));
         assert!(!prod.operator_present);
         assert!(!prod.protected, "protection is asked for, never assumed");
+    }
+
+    #[test]
+    fn the_run_lock_has_a_default_duration_and_a_strict_schema() {
+        let env = "environments:\n  prod: { servers: k3s_prod }\n";
+        let c = Config::parse(Path::new("x.yaml"), env).expect("valid");
+        assert_eq!(c.run_lock.duration_s, 60);
+        let c = Config::parse(
+            Path::new("x.yaml"),
+            &format!("run_lock:\n  duration_s: 30\n{env}"),
+        )
+        .expect("valid");
+        assert_eq!(c.run_lock.duration_s, 30);
+        let err = Config::parse(
+            Path::new("x.yaml"),
+            &format!("run_lock:\n  duration: 30\n{env}"),
+        )
+        .expect_err("typo");
+        assert!(err.to_string().starts_with("x.yaml:2:"), "{err}");
+        assert!(
+            err.to_string().contains("unknown field `duration`"),
+            "{err}"
+        );
+        let err = Config::parse(
+            Path::new("x.yaml"),
+            &format!("run_lock:\n  duration_s: 3\n{env}"),
+        )
+        .expect_err("too short");
+        assert_eq!(
+            err.to_string(),
+            "x.yaml:2:3: `run_lock.duration_s: 3` is too short: at least 6 seconds (the lock is renewed every third of it)"
+        );
     }
 
     #[test]

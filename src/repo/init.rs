@@ -97,6 +97,7 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
         known_hosts: None,
         kustomize_bin: None,
         environments: BTreeMap::new(),
+        run_lock: Default::default(),
     };
     let repo = Repo::load_with(root, base.clone())?;
     let mut found = environments_by_servers_group(&repo);

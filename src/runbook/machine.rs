@@ -1465,6 +1465,22 @@ impl Run {
                 why: "it confirms the blast radius before a change",
             });
         }
+        // The health gate between hosts and the look before a disruption hold a run for a
+        // named cause: going past one is the operator's decision, and it says why.
+        let guard = step
+            .expect
+            .as_ref()
+            .and_then(|e| e.condition.as_deref())
+            .is_some_and(|c| {
+                c.starts_with(super::plan::HEALTH_GATE)
+                    || c.starts_with(super::plan::NODE_DISRUPTION)
+            });
+        if guard && reason.trim().is_empty() {
+            return Err(MachineError::CannotSkip {
+                n,
+                why: "it is a guard rail (the health gate or a disruption check): skipping it needs a typed reason",
+            });
+        }
         let resume_after = match &self.steps[i].state {
             StepState::Pending => false,
             StepState::Failed { .. } | StepState::Interrupted { .. }

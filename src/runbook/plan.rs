@@ -50,6 +50,93 @@ impl StepKind {
 /// `flux-preview <kind>/<name> <namespace>`. Only the planner writes it.
 pub const FLUX_PREVIEW: &str = "flux-preview";
 
+/// The kube-wait condition of the health gate between hosts:
+/// `health-between-hosts AFTER BEFORE stable_for=S soak=S` (see [`HealthGate`]). Only the
+/// planner writes it.
+pub const HEALTH_GATE: &str = "health-between-hosts";
+
+/// The kube-wait condition of the look before a `disrupts: node` step:
+/// `node-disruption NODE` (see [`NodeDisruption`]). Only the planner writes it.
+pub const NODE_DISRUPTION: &str = "node-disruption";
+
+/// The health gate between one host and the next, as the plan carries it in a kube-wait
+/// step's condition (so the journal and `plan --json` hold it as text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthGate {
+    /// The host just finished.
+    pub after: String,
+    /// The host about to be touched.
+    pub before: String,
+    /// Seconds the VIP lease's holder must have been unchanged.
+    pub stable_for_s: u64,
+    /// Seconds the cluster must stay healthy without a break.
+    pub soak_s: u64,
+}
+
+impl HealthGate {
+    pub fn condition(&self) -> String {
+        format!(
+            "{HEALTH_GATE} {} {} stable_for={} soak={}",
+            self.after, self.before, self.stable_for_s, self.soak_s
+        )
+    }
+
+    /// `None`: not a health-gate condition. `Some(Err)`: one, but malformed (named).
+    pub fn parse(text: &str) -> Option<Result<HealthGate, String>> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        if words.first() != Some(&HEALTH_GATE) {
+            return None;
+        }
+        let bad = || {
+            format!(
+                "`{text}`: expected `{HEALTH_GATE} AFTER BEFORE stable_for=SECONDS soak=SECONDS`"
+            )
+        };
+        let secs = |word: &str, key: &str| -> Result<u64, String> {
+            word.strip_prefix(key)
+                .and_then(|v| v.strip_prefix('='))
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(bad)
+        };
+        let parsed = || match words.as_slice() {
+            [_, after, before, stable, soak] => Ok(HealthGate {
+                after: after.to_string(),
+                before: before.to_string(),
+                stable_for_s: secs(stable, "stable_for")?,
+                soak_s: secs(soak, "soak")?,
+            }),
+            _ => Err(bad()),
+        };
+        Some(parsed())
+    }
+}
+
+/// The look at what a node carries before a step that takes it away (`disrupts: node`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeDisruption {
+    pub node: String,
+}
+
+impl NodeDisruption {
+    pub fn condition(&self) -> String {
+        format!("{NODE_DISRUPTION} {}", self.node)
+    }
+
+    /// `None`: not a node-disruption condition. `Some(Err)`: one, but malformed.
+    pub fn parse(text: &str) -> Option<Result<NodeDisruption, String>> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        if words.first() != Some(&NODE_DISRUPTION) {
+            return None;
+        }
+        Some(match words.as_slice() {
+            [_, node] => Ok(NodeDisruption {
+                node: node.to_string(),
+            }),
+            _ => Err(format!("`{text}`: expected `{NODE_DISRUPTION} NODE`")),
+        })
+    }
+}
+
 /// An operator gate: the run stops here until the operator answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
@@ -164,7 +251,9 @@ pub struct BlastRadius {
 
 use std::collections::HashSet;
 
-use super::schema::{GateSpec, Play, Runbook, Scope, Step, StepSpec, Target, ENV_ROLES};
+use super::schema::{
+    BetweenHosts, Disrupts, GateSpec, Play, Runbook, Scope, Step, StepSpec, Target, ENV_ROLES,
+};
 use super::validate::template_vars;
 
 /// What the planner needs to know about the environment a plan is for. The integrator
@@ -345,7 +434,10 @@ pub fn plan(runbook: &Runbook, env: &PlanEnv, topo: &dyn Topology) -> Result<Pla
         while i < runbook.steps.len() && runbook.steps[i].scope == Scope::Host {
             i += 1;
         }
+        let between = p.between_hosts();
+        let mut prev: Option<&String> = None;
         for host in &hosts {
+            let mark = raw.len();
             for step in &runbook.steps[start..i] {
                 if let Some(only_on) = &step.only_on {
                     let group = p.group_of(only_on)?;
@@ -361,6 +453,13 @@ pub fn plan(runbook: &Runbook, env: &PlanEnv, topo: &dyn Topology) -> Result<Pla
                     }
                 }
                 p.expand(step, Some(host), &hosts, &mut raw)?;
+            }
+            // A host whose steps all skipped (only_on) is not touched: nothing to gate.
+            if raw.len() > mark {
+                if let (Some(after), Some((bh, source))) = (prev, between) {
+                    raw.insert(mark, p.health_gate(after, host, bh, source));
+                }
+                prev = Some(host);
             }
         }
     }
@@ -410,6 +509,92 @@ struct Planner<'a> {
 }
 
 impl Planner<'_> {
+    /// The health gate between hosts, if this plan gets one: where the runbook declares
+    /// `between_hosts:`, and on every `serial: 1` target in a protected environment (the
+    /// defaults, if the runbook says nothing). A single-host target has no next host.
+    fn between_hosts(&self) -> Option<(BetweenHosts, GateSource)> {
+        let t = self.runbook.target.as_ref().filter(|t| !t.single)?;
+        let source = if self.env.protected {
+            GateSource::Policy
+        } else {
+            GateSource::Runbook
+        };
+        match (t.between_hosts, self.env.protected && t.serial) {
+            (Some(bh), _) => Some((bh, source)),
+            (None, true) => Some((BetweenHosts::default(), GateSource::Policy)),
+            (None, false) => None,
+        }
+    }
+
+    fn health_gate(
+        &self,
+        after: &str,
+        before: &str,
+        bh: BetweenHosts,
+        source: GateSource,
+    ) -> Draft {
+        let gate = HealthGate {
+            after: after.to_string(),
+            before: before.to_string(),
+            stable_for_s: bh.stable_for_s,
+            soak_s: bh.soak_s,
+        };
+        Draft {
+            step: PlannedStep {
+                n: 0,
+                id: "health-gate".into(),
+                kind: StepKind::KubeWait,
+                host: Some(before.to_string()),
+                mutates: false,
+                gate: None,
+                command: None,
+                expect: Some(Expect {
+                    condition: Some(gate.condition()),
+                    timeout_s: Some(bh.timeout_s),
+                    ..Expect::default()
+                }),
+                title: format!(
+                    "Health gate before {before} (after {after}): every node Ready, every cilium-agent Ready and dialling the VIP {}, /readyz/etcd through the API endpoint, the VIP lease held with its holder unchanged for {} s, then {} s of soak",
+                    self.env.vip, bh.stable_for_s, bh.soak_s
+                ),
+                cwd: None,
+                source: Some(source),
+                blast_radius: None,
+            },
+            play: None,
+        }
+    }
+
+    /// The look at what `host` carries, before a step that takes it away.
+    fn disruption_look(&self, step: &Step, host: &str, title: &str) -> Draft {
+        let look = NodeDisruption {
+            node: host.to_string(),
+        };
+        Draft {
+            step: PlannedStep {
+                n: 0,
+                id: format!("{}.disrupts", step.id),
+                kind: StepKind::KubeWait,
+                host: Some(host.to_string()),
+                mutates: false,
+                gate: None,
+                command: None,
+                expect: Some(Expect {
+                    condition: Some(look.condition()),
+                    timeout_s: Some(60),
+                    ..Expect::default()
+                }),
+                title: format!(
+                    "What {host} carries before \"{title}\" takes it away: the VIP lease, agents that dial it alone, its etcd member"
+                ),
+                cwd: None,
+                source: Some(GateSource::Runbook),
+                blast_radius: None,
+            },
+            play: None,
+        }
+    }
+
     /// An environment role or a literal group name, as a group name.
     fn group_of(&self, name: &str) -> Result<String, PlanError> {
         let role = |r: &str| PlanError::NoRoleGroup {
@@ -778,6 +963,10 @@ impl Planner<'_> {
             Some(t) => Some(self.render(step, t, h)?),
             None => None,
         };
+        if let (Some(Disrupts::Node), Some(h)) = (step.disrupts, h) {
+            let shown = title.clone().unwrap_or_else(|| step.id.clone());
+            out.push(self.disruption_look(step, h, &shown));
+        }
         let base = |kind: StepKind, mutates: bool, default_title: String| PlannedStep {
             n: 0,
             id: step.id.clone(),

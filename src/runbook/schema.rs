@@ -48,7 +48,70 @@ pub struct RawTarget {
     /// The runbook runs on exactly one host of the group, named at plan time.
     #[serde(default)]
     pub single: bool,
+    /// The health gate between one host and the next (see [`BetweenHosts`]). A `serial: 1`
+    /// target in a protected environment gets it with the defaults when this is absent.
+    #[serde(default)]
+    pub between_hosts: Option<RawBetweenHosts>,
 }
+
+/// `target.between_hosts:` as written. Every field is optional; the defaults are in
+/// [`BetweenHosts::default`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBetweenHosts {
+    /// Seconds the VIP lease's holder must have been unchanged.
+    #[serde(default)]
+    pub stable_for_s: Option<u64>,
+    /// Seconds the cluster must stay healthy, without a break, before the next host.
+    #[serde(default)]
+    pub soak_s: Option<u64>,
+    /// Seconds the gate waits for health before it fails with the named cause.
+    #[serde(default)]
+    pub timeout_s: Option<u64>,
+}
+
+/// The health gate between hosts: what the cluster must show before the next host is
+/// touched (docs/runbooks.md, "The health gate between hosts"). Durations are the real
+/// ones; the demo divides them by its time scale when the gate runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BetweenHosts {
+    pub stable_for_s: u64,
+    pub soak_s: u64,
+    pub timeout_s: u64,
+}
+
+impl Default for BetweenHosts {
+    fn default() -> Self {
+        BetweenHosts {
+            stable_for_s: 30,
+            soak_s: 60,
+            timeout_s: 900,
+        }
+    }
+}
+
+impl BetweenHosts {
+    /// The written fields over the defaults.
+    pub fn from_raw(raw: &RawBetweenHosts) -> Self {
+        let d = BetweenHosts::default();
+        BetweenHosts {
+            stable_for_s: raw.stable_for_s.unwrap_or(d.stable_for_s),
+            soak_s: raw.soak_s.unwrap_or(d.soak_s),
+            timeout_s: raw.timeout_s.unwrap_or(d.timeout_s),
+        }
+    }
+}
+
+/// What a step takes away from the cluster while it runs (`disrupts:` on a step).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disrupts {
+    /// The step restarts, reboots or reprovisions the server it runs on: its kube-vip,
+    /// its API server and its etcd member go away for a while.
+    Node,
+}
+
+/// The values `disrupts:` accepts.
+pub const DISRUPTS_VALUES: &[&str] = &["node"];
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -72,6 +135,10 @@ pub struct RawStep {
     /// Run this step only on hosts that are members of this group or environment role.
     #[serde(default)]
     pub only_on: Option<String>,
+    /// `node`: the step takes its host out of the cluster for a while (restart, reboot,
+    /// reprovision); the planner puts a look at what the node carries before it.
+    #[serde(default)]
+    pub disrupts: Option<String>,
     // ansible / list-hosts
     #[serde(default)]
     pub playbook: Option<String>,
@@ -272,6 +339,10 @@ pub struct Target {
     pub order: Option<Order>,
     pub require_member_of: Option<String>,
     pub single: bool,
+    /// `serial: 1` was written: the runbook is a node-by-node procedure.
+    pub serial: bool,
+    /// `between_hosts:` as written (defaults filled in), if it was.
+    pub between_hosts: Option<BetweenHosts>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -310,6 +381,8 @@ pub struct Step {
     pub only_on: Option<String>,
     /// Derived where it can be, declared where it cannot (ssh, manual).
     pub mutates: bool,
+    /// `disrupts: node`: what the step takes away from the cluster.
+    pub disrupts: Option<Disrupts>,
     pub spec: StepSpec,
 }
 

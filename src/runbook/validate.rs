@@ -12,8 +12,8 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use super::schema::{
-    GateSpec, Order, Play, RawRunbook, RawStep, Runbook, Scope, Step, StepSpec, Target, ENV_ROLES,
-    KINDS, KIND_FIELDS, KUBE_CONDITIONS,
+    BetweenHosts, Disrupts, GateSpec, Order, Play, RawRunbook, RawStep, Runbook, Scope, Step,
+    StepSpec, Target, DISRUPTS_VALUES, ENV_ROLES, KINDS, KIND_FIELDS, KUBE_CONDITIONS,
 };
 use crate::yaml::{self, Mark, Node};
 
@@ -602,6 +602,33 @@ impl Validator {
                 }
             }
         }
+        let between_hosts = t.between_hosts.as_ref().map(BetweenHosts::from_raw);
+        if let (Some(bh), Some(raw)) = (&between_hosts, &t.between_hosts) {
+            let bh_node = node.get("between_hosts").unwrap_or(node);
+            let bh_at = |key: &str| bh_node.get(key).map(|n| n.mark).unwrap_or(bh_node.mark);
+            if t.single {
+                self.push(
+                    at("between_hosts"),
+                    "`between_hosts` cannot be combined with `single: true`".into(),
+                    Some("a single-host target has no next host to gate"),
+                );
+            }
+            if bh.timeout_s <= bh.soak_s {
+                let key = if raw.timeout_s.is_some() {
+                    "timeout_s"
+                } else {
+                    "soak_s"
+                };
+                self.push(
+                    bh_at(key),
+                    format!(
+                        "`between_hosts.timeout_s` ({}) is not longer than the soak ({} s): the gate could never pass",
+                        bh.timeout_s, bh.soak_s
+                    ),
+                    Some("give the gate more time than the soak it must see"),
+                );
+            }
+        }
         if self.diags.len() > before {
             return None;
         }
@@ -610,6 +637,8 @@ impl Validator {
             order,
             require_member_of: t.require_member_of.clone(),
             single: t.single,
+            serial: t.serial == Some(1),
+            between_hosts,
         })
     }
 
@@ -1005,6 +1034,41 @@ impl Validator {
                 Some("remove the step, make it non-mutating, or drop `read_only: true`"),
             );
         }
+        let disrupts = match raw.disrupts.as_deref() {
+            None => None,
+            Some("node") => {
+                if scope == Scope::Once {
+                    self.push(
+                        at("disrupts"),
+                        "`disrupts: node` needs a per-host step: the node is the step's host"
+                            .into(),
+                        Some("leave the step per-host (the runbook needs a target)"),
+                    );
+                }
+                if !mutates {
+                    self.push(
+                        at("disrupts"),
+                        format!(
+                            "step `{}` declares `disrupts: node` but does not mutate",
+                            raw.id
+                        ),
+                        Some("a step that restarts, reboots or reprovisions a node changes it: remove `disrupts` or make the step mutating"),
+                    );
+                }
+                Some(Disrupts::Node)
+            }
+            Some(other) => {
+                self.push(
+                    at("disrupts"),
+                    format!("unknown `disrupts: {other}`"),
+                    Some(&format!(
+                        "`disrupts` takes: {} (the step restarts, reboots or reprovisions its host)",
+                        DISRUPTS_VALUES.join(", ")
+                    )),
+                );
+                None
+            }
+        };
         if self.diags.len() > before {
             return None;
         }
@@ -1014,6 +1078,7 @@ impl Validator {
             scope,
             only_on: raw.only_on.clone(),
             mutates,
+            disrupts,
             spec,
         })
     }

@@ -53,11 +53,22 @@ pub enum Condition {
     AgentsDialVip,
     /// `lease-held NS/NAME`: the Lease has a holder that renews.
     LeaseHeld { namespace: String, name: String },
+    /// The planner's health gate between hosts (`runbook::plan::HEALTH_GATE`), judged by
+    /// `cluster::health_probe` over repeated looks rather than by a watch.
+    HealthBetweenHosts(crate::runbook::plan::HealthGate),
+    /// The planner's look before a `disrupts: node` step (`runbook::plan::NODE_DISRUPTION`).
+    NodeDisruption(crate::runbook::plan::NodeDisruption),
 }
 
 impl Condition {
     /// Parse a rendered condition. The names are `runbook::schema::KUBE_CONDITIONS`.
     pub fn parse(text: &str) -> Result<Condition, String> {
+        if let Some(gate) = crate::runbook::plan::HealthGate::parse(text) {
+            return gate.map(Condition::HealthBetweenHosts);
+        }
+        if let Some(look) = crate::runbook::plan::NodeDisruption::parse(text) {
+            return look.map(Condition::NodeDisruption);
+        }
         let mut words = text.split_whitespace();
         let name = words.next().unwrap_or_default();
         let arg = words.next();
@@ -119,6 +130,8 @@ impl fmt::Display for Condition {
             Condition::NodeReady { node } => write!(f, "node-ready {node}"),
             Condition::AgentsDialVip => f.write_str("agents-dial-vip"),
             Condition::LeaseHeld { namespace, name } => write!(f, "lease-held {namespace}/{name}"),
+            Condition::HealthBetweenHosts(g) => f.write_str(&g.condition()),
+            Condition::NodeDisruption(d) => f.write_str(&d.condition()),
         }
     }
 }
@@ -657,6 +670,8 @@ impl ConditionWatch {
                 format!("lease {namespace}/{name}"),
                 Seen::Lease,
             )),
+            // Looked at by `health_probe`; [`wait`] never builds a watch for them.
+            Condition::HealthBetweenHosts(_) | Condition::NodeDisruption(_) => {}
         }
         feeds
     }
@@ -716,6 +731,7 @@ impl Watched for ConditionWatch {
             Condition::NodeReady { .. } => self.nodes.synced(),
             Condition::AgentsDialVip => self.pods.synced() && self.config_maps.synced(),
             Condition::LeaseHeld { .. } => self.leases.synced(),
+            Condition::HealthBetweenHosts(_) | Condition::NodeDisruption(_) => false,
         };
         Ok(changed && complete)
     }
@@ -745,6 +761,9 @@ impl Watched for ConditionWatch {
                 self.leases.get(name),
                 now,
             ),
+            Condition::HealthBetweenHosts(_) | Condition::NodeDisruption(_) => Judgement::Failed {
+                detail: format!("{} is judged by looks, not by a watch", self.condition),
+            },
         }
     }
 }
@@ -761,6 +780,45 @@ pub async fn wait(
     cancel: &CancellationToken,
     progress: &(dyn Fn(String) + Send + Sync),
 ) -> Result<WaitEnd, WaitError> {
+    wait_scaled(client, topo, settings, condition, opts, 1, cancel, progress).await
+}
+
+/// [`wait`] in a compressed timeline: the health gate's stable_for and soak are divided by
+/// `time_scale` (the demo's; 1 against a real cluster).
+#[allow(clippy::too_many_arguments)]
+pub async fn wait_scaled(
+    client: Client,
+    topo: &EnvTopology,
+    settings: &WatchSettings,
+    condition: &Condition,
+    opts: &WaitOptions,
+    time_scale: u32,
+    cancel: &CancellationToken,
+    progress: &(dyn Fn(String) + Send + Sync),
+) -> Result<WaitEnd, WaitError> {
+    match condition {
+        Condition::HealthBetweenHosts(gate) => {
+            return Ok(crate::cluster::health_probe::wait_healthy(
+                &client,
+                topo,
+                settings,
+                gate,
+                time_scale,
+                opts.timeout,
+                cancel,
+                progress,
+            )
+            .await)
+        }
+        Condition::NodeDisruption(look) => {
+            return Ok(crate::cluster::health_probe::look_before_disruption(
+                &client, topo, settings, look, progress,
+            )
+            .await
+            .1)
+        }
+        _ => {}
+    }
     let mut w = ConditionWatch {
         client,
         topo: topo.clone(),

@@ -1,0 +1,246 @@
+//! The guard rails in the simulation, headless (the console app driven by the simulated
+//! operator with the real executors): `etcd-io-priority` on prod with k3s-prod-1 made
+//! NotReady between node 3 and node 1 holds at the health gate naming the node and goes on
+//! only after it recovers and the soak passes; `reprovision-node` on the VIP holder shows
+//! that the VIP lease will move; a node that a cilium-agent dials alone is refused as a
+//! disruption target (the run halts before anything touches it).
+//! Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin): fails, not skips.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use hk_console::sim::demo::{self, Demo};
+use hk_console::sim::headless::{drive, HeadlessRun, Report};
+use hk_console::sim::kube::ObjRef;
+use serde_json::{json, Value};
+
+fn require_ansible() {
+    let dirs = hk_console::exec::ansible::search_dirs();
+    assert!(
+        hk_console::exec::ansible::find_binary("ansible-playbook", &dirs).is_some(),
+        "ansible-playbook not found: {}",
+        hk_console::exec::ansible::INSTALL_HINT
+    );
+}
+
+async fn start(scenario: &str) -> (tempfile::TempDir, Demo) {
+    require_ansible();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = demo::start(scenario, &dir.path().join("repo"))
+        .await
+        .unwrap_or_else(|e| panic!("demo {scenario}: {e}"));
+    (dir, d)
+}
+
+async fn run(d: &Demo, runs: &Path, runbook: &str, env: &str, host: Option<&str>) -> Report {
+    let set = hk_console::runbook::embedded::load(&[]).expect("shipped runbooks");
+    let req = HeadlessRun {
+        runbook: runbook.into(),
+        env: Some(env.into()),
+        host: host.map(str::to_string),
+        deadline: Duration::from_secs(400),
+    };
+    let mut lines = Vec::new();
+    let report = drive(d, set, &req, runs, |l| lines.push(l.to_string()))
+        .await
+        .unwrap_or_else(|e| panic!("{runbook} {env}: {e}\n{}", lines.join("\n")));
+    eprintln!("{}", report.render());
+    report
+}
+
+/// A node's Ready condition set as a kubelet (or the node controller) would.
+fn set_ready(d: &Demo, env: &str, node: &str, ready: bool) {
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    d.kubes[env]
+        .store()
+        .patch_status(
+            &ObjRef::new("v1", "Node", None, node),
+            json!({"conditions": [{
+                "type": "Ready",
+                "status": if ready { "True" } else { "Unknown" },
+                "reason": if ready { "KubeletReady" } else { "NodeStatusUnknown" },
+                "lastHeartbeatTime": now, "lastTransitionTime": now,
+            }]}),
+        )
+        .unwrap_or_else(|e| panic!("set {node} Ready={ready}: {e:?}"));
+}
+
+/// The only journal under `runs`, once there is one.
+fn journal_in(runs: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(runs)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.extension().is_some_and(|x| x == "jsonl")
+                && !p.to_string_lossy().ends_with(".output.jsonl")
+        })
+}
+
+/// Whether the journal says step `n` has started.
+fn started(journal: &Path, n: usize) -> bool {
+    std::fs::read_to_string(journal)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .any(|v| {
+            v.pointer("/input/type").and_then(Value::as_str) == Some("step-started")
+                && v.pointer("/input/n").and_then(Value::as_u64) == Some(n as u64)
+        })
+}
+
+/// The output lines of step `n` so far.
+fn output_of(journal: &Path, n: usize) -> Vec<String> {
+    hk_console::journal::read_output(journal)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|o| o.n == n)
+        .map(|o| o.line)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_io_priority_holds_at_the_health_gate_while_node_1_is_not_ready() {
+    let (dir, d) = start("healthy").await;
+    let runs = dir.path().join("runs");
+    let d = std::sync::Arc::new(d);
+    let fault = {
+        let d = std::sync::Arc::clone(&d);
+        let runs = runs.clone();
+        tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(120);
+            // Step 6 is the gate between node 3 and node 1.
+            let journal = loop {
+                assert!(Instant::now() < deadline, "the gate never started");
+                if let Some(j) = journal_in(&runs).filter(|j| started(j, 6)) {
+                    break j;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            set_ready(&d, "prod", "k3s-prod-1", false);
+            let went = Instant::now();
+            // The gate names the node while it is down...
+            let named = loop {
+                assert!(Instant::now() < deadline, "the gate never named the node");
+                if let Some(l) = output_of(&journal, 6)
+                    .into_iter()
+                    .find(|l| l.contains("k3s-prod-1 NotReady since"))
+                {
+                    break l;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            // ...and has not let the run past it.
+            assert!(
+                !started(&journal, 7),
+                "the run went past the gate with node 1 NotReady"
+            );
+            set_ready(&d, "prod", "k3s-prod-1", true);
+            (named, went.elapsed())
+        })
+    };
+    let report = run(&d, &runs, "etcd-io-priority", "prod", None).await;
+    let (named, down_for) = fault.await.expect("fault task");
+    eprintln!("gate said: {named}; node down for {down_for:?}");
+    assert!(report.succeeded, "{}", report.render());
+    let gate = &report.steps[5];
+    assert_eq!(gate.id, "health-gate");
+    assert_eq!(gate.state, "done");
+    // It passed only after a whole soak from the recovery.
+    let journal = &report.journal;
+    let rec = hk_console::record::load_path(journal).expect("record");
+    let step7 = rec.steps[6].started.expect("step 7 started");
+    let gate_started = rec.steps[5].started.expect("gate started");
+    assert!(
+        step7.0 - gate_started.0 >= 60_000 + down_for.as_millis() as u64,
+        "the gate passed {} ms after it started, less than the node's {:?} down plus the 60 s soak",
+        step7.0 - gate_started.0,
+        down_for
+    );
+    // The change record names the halt in the gate's output.
+    let md = rec.render_md();
+    assert!(
+        md.contains("health gate between hosts on k3s-prod-1"),
+        "{md}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reprovisioning_the_vip_holder_says_the_vip_moves_and_a_node_agents_dial_alone_is_refused()
+{
+    let (dir, d) = start("healthy").await;
+    let holder = d.kubes["prod"]
+        .store()
+        .objects("coordination.k8s.io/v1", "Lease", Some("kube-system"))
+        .expect("leases")
+        .iter()
+        .find_map(|l| {
+            l.pointer("/spec/holderIdentity")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .expect("a VIP lease holder");
+
+    let r = run(
+        &d,
+        &dir.path().join("runs-a"),
+        "reprovision-node",
+        "prod",
+        Some(&holder),
+    )
+    .await;
+    assert!(r.succeeded, "{}", r.render());
+    let look = r
+        .steps
+        .iter()
+        .find(|s| s.id == "k3s.disrupts")
+        .expect("the look before k3s.yml");
+    let out = output_of(&r.journal, look.n).join("\n");
+    assert!(
+        out.contains(&format!("{holder} holds the VIP lease")) && out.contains("expect the VIP"),
+        "{out}"
+    );
+    assert!(out.contains("leaves 2 of 3 etcd members"), "{out}");
+
+    // An agent drifts onto node 2's own address: node 2 may not be taken away.
+    let said = d
+        .fault_injector()
+        .inject("prod", "agent-drifts 2")
+        .expect("fault");
+    eprintln!("{said}");
+    let r = run(
+        &d,
+        &dir.path().join("runs-b"),
+        "reprovision-node",
+        "prod",
+        Some("k3s-prod-2"),
+    )
+    .await;
+    assert!(!r.succeeded, "{}", r.render());
+    let failed = r
+        .steps
+        .iter()
+        .find(|s| s.state == "failed")
+        .expect("a failed step");
+    assert_eq!(failed.id, "k3s.disrupts", "{}", r.render());
+    let rec = hk_console::record::load_path(&r.journal).expect("record");
+    let why = rec.steps[failed.n - 1]
+        .reason
+        .clone()
+        .or_else(|| rec.steps[failed.n - 1].detail.clone())
+        .unwrap_or_default();
+    assert!(
+        why.contains("k3s-prod-2 is the only API server 1 cilium-agent(s) dial"),
+        "{why}\n{}",
+        r.render()
+    );
+    // Nothing after the look ran: k3s.yml never touched the node.
+    assert!(r
+        .steps
+        .iter()
+        .filter(|s| s.n > failed.n)
+        .all(|s| s.state == "pending"));
+}
