@@ -285,3 +285,53 @@ fn a_console_kubeconfig_for_several_environments_is_refused() {
         assert!(text(&out.stderr).contains("cannot apply"), "{}", show(&out));
     }
 }
+
+/// `runs list` and `runs show` read the journals of a directory: the run is listed with its
+/// runbook and operator, its Markdown record names the gate's answerer, and a run that is
+/// not there is exit 2 naming it and the directory.
+#[test]
+fn runs_list_and_show_read_the_change_record() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let runs = tmp.path().join("runs");
+    std::fs::create_dir_all(&runs).expect("mkdir");
+    machine_common::record_health_run(
+        &runs,
+        1_000,
+        vec![
+            hk_console::runbook::machine::Input::Start,
+            machine_common::approve(1),
+        ],
+    );
+    let out = bin(tmp.path())
+        .args(["runs", "list", "--json", "--dir"])
+        .arg(&runs)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let listed = v["runs"].as_array().expect("runs");
+    assert_eq!(listed.len(), 1, "{}", show(&out));
+    assert_eq!(listed[0]["runbook"], "node-health");
+    let id = listed[0]["run_id"].as_str().expect("id").to_string();
+
+    let out = bin(tmp.path())
+        .args(["runs", "show", &id, "--format", "md", "--dir"])
+        .arg(&runs)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let md = text(&out.stdout);
+    assert!(md.contains("node-health") && md.contains("alice"), "{md}");
+    assert!(
+        md.contains("answered by op"),
+        "the gate names who answered it: {md}"
+    );
+
+    let out = bin(tmp.path())
+        .args(["runs", "show", "no-such-run", "--dir"])
+        .arg(&runs)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(text(&out.stderr).contains("no-such-run"), "{}", show(&out));
+}

@@ -113,6 +113,7 @@ mod meta;
 mod observe;
 mod plan;
 mod runbooks;
+mod runs;
 mod ssh;
 
 #[derive(Debug, Parser)]
@@ -312,6 +313,36 @@ pub enum Command {
     Paths {
         #[arg(long)]
         json: bool,
+    },
+    /// The change record of past runs, from their journals (damaged ones marked, never
+    /// hidden).
+    Runs {
+        #[command(subcommand)]
+        command: RunsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// Every run: id, runbook, environment, operator, start, final state.
+    List {
+        #[arg(long)]
+        json: bool,
+        /// The journals' directory (default: the state directory `hk-console paths` names).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// One run's record: steps in order, each gate with who answered it, when and the
+    /// note, previews, the last output lines, the final state. `--format md` is for a
+    /// change log.
+    Show {
+        /// The run id (as `runs list` prints it).
+        run: String,
+        /// text, md or json.
+        #[arg(long, default_value = "text")]
+        format: crate::record::Format,
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -550,6 +581,10 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
         Some(Command::Completions { shell }) => meta::completions(*shell),
         Some(Command::Man { dir }) => meta::man(dir.as_deref()),
         Some(Command::Paths { json }) => meta::paths(*json),
+        Some(Command::Runs { command }) => match command {
+            RunsCommand::List { json, dir } => runs::list(dir.as_deref(), *json),
+            RunsCommand::Show { run, format, dir } => runs::show(dir.as_deref(), run, *format),
+        },
     }
 }
 
