@@ -4,6 +4,8 @@
 //! cluster object or a journal is turned into something a terminal only displays. A repo
 //! value holding `ESC [2J` would otherwise clear the screen and forge what the operator
 //! reads; a bidi override would reorder what follows it.
+//! Also owns the bound on template expressions ([`template_within_bounds`]): text from a
+//! runbook or a repo value is measured here before the template engine parses it.
 //! Must not: touch the colour the program itself adds (callers escape the data, then style).
 
 use std::borrow::Cow;
@@ -94,6 +96,56 @@ pub fn needs_escape(c: char) -> bool {
         || (0x2066..=0x2069).contains(&u)
         || u == 0x2028
         || u == 0x2029
+}
+
+/// The most operators (and filter bars, dots, brackets, `and`/`or`/`not`/`in`/`is`) one
+/// `{{ }}` or `{% %}` tag may hold. minijinja parses a long chain such as `a ~ b ~ c ~ ...`
+/// into a tree as deep as the chain and drops it recursively: a few thousand links
+/// overflow a thread's stack (found by tests/fuzz_parsers.rs). No runbook needs a hundred.
+pub const MAX_TEMPLATE_OPERATORS: usize = 1_000;
+
+/// The operator count of the busiest tag in `text` (see [`MAX_TEMPLATE_OPERATORS`]).
+pub fn busiest_tag_operators(text: &str) -> usize {
+    let mut busiest = 0;
+    let mut rest = text;
+    loop {
+        let open = match (rest.find("{{"), rest.find("{%")) {
+            (Some(x), Some(y)) => x.min(y),
+            (Some(x), None) | (None, Some(x)) => x,
+            (None, None) => break,
+        };
+        let body = &rest[open + 2..];
+        let end = [body.find("}}"), body.find("%}")]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(body.len());
+        let tag = &body[..end];
+        let marks = tag
+            .chars()
+            .filter(|c| "+-*/%~<>=!|.[(".contains(*c))
+            .count();
+        let words = tag
+            .split(|c: char| !c.is_alphanumeric() && c != '_')
+            .filter(|w| matches!(*w, "and" | "or" | "not" | "in" | "is" | "if" | "else"))
+            .count();
+        busiest = busiest.max(marks + words);
+        rest = &body[end..];
+    }
+    busiest
+}
+
+/// `Err` naming the count when a tag of `text` is busier than [`MAX_TEMPLATE_OPERATORS`]:
+/// checked before minijinja sees a runbook template or an inventory value.
+pub fn template_within_bounds(text: &str) -> Result<(), String> {
+    let ops = busiest_tag_operators(text);
+    if ops > MAX_TEMPLATE_OPERATORS {
+        return Err(format!(
+            "a template tag with {ops} operators, more than {MAX_TEMPLATE_OPERATORS}: refused \
+             (the template engine would exhaust its stack on so deep an expression)"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -174,6 +174,7 @@ fn is_var_name(s: &str) -> bool {
 
 /// The variables a template string uses (`env.vip`, `host`, `vars.x`), or its syntax error.
 pub(crate) fn template_vars(text: &str) -> Result<HashSet<String>, String> {
+    crate::text::template_within_bounds(text)?;
     let env = minijinja::Environment::new();
     let tmpl = env.template_from_str(text).map_err(|e| {
         let detail = e
@@ -1105,6 +1106,18 @@ mod tests {
             hint: Some("do this".into()),
         };
         assert_eq!(d.to_string(), "a.yaml:3:7: boom\n  hint: do this");
+    }
+
+    #[test]
+    fn a_template_chain_too_long_for_the_engine_is_refused_by_count() {
+        let long = format!("{{{{ {} }}}}", vec!["a"; 5_000].join(" ~ "));
+        let err = template_vars(&long).expect_err("refused");
+        assert!(err.contains("4999 operators"), "{err}");
+        let fine = format!("{{{{ {} }}}}", vec!["a"; 50].join(" ~ "));
+        assert!(template_vars(&fine).is_ok());
+        // Counted per tag: many ordinary tags are fine.
+        let many = "{{ env.vip }}:{{ env.api_port }} ".repeat(2_000);
+        assert!(template_vars(&many).is_ok());
     }
 
     #[test]
