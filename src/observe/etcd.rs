@@ -26,8 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::checks::live::{self, EtcdMemberObs, EtcdPane, EtcdPolicy, Look, Timestamp};
 use crate::exec::settings::{SshConfig, SshDefaults};
 use crate::exec::{
-    self, AnsibleRunner, Classified, CommandOutput, Executor, ReadOnly, RunOptions, SshOptions,
-    SshPool, StepOutcome,
+    self, Classified, CommandOutput, Executor, ReadOnly, RunOptions, SshOptions, StepOutcome,
 };
 use crate::repo::resolve::Resolved;
 use crate::repo::Repo;
@@ -170,23 +169,10 @@ impl EtcdProbe {
         ssh_config: &SshConfig,
         defaults: &SshDefaults,
     ) -> Self {
-        let pool = Arc::new(SshPool::new(ssh));
-        let mut unreachable = BTreeMap::new();
-        for host in all_servers(repo) {
-            match crate::context::connect_settings_with(repo, &host, ssh_config, defaults) {
-                Ok(s) => pool.add_host(s),
-                Err(e) => {
-                    unreachable.insert(host, e.to_string());
-                }
-            }
-        }
-        let redactor = crate::repo::vault::scan_repo(repo).redactor();
+        let (exec, unreachable) =
+            super::vpn::read_only_ssh(repo, ssh, all_servers(repo), ssh_config, defaults);
         EtcdProbe {
-            exec: Arc::new(Executor::read_only(
-                pool,
-                AnsibleRunner::from_env(),
-                redactor,
-            )),
+            exec: Arc::new(exec),
             unreachable,
             policy: EtcdPolicy::default(),
             curl_max_time: Duration::from_secs(5),

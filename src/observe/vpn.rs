@@ -227,6 +227,31 @@ fn all_gateway_hosts(repo: &Repo) -> Vec<String> {
     hosts
 }
 
+/// A read-only executor over SSH to `hosts`, connecting as the console does (hostvars, then
+/// `~/.ssh/config`), its output masked with the repo's vaulted values; and the hosts it
+/// could not settle, each with why. The VPN look and the etcd look both poll this way.
+pub(crate) fn read_only_ssh(
+    repo: &Repo,
+    ssh: SshOptions,
+    hosts: Vec<String>,
+    ssh_config: &SshConfig,
+    defaults: &SshDefaults,
+) -> (Executor<ReadOnly>, BTreeMap<String, String>) {
+    let pool = Arc::new(SshPool::new(ssh));
+    let mut unreachable = BTreeMap::new();
+    for host in hosts {
+        match crate::context::connect_settings_with(repo, &host, ssh_config, defaults) {
+            Ok(s) => pool.add_host(s),
+            Err(e) => {
+                unreachable.insert(host, e.to_string());
+            }
+        }
+    }
+    let redactor = crate::repo::vault::scan_repo(repo).redactor();
+    let exec = Executor::read_only(pool, AnsibleRunner::from_env(), redactor);
+    (exec, unreachable)
+}
+
 impl Gateways {
     /// A pool for the repo's gateway hosts, connecting as the console does: `ssh` from
     /// `context::ssh_options(repo)` (the known_hosts files trusted), settings from each
@@ -254,20 +279,10 @@ impl Gateways {
         ssh_config: &SshConfig,
         defaults: &SshDefaults,
     ) -> Self {
-        let pool = Arc::new(SshPool::new(ssh));
-        let mut unreachable = BTreeMap::new();
-        for host in all_gateway_hosts(repo) {
-            match crate::context::connect_settings_with(repo, &host, ssh_config, defaults) {
-                Ok(s) => pool.add_host(s),
-                Err(e) => {
-                    unreachable.insert(host, e.to_string());
-                }
-            }
-        }
         // The gateways' output (journal lines, curl) may quote a vaulted value (the VPN
-        // credentials live in the vault): masked like every executor's.
-        let redactor = crate::repo::vault::scan_repo(repo).redactor();
-        let exec = Executor::read_only(pool, AnsibleRunner::from_env(), redactor);
+        // credentials live in the vault): masked, as in every executor's.
+        let (exec, unreachable) =
+            read_only_ssh(repo, ssh, all_gateway_hosts(repo), ssh_config, defaults);
         Gateways {
             exec: Arc::new(exec),
             unreachable,
