@@ -432,17 +432,21 @@ fn shebang_interpreter(script: &std::path::Path, dirs: &[PathBuf]) -> Option<Pat
     Some(PathBuf::from(interp))
 }
 
+/// Whether an interpreter path names a Python (`python`, `python3`, `python3.11`, ...).
+fn is_python(interp: &std::path::Path) -> bool {
+    interp
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("python"))
+}
+
 /// Whether `program` reaches Python through a shim: it is itself a script whose interpreter
 /// is not Python (a shell shim), or its Python is a script (a shimmed interpreter).
 fn through_shim(program: &std::path::Path, dirs: &[PathBuf]) -> bool {
     let Some(interp) = shebang_interpreter(program, dirs) else {
         return false;
     };
-    let is_python = interp
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with("python"));
-    if !is_python {
+    if !is_python(&interp) {
         return true;
     }
     let real = std::fs::canonicalize(&interp).unwrap_or(interp);
@@ -498,11 +502,7 @@ pub fn launch_for(program: &std::path::Path, dirs: &[PathBuf]) -> Launch {
             python.is_file()
                 && script.is_file()
                 && !through_shim(python, dirs)
-                && shebang_interpreter(script, dirs).is_some_and(|i| {
-                    i.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("python"))
-                })
+                && shebang_interpreter(script, dirs).is_some_and(|i| is_python(&i))
         });
     let launch = match resolved {
         Some((python, script)) => {
