@@ -99,6 +99,11 @@ pub enum NoExecutor {
     ObserveMode { kind: StepKind, n: usize },
 }
 
+/// A mutating executor offered to the read-only set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a {} executor that mutates cannot be a read-only executor", .0.as_str())]
+pub struct NotReadOnly(pub StepKind);
+
 /// Executors that change nothing. The only way in is [`ReadOnlyExecutors::add`], which
 /// refuses a mutating one.
 #[derive(Debug, Clone, Default)]
@@ -109,12 +114,9 @@ pub struct ReadOnlyExecutors {
 }
 
 impl ReadOnlyExecutors {
-    pub fn add(&mut self, e: Arc<dyn StepExecutor>) -> Result<(), String> {
+    pub fn add(&mut self, e: Arc<dyn StepExecutor>) -> Result<(), NotReadOnly> {
         if e.mutates() {
-            return Err(format!(
-                "a {} executor that mutates cannot be a read-only executor",
-                e.kind().as_str()
-            ));
+            return Err(NotReadOnly(e.kind()));
         }
         self.absent.remove(e.kind().as_str());
         self.executors.insert(e.kind().as_str(), e);

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::exec::process::{self, ChildId, Liveness, StopReport};
 use crate::journal;
-use crate::runbook::machine::{self, Event, Input, StepState, Timestamp};
+use crate::runbook::machine::{self, Event, Input, MachineError, StepState, Timestamp};
 
 use super::exec::{ExecRequest, RunTag};
 use super::{next_tag, step_of, RunSession, SessionEffect};
@@ -363,11 +363,13 @@ impl RunSession {
     }
 
     /// Journal a resume decision. Err: the machine refused it, why (nothing journaled).
-    pub fn decide(&mut self, input: Input, now: Timestamp) -> Result<Vec<SessionEffect>, String> {
+    pub fn decide(
+        &mut self,
+        input: Input,
+        now: Timestamp,
+    ) -> Result<Vec<SessionEffect>, MachineError> {
         let mut trial = self.run.clone();
-        trial
-            .step(&Event::new(now, input.clone()))
-            .map_err(|e| e.to_string())?;
+        trial.step(&Event::new(now, input.clone()))?;
         self.resume = None;
         Ok(self.feed(input, now))
     }

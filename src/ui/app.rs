@@ -1680,7 +1680,7 @@ impl App {
         match a.session.decide(input, self.now) {
             Err(why) => {
                 if let Some(Overlay::Resume(m)) = self.overlay.as_mut() {
-                    m.error = Some(why);
+                    m.error = Some(why.to_string());
                 }
             }
             Ok(fx) => {
