@@ -438,8 +438,10 @@ fn observe_banner_is_on_every_frame() {
 
 /// The observe app is built from read-only executors only (the Observe capabilities have
 /// no slot for a mutating one, and a mutating executor cannot pass as read-only), every
-/// runbook opens as a read-only plan, and starting is refused: for every shipped runbook in
-/// every environment, no request leaves the app, no gate is asked, nothing is journaled.
+/// runbook opens as a read-only plan, and starting is refused for every shipped runbook
+/// with a mutating step in every environment: no request leaves the app, no gate is asked,
+/// nothing is journaled. (A runbook whose every step only looks does start in observe
+/// mode since issue 16: tests/observe_headless.rs runs them.)
 #[test]
 fn observe_app_cannot_reach_a_mutating_executor() {
     let dir = tmp();
@@ -463,6 +465,7 @@ fn observe_app_cannot_reach_a_mutating_executor() {
     let ids: Vec<String> = app.runbooks.iter().map(|r| r.id.clone()).collect();
     let mut opened = 0;
     let mut mutating_steps = 0;
+    let mut read_only_plans = 0;
     for id in ids {
         for env in ["dev", "prod"] {
             let host = (id == "reprovision-node").then(|| format!("k3s-{env}-2"));
@@ -474,6 +477,10 @@ fn observe_app_cannot_reach_a_mutating_executor() {
             opened += 1;
             assert_eq!(a.run.mode(), Mode::Observe, "{id}/{env}");
             mutating_steps += a.run.plan().steps.iter().filter(|s| s.mutates).count();
+            if !a.run.plan().steps.iter().any(|s| s.mutates) {
+                read_only_plans += 1;
+                continue;
+            }
             for s in &a.run.plan().steps {
                 if s.mutates {
                     assert!(
@@ -502,6 +509,11 @@ fn observe_app_cannot_reach_a_mutating_executor() {
     }
     assert!(opened >= 12, "opened {opened} plans");
     assert!(
+        opened - read_only_plans >= 8,
+        "{} plans with a mutating step refused",
+        opened - read_only_plans
+    );
+    assert!(
         mutating_steps > 10,
         "the shipped runbooks hold mutating steps to refuse"
     );
@@ -512,6 +524,30 @@ fn observe_app_cannot_reach_a_mutating_executor() {
             .is_empty(),
         "observe mode journals nothing"
     );
+}
+
+/// Issue 16: in observe mode a runbook whose every planned step only looks starts, is
+/// journaled as an observe run, and its requests carry read-only steps only.
+#[test]
+fn observe_app_starts_a_runbook_whose_every_step_only_looks() {
+    let dir = tmp();
+    let mut app = App::observe(parts(dir.path()), read_only_recorders(&ALL_KINDS));
+    app.open_runbook("vpn-egress-verify", Some("prod"), None);
+    let a = app.active.as_ref().expect("plan");
+    assert!(a.run.plan().steps.iter().all(|s| !s.mutates));
+    app.handle_key(key('s'));
+    let a = app.active.as_ref().expect("run");
+    assert!(a.journal.is_some(), "{:?}", app.status);
+    assert_eq!(a.run.mode(), Mode::Observe);
+    assert!(!matches!(a.run.status(), RunStatus::NotStarted));
+    assert!(!app.outbox.is_empty(), "the first step was handed out");
+    for req in &app.outbox {
+        if let ExecRequest::Execute { step, .. } = req {
+            assert!(!step.mutates, "step {} mutates", step.n);
+        }
+    }
+    let runs = journal::list_runs(dir.path()).expect("list").runs;
+    assert_eq!(runs.len(), 1);
 }
 
 #[test]

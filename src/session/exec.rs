@@ -132,6 +132,11 @@ impl ReadOnlyExecutors {
             self.absent.insert(kind.as_str(), why.into());
         }
     }
+
+    /// Every executor held, to look at (what an observe console could ever reach).
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn StepExecutor>> {
+        self.executors.values()
+    }
 }
 
 /// Executors that may change systems (operate mode only).

@@ -614,16 +614,38 @@ impl OperateSession {
 impl ObserveSession {
     /// What to say once a plan is open.
     pub fn opened_notice(&self) -> &'static str {
-        "observe mode: the plan opens to look at only"
+        match self.first_mutating_step() {
+            Some(_) => "observe mode: the plan opens to look at only",
+            None => "observe mode: every step only looks; s starts the run",
+        }
     }
 
-    /// Observe starts nothing.
+    /// The first step of the plan that changes systems, as the planner derived it: an
+    /// ansible step without `check: true`, an ssh or manual step not declared
+    /// `mutates: false`, a flux-reconcile, every policy step the planner adds in front of
+    /// one. A runbook's own `read_only: true` is never asked.
+    pub fn first_mutating_step(&self) -> Option<&PlannedStep> {
+        self.run.plan().steps.iter().find(|s| s.mutates)
+    }
+
+    /// Start the plan if every step only looks, on the read-only executors this session
+    /// holds (journaled in observe mode); else refuse, naming the first step that would
+    /// change something.
     pub fn start(
         &mut self,
-        _runs_dir: Option<&Path>,
-        _now: Timestamp,
+        runs_dir: Option<&Path>,
+        now: Timestamp,
     ) -> Result<Vec<SessionEffect>, NotOpened> {
-        Err(NotOpened(OBSERVE_STARTS_NOTHING.into()))
+        if let Some(s) = self.first_mutating_step() {
+            return Err(NotOpened(format!(
+                "observe mode: step {} `{}` ({}) changes systems; runbooks with a \
+                 mutating step open as plans only",
+                s.n,
+                s.id,
+                s.kind.as_str()
+            )));
+        }
+        self.begin(runs_dir, now)
     }
 }
 
@@ -765,9 +787,9 @@ impl Session {
     }
 }
 
-/// Why observe capabilities start nothing.
+/// What observe says to `s` with no run open.
 pub const OBSERVE_STARTS_NOTHING: &str =
-    "observe mode: runbooks open as plans only; nothing can start";
+    "observe mode: open a runbook first; only a runbook whose every step only looks can start";
 
 pub(crate) fn step_of(run: &Run, n: usize) -> Option<PlannedStep> {
     run.plan().steps.iter().find(|s| s.n == n).cloned()

@@ -200,6 +200,30 @@ pub async fn drive(
     runbooks: RunbookSet,
     req: &HeadlessRun,
     runs_dir: &Path,
+    progress: impl FnMut(&str),
+) -> Result<Report, HeadlessError> {
+    drive_as(demo, runbooks, req, runs_dir, false, progress).await
+}
+
+/// [`drive`] as `hk-console observe` would: the executors are the read-only set only, so a
+/// runbook with a mutating step is refused at start ([`HeadlessError::Start`], naming the
+/// step) and a read-only one runs through `Executor<ReadOnly>`, journaled in observe mode.
+pub async fn drive_observe(
+    demo: &Demo,
+    runbooks: RunbookSet,
+    req: &HeadlessRun,
+    runs_dir: &Path,
+    progress: impl FnMut(&str),
+) -> Result<Report, HeadlessError> {
+    drive_as(demo, runbooks, req, runs_dir, true, progress).await
+}
+
+async fn drive_as(
+    demo: &Demo,
+    runbooks: RunbookSet,
+    req: &HeadlessRun,
+    runs_dir: &Path,
+    observe: bool,
     mut progress: impl FnMut(&str),
 ) -> Result<Report, HeadlessError> {
     let open_err = |why: String| HeadlessError::Open {
@@ -208,7 +232,7 @@ pub async fn drive(
     };
     let repo = Repo::load(&demo.dir).map_err(|e| open_err(e.to_string()))?;
     let clusters = Arc::new(Clusters::for_repo(&repo, &KubeOverrides::default()));
-    let (caps, notices) = capabilities_with(&repo, false, clusters, &demo.exec_setup());
+    let (caps, notices) = capabilities_with(&repo, observe, clusters, &demo.exec_setup());
     for n in &notices {
         progress(&format!("notice: {n}"));
     }
