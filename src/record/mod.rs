@@ -595,6 +595,60 @@ pub fn is_final(r: &RunRecord) -> bool {
     r.outcome != RunOutcome::InProgress.to_string()
 }
 
+/// The header a step's output starts under, on the live run view and on a reopened one.
+pub fn step_header(step: &PlannedStep) -> String {
+    format!(
+        "── step {} · {} · {} ──",
+        step.n,
+        step.kind.as_str(),
+        step.title
+    )
+}
+
+/// One attempt of a step's output, as the console's output pane shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepOutput {
+    pub n: usize,
+    pub attempt: u32,
+    pub header: String,
+    pub lines: Vec<String>,
+}
+
+/// The whole output log of a run for the console's output pane when the run is reopened
+/// from Recent runs: every attempt of every step, in the order it was written, under the
+/// header the live run printed (a later attempt says which it was). Nothing is cut: the
+/// record keeps tails, the pane keeps what its ring holds. Lines of a step the plan does
+/// not have (a journal from another version) keep a header naming only the step number.
+pub fn console_output(steps: &[PlannedStep], output: &[OutputRecord]) -> Vec<StepOutput> {
+    let mut out: Vec<StepOutput> = Vec::new();
+    for o in output {
+        let same = out
+            .last()
+            .is_some_and(|s| s.n == o.n && s.attempt == o.attempt);
+        if !same {
+            let base = match steps.iter().find(|p| p.n == o.n) {
+                Some(p) => step_header(p),
+                None => format!("── step {} (not in this plan) ──", o.n),
+            };
+            let header = if o.attempt > 1 {
+                format!("{base} attempt {}", o.attempt)
+            } else {
+                base
+            };
+            out.push(StepOutput {
+                n: o.n,
+                attempt: o.attempt,
+                header,
+                lines: Vec::new(),
+            });
+        }
+        if let Some(s) = out.last_mut() {
+            s.lines.push(o.line.clone());
+        }
+    }
+    out
+}
+
 /// `runs show --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {

@@ -1124,9 +1124,32 @@ impl App {
         match RunSession::open_journal(&path, outcome, caps, &self.operator, self.now) {
             Ok(Opened { session, effects }) => {
                 self.set_active(session);
+                self.show_output_log(&path);
                 self.apply(effects);
             }
             Err(e) => self.status = Some(e.0),
+        }
+    }
+
+    /// A run reopened from Recent runs shows the output its log holds (what `runs show`
+    /// reads), each step's lines under the header the live run printed; a resumed run's new
+    /// output follows. An unreadable log is said in the pane, never shown as "no output".
+    fn show_output_log(&mut self, journal_path: &std::path::Path) {
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        match journal::read_output(journal_path) {
+            Ok(log) => {
+                for s in crate::record::console_output(&a.run.plan().steps, &log) {
+                    let total = a.output.dropped() + a.output.len() as u64;
+                    a.step_output_start.insert(s.n, total);
+                    a.output.push(&s.header);
+                    for l in &s.lines {
+                        a.output.push(l);
+                    }
+                }
+            }
+            Err(e) => a.output.push(&format!("output log unreadable: {e}")),
         }
     }
 
