@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::journal::{self, JournalError, OutputRecord, Replayed};
-use crate::runbook::machine::{GateAnswer, Input, Mode, RunOutcome, StepState, Timestamp};
+use crate::runbook::machine::{
+    GateAnswer, Input, Mode, RunLockNote, RunOutcome, StepState, Timestamp,
+};
 use crate::runbook::plan::{Gate, GateSource, PlannedStep, StepKind, HEALTH_GATE, NODE_DISRUPTION};
 use crate::text::visible;
 
@@ -61,7 +63,8 @@ pub struct Decision {
     pub step: Option<usize>,
     pub by: String,
     /// `approved`, `rejected`, `typed`, `skipped`, `retry`, `rerun`, `marked-done`,
-    /// `cancel`, `aborted`.
+    /// `cancel`, `aborted`, `run-lock` (the cluster's run lock taken, taken over, lost,
+    /// released or not used).
     pub what: String,
     /// The note or reason given, if any.
     pub note: Option<String>,
@@ -260,6 +263,16 @@ pub fn build(
             Input::CancelRequested { n, by } => decisions.push(d(Some(*n), by, "cancel", None)),
             Input::Abort { by, reason } => {
                 decisions.push(d(None, by, "aborted", Some(reason.clone())))
+            }
+            Input::RunLock { note } => {
+                let by = match note {
+                    RunLockNote::Taken { holder, .. } => holder.as_str(),
+                    RunLockNote::TookOver { by, .. }
+                    | RunLockNote::TakenOverBy { by, .. }
+                    | RunLockNote::Disabled { by } => by.as_str(),
+                    RunLockNote::Lost { .. } | RunLockNote::Released => r.header.operator.as_str(),
+                };
+                decisions.push(d(None, by, "run-lock", Some(note.to_string())))
             }
             _ => {}
         }
