@@ -18,6 +18,7 @@
 
 pub mod exec;
 pub mod executors;
+pub mod lock;
 pub mod pump;
 pub mod resume;
 pub mod supervise;

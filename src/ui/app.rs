@@ -316,6 +316,11 @@ pub struct App {
     /// The static check's last result and how to run it again.
     pub check: crate::ui::panes::check::CheckView,
     pub checker: Option<Checker>,
+    /// `--no-cluster-lock`: mutating runs go without the cluster's run lock (a banner line
+    /// on every frame says so).
+    pub no_cluster_lock: bool,
+    /// How mutating runs take the cluster's run lock (given to each operate session).
+    pub locking: Option<Arc<crate::session::lock::RunLocking>>,
 }
 
 /// What the app is built from.
@@ -407,6 +412,8 @@ impl App {
             protected: Vec::new(),
             check: crate::ui::panes::check::CheckView::default(),
             checker: None,
+            no_cluster_lock: false,
+            locking: None,
         };
         app.refresh_runs();
         app
