@@ -849,13 +849,14 @@ fn merge_ansible_cfg(theirs: &str, ours: &[(&str, &str, &str)]) -> String {
 
 impl Demo {
     /// What the console's executors (console and headless runs alike) change for the demo:
-    /// trust only the demo's host keys, ignore `~/.ssh/config`, and judge a rollout stuck
-    /// after [`Demo::stuck_after`].
+    /// trust only the demo's host keys, ignore `~/.ssh/config`, judge a rollout stuck
+    /// after [`Demo::stuck_after`], and soak the health gate in the scenario's time scale.
     pub fn exec_setup(&self) -> crate::session::executors::ExecSetup {
         crate::session::executors::ExecSetup {
             ssh: Some(self.ssh_options()),
             ignore_ssh_config: true,
             stuck_after: Some(self.stuck_after()),
+            time_scale: Some(self.scenario.time_scale.max(1)),
         }
     }
 
