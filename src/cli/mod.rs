@@ -695,14 +695,10 @@ fn no_lock_refusal(cli: &Cli) -> Option<String> {
         return None;
     }
     let what = match &cli.command {
-        None | Some(Command::Run { .. }) | Some(Command::Demo { once: false, .. }) => {
-            return None
-        }
+        None | Some(Command::Run { .. }) | Some(Command::Demo { once: false, .. }) => return None,
         Some(Command::Observe { .. }) => "observe mode never takes the run lock".to_string(),
         Some(Command::Demo { once: true, .. }) => "demo --once starts no run".to_string(),
-        Some(_) => {
-            "this command starts no run (the console, `run` and `demo` do)".to_string()
-        }
+        Some(_) => "this command starts no run (the console, `run` and `demo` do)".to_string(),
     };
     Some(format!(
         "--no-cluster-lock cannot apply: {what}; drop --no-cluster-lock"

@@ -46,7 +46,10 @@ pub enum RunLockError {
     Unreachable { why: String },
     /// Another console holds it and renews it.
     #[error("the run does not start: another console holds the run lock of `{env}`: {record}")]
-    Held { env: String, record: Box<LockRecord> },
+    Held {
+        env: String,
+        record: Box<LockRecord>,
+    },
     /// Its holder stopped renewing: shown with its last renewal; taking it over needs the
     /// environment's name typed and a reason.
     #[error("the run does not start: the run lock of `{env}` is stale: {record}, not renewed for {} s; take it over (T) with the environment's name and a reason", age_ms / 1000)]
@@ -389,7 +392,10 @@ pub fn needs_lock(plan: &crate::runbook::plan::Plan) -> bool {
     plan.steps.iter().any(|s| s.mutates)
 }
 
-fn claimant(plan: &crate::runbook::plan::Plan, now: crate::runbook::machine::Timestamp) -> Claimant {
+fn claimant(
+    plan: &crate::runbook::plan::Plan,
+    now: crate::runbook::machine::Timestamp,
+) -> Claimant {
     // The id the journal about to be created gets (same time, runbook, environment).
     let run_id = crate::journal::run_id_for(now, &plan.runbook, &plan.env);
     Claimant::this_console(&run_id, &plan.runbook, &plan.env)

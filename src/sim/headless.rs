@@ -194,12 +194,26 @@ impl Driver {
 }
 
 /// Drive `req` through the console's run session on `demo`, journaling under `runs_dir`.
-/// `progress` gets one line per step change and per gate answered, as they happen.
+/// `progress` gets one line per step change and per gate answered, as they happen. A
+/// mutating run takes the cluster's run lock on the demo's cluster, as the console does.
 pub async fn drive(
     demo: &Demo,
     runbooks: RunbookSet,
     req: &HeadlessRun,
     runs_dir: &Path,
+    progress: impl FnMut(&str),
+) -> Result<Report, HeadlessError> {
+    drive_with_lock(demo, runbooks, req, runs_dir, false, progress).await
+}
+
+/// [`drive`], with `no_cluster_lock` (`--no-cluster-lock`: the run takes no lock, and its
+/// journal says so).
+pub async fn drive_with_lock(
+    demo: &Demo,
+    runbooks: RunbookSet,
+    req: &HeadlessRun,
+    runs_dir: &Path,
+    no_cluster_lock: bool,
     mut progress: impl FnMut(&str),
 ) -> Result<Report, HeadlessError> {
     let open_err = |why: String| HeadlessError::Open {
@@ -212,6 +226,11 @@ pub async fn drive(
     for n in &notices {
         progress(&format!("notice: {n}"));
     }
+    let locking = Arc::new(crate::session::lock::RunLocking::for_repo(
+        &repo,
+        &KubeOverrides::default(),
+        no_cluster_lock,
+    ));
     // As the console opens it: the repo's first environment is the current one.
     let current = repo.environments.first().map(|e| e.name.clone());
     let plans = RepoPlans { repo };
@@ -225,8 +244,9 @@ pub async fn drive(
     )
     .map_err(|e| open_err(e.0))?;
     let caps = Arc::new(caps);
-    let session = Session::plan(plan, &caps, OPERATOR)
+    let mut session = Session::plan(plan, &caps, OPERATOR)
         .map_err(|e| open_err(format!("cannot run `{}` for `{env}`: {e}", req.runbook)))?;
+    session.set_locking(Some(locking));
     let mut d = Driver {
         session,
         queue: VecDeque::new(),

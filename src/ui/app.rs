@@ -219,6 +219,8 @@ pub enum Overlay {
     Help,
     /// The resume decision over an interrupted step that changes systems.
     Resume(Box<ResumeModal>),
+    /// Taking over a stale run lock (its holder stopped renewing).
+    Takeover(Box<crate::ui::panes::takeover::TakeoverModal>),
     Gate(Box<GateModal>),
     Confirm(Confirm),
     Reason {
@@ -594,6 +596,7 @@ impl App {
         match overlay {
             Overlay::Help => Control::Continue,
             Overlay::Resume(m) => self.resume_key(m, key),
+            Overlay::Takeover(m) => self.takeover_key(m, key),
             Overlay::Confirm(c) => match key.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') => match c {
                     Confirm::Quit => Control::Quit,
@@ -1104,7 +1107,10 @@ impl App {
             }
         };
         let session = match Session::plan(plan, &self.caps, &self.operator) {
-            Ok(s) => s,
+            Ok(mut s) => {
+                s.set_locking(self.locking.clone());
+                s
+            }
             Err(e) => {
                 self.status = Some(format!("cannot run `{id}` for `{env}`: {e}"));
                 return;
@@ -1177,8 +1183,50 @@ impl App {
         };
         match a.session.start(self.runs_dir.as_deref(), self.now) {
             Ok(fx) => self.apply(fx),
-            Err(e) => self.status = Some(e.0),
+            Err(e) => {
+                // A stale lock: its holder, since and last renewal, and the way to take it
+                // over (the environment's name and a reason).
+                if let Some((record, age_ms)) = a.session.stale_lock().cloned() {
+                    let env = a.run.plan().env.clone();
+                    self.overlay = Some(Overlay::Takeover(Box::new(
+                        crate::ui::panes::takeover::TakeoverModal::new(&env, record, age_ms),
+                    )));
+                }
+                self.status = Some(e.0);
+            }
         }
+    }
+
+    fn takeover_key(
+        &mut self,
+        mut m: Box<crate::ui::panes::takeover::TakeoverModal>,
+        key: KeyEvent,
+    ) -> Control {
+        use crate::ui::panes::takeover::TakeoverKey;
+        match m.key(key) {
+            TakeoverKey::Asking => self.overlay = Some(Overlay::Takeover(m)),
+            TakeoverKey::Cancelled => {
+                self.status = Some("the stale run lock was left as it is".into());
+            }
+            TakeoverKey::TakeOver { typed, reason } => {
+                let Some(a) = self.active.as_mut() else {
+                    return Control::Continue;
+                };
+                match a.session.take_over_and_start(
+                    self.runs_dir.as_deref(),
+                    self.now,
+                    &typed,
+                    &reason,
+                ) {
+                    Ok(fx) => self.apply(fx),
+                    Err(e) => {
+                        m.error = Some(e.0);
+                        self.overlay = Some(Overlay::Takeover(m));
+                    }
+                }
+            }
+        }
+        Control::Continue
     }
 
     /// Forward `input` (an operator's answer) to the session, and show what it did.
