@@ -52,7 +52,7 @@ pub enum RunLockError {
     },
     /// Its holder stopped renewing: shown with its last renewal; taking it over needs the
     /// environment's name typed and a reason.
-    #[error("the run does not start: the run lock of `{env}` is stale: {record}, not renewed for {} s; take it over (T) with the environment's name and a reason", age_ms / 1000)]
+    #[error("the run does not start: the run lock of `{env}` is stale: {record}, not renewed for {} s; starting again asks to take it over (the environment's name typed and a reason)", age_ms / 1000)]
     Stale {
         env: String,
         record: Box<LockRecord>,
