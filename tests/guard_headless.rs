@@ -1,8 +1,10 @@
 //! The guard rails in the simulation, headless (the console app driven by the simulated
 //! operator with the real executors): `etcd-io-priority` on prod with k3s-prod-1 made
 //! NotReady between node 3 and node 1 holds at the health gate naming the node and goes on
-//! only after it recovers and the soak passes; `reprovision-node` on the VIP holder shows
-//! that the VIP lease will move; a node that a cilium-agent dials alone is refused as a
+//! only after it recovers and the soak passes; `reprovision-node` on the VIP holder says
+//! that the VIP lease will move, and it does: k3s.yml restarts k3s on the holder (over SSH,
+//! a raw task) and another server takes the kube-vip Lease once it runs out (read from the
+//! simulated API's store, with kube-vip's LeaderElection event); a node that a cilium-agent dials alone is refused as a
 //! disruption target (the run halts before anything touches it).
 //! Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin): fails, not skips.
 
@@ -65,6 +67,20 @@ fn set_ready(d: &Demo, env: &str, node: &str, ready: bool) {
             }]}),
         )
         .unwrap_or_else(|e| panic!("set {node} Ready={ready}: {e:?}"));
+}
+
+/// The kube-vip Lease of `env` as the simulated API's store holds it.
+fn vip_lease(d: &Demo, env: &str) -> Value {
+    d.kubes[env]
+        .store()
+        .objects("coordination.k8s.io/v1", "Lease", Some("kube-system"))
+        .expect("leases")
+        .into_iter()
+        .find(|l| {
+            l.pointer("/metadata/name").and_then(Value::as_str) != Some("hk-console-run-lock")
+        })
+        .map(|l| (*l).clone())
+        .expect("the kube-vip Lease")
 }
 
 /// The only journal under `runs`, once there is one.
@@ -204,6 +220,59 @@ async fn reprovisioning_the_vip_holder_says_the_vip_moves_and_a_node_agents_dial
         "{out}"
     );
     assert!(out.contains("leaves 2 of 3 etcd members"), "{out}");
+
+    // ...and it does move: k3s.yml restarted k3s on the holder, whose kube-vip could not
+    // renew through its own API server; another server took the Lease.
+    let k3s = r
+        .steps
+        .iter()
+        .find(|s| s.id == "k3s")
+        .expect("the k3s step");
+    assert_eq!(k3s.state, "done", "{}", r.render());
+    let restarts = {
+        let s = d.node_state(&holder).expect("holder node");
+        let s = s.lock().expect("lock");
+        s.units["k3s.service"].restarts
+    };
+    assert_eq!(restarts, 1, "k3s.yml restarts k3s on {holder} once");
+    let waited = Instant::now();
+    let (moved_to, transitions) = loop {
+        let l = vip_lease(&d, "prod");
+        let now_held = l
+            .pointer("/spec/holderIdentity")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if now_held != holder && !now_held.is_empty() {
+            break (
+                now_held,
+                l.pointer("/spec/leaseTransitions").and_then(Value::as_u64),
+            );
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "the VIP lease stayed with {holder} a minute after its k3s restarted: {l}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!(
+        "the VIP lease moved from {holder} to {moved_to} (transitions {transitions:?}), {:?} after the run ended",
+        waited.elapsed()
+    );
+    assert!(moved_to.starts_with("k3s-prod-"), "{moved_to}");
+    assert!(transitions.is_some_and(|t| t >= 1), "{transitions:?}");
+    let elected = d.kubes["prod"]
+        .store()
+        .objects("v1", "Event", Some("kube-system"))
+        .expect("events")
+        .iter()
+        .any(|e| {
+            e.pointer("/reason").and_then(Value::as_str) == Some("LeaderElection")
+                && e.pointer("/message")
+                    .and_then(Value::as_str)
+                    .is_some_and(|m| m == format!("{moved_to} became leader"))
+        });
+    assert!(elected, "no LeaderElection event for {moved_to}");
 
     // An agent drifts onto node 2's own address: node 2 may not be taken away.
     let said = d

@@ -10,8 +10,8 @@ mod support;
 use std::time::Duration;
 
 use hk_console::cluster::lock::{
-    acquire, look, take_over, Claimant, LockError, LockState, ENV_ANNOTATION, LOCK_NAME,
-    LOCK_NAMESPACE, RUNBOOK_ANNOTATION, RUN_ID_ANNOTATION,
+    acquire, look, take_over, takeover_of, Claimant, LockError, LockState, ENV_ANNOTATION,
+    LOCK_NAME, LOCK_NAMESPACE, RUNBOOK_ANNOTATION, RUN_ID_ANNOTATION,
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -178,6 +178,27 @@ async fn a_stale_lock_is_reported_and_taken_over_only_with_the_typed_answer() {
         Err(LockError::Lost { now_held_by }) => assert_eq!(now_held_by, "bob@console-b"),
         other => panic!("expected Lost: {other:?}"),
     }
+    // ...and the Lease tells Ann's run who took it over and why: that run journals it too.
+    let mark = takeover_of(&admin, &ann().run_id)
+        .await
+        .expect("read")
+        .expect("the take-over of ann's run is on the Lease");
+    assert_eq!(mark.from, "ann@console-a");
+    assert_eq!(mark.by, "bob@console-b");
+    assert_eq!(mark.by_run.as_deref(), Some(bob().run_id.as_str()));
+    assert_eq!(mark.reason, "ann's laptop died");
+    assert_eq!(mark.at, Some(takeover.at));
+    assert_eq!(
+        takeover_of(&admin, &bob().run_id).await.expect("read"),
+        None,
+        "the mark names only the run it was taken from"
+    );
+    // Bob's release leaves the mark for Ann's run to find later.
+    held.release().await.expect("released");
+    assert!(takeover_of(&admin, &ann().run_id)
+        .await
+        .expect("read")
+        .is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

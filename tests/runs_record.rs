@@ -20,7 +20,9 @@ fn filtered(text: &str) -> String {
         (r"/tmp/\.tmp[A-Za-z0-9]+", "[tmp]"),
         (r"\b\d+(\.\d+)? ?(ms|s)\b", "[dur]"),
     ];
-    let mut out = text.to_string();
+    // Who took the run lock: this machine's login@host.
+    let me = hk_console::cluster::lock::Claimant::this_console("", "", "").holder;
+    let mut out = text.replace(&me, "[login@host]");
     for (re, to) in rules {
         out = Regex::new(re)
             .expect("regex")

@@ -150,6 +150,15 @@ pub(super) fn console_on(
         notices.extend(started.notices);
         Some(started.updates)
     };
+    // Mutating runs take the cluster's run lock, reached as the kube executors reach the
+    // cluster; nothing runs in a dry run, on the sample or in observe mode, so nothing locks.
+    let locking = (!(cli.dry_run || on_sample || observe)).then(|| {
+        Arc::new(crate::session::lock::RunLocking::for_repo(
+            &repo,
+            &overrides,
+            cli.no_cluster_lock,
+        ))
+    });
     let notices = extra.into_iter().chain(notices).collect();
     let protected = repo
         .environments
@@ -172,6 +181,8 @@ pub(super) fn console_on(
         faults,
         protected,
         checker: Some(checker),
+        locking,
+        no_cluster_lock: cli.no_cluster_lock,
     };
     let result = rt.block_on(crate::ui::run(opts));
     live_cancel.cancel();

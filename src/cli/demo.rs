@@ -82,11 +82,12 @@ pub(super) fn demo_cmd(
     if let DemoMode::Headless(req) = &mode {
         let runbooks = load_runbooks(cli.runbooks.as_deref())?;
         let runs_dir = demo.dir.join("runs");
-        let report = rt.block_on(crate::sim::headless::drive(
+        let report = rt.block_on(crate::sim::headless::drive_with_lock(
             &demo,
             runbooks,
             req,
             &runs_dir,
+            cli.no_cluster_lock,
             |line| errln!("{line}"),
         ))?;
         if json {

@@ -150,6 +150,11 @@ pub struct Cli {
     /// The kubeconfig context to use, in whichever kubeconfig is used.
     #[arg(long, global = true, value_name = "NAME")]
     pub context: Option<String>,
+    /// Start mutating runs WITHOUT the cluster's run lock (kube-system/hk-console-run-lock):
+    /// for a cluster that cannot be reached to take it. Journaled in every run, and shown
+    /// on every frame. For the console, `run` and `demo`; refused elsewhere.
+    #[arg(long, global = true)]
+    pub no_cluster_lock: bool,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -457,7 +462,10 @@ fn print_json(v: &impl serde::Serialize) -> Result<(), Failure> {
 }
 
 fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
-    if let Some(why) = dry_run_refusal(cli).or_else(|| kube_flags_refusal(cli)) {
+    if let Some(why) = dry_run_refusal(cli)
+        .or_else(|| kube_flags_refusal(cli))
+        .or_else(|| no_lock_refusal(cli))
+    {
         return Err(Failure::msg(why));
     }
     match &cli.command {
@@ -677,6 +685,23 @@ fn dry_run_refusal(cli: &Cli) -> Option<String> {
     };
     Some(format!(
         "--dry-run cannot be honoured here: {what}; drop --dry-run"
+    ))
+}
+
+/// `--no-cluster-lock` changes how mutating runs start: the console, `run` and `demo` start
+/// them. Anywhere else it would do nothing, so it is refused instead of ignored.
+fn no_lock_refusal(cli: &Cli) -> Option<String> {
+    if !cli.no_cluster_lock {
+        return None;
+    }
+    let what = match &cli.command {
+        None | Some(Command::Run { .. }) | Some(Command::Demo { once: false, .. }) => return None,
+        Some(Command::Observe { .. }) => "observe mode never takes the run lock".to_string(),
+        Some(Command::Demo { once: true, .. }) => "demo --once starts no run".to_string(),
+        Some(_) => "this command starts no run (the console, `run` and `demo` do)".to_string(),
+    };
+    Some(format!(
+        "--no-cluster-lock cannot apply: {what}; drop --no-cluster-lock"
     ))
 }
 

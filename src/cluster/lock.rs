@@ -4,7 +4,12 @@
 //! renews while it lives ([`HeldLock::renew`]) and releases ([`HeldLock::release`]); what a
 //! second console sees ([`look`], read-only: observe mode uses only this); a stale lock
 //! (its holder stopped renewing) taken over only with the environment's name typed and a
-//! reason ([`take_over`]), which returns the [`Takeover`] record both runs journal.
+//! reason ([`take_over`]), which returns the [`Takeover`] record the taking run journals
+//! and leaves a [`TakeoverMark`] on the Lease (annotations `hk-console.io/taken-over-*`)
+//! that the taken-from run reads ([`takeover_of`]) when it finds its lock gone (a renewal
+//! refused, or its resume), and journals in its own run: the two runs may be on two
+//! machines, so the cluster carries the message. The mark stays through releases and new
+//! acquisitions until the next take-over replaces it: only the last take-over is kept.
 //! Every write is a replace at the resourceVersion read (or a create), so two consoles
 //! racing for the lock cannot both win: the loser gets a conflict and reads the winner.
 //! Must not: decide when a run needs the lock (the session does), or judge cluster health.
@@ -29,6 +34,52 @@ pub const LOCK_NAMESPACE: &str = "kube-system";
 pub const RUN_ID_ANNOTATION: &str = "hk-console.io/run-id";
 pub const RUNBOOK_ANNOTATION: &str = "hk-console.io/runbook";
 pub const ENV_ANNOTATION: &str = "hk-console.io/environment";
+/// The last take-over: whose lock (holder and run) was taken, by whom (and their run),
+/// when and why.
+pub const TAKEN_FROM_ANNOTATION: &str = "hk-console.io/taken-over-from";
+pub const TAKEN_FROM_RUN_ANNOTATION: &str = "hk-console.io/taken-over-from-run";
+pub const TAKEN_BY_ANNOTATION: &str = "hk-console.io/taken-over-by";
+pub const TAKEN_BY_RUN_ANNOTATION: &str = "hk-console.io/taken-over-by-run";
+pub const TAKEN_AT_ANNOTATION: &str = "hk-console.io/taken-over-at";
+pub const TAKEN_WHY_ANNOTATION: &str = "hk-console.io/taken-over-reason";
+
+/// The last take-over, as the Lease carries it for the run it was taken from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TakeoverMark {
+    pub from: String,
+    pub from_run: Option<String>,
+    pub by: String,
+    pub by_run: Option<String>,
+    pub reason: String,
+    /// ms since the epoch, as written.
+    pub at: Option<Timestamp>,
+}
+
+/// The take-over mark a Lease carries, if any.
+pub fn takeover_mark(lease: &Lease) -> Option<TakeoverMark> {
+    let ann = lease.metadata.annotations.as_ref()?;
+    let a = |k: &str| ann.get(k).cloned().filter(|v| !v.is_empty());
+    Some(TakeoverMark {
+        from: a(TAKEN_FROM_ANNOTATION)?,
+        from_run: a(TAKEN_FROM_RUN_ANNOTATION),
+        by: a(TAKEN_BY_ANNOTATION)?,
+        by_run: a(TAKEN_BY_RUN_ANNOTATION),
+        reason: a(TAKEN_WHY_ANNOTATION).unwrap_or_default(),
+        at: a(TAKEN_AT_ANNOTATION)
+            .and_then(|t| t.parse::<u64>().ok())
+            .map(Timestamp),
+    })
+}
+
+/// Whether run `run_id`'s lock was taken over: the Lease's mark, if it names that run.
+/// Read-only (one GET).
+pub async fn takeover_of(client: &Client, run_id: &str) -> Result<Option<TakeoverMark>, LockError> {
+    Ok(read(client)
+        .await?
+        .as_ref()
+        .and_then(takeover_mark)
+        .filter(|m| m.from_run.as_deref() == Some(run_id)))
+}
 
 /// Who asks for the lock: `login@host` and the run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -504,7 +555,21 @@ pub async fn take_over(
             ))
         }
     };
-    let l = claimed(current.as_ref(), me, duration_s, at, at)?;
+    let mut l = claimed(current.as_ref(), me, duration_s, at, at)?;
+    let ann = l.metadata.annotations.get_or_insert_with(Default::default);
+    for (k, v) in [
+        (TAKEN_FROM_ANNOTATION, previous.holder.clone()),
+        (
+            TAKEN_FROM_RUN_ANNOTATION,
+            previous.run_id.clone().unwrap_or_default(),
+        ),
+        (TAKEN_BY_ANNOTATION, me.holder.clone()),
+        (TAKEN_BY_RUN_ANNOTATION, me.run_id.clone()),
+        (TAKEN_AT_ANNOTATION, at.0.to_string()),
+        (TAKEN_WHY_ANNOTATION, reason.trim().to_string()),
+    ] {
+        ann.insert(k.to_string(), v);
+    }
     let lease = write(client, &l, false).await?;
     Ok((
         HeldLock {

@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::journal::{self, JournalError, OutputRecord, Replayed};
-use crate::runbook::machine::{GateAnswer, Input, Mode, RunOutcome, StepState, Timestamp};
+use crate::runbook::machine::{
+    GateAnswer, Input, Mode, RunLockNote, RunOutcome, StepState, Timestamp,
+};
 use crate::runbook::plan::{Gate, GateSource, PlannedStep, StepKind, HEALTH_GATE, NODE_DISRUPTION};
 use crate::text::visible;
 
@@ -61,7 +63,8 @@ pub struct Decision {
     pub step: Option<usize>,
     pub by: String,
     /// `approved`, `rejected`, `typed`, `skipped`, `retry`, `rerun`, `marked-done`,
-    /// `cancel`, `aborted`.
+    /// `cancel`, `aborted`, `run-lock` (the cluster's run lock taken, taken over, lost,
+    /// released or not used).
     pub what: String,
     /// The note or reason given, if any.
     pub note: Option<String>,
@@ -260,6 +263,16 @@ pub fn build(
             Input::CancelRequested { n, by } => decisions.push(d(Some(*n), by, "cancel", None)),
             Input::Abort { by, reason } => {
                 decisions.push(d(None, by, "aborted", Some(reason.clone())))
+            }
+            Input::RunLock { note } => {
+                let by = match note {
+                    RunLockNote::Taken { holder, .. } => holder.as_str(),
+                    RunLockNote::TookOver { by, .. }
+                    | RunLockNote::TakenOverBy { by, .. }
+                    | RunLockNote::Disabled { by } => by.as_str(),
+                    RunLockNote::Lost { .. } | RunLockNote::Released => r.header.operator.as_str(),
+                };
+                decisions.push(d(None, by, "run-lock", Some(note.to_string())))
             }
             _ => {}
         }
@@ -593,6 +606,60 @@ fn md_cell(s: &str) -> String {
 /// Whether the run is over (the record is final).
 pub fn is_final(r: &RunRecord) -> bool {
     r.outcome != RunOutcome::InProgress.to_string()
+}
+
+/// The header a step's output starts under, on the live run view and on a reopened one.
+pub fn step_header(step: &PlannedStep) -> String {
+    format!(
+        "── step {} · {} · {} ──",
+        step.n,
+        step.kind.as_str(),
+        step.title
+    )
+}
+
+/// One attempt of a step's output, as the console's output pane shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepOutput {
+    pub n: usize,
+    pub attempt: u32,
+    pub header: String,
+    pub lines: Vec<String>,
+}
+
+/// The whole output log of a run for the console's output pane when the run is reopened
+/// from Recent runs: every attempt of every step, in the order it was written, under the
+/// header the live run printed (a later attempt says which it was). Nothing is cut: the
+/// record keeps tails, the pane keeps what its ring holds. Lines of a step the plan does
+/// not have (a journal from another version) keep a header naming only the step number.
+pub fn console_output(steps: &[PlannedStep], output: &[OutputRecord]) -> Vec<StepOutput> {
+    let mut out: Vec<StepOutput> = Vec::new();
+    for o in output {
+        let same = out
+            .last()
+            .is_some_and(|s| s.n == o.n && s.attempt == o.attempt);
+        if !same {
+            let base = match steps.iter().find(|p| p.n == o.n) {
+                Some(p) => step_header(p),
+                None => format!("── step {} (not in this plan) ──", o.n),
+            };
+            let header = if o.attempt > 1 {
+                format!("{base} attempt {}", o.attempt)
+            } else {
+                base
+            };
+            out.push(StepOutput {
+                n: o.n,
+                attempt: o.attempt,
+                header,
+                lines: Vec::new(),
+            });
+        }
+        if let Some(s) = out.last_mut() {
+            s.lines.push(o.line.clone());
+        }
+    }
+    out
 }
 
 /// `runs show --format`.

@@ -58,6 +58,88 @@ pub enum Mode {
     Observe,
 }
 
+/// The run lock (`kube-system/hk-console-run-lock`) as a run's journal records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "lock", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum RunLockNote {
+    /// This run took the lock (`holder` is `login@host`).
+    Taken { holder: String, duration_s: u64 },
+    /// This run took over a stale lock: whose it was, its last renewal, who took it over,
+    /// what they typed (the environment's name) and why.
+    TookOver {
+        from: String,
+        from_run: Option<String>,
+        last_renewed: Option<Timestamp>,
+        by: String,
+        typed: String,
+        reason: String,
+    },
+    /// Another console took this run's lock over (read from the Lease's take-over
+    /// annotations when this run found its lock gone).
+    TakenOverBy {
+        by: String,
+        by_run: Option<String>,
+        reason: String,
+        at: Option<Timestamp>,
+    },
+    /// The lock was lost to `now_held_by`, with no take-over recorded on the Lease.
+    Lost { now_held_by: String },
+    /// Released at the run's end.
+    Released,
+    /// The run goes without the lock: `--no-cluster-lock`, given by `by`.
+    Disabled { by: String },
+}
+
+impl std::fmt::Display for RunLockNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunLockNote::Taken { holder, duration_s } => {
+                write!(f, "run lock taken by {holder} ({duration_s} s, renewed while the run lives)")
+            }
+            RunLockNote::TookOver {
+                from,
+                from_run,
+                last_renewed,
+                by,
+                typed,
+                reason,
+            } => {
+                write!(f, "stale run lock of {from}")?;
+                if let Some(r) = from_run {
+                    write!(f, " (run {r})")?;
+                }
+                if let Some(t) = last_renewed {
+                    write!(f, ", last renewed {t},")?;
+                }
+                write!(f, " taken over by {by} (typed `{typed}`): {reason}")
+            }
+            RunLockNote::TakenOverBy {
+                by,
+                by_run,
+                reason,
+                at,
+            } => {
+                write!(f, "run lock taken over by {by}")?;
+                if let Some(r) = by_run {
+                    write!(f, " (run {r})")?;
+                }
+                if let Some(t) = at {
+                    write!(f, " at {t}")?;
+                }
+                write!(f, ": {reason}")
+            }
+            RunLockNote::Lost { now_held_by } => {
+                write!(f, "run lock lost: {now_held_by} holds it now")
+            }
+            RunLockNote::Released => write!(f, "run lock released"),
+            RunLockNote::Disabled { by } => write!(
+                f,
+                "run without the cluster's run lock (--no-cluster-lock, by {by}): another console may run here at the same time"
+            ),
+        }
+    }
+}
+
 /// One journaled input: what happened and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -170,6 +252,10 @@ pub enum Input {
         ok: bool,
         detail: String,
     },
+    /// What became of the cluster's run lock for this run. It moves no step: it is
+    /// journaled so the record says who held the environment, and a take-over is in both
+    /// runs' journals (the taker's, and the taken-from run's once it learns of it).
+    RunLock { note: RunLockNote },
     /// The resume decision "run it again": the step's preview and gates are asked afresh
     /// and it runs again behind them. `typed` must be the run's environment name.
     RerunApproved { n: usize, by: String, typed: String },
@@ -206,6 +292,7 @@ impl Input {
             Input::ProbeResult { .. } => "probe-result",
             Input::RerunApproved { .. } => "rerun-approved",
             Input::MarkedDone { .. } => "marked-done",
+            Input::RunLock { .. } => "run-lock",
         }
     }
 
@@ -723,6 +810,9 @@ impl Run {
                 _ => return Err(MachineError::AlreadyStarted),
             },
             Input::Resumed => self.resume(at, &mut fx),
+            // A record, not a transition: accepted in every state, a finished run's release
+            // and a halted run's lost lock included.
+            Input::RunLock { .. } => {}
             Input::Abandoned { reason } => self.abandon(reason, at, &mut fx),
             Input::ProcessStarted {
                 n,

@@ -14,10 +14,13 @@
 //! run lock, the list-hosts prefetch.
 //! Must not: know the terminal, ratatui or crossterm, keys or overlays; decide what runs
 //! next (the machine in `runbook::machine` does); do blocking IO on the caller's task
-//! beyond the journal's appends.
+//! beyond the journal's appends and the cluster run lock's calls when a mutating run
+//! starts and ends (a GET and a write each, bounded by `lock::LOCK_CALL_TIMEOUT`: a run
+//! must not start before the lock is known to be held).
 
 pub mod exec;
 pub mod executors;
+pub mod lock;
 pub mod pump;
 pub mod resume;
 pub mod supervise;
@@ -153,6 +156,8 @@ pub struct RunCore {
     pub view_only: bool,
     /// The resume decision in progress over an interrupted step that changes systems.
     pub resume: Option<ResumeInfo>,
+    /// The cluster's run lock: how this run takes it, and the lock while the run lives.
+    pub lock: lock::SessionLock,
     /// Who answers (journaled with what they decide).
     operator: String,
 }
@@ -294,6 +299,7 @@ impl<X: Executors> RunSession<X> {
                 journal,
                 view_only,
                 resume: None,
+                lock: lock::SessionLock::default(),
                 operator: String::new(),
             },
             exec,
@@ -400,11 +406,22 @@ impl<X: Executors> RunSession<X> {
             return Err(NotOpened("cannot start: no run journal directory".into()));
         };
         let plan = self.run.plan().clone();
-        let (j, run) = Journal::begin(dir, plan, self.run.mode(), &self.operator, now)
-            .map_err(|e| NotOpened(format!("cannot start: no journal: {e}")))?;
+        let (j, run) = match Journal::begin(dir, plan, self.run.mode(), &self.operator, now) {
+            Ok(x) => x,
+            Err(e) => {
+                // Not started: a lock taken for it goes back.
+                self.core.lock.at_end();
+                self.core.lock.take_notes();
+                return Err(NotOpened(format!("cannot start: no journal: {e}")));
+            }
+        };
         self.journal = Some(j);
         self.run = run;
         let mut out = vec![SessionEffect::Notice("run started".into())];
+        // What the lock did for this run comes first in its journal.
+        for note in self.core.lock.take_notes() {
+            out.extend(self.feed(Input::RunLock { note }, now));
+        }
         out.extend(self.feed(Input::Start, now));
         Ok(out)
     }
@@ -508,7 +525,20 @@ impl<X: Executors> RunSession<X> {
                         Outcome::Succeeded => "run succeeded".to_string(),
                         other => format!("run {other}"),
                     }));
+                    // Over for good (not halted at a step a retry can continue): its
+                    // lock goes back, and the journal says how.
+                    let over = matches!(outcome, Outcome::Succeeded | Outcome::Aborted { .. });
                     out.push(SessionEffect::Finished { outcome });
+                    if over {
+                        self.core.lock.at_end();
+                    }
+                    next.extend(
+                        self.core
+                            .lock
+                            .take_notes()
+                            .into_iter()
+                            .map(|note| Input::RunLock { note }),
+                    );
                 }
             }
         }
@@ -587,16 +617,53 @@ impl OperateSession {
         runs_dir: Option<&Path>,
         now: Timestamp,
     ) -> Result<Vec<SessionEffect>, NotOpened> {
-        self.before_mutating_run()?;
+        self.before_mutating_run(runs_dir, now)?;
         self.begin(runs_dir, now)
     }
 
     /// Runs before a mutating run starts, after the operator asked for it and before
     /// anything is journaled or executed; Err refuses the start with the reason shown.
-    /// The place for what must hold before systems may change: the cluster run lock (one
-    /// mutating run per environment) is taken here. Today nothing is checked.
-    fn before_mutating_run(&mut self) -> Result<(), NotOpened> {
-        Ok(())
+    /// The cluster run lock (one mutating run per environment) is taken here
+    /// (`lock::SessionLock::before_start`): held, stale (the take-over prompt, see
+    /// [`OperateSession::take_over_and_start`]) or unreachable, the run does not start.
+    fn before_mutating_run(
+        &mut self,
+        runs_dir: Option<&Path>,
+        now: Timestamp,
+    ) -> Result<(), NotOpened> {
+        // What `begin` would refuse anyway is refused before the cluster is asked.
+        if self.view_only
+            || !matches!(self.run.status(), RunStatus::NotStarted)
+            || runs_dir.is_none()
+        {
+            return Ok(());
+        }
+        let plan = self.run.plan().clone();
+        self.core
+            .lock
+            .before_start(&plan, now)
+            .map_err(|e| NotOpened(e.to_string()))
+    }
+
+    /// Take over the stale run lock the last start was refused on (the environment's name
+    /// typed and a reason, journaled first in this run and marked on the Lease for the
+    /// other), then start.
+    pub fn take_over_and_start(
+        &mut self,
+        runs_dir: Option<&Path>,
+        now: Timestamp,
+        typed: &str,
+        reason: &str,
+    ) -> Result<Vec<SessionEffect>, NotOpened> {
+        if self.view_only || !matches!(self.run.status(), RunStatus::NotStarted) {
+            return Err(NotOpened("this run has already started".into()));
+        }
+        let plan = self.run.plan().clone();
+        self.core
+            .lock
+            .take_over(&plan, now, typed, reason)
+            .map_err(|e| NotOpened(e.to_string()))?;
+        self.begin(runs_dir, now)
     }
 
     /// The same plan on read-only executors: a plan not started reopens read-only, a run
@@ -736,6 +803,33 @@ impl Session {
 
     pub fn opened_notice(&self) -> &'static str {
         each!(self, s => s.opened_notice())
+    }
+
+    /// How this session's mutating runs take the cluster's run lock (operate only:
+    /// observe starts nothing, so it never takes it).
+    pub fn set_locking(&mut self, locking: Option<std::sync::Arc<lock::RunLocking>>) {
+        if let Session::Operate(s) = self {
+            s.core.lock = lock::SessionLock::new(locking);
+        }
+    }
+
+    /// The stale lock the last start was refused on, and how long since it was renewed.
+    pub fn stale_lock(&self) -> Option<&(crate::cluster::lock::LockRecord, u64)> {
+        self.lock.stale.as_ref()
+    }
+
+    /// [`OperateSession::take_over_and_start`]; observe takes nothing over.
+    pub fn take_over_and_start(
+        &mut self,
+        runs_dir: Option<&Path>,
+        now: Timestamp,
+        typed: &str,
+        reason: &str,
+    ) -> Result<Vec<SessionEffect>, NotOpened> {
+        match self {
+            Session::Operate(s) => s.take_over_and_start(runs_dir, now, typed, reason),
+            Session::Observe(_) => Err(NotOpened(OBSERVE_STARTS_NOTHING.into())),
+        }
     }
 
     pub fn start(

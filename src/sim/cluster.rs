@@ -4,7 +4,8 @@
 //! (nodes with their kube-node-lease Leases, the kube-vip Lease, the cilium DaemonSet, its
 //! agents and their logs, the cilium HelmRelease, the `kubernetes` Service and
 //! EndpointSlice), and the task that plays the cluster's controllers on it: kube-vip
-//! renewing the Lease (and handing it over when the holder dies), the kubelets renewing
+//! renewing the Lease (and handing it over when the holder dies, or when the k3s server
+//! under it restarts for longer than the lease lasts), the kubelets renewing
 //! theirs and stopping a deleted pod after its grace period (scaled by the scenario's time
 //! scale), Flux answering a reconcile request, the DaemonSet controller replacing a missing
 //! pod and rolling a new generation (`rollout restart`, a Flux upgrade) one node at a time,
@@ -78,6 +79,37 @@ const AGENT: &str = "cilium-agent";
 const CPUS: &str = "4";
 const MEMORY_KI: &str = "16288032Ki";
 const KUBELET_VERSION: &str = "v1.34.4+k3s1";
+/// How long a k3s server takes to serve again after its service (re)starts (etcd rejoins,
+/// the API server comes up): while it does, the kube-vip on that node cannot renew the
+/// control-plane Lease through its local API server, nor the kubelet its node Lease. Not
+/// scaled by the time scale: it races the kube-vip lease, whose timings are not scaled
+/// either; with the usual 15 s lease, a restart of the holder's k3s moves the VIP.
+const K3S_START_S: u64 = 20;
+
+/// What the SSH side tells the controllers: the operator's faults, and what a command on
+/// a node did to that node's k3s server (`systemctl restart k3s`, from a playbook).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterInput {
+    Fault(Fault),
+    /// Server `server` (0-based)'s k3s.service (re)started: it serves again after
+    /// [`K3S_START_S`].
+    K3sStarted {
+        server: usize,
+    },
+    /// Server `server`'s k3s.service stopped: it serves nothing until it starts.
+    K3sStopped {
+        server: usize,
+    },
+}
+
+/// Whether a server's k3s serves its API (and so its kube-vip and kubelet can renew).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum K3s {
+    Serving,
+    Starting { until: tokio::time::Instant },
+    Stopped,
+}
+
 /// How long a kubelet's node Lease lasts, and how often the simulation renews it.
 const NODE_LEASE_S: u64 = 40;
 const NODE_LEASE_RENEW: Duration = Duration::from_secs(10);
@@ -549,7 +581,7 @@ pub async fn run(
     env: SimEnv,
     state: EnvState,
     faults: Vec<(Duration, Fault)>,
-    live: mpsc::UnboundedReceiver<Fault>,
+    live: mpsc::UnboundedReceiver<ClusterInput>,
     cancel: CancellationToken,
 ) {
     let mut c = Controllers::new(store, env, state, cancel.clone());
@@ -574,7 +606,9 @@ pub async fn run(
                     None => std::future::pending().await,
                 }
             } => match f {
-                Some(f) => c.fault(&f),
+                Some(ClusterInput::Fault(f)) => c.fault(&f),
+                Some(ClusterInput::K3sStarted { server }) => c.k3s_starts(server),
+                Some(ClusterInput::K3sStopped { server }) => c.k3s_stops(server),
                 None => live = None,
             },
             _ = async {
@@ -603,6 +637,8 @@ struct Controllers {
     state: EnvState,
     holder: usize,
     dead: Vec<bool>,
+    /// Each server's k3s: a restarting one serves nothing for a while.
+    k3s: Vec<K3s>,
     transitions: u64,
     /// When the holder last renewed (for the handover after it dies).
     last_renew: jiff::Timestamp,
@@ -636,6 +672,7 @@ impl Controllers {
                 .saturating_sub(1)
                 .min(n.saturating_sub(1)),
             dead: vec![false; n],
+            k3s: vec![K3s::Serving; n],
             transitions: 0,
             last_renew: jiff::Timestamp::now(),
             agents_dial: state.agents_dial,
@@ -753,11 +790,49 @@ impl Controllers {
         });
     }
 
-    /// kube-vip: the live holder renews; a dead one does not, and once its lease has run
-    /// out the first live server takes it.
+    /// Whether server `i` is alive and its k3s serves: its kube-vip (which talks to the API
+    /// through 127.0.0.1) and its kubelet can renew their Leases.
+    fn serving(&mut self, i: usize) -> bool {
+        if self.dead.get(i).copied().unwrap_or(true) {
+            return false;
+        }
+        match self.k3s.get(i).copied() {
+            Some(K3s::Serving) => true,
+            Some(K3s::Starting { until }) if tokio::time::Instant::now() >= until => {
+                self.k3s[i] = K3s::Serving;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A k3s.service (re)start on server `i`: it serves again after [`K3S_START_S`].
+    fn k3s_starts(&mut self, i: usize) {
+        if let Some(k) = self.k3s.get_mut(i) {
+            *k = K3s::Starting {
+                until: tokio::time::Instant::now() + Duration::from_secs(K3S_START_S),
+            };
+            tracing::info!(
+                env = %self.env.name,
+                server = %self.env.servers[i].0,
+                holder = i == self.holder,
+                "simulated cluster: k3s restarts; serving again in {K3S_START_S} s"
+            );
+        }
+    }
+
+    /// A k3s.service stop on server `i`: it serves nothing until started again.
+    fn k3s_stops(&mut self, i: usize) {
+        if let Some(k) = self.k3s.get_mut(i) {
+            *k = K3s::Stopped;
+        }
+    }
+
+    /// kube-vip: the holder renews while its node lives and its k3s serves; otherwise, once
+    /// its lease has run out, the first serving server takes it.
     fn renew(&mut self) {
         let now = jiff::Timestamp::now();
-        if !self.dead.get(self.holder).copied().unwrap_or(true) {
+        if self.serving(self.holder) {
             self.last_renew = now;
             let _ = self.store.merge_patch(
                 &self.lease_ref(),
@@ -770,7 +845,7 @@ impl Controllers {
         if !expired {
             return;
         }
-        if let Some(next) = (0..self.env.servers.len()).find(|i| !self.dead[*i]) {
+        if let Some(next) = (0..self.env.servers.len()).find(|i| self.serving(*i)) {
             self.holder = next;
             self.transitions += 1;
             self.last_renew = now;
@@ -797,19 +872,21 @@ impl Controllers {
         }
     }
 
-    /// Every live kubelet renews its node Lease.
-    fn renew_node_leases(&self) {
+    /// Every live kubelet renews its node Lease (k3s runs the kubelet: not while it
+    /// restarts).
+    fn renew_node_leases(&mut self) {
         let now = jiff::Timestamp::now();
-        for (i, (name, _)) in self.env.servers.iter().enumerate() {
-            if self.dead[i] {
+        for i in 0..self.env.servers.len() {
+            if !self.serving(i) {
                 continue;
             }
+            let name = self.env.servers[i].0.clone();
             let _ = self.store.merge_patch(
                 &ObjRef::new(
                     "coordination.k8s.io/v1",
                     "Lease",
                     Some("kube-node-lease"),
-                    name,
+                    &name,
                 ),
                 json!({"spec": {"renewTime": micro_time(now)}}),
             );

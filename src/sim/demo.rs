@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use super::cluster::{self, SimEnv};
+use super::cluster::{self, ClusterInput, SimEnv};
 use super::demo_repo::{self, AddressPlan};
 use super::kube::Store;
 use super::kube::{SimKube, SimKubeConfig};
@@ -106,7 +106,7 @@ struct EnvFaults {
     store: Store,
     lease_duration_s: u64,
     /// Into the environment's controllers ([`cluster::run`]).
-    cluster: UnboundedSender<Fault>,
+    cluster: UnboundedSender<ClusterInput>,
     /// The VPN gateways' (host, state).
     gateways: Vec<(String, Arc<Mutex<NodeState>>)>,
 }
@@ -209,7 +209,7 @@ impl FaultInjector {
             }
         };
         e.cluster
-            .send(fault.clone())
+            .send(ClusterInput::Fault(fault.clone()))
             .map_err(|_| format!("{env}: the simulation has stopped; nothing changed"))?;
         tracing::info!(env, fault = fault.name(), said = %said, "fault injected");
         Ok(format!("{env}: {said}"))
@@ -601,6 +601,11 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
         }
         let store = kubes[&sim_env.name].store().clone();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        for (i, (host, _)) in sim_env.servers.iter().enumerate() {
+            if let Some(node) = nodes.get(host) {
+                tokio::spawn(watch_k3s(node.state(), i, tx.clone(), cancel.clone()));
+            }
+        }
         injected.insert(
             sim_env.name.clone(),
             EnvFaults {
@@ -665,6 +670,52 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
             envs: Arc::new(injected),
         },
     })
+}
+
+/// How often the demo looks at a server's k3s.service for a (re)start or a stop.
+const K3S_LOOK: Duration = Duration::from_millis(200);
+
+/// Tell the cluster of server `server` (0-based) what commands on the node did to its
+/// k3s.service: each (re)start (a new ActiveEnterTimestamp) and each stop. The node is
+/// the SSH side's and the controllers the cluster's; this look is the one wire between
+/// them, so a playbook's `systemctl restart k3s` has the effect a real one has on the VIP.
+async fn watch_k3s(
+    state: Arc<Mutex<NodeState>>,
+    server: usize,
+    tx: UnboundedSender<ClusterInput>,
+    cancel: CancellationToken,
+) {
+    let look = |s: &Arc<Mutex<NodeState>>| {
+        s.lock().ok().and_then(|n| {
+            n.units
+                .get("k3s.service")
+                .map(|u| (u.state == UnitState::Active, u.active_since_ms))
+        })
+    };
+    let mut was = look(&state);
+    let mut tick = tokio::time::interval(K3S_LOOK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let now = look(&state);
+        let said = match (was, now) {
+            (Some((true, before)), Some((true, since))) if since != before => {
+                Some(ClusterInput::K3sStarted { server })
+            }
+            (Some((false, _)) | None, Some((true, _))) => Some(ClusterInput::K3sStarted { server }),
+            (Some((true, _)), Some((false, _)) | None) => Some(ClusterInput::K3sStopped { server }),
+            _ => None,
+        };
+        was = now;
+        if let Some(input) = said {
+            if tx.send(input).is_err() {
+                return;
+            }
+        }
+    }
 }
 
 /// One host's simulated state from its environment's scenario state.
@@ -798,13 +849,14 @@ fn merge_ansible_cfg(theirs: &str, ours: &[(&str, &str, &str)]) -> String {
 
 impl Demo {
     /// What the console's executors (console and headless runs alike) change for the demo:
-    /// trust only the demo's host keys, ignore `~/.ssh/config`, and judge a rollout stuck
-    /// after [`Demo::stuck_after`].
+    /// trust only the demo's host keys, ignore `~/.ssh/config`, judge a rollout stuck
+    /// after [`Demo::stuck_after`], and soak the health gate in the scenario's time scale.
     pub fn exec_setup(&self) -> crate::session::executors::ExecSetup {
         crate::session::executors::ExecSetup {
             ssh: Some(self.ssh_options()),
             ignore_ssh_config: true,
             stuck_after: Some(self.stuck_after()),
+            time_scale: Some(self.scenario.time_scale.max(1)),
         }
     }
 

@@ -194,7 +194,8 @@ impl Driver {
 }
 
 /// Drive `req` through the console's run session on `demo`, journaling under `runs_dir`.
-/// `progress` gets one line per step change and per gate answered, as they happen.
+/// `progress` gets one line per step change and per gate answered, as they happen. A
+/// mutating run takes the cluster's run lock on the demo's cluster, as the console does.
 pub async fn drive(
     demo: &Demo,
     runbooks: RunbookSet,
@@ -202,7 +203,7 @@ pub async fn drive(
     runs_dir: &Path,
     progress: impl FnMut(&str),
 ) -> Result<Report, HeadlessError> {
-    drive_as(demo, runbooks, req, runs_dir, false, progress).await
+    drive_as(demo, runbooks, req, runs_dir, false, false, progress).await
 }
 
 /// [`drive`] as `hk-console observe` would: the executors are the read-only set only, so a
@@ -215,7 +216,20 @@ pub async fn drive_observe(
     runs_dir: &Path,
     progress: impl FnMut(&str),
 ) -> Result<Report, HeadlessError> {
-    drive_as(demo, runbooks, req, runs_dir, true, progress).await
+    drive_as(demo, runbooks, req, runs_dir, true, false, progress).await
+}
+
+/// [`drive`], with `no_cluster_lock` (`--no-cluster-lock`: the run takes no lock, and its
+/// journal says so).
+pub async fn drive_with_lock(
+    demo: &Demo,
+    runbooks: RunbookSet,
+    req: &HeadlessRun,
+    runs_dir: &Path,
+    no_cluster_lock: bool,
+    progress: impl FnMut(&str),
+) -> Result<Report, HeadlessError> {
+    drive_as(demo, runbooks, req, runs_dir, false, no_cluster_lock, progress).await
 }
 
 async fn drive_as(
@@ -224,6 +238,7 @@ async fn drive_as(
     req: &HeadlessRun,
     runs_dir: &Path,
     observe: bool,
+    no_cluster_lock: bool,
     mut progress: impl FnMut(&str),
 ) -> Result<Report, HeadlessError> {
     let open_err = |why: String| HeadlessError::Open {
@@ -236,6 +251,11 @@ async fn drive_as(
     for n in &notices {
         progress(&format!("notice: {n}"));
     }
+    let locking = Arc::new(crate::session::lock::RunLocking::for_repo(
+        &repo,
+        &KubeOverrides::default(),
+        no_cluster_lock,
+    ));
     // As the console opens it: the repo's first environment is the current one.
     let current = repo.environments.first().map(|e| e.name.clone());
     let plans = RepoPlans { repo };
@@ -249,8 +269,9 @@ async fn drive_as(
     )
     .map_err(|e| open_err(e.0))?;
     let caps = Arc::new(caps);
-    let session = Session::plan(plan, &caps, OPERATOR)
+    let mut session = Session::plan(plan, &caps, OPERATOR)
         .map_err(|e| open_err(format!("cannot run `{}` for `{env}`: {e}", req.runbook)))?;
+    session.set_locking(Some(locking));
     let mut d = Driver {
         session,
         queue: VecDeque::new(),

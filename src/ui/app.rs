@@ -219,6 +219,8 @@ pub enum Overlay {
     Help,
     /// The resume decision over an interrupted step that changes systems.
     Resume(Box<ResumeModal>),
+    /// Taking over a stale run lock (its holder stopped renewing).
+    Takeover(Box<crate::ui::panes::takeover::TakeoverModal>),
     Gate(Box<GateModal>),
     Confirm(Confirm),
     Reason {
@@ -316,6 +318,11 @@ pub struct App {
     /// The static check's last result and how to run it again.
     pub check: crate::ui::panes::check::CheckView,
     pub checker: Option<Checker>,
+    /// `--no-cluster-lock`: mutating runs go without the cluster's run lock (a banner line
+    /// on every frame says so).
+    pub no_cluster_lock: bool,
+    /// How mutating runs take the cluster's run lock (given to each operate session).
+    pub locking: Option<Arc<crate::session::lock::RunLocking>>,
 }
 
 /// What the app is built from.
@@ -413,6 +420,8 @@ impl App {
             protected: Vec::new(),
             check: crate::ui::panes::check::CheckView::default(),
             checker: None,
+            no_cluster_lock: false,
+            locking: None,
         };
         app.refresh_runs();
         app
@@ -587,6 +596,7 @@ impl App {
         match overlay {
             Overlay::Help => Control::Continue,
             Overlay::Resume(m) => self.resume_key(m, key),
+            Overlay::Takeover(m) => self.takeover_key(m, key),
             Overlay::Confirm(c) => match key.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') => match c {
                     Confirm::Quit => Control::Quit,
@@ -1097,7 +1107,10 @@ impl App {
             }
         };
         let session = match Session::plan(plan, &self.caps, &self.operator) {
-            Ok(s) => s,
+            Ok(mut s) => {
+                s.set_locking(self.locking.clone());
+                s
+            }
             Err(e) => {
                 self.status = Some(format!("cannot run `{id}` for `{env}`: {e}"));
                 return;
@@ -1129,9 +1142,32 @@ impl App {
         match Session::open_journal(&path, outcome, &self.caps, &self.operator, self.now) {
             Ok(Opened { session, effects }) => {
                 self.set_active(session);
+                self.show_output_log(&path);
                 self.apply(effects);
             }
             Err(e) => self.status = Some(e.0),
+        }
+    }
+
+    /// A run reopened from Recent runs shows the output its log holds (what `runs show`
+    /// reads), each step's lines under the header the live run printed; a resumed run's new
+    /// output follows. An unreadable log is said in the pane, never shown as "no output".
+    fn show_output_log(&mut self, journal_path: &std::path::Path) {
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        match journal::read_output(journal_path) {
+            Ok(log) => {
+                for s in crate::record::console_output(&a.run.plan().steps, &log) {
+                    let total = a.output.dropped() + a.output.len() as u64;
+                    a.step_output_start.insert(s.n, total);
+                    a.output.push(&s.header);
+                    for l in &s.lines {
+                        a.output.push(l);
+                    }
+                }
+            }
+            Err(e) => a.output.push(&format!("output log unreadable: {e}")),
         }
     }
 
@@ -1147,8 +1183,50 @@ impl App {
         };
         match a.session.start(self.runs_dir.as_deref(), self.now) {
             Ok(fx) => self.apply(fx),
-            Err(e) => self.status = Some(e.0),
+            Err(e) => {
+                // A stale lock: its holder, since and last renewal, and the way to take it
+                // over (the environment's name and a reason).
+                if let Some((record, age_ms)) = a.session.stale_lock().cloned() {
+                    let env = a.run.plan().env.clone();
+                    self.overlay = Some(Overlay::Takeover(Box::new(
+                        crate::ui::panes::takeover::TakeoverModal::new(&env, record, age_ms),
+                    )));
+                }
+                self.status = Some(e.0);
+            }
         }
+    }
+
+    fn takeover_key(
+        &mut self,
+        mut m: Box<crate::ui::panes::takeover::TakeoverModal>,
+        key: KeyEvent,
+    ) -> Control {
+        use crate::ui::panes::takeover::TakeoverKey;
+        match m.key(key) {
+            TakeoverKey::Asking => self.overlay = Some(Overlay::Takeover(m)),
+            TakeoverKey::Cancelled => {
+                self.status = Some("the stale run lock was left as it is".into());
+            }
+            TakeoverKey::TakeOver { typed, reason } => {
+                let Some(a) = self.active.as_mut() else {
+                    return Control::Continue;
+                };
+                match a.session.take_over_and_start(
+                    self.runs_dir.as_deref(),
+                    self.now,
+                    &typed,
+                    &reason,
+                ) {
+                    Ok(fx) => self.apply(fx),
+                    Err(e) => {
+                        m.error = Some(e.0);
+                        self.overlay = Some(Overlay::Takeover(m));
+                    }
+                }
+            }
+        }
+        Control::Continue
     }
 
     /// Forward `input` (an operator's answer) to the session, and show what it did.

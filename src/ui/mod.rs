@@ -76,6 +76,11 @@ pub struct UiOptions {
     /// (`observe::feed::Update`). The senders live with the sources; the console keeps the
     /// latest per (environment, kind). `None`: no source runs and the panes say "no data yet".
     pub observations: Option<mpsc::Receiver<Update>>,
+    /// The cluster's run lock for mutating runs (`None`: nothing can run, so nothing locks:
+    /// a dry run, the bundled sample, observe mode).
+    pub locking: Option<Arc<crate::session::lock::RunLocking>>,
+    /// `--no-cluster-lock` was given: a banner line on every frame says so.
+    pub no_cluster_lock: bool,
     /// Problems found while setting up (e.g. hosts whose SSH settings cannot be read),
     /// shown on the status line at start.
     pub notices: Vec<String>,
@@ -162,6 +167,8 @@ pub async fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
     let mut app = build_app(parts, opts.capabilities, &opts.start);
     app.protected = opts.protected;
     app.checker = opts.checker;
+    app.locking = opts.locking;
+    app.no_cluster_lock = opts.no_cluster_lock;
     app.run_check();
     if !opts.notices.is_empty() {
         for n in &opts.notices {

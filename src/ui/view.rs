@@ -23,7 +23,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         f.render_widget(Paragraph::new("hk-console: terminal too small"), area);
         return;
     }
-    let banner = u16::from(app.is_observe());
+    let banner = panes::banner::lines(app);
     let strip = if area.height >= FULL_STRIP_MIN_HEIGHT {
         5
     } else if area.height >= 10 {

@@ -59,6 +59,9 @@ pub struct KubeExecutor {
     clusters: Arc<Clusters>,
     /// None: the environment's `WatchSettings::stuck_after`, as the rollout pane uses.
     stuck_after: Option<Duration>,
+    /// The demo's time compression: the health gate's stable_for and soak are divided by
+    /// it (1 against a real cluster).
+    time_scale: u32,
     flux_timeout: Duration,
     state: Arc<Mutex<KubeState>>,
 }
@@ -77,6 +80,7 @@ impl KubeExecutor {
             kind,
             clusters,
             stuck_after: None,
+            time_scale: 1,
             flux_timeout: flux::DEFAULT_TIMEOUT,
             state: Arc::default(),
         }
@@ -85,6 +89,12 @@ impl KubeExecutor {
     /// How long an updated pod may stay unready before a rollout wait fails.
     pub fn with_stuck_after(mut self, d: Duration) -> Self {
         self.stuck_after = Some(d);
+        self
+    }
+
+    /// Run the health gate's waits `scale` times faster (the demo's scenario time scale).
+    pub fn with_time_scale(mut self, scale: u32) -> Self {
+        self.time_scale = scale.max(1);
         self
     }
 
@@ -222,8 +232,15 @@ impl KubeExecutor {
                 if let Some(d) = self.stuck_after {
                     opts.stuck_after = d;
                 }
-                match wait::wait(
-                    client, &topology, &settings, &condition, &opts, cancel, &progress,
+                match wait::wait_scaled(
+                    client,
+                    &topology,
+                    &settings,
+                    &condition,
+                    &opts,
+                    self.time_scale,
+                    cancel,
+                    &progress,
                 )
                 .await
                 {

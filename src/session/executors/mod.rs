@@ -74,6 +74,9 @@ pub struct ExecSetup {
     /// kube-wait's stuck-rollout threshold instead of the environment's (the demo scales
     /// it with its scenario's time compression).
     pub stuck_after: Option<Duration>,
+    /// The health gate's stable_for and soak divided by this (the demo's scenario time
+    /// scale); `None`: real time.
+    pub time_scale: Option<u32>,
 }
 
 /// [`capabilities_with_clusters`] with `setup` applied.
@@ -147,6 +150,9 @@ pub fn capabilities_with(
             let mut wait = KubeExecutor::kube_wait(Arc::clone(c));
             if let Some(d) = setup.stuck_after {
                 wait = wait.with_stuck_after(d);
+            }
+            if let Some(s) = setup.time_scale {
+                wait = wait.with_time_scale(s);
             }
             if let Err(e) = read_only.add(Arc::new(wait)) {
                 warnings.push(e.to_string());

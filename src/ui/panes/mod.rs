@@ -11,6 +11,7 @@ pub mod overlay;
 pub mod resume;
 pub mod run;
 pub mod strip;
+pub mod takeover;
 pub mod timeline;
 
 use ratatui::layout::{Constraint, Flex, Layout, Rect};

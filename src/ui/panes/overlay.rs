@@ -18,6 +18,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         None => {}
         Some(Overlay::Help) => draw_help(f, area, app),
         Some(Overlay::Resume(m)) => super::resume::draw(f, area, app, m),
+        Some(Overlay::Takeover(m)) => super::takeover::draw(f, area, app, m),
         Some(Overlay::Gate(m)) => draw_gate(f, area, app, m),
         Some(Overlay::Confirm(c)) => draw_confirm(f, area, app, c),
         Some(Overlay::Reason { why, text, error }) => {

@@ -1,0 +1,285 @@
+//! The cluster's run lock around real runs in the simulation, headless: a mutating run
+//! takes `kube-system/hk-console-run-lock` on the demo's kube API (read through the API
+//! while the run lives: holder login@host, the run's id and runbook) and releases it at the
+//! end, both journaled; a second run while another console holds it does not start, naming
+//! the holder, and writes no journal; `--no-cluster-lock` runs without it and journals
+//! that; a stale lock refuses the start and is taken over only with the environment's
+//! name typed and a reason, journaled in the new run and marked on the Lease for the old.
+//! Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin): fails, not skips.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hk_console::cluster::lock::{self, Claimant, LOCK_NAME, LOCK_NAMESPACE, RUN_ID_ANNOTATION};
+use hk_console::cluster::KubeOverrides;
+use hk_console::record;
+use hk_console::sim::demo::{self, Demo};
+use hk_console::sim::headless::{drive_with_lock, HeadlessError, HeadlessRun};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+
+fn require_ansible() {
+    let dirs = hk_console::exec::ansible::search_dirs();
+    assert!(
+        hk_console::exec::ansible::find_binary("ansible-playbook", &dirs).is_some(),
+        "ansible-playbook not found: {}",
+        hk_console::exec::ansible::INSTALL_HINT
+    );
+}
+
+async fn client(d: &Demo, env: &str) -> kube::Client {
+    let t = hk_console::cluster::kube_target(&d.repo, env, &KubeOverrides::default())
+        .expect("the demo's kubeconfig");
+    hk_console::cluster::client(&t).await.expect("client")
+}
+
+async fn lease(c: &kube::Client) -> Option<Lease> {
+    Api::<Lease>::namespaced(c.clone(), LOCK_NAMESPACE)
+        .get_opt(LOCK_NAME)
+        .await
+        .expect("read the lock Lease")
+}
+
+fn holder(l: &Option<Lease>) -> Option<String> {
+    l.as_ref()?
+        .spec
+        .as_ref()?
+        .holder_identity
+        .clone()
+        .filter(|h| !h.is_empty())
+}
+
+fn packages(host: &str) -> HeadlessRun {
+    HeadlessRun {
+        runbook: "packages-baseline".into(),
+        env: Some("dev".into()),
+        host: Some(host.into()),
+        deadline: Duration::from_secs(300),
+    }
+}
+
+async fn run(
+    d: &Demo,
+    runs: &std::path::Path,
+    no_lock: bool,
+) -> Result<hk_console::sim::headless::Report, HeadlessError> {
+    let set = hk_console::runbook::embedded::load(&[]).expect("shipped runbooks");
+    drive_with_lock(d, set, &packages("k3s-dev-2"), runs, no_lock, |l| {
+        eprintln!("{l}")
+    })
+    .await
+}
+
+fn lock_notes(journal: &std::path::Path) -> Vec<String> {
+    record::load_path(journal)
+        .expect("record")
+        .decisions
+        .into_iter()
+        .filter(|d| d.what == "run-lock")
+        .filter_map(|d| d.note)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutating_run_takes_the_lock_and_releases_it_and_a_second_console_is_refused() {
+    require_ansible();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = demo::start("healthy", &dir.path().join("repo"))
+        .await
+        .expect("demo");
+    let c = client(&d, "dev").await;
+    assert_eq!(holder(&lease(&c).await), None, "free before any run");
+
+    // Watch the Lease through the API while the run lives.
+    let seen: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let watcher = {
+        let (c, seen, stop) = (c.clone(), Arc::clone(&seen), stop.clone());
+        tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                let l = lease(&c).await;
+                if let Some(h) = holder(&l) {
+                    let id = l
+                        .as_ref()
+                        .and_then(|l| l.metadata.annotations.as_ref())
+                        .and_then(|a| a.get(RUN_ID_ANNOTATION).cloned())
+                        .unwrap_or_default();
+                    seen.lock().expect("seen").push((h, id));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let r = run(&d, &dir.path().join("runs-a"), false)
+        .await
+        .expect("the run starts");
+    stop.cancel();
+    watcher.await.expect("watcher");
+    assert!(r.succeeded, "{}", r.render());
+    let me = Claimant::this_console("x", "x", "x").holder;
+    let run_id = record::load_path(&r.journal).expect("record").run_id;
+    let seen = seen.lock().expect("seen").clone();
+    assert!(!seen.is_empty(), "the Lease was never held during the run");
+    assert!(
+        seen.iter().all(|(h, id)| h == &me && id == &run_id),
+        "held by {seen:?}, expected {me} for run {run_id}"
+    );
+    let after = lease(&c).await;
+    assert_eq!(holder(&after), None, "released at the end: {after:?}");
+    let notes = lock_notes(&r.journal);
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(
+        notes[0].starts_with(&format!("run lock taken by {me} (60 s")),
+        "{notes:?}"
+    );
+    assert_eq!(notes[1], "run lock released");
+
+    // Another console holds it: the run does not start, and says who.
+    let bob = Claimant {
+        holder: "bob@console-b".into(),
+        run_id: "20261203T120000000Z-memattr-survey-dev".into(),
+        runbook: "memattr-survey".into(),
+        env: "dev".into(),
+    };
+    let _held = lock::acquire(&c, &bob, 60).await.expect("bob takes it");
+    let runs_b = dir.path().join("runs-b");
+    match run(&d, &runs_b, false).await {
+        Err(HeadlessError::Start { why, .. }) => {
+            eprintln!("refused: {why}");
+            assert!(
+                why.contains("another console holds the run lock of `dev`: bob@console-b running memattr-survey"),
+                "{why}"
+            );
+            assert!(why.contains(" since "), "{why}");
+        }
+        Err(other) => panic!("{other}"),
+        Ok(r) => panic!("started while bob holds the lock: {}", r.render()),
+    }
+    assert!(
+        std::fs::read_dir(&runs_b).map_or(true, |mut d| d.next().is_none()),
+        "a refused run leaves no journal"
+    );
+
+    // --no-cluster-lock: it runs, journals that it took no lock, and leaves bob's alone.
+    let r = run(&d, &dir.path().join("runs-c"), true)
+        .await
+        .expect("runs without the lock");
+    assert!(r.succeeded, "{}", r.render());
+    let notes = lock_notes(&r.journal);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].starts_with(&format!(
+            "run without the cluster's run lock (--no-cluster-lock, by {me})"
+        )),
+        "{notes:?}"
+    );
+    assert_eq!(holder(&lease(&c).await).as_deref(), Some("bob@console-b"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_lock_is_taken_over_only_with_the_typed_answer_and_both_runs_see_it() {
+    use hk_console::runbook::machine::Input;
+    use hk_console::session::Session;
+    require_ansible();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = demo::start("healthy", &dir.path().join("repo"))
+        .await
+        .expect("demo");
+    let c = client(&d, "dev").await;
+    // Ann's console took it for 1 s and died.
+    let ann = Claimant {
+        holder: "ann@console-a".into(),
+        run_id: "20261203T110000000Z-etcd-io-priority-dev".into(),
+        runbook: "etcd-io-priority".into(),
+        env: "dev".into(),
+    };
+    drop(lock::acquire(&c, &ann, 1).await.expect("ann takes it"));
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+
+    // The console's session, as the app opens it.
+    let repo = hk_console::repo::Repo::load(&d.dir).expect("repo");
+    let clusters = Arc::new(hk_console::session::executors::Clusters::for_repo(
+        &repo,
+        &KubeOverrides::default(),
+    ));
+    let (caps, _) =
+        hk_console::session::executors::capabilities_with(&repo, false, clusters, &d.exec_setup());
+    let set = hk_console::runbook::embedded::load(&[]).expect("runbooks");
+    let plans = hk_console::session::RepoPlans { repo };
+    let (plan, _) = hk_console::session::plan_runbook(
+        &set,
+        &plans,
+        "packages-baseline",
+        Some("dev"),
+        None,
+        Some("k3s-dev-2"),
+    )
+    .expect("plan");
+    let mut s = Session::plan(plan, &caps, "carol").expect("session");
+    s.set_locking(Some(Arc::new(
+        hk_console::session::lock::RunLocking::for_repo(
+            &plans.repo,
+            &KubeOverrides::default(),
+            false,
+        ),
+    )));
+    let runs = dir.path().join("runs");
+    let now = hk_console::journal::now();
+    let why = s.start(Some(&runs), now).expect_err("stale: refused").0;
+    assert!(
+        why.contains("the run lock of `dev` is stale: ann@console-a running etcd-io-priority"),
+        "{why}"
+    );
+    assert!(why.contains("last renewed"), "{why}");
+    let (record, age) = s.stale_lock().cloned().expect("the prompt's facts");
+    assert_eq!(record.holder, "ann@console-a");
+    assert!(age >= 1000, "{age}");
+    // Wrong name, no reason: refused, nothing journaled, the Lease unchanged.
+    let err = s
+        .take_over_and_start(Some(&runs), now, "prod", "ann is gone")
+        .expect_err("wrong env");
+    assert!(
+        err.0.contains("type the environment's name `dev`"),
+        "{err:?}"
+    );
+    let err = s
+        .take_over_and_start(Some(&runs), now, "dev", " ")
+        .expect_err("no reason");
+    assert!(err.0.contains("reason"), "{err:?}");
+    assert!(s.journal.is_none());
+    assert_eq!(holder(&lease(&c).await).as_deref(), Some("ann@console-a"));
+
+    let now = hk_console::journal::now();
+    s.take_over_and_start(Some(&runs), now, "dev", "ann's laptop died")
+        .expect("taken over and started");
+    let me = Claimant::this_console("x", "x", "x").holder;
+    assert_eq!(holder(&lease(&c).await), Some(me.clone()));
+    // The new run's journal: the take-over first, before the start.
+    let path = s.journal.as_ref().expect("journal").path().to_path_buf();
+    let r = hk_console::journal::replay(&path).expect("replay");
+    match &r.records[0].input {
+        Input::RunLock { note } => {
+            let said = note.to_string();
+            assert!(said.starts_with("stale run lock of ann@console-a (run 20261203T110000000Z-etcd-io-priority-dev), last renewed "), "{said}");
+            assert!(
+                said.ends_with(&format!(
+                    "taken over by {me} (typed `dev`): ann's laptop died"
+                )),
+                "{said}"
+            );
+        }
+        other => panic!("first record: {other:?}"),
+    }
+    assert!(matches!(r.records[1].input, Input::Start));
+    // Ann's run learns it from the Lease (what her console journals when it finds out).
+    let note = hk_console::session::lock::lost_note(&c, &ann.run_id, "?".into()).await;
+    let said = note.to_string();
+    assert!(
+        said.starts_with(&format!(
+            "run lock taken over by {me} (run {}) at ",
+            r.header.run_id
+        )),
+        "{said}"
+    );
+    assert!(note.to_string().ends_with(": ann's laptop died"), "{note}");
+}

@@ -1,0 +1,180 @@
+//! The console's Recent runs opens a run with the same record `hk-console runs show` reads,
+//! output included: a node-health run on prod is driven through the console (its steps'
+//! output lines go to the run's output log), then a second console on the same runs
+//! directory opens it from Recent runs and its output pane holds every line the log holds,
+//! under each step's header, where before it said "no output yet". An interrupted run
+//! reopened for resume shows its earlier output too, and the resumed attempt's output
+//! follows it.
+mod ui_common;
+
+use hk_console::journal;
+use hk_console::record;
+use hk_console::runbook::machine::{RunOutcome, StepState};
+use hk_console::ui::action::Action;
+use hk_console::ui::app::{App, Screen};
+use ui_common::*;
+
+fn console(dir: &std::path::Path) -> App {
+    App::operate(parts(dir), operate_caps(&ALL_KINDS, &[]))
+}
+
+/// Every line the output pane holds now.
+fn pane(app: &App) -> Vec<String> {
+    let a = app.active.as_ref().expect("a run is open");
+    a.output
+        .window(a.output.len())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Drive node-health on prod to its end: every step's work prints two lines naming it.
+fn run_node_health(dir: &std::path::Path) -> Vec<String> {
+    let mut app = console(dir);
+    app.open_runbook("node-health", Some("prod"), None);
+    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    app.handle_key(key('s'));
+    let mut printed = Vec::new();
+    for _ in 0..200 {
+        if answer_gate(&mut app) {
+            continue;
+        }
+        let Some(req) = app.outbox.front() else {
+            break;
+        };
+        let lines = match req {
+            hk_console::session::exec::ExecRequest::Execute { step, .. } => vec![
+                format!("step {} says hello", step.n),
+                format!("step {} is done", step.n),
+            ],
+            _ => vec![],
+        };
+        printed.extend(lines.iter().cloned());
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        play_one(&mut app, &refs);
+    }
+    let a = app.active.as_ref().expect("run");
+    assert!(
+        a.run
+            .steps()
+            .all(|(_, r)| matches!(r.state, StepState::Done)),
+        "node-health did not finish: {:?}",
+        a.run.steps().map(|(_, r)| &r.state).collect::<Vec<_>>()
+    );
+    assert!(!printed.is_empty());
+    printed
+}
+
+#[test]
+fn recent_runs_opens_a_finished_run_with_its_output() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let printed = run_node_health(dir.path());
+
+    // Another console on the same runs directory.
+    let mut app = console(dir.path());
+    assert_eq!(app.runs.len(), 1);
+    assert_eq!(app.runs[0].outcome, RunOutcome::Succeeded);
+    app.update(Action::FocusNext); // runbooks -> runs
+    app.update(Action::Open);
+    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    let shown = pane(&app);
+    for l in &printed {
+        assert!(shown.contains(l), "`{l}` is not in the pane: {shown:#?}");
+    }
+    // Each step's lines sit under the header the live run printed.
+    let a = app.active.as_ref().expect("run");
+    for (p, _) in a.run.steps() {
+        if let Some(at) = shown
+            .iter()
+            .position(|l| l == &format!("step {} says hello", p.n))
+        {
+            assert_eq!(shown[at - 1], record::step_header(p), "{shown:#?}");
+        }
+    }
+    // What `runs show` prints of each step's output is in the pane: one record.
+    let rec = record::load_path(&app.runs[0].path).expect("record");
+    let tails: Vec<&String> = rec.steps.iter().flat_map(|s| &s.output).collect();
+    assert!(!tails.is_empty());
+    for l in tails {
+        assert!(shown.contains(l), "runs show has `{l}`, the pane has not");
+    }
+    let frame = text(&render(&mut app, 160, 45));
+    assert!(!frame.contains("no output yet"), "{frame}");
+    assert!(
+        frame.contains("says hello") || frame.contains("is done"),
+        "{frame}"
+    );
+}
+
+#[test]
+fn an_interrupted_run_reopened_shows_its_earlier_output_then_the_new_attempts() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // A console that dies with step 1 running, having printed two lines.
+    {
+        let mut app = console(dir.path());
+        app.open_runbook("node-health", Some("prod"), None);
+        app.handle_key(key('s'));
+        while answer_gate(&mut app) {}
+        let Some(hk_console::session::exec::ExecRequest::Execute {
+            step, attempt, tag, ..
+        }) = app.outbox.pop_front()
+        else {
+            panic!("step 1 should have gone to its executor");
+        };
+        app.handle_exec(hk_console::session::exec::ExecReply::Outcome {
+            tag,
+            input: hk_console::runbook::machine::Input::StepStarted { n: step.n, attempt },
+        });
+        for l in ["first attempt line 1", "first attempt line 2"] {
+            app.handle_exec(hk_console::session::exec::ExecReply::Output {
+                tag,
+                n: step.n,
+                attempt,
+                line: l.into(),
+            });
+        }
+    }
+    let mut app = console(dir.path());
+    assert_eq!(app.runs[0].outcome, RunOutcome::Interrupted);
+    let path = app.runs[0].path.clone();
+    app.update(Action::FocusNext);
+    app.update(Action::Open);
+    let a = app.active.as_ref().expect("resumed");
+    assert!(a.journal.is_some(), "an interrupted run reopens for resume");
+    let shown = pane(&app);
+    let at = shown
+        .iter()
+        .position(|l| l == "first attempt line 1")
+        .unwrap_or_else(|| panic!("earlier output missing: {shown:#?}"));
+    assert_eq!(shown[at + 1], "first attempt line 2");
+    // The retry's output comes after it, under its own header.
+    app.update(Action::Retry);
+    play_one(&mut app, &["second attempt line"]);
+    let shown = pane(&app);
+    let retry = shown
+        .iter()
+        .position(|l| l == "second attempt line")
+        .unwrap_or_else(|| panic!("retry output missing: {shown:#?}"));
+    assert!(retry > at + 1, "{shown:#?}");
+    // Reopened again, the log's two attempts are told apart.
+    let log = journal::read_output(&path).expect("output log");
+    let a = app.active.as_ref().expect("run");
+    let grouped = record::console_output(&a.run.plan().steps, &log);
+    assert_eq!(grouped.len(), 2, "{grouped:#?}");
+    assert!(grouped[1].header.ends_with("attempt 2"), "{grouped:#?}");
+    assert_eq!(grouped[1].lines, ["second attempt line"]);
+}
+
+#[test]
+fn console_output_of_a_step_the_plan_lacks_still_shows_it() {
+    let out = record::console_output(
+        &[],
+        &[journal::OutputRecord {
+            n: 9,
+            attempt: 1,
+            at: T0,
+            line: "x".into(),
+        }],
+    );
+    assert_eq!(out[0].header, "── step 9 (not in this plan) ──");
+    assert_eq!(out[0].lines, ["x"]);
+}
