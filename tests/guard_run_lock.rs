@@ -5,6 +5,7 @@
 //! the holder, and writes no journal; `--no-cluster-lock` runs without it and journals
 //! that; a stale lock refuses the start and is taken over only with the environment's
 //! name typed and a reason, journaled in the new run and marked on the Lease for the old.
+//! An interrupted run resumes only by taking the lock again under its own run id.
 //! Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin): fails, not skips.
 
 use std::sync::{Arc, Mutex};
@@ -282,4 +283,116 @@ async fn a_stale_lock_is_taken_over_only_with_the_typed_answer_and_both_runs_see
         "{said}"
     );
     assert!(note.to_string().ends_with(": ann's laptop died"), "{note}");
+}
+
+/// The journal of `finished` cut just after its last step (the mutating one) started: what a
+/// console killed mid-step leaves.
+fn interrupted_copy(finished: &std::path::Path, into: &std::path::Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(finished).expect("journal");
+    let lines: Vec<&str> = text.lines().collect();
+    let cut = lines
+        .iter()
+        .rposition(|l| l.contains("\"type\":\"step-started\""))
+        .unwrap_or_else(|| panic!("no step start in {}:\n{text}", finished.display()));
+    std::fs::create_dir_all(into).expect("runs dir");
+    let path = into.join(finished.file_name().expect("name"));
+    std::fs::write(&path, lines[..=cut].join("\n") + "\n").expect("write");
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_run_resumes_only_with_the_lock_held_by_itself() {
+    use hk_console::runbook::machine::RunOutcome;
+    use hk_console::session::executors::{capabilities_with, Clusters};
+    use hk_console::session::lock::RunLocking;
+    use hk_console::session::Session;
+
+    require_ansible();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = demo::start("healthy", &dir.path().join("repo"))
+        .await
+        .expect("demo");
+    let c = client(&d, "dev").await;
+    let r = run(&d, &dir.path().join("runs-a"), false)
+        .await
+        .expect("the run starts");
+    assert!(r.succeeded, "{}", r.render());
+    let journal = interrupted_copy(&r.journal, &dir.path().join("runs-i"));
+    let run_id = record::load_path(&r.journal).expect("record").run_id;
+
+    let repo = hk_console::repo::Repo::load(&d.dir).expect("repo");
+    let clusters = Arc::new(Clusters::for_repo(&repo, &KubeOverrides::default()));
+    let (caps, _) = capabilities_with(&repo, false, clusters, &d.exec_setup());
+    let locking = Arc::new(RunLocking::for_repo(
+        &repo,
+        &KubeOverrides::default(),
+        false,
+    ));
+
+    // Another console holds dev's lock: the interrupted run opens to look at, never resumes.
+    let bob = Claimant {
+        holder: "bob@console-b".into(),
+        run_id: "20261203T120000000Z-memattr-survey-dev".into(),
+        runbook: "memattr-survey".into(),
+        env: "dev".into(),
+    };
+    let held = lock::acquire(&c, &bob, 60).await.expect("bob takes it");
+    let before = std::fs::read_to_string(&journal).expect("journal");
+    let opened = Session::open_journal(
+        &journal,
+        RunOutcome::Interrupted,
+        &caps,
+        "tester",
+        hk_console::time::now(),
+        Some(Arc::clone(&locking)),
+    )
+    .expect("opens");
+    let said = format!("{:?}", opened.effects);
+    assert!(
+        said.contains("not resumed") && said.contains("bob@console-b"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&journal).expect("journal"),
+        before,
+        "a run that did not resume journals nothing"
+    );
+    drop(opened);
+    held.release().await.expect("bob lets go");
+
+    // Free: it resumes holding the lock under its own run id, and journals that first.
+    let notes_before = lock_notes(&journal);
+    let opened = Session::open_journal(
+        &journal,
+        RunOutcome::Interrupted,
+        &caps,
+        "tester",
+        hk_console::time::now(),
+        Some(locking),
+    )
+    .expect("opens");
+    let said = format!("{:?}", opened.effects);
+    assert!(said.contains("resumed"), "{said}");
+    assert!(!said.contains("not resumed"), "{said}");
+    let l = lease(&c).await;
+    let me = Claimant::this_console("x", "x", "x").holder;
+    assert_eq!(holder(&l).as_deref(), Some(me.as_str()), "{l:?}");
+    let id = l
+        .as_ref()
+        .and_then(|l| l.metadata.annotations.as_ref())
+        .and_then(|a| a.get(RUN_ID_ANNOTATION).cloned());
+    assert_eq!(id.as_deref(), Some(run_id.as_str()));
+    let taken = |notes: &[String]| {
+        notes
+            .iter()
+            .filter(|n| n.starts_with(&format!("run lock taken by {me}")))
+            .count()
+    };
+    let notes = lock_notes(&journal);
+    assert_eq!(
+        taken(&notes),
+        taken(&notes_before) + 1,
+        "the resume journals its own taking: {notes:?}"
+    );
+    drop(opened);
 }

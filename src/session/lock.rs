@@ -439,6 +439,37 @@ impl SessionLock {
         }
     }
 
+    /// Before an interrupted run `run_id` of `plan` resumes: a mutating one takes the lock
+    /// again under its own run id (a lock this console's run still holds is re-taken; one
+    /// held by another run, stale or unreachable refuses the resume).
+    pub fn before_resume(
+        &mut self,
+        plan: &crate::runbook::plan::Plan,
+        run_id: &str,
+    ) -> Result<(), RunLockError> {
+        self.stale = None;
+        let Some(locking) = self.locking.clone() else {
+            return Ok(());
+        };
+        if !needs_lock(plan) {
+            return Ok(());
+        }
+        let me = Claimant::this_console(run_id, &plan.runbook, &plan.env);
+        match locking.take_now(&me) {
+            Ok((held, note)) => {
+                self.held = held;
+                self.notes.push(note);
+                Ok(())
+            }
+            Err(e) => {
+                if let RunLockError::Stale { record, age_ms, .. } = &e {
+                    self.stale = Some(((**record).clone(), *age_ms));
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// Take over the stale lock for a run of `plan` starting at `now`, with the operator's
     /// typed environment name and reason.
     pub fn take_over(

@@ -338,6 +338,7 @@ impl<X: Executors> RunSession<X> {
         exec: X,
         operator: &str,
         now: Timestamp,
+        mut lock: lock::SessionLock,
     ) -> Result<(Self, Vec<SessionEffect>), NotOpened> {
         let looked_at = |session: Self, notice: String| {
             (session.by(operator), vec![SessionEffect::Notice(notice)])
@@ -372,16 +373,36 @@ impl<X: Executors> RunSession<X> {
                     .into(),
             ));
         }
-        let (j, replayed, effects) =
-            Journal::resume(path, now).map_err(|e| NotOpened(format!("cannot resume: {e}")))?;
+        // A resumed run changes systems again, so it holds the cluster's run lock as a
+        // started one does (under its own run id: the same console re-takes its own lock),
+        // or it does not resume: held by another run, stale or unreachable, it opens to
+        // look at only and says why.
+        if let Err(e) = lock.before_resume(r.run.plan(), &r.header.run_id) {
+            let notice = format!(
+                "run {}: not resumed: {e}; opened to look at only",
+                r.header.run_id
+            );
+            return Ok(looked_at(Self::view(r.run, exec), notice));
+        }
+        let (j, replayed, effects) = match Journal::resume(path, now) {
+            Ok(x) => x,
+            Err(e) => {
+                lock.at_end();
+                return Err(NotOpened(format!("cannot resume: {e}")));
+            }
+        };
         let started_by = replayed.header.operator.clone();
         let mut session = Self::new(replayed.run, Some(j), false, exec).by(operator);
+        session.core.lock = lock;
         let warn: Vec<String> = replayed.warnings.iter().map(|w| w.to_string()).collect();
         let mut out = vec![SessionEffect::Notice(if warn.is_empty() {
             "resumed".into()
         } else {
             format!("resumed: {}", warn.join("; "))
         })];
+        for note in session.core.lock.take_notes() {
+            out.extend(session.feed(Input::RunLock { note }, now));
+        }
         let next = session.dispatch(effects, &mut out);
         for input in next {
             out.extend(session.feed(input, now));
@@ -771,11 +792,19 @@ impl Session {
         caps: &Capabilities,
         operator: &str,
         now: Timestamp,
+        locking: Option<std::sync::Arc<lock::RunLocking>>,
     ) -> Result<Opened, NotOpened> {
         let (session, effects) = match caps {
             Capabilities::Observe { read_only } => {
-                let (s, fx) =
-                    RunSession::open_journal(path, outcome, read_only.clone(), operator, now)?;
+                // Observe resumes nothing, so it takes no lock.
+                let (s, fx) = RunSession::open_journal(
+                    path,
+                    outcome,
+                    read_only.clone(),
+                    operator,
+                    now,
+                    lock::SessionLock::new(None),
+                )?;
                 (Session::Observe(s), fx)
             }
             Capabilities::Operate {
@@ -786,7 +815,14 @@ impl Session {
                     read_only: read_only.clone(),
                     mutating: mutating.clone(),
                 };
-                let (s, fx) = RunSession::open_journal(path, outcome, exec, operator, now)?;
+                let (s, fx) = RunSession::open_journal(
+                    path,
+                    outcome,
+                    exec,
+                    operator,
+                    now,
+                    lock::SessionLock::new(locking),
+                )?;
                 (Session::Operate(s), fx)
             }
         };

@@ -229,7 +229,16 @@ pub async fn drive_with_lock(
     no_cluster_lock: bool,
     progress: impl FnMut(&str),
 ) -> Result<Report, HeadlessError> {
-    drive_as(demo, runbooks, req, runs_dir, false, no_cluster_lock, progress).await
+    drive_as(
+        demo,
+        runbooks,
+        req,
+        runs_dir,
+        false,
+        no_cluster_lock,
+        progress,
+    )
+    .await
 }
 
 async fn drive_as(

@@ -1139,7 +1139,14 @@ impl App {
             self.status = Some("a run is active: finish or abort it (A) first".into());
             return;
         }
-        match Session::open_journal(&path, outcome, &self.caps, &self.operator, self.now) {
+        match Session::open_journal(
+            &path,
+            outcome,
+            &self.caps,
+            &self.operator,
+            self.now,
+            self.locking.clone(),
+        ) {
             Ok(Opened { session, effects }) => {
                 self.set_active(session);
                 self.show_output_log(&path);
