@@ -13,6 +13,8 @@
 //! - [`record`]: the change record of a run (`runs list`/`runs show`), from its journal.
 //! - [`sim`]: the embedded simulated homelab (loopback SSH nodes, ...).
 //! - [`ui`]: the interactive console: app state, actions, keymaps, panes, themes.
+//! - [`redact`]: the no_log mask: `repo::vault` learns the secrets, `exec` masks them in
+//!   every line; neutral, so repo/ needs nothing of exec/.
 //! - [`text`]: strings from data made safe to print (control characters written out).
 //! - [`time`]: the clock read, calendar fields and durations in words, on jiff.
 //! - [`tui`]: the terminal owner and the event loop.
@@ -30,6 +32,7 @@ pub mod exec;
 pub mod journal;
 pub mod observe;
 pub mod record;
+pub mod redact;
 pub mod repo;
 pub mod runbook;
 pub mod session;
