@@ -1,8 +1,11 @@
 //! The demo's simulated homelab, reached through hk-console's REAL clients: the kube client
 //! built from the kubeconfig the inventory names, and the VPN look over SSH.
 
+mod demo_common;
+
 use std::sync::Arc;
 
+use demo_common::start;
 use hk_console::checks::live::{Rule, Severity};
 use hk_console::cluster::{client, kube_target, KubeOverrides};
 use hk_console::exec::settings::{SshConfig, SshDefaults};
@@ -10,14 +13,6 @@ use hk_console::observe::vpn::{look, Gateways};
 use hk_console::sim::demo;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-
-async fn start(name: &str) -> (tempfile::TempDir, demo::Demo) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = demo::start(name, dir.path())
-        .await
-        .unwrap_or_else(|e| panic!("demo {name}: {e}"));
-    (dir, d)
-}
 
 fn gateways(d: &demo::Demo) -> Gateways {
     Gateways::for_repo_with(

@@ -252,24 +252,87 @@ pub(crate) fn read_only_ssh(
     (exec, unreachable)
 }
 
+/// One read-only command of a look (the VPN look's, the etcd look's), run the path a runbook
+/// `ssh` step with `mutates: false` takes: planned, classified, then `Executor::run`.
+pub(crate) struct ReadOnlyLook {
+    /// The step id and the title's prefix the look's steps carry.
+    pub id: &'static str,
+    pub title: &'static str,
+    pub timeout: Duration,
+}
+
+impl ReadOnlyLook {
+    pub(crate) async fn run(
+        &self,
+        exec: &Executor<ReadOnly>,
+        host: &str,
+        argv: &[String],
+        cancel: &CancellationToken,
+    ) -> Result<CommandOutput, String> {
+        let step = PlannedStep {
+            n: 0,
+            id: self.id.into(),
+            kind: StepKind::Ssh,
+            host: Some(host.to_string()),
+            mutates: false,
+            gate: None,
+            command: Some(vec!["ssh".into(), host.to_string(), remote_command(argv)]),
+            expect: Some(Expect {
+                timeout_s: Some(self.timeout.as_secs().max(1)),
+                ..Expect::default()
+            }),
+            title: format!("{}: {}", self.title, argv.join(" ")),
+            cwd: None,
+            source: None,
+            blast_radius: None,
+        };
+        let Classified::ReadOnly(step) = exec::classify(&step).map_err(|e| e.to_string())? else {
+            return Err(format!("{host}: `{}` is not read-only", argv.join(" ")));
+        };
+        let opts = RunOptions {
+            cancel: cancel.clone(),
+            ..RunOptions::default()
+        };
+        match exec.run(&step, &opts).await {
+            Ok(StepOutcome::Ssh(out)) => Ok(out),
+            Ok(StepOutcome::Ansible { .. }) => Err(format!("{host}: not an SSH outcome")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// Builds a look with the operator's `~/.ssh/config`; when that file cannot be read, builds it
+/// without and marks every one of `hosts` unreachable with the reason, rather than dial an
+/// address the operator did not mean. The VPN look and the etcd look both start this way.
+pub(crate) fn with_ssh_config<T>(
+    hosts: impl FnOnce() -> Vec<String>,
+    build: impl FnOnce(&SshConfig, &SshDefaults) -> T,
+    unreachable: impl FnOnce(&mut T) -> &mut BTreeMap<String, String>,
+) -> T {
+    let defaults = SshDefaults::from_env();
+    match crate::context::load_ssh_config(&defaults) {
+        Ok(config) => build(&config, &defaults),
+        Err(e) => {
+            let mut look = build(&SshConfig::empty(), &defaults);
+            let marks = unreachable(&mut look);
+            for host in hosts() {
+                marks.insert(host.clone(), format!("{host}: {e}"));
+            }
+            look
+        }
+    }
+}
+
 impl Gateways {
     /// A pool for the repo's gateway hosts, connecting as the console does: `ssh` from
     /// `context::ssh_options(repo)` (the known_hosts files trusted), settings from each
     /// host's hostvars then `~/.ssh/config` (`context::connect_settings_with`).
     pub fn for_repo(repo: &Repo, ssh: SshOptions) -> Self {
-        let defaults = SshDefaults::from_env();
-        match crate::context::load_ssh_config(&defaults) {
-            Ok(config) => Self::for_repo_with(repo, ssh, &config, &defaults),
-            Err(e) => {
-                let mut g = Self::for_repo_with(repo, ssh, &SshConfig::empty(), &defaults);
-                // Without ~/.ssh/config the settings may be wrong: say so for every host
-                // rather than dial an address the operator did not mean.
-                for host in all_gateway_hosts(repo) {
-                    g.unreachable.insert(host.clone(), format!("{host}: {e}"));
-                }
-                g
-            }
-        }
+        with_ssh_config(
+            || all_gateway_hosts(repo),
+            |config, defaults| Self::for_repo_with(repo, ssh, config, defaults),
+            |g| &mut g.unreachable,
+        )
     }
 
     /// [`Gateways::for_repo`] with `~/.ssh/config` and the user/home defaults given.
@@ -324,36 +387,12 @@ impl Gateways {
         argv: &[String],
         cancel: &CancellationToken,
     ) -> Result<CommandOutput, String> {
-        let command = remote_command(argv);
-        let step = PlannedStep {
-            n: 0,
-            id: "vpn-egress-look".into(),
-            kind: StepKind::Ssh,
-            host: Some(host.to_string()),
-            mutates: false,
-            gate: None,
-            command: Some(vec!["ssh".into(), host.to_string(), command]),
-            expect: Some(Expect {
-                timeout_s: Some(self.options.command_timeout.as_secs().max(1)),
-                ..Expect::default()
-            }),
-            title: format!("VPN egress: {}", argv.join(" ")),
-            cwd: None,
-            source: None,
-            blast_radius: None,
+        let look = ReadOnlyLook {
+            id: "vpn-egress-look",
+            title: "VPN egress",
+            timeout: self.options.command_timeout,
         };
-        let Classified::ReadOnly(step) = exec::classify(&step).map_err(|e| e.to_string())? else {
-            return Err(format!("{host}: `{}` is not read-only", argv.join(" ")));
-        };
-        let opts = RunOptions {
-            cancel: cancel.clone(),
-            ..RunOptions::default()
-        };
-        match self.exec.run(&step, &opts).await {
-            Ok(StepOutcome::Ssh(out)) => Ok(out),
-            Ok(StepOutcome::Ansible { .. }) => Err(format!("{host}: not an SSH outcome")),
-            Err(e) => Err(e.to_string()),
-        }
+        look.run(&self.exec, host, argv, cancel).await
     }
 
     /// Everything seen on one gateway. Never fails: what could not be seen is a
