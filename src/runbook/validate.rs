@@ -177,7 +177,7 @@ fn is_var_name(s: &str) -> bool {
 
 /// The variables a template string uses (`env.vip`, `host`, `vars.x`), or its syntax error.
 pub(crate) fn template_vars(text: &str) -> Result<HashSet<String>, String> {
-    crate::text::template_within_bounds(text)?;
+    crate::text::template_within_bounds(text).map_err(|e| e.to_string())?;
     let env = minijinja::Environment::new();
     let tmpl = env.template_from_str(text).map_err(|e| {
         let detail = e

@@ -19,9 +19,29 @@ pub struct IoPressure {
 // f64 fields: the values are parsed from text and compared, never hashed or looked up.
 impl Eq for IoPressure {}
 
+/// Why an etcd member's `/metrics` or a server's `/proc/pressure/io` could not be read as
+/// such; the text quotes the offending line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("not PSI text: {line:?}")]
+    NotPsi { line: String },
+    #[error("not PSI text: {key}={value:?} in {line:?}")]
+    PsiValue {
+        key: String,
+        value: String,
+        line: String,
+    },
+    #[error("not PSI text (no avg10/avg60): {line:?}")]
+    PsiAverages { line: String },
+    #[error("not PSI text: no `some` line")]
+    NoSomeLine,
+    #[error("no etcd_server_is_leader sample: this is not an etcd member's /metrics")]
+    NotEtcd,
+}
+
 /// Parse `/proc/pressure/io`. The `some` line is required; anything that is no PSI text is
 /// an error quoting the line.
-pub fn parse_psi(text: &str) -> Result<IoPressure, String> {
+pub fn parse_psi(text: &str) -> Result<IoPressure, ParseError> {
     let mut some = None;
     let mut full = None;
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
@@ -31,13 +51,17 @@ pub fn parse_psi(text: &str) -> Result<IoPressure, String> {
         let mut avg60 = None;
         for w in words {
             let Some((k, v)) = w.split_once('=') else {
-                return Err(format!("not PSI text: {line:?}"));
+                return Err(ParseError::NotPsi { line: line.into() });
             };
             let parse = || {
                 v.parse::<f64>()
                     .ok()
                     .filter(|x| x.is_finite() && *x >= 0.0)
-                    .ok_or_else(|| format!("not PSI text: {k}={v:?} in {line:?}"))
+                    .ok_or_else(|| ParseError::PsiValue {
+                        key: k.into(),
+                        value: v.into(),
+                        line: line.into(),
+                    })
             };
             match k {
                 "avg10" => avg10 = Some(parse()?),
@@ -46,16 +70,15 @@ pub fn parse_psi(text: &str) -> Result<IoPressure, String> {
             }
         }
         let (Some(a10), Some(a60)) = (avg10, avg60) else {
-            return Err(format!("not PSI text (no avg10/avg60): {line:?}"));
+            return Err(ParseError::PsiAverages { line: line.into() });
         };
         match kind {
             "some" => some = Some((a10, a60)),
             "full" => full = Some(a10),
-            _ => return Err(format!("not PSI text: {line:?}")),
+            _ => return Err(ParseError::NotPsi { line: line.into() }),
         }
     }
-    let (some_avg10, some_avg60) =
-        some.ok_or_else(|| "not PSI text: no `some` line".to_string())?;
+    let (some_avg10, some_avg60) = some.ok_or(ParseError::NoSomeLine)?;
     Ok(IoPressure {
         some_avg10,
         some_avg60,
@@ -112,7 +135,7 @@ fn le(labels: &str) -> Option<f64> {
 
 /// Parse the text exposition format of an etcd member's `/metrics`. `etcd_server_is_leader`
 /// is required (without it this is not etcd's endpoint); the rest are read when present.
-pub fn parse_etcd_metrics(text: &str) -> Result<EtcdMetrics, String> {
+pub fn parse_etcd_metrics(text: &str) -> Result<EtcdMetrics, ParseError> {
     let mut is_leader = None;
     let mut m = EtcdMetrics {
         is_leader: false,
@@ -147,9 +170,7 @@ pub fn parse_etcd_metrics(text: &str) -> Result<EtcdMetrics, String> {
             _ => {}
         }
     }
-    m.is_leader = is_leader.ok_or_else(|| {
-        "no etcd_server_is_leader sample: this is not an etcd member's /metrics".to_string()
-    })?;
+    m.is_leader = is_leader.ok_or(ParseError::NotEtcd)?;
     buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
     let total = buckets.last().map(|b| b.1).unwrap_or(0.0);
     if total > 0.0 {
@@ -432,7 +453,25 @@ etcd_disk_wal_fsync_duration_seconds_count 100\n";
         // 99 of 100 samples are at or under 4 ms.
         assert_eq!(m.wal_fsync_p99_ms, Some(4.0));
         let e = parse_etcd_metrics("up 1\n").expect_err("not etcd");
-        assert!(e.contains("etcd_server_is_leader"), "{e}");
+        assert!(e.to_string().contains("etcd_server_is_leader"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "no etcd_server_is_leader sample: this is not an etcd member's /metrics"
+        );
+        assert_eq!(
+            parse_psi("some avg10=x avg60=1")
+                .expect_err("bad value")
+                .to_string(),
+            r#"not PSI text: avg10="x" in "some avg10=x avg60=1""#
+        );
+        assert_eq!(
+            parse_psi("hello").expect_err("no averages").to_string(),
+            r#"not PSI text (no avg10/avg60): "hello""#
+        );
+        assert_eq!(
+            parse_psi("").expect_err("empty").to_string(),
+            "not PSI text: no `some` line"
+        );
 
         let p = parse_psi(
             "some avg10=11.36 avg60=9.80 avg300=5.00 total=123\nfull avg10=5.68 avg60=4.00 avg300=2.00 total=55\n",
