@@ -144,7 +144,7 @@ impl EtcdProbe {
     /// A pool for every server of the repo, connecting as the console does (the same
     /// settings path as the VPN look: hostvars, then `~/.ssh/config`).
     pub fn for_repo(repo: &Repo, ssh: SshOptions) -> Self {
-        super::vpn::with_ssh_config(
+        super::ssh_look::with_ssh_config(
             || all_servers(repo),
             |config, defaults| Self::for_repo_with(repo, ssh, config, defaults),
             |p| &mut p.unreachable,
@@ -159,7 +159,7 @@ impl EtcdProbe {
         defaults: &SshDefaults,
     ) -> Self {
         let (exec, unreachable) =
-            super::vpn::read_only_ssh(repo, ssh, all_servers(repo), ssh_config, defaults);
+            super::ssh_look::read_only_ssh(repo, ssh, all_servers(repo), ssh_config, defaults);
         EtcdProbe {
             exec: Arc::new(exec),
             unreachable,
@@ -182,7 +182,7 @@ impl EtcdProbe {
         argv: &[String],
         cancel: &CancellationToken,
     ) -> Result<CommandOutput, String> {
-        let look = super::vpn::ReadOnlyLook {
+        let look = super::ssh_look::ReadOnlyLook {
             id: "etcd-look",
             title: "etcd",
             timeout: self.command_timeout,

@@ -6,7 +6,7 @@
 //! the etcd members' look over SSH ([`etcd`]); the kube watchers of one environment
 //! ([`watch`]) and one LIST of each for `observe --once` ([`once`]), both over `cluster`'s
 //! client; starting the console's live sources ([`sources`]: the kube watchers, the VPN and
-//! etcd pollers);
+//! etcd pollers; [`ssh_look`]: the read-only SSH path the VPN and etcd looks share);
 //! one look at every pane ([`snapshot`]); the trail of what changed ([`timeline`]); every
 //! environment at a glance with its next steps ([`summary`]); and the read-only looks a
 //! next step opens ([`look`]: events, logs, describe).
@@ -19,6 +19,7 @@ pub mod look;
 pub mod once;
 pub mod snapshot;
 pub mod sources;
+pub mod ssh_look;
 pub mod summary;
 pub mod timeline;
 pub mod vpn;
