@@ -12,6 +12,10 @@
 //! and the [`Event`] (time and input). Each line ends with `\n`; a last line without one is a
 //! torn write from a crash: it is ignored and reported, never acted on (the append that wrote
 //! it had not returned, so no effect followed it).
+//!
+//! Why one file over 800 lines: the format, the fsync'd append, the torn-line salvage and the
+//! replay must agree byte for byte on one line format; kept together so a change to one is seen
+//! beside the others.
 
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};

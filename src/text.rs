@@ -137,20 +137,46 @@ pub fn busiest_tag_operators(text: &str) -> usize {
 
 /// `Err` naming the count when a tag of `text` is busier than [`MAX_TEMPLATE_OPERATORS`]:
 /// checked before minijinja sees a runbook template or an inventory value.
-pub fn template_within_bounds(text: &str) -> Result<(), String> {
-    let ops = busiest_tag_operators(text);
-    if ops > MAX_TEMPLATE_OPERATORS {
-        return Err(format!(
-            "a template tag with {ops} operators, more than {MAX_TEMPLATE_OPERATORS}: refused \
-             (the template engine would exhaust its stack on so deep an expression)"
-        ));
+pub fn template_within_bounds(text: &str) -> Result<(), TemplateTooDeep> {
+    let operators = busiest_tag_operators(text);
+    if operators > MAX_TEMPLATE_OPERATORS {
+        return Err(TemplateTooDeep { operators });
     }
     Ok(())
+}
+
+/// A template tag busier than [`MAX_TEMPLATE_OPERATORS`], refused before minijinja sees it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "a template tag with {operators} operators, more than {max}: refused \
+     (the template engine would exhaust its stack on so deep an expression)",
+    max = MAX_TEMPLATE_OPERATORS
+)]
+pub struct TemplateTooDeep {
+    pub operators: usize,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_too_busy_tag_is_refused_in_the_words_it_always_used() {
+        let tag = format!(
+            "{{{{ {} }}}}",
+            vec!["a"; MAX_TEMPLATE_OPERATORS + 2].join(" + ")
+        );
+        let e = template_within_bounds(&tag).expect_err("too busy");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "a template tag with {} operators, more than {MAX_TEMPLATE_OPERATORS}: refused (the template engine would exhaust its stack on so deep an expression)",
+                e.operators
+            )
+        );
+        assert!(e.operators > MAX_TEMPLATE_OPERATORS);
+        assert_eq!(template_within_bounds("{{ a + b }}"), Ok(()));
+    }
 
     #[test]
     fn plain_text_is_borrowed_unchanged() {

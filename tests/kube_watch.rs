@@ -1,4 +1,4 @@
-//! The kube watchers (`cluster::watch::spawn_env_watch`) against the real kube-apiserver
+//! The kube watchers (`observe::watch::spawn_env_watch`) against the real kube-apiserver
 //! (tests/support/apiserver.rs), reading as the read-only observer ServiceAccount through a
 //! repo fixture whose `cluster_kubeconfig_name` is the observer's kubeconfig.
 //!
@@ -104,7 +104,8 @@ struct Panes {
 fn start(client: Client, topo: EnvTopology, settings: WatchSettings) -> Panes {
     let (tx, rx) = mpsc::channel(256);
     let cancel = CancellationToken::new();
-    let task = cluster::watch::spawn_env_watch(client, topo, settings, tx, cancel.clone());
+    let task =
+        hk_console::observe::watch::spawn_env_watch(client, topo, settings, tx, cancel.clone());
     Panes {
         rx,
         seen: Vec::new(),

@@ -2,22 +2,17 @@
 //! simulated homelab: the probe over SSH to every server (its metrics listener and
 //! /proc/pressure/io), and the read-only kube looks at a stuck pod.
 
+mod demo_common;
+
 use std::time::Duration;
 
+use demo_common::start;
 use hk_console::checks::live::{Rule, Severity};
 use hk_console::cluster::{client, kube_target, KubeOverrides};
 use hk_console::exec::settings::{SshConfig, SshDefaults};
 use hk_console::observe::etcd::EtcdProbe;
 use hk_console::sim::demo;
 use tokio_util::sync::CancellationToken;
-
-async fn start(name: &str) -> (tempfile::TempDir, demo::Demo) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = demo::start(name, dir.path())
-        .await
-        .unwrap_or_else(|e| panic!("demo {name}: {e}"));
-    (dir, d)
-}
 
 fn probe(d: &demo::Demo) -> EtcdProbe {
     EtcdProbe::for_repo_with(

@@ -1,8 +1,11 @@
 //! The demo's simulated homelab, reached through hk-console's REAL clients: the kube client
 //! built from the kubeconfig the inventory names, and the VPN look over SSH.
 
+mod demo_common;
+
 use std::sync::Arc;
 
+use demo_common::start;
 use hk_console::checks::live::{Rule, Severity};
 use hk_console::cluster::{client, kube_target, KubeOverrides};
 use hk_console::exec::settings::{SshConfig, SshDefaults};
@@ -10,14 +13,6 @@ use hk_console::observe::vpn::{look, Gateways};
 use hk_console::sim::demo;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-
-async fn start(name: &str) -> (tempfile::TempDir, demo::Demo) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = demo::start(name, dir.path())
-        .await
-        .unwrap_or_else(|e| panic!("demo {name}: {e}"));
-    (dir, d)
-}
 
 fn gateways(d: &demo::Demo) -> Gateways {
     Gateways::for_repo_with(
@@ -101,12 +96,12 @@ async fn the_eviction_loop_is_named_by_the_vpn_pane() {
 }
 
 /// The kube panes of `env` as `observe --once` sees them.
-async fn kube_look(d: &demo::Demo, env: &str) -> hk_console::cluster::once::KubePanes {
+async fn kube_look(d: &demo::Demo, env: &str) -> hk_console::observe::once::KubePanes {
     let t = kube_target(&d.repo, env, &KubeOverrides::default()).expect("target");
     let c = client(&t).await.expect("client");
     let topo = hk_console::cluster::env_topology(&d.repo, env).expect("topology");
     let settings = hk_console::cluster::watch_settings(&d.repo, env).expect("settings");
-    hk_console::cluster::once::look_once(&c, &topo, &settings).await
+    hk_console::observe::once::look_once(&c, &topo, &settings).await
 }
 
 /// Poll the kube panes of `env` until `ok` holds (or fail after `secs`, showing the last).
@@ -114,8 +109,8 @@ async fn until(
     d: &demo::Demo,
     env: &str,
     secs: u64,
-    ok: impl Fn(&hk_console::cluster::once::KubePanes) -> bool,
-) -> hk_console::cluster::once::KubePanes {
+    ok: impl Fn(&hk_console::observe::once::KubePanes) -> bool,
+) -> hk_console::observe::once::KubePanes {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     loop {
         let p = kube_look(d, env).await;
@@ -199,7 +194,7 @@ async fn agents_on_node_ip_then_a_reconcile_moves_every_agent_to_the_vip_one_nod
 async fn rollout_stuck_halts_at_the_unready_pod() {
     let (_dir, d) = start("rollout-stuck").await;
     request_reconcile(&d, "prod").await;
-    let unready_on_2 = |p: &hk_console::cluster::once::KubePanes| {
+    let unready_on_2 = |p: &hk_console::observe::once::KubePanes| {
         p.rollout
             .pods
             .iter()

@@ -5,9 +5,9 @@
 use std::time::{Duration, Instant};
 
 use hk_console::checks::live::{ConditionStatus, Endpoint, Rule, Severity};
-use hk_console::cluster::once::KubePanes;
 use hk_console::cluster::{client, kube_target, KubeOverrides};
 use hk_console::exec::settings::{SshConfig, SshDefaults};
+use hk_console::observe::once::KubePanes;
 use hk_console::observe::vpn::{look, Gateways};
 use hk_console::sim::demo;
 use k8s_openapi::api::core::v1::Pod;
@@ -27,7 +27,7 @@ async fn kube_look(d: &demo::Demo, env: &str) -> KubePanes {
     let c = client(&t).await.expect("client");
     let topo = hk_console::cluster::env_topology(&d.repo, env).expect("topology");
     let settings = hk_console::cluster::watch_settings(&d.repo, env).expect("settings");
-    hk_console::cluster::once::look_once(&c, &topo, &settings).await
+    hk_console::observe::once::look_once(&c, &topo, &settings).await
 }
 
 /// Poll the kube panes of `env` until `ok` holds (or fail after `secs`, showing the last).

@@ -5,56 +5,10 @@
 //! loud refusal of what is not simulated (a server-side dry run).
 //! Missing kubectl = FAIL with the build hint.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod demo_common;
 
+use demo_common::{kubeconfig, kubectl, kubectl_bin};
 use hk_console::sim::demo;
-
-fn kubectl() -> PathBuf {
-    let dir = std::env::var_os("HK_APISERVER_BIN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/apiserver-bin"));
-    let bin = dir.join("kubectl");
-    assert!(
-        bin.is_file(),
-        "{} not found: run `bash tests/apiserver/build.sh` (it builds kubectl beside kube-apiserver)",
-        bin.display()
-    );
-    bin
-}
-
-/// The kubeconfig the demo wrote for `env`'s cluster (under DIR/.cache).
-fn kubeconfig(dir: &Path, env: &str) -> PathBuf {
-    let cache = dir.join(".cache");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(&cache)
-        .unwrap_or_else(|e| panic!("{}: {e}", cache.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().contains(env))
-        })
-        .collect();
-    found.sort();
-    found
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| panic!("no kubeconfig for {env} in {}", cache.display()))
-}
-
-fn run(kc: &Path, args: &[&str]) -> (String, String, Option<i32>) {
-    let out: Output = Command::new(kubectl())
-        .arg("--kubeconfig")
-        .arg(kc)
-        .args(["--request-timeout", "10s"])
-        .args(args)
-        .output()
-        .expect("run kubectl");
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.code(),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_against_the_demo() {
@@ -65,7 +19,7 @@ async fn kubectl_against_the_demo() {
     let kc = kubeconfig(&d.dir, "prod");
     tokio::task::spawn_blocking(move || {
         let ok = |args: &[&str]| {
-            let (o, e, code) = run(&kc, args);
+            let (o, e, code) = kubectl(&kc, args);
             assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
             o
         };
@@ -96,7 +50,7 @@ async fn kubectl_against_the_demo() {
         assert_eq!(pods.lines().count(), 3, "{pods}");
         // Not simulated: said so, not done.
         // (kubectl sends a delete's dry run in the DeleteOptions body, a create's in the query.)
-        let (o, e, code) = run(&kc, &["delete", "ns", "kube-system", "--dry-run=server"]);
+        let (o, e, code) = kubectl(&kc, &["delete", "ns", "kube-system", "--dry-run=server"]);
         assert_ne!(code, Some(0), "{o}");
         assert!(
             e.contains("hk-console simulation: `DeleteOptions.dryRun=All` is not simulated"),
@@ -107,7 +61,7 @@ async fn kubectl_against_the_demo() {
             "namespace/kube-system\n"
         );
         // Logs are served since issue 17; a previous container's are not simulated.
-        let (_, e, code) = run(
+        let (_, e, code) = kubectl(
             &kc,
             &["logs", "-n", "kube-system", "cilium-g1-n1", "--previous"],
         );
@@ -140,7 +94,7 @@ async fn kubectl_tables_have_the_real_servers_columns() {
     let kc = kubeconfig(&d.dir, "prod");
     tokio::task::spawn_blocking(move || {
         let ok = |args: &[&str]| {
-            let (o, e, code) = run(&kc, args);
+            let (o, e, code) = kubectl(&kc, args);
             assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
             eprintln!("$ kubectl {}\n{o}", args.join(" "));
             o
@@ -229,7 +183,7 @@ async fn kubectl_delete_rollout_events_describe() {
     let kc = kubeconfig(&d.dir, "prod");
     tokio::task::spawn_blocking(move || {
         let ok = |args: &[&str]| {
-            let (o, e, code) = run(&kc, args);
+            let (o, e, code) = kubectl(&kc, args);
             assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
             eprintln!("$ kubectl {}\n{o}{e}", args.join(" "));
             o
@@ -382,7 +336,7 @@ async fn kubectl_delete_rollout_events_describe() {
             "{all}"
         );
         // `logs -f` follows until the pod goes (deleted here: its last line, then the end).
-        let mut follow = std::process::Command::new(kubectl())
+        let mut follow = std::process::Command::new(kubectl_bin())
             .arg("--kubeconfig")
             .arg(&kc)
             .args(["logs", "-f", "-n", "kube-system", "cilium-g2-n3"])
@@ -454,7 +408,7 @@ async fn kubectl_apply_with_validation() {
             p.display().to_string()
         };
         let ok = |args: &[&str]| {
-            let (o, e, code) = run(&kc, args);
+            let (o, e, code) = kubectl(&kc, args);
             assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
             o
         };
@@ -481,7 +435,7 @@ async fn kubectl_apply_with_validation() {
             "bad.yaml",
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rehearsal\n  namespace: kube-system\n  lables: {x: y}\ndata:\n  a: \"4\"\n",
         );
-        let (o, e, code) = run(&kc, &["apply", "-f", &bad]);
+        let (o, e, code) = kubectl(&kc, &["apply", "-f", &bad]);
         assert_ne!(code, Some(0), "{o}{e}");
         assert!(e.contains("strict decoding error: unknown field \"metadata.lables\""), "{e}");
         assert_eq!(
@@ -492,7 +446,7 @@ async fn kubectl_apply_with_validation() {
             "pod.yaml",
             "apiVersion: v1\nkind: Pod\nmetadata:\n  name: typo\n  namespace: kube-system\nspec:\n  containers:\n  - name: c\n    image: busybox\n    imagePullPolicyy: Always\n",
         );
-        let (o, e, code) = run(&kc, &["apply", "-f", &bad_pod]);
+        let (o, e, code) = kubectl(&kc, &["apply", "-f", &bad_pod]);
         assert_ne!(code, Some(0), "{o}{e}");
         assert!(
             e.contains("unknown field \"spec.containers[0].imagePullPolicyy\""),
@@ -509,7 +463,7 @@ async fn kubectl_apply_with_validation() {
         );
         // Field ownership is not modelled: applying again without --force-conflicts could
         // hide a conflict, so it is refused by name; forced, it applies.
-        let (o, e, code) = run(&kc, &["apply", "--server-side", "-f", &ssa]);
+        let (o, e, code) = kubectl(&kc, &["apply", "--server-side", "-f", &ssa]);
         assert_ne!(code, Some(0), "{o}");
         assert!(e.contains("`?force=false` is not simulated"), "{e}");
         assert_eq!(
@@ -519,7 +473,7 @@ async fn kubectl_apply_with_validation() {
         // The documents kubectl reads.
         let idx = ok(&["get", "--raw", "/openapi/v3"]);
         assert!(idx.contains("\"apis/apps/v1\""), "{idx}");
-        let (_, e, code) = run(&kc, &["get", "--raw", "/openapi/v2"]);
+        let (_, e, code) = kubectl(&kc, &["get", "--raw", "/openapi/v2"]);
         assert_ne!(code, Some(0));
         assert!(e.contains("is not simulated") || e.contains("NotFound"), "{e}");
     })
@@ -539,7 +493,7 @@ async fn kubectl_watch_and_events_of_a_fault() {
     let kc = kubeconfig(&d.dir, "prod");
     let faults = d.fault_injector();
     tokio::task::spawn_blocking(move || {
-        let mut watch = std::process::Command::new(kubectl())
+        let mut watch = std::process::Command::new(kubectl_bin())
             .arg("--kubeconfig")
             .arg(&kc)
             .args(["get", "nodes", "-w"])
@@ -571,7 +525,7 @@ async fn kubectl_watch_and_events_of_a_fault() {
         // NodeNotReady at once; the lease moves once the dead holder's has run out (15 s).
         let t0 = std::time::Instant::now();
         loop {
-            let (o, e, code) = run(&kc, &["get", "events", "-A"]);
+            let (o, e, code) = kubectl(&kc, &["get", "events", "-A"]);
             assert_eq!(code, Some(0), "{e}");
             let moved = o.contains("LeaderElection") && o.contains("k3s-prod-2 became leader");
             if o.contains("NodeNotReady")

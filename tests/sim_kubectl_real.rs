@@ -4,12 +4,12 @@
 //! cells; `auth can-i` gives the same verdicts.
 //! Missing kube-apiserver/etcd/kubectl = FAIL with the build hint.
 
+mod demo_common;
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use demo_common::kubectl;
 use hk_console::sim::demo;
 use hk_console::sim::kube::resources::RESOURCES;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -18,36 +18,7 @@ use kube::api::{
 };
 use kube::Client;
 use serde_json::{json, Value};
-use support::apiserver::{bin_dir, ApiServer};
-
-fn kubectl(kc: &Path, args: &[&str]) -> (String, String, Option<i32>) {
-    let out = Command::new(bin_dir().join("kubectl"))
-        .arg("--kubeconfig")
-        .arg(kc)
-        .args(["--request-timeout", "10s"])
-        .args(args)
-        .output()
-        .expect("run kubectl (built by tests/apiserver/build.sh beside kube-apiserver)");
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.code(),
-    )
-}
-
-fn sim_kubeconfig(dir: &Path, env: &str) -> PathBuf {
-    let cache = dir.join(".cache");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(&cache)
-        .unwrap_or_else(|e| panic!("{}: {e}", cache.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().contains(env))
-        })
-        .collect();
-    found.sort();
-    found.into_iter().next().expect("the demo's kubeconfig")
-}
+use support::apiserver::ApiServer;
 
 /// The CRDs of the simulation's custom resources, with its printer columns, on the real
 /// server (so both derive their Table from the same columns).
@@ -198,7 +169,7 @@ async fn kubectl_sees_the_simulation_as_a_real_server() {
     let d = demo::start("healthy", dir.path())
         .await
         .unwrap_or_else(|e| panic!("demo: {e}"));
-    let sim_kc = sim_kubeconfig(&d.dir, "prod");
+    let sim_kc = demo_common::kubeconfig(&d.dir, "prod");
     // Some history to show: a pod deleted, the DaemonSet controller's replacement.
     let kc = sim_kc.clone();
     tokio::task::spawn_blocking(move || {
@@ -253,7 +224,7 @@ async fn kubectl_sees_the_simulation_as_a_real_server() {
     let real_kc = real.admin_kubeconfig();
     let real_ro = real.observer_kubeconfig().await;
     let sim_ro = d.dir.join(".cache").join("readonly").join(
-        sim_kubeconfig(&d.dir, "prod")
+        demo_common::kubeconfig(&d.dir, "prod")
             .file_name()
             .expect("a kubeconfig file name"),
     );

@@ -20,8 +20,9 @@ use hk_console::exec::{SshError, SshOptions, SshPool};
 use hk_console::repo::Repo;
 use hk_console::runbook::plan::StepKind;
 use hk_console::sim::node::{Clock, NodeState, UnitState, VpnTunnel, VPN_UNIT};
-use hk_console::sim::ssh::{parse_authorized_keys, SimNode, SimNodeSpec, SimSshError};
+use hk_console::sim::ssh::{SimNode, SimNodeSpec, SimSshError};
 use support::keygen;
+use support::sim_nodes::{ansible_inventory, SimNodes};
 
 /// 2026-09-12T22:57:05Z.
 const T0: u64 = 1_789_253_825_000;
@@ -50,43 +51,25 @@ struct Sim {
 impl Sim {
     /// `gateways` get the VPN tunnel.
     async fn start(names: &[&str], gateways: &[&str]) -> Sim {
-        let dir = tempfile::Builder::new()
-            .prefix("hk-sim-")
-            .tempdir()
-            .expect("tempdir");
-        let client_key = dir.path().join("id_ed25519");
-        keygen(&client_key, "");
-        let pubkey = std::fs::read_to_string(client_key.with_extension("pub")).expect("pub");
-        let authorized = parse_authorized_keys(&pubkey, "id_ed25519.pub").expect("key");
-        let mut nodes = Vec::new();
-        for (i, name) in names.iter().enumerate() {
-            let mut state = NodeState::new(name, Clock::fixed(T0));
-            if gateways.contains(name) {
-                state = state.with_vpn(tunnel(), T0 - 3_600_000);
-            }
-            let node = SimNode::start(SimNodeSpec {
-                name: name.to_string(),
-                address: IpAddr::V4(Ipv4Addr::new(127, 0, 1, 11 + i as u8)),
-                port: 0,
-                authorized_keys: authorized.clone(),
-                state: Arc::new(Mutex::new(state)),
-                host_key: None,
-            })
-            .await
-            .expect("start sim node");
-            nodes.push(node);
-        }
-        let known_hosts = dir.path().join("known_hosts");
-        let lines: Vec<String> = nodes
-            .iter()
-            .map(|n| n.known_hosts_line().expect("line"))
-            .collect();
-        std::fs::write(&known_hosts, lines.join("\n") + "\n").expect("known_hosts");
+        let s = SimNodes::start(
+            "hk-sim-",
+            names,
+            |i| IpAddr::V4(Ipv4Addr::new(127, 0, 1, 11 + i as u8)),
+            |name| {
+                let state = NodeState::new(name, Clock::fixed(T0));
+                if gateways.contains(&name) {
+                    state.with_vpn(tunnel(), T0 - 3_600_000)
+                } else {
+                    state
+                }
+            },
+        )
+        .await;
         Sim {
-            dir,
-            nodes,
-            client_key,
-            known_hosts,
+            dir: s.dir,
+            nodes: s.nodes,
+            client_key: s.key,
+            known_hosts: s.known_hosts,
         }
     }
 
@@ -880,22 +863,11 @@ async fn ansible_raw_tasks_change_simulated_state_and_modules_are_refused() {
     let sim = Sim::start(&["gw-1", "n2"], &["gw-1"]).await;
     let bin = support::ansible_bin_dir();
     let d = sim.dir.path();
-    let mut inv = String::from("[sim]\n");
-    for n in &sim.nodes {
-        inv.push_str(&format!(
-            "{} ansible_host={} ansible_port={}\n",
-            n.name(),
-            n.addr().ip(),
-            n.addr().port()
-        ));
-    }
-    inv.push_str(&format!(
-        "\n[sim:vars]\nansible_user=ops\nansible_ssh_private_key_file={key}\n\
-         ansible_ssh_common_args='-F /dev/null -o UserKnownHostsFile={kh} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes'\n",
-        key = sim.client_key.display(),
-        kh = sim.known_hosts.display(),
-    ));
-    std::fs::write(d.join("hosts.ini"), inv).expect("inventory");
+    std::fs::write(
+        d.join("hosts.ini"),
+        ansible_inventory(&sim.nodes, &sim.client_key, &sim.known_hosts),
+    )
+    .expect("inventory");
     let marker = d.join("module-ran-here");
     std::fs::write(
         d.join("raw.yml"),

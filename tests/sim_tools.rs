@@ -12,11 +12,11 @@ use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use hk_console::sim::node::{Clock, NodeState};
-use hk_console::sim::ssh::{parse_authorized_keys, SimNode, SimNodeSpec};
-use support::keygen;
+use hk_console::sim::ssh::SimNode;
+use support::sim_nodes::{ansible_inventory, SimNodes};
 
 /// 2026-09-12T22:57:05Z.
 const T0: u64 = 1_789_253_825_000;
@@ -30,39 +30,18 @@ struct Sim {
 
 impl Sim {
     async fn start(names: &[&str], first_octet: u8) -> Sim {
-        let dir = tempfile::Builder::new()
-            .prefix("hk-simtools-")
-            .tempdir()
-            .expect("tempdir");
-        let key = dir.path().join("id_ed25519");
-        keygen(&key, "");
-        let pubkey = std::fs::read_to_string(key.with_extension("pub")).expect("pub");
-        let authorized = parse_authorized_keys(&pubkey, "id_ed25519.pub").expect("key");
-        let mut nodes = Vec::new();
-        for (i, name) in names.iter().enumerate() {
-            let node = SimNode::start(SimNodeSpec {
-                name: name.to_string(),
-                address: IpAddr::V4(Ipv4Addr::new(127, 0, 3, first_octet + i as u8)),
-                port: 0,
-                authorized_keys: authorized.clone(),
-                state: Arc::new(Mutex::new(NodeState::new(name, Clock::fixed(T0)))),
-                host_key: None,
-            })
-            .await
-            .expect("start sim node");
-            nodes.push(node);
-        }
-        let known_hosts = dir.path().join("known_hosts");
-        let lines: Vec<String> = nodes
-            .iter()
-            .map(|n| n.known_hosts_line().expect("line"))
-            .collect();
-        std::fs::write(&known_hosts, lines.join("\n") + "\n").expect("known_hosts");
+        let s = SimNodes::start(
+            "hk-simtools-",
+            names,
+            |i| IpAddr::V4(Ipv4Addr::new(127, 0, 3, first_octet + i as u8)),
+            |name| NodeState::new(name, Clock::fixed(T0)),
+        )
+        .await;
         Sim {
-            dir,
-            nodes,
-            key,
-            known_hosts,
+            dir: s.dir,
+            nodes: s.nodes,
+            key: s.key,
+            known_hosts: s.known_hosts,
         }
     }
 
@@ -304,22 +283,11 @@ async fn ansible_raw_uname_answers_on_every_host() {
     let sim = Sim::start(&["k3s-4", "k3s-5"], 41).await;
     let bin = support::ansible_bin_dir();
     let d = sim.dir.path().to_path_buf();
-    let mut inv = String::from("[sim]\n");
-    for n in &sim.nodes {
-        inv.push_str(&format!(
-            "{} ansible_host={} ansible_port={}\n",
-            n.name(),
-            n.addr().ip(),
-            n.addr().port()
-        ));
-    }
-    inv.push_str(&format!(
-        "\n[sim:vars]\nansible_user=ops\nansible_ssh_private_key_file={key}\n\
-         ansible_ssh_common_args='-F /dev/null -o UserKnownHostsFile={kh} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes'\n",
-        key = sim.key.display(),
-        kh = sim.known_hosts.display(),
-    ));
-    std::fs::write(d.join("hosts.ini"), inv).expect("inventory");
+    std::fs::write(
+        d.join("hosts.ini"),
+        ansible_inventory(&sim.nodes, &sim.key, &sim.known_hosts),
+    )
+    .expect("inventory");
     let _ = std::fs::create_dir_all(d.join("cp"));
     let mut cmd = Command::new(bin.join("ansible"));
     cmd.current_dir(&d)

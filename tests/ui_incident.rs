@@ -29,7 +29,7 @@ async fn holder_dies_warns_at_once_and_the_timeline_records_the_move() {
     let settings = hk_console::cluster::watch_settings(&d.repo, "prod").expect("settings");
     let (tx, mut rx) = mpsc::channel::<Update>(256);
     let cancel = CancellationToken::new();
-    hk_console::cluster::watch::spawn_env_watch(c, topo, settings, tx, cancel.clone());
+    hk_console::observe::watch::spawn_env_watch(c, topo, settings, tx, cancel.clone());
 
     let mut tl = Timeline::default();
     // Wait for a first VIP pane that is all green and names its holder, and a first Nodes

@@ -20,6 +20,10 @@
 //!
 //! The rules name no address, host or group of any particular homelab: every value they
 //! compare comes from the facts.
+//!
+//! Why one file over 800 lines: the facts, the rules over them and the one mapping from the
+//! repo view to those facts are one contract; a rule and the fact it reads are changed
+//! together, and the IO is already outside (`repo::flux::gather`).
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -18,7 +18,7 @@ use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::watch::explain;
+use super::explain;
 use super::{convert, WatchSettings};
 use crate::checks::health::{
     disruption, ClusterSnapshot, DisruptionVerdict, EtcdReady, GateState, GateWatch, HealthNode,

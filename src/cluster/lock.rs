@@ -22,7 +22,7 @@ use kube::Client;
 use serde::{Deserialize, Serialize};
 
 use super::convert;
-use super::watch::explain;
+use super::explain;
 use crate::checks::health::clock;
 use crate::checks::live::Timestamp;
 use crate::time::now;

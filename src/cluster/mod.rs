@@ -5,6 +5,9 @@
 //! operator names another with `--kubeconfig` or `KUBECONFIG` (and `--context`), as kubectl
 //! users expect; building a [`kube::Client`] from it ([`client`]); the environment's
 //! [`EnvTopology`] for the live rules ([`env_topology`]).
+//! Also kube errors in words ([`explain`]) for every reader of the API; conversions of
+//! objects into rule inputs ([`convert`]), the run lock ([`lock`]) and the health gate's read-only
+//! look ([`health_probe`]). The live watchers that use this client are `observe::watch`/`once`.
 //! Must not: judge what it reads (that is `checks::live`), know the terminal, or invent a
 //! cluster: a missing kubeconfig is an error naming the file and where its name came from.
 
@@ -19,10 +22,11 @@ use crate::checks::live::{EnvTopology, Server};
 use crate::repo::Repo;
 
 pub mod convert;
+mod explain;
 pub mod health_probe;
 pub mod lock;
-pub mod once;
-pub mod watch;
+
+pub use explain::explain;
 
 /// The operator's overrides, from `--kubeconfig`/`KUBECONFIG` and `--context`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

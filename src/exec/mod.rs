@@ -35,7 +35,6 @@ pub mod ansible;
 pub mod known_hosts;
 pub mod kube;
 pub mod process;
-pub mod redact;
 pub mod settings;
 pub mod ssh;
 
@@ -48,8 +47,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::runbook::plan::{PlannedStep, StepKind};
 
+/// The redactor is crate-wide (`crate::redact`: repo/ learns the secrets, exec/ masks them);
+/// re-exported here so `exec::redact::…` and `exec::Redactor` keep naming it.
+pub use crate::redact;
+pub use crate::redact::Redactor;
 pub use process::{AnsibleOutcome, AnsibleRunner, ChildId, OutputLine, Stream};
-pub use redact::Redactor;
 pub use settings::ConnectSettings;
 pub use ssh::{CommandOutput, SshError, SshOptions, SshPool};
 

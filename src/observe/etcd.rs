@@ -25,14 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::checks::live::{self, EtcdMemberObs, EtcdPane, EtcdPolicy, Look, Timestamp};
 use crate::exec::settings::{SshConfig, SshDefaults};
-use crate::exec::{
-    self, Classified, CommandOutput, Executor, ReadOnly, RunOptions, SshOptions, StepOutcome,
-};
+use crate::exec::{CommandOutput, Executor, ReadOnly, SshOptions};
 use crate::repo::resolve::Resolved;
 use crate::repo::Repo;
-use crate::runbook::plan::{Expect, PlannedStep, StepKind};
-
-use super::vpn::remote_command;
 
 /// The hostvar naming a server's etcd metrics URL.
 pub const VAR_METRICS_URL: &str = "etcd_metrics_url";
@@ -149,17 +144,11 @@ impl EtcdProbe {
     /// A pool for every server of the repo, connecting as the console does (the same
     /// settings path as the VPN look: hostvars, then `~/.ssh/config`).
     pub fn for_repo(repo: &Repo, ssh: SshOptions) -> Self {
-        let defaults = SshDefaults::from_env();
-        match crate::context::load_ssh_config(&defaults) {
-            Ok(config) => Self::for_repo_with(repo, ssh, &config, &defaults),
-            Err(e) => {
-                let mut p = Self::for_repo_with(repo, ssh, &SshConfig::empty(), &defaults);
-                for host in all_servers(repo) {
-                    p.unreachable.insert(host.clone(), format!("{host}: {e}"));
-                }
-                p
-            }
-        }
+        super::ssh_look::with_ssh_config(
+            || all_servers(repo),
+            |config, defaults| Self::for_repo_with(repo, ssh, config, defaults),
+            |p| &mut p.unreachable,
+        )
     }
 
     /// [`EtcdProbe::for_repo`] with `~/.ssh/config` and the user/home defaults given.
@@ -170,7 +159,7 @@ impl EtcdProbe {
         defaults: &SshDefaults,
     ) -> Self {
         let (exec, unreachable) =
-            super::vpn::read_only_ssh(repo, ssh, all_servers(repo), ssh_config, defaults);
+            super::ssh_look::read_only_ssh(repo, ssh, all_servers(repo), ssh_config, defaults);
         EtcdProbe {
             exec: Arc::new(exec),
             unreachable,
@@ -193,35 +182,12 @@ impl EtcdProbe {
         argv: &[String],
         cancel: &CancellationToken,
     ) -> Result<CommandOutput, String> {
-        let step = PlannedStep {
-            n: 0,
-            id: "etcd-look".into(),
-            kind: StepKind::Ssh,
-            host: Some(host.to_string()),
-            mutates: false,
-            gate: None,
-            command: Some(vec!["ssh".into(), host.to_string(), remote_command(argv)]),
-            expect: Some(Expect {
-                timeout_s: Some(self.command_timeout.as_secs().max(1)),
-                ..Expect::default()
-            }),
-            title: format!("etcd: {}", argv.join(" ")),
-            cwd: None,
-            source: None,
-            blast_radius: None,
+        let look = super::ssh_look::ReadOnlyLook {
+            id: "etcd-look",
+            title: "etcd",
+            timeout: self.command_timeout,
         };
-        let Classified::ReadOnly(step) = exec::classify(&step).map_err(|e| e.to_string())? else {
-            return Err(format!("{host}: `{}` is not read-only", argv.join(" ")));
-        };
-        let opts = RunOptions {
-            cancel: cancel.clone(),
-            ..RunOptions::default()
-        };
-        match self.exec.run(&step, &opts).await {
-            Ok(StepOutcome::Ssh(out)) => Ok(out),
-            Ok(StepOutcome::Ansible { .. }) => Err(format!("{host}: not an SSH outcome")),
-            Err(e) => Err(e.to_string()),
-        }
+        look.run(&self.exec, host, argv, cancel).await
     }
 
     /// Everything seen on one member. Never fails: what could not be seen is a
@@ -414,6 +380,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observe::vpn::remote_command;
 
     fn out(code: Option<u32>, stdout: &str, stderr: &str) -> CommandOutput {
         CommandOutput {

@@ -3,19 +3,24 @@
 //!
 //! Owns: [`feed`], the [`feed::Update`]s that live sources send on a channel to the UI (each
 //! carries one pane of `checks::live`, judged); the VPN egress source over SSH ([`vpn`]);
-//! the etcd members' look over SSH ([`etcd`]); starting the console's live sources
-//! ([`sources`]: the kube watchers, which are `cluster::watch`'s, the VPN and etcd pollers);
+//! the etcd members' look over SSH ([`etcd`]); the kube watchers of one environment
+//! ([`watch`]) and one LIST of each for `observe --once` ([`once`]), both over `cluster`'s
+//! client; starting the console's live sources ([`sources`]: the kube watchers, the VPN and
+//! etcd pollers; [`ssh_look`]: the read-only SSH path the VPN and etcd looks share);
 //! one look at every pane ([`snapshot`]); the trail of what changed ([`timeline`]); every
 //! environment at a glance with its next steps ([`summary`]); and the read-only looks a
 //! next step opens ([`look`]: events, logs, describe).
 //! Must not: know the terminal, or judge (the verdict rules are `checks::live`'s). Only
-//! `vpn`, `etcd`, `look` and `sources` do IO over the network; `timeline` writes a run's
+//! `vpn`, `etcd`, `watch`, `once`, `look` and `sources` do IO over the network; `timeline` writes a run's
 //! trail file.
 pub mod etcd;
 pub mod feed;
 pub mod look;
+pub mod once;
 pub mod snapshot;
 pub mod sources;
+pub mod ssh_look;
 pub mod summary;
 pub mod timeline;
 pub mod vpn;
+pub mod watch;

@@ -6,8 +6,9 @@
 //! was read from is that environment's (one of its servers is a node there).
 //! Must not: print, or decide an exit code (the command does, from what is returned).
 
+use super::once;
 use crate::checks::live::{EnvTopology, NodesPane, Snapshot};
-use crate::cluster::{self, once, KubeOverrides};
+use crate::cluster::{self, KubeOverrides};
 use crate::observe::vpn::Gateways;
 use crate::repo::Repo;
 

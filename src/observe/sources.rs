@@ -102,6 +102,6 @@ async fn start_env_watch(
     }
     let target = cluster::kube_target(repo, name, overrides)?;
     let client = cluster::client(&target).await?;
-    cluster::watch::spawn_env_watch(client, topo, settings, tx.clone(), cancel.child_token());
+    super::watch::spawn_env_watch(client, topo, settings, tx.clone(), cancel.child_token());
     Ok(())
 }

@@ -30,16 +30,13 @@ use crate::checks::live::{
 };
 use crate::exec::settings::{SshConfig, SshDefaults};
 use crate::exec::ssh::shell_quote;
-use crate::exec::{
-    self, AnsibleRunner, Classified, CommandOutput, Executor, ReadOnly, RunOptions, SshOptions,
-    SshPool, StepOutcome,
-};
+use crate::exec::{CommandOutput, Executor, ReadOnly, SshOptions};
 use crate::repo::env::EnvProblem;
 use crate::repo::resolve::Resolved;
 use crate::repo::Repo;
-use crate::runbook::plan::{Expect, PlannedStep, StepKind};
 
 use super::feed::{Feed, Update, VpnLook, ALL_ENVS};
+use super::ssh_look::{read_only_ssh, with_ssh_config, ReadOnlyLook};
 
 /// The hostvar naming the tunnel's systemd unit.
 pub const VAR_SERVICE: &str = "vpn_egress_gateway_service";
@@ -227,49 +224,16 @@ fn all_gateway_hosts(repo: &Repo) -> Vec<String> {
     hosts
 }
 
-/// A read-only executor over SSH to `hosts`, connecting as the console does (hostvars, then
-/// `~/.ssh/config`), its output masked with the repo's vaulted values; and the hosts it
-/// could not settle, each with why. The VPN look and the etcd look both poll this way.
-pub(crate) fn read_only_ssh(
-    repo: &Repo,
-    ssh: SshOptions,
-    hosts: Vec<String>,
-    ssh_config: &SshConfig,
-    defaults: &SshDefaults,
-) -> (Executor<ReadOnly>, BTreeMap<String, String>) {
-    let pool = Arc::new(SshPool::new(ssh));
-    let mut unreachable = BTreeMap::new();
-    for host in hosts {
-        match crate::context::connect_settings_with(repo, &host, ssh_config, defaults) {
-            Ok(s) => pool.add_host(s),
-            Err(e) => {
-                unreachable.insert(host, e.to_string());
-            }
-        }
-    }
-    let redactor = crate::repo::vault::scan_repo(repo).redactor();
-    let exec = Executor::read_only(pool, AnsibleRunner::from_env(), redactor);
-    (exec, unreachable)
-}
-
 impl Gateways {
     /// A pool for the repo's gateway hosts, connecting as the console does: `ssh` from
     /// `context::ssh_options(repo)` (the known_hosts files trusted), settings from each
     /// host's hostvars then `~/.ssh/config` (`context::connect_settings_with`).
     pub fn for_repo(repo: &Repo, ssh: SshOptions) -> Self {
-        let defaults = SshDefaults::from_env();
-        match crate::context::load_ssh_config(&defaults) {
-            Ok(config) => Self::for_repo_with(repo, ssh, &config, &defaults),
-            Err(e) => {
-                let mut g = Self::for_repo_with(repo, ssh, &SshConfig::empty(), &defaults);
-                // Without ~/.ssh/config the settings may be wrong: say so for every host
-                // rather than dial an address the operator did not mean.
-                for host in all_gateway_hosts(repo) {
-                    g.unreachable.insert(host.clone(), format!("{host}: {e}"));
-                }
-                g
-            }
-        }
+        with_ssh_config(
+            || all_gateway_hosts(repo),
+            |config, defaults| Self::for_repo_with(repo, ssh, config, defaults),
+            |g| &mut g.unreachable,
+        )
     }
 
     /// [`Gateways::for_repo`] with `~/.ssh/config` and the user/home defaults given.
@@ -324,36 +288,12 @@ impl Gateways {
         argv: &[String],
         cancel: &CancellationToken,
     ) -> Result<CommandOutput, String> {
-        let command = remote_command(argv);
-        let step = PlannedStep {
-            n: 0,
-            id: "vpn-egress-look".into(),
-            kind: StepKind::Ssh,
-            host: Some(host.to_string()),
-            mutates: false,
-            gate: None,
-            command: Some(vec!["ssh".into(), host.to_string(), command]),
-            expect: Some(Expect {
-                timeout_s: Some(self.options.command_timeout.as_secs().max(1)),
-                ..Expect::default()
-            }),
-            title: format!("VPN egress: {}", argv.join(" ")),
-            cwd: None,
-            source: None,
-            blast_radius: None,
+        let look = ReadOnlyLook {
+            id: "vpn-egress-look",
+            title: "VPN egress",
+            timeout: self.options.command_timeout,
         };
-        let Classified::ReadOnly(step) = exec::classify(&step).map_err(|e| e.to_string())? else {
-            return Err(format!("{host}: `{}` is not read-only", argv.join(" ")));
-        };
-        let opts = RunOptions {
-            cancel: cancel.clone(),
-            ..RunOptions::default()
-        };
-        match self.exec.run(&step, &opts).await {
-            Ok(StepOutcome::Ssh(out)) => Ok(out),
-            Ok(StepOutcome::Ansible { .. }) => Err(format!("{host}: not an SSH outcome")),
-            Err(e) => Err(e.to_string()),
-        }
+        look.run(&self.exec, host, argv, cancel).await
     }
 
     /// Everything seen on one gateway. Never fails: what could not be seen is a

@@ -293,7 +293,7 @@ impl HostScope {
     }
 
     fn render_str(self: &Arc<Self>, s: &str) -> Result<serde_json::Value, String> {
-        crate::text::template_within_bounds(s)?;
+        crate::text::template_within_bounds(s).map_err(|e| e.to_string())?;
         let ctx = Value::from_dyn_object(self.clone());
         // Each render tracks the first dependency that failed inside it; the caller's own
         // record is put back afterwards.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use aes::cipher::{KeyIvInit, StreamCipher};
 use hmac::{KeyInit, Mac};
 
-use crate::exec::Redactor;
+use crate::redact::Redactor;
 
 /// Shorter decrypted values are not masked: a vaulted `true` or `22` masked in every line
 /// of output would hide the output, not a secret. Counted in [`VaultScan::too_short`].
@@ -495,7 +495,7 @@ mod tests {
         assert_eq!(s.vaulted_files.len(), 1, "{s:?}");
         let r = s.redactor();
         let line = "+sample-not-a-real-secret";
-        assert_eq!(r.redact(line), format!("+{}", crate::exec::redact::MASK));
+        assert_eq!(r.redact(line), format!("+{}", crate::redact::MASK));
         let b64 = data_encoding::BASE64.encode(b"sample-not-a-real-secret");
         assert!(!r.redact(&format!("password: {b64}")).contains(&b64));
         assert!(!format!("{s:?}").contains("sample-not"), "{s:?}");

@@ -19,6 +19,10 @@
 //! - A run built with [`Run::new_read_only`] never produces an [`Execute`] for a mutating
 //!   step: [`Execute`] can only be built inside this module, in one place that checks it.
 //! - Terminal step states absorb late executor events without changing.
+//!
+//! Why one file over 800 lines: it is one transition function over (state, input); split by
+//! state, a reader could no longer check in one place that every input is answered in every
+//! state, which the replay-equality tests rely on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

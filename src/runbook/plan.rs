@@ -4,6 +4,10 @@
 //! walks, what the executors carry out) and the planner that expands a validated runbook
 //! against the inventory's topology.
 //! Must not: do IO. The topology comes in through the [`Topology`] trait.
+//!
+//! Why one file over 800 lines: the Plan types and the planner that fills them change together
+//! (a new step field is a type and its expansion); the planner is one `Planner` walking a
+//! runbook, and its helpers read the same private state.
 
 use serde::{Deserialize, Serialize};
 

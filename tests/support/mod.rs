@@ -20,6 +20,7 @@ use hk_console::exec::settings::{ConnectSettings, SshConfig, SshDefaults};
 use hk_console::exec::{SshOptions, SshPool};
 
 pub mod gateway;
+pub mod sim_nodes;
 
 pub const SSHD: &str = "/usr/sbin/sshd";
 pub const INSTALL_SSHD: &str =

@@ -15,6 +15,10 @@
 //! have a kustomization, as resources).
 //!
 //! Must not: fetch remote bases, run plugins, or decrypt anything.
+//!
+//! Why one file over 800 lines: it is one `Builder` applying kustomize's steps in kustomize's
+//! order over shared private state; the patch engine (`patch.rs`) and Flux's substitution
+//! (`postbuild.rs`) are already apart, and what remains reads best top to bottom in that order.
 
 use std::path::{Path, PathBuf};
 

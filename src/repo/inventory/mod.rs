@@ -30,6 +30,9 @@
 //! Layout: this file holds the model (groups, hosts, the graph rules, the variable layers);
 //! `ini` the INI parser, `shlex` the host-line splitter, `pyliteral` the `ast.literal_eval`
 //! typing of values, `hostpattern` `host:port` and host ranges.
+//!
+//! Why one file over 800 lines: the code is under 780 lines (the shlex, literal_eval and
+//! host-range parsers are already their own files); the rest is unit tests.
 
 mod hostpattern;
 mod ini;

@@ -17,11 +17,11 @@ use kube::api::ListParams;
 use kube::Api;
 use serde::de::DeserializeOwned;
 
-use super::watch::{explain, tcp_probe};
-use super::{convert, WatchSettings};
+use super::watch::tcp_probe;
 use crate::checks::live::{
     AgentEnvPane, EnvTopology, Look, NodesPane, RolloutPane, Snapshot, TcpProbe, VipLeasePane,
 };
+use crate::cluster::{convert, explain, WatchSettings};
 use crate::time::now;
 
 /// The four kube panes of one environment.

@@ -1,6 +1,9 @@
 //! no_log-style redaction: every value taken from a vaulted file or marked secret is masked
 //! before a line reaches a log, the journal or the screen.
 //!
+//! A crate-root module (not exec's) because two layers use it: `repo::vault` fills it and the
+//! executors apply it; `exec::redact` re-exports it.
+//!
 //! Owns: [`Redactor`]. Must not: decide what is secret (`repo::vault` learns the vaulted
 //! values) or do IO.
 

@@ -9,7 +9,7 @@
 //! A watch that fails (API unreachable, 403, an expired resource version...) makes the panes
 //! that need it a `Look::CouldNotLook` naming the object and the reason, and is restarted
 //! (a fresh LIST then WATCH) after a backoff; the panes recover on its next full list.
-//! Also [`tcp_probe`] and [`explain`] (kube errors in words), shared with `once.rs`.
+//! Also [`tcp_probe`], shared with `once.rs`; kube errors in words are `cluster::explain`.
 //! Must not: judge (that is `checks::live`, through `convert`), write to the API (every
 //! request is a LIST or a WATCH), or panic on anything the cluster says.
 
@@ -27,11 +27,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::convert;
-use super::WatchSettings;
 use crate::checks::live::{
     AgentEnvPane, EnvTopology, Look, NodesPane, RolloutPane, TcpProbe, Timestamp, VipLeasePane,
 };
+use crate::cluster::{convert, explain, WatchSettings};
 use crate::observe::feed::{Feed, Update};
 use crate::time::now;
 
@@ -56,30 +55,6 @@ pub async fn tcp_probe(addr: SocketAddr, timeout: Duration) -> TcpProbe {
             ),
         },
     }
-}
-
-/// A kube client error in words: the API's status for an API error (a 403 says so), else
-/// the chain of causes (`client error (Connect): tcp connect error: Connection refused`).
-pub fn explain(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) if s.code == 403 => format!("forbidden (403): {}", s.message),
-        kube::Error::Api(s) => format!("{} ({}): {}", s.reason, s.code, s.message),
-        other => chain(other),
-    }
-}
-
-/// An error and its sources, each once.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut parts: Vec<String> = vec![e.to_string()];
-    let mut src = e.source();
-    while let Some(s) = src {
-        let text = s.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        src = s.source();
-    }
-    parts.join(": ")
 }
 
 /// A watcher error in words.
@@ -571,19 +546,5 @@ mod tests {
         assert_eq!(changed(&mut last, 1), Some(1));
         assert_eq!(changed(&mut last, 1), None);
         assert_eq!(changed(&mut last, 2), Some(2));
-    }
-
-    #[test]
-    fn forbidden_is_named() {
-        let e = kube::Error::Api(Box::new(kube::core::Status {
-            code: 403,
-            message: "leases is forbidden: User \"x\" cannot watch".into(),
-            reason: "Forbidden".into(),
-            ..Default::default()
-        }));
-        assert_eq!(
-            explain(&e),
-            "forbidden (403): leases is forbidden: User \"x\" cannot watch"
-        );
     }
 }

@@ -1,0 +1,607 @@
+//! etcd: per server, the member's metrics ([`parse_etcd_metrics`]) and IO pressure
+//! ([`parse_psi`]); exactly one leader among the servers.
+
+use serde::{Deserialize, Serialize};
+
+use super::{could_not, Look, Pane, Rule, Severity, Verdict};
+
+/// `/proc/pressure/io`: the share of wall time some (or all) tasks waited on IO, as the
+/// kernel averages it over 10 and 60 s, in percent.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct IoPressure {
+    pub some_avg10: f64,
+    pub some_avg60: f64,
+    /// Absent on kernels that do not report `full` for IO (before 5.13 it is always there;
+    /// a missing line is not a zero).
+    pub full_avg10: Option<f64>,
+}
+
+// f64 fields: the values are parsed from text and compared, never hashed or looked up.
+impl Eq for IoPressure {}
+
+/// Why an etcd member's `/metrics` or a server's `/proc/pressure/io` could not be read as
+/// such; the text quotes the offending line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("not PSI text: {line:?}")]
+    NotPsi { line: String },
+    #[error("not PSI text: {key}={value:?} in {line:?}")]
+    PsiValue {
+        key: String,
+        value: String,
+        line: String,
+    },
+    #[error("not PSI text (no avg10/avg60): {line:?}")]
+    PsiAverages { line: String },
+    #[error("not PSI text: no `some` line")]
+    NoSomeLine,
+    #[error("no etcd_server_is_leader sample: this is not an etcd member's /metrics")]
+    NotEtcd,
+}
+
+/// Parse `/proc/pressure/io`. The `some` line is required; anything that is no PSI text is
+/// an error quoting the line.
+pub fn parse_psi(text: &str) -> Result<IoPressure, ParseError> {
+    let mut some = None;
+    let mut full = None;
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let mut words = line.split_whitespace();
+        let kind = words.next().unwrap_or_default();
+        let mut avg10 = None;
+        let mut avg60 = None;
+        for w in words {
+            let Some((k, v)) = w.split_once('=') else {
+                return Err(ParseError::NotPsi { line: line.into() });
+            };
+            let parse = || {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x >= 0.0)
+                    .ok_or_else(|| ParseError::PsiValue {
+                        key: k.into(),
+                        value: v.into(),
+                        line: line.into(),
+                    })
+            };
+            match k {
+                "avg10" => avg10 = Some(parse()?),
+                "avg60" => avg60 = Some(parse()?),
+                _ => {}
+            }
+        }
+        let (Some(a10), Some(a60)) = (avg10, avg60) else {
+            return Err(ParseError::PsiAverages { line: line.into() });
+        };
+        match kind {
+            "some" => some = Some((a10, a60)),
+            "full" => full = Some(a10),
+            _ => return Err(ParseError::NotPsi { line: line.into() }),
+        }
+    }
+    let (some_avg10, some_avg60) = some.ok_or(ParseError::NoSomeLine)?;
+    Ok(IoPressure {
+        some_avg10,
+        some_avg60,
+        full_avg10: full,
+    })
+}
+
+/// What one etcd member's Prometheus metrics say (k3s serves them on each server,
+/// `http://127.0.0.1:2381/metrics` by default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EtcdMetrics {
+    /// `etcd_server_is_leader`.
+    pub is_leader: bool,
+    /// `etcd_server_has_leader` (None when not exposed).
+    pub has_leader: Option<bool>,
+    /// `etcd_mvcc_db_total_size_in_bytes`.
+    pub db_size_bytes: Option<u64>,
+    /// `etcd_server_quota_backend_bytes`.
+    pub quota_bytes: Option<u64>,
+    /// The 99th percentile of `etcd_disk_wal_fsync_duration_seconds`, as the upper bound of
+    /// the histogram bucket it falls in (ms). None when the histogram has no samples.
+    pub wal_fsync_p99_ms: Option<f64>,
+    /// `etcd_disk_wal_fsync_duration_seconds_count`.
+    pub wal_fsync_count: Option<u64>,
+    /// `etcd_server_leader_changes_seen_total`.
+    pub leader_changes: Option<u64>,
+}
+
+impl Eq for EtcdMetrics {}
+
+/// One sample line `name{labels} value` -> (name, labels text, value).
+fn sample(line: &str) -> Option<(&str, &str, f64)> {
+    let (head, value) = line.rsplit_once(' ')?;
+    let value = match value {
+        "+Inf" => f64::INFINITY,
+        v => v.parse().ok()?,
+    };
+    match head.split_once('{') {
+        Some((name, labels)) => Some((name, labels.strip_suffix('}')?, value)),
+        None => Some((head, "", value)),
+    }
+}
+
+/// The `le` label of a histogram bucket.
+fn le(labels: &str) -> Option<f64> {
+    let start = labels.find("le=\"")? + 4;
+    let rest = &labels[start..];
+    let v = &rest[..rest.find('"')?];
+    match v {
+        "+Inf" => Some(f64::INFINITY),
+        v => v.parse().ok(),
+    }
+}
+
+/// Parse the text exposition format of an etcd member's `/metrics`. `etcd_server_is_leader`
+/// is required (without it this is not etcd's endpoint); the rest are read when present.
+pub fn parse_etcd_metrics(text: &str) -> Result<EtcdMetrics, ParseError> {
+    let mut is_leader = None;
+    let mut m = EtcdMetrics {
+        is_leader: false,
+        has_leader: None,
+        db_size_bytes: None,
+        quota_bytes: None,
+        wal_fsync_p99_ms: None,
+        wal_fsync_count: None,
+        leader_changes: None,
+    };
+    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((name, labels, value)) = sample(line) else {
+            continue;
+        };
+        let count = || (value.is_finite() && value >= 0.0).then_some(value as u64);
+        match name {
+            "etcd_server_is_leader" => is_leader = Some(value == 1.0),
+            "etcd_server_has_leader" => m.has_leader = Some(value == 1.0),
+            "etcd_mvcc_db_total_size_in_bytes" => m.db_size_bytes = count(),
+            "etcd_server_quota_backend_bytes" => m.quota_bytes = count(),
+            "etcd_server_leader_changes_seen_total" => m.leader_changes = count(),
+            "etcd_disk_wal_fsync_duration_seconds_count" => m.wal_fsync_count = count(),
+            "etcd_disk_wal_fsync_duration_seconds_bucket" => {
+                if let Some(le) = le(labels) {
+                    buckets.push((le, value));
+                }
+            }
+            _ => {}
+        }
+    }
+    m.is_leader = is_leader.ok_or(ParseError::NotEtcd)?;
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = buckets.last().map(|b| b.1).unwrap_or(0.0);
+    if total > 0.0 {
+        let want = total * 0.99;
+        m.wal_fsync_p99_ms = buckets
+            .iter()
+            .find(|(_, cum)| *cum >= want)
+            .map(|(le, _)| le * 1000.0);
+    }
+    Ok(m)
+}
+
+/// Thresholds of the etcd rules. WAL fsync: etcd's own guidance is a p99 under 10 ms;
+/// past 500 ms heartbeats (100 ms) are missed and elections follow. IO PSI: the 2026-09-07
+/// servers read 1.29 (mitigate) and 11.36 (starving).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EtcdPolicy {
+    pub fsync_warn_ms: f64,
+    pub fsync_critical_ms: f64,
+    pub psi_warn: f64,
+    pub psi_critical: f64,
+    /// Share of the backend quota a DB may fill before it is a warning.
+    pub db_quota_warn: f64,
+}
+
+impl Default for EtcdPolicy {
+    fn default() -> Self {
+        EtcdPolicy {
+            fsync_warn_ms: 10.0,
+            fsync_critical_ms: 500.0,
+            psi_warn: 1.0,
+            psi_critical: 10.0,
+            db_quota_warn: 0.8,
+        }
+    }
+}
+
+/// What was seen on one server of the environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtcdMemberObs {
+    pub host: String,
+    /// As the inventory gives it (`ansible_host`): an address or a name.
+    pub address: String,
+    pub metrics: Look<EtcdMetrics>,
+    pub io_pressure: Look<IoPressure>,
+}
+
+/// One member as the etcd pane shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtcdMemberRow {
+    pub host: String,
+    pub address: String,
+    pub metrics: Option<EtcdMetrics>,
+    pub io_pressure: Option<IoPressure>,
+}
+
+/// The etcd pane of one environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtcdPane {
+    pub env: String,
+    pub members: Vec<EtcdMemberRow>,
+    /// The member whose metrics say it leads (None: none seen leading).
+    pub leader: Option<String>,
+    pub verdicts: Vec<Verdict>,
+}
+
+/// `24.0 MiB`-style size.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// `12 ms` / `0.8 ms` / `>8 s` for a bucket bound.
+pub fn human_fsync(ms: f64) -> String {
+    if ms.is_infinite() {
+        "beyond the largest bucket".to_string()
+    } else if ms >= 1000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else if ms >= 10.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{ms:.1} ms")
+    }
+}
+
+/// Judge the environment's etcd: one leader among the servers (none, or two, is critical;
+/// a member without a leader is critical), each member's WAL fsync p99 and DB size against
+/// its quota, and each server's IO pressure (the documented starvation sign).
+pub fn etcd(env: &str, members: &[EtcdMemberObs], policy: &EtcdPolicy) -> EtcdPane {
+    let v = |rule, sev, subject: String, msg: String| {
+        Verdict::new(Pane::Etcd, rule, sev, env, subject, msg)
+    };
+    let mut pane = EtcdPane {
+        env: env.to_string(),
+        members: Vec::new(),
+        leader: None,
+        verdicts: Vec::new(),
+    };
+    let mut leaders = Vec::new();
+    let mut seen = 0usize;
+    for m in members {
+        let subject = format!("member {}", m.host);
+        match &m.metrics {
+            Look::CouldNotLook { reason } => {
+                pane.verdicts
+                    .push(could_not(Pane::Etcd, env, &subject, reason));
+            }
+            Look::Seen { value } => {
+                seen += 1;
+                if value.is_leader {
+                    leaders.push(m.host.clone());
+                }
+                let mut sev = Severity::Ok;
+                let mut parts = Vec::new();
+                if value.has_leader == Some(false) {
+                    sev = Severity::Critical;
+                    parts.push("has no leader".to_string());
+                }
+                match value.wal_fsync_p99_ms {
+                    Some(p99) => {
+                        let s = if p99 > policy.fsync_critical_ms {
+                            Severity::Critical
+                        } else if p99 > policy.fsync_warn_ms {
+                            Severity::Warn
+                        } else {
+                            Severity::Ok
+                        };
+                        sev = sev.worst(s);
+                        let why = if s == Severity::Ok {
+                            String::new()
+                        } else {
+                            format!(" (over {} ms: the disk starves etcd)", policy.fsync_warn_ms)
+                        };
+                        parts.push(format!("WAL fsync p99 {}{why}", human_fsync(p99)));
+                    }
+                    None => parts.push("no WAL fsync samples".to_string()),
+                }
+                match (value.db_size_bytes, value.quota_bytes) {
+                    (Some(db), Some(q)) if q > 0 => {
+                        let share = db as f64 / q as f64;
+                        if share > policy.db_quota_warn {
+                            sev = sev.worst(Severity::Warn);
+                        }
+                        parts.push(format!(
+                            "DB {} of {} quota ({:.0}%)",
+                            human_bytes(db),
+                            human_bytes(q),
+                            share * 100.0
+                        ));
+                    }
+                    (Some(db), _) => parts.push(format!("DB {}", human_bytes(db))),
+                    (None, _) => {}
+                }
+                let role = if value.is_leader {
+                    "leader"
+                } else {
+                    "follower"
+                };
+                pane.verdicts.push(v(
+                    Rule::EtcdMember,
+                    sev,
+                    subject.clone(),
+                    format!("{} ({role}): {}", m.host, parts.join(", ")),
+                ));
+            }
+        }
+        let io_subject = format!("server {}", m.host);
+        match &m.io_pressure {
+            Look::CouldNotLook { reason } => {
+                pane.verdicts
+                    .push(could_not(Pane::Etcd, env, &io_subject, reason));
+            }
+            Look::Seen { value } => {
+                let p = value.some_avg10;
+                let sev = if p >= policy.psi_critical {
+                    Severity::Critical
+                } else if p >= policy.psi_warn {
+                    Severity::Warn
+                } else {
+                    Severity::Ok
+                };
+                let tail = match sev {
+                    Severity::Critical => ": etcd's WAL fsyncs wait on the disk (starvation)",
+                    Severity::Warn => ": the disk is contended",
+                    _ => "",
+                };
+                pane.verdicts.push(v(
+                    Rule::EtcdIoPressure,
+                    sev,
+                    io_subject,
+                    format!(
+                        "{} IO pressure some avg10 {:.2}% avg60 {:.2}%{tail}",
+                        m.host, value.some_avg10, value.some_avg60
+                    ),
+                ));
+            }
+        }
+        pane.members.push(EtcdMemberRow {
+            host: m.host.clone(),
+            address: m.address.clone(),
+            metrics: m.metrics.as_seen().cloned(),
+            io_pressure: m.io_pressure.as_seen().copied(),
+        });
+    }
+    match leaders.as_slice() {
+        [one] => {
+            pane.leader = Some(one.clone());
+            pane.verdicts.push(v(
+                Rule::EtcdLeader,
+                Severity::Ok,
+                "leader".into(),
+                format!("{one} leads ({seen} of {} members seen)", members.len()),
+            ));
+        }
+        [] if seen == 0 => {}
+        [] if seen < members.len() => pane.verdicts.push(v(
+            Rule::EtcdLeader,
+            Severity::Unknown,
+            "leader".into(),
+            format!(
+                "none of the {seen} members seen leads; the leader may be among the {} not seen",
+                members.len() - seen
+            ),
+        )),
+        [] => pane.verdicts.push(v(
+            Rule::EtcdLeader,
+            Severity::Critical,
+            "leader".into(),
+            format!("no member of {env} leads: etcd has no leader, the API cannot write"),
+        )),
+        many => pane.verdicts.push(v(
+            Rule::EtcdLeader,
+            Severity::Critical,
+            "leader".into(),
+            format!("{} all say they lead (split brain)", many.join(", ")),
+        )),
+    }
+    pane
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::worst;
+    use super::*;
+
+    const METRICS: &str = "# HELP etcd_server_is_leader Whether or not this member is a leader.\n\
+# TYPE etcd_server_is_leader gauge\n\
+etcd_server_is_leader 1\n\
+etcd_server_has_leader 1\n\
+etcd_mvcc_db_total_size_in_bytes 2.5165824e+07\n\
+etcd_server_quota_backend_bytes 2.147483648e+09\n\
+etcd_server_leader_changes_seen_total 2\n\
+etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.001\"} 10\n\
+etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.002\"} 90\n\
+etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.004\"} 99\n\
+etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.008\"} 100\n\
+etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"} 100\n\
+etcd_disk_wal_fsync_duration_seconds_sum 0.2\n\
+etcd_disk_wal_fsync_duration_seconds_count 100\n";
+
+    #[test]
+    fn etcd_metrics_and_psi_parse() {
+        let m = parse_etcd_metrics(METRICS).expect("metrics");
+        assert!(m.is_leader);
+        assert_eq!(m.has_leader, Some(true));
+        assert_eq!(m.db_size_bytes, Some(25_165_824));
+        assert_eq!(m.quota_bytes, Some(2_147_483_648));
+        assert_eq!(m.leader_changes, Some(2));
+        assert_eq!(m.wal_fsync_count, Some(100));
+        // 99 of 100 samples are at or under 4 ms.
+        assert_eq!(m.wal_fsync_p99_ms, Some(4.0));
+        let e = parse_etcd_metrics("up 1\n").expect_err("not etcd");
+        assert!(e.to_string().contains("etcd_server_is_leader"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "no etcd_server_is_leader sample: this is not an etcd member's /metrics"
+        );
+        assert_eq!(
+            parse_psi("some avg10=x avg60=1")
+                .expect_err("bad value")
+                .to_string(),
+            r#"not PSI text: avg10="x" in "some avg10=x avg60=1""#
+        );
+        assert_eq!(
+            parse_psi("hello").expect_err("no averages").to_string(),
+            r#"not PSI text (no avg10/avg60): "hello""#
+        );
+        assert_eq!(
+            parse_psi("").expect_err("empty").to_string(),
+            "not PSI text: no `some` line"
+        );
+
+        let p = parse_psi(
+            "some avg10=11.36 avg60=9.80 avg300=5.00 total=123\nfull avg10=5.68 avg60=4.00 avg300=2.00 total=55\n",
+        )
+        .expect("psi");
+        assert_eq!(p.some_avg10, 11.36);
+        assert_eq!(p.some_avg60, 9.80);
+        assert_eq!(p.full_avg10, Some(5.68));
+        for bad in ["", "hello", "some avg10=x avg60=1", "other avg10=1 avg60=1"] {
+            assert!(parse_psi(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    fn member(host: &str, leader: bool, p99: Option<f64>, psi: f64) -> EtcdMemberObs {
+        let mut m = parse_etcd_metrics(METRICS).expect("metrics");
+        m.is_leader = leader;
+        m.wal_fsync_p99_ms = p99;
+        EtcdMemberObs {
+            host: host.into(),
+            address: "192.168.2.10".into(),
+            metrics: Look::seen(m),
+            io_pressure: Look::seen(IoPressure {
+                some_avg10: psi,
+                some_avg60: psi,
+                full_avg10: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn etcd_starvation_and_leadership() {
+        let pol = EtcdPolicy::default();
+        let calm = etcd(
+            "prod",
+            &[
+                member("k3s-prod-1", true, Some(2.0), 0.1),
+                member("k3s-prod-2", false, Some(2.0), 0.1),
+                member("k3s-prod-3", false, Some(2.0), 0.1),
+            ],
+            &pol,
+        );
+        assert_eq!(worst(&calm.verdicts), Severity::Ok, "{:#?}", calm.verdicts);
+        assert_eq!(calm.leader.as_deref(), Some("k3s-prod-1"));
+
+        let starving = etcd(
+            "prod",
+            &[
+                member("k3s-prod-1", true, Some(1024.0), 11.36),
+                member("k3s-prod-2", false, Some(2.0), 0.1),
+                member("k3s-prod-3", false, Some(16.0), 1.29),
+            ],
+            &pol,
+        );
+        let sev = |rule: Rule, subject: &str| {
+            starving
+                .verdicts
+                .iter()
+                .find(|v| v.rule == rule && v.subject == subject)
+                .map(|v| v.severity)
+        };
+        assert_eq!(
+            sev(Rule::EtcdIoPressure, "server k3s-prod-1"),
+            Some(Severity::Critical)
+        );
+        assert_eq!(
+            sev(Rule::EtcdIoPressure, "server k3s-prod-3"),
+            Some(Severity::Warn)
+        );
+        assert_eq!(
+            sev(Rule::EtcdIoPressure, "server k3s-prod-2"),
+            Some(Severity::Ok)
+        );
+        assert_eq!(
+            sev(Rule::EtcdMember, "member k3s-prod-1"),
+            Some(Severity::Critical)
+        );
+        assert_eq!(
+            sev(Rule::EtcdMember, "member k3s-prod-3"),
+            Some(Severity::Warn)
+        );
+
+        let leaderless = etcd(
+            "prod",
+            &[
+                member("k3s-prod-1", false, Some(2.0), 0.1),
+                member("k3s-prod-2", false, Some(2.0), 0.1),
+            ],
+            &pol,
+        );
+        assert!(leaderless
+            .verdicts
+            .iter()
+            .any(|v| v.rule == Rule::EtcdLeader && v.severity == Severity::Critical));
+        let two = etcd(
+            "prod",
+            &[
+                member("k3s-prod-1", true, Some(2.0), 0.1),
+                member("k3s-prod-2", true, Some(2.0), 0.1),
+            ],
+            &pol,
+        );
+        let v = two
+            .verdicts
+            .iter()
+            .find(|v| v.rule == Rule::EtcdLeader)
+            .expect("leader verdict");
+        assert_eq!(v.severity, Severity::Critical);
+        assert!(
+            v.message.contains("k3s-prod-1, k3s-prod-2"),
+            "{}",
+            v.message
+        );
+
+        // One member unseen and no leader among the others: cannot tell, not critical.
+        let mut blind = member("k3s-prod-1", false, None, 0.1);
+        blind.metrics = Look::could_not("k3s-prod-1: connection refused");
+        let partial = etcd(
+            "prod",
+            &[blind, member("k3s-prod-2", false, Some(2.0), 0.1)],
+            &pol,
+        );
+        let v = partial
+            .verdicts
+            .iter()
+            .find(|v| v.rule == Rule::EtcdLeader)
+            .expect("leader verdict");
+        assert_eq!(v.severity, Severity::Unknown);
+        assert!(partial
+            .verdicts
+            .iter()
+            .any(|v| v.rule == Rule::CouldNotLook && v.subject == "member k3s-prod-1"));
+    }
+}
