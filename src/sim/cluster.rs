@@ -1150,12 +1150,22 @@ impl Controllers {
     /// what the agents dial, the DaemonSet's template changes and the new generation rolls.
     async fn reconcile(&mut self, requested_at: &str) {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let _ = self.store.patch_status(
-            &ObjRef::new("helm.toolkit.fluxcd.io/v2", "HelmRelease", Some(NS), "cilium"),
-            json!({"lastHandledReconcileAt": requested_at,
-                "conditions": [{"type": "Ready", "status": "True", "reason": "UpgradeSucceeded",
-                    "message": "Helm upgrade succeeded", "lastTransitionTime": time(jiff::Timestamp::now())}]}),
+        let release = ObjRef::new(
+            "helm.toolkit.fluxcd.io/v2",
+            "HelmRelease",
+            Some(NS),
+            "cilium",
         );
+        if let Err(e) = super::flux::answer_reconcile(
+            &self.store,
+            &release,
+            requested_at,
+            jiff::Timestamp::now(),
+        )
+        .await
+        {
+            tracing::warn!("simulated cluster: answering the reconcile of {release}: {e}");
+        }
         let Some(target) = self.state.agents_dial_after_reconcile else {
             return;
         };

@@ -33,6 +33,7 @@
 //! objects (there is no Terminating phase), aggregated discovery is not served (the legacy
 //! documents are).
 
+pub mod api;
 mod discovery;
 pub mod events;
 pub mod logs;
