@@ -433,6 +433,12 @@ async fn dispatch(
             };
             ("create", Some(format!("{kind}.authorization.k8s.io")), resp)
         }
+        // 501, not 404: the real server has it, the simulation does not (ssh to the node).
+        Route::PodUnsimulated(sub) => (
+            "unknown",
+            Some(sub.clone()),
+            error_response(&ApiError::not_simulated(501, &sub)),
+        ),
         Route::NotFound => (
             "unknown",
             None,
