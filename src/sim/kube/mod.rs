@@ -28,8 +28,8 @@
 //! Known differences from a real server: no `managedFields` (server-side apply merges like
 //! a strategic patch, without field ownership: an apply to an existing object must be
 //! forced), no defaulting of omitted fields, no validation beyond names, types and Strict's
-//! unknown fields, no `metadata.finalizers` semantics, `deletecollection`, `dryRun`, `exec`,
-//! OpenAPI v2 and YAML responses are not served, a deleted namespace goes at once with its
+//! unknown fields, no `metadata.finalizers` semantics, `deletecollection`, `dryRun`, `exec`
+//! (with `attach` and `portforward`: 501), OpenAPI v2 and YAML responses are not served, a deleted namespace goes at once with its
 //! objects (there is no Terminating phase), aggregated discovery is not served (the legacy
 //! documents are).
 
