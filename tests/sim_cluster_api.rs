@@ -1,14 +1,15 @@
 //! The simulated controllers' one interface (`sim::kube::api::ClusterApi`) on both of its
 //! sides: the built-in store and a REAL kube-apiserver (tests/support/apiserver.rs) through
-//! a kube client. The same steps, and the same controller (Flux's reconcile answer,
-//! `sim::flux`), must leave the same objects on both; the console's own Flux judge must
-//! accept the answer on both.
+//! a kube client. The same steps, and the same controllers (Flux's reconcile answer,
+//! `sim::flux`; the DaemonSet's status, `sim::daemonset`), must leave the same objects on
+//! both; the console's own Flux judge must accept the answer on both.
 //! Missing kube-apiserver/etcd = FAIL with the build hint.
 
 mod support;
 
 use hk_console::exec::kube::flux::judge;
 use hk_console::exec::kube::wait::Judgement;
+use hk_console::sim::daemonset::report_status;
 use hk_console::sim::flux::answer_reconcile;
 use hk_console::sim::kube::api::{ClusterApi, KubeApi};
 use hk_console::sim::kube::{ObjRef, Store};
@@ -113,6 +114,41 @@ async fn exercise<C: ClusterApi>(api: &C, side: &str) -> Vec<String> {
     );
     seen.push(format!("{verdict:?}"));
 
+    // The controller: the DaemonSet's status, counted from its pods (one of the current
+    // generation and ready, one of an older one and not ready).
+    let ds = ObjRef::new("apps/v1", "DaemonSet", Some("kube-system"), "sim-api-ds");
+    api.apply(json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "sim-api-ds", "namespace": "kube-system"},
+        "spec": {"selector": {"matchLabels": {"k8s-app": "sim-api"}},
+            "template": {"metadata": {"labels": {"k8s-app": "sim-api"}},
+                "spec": {"containers": [{"name": "agent", "image": "example.invalid/agent:1"}]}}}}))
+        .await
+        .unwrap_or_else(|e| panic!("{side}: apply daemonset: {e}"));
+    for (name, generation, ok) in [("sim-api-a", "1", "True"), ("sim-api-b", "0", "False")] {
+        api.apply(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "kube-system",
+                "labels": {"k8s-app": "sim-api", "pod-template-generation": generation}},
+            "spec": {"containers": [{"name": "agent", "image": "example.invalid/agent:1"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": ok}]}}))
+            .await
+            .unwrap_or_else(|e| panic!("{side}: apply pod {name}: {e}"));
+    }
+    let reported = report_status(api, &ds, "sim-api", 1, 3)
+        .await
+        .unwrap_or_else(|e| panic!("{side}: report status: {e}"));
+    let st = &reported["status"];
+    let counts: Vec<Option<u64>> = [
+        "desiredNumberScheduled",
+        "updatedNumberScheduled",
+        "numberReady",
+        "numberUnavailable",
+    ]
+    .iter()
+    .map(|f| st[*f].as_u64())
+    .collect();
+    assert_eq!(counts, [Some(3), Some(1), Some(1), Some(2)], "{side}: {st}");
+    seen.push(format!("daemonset {counts:?}"));
+
     api.remove(&n).await.expect("remove");
     assert!(api.fetch(&n).await.expect("fetch").is_none(), "{side}");
     seen.push("removed".into());
@@ -120,7 +156,7 @@ async fn exercise<C: ClusterApi>(api: &C, side: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_same_controller_on_the_store_and_on_a_real_api_server() {
+async fn the_same_controllers_on_the_store_and_on_a_real_api_server() {
     let store = Store::new(100);
     store
         .apply(
