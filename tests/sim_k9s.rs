@@ -61,8 +61,8 @@ fn names(d: &Demo, api_version: &str, kind: &str, ns: Option<&str>) -> Vec<Strin
         .collect()
 }
 
-/// k9s in a tmux terminal with its own HOME, XDG and k9s directories under `home` (never
-/// the operator's), no release check (there is no network), `extra` flags.
+/// k9s in a tmux terminal with its own HOME, TMPDIR (client-go's klog writes its files
+/// there), XDG and k9s directories under `home` (never the operator's), no release check (there is no network), `extra` flags.
 fn launch(home: &Path, kc: &Path, extra: &str) -> Tmux {
     let cfg = home.join("k9s-config");
     std::fs::create_dir_all(&cfg).expect("k9s config dir");
@@ -74,7 +74,7 @@ fn launch(home: &Path, kc: &Path, extra: &str) -> Tmux {
     .expect("k9s config");
     let q = |p: &Path| format!("'{}'", p.display());
     let cmd = format!(
-        "env HOME={h} XDG_CONFIG_HOME={h}/xdg-config XDG_DATA_HOME={h}/xdg-data XDG_STATE_HOME={h}/xdg-state XDG_CACHE_HOME={h}/xdg-cache K9S_CONFIG_DIR={c} K9S_LOGS_DIR={h}/logs {k9s} --kubeconfig {kc} --logoless --logLevel debug {extra}; sleep 600",
+        "env HOME={h} TMPDIR={h} XDG_CONFIG_HOME={h}/xdg-config XDG_DATA_HOME={h}/xdg-data XDG_STATE_HOME={h}/xdg-state XDG_CACHE_HOME={h}/xdg-cache K9S_CONFIG_DIR={c} K9S_LOGS_DIR={h}/logs {k9s} --kubeconfig {kc} --logoless --logLevel debug {extra}; sleep 600",
         h = q(home),
         c = q(&cfg),
         k9s = q(&k9s()),
