@@ -9,6 +9,8 @@
 #     API server (tests/support/apiserver.rs).
 #   - kustomize built from tests/kustomize/go.mod (needs Go) into target/kustomize-bin: the
 #     real engine the parity check is compared with (tests/check_kustomize_diff.rs).
+#   - k9s built by tests/k9s/build.sh (needs Go) into target/k9s-bin: the real k9s the
+#     simulation's k9s test drives (tests/sim_k9s.rs).
 # Then: cargo fmt --check, cargo clippy -D warnings, cargo test (all targets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -94,6 +96,20 @@ else
   echo "go not found: install Go (https://go.dev/dl), then 'bash tests/kustomize/build.sh'" >&2
 fi
 # --- end parity step
+
+# --- k9s test (tests/sim_k9s.rs): the REAL k9s, built by tests/k9s/build.sh from its Go
+# module (pinned in the script) into target/k9s-bin; it drives the demo's simulated API
+# server in tmux. Cached: rebuilt only when build.sh changes. A cold build measured 29 min
+# wall on a loaded 2-core machine (554 s of CPU; module cache warm). Without Go the test
+# FAILS with the same hint.
+step "k9s for the simulation's k9s test"
+export HK_K9S_BIN_DIR="${HK_K9S_BIN_DIR:-$PWD/target/k9s-bin}"
+if command -v go >/dev/null 2>&1; then
+  bash tests/k9s/build.sh
+else
+  echo "go not found: install Go (https://go.dev/dl), then 'bash tests/k9s/build.sh'" >&2
+fi
+# --- end k9s step
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

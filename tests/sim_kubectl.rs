@@ -67,6 +67,13 @@ async fn kubectl_against_the_demo() {
         );
         assert_ne!(code, Some(0));
         assert!(e.contains("`?previous=true` is not simulated"), "{e}");
+        // A pod's processes are not simulated: exec is refused by name, never run.
+        let (o, e, code) = run(
+            &kc,
+            &["exec", "-n", "kube-system", "cilium-g1-n1", "--", "true"],
+        );
+        assert_ne!(code, Some(0), "{o}");
+        assert!(e.contains("`pods/exec` is not simulated"), "{e}");
     })
     .await
     .expect("kubectl checks");

@@ -148,7 +148,12 @@ fn cells(out: &str) -> (Vec<String>, Vec<Vec<(String, String)>>) {
         .map(|l| {
             cols.iter()
                 .enumerate()
-                .filter(|(_, (_, n))| !matches!(n.as_str(), "AGE" | "LAST SEEN" | "FIRST SEEN"))
+                .filter(|(_, (_, n))| {
+                    !matches!(
+                        n.as_str(),
+                        "AGE" | "LAST SEEN" | "FIRST SEEN" | "CREATED AT"
+                    )
+                })
                 .map(|(i, (start, n))| {
                     let end = cols.get(i + 1).map_or(l.len(), |c| c.0.min(l.len()));
                     let cell = l.get((*start).min(l.len())..end).unwrap_or("").trim();
@@ -252,6 +257,8 @@ async fn kubectl_sees_the_simulation_as_a_real_server() {
             &["get", "svc", "-n", "default"],
             &["get", "svc", "-n", "default", "-o", "wide"],
             &["get", "endpointslices", "-n", "default", "hk-compare"],
+            // Both have the Flux CRDs (the simulation builds them in).
+            &["get", "crd"],
         ];
         for args in commands {
             let (so, se, sc) = kubectl(&sim_kc, args);

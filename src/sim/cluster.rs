@@ -451,19 +451,6 @@ fn kubernetes_endpoints(env: &SimEnv, dead: &[bool]) -> Value {
     })
 }
 
-fn daemonset_status(generation: u64, desired: usize, updated: usize, ready: usize) -> Value {
-    json!({
-        "observedGeneration": generation,
-        "desiredNumberScheduled": desired,
-        "currentNumberScheduled": desired,
-        "numberMisscheduled": 0,
-        "updatedNumberScheduled": updated,
-        "numberReady": ready,
-        "numberAvailable": ready,
-        "numberUnavailable": desired.saturating_sub(ready),
-    })
-}
-
 /// Put the cluster of `env` into `store` as `state` says.
 pub fn seed(store: &Store, env: &SimEnv, state: &EnvState) -> Result<(), super::kube::SimError> {
     let now = jiff::Timestamp::now();
@@ -510,7 +497,7 @@ pub fn seed(store: &Store, env: &SimEnv, state: &EnvState) -> Result<(), super::
     }
     store.patch_status(
         &ds,
-        daemonset_status(
+        super::daemonset::status(
             generation,
             env.servers.len(),
             env.servers.len(),
@@ -1127,44 +1114,13 @@ impl Controllers {
         );
     }
 
-    fn ds_status(&self, generation: u64) {
+    async fn ds_status(&self, generation: u64) {
         let n = self.env.servers.len();
-        let pods = self
-            .store
-            .objects("v1", "Pod", Some(NS))
-            .unwrap_or_default();
-        let mine: Vec<&super::kube::Object> = pods
-            .iter()
-            .filter(|p| {
-                p.pointer("/metadata/labels/k8s-app")
-                    .and_then(Value::as_str)
-                    == Some("cilium")
-            })
-            .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
-            .collect();
-        let updated = mine
-            .iter()
-            .filter(|p| {
-                p.pointer("/metadata/labels/pod-template-generation")
-                    .and_then(Value::as_str)
-                    == Some(generation.to_string().as_str())
-            })
-            .count();
-        let ready = mine
-            .iter()
-            .filter(|p| {
-                p.pointer("/status/conditions")
-                    .and_then(Value::as_array)
-                    .is_some_and(|cs| {
-                        cs.iter()
-                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    })
-            })
-            .count();
-        let _ = self.store.patch_status(
-            &ds_ref(),
-            daemonset_status(generation, n, updated.min(n), ready.min(n)),
-        );
+        if let Err(e) =
+            super::daemonset::report_status(&self.store, &ds_ref(), "cilium", generation, n).await
+        {
+            tracing::warn!("simulated cluster: the cilium DaemonSet's status: {e}");
+        }
     }
 
     /// The DaemonSet controller: every live node runs one agent pod; a missing one is
@@ -1183,7 +1139,7 @@ impl Controllers {
         if made.is_empty() {
             return;
         }
-        self.ds_status(generation);
+        self.ds_status(generation).await;
         tokio::time::sleep(
             self.scaled(Duration::from_secs(2))
                 .max(Duration::from_millis(200)),
@@ -1192,7 +1148,7 @@ impl Controllers {
         for (name, i) in made {
             self.set_ready(&name, i);
         }
-        self.ds_status(generation);
+        self.ds_status(generation).await;
     }
 
     /// Roll the DaemonSet's current generation onto every node, one at a time, never past
@@ -1202,7 +1158,7 @@ impl Controllers {
         let step = Duration::from_millis(700);
         let n = self.env.servers.len();
         let (generation, owner) = ds_meta(&self.store);
-        self.ds_status(generation);
+        self.ds_status(generation).await;
         for i in 0..n {
             if self.cancel.is_cancelled() {
                 return;
@@ -1210,7 +1166,7 @@ impl Controllers {
             let host = self.env.dial(self.agents_dial, i);
             let name =
                 self.replace_pod(i, generation, &owner, &host, false, jiff::Timestamp::now());
-            self.ds_status(generation);
+            self.ds_status(generation).await;
             if self.state.rollout_stuck_on == Some(i + 1) {
                 // maxUnavailable 1: the controller waits for this pod forever.
                 self.probe_fails(&name, i);
@@ -1218,7 +1174,7 @@ impl Controllers {
             }
             tokio::time::sleep(step).await;
             self.set_ready(&name, i);
-            self.ds_status(generation);
+            self.ds_status(generation).await;
             tokio::time::sleep(step).await;
         }
     }
@@ -1227,12 +1183,22 @@ impl Controllers {
     /// what the agents dial, the DaemonSet's template changes and the new generation rolls.
     async fn reconcile(&mut self, requested_at: &str) {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let _ = self.store.patch_status(
-            &ObjRef::new("helm.toolkit.fluxcd.io/v2", "HelmRelease", Some(NS), "cilium"),
-            json!({"lastHandledReconcileAt": requested_at,
-                "conditions": [{"type": "Ready", "status": "True", "reason": "UpgradeSucceeded",
-                    "message": "Helm upgrade succeeded", "lastTransitionTime": time(jiff::Timestamp::now())}]}),
+        let release = ObjRef::new(
+            "helm.toolkit.fluxcd.io/v2",
+            "HelmRelease",
+            Some(NS),
+            "cilium",
         );
+        if let Err(e) = super::flux::answer_reconcile(
+            &self.store,
+            &release,
+            requested_at,
+            jiff::Timestamp::now(),
+        )
+        .await
+        {
+            tracing::warn!("simulated cluster: answering the reconcile of {release}: {e}");
+        }
         let Some(target) = self.state.agents_dial_after_reconcile else {
             return;
         };

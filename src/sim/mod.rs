@@ -10,13 +10,17 @@
 //! - [`node`]: a node's simulated state and the utilities its commands run.
 //! - [`shell`]: the POSIX `sh` subset those commands are written in.
 //! - [`coreutils`]: the everyday node tools (ls, ps, df, awk, sed, ip, ss, ...).
+//! - [`daemonset`]: the DaemonSet controller's status, over the controllers' one interface.
+//! - [`flux`]: Flux's helm-controller, written over the controllers' one interface.
 //! - [`fs`]: a node's in-memory file tree (what scp, sftp and redirections write).
 //! - [`headless`]: `demo --headless --run`: a runbook driven through the console app by a
 //!   simulated operator, its journal summarised.
 pub mod cluster;
 pub mod coreutils;
+pub mod daemonset;
 pub mod demo;
 pub mod demo_repo;
+pub mod flux;
 pub mod fs;
 pub mod headless;
 pub mod kube;

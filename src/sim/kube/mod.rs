@@ -13,7 +13,8 @@
 //! namespaces, nodes, pods (and their `log`), configmaps, events, services;
 //! discovery.k8s.io/v1 endpointslices; events.k8s.io/v1 events (a read-only view of the core
 //! ones); apps/v1 daemonsets; coordination.k8s.io/v1 leases; helm.toolkit.fluxcd.io/v2
-//! helmreleases; kustomize.toolkit.fluxcd.io/v1 kustomizations; server-side Tables
+//! helmreleases; kustomize.toolkit.fluxcd.io/v1 kustomizations; apiextensions.k8s.io/v1
+//! customresourcedefinitions of those two (read-only); server-side Tables
 //! (`tables`), OpenAPI v3 documents with Strict field validation (`openapi`), protobuf
 //! bodies where fully understood (`proto`), an admin and a read-only user. Verbs get, list (label and
 //! field selectors, `limit`/`continue` pages consistent at one version), watch (history
@@ -27,11 +28,12 @@
 //! Known differences from a real server: no `managedFields` (server-side apply merges like
 //! a strategic patch, without field ownership: an apply to an existing object must be
 //! forced), no defaulting of omitted fields, no validation beyond names, types and Strict's
-//! unknown fields, no `metadata.finalizers` semantics, `deletecollection`, `dryRun`, `exec`,
-//! OpenAPI v2 and YAML responses are not served, a deleted namespace goes at once with its
+//! unknown fields, no `metadata.finalizers` semantics, `deletecollection`, `dryRun`, `exec`
+//! (with `attach` and `portforward`: 501), OpenAPI v2 and YAML responses are not served, a deleted namespace goes at once with its
 //! objects (there is no Terminating phase), aggregated discovery is not served (the legacy
 //! documents are).
 
+pub mod api;
 mod discovery;
 pub mod events;
 pub mod logs;
@@ -164,6 +166,14 @@ impl SimKube {
             .local_addr()
             .map_err(|source| SimError::Bind { addr: bind, source })?;
         let store = Store::new(config.history);
+        // A real cluster's custom kinds are there because their CRDs are (k9s and kubectl
+        // read them to learn the kinds).
+        let established = jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        for crd in resources::crds(&established) {
+            store.apply(crd)?;
+        }
         let log = RequestLog::default();
         let token = random_token();
         let readonly_token = random_token();

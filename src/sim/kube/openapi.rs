@@ -37,6 +37,9 @@ fn kind_schema(gen: &mut SchemaGenerator, res: &ResourceType) -> Option<String> 
         ("discovery.k8s.io", "EndpointSlice") => {
             gen.subschema_for::<api::discovery::v1::EndpointSlice>()
         }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => gen.subschema_for::<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        >(),
         _ => return None,
     };
     s.get("$ref")

@@ -290,7 +290,7 @@ const NAMESPACE_FIELDS: &[SelectableField] = &[SelectableField {
 }];
 
 /// Every resource the simulated server serves.
-pub static RESOURCES: [ResourceType; 12] = [
+pub static RESOURCES: [ResourceType; 13] = [
     ResourceType {
         group: "",
         version: "v1",
@@ -500,7 +500,72 @@ pub static RESOURCES: [ResourceType; 12] = [
         printer_columns: &[],
         read_only: false,
     },
+    // The CRDs of the custom kinds above, as Flux installs them ([`crds`]); read-only: a
+    // CRD the simulation did not build in would be stored and never served.
+    ResourceType {
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        plural: "customresourcedefinitions",
+        singular: "customresourcedefinition",
+        kind: "CustomResourceDefinition",
+        short_names: &["crd", "crds"],
+        namespaced: false,
+        status: true,
+        generation: Generation::Spec,
+        create_status: CreateStatus::Keep,
+        custom: false,
+        fields: &[],
+        graceful_delete: false,
+        printer_columns: &[],
+        read_only: true,
+    },
 ];
+
+/// The CustomResourceDefinition of every custom kind served, as its API server has it once
+/// Established: names, scope, the one served version with its printer columns and status
+/// subresource, Established at `established_at` (RFC 3339). Their schema keeps unknown fields (the simulation validates custom
+/// resources no further, see [`super::openapi`]).
+pub fn crds(established_at: &str) -> Vec<serde_json::Value> {
+    RESOURCES
+        .iter()
+        .filter(|r| r.custom)
+        .map(|r| {
+            let columns: Vec<serde_json::Value> = r
+                .printer_columns
+                .iter()
+                .map(|c| {
+                    serde_json::json!({"name": c.name, "type": c.type_,
+                        "jsonPath": c.json_path, "priority": c.priority})
+                })
+                .collect();
+            let names = serde_json::json!({"kind": r.kind, "listKind": r.list_kind(),
+                "plural": r.plural, "singular": r.singular, "shortNames": r.short_names});
+            let cond = |t: &str, reason: &str, msg: &str| {
+                serde_json::json!({"type": t, "status": "True", "reason": reason,
+                    "message": msg, "lastTransitionTime": established_at})
+            };
+            serde_json::json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": format!("{}.{}", r.plural, r.group)},
+                "spec": {"group": r.group,
+                    "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+                    "names": names.clone(),
+                    "conversion": {"strategy": "None"},
+                    "versions": [{"name": r.version, "served": true, "storage": true,
+                        "subresources": if r.status { serde_json::json!({"status": {}}) } else { serde_json::json!({}) },
+                        "additionalPrinterColumns": columns,
+                        "schema": {"openAPIV3Schema": {"type": "object",
+                            "x-kubernetes-preserve-unknown-fields": true}}}]},
+                "status": {"acceptedNames": names,
+                    "storedVersions": [r.version],
+                    "conditions": [
+                        cond("NamesAccepted", "NoConflicts", "no conflicts found"),
+                        cond("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+                    ]},
+            })
+        })
+        .collect()
+}
 
 /// The resource served at `/api(s)/GROUP/VERSION/PLURAL`.
 pub fn by_path(group: &str, version: &str, plural: &str) -> Option<&'static ResourceType> {
@@ -585,10 +650,32 @@ mod tests {
     }
 
     #[test]
+    fn a_crd_for_each_custom_kind() {
+        let crds = crds("2026-12-03T10:00:00Z");
+        let custom = RESOURCES.iter().filter(|r| r.custom).count();
+        assert_eq!(crds.len(), custom);
+        let hr = crds
+            .iter()
+            .find(|c| c["metadata"]["name"] == "helmreleases.helm.toolkit.fluxcd.io")
+            .expect("the HelmRelease CRD");
+        assert_eq!(hr["spec"]["names"]["shortNames"], serde_json::json!(["hr"]));
+        assert_eq!(hr["spec"]["versions"][0]["name"], "v2");
+        assert_eq!(
+            hr["spec"]["versions"][0]["additionalPrinterColumns"][1]["name"],
+            "Ready"
+        );
+        // It parses as the real type (what k9s and kubectl decode it into).
+        let typed: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+            serde_json::from_value(hr.clone()).expect("a CRD");
+        assert_eq!(typed.spec.scope, "Namespaced");
+    }
+
+    #[test]
     fn group_versions_once_each() {
         let gv = group_versions();
         assert_eq!(gv[0], ("", "v1"));
-        // core, apps, coordination, the two Flux groups, events.k8s.io, discovery.k8s.io.
-        assert_eq!(gv.len(), 7);
+        // core, apps, coordination, the two Flux groups, events.k8s.io, discovery.k8s.io,
+        // apiextensions.k8s.io.
+        assert_eq!(gv.len(), 8);
     }
 }

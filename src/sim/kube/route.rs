@@ -48,6 +48,9 @@ pub enum Route {
         namespace: String,
         name: String,
     },
+    /// A pod subresource a real server serves and the simulation does not model
+    /// (`exec`, `attach`, `portforward`): its pods run no processes.
+    PodUnsimulated(String),
     NotFound,
 }
 
@@ -74,6 +77,9 @@ pub fn route(path: &str) -> Route {
                 namespace: (*ns).to_string(),
                 name: (*name).to_string(),
             }
+        }
+        ["api", "v1", "namespaces", _, "pods", _, sub @ ("exec" | "attach" | "portforward")] => {
+            return Route::PodUnsimulated(format!("pods/{sub}"))
         }
         ["openapi", "v3"] => return Route::OpenApi(None),
         ["openapi", "v3", gv @ ..] if !gv.is_empty() => return Route::OpenApi(Some(gv.join("/"))),

@@ -433,6 +433,12 @@ async fn dispatch(
             };
             ("create", Some(format!("{kind}.authorization.k8s.io")), resp)
         }
+        // 501, not 404: the real server has it, the simulation does not (ssh to the node).
+        Route::PodUnsimulated(sub) => (
+            "unknown",
+            Some(sub.clone()),
+            error_response(&ApiError::not_simulated(501, &sub)),
+        ),
         Route::NotFound => (
             "unknown",
             None,
@@ -894,11 +900,18 @@ async fn objects(
     };
     let (res, convert) = storage_of(t.res);
     if t.res.read_only && method != Method::GET {
-        let what = format!(
-            "{method} of {} (served for reading only; write {} instead)",
-            t.res.qualified(),
-            res.qualified()
-        );
+        let what = if std::ptr::eq(res, t.res) {
+            format!(
+                "{method} of {} (served for reading only: the simulation serves the kinds it has built in)",
+                t.res.qualified()
+            )
+        } else {
+            format!(
+                "{method} of {} (served for reading only; write {} instead)",
+                t.res.qualified(),
+                res.qualified()
+            )
+        };
         return (
             "unknown",
             error_response(&ApiError::not_simulated(405, &what)),

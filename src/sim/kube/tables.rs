@@ -151,6 +151,18 @@ const ENDPOINTSLICE: &[Col] = &[
     AGE,
 ];
 
+/// The real server prints a CRD with its default table convertor: the name and when it was
+/// created.
+const CRD: &[Col] = &[
+    NAME,
+    Col {
+        name: "Created At",
+        type_: "date",
+        priority: 0,
+        description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+    },
+];
+
 /// The Name and Age columns every other kind of the real server gets.
 const DEFAULT: &[Col] = &[NAME, AGE];
 
@@ -165,6 +177,7 @@ fn builtin_columns(res: &ResourceType) -> &'static [Col] {
         ("", "Event") | ("events.k8s.io", "Event") => EVENT,
         ("", "Service") => SERVICE,
         ("discovery.k8s.io", "EndpointSlice") => ENDPOINTSLICE,
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => CRD,
         _ => DEFAULT,
     }
 }
@@ -754,6 +767,10 @@ pub fn cells(res: &ResourceType, obj: &Value, now: Timestamp) -> Vec<Value> {
         (_, "Event") => event_cells(obj, now),
         ("", "Service") => service_cells(obj, now),
         ("discovery.k8s.io", "EndpointSlice") => endpointslice_cells(obj, now),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => vec![
+            json!(s(obj, "/metadata/name")),
+            json!(s(obj, "/metadata/creationTimestamp")),
+        ],
         _ => vec![json!(s(obj, "/metadata/name")), json!(age(obj, now))],
     }
 }
