@@ -14,6 +14,9 @@
 //! `demo::FaultInjector`).
 //! Must not: know the homelab. Names and addresses come in through [`SimEnv`] (built from
 //! the demo repo's inventory); what goes wrong comes from the scenario.
+//!
+//! One file (over 800 lines): the controllers act on one store in one task, in an order that
+//! matters (a lease moves before the node it left goes NotReady); seeding is what they expect.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;

@@ -10,6 +10,9 @@
 //! [`FaultInjector`], the way live faults (the console's `:fault`) reach both sides.
 //! Must not: listen or dial anywhere but loopback (every address is checked), touch the
 //! operator's ~/.ssh or ~/.kube, or keep running after [`Demo`] is dropped.
+//!
+//! One file (over 800 lines): the start order of the pieces (repo, API servers, nodes, keys) is
+//! one sequence whose every step checks loopback; it is read top to bottom.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

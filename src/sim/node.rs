@@ -11,6 +11,9 @@
 //! log lines, systemctl's `show`), [`NodeSession`] (one command's run).
 //! Must not: touch the real host (no process, no file, no network): every answer comes from
 //! [`NodeState`]; a command it does not know is exit 127 `sim: command not supported: ...`.
+//!
+//! One file (over 800 lines): the node state and the utilities that read and change it are one
+//! model under one lock; splitting the utilities off would spread that lock's invariants.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -11,6 +11,9 @@
 //! refused writes worded as RBAC) and their access reviews, Strict field validation, log
 //! streaming, and the events.k8s.io view served from core Events.
 //! Must not: change objects except through the store, or listen beyond the address given.
+//!
+//! One file (over 800 lines): routing, the verbs and watch streaming share the request context
+//! (user, negotiation, log); the shapes it answers live in tables.rs, openapi.rs and proto.rs.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;

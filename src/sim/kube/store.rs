@@ -10,6 +10,9 @@
 //! The simulation's own API ([`Store::apply`], [`Store::patch_status`], [`Store::delete`], ...)
 //! writes with [`Origin::Sim`], so it can tell its writes from the clients'.
 //! Must not: speak HTTP (that is `server`) or invent behaviour a real server lacks.
+//!
+//! One file (over 800 lines): the write rules, the resourceVersion counter and the history are
+//! one consistency unit; a split would expose the counter to code that must not move it.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -7,6 +7,9 @@
 //! cells of one object's row, ages as the API machinery's human durations, and the Table
 //! document (rows carrying the object as `includeObject` asks).
 //! Must not: read the store or speak HTTP.
+//!
+//! One file (over 800 lines): one column table per served kind, read side by side with the real
+//! printers; a file per kind would scatter the shared age and cell helpers.
 
 use jiff::Timestamp;
 use jsonpath_rust::JsonPath;
