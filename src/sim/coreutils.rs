@@ -10,7 +10,7 @@
 //! Owns: the utilities' output formats. Must not: run anything on the real host.
 //!
 //! One file (over 800 lines): a flat table of small tools sharing one option parser and the
-//! `unsimulated` refusal; each tool is short, and their tests sit with them.
+//! `unsimulated` refusal; each tool is short.
 
 use std::net::IpAddr;
 
