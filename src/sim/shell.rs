@@ -14,8 +14,8 @@
 //! Owns: parsing and evaluating that subset. Must not: run anything on the real host; every
 //! command that is not a builtin goes to [`System::exec`], and an unknown one is exit 127.
 //!
-//! One file (over 800 lines): the parser and the evaluator share one AST and its
-//! error wording, and each construct's tests sit beside its rule.
+//! One file (over 800 lines): the parser and the evaluator share one AST and its error
+//! wording, and a construct is read with its evaluation.
 
 use std::collections::HashMap;
 use std::fmt;
