@@ -158,6 +158,14 @@ pub(super) fn console_on(
         .map(|e| e.name.clone())
         .collect();
     let root = repo.root.clone();
+    // The looks a next step opens go to the clusters the live panes watch, and only then.
+    let looker: Option<Arc<dyn crate::observe::look::LookSource>> =
+        observations.is_some().then(|| {
+            Arc::new(crate::observe::look::Looker::new(
+                Arc::clone(&repo),
+                overrides.clone(),
+            )) as Arc<dyn crate::observe::look::LookSource>
+        });
     let checker: crate::ui::app::Checker = Arc::new(move || super::check::console_check(&root));
     let opts = crate::ui::UiOptions {
         environments,
@@ -172,6 +180,7 @@ pub(super) fn console_on(
         faults,
         protected,
         checker: Some(checker),
+        looker,
     };
     let result = rt.block_on(crate::ui::run(opts));
     live_cancel.cancel();

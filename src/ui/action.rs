@@ -96,7 +96,7 @@ impl Action {
             Action::NextMatch => "search: next matching line",
             Action::PrevMatch => "search: previous matching line",
             Action::NextStep => {
-                "the strip's next step: open the runbook that fixes the worst verdict"
+                "next step of the worst verdict: its runbook's plan, or a look (events, logs, describe)"
             }
             Action::Command(_) => "command",
             Action::Tick => "tick",

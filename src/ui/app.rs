@@ -234,6 +234,8 @@ pub enum Overlay {
     Filter {
         text: Box<TextArea<'static>>,
     },
+    /// A read-only look at the object a verdict names (events, logs, describe).
+    Look(Box<super::looks::LookOverlay>),
 }
 
 /// The run open in the run view: its session, and what the screen keeps of it.
@@ -316,6 +318,12 @@ pub struct App {
     /// The static check's last result and how to run it again.
     pub check: crate::ui::panes::check::CheckView,
     pub checker: Option<Checker>,
+    /// Takes the looks a next step opens; `None`: no cluster to look at (dry run, sample).
+    pub looker: Option<Arc<dyn crate::observe::look::LookSource>>,
+    /// Looks asked for, for the loop to take off the UI task (`(which overlay, what)`).
+    pub look_outbox: VecDeque<super::looks::LookRequest>,
+    /// Numbers each opened look, so an answer for a closed one is dropped.
+    pub look_seq: u64,
 }
 
 /// What the app is built from.
@@ -407,6 +415,9 @@ impl App {
             protected: Vec::new(),
             check: crate::ui::panes::check::CheckView::default(),
             checker: None,
+            looker: None,
+            look_outbox: VecDeque::new(),
+            look_seq: 0,
         };
         app.refresh_runs();
         app
@@ -580,6 +591,7 @@ impl App {
         };
         match overlay {
             Overlay::Help => Control::Continue,
+            Overlay::Look(l) => self.look_key(l, key),
             Overlay::Resume(m) => self.resume_key(m, key),
             Overlay::Confirm(c) => match key.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') => match c {
@@ -1253,11 +1265,22 @@ impl App {
     fn take_next_step(&mut self) {
         use crate::observe::summary::NextStep;
         let s = self.summary();
-        let Some((env, next)) = s
-            .envs
-            .iter()
-            .find_map(|e| e.first_next().map(|n| (e.env.clone(), n.clone())))
-        else {
+        // On a run's screen its environment's verdicts come first (the pod a halted step
+        // names); elsewhere the worst environment's.
+        let run_env = self
+            .active
+            .as_ref()
+            .filter(|_| self.screen == Screen::Run)
+            .map(|a| a.run.plan().env.clone());
+        let of_run = run_env.and_then(|r| {
+            s.env(&r)
+                .and_then(|e| e.first_next().map(|n| (e.env.clone(), n.clone())))
+        });
+        let Some((env, next)) = of_run.or_else(|| {
+            s.envs
+                .iter()
+                .find_map(|e| e.first_next().map(|n| (e.env.clone(), n.clone())))
+        }) else {
             self.status = Some("no verdict asks for a next step".into());
             return;
         };
@@ -1273,13 +1296,7 @@ impl App {
                     _ => "the check has not run".into(),
                 })
             }
-            NextStep::Look(l) => {
-                self.status = Some(format!(
-                    "{env}: look at {} {} (events, logs, describe)",
-                    l.object.kind.to_lowercase(),
-                    l.object.name
-                ))
-            }
+            NextStep::Look(l) => self.open_look(l),
         }
     }
 

@@ -287,6 +287,7 @@ impl Default for Keymaps {
         run.bind(Key::plain('n'), Action::NextMatch);
         run.bind(Key::plain('N'), Action::PrevMatch);
         run.bind(Key::plain('l'), Action::Live);
+        run.bind(Key::plain('x'), Action::NextStep);
 
         // The Live screen only reads: scroll, switch environment, back.
         let mut live = Keymap::default();

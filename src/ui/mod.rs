@@ -15,6 +15,7 @@ pub mod config;
 pub mod event_loop;
 pub mod keymap;
 pub mod live;
+pub mod looks;
 pub mod output;
 pub mod panes;
 pub mod theme;
@@ -88,6 +89,9 @@ pub struct UiOptions {
     /// Runs the static parity check on the repo (at start and on `:check`); `None`: there
     /// is no repo to check.
     pub checker: Option<app::Checker>,
+    /// Takes the read-only looks (events, logs, describe) a next step opens; `None`: there
+    /// is no cluster to look at, and `x` on a look says so.
+    pub looker: Option<Arc<dyn crate::observe::look::LookSource>>,
 }
 
 /// How the console ended.
@@ -162,6 +166,7 @@ pub async fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
     let mut app = build_app(parts, opts.capabilities, &opts.start);
     app.protected = opts.protected;
     app.checker = opts.checker;
+    app.looker = opts.looker;
     app.run_check();
     if !opts.notices.is_empty() {
         for n in &opts.notices {

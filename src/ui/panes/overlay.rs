@@ -17,6 +17,12 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     match &app.overlay {
         None => {}
         Some(Overlay::Help) => draw_help(f, area, app),
+        Some(Overlay::Look(o)) => {
+            // Most of the screen: log lines and events are long.
+            let w = area.width.saturating_sub(4).max(20);
+            let h = area.height.saturating_sub(4).max(6);
+            super::look::draw(f, centered(area, w, h), &o.view, o.scroll, &app.theme)
+        }
         Some(Overlay::Resume(m)) => super::resume::draw(f, area, app, m),
         Some(Overlay::Gate(m)) => draw_gate(f, area, app, m),
         Some(Overlay::Confirm(c)) => draw_confirm(f, area, app, c),

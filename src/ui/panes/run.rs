@@ -251,6 +251,22 @@ fn draw_detail(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
                 },
                 t.warn(),
             )));
+            // What explains the halt is one key away: the look at the object it names.
+            if let Some(crate::observe::summary::NextStep::Look(l)) = app.run_env_next() {
+                lines.push(Line::from(Span::styled(
+                    format!(
+                        "x look: {} {} ({})",
+                        l.object.kind.to_lowercase(),
+                        l.object.name,
+                        l.kinds
+                            .iter()
+                            .map(|k| crate::ui::panes::look::key_of(*k).1)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    t.focus(),
+                )));
+            }
         }
         let next = a
             .run
