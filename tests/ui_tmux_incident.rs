@@ -130,3 +130,55 @@ fn rollout_stuck_pod_events_and_logs_are_one_key_away() {
     tmux.send(&["done looking", "Enter"]);
     tmux.send(&["q"]);
 }
+
+/// healthy, then `:fault prod holder-dies` on the Live screen: the VIP pane warns while the
+/// dead holder still holds the lease, and the timeline beside the panes records the node
+/// going NotReady and, once the lease expires, the lease moving to the next server.
+#[test]
+fn holder_dies_the_vip_warns_and_the_timeline_records_the_move() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let tmux = demo("healthy", state.path(), "160", "45");
+    tmux.wait_for("SIMULATED homelab");
+    tmux.send(&[":"]);
+    tmux.send(&["env prod", "Enter"]);
+    tmux.send(&["l"]);
+    tmux.wait_for("Live · prod");
+    tmux.wait_for("nothing changed yet this session");
+    tmux.wait_for("holder k3s-prod-1 is Ready");
+    tmux.send(&[":"]);
+    tmux.send(&["fault prod holder-dies", "Enter"]);
+    let fault = Instant::now();
+    let s = tmux.wait_until(Duration::from_secs(10), "the VIP pane warns", |s| {
+        s.contains("! holder k3s-prod-1 is NotReady")
+    });
+    println!(
+        "holder-dies: VIP pane warned {:?} after the fault",
+        fault.elapsed()
+    );
+    assert!(s.contains("! VIP lease"), "{s}");
+    // The timeline is the right-hand column (48 wide at 160); its events wrap there.
+    let trail = |s: &str| {
+        let rows: Vec<String> = s
+            .lines()
+            .map(|l| l.chars().skip(112).collect::<String>().replace('│', " "))
+            .collect();
+        rows.join(" ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let s = tmux.wait_until(
+        Duration::from_secs(60),
+        "the lease move on the timeline",
+        |s| trail(s).contains("lease moved k3s-prod-1 -> k3s-prod-2"),
+    );
+    println!(
+        "holder-dies: the timeline recorded the move {:?} after the fault",
+        fault.elapsed()
+    );
+    assert!(
+        trail(&s).contains("node k3s-prod-1 Ready -> NotReady"),
+        "the node going down is on it too:\n{s}"
+    );
+    tmux.send(&["q"]);
+}
