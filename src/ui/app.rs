@@ -72,6 +72,8 @@ pub enum Screen {
     Run,
     /// Every live pane of the current environment in detail (read-only by nature).
     Live,
+    /// The static parity check's findings, file:line (read-only).
+    Check,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -324,6 +326,10 @@ pub struct App {
     pub look_outbox: VecDeque<super::looks::LookRequest>,
     /// Numbers each opened look, so an answer for a closed one is dropped.
     pub look_seq: u64,
+    /// Where Back (or `c`) leaves the Check screen to.
+    pub check_from: Screen,
+    /// The Check screen's first shown line.
+    pub check_scroll: usize,
 }
 
 /// What the app is built from.
@@ -418,6 +424,8 @@ impl App {
             looker: None,
             look_outbox: VecDeque::new(),
             look_seq: 0,
+            check_from: Screen::Home,
+            check_scroll: 0,
         };
         app.refresh_runs();
         app
@@ -503,6 +511,7 @@ impl App {
             (_, Screen::Home) => KeyMode::Home,
             (_, Screen::Run) => KeyMode::Run,
             (_, Screen::Live) => KeyMode::Live,
+            (_, Screen::Check) => KeyMode::Check,
         }
     }
 
@@ -512,6 +521,7 @@ impl App {
             Screen::Home => KeyMode::Home,
             Screen::Run => KeyMode::Run,
             Screen::Live => KeyMode::Live,
+            Screen::Check => KeyMode::Check,
         }
     }
 
@@ -788,6 +798,7 @@ impl App {
                             self.refresh_runs();
                         }
                         Screen::Live => self.leave_live(),
+                        Screen::Check => self.leave_check(),
                         Screen::Home => {}
                     }
                 }
@@ -875,6 +886,7 @@ impl App {
             }
             Action::Observe => self.enter_observe(),
             Action::Live => self.toggle_live(),
+            Action::Check => self.toggle_check(),
             Action::NextStep => self.take_next_step(),
             Action::Filter => {
                 let mut t = single_line();
@@ -976,6 +988,10 @@ impl App {
             self.scroll_live(d);
             return;
         }
+        if self.screen == Screen::Check {
+            self.scroll_check(d);
+            return;
+        }
         let step = |cur: usize, len: usize| -> usize {
             if len == 0 {
                 return 0;
@@ -991,7 +1007,7 @@ impl App {
                 }
                 HomeFocus::Runs => self.run_sel = step(self.run_sel, self.visible_runs().len()),
             },
-            Screen::Live => {}
+            Screen::Live | Screen::Check => {}
             Screen::Run => {
                 let focus = self.run_focus;
                 if let Some(a) = self.active.as_mut() {
@@ -1031,7 +1047,7 @@ impl App {
 
     fn open_selected(&mut self) {
         match self.screen {
-            Screen::Live => {}
+            Screen::Live | Screen::Check => {}
             Screen::Run => self.reopen_gate(),
             Screen::Home => match self.home_focus {
                 HomeFocus::Environments => {
@@ -1287,14 +1303,8 @@ impl App {
         match next {
             NextStep::Runbook { id, env: on, .. } => self.open_runbook(&id, Some(&on), None),
             NextStep::Check { .. } => {
-                self.status = Some(match &self.check.findings {
-                    Some(Ok(f)) => f
-                        .iter()
-                        .find(|f| f.env.as_deref().is_none_or(|e| e == env))
-                        .map(|f| f.to_string())
-                        .unwrap_or_default(),
-                    _ => "the check has not run".into(),
-                })
+                self.open_check();
+                self.status = Some(format!("{env}: the parity findings, file:line"));
             }
             NextStep::Look(l) => self.open_look(l),
         }
@@ -1401,6 +1411,7 @@ impl App {
                     fail(self, "no repo to check".into());
                 } else {
                     self.run_check();
+                    self.open_check();
                     self.status = Some(match &self.check.findings {
                         Some(Ok(f)) => crate::checks::parity::summary(f),
                         Some(Err(e)) => format!("the check could not run: {e}"),

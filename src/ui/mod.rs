@@ -11,6 +11,7 @@
 //! or touch the journal (the session does).
 pub mod action;
 pub mod app;
+pub mod check_screen;
 pub mod config;
 pub mod event_loop;
 pub mod keymap;
