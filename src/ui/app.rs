@@ -330,7 +330,14 @@ pub struct App {
     pub check_from: Screen,
     /// The Check screen's first shown line.
     pub check_scroll: usize,
+    /// The last `:` line refused and why: the next `:` opens with it.
+    pub refused_command: Option<(String, String)>,
 }
+
+/// The `:` commands, for Tab.
+const COMMANDS: &[&str] = &[
+    "run", "env", "theme", "check", "observe", "live", "fault", "help", "q",
+];
 
 /// What the app is built from.
 /// Runs the static parity check (the repo read afresh each time) for the Check screen.
@@ -426,6 +433,7 @@ impl App {
             look_seq: 0,
             check_from: Screen::Home,
             check_scroll: 0,
+            refused_command: None,
         };
         app.refresh_runs();
         app
@@ -673,6 +681,15 @@ impl App {
                 KeyCode::Tab => {
                     let line = text.lines().join(" ");
                     let completed = self.complete(&line);
+                    // More than one way on: show them (as a shell's second Tab would).
+                    let options = self.candidates(&completed);
+                    let error = if options.len() > 1 {
+                        Some(format!("tab: {}", options.join("  ")))
+                    } else if options.is_empty() && completed == line {
+                        error
+                    } else {
+                        None
+                    };
                     let mut t = single_line();
                     t.insert_str(&completed);
                     self.overlay = Some(Overlay::Command {
@@ -805,9 +822,14 @@ impl App {
             }
             Action::Help => self.overlay = Some(Overlay::Help),
             Action::CommandLine => {
+                let mut text = single_line();
+                let error = self.refused_command.take().map(|(line, why)| {
+                    text.insert_str(&line);
+                    why
+                });
                 self.overlay = Some(Overlay::Command {
-                    text: Box::new(single_line()),
-                    error: None,
+                    text: Box::new(text),
+                    error,
                 })
             }
             Action::Up => self.move_sel(-1),
@@ -1140,6 +1162,8 @@ impl App {
         });
         self.screen = Screen::Run;
         self.overlay = None;
+        // A filter belongs to the pane it was typed on: a Home filter never hides output.
+        self.filter = None;
         self.search_at = None;
     }
 
@@ -1326,11 +1350,14 @@ impl App {
         } else {
             self.live_from = self.screen;
             self.screen = Screen::Live;
+            self.filter = None;
+            self.search_at = None;
             self.live_scroll = 0;
         }
     }
 
     fn leave_live(&mut self) {
+        self.filter = None;
         // A run opened from the Live screen (`:run`) is not left behind a stale return.
         self.screen = match self.live_from {
             Screen::Run if self.active.is_some() => Screen::Run,
@@ -1357,14 +1384,14 @@ impl App {
         let arg = words.next();
         let arg2 = words.next();
         let arg3 = words.next();
+        // A refusal closes the prompt (the keys after it go to the screen again) and says
+        // why on the status line; the next `:` brings the line back to be fixed.
         let fail = |app: &mut App, msg: String| {
-            let mut t = single_line();
-            t.insert_str(line);
-            app.overlay = Some(Overlay::Command {
-                text: Box::new(t),
-                error: Some(msg),
-            });
+            app.overlay = None;
+            app.status = Some(format!("✗ :{}: {msg}", line.trim()));
+            app.refused_command = Some((line.to_string(), msg));
         };
+        self.refused_command = None;
         match (cmd, arg) {
             ("q" | "quit" | "q!", _) => return self.update(Action::Quit),
             ("run", Some(id)) => {
@@ -1423,7 +1450,7 @@ impl App {
             _ => fail(
                 self,
                 format!(
-                    "unknown command `{}`: try run, env, theme, observe, live{}, q",
+                    "unknown command `{}`: try run, env, theme, check, observe, live, help{}, q",
                     line.trim(),
                     if self.faults.is_some() { ", fault" } else { "" }
                 ),
@@ -1448,12 +1475,47 @@ impl App {
         Ok(())
     }
 
+    /// What Tab could complete `line` with at the word it ends in.
+    pub fn candidates(&self, line: &str) -> Vec<String> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let ends_space = line.ends_with(' ') || words.is_empty();
+        let (prefix, options): (&str, Vec<String>) = match (words.as_slice(), ends_space) {
+            ([], _) => ("", COMMANDS.iter().map(|s| s.to_string()).collect()),
+            ([c], false) => (c, COMMANDS.iter().map(|s| s.to_string()).collect()),
+            ([c], true) | ([c, _], false) => {
+                let prefix = if ends_space { "" } else { words[1] };
+                let options = match *c {
+                    "run" => self.runbooks.iter().map(|r| r.id.clone()).collect(),
+                    "env" | "fault" => self.envs.iter().map(|e| e.name.clone()).collect(),
+                    "theme" => self.themes.names().map(str::to_string).collect(),
+                    _ => Vec::new(),
+                };
+                (prefix, options)
+            }
+            (["run", _], true) | (["run", _, _], false) => {
+                let prefix = if ends_space { "" } else { words[2] };
+                (prefix, self.envs.iter().map(|e| e.name.clone()).collect())
+            }
+            (["fault", _], true) | (["fault", _, _], false) => {
+                let prefix = if ends_space { "" } else { words[2] };
+                let options = self
+                    .faults
+                    .as_ref()
+                    .map(|f| f.fault_names())
+                    .unwrap_or_default();
+                (prefix, options)
+            }
+            _ => ("", Vec::new()),
+        };
+        options
+            .into_iter()
+            .filter(|o| o.starts_with(prefix))
+            .collect()
+    }
+
     /// Tab on the command line: complete the command, then its argument (`:fault`: its
     /// environment, then the fault).
     pub fn complete(&self, line: &str) -> String {
-        const CMDS: &[&str] = &[
-            "run", "env", "theme", "observe", "live", "fault", "help", "q",
-        ];
         let words: Vec<&str> = line.split_whitespace().collect();
         let ends_space = line.ends_with(' ');
         let pick = |prefix: &str, options: Vec<String>| -> Option<String> {
@@ -1479,10 +1541,10 @@ impl App {
         };
         match (words.as_slice(), ends_space) {
             ([], _) => line.to_string(),
-            ([c], false) => pick(c, CMDS.iter().map(|s| s.to_string()).collect()).map_or(
+            ([c], false) => pick(c, COMMANDS.iter().map(|s| s.to_string()).collect()).map_or(
                 line.to_string(),
                 |c| {
-                    if CMDS.contains(&c.as_str()) {
+                    if COMMANDS.contains(&c.as_str()) {
                         format!("{c} ")
                     } else {
                         c
