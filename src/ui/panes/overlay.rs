@@ -78,6 +78,14 @@ fn draw_help(f: &mut Frame, area: Rect, app: &App) {
         " gates: enter answers (or reopens) · ctrl-r rejects · esc hides",
         t.muted(),
     )));
+    lines.push(Line::from(Span::styled(
+        " a look (x): e events · g logs · d describe · r look again · j/k scroll · esc closes",
+        t.muted(),
+    )));
+    lines.push(Line::from(Span::styled(
+        " : :env ENV · :theme NAME · :fault ENV FAULT [N] (demo) · :help · tab lists candidates",
+        t.muted(),
+    )));
     let h = lines.len() as u16 + 2;
     // Wide enough for the longest row (at least 72), as far as the terminal allows.
     let widest = rows
