@@ -1350,14 +1350,11 @@ impl App {
         } else {
             self.live_from = self.screen;
             self.screen = Screen::Live;
-            self.filter = None;
-            self.search_at = None;
             self.live_scroll = 0;
         }
     }
 
     fn leave_live(&mut self) {
-        self.filter = None;
         // A run opened from the Live screen (`:run`) is not left behind a stale return.
         self.screen = match self.live_from {
             Screen::Run if self.active.is_some() => Screen::Run,
