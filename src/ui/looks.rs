@@ -30,8 +30,9 @@ pub struct LookOverlay {
     pub look: Look,
     pub view: LookView,
     pub scroll: u16,
-    /// The operator picked a kind (`e`/`g`/`d`): answers coming in no longer move the view.
-    pub chosen: bool,
+    /// The kind the operator picked (`e`/`g`/`d`), answered yet or not: it is shown as
+    /// soon as it is in, and other answers coming in no longer move the view.
+    pub picked: Option<LookKind>,
 }
 
 impl LookOverlay {
@@ -99,7 +100,7 @@ impl App {
             },
             look,
             scroll: 0,
-            chosen: false,
+            picked: None,
         })));
     }
 
@@ -122,14 +123,12 @@ impl App {
         // Keep what the operator picked; until then the look's first kind, once it is in
         // (before that, the best answer there is).
         let first = order.first().copied().unwrap_or(LookKind::Events);
-        let want = if o.chosen {
-            shown.unwrap_or(first)
-        } else {
-            first
-        };
+        let want = o.picked.unwrap_or(first);
         let scroll = o.scroll;
         if !o.show(want) {
-            o.view.shown = 0;
+            // Not in yet: keep what is shown (or the first answer there is).
+            let keep = shown.and_then(|k| o.view.results.iter().position(|r| r.kind == k));
+            o.view.shown = keep.unwrap_or(0);
         }
         if shown == o.shown_kind() {
             o.scroll = scroll;
@@ -141,11 +140,12 @@ impl App {
             KeyCode::Esc | KeyCode::Char('q') => return Control::Continue,
             KeyCode::Char(c) if kind_of_key(c).is_some() => {
                 if let Some(k) = kind_of_key(c) {
-                    if o.show(k) {
-                        o.chosen = true;
-                    } else {
+                    if o.look.kinds.contains(&k) {
+                        o.picked = Some(k);
+                    }
+                    if !o.show(k) {
                         self.status = Some(if o.look.kinds.contains(&k) {
-                            "that look has not answered yet".into()
+                            "that look has not answered yet: it shows when it does".into()
                         } else {
                             format!("no such look for {}", o.look.object.kind.to_lowercase())
                         });

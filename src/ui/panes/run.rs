@@ -37,11 +37,12 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         return;
     };
     let [left, right] = if area.width >= 120 {
-        // The plan takes the width its rows need (up to what leaves the output 56 columns),
-        // so a step's host and title are not cut on a wide terminal.
+        // The plan takes the width its rows need, up to what leaves the step and output
+        // panes 72 columns (the step's halt, its look and its command stay in view); the
+        // host column comes first, so it is whole at any of these widths.
         let need = u16::try_from(plan_width(a)).unwrap_or(u16::MAX);
         let floor = area.width * 42 / 100;
-        let left_w = need.clamp(floor, area.width.saturating_sub(56).max(floor));
+        let left_w = need.clamp(floor, area.width.saturating_sub(72).max(floor));
         Layout::horizontal([Constraint::Length(left_w), Constraint::Min(0)]).areas(area)
     } else if area.width >= 90 {
         Layout::horizontal([Constraint::Percentage(42), Constraint::Percentage(58)]).areas(area)
