@@ -74,12 +74,21 @@ fn command(app: &mut App, line: &str) {
     app.handle_key(code(KeyCode::Enter));
 }
 
-/// The reopened command line's text and error, if the command line is open.
-fn command_error(app: &App) -> Option<(String, Option<String>)> {
-    match &app.overlay {
+/// A refused command: the prompt closed, the status line says why, and the next `:` brings
+/// back the line with the reason. The recalled line and reason (None: not refused).
+fn command_error(app: &mut App) -> Option<(String, Option<String>)> {
+    app.refused_command.as_ref()?;
+    assert!(app.overlay.is_none(), "a refused command closes the prompt");
+    let said = app.status.clone().unwrap_or_default();
+    let (_, why) = app.refused_command.clone().expect("refused");
+    assert!(said.contains(&why), "the status line says why: {said}");
+    app.handle_key(key(':'));
+    let recalled = match &app.overlay {
         Some(Overlay::Command { text, error }) => Some((text.lines().join(" "), error.clone())),
         _ => None,
-    }
+    };
+    app.handle_key(code(KeyCode::Esc));
+    recalled
 }
 
 #[test]
@@ -110,7 +119,7 @@ fn fault_reaches_the_sink_and_its_reply_is_on_the_status_line() {
         ("dev".to_string(), "agent-drifts 2".to_string())
     );
     // The sink's refusal reopens the command line with the line and the reason.
-    let (line, error) = command_error(&app).expect("command line reopened");
+    let (line, error) = command_error(&mut app).expect("command line reopened");
     assert_eq!(line, "fault  dev   agent-drifts   2");
     assert_eq!(
         error.as_deref(),
@@ -124,7 +133,7 @@ fn fault_without_an_environment_shows_the_usage_and_calls_nothing() {
     let sink = Arc::new(RecordingSink::default());
     let mut app = demo_app(dir.path(), &sink);
     command(&mut app, "fault");
-    let (_, error) = command_error(&app).expect("command line reopened");
+    let (_, error) = command_error(&mut app).expect("command line reopened");
     assert_eq!(error, Some(sink.usage()));
     assert!(sink.calls().is_empty());
 }
@@ -134,13 +143,17 @@ fn without_a_sink_fault_is_refused_as_demo_only() {
     let dir = tmp();
     let mut app = App::operate(parts(dir.path()), operate_caps(&ALL_KINDS, &ALL_KINDS));
     command(&mut app, "fault prod holder-dies");
-    let (line, error) = command_error(&app).expect("command line reopened");
+    let (line, error) = command_error(&mut app).expect("command line reopened");
     assert_eq!(line, "fault prod holder-dies");
     assert_eq!(
         error.as_deref(),
         Some("`:fault` works only in the simulated demo (hk-console demo)")
     );
-    assert_eq!(app.status, None);
+    // The status line holds the refusal, never a success.
+    assert_eq!(
+        app.status.as_deref(),
+        Some("✗ :fault prod holder-dies: `:fault` works only in the simulated demo (hk-console demo)")
+    );
 }
 
 #[test]
@@ -154,7 +167,7 @@ fn observe_mode_refuses_fault_and_never_calls_the_sink() {
     p.faults = Some(sink.clone());
     let mut app = App::observe(p, ReadOnlyExecutors::default());
     command(&mut app, "fault prod holder-dies");
-    let (_, error) = command_error(&app).expect("command line reopened");
+    let (_, error) = command_error(&mut app).expect("command line reopened");
     assert_eq!(error.as_deref(), Some(refusal));
 
     // The demo console switched to observe mode with `:observe`.
@@ -162,11 +175,11 @@ fn observe_mode_refuses_fault_and_never_calls_the_sink() {
     command(&mut app, "observe");
     assert!(app.is_observe());
     command(&mut app, "fault prod holder-dies");
-    let (_, error) = command_error(&app).expect("command line reopened");
+    let (_, error) = command_error(&mut app).expect("command line reopened");
     assert_eq!(error.as_deref(), Some(refusal));
     command(&mut app, "fault");
     assert_eq!(
-        command_error(&app).expect("reopened").1.as_deref(),
+        command_error(&mut app).expect("reopened").1.as_deref(),
         Some(refusal)
     );
 
@@ -197,14 +210,14 @@ fn the_unknown_command_message_lists_fault_in_the_demo_only() {
     let sink = Arc::new(RecordingSink::default());
     let mut app = demo_app(dir.path(), &sink);
     command(&mut app, "frobnicate");
-    let (_, error) = command_error(&app).expect("reopened");
+    let (_, error) = command_error(&mut app).expect("reopened");
     assert!(
         error.as_deref().is_some_and(|e| e.contains("fault")),
         "{error:?}"
     );
     let mut plain = App::operate(parts(dir.path()), operate_caps(&ALL_KINDS, &ALL_KINDS));
     command(&mut plain, "frobnicate");
-    let (_, error) = command_error(&plain).expect("reopened");
+    let (_, error) = command_error(&mut plain).expect("reopened");
     assert!(
         error.as_deref().is_some_and(|e| !e.contains("fault")),
         "{error:?}"

@@ -35,7 +35,7 @@ fn fingerprint(a: &App) -> String {
         )
     });
     format!(
-        "{:?} {:?} {:?} {:?} {} {} {} {:?} {:?} {:?} {:?} {} {} {:?}",
+        "{:?} {:?} {:?} {:?} {} {} {} {:?} {:?} {:?} {:?} {} {} {} {:?}",
         a.screen,
         a.overlay,
         a.home_focus,
@@ -48,6 +48,7 @@ fn fingerprint(a: &App) -> String {
         a.filter,
         a.search_at,
         a.live_scroll,
+        a.check_scroll,
         a.outbox.len(),
         run
     )
@@ -213,6 +214,27 @@ fn scenario(mode: KeyMode, action: &Action, dir: &std::path::Path) -> Option<App
             x.live_scroll = 1;
             x
         }
+        (KeyMode::Check, a) => {
+            let mut x = home(dir, a);
+            x.update(Action::Check);
+            // Findings enough to scroll through, one line down already.
+            x.check = hk_console::ui::panes::check::CheckView {
+                findings: Some(Ok((1..=40)
+                    .map(|i| hk_console::checks::parity::Finding {
+                        rule: "k3s-api-host",
+                        severity: hk_console::checks::parity::Severity::Violation,
+                        env: Some("prod".into()),
+                        file: "clusters/prod/kustomization.yaml".into(),
+                        line: i,
+                        message: format!("finding {i}"),
+                    })
+                    .collect())),
+                engine_line: None,
+                ran_at: None,
+            };
+            x.check_scroll = 1;
+            x
+        }
         (KeyMode::Help, _) => {
             let mut x = home(dir, action);
             x.update(Action::Help);
@@ -227,7 +249,13 @@ fn every_key_help_lists_does_something_on_every_screen() {
     let dir = tempfile::tempdir().expect("tmp");
     let maps = hk_console::ui::keymap::Keymaps::default();
     let mut checked = 0;
-    for mode in [KeyMode::Home, KeyMode::Run, KeyMode::Live, KeyMode::Help] {
+    for mode in [
+        KeyMode::Home,
+        KeyMode::Run,
+        KeyMode::Live,
+        KeyMode::Check,
+        KeyMode::Help,
+    ] {
         let map = maps.get(mode).expect("keymap");
         for (keys, what) in map.help_rows() {
             for k in keys.split(' ') {

@@ -76,3 +76,109 @@ fn etcd_io_starvation_lights_the_etcd_pane() {
     assert!(s.contains("leader"), "{s}");
     tmux.send(&["q"]);
 }
+
+/// rollout-stuck: the reconcile run halts at server 2's unready agent, and the stuck pod's
+/// events and log lines are one key away (`x`), read from the simulated cluster, with a
+/// describe-like view next to them.
+#[test]
+fn rollout_stuck_pod_events_and_logs_are_one_key_away() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let tmux = demo("rollout-stuck", state.path(), "160", "45");
+    tmux.wait_for("SIMULATED homelab");
+    tmux.wait_until(
+        Duration::from_secs(10),
+        "prod's runbook on the strip",
+        |s| {
+            s.lines()
+                .any(|l| l.contains("✗ prod") && l.contains("cilium-endpoint-rollout"))
+        },
+    );
+    tmux.send(&["x"]);
+    tmux.wait_for("cilium-endpoint-rollout on prod");
+    tmux.send(&["s"]);
+    tmux.wait_for("Gate · step 4");
+    tmux.send(&["Enter"]);
+    // The demo judges a rollout stuck after 15 s of an unready updated pod.
+    let s = tmux.wait_until(Duration::from_secs(60), "the halt names its look", |s| {
+        s.contains("x look: pod cilium-g2-n2")
+    });
+    assert!(s.contains("HALTED at step 6"), "{s}");
+    let halted = Instant::now();
+    tmux.send(&["x"]);
+    let s = tmux.wait_until(Duration::from_secs(10), "the pod's events", |s| {
+        s.contains("events pod kube-system/cilium-g2-n2") && s.contains("Readiness probe failed")
+    });
+    println!(
+        "rollout-stuck: events of the stuck pod on screen {:?} after the halt was shown",
+        halted.elapsed()
+    );
+    assert!(s.contains("Scheduled"), "{s}");
+    tmux.send(&["g"]);
+    let s = tmux.wait_for("logs pod kube-system/cilium-g2-n2");
+    assert!(s.contains("level=info"), "log lines shown:\n{s}");
+    tmux.send(&["d"]);
+    let s = tmux.wait_for("describe pod kube-system/cilium-g2-n2");
+    assert!(
+        s.contains("k3s-prod-2") && s.contains("Ready            False"),
+        "{s}"
+    );
+    // Esc closes the look; the halted run is still there, untouched.
+    tmux.send(&["Escape"]);
+    tmux.wait_gone("describe pod kube-system/cilium-g2-n2");
+    assert!(tmux.screen().contains("HALTED at step 6"));
+    tmux.send(&["A"]);
+    tmux.send(&["done looking", "Enter"]);
+    tmux.send(&["q"]);
+}
+
+/// healthy, then `:fault prod holder-dies` on the Live screen: the VIP pane warns while the
+/// dead holder still holds the lease, and the timeline beside the panes records the node
+/// going NotReady and, once the lease expires, the lease moving to the next server.
+#[test]
+fn holder_dies_the_vip_warns_and_the_timeline_records_the_move() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let tmux = demo("healthy", state.path(), "160", "45");
+    tmux.wait_for("SIMULATED homelab");
+    tmux.send(&[":"]);
+    tmux.send(&["env prod", "Enter"]);
+    tmux.send(&["l"]);
+    tmux.wait_for("Live · prod");
+    tmux.wait_for("nothing changed yet this session");
+    tmux.wait_for("holder k3s-prod-1 is Ready");
+    tmux.send(&[":"]);
+    tmux.send(&["fault prod holder-dies", "Enter"]);
+    let fault = Instant::now();
+    let s = tmux.wait_until(Duration::from_secs(10), "the VIP pane warns", |s| {
+        s.contains("! holder k3s-prod-1 is NotReady")
+    });
+    println!(
+        "holder-dies: VIP pane warned {:?} after the fault",
+        fault.elapsed()
+    );
+    assert!(s.contains("! VIP lease"), "{s}");
+    // The timeline is the right-hand column (48 wide at 160); its events wrap there.
+    let trail = |s: &str| {
+        let rows: Vec<String> = s
+            .lines()
+            .map(|l| l.chars().skip(112).collect::<String>().replace('│', " "))
+            .collect();
+        rows.join(" ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let s = tmux.wait_until(
+        Duration::from_secs(60),
+        "the lease move on the timeline",
+        |s| trail(s).contains("lease moved k3s-prod-1 -> k3s-prod-2"),
+    );
+    println!(
+        "holder-dies: the timeline recorded the move {:?} after the fault",
+        fault.elapsed()
+    );
+    assert!(
+        trail(&s).contains("node k3s-prod-1 Ready -> NotReady"),
+        "the node going down is on it too:\n{s}"
+    );
+    tmux.send(&["q"]);
+}

@@ -167,6 +167,14 @@ pub(super) fn console_on(
         .map(|e| e.name.clone())
         .collect();
     let root = repo.root.clone();
+    // The looks a next step opens go to the clusters the live panes watch, and only then.
+    let looker: Option<Arc<dyn crate::observe::look::LookSource>> =
+        observations.is_some().then(|| {
+            Arc::new(crate::observe::look::Looker::new(
+                Arc::clone(&repo),
+                overrides.clone(),
+            )) as Arc<dyn crate::observe::look::LookSource>
+        });
     let checker: crate::ui::app::Checker = Arc::new(move || super::check::console_check(&root));
     let opts = crate::ui::UiOptions {
         environments,
@@ -183,6 +191,7 @@ pub(super) fn console_on(
         checker: Some(checker),
         locking,
         no_cluster_lock: cli.no_cluster_lock,
+        looker,
     };
     let result = rt.block_on(crate::ui::run(opts));
     live_cancel.cancel();

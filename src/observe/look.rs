@@ -45,12 +45,7 @@ pub async fn take(
     kind: LookKind,
     timeout: Duration,
 ) -> LookResult {
-    let word = match kind {
-        LookKind::Events => "events",
-        LookKind::Logs => "logs",
-        LookKind::Describe => "describe",
-    };
-    let title = format!("{word} {}", object_words(look));
+    let title = format!("{} {}", kind_word(kind), object_words(look));
     let fut = async {
         match kind {
             LookKind::Events => events(client, look).await,
@@ -281,4 +276,78 @@ async fn describe(client: &kube::Client, look: &Look) -> Result<Vec<String>, Str
         other => return Err(format!("no describe for kind {other}")),
     }
     Ok(out)
+}
+
+/// Takes looks for the console: the UI asks, the event loop awaits the answer off the UI
+/// task. A port, so the UI never holds a kube client and tests can answer without one.
+pub trait LookSource: Send + Sync {
+    /// Take look `kind` at `look`'s object; a failure is in the result, never a panic.
+    fn take(&self, look: Look, kind: LookKind) -> futures::future::BoxFuture<'static, LookResult>;
+}
+
+/// How long one look may take before the pane says it got no answer.
+pub const LOOK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Looks through each environment's own kube client, built (once, on first use) from the
+/// repo's kubeconfig for it and the operator's overrides, as the live watchers' are.
+pub struct Looker {
+    repo: std::sync::Arc<crate::repo::Repo>,
+    overrides: crate::cluster::KubeOverrides,
+    clients: std::sync::Arc<tokio::sync::Mutex<std::collections::BTreeMap<String, kube::Client>>>,
+}
+
+impl Looker {
+    pub fn new(
+        repo: std::sync::Arc<crate::repo::Repo>,
+        overrides: crate::cluster::KubeOverrides,
+    ) -> Self {
+        Looker {
+            repo,
+            overrides,
+            clients: std::sync::Arc::default(),
+        }
+    }
+}
+
+impl LookSource for Looker {
+    fn take(&self, look: Look, kind: LookKind) -> futures::future::BoxFuture<'static, LookResult> {
+        let repo = std::sync::Arc::clone(&self.repo);
+        let overrides = self.overrides.clone();
+        let clients = std::sync::Arc::clone(&self.clients);
+        Box::pin(async move {
+            let client = {
+                let mut held = clients.lock().await;
+                match held.get(&look.env) {
+                    Some(c) => Ok(c.clone()),
+                    None => {
+                        let made = async {
+                            let target = crate::cluster::kube_target(&repo, &look.env, &overrides)?;
+                            crate::cluster::client(&target).await
+                        }
+                        .await;
+                        if let Ok(c) = &made {
+                            held.insert(look.env.clone(), c.clone());
+                        }
+                        made.map_err(|e| e.to_string())
+                    }
+                }
+            };
+            match client {
+                Ok(c) => take(&c, &look, kind, LOOK_TIMEOUT).await,
+                Err(e) => LookResult {
+                    kind,
+                    title: format!("{} {}", kind_word(kind), object_words(&look)),
+                    lines: Err(format!("no kube client for {}: {e}", look.env)),
+                },
+            }
+        })
+    }
+}
+
+fn kind_word(kind: LookKind) -> &'static str {
+    match kind {
+        LookKind::Events => "events",
+        LookKind::Logs => "logs",
+        LookKind::Describe => "describe",
+    }
 }

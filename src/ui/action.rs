@@ -54,6 +54,8 @@ pub enum Action {
     /// The strip's next step for the worst environment: open the runbook that fixes or
     /// verifies its verdict (its plan, for that environment), or name what to look at.
     NextStep,
+    /// The Check screen (the static parity check's findings, file:line); on it, back.
+    Check,
 
     /// A command typed on the command line.
     #[serde(skip)]
@@ -96,8 +98,9 @@ impl Action {
             Action::NextMatch => "search: next matching line",
             Action::PrevMatch => "search: previous matching line",
             Action::NextStep => {
-                "the strip's next step: open the runbook that fixes the worst verdict"
+                "next step of the worst verdict: its runbook's plan, or a look (events, logs, describe)"
             }
+            Action::Check => "the Check screen: parity findings with file:line (:check re-runs)",
             Action::Command(_) => "command",
             Action::Tick => "tick",
             Action::Resize(..) => "resize",

@@ -72,6 +72,8 @@ pub enum Screen {
     Run,
     /// Every live pane of the current environment in detail (read-only by nature).
     Live,
+    /// The static parity check's findings, file:line (read-only).
+    Check,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,6 +238,8 @@ pub enum Overlay {
     Filter {
         text: Box<TextArea<'static>>,
     },
+    /// A read-only look at the object a verdict names (events, logs, describe).
+    Look(Box<super::looks::LookOverlay>),
 }
 
 /// The run open in the run view: its session, and what the screen keeps of it.
@@ -323,7 +327,24 @@ pub struct App {
     pub no_cluster_lock: bool,
     /// How mutating runs take the cluster's run lock (given to each operate session).
     pub locking: Option<Arc<crate::session::lock::RunLocking>>,
+    /// Takes the looks a next step opens; `None`: no cluster to look at (dry run, sample).
+    pub looker: Option<Arc<dyn crate::observe::look::LookSource>>,
+    /// Looks asked for, for the loop to take off the UI task (`(which overlay, what)`).
+    pub look_outbox: VecDeque<super::looks::LookRequest>,
+    /// Numbers each opened look, so an answer for a closed one is dropped.
+    pub look_seq: u64,
+    /// Where Back (or `c`) leaves the Check screen to.
+    pub check_from: Screen,
+    /// The Check screen's first shown line.
+    pub check_scroll: usize,
+    /// The last `:` line refused and why: the next `:` opens with it.
+    pub refused_command: Option<(String, String)>,
 }
+
+/// The `:` commands, for Tab.
+const COMMANDS: &[&str] = &[
+    "run", "env", "theme", "check", "observe", "live", "fault", "help", "q",
+];
 
 /// What the app is built from.
 /// Runs the static parity check (the repo read afresh each time) for the Check screen.
@@ -422,6 +443,12 @@ impl App {
             checker: None,
             no_cluster_lock: false,
             locking: None,
+            looker: None,
+            look_outbox: VecDeque::new(),
+            look_seq: 0,
+            check_from: Screen::Home,
+            check_scroll: 0,
+            refused_command: None,
         };
         app.refresh_runs();
         app
@@ -507,6 +534,7 @@ impl App {
             (_, Screen::Home) => KeyMode::Home,
             (_, Screen::Run) => KeyMode::Run,
             (_, Screen::Live) => KeyMode::Live,
+            (_, Screen::Check) => KeyMode::Check,
         }
     }
 
@@ -516,6 +544,7 @@ impl App {
             Screen::Home => KeyMode::Home,
             Screen::Run => KeyMode::Run,
             Screen::Live => KeyMode::Live,
+            Screen::Check => KeyMode::Check,
         }
     }
 
@@ -595,6 +624,7 @@ impl App {
         };
         match overlay {
             Overlay::Help => Control::Continue,
+            Overlay::Look(l) => self.look_key(l, key),
             Overlay::Resume(m) => self.resume_key(m, key),
             Overlay::Takeover(m) => self.takeover_key(m, key),
             Overlay::Confirm(c) => match key.code {
@@ -667,6 +697,15 @@ impl App {
                 KeyCode::Tab => {
                     let line = text.lines().join(" ");
                     let completed = self.complete(&line);
+                    // More than one way on: show them (as a shell's second Tab would).
+                    let options = self.candidates(&completed);
+                    let error = if options.len() > 1 {
+                        Some(format!("tab: {}", options.join("  ")))
+                    } else if options.is_empty() && completed == line {
+                        error
+                    } else {
+                        None
+                    };
                     let mut t = single_line();
                     t.insert_str(&completed);
                     self.overlay = Some(Overlay::Command {
@@ -792,15 +831,21 @@ impl App {
                             self.refresh_runs();
                         }
                         Screen::Live => self.leave_live(),
+                        Screen::Check => self.leave_check(),
                         Screen::Home => {}
                     }
                 }
             }
             Action::Help => self.overlay = Some(Overlay::Help),
             Action::CommandLine => {
+                let mut text = single_line();
+                let error = self.refused_command.take().map(|(line, why)| {
+                    text.insert_str(&line);
+                    why
+                });
                 self.overlay = Some(Overlay::Command {
-                    text: Box::new(single_line()),
-                    error: None,
+                    text: Box::new(text),
+                    error,
                 })
             }
             Action::Up => self.move_sel(-1),
@@ -879,6 +924,7 @@ impl App {
             }
             Action::Observe => self.enter_observe(),
             Action::Live => self.toggle_live(),
+            Action::Check => self.toggle_check(),
             Action::NextStep => self.take_next_step(),
             Action::Filter => {
                 let mut t = single_line();
@@ -980,6 +1026,10 @@ impl App {
             self.scroll_live(d);
             return;
         }
+        if self.screen == Screen::Check {
+            self.scroll_check(d);
+            return;
+        }
         let step = |cur: usize, len: usize| -> usize {
             if len == 0 {
                 return 0;
@@ -995,7 +1045,7 @@ impl App {
                 }
                 HomeFocus::Runs => self.run_sel = step(self.run_sel, self.visible_runs().len()),
             },
-            Screen::Live => {}
+            Screen::Live | Screen::Check => {}
             Screen::Run => {
                 let focus = self.run_focus;
                 if let Some(a) = self.active.as_mut() {
@@ -1035,7 +1085,7 @@ impl App {
 
     fn open_selected(&mut self) {
         match self.screen {
-            Screen::Live => {}
+            Screen::Live | Screen::Check => {}
             Screen::Run => self.reopen_gate(),
             Screen::Home => match self.home_focus {
                 HomeFocus::Environments => {
@@ -1131,6 +1181,8 @@ impl App {
         });
         self.screen = Screen::Run;
         self.overlay = None;
+        // A filter belongs to the pane it was typed on: a Home filter never hides output.
+        self.filter = None;
         self.search_at = None;
     }
 
@@ -1345,33 +1397,32 @@ impl App {
     fn take_next_step(&mut self) {
         use crate::observe::summary::NextStep;
         let s = self.summary();
-        let Some((env, next)) = s
-            .envs
-            .iter()
-            .find_map(|e| e.first_next().map(|n| (e.env.clone(), n.clone())))
-        else {
+        // On a run's screen its environment's verdicts come first (the pod a halted step
+        // names); elsewhere the worst environment's.
+        let run_env = self
+            .active
+            .as_ref()
+            .filter(|_| self.screen == Screen::Run)
+            .map(|a| a.run.plan().env.clone());
+        let of_run = run_env.and_then(|r| {
+            s.env(&r)
+                .and_then(|e| e.first_next().map(|n| (e.env.clone(), n.clone())))
+        });
+        let Some((env, next)) = of_run.or_else(|| {
+            s.envs
+                .iter()
+                .find_map(|e| e.first_next().map(|n| (e.env.clone(), n.clone())))
+        }) else {
             self.status = Some("no verdict asks for a next step".into());
             return;
         };
         match next {
             NextStep::Runbook { id, env: on, .. } => self.open_runbook(&id, Some(&on), None),
             NextStep::Check { .. } => {
-                self.status = Some(match &self.check.findings {
-                    Some(Ok(f)) => f
-                        .iter()
-                        .find(|f| f.env.as_deref().is_none_or(|e| e == env))
-                        .map(|f| f.to_string())
-                        .unwrap_or_default(),
-                    _ => "the check has not run".into(),
-                })
+                self.open_check();
+                self.status = Some(format!("{env}: the parity findings, file:line"));
             }
-            NextStep::Look(l) => {
-                self.status = Some(format!(
-                    "{env}: look at {} {} (events, logs, describe)",
-                    l.object.kind.to_lowercase(),
-                    l.object.name
-                ))
-            }
+            NextStep::Look(l) => self.open_look(l),
         }
     }
 
@@ -1422,14 +1473,14 @@ impl App {
         let arg = words.next();
         let arg2 = words.next();
         let arg3 = words.next();
+        // A refusal closes the prompt (the keys after it go to the screen again) and says
+        // why on the status line; the next `:` brings the line back to be fixed.
         let fail = |app: &mut App, msg: String| {
-            let mut t = single_line();
-            t.insert_str(line);
-            app.overlay = Some(Overlay::Command {
-                text: Box::new(t),
-                error: Some(msg),
-            });
+            app.overlay = None;
+            app.status = Some(format!("✗ :{}: {msg}", line.trim()));
+            app.refused_command = Some((line.to_string(), msg));
         };
+        self.refused_command = None;
         match (cmd, arg) {
             ("q" | "quit" | "q!", _) => return self.update(Action::Quit),
             ("run", Some(id)) => {
@@ -1476,6 +1527,7 @@ impl App {
                     fail(self, "no repo to check".into());
                 } else {
                     self.run_check();
+                    self.open_check();
                     self.status = Some(match &self.check.findings {
                         Some(Ok(f)) => crate::checks::parity::summary(f),
                         Some(Err(e)) => format!("the check could not run: {e}"),
@@ -1487,7 +1539,7 @@ impl App {
             _ => fail(
                 self,
                 format!(
-                    "unknown command `{}`: try run, env, theme, observe, live{}, q",
+                    "unknown command `{}`: try run, env, theme, check, observe, live, help{}, q",
                     line.trim(),
                     if self.faults.is_some() { ", fault" } else { "" }
                 ),
@@ -1514,12 +1566,47 @@ impl App {
         Ok(())
     }
 
+    /// What Tab could complete `line` with at the word it ends in.
+    pub fn candidates(&self, line: &str) -> Vec<String> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let ends_space = line.ends_with(' ') || words.is_empty();
+        let (prefix, options): (&str, Vec<String>) = match (words.as_slice(), ends_space) {
+            ([], _) => ("", COMMANDS.iter().map(|s| s.to_string()).collect()),
+            ([c], false) => (c, COMMANDS.iter().map(|s| s.to_string()).collect()),
+            ([c], true) | ([c, _], false) => {
+                let prefix = if ends_space { "" } else { words[1] };
+                let options = match *c {
+                    "run" => self.runbooks.iter().map(|r| r.id.clone()).collect(),
+                    "env" | "fault" => self.envs.iter().map(|e| e.name.clone()).collect(),
+                    "theme" => self.themes.names().map(str::to_string).collect(),
+                    _ => Vec::new(),
+                };
+                (prefix, options)
+            }
+            (["run", _], true) | (["run", _, _], false) => {
+                let prefix = if ends_space { "" } else { words[2] };
+                (prefix, self.envs.iter().map(|e| e.name.clone()).collect())
+            }
+            (["fault", _], true) | (["fault", _, _], false) => {
+                let prefix = if ends_space { "" } else { words[2] };
+                let options = self
+                    .faults
+                    .as_ref()
+                    .map(|f| f.fault_names())
+                    .unwrap_or_default();
+                (prefix, options)
+            }
+            _ => ("", Vec::new()),
+        };
+        options
+            .into_iter()
+            .filter(|o| o.starts_with(prefix))
+            .collect()
+    }
+
     /// Tab on the command line: complete the command, then its argument (`:fault`: its
     /// environment, then the fault).
     pub fn complete(&self, line: &str) -> String {
-        const CMDS: &[&str] = &[
-            "run", "env", "theme", "observe", "live", "fault", "help", "q",
-        ];
         let words: Vec<&str> = line.split_whitespace().collect();
         let ends_space = line.ends_with(' ');
         let pick = |prefix: &str, options: Vec<String>| -> Option<String> {
@@ -1545,10 +1632,10 @@ impl App {
         };
         match (words.as_slice(), ends_space) {
             ([], _) => line.to_string(),
-            ([c], false) => pick(c, CMDS.iter().map(|s| s.to_string()).collect()).map_or(
+            ([c], false) => pick(c, COMMANDS.iter().map(|s| s.to_string()).collect()).map_or(
                 line.to_string(),
                 |c| {
-                    if CMDS.contains(&c.as_str()) {
+                    if COMMANDS.contains(&c.as_str()) {
                         format!("{c} ")
                     } else {
                         c

@@ -123,12 +123,13 @@ impl UiConfig {
                 "home" => KeyMode::Home,
                 "run" => KeyMode::Run,
                 "live" => KeyMode::Live,
+                "check" => KeyMode::Check,
                 _ => {
                     self.warnings.push(warn(
                         file,
                         Some(mk),
                         &name,
-                        "unknown screen (known: home, run, live)".into(),
+                        "unknown screen (known: home, run, live, check)".into(),
                     ));
                     continue;
                 }

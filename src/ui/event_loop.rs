@@ -113,6 +113,8 @@ async fn loop_until_done(
     app.update(Action::Resize(size.width, size.height));
     let mut dirty = true;
     let mut obs_open = true;
+    // Looks are taken off the UI task; their answers come back here.
+    let (look_tx, mut look_rx) = mpsc::channel::<(u64, crate::observe::look::LookResult)>(16);
     // Set when the operator quit with work in flight: wait (bounded) for the executors to
     // report the cancelled steps, so the journal ends in a known state.
     let mut stopping: Option<tokio::time::Instant> = None;
@@ -168,6 +170,10 @@ async fn loop_until_done(
                 }
                 None => obs_open = false,
             },
+            Some((seq, result)) = look_rx.recv() => {
+                app.handle_look(seq, result);
+                dirty = true;
+            }
         }
         if let Some(deadline) = stopping {
             if !app.has_in_flight() || tokio::time::Instant::now() >= deadline {
@@ -179,6 +185,17 @@ async fn loop_until_done(
         }
         // Hand queued requests over without ever blocking the loop: what does not fit now
         // stays queued for the next turn.
+        while let Some(req) = app.look_outbox.pop_front() {
+            let Some(looker) = app.looker.clone() else {
+                break;
+            };
+            let tx = look_tx.clone();
+            tokio::spawn(async move {
+                let result = looker.take(req.look, req.kind).await;
+                // The console may have quit meanwhile: nobody to tell.
+                let _ = tx.send((req.seq, result)).await;
+            });
+        }
         if let Err(closed) = pump.flush(&mut app.outbox) {
             app.status = Some(closed.to_string());
         }

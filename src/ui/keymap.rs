@@ -166,6 +166,7 @@ pub enum KeyMode {
     Home,
     Run,
     Live,
+    Check,
     Help,
 }
 
@@ -274,6 +275,7 @@ impl Default for Keymaps {
         home.bind(Key::plain('o'), Action::Observe);
         home.bind(Key::plain('l'), Action::Live);
         home.bind(Key::plain('x'), Action::NextStep);
+        home.bind(Key::plain('c'), Action::Check);
 
         let mut run = Keymap::default();
         common(&mut run);
@@ -287,6 +289,7 @@ impl Default for Keymaps {
         run.bind(Key::plain('n'), Action::NextMatch);
         run.bind(Key::plain('N'), Action::PrevMatch);
         run.bind(Key::plain('l'), Action::Live);
+        run.bind(Key::plain('x'), Action::NextStep);
 
         // The Live screen only reads: scroll, switch environment, back.
         let mut live = Keymap::default();
@@ -306,6 +309,25 @@ impl Default for Keymaps {
         live.bind(Key::plain('G'), Action::Bottom);
         live.bind(Key::plain('e'), Action::NextEnv);
         live.bind(Key::ctrl('c'), Action::Interrupt);
+        live.bind(Key::plain('c'), Action::Check);
+
+        // The Check screen only reads too: scroll, filter, back.
+        let mut check = Keymap::default();
+        check.bind(Key::plain('q'), Action::Quit);
+        check.bind(Key::code(C::Esc), Action::Back);
+        check.bind(Key::plain('c'), Action::Check);
+        check.bind(Key::plain('?'), Action::Help);
+        check.bind(Key::plain(':'), Action::CommandLine);
+        check.bind(Key::plain('k'), Action::Up);
+        check.bind(Key::code(C::Up), Action::Up);
+        check.bind(Key::plain('j'), Action::Down);
+        check.bind(Key::code(C::Down), Action::Down);
+        check.bind(Key::code(C::PageUp), Action::PageUp);
+        check.bind(Key::code(C::PageDown), Action::PageDown);
+        check.bind(Key::plain('g'), Action::Top);
+        check.bind(Key::plain('G'), Action::Bottom);
+        check.bind(Key::plain('/'), Action::Filter);
+        check.bind(Key::ctrl('c'), Action::Interrupt);
 
         let mut help = Keymap::default();
         help.bind(Key::code(C::Esc), Action::Back);
@@ -317,6 +339,7 @@ impl Default for Keymaps {
         maps.insert(KeyMode::Home, home);
         maps.insert(KeyMode::Run, run);
         maps.insert(KeyMode::Live, live);
+        maps.insert(KeyMode::Check, check);
         maps.insert(KeyMode::Help, help);
         Keymaps { maps }
     }

@@ -11,10 +11,12 @@
 //! or touch the journal (the session does).
 pub mod action;
 pub mod app;
+pub mod check_screen;
 pub mod config;
 pub mod event_loop;
 pub mod keymap;
 pub mod live;
+pub mod looks;
 pub mod output;
 pub mod panes;
 pub mod theme;
@@ -93,6 +95,9 @@ pub struct UiOptions {
     /// Runs the static parity check on the repo (at start and on `:check`); `None`: there
     /// is no repo to check.
     pub checker: Option<app::Checker>,
+    /// Takes the read-only looks (events, logs, describe) a next step opens; `None`: there
+    /// is no cluster to look at, and `x` on a look says so.
+    pub looker: Option<Arc<dyn crate::observe::look::LookSource>>,
 }
 
 /// How the console ended.
@@ -169,6 +174,7 @@ pub async fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
     app.checker = opts.checker;
     app.locking = opts.locking;
     app.no_cluster_lock = opts.no_cluster_lock;
+    app.looker = opts.looker;
     app.run_check();
     if !opts.notices.is_empty() {
         for n in &opts.notices {

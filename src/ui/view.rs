@@ -63,6 +63,14 @@ pub fn draw(f: &mut Frame, app: &App) {
         Screen::Home => panes::home::draw(f, body, app),
         Screen::Run => panes::run::draw(f, body, app),
         Screen::Live => panes::live_screen::draw(f, body, app),
+        Screen::Check => panes::check::draw(
+            f,
+            body,
+            &app.check,
+            app.filter.as_deref().unwrap_or_default(),
+            u16::try_from(app.check_scroll).unwrap_or(u16::MAX),
+            &app.theme,
+        ),
     }
     if strip == 5 {
         panes::live::draw(f, strip_area, app);
@@ -122,6 +130,7 @@ fn draw_title(f: &mut Frame, area: Rect, app: &App, summary: &crate::observe::su
     match app.screen {
         Screen::Home => spans.push(Span::styled("· home", t.muted())),
         Screen::Live => spans.push(Span::styled("· live", t.muted())),
+        Screen::Check => spans.push(Span::styled("· check", t.muted())),
         Screen::Run => {
             if let Some(a) = &app.active {
                 let p = a.run.plan();

@@ -86,7 +86,13 @@ pub fn draw(f: &mut Frame, area: Rect, v: &CheckView, filter: &str, scroll: u16,
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(t.border())
-        .title(Span::styled(" Check · static parity (L0) ", t.title()));
+        .title(Line::from(vec![
+            Span::styled(" Check · static parity (L0) ", t.title()),
+            Span::styled(
+                ":check re-runs · / filter · j/k scroll · esc back ",
+                t.muted(),
+            ),
+        ]));
     f.render_widget(
         Paragraph::new(lines(v, filter, t))
             .block(block)

@@ -35,6 +35,38 @@ pub fn clip(s: &str, w: usize) -> String {
     out
 }
 
+/// `s` broken into rows of at most `w` columns, at spaces where it can and inside a word
+/// only when the word alone is wider than a row: nothing is cut.
+pub fn wrap(s: &str, w: usize) -> Vec<String> {
+    let w = w.max(1);
+    let mut rows = Vec::new();
+    let mut row = String::new();
+    for word in s.split(' ') {
+        let sep = usize::from(!row.is_empty());
+        if width(&row) + sep + width(word) <= w {
+            if sep == 1 {
+                row.push(' ');
+            }
+            row.push_str(word);
+            continue;
+        }
+        if !row.is_empty() {
+            rows.push(std::mem::take(&mut row));
+        }
+        for c in word.chars() {
+            let mut b = [0u8; 4];
+            if width(&row) + width(c.encode_utf8(&mut b)) > w {
+                rows.push(std::mem::take(&mut row));
+            }
+            row.push(c);
+        }
+    }
+    if !row.is_empty() || rows.is_empty() {
+        rows.push(row);
+    }
+    rows
+}
+
 /// ` … 3 more environments`.
 pub fn more(n: usize, what: &str, t: &Theme) -> Line<'static> {
     Line::styled(
@@ -59,5 +91,17 @@ mod tests {
         assert_eq!(clip("k3s-prod-1", 6), "k3s-p…");
         assert_eq!(clip("abc", 0), "");
         assert_eq!(widest(["a", "abcd", "ab"], 2), 4);
+    }
+
+    #[test]
+    fn wrap_cuts_nothing() {
+        assert_eq!(
+            wrap("lease moved k3s-prod-1 -> k3s-prod-2", 14),
+            ["lease moved", "k3s-prod-1 ->", "k3s-prod-2"]
+        );
+        assert_eq!(wrap("abcdefgh", 3), ["abc", "def", "gh"]);
+        assert_eq!(wrap("", 5), [""]);
+        let long = "node k3s-prod-1 Ready -> NotReady (Unknown: kubelet stopped posting)";
+        assert_eq!(wrap(long, 20).join(" "), long);
     }
 }

@@ -10,7 +10,7 @@
 //! what it drew, the state never asks it to lay text out).
 //! Must not: judge (severities and messages come with the panes) or change other state.
 
-use ratatui::layout::Rect;
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
@@ -38,9 +38,33 @@ fn inner_width(width: u16) -> usize {
     usize::from(width.saturating_sub(2)).max(20)
 }
 
+/// From this width the timeline is a column beside the panes (which keep 112 columns, so
+/// their tables are not cut); below it, the last section of the scrolled panes, with the
+/// newest event on the bottom border so it is in view without scrolling.
+const TIMELINE_SIDE_MIN_WIDTH: u16 = 160;
+const TIMELINE_SIDE_WIDTH: u16 = 48;
+
+/// The Live screen: every pane of the environment in detail, and the session's event trail
+/// (what changed and when).
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
+    if area.width >= TIMELINE_SIDE_MIN_WIDTH {
+        let [p, t] =
+            Layout::horizontal([Constraint::Min(1), Constraint::Length(TIMELINE_SIDE_WIDTH)])
+                .areas(area);
+        draw_panes(f, p, app, false);
+        super::timeline::draw(f, t, &app.timeline, "", &app.theme);
+    } else {
+        draw_panes(f, area, app, true);
+    }
+}
+
+fn draw_panes(f: &mut Frame, area: Rect, app: &App, with_trail: bool) {
     let t = &app.theme;
-    let all = lines(app, inner_width(area.width));
+    let mut all = lines(app, inner_width(area.width));
+    if with_trail {
+        all.push(Line::from(""));
+        trail_section(&mut all, app, inner_width(area.width));
+    }
     // What was laid out goes back to the state as the scroll bound.
     app.live_lines.set(all.len());
     let visible = usize::from(area.height.saturating_sub(2));
@@ -68,6 +92,19 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             ))
             .right_aligned(),
         );
+    }
+    if with_trail {
+        if let Some(e) = app.timeline.events().next_back() {
+            let w = usize::from(area.width.saturating_sub(4));
+            let newest = format!(" newest: {} {} {} ", e.clock(), e.env, e.text);
+            block = block.title_bottom(
+                Line::from(Span::styled(
+                    super::fit::clip(&newest, w / 2),
+                    t.severity(e.severity),
+                ))
+                .left_aligned(),
+            );
+        }
     }
     let shown: Lines = all.into_iter().skip(top).take(visible).collect();
     f.render_widget(Paragraph::new(shown).block(block), area);
@@ -100,6 +137,24 @@ pub fn lines(app: &App, width: usize) -> Lines {
         section(&mut out, app, env, title, kind, width);
     }
     out
+}
+
+/// The event trail as the screen's last section (narrow terminals): every event, newest
+/// first, wrapped.
+fn trail_section(out: &mut Lines, app: &App, width: usize) {
+    let t = &app.theme;
+    out.push(Line::from(Span::styled(
+        format!("Timeline · {} this session", app.timeline.len()),
+        t.title(),
+    )));
+    let rows = app.timeline.len().max(1) * 4 + 1;
+    out.extend(super::timeline::lines(
+        &app.timeline,
+        rows,
+        width.saturating_sub(2),
+        "",
+        t,
+    ));
 }
 
 fn section(out: &mut Lines, app: &App, env: &str, title: &str, kind: LiveKind, width: usize) {

@@ -21,7 +21,7 @@ pub struct LookView {
     pub pending: Vec<LookKind>,
 }
 
-fn key_of(k: LookKind) -> (&'static str, &'static str) {
+pub fn key_of(k: LookKind) -> (&'static str, &'static str) {
     match k {
         LookKind::Events => ("e", "events"),
         LookKind::Logs => ("g", "logs"),

@@ -17,6 +17,12 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     match &app.overlay {
         None => {}
         Some(Overlay::Help) => draw_help(f, area, app),
+        Some(Overlay::Look(o)) => {
+            // Most of the screen: log lines and events are long.
+            let w = area.width.saturating_sub(4).max(20);
+            let h = area.height.saturating_sub(4).max(6);
+            super::look::draw(f, centered(area, w, h), &o.view, o.scroll, &app.theme)
+        }
         Some(Overlay::Resume(m)) => super::resume::draw(f, area, app, m),
         Some(Overlay::Takeover(m)) => super::takeover::draw(f, area, app, m),
         Some(Overlay::Gate(m)) => draw_gate(f, area, app, m),
@@ -71,6 +77,14 @@ fn draw_help(f: &mut Frame, area: Rect, app: &App) {
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled(
         " gates: enter answers (or reopens) · ctrl-r rejects · esc hides",
+        t.muted(),
+    )));
+    lines.push(Line::from(Span::styled(
+        " a look (x): e events · g logs · d describe · r look again · j/k scroll · esc closes",
+        t.muted(),
+    )));
+    lines.push(Line::from(Span::styled(
+        " : :env ENV · :theme NAME · :fault ENV FAULT [N] (demo) · :help · tab lists candidates",
         t.muted(),
     )));
     let h = lines.len() as u16 + 2;

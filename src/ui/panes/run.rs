@@ -36,7 +36,15 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         f.render_widget(Paragraph::new("no run open"), area);
         return;
     };
-    let [left, right] = if area.width >= 90 {
+    let [left, right] = if area.width >= 120 {
+        // The plan takes the width its rows need, up to what leaves the step and output
+        // panes 72 columns (the step's halt, its look and its command stay in view); the
+        // host column comes first, so it is whole at any of these widths.
+        let need = u16::try_from(plan_width(a)).unwrap_or(u16::MAX);
+        let floor = area.width * 42 / 100;
+        let left_w = need.clamp(floor, area.width.saturating_sub(72).max(floor));
+        Layout::horizontal([Constraint::Length(left_w), Constraint::Min(0)]).areas(area)
+    } else if area.width >= 90 {
         Layout::horizontal([Constraint::Percentage(42), Constraint::Percentage(58)]).areas(area)
     } else {
         Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(area)
@@ -76,6 +84,7 @@ fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
         let end = run.finished_at().unwrap_or(app.now);
         title.push_str(&format!("· {} ", age(end.0.saturating_sub(start.0))));
     }
+    let host_w = host_width(a);
     let items: Vec<ListItem> = run
         .steps()
         .map(|(s, r)| {
@@ -89,8 +98,16 @@ fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
                 Span::styled(format!("{g} "), gs),
                 Span::styled(format!("{:>2} ", s.n), t.muted()),
                 Span::styled(format!("{m} "), ms),
-                Span::styled(step_label(s), t.text()),
             ];
+            // The host before the title: on a narrow pane the title gives way, never the
+            // host a step acts on.
+            if host_w > 0 {
+                spans.push(Span::styled(
+                    format!("{:<host_w$} ", s.host.as_deref().unwrap_or("")),
+                    t.focus(),
+                ));
+            }
+            spans.push(Span::styled(step_label(s), t.text()));
             if let Some(why) = app.capabilities().blocker(s) {
                 if r.state == StepState::Pending {
                     spans.push(Span::styled(format!("  ({why})"), t.warn()));
@@ -123,6 +140,33 @@ fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
         area,
         &mut st,
     );
+}
+
+/// The widest host a step of the plan acts on (0: no step names one).
+fn host_width(a: &ActiveRun) -> usize {
+    a.run
+        .plan()
+        .steps
+        .iter()
+        .filter_map(|s| s.host.as_deref())
+        .map(super::fit::width)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Columns the plan pane needs to show every row whole (borders and elapsed included).
+fn plan_width(a: &ActiveRun) -> usize {
+    let host_w = host_width(a);
+    let host = if host_w > 0 { host_w + 1 } else { 0 };
+    a.run
+        .plan()
+        .steps
+        .iter()
+        .map(|s| 2 + 3 + 2 + host + super::fit::width(&step_label(s)))
+        .max()
+        .unwrap_or(0)
+        + 2
+        + 9
 }
 
 fn step_label(s: &PlannedStep) -> String {
@@ -251,6 +295,22 @@ fn draw_detail(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
                 },
                 t.warn(),
             )));
+            // What explains the halt is one key away: the look at the object it names.
+            if let Some(crate::observe::summary::NextStep::Look(l)) = app.run_env_next() {
+                lines.push(Line::from(Span::styled(
+                    format!(
+                        "x look: {} {} ({})",
+                        l.object.kind.to_lowercase(),
+                        l.object.name,
+                        l.kinds
+                            .iter()
+                            .map(|k| crate::ui::panes::look::key_of(*k).1)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    t.focus(),
+                )));
+            }
         }
         let next = a
             .run

@@ -153,10 +153,10 @@ pub fn next_words(n: &NextStep) -> String {
     match n {
         NextStep::Runbook { id, env, fixes, .. } => {
             let verb = if *fixes { "fix" } else { "verify" };
-            format!("⏎ {verb}: {id} ({env})")
+            format!("x {verb}: {id} ({env})")
         }
-        NextStep::Look(l) => format!("⏎ look: {} {}", l.object.kind.to_lowercase(), l.object.name),
-        NextStep::Check { .. } => "⏎ :check".to_string(),
+        NextStep::Look(l) => format!("x look: {} {}", l.object.kind.to_lowercase(), l.object.name),
+        NextStep::Check { .. } => "x :check".to_string(),
     }
 }
 

@@ -15,23 +15,47 @@ use crate::ui::theme::Theme;
 use super::fit;
 use super::live::glyph;
 
-/// One event's line: `12:03:19 prod ! lease moved k3s-prod-1 -> k3s-prod-2`.
-pub fn event_line<'a>(e: &TrailEvent, env_w: usize, width: usize, t: &Theme) -> Line<'a> {
+/// One event's rows: `12:03:19 prod ! lease moved k3s-prod-1 -> k3s-prod-2`, the text
+/// wrapped under itself (a host name in it is never cut).
+pub fn event_lines<'a>(e: &TrailEvent, env_w: usize, width: usize, t: &Theme) -> Vec<Line<'a>> {
     let head = format!(
         "{} {:<env_w$} {} ",
         e.clock(),
         e.env,
         glyph(Some(e.severity))
     );
-    let room = width.saturating_sub(fit::width(&head));
-    Line::from(vec![
-        Span::styled(head, t.severity(e.severity)),
-        Span::styled(fit::clip(&e.text, room), t.text()),
-    ])
+    let head_w = fit::width(&head);
+    // Too narrow to indent: the text goes under the head, full width.
+    let (indent, room) = if width > head_w + 12 {
+        (head_w, width - head_w)
+    } else {
+        (0, width.max(1))
+    };
+    let mut rows = fit::wrap(&e.text, room).into_iter();
+    let mut out = Vec::new();
+    if indent > 0 {
+        out.push(Line::from(vec![
+            Span::styled(head, t.severity(e.severity)),
+            Span::styled(rows.next().unwrap_or_default(), t.text()),
+        ]));
+    } else {
+        out.push(Line::styled(
+            fit::clip(&head, width),
+            t.severity(e.severity),
+        ));
+    }
+    for r in rows {
+        out.push(Line::from(vec![
+            Span::raw(" ".repeat(indent)),
+            Span::styled(r, t.text()),
+        ]));
+    }
+    out
 }
 
 /// The lines for `rows` rows of `width` columns, newest first; `filter` keeps events whose
-/// environment or text contains it.
+/// environment or text contains it. Whole events only; "N earlier" ends the list when the
+/// rest do not fit.
 pub fn lines<'a>(
     tl: &Timeline,
     rows: usize,
@@ -54,18 +78,24 @@ pub fn lines<'a>(
     }
     let env_w = fit::widest(kept.iter().map(|e| e.env.as_str()), 3);
     let mut out: Vec<Line> = Vec::new();
-    // One row holds the newest event (the title counts them all); more rows end in "N
-    // earlier" when the events do not fit.
-    let room = if kept.len() > rows && rows > 1 {
-        rows - 1
-    } else {
-        rows
-    };
-    for e in kept.iter().take(room) {
-        out.push(event_line(e, env_w, width, t));
+    let mut shown = 0;
+    for (i, e) in kept.iter().enumerate() {
+        let block = event_lines(e, env_w, width, t);
+        let reserve = usize::from(i + 1 < kept.len());
+        if out.len() + block.len() + reserve <= rows {
+            out.extend(block);
+            shown += 1;
+            continue;
+        }
+        if out.is_empty() {
+            // The newest event always shows, as much of it as fits.
+            out.extend(block.into_iter().take(rows.saturating_sub(reserve).max(1)));
+            shown = 1;
+        }
+        break;
     }
-    if kept.len() > room && rows > 1 {
-        let n = kept.len() - room + usize::try_from(tl.dropped()).unwrap_or(usize::MAX);
+    if shown < kept.len() && out.len() < rows {
+        let n = kept.len() - shown + usize::try_from(tl.dropped()).unwrap_or(usize::MAX);
         out.push(fit::more(n, "earlier event", t));
     }
     out
@@ -73,7 +103,11 @@ pub fn lines<'a>(
 
 pub fn draw(f: &mut Frame, area: Rect, tl: &Timeline, filter: &str, t: &Theme) {
     let title = if filter.is_empty() {
-        format!(" Timeline · {} events ", tl.len())
+        format!(
+            " Timeline · {} event{} ",
+            tl.len(),
+            if tl.len() == 1 { "" } else { "s" }
+        )
     } else {
         format!(" Timeline · /{filter} ")
     };
