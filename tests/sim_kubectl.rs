@@ -68,7 +68,7 @@ async fn kubectl_against_the_demo() {
         assert_ne!(code, Some(0));
         assert!(e.contains("`?previous=true` is not simulated"), "{e}");
         // A pod's processes are not simulated: exec is refused by name, never run.
-        let (o, e, code) = run(
+        let (o, e, code) = kubectl(
             &kc,
             &["exec", "-n", "kube-system", "cilium-g1-n1", "--", "true"],
         );
