@@ -5,9 +5,12 @@
 //! gets back ([`ExecReply`], tagged with the run so stale replies are dropped), the
 //! [`StepExecutor`] trait an executor implements, and [`Capabilities`]: which step kinds
 //! this app can run, split into read-only and mutating executors.
-//! Observe mode is a type here: [`Capabilities::Observe`] holds read-only executors only,
-//! and [`ReadOnlyExecutors`] refuses an executor that says it mutates, so an observe app
-//! has no value through which a mutating step could run.
+//! Observe mode is a type here: a session is built on one of two [`Executors`] sets,
+//! [`ReadOnlyExecutors`] (observe) or [`OperateExecutors`] (operate), and
+//! [`ReadOnlyExecutors`] refuses an executor that says it mutates, so an observe session
+//! has no value through which a mutating step could run. [`Capabilities`] is what the
+//! composition root hands the console and the pump routes through; its `Observe`
+//! variant has no slot for a mutating executor either.
 //! Must not: fake an executor. A step kind with no executor is reported as such
 //! ("no executor for kube-wait yet", or the reason it is absent when the builder gave one,
 //! e.g. a missing kubeconfig) and the step is never started.
@@ -17,7 +20,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::runbook::machine::Input;
+use crate::runbook::machine::{Input, Mode};
 use crate::runbook::plan::{PlannedStep, StepKind};
 
 /// Which run a request or reply belongs to; a reply whose tag is not the current run's is
@@ -99,6 +102,11 @@ pub enum NoExecutor {
     ObserveMode { kind: StepKind, n: usize },
 }
 
+/// A mutating executor offered to the read-only set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a {} executor that mutates cannot be a read-only executor", .0.as_str())]
+pub struct NotReadOnly(pub StepKind);
+
 /// Executors that change nothing. The only way in is [`ReadOnlyExecutors::add`], which
 /// refuses a mutating one.
 #[derive(Debug, Clone, Default)]
@@ -109,12 +117,9 @@ pub struct ReadOnlyExecutors {
 }
 
 impl ReadOnlyExecutors {
-    pub fn add(&mut self, e: Arc<dyn StepExecutor>) -> Result<(), String> {
+    pub fn add(&mut self, e: Arc<dyn StepExecutor>) -> Result<(), NotReadOnly> {
         if e.mutates() {
-            return Err(format!(
-                "a {} executor that mutates cannot be a read-only executor",
-                e.kind().as_str()
-            ));
+            return Err(NotReadOnly(e.kind()));
         }
         self.absent.remove(e.kind().as_str());
         self.executors.insert(e.kind().as_str(), e);
@@ -161,7 +166,66 @@ fn missing(kind: StepKind, absent: &[&BTreeMap<&'static str, String>]) -> NoExec
     }
 }
 
-/// What this app can run.
+/// A set of executors a [`RunSession`](super::RunSession) is built on. Sealed: there are
+/// exactly two, [`ReadOnlyExecutors`] (observe) and [`OperateExecutors`] (operate), and a
+/// session's type says which it holds.
+pub trait Executors: sealed::Sealed + Clone + std::fmt::Debug + Send + Sync + 'static {
+    /// The machine mode a run on this set is planned and journaled in.
+    const MODE: Mode;
+    /// The executor that would run `step`, or why none can.
+    fn executor_for(&self, step: &PlannedStep) -> Result<&Arc<dyn StepExecutor>, NoExecutor>;
+    /// Whether any executor here can mutate.
+    fn can_mutate(&self) -> bool;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::ReadOnlyExecutors {}
+    impl Sealed for super::OperateExecutors {}
+}
+
+/// Observe's set: a mutating step finds nothing here, whatever the plan says.
+impl Executors for ReadOnlyExecutors {
+    const MODE: Mode = Mode::Observe;
+
+    fn executor_for(&self, step: &PlannedStep) -> Result<&Arc<dyn StepExecutor>, NoExecutor> {
+        let kind = step.kind;
+        if step.mutates {
+            return Err(NoExecutor::ObserveMode { kind, n: step.n });
+        }
+        self.executors
+            .get(kind.as_str())
+            .ok_or_else(|| missing(kind, &[&self.absent]))
+    }
+
+    fn can_mutate(&self) -> bool {
+        false
+    }
+}
+
+/// Operate's set: the read-only executors and the mutating ones.
+#[derive(Debug, Clone, Default)]
+pub struct OperateExecutors {
+    pub read_only: ReadOnlyExecutors,
+    pub mutating: MutatingExecutors,
+}
+
+impl Executors for OperateExecutors {
+    const MODE: Mode = Mode::Operate;
+
+    fn executor_for(&self, step: &PlannedStep) -> Result<&Arc<dyn StepExecutor>, NoExecutor> {
+        operate_executor_for(&self.read_only, &self.mutating, step)
+    }
+
+    fn can_mutate(&self) -> bool {
+        !self.mutating.executors.is_empty()
+    }
+}
+
+/// What this app can run: what the composition root builds and the [`pump`](super::pump)
+/// routes requests through. A session never holds this: it holds one of the two typed
+/// sets ([`ReadOnlyExecutors`] or [`OperateExecutors`]), chosen once when it is built
+/// (`session::Session::plan`).
 #[derive(Debug, Clone)]
 pub enum Capabilities {
     Operate {
@@ -173,6 +237,7 @@ pub enum Capabilities {
 }
 
 impl Capabilities {
+    /// For a banner or wording only: safety never asks this (the session's type holds it).
     pub fn is_observe(&self) -> bool {
         matches!(self, Capabilities::Observe { .. })
     }
@@ -185,36 +250,25 @@ impl Capabilities {
         }
     }
 
-    /// The executor that would run `step`, or why none can.
+    /// The read-only half (all observe has).
+    pub fn read_only(&self) -> &ReadOnlyExecutors {
+        match self {
+            Capabilities::Operate { read_only, .. } | Capabilities::Observe { read_only } => {
+                read_only
+            }
+        }
+    }
+
+    /// The executor that would run `step`, or why none can: the same answer the session's
+    /// own typed set gives.
     pub fn executor_for(&self, step: &PlannedStep) -> Result<&Arc<dyn StepExecutor>, NoExecutor> {
-        let kind = step.kind;
-        let (ro, mutating) = match self {
+        match self {
+            Capabilities::Observe { read_only } => read_only.executor_for(step),
             Capabilities::Operate {
                 read_only,
                 mutating,
-            } => (read_only, Some(mutating)),
-            Capabilities::Observe { read_only } => (read_only, None),
-        };
-        if step.mutates {
-            let Some(m) = mutating else {
-                return Err(NoExecutor::ObserveMode { kind, n: step.n });
-            };
-            return m
-                .executors
-                .get(kind.as_str())
-                .ok_or_else(|| missing(kind, &[&m.absent]));
+            } => operate_executor_for(read_only, mutating, step),
         }
-        ro.executors
-            .get(kind.as_str())
-            // A read-only step may also run on a mutating-capable executor of its kind.
-            .or_else(|| mutating.and_then(|m| m.executors.get(kind.as_str())))
-            .ok_or_else(|| {
-                let mut absent = vec![&ro.absent];
-                if let Some(m) = mutating {
-                    absent.push(&m.absent);
-                }
-                missing(kind, &absent)
-            })
     }
 
     /// Why `step`'s work cannot start, if it cannot (for the run view's step list).
@@ -224,6 +278,26 @@ impl Capabilities {
         }
         self.executor_for(step).err()
     }
+}
+
+/// [`OperateExecutors::executor_for`] over borrowed halves (the enum holds them apart).
+fn operate_executor_for<'a>(
+    ro: &'a ReadOnlyExecutors,
+    m: &'a MutatingExecutors,
+    step: &PlannedStep,
+) -> Result<&'a Arc<dyn StepExecutor>, NoExecutor> {
+    let kind = step.kind;
+    if step.mutates {
+        return m
+            .executors
+            .get(kind.as_str())
+            .ok_or_else(|| missing(kind, &[&m.absent]));
+    }
+    ro.executors
+        .get(kind.as_str())
+        // A read-only step may also run on a mutating-capable executor of its kind.
+        .or_else(|| m.executors.get(kind.as_str()))
+        .ok_or_else(|| missing(kind, &[&ro.absent, &m.absent]))
 }
 
 /// The executor task: receives requests, hands each to the executor of its kind. Requests

@@ -25,17 +25,19 @@ pub mod supervise;
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use crate::journal::{self, Journal};
 use crate::runbook::embedded::RunbookSet;
 use crate::runbook::machine::{
-    Effect, Event, Input, Outcome, Run, RunOutcome, RunStatus, StepState, Timestamp,
+    Effect, Event, Input, MachineError, Mode, Outcome, Run, RunOutcome, RunStatus, StepState,
+    Timestamp,
 };
 use crate::runbook::plan::{Gate, Plan, PlannedStep};
 use crate::runbook::schema::Runbook;
 
-use exec::{Capabilities, ExecReply, ExecRequest, RunTag};
+use exec::{
+    Capabilities, ExecReply, ExecRequest, Executors, OperateExecutors, ReadOnlyExecutors, RunTag,
+};
 use resume::ResumeInfo;
 
 /// What the session wants done after an input, for whoever drives it (the console shows
@@ -134,13 +136,14 @@ pub fn plan_runbook(
 
 /// A journal opened from the run list: the session, and what to show first.
 pub struct Opened {
-    pub session: RunSession,
+    pub session: Session,
     pub effects: Vec<SessionEffect>,
 }
 
-/// One open run, and everything that drives it.
+/// What every open run has, whichever executors drive it: the run, its journal, and what
+/// the screen reads of it (a [`RunSession`] and a [`Session`] deref to it).
 #[derive(Debug)]
-pub struct RunSession {
+pub struct RunCore {
     /// The tag its requests and replies carry.
     pub tag: RunTag,
     pub run: Run,
@@ -150,128 +153,77 @@ pub struct RunSession {
     pub view_only: bool,
     /// The resume decision in progress over an interrupted step that changes systems.
     pub resume: Option<ResumeInfo>,
-    caps: Arc<Capabilities>,
     /// Who answers (journaled with what they decide).
     operator: String,
 }
 
-impl RunSession {
-    fn new(run: Run, journal: Option<Journal>, view_only: bool, caps: Arc<Capabilities>) -> Self {
-        RunSession {
-            tag: next_tag(),
-            run,
-            journal,
-            view_only,
-            resume: None,
-            caps,
-            operator: String::new(),
-        }
-    }
+/// One open run, and everything that drives it, on the executor set `X`: an
+/// [`ObserveSession`] holds [`ReadOnlyExecutors`] and nothing else, so no request it makes
+/// can reach a mutating executor; an [`OperateSession`] holds both halves.
+///
+/// An observe session cannot be given a mutating executor set:
+///
+/// ```compile_fail
+/// use hk_console::session::exec::{MutatingExecutors, OperateExecutors};
+/// use hk_console::session::ObserveSession;
+/// # fn plan() -> hk_console::runbook::plan::Plan { unimplemented!() }
+/// let mutating = OperateExecutors::default();
+/// let _ = ObserveSession::plan(plan(), mutating, "op");
+/// ```
+///
+/// nor a mutating executor's half on its own:
+///
+/// ```compile_fail
+/// use hk_console::session::exec::MutatingExecutors;
+/// use hk_console::session::ObserveSession;
+/// # fn plan() -> hk_console::runbook::plan::Plan { unimplemented!() }
+/// let _ = ObserveSession::plan(plan(), MutatingExecutors::default(), "op");
+/// ```
+///
+/// and it has no way to its executors other than the read-only set:
+///
+/// ```compile_fail
+/// use hk_console::session::exec::MutatingExecutors;
+/// use hk_console::session::ObserveSession;
+/// fn mutating_of(s: &ObserveSession) -> &MutatingExecutors {
+///     &s.executors().mutating
+/// }
+/// ```
+///
+/// while the same calls with read-only executors compile:
+///
+/// ```no_run
+/// use hk_console::session::exec::ReadOnlyExecutors;
+/// use hk_console::session::ObserveSession;
+/// # fn plan() -> hk_console::runbook::plan::Plan { unimplemented!() }
+/// let s = ObserveSession::plan(plan(), ReadOnlyExecutors::default(), "op");
+/// let _: Option<&ReadOnlyExecutors> = s.as_ref().ok().map(|s| s.executors());
+/// ```
+#[derive(Debug)]
+pub struct RunSession<X: Executors = OperateExecutors> {
+    core: RunCore,
+    exec: X,
+}
 
-    /// A plan, not started: read-only when the capabilities are observe's (the machine
-    /// then refuses every mutating step too).
-    pub fn plan(
-        plan: Plan,
-        caps: Arc<Capabilities>,
-        operator: &str,
-    ) -> Result<RunSession, NotOpened> {
-        let run = match caps.as_ref() {
-            Capabilities::Observe { .. } => Run::new_read_only(plan),
-            Capabilities::Operate { .. } => Run::new(plan),
-        }
-        .map_err(|e| NotOpened(e.to_string()))?;
-        Ok(Self::new(run, None, false, caps).by(operator))
-    }
+/// A run in observe mode: read-only executors only.
+pub type ObserveSession = RunSession<ReadOnlyExecutors>;
+/// A run in operate mode: read-only and mutating executors.
+pub type OperateSession = RunSession<OperateExecutors>;
 
-    /// What to say once a plan is open.
-    pub fn opened_notice(&self) -> &'static str {
-        match self.caps.as_ref() {
-            Capabilities::Observe { .. } => "observe mode: the plan opens to look at only",
-            Capabilities::Operate { .. } => "s starts the run",
-        }
+impl<X: Executors> std::ops::Deref for RunSession<X> {
+    type Target = RunCore;
+    fn deref(&self) -> &RunCore {
+        &self.core
     }
+}
 
-    /// A run to look at only (no journal, nothing can change it).
-    pub fn view(run: Run, caps: Arc<Capabilities>) -> RunSession {
-        Self::new(run, None, true, caps)
+impl<X: Executors> std::ops::DerefMut for RunSession<X> {
+    fn deref_mut(&mut self) -> &mut RunCore {
+        &mut self.core
     }
+}
 
-    fn by(mut self, operator: &str) -> Self {
-        self.operator = operator.to_string();
-        self
-    }
-
-    /// Open the journal at `path` from the run list: a damaged one read-only up to the
-    /// damage, a finished one to look at, an interrupted or failed one resumed (observe
-    /// capabilities journal nothing, so there it opens to look at too). Err: why nothing
-    /// opened.
-    pub fn open_journal(
-        path: &Path,
-        outcome: RunOutcome,
-        caps: Arc<Capabilities>,
-        operator: &str,
-        now: Timestamp,
-    ) -> Result<Opened, NotOpened> {
-        let looked_at = |session: RunSession, notice: String| Opened {
-            session: session.by(operator),
-            effects: vec![SessionEffect::Notice(notice)],
-        };
-        if let Ok((r, Some(damage))) = journal::salvage(path) {
-            return Ok(looked_at(
-                Self::view(r.run, caps),
-                format!(
-                    "run {}: {damage}; opened read-only up to line {}; {}",
-                    r.header.run_id,
-                    damage.line.saturating_sub(1),
-                    journal::Damage::NOT_RESUMABLE
-                ),
-            ));
-        }
-        let resumable = matches!(
-            outcome,
-            RunOutcome::Interrupted | RunOutcome::InProgress | RunOutcome::Failed
-        );
-        if !resumable {
-            let r = journal::replay(path).map_err(|e| NotOpened(e.to_string()))?;
-            let notice = format!("run {} ({outcome})", r.header.run_id);
-            return Ok(looked_at(Self::view(r.run, caps), notice));
-        }
-        let r = journal::replay(path).map_err(|e| NotOpened(e.to_string()))?;
-        if caps.is_observe() {
-            return Ok(looked_at(
-                Self::view(r.run, caps),
-                "observe mode: the run opens to look at only; resume it outside observe mode"
-                    .into(),
-            ));
-        }
-        let (j, replayed, effects) =
-            Journal::resume(path, now).map_err(|e| NotOpened(format!("cannot resume: {e}")))?;
-        let started_by = replayed.header.operator.clone();
-        let mut session = Self::new(replayed.run, Some(j), false, caps).by(operator);
-        let warn: Vec<String> = replayed.warnings.iter().map(|w| w.to_string()).collect();
-        let mut out = vec![SessionEffect::Notice(if warn.is_empty() {
-            "resumed".into()
-        } else {
-            format!("resumed: {}", warn.join("; "))
-        })];
-        let next = session.dispatch(effects, &mut out);
-        for input in next {
-            out.extend(session.feed(input, now));
-        }
-        if let Some(n) = session.halted_step().filter(|n| session.needs_decision(*n)) {
-            out.extend(session.begin_resume(n, Some(started_by), now));
-        }
-        Ok(Opened {
-            session,
-            effects: out,
-        })
-    }
-
-    /// The capabilities this session executes with.
-    pub fn capabilities(&self) -> &Arc<Capabilities> {
-        &self.caps
-    }
-
+impl RunCore {
     /// Whether this run is journaled and not over: closing it now would leave it unfinished.
     pub fn is_active(&self) -> bool {
         self.journal.is_some()
@@ -290,15 +242,157 @@ impl RunSession {
             )
     }
 
-    /// Start the plan: its journal under `runs_dir`, then the machine's `Start`.
-    pub fn start(
+    /// The gate step `n` waits on, if it waits on one.
+    pub fn open_gate(&self) -> Option<(usize, Gate)> {
+        self.run
+            .steps()
+            .find_map(|(s, r)| match (&r.state, &s.gate) {
+                (StepState::AwaitingGate { .. }, Some(g)) => Some((s.n, g.clone())),
+                _ => None,
+            })
+    }
+
+    /// Whether step `n` still waits on its gate.
+    pub fn gate_is_open(&self, n: usize) -> bool {
+        self.run
+            .step_record(n)
+            .is_some_and(|r| matches!(r.state, StepState::AwaitingGate { .. }))
+    }
+
+    /// The step a journaled run is halted at.
+    pub fn halted_step(&self) -> Option<usize> {
+        self.journal.as_ref()?;
+        match self.run.status() {
+            RunStatus::Halted { n } => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// Whether a step of this journaled run is running or verifying.
+    pub fn has_in_flight(&self) -> bool {
+        self.journal.is_some() && !self.run.in_flight().is_empty()
+    }
+
+    /// The step running with no cancel asked yet (what an interrupt would cancel).
+    pub fn running_step(&self) -> Option<usize> {
+        self.run.steps().find_map(|(s, r)| match r.state {
+            StepState::Running {
+                cancel_requested: false,
+                ..
+            } => Some(s.n),
+            _ => None,
+        })
+    }
+}
+
+impl<X: Executors> RunSession<X> {
+    fn new(run: Run, journal: Option<Journal>, view_only: bool, exec: X) -> Self {
+        RunSession {
+            core: RunCore {
+                tag: next_tag(),
+                run,
+                journal,
+                view_only,
+                resume: None,
+                operator: String::new(),
+            },
+            exec,
+        }
+    }
+
+    /// A plan, not started, in the mode of its executor set (observe's machine refuses
+    /// every mutating step too, a second wall behind the missing executors).
+    pub fn plan(plan: Plan, exec: X, operator: &str) -> Result<Self, NotOpened> {
+        let run = Run::with_mode(plan, X::MODE).map_err(|e| NotOpened(e.to_string()))?;
+        Ok(Self::new(run, None, false, exec).by(operator))
+    }
+
+    /// A run to look at only (no journal, nothing can change it).
+    pub fn view(run: Run, exec: X) -> Self {
+        Self::new(run, None, true, exec)
+    }
+
+    fn by(mut self, operator: &str) -> Self {
+        self.core.operator = operator.to_string();
+        self
+    }
+
+    /// The executors this session's requests can reach: exactly these, by type.
+    pub fn executors(&self) -> &X {
+        &self.exec
+    }
+
+    /// Open the journal at `path` from the run list: a damaged one read-only up to the
+    /// damage, a finished one to look at, an interrupted or failed one resumed (an
+    /// observe session resumes nothing, so there it opens to look at too). Err: why
+    /// nothing opened.
+    pub fn open_journal(
+        path: &Path,
+        outcome: RunOutcome,
+        exec: X,
+        operator: &str,
+        now: Timestamp,
+    ) -> Result<(Self, Vec<SessionEffect>), NotOpened> {
+        let looked_at = |session: Self, notice: String| {
+            (session.by(operator), vec![SessionEffect::Notice(notice)])
+        };
+        if let Ok((r, Some(damage))) = journal::salvage(path) {
+            return Ok(looked_at(
+                Self::view(r.run, exec),
+                format!(
+                    "run {}: {damage}; opened read-only up to line {}; {}",
+                    r.header.run_id,
+                    damage.line.saturating_sub(1),
+                    journal::Damage::NOT_RESUMABLE
+                ),
+            ));
+        }
+        let resumable = matches!(
+            outcome,
+            RunOutcome::Interrupted | RunOutcome::InProgress | RunOutcome::Failed
+        );
+        if !resumable {
+            let r = journal::replay(path).map_err(|e| NotOpened(e.to_string()))?;
+            let notice = format!("run {} ({outcome})", r.header.run_id);
+            return Ok(looked_at(Self::view(r.run, exec), notice));
+        }
+        let r = journal::replay(path).map_err(|e| NotOpened(e.to_string()))?;
+        // Resuming journals on, and what it resumes may be a mutating step: never from a
+        // read-only set.
+        if X::MODE == Mode::Observe {
+            return Ok(looked_at(
+                Self::view(r.run, exec),
+                "observe mode: the run opens to look at only; resume it outside observe mode"
+                    .into(),
+            ));
+        }
+        let (j, replayed, effects) =
+            Journal::resume(path, now).map_err(|e| NotOpened(format!("cannot resume: {e}")))?;
+        let started_by = replayed.header.operator.clone();
+        let mut session = Self::new(replayed.run, Some(j), false, exec).by(operator);
+        let warn: Vec<String> = replayed.warnings.iter().map(|w| w.to_string()).collect();
+        let mut out = vec![SessionEffect::Notice(if warn.is_empty() {
+            "resumed".into()
+        } else {
+            format!("resumed: {}", warn.join("; "))
+        })];
+        let next = session.dispatch(effects, &mut out);
+        for input in next {
+            out.extend(session.feed(input, now));
+        }
+        if let Some(n) = session.halted_step().filter(|n| session.needs_decision(*n)) {
+            out.extend(session.begin_resume(n, Some(started_by), now));
+        }
+        Ok((session, out))
+    }
+
+    /// The journal under `runs_dir`, then the machine's `Start`: what both sessions'
+    /// `start` do once they have decided the run may begin.
+    fn begin(
         &mut self,
         runs_dir: Option<&Path>,
         now: Timestamp,
     ) -> Result<Vec<SessionEffect>, NotOpened> {
-        if self.caps.is_observe() {
-            return Err(NotOpened(OBSERVE_STARTS_NOTHING.into()));
-        }
         if self.view_only || !matches!(self.run.status(), RunStatus::NotStarted) {
             return Err(NotOpened("this run has already started".into()));
         }
@@ -321,14 +415,14 @@ impl RunSession {
         let mut out = Vec::new();
         let mut queue = VecDeque::from([input]);
         while let Some(input) = queue.pop_front() {
-            let Some(j) = self.journal.as_mut() else {
+            let Some(j) = self.core.journal.as_mut() else {
                 out.push(SessionEffect::Notice(
                     "this run is not open for changes".into(),
                 ));
                 return out;
             };
             tracing::info!(run = %j.path().display(), input = ?input, "journal");
-            match j.record(&mut self.run, Event::new(now, input)) {
+            match j.record(&mut self.core.run, Event::new(now, input)) {
                 Ok(effects) => {
                     if let RunStatus::Active { n } | RunStatus::Halted { n } = self.run.status() {
                         out.push(SessionEffect::AtStep { n: *n });
@@ -368,7 +462,7 @@ impl RunSession {
                             step.title
                         ),
                     });
-                    match self.caps.executor_for(&step) {
+                    match self.exec.executor_for(&step) {
                         Ok(_) => out.push(SessionEffect::Request(Box::new(ExecRequest::Execute {
                             tag,
                             attempt: e.attempt(),
@@ -452,48 +546,6 @@ impl RunSession {
         }
     }
 
-    /// The gate step `n` waits on, if it waits on one.
-    pub fn open_gate(&self) -> Option<(usize, Gate)> {
-        self.run
-            .steps()
-            .find_map(|(s, r)| match (&r.state, &s.gate) {
-                (StepState::AwaitingGate { .. }, Some(g)) => Some((s.n, g.clone())),
-                _ => None,
-            })
-    }
-
-    /// Whether step `n` still waits on its gate.
-    pub fn gate_is_open(&self, n: usize) -> bool {
-        self.run
-            .step_record(n)
-            .is_some_and(|r| matches!(r.state, StepState::AwaitingGate { .. }))
-    }
-
-    /// The step a journaled run is halted at.
-    pub fn halted_step(&self) -> Option<usize> {
-        self.journal.as_ref()?;
-        match self.run.status() {
-            RunStatus::Halted { n } => Some(*n),
-            _ => None,
-        }
-    }
-
-    /// Whether a step of this journaled run is running or verifying.
-    pub fn has_in_flight(&self) -> bool {
-        self.journal.is_some() && !self.run.in_flight().is_empty()
-    }
-
-    /// The step running with no cancel asked yet (what an interrupt would cancel).
-    pub fn running_step(&self) -> Option<usize> {
-        self.run.steps().find_map(|(s, r)| match r.state {
-            StepState::Running {
-                cancel_requested: false,
-                ..
-            } => Some(s.n),
-            _ => None,
-        })
-    }
-
     /// Going away with work in flight: journal a cancel request for every running step
     /// (the executors stop their processes and answer Cancelled, journaled too).
     pub fn cancel_in_flight(&mut self, now: Timestamp) -> Vec<SessionEffect> {
@@ -521,16 +573,195 @@ impl RunSession {
         }
         out
     }
+}
 
-    /// The same plan under read-only capabilities: a plan not started reopens read-only, a
-    /// run already going opens to look at only.
-    pub fn into_observe(self, caps: Arc<Capabilities>) -> Result<RunSession, NotOpened> {
-        let operator = self.operator.clone();
+impl OperateSession {
+    /// What to say once a plan is open.
+    pub fn opened_notice(&self) -> &'static str {
+        "s starts the run"
+    }
+
+    /// Start the plan. The one path by which a mutating run begins.
+    pub fn start(
+        &mut self,
+        runs_dir: Option<&Path>,
+        now: Timestamp,
+    ) -> Result<Vec<SessionEffect>, NotOpened> {
+        self.before_mutating_run()?;
+        self.begin(runs_dir, now)
+    }
+
+    /// Runs before a mutating run starts, after the operator asked for it and before
+    /// anything is journaled or executed; Err refuses the start with the reason shown.
+    /// The place for what must hold before systems may change: the cluster run lock (one
+    /// mutating run per environment) is taken here. Today nothing is checked.
+    fn before_mutating_run(&mut self) -> Result<(), NotOpened> {
+        Ok(())
+    }
+
+    /// The same plan on read-only executors: a plan not started reopens read-only, a run
+    /// already going opens to look at only. The mutating half is dropped with `self`.
+    pub fn into_observe(self, read_only: ReadOnlyExecutors) -> Result<ObserveSession, NotOpened> {
+        let operator = self.core.operator.clone();
         if matches!(self.run.status(), RunStatus::NotStarted) {
-            Self::plan(self.run.plan().clone(), caps, &operator)
+            ObserveSession::plan(self.core.run.plan().clone(), read_only, &operator)
         } else {
-            Ok(Self::view(self.run, caps).by(&operator))
+            Ok(ObserveSession::view(self.core.run, read_only).by(&operator))
         }
+    }
+}
+
+impl ObserveSession {
+    /// What to say once a plan is open.
+    pub fn opened_notice(&self) -> &'static str {
+        "observe mode: the plan opens to look at only"
+    }
+
+    /// Observe starts nothing.
+    pub fn start(
+        &mut self,
+        _runs_dir: Option<&Path>,
+        _now: Timestamp,
+    ) -> Result<Vec<SessionEffect>, NotOpened> {
+        Err(NotOpened(OBSERVE_STARTS_NOTHING.into()))
+    }
+}
+
+/// The session a console holds: observe's or operate's, chosen once from the console's
+/// [`Capabilities`] when the run opens. Everything a driver asks goes to the typed session
+/// inside; nothing here looks at the mode to decide what is safe.
+#[derive(Debug)]
+pub enum Session {
+    Operate(OperateSession),
+    Observe(ObserveSession),
+}
+
+/// Call the same method on whichever typed session this is.
+macro_rules! each {
+    ($self:expr, $s:ident => $e:expr) => {
+        match $self {
+            Session::Operate($s) => $e,
+            Session::Observe($s) => $e,
+        }
+    };
+}
+
+impl std::ops::Deref for Session {
+    type Target = RunCore;
+    fn deref(&self) -> &RunCore {
+        each!(self, s => &s.core)
+    }
+}
+
+impl Session {
+    /// A plan, not started, on the executors `caps` has: observe's get the read-only set
+    /// only (it is all that value holds).
+    pub fn plan(plan: Plan, caps: &Capabilities, operator: &str) -> Result<Session, NotOpened> {
+        Ok(match caps {
+            Capabilities::Observe { read_only } => {
+                Session::Observe(RunSession::plan(plan, read_only.clone(), operator)?)
+            }
+            Capabilities::Operate {
+                read_only,
+                mutating,
+            } => Session::Operate(RunSession::plan(
+                plan,
+                OperateExecutors {
+                    read_only: read_only.clone(),
+                    mutating: mutating.clone(),
+                },
+                operator,
+            )?),
+        })
+    }
+
+    /// [`RunSession::open_journal`] on the executors `caps` has.
+    pub fn open_journal(
+        path: &Path,
+        outcome: RunOutcome,
+        caps: &Capabilities,
+        operator: &str,
+        now: Timestamp,
+    ) -> Result<Opened, NotOpened> {
+        let (session, effects) = match caps {
+            Capabilities::Observe { read_only } => {
+                let (s, fx) =
+                    RunSession::open_journal(path, outcome, read_only.clone(), operator, now)?;
+                (Session::Observe(s), fx)
+            }
+            Capabilities::Operate {
+                read_only,
+                mutating,
+            } => {
+                let exec = OperateExecutors {
+                    read_only: read_only.clone(),
+                    mutating: mutating.clone(),
+                };
+                let (s, fx) = RunSession::open_journal(path, outcome, exec, operator, now)?;
+                (Session::Operate(s), fx)
+            }
+        };
+        Ok(Opened { session, effects })
+    }
+
+    /// The same run on `read_only` executors (operate's mutating half dropped).
+    pub fn into_observe(self, read_only: ReadOnlyExecutors) -> Result<Session, NotOpened> {
+        match self {
+            Session::Operate(s) => Ok(Session::Observe(s.into_observe(read_only)?)),
+            Session::Observe(s) => Ok(Session::Observe(s)),
+        }
+    }
+
+    pub fn opened_notice(&self) -> &'static str {
+        each!(self, s => s.opened_notice())
+    }
+
+    pub fn start(
+        &mut self,
+        runs_dir: Option<&Path>,
+        now: Timestamp,
+    ) -> Result<Vec<SessionEffect>, NotOpened> {
+        each!(self, s => s.start(runs_dir, now))
+    }
+
+    pub fn feed(&mut self, input: Input, now: Timestamp) -> Vec<SessionEffect> {
+        each!(self, s => s.feed(input, now))
+    }
+
+    pub fn handle_reply(&mut self, reply: ExecReply, now: Timestamp) -> Vec<SessionEffect> {
+        each!(self, s => s.handle_reply(reply, now))
+    }
+
+    pub fn cancel_in_flight(&mut self, now: Timestamp) -> Vec<SessionEffect> {
+        each!(self, s => s.cancel_in_flight(now))
+    }
+
+    pub fn needs_decision(&self, n: usize) -> bool {
+        each!(self, s => s.needs_decision(n))
+    }
+
+    pub fn open_resume(&mut self, n: usize, now: Timestamp) -> Vec<SessionEffect> {
+        each!(self, s => s.open_resume(n, now))
+    }
+
+    pub fn resume_tick(&mut self, now: Timestamp) -> Vec<SessionEffect> {
+        each!(self, s => s.resume_tick(now))
+    }
+
+    pub fn wait_for_process(&mut self) -> Vec<SessionEffect> {
+        each!(self, s => s.wait_for_process())
+    }
+
+    pub fn stop_resumed_process(&mut self) -> Vec<SessionEffect> {
+        each!(self, s => s.stop_resumed_process())
+    }
+
+    pub fn decide(
+        &mut self,
+        input: Input,
+        now: Timestamp,
+    ) -> Result<Vec<SessionEffect>, MachineError> {
+        each!(self, s => s.decide(input, now))
     }
 }
 

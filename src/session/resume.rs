@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use crate::exec::process::{self, ChildId, Liveness, StopReport};
 use crate::journal;
-use crate::runbook::machine::{self, Event, Input, StepState, Timestamp};
+use crate::runbook::machine::{self, Event, Input, MachineError, StepState, Timestamp};
 
+use super::exec::Executors;
 use super::exec::{ExecRequest, RunTag};
 use super::{next_tag, step_of, RunSession, SessionEffect};
 
@@ -76,10 +77,10 @@ impl ResumeInfo {
     }
 }
 
-impl RunSession {
+impl<X: Executors> RunSession<X> {
     /// The tag the running resume probe's replies carry.
     pub fn probe_tag(&self) -> Option<RunTag> {
-        match self.resume.as_ref().map(|r| &r.probe) {
+        match self.core.resume.as_ref().map(|r| &r.probe) {
             Some(ProbeRun::Running { tag, .. }) => Some(*tag),
             _ => None,
         }
@@ -88,7 +89,12 @@ impl RunSession {
     /// Whether step `n` is an interrupted step that changes systems (decided on, never
     /// retried on one key).
     pub fn needs_decision(&self, n: usize) -> bool {
-        self.run.plan().steps.iter().any(|s| s.n == n && s.mutates)
+        self.core
+            .run
+            .plan()
+            .steps
+            .iter()
+            .any(|s| s.n == n && s.mutates)
             && self
                 .run
                 .step_record(n)
@@ -103,7 +109,7 @@ impl RunSession {
         started_by: Option<String>,
         now: Timestamp,
     ) -> Vec<SessionEffect> {
-        let Some(rec) = self.run.step_record(n) else {
+        let Some(rec) = self.core.run.step_record(n) else {
             return Vec::new();
         };
         let attempt = rec.attempt;
@@ -120,12 +126,12 @@ impl RunSession {
                 mine[mine.len().saturating_sub(6)..].to_vec()
             })
             .unwrap_or_default();
-        let probe = match machine::probe_for(self.run.plan(), n) {
+        let probe = match machine::probe_for(self.core.run.plan(), n) {
             None => ProbeRun::NoProbe,
             Some(_) if rec.probe.is_some() => ProbeRun::Done,
             Some(p) => ProbeRun::Pending { probe: p.n },
         };
-        self.resume = Some(ResumeInfo {
+        self.core.resume = Some(ResumeInfo {
             n,
             process: ProcessCheck::NoProcess,
             probe,
@@ -142,7 +148,7 @@ impl RunSession {
     /// Ask the decision over interrupted step `n` (again), gathering what is known first
     /// when this is the first time.
     pub fn open_resume(&mut self, n: usize, now: Timestamp) -> Vec<SessionEffect> {
-        if self.resume.as_ref().is_some_and(|r| r.n == n) {
+        if self.core.resume.as_ref().is_some_and(|r| r.n == n) {
             return vec![SessionEffect::AskDecision { n }];
         }
         let by = self
@@ -156,11 +162,11 @@ impl RunSession {
     /// Look at the interrupted step's process; once it is known gone, journal that and
     /// start the probe.
     fn check_process(&mut self, now: Timestamp) -> Vec<SessionEffect> {
-        let Some(info) = self.resume.as_mut() else {
+        let Some(info) = self.core.resume.as_mut() else {
             return Vec::new();
         };
         let n = info.n;
-        let Some(rec) = self.run.step_record(n) else {
+        let Some(rec) = self.core.run.step_record(n) else {
             return Vec::new();
         };
         let attempt = rec.attempt;
@@ -180,7 +186,7 @@ impl RunSession {
                         Liveness::Unknown(why) => ProcessCheck::Unknown(child, why),
                         Liveness::Gone(why) => {
                             let how = if info.waiting {
-                                format!("ended while {} waited ({why})", self.operator)
+                                format!("ended while {} waited ({why})", self.core.operator)
                             } else {
                                 format!("not running when the run was resumed ({why})")
                             };
@@ -214,17 +220,17 @@ impl RunSession {
 
     /// Send the probe step's read-only work, once, when the process is gone.
     fn start_probe(&mut self, now: Timestamp) -> Vec<SessionEffect> {
-        let Some(info) = self.resume.as_mut() else {
+        let Some(info) = self.core.resume.as_mut() else {
             return Vec::new();
         };
         let ProbeRun::Pending { probe } = info.probe else {
             return Vec::new();
         };
-        let Some(step) = step_of(&self.run, probe) else {
+        let Some(step) = step_of(&self.core.run, probe) else {
             return Vec::new();
         };
         let n = info.n;
-        match self.caps.executor_for(&step) {
+        match self.exec.executor_for(&step) {
             Ok(_) => {
                 let tag = next_tag();
                 info.probe = ProbeRun::Running { probe, tag };
@@ -239,7 +245,7 @@ impl RunSession {
                         step,
                         attempt: 1,
                         authorised: Vec::new(),
-                        env: self.run.plan().env.clone(),
+                        env: self.core.run.plan().env.clone(),
                     })),
                 ]
             }
@@ -260,14 +266,14 @@ impl RunSession {
 
     /// A reply of the running probe: its outcome becomes one journaled probe result.
     pub(super) fn probe_reply(&mut self, input: Input, now: Timestamp) -> Vec<SessionEffect> {
-        let Some(info) = self.resume.as_mut() else {
+        let Some(info) = self.core.resume.as_mut() else {
             return Vec::new();
         };
         let ProbeRun::Running { probe, tag } = info.probe else {
             return Vec::new();
         };
         let n = info.n;
-        let Some(step) = step_of(&self.run, probe) else {
+        let Some(step) = step_of(&self.core.run, probe) else {
             return Vec::new();
         };
         let mut out = Vec::new();
@@ -314,7 +320,7 @@ impl RunSession {
 
     /// Each tick: a waited-for process is looked at again; a finished stop is journaled.
     pub fn resume_tick(&mut self, now: Timestamp) -> Vec<SessionEffect> {
-        let Some(info) = self.resume.as_mut() else {
+        let Some(info) = self.core.resume.as_mut() else {
             return Vec::new();
         };
         if let Some(slot) = &info.stopping {
@@ -323,10 +329,10 @@ impl RunSession {
             if let Some(reports) = done {
                 info.stopping = None;
                 let n = info.n;
-                let attempt = self.run.step_record(n).map_or(0, |r| r.attempt);
+                let attempt = self.core.run.step_record(n).map_or(0, |r| r.attempt);
                 for r in reports {
                     if r.ended {
-                        let how = format!("stopped by {}: {}", self.operator, r.describe());
+                        let how = format!("stopped by {}: {}", self.core.operator, r.describe());
                         out.extend(self.feed(
                             Input::ProcessEnded {
                                 n,
@@ -352,7 +358,7 @@ impl RunSession {
 
     /// Look again at the interrupted step's process every tick until it is gone.
     pub fn wait_for_process(&mut self) -> Vec<SessionEffect> {
-        let Some(info) = self.resume.as_mut() else {
+        let Some(info) = self.core.resume.as_mut() else {
             return Vec::new();
         };
         info.waiting = true;
@@ -363,19 +369,21 @@ impl RunSession {
     }
 
     /// Journal a resume decision. Err: the machine refused it, why (nothing journaled).
-    pub fn decide(&mut self, input: Input, now: Timestamp) -> Result<Vec<SessionEffect>, String> {
-        let mut trial = self.run.clone();
-        trial
-            .step(&Event::new(now, input.clone()))
-            .map_err(|e| e.to_string())?;
-        self.resume = None;
+    pub fn decide(
+        &mut self,
+        input: Input,
+        now: Timestamp,
+    ) -> Result<Vec<SessionEffect>, MachineError> {
+        let mut trial = self.core.run.clone();
+        trial.step(&Event::new(now, input.clone()))?;
+        self.core.resume = None;
         Ok(self.feed(input, now))
     }
 
     /// The stop ladder on the interrupted step's process, on a thread so the caller keeps
     /// going; its report is journaled by [`RunSession::resume_tick`] once it is in.
     pub fn stop_resumed_process(&mut self) -> Vec<SessionEffect> {
-        let Some(info) = self.resume.as_mut() else {
+        let Some(info) = self.core.resume.as_mut() else {
             return Vec::new();
         };
         let child = match &info.process {

@@ -17,7 +17,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use crate::exec::process::{self, StopReport};
 use crate::runbook::machine::{Input, Timestamp};
 
-use super::{RunSession, SessionEffect};
+use super::{Session, SessionEffect};
 
 /// How long an abandoning console gives its children per rung of the ladder: all three
 /// rungs fit in the 5 s an operator (and the tests) may expect.
@@ -92,7 +92,7 @@ impl Signals {
 /// children: journal the run as abandoned (what was in flight becomes interrupted, naming
 /// why), then how each of its processes ended.
 pub fn abandon(
-    mut session: Option<&mut RunSession>,
+    mut session: Option<&mut Session>,
     reason: &str,
     stops: &[StopReport],
     now: Timestamp,
@@ -106,7 +106,7 @@ pub fn abandon(
 
 /// [`abandon`] with the ladder run here, after the abandonment is journaled.
 pub fn abandon_and_stop(
-    mut session: Option<&mut RunSession>,
+    mut session: Option<&mut Session>,
     reason: &str,
     int_grace: Duration,
     term_grace: Duration,
@@ -121,7 +121,7 @@ pub fn abandon_and_stop(
 }
 
 fn journal_abandoned(
-    session: Option<&mut RunSession>,
+    session: Option<&mut Session>,
     reason: &str,
     now: Timestamp,
 ) -> Vec<SessionEffect> {
@@ -137,7 +137,7 @@ fn journal_abandoned(
 }
 
 fn record_stop(
-    session: Option<&mut RunSession>,
+    session: Option<&mut Session>,
     reason: &str,
     stop: &StopReport,
     now: Timestamp,

@@ -25,7 +25,7 @@ use crate::runbook::plan::Gate;
 use crate::session::exec::ExecRequest;
 use crate::session::executors::{capabilities_with, Clusters};
 use crate::session::pump::Pump;
-use crate::session::{self, RepoPlans, RunSession, SessionEffect};
+use crate::session::{self, RepoPlans, RunCore, Session, SessionEffect};
 
 /// Who answers the gates of a headless run, as the journal records it.
 pub const OPERATOR: &str = "simulated-operator";
@@ -139,7 +139,7 @@ impl Report {
 /// The simulated operator's side of one run: the session, the requests for the pump, the
 /// gate it was asked, the output of each step.
 struct Driver {
-    session: RunSession,
+    session: Session,
     queue: VecDeque<ExecRequest>,
     /// The gate asked and still open: step, gate, why the last answer did not pass.
     gate: Option<(usize, Gate, Option<String>)>,
@@ -224,7 +224,8 @@ pub async fn drive(
         req.host.as_deref(),
     )
     .map_err(|e| open_err(e.0))?;
-    let session = RunSession::plan(plan, Arc::new(caps), OPERATOR)
+    let caps = Arc::new(caps);
+    let session = Session::plan(plan, &caps, OPERATOR)
         .map_err(|e| open_err(format!("cannot run `{}` for `{env}`: {e}", req.runbook)))?;
     let mut d = Driver {
         session,
@@ -267,7 +268,7 @@ pub async fn drive(
         journal.display()
     ));
 
-    let mut pump = Pump::spawn(Arc::clone(d.session.capabilities()));
+    let mut pump = Pump::spawn(caps);
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + req.deadline;
     let mut answered: Vec<usize> = Vec::new();
@@ -362,7 +363,7 @@ fn abort(d: &mut Driver, reason: &str) {
 
 /// What the simulated operator answers to step `n`'s gate: what a person reading the
 /// modal would type or press.
-fn answer(session: &RunSession, n: usize, gate: &Gate) -> Input {
+fn answer(session: &RunCore, n: usize, gate: &Gate) -> Input {
     let note = Some("answered by hk-console demo --headless (simulated operator)".to_string());
     match gate {
         Gate::ConfirmHosts { expected } => {
@@ -409,11 +410,7 @@ fn gate_name(g: &Gate) -> String {
 }
 
 /// One progress line per step whose state or attempt changed since the last call.
-fn report_changes(
-    a: &RunSession,
-    seen: &mut [(&'static str, u32)],
-    progress: &mut impl FnMut(&str),
-) {
+fn report_changes(a: &RunCore, seen: &mut [(&'static str, u32)], progress: &mut impl FnMut(&str)) {
     let total = a.run.plan().steps.len();
     for ((step, rec), last) in a.run.steps().zip(seen.iter_mut()) {
         let now = (rec.state.name(), rec.attempt);

@@ -31,7 +31,7 @@ use super::live::LiveState;
 use super::output::OutputBuffer;
 use super::theme::{Theme, ThemeSet, ThemeWarning};
 use crate::session::exec::{Capabilities, ExecReply, ExecRequest, ReadOnlyExecutors};
-use crate::session::{self, supervise, Opened, RunSession, SessionEffect};
+use crate::session::{self, supervise, Opened, RunCore, Session, SessionEffect};
 
 /// Plans a runbook for an environment: the session's port, implemented over the repo (its
 /// `PlanEnv`s and `Topology`); tests use a fake inventory.
@@ -240,7 +240,7 @@ pub enum Overlay {
 #[derive(Debug)]
 pub struct ActiveRun {
     /// The run itself, driven by the session (read through `Deref`: `a.run`, `a.journal`).
-    pub session: RunSession,
+    pub session: Session,
     pub output: OutputBuffer,
     /// Absolute output line (dropped + len) at which each step's output began.
     pub step_output_start: BTreeMap<usize, u64>,
@@ -250,8 +250,8 @@ pub struct ActiveRun {
 
 /// The screen reads the run through its session; only the session changes it.
 impl std::ops::Deref for ActiveRun {
-    type Target = RunSession;
-    fn deref(&self) -> &RunSession {
+    type Target = RunCore;
+    fn deref(&self) -> &RunCore {
         &self.session
     }
 }
@@ -352,6 +352,7 @@ impl App {
     }
 
     fn build(parts: AppParts, caps: Capabilities) -> App {
+        let caps = Arc::new(caps);
         let runbooks = parts
             .runbooks
             .iter()
@@ -393,8 +394,13 @@ impl App {
             themes: parts.themes,
             theme_warnings,
             keymaps: parts.keymaps,
-            caps: Arc::new(caps),
-            faults: parts.faults,
+            // Injecting a fault changes the simulation: an observe console is given no
+            // sink to inject through.
+            faults: match caps.as_ref() {
+                Capabilities::Operate { .. } => parts.faults,
+                Capabilities::Observe { .. } => None,
+            },
+            caps,
             outbox: VecDeque::new(),
             operator: parts.operator,
             now: parts.now,
@@ -1090,7 +1096,7 @@ impl App {
                 return;
             }
         };
-        let session = match RunSession::plan(plan, Arc::clone(&self.caps), &self.operator) {
+        let session = match Session::plan(plan, &self.caps, &self.operator) {
             Ok(s) => s,
             Err(e) => {
                 self.status = Some(format!("cannot run `{id}` for `{env}`: {e}"));
@@ -1103,7 +1109,7 @@ impl App {
         self.status = Some(notice.into());
     }
 
-    fn set_active(&mut self, session: RunSession) {
+    fn set_active(&mut self, session: Session) {
         self.active = Some(ActiveRun {
             session,
             output: OutputBuffer::default(),
@@ -1120,8 +1126,7 @@ impl App {
             self.status = Some("a run is active: finish or abort it (A) first".into());
             return;
         }
-        let caps = Arc::clone(&self.caps);
-        match RunSession::open_journal(&path, outcome, caps, &self.operator, self.now) {
+        match Session::open_journal(&path, outcome, &self.caps, &self.operator, self.now) {
             Ok(Opened { session, effects }) => {
                 self.set_active(session);
                 self.apply(effects);
@@ -1132,9 +1137,11 @@ impl App {
 
     fn start_run(&mut self) {
         let Some(a) = self.active.as_mut() else {
-            self.status = Some(match self.caps.as_ref() {
-                Capabilities::Observe { .. } => session::OBSERVE_STARTS_NOTHING.into(),
-                Capabilities::Operate { .. } => "open a runbook first".into(),
+            // Wording only: with no run open, nothing starts in either mode.
+            self.status = Some(if self.is_observe() {
+                session::OBSERVE_STARTS_NOTHING.into()
+            } else {
+                "open a runbook first".into()
             });
             return;
         };
@@ -1408,11 +1415,13 @@ impl App {
     /// Ok: what happened is on the status line; Err: the message for the command line.
     fn fault(&mut self, env: Option<&str>, words: &str) -> Result<(), String> {
         let Some(sink) = self.faults.clone() else {
-            return Err("`:fault` works only in the simulated demo (hk-console demo)".into());
+            // Wording only: an observe console holds no sink at all.
+            return Err(if self.is_observe() {
+                "observe mode changes nothing, not even the simulation".into()
+            } else {
+                "`:fault` works only in the simulated demo (hk-console demo)".into()
+            });
         };
-        if self.is_observe() {
-            return Err("observe mode changes nothing, not even the simulation".into());
-        }
         let Some(env) = env else {
             return Err(sink.usage());
         };
@@ -1497,14 +1506,13 @@ impl App {
             self.status = Some("a run is active: finish or abort it before observe mode".into());
             return;
         }
-        let read_only = match self.caps.as_ref() {
-            Capabilities::Operate { read_only, .. } | Capabilities::Observe { read_only } => {
-                read_only.clone()
-            }
-        };
-        self.caps = Arc::new(Capabilities::Observe { read_only });
+        let read_only = self.caps.read_only().clone();
+        self.faults = None;
+        self.caps = Arc::new(Capabilities::Observe {
+            read_only: read_only.clone(),
+        });
         if let Some(a) = self.active.take() {
-            match a.session.into_observe(Arc::clone(&self.caps)) {
+            match a.session.into_observe(read_only) {
                 Ok(s) => self.set_active(s),
                 Err(e) => self.status = Some(e.0),
             }
@@ -1680,7 +1688,7 @@ impl App {
         match a.session.decide(input, self.now) {
             Err(why) => {
                 if let Some(Overlay::Resume(m)) = self.overlay.as_mut() {
-                    m.error = Some(why);
+                    m.error = Some(why.to_string());
                 }
             }
             Ok(fx) => {
