@@ -534,3 +534,148 @@ async fn a_shimmed_ansible_playbook_is_started_through_its_real_interpreter() {
         "only the one --version went through the shim"
     );
 }
+
+/// A list-hosts step run ahead (while the previous host's gate is open) gives its answer to
+/// the step only while the inventory and playbook are what they were when it ran; after a
+/// change the step runs list-hosts again and judges the files as they are now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_hosts_run_ahead_is_used_only_while_the_files_are_unchanged() {
+    use hk_console::exec::{OutputLine, SshOptions, SshPool};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("hosts.ini"), "[nodes]\nnode1\nnode2\nnode3\n").expect("write");
+    std::fs::write(
+        d.join("p.yml"),
+        "- hosts: nodes\n  gather_facts: false\n  tasks: []\n",
+    )
+    .expect("write");
+    let mut r = AnsibleRunner::from_env();
+    r.search_dirs = vec![support::ansible_bin_dir()];
+    r.env = vec![
+        ("ANSIBLE_HOME".into(), d.join("ah").display().to_string()),
+        (
+            "ANSIBLE_LOCAL_TEMP".into(),
+            d.join("lt").display().to_string(),
+        ),
+    ];
+    let ex = Executor::read_only(
+        Arc::new(SshPool::new(SshOptions::with_known_hosts(Vec::new()))),
+        r,
+        Redactor::none(),
+    );
+    let mut s = step(
+        2,
+        StepKind::ListHosts,
+        Some("node2"),
+        false,
+        strings(&[
+            "ansible-playbook",
+            "-i",
+            "hosts.ini",
+            "p.yml",
+            "--limit",
+            "node2",
+            "--list-hosts",
+        ]),
+    );
+    s.cwd = Some(d.display().to_string());
+    s.expect = Some(Expect {
+        hosts: Some(strings(&["node2"])),
+        ..Expect::default()
+    });
+    let Ok(Classified::ReadOnly(ro)) = classify(&s) else {
+        panic!("list-hosts is read-only")
+    };
+    async fn run_step(
+        ex: &Executor<hk_console::exec::ReadOnly>,
+        ro: &hk_console::exec::ReadOnlyStep,
+    ) -> (Option<ListHostsVerdict>, Vec<String>, usize) {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<OutputLine>();
+        let (stx, mut srx) = tokio::sync::mpsc::unbounded_channel();
+        let opts = RunOptions {
+            sink: Some(tx),
+            spawned: Some(stx),
+            ..RunOptions::default()
+        };
+        let StepOutcome::Ansible { list_hosts, .. } = ex.run(ro, &opts).await.expect("run") else {
+            panic!("ansible outcome")
+        };
+        drop(opts);
+        let mut lines = Vec::new();
+        while let Some(l) = rx.recv().await {
+            lines.push(l.text);
+        }
+        let mut started = 0;
+        while srx.recv().await.is_some() {
+            started += 1;
+        }
+        (list_hosts, lines, started)
+    }
+
+    // Run ahead, files unchanged: the answer is used and no ansible-playbook starts for the
+    // step itself.
+    assert!(ex.prefetch_planned(&s));
+    assert!(!ex.prefetch_planned(&s), "one run ahead per command line");
+    let (v, lines, started) = run_step(&ex, &ro).await;
+    assert_eq!(
+        v,
+        Some(ListHostsVerdict::Pass {
+            hosts: strings(&["node2"])
+        }),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("ran ahead") && l.contains("unchanged")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l.trim() == "node2"), "{lines:?}");
+    assert_eq!(started, 0, "the step used the answer run ahead");
+
+    // Run ahead, then a file changes before the step starts (here only a comment, so the
+    // run ahead succeeds whichever version it read): its answer is not used, the step runs
+    // list-hosts again.
+    assert!(ex.prefetch_planned(&s));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    std::fs::write(
+        d.join("hosts.ini"),
+        "# edited\n[nodes]\nnode1\nnode2\nnode3\n",
+    )
+    .expect("write");
+    let (v, lines, started) = run_step(&ex, &ro).await;
+    assert_eq!(
+        v,
+        Some(ListHostsVerdict::Pass {
+            hosts: strings(&["node2"])
+        }),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("changed since list-hosts ran ahead")),
+        "{lines:?}"
+    );
+    assert_eq!(started, 1, "list-hosts ran again for the step");
+
+    // Run ahead, then node2 leaves the inventory: whether the run ahead read the old file
+    // (its answer is then not used: changed) or the new one (it fails: not used either),
+    // the step judges the file as it is now, and blocks.
+    assert!(ex.prefetch_planned(&s));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    std::fs::write(d.join("hosts.ini"), "[nodes]\nnode1\nnode3\n").expect("write");
+    let (v, lines, started) = run_step(&ex, &ro).await;
+    assert!(
+        matches!(v, Some(ListHostsVerdict::Block { .. })),
+        "{v:?} {lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("changed since list-hosts ran ahead")
+                || l.contains("run ahead did not finish cleanly")),
+        "{lines:?}"
+    );
+    assert_eq!(started, 1, "list-hosts ran again for the step");
+}

@@ -150,6 +150,16 @@ async fn etcd_io_priority_completes_and_changes_every_prod_node_through_ansible(
         .filter_map(|s| s.host.as_deref())
         .collect();
     assert_eq!(hosts, ["k3s-prod-3", "k3s-prod-1", "k3s-prod-2"]);
+    // Hosts 2 and 3 each still had their own list-hosts, started while the previous host's
+    // gate was open and used because the files were unchanged (its output says so).
+    let output = r.journal.with_extension("output.jsonl");
+    let text =
+        std::fs::read_to_string(&output).unwrap_or_else(|e| panic!("{}: {e}", output.display()));
+    let ahead = text
+        .lines()
+        .filter(|l| l.contains("list-hosts ran ahead while the previous gate was open"))
+        .count();
+    assert_eq!(ahead, 2, "{}", output.display());
     // The values the read-back saw are the simulated kernel's, set by ansible's raw tasks.
     for h in hosts {
         let s = d.node_state(h).expect("node");

@@ -805,6 +805,51 @@ async fn timeout_and_cancel_stop_the_simulated_command_not_the_connection() {
     assert_eq!(pool.connects("n1"), 1);
 }
 
+/// A console probes the same nodes for hours over one pooled connection. What a long run of
+/// commands leaves behind must stay bounded: the node keeps the state of its channels only
+/// while they are open (it closes them itself, and russh never reports the client's
+/// answering close), and the pool moves to a fresh connection after
+/// `channels_per_connection` commands, so whatever a server keeps per connection is let go
+/// with the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_run_of_commands_keeps_bounded_state_on_the_node_and_the_pool() {
+    let sim = Sim::start(&["n1"], &[]).await;
+    let node = sim.node("n1");
+    // Default rotation (128): one connection; the node holds at most the last channel's
+    // state, however many commands ran.
+    let pool = sim.pool();
+    for i in 0..60 {
+        let o = run(&pool, "n1", "true").await;
+        assert_eq!(o.exit_status, Some(0), "command {i}");
+        assert!(
+            node.channel_states() <= 2,
+            "after {i}: {}",
+            node.channel_states()
+        );
+    }
+    assert_eq!(pool.connects("n1"), 1);
+    assert!(node.channel_states() <= 1, "{}", node.channel_states());
+    drop(pool);
+
+    // Rotation every 10 commands: 45 commands are 5 connections, and the old ones close.
+    let mut o = SshOptions::with_known_hosts(vec![sim.known_hosts.clone()]);
+    o.channels_per_connection = 10;
+    let pool = SshPool::new(o);
+    pool.add_host(sim.settings_with_key(node, &sim.client_key));
+    let before = node.accepted();
+    for _ in 0..45 {
+        assert_eq!(run(&pool, "n1", "echo hi").await.stdout, "hi\n");
+    }
+    assert_eq!(pool.connects("n1"), 5);
+    assert_eq!(node.accepted() - before, 5);
+    let t0 = Instant::now();
+    while node.sessions() > 1 && t0.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(node.sessions(), 1, "the replaced connections were closed");
+    assert!(node.channel_states() <= 1, "{}", node.channel_states());
+}
+
 /// Connect + one command and a warm command, sim node vs the real sshd harness; printed
 /// (run with --nocapture to see the figures). Asserts only that the sim is not slower than
 /// sshd by more than a generous factor, so the figures stay honest on a loaded machine.

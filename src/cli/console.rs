@@ -24,8 +24,70 @@ pub(super) fn console(
     observe: bool,
     env: Option<&str>,
 ) -> CmdResult {
-    let repo = load_repo(cli)?;
-    console_on(cli, rt, repo, start, observe, env, Extras::default())
+    let (repo, mut notices) = match load_repo(cli) {
+        Ok(r) => (r, Vec::new()),
+        Err(e) => offer_init(cli)?.ok_or(e)?,
+    };
+    // On screen too: stderr is behind the console's screen.
+    notices.extend(
+        repo.inventory
+            .warnings()
+            .iter()
+            .map(|w| format!("inventory: {w}")),
+    );
+    let extras = Extras {
+        notices,
+        ..Extras::default()
+    };
+    console_on(cli, rt, repo, start, observe, env, extras)
+}
+
+/// A repo without hk-console.yaml: the console shows what `init` would write and offers to
+/// write it (then opens on the repo, saying it wrote it). `None` when the repo has one (the load failed for
+/// another reason), no proposal can be made, or the operator leaves: the caller's error
+/// (exit 2 with the hint) stands.
+fn offer_init(cli: &Cli) -> Result<Option<(Repo, Vec<String>)>, super::Failure> {
+    use crate::ui::panes::init_offer::{ask, InitChoice, InitOffer};
+    let Ok(root) = super::repo_root(cli.repo.as_deref()) else {
+        return Ok(None);
+    };
+    let path = root.join(crate::repo::config::CONFIG_FILE);
+    if !root.is_dir() || path.exists() {
+        return Ok(None);
+    }
+    let proposal = match crate::repo::init::propose(&root) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(repo = %root.display(), error = %e, "init: no proposal to offer");
+            return Ok(None);
+        }
+    };
+    let mut offer = InitOffer::new(path, proposal.text.clone(), proposal.questions.len());
+    let choice = {
+        let mut tui = crate::tui::Tui::enter()
+            .map_err(|e| super::Failure::msg(format!("cannot open the terminal: {e}")))?;
+        let choice = ask(&mut tui.terminal, &mut offer)
+            .map_err(|e| super::Failure::msg(format!("terminal: {e}")))?;
+        tui.exit()
+            .map_err(|e| super::Failure::msg(format!("cannot restore the terminal: {e}")))?;
+        choice
+    };
+    if choice == InitChoice::Quit {
+        return Ok(None);
+    }
+    let written = super::init::write_proposal(&root, &proposal.text)?;
+    tracing::info!(path = %written.display(), "init: wrote the proposal from the console");
+    let mut notices = vec![format!(
+        "init: wrote {} (the proposal shown before the console opened)",
+        written.display()
+    )];
+    if !proposal.questions.is_empty() {
+        notices.push(format!(
+            "init: {} question(s) left in it (# QUESTION:); answer them before relying on it",
+            proposal.questions.len()
+        ));
+    }
+    Ok(Some((load_repo(cli)?, notices)))
 }
 
 /// What the demo changes about the console; the default changes nothing.

@@ -21,16 +21,7 @@ pub(super) fn init_cmd(cli: &Cli, write: bool) -> CmdResult {
         }
         return Ok(Status::Clean);
     }
-    let path = root.join(crate::repo::config::CONFIG_FILE);
-    // create_new: never over a file that appeared since the proposal was made.
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .map_err(|e| Failure::msg(format!("{}: cannot create: {e}", path.display())))?;
-    std::io::Write::write_all(&mut f, proposal.text.as_bytes())
-        .and_then(|()| f.sync_all())
-        .map_err(|e| Failure::msg(format!("{}: cannot write: {e}", path.display())))?;
+    let path = write_proposal(&root, &proposal.text)?;
     eprintln!("init: wrote {}; running check on it", path.display());
     if !proposal.questions.is_empty() {
         eprintln!(
@@ -40,4 +31,22 @@ pub(super) fn init_cmd(cli: &Cli, write: bool) -> CmdResult {
     }
     let repo = Repo::load(&root)?;
     print_check(&repo, None)
+}
+
+/// Writes `text` as `root`'s hk-console.yaml; never over a file that appeared since the
+/// proposal was made (create_new).
+pub(super) fn write_proposal(
+    root: &std::path::Path,
+    text: &str,
+) -> Result<std::path::PathBuf, Failure> {
+    let path = root.join(crate::repo::config::CONFIG_FILE);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| Failure::msg(format!("{}: cannot create: {e}", path.display())))?;
+    std::io::Write::write_all(&mut f, text.as_bytes())
+        .and_then(|()| f.sync_all())
+        .map_err(|e| Failure::msg(format!("{}: cannot write: {e}", path.display())))?;
+    Ok(path)
 }

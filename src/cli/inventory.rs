@@ -210,8 +210,46 @@ pub(super) fn play_vars_cmd(
         host,
         &Resolver::new(),
     )?;
+    // The runbooks that run this playbook: their own `defaults:` are the lowest layer their
+    // plans see (below role defaults), for a value no repo states.
+    let runbooks = crate::context::load_runbooks(cli.runbooks.as_deref())?;
+    let wanted = normal_playbook(&books[0]);
+    let users: Vec<&crate::runbook::schema::Runbook> = runbooks
+        .iter()
+        .map(|l| &l.runbook)
+        .filter(|r| r.playbooks().iter().any(|p| normal_playbook(p) == wanted))
+        .collect();
+    let mut notes = Vec::new();
+    let mut runbook_defaults: std::collections::BTreeMap<
+        String,
+        (String, String, serde_json::Value),
+    > = std::collections::BTreeMap::new();
+    for r in &users {
+        for (name, value) in &r.defaults {
+            let (line, col) = r.default_marks.get(name).copied().unwrap_or((1, 1));
+            let from = format!("{}:{line}:{col}", r.source);
+            let layer = format!("runbook defaults ({})", r.id);
+            match runbook_defaults.get(name) {
+                Some((first_layer, first_from, first)) if first != value => notes.push(format!(
+                    "`{name}`: {layer} {from} says {value}, {first_layer} {first_from} says {first}: each runbook's plan uses its own"
+                )),
+                Some(_) => {}
+                None => {
+                    runbook_defaults.insert(name.clone(), (layer, from, value.clone()));
+                }
+            }
+        }
+    }
     let mut unrenderable = Vec::new();
     let mut out = serde_json::Map::new();
+    for (name, (layer, from, value)) in &runbook_defaults {
+        if !view.vars.contains_key(name) {
+            out.insert(
+                name.clone(),
+                serde_json::json!({ "value": value, "from": from, "layer": layer, "overrides": [] }),
+            );
+        }
+    }
     for (name, v) in &view.vars {
         let value = match &v.resolved {
             Some(Resolved::Value(r)) => r.clone(),
@@ -221,17 +259,25 @@ pub(super) fn play_vars_cmd(
             }
             None => crate::repo::vars::listing_value(&v.var),
         };
-        let overrides: Vec<String> = v
-            .overrides
-            .iter()
-            .map(|(l, o)| format!("{l} {o}"))
+        // A runbook default the repo also states is beaten by everything: listed first.
+        let overrides: Vec<String> = runbook_defaults
+            .get(name)
+            .map(|(l, f, _)| format!("{l} {f}"))
+            .into_iter()
+            .chain(v.overrides.iter().map(|(l, o)| format!("{l} {o}")))
             .collect();
         out.insert(
             name.clone(),
             serde_json::json!({ "value": value, "from": v.var.origin.to_string(), "layer": v.layer, "overrides": overrides }),
         );
     }
-    print_json(&serde_json::json!({ "host": host, "roles": view.roles, "vars": out }))?;
+    let runbook_ids: Vec<&str> = users.iter().map(|r| r.id.as_str()).collect();
+    print_json(
+        &serde_json::json!({ "host": host, "roles": view.roles, "runbooks": runbook_ids, "vars": out }),
+    )?;
+    for n in &notes {
+        errln!("note: {n}");
+    }
     for r in &view.unknown_roles {
         errln!("warning: role `{r}` is named by a template: its defaults and vars are not known before the play runs");
     }
@@ -245,4 +291,13 @@ pub(super) fn play_vars_cmd(
             Status::Violations
         },
     )
+}
+
+/// A playbook path as written in a runbook or on the command line, compared as paths
+/// (`./playbooks/x.yml` is `playbooks/x.yml`).
+fn normal_playbook(p: &str) -> std::path::PathBuf {
+    Path::new(p)
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
 }

@@ -449,7 +449,15 @@ pub fn repo_root(flag: Option<&Path>) -> Result<PathBuf, Failure> {
 
 fn load_repo(cli: &Cli) -> Result<Repo, Failure> {
     let root = repo_root(cli.repo.as_deref())?;
-    Ok(Repo::load(&root)?)
+    let repo = Repo::load(&root)?;
+    // What the inventory read differently from its bytes (non-UTF-8 read as `?`, as
+    // Ansible does) is said by every command that reads it, not only by `inventory`: the
+    // value a plan or the console uses is not the one in the file. The log keeps it too.
+    for w in repo.inventory.warnings() {
+        tracing::warn!(warning = %w, "inventory");
+        errln!("warning: {w}");
+    }
+    Ok(repo)
 }
 
 fn print_json(v: &impl serde::Serialize) -> Result<(), Failure> {

@@ -472,9 +472,29 @@ pub fn parse_version_paths(text: &str) -> Option<(PathBuf, PathBuf)> {
     Some((python?, location?))
 }
 
+/// [`launch_for`] from async code: asking a shim for `--version` takes a second or more
+/// (the shim, then Python's start), which must not stall the runtime's worker that also
+/// drives the console's frames and the other executors.
+pub async fn launch_for_async(program: PathBuf, dirs: Vec<PathBuf>) -> Launch {
+    let fallback = Launch {
+        program: program.clone(),
+        prefix: Vec::new(),
+    };
+    match tokio::task::spawn_blocking(move || launch_for(&program, &dirs)).await {
+        Ok(launch) => launch,
+        Err(e) => {
+            // The lookup panicked or the runtime is shutting down: the program as found is
+            // always a correct (only slower) way to start it.
+            tracing::warn!(program = %fallback.program.display(), error = %e, "ansible launch lookup did not finish: started as found");
+            fallback
+        }
+    }
+}
+
 /// How to start `program` (see [`Launch`]). A shim is asked once, per process, where the
 /// real interpreter and script are (`--version`); both must exist and the script must be a
-/// Python script, else the program is started as found (slower, never different).
+/// Python script, else the program is started as found (slower, never different). Blocking:
+/// async callers use [`launch_for_async`].
 pub fn launch_for(program: &std::path::Path, dirs: &[PathBuf]) -> Launch {
     use std::sync::{Mutex, OnceLock};
     static CACHE: OnceLock<Mutex<BTreeMap<PathBuf, Launch>>> = OnceLock::new();
@@ -549,6 +569,56 @@ mod tests {
             parse_version_paths("ansible-playbook [core 2.19.14]\n"),
             None
         );
+    }
+
+    /// A slow shim's `--version` (here 1 s) runs off the runtime: on a single-threaded
+    /// runtime a ticker keeps ticking while the launch is looked up. Called blocking, the
+    /// ticker would not run at all until the lookup returned.
+    #[test]
+    fn a_slow_shim_does_not_block_the_runtime() {
+        use std::os::unix::fs::PermissionsExt;
+        use std::sync::atomic::{AtomicU32, Ordering};
+        use std::sync::Arc;
+        let d = std::env::temp_dir().join(format!("hk-launch-slow-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("temp dir");
+        let shim = d.join("ansible-playbook");
+        std::fs::write(
+            &shim,
+            "#!/bin/sh\nsleep 1\necho 'ansible-playbook [core 2.19.14]'\n",
+        )
+        .expect("temp file");
+        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let ticks = Arc::new(AtomicU32::new(0));
+        let launch = rt.block_on(async {
+            let t = ticks.clone();
+            let ticker = tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    t.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+            let started = std::time::Instant::now();
+            let launch = launch_for_async(shim.clone(), Vec::new()).await;
+            assert!(
+                started.elapsed() >= std::time::Duration::from_millis(900),
+                "the shim's --version was asked (it sleeps 1 s)"
+            );
+            ticker.abort();
+            launch
+        });
+        let n = ticks.load(Ordering::SeqCst);
+        assert!(
+            n >= 5,
+            "the runtime ran other tasks meanwhile: {n} ticks in ~1 s"
+        );
+        // --version named no interpreter: started as found, never something else.
+        assert_eq!(launch.program, shim);
+        assert!(launch.prefix.is_empty());
+        std::fs::remove_dir_all(&d).ok();
     }
 
     #[test]

@@ -32,6 +32,7 @@
 //! ```
 
 pub mod ansible;
+pub mod ansible_prefetch;
 pub mod known_hosts;
 pub mod kube;
 pub mod process;
@@ -243,7 +244,27 @@ pub struct Executor<C> {
     ssh: Arc<SshPool>,
     ansible: AnsibleRunner,
     redactor: Redactor,
+    /// list-hosts runs started ahead of their steps (see [`ansible_prefetch`]).
+    prefetched: Arc<std::sync::Mutex<ansible_prefetch::ListHostsCache<PrefetchRun>>>,
     _cap: C,
+}
+
+/// A list-hosts run started ahead: the files' hash taken as it started, and its outcome.
+type PrefetchResult = (
+    Option<ansible_prefetch::Fingerprint>,
+    Result<AnsibleOutcome, process::ProcessError>,
+);
+
+struct PrefetchRun {
+    handle: tokio::task::JoinHandle<PrefetchResult>,
+    cancel: CancellationToken,
+}
+
+impl Drop for PrefetchRun {
+    fn drop(&mut self) {
+        // Not used (replaced, evicted, the executor gone): its ansible-playbook is stopped.
+        self.cancel.cancel();
+    }
 }
 
 impl Executor<ReadOnly> {
@@ -253,6 +274,7 @@ impl Executor<ReadOnly> {
             ssh,
             ansible,
             redactor,
+            prefetched: Arc::default(),
             _cap: ReadOnly,
         }
     }
@@ -270,6 +292,7 @@ impl Executor<Mutating> {
             ssh,
             ansible,
             redactor,
+            prefetched: Arc::default(),
             _cap: cap,
         }
     }
@@ -297,6 +320,136 @@ impl<C> Executor<C> {
     /// The SSH pool (live panes probe through it too).
     pub fn ssh(&self) -> &Arc<SshPool> {
         &self.ssh
+    }
+
+    /// Starts `step`'s `--list-hosts` run now, in the background, so that its answer may be
+    /// ready when the step starts (used then only if the files it read are unchanged: see
+    /// [`ansible_prefetch`]). False when the step is not a list-hosts step, one is already
+    /// running ahead for it, or there is no runtime to run it on.
+    pub fn prefetch_list_hosts(&self, step: &ReadOnlyStep) -> bool {
+        let Work::Ansible {
+            argv, cwd, timeout, ..
+        } = &step.0
+        else {
+            return false;
+        };
+        if !argv.iter().any(|a| a == "--list-hosts") {
+            return false;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return false;
+        };
+        let Ok(mut cache) = self.prefetched.lock() else {
+            return false;
+        };
+        if cache.has(argv, cwd.as_deref()) {
+            return false;
+        }
+        let mut runner = self.ansible.clone();
+        if timeout.is_some() {
+            runner.supervisor.timeout = *timeout;
+        }
+        let cancel = CancellationToken::new();
+        let (argv2, cwd2, cancel2, redactor) = (
+            argv.clone(),
+            cwd.clone(),
+            cancel.clone(),
+            self.redactor.clone(),
+        );
+        let handle = rt.spawn(async move {
+            let (a, c) = (argv2.clone(), cwd2.clone());
+            let at_start = tokio::task::spawn_blocking(move || {
+                ansible_prefetch::fingerprint_argv(&a, c.as_deref())
+            })
+            .await
+            .ok()
+            .flatten();
+            let outcome = runner
+                .run(&argv2, cwd2.as_deref(), &redactor, None, &cancel2)
+                .await;
+            (at_start, outcome)
+        });
+        // A replaced or evicted run is stopped when dropped.
+        drop(cache.put(argv, cwd.as_deref(), PrefetchRun { handle, cancel }));
+        true
+    }
+
+    /// [`Executor::prefetch_list_hosts`] for a planned step: only a read-only list-hosts
+    /// step is run ahead (classified as [`Executor::run`] would).
+    pub fn prefetch_planned(&self, step: &PlannedStep) -> bool {
+        match classify(step) {
+            Ok(Classified::ReadOnly(s)) => self.prefetch_list_hosts(&s),
+            _ => false,
+        }
+    }
+
+    /// The answer of a list-hosts run started ahead for this command line, if there is one
+    /// and the files it read are unchanged; it is written to `sink` as if it ran now, after
+    /// a line saying it ran ahead. Otherwise None (the caller runs it), after a line saying
+    /// why when one was there but is not used.
+    async fn prefetched_answer(
+        &self,
+        argv: &[String],
+        cwd: Option<&std::path::Path>,
+        opts: &RunOptions,
+    ) -> Option<AnsibleOutcome> {
+        let run = self.prefetched.lock().ok()?.take(argv, cwd)?;
+        let (a, c) = (argv.to_vec(), cwd.map(std::path::Path::to_path_buf));
+        let now = tokio::task::spawn_blocking(move || {
+            ansible_prefetch::fingerprint_argv(&a, c.as_deref())
+        })
+        .await
+        .ok()
+        .flatten();
+        let say = |text: String| {
+            if let Some(s) = &opts.sink {
+                let _ = s.send(OutputLine {
+                    stream: Stream::Stderr,
+                    text,
+                });
+            }
+        };
+        let mut run = run;
+        let finished = tokio::select! {
+            r = &mut run.handle => r.ok(),
+            _ = opts.cancel.cancelled() => None,
+        };
+        let (at_start, outcome) = finished?;
+        let outcome = match outcome {
+            Ok(o) if o.process.success() && !o.process.cancelled && !o.process.timed_out => o,
+            _ => {
+                say(
+                    "hk-console: the list-hosts run ahead did not finish cleanly: running it now"
+                        .into(),
+                );
+                return None;
+            }
+        };
+        if !ansible_prefetch::still_valid(at_start.as_ref(), now.as_ref()) {
+            say("hk-console: the inventory, playbook or ansible.cfg changed since list-hosts ran ahead (or could not be hashed): running it now".into());
+            return None;
+        }
+        if let Some(fp) = &now {
+            say(format!(
+                "hk-console: list-hosts ran ahead while the previous gate was open; inventory, playbook and ansible.cfg unchanged since (sha256 {}): its answer:",
+                fp.short()
+            ));
+        }
+        if let Some(s) = &opts.sink {
+            for text in &outcome.process.stdout {
+                let _ = s.send(OutputLine {
+                    stream: Stream::Stdout,
+                    text: text.clone(),
+                });
+            }
+            for text in &outcome.process.stderr {
+                let _ = s.send(OutputLine {
+                    stream: Stream::Stderr,
+                    text: text.clone(),
+                });
+            }
+        }
+        Some(outcome)
     }
 
     async fn run_work(&self, work: &Work, opts: &RunOptions) -> Result<StepOutcome, ExecError> {
@@ -329,16 +482,27 @@ impl<C> Executor<C> {
                 if timeout.is_some() {
                     runner.supervisor.timeout = *timeout;
                 }
-                let outcome = runner
-                    .run(
-                        argv,
-                        cwd.as_deref(),
-                        &self.redactor,
-                        opts.sink.as_ref(),
-                        &opts.cancel,
-                    )
-                    .await?;
-                let list_hosts = if argv.iter().any(|a| a == "--list-hosts") {
+                let is_list_hosts = argv.iter().any(|a| a == "--list-hosts");
+                let ahead = if is_list_hosts {
+                    self.prefetched_answer(argv, cwd.as_deref(), opts).await
+                } else {
+                    None
+                };
+                let outcome = match ahead {
+                    Some(o) => o,
+                    None => {
+                        runner
+                            .run(
+                                argv,
+                                cwd.as_deref(),
+                                &self.redactor,
+                                opts.sink.as_ref(),
+                                &opts.cancel,
+                            )
+                            .await?
+                    }
+                };
+                let list_hosts = if is_list_hosts {
                     expect_hosts
                         .as_ref()
                         .map(|exp| process::judge_list_hosts(&outcome, exp))

@@ -805,7 +805,7 @@ impl AnsibleRunner {
         let (argv0, args) = argv.split_first().ok_or(ProcessError::EmptyArgv)?;
         let program = ansible::resolve_program(argv0, &self.search_dirs)
             .map_err(ProcessError::NotInstalled)?;
-        let launch = ansible::launch_for(&program, &self.search_dirs);
+        let launch = ansible::launch_for_async(program, self.search_dirs.clone()).await;
         let args: Vec<String> = launch.prefix.iter().chain(args).cloned().collect();
         let program = launch.program;
         let mut env: Vec<(String, String)> = vec![

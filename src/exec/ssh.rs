@@ -50,6 +50,12 @@ pub struct SshOptions {
     pub reconnect: Backoff,
     /// Bytes kept per stream per command; the rest is dropped and flagged.
     pub max_output: usize,
+    /// Channels (commands) one connection serves before the next command opens a fresh
+    /// one. A console probes the same hosts every few seconds for hours; a server that
+    /// keeps a little state per channel it closed itself (russh 0.65's server does: the
+    /// client's answering CLOSE is ignored, its channel entry stays) would grow for as
+    /// long as the connection lives. A handshake every few hundred commands costs little.
+    pub channels_per_connection: usize,
 }
 
 impl SshOptions {
@@ -83,6 +89,7 @@ impl SshOptions {
                 max: Duration::from_secs(5),
             },
             max_output: 1 << 20,
+            channels_per_connection: 128,
         }
     }
 }
@@ -233,6 +240,8 @@ struct HostSlot {
     settings: ConnectSettings,
     conn: tokio::sync::Mutex<Option<Conn>>,
     connects: AtomicUsize,
+    /// Channels asked of the current connection (see `SshOptions::channels_per_connection`).
+    uses: AtomicUsize,
 }
 
 /// One SSH connection per host, opened on first use and reused; re-opened after a drop.
@@ -263,6 +272,7 @@ impl SshPool {
                         settings,
                         conn: tokio::sync::Mutex::new(None),
                         connects: AtomicUsize::new(0),
+                        uses: AtomicUsize::new(0),
                     }),
                 );
             }
@@ -291,10 +301,14 @@ impl SshPool {
     async fn handle(&self, slot: &HostSlot, force_new: bool) -> Result<Conn, SshError> {
         let mut guard = slot.conn.lock().await;
         if let Some(h) = guard.as_ref() {
-            if !force_new && !h.is_closed() {
+            let worn =
+                slot.uses.load(Ordering::SeqCst) >= self.options.channels_per_connection.max(1);
+            if !force_new && !h.is_closed() && !worn {
                 return Ok(h.clone());
             }
         }
+        // Commands still running on the old connection keep it (their clone of the handle)
+        // until they end; the connection closes when the last one lets go of it.
         *guard = None;
         let mut delay = self.options.reconnect.initial;
         let attempts = self.options.reconnect.attempts.max(1);
@@ -308,6 +322,7 @@ impl SshPool {
                 Ok(h) => {
                     let h = Arc::new(h);
                     slot.connects.fetch_add(1, Ordering::SeqCst);
+                    slot.uses.store(0, Ordering::SeqCst);
                     *guard = Some(h.clone());
                     return Ok(h);
                 }
@@ -347,6 +362,7 @@ impl SshPool {
             c = self.handle(&slot, false) => c?,
             _ = opts.cancel.cancelled() => return Err(SshError::Cancelled { host: host.to_string(), command: shown }),
         };
+        slot.uses.fetch_add(1, Ordering::SeqCst);
         let mut channel = match conn.channel_open_session().await {
             Ok(c) => c,
             // The connection died between uses (the drop not noticed yet): the command was

@@ -302,6 +302,8 @@ pub struct Runbook {
     pub defaults: std::collections::BTreeMap<String, serde_json::Value>,
     /// Where each `vars.X` is first used in the file (line, col), for messages.
     pub var_marks: std::collections::BTreeMap<String, (usize, usize)>,
+    /// Where each `defaults:` key is written (line, col), for provenance.
+    pub default_marks: std::collections::BTreeMap<String, (usize, usize)>,
     /// The file it came from (for messages).
     pub source: String,
 }

@@ -490,12 +490,14 @@ impl Validator {
         let target = target.flatten();
         // `defaults:` as PyYAML types it (the values become `vars.X` like inventory values).
         let mut defaults = std::collections::BTreeMap::new();
+        let mut default_marks = std::collections::BTreeMap::new();
         if let Some(node) = root.get("defaults").filter(|n| !n.is_null()) {
             match node.as_map() {
                 Some(entries) => {
                     for (k, v) in entries {
                         match k.as_key().filter(|k| is_var_name(k)) {
                             Some(name) => {
+                                default_marks.insert(name.clone(), (k.mark.line, k.mark.col));
                                 defaults.insert(name, v.to_json());
                             }
                             None => self.push(
@@ -525,6 +527,7 @@ impl Validator {
             target,
             steps,
             defaults,
+            default_marks,
             var_marks: std::mem::take(&mut self.var_marks),
             source: self.file.clone(),
         })

@@ -88,6 +88,12 @@ pub trait StepExecutor: Send + Sync + std::fmt::Debug {
     /// Carry out `req`, sending output and outcomes on `replies`. Runs on the executor task;
     /// must not block it (spawn the work).
     fn handle(&self, req: ExecRequest, replies: mpsc::Sender<ExecReply>);
+    /// Start `step`'s work ahead of its turn where that is safe and the executor can (a
+    /// list-hosts run, whose answer its step uses only if the files it read are unchanged:
+    /// `exec::ansible_prefetch`). False when nothing was started.
+    fn prefetch(&self, _step: &PlannedStep) -> bool {
+        false
+    }
 }
 
 /// Why a step cannot be started.

@@ -35,7 +35,7 @@ use crate::runbook::machine::{
     Effect, Event, Input, MachineError, Mode, Outcome, Run, RunOutcome, RunStatus, StepState,
     Timestamp,
 };
-use crate::runbook::plan::{Gate, Plan, PlannedStep};
+use crate::runbook::plan::{Gate, Plan, PlannedStep, StepKind};
 use crate::runbook::schema::Runbook;
 
 use exec::{
@@ -477,13 +477,40 @@ impl<X: Executors> RunSession<X> {
         out
     }
 
+    /// While the operator reads a gate of host N, the next host's list-hosts may already
+    /// run: each host still gets its own, and its step uses the answer only if the
+    /// inventory and playbook are unchanged when it starts (`exec::ansible_prefetch`).
+    fn prefetch_next_host(&self, n: usize) {
+        let steps = &self.run.plan().steps;
+        let Some(host) = steps
+            .iter()
+            .find(|s| s.n == n)
+            .and_then(|s| s.host.as_deref())
+        else {
+            return;
+        };
+        let next = steps.iter().filter(|s| s.n > n).find(|s| {
+            s.kind == StepKind::ListHosts && s.host.as_deref().is_some_and(|h| h != host)
+        });
+        if let Some(next) = next {
+            if let Ok(e) = self.exec.executor_for(next) {
+                if e.prefetch(next) {
+                    tracing::info!(step = next.n, host = ?next.host, "list-hosts started ahead");
+                }
+            }
+        }
+    }
+
     /// The machine's effects as session effects; returns the inputs to journal next.
     fn dispatch(&mut self, effects: Vec<Effect>, out: &mut Vec<SessionEffect>) -> Vec<Input> {
         let mut next = Vec::new();
         let tag = self.tag;
         for fx in effects {
             match fx {
-                Effect::AskGate { n, gate } => out.push(SessionEffect::AskGate { n, gate }),
+                Effect::AskGate { n, gate } => {
+                    self.prefetch_next_host(n);
+                    out.push(SessionEffect::AskGate { n, gate })
+                }
                 Effect::GateNotPassed { n, why } => {
                     out.push(SessionEffect::GateNotPassed { n, why })
                 }

@@ -83,6 +83,10 @@ struct Stats {
     accepted: AtomicUsize,
     rejected: AtomicUsize,
     commands: AtomicUsize,
+    /// Channel states ([`ChannelCtl`]) kept by all this node's connections.
+    channel_states: AtomicUsize,
+    /// Connections whose session (and its handler) is alive.
+    sessions: AtomicUsize,
 }
 
 struct Shared {
@@ -248,6 +252,18 @@ impl SimNode {
         self.shared.stats.commands.load(Ordering::SeqCst)
     }
 
+    /// Channel states the node's connections hold now: those of channels still open, plus
+    /// those closed since each connection last opened a channel. Stays small however many
+    /// commands a long-lived connection has run.
+    pub fn channel_states(&self) -> usize {
+        self.shared.stats.channel_states.load(Ordering::SeqCst)
+    }
+
+    /// Connections alive now (a session's state, russh's included, goes with it).
+    pub fn sessions(&self) -> usize {
+        self.shared.stats.sessions.load(Ordering::SeqCst)
+    }
+
     /// Stops listening and disconnects every session (as a node going down does).
     pub fn stop(&self) {
         self.stop.cancel();
@@ -280,6 +296,7 @@ async fn accept_loop(
             }
         };
         let _ = socket.set_nodelay(true);
+        shared.stats.sessions.fetch_add(1, Ordering::SeqCst);
         let handler = Conn {
             shared: shared.clone(),
             user: String::new(),
@@ -320,6 +337,10 @@ struct ChannelCtl {
     /// Runs the sftp server: the client's EOF ends it with exit status 0, as sftp-server
     /// exits when its input closes.
     sftp: bool,
+    /// Set once this side has sent the channel's close. russh (0.65) then ignores the
+    /// client's answering CLOSE, so `channel_close` never comes for it: the state is
+    /// dropped at the connection's next channel open instead.
+    closed: Arc<AtomicBool>,
 }
 
 /// One client connection.
@@ -339,7 +360,9 @@ const STDIN_QUIET: Duration = Duration::from_millis(100);
 
 impl Conn {
     fn ctl(&mut self, channel: ChannelId) -> &mut ChannelCtl {
+        let stats = &self.shared.stats;
         self.channels.entry(channel).or_insert_with(|| {
+            stats.channel_states.fetch_add(1, Ordering::SeqCst);
             let (tx, rx) = unbounded_channel();
             ChannelCtl {
                 cancel: Arc::new(AtomicBool::new(false)),
@@ -348,8 +371,40 @@ impl Conn {
                 output: Some(rx),
                 pty: false,
                 sftp: false,
+                closed: Arc::new(AtomicBool::new(false)),
             }
         })
+    }
+
+    /// Forgets the state of channels this side has closed (see [`ChannelCtl::closed`]).
+    fn prune_closed(&mut self) {
+        let before = self.channels.len();
+        self.channels
+            .retain(|_, c| !c.closed.load(Ordering::SeqCst));
+        let gone = before - self.channels.len();
+        self.shared
+            .stats
+            .channel_states
+            .fetch_sub(gone, Ordering::SeqCst);
+    }
+
+    fn forget(&mut self, channel: ChannelId) -> Option<ChannelCtl> {
+        let ctl = self.channels.remove(&channel)?;
+        self.shared
+            .stats
+            .channel_states
+            .fetch_sub(1, Ordering::SeqCst);
+        Some(ctl)
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.shared
+            .stats
+            .channel_states
+            .fetch_sub(self.channels.len(), Ordering::SeqCst);
+        self.shared.stats.sessions.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -564,6 +619,7 @@ impl server::Handler for Conn {
         reply: server::ChannelOpenHandle,
         _session: &mut Session,
     ) -> Result<(), Self::Error> {
+        self.prune_closed();
         self.ctl(channel.id());
         self.opened.insert(channel.id(), channel);
         reply.accept().await;
@@ -605,11 +661,16 @@ impl server::Handler for Conn {
         let ctl = self.ctl(channel);
         let pty = ctl.pty;
         let cancel = ctl.cancel.clone();
+        let closed = ctl.closed.clone();
         let Some(rx) = ctl.output.take() else {
             return session.channel_failure(channel);
         };
         let node = NodeSession::new(self.shared.state.clone(), &self.user, cancel);
-        tokio::spawn(interactive(session.handle(), channel, node, rx, pty));
+        let handle = session.handle();
+        tokio::spawn(async move {
+            interactive(handle, channel, node, rx, pty).await;
+            closed.store(true, Ordering::SeqCst);
+        });
         Ok(())
     }
 
@@ -653,6 +714,7 @@ impl server::Handler for Conn {
         let ctl = self.ctl(channel);
         let cancel = ctl.cancel.clone();
         let pty = ctl.pty;
+        let closed = ctl.closed.clone();
         let mut eof = ctl.eof.subscribe();
         let Some(mut rx) = ctl.output.take() else {
             return session.channel_failure(channel);
@@ -682,6 +744,7 @@ impl server::Handler for Conn {
                     Ending::Exit(status),
                 )
                 .await;
+                closed.store(true, Ordering::SeqCst);
             });
             return Ok(());
         }
@@ -717,6 +780,7 @@ impl server::Handler for Conn {
                     .await;
                 }
             }
+            closed.store(true, Ordering::SeqCst);
         });
         Ok(())
     }
@@ -758,6 +822,7 @@ impl server::Handler for Conn {
                 session.exit_status_request(channel, 0)?;
                 session.eof(channel)?;
                 session.close(channel)?;
+                ctl.closed.store(true, Ordering::SeqCst);
             }
         }
         Ok(())
@@ -769,7 +834,7 @@ impl server::Handler for Conn {
         _session: &mut Session,
     ) -> Result<(), Self::Error> {
         self.opened.remove(&channel);
-        if let Some(ctl) = self.channels.remove(&channel) {
+        if let Some(ctl) = self.forget(channel) {
             ctl.cancel.store(true, Ordering::SeqCst);
             ctl.eof.send_replace(true);
         }

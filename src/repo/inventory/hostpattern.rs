@@ -51,14 +51,19 @@ pub fn expand_hostpattern(pattern: &str) -> Result<(Vec<String>, Option<u64>), S
 /// Ansible's `parse_address(allow_ranges=True)`; `None` when not a recognisable host
 /// (Ansible then keeps the whole pattern as the name, port included).
 fn parse_address(address: &str) -> Option<(String, Option<u64>)> {
-    let p = patterns();
     let mut address = address.to_string();
     let mut port = None;
-    for re in [&p.bracketed_hostport, &p.hostport] {
-        if let Some(c) = re.captures(&address) {
-            let (a, pt) = (c.get(1)?.as_str().to_string(), c.get(2)?.as_str());
-            port = Some(pt.parse::<u64>().ok()?);
-            address = a;
+    // Both patterns need a `:` before the port; most host lines have none, and this runs
+    // for every host line of every command that loads the inventory (the patterns are not
+    // even compiled then).
+    if address.contains(':') {
+        let p = patterns();
+        for re in [&p.bracketed_hostport, &p.hostport] {
+            if let Some(c) = re.captures(&address) {
+                let (a, pt) = (c.get(1)?.as_str().to_string(), c.get(2)?.as_str());
+                port = Some(pt.parse::<u64>().ok()?);
+                address = a;
+            }
         }
     }
     if is_hostname(&address) || is_ipv6ish(&address) {

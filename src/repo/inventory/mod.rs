@@ -668,15 +668,22 @@ impl Inventory {
             })
             .collect();
         let mut total = 0usize;
+        // A host's groups follow from its direct groups alone, and most hosts share theirs
+        // with many others (a rack, a site): their sum is worked out once per set.
+        let mut by_direct: HashMap<&[usize], usize> = HashMap::new();
         for h in 0..self.hosts.len() {
-            let mut bytes = (self.hosts[h].vars.iter().map(|m| size(m)).sum::<usize>())
+            let groups = *by_direct
+                .entry(self.hosts[h].direct.as_slice())
+                .or_insert_with(|| {
+                    self.direct_and_ancestor_groups(h)
+                        .into_iter()
+                        .filter(|&g| g != ALL)
+                        .fold(0usize, |acc, g| acc.saturating_add(group_bytes[g]))
+                });
+            let bytes = (self.hosts[h].vars.iter().map(|m| size(m)).sum::<usize>())
                 .saturating_add(self.host_files.get(h).map_or(0, size))
-                .saturating_add(group_bytes[ALL]);
-            for g in self.direct_and_ancestor_groups(h) {
-                if g != ALL {
-                    bytes = bytes.saturating_add(group_bytes[g]);
-                }
-            }
+                .saturating_add(group_bytes[ALL])
+                .saturating_add(groups);
             total = total.saturating_add(bytes);
             if total > MAX_MERGED_BYTES {
                 return Err(InventoryError::TooLarge {

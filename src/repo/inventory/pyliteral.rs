@@ -38,6 +38,48 @@ pub const MAX_LITERAL_DEPTH: usize = 100;
 /// Ansible does is an accident hk-console refuses to guess: a set whose order Python
 /// randomises per process, or infinity, which ansible-inventory prints as non-JSON.
 pub fn parse_value(v: &str) -> Result<J, String> {
+    if let Some(j) = plain_value(v) {
+        return Ok(j);
+    }
+    evaluated_value(v)
+}
+
+/// The shapes most host-line values have, typed without tokenizing: a decimal integer
+/// (`slot=12`), a name-like word (`role=worker`, `ansible_user=root`) and a dotted quad
+/// (`ansible_host=10.0.0.1`). Each is what [`evaluated_value`] gives for it (a unit test
+/// compares them); anything else, or any doubt, goes the long way. This runs for every
+/// value of every host line, related to the command or not.
+fn plain_value(v: &str) -> Option<J> {
+    let b = v.as_bytes();
+    let first = *b.first()?;
+    if b.iter().all(u8::is_ascii_digit) {
+        // Python refuses leading zeros ("012" stays text) except in "0" itself.
+        if (first != b'0' || b.len() == 1) && b.len() <= 18 {
+            return v.parse::<i64>().ok().map(J::from);
+        }
+        return None;
+    }
+    if first.is_ascii_alphabetic()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'.')
+        && !matches!(v, "True" | "False" | "None")
+    {
+        // A name, or names joined by dots: never a literal, so Ansible keeps the text.
+        return Some(J::String(v.to_string()));
+    }
+    let mut parts = 0;
+    for p in v.split('.') {
+        if p.is_empty() || !p.bytes().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        parts += 1;
+    }
+    // Three or more dotted numbers are two number tokens in a row for Python: text.
+    (parts >= 3).then(|| J::String(v.to_string()))
+}
+
+/// [`parse_value`] through the tokenizer and the parser.
+fn evaluated_value(v: &str) -> Result<J, String> {
     match literal_eval(v) {
         Ok(Some(py)) => {
             let depth = py_depth(&py);
@@ -657,6 +699,68 @@ fn complex_repr(re: f64, im: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// The shortcut gives exactly what the tokenizer and parser give, on the shapes it takes
+    /// and on the near misses it must leave to them.
+    #[test]
+    fn plain_values_are_typed_as_literal_eval_types_them() {
+        let cases = [
+            "0",
+            "7",
+            "12",
+            "123456789012345678",
+            "1234567890123456789",
+            "012",
+            "00",
+            "10.100.1.12",
+            "1.2.3",
+            "1.2",
+            "1.",
+            ".5",
+            "1..2",
+            "1.2.",
+            "worker",
+            "k3s_prod",
+            "a.b.c",
+            "x1.5",
+            "True",
+            "False",
+            "None",
+            "true",
+            "none",
+            "e5",
+            "inf",
+            "nan",
+            "lambda",
+            "not",
+            "j",
+            "abc.",
+            "a..b",
+            "A",
+            "Z9",
+            "1e5",
+            "1_000",
+            "0x10",
+            "-1",
+            "+1",
+            "1j",
+            "True.real",
+        ];
+        for v in cases {
+            let slow = evaluated_value(v);
+            if let Some(fast) = plain_value(v) {
+                assert_eq!(Ok(fast), slow, "{v:?}");
+            }
+            assert_eq!(parse_value(v), slow, "{v:?}");
+        }
+        // The shortcut does take the common shapes.
+        for v in ["12", "0", "worker", "a.b", "10.100.1.12"] {
+            assert!(plain_value(v).is_some(), "{v:?}");
+        }
+        for v in ["012", "1.2", "True", "None", "1e5", "-1", "1_000"] {
+            assert!(plain_value(v).is_none(), "{v:?}");
+        }
+    }
     use super::*;
     use serde_json::json;
 

@@ -290,6 +290,16 @@ impl StepExecutor for RealExecutor {
         matches!(self.which, Which::Mutating(_))
     }
 
+    fn prefetch(&self, step: &PlannedStep) -> bool {
+        if self.kind != StepKind::ListHosts || step.kind != StepKind::ListHosts {
+            return false;
+        }
+        match &self.which {
+            Which::ReadOnly(e) => e.prefetch_planned(step),
+            Which::Mutating(e) => e.prefetch_planned(step),
+        }
+    }
+
     fn handle(&self, req: ExecRequest, replies: mpsc::Sender<ExecReply>) {
         match req {
             ExecRequest::Execute {

@@ -4,6 +4,7 @@ pub mod check;
 pub mod etcd;
 pub mod fit;
 pub mod home;
+pub mod init_offer;
 pub mod live;
 pub mod live_screen;
 pub mod look;

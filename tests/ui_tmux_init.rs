@@ -1,0 +1,92 @@
+//! End to end: the real `hk-console` binary in tmux, started on a repo shaped like the
+//! operator's (tests/fixtures/operator-repo: no hk-console.yaml). The console shows what
+//! `init` would write and its keys instead of exiting with the hint; `q` leaves with exit 2
+//! and nothing written; `w` writes exactly the proposal `init` prints and opens the console.
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+mod tmux_common;
+use tmux_common::Tmux;
+
+fn copy(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let t = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), &t).expect("copy");
+        }
+    }
+}
+
+fn shell_quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
+fn launch(state: &Path, repo: &Path, tag: &str) -> Tmux {
+    let bin = env!("CARGO_BIN_EXE_hk-console");
+    let cmd = format!(
+        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} LOGNAME=e2e TERM=xterm-256color {bin} --repo {repo} --dry-run; echo EXIT=$?; sleep 60",
+        st = shell_quote(state),
+        bin = shell_quote(Path::new(bin)),
+        repo = shell_quote(repo),
+    );
+    Tmux::launch(
+        format!("hk-e2e-init-{tag}-{}", std::process::id()),
+        &cmd,
+        "140",
+        "40",
+    )
+}
+
+#[test]
+fn a_console_on_a_repo_without_its_config_offers_init() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let repo = state.path().join("repo");
+    copy(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/operator-repo"),
+        &repo,
+    );
+    let config = repo.join("hk-console.yaml");
+    assert!(!config.exists());
+    let printed = Command::new(env!("CARGO_BIN_EXE_hk-console"))
+        .args(["init", "--repo"])
+        .arg(&repo)
+        .output()
+        .expect("init runs");
+    assert!(printed.status.success(), "{printed:?}");
+    let proposal = String::from_utf8_lossy(&printed.stdout).into_owned();
+
+    // Leave: exit 2 with the hint, nothing written.
+    let tmux = launch(state.path(), &repo, "q");
+    let s = tmux.wait_for("No hk-console.yaml in this repo");
+    assert!(s.contains("write it and open the console"), "{s}");
+    assert!(
+        s.contains("environments:") || s.contains("#"),
+        "the proposal is on screen:\n{s}"
+    );
+    tmux.send(&["q"]);
+    let s = tmux.wait_for("EXIT=");
+    assert!(s.contains("EXIT=2"), "{s}");
+    assert!(
+        s.contains("hk-console init"),
+        "the hint is still printed:\n{s}"
+    );
+    assert!(!config.exists(), "nothing written on q");
+    drop(tmux);
+
+    // Write: the file is the proposal, and the console opens on the repo.
+    let tmux = launch(state.path(), &repo, "w");
+    tmux.wait_for("No hk-console.yaml in this repo");
+    tmux.send(&["w"]);
+    let s = tmux.wait_until(Duration::from_secs(30), "the console", |s| {
+        s.contains("init: wrote") && s.contains("hk-console")
+    });
+    assert!(!s.contains("EXIT="), "the console is running:\n{s}");
+    let written = std::fs::read_to_string(&config).expect("written");
+    assert_eq!(written.trim_end(), proposal.trim_end());
+    tmux.send(&["q"]);
+}
