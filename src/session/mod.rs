@@ -17,6 +17,9 @@
 //! beyond the journal's appends and the cluster run lock's calls when a mutating run
 //! starts and ends (a GET and a write each, bounded by `lock::LOCK_CALL_TIMEOUT`: a run
 //! must not start before the lock is known to be held).
+//!
+//! One file (over 800 lines): the two session types share one core whose `feed` and
+//! dispatch are the journal-before-effect rule; the adapters and the lock live in sub-modules.
 
 pub mod exec;
 pub mod executors;
