@@ -81,7 +81,7 @@ impl PlanFor for FakePlans {
         use hk_console::ui::app::PlanSource;
         let set = hk_console::runbook::embedded::load(&[]).map_err(|_| "runbooks".to_string())?;
         let rb = set.get(id).ok_or("no runbook")?;
-        self.plan(rb, env, None)
+        self.plan(rb, env, None).map_err(|e| e.to_string())
     }
 }
 

@@ -1565,7 +1565,7 @@ impl App {
         let Some(env) = env else {
             return Err(sink.usage());
         };
-        self.status = Some(sink.inject(env, words)?);
+        self.status = Some(sink.inject(env, words).map_err(|e| e.to_string())?);
         Ok(())
     }
 
