@@ -5,7 +5,8 @@
 //! the holder, and writes no journal; `--no-cluster-lock` runs without it and journals
 //! that; a stale lock refuses the start and is taken over only with the environment's
 //! name typed and a reason, journaled in the new run and marked on the Lease for the old.
-//! An interrupted run resumes only by taking the lock again under its own run id.
+//! An interrupted run resumes only by taking the lock again under its own run id, and a lock
+//! lost while the run lives is reported.
 //! Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin): fails, not skips.
 
 use std::sync::{Arc, Mutex};
@@ -393,6 +394,34 @@ async fn an_interrupted_run_resumes_only_with_the_lock_held_by_itself() {
         taken(&notes),
         taken(&notes_before) + 1,
         "the resume journals its own taking: {notes:?}"
+    );
+
+    // Another console writes itself into the Lease while the run lives: the run's lock
+    // reports the loss at its next renewal (what the console's banner shows every frame).
+    assert_eq!(opened.session.lock.trouble(), None);
+    let patch = serde_json::json!({"spec": {"holderIdentity": "bob@console-b"}});
+    Api::<Lease>::namespaced(c.clone(), LOCK_NAMESPACE)
+        .patch(
+            LOCK_NAME,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .expect("bob overwrites the Lease");
+    let deadline = std::time::Instant::now() + Duration::from_secs(45);
+    let trouble = loop {
+        if let Some(t) = opened.session.lock.trouble() {
+            break t;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lost lock was never reported"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(
+        trouble.contains("lost") && trouble.contains("bob@console-b"),
+        "{trouble}"
     );
     drop(opened);
 }

@@ -295,11 +295,13 @@ async fn bad_input_names_what_was_expected_and_changes_nothing() {
 
     let e = faults
         .inject("staging", "holder-dies")
-        .expect_err("unknown env");
+        .expect_err("unknown env")
+        .to_string();
     assert!(e.contains("`staging`") && e.contains("dev, prod"), "{e}");
     let e = faults
         .inject("prod", "node-explodes")
-        .expect_err("unknown fault");
+        .expect_err("unknown fault")
+        .to_string();
     assert!(
         e.contains("`node-explodes`")
             && ["holder-dies", "agent-drifts N", "vpn-down", "vpn-up"]
@@ -309,21 +311,25 @@ async fn bad_input_names_what_was_expected_and_changes_nothing() {
     );
     let e = faults
         .inject("prod", "agent-drifts 9")
-        .expect_err("no server 9");
+        .expect_err("no server 9")
+        .to_string();
     assert!(e.contains("1 to 3") && e.contains("k3s-prod-3"), "{e}");
     let e = faults
         .inject("prod", "agent-drifts")
-        .expect_err("no number");
+        .expect_err("no number")
+        .to_string();
     assert!(e.contains("agent-drifts N"), "{e}");
     let e = faults
         .inject("prod", "agent-drifts x")
-        .expect_err("not a number");
+        .expect_err("not a number")
+        .to_string();
     assert!(e.contains("`x`"), "{e}");
-    let e = faults.inject("prod", "").expect_err("no fault");
+    let e = faults.inject("prod", "").expect_err("no fault").to_string();
     assert!(e.contains("holder-dies"), "{e}");
     let e = faults
         .inject("prod", "vpn-down now")
-        .expect_err("extra word");
+        .expect_err("extra word")
+        .to_string();
     assert!(e.contains("`now`"), "{e}");
     let usage = faults.usage();
     assert!(
@@ -361,7 +367,7 @@ async fn an_injector_outliving_its_demo_says_the_simulation_has_stopped() {
     loop {
         match faults.inject("prod", "agent-drifts 1") {
             Err(e) => {
-                assert!(e.contains("simulation has stopped"), "{e}");
+                assert!(e.to_string().contains("simulation has stopped"), "{e}");
                 break;
             }
             Ok(said) => assert!(Instant::now() < deadline, "still accepted: {said}"),

@@ -1164,14 +1164,15 @@ async fn unmodelled_requests_answer_a_status_naming_them() {
         &'a str,
     );
     let cases: Vec<Case> = vec![
-        // Logs are served since issue 17; exec is not.
+        // Logs are served since issue 17; exec is not: 501 naming the subresource (a 404
+        // would read as a missing pod).
         (
             "GET",
             "/api/v1/namespaces/kube-system/pods/cilium-x/exec",
             None,
             None,
-            404,
-            "GET /api/v1/namespaces/kube-system/pods/cilium-x/exec",
+            501,
+            "pods/exec",
         ),
         (
             "GET",

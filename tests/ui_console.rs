@@ -81,7 +81,7 @@ impl PlanFor for FakePlans {
         use hk_console::ui::app::PlanSource;
         let set = hk_console::runbook::embedded::load(&[]).map_err(|_| "runbooks".to_string())?;
         let rb = set.get(id).ok_or("no runbook")?;
-        self.plan(rb, env, None)
+        self.plan(rb, env, None).map_err(|e| e.to_string())
     }
 }
 
@@ -1041,4 +1041,29 @@ fn n_and_shift_n_jump_the_scrollback_between_matches_of_the_search() {
     let frame = text(&render(&mut app, 120, 40));
     assert!(frame.contains("search: next matching line"), "{frame}");
     assert!(frame.contains("search: previous matching line"), "{frame}");
+}
+
+/// A home list longer than its pane says how many rows are out of sight (issue 16: "the
+/// runbook list shows 6 of 8 with no more"): at 80x24 the shipped runbooks do not fit, and
+/// the count follows the selection down the list.
+#[test]
+fn home_lists_name_the_rows_out_of_sight() {
+    let dir = tmp();
+    let mut app = operate_app(dir.path(), &[], &[]);
+    let frame = text(&render(&mut app, 80, 24));
+    let shown = app.runbooks.len();
+    assert!(shown > 5, "the sample ships {shown} runbooks");
+    assert!(frame.contains("↓ 3 more"), "{frame}");
+    let big = text(&render(&mut app, 160, 45));
+    assert!(!big.contains(" more "), "{big}");
+    // Down to the last runbook (the runbook list has the keys at start): what is out of
+    // sight is now above.
+    for _ in 0..shown {
+        app.handle_key(key('j'));
+    }
+    let frame = text(&render(&mut app, 80, 24));
+    assert!(
+        frame.contains("↑ 3 more") && !frame.contains("↓"),
+        "{frame}"
+    );
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use crossterm::event::KeyCode;
 use hk_console::session::exec::ReadOnlyExecutors;
 use hk_console::ui::app::{App, Overlay};
-use hk_console::ui::FaultSink;
+use hk_console::ui::{FaultRefused, FaultSink};
 use ui_common::*;
 
 /// Records every call; answers `holder-dies` and refuses anything else.
@@ -26,16 +26,16 @@ impl RecordingSink {
 }
 
 impl FaultSink for RecordingSink {
-    fn inject(&self, env: &str, words: &str) -> Result<String, String> {
+    fn inject(&self, env: &str, words: &str) -> Result<String, FaultRefused> {
         self.calls
             .lock()
             .expect("lock")
             .push((env.to_string(), words.to_string()));
         match words {
             "holder-dies" => Ok(format!("{env}: k3s-{env}-1 (lease holder) died")),
-            other => Err(format!(
+            other => Err(FaultRefused::NotAFault(format!(
                 "unknown fault `{other}`: expected one of holder-dies"
-            )),
+            ))),
         }
     }
 

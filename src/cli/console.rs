@@ -114,9 +114,9 @@ impl crate::ui::PlanSource for SharedPlans {
         runbook: &crate::runbook::schema::Runbook,
         env: &str,
         host: Option<&str>,
-    ) -> Result<crate::runbook::plan::Plan, String> {
-        let penv = crate::context::plan_env(&self.0, env, host).map_err(|e| e.to_string())?;
-        crate::runbook::plan::plan(runbook, &penv, &*self.0).map_err(|e| e.to_string())
+    ) -> Result<crate::runbook::plan::Plan, crate::session::PlanSourceError> {
+        let penv = crate::context::plan_env(&self.0, env, host)?;
+        Ok(crate::runbook::plan::plan(runbook, &penv, &*self.0)?)
     }
 }
 

@@ -4,6 +4,9 @@
 //! Owns: the parsers, the list-hosts gate verdict, argv helpers (`--check --diff`), and the
 //! lookup of `ansible-playbook` with an install hint when it is missing.
 //! Must not: run processes (that is [`super::process`]).
+//!
+//! One file (just over 800 lines, a third of it tests): the recap and list-hosts parsers and the
+//! binary lookup share the ansible-playbook output conventions.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

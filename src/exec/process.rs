@@ -15,6 +15,9 @@
 //! [`liveness`] tells later whether that very process still runs.
 //! Must not: decide whether a step may run (the capability types in [`super`] do) or parse
 //! ansible output ([`super::ansible`]).
+//!
+//! One file (over 800 lines): the stop ladder, the registry and the lifeline watcher are
+//! one guarantee (no child outlives the console) and are reviewed together.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;

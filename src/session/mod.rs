@@ -17,6 +17,9 @@
 //! beyond the journal's appends and the cluster run lock's calls when a mutating run
 //! starts and ends (a GET and a write each, bounded by `lock::LOCK_CALL_TIMEOUT`: a run
 //! must not start before the lock is known to be held).
+//!
+//! One file (over 800 lines): the two session types share one core whose `feed` and
+//! dispatch are the journal-before-effect rule; the adapters and the lock live in sub-modules.
 
 pub mod exec;
 pub mod executors;
@@ -80,9 +83,24 @@ pub fn next_tag() -> RunTag {
 #[error("{0}")]
 pub struct NotOpened(pub String);
 
+/// Why a [`PlanSource`] could not plan: the environment's facts, or the planner's refusal.
+/// The source chain stays with the error (the console shows its one line).
+#[derive(Debug, thiserror::Error)]
+pub enum PlanSourceError {
+    #[error(transparent)]
+    Env(#[from] crate::context::ContextError),
+    #[error(transparent)]
+    Plan(#[from] crate::runbook::plan::PlanError),
+}
+
 /// Plans a runbook for an environment: the model side of opening a run.
 pub trait PlanSource: Send + Sync {
-    fn plan(&self, runbook: &Runbook, env: &str, host: Option<&str>) -> Result<Plan, String>;
+    fn plan(
+        &self,
+        runbook: &Runbook,
+        env: &str,
+        host: Option<&str>,
+    ) -> Result<Plan, PlanSourceError>;
 }
 
 /// Plans over a loaded infra repo: its environments' facts and its inventory.
@@ -91,9 +109,14 @@ pub struct RepoPlans {
 }
 
 impl PlanSource for RepoPlans {
-    fn plan(&self, runbook: &Runbook, env: &str, host: Option<&str>) -> Result<Plan, String> {
-        let penv = crate::context::plan_env(&self.repo, env, host).map_err(|e| e.to_string())?;
-        crate::runbook::plan::plan(runbook, &penv, &self.repo).map_err(|e| e.to_string())
+    fn plan(
+        &self,
+        runbook: &Runbook,
+        env: &str,
+        host: Option<&str>,
+    ) -> Result<Plan, PlanSourceError> {
+        let penv = crate::context::plan_env(&self.repo, env, host)?;
+        Ok(crate::runbook::plan::plan(runbook, &penv, &self.repo)?)
     }
 }
 

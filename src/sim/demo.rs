@@ -14,6 +14,7 @@
 //! One file (over 800 lines): the start order of the pieces (repo, API servers, nodes, keys) is
 //! one sequence whose every step checks loopback; it is read top to bottom.
 
+use crate::ui::FaultRefused;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -146,21 +147,19 @@ impl FaultInjector {
 
     /// Parse `words` (`agent-drifts 2`) and apply it to `env` now. Returns one line saying
     /// what happened; an error (nothing changed) names what was expected.
-    pub fn inject(&self, env: &str, words: &str) -> Result<String, String> {
-        let e = self.envs.get(env).ok_or_else(|| {
-            format!(
-                "no environment `{env}` in the simulation (known: {})",
-                self.environments().join(", ")
-            )
+    pub fn inject(&self, env: &str, words: &str) -> Result<String, FaultRefused> {
+        let e = self.envs.get(env).ok_or_else(|| FaultRefused::UnknownEnv {
+            env: env.to_string(),
+            known: self.environments().join(", "),
         })?;
-        let fault = Fault::from_words(words)?;
+        let fault = Fault::from_words(words).map_err(FaultRefused::NotAFault)?;
         let said = match &fault {
             Fault::HolderDies => {
                 let Some(holder) = cluster::lease_holder(&e.store, &e.sim) else {
-                    return Err(format!(
-                        "{env}: the kube-vip Lease `{}` has no holder; no holder can die",
-                        e.sim.lease_name
-                    ));
+                    return Err(FaultRefused::NoHolder {
+                        env: env.to_string(),
+                        lease: e.sim.lease_name.clone(),
+                    });
                 };
                 let others_alive =
                     e.sim.servers.iter().any(|(n, _)| {
@@ -187,11 +186,12 @@ impl FaultInjector {
                         .enumerate()
                         .map(|(i, (n, _))| format!("{} {n}", i + 1))
                         .collect();
-                    return Err(format!(
-                        "agent-drifts {server}: {env} has servers 1 to {} ({})",
-                        e.sim.servers.len(),
-                        have.join(", ")
-                    ));
+                    return Err(FaultRefused::NoSuchServer {
+                        env: env.to_string(),
+                        server: *server,
+                        count: e.sim.servers.len(),
+                        have: have.join(", "),
+                    });
                 };
                 format!(
                     "the cilium agent on {node} (server {server}) is recreated dialling its own node address {}, not the VIP {}",
@@ -201,10 +201,10 @@ impl FaultInjector {
             }
             Fault::VpnDown | Fault::VpnUp => {
                 if e.gateways.is_empty() {
-                    return Err(format!(
-                        "{env} has no VPN gateway in the inventory; {} has nothing to act on",
-                        fault.name()
-                    ));
+                    return Err(FaultRefused::NoGateway {
+                        env: env.to_string(),
+                        fault: fault.name().to_string(),
+                    });
                 }
                 let said = set_tunnels(&e.gateways, matches!(fault, Fault::VpnUp));
                 tracing::info!(env, fault = fault.name(), said = %said.join("; "), "fault injected");
@@ -213,14 +213,16 @@ impl FaultInjector {
         };
         e.cluster
             .send(ClusterInput::Fault(fault.clone()))
-            .map_err(|_| format!("{env}: the simulation has stopped; nothing changed"))?;
+            .map_err(|_| FaultRefused::Stopped {
+                env: env.to_string(),
+            })?;
         tracing::info!(env, fault = fault.name(), said = %said, "fault injected");
         Ok(format!("{env}: {said}"))
     }
 }
 
 impl crate::ui::FaultSink for FaultInjector {
-    fn inject(&self, env: &str, words: &str) -> Result<String, String> {
+    fn inject(&self, env: &str, words: &str) -> Result<String, FaultRefused> {
         FaultInjector::inject(self, env, words)
     }
 

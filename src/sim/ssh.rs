@@ -15,6 +15,9 @@
 //! Owns: [`SimNode`] (start, address, host key, known_hosts line, counters, stop),
 //! [`SimNodeSpec`], [`parse_authorized_keys`], [`generate_host_key`].
 //! Must not: listen on anything but a loopback address, or run a command on the real host.
+//!
+//! One file (over 800 lines): the russh handler's channel bookkeeping (exec, shell, subsystems
+//! and their close) is one state machine; SCP and SFTP live in their own files.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};

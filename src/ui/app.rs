@@ -9,6 +9,9 @@
 //! Must not: journal, dispatch or decide anything about a run (the session does), do
 //! terminal IO, await, or talk to hosts. Time comes in through [`App::now`], set by the
 //! loop's tick, so tests are deterministic.
+//!
+//! One file (over 800 lines): `update` is one match over the app's state and the overlays it
+//! opens; the pieces that grew apart live beside it (looks.rs, check_screen.rs, panes/).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -1562,7 +1565,7 @@ impl App {
         let Some(env) = env else {
             return Err(sink.usage());
         };
-        self.status = Some(sink.inject(env, words)?);
+        self.status = Some(sink.inject(env, words).map_err(|e| e.to_string())?);
         Ok(())
     }
 

@@ -6,6 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use hk_console::context::ContextError;
 use hk_console::runbook::embedded;
 use hk_console::runbook::machine::{Input, Timestamp};
 use hk_console::runbook::plan::{Gate, Plan, StepKind};
@@ -13,6 +14,7 @@ use hk_console::runbook::schema::Runbook;
 use hk_console::session::exec::{
     Capabilities, ExecReply, ExecRequest, MutatingExecutors, ReadOnlyExecutors, StepExecutor,
 };
+use hk_console::session::PlanSourceError;
 use hk_console::ui::app::{App, AppParts, EnvSummary, Overlay, PlanSource};
 use hk_console::ui::theme::ThemeSet;
 use hk_console::ui::view;
@@ -31,14 +33,25 @@ pub const T0: Timestamp = Timestamp(1_788_776_100_000);
 pub struct FakePlans;
 
 impl PlanSource for FakePlans {
-    fn plan(&self, runbook: &Runbook, env: &str, host: Option<&str>) -> Result<Plan, String> {
+    fn plan(
+        &self,
+        runbook: &Runbook,
+        env: &str,
+        host: Option<&str>,
+    ) -> Result<Plan, PlanSourceError> {
         let mut penv = match env {
             "prod" => prod(),
             "dev" => dev(),
-            other => return Err(format!("no environment `{other}`")),
+            other => {
+                return Err(ContextError::UnknownEnv {
+                    name: other.to_string(),
+                    known: "dev, prod".into(),
+                }
+                .into())
+            }
         };
         penv.host = host.map(str::to_string);
-        hk_console::runbook::plan::plan(runbook, &penv, &homelab()).map_err(|e| e.to_string())
+        Ok(hk_console::runbook::plan::plan(runbook, &penv, &homelab())?)
     }
 }
 

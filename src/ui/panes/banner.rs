@@ -1,5 +1,6 @@
-//! The banners drawn on every frame: observe mode's, and `--no-cluster-lock`'s (mutating
-//! runs take no cluster run lock), one line each.
+//! The banners drawn on every frame: observe mode's, `--no-cluster-lock`'s (mutating runs
+//! take no cluster run lock), and the open run's lock trouble (lost to another console, or
+//! not renewed), one line each.
 use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
@@ -11,13 +12,18 @@ use crate::ui::app::App;
 pub const TEXT: &str = "OBSERVE MODE · read-only · nothing here can change the platform";
 
 /// The banner lines `app` shows, in order.
-fn texts(app: &App) -> Vec<&'static str> {
+fn texts(app: &App) -> Vec<String> {
     let mut v = Vec::new();
     if app.is_observe() {
-        v.push(TEXT);
+        v.push(TEXT.to_string());
     }
     if app.no_cluster_lock {
-        v.push(NO_LOCK_BANNER);
+        v.push(NO_LOCK_BANNER.to_string());
+    }
+    // A run that lost its lock mid-run may share the environment with another console's:
+    // the operator sees it at once, not when the run's journal is read afterwards.
+    if let Some(t) = app.active.as_ref().and_then(|a| a.session.lock.trouble()) {
+        v.push(format!("RUN LOCK: {t}"));
     }
     v
 }

@@ -1,7 +1,8 @@
 //! Home: environments (host count, VIP), runbooks (read-only or mutating, and where they
 //! apply), recent runs (an interrupted run first, with "resume"; a damaged journal listed
 //! with "damaged at line N", never hidden; journals that cannot be read at all named below
-//! the list).
+//! the list). A list longer than its pane says how many rows are out of sight, above and
+//! below, on its bottom border.
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
@@ -39,6 +40,42 @@ fn list_state(sel: usize, len: usize, focused: bool) -> ListState {
         s.select(Some(sel.min(len - 1)));
     }
     s
+}
+
+/// What a list of `len` rows drawn from `offset` in `rows` lines leaves out of sight:
+/// `↑ N more` / `↓ N more`, or nothing when everything shows.
+pub fn more_marker(len: usize, offset: usize, rows: usize) -> Option<String> {
+    let above = offset.min(len);
+    let below = len.saturating_sub(offset + rows);
+    match (above, below) {
+        (0, 0) => None,
+        (0, b) => Some(format!(" ↓ {b} more ")),
+        (a, 0) => Some(format!(" ↑ {a} more ")),
+        (a, b) => Some(format!(" ↑ {a} · ↓ {b} more ")),
+    }
+}
+
+/// Writes [`more_marker`] right-aligned on the bottom border of `area` (a bordered pane
+/// whose list shows `rows` lines).
+fn draw_more(f: &mut Frame, area: Rect, app: &App, len: usize, offset: usize, rows: usize) {
+    let Some(text) = more_marker(len, offset, rows) else {
+        return;
+    };
+    let w = u16::try_from(text.chars().count()).unwrap_or(u16::MAX);
+    if area.height < 3 || area.width < w + 2 {
+        return;
+    }
+    let at = Rect {
+        x: area.x + area.width - 1 - w,
+        y: area.y + area.height - 1,
+        width: w,
+        height: 1,
+    };
+    f.render_widget(Paragraph::new(Span::styled(text, app.theme.warn())), at);
+}
+
+fn inner_rows(area: Rect) -> usize {
+    usize::from(area.height.saturating_sub(2))
 }
 
 fn draw_envs(f: &mut Frame, area: Rect, app: &App) {
@@ -84,6 +121,7 @@ fn draw_envs(f: &mut Frame, area: Rect, app: &App) {
         area,
         &mut st,
     );
+    draw_more(f, area, app, app.envs.len(), st.offset(), inner_rows(area));
 }
 
 fn draw_runbooks(f: &mut Frame, area: Rect, app: &App) {
@@ -127,6 +165,7 @@ fn draw_runbooks(f: &mut Frame, area: Rect, app: &App) {
         area,
         &mut st,
     );
+    draw_more(f, area, app, visible.len(), st.offset(), inner_rows(area));
 }
 
 fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
@@ -210,9 +249,34 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
         }
         _ => inner,
     };
+    let len = items.len();
     f.render_stateful_widget(
         List::new(items).highlight_style(t.selected()),
         list_area,
         &mut st,
     );
+    // The rows the list area (not the whole pane: error lines may sit below it) leaves out.
+    draw_more(
+        f,
+        area,
+        app,
+        len,
+        st.offset(),
+        usize::from(list_area.height),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::more_marker;
+
+    #[test]
+    fn the_marker_counts_what_is_out_of_sight() {
+        assert_eq!(more_marker(5, 0, 5), None);
+        assert_eq!(more_marker(3, 0, 5), None);
+        assert_eq!(more_marker(8, 0, 5).as_deref(), Some(" ↓ 3 more "));
+        assert_eq!(more_marker(8, 3, 5).as_deref(), Some(" ↑ 3 more "));
+        assert_eq!(more_marker(8, 1, 5).as_deref(), Some(" ↑ 1 · ↓ 2 more "));
+        assert_eq!(more_marker(0, 0, 0), None);
+    }
 }
