@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::ssh_look::failed;
 use crate::checks::live::{self, EtcdMemberObs, EtcdPane, EtcdPolicy, Look, Timestamp};
 use crate::exec::settings::{SshConfig, SshDefaults};
 use crate::exec::{CommandOutput, Executor, ReadOnly, SshOptions};
@@ -270,26 +271,6 @@ fn all_servers(repo: &Repo) -> Vec<String> {
     hosts.sort();
     hosts.dedup();
     hosts
-}
-
-/// The first line of stderr, bounded.
-fn stderr_line(out: &CommandOutput) -> String {
-    let line = out
-        .stderr
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("no error output");
-    line.chars().take(200).collect()
-}
-
-fn failed(host: &str, argv: &[String], out: &CommandOutput) -> String {
-    let how = match (&out.exit_status, &out.exit_signal) {
-        (_, Some(sig)) => format!("ended by signal {sig}"),
-        (Some(code), None) => format!("exited {code}"),
-        (None, None) => "reported no exit status".to_string(),
-    };
-    format!("{host}: `{}` {how}: {}", argv.join(" "), stderr_line(out))
 }
 
 /// `curl URL` for the member's metrics: exit 0 with etcd's metrics = seen; anything else

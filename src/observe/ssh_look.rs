@@ -115,3 +115,25 @@ pub(crate) fn with_ssh_config<T>(
         }
     }
 }
+
+/// The first line of stderr, bounded, for a message.
+pub(super) fn stderr_line(out: &CommandOutput) -> String {
+    let line = out
+        .stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("no error output");
+    line.chars().take(200).collect()
+}
+
+/// Why a read-only command that ran did not give what was asked, naming the host and the
+/// command (the etcd look's and the VPN look's wording).
+pub(super) fn failed(host: &str, argv: &[String], out: &CommandOutput) -> String {
+    let how = match (&out.exit_status, &out.exit_signal) {
+        (_, Some(sig)) => format!("ended by signal {sig}"),
+        (Some(code), None) => format!("exited {code}"),
+        (None, None) => "reported no exit status".to_string(),
+    };
+    format!("{host}: `{}` {how}: {}", argv.join(" "), stderr_line(out))
+}

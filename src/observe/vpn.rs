@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::ssh_look::{failed, stderr_line};
 use crate::checks::live::{
     self, GatewayObs, GatewayPane, Look, Pane, Rule, Severity, Timestamp, Verdict, VpnPolicy,
 };
@@ -344,27 +345,6 @@ fn unseen(env: &str, host: &str, service: &str, interface: &str, why: &str) -> G
         direct_exit: Look::could_not(why),
         journal: Look::could_not(why),
     }
-}
-
-/// The first line of stderr, bounded, for a message.
-fn stderr_line(out: &CommandOutput) -> String {
-    let line = out
-        .stderr
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("no error output");
-    line.chars().take(200).collect()
-}
-
-/// Why a command that ran did not give what was asked, naming the host and the command.
-fn failed(host: &str, argv: &[String], out: &CommandOutput) -> String {
-    let how = match (&out.exit_status, &out.exit_signal) {
-        (_, Some(sig)) => format!("ended by signal {sig}"),
-        (Some(code), None) => format!("exited {code}"),
-        (None, None) => "reported no exit status".to_string(),
-    };
-    format!("{host}: `{}` {how}: {}", argv.join(" "), stderr_line(out))
 }
 
 /// `systemctl is-active` prints the ActiveState and exits non-zero unless it is `active`:
