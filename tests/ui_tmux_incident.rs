@@ -55,7 +55,9 @@ fn agents_on_node_ip_names_prod_and_its_runbook_one_key_away() {
     tmux.send(&["q"]);
 }
 
-/// etcd-io-starvation: the Live screen's etcd section names the starving servers.
+/// etcd-io-starvation: the Live screen's etcd section names the starving server (the
+/// scenario's server 1, k3s-prod-1 in the sample) and only that one: its peers read their
+/// own pressure (k3s-prod-3 contended at 1.29, k3s-prod-2 quiet).
 #[test]
 fn etcd_io_starvation_lights_the_etcd_pane() {
     let state = tempfile::tempdir().expect("temp dir");
@@ -70,10 +72,35 @@ fn etcd_io_starvation_lights_the_etcd_pane() {
         tmux.send(&["j"]);
     }
     let s = tmux.wait_until(Duration::from_secs(30), "the etcd section judged", |s| {
-        s.contains("11.36") && s.contains("starvation")
+        s.contains("11.36") && s.contains("starvation") && s.contains("the disk is contended")
     });
     assert!(s.contains("k3s-prod-1"), "{s}");
     assert!(s.contains("leader"), "{s}");
+    // The member table: one row per server, its mark first, its PSI last.
+    let row = |host: &str| {
+        s.lines()
+            .map(|l| l.trim_start_matches('│'))
+            .find(|l| {
+                let mut c = l.chars();
+                c.next().is_some_and(|m| "✗✓!".contains(m))
+                    && c.as_str().starts_with(&format!(" {host} "))
+            })
+            .unwrap_or_else(|| panic!("no member row for {host}:\n{s}"))
+            .to_string()
+    };
+    let (one, two, three) = (row("k3s-prod-1"), row("k3s-prod-2"), row("k3s-prod-3"));
+    assert!(
+        one.starts_with('✗') && one.contains("11.36/11.36%"),
+        "{one}"
+    );
+    assert!(two.starts_with('✓') && two.contains("0.10/0.10%"), "{two}");
+    assert!(
+        three.starts_with('!') && three.contains("1.29/1.29%"),
+        "{three}"
+    );
+    let starving: Vec<&str> = s.lines().filter(|l| l.contains("(starvation)")).collect();
+    assert_eq!(starving.len(), 1, "one server starves:\n{s}");
+    assert!(starving[0].contains("✗ k3s-prod-1 IO pressure"), "{s}");
     tmux.send(&["q"]);
 }
 
