@@ -53,7 +53,7 @@ pub enum RunLockError {
     /// Its holder stopped renewing: shown with its last renewal; taking it over needs the
     /// environment's name typed and a reason. `resuming`: met by a resume, not a start
     /// (the words say what the take-over then lets go on).
-    #[error("{}: the run lock of `{env}` is stale: {record}, not renewed for {} s; {}", if *resuming { "the run does not resume" } else { "the run does not start" }, age_ms / 1000, if *resuming { "taking it over (the environment's name typed and a reason) resumes the run" } else { "starting again asks to take it over (the environment's name typed and a reason)" })]
+    #[error("{}the run lock of `{env}` is stale: {record}, not renewed for {} s; {}", if *resuming { "" } else { START_REFUSED }, age_ms / 1000, if *resuming { "taking it over (the environment's name typed and a reason) resumes the run" } else { "starting again asks to take it over (the environment's name typed and a reason)" })]
     Stale {
         env: String,
         record: Box<LockRecord>,
@@ -66,6 +66,21 @@ pub enum RunLockError {
     /// A take-over was refused (the typed answer, or the lock changed meanwhile).
     #[error("take-over refused: {0}")]
     TakeoverRefused(String),
+}
+
+/// How a refused start's reason begins.
+const START_REFUSED: &str = "the run does not start: ";
+
+impl RunLockError {
+    /// The reason alone, without "the run does not start" (what a refused resume says
+    /// after its own "not resumed").
+    pub fn reason(&self) -> String {
+        let said = self.to_string();
+        match said.strip_prefix(START_REFUSED) {
+            Some(r) => r.to_string(),
+            None => said,
+        }
+    }
 }
 
 fn from_lock(env: &str, e: LockError) -> RunLockError {

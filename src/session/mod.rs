@@ -417,7 +417,10 @@ impl<X: Executors> RunSession<X> {
                 return Ok((s, fx));
             }
             Err(e) => {
-                let notice = format!("run {run_id}: not resumed: {e}; opened to look at only");
+                let notice = format!(
+                    "run {run_id}: not resumed: {}; opened to look at only",
+                    e.reason()
+                );
                 let (mut s, fx) = looked_at(Self::view(r.run, exec), notice);
                 s.core.lock = lock;
                 return Ok((s, fx));
@@ -534,7 +537,10 @@ impl<X: Executors> RunSession<X> {
         match self.core.lock.answered(answer) {
             Ok(purpose) => self.go_on(purpose, runs_dir, now),
             Err(e) => Err(NotOpened(match resume_of {
-                Some(id) => format!("run {id}: not resumed: {e}; opened to look at only"),
+                Some(id) => format!(
+                    "run {id}: not resumed: {}; opened to look at only",
+                    e.reason()
+                ),
                 None => e.to_string(),
             })),
         }
