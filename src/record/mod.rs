@@ -170,6 +170,45 @@ fn state_and_reason(s: &StepState) -> (String, Option<String>) {
     }
 }
 
+fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::Operate => "operate",
+        Mode::Observe => "observe",
+    }
+}
+
+/// The operator decision a journaled input is, if it is one: (its step, who, what, the
+/// note). `operator` answers for what the run's lock did on its own (lost, released).
+fn decision_of<'a>(
+    input: &'a Input,
+    operator: &'a str,
+) -> Option<(Option<usize>, &'a str, &'static str, Option<String>)> {
+    Some(match input {
+        Input::GateAnswered { n, answer } => match answer {
+            GateAnswer::Approved { by, note } => (Some(*n), by, "approved", note.clone()),
+            GateAnswer::Rejected { by, reason } => (Some(*n), by, "rejected", Some(reason.clone())),
+        },
+        Input::TypedText { n, by, note, .. } => (Some(*n), by, "typed", note.clone()),
+        Input::Skip { n, by, reason } => (Some(*n), by, "skipped", Some(reason.clone())),
+        Input::RetryApproved { n, by } => (Some(*n), by, "retry", None),
+        Input::RerunApproved { n, by, .. } => (Some(*n), by, "rerun", None),
+        Input::MarkedDone { n, by, .. } => (Some(*n), by, "marked-done", None),
+        Input::CancelRequested { n, by } => (Some(*n), by, "cancel", None),
+        Input::Abort { by, reason } => (None, by, "aborted", Some(reason.clone())),
+        Input::RunLock { note } => {
+            let by = match note {
+                RunLockNote::Taken { holder, .. } => holder.as_str(),
+                RunLockNote::TookOver { by, .. }
+                | RunLockNote::TakenOverBy { by, .. }
+                | RunLockNote::Disabled { by } => by.as_str(),
+                RunLockNote::Lost { .. } | RunLockNote::Released => operator,
+            };
+            (None, by, "run-lock", Some(note.to_string()))
+        }
+        _ => return None,
+    })
+}
+
 /// The record of a replayed run, with its output log (or why it could not be read).
 pub fn build(
     r: &Replayed,
@@ -235,56 +274,24 @@ pub fn build(
             output_cut: cut,
         });
     }
-    let mut decisions = Vec::new();
-    for rec in &r.records {
-        let d = |step: Option<usize>, by: &str, what: &str, note: Option<String>| Decision {
-            at: rec.at,
-            step,
-            by: by.to_string(),
-            what: what.to_string(),
-            note,
-        };
-        match &rec.input {
-            Input::GateAnswered { n, answer } => decisions.push(match answer {
-                GateAnswer::Approved { by, note } => d(Some(*n), by, "approved", note.clone()),
-                GateAnswer::Rejected { by, reason } => {
-                    d(Some(*n), by, "rejected", Some(reason.clone()))
-                }
-            }),
-            Input::TypedText { n, by, note, .. } => {
-                decisions.push(d(Some(*n), by, "typed", note.clone()))
-            }
-            Input::Skip { n, by, reason } => {
-                decisions.push(d(Some(*n), by, "skipped", Some(reason.clone())))
-            }
-            Input::RetryApproved { n, by } => decisions.push(d(Some(*n), by, "retry", None)),
-            Input::RerunApproved { n, by, .. } => decisions.push(d(Some(*n), by, "rerun", None)),
-            Input::MarkedDone { n, by, .. } => decisions.push(d(Some(*n), by, "marked-done", None)),
-            Input::CancelRequested { n, by } => decisions.push(d(Some(*n), by, "cancel", None)),
-            Input::Abort { by, reason } => {
-                decisions.push(d(None, by, "aborted", Some(reason.clone())))
-            }
-            Input::RunLock { note } => {
-                let by = match note {
-                    RunLockNote::Taken { holder, .. } => holder.as_str(),
-                    RunLockNote::TookOver { by, .. }
-                    | RunLockNote::TakenOverBy { by, .. }
-                    | RunLockNote::Disabled { by } => by.as_str(),
-                    RunLockNote::Lost { .. } | RunLockNote::Released => r.header.operator.as_str(),
-                };
-                decisions.push(d(None, by, "run-lock", Some(note.to_string())))
-            }
-            _ => {}
-        }
-    }
+    let decisions = r
+        .records
+        .iter()
+        .filter_map(|rec| {
+            decision_of(&rec.input, &r.header.operator).map(|(step, by, what, note)| Decision {
+                at: rec.at,
+                step,
+                by: by.to_string(),
+                what: what.to_string(),
+                note,
+            })
+        })
+        .collect();
     RunRecord {
         run_id: r.header.run_id.clone(),
         runbook: r.header.runbook.clone(),
         env: r.header.env.clone(),
-        mode: match r.header.mode {
-            Mode::Operate => "operate".into(),
-            Mode::Observe => "observe".into(),
-        },
+        mode: mode_name(r.header.mode).into(),
         operator: r.header.operator.clone(),
         started: r.header.started_at,
         finished: r.run.finished_at(),
@@ -359,10 +366,7 @@ pub fn list(dir: &Path) -> Result<(Vec<ListedRun>, Vec<String>), RecordError> {
             run_id: s.run_id,
             runbook: s.runbook,
             env: s.env,
-            mode: match s.mode {
-                Mode::Operate => "operate".into(),
-                Mode::Observe => "observe".into(),
-            },
+            mode: mode_name(s.mode).into(),
             operator: s.operator,
             started: s.started,
             outcome: s.outcome.to_string(),

@@ -14,9 +14,11 @@
 //! run lock, the list-hosts prefetch.
 //! Must not: know the terminal, ratatui or crossterm, keys or overlays; decide what runs
 //! next (the machine in `runbook::machine` does); do blocking IO on the caller's task
-//! beyond the journal's appends and the cluster run lock's calls when a mutating run
-//! starts and ends (a GET and a write each, bounded by `lock::LOCK_CALL_TIMEOUT`: a run
-//! must not start before the lock is known to be held).
+//! beyond the journal's appends. The cluster run lock's calls (a run must not start or
+//! resume before the lock is known to be held) go off the console's task as
+//! `lock::LockJob`s its loop runs (`pump::LockPump`), the run going on when the answer
+//! comes (`Session::lock_answered`); only a headless run, with no screen to keep
+//! answering, waits for them in place (bounded by `lock::LOCK_CALL_TIMEOUT`).
 //!
 //! One file (over 800 lines): the two session types share one core whose `feed` and
 //! dispatch are the journal-before-effect rule; the adapters and the lock live in sub-modules.
@@ -651,14 +653,10 @@ impl<X: Executors> RunSession<X> {
                     let Some(step) = step_of(&self.run, e.n()) else {
                         continue;
                     };
+                    // The header a reopened run shows its output under too (one format).
                     out.push(SessionEffect::StepBegins {
                         n: step.n,
-                        header: format!(
-                            "── step {} · {} · {} ──",
-                            step.n,
-                            step.kind.as_str(),
-                            step.title
-                        ),
+                        header: crate::record::step_header(&step),
                     });
                     match self.exec.executor_for(&step) {
                         Ok(_) => out.push(SessionEffect::Request(Box::new(ExecRequest::Execute {
