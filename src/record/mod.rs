@@ -1,8 +1,9 @@
 //! The change record of a run: what ran, where, in what order, each gate with who answered
 //! it, when and the note, every operator decision, the previews (diffs) and the last lines
-//! of each step's output, the health-gate results and the final state.
+//! of each step's output, the health-gate results, what changed on the platform while it
+//! ran (the Live screen's event trail, kept beside the journal) and the final state.
 //!
-//! Owns: [`RunRecord`] built from a journal and its output log (a damaged journal is
+//! Owns: [`RunRecord`] built from a journal, its output log and its event trail (a damaged journal is
 //! salvaged: the record says where the damage is and shows what the intact lines say), and
 //! its three renderings: text (the terminal), Markdown (what the operator pastes into the
 //! infra repo's change log) and JSON (`serde`). `hk-console runs list|show` and the
@@ -119,6 +120,11 @@ pub struct RunRecord {
     pub output_error: Option<String>,
     pub steps: Vec<StepEntry>,
     pub decisions: Vec<Decision>,
+    /// What changed on the platform while the run was active (the Live screen's event
+    /// trail for its environment), in time order.
+    pub events: Vec<crate::observe::timeline::TrailEvent>,
+    /// Why the event trail could not be read, if it could not (the record is still shown).
+    pub events_error: Option<String>,
 }
 
 fn gate_kind(g: &Gate) -> &'static str {
@@ -302,13 +308,24 @@ pub fn build(
         output_error,
         steps,
         decisions,
+        events: Vec::new(),
+        events_error: None,
     }
 }
 
 /// The record of the journal at `path` (salvaged if damaged).
 pub fn load_path(path: &Path) -> Result<RunRecord, RecordError> {
     let (r, damage) = journal::salvage(path)?;
-    Ok(build(&r, damage.as_ref(), journal::read_output(path)))
+    let mut rec = build(&r, damage.as_ref(), journal::read_output(path));
+    match crate::observe::timeline::read_trail(path) {
+        Ok(mut events) => {
+            // Written as each look answered; a look may answer late: shown by time.
+            events.sort_by_key(|e| e.at);
+            rec.events = events;
+        }
+        Err(e) => rec.events_error = Some(e),
+    }
+    Ok(rec)
 }
 
 /// The record of run `run` in `dir`: its id, or a unique prefix of it.
@@ -483,6 +500,15 @@ impl RunRecord {
                 let _ = writeln!(o, "  {}", decision_line(d));
             }
         }
+        if let Some(e) = &self.events_error {
+            let _ = writeln!(o, "event trail unreadable: {e}");
+        }
+        if !self.events.is_empty() {
+            let _ = writeln!(o, "events during the run:");
+            for e in &self.events {
+                let _ = writeln!(o, "  {}", event_line(e));
+            }
+        }
         o
     }
 
@@ -552,6 +578,17 @@ impl RunRecord {
                 let _ = writeln!(o, "- {}", decision_line(d));
             }
         }
+        if self.events_error.is_some() || !self.events.is_empty() {
+            let _ = writeln!(o);
+            let _ = writeln!(o, "#### Events during the run");
+            let _ = writeln!(o);
+            if let Some(e) = &self.events_error {
+                let _ = writeln!(o, "- event trail unreadable: {}", md_cell(e));
+            }
+            for e in &self.events {
+                let _ = writeln!(o, "- {}", md_cell(&event_line(e)));
+            }
+        }
         let shown: Vec<&StepEntry> = self
             .steps
             .iter()
@@ -589,6 +626,21 @@ impl RunRecord {
         }
         o
     }
+}
+
+fn event_line(e: &crate::observe::timeline::TrailEvent) -> String {
+    let kind = serde_json::to_value(e.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{:?}", e.kind));
+    format!(
+        "{} {} {} [{}]: {}",
+        e.at,
+        e.env,
+        kind,
+        e.severity,
+        visible(&e.text)
+    )
 }
 
 fn decision_line(d: &Decision) -> String {

@@ -183,6 +183,8 @@ pub struct RunCore {
     pub resume: Option<ResumeInfo>,
     /// The cluster's run lock: how this run takes it, and the lock while the run lives.
     pub lock: lock::SessionLock,
+    /// The run's event trail file (opened with the first event seen while it is active).
+    trail: Option<crate::observe::timeline::TrailWriter>,
     /// Who answers (journaled with what they decide).
     operator: String,
 }
@@ -315,6 +317,37 @@ impl RunCore {
     }
 }
 
+impl RunCore {
+    /// What the Live screen's trail saw change (`events`), kept with this run while it is
+    /// active: its environment's events go to the trail file beside its journal, which
+    /// `runs show` reads. Err: why they could not be kept.
+    pub fn record_trail(
+        &mut self,
+        events: &[crate::observe::timeline::TrailEvent],
+    ) -> Result<(), String> {
+        if !self.is_active() {
+            return Ok(());
+        }
+        let env = self.run.plan().env.clone();
+        let mine: Vec<_> = events.iter().filter(|e| e.env == env).cloned().collect();
+        if mine.is_empty() {
+            return Ok(());
+        }
+        if self.trail.is_none() {
+            let Some(j) = self.journal.as_ref() else {
+                return Ok(());
+            };
+            let w =
+                crate::observe::timeline::TrailWriter::open(j.path()).map_err(|e| e.to_string())?;
+            self.trail = Some(w);
+        }
+        match self.trail.as_mut() {
+            Some(w) => w.append(&mine).map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+}
+
 impl<X: Executors> RunSession<X> {
     fn new(run: Run, journal: Option<Journal>, view_only: bool, exec: X) -> Self {
         RunSession {
@@ -325,6 +358,7 @@ impl<X: Executors> RunSession<X> {
                 view_only,
                 resume: None,
                 lock: lock::SessionLock::default(),
+                trail: None,
                 operator: String::new(),
             },
             exec,
@@ -1038,6 +1072,14 @@ impl Session {
                 Ok(Vec::new())
             }
         }
+    }
+
+    /// [`RunCore::record_trail`].
+    pub fn record_trail(
+        &mut self,
+        events: &[crate::observe::timeline::TrailEvent],
+    ) -> Result<(), String> {
+        each!(self, s => s.core.record_trail(events))
     }
 
     /// The lock calls for the driver to run off its task ([`pump::LockPump::run`]).

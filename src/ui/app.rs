@@ -1515,7 +1515,13 @@ impl App {
     /// A live source's update: kept as the latest of its environment and kind (an update
     /// older than the one held changes nothing).
     pub fn handle_update(&mut self, update: Update) {
-        self.timeline.observe(&update);
+        let changed = self.timeline.observe(&update);
+        // While a run is active, what changed goes into its record too.
+        if let Some(a) = self.active.as_mut().filter(|_| !changed.is_empty()) {
+            if let Err(e) = a.session.record_trail(&changed) {
+                self.status = Some(format!("⚠ event trail not kept with the run: {e}"));
+            }
+        }
         if !self.live.apply(update) {
             tracing::debug!("live update older than the one held: ignored");
         }
