@@ -820,6 +820,11 @@ impl SessionLock {
 
     /// A lock taken for a run that is no longer this session's goes back.
     pub fn give_back(&mut self, answer: LockAnswer) {
+        if let LockOutcome::Released(note) = &answer.outcome {
+            // Its run's journal is closed (the run was replaced before the release
+            // answered): the log keeps what it would have said.
+            tracing::warn!(run_tag = answer.tag, %note, "run lock release answered after its run closed");
+        }
         if let Some(job) = answer.orphan_release() {
             self.jobs.push(job);
         }
