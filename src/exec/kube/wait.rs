@@ -347,38 +347,9 @@ pub fn judge_lease(
 // ---------------------------------------------------------------------------------------
 // Watching
 
-/// How a wait ended (every end but `Met` fails the step).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WaitEnd {
-    Met(String),
-    Failed(String),
-    TimedOut { after: Duration, last: String },
-    Cancelled { last: String },
-}
-
-impl WaitEnd {
-    pub fn is_met(&self) -> bool {
-        matches!(self, WaitEnd::Met(_))
-    }
-}
-
-impl fmt::Display for WaitEnd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WaitEnd::Met(d) | WaitEnd::Failed(d) => f.write_str(d),
-            WaitEnd::TimedOut { after, last } => {
-                write!(
-                    f,
-                    "timed out after {} s; last seen: {last}",
-                    after.as_secs()
-                )
-            }
-            WaitEnd::Cancelled { last } => {
-                write!(f, "stopped at the operator's request; last seen: {last}")
-            }
-        }
-    }
-}
+/// How a wait ended: `cluster` owns the type (its health probe ends a wait too, and
+/// `cluster/` must not import `exec/`); re-exported here where every wait returns it.
+pub use crate::cluster::WaitEnd;
 
 /// Why a wait could not be carried out at all (as opposed to a verdict).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
