@@ -397,6 +397,20 @@ fn by_ssh_read(runbooks: &[&Runbook], env: &str, needle: &str, fixes: bool) -> O
     })
 }
 
+/// An agent pod looked at through the agent's container (its logs are that container's).
+fn agent_pod(env: &str, ns: &str, pod: &str, container: &str, kinds: Vec<LookKind>) -> NextStep {
+    NextStep::Look(Look {
+        env: env.to_string(),
+        object: ObjectRef {
+            kind: "Pod".into(),
+            namespace: Some(ns.to_string()),
+            name: pod.to_string(),
+        },
+        kinds,
+        container: Some(container.to_string()),
+    })
+}
+
 fn look(env: &str, kind: &str, ns: Option<&str>, name: &str, kinds: Vec<LookKind>) -> NextStep {
     NextStep::Look(Look {
         env: env.to_string(),
@@ -430,16 +444,13 @@ fn next_step(
                     .iter()
                     .any(|v| v.rule == Rule::Rollout && v.severity == worst.severity)
                 {
-                    return Some(NextStep::Look(Look {
-                        env: env.to_string(),
-                        object: ObjectRef {
-                            kind: "Pod".into(),
-                            namespace: Some(ns.to_string()),
-                            name: pod.clone(),
-                        },
-                        kinds: vec![LookKind::Events, LookKind::Logs, LookKind::Describe],
-                        container: Some(objects.agent_container.clone()),
-                    }));
+                    return Some(agent_pod(
+                        env,
+                        ns,
+                        pod,
+                        &objects.agent_container,
+                        vec![LookKind::Events, LookKind::Logs, LookKind::Describe],
+                    ));
                 }
             }
             let on_node_ip = inp.agents.is_some_and(|a| {
@@ -455,16 +466,13 @@ fn next_step(
             // Otherwise the pod the verdict names, or the DaemonSet.
             let pod = worst.subject.strip_prefix("pod ");
             Some(match pod {
-                Some(p) => NextStep::Look(Look {
-                    env: env.to_string(),
-                    object: ObjectRef {
-                        kind: "Pod".into(),
-                        namespace: Some(ns.to_string()),
-                        name: p.to_string(),
-                    },
-                    kinds: vec![LookKind::Logs, LookKind::Events, LookKind::Describe],
-                    container: Some(objects.agent_container.clone()),
-                }),
+                Some(p) => agent_pod(
+                    env,
+                    ns,
+                    p,
+                    &objects.agent_container,
+                    vec![LookKind::Logs, LookKind::Events, LookKind::Describe],
+                ),
                 None => look(
                     env,
                     "DaemonSet",
