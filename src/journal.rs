@@ -752,8 +752,41 @@ pub struct Damage {
     /// What is wrong there (the error naming file:line).
     pub what: String,
     /// The copy of the journal as it was found, kept beside it.
-    pub copy: Result<PathBuf, String>,
+    pub copy: Result<PathBuf, DamagedCopyError>,
 }
+
+/// Why no copy of a damaged journal could be kept beside it.
+#[derive(Debug, Clone, Error)]
+pub enum DamagedCopyError {
+    /// Reading the journal or writing the copy failed (the path named).
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        // Shared so that a `Damage` (which replays and lists clone) keeps the cause.
+        #[source]
+        source: std::sync::Arc<std::io::Error>,
+    },
+    #[error("{name}: 100 damaged copies already kept beside it")]
+    TooMany { name: String },
+}
+
+impl DamagedCopyError {
+    fn io(path: &Path, source: std::io::Error) -> DamagedCopyError {
+        DamagedCopyError::Io {
+            path: path.to_path_buf(),
+            source: std::sync::Arc::new(source),
+        }
+    }
+}
+
+// An io::Error has no equality; two failures are the same when they say the same.
+impl PartialEq for DamagedCopyError {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for DamagedCopyError {}
 
 impl Damage {
     /// Why a damaged run is never resumed (shown wherever resume is refused).
@@ -773,8 +806,8 @@ impl std::fmt::Display for Damage {
 /// Keep a copy of a damaged journal beside it (`<run>.jsonl.damaged`, then `.damaged.2`, ...)
 /// before anything else touches it. A copy with the same bytes already there is reused, so
 /// listing the runs again does not pile copies up.
-pub fn keep_damaged_copy(path: &Path) -> Result<PathBuf, String> {
-    let bytes = fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn keep_damaged_copy(path: &Path) -> Result<PathBuf, DamagedCopyError> {
+    let bytes = fs::read(path).map_err(|e| DamagedCopyError::io(path, e))?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -795,7 +828,7 @@ pub fn keep_damaged_copy(path: &Path) -> Result<PathBuf, String> {
             Ok(mut f) => {
                 f.write_all(&bytes)
                     .and_then(|()| f.sync_all())
-                    .map_err(|e| format!("{}: {e}", copy.display()))?;
+                    .map_err(|e| DamagedCopyError::io(&copy, e))?;
                 if let Some(dir) = path.parent() {
                     let _ = sync_dir(dir);
                 }
@@ -806,10 +839,10 @@ pub fn keep_damaged_copy(path: &Path) -> Result<PathBuf, String> {
                     return Ok(copy);
                 }
             }
-            Err(e) => return Err(format!("{}: {e}", copy.display())),
+            Err(e) => return Err(DamagedCopyError::io(&copy, e)),
         }
     }
-    Err(format!("{name}: 100 damaged copies already kept beside it"))
+    Err(DamagedCopyError::TooMany { name })
 }
 
 fn damage_line(err: &JournalError) -> usize {

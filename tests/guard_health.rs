@@ -11,56 +11,27 @@ mod support;
 use std::time::Duration;
 
 use hk_console::checks::health::{unhealthy, EtcdReady};
-use hk_console::checks::live::{EnvTopology, Look, Server};
+use hk_console::checks::live::{EnvTopology, Look};
 use hk_console::cluster::health_probe::{look_before_disruption, snapshot};
 use hk_console::cluster::WatchSettings;
 use hk_console::exec::kube::wait::{self, Condition, WaitEnd, WaitOptions};
 use hk_console::runbook::plan::{HealthGate, NodeDisruption};
 use kube::Client;
 use support::apiserver::*;
+use support::three_servers::ThreeServers;
 use tokio_util::sync::CancellationToken;
 
-const VIP: &str = "127.0.0.49";
-const NODES: [(&str, &str); 3] = [
-    ("k3s-lab-1", "127.0.0.51"),
-    ("k3s-lab-2", "127.0.0.52"),
-    ("k3s-lab-3", "127.0.0.53"),
-];
+const LAB: ThreeServers = ThreeServers::named("lab", ["k3s-lab-1", "k3s-lab-2", "k3s-lab-3"]);
 
 fn topo() -> EnvTopology {
-    EnvTopology {
-        env: "lab".into(),
-        vip: VIP.parse().expect("vip"),
-        api_port: 6443,
-        servers: NODES
-            .iter()
-            .map(|(n, ip)| Server {
-                name: n.to_string(),
-                address: ip.parse().expect("ip"),
-            })
-            .collect(),
-    }
+    LAB.topo()
 }
 
 async fn healthy_cluster(admin: &Client) {
-    for (n, ip) in NODES {
-        create_node(admin, &FixtureNode::server(n, ip)).await;
-    }
+    LAB.create_nodes(admin).await;
     create_vip_lease(admin, &VipLease::held_by("k3s-lab-1", Duration::ZERO)).await;
-    let env = AgentEnv::literal(VIP, 6443);
-    create_cilium_daemonset(admin, &env).await;
-    for (i, (n, _)) in NODES.iter().enumerate() {
-        create_cilium_pod(
-            admin,
-            &CiliumPod {
-                name: format!("cilium-{i}"),
-                node: n.to_string(),
-                env: env.clone(),
-                ready: true,
-            },
-        )
+    LAB.create_cilium(admin, ["cilium-0", "cilium-1", "cilium-2"], &[])
         .await;
-    }
 }
 
 /// kube-vip renewing its lease every second, as long as the test runs.

@@ -273,7 +273,8 @@ fn the_conditions_round_trip_and_malformed_ones_are_named() {
     assert_eq!(HealthGate::parse("node-ready x"), None);
     let err = HealthGate::parse("health-between-hosts a b stable_for=x soak=4")
         .expect("ours")
-        .expect_err("malformed");
+        .expect_err("malformed")
+        .to_string();
     assert!(err.contains("stable_for=SECONDS"), "{err}");
     assert!(NodeDisruption::parse("node-disruption")
         .expect("ours")

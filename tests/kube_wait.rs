@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use hk_console::checks::live::{EnvTopology, Server};
+use hk_console::checks::live::EnvTopology;
 use hk_console::cluster::WatchSettings;
 use hk_console::exec::kube::flux::{self, FluxObject, REQUESTED_AT_ANNOTATION};
 use hk_console::exec::kube::wait::{self, Condition, WaitEnd, WaitError, WaitOptions};
@@ -33,29 +33,15 @@ use kube::runtime::watcher;
 use kube::Client;
 use serde_json::{json, Value};
 use support::apiserver::*;
+use support::three_servers::{ThreeServers, VIP};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-const VIP: &str = "127.0.0.49";
-const NODES: [(&str, &str); 3] = [
-    ("k3s-dev-1", "127.0.0.51"),
-    ("k3s-dev-2", "127.0.0.52"),
-    ("k3s-dev-3", "127.0.0.53"),
-];
+const DEV: ThreeServers = ThreeServers::named("dev", ["k3s-dev-1", "k3s-dev-2", "k3s-dev-3"]);
+const NODES: [(&str, &str); 3] = DEV.nodes;
 
 fn topo() -> EnvTopology {
-    EnvTopology {
-        env: "dev".into(),
-        vip: VIP.parse().expect("vip"),
-        api_port: 6443,
-        servers: NODES
-            .iter()
-            .map(|(n, ip)| Server {
-                name: n.to_string(),
-                address: ip.parse().expect("ip"),
-            })
-            .collect(),
-    }
+    DEV.topo()
 }
 
 /// A wait running on its own task; its progress lines arrive on `lines`.
@@ -130,27 +116,13 @@ fn ms(d: Duration) -> u128 {
 }
 
 async fn make_nodes(admin: &Client) {
-    for (name, ip) in NODES {
-        create_node(admin, &FixtureNode::server(name, ip)).await;
-    }
+    DEV.create_nodes(admin).await;
 }
 
 /// kube-system/cilium with one updated pod per node; `unready` ones not ready.
 async fn make_cilium(admin: &Client, unready: &[&str]) {
-    let env = AgentEnv::literal(VIP, 6443);
-    create_cilium_daemonset(admin, &env).await;
-    for (i, (node, _)) in NODES.iter().enumerate() {
-        create_cilium_pod(
-            admin,
-            &CiliumPod {
-                name: format!("cilium-{}", ["aaaaa", "bbbbb", "ccccc"][i]),
-                node: node.to_string(),
-                env: env.clone(),
-                ready: !unready.contains(node),
-            },
-        )
-        .await;
-    }
+    let pods = ["cilium-aaaaa", "cilium-bbbbb", "cilium-ccccc"];
+    DEV.create_cilium(admin, pods, unready).await;
     let ready = 3 - unready.len() as i32;
     set_daemonset_status(admin, KUBE_SYSTEM, "cilium", &rollout_status(3, 3, ready)).await;
 }

@@ -1006,7 +1006,9 @@ fn service_down_and_probe_failures() {
 #[test]
 fn exit_ip_body_parsing() {
     assert_eq!(parse_exit_ip("158.173.241.20\n"), Ok(ip("158.173.241.20")));
-    let err = parse_exit_ip("<html>rate limited</html>").expect_err("not an IP");
+    let err = parse_exit_ip("<html>rate limited</html>")
+        .expect_err("not an IP")
+        .to_string();
     assert!(err.contains("rate limited"), "{err}");
 }
 

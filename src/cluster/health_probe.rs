@@ -28,7 +28,7 @@ use crate::checks::live::{EnvTopology, Look, Rule};
 use crate::runbook::plan::{HealthGate, NodeDisruption};
 use crate::time::now;
 
-use crate::exec::kube::wait::WaitEnd;
+use super::WaitEnd;
 
 async fn list<K>(api: Api<K>, lp: ListParams, what: &str, settings: &WatchSettings) -> Look<Vec<K>>
 where

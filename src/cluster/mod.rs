@@ -6,8 +6,9 @@
 //! users expect; building a [`kube::Client`] from it ([`client`]); the environment's
 //! [`EnvTopology`] for the live rules ([`env_topology`]).
 //! Also kube errors in words ([`explain`]) for every reader of the API; conversions of
-//! objects into rule inputs ([`convert`]), the run lock ([`lock`]) and the health gate's read-only
-//! look ([`health_probe`]). The live watchers that use this client are `observe::watch`/`once`.
+//! objects into rule inputs ([`convert`]), the run lock ([`lock`]), the health gate's read-only
+//! look ([`health_probe`]) and how a wait ended ([`WaitEnd`], which `exec::kube` re-exports:
+//! `cluster/` imports nothing of `exec/`). The live watchers that use this client are `observe::watch`/`once`.
 //! Must not: judge what it reads (that is `checks::live`), know the terminal, or invent a
 //! cluster: a missing kubeconfig is an error naming the file and where its name came from.
 
@@ -25,8 +26,10 @@ pub mod convert;
 mod explain;
 pub mod health_probe;
 pub mod lock;
+mod wait_end;
 
 pub use explain::explain;
+pub use wait_end::WaitEnd;
 
 /// The operator's overrides, from `--kubeconfig`/`KUBECONFIG` and `--context`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

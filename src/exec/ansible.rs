@@ -386,14 +386,19 @@ pub fn strip_ansi(s: &str) -> String {
     out
 }
 
+/// An ansible binary found in none of the directories looked in; says how to install it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{program} not found (looked in {looked}): {hint}", looked = .looked.join(", "), hint = INSTALL_HINT)]
+pub struct NotInstalled {
+    pub program: String,
+    pub looked: Vec<String>,
+}
+
 /// The ansible binary an argv names, resolved; missing gives the install hint.
-pub fn resolve_program(argv0: &str, dirs: &[PathBuf]) -> Result<PathBuf, String> {
-    find_binary(argv0, dirs).ok_or_else(|| {
-        let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-        format!(
-            "{argv0} not found (looked in {}): {INSTALL_HINT}",
-            looked.join(", ")
-        )
+pub fn resolve_program(argv0: &str, dirs: &[PathBuf]) -> Result<PathBuf, NotInstalled> {
+    find_binary(argv0, dirs).ok_or_else(|| NotInstalled {
+        program: argv0.to_string(),
+        looked: dirs.iter().map(|d| d.display().to_string()).collect(),
     })
 }
 
@@ -803,7 +808,8 @@ playbook: playbooks/etcd-io-priority.yml
         assert_eq!(l.last().map(String::as_str), Some("--list-hosts"));
         assert!(!l.iter().any(|x| x == "--check"));
         let err = resolve_program("ansible-playbook-nope", &[PathBuf::from("/nonexistent")])
-            .expect_err("missing");
+            .expect_err("missing")
+            .to_string();
         assert!(err.contains("pip install ansible-core"), "{err}");
     }
 }

@@ -55,8 +55,8 @@ pub struct OutputLine {
 /// Errors starting or supervising a process.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
-    #[error("{0}")]
-    NotInstalled(String),
+    #[error(transparent)]
+    NotInstalled(#[from] ansible::NotInstalled),
     #[error("cannot start {program}: {source}")]
     Spawn {
         program: String,
@@ -806,8 +806,7 @@ impl AnsibleRunner {
         cancel: &CancellationToken,
     ) -> Result<AnsibleOutcome, ProcessError> {
         let (argv0, args) = argv.split_first().ok_or(ProcessError::EmptyArgv)?;
-        let program = ansible::resolve_program(argv0, &self.search_dirs)
-            .map_err(ProcessError::NotInstalled)?;
+        let program = ansible::resolve_program(argv0, &self.search_dirs)?;
         let launch = ansible::launch_for_async(program, self.search_dirs.clone()).await;
         let args: Vec<String> = launch.prefix.iter().chain(args).cloned().collect();
         let program = launch.program;

@@ -23,11 +23,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::hostvar::{http_url, string_var, HostVarError};
 use super::ssh_look::failed;
 use crate::checks::live::{self, EtcdMemberObs, EtcdPane, EtcdPolicy, Look, Timestamp};
 use crate::exec::settings::{SshConfig, SshDefaults};
 use crate::exec::{CommandOutput, Executor, ReadOnly, SshOptions};
-use crate::repo::resolve::Resolved;
 use crate::repo::Repo;
 
 /// The hostvar naming a server's etcd metrics URL.
@@ -65,49 +65,47 @@ pub struct MemberSpec {
     pub host: String,
     pub address: String,
     /// The metrics URL, or why it cannot be worked out (a could-not-look for the metrics).
-    pub metrics_url: Result<String, String>,
+    pub metrics_url: Result<String, HostVarError>,
 }
 
 /// The metrics URL of `host`: its rendered `etcd_metrics_url`, the k3s default where the
 /// repo defines none. A value that cannot be rendered, is no string or no http(s) URL is an
 /// error naming the host and the variable, never the default in disguise.
-pub fn metrics_url(repo: &Repo, host: &str) -> Result<String, String> {
-    let url = match repo.resolve_var(host, VAR_METRICS_URL) {
-        None => return Ok(DEFAULT_METRICS_URL.to_string()),
-        Some(Resolved::Value(serde_json::Value::String(s))) => s,
-        Some(Resolved::Value(other)) => {
-            return Err(format!(
-                "{host}: `{VAR_METRICS_URL}` is {other}, expected a string"
-            ))
-        }
-        Some(Resolved::Unrenderable { reason }) => {
-            return Err(format!(
-                "{host}: `{VAR_METRICS_URL}` cannot be rendered: {reason}"
-            ))
-        }
-    };
-    let ok_scheme = url.starts_with("http://") || url.starts_with("https://");
-    if !ok_scheme || url.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(format!(
-            "{host}: `{VAR_METRICS_URL}` is {url:?}, expected an http(s):// URL"
-        ));
+pub fn metrics_url(repo: &Repo, host: &str) -> Result<String, HostVarError> {
+    let url = string_var(repo, host, VAR_METRICS_URL, DEFAULT_METRICS_URL)?;
+    if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        // A URL is one word of the curl command line.
+        return Err(HostVarError::NotHttpUrl {
+            host: host.to_string(),
+            var: VAR_METRICS_URL.to_string(),
+            value: url,
+        });
     }
-    Ok(url)
+    http_url(host, VAR_METRICS_URL, url)
+}
+
+/// Why an environment has no etcd members to look at.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MembersError {
+    #[error("no environment `{env}` in hk-console.yaml (known: {known})")]
+    UnknownEnv { env: String, known: String },
+    #[error("{env} has no servers (group `{group}` is empty): no etcd member to look at")]
+    NoServers { env: String, group: String },
 }
 
 /// The members of `env`: its servers, in inventory order.
-pub fn members(repo: &Repo, env: &str) -> Result<Vec<MemberSpec>, String> {
-    let e = repo.environment(env).ok_or_else(|| {
-        format!(
-            "no environment `{env}` in hk-console.yaml (known: {})",
-            repo.environment_names().join(", ")
-        )
-    })?;
+pub fn members(repo: &Repo, env: &str) -> Result<Vec<MemberSpec>, MembersError> {
+    let e = repo
+        .environment(env)
+        .ok_or_else(|| MembersError::UnknownEnv {
+            env: env.to_string(),
+            known: repo.environment_names().join(", "),
+        })?;
     if e.servers.is_empty() {
-        return Err(format!(
-            "{env} has no servers (group `{}` is empty): no etcd member to look at",
-            e.servers_group
-        ));
+        return Err(MembersError::NoServers {
+            env: env.to_string(),
+            group: e.servers_group.clone(),
+        });
     }
     Ok(e.servers
         .iter()
@@ -214,7 +212,7 @@ impl EtcdProbe {
         let psi_cmd = Commands::new(DEFAULT_METRICS_URL, self.curl_max_time).psi;
         let metrics = async {
             match &spec.metrics_url {
-                Err(why) => Look::could_not(why.clone()),
+                Err(why) => Look::could_not(why.to_string()),
                 Ok(url) => {
                     let argv = Commands::new(url, self.curl_max_time).metrics;
                     metrics_look(host, &argv, self.run(host, &argv, cancel).await)

@@ -15,6 +15,7 @@
 //! trail file.
 pub mod etcd;
 pub mod feed;
+pub mod hostvar;
 pub mod look;
 pub mod once;
 pub mod snapshot;

@@ -341,35 +341,39 @@ fn for_env<'r>(runbooks: &[&'r Runbook], env: &str) -> impl Iterator<Item = &'r 
         .into_iter()
 }
 
+/// `r` proposed as the next step on `env`.
+fn propose(r: &Runbook, env: &str, fixes: bool, why: String) -> NextStep {
+    NextStep::Runbook {
+        id: r.id.clone(),
+        env: env.to_string(),
+        fixes,
+        why,
+    }
+}
+
+/// The id of `r`'s first step whose spec `pick` accepts.
+fn first_step(r: &Runbook, pick: impl Fn(&StepSpec) -> bool) -> Option<String> {
+    r.steps.iter().find(|s| pick(&s.spec)).map(|s| s.id.clone())
+}
+
 /// The runbook that brings every agent onto the VIP: one that waits for the
 /// `agents-dial-vip` condition after changing something (its own proof of the fix).
 fn agents_fixer(runbooks: &[&Runbook], env: &str) -> Option<NextStep> {
     for_env(runbooks, env).find_map(|r| {
-        let proves = r.steps.iter().find_map(|s| match &s.spec {
-            StepSpec::KubeWait { condition, .. } if condition.starts_with("agents-dial-vip") => {
-                Some(s.id.clone())
-            }
-            _ => None,
+        let proves = first_step(r, |spec| {
+            matches!(spec, StepSpec::KubeWait { condition, .. } if condition.starts_with("agents-dial-vip"))
         })?;
-        Some(NextStep::Runbook {
-            id: r.id.clone(),
-            env: env.to_string(),
-            fixes: r.mutates() || !r.read_only,
-            why: format!("its step `{proves}` waits until every agent dials the VIP"),
-        })
+        let why = format!("its step `{proves}` waits until every agent dials the VIP");
+        Some(propose(r, env, r.mutates() || !r.read_only, why))
     })
 }
 
-/// A read-only runbook that runs on the environment's VPN gateways (it verifies them).
-fn vpn_verifier(runbooks: &[&Runbook], env: &str) -> Option<NextStep> {
+/// A read-only runbook whose target is `group`: it verifies, it changes nothing (the VPN
+/// gateways' look, the servers' health look).
+fn read_only_on(runbooks: &[&Runbook], env: &str, group: &str, why: &str) -> Option<NextStep> {
     for_env(runbooks, env).find_map(|r| {
         let t = r.target.as_ref()?;
-        (r.read_only && t.group == "vpn_gateways").then(|| NextStep::Runbook {
-            id: r.id.clone(),
-            env: env.to_string(),
-            fixes: false,
-            why: "read-only, on the environment's VPN gateways".to_string(),
-        })
+        (r.read_only && t.group == group).then(|| propose(r, env, false, why.to_string()))
     })
 }
 
@@ -380,29 +384,30 @@ fn by_ssh_read(runbooks: &[&Runbook], env: &str, needle: &str, fixes: bool) -> O
         if fixes == r.read_only || (fixes && !r.mutates()) {
             return None;
         }
-        let step = r.steps.iter().find_map(|s| match &s.spec {
-            StepSpec::Ssh { command, .. } if command.contains(needle) => Some(s.id.clone()),
-            _ => None,
-        })?;
-        Some(NextStep::Runbook {
-            id: r.id.clone(),
-            env: env.to_string(),
+        let step = first_step(
+            r,
+            |spec| matches!(spec, StepSpec::Ssh { command, .. } if command.contains(needle)),
+        )?;
+        Some(propose(
+            r,
+            env,
             fixes,
-            why: format!("its step `{step}` reads {needle}"),
-        })
+            format!("its step `{step}` reads {needle}"),
+        ))
     })
 }
 
-/// A read-only runbook on the environment's servers (a health look at the nodes).
-fn servers_verifier(runbooks: &[&Runbook], env: &str) -> Option<NextStep> {
-    for_env(runbooks, env).find_map(|r| {
-        let t = r.target.as_ref()?;
-        (r.read_only && t.group == "servers").then(|| NextStep::Runbook {
-            id: r.id.clone(),
-            env: env.to_string(),
-            fixes: false,
-            why: "read-only, on the environment's servers".to_string(),
-        })
+/// An agent pod looked at through the agent's container (its logs are that container's).
+fn agent_pod(env: &str, ns: &str, pod: &str, container: &str, kinds: Vec<LookKind>) -> NextStep {
+    NextStep::Look(Look {
+        env: env.to_string(),
+        object: ObjectRef {
+            kind: "Pod".into(),
+            namespace: Some(ns.to_string()),
+            name: pod.to_string(),
+        },
+        kinds,
+        container: Some(container.to_string()),
     })
 }
 
@@ -439,16 +444,13 @@ fn next_step(
                     .iter()
                     .any(|v| v.rule == Rule::Rollout && v.severity == worst.severity)
                 {
-                    return Some(NextStep::Look(Look {
-                        env: env.to_string(),
-                        object: ObjectRef {
-                            kind: "Pod".into(),
-                            namespace: Some(ns.to_string()),
-                            name: pod.clone(),
-                        },
-                        kinds: vec![LookKind::Events, LookKind::Logs, LookKind::Describe],
-                        container: Some(objects.agent_container.clone()),
-                    }));
+                    return Some(agent_pod(
+                        env,
+                        ns,
+                        pod,
+                        &objects.agent_container,
+                        vec![LookKind::Events, LookKind::Logs, LookKind::Describe],
+                    ));
                 }
             }
             let on_node_ip = inp.agents.is_some_and(|a| {
@@ -464,16 +466,13 @@ fn next_step(
             // Otherwise the pod the verdict names, or the DaemonSet.
             let pod = worst.subject.strip_prefix("pod ");
             Some(match pod {
-                Some(p) => NextStep::Look(Look {
-                    env: env.to_string(),
-                    object: ObjectRef {
-                        kind: "Pod".into(),
-                        namespace: Some(ns.to_string()),
-                        name: p.to_string(),
-                    },
-                    kinds: vec![LookKind::Logs, LookKind::Events, LookKind::Describe],
-                    container: Some(objects.agent_container.clone()),
-                }),
+                Some(p) => agent_pod(
+                    env,
+                    ns,
+                    p,
+                    &objects.agent_container,
+                    vec![LookKind::Logs, LookKind::Events, LookKind::Describe],
+                ),
                 None => look(
                     env,
                     "DaemonSet",
@@ -483,7 +482,12 @@ fn next_step(
                 ),
             })
         }
-        Facet::Vpn => vpn_verifier(runbooks, env),
+        Facet::Vpn => read_only_on(
+            runbooks,
+            env,
+            "vpn_gateways",
+            "read-only, on the environment's VPN gateways",
+        ),
         Facet::Etcd => {
             let starving = all
                 .iter()
@@ -508,7 +512,12 @@ fn next_step(
                     n,
                     vec![LookKind::Describe, LookKind::Events],
                 )),
-                None => servers_verifier(runbooks, env),
+                None => read_only_on(
+                    runbooks,
+                    env,
+                    "servers",
+                    "read-only, on the environment's servers",
+                ),
             }
         }
         Facet::Vip => {

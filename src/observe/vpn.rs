@@ -33,10 +33,10 @@ use crate::exec::settings::{SshConfig, SshDefaults};
 use crate::exec::ssh::shell_quote;
 use crate::exec::{CommandOutput, Executor, ReadOnly, SshOptions};
 use crate::repo::env::EnvProblem;
-use crate::repo::resolve::Resolved;
 use crate::repo::Repo;
 
 use super::feed::{Feed, Update, VpnLook, ALL_ENVS};
+use super::hostvar::{check_word, http_url, string_var, HostVarError};
 use super::ssh_look::{read_only_ssh, with_ssh_config, ReadOnlyLook};
 
 /// The hostvar naming the tunnel's systemd unit.
@@ -60,54 +60,15 @@ pub struct GatewaySpec {
     pub exit_ip_url: String,
 }
 
-/// One string hostvar of `host`: its rendered value, or `default` when the repo does not
-/// define it. A value that cannot be rendered or is no string is an error, never the
-/// default in disguise.
-fn string_var(repo: &Repo, host: &str, var: &str, default: &str) -> Result<String, String> {
-    match repo.resolve_var(host, var) {
-        None => Ok(default.to_string()),
-        Some(Resolved::Value(serde_json::Value::String(s))) => Ok(s),
-        Some(Resolved::Value(other)) => {
-            Err(format!("{host}: `{var}` is {other}, expected a string"))
-        }
-        Some(Resolved::Unrenderable { reason }) => {
-            Err(format!("{host}: `{var}` cannot be rendered: {reason}"))
-        }
-    }
-}
-
-/// A value given to a command as one word: not empty, not taken for an option, no control
-/// characters (a newline would end the journal's argument, a NUL cannot be sent).
-fn check_word(host: &str, var: &str, value: &str) -> Result<(), String> {
-    if value.is_empty() {
-        return Err(format!("{host}: `{var}` is empty"));
-    }
-    if value.starts_with('-') {
-        return Err(format!(
-            "{host}: `{var}` is {value:?}, which the command would take for an option"
-        ));
-    }
-    if value.chars().any(char::is_control) {
-        return Err(format!(
-            "{host}: `{var}` is {value:?}, which holds a control character"
-        ));
-    }
-    Ok(())
-}
-
 /// What to look at on `host` (a gateway of `env`), from its rendered hostvars.
-pub fn gateway_spec(repo: &Repo, env: &str, host: &str) -> Result<GatewaySpec, String> {
+pub fn gateway_spec(repo: &Repo, env: &str, host: &str) -> Result<GatewaySpec, HostVarError> {
     let service = string_var(repo, host, VAR_SERVICE, DEFAULT_SERVICE)?;
     let interface = string_var(repo, host, VAR_INTERFACE, DEFAULT_INTERFACE)?;
     let exit_ip_url = string_var(repo, host, VAR_EXIT_IP_URL, DEFAULT_EXIT_IP_URL)?;
     check_word(host, VAR_SERVICE, &service)?;
     check_word(host, VAR_INTERFACE, &interface)?;
     check_word(host, VAR_EXIT_IP_URL, &exit_ip_url)?;
-    if !(exit_ip_url.starts_with("https://") || exit_ip_url.starts_with("http://")) {
-        return Err(format!(
-            "{host}: `{VAR_EXIT_IP_URL}` is {exit_ip_url:?}, expected an http(s):// URL"
-        ));
-    }
+    let exit_ip_url = http_url(host, VAR_EXIT_IP_URL, exit_ip_url)?;
     Ok(GatewaySpec {
         env: env.to_string(),
         host: host.to_string(),
@@ -380,7 +341,8 @@ pub fn exit_ip(
         Err(why) => return Look::could_not(why),
     };
     match (out.exit_status, &out.exit_signal) {
-        (Some(0), None) => Look::seen(live::parse_exit_ip(&out.stdout)),
+        // The observation keeps the probe's answer as text (it is serialised with the look).
+        (Some(0), None) => Look::seen(live::parse_exit_ip(&out.stdout).map_err(|e| e.to_string())),
         (Some(126 | 127), _) | (None, _) | (_, Some(_)) => {
             Look::could_not(failed(host, argv, &out))
         }
@@ -428,7 +390,7 @@ fn env_could_not(env: &str, why: String) -> Verdict {
 struct Target {
     env: String,
     host: String,
-    spec: Result<GatewaySpec, String>,
+    spec: Result<GatewaySpec, HostVarError>,
 }
 
 /// The gateways to look at (per gateway host of each environment) and environment-level
@@ -504,7 +466,13 @@ pub async fn look_with(
     let looks = targets.iter().map(|t| async move {
         match &t.spec {
             Ok(spec) => gateways.observe(spec, cancel).await,
-            Err(why) => unseen(&t.env, &t.host, DEFAULT_SERVICE, DEFAULT_INTERFACE, why),
+            Err(why) => unseen(
+                &t.env,
+                &t.host,
+                DEFAULT_SERVICE,
+                DEFAULT_INTERFACE,
+                &why.to_string(),
+            ),
         }
     });
     let observed = futures::future::join_all(looks).await;

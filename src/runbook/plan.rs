@@ -86,17 +86,15 @@ impl HealthGate {
     }
 
     /// `None`: not a health-gate condition. `Some(Err)`: one, but malformed (named).
-    pub fn parse(text: &str) -> Option<Result<HealthGate, String>> {
+    pub fn parse(text: &str) -> Option<Result<HealthGate, MalformedCondition>> {
         let words: Vec<&str> = text.split_whitespace().collect();
         if words.first() != Some(&HEALTH_GATE) {
             return None;
         }
-        let bad = || {
-            format!(
-                "`{text}`: expected `{HEALTH_GATE} AFTER BEFORE stable_for=SECONDS soak=SECONDS`"
-            )
+        let bad = || MalformedCondition::HealthGate {
+            text: text.to_string(),
         };
-        let secs = |word: &str, key: &str| -> Result<u64, String> {
+        let secs = |word: &str, key: &str| -> Result<u64, MalformedCondition> {
             word.strip_prefix(key)
                 .and_then(|v| v.strip_prefix('='))
                 .and_then(|v| v.parse().ok())
@@ -127,7 +125,7 @@ impl NodeDisruption {
     }
 
     /// `None`: not a node-disruption condition. `Some(Err)`: one, but malformed.
-    pub fn parse(text: &str) -> Option<Result<NodeDisruption, String>> {
+    pub fn parse(text: &str) -> Option<Result<NodeDisruption, MalformedCondition>> {
         let words: Vec<&str> = text.split_whitespace().collect();
         if words.first() != Some(&NODE_DISRUPTION) {
             return None;
@@ -136,9 +134,21 @@ impl NodeDisruption {
             [_, node] => Ok(NodeDisruption {
                 node: node.to_string(),
             }),
-            _ => Err(format!("`{text}`: expected `{NODE_DISRUPTION} NODE`")),
+            _ => Err(MalformedCondition::NodeDisruption {
+                text: text.to_string(),
+            }),
         })
     }
+}
+
+/// A condition only the planner writes ([`HEALTH_GATE`], [`NODE_DISRUPTION`]) that does
+/// not read back: its text was edited or damaged between the plan and the wait.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MalformedCondition {
+    #[error("`{text}`: expected `{gate} AFTER BEFORE stable_for=SECONDS soak=SECONDS`", gate = HEALTH_GATE)]
+    HealthGate { text: String },
+    #[error("`{text}`: expected `{look} NODE`", look = NODE_DISRUPTION)]
+    NodeDisruption { text: String },
 }
 
 /// An operator gate: the run stops here until the operator answers.

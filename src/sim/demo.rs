@@ -421,7 +421,7 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
     let clock = Clock::running(start_ms, 1.0);
 
     // The operator's key for the simulated nodes (never their ~/.ssh).
-    let key = super::ssh::generate_host_key().map_err(DemoError::Start)?;
+    let key = super::ssh::generate_host_key().map_err(|e| DemoError::Start(e.to_string()))?;
     let key_path = dir.join(".ssh").join("demo_ed25519");
     let pem = key
         .to_openssh(russh::keys::ssh_key::LineEnding::LF)
@@ -538,7 +538,10 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
         })
         .await
         .map_err(|e| DemoError::Start(e.to_string()))?;
-        known_hosts.push_str(&sim.known_hosts_line().map_err(DemoError::Start)?);
+        known_hosts.push_str(
+            &sim.known_hosts_line()
+                .map_err(|e| DemoError::Start(e.to_string()))?,
+        );
         known_hosts.push('\n');
         nodes.insert(host.clone(), sim);
     }

@@ -419,6 +419,14 @@ pub const JOURNAL_CAP: usize = 20_000;
 /// The default VPN unit name (the documented one).
 pub const VPN_UNIT: &str = "vpn-egress-tunnel.service";
 
+/// A unit the node does not have, in systemd's words (`systemctl` prints it after
+/// `Failed to start X:`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Unit {name} not found.")]
+pub struct UnitNotFound {
+    pub name: String,
+}
+
 impl NodeState {
     /// A healthy Debian 12 k3s server: booted a day before the clock's now, `k3s.service`,
     /// `ssh.service` and `system.slice` active, one SATA disk `sda` (`/` on `sda2`, the k3s
@@ -578,13 +586,13 @@ impl NodeState {
     }
 
     /// Starts a unit at `at_ms` (journal: `Started`; the VPN unit also logs its connect).
-    pub fn start_unit_at(&mut self, name: &str, at_ms: u64) -> Result<(), String> {
+    pub fn start_unit_at(&mut self, name: &str, at_ms: u64) -> Result<(), UnitNotFound> {
         let name = unit_name(name);
         let pid = self.pid();
         let u = self
             .units
             .get_mut(&name)
-            .ok_or_else(|| format!("Unit {name} not found."))?;
+            .ok_or_else(|| UnitNotFound { name: name.clone() })?;
         if u.state == UnitState::Active {
             return Ok(());
         }
@@ -605,12 +613,12 @@ impl NodeState {
     }
 
     /// Stops a unit at `at_ms` (journal: `Stopping`, `Stopped`).
-    pub fn stop_unit_at(&mut self, name: &str, at_ms: u64) -> Result<(), String> {
+    pub fn stop_unit_at(&mut self, name: &str, at_ms: u64) -> Result<(), UnitNotFound> {
         let name = unit_name(name);
         let u = self
             .units
             .get_mut(&name)
-            .ok_or_else(|| format!("Unit {name} not found."))?;
+            .ok_or_else(|| UnitNotFound { name: name.clone() })?;
         if u.state != UnitState::Active {
             u.state = UnitState::Inactive;
             return Ok(());
@@ -649,7 +657,7 @@ impl NodeState {
 
     /// A restart at `at_ms`: stop, start, NRestarts + 1. A simulation backfills history
     /// with past times; `systemctl restart` uses now.
-    pub fn restart_unit_at(&mut self, name: &str, at_ms: u64) -> Result<(), String> {
+    pub fn restart_unit_at(&mut self, name: &str, at_ms: u64) -> Result<(), UnitNotFound> {
         self.stop_unit_at(name, at_ms)?;
         self.start_unit_at(name, at_ms + 50)?;
         if let Some(u) = self.units.get_mut(&unit_name(name)) {
@@ -659,12 +667,12 @@ impl NodeState {
     }
 
     /// The unit's main process dies at `at_ms` (a fault): `failed`, as systemd logs it.
-    pub fn fail_unit_at(&mut self, name: &str, at_ms: u64) -> Result<(), String> {
+    pub fn fail_unit_at(&mut self, name: &str, at_ms: u64) -> Result<(), UnitNotFound> {
         let name = unit_name(name);
         let u = self
             .units
             .get_mut(&name)
-            .ok_or_else(|| format!("Unit {name} not found."))?;
+            .ok_or_else(|| UnitNotFound { name: name.clone() })?;
         u.state = UnitState::Failed;
         self.log(
             at_ms,

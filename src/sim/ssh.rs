@@ -53,8 +53,18 @@ pub enum SimSshError {
         #[source]
         source: std::io::Error,
     },
-    #[error("sim node {node}: cannot generate a host key: {msg}")]
-    HostKey { node: String, msg: String },
+    #[error("sim node {node}: cannot generate a host key: {source}")]
+    HostKey {
+        node: String,
+        #[source]
+        source: russh::keys::ssh_key::Error,
+    },
+    #[error("sim node {node}: {source}")]
+    KnownHostsLine {
+        node: String,
+        #[source]
+        source: known_hosts::KnownHostsError,
+    },
     #[error("sim node {node}: no authorized keys: nobody could log in")]
     NoAuthorizedKeys { node: String },
     #[error("{file}:{line}: not a public key ({msg})")]
@@ -116,8 +126,8 @@ pub struct SimNode {
 }
 
 /// A fresh ed25519 host key.
-pub fn generate_host_key() -> Result<PrivateKey, String> {
-    PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).map_err(|e| e.to_string())
+pub fn generate_host_key() -> Result<PrivateKey, russh::keys::ssh_key::Error> {
+    PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519)
 }
 
 /// The keys of an OpenSSH `authorized_keys` text (options before the key type are skipped;
@@ -161,9 +171,9 @@ impl SimNode {
         }
         let key = match spec.host_key {
             Some(k) => k,
-            None => generate_host_key().map_err(|msg| SimSshError::HostKey {
+            None => generate_host_key().map_err(|source| SimSshError::HostKey {
                 node: spec.name.clone(),
-                msg,
+                source,
             })?,
         };
         let host_key = key.public_key().clone();
@@ -226,13 +236,16 @@ impl SimNode {
     }
 
     /// The known_hosts line recording this node's key for its address and port.
-    pub fn known_hosts_line(&self) -> Result<String, String> {
+    pub fn known_hosts_line(&self) -> Result<String, SimSshError> {
         known_hosts::trust_line(
             &self.addr.ip().to_string(),
             self.addr.port(),
             &self.host_key,
         )
-        .map_err(|e| format!("sim node {}: {e}", self.shared.name))
+        .map_err(|source| SimSshError::KnownHostsLine {
+            node: self.shared.name.clone(),
+            source,
+        })
     }
 
     /// The node's state (shared with every session).

@@ -152,7 +152,7 @@ impl UiConfig {
                             file,
                             Some(kk),
                             &format!("keys.{name}.{key_text}"),
-                            m,
+                            m.to_string(),
                         ));
                         continue;
                     }

@@ -39,6 +39,13 @@ pub enum KeyCodeOrd {
     End,
 }
 
+/// A key binding's text that names no key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not a key (e.g. q, ?, ctrl-c, enter, pgdn)")]
+pub struct NotAKey {
+    pub text: String,
+}
+
 impl Key {
     pub const fn plain(c: char) -> Key {
         Key {
@@ -88,7 +95,7 @@ impl Key {
     }
 
     /// Parse `ctrl-c`, `alt-x`, `?`, `G`, `enter`, `esc`, `tab`, `up`, `pgdn`, `home`...
-    pub fn parse(s: &str) -> Result<Key, String> {
+    pub fn parse(s: &str) -> Result<Key, NotAKey> {
         let mut ctrl = false;
         let mut alt = false;
         let mut rest = s;
@@ -122,9 +129,9 @@ impl Key {
                 match (chars.next(), chars.next()) {
                     (Some(c), None) => KeyCodeOrd::Char(c),
                     _ => {
-                        return Err(format!(
-                            "`{s}` is not a key (e.g. q, ?, ctrl-c, enter, pgdn)"
-                        ))
+                        return Err(NotAKey {
+                            text: s.to_string(),
+                        })
                     }
                 }
             }

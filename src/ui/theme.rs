@@ -127,16 +127,36 @@ pub fn fallback_palette() -> Palette {
     }
 }
 
+/// Why a theme slot's value is not a colour.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ColorError {
+    #[error("`{text}` is not a #rrggbb colour")]
+    NotHex {
+        text: String,
+        #[source]
+        source: Option<std::num::ParseIntError>,
+    },
+    #[error("`{text}` is not a colour (use #rrggbb or a name such as red, light-blue, dark-gray, reset)")]
+    UnknownName { text: String },
+    #[error("expected a colour string")]
+    NotAString,
+}
+
 /// A colour as theme files write it: a name (`red`, `light-blue`, `dark-gray`, `reset`) or
 /// `#rrggbb`.
-pub fn parse_color(s: &str) -> Result<Color, String> {
+pub fn parse_color(s: &str) -> Result<Color, ColorError> {
     let t = s.trim();
     if let Some(hex) = t.strip_prefix('#') {
+        let not_hex = |source| ColorError::NotHex {
+            text: t.to_string(),
+            source,
+        };
         if hex.len() == 6 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
-            let byte = |i: usize| u8::from_str_radix(&hex[i..i + 2], 16).map_err(|e| e.to_string());
+            let byte =
+                |i: usize| u8::from_str_radix(&hex[i..i + 2], 16).map_err(|e| not_hex(Some(e)));
             return Ok(Color::Rgb(byte(0)?, byte(2)?, byte(4)?));
         }
-        return Err(format!("`{t}` is not a #rrggbb colour"));
+        return Err(not_hex(None));
     }
     let name: String = t
         .chars()
@@ -162,9 +182,9 @@ pub fn parse_color(s: &str) -> Result<Color, String> {
         "lightcyan" => Color::LightCyan,
         "white" => Color::White,
         _ => {
-            return Err(format!(
-                "`{t}` is not a colour (use #rrggbb or a name such as red, light-blue, dark-gray, reset)"
-            ))
+            return Err(ColorError::UnknownName {
+                text: t.to_string(),
+            })
         }
     })
 }
@@ -226,7 +246,7 @@ pub fn parse_theme(file: &str, text: &str, base: Palette) -> (Palette, Vec<Theme
         };
         let parsed = match &v.value {
             Value::Str(s) => parse_color(s),
-            _ => Err("expected a colour string".to_string()),
+            _ => Err(ColorError::NotAString),
         };
         match parsed {
             Ok(c) => *slot = c,

@@ -21,6 +21,7 @@ use hk_console::exec::{SshOptions, SshPool};
 
 pub mod gateway;
 pub mod sim_nodes;
+pub mod three_servers;
 
 pub const SSHD: &str = "/usr/sbin/sshd";
 pub const INSTALL_SSHD: &str =

@@ -252,12 +252,22 @@ fn parse_peer(s: &str) -> Option<PeerAddr> {
 
 /// Parse the body of an exit-IP probe (e.g. `curl https://ipinfo.io/ip`): one address,
 /// surrounding whitespace allowed.
-pub fn parse_exit_ip(body: &str) -> Result<IpAddr, String> {
+pub fn parse_exit_ip(body: &str) -> Result<IpAddr, NotAnIpAddress> {
     let t = body.trim();
-    t.parse::<IpAddr>().map_err(|_| {
-        let shown: String = t.chars().take(60).collect();
-        format!("exit-IP probe returned {shown:?}, not an IP address")
+    t.parse::<IpAddr>().map_err(|source| NotAnIpAddress {
+        shown: t.chars().take(60).collect(),
+        source,
     })
+}
+
+/// An exit-IP probe's body that is not one address (a rate-limit page, an error text);
+/// `shown` is its first 60 characters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("exit-IP probe returned {shown:?}, not an IP address")]
+pub struct NotAnIpAddress {
+    pub shown: String,
+    #[source]
+    pub source: std::net::AddrParseError,
 }
 
 #[cfg(test)]

@@ -49,13 +49,13 @@ pub enum FluxKind {
 impl FluxKind {
     /// `helmrelease` / `kustomization` (as `flux reconcile` spells them; plural, short
     /// names and any case accepted).
-    pub fn parse(s: &str) -> Result<FluxKind, String> {
+    pub fn parse(s: &str) -> Result<FluxKind, FluxObjectError> {
         match s.to_ascii_lowercase().as_str() {
             "helmrelease" | "helmreleases" | "hr" => Ok(FluxKind::HelmRelease),
             "kustomization" | "kustomizations" | "ks" => Ok(FluxKind::Kustomization),
-            _ => Err(format!(
-                "`{s}` is not a Flux kind hk-console reconciles (helmrelease, kustomization)"
-            )),
+            _ => Err(FluxObjectError::UnknownKind {
+                kind: s.to_string(),
+            }),
         }
     }
 
@@ -79,6 +79,19 @@ impl FluxKind {
     }
 }
 
+/// Why a step's Flux object could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FluxObjectError {
+    #[error("`{kind}` is not a Flux kind hk-console reconciles (helmrelease, kustomization)")]
+    UnknownKind { kind: String },
+    #[error("flux object `{object}` is not <kind>/<name>")]
+    NotKindName { object: String },
+    #[error("`{argv}` is not `flux reconcile <kind> <name> ...`")]
+    NotReconcile { argv: String },
+    #[error("`{argv}`: {flag} without a namespace")]
+    NoNamespace { argv: String, flag: String },
+}
+
 /// One Flux object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FluxObject {
@@ -89,11 +102,13 @@ pub struct FluxObject {
 
 impl FluxObject {
     /// `object: <kind>/<name>` and `namespace:` of a runbook step.
-    pub fn parse(object: &str, namespace: Option<&str>) -> Result<FluxObject, String> {
+    pub fn parse(object: &str, namespace: Option<&str>) -> Result<FluxObject, FluxObjectError> {
         let (kind, name) = object
             .split_once('/')
             .filter(|(k, n)| !k.is_empty() && !n.is_empty() && !n.contains('/'))
-            .ok_or_else(|| format!("flux object `{object}` is not <kind>/<name>"))?;
+            .ok_or_else(|| FluxObjectError::NotKindName {
+                object: object.to_string(),
+            })?;
         Ok(FluxObject {
             kind: FluxKind::parse(kind)?,
             name: name.to_string(),
@@ -106,15 +121,11 @@ impl FluxObject {
 
     /// From a planned step's argv, `flux reconcile <kind> <name> [-n <namespace>] ...` (the
     /// planner's rendering of `object` and `namespace`).
-    pub fn from_argv(argv: &[String]) -> Result<FluxObject, String> {
+    pub fn from_argv(argv: &[String]) -> Result<FluxObject, FluxObjectError> {
         let shown = argv.join(" ");
         let (kind, name) = match argv {
             [flux, verb, kind, name, ..] if flux == "flux" && verb == "reconcile" => (kind, name),
-            _ => {
-                return Err(format!(
-                    "`{shown}` is not `flux reconcile <kind> <name> ...`"
-                ))
-            }
+            _ => return Err(FluxObjectError::NotReconcile { argv: shown }),
         };
         let mut namespace = None;
         let mut rest = argv.iter().skip(4);
@@ -122,7 +133,10 @@ impl FluxObject {
             if a == "-n" || a == "--namespace" {
                 namespace = Some(
                     rest.next()
-                        .ok_or_else(|| format!("`{shown}`: {a} without a namespace"))?
+                        .ok_or_else(|| FluxObjectError::NoNamespace {
+                            argv: shown.clone(),
+                            flag: a.to_string(),
+                        })?
                         .as_str(),
                 );
             }

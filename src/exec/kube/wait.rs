@@ -65,30 +65,34 @@ pub enum Condition {
 
 impl Condition {
     /// Parse a rendered condition. The names are `runbook::schema::KUBE_CONDITIONS`.
-    pub fn parse(text: &str) -> Result<Condition, String> {
+    pub fn parse(text: &str) -> Result<Condition, ConditionError> {
         if let Some(gate) = crate::runbook::plan::HealthGate::parse(text) {
-            return gate.map(Condition::HealthBetweenHosts);
+            return Ok(gate.map(Condition::HealthBetweenHosts)?);
         }
         if let Some(look) = crate::runbook::plan::NodeDisruption::parse(text) {
-            return look.map(Condition::NodeDisruption);
+            return Ok(look.map(Condition::NodeDisruption)?);
         }
         let mut words = text.split_whitespace();
         let name = words.next().unwrap_or_default();
         let arg = words.next();
         if let Some(extra) = words.next() {
-            return Err(format!(
-                "kube-wait condition `{text}`: unexpected `{extra}` (one argument at most)"
-            ));
+            return Err(ConditionError::ExtraArgument {
+                text: text.to_string(),
+                extra: extra.to_string(),
+            });
         }
-        let ns_name = |arg: Option<&str>| -> Result<(String, String), String> {
-            let arg = arg.ok_or_else(|| format!("kube-wait condition `{name}` needs NS/NAME"))?;
+        let ns_name = |arg: Option<&str>| -> Result<(String, String), ConditionError> {
+            let arg = arg.ok_or_else(|| ConditionError::NeedsNamespacedName {
+                name: name.to_string(),
+            })?;
             match arg.split_once('/') {
                 Some((ns, n)) if !ns.is_empty() && !n.is_empty() && !n.contains('/') => {
                     Ok((ns.to_string(), n.to_string()))
                 }
-                _ => Err(format!(
-                    "kube-wait condition `{name}`: `{arg}` is not NAMESPACE/NAME"
-                )),
+                _ => Err(ConditionError::NotNamespacedName {
+                    name: name.to_string(),
+                    arg: arg.to_string(),
+                }),
             }
         };
         match name {
@@ -104,24 +108,46 @@ impl Condition {
                 Some(node) => Ok(Condition::NodeReady {
                     node: node.to_string(),
                 }),
-                None => Err("kube-wait condition `node-ready` needs the node's name".into()),
+                None => Err(ConditionError::NeedsNode),
             },
             "agents-dial-vip" => match arg {
                 None => Ok(Condition::AgentsDialVip),
-                Some(a) => Err(format!(
-                    "kube-wait condition `agents-dial-vip` takes no argument (got `{a}`)"
-                )),
+                Some(a) => Err(ConditionError::TakesNoArgument { arg: a.to_string() }),
             },
-            other => Err(format!(
-                "unknown kube-wait condition `{other}` (known: {})",
-                crate::runbook::schema::KUBE_CONDITIONS
-                    .iter()
-                    .map(|(n, _)| *n)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
+            other => Err(ConditionError::Unknown {
+                name: other.to_string(),
+            }),
         }
     }
+}
+
+/// Why a rendered `kube-wait` condition could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConditionError {
+    /// A planner-written condition (health gate, disruption look) that does not read back.
+    #[error(transparent)]
+    Planned(#[from] crate::runbook::plan::MalformedCondition),
+    #[error("kube-wait condition `{text}`: unexpected `{extra}` (one argument at most)")]
+    ExtraArgument { text: String, extra: String },
+    #[error("kube-wait condition `{name}` needs NS/NAME")]
+    NeedsNamespacedName { name: String },
+    #[error("kube-wait condition `{name}`: `{arg}` is not NAMESPACE/NAME")]
+    NotNamespacedName { name: String, arg: String },
+    #[error("kube-wait condition `node-ready` needs the node's name")]
+    NeedsNode,
+    #[error("kube-wait condition `agents-dial-vip` takes no argument (got `{arg}`)")]
+    TakesNoArgument { arg: String },
+    #[error("unknown kube-wait condition `{name}` (known: {known})", known = known_conditions())]
+    Unknown { name: String },
+}
+
+/// The condition names a runbook may use, for the message naming an unknown one.
+fn known_conditions() -> String {
+    crate::runbook::schema::KUBE_CONDITIONS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl fmt::Display for Condition {
@@ -347,38 +373,9 @@ pub fn judge_lease(
 // ---------------------------------------------------------------------------------------
 // Watching
 
-/// How a wait ended (every end but `Met` fails the step).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WaitEnd {
-    Met(String),
-    Failed(String),
-    TimedOut { after: Duration, last: String },
-    Cancelled { last: String },
-}
-
-impl WaitEnd {
-    pub fn is_met(&self) -> bool {
-        matches!(self, WaitEnd::Met(_))
-    }
-}
-
-impl fmt::Display for WaitEnd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WaitEnd::Met(d) | WaitEnd::Failed(d) => f.write_str(d),
-            WaitEnd::TimedOut { after, last } => {
-                write!(
-                    f,
-                    "timed out after {} s; last seen: {last}",
-                    after.as_secs()
-                )
-            }
-            WaitEnd::Cancelled { last } => {
-                write!(f, "stopped at the operator's request; last seen: {last}")
-            }
-        }
-    }
-}
+/// How a wait ended: `cluster` owns the type (its health probe ends a wait too, and
+/// `cluster/` must not import `exec/`); re-exported here where every wait returns it.
+pub use crate::cluster::WaitEnd;
 
 /// Why a wait could not be carried out at all (as opposed to a verdict).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -895,7 +892,7 @@ mod tests {
             ("pods-happy x", "unknown kube-wait condition `pods-happy`"),
             ("node-ready a b", "unexpected `b`"),
         ] {
-            let e = Condition::parse(bad).expect_err(bad);
+            let e = Condition::parse(bad).expect_err(bad).to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
     }

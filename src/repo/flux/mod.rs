@@ -463,7 +463,7 @@ fn helm_report(
             return Err(FluxError::CannotTell {
                 at: hv.at.clone(),
                 what: format!("HelmRelease {} k8sServiceHost `{}`", hv.release, hv.value),
-                why,
+                why: why.to_string(),
             });
         }
     }

@@ -360,10 +360,23 @@ pub(super) fn evaluate(
     })
 }
 
+/// A substitution form [`envsubst`] does not model (so the value cannot be told).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubstError {
+    #[error("an unclosed `${{` in `{text}`")]
+    Unclosed { text: String },
+    #[error("`${{{body}}}` is not a variable reference")]
+    NotAReference { body: String },
+    #[error("a nested reference in `${{{body}}}` is not modelled")]
+    NestedDefault { body: String },
+    #[error("the form `${{{body}}}` is not modelled")]
+    Unmodelled { body: String },
+}
+
 /// Flux's substitution of one string: `${VAR}` (empty when unset), `${VAR:=default}` and
 /// `${VAR:-default}` (the default when unset or empty), `$${...}` (a literal `${...}`), and a
 /// `$` not followed by `{` left as it is. `Err` names a form that is not modelled.
-pub fn envsubst(text: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+pub fn envsubst(text: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<String, SubstError> {
     let mut out = String::new();
     let mut rest = text;
     while let Some(i) = rest.find('$') {
@@ -381,7 +394,9 @@ pub fn envsubst(text: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<Str
             continue;
         };
         let Some(end) = body_start.find('}') else {
-            return Err(format!("an unclosed `${{` in `{text}`"));
+            return Err(SubstError::Unclosed {
+                text: text.to_string(),
+            });
         };
         let body = &body_start[..end];
         let name_len = body
@@ -389,16 +404,14 @@ pub fn envsubst(text: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<Str
             .unwrap_or(body.len());
         let (name, op) = body.split_at(name_len);
         if name.is_empty() {
-            return Err(format!("`${{{body}}}` is not a variable reference"));
+            return Err(SubstError::NotAReference { body: body.into() });
         }
         let value = vars(name).unwrap_or_default();
         let substituted = if op.is_empty() {
             value
         } else if let Some(default) = op.strip_prefix(":=").or_else(|| op.strip_prefix(":-")) {
             if default.contains('$') {
-                return Err(format!(
-                    "a nested reference in `${{{body}}}` is not modelled"
-                ));
+                return Err(SubstError::NestedDefault { body: body.into() });
             }
             if value.is_empty() {
                 default.to_string()
@@ -406,7 +419,7 @@ pub fn envsubst(text: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<Str
                 value
             }
         } else {
-            return Err(format!("the form `${{{body}}}` is not modelled"));
+            return Err(SubstError::Unmodelled { body: body.into() });
         };
         out.push_str(&substituted);
         rest = &body_start[end + 1..];
@@ -435,6 +448,18 @@ mod tests {
         assert_eq!(s("$K3S_API_HOST").as_deref(), Ok("$K3S_API_HOST"));
         assert!(s("${K3S_API_HOST/192/10}").is_err());
         assert!(s("${K3S_API_HOST:0:3}").is_err());
+    }
+
+    #[test]
+    fn unmodelled_forms_are_named_in_the_words_check_prints() {
+        let why = |t: &str| envsubst(t, &vars).expect_err(t).to_string();
+        assert_eq!(why("a ${B"), "an unclosed `${` in `a ${B`");
+        assert_eq!(why("${-x}"), "`${-x}` is not a variable reference");
+        assert_eq!(
+            why("${A:=${B}}x}"),
+            "a nested reference in `${A:=${B}` is not modelled"
+        );
+        assert_eq!(why("${A/1/2}"), "the form `${A/1/2}` is not modelled");
     }
 
     #[test]

@@ -40,11 +40,27 @@ pub const MAX_LITERAL_DEPTH: usize = 100;
 /// recursion allows, see [`MAX_LITERAL_DEPTH`] and [`MAX_OPERATOR_CHAIN`]) and where what
 /// Ansible does is an accident hk-console refuses to guess: a set whose order Python
 /// randomises per process, or infinity, which ansible-inventory prints as non-JSON.
-pub fn parse_value(v: &str) -> Result<J, String> {
+pub fn parse_value(v: &str) -> Result<J, LiteralError> {
     if let Some(j) = plain_value(v) {
         return Ok(j);
     }
     evaluated_value(v)
+}
+
+/// Why a value Ansible would evaluate as a Python literal is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LiteralError {
+    #[error("a value nested {depth} levels deep, more than {max} (limit inventory.max_literal_depth); ansible-core fails on such values with 'maximum recursion depth exceeded' (from about 161 levels with ansible-core 2.19 on Python 3.11)", max = MAX_LITERAL_DEPTH)]
+    TooDeep { depth: usize },
+    #[error("a chain of {ops} `+`/`-` operators, more than {max} (limit inventory.max_operator_chain); ansible-core fails on such values with 'maximum recursion depth exceeded during ast construction'", max = MAX_OPERATOR_CHAIN)]
+    OperatorChain { ops: usize },
+    #[error("a number too large for a float ({sign}infinity in Python): ansible-inventory prints it as `{sign}Infinity`, which is not JSON, and a play would see a float infinity; quote it if text is meant", sign = if *negative { "-" } else { "" })]
+    Infinity { negative: bool },
+    #[error("a dict key that is a {kind}: Python refuses it (unhashable type: '{kind}'), and so does Ansible")]
+    UnhashableKey { kind: &'static str },
+    /// A set Python refuses or iterates in no fixed order (`pyset` says which).
+    #[error("{0}")]
+    Set(String),
 }
 
 /// The shapes most host-line values have, typed without tokenizing: a decimal integer
@@ -82,14 +98,12 @@ fn plain_value(v: &str) -> Option<J> {
 }
 
 /// [`parse_value`] through the tokenizer and the parser.
-fn evaluated_value(v: &str) -> Result<J, String> {
+fn evaluated_value(v: &str) -> Result<J, LiteralError> {
     match literal_eval(v) {
         Ok(Some(py)) => {
             let depth = py_depth(&py);
             if depth > MAX_LITERAL_DEPTH {
-                return Err(format!(
-                    "a value nested {depth} levels deep, more than {MAX_LITERAL_DEPTH} (limit inventory.max_literal_depth); ansible-core fails on such values with 'maximum recursion depth exceeded' (from about 161 levels with ansible-core 2.19 on Python 3.11)"
-                ));
+                return Err(LiteralError::TooDeep { depth });
             }
             to_json(&py)
         }
@@ -145,15 +159,13 @@ fn py_depth(v: &Py) -> usize {
 }
 
 /// `Ok(None)`: not a literal (the value stays a string).
-fn literal_eval(v: &str) -> Result<Option<Py>, String> {
+fn literal_eval(v: &str) -> Result<Option<Py>, LiteralError> {
     let src = v.trim_start_matches([' ', '\t']);
     let Some(tokens) = tokenize(src) else {
         return Ok(None);
     };
     if let Some(ops) = operator_chain_too_long(&tokens) {
-        return Err(format!(
-            "a chain of {ops} `+`/`-` operators, more than {MAX_OPERATOR_CHAIN} (limit inventory.max_operator_chain); ansible-core fails on such values with 'maximum recursion depth exceeded during ast construction'"
-        ));
+        return Err(LiteralError::OperatorChain { ops });
     }
     let mut p = Parser { t: &tokens, i: 0 };
     Ok(p.expr_list().filter(|_| p.i == tokens.len()))
@@ -620,7 +632,7 @@ impl Parser<'_> {
     }
 }
 
-fn to_json(v: &Py) -> Result<J, String> {
+fn to_json(v: &Py) -> Result<J, LiteralError> {
     Ok(match v {
         Py::None => J::Null,
         Py::Bool(b) => J::Bool(*b),
@@ -630,13 +642,7 @@ fn to_json(v: &Py) -> Result<J, String> {
             .unwrap_or_else(|_| J::from(*i as f64)),
         Py::Float(f) => match serde_json::Number::from_f64(*f) {
             Some(n) => J::Number(n),
-            None => {
-                return Err(format!(
-                    "a number too large for a float ({}infinity in Python): ansible-inventory prints it as `{}Infinity`, which is not JSON, and a play would see a float infinity; quote it if text is meant",
-                    if *f < 0.0 { "-" } else { "" },
-                    if *f < 0.0 { "-" } else { "" }
-                ))
-            }
+            None => return Err(LiteralError::Infinity { negative: *f < 0.0 }),
         },
         Py::Complex(re, im) => J::String(complex_repr(*re, *im)),
         Py::Str(s) => J::String(s.clone()),
@@ -645,7 +651,8 @@ fn to_json(v: &Py) -> Result<J, String> {
             J::Array(items.iter().map(to_json).collect::<Result<_, _>>()?)
         }
         Py::Set(items) => J::Array(
-            pyset::iteration_order(items)?
+            pyset::iteration_order(items)
+                .map_err(LiteralError::Set)?
                 .into_iter()
                 .map(to_json)
                 .collect::<Result<_, _>>()?,
@@ -654,9 +661,7 @@ fn to_json(v: &Py) -> Result<J, String> {
             let mut map = serde_json::Map::new();
             for (k, v) in entries {
                 if let Some(kind) = pyset::unhashable(k) {
-                    return Err(format!(
-                        "a dict key that is a {kind}: Python refuses it (unhashable type: '{kind}'), and so does Ansible"
-                    ));
+                    return Err(LiteralError::UnhashableKey { kind });
                 }
                 map.insert(json_key(k)?, to_json(v)?);
             }
@@ -666,7 +671,7 @@ fn to_json(v: &Py) -> Result<J, String> {
 }
 
 /// What `json.dumps` writes for a non-string key.
-fn json_key(k: &Py) -> Result<String, String> {
+fn json_key(k: &Py) -> Result<String, LiteralError> {
     Ok(match k {
         Py::Str(s) => s.clone(),
         Py::None => "null".into(),

@@ -27,9 +27,12 @@ use super::clusters::{Clusters, NoCluster};
 pub enum NotStarted {
     #[error(transparent)]
     Cluster(#[from] NoCluster),
-    /// The step's Flux object or wait condition, as `exec::kube` could not read it.
-    #[error("{0}")]
-    Step(String),
+    /// The step's Flux object, as `exec::kube::flux` could not read it.
+    #[error(transparent)]
+    FluxObject(#[from] crate::exec::kube::flux::FluxObjectError),
+    /// The step's wait condition, as `exec::kube::wait` could not read it.
+    #[error(transparent)]
+    Condition(#[from] crate::exec::kube::wait::ConditionError),
     #[error("a kube-wait step without a condition")]
     NoCondition,
     #[error("a kube-wait step without timeout_s")]
@@ -152,7 +155,7 @@ impl KubeExecutor {
         let work = match self.kind {
             StepKind::FluxReconcile => {
                 let argv = step.command.as_deref().unwrap_or_default();
-                Work::Reconcile(FluxObject::from_argv(argv).map_err(NotStarted::Step)?)
+                Work::Reconcile(FluxObject::from_argv(argv)?)
             }
             _ => {
                 let expect = step.expect.clone().unwrap_or_default();
@@ -166,17 +169,14 @@ impl KubeExecutor {
                             step,
                             attempt,
                             run_env,
-                            FluxObject::parse(object, Some(ns)).map_err(NotStarted::Step)?,
+                            FluxObject::parse(object, Some(ns))?,
                             cancel,
                             replies,
                         )
                         .await;
                 }
                 let timeout = expect.timeout_s.ok_or(NotStarted::NoTimeout)?;
-                Work::Wait(
-                    Condition::parse(&text).map_err(NotStarted::Step)?,
-                    Duration::from_secs(timeout),
-                )
+                Work::Wait(Condition::parse(&text)?, Duration::from_secs(timeout))
             }
         };
         // The run's environment; a step whose own host or kubeconfig says otherwise is

@@ -12,6 +12,57 @@
 use prost::encoding::{decode_key, decode_varint, WireType};
 use serde_json::{json, Map, Value};
 
+/// What in a protobuf body the simulation could not read (the server answers 415 with it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtoError {
+    #[error("protobuf {what}: {source}")]
+    Wire {
+        what: &'static str,
+        #[source]
+        source: prost::DecodeError,
+    },
+    #[error("protobuf {what}: {source}")]
+    Length {
+        what: &'static str,
+        #[source]
+        source: std::num::TryFromIntError,
+    },
+    #[error("protobuf {what}: {why}")]
+    Malformed {
+        what: &'static str,
+        why: &'static str,
+    },
+    /// A field the simulation does not model, set.
+    #[error("the protobuf field {what}.{name}")]
+    UnmodelledField {
+        what: &'static str,
+        name: &'static str,
+    },
+    #[error("the protobuf field {what} #{tag}")]
+    UnknownField { what: &'static str, tag: u32 },
+    #[error("protobuf {what} #{tag}: not UTF-8")]
+    NotUtf8 {
+        what: &'static str,
+        tag: u32,
+        #[source]
+        source: std::string::FromUtf8Error,
+    },
+    #[error("protobuf {what} #{tag}: not a {expected}")]
+    WrongType {
+        what: &'static str,
+        tag: u32,
+        expected: &'static str,
+    },
+    #[error("a protobuf body without the k8s envelope")]
+    NoEnvelope,
+    #[error("a protobuf body without its TypeMeta")]
+    NoTypeMeta,
+    #[error("runtime.Unknown.raw: not bytes")]
+    RawNotBytes,
+    #[error("a protobuf {api_version} {kind}")]
+    UnknownKind { api_version: String, kind: String },
+}
+
 /// One field's value on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Field<'a> {
@@ -26,18 +77,19 @@ struct Msg<'a> {
     fields: Vec<(u32, Field<'a>)>,
 }
 
-fn parse<'a>(what: &'static str, mut buf: &'a [u8]) -> Result<Msg<'a>, String> {
-    let bad = |e: &dyn std::fmt::Display| format!("protobuf {what}: {e}");
+fn parse<'a>(what: &'static str, mut buf: &'a [u8]) -> Result<Msg<'a>, ProtoError> {
+    let wire = |source| ProtoError::Wire { what, source };
+    let bad = |why| ProtoError::Malformed { what, why };
     let mut fields = Vec::new();
     while !buf.is_empty() {
-        let (tag, wt) = decode_key(&mut buf).map_err(|e| bad(&e))?;
+        let (tag, wt) = decode_key(&mut buf).map_err(wire)?;
         let v = match wt {
-            WireType::Varint => Field::Varint(decode_varint(&mut buf).map_err(|e| bad(&e))?),
+            WireType::Varint => Field::Varint(decode_varint(&mut buf).map_err(wire)?),
             WireType::LengthDelimited => {
-                let n = decode_varint(&mut buf).map_err(|e| bad(&e))?;
-                let n = usize::try_from(n).map_err(|e| bad(&e))?;
+                let n = decode_varint(&mut buf).map_err(wire)?;
+                let n = usize::try_from(n).map_err(|source| ProtoError::Length { what, source })?;
                 if n > buf.len() {
-                    return Err(bad(&"a length past the end of the body"));
+                    return Err(bad("a length past the end of the body"));
                 }
                 let (head, rest) = buf.split_at(n);
                 buf = rest;
@@ -46,7 +98,7 @@ fn parse<'a>(what: &'static str, mut buf: &'a [u8]) -> Result<Msg<'a>, String> {
             WireType::SixtyFourBit | WireType::ThirtyTwoBit => {
                 let n = if wt == WireType::SixtyFourBit { 8 } else { 4 };
                 if n > buf.len() {
-                    return Err(bad(&"a fixed-width value past the end of the body"));
+                    return Err(bad("a fixed-width value past the end of the body"));
                 }
                 let (head, rest) = buf.split_at(n);
                 buf = rest;
@@ -55,7 +107,7 @@ fn parse<'a>(what: &'static str, mut buf: &'a [u8]) -> Result<Msg<'a>, String> {
                 Field::Fixed(u64::from_le_bytes(b))
             }
             WireType::StartGroup | WireType::EndGroup => {
-                return Err(bad(&"groups are not used by Kubernetes messages"))
+                return Err(bad("groups are not used by Kubernetes messages"))
             }
         };
         fields.push((tag, v));
@@ -73,7 +125,7 @@ fn is_empty(f: &Field<'_>) -> bool {
 impl<'a> Msg<'a> {
     /// Refuse any field but `known`, and any of `ignored` that is not empty (Go's generated
     /// code writes every non-pointer field, set or not).
-    fn only(&self, known: &[u32], ignored: &[(u32, &str)]) -> Result<(), String> {
+    fn only(&self, known: &[u32], ignored: &[(u32, &'static str)]) -> Result<(), ProtoError> {
         for (tag, v) in &self.fields {
             if known.contains(tag) {
                 continue;
@@ -81,9 +133,17 @@ impl<'a> Msg<'a> {
             match ignored.iter().find(|(t, _)| t == tag) {
                 Some(_) if is_empty(v) => {}
                 Some((_, name)) => {
-                    return Err(format!("the protobuf field {}.{name}", self.what));
+                    return Err(ProtoError::UnmodelledField {
+                        what: self.what,
+                        name,
+                    });
                 }
-                None => return Err(format!("the protobuf field {} #{tag}", self.what)),
+                None => {
+                    return Err(ProtoError::UnknownField {
+                        what: self.what,
+                        tag: *tag,
+                    })
+                }
             }
         }
         Ok(())
@@ -97,45 +157,58 @@ impl<'a> Msg<'a> {
             .map(|f| f.1)
     }
 
-    fn string(&self, tag: u32) -> Result<Option<String>, String> {
-        match self.last(tag) {
-            None => Ok(None),
-            Some(Field::Bytes(b)) => String::from_utf8(b.to_vec())
-                .map(Some)
-                .map_err(|_| format!("protobuf {} #{tag}: not UTF-8", self.what)),
-            Some(_) => Err(format!("protobuf {} #{tag}: not a string", self.what)),
+    fn wrong_type(&self, tag: u32, expected: &'static str) -> ProtoError {
+        ProtoError::WrongType {
+            what: self.what,
+            tag,
+            expected,
         }
     }
 
-    fn strings(&self, tag: u32) -> Result<Vec<String>, String> {
+    fn utf8(&self, tag: u32, b: &[u8]) -> Result<String, ProtoError> {
+        String::from_utf8(b.to_vec()).map_err(|source| ProtoError::NotUtf8 {
+            what: self.what,
+            tag,
+            source,
+        })
+    }
+
+    fn string(&self, tag: u32) -> Result<Option<String>, ProtoError> {
+        match self.last(tag) {
+            None => Ok(None),
+            Some(Field::Bytes(b)) => self.utf8(tag, b).map(Some),
+            Some(_) => Err(self.wrong_type(tag, "string")),
+        }
+    }
+
+    fn strings(&self, tag: u32) -> Result<Vec<String>, ProtoError> {
         self.fields
             .iter()
             .filter(|(t, _)| *t == tag)
             .map(|(_, f)| match f {
-                Field::Bytes(b) => String::from_utf8(b.to_vec())
-                    .map_err(|_| format!("protobuf {} #{tag}: not UTF-8", self.what)),
-                _ => Err(format!("protobuf {} #{tag}: not a string", self.what)),
+                Field::Bytes(b) => self.utf8(tag, b),
+                _ => Err(self.wrong_type(tag, "string")),
             })
             .collect()
     }
 
-    fn message(&self, what: &'static str, tag: u32) -> Result<Option<Msg<'a>>, String> {
+    fn message(&self, what: &'static str, tag: u32) -> Result<Option<Msg<'a>>, ProtoError> {
         match self.last(tag) {
             None => Ok(None),
             Some(Field::Bytes(b)) => parse(what, b).map(Some),
-            Some(_) => Err(format!("protobuf {} #{tag}: not a message", self.what)),
+            Some(_) => Err(self.wrong_type(tag, "message")),
         }
     }
 
     /// A `map<string, string>` field: repeated entries of {key = 1, value = 2}.
-    fn string_map(&self, tag: u32) -> Result<Map<String, Value>, String> {
+    fn string_map(&self, tag: u32) -> Result<Map<String, Value>, ProtoError> {
         let mut out = Map::new();
         for (t, f) in &self.fields {
             if *t != tag {
                 continue;
             }
             let Field::Bytes(b) = f else {
-                return Err(format!("protobuf {} #{tag}: not a map entry", self.what));
+                return Err(self.wrong_type(tag, "map entry"));
             };
             let e = parse("map entry", b)?;
             e.only(&[1, 2], &[])?;
@@ -149,20 +222,18 @@ impl<'a> Msg<'a> {
 }
 
 /// The object inside a protobuf body: (apiVersion, kind, its bytes).
-fn envelope(body: &[u8]) -> Result<(String, String, &[u8]), String> {
-    let rest = body
-        .strip_prefix(b"k8s\0")
-        .ok_or("a protobuf body without the k8s envelope")?;
+fn envelope(body: &[u8]) -> Result<(String, String, &[u8]), ProtoError> {
+    let rest = body.strip_prefix(b"k8s\0").ok_or(ProtoError::NoEnvelope)?;
     let unknown = parse("runtime.Unknown", rest)?;
     unknown.only(&[1, 2], &[(3, "contentEncoding"), (4, "contentType")])?;
     let tm = unknown
         .message("TypeMeta", 1)?
-        .ok_or("a protobuf body without its TypeMeta")?;
+        .ok_or(ProtoError::NoTypeMeta)?;
     tm.only(&[1, 2], &[])?;
     let raw = match unknown.last(2) {
         Some(Field::Bytes(b)) => b,
         None => &[][..],
-        Some(_) => return Err("runtime.Unknown.raw: not bytes".into()),
+        Some(_) => return Err(ProtoError::RawNotBytes),
     };
     Ok((
         tm.string(1)?.unwrap_or_default(),
@@ -173,7 +244,7 @@ fn envelope(body: &[u8]) -> Result<(String, String, &[u8]), String> {
 
 /// ObjectMeta (k8s.io/apimachinery generated.proto): what a create from kubectl carries.
 /// Fields the server sets itself are taken when empty, refused when set.
-fn object_meta(m: &Msg<'_>) -> Result<Value, String> {
+fn object_meta(m: &Msg<'_>) -> Result<Value, ProtoError> {
     m.only(
         &[1, 2, 3, 11, 12],
         &[
@@ -204,7 +275,7 @@ fn object_meta(m: &Msg<'_>) -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
-fn metadata(obj: &Msg<'_>) -> Result<Value, String> {
+fn metadata(obj: &Msg<'_>) -> Result<Value, ProtoError> {
     match obj.message("ObjectMeta", 1)? {
         Some(m) => object_meta(&m),
         None => Ok(json!({})),
@@ -213,7 +284,7 @@ fn metadata(obj: &Msg<'_>) -> Result<Value, String> {
 
 /// A protobuf request body as the JSON object it encodes, for the kinds this module reads;
 /// `Err` names what it could not read (the caller answers 415).
-pub fn decode(body: &[u8]) -> Result<Value, String> {
+pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
     let (api_version, kind, raw) = envelope(body)?;
     match (api_version.as_str(), kind.as_str()) {
         ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
@@ -288,7 +359,7 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
             }
             Ok(out)
         }
-        _ => Err(format!("a protobuf {api_version} {kind}")),
+        _ => Err(ProtoError::UnknownKind { api_version, kind }),
     }
 }
 
@@ -367,9 +438,9 @@ mod tests {
         // A finalizer in metadata is not modelled: refused by name, not dropped.
         let meta = [bytes(1, b"x"), bytes(14, b"example.com/f")].concat();
         let e = decode(&wrap("v1", "Namespace", &bytes(1, &meta))).expect_err("refused");
-        assert_eq!(e, "the protobuf field ObjectMeta.finalizers");
+        assert_eq!(e.to_string(), "the protobuf field ObjectMeta.finalizers");
         let e = decode(&wrap("apps/v1", "DaemonSet", b"")).expect_err("refused");
-        assert_eq!(e, "a protobuf apps/v1 DaemonSet");
+        assert_eq!(e.to_string(), "a protobuf apps/v1 DaemonSet");
         assert!(decode(b"{}").is_err());
         let truncated = [b"k8s\0".to_vec(), vec![0x0a, 0x7f]].concat();
         assert!(decode(&truncated).is_err());

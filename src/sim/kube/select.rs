@@ -52,12 +52,27 @@ fn valid_key(k: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
 }
 
-fn set_values(rest: &str, whole: &str) -> Result<Vec<String>, String> {
+/// A selector the API server would answer 400 to, in its words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error("unable to parse requirement: `{requirement}`")]
+    Requirement { requirement: String },
+    #[error("unable to parse requirement: `{requirement}`: expected (v1,v2,...)")]
+    SetValues { requirement: String },
+    #[error("invalid selector: '{selector}'; can't understand '{part}'")]
+    FieldSyntax { selector: String, part: String },
+    #[error("field label not supported: {label}")]
+    FieldLabel { label: String },
+}
+
+fn set_values(rest: &str, whole: &str) -> Result<Vec<String>, SelectorError> {
     let inner = rest
         .trim()
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| format!("unable to parse requirement: `{whole}`: expected (v1,v2,...)"))?;
+        .ok_or_else(|| SelectorError::SetValues {
+            requirement: whole.to_string(),
+        })?;
     Ok(inner
         .split(',')
         .map(|v| v.trim().to_string())
@@ -65,9 +80,11 @@ fn set_values(rest: &str, whole: &str) -> Result<Vec<String>, String> {
         .collect())
 }
 
-fn parse_requirement(raw: &str) -> Result<(String, LabelOp), String> {
+fn parse_requirement(raw: &str) -> Result<(String, LabelOp), SelectorError> {
     let r = raw.trim();
-    let bad = || format!("unable to parse requirement: `{r}`");
+    let bad = || SelectorError::Requirement {
+        requirement: r.to_string(),
+    };
     if let Some(key) = r.strip_prefix('!') {
         let key = key.trim();
         return if valid_key(key) {
@@ -108,7 +125,7 @@ fn parse_requirement(raw: &str) -> Result<(String, LabelOp), String> {
 }
 
 impl LabelSelector {
-    pub fn parse(s: &str) -> Result<LabelSelector, String> {
+    pub fn parse(s: &str) -> Result<LabelSelector, SelectorError> {
         let mut reqs = Vec::new();
         if s.trim().is_empty() {
             return Ok(LabelSelector { reqs });
@@ -146,7 +163,7 @@ pub struct FieldSelector {
 }
 
 impl FieldSelector {
-    pub fn parse(s: &str, res: &ResourceType) -> Result<FieldSelector, String> {
+    pub fn parse(s: &str, res: &ResourceType) -> Result<FieldSelector, SelectorError> {
         let mut reqs = Vec::new();
         if s.trim().is_empty() {
             return Ok(FieldSelector { reqs });
@@ -160,13 +177,16 @@ impl FieldSelector {
             } else if let Some((l, v)) = part.split_once('=') {
                 (l, true, v)
             } else {
-                return Err(format!(
-                    "invalid selector: '{s}'; can't understand '{part}'"
-                ));
+                return Err(SelectorError::FieldSyntax {
+                    selector: s.to_string(),
+                    part: part.to_string(),
+                });
             };
             let field = res
                 .field(label.trim())
-                .ok_or_else(|| format!("field label not supported: {}", label.trim()))?;
+                .ok_or_else(|| SelectorError::FieldLabel {
+                    label: label.trim().to_string(),
+                })?;
             reqs.push((field.path, field.default, eq, value.trim().to_string()));
         }
         Ok(FieldSelector { reqs })
@@ -275,7 +295,7 @@ mod tests {
         assert!(m("spec.hostNetwork=false"));
         assert!(m("status.phase="));
         let err = FieldSelector::parse("spec.foo=x", pods).expect_err("unsupported");
-        assert_eq!(err, "field label not supported: spec.foo");
+        assert_eq!(err.to_string(), "field label not supported: spec.foo");
         let cm = by_path("", "v1", "configmaps").expect("served");
         assert!(FieldSelector::parse("spec.nodeName=x", cm).is_err());
     }

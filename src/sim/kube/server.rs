@@ -837,9 +837,9 @@ fn json_body(bytes: &[u8]) -> Result<Value, ApiError> {
 fn selectors(res: &ResourceType, q: &Query) -> Result<Selectors, ApiError> {
     Ok(Selectors {
         labels: LabelSelector::parse(q.get("labelSelector").unwrap_or(""))
-            .map_err(ApiError::bad_request)?,
+            .map_err(|e| ApiError::bad_request(e.to_string()))?,
         fields: FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), res)
-            .map_err(ApiError::bad_request)?,
+            .map_err(|e| ApiError::bad_request(e.to_string()))?,
     })
 }
 
@@ -894,7 +894,12 @@ async fn objects(
     let method = req.method().clone();
     let include = match tables::Include::parse(q.get("includeObject")) {
         Ok(i) => i,
-        Err(e) => return ("unknown", error_response(&ApiError::bad_request(e))),
+        Err(e) => {
+            return (
+                "unknown",
+                error_response(&ApiError::bad_request(e.to_string())),
+            )
+        }
     };
     // A Table answers reads; a write answers with the object.
     let shape = match shape {

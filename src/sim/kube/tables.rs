@@ -787,13 +787,22 @@ pub enum Include {
     Object,
 }
 
+/// An `includeObject` value the API server does not know (400, in its words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unrecognized includeObject value: {value:?}")]
+pub struct UnknownInclude {
+    pub value: String,
+}
+
 impl Include {
-    pub fn parse(v: Option<&str>) -> Result<Include, String> {
+    pub fn parse(v: Option<&str>) -> Result<Include, UnknownInclude> {
         match v {
             None | Some("" | "Metadata") => Ok(Include::Metadata),
             Some("Object") => Ok(Include::Object),
             Some("None") => Ok(Include::None),
-            Some(other) => Err(format!("unrecognized includeObject value: {other:?}")),
+            Some(other) => Err(UnknownInclude {
+                value: other.to_string(),
+            }),
         }
     }
 }
