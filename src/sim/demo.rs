@@ -26,7 +26,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::cluster::{self, ClusterInput, SimEnv};
 use super::demo_repo::{self, AddressPlan};
-use super::kube::Store;
 use super::kube::{SimKube, SimKubeConfig};
 use super::node::{Clock, NodeState, Psi, UnitState, VpnTunnel};
 use super::scenario::{self, EnvState, Fault, Scenario};
@@ -107,7 +106,8 @@ impl Demo {
 /// What a live fault needs of one environment.
 struct EnvFaults {
     sim: SimEnv,
-    store: Store,
+    /// What the environment's controllers last made of its cluster.
+    view: cluster::View,
     lease_duration_s: u64,
     /// Into the environment's controllers ([`cluster::run`]).
     cluster: UnboundedSender<ClusterInput>,
@@ -155,7 +155,7 @@ impl FaultInjector {
         let fault = Fault::from_words(words).map_err(FaultRefused::NotAFault)?;
         let said = match &fault {
             Fault::HolderDies => {
-                let Some(holder) = cluster::lease_holder(&e.store, &e.sim) else {
+                let Some(holder) = e.view.lease_holder() else {
                     return Err(FaultRefused::NoHolder {
                         env: env.to_string(),
                         lease: e.sim.lease_name.clone(),
@@ -163,14 +163,14 @@ impl FaultInjector {
                 };
                 let others_alive =
                     e.sim.servers.iter().any(|(n, _)| {
-                        *n != holder && cluster::node_ready(&e.store, n) == Some(true)
+                        *n != holder && e.view.node_ready(n) == Some(true)
                     });
                 let moves = if others_alive {
                     format!("the lease moves once it expires ({} s)", e.lease_duration_s)
                 } else {
                     "no live server is left to take the lease".to_string()
                 };
-                if cluster::node_ready(&e.store, &holder) == Some(false) {
+                if e.view.node_ready(&holder) == Some(false) {
                     return Ok(format!(
                         "{env}: {holder} (lease holder) is already dead; nothing changed ({moves})"
                     ));
@@ -426,9 +426,16 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
             time_scale: scenario.time_scale.max(1),
         };
         let state = state_of(&env.name);
-        cluster::seed(kube.store(), &sim_env, &state)
-            .map_err(|e| DemoError::Start(format!("seeding {}: {e}", env.name)))?;
-        sim_envs.push((sim_env, state));
+        let view = cluster::View::default();
+        cluster::seed(
+            &cluster::Target::builtin(kube.store().clone()),
+            &sim_env,
+            &state,
+            &view,
+        )
+        .await
+        .map_err(|e| DemoError::Start(format!("seeding {}: {e}", env.name)))?;
+        sim_envs.push((sim_env, state, view));
         kubes.insert(env.name.clone(), kube);
     }
 
@@ -564,7 +571,7 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
 
     // The controllers, the timeline, and the way in for live faults.
     let mut injected = BTreeMap::new();
-    for (sim_env, state) in sim_envs {
+    for (sim_env, state, view) in sim_envs {
         let faults: Vec<(Duration, Fault)> = scenario
             .events
             .iter()
@@ -615,14 +622,16 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
             sim_env.name.clone(),
             EnvFaults {
                 sim: sim_env.clone(),
-                store: store.clone(),
+                view: view.clone(),
                 lease_duration_s: state.lease_duration_s,
                 cluster: tx,
                 gateways,
             },
         );
         tokio::spawn(cluster::run(
-            store,
+            cluster::Target::builtin(store.clone()),
+            cluster::Changes::of_store(&store),
+            view,
             sim_env,
             state,
             faults,
