@@ -811,3 +811,18 @@ impl Drop for RealCluster {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A port free on every one of `ips` now (outside the ephemeral range, see [`free_port`]).
+pub fn common_free_port(ips: &[IpAddr]) -> Option<u16> {
+    let first = ips.first()?;
+    for _ in 0..50 {
+        let port = free_port(*first)?;
+        if ips
+            .iter()
+            .all(|ip| std::net::TcpListener::bind((*ip, port)).is_ok())
+        {
+            return Some(port);
+        }
+    }
+    None
+}

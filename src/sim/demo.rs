@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cluster::{self, ClusterInput, SimEnv};
 use super::demo_repo::{self, AddressPlan};
+use super::apiserver::{RealApiServer, RealCluster};
 use super::kube::{SimKube, SimKubeConfig};
 use super::node::{Clock, NodeState, Psi, UnitState, VpnTunnel};
 use super::scenario::{self, EnvState, Fault, Scenario};
@@ -40,6 +41,8 @@ pub enum DemoError {
     Scenario(#[from] scenario::ScenarioError),
     #[error("demo: {0}")]
     Start(String),
+    #[error(transparent)]
+    ApiServer(#[from] super::apiserver::ApiServerError),
     #[error("demo: cannot write {path}: {source}")]
     Write {
         path: PathBuf,
@@ -54,12 +57,22 @@ pub struct Demo {
     pub scenario_name: String,
     pub scenario: Scenario,
     pub plan: AddressPlan,
-    /// Environment -> its simulated API server.
+    /// Environment -> its simulated API server (empty with `--apiserver`).
     pub kubes: BTreeMap<String, SimKube>,
+    /// With `--apiserver DIR`: the real kube-apiservers (and their etcd) in their place.
+    pub real: Option<RealApis>,
     /// Inventory host -> its simulated SSH node.
     pub nodes: BTreeMap<String, SimNode>,
     cancel: CancellationToken,
     injector: FaultInjector,
+}
+
+/// `demo --apiserver`'s real API servers: one per environment, over one etcd. The servers
+/// are dropped (stopped) before the etcd.
+#[derive(Debug)]
+pub struct RealApis {
+    pub servers: BTreeMap<String, RealApiServer>,
+    pub cluster: RealCluster,
 }
 
 impl std::fmt::Debug for Demo {
@@ -329,10 +342,31 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
     start_from(name, dir, None).await
 }
 
+/// [`start_from`], with `apiserver` (`demo --apiserver DIR`): DIR's real etcd and
+/// kube-apiserver in place of the built-in API servers, the same controllers writing to
+/// them through a kube client.
+pub async fn start_with(
+    name: &str,
+    dir: &Path,
+    source: Option<&Path>,
+    apiserver: Option<&Path>,
+) -> Result<Demo, DemoError> {
+    start_demo(name, dir, source, apiserver).await
+}
+
 /// [`start`] on a copy of the operator's repo `source` (`demo --repo DIR`) instead of the
 /// bundled sample: its environments, hosts, groups and variables, moved onto loopback. A
 /// scenario naming an environment that repo does not define is refused, naming it.
 pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result<Demo, DemoError> {
+    start_demo(name, dir, source, None).await
+}
+
+async fn start_demo(
+    name: &str,
+    dir: &Path,
+    source: Option<&Path>,
+    apiserver: Option<&Path>,
+) -> Result<Demo, DemoError> {
     let scenario = scenario::load(name)?;
     let (repo, plan) = demo_repo::prepare_from(dir, source)?;
     let unknown = scenario.unknown_environments(&repo.environment_names());
@@ -375,12 +409,54 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
     }
     let public = key.public_key().clone();
 
+    // With --apiserver: the real servers, all started before any is waited for.
+    let mut real = match apiserver {
+        Some(bin) => Some(start_real(bin, dir, &repo, &plan).await?),
+        None => None,
+    };
     // One API server per environment, on its VIP.
     let mut kubes = BTreeMap::new();
     let mut api_ports: BTreeMap<String, u16> = BTreeMap::new();
     let mut sim_envs = Vec::new();
     for env in &repo.environments {
         let vip = plan.vips[&env.name];
+        let kc_path = |env: &crate::repo::env::Environment| {
+            env.kubeconfig_name.get().map(|n| dir.join(".cache").join(n)).ok_or_else(|| {
+                DemoError::Start(format!(
+                    "environment `{}`: no `{}` agreed by its servers; the demo cannot place its kubeconfig",
+                    env.name, env.kubeconfig_name.var
+                ))
+            })
+        };
+        if let Some(real) = real.as_mut() {
+            let server = real.servers.get(&env.name).ok_or_else(|| {
+                DemoError::Start(format!("environment `{}`: no API server started", env.name))
+            })?;
+            let kc = kc_path(env)?;
+            let ro = kc
+                .parent()
+                .map(|p| p.join("readonly"))
+                .unwrap_or_default()
+                .join(kc.file_name().unwrap_or_default());
+            server
+                .write_kubeconfig(&kc)
+                .and_then(|()| server.write_readonly_kubeconfig(&ro))
+                .map_err(|e| DemoError::Start(e.to_string()))?;
+            let sim_env = sim_env_of(&repo, &plan, env, server.addr.port(), scenario.time_scale)?;
+            let state = state_of(&env.name);
+            let view = cluster::View::default();
+            cluster::seed(
+                &cluster::Target::real(server.client()),
+                &sim_env,
+                &state,
+                &view,
+            )
+            .await
+            .map_err(|e| DemoError::Start(format!("seeding {} (real kube-apiserver): {e}", env.name)))?;
+            api_ports.insert(env.name.clone(), server.addr.port());
+            sim_envs.push((sim_env, state, view));
+            continue;
+        }
         let kube = SimKube::start_with(
             SocketAddr::new(IpAddr::V4(vip), 0),
             SimKubeConfig {
@@ -611,7 +687,6 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
                 }
             });
         }
-        let store = kubes[&sim_env.name].store().clone();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         for (i, (host, _)) in sim_env.servers.iter().enumerate() {
             if let Some(node) = nodes.get(host) {
@@ -628,16 +703,44 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
                 gateways,
             },
         );
-        tokio::spawn(cluster::run(
-            cluster::Target::builtin(store.clone()),
-            cluster::Changes::of_store(&store),
-            view,
-            sim_env,
-            state,
-            faults,
-            rx,
-            cancel.clone(),
-        ));
+        let real_client = real
+            .as_ref()
+            .and_then(|r| r.servers.get(&sim_env.name))
+            .map(RealApiServer::client);
+        match (real_client, kubes.get(&sim_env.name)) {
+            (Some(client), _) => {
+                let changes = cluster::Changes::watch(&client, &cancel);
+                tokio::spawn(cluster::run(
+                    cluster::Target::real(client),
+                    changes,
+                    view,
+                    sim_env,
+                    state,
+                    faults,
+                    rx,
+                    cancel.clone(),
+                ));
+            }
+            (None, Some(kube)) => {
+                let store = kube.store().clone();
+                tokio::spawn(cluster::run(
+                    cluster::Target::builtin(store.clone()),
+                    cluster::Changes::of_store(&store),
+                    view,
+                    sim_env,
+                    state,
+                    faults,
+                    rx,
+                    cancel.clone(),
+                ));
+            }
+            (None, None) => {
+                return Err(DemoError::Start(format!(
+                    "environment `{}`: no API server for its controllers",
+                    sim_env.name
+                )))
+            }
+        }
     }
     // Tunnels that reconnect on a period (the eviction loop) keep doing so.
     for (host, node) in &nodes {
@@ -678,11 +781,82 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
         scenario,
         plan,
         kubes,
+        real,
         nodes,
         cancel,
         injector: FaultInjector {
             envs: Arc::new(injected),
         },
+    })
+}
+
+/// `demo --apiserver DIR`: etcd, then every environment's kube-apiserver on its VIP, all
+/// on one port (the repo names one API port for every environment), started together.
+async fn start_real(
+    bin: &Path,
+    dir: &Path,
+    repo: &Repo,
+    plan: &AddressPlan,
+) -> Result<RealApis, DemoError> {
+    let vips: Vec<IpAddr> = repo
+        .environments
+        .iter()
+        .map(|e| IpAddr::V4(plan.vips[&e.name]))
+        .collect();
+    let t0 = std::time::Instant::now();
+    let cluster = RealCluster::start(bin, &dir.join(".apiserver"), &vips).await?;
+    let port = super::apiserver::common_free_port(&vips).ok_or_else(|| {
+        DemoError::Start("demo --apiserver: no port free on every environment's VIP".into())
+    })?;
+    let started = futures::future::join_all(repo.environments.iter().map(|e| {
+        cluster.start_apiserver(&e.name, SocketAddr::new(IpAddr::V4(plan.vips[&e.name]), port))
+    }))
+    .await;
+    let mut servers = BTreeMap::new();
+    for s in started {
+        let s = s?;
+        servers.insert(s.env.clone(), s);
+    }
+    tracing::info!(
+        "demo --apiserver: etcd and {} kube-apiserver(s) serving after {:?}",
+        servers.len(),
+        t0.elapsed()
+    );
+    Ok(RealApis { servers, cluster })
+}
+
+/// What the controllers know of `env`, its API server on `api_port`.
+fn sim_env_of(
+    repo: &Repo,
+    plan: &AddressPlan,
+    env: &crate::repo::env::Environment,
+    api_port: u16,
+    time_scale: u32,
+) -> Result<SimEnv, DemoError> {
+    let vip = plan.vips[&env.name];
+    let servers: Vec<(String, Ipv4Addr)> = env
+        .servers
+        .iter()
+        .map(|h| (h.name.clone(), plan.hosts[&h.name]))
+        .collect();
+    let founder = env
+        .founder
+        .get()
+        .and_then(|f| f.parse::<Ipv4Addr>().ok())
+        .or_else(|| servers.first().map(|s| s.1))
+        .unwrap_or(vip);
+    // The Lease the console's watchers will look for, by the same rule.
+    let lease_name = crate::cluster::watch_settings(repo, &env.name)
+        .map_err(|e| DemoError::Start(e.to_string()))?
+        .lease_name;
+    Ok(SimEnv {
+        name: env.name.clone(),
+        servers,
+        vip,
+        api_port,
+        founder,
+        lease_name,
+        time_scale: time_scale.max(1),
     })
 }
 
