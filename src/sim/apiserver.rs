@@ -23,9 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -54,7 +54,9 @@ pub enum ApiServerError {
     MissingBinary { path: PathBuf },
     #[error("demo --apiserver: {path} is not an executable file")]
     NotExecutable { path: PathBuf },
-    #[error("demo --apiserver: {0} is not a loopback address; the simulation never listens elsewhere")]
+    #[error(
+        "demo --apiserver: {0} is not a loopback address; the simulation never listens elsewhere"
+    )]
     NotLoopback(IpAddr),
     #[error("demo --apiserver: cannot write {path}: {source}")]
     Write {
@@ -65,7 +67,9 @@ pub enum ApiServerError {
     Pki(String),
     #[error("demo --apiserver: cannot start {program}: {why}")]
     Spawn { program: PathBuf, why: String },
-    #[error("demo --apiserver: etcd did not serve on {url}: {why}\n--- last lines of {log} ---\n{tail}")]
+    #[error(
+        "demo --apiserver: etcd did not serve on {url}: {why}\n--- last lines of {log} ---\n{tail}"
+    )]
     EtcdDown {
         url: String,
         why: String,
@@ -417,7 +421,9 @@ impl std::fmt::Debug for RealCluster {
 async fn etcd_healthy(port: u16) -> bool {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let look = async {
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
         s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
             .await
             .ok()?;
@@ -591,9 +597,8 @@ impl RealCluster {
         let mut last = None;
         for _ in 0..3 {
             let port = match bind.port() {
-                0 => free_port(bind.ip()).ok_or_else(|| {
-                    setup("a port", format!("no free port on {}", bind.ip()))
-                })?,
+                0 => free_port(bind.ip())
+                    .ok_or_else(|| setup("a port", format!("no free port on {}", bind.ip())))?,
                 p => p,
             };
             let addr = SocketAddr::new(bind.ip(), port);
@@ -730,7 +735,10 @@ async fn install_crds(client: &kube::Client) -> Result<(), String> {
     let t0 = Instant::now();
     for name in names {
         loop {
-            let crd = api.get(&name).await.map_err(|e| format!("get {name}: {e}"))?;
+            let crd = api
+                .get(&name)
+                .await
+                .map_err(|e| format!("get {name}: {e}"))?;
             let established = crd
                 .status
                 .and_then(|s| s.conditions)

@@ -719,12 +719,7 @@ impl Changes {
             let Some(res) = super::kube::resources::by_kind(api_version, kind) else {
                 continue;
             };
-            tokio::spawn(watch_kind(
-                client.clone(),
-                res,
-                tx.clone(),
-                cancel.clone(),
-            ));
+            tokio::spawn(watch_kind(client.clone(), res, tx.clone(), cancel.clone()));
         }
         Changes::Kube(rx)
     }
@@ -766,11 +761,8 @@ async fn watch_kind(
 ) {
     use kube::runtime::watcher::{self, Event};
     use kube::runtime::WatchStreamExt;
-    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
-        client,
-        NS,
-        &super::kube::api::api_resource(res),
-    );
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client, NS, &super::kube::api::api_resource(res));
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
@@ -1400,7 +1392,8 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             .into_iter()
             .find(|p| {
                 p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(node)
-                    && p.pointer("/metadata/labels/k8s-app").and_then(Value::as_str)
+                    && p.pointer("/metadata/labels/k8s-app")
+                        .and_then(Value::as_str)
                         == Some("cilium")
             })
             .and_then(|p| {

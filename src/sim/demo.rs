@@ -24,9 +24,9 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
+use super::apiserver::{RealApiServer, RealCluster};
 use super::cluster::{self, ClusterInput, SimEnv};
 use super::demo_repo::{self, AddressPlan};
-use super::apiserver::{RealApiServer, RealCluster};
 use super::kube::{SimKube, SimKubeConfig};
 use super::node::{Clock, NodeState, Psi, UnitState, VpnTunnel};
 use super::scenario::{self, EnvState, Fault, Scenario};
@@ -174,10 +174,11 @@ impl FaultInjector {
                         lease: e.sim.lease_name.clone(),
                     });
                 };
-                let others_alive =
-                    e.sim.servers.iter().any(|(n, _)| {
-                        *n != holder && e.view.node_ready(n) == Some(true)
-                    });
+                let others_alive = e
+                    .sim
+                    .servers
+                    .iter()
+                    .any(|(n, _)| *n != holder && e.view.node_ready(n) == Some(true));
                 let moves = if others_alive {
                     format!("the lease moves once it expires ({} s)", e.lease_duration_s)
                 } else {
@@ -452,7 +453,9 @@ async fn start_demo(
                 &view,
             )
             .await
-            .map_err(|e| DemoError::Start(format!("seeding {} (real kube-apiserver): {e}", env.name)))?;
+            .map_err(|e| {
+                DemoError::Start(format!("seeding {} (real kube-apiserver): {e}", env.name))
+            })?;
             api_ports.insert(env.name.clone(), server.addr.port());
             sim_envs.push((sim_env, state, view));
             continue;
@@ -809,7 +812,10 @@ async fn start_real(
         DemoError::Start("demo --apiserver: no port free on every environment's VIP".into())
     })?;
     let started = futures::future::join_all(repo.environments.iter().map(|e| {
-        cluster.start_apiserver(&e.name, SocketAddr::new(IpAddr::V4(plan.vips[&e.name]), port))
+        cluster.start_apiserver(
+            &e.name,
+            SocketAddr::new(IpAddr::V4(plan.vips[&e.name]), port),
+        )
     }))
     .await;
     let mut servers = BTreeMap::new();

@@ -124,18 +124,19 @@ pub async fn record<C: ClusterApi>(
     }
     // client-go names an event after its object and the time in hex nanoseconds.
     let nanos = u128::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(0);
-    store.apply(json!({
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": format!("{}.{nanos:x}", inv.name), "namespace": ns},
-        "involvedObject": involved,
-        "reason": reason, "message": message, "type": type_,
-        "source": source,
-        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-        "eventTime": null,
-        "reportingComponent": src.component,
-        "reportingInstance": src.host.unwrap_or(""),
-    }))
-    .await?;
+    store
+        .apply(json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("{}.{nanos:x}", inv.name), "namespace": ns},
+            "involvedObject": involved,
+            "reason": reason, "message": message, "type": type_,
+            "source": source,
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+            "eventTime": null,
+            "reportingComponent": src.component,
+            "reportingInstance": src.host.unwrap_or(""),
+        }))
+        .await?;
     expire(store).await
 }
 
