@@ -67,21 +67,17 @@ pub enum ApiServerError {
     Pki(String),
     #[error("demo --apiserver: cannot start {program}: {why}")]
     Spawn { program: PathBuf, why: String },
-    #[error(
-        "demo --apiserver: etcd did not serve on {url}: {why}\n--- last lines of {log} ---\n{tail}"
-    )]
+    #[error("demo --apiserver: etcd did not serve on {url}: {why}\n--- the last lines of its log ---\n{tail}")]
     EtcdDown {
         url: String,
         why: String,
-        log: PathBuf,
         tail: String,
     },
-    #[error("demo --apiserver: kube-apiserver for `{env}` on https://{addr} did not become ready: {why}\n--- last lines of {log} ---\n{tail}")]
+    #[error("demo --apiserver: kube-apiserver for `{env}` on https://{addr} did not become ready: {why}\n--- the last lines of its log ---\n{tail}")]
     NotReady {
         env: String,
         addr: SocketAddr,
         why: String,
-        log: PathBuf,
         tail: String,
     },
     #[error("demo --apiserver: `{env}`: {what}: {why}")]
@@ -555,7 +551,6 @@ impl RealCluster {
                         url,
                         why: format!("not healthy after {ETCD_TIMEOUT:?}"),
                         tail: tail(&log, 20),
-                        log,
                     });
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -569,7 +564,6 @@ impl RealCluster {
             url: "127.0.0.1".into(),
             why,
             tail: tail(&log, 20),
-            log,
         })
     }
 
@@ -695,7 +689,6 @@ impl RealCluster {
                         addr,
                         why,
                         tail: text,
-                        log: log.clone(),
                     };
                     drop(proc);
                     if !taken {
