@@ -330,6 +330,59 @@ fn now_ms() -> u64 {
     u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0)
 }
 
+/// How many ports [`start_api_servers`] tries before giving up.
+const API_PORT_TRIES: usize = 20;
+
+/// Every environment's API server on its own VIP and one common port: the repo names one
+/// `k8sServicePort` for all environments (a shared HelmRelease), as real VIPs all serve
+/// the same port; per-environment random ports would make the demo's own copy fail its
+/// parity check. The port is the one the first VIP gets free; a concurrent demo (tests run
+/// many) can hold it on another VIP, and then every server is stopped and another tried.
+async fn start_api_servers(
+    repo: &Repo,
+    plan: &AddressPlan,
+) -> Result<BTreeMap<String, SimKube>, DemoError> {
+    let mut last = None;
+    for _ in 0..API_PORT_TRIES {
+        let mut started: BTreeMap<String, SimKube> = BTreeMap::new();
+        let mut port = 0;
+        let mut taken = None;
+        for env in &repo.environments {
+            let vip = plan.vips[&env.name];
+            let config = SimKubeConfig {
+                name: format!("hk-sim-{}", env.name),
+                ..SimKubeConfig::default()
+            };
+            match SimKube::start_with(SocketAddr::new(IpAddr::V4(vip), port), config).await {
+                Ok(kube) => {
+                    port = kube.addr().port();
+                    started.insert(env.name.clone(), kube);
+                }
+                Err(super::kube::SimError::Bind { addr, source })
+                    if source.kind() == std::io::ErrorKind::AddrInUse =>
+                {
+                    taken = Some(format!("{addr}: {source}"));
+                    break;
+                }
+                Err(e) => return Err(DemoError::Start(e.to_string())),
+            }
+        }
+        match taken {
+            None => return Ok(started),
+            Some(why) => {
+                for kube in started.into_values() {
+                    kube.shutdown().await;
+                }
+                last = Some(why);
+            }
+        }
+    }
+    Err(DemoError::Start(format!(
+        "no port free on every environment's VIP after {API_PORT_TRIES} tries (last: {})",
+        last.unwrap_or_default()
+    )))
+}
+
 fn string_var(repo: &Repo, host: &str, var: &str) -> Option<String> {
     repo.resolve_var(host, var)?
         .value()?
@@ -410,17 +463,31 @@ async fn start_demo(
     }
     let public = key.public_key().clone();
 
-    // With --apiserver: the real servers, all started before any is waited for.
+    // With --apiserver: real API servers in place of the built-in ones (all started before
+    // any is waited for). Either way: one per environment, on its VIP, all on one port.
     let mut real = match apiserver {
         Some(bin) => Some(start_real(bin, dir, &repo, &plan).await?),
         None => None,
     };
-    // One API server per environment, on its VIP.
+    let (mut started, api_port) = match &real {
+        Some(r) => (
+            BTreeMap::new(),
+            r.servers.values().next().map(|s| s.addr.port()),
+        ),
+        None => {
+            let started = start_api_servers(&repo, &plan).await?;
+            let port = started.values().next().map(|k| k.addr().port());
+            (started, port)
+        }
+    };
+    if let Some(port) = api_port {
+        let from: Vec<String> = plan.api_ports.values().cloned().collect();
+        demo_repo::move_service_port(dir, &plan.files, &from, port)?;
+    }
     let mut kubes = BTreeMap::new();
     let mut api_ports: BTreeMap<String, u16> = BTreeMap::new();
     let mut sim_envs = Vec::new();
     for env in &repo.environments {
-        let vip = plan.vips[&env.name];
         let kc_path = |env: &crate::repo::env::Environment| {
             env.kubeconfig_name.get().map(|n| dir.join(".cache").join(n)).ok_or_else(|| {
                 DemoError::Start(format!(
@@ -434,11 +501,7 @@ async fn start_demo(
                 DemoError::Start(format!("environment `{}`: no API server started", env.name))
             })?;
             let kc = kc_path(env)?;
-            let ro = kc
-                .parent()
-                .map(|p| p.join("readonly"))
-                .unwrap_or_default()
-                .join(kc.file_name().unwrap_or_default());
+            let ro = readonly_path(&kc);
             server
                 .write_kubeconfig(&kc)
                 .and_then(|()| server.write_readonly_kubeconfig(&ro))
@@ -460,50 +523,16 @@ async fn start_demo(
             sim_envs.push((sim_env, state, view));
             continue;
         }
-        let kube = SimKube::start_with(
-            SocketAddr::new(IpAddr::V4(vip), 0),
-            SimKubeConfig {
-                name: format!("hk-sim-{}", env.name),
-                ..SimKubeConfig::default()
-            },
-        )
-        .await
-        .map_err(|e| DemoError::Start(e.to_string()))?;
-        let kc_name = env.kubeconfig_name.get().ok_or_else(|| {
-            DemoError::Start(format!(
-                "environment `{}`: no `{}` agreed by its servers; the demo cannot place its kubeconfig",
-                env.name, env.kubeconfig_name.var
-            ))
+        let kube = started.remove(&env.name).ok_or_else(|| {
+            DemoError::Start(format!("environment `{}`: no API server started", env.name))
         })?;
-        kube.write_kubeconfig(&dir.join(".cache").join(kc_name))
-            .map_err(|e| DemoError::Start(e.to_string()))?;
-        kube.write_readonly_kubeconfig(&dir.join(".cache").join("readonly").join(kc_name))
+        let kc = kc_path(env)?;
+        let ro = readonly_path(&kc);
+        kube.write_kubeconfig(&kc)
+            .and_then(|()| kube.write_readonly_kubeconfig(&ro))
             .map_err(|e| DemoError::Start(e.to_string()))?;
         api_ports.insert(env.name.clone(), kube.addr().port());
-        let servers: Vec<(String, Ipv4Addr)> = env
-            .servers
-            .iter()
-            .map(|h| (h.name.clone(), plan.hosts[&h.name]))
-            .collect();
-        let founder = env
-            .founder
-            .get()
-            .and_then(|f| f.parse::<Ipv4Addr>().ok())
-            .or_else(|| servers.first().map(|s| s.1))
-            .unwrap_or(vip);
-        // The Lease the console's watchers will look for, by the same rule.
-        let lease_name = crate::cluster::watch_settings(&repo, &env.name)
-            .map_err(|e| DemoError::Start(e.to_string()))?
-            .lease_name;
-        let sim_env = SimEnv {
-            name: env.name.clone(),
-            servers,
-            vip,
-            api_port: kube.addr().port(),
-            founder,
-            lease_name,
-            time_scale: scenario.time_scale.max(1),
-        };
+        let sim_env = sim_env_of(&repo, &plan, env, kube.addr().port(), scenario.time_scale)?;
         let state = state_of(&env.name);
         let view = cluster::View::default();
         cluster::seed(
@@ -829,6 +858,14 @@ async fn start_real(
         t0.elapsed()
     );
     Ok(RealApis { servers, cluster })
+}
+
+/// Where the read-only user's kubeconfig goes beside the admin's `kc`: `readonly/` there.
+fn readonly_path(kc: &Path) -> PathBuf {
+    kc.parent()
+        .map(|p| p.join("readonly"))
+        .unwrap_or_default()
+        .join(kc.file_name().unwrap_or_default())
 }
 
 /// What the controllers know of `env`, its API server on `api_port`.
