@@ -4,7 +4,8 @@
 //!   modes (same steps, same states), and no etcd or kube-apiserver outlives the demo.
 //! - The real kubectl against the demo in that mode: nodes Ready, the kube-vip Lease held
 //!   and renewed, a deleted agent pod replaced by the DaemonSet controller (a kube watch),
-//!   the Flux CRDs served, and `kubectl logs` failing loudly (no kubelet is simulated).
+//!   `rollout restart` rolled to the end, the Flux CRDs served, `kubectl logs` failing
+//!   loudly (no kubelet is simulated), and a live fault (holder-dies) moving the Lease.
 //! - A missing or broken DIR is a named error with exit code 2.
 //!
 //! Needs etcd, kube-apiserver and kubectl in $HK_APISERVER_BIN_DIR (default
@@ -280,14 +281,89 @@ async fn kubectl_sees_the_simulated_cluster_on_the_real_apiserver() {
         assert_eq!(code, Some(0), "{err}");
         assert!(out.contains("SuccessfulCreate"), "{out}");
 
+        // `rollout restart` (a client's change of the template, seen through a watch) rolls
+        // a new generation, node by node, to the end `rollout status` waits for.
+        let (out, err, code) = kubectl(
+            &kc,
+            &[
+                "rollout",
+                "restart",
+                "-n",
+                "kube-system",
+                "daemonset/cilium",
+            ],
+        );
+        assert_eq!(code, Some(0), "{out}{err}");
+        let (out, err, code) = kubectl(
+            &kc,
+            &[
+                "rollout",
+                "status",
+                "-n",
+                "kube-system",
+                "daemonset/cilium",
+                "--timeout=60s",
+            ],
+        );
+        assert_eq!(code, Some(0), "{out}{err}");
+        assert!(out.contains("successfully rolled out"), "{out}");
+        let (out, err, code) = kubectl(
+            &kc,
+            &[
+                "get",
+                "pods",
+                "-n",
+                "kube-system",
+                "-l",
+                "pod-template-generation=2",
+                "--no-headers",
+            ],
+        );
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(out.lines().count(), 3, "every node on generation 2: {out}");
+
         // Logs live with a kubelet, which the simulation does not run: a loud failure.
-        let (out, err, code) = kubectl(&kc, &["logs", "-n", "kube-system", "cilium-g1-n1"]);
+        let (out, err, code) = kubectl(&kc, &["logs", "-n", "kube-system", "cilium-g2-n1"]);
         assert_ne!(code, Some(0), "kubectl logs must fail: {out}");
         assert!(out.trim().is_empty(), "no lines on a failure: {out}");
         assert!(err.contains("10250"), "the kubelet's port named: {err}");
     })
     .await
     .expect("kubectl checks");
+
+    // A fault reaches the real server too: the holder's node goes NotReady, and once its
+    // Lease has run out the next server holds it.
+    let said = d
+        .fault_injector()
+        .inject("prod", "holder-dies")
+        .expect("holder-dies");
+    assert!(said.contains("k3s-prod-1"), "{said}");
+    let kc2 = kc.clone();
+    tokio::task::spawn_blocking(move || {
+        let kc = kc2;
+        until(10, "k3s-prod-1 NotReady", || {
+            let (out, _, _) = kubectl(&kc, &["get", "node", "k3s-prod-1", "--no-headers"]);
+            out.contains("NotReady").then_some(())
+        });
+        let holder = until(40, "the lease moved to k3s-prod-2", || {
+            let (out, _, _) = kubectl(
+                &kc,
+                &[
+                    "get",
+                    "lease",
+                    "-n",
+                    "kube-system",
+                    "plndr-cp-lock",
+                    "-o",
+                    "jsonpath={.spec.holderIdentity} {.spec.leaseTransitions}",
+                ],
+            );
+            out.starts_with("k3s-prod-2").then_some(out)
+        });
+        assert_eq!(holder, "k3s-prod-2 1");
+    })
+    .await
+    .expect("fault checks");
     drop(d);
     for pid in pids {
         assert!(
