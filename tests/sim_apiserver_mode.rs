@@ -135,24 +135,79 @@ fn steps(report: &Value) -> Vec<(u64, String, String)> {
         .collect()
 }
 
-/// The same mutating runbooks, built-in vs real API server: both succeed, step for step.
+/// The same mutating runbooks, built-in vs real API server: the same outcome, step for
+/// step (a stuck rollout halts at the same unready pod on both).
 #[test]
 fn mutating_runbooks_end_the_same_on_the_real_apiserver_as_on_the_builtin_one() {
     let bin = bin_dir();
     require_ansible();
-    for (scenario, runbook, env, host) in [
-        ("healthy", "packages-baseline", "dev", Some("k3s-dev-1")),
-        ("agents-on-node-ip", "cilium-endpoint-rollout", "prod", None),
+    for (scenario, runbook, env, host, succeeds) in [
+        (
+            "healthy",
+            "packages-baseline",
+            "dev",
+            Some("k3s-dev-1"),
+            true,
+        ),
+        (
+            "agents-on-node-ip",
+            "cilium-endpoint-rollout",
+            "prod",
+            None,
+            true,
+        ),
+        (
+            "rollout-stuck",
+            "cilium-endpoint-rollout",
+            "prod",
+            None,
+            false,
+        ),
     ] {
         let (builtin, code_b, took_b) = headless(scenario, runbook, env, host, None);
         let (real, code_r, took_r) = headless(scenario, runbook, env, host, Some(&bin));
-        eprintln!("{runbook} {env}: built-in {took_b:?}, --apiserver {took_r:?}");
-        assert_eq!(builtin["succeeded"], true, "built-in: {builtin:#}");
-        assert_eq!(real["succeeded"], true, "--apiserver: {real:#}");
-        assert_eq!((code_b, code_r), (Some(0), Some(0)));
-        assert_eq!(steps(&builtin), steps(&real), "{runbook} {env}");
-        assert!(steps(&real).iter().all(|(_, _, s)| s == "done"), "{real:#}");
+        eprintln!("{scenario} {runbook} {env}: built-in {took_b:?}, --apiserver {took_r:?}");
+        assert_eq!(builtin["succeeded"], succeeds, "built-in: {builtin:#}");
+        assert_eq!(real["succeeded"], succeeds, "--apiserver: {real:#}");
+        let code = Some(if succeeds { 0 } else { 1 });
+        assert_eq!((code_b, code_r), (code, code));
+        assert_eq!(steps(&builtin), steps(&real), "{scenario} {runbook} {env}");
+        if succeeds {
+            assert!(steps(&real).iter().all(|(_, _, s)| s == "done"), "{real:#}");
+        } else {
+            assert!(
+                steps(&real).iter().any(|(_, _, s)| s == "failed"),
+                "{real:#}"
+            );
+        }
     }
+}
+
+/// `demo --once` on the real servers: every pane of both environments filled from them,
+/// nothing critical, nothing left running.
+#[test]
+fn one_look_at_every_pane_reads_the_real_apiservers() {
+    let bin = bin_dir();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("demo");
+    let out = Command::new(env!("CARGO_BIN_EXE_hk-console"))
+        .args(["demo", "--once", "--json", "--apiserver"])
+        .arg(&bin)
+        .arg("--dir")
+        .arg(&dir)
+        .env("XDG_STATE_HOME", tmp.path().join("state"))
+        .output()
+        .expect("run hk-console");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let snap: Value = serde_json::from_str(&stdout).expect("snapshot json");
+    let text = snap.to_string();
+    for needle in ["plndr-cp-lock", "cilium-g1-n3", "k3s-prod-3", "k3s-dev-3"] {
+        assert!(text.contains(needle), "{needle} in {stdout}");
+    }
+    let left = processes_mentioning(&dir.display().to_string());
+    assert!(left.is_empty(), "left running: {left:#?}");
 }
 
 fn kubectl(kc: &Path, args: &[&str]) -> (String, String, Option<i32>) {
