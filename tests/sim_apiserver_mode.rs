@@ -486,3 +486,49 @@ fn a_broken_apiserver_dir_is_a_named_error() {
     let left = processes_mentioning(&tmp.path().display().to_string());
     assert!(left.is_empty(), "left running: {left:#?}");
 }
+
+/// hk-console SIGKILLed while its real servers run: their watchdogs stop them and remove
+/// their files (PKI and tokens included).
+#[test]
+fn a_sigkilled_demo_leaves_no_server_behind() {
+    let bin = bin_dir();
+    require_ansible();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("demo");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hk-console"))
+        .args([
+            "demo",
+            "--scenario",
+            "rollout-stuck",
+            "--headless",
+            "--run",
+            "cilium-endpoint-rollout",
+            "--env",
+            "prod",
+            "--apiserver",
+        ])
+        .arg(&bin)
+        .arg("--dir")
+        .arg(&dir)
+        .env("XDG_STATE_HOME", tmp.path().join("state"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn hk-console");
+    let needle = dir.display().to_string();
+    until(120, "both kube-apiservers running", || {
+        let n = processes_mentioning(&needle)
+            .iter()
+            .filter(|p| p.contains("kube-apiserver") && !p.contains("hk-console-watchdog"))
+            .count();
+        (n == 2).then_some(())
+    });
+    child.kill().expect("SIGKILL hk-console");
+    let _ = child.wait();
+    until(20, "no process of the demo left", || {
+        processes_mentioning(&needle).is_empty().then_some(())
+    });
+    until(10, "the servers' files removed", || {
+        (!dir.join(".apiserver").exists()).then_some(())
+    });
+}

@@ -486,27 +486,29 @@ impl RealCluster {
         if let Some(ip) = ips.iter().find(|ip| !ip.is_loopback()) {
             return Err(ApiServerError::NotLoopback(*ip));
         }
-        std::fs::create_dir_all(dir).map_err(|source| ApiServerError::Write {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        let pki = make_pki(dir, ips)?;
-        let admin_token = random_hex(24);
-        let readonly_token = random_hex(24);
-        let token_file = dir.join("tokens.csv");
-        write(
-            &token_file,
-            &format!(
-                "{admin_token},{ADMIN_USER},{ADMIN_USER},\"system:masters\"\n{readonly_token},{READONLY_USER},{READONLY_USER}\n"
-            ),
-        )?;
         let log = dir.join("etcd.log");
         let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let mut why = String::from("no free port on 127.0.0.1");
+        let mut last_tail = String::new();
         for _ in 0..3 {
             let (Some(client), Some(peer)) = (free_port(lo), free_port(lo)) else {
                 break;
             };
+            // Made afresh each try: a failed etcd's watchdog takes the directory with it.
+            std::fs::create_dir_all(dir).map_err(|source| ApiServerError::Write {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+            let pki = make_pki(dir, ips)?;
+            let admin_token = random_hex(24);
+            let readonly_token = random_hex(24);
+            let token_file = dir.join("tokens.csv");
+            write(
+                &token_file,
+                &format!(
+                    "{admin_token},{ADMIN_USER},{ADMIN_USER},\"system:masters\"\n{readonly_token},{READONLY_USER},{READONLY_USER}\n"
+                ),
+            )?;
             let data = dir.join("etcd-data");
             let args: Vec<String> = vec![
                 "--name=hk-console-demo".into(),
@@ -520,9 +522,9 @@ impl RealCluster {
                 "--unsafe-no-fsync=true".into(),
                 "--log-level=warn".into(),
             ];
-            // The watchdog removes the etcd data only (the PKI stays for the API servers
-            // until the whole directory goes with the demo's).
-            let etcd = Watched::spawn(&data, &log, &bins.etcd, &args)?;
+            // etcd goes last (after the API servers), so its watchdog removes the whole
+            // directory: the PKI and tokens too, even when hk-console was SIGKILLed.
+            let etcd = Watched::spawn(dir, &log, &bins.etcd, &args)?;
             let url = format!("http://127.0.0.1:{client}");
             loop {
                 if etcd_healthy(client).await {
@@ -555,15 +557,16 @@ impl RealCluster {
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
+            last_tail = tail(&log, 20);
             // A port taken between choosing and binding: choose again.
-            if !tail(&log, 20).contains("address already in use") {
+            if !last_tail.contains("address already in use") {
                 break;
             }
         }
         Err(ApiServerError::EtcdDown {
             url: "127.0.0.1".into(),
             why,
-            tail: tail(&log, 20),
+            tail: last_tail,
         })
     }
 
@@ -807,7 +810,7 @@ async fn readonly_rbac(client: &kube::Client) -> Result<(), String> {
 
 impl Drop for RealCluster {
     fn drop(&mut self) {
-        // etcd stopped (its watchdog removes its data), then the PKI and tokens.
+        // Its watchdog removes the whole directory once etcd is dead; this makes sure.
         drop(self.etcd.take());
         let _ = std::fs::remove_dir_all(&self.dir);
     }
