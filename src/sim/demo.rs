@@ -431,6 +431,17 @@ async fn start_demo(
             repo.environment_names().join(", ")
         )));
     }
+    for env in &repo.environments {
+        let beyond = scenario.servers_beyond(&env.name, env.servers.len());
+        if !beyond.is_empty() {
+            return Err(DemoError::Start(format!(
+                "scenario `{name}`: environment `{}` has {} server(s), but the scenario names {}",
+                env.name,
+                env.servers.len(),
+                beyond.join(", ")
+            )));
+        }
+    }
     let env_index: BTreeMap<String, usize> = repo
         .environments
         .iter()
@@ -566,7 +577,13 @@ async fn start_demo(
         .collect();
     for (host, addr) in &plan.hosts {
         let env_name = env_of.get(host).or_else(|| gateways.get(host));
-        let state = env_name.map(|e| state_of(e)).unwrap_or_default();
+        let position = env_name
+            .and_then(|e| repo.environment(e))
+            .and_then(|e| e.servers.iter().position(|s| &s.name == host))
+            .map(|i| i + 1);
+        let state = env_name
+            .map(|e| state_of(e).on_server(position))
+            .unwrap_or_default();
         let mut node = build_node(&repo, host, &state, gateways.contains_key(host), &clock)?;
         // Each environment's first server leads its etcd (what the etcd pane reads).
         node.etcd_leader = repo
