@@ -43,6 +43,7 @@ pub(super) fn demo_cmd(
     mode: DemoMode,
     json: bool,
     dir: Option<&Path>,
+    apiserver: Option<&Path>,
 ) -> CmdResult {
     let dir = match dir {
         Some(d) => {
@@ -74,10 +75,11 @@ pub(super) fn demo_cmd(
     std::fs::create_dir_all(&dir.path)
         .map_err(|e| Failure::msg(format!("demo: cannot create {}: {e}", dir.path.display())))?;
     // The simulation runs on the command's runtime for as long as `demo` is held.
-    let demo = rt.block_on(crate::sim::demo::start_from(
+    let demo = rt.block_on(crate::sim::demo::start_with(
         scenario,
         &dir.path,
         cli.repo.as_deref(),
+        apiserver,
     ))?;
     if let DemoMode::Headless(req) = &mode {
         let runbooks = load_runbooks(cli.runbooks.as_deref())?;

@@ -282,6 +282,13 @@ pub enum Command {
         /// Write the demo repo here and keep it (default: a fresh directory removed on exit).
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// Run a REAL etcd and kube-apiserver per environment from DIR (which holds `etcd`
+        /// and `kube-apiserver`, e.g. target/apiserver-bin) instead of the built-in API
+        /// server; the simulated controllers write to them, so kubectl and k9s see the real
+        /// server. Container logs, exec, attach and port-forward fail there (the real server
+        /// asks a kubelet; the simulation runs none).
+        #[arg(long, value_name = "DIR", conflicts_with = "list")]
+        apiserver: Option<PathBuf>,
     },
     /// Propose hk-console.yaml for a repo that has none, from its inventory and Flux tree,
     /// every choice commented with its evidence (file:line) and every ambiguity asked as a
@@ -481,7 +488,7 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
         // repo named, there is no cluster to reach: the console opens on the simulated
         // homelab instead of the bundled sample's documentation addresses.
         None if console::possible() && cli.repo.is_none() => {
-            demo::demo_cmd(cli, rt, "healthy", DemoMode::Console, false, None)
+            demo::demo_cmd(cli, rt, "healthy", DemoMode::Console, false, None, None)
         }
         None if console::possible() => console::console(cli, rt, StartScreen::Home, false, None),
         None => check::overview(cli),
@@ -529,6 +536,7 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
             env,
             host,
             timeout,
+            apiserver,
             ..
         }) => {
             let req = crate::sim::headless::HeadlessRun {
@@ -544,6 +552,7 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
                 DemoMode::Headless(req),
                 *json,
                 dir.as_deref(),
+                apiserver.as_deref(),
             )
         }
         Some(Command::Demo {
@@ -551,6 +560,7 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
             once,
             json,
             dir,
+            apiserver,
             ..
         }) => {
             if *json && !*once {
@@ -561,7 +571,15 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
             } else {
                 DemoMode::Console
             };
-            demo::demo_cmd(cli, rt, scenario, mode, *json, dir.as_deref())
+            demo::demo_cmd(
+                cli,
+                rt,
+                scenario,
+                mode,
+                *json,
+                dir.as_deref(),
+                apiserver.as_deref(),
+            )
         }
         Some(Command::Inventory {
             inventory,

@@ -21,13 +21,19 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::StreamExt;
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use super::kube::api::{ClusterApi, KubeApi};
 use super::kube::events::{self, Involved, Source};
-use super::kube::{EventType, ObjRef, Origin, Store, StoreEvent};
+use super::kube::logs::Logs;
+use super::kube::{EventType, ObjRef, Origin, SimError, Store, StoreEvent};
 use super::scenario::{AgentsDial, EnvState, Fault};
 
 /// The annotation Flux's `reconcile` verb sets; a change asks for a reconcile.
@@ -251,11 +257,11 @@ fn pod_ref(name: &str) -> ObjRef {
     ObjRef::new("v1", "Pod", Some(NS), name)
 }
 
-/// The DaemonSet's generation and uid, as the store has them. Its pods carry that uid as
+/// The DaemonSet's generation and uid, as the cluster has them. Its pods carry that uid as
 /// their controller's (a client that checks ownership, like kube-wait, ignores pods that
 /// name another).
-fn ds_meta(store: &Store) -> (u64, String) {
-    let ds = store.fetch(&ds_ref()).ok().flatten();
+async fn ds_meta<C: ClusterApi>(api: &C) -> (u64, String) {
+    let ds = api.fetch(&ds_ref()).await.ok().flatten();
     let field = |p: &str| ds.as_ref().and_then(|o| o.pointer(p).cloned());
     (
         field("/metadata/generation")
@@ -359,8 +365,10 @@ fn agent_line(level: &str, msg: &str, attrs: &str) -> String {
 
 /// What an agent logs as it starts: the API server it dials is the line an operator
 /// looks for.
-fn agent_starts(store: &Store, pod: &str, host: &str, port: u16) {
-    let logs = store.logs();
+fn agent_starts(logs: Option<&Logs>, pod: &str, host: &str, port: u16) {
+    let Some(logs) = logs else {
+        return;
+    };
     let k8s = "module=agent.infra.k8s-client";
     for (msg, attrs) in [
         ("Starting hive", String::new()),
@@ -454,32 +462,122 @@ fn kubernetes_endpoints(env: &SimEnv, dead: &[bool]) -> Value {
     })
 }
 
-/// Put the cluster of `env` into `store` as `state` says.
-pub fn seed(store: &Store, env: &SimEnv, state: &EnvState) -> Result<(), super::kube::SimError> {
+/// Where the simulated controllers write: the cluster's API (the built-in [`Store`], or a
+/// real kube-apiserver through [`KubeApi`]), and what only the built-in server carries.
+#[derive(Clone)]
+pub struct Target<C> {
+    pub api: C,
+    /// The containers' log lines. The built-in server serves them; a real kube-apiserver
+    /// asks the node's kubelet for them, and the simulation runs none: `None` there.
+    pub logs: Option<Logs>,
+    /// Whether the simulation keeps the `kubernetes` Service and its EndpointSlice (the
+    /// built-in server), or the API server does (a real one reconciles them itself, with
+    /// its own address, and would undo the simulation's).
+    pub service_endpoints: bool,
+}
+
+impl std::fmt::Debug for Target<Store> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target").field("api", &"built-in").finish()
+    }
+}
+
+impl Target<Store> {
+    /// The built-in API server's store.
+    pub fn builtin(store: Store) -> Target<Store> {
+        Target {
+            logs: Some(store.logs().clone()),
+            api: store,
+            service_endpoints: true,
+        }
+    }
+}
+
+impl Target<KubeApi> {
+    /// A real kube-apiserver, as `client` reaches it.
+    pub fn real(client: kube::Client) -> Target<KubeApi> {
+        Target {
+            api: KubeApi::new(client),
+            logs: None,
+            service_endpoints: false,
+        }
+    }
+}
+
+/// What the controllers last made of the cluster (the kube-vip Lease's holder, each node's
+/// readiness), for whoever must answer at once without a request (the console's `:fault`).
+#[derive(Debug, Clone, Default)]
+pub struct View {
+    inner: Arc<Mutex<ViewState>>,
+}
+
+#[derive(Debug, Default)]
+struct ViewState {
+    holder: Option<String>,
+    ready: BTreeMap<String, bool>,
+}
+
+impl View {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ViewState> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The kube-vip Lease's holder.
+    pub fn lease_holder(&self) -> Option<String> {
+        self.lock().holder.clone()
+    }
+
+    /// Whether node `name` is Ready (`None`: no such node).
+    pub fn node_ready(&self, name: &str) -> Option<bool> {
+        self.lock().ready.get(name).copied()
+    }
+
+    fn set_holder(&self, holder: &str) {
+        self.lock().holder = Some(holder.to_string());
+    }
+
+    fn set_ready(&self, node: &str, ready: bool) {
+        self.lock().ready.insert(node.to_string(), ready);
+    }
+}
+
+/// Put the cluster of `env` into `t` as `state` says; `view` learns what was put.
+pub async fn seed<C: ClusterApi>(
+    t: &Target<C>,
+    env: &SimEnv,
+    state: &EnvState,
+    view: &View,
+) -> Result<(), SimError> {
+    let api = &t.api;
     let now = jiff::Timestamp::now();
     for (name, addr) in &env.servers {
-        let n = store.apply(node(name, *addr, true, now))?;
+        let n = api.apply(node(name, *addr, true, now)).await?;
         let uid = n
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or("");
-        store.apply(node_lease(name, uid, now))?;
+        api.apply(node_lease(name, uid, now)).await?;
+        view.set_ready(name, true);
     }
     let holder_ix = state
         .lease_holder
         .saturating_sub(1)
         .min(env.servers.len().saturating_sub(1));
     if let Some((holder, _)) = env.servers.get(holder_ix) {
-        store.apply(lease(
+        api.apply(lease(
             &env.lease_name,
             holder,
             state.lease_duration_s,
             0,
             now,
-        ))?;
+        ))
+        .await?;
+        view.set_holder(holder);
     }
-    store.apply(kubernetes_service())?;
-    store.apply(kubernetes_endpoints(env, &[]))?;
+    if t.service_endpoints {
+        api.apply(kubernetes_service()).await?;
+        api.apply(kubernetes_endpoints(env, &[])).await?;
+    }
     let hosts: Vec<String> = (0..env.servers.len())
         .map(|i| env.dial(state.agents_dial, i))
         .collect();
@@ -489,16 +587,17 @@ pub fn seed(store: &Store, env: &SimEnv, state: &EnvState) -> Result<(), super::
         .first()
         .cloned()
         .unwrap_or_else(|| env.vip.to_string());
-    store.apply(daemonset(env, &template_host))?;
+    api.apply(daemonset(env, &template_host)).await?;
     let ds = ds_ref();
-    let (generation, owner) = ds_meta(store);
+    let (generation, owner) = ds_meta(api).await;
     for (i, h) in hosts.iter().enumerate() {
         let name = pod_name(i, generation, 0);
-        store.apply(pod(env, i, &name, generation, &owner, h, true, now))?;
-        agent_starts(store, &name, h, env.api_port);
-        agent_ready(store, &name);
+        api.apply(pod(env, i, &name, generation, &owner, h, true, now))
+            .await?;
+        agent_starts(t.logs.as_ref(), &name, h, env.api_port);
+        agent_ready(t.logs.as_ref(), &name);
     }
-    store.patch_status(
+    api.patch_status(
         &ds,
         super::daemonset::status(
             generation,
@@ -506,16 +605,17 @@ pub fn seed(store: &Store, env: &SimEnv, state: &EnvState) -> Result<(), super::
             env.servers.len(),
             env.servers.len(),
         ),
-    )?;
-    store.apply(helmrelease(None))?;
+    )
+    .await?;
+    api.apply(helmrelease(None)).await?;
     Ok(())
 }
 
-/// The holder of `env`'s kube-vip Lease as the store has it now.
-pub fn lease_holder(store: &Store, env: &SimEnv) -> Option<String> {
+/// The holder of `env`'s kube-vip Lease as the cluster has it now.
+pub async fn lease_holder<C: ClusterApi>(api: &C, env: &SimEnv) -> Option<String> {
     let lease = ObjRef::new("coordination.k8s.io/v1", "Lease", Some(NS), &env.lease_name);
-    store
-        .fetch(&lease)
+    api.fetch(&lease)
+        .await
         .ok()
         .flatten()?
         .pointer("/spec/holderIdentity")
@@ -523,10 +623,11 @@ pub fn lease_holder(store: &Store, env: &SimEnv) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Whether the Node `name` is Ready as the store has it now (`None`: no such node).
-pub fn node_ready(store: &Store, name: &str) -> Option<bool> {
-    let node = store
+/// Whether the Node `name` is Ready as the cluster has it now (`None`: no such node).
+pub async fn node_ready<C: ClusterApi>(api: &C, name: &str) -> Option<bool> {
+    let node = api
         .fetch(&ObjRef::new("v1", "Node", None, name))
+        .await
         .ok()
         .flatten()?;
     let ready = node
@@ -540,23 +641,25 @@ pub fn node_ready(store: &Store, name: &str) -> Option<bool> {
     Some(ready)
 }
 
-fn agent_ready(store: &Store, pod: &str) {
-    store.logs().append(
-        NS,
-        pod,
-        AGENT,
-        agent_line(
-            "info",
-            "Daemon initialization completed",
-            "module=agent.controlplane.daemon",
-        ),
-    );
+fn agent_ready(logs: Option<&Logs>, pod: &str) {
+    if let Some(logs) = logs {
+        logs.append(
+            NS,
+            pod,
+            AGENT,
+            agent_line(
+                "info",
+                "Daemon initialization completed",
+                "module=agent.controlplane.daemon",
+            ),
+        );
+    }
 }
 
-fn agent_stops(store: &Store, pod: &str) {
-    store
-        .logs()
-        .append(NS, pod, AGENT, agent_line("info", "Stopping hive", ""));
+fn agent_stops(logs: Option<&Logs>, pod: &str) {
+    if let Some(logs) = logs {
+        logs.append(NS, pod, AGENT, agent_line("info", "Stopping hive", ""));
+    }
 }
 
 fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
@@ -564,18 +667,191 @@ fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
 }
 
+/// One change the controllers react to, from either kind of API server.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub kind: &'static str,
+    pub event: EventType,
+    pub name: String,
+    /// The object after the change (for a deletion: its last state).
+    pub object: Value,
+    /// The object before the change, when it was seen before.
+    pub prev: Option<Value>,
+    /// Written by a client (an operator's kubectl, the console), not by the simulation.
+    /// The built-in server knows; a real one's watch does not say, so there every change
+    /// counts as a client's and the controllers tell their own writes apart by content.
+    pub by_client: bool,
+}
+
+/// What the controllers' change feed yields.
+#[derive(Debug)]
+pub enum Feed {
+    Change(Change),
+    /// Changes were missed: look at the whole state instead.
+    Missed,
+    Closed,
+}
+
+/// The kinds whose changes the controllers react to (all in kube-system).
+const WATCHED: [(&str, &str); 3] = [
+    ("helm.toolkit.fluxcd.io/v2", "HelmRelease"),
+    ("v1", "Pod"),
+    ("apps/v1", "DaemonSet"),
+];
+
+/// Where the controllers learn of changes: the built-in store's own feed, or kube watches on
+/// a real API server.
+pub enum Changes {
+    Store(broadcast::Receiver<Arc<StoreEvent>>),
+    Kube(mpsc::UnboundedReceiver<Feed>),
+}
+
+impl Changes {
+    /// The built-in store's feed.
+    pub fn of_store(store: &Store) -> Changes {
+        Changes::Store(store.subscribe())
+    }
+
+    /// Watches of the watched kinds in kube-system on a real API server, until `cancel`.
+    pub fn watch(client: &kube::Client, cancel: &CancellationToken) -> Changes {
+        let (tx, rx) = mpsc::unbounded_channel();
+        for (api_version, kind) in WATCHED {
+            let Some(res) = super::kube::resources::by_kind(api_version, kind) else {
+                continue;
+            };
+            tokio::spawn(watch_kind(client.clone(), res, tx.clone(), cancel.clone()));
+        }
+        Changes::Kube(rx)
+    }
+
+    async fn next(&mut self) -> Feed {
+        match self {
+            Changes::Store(rx) => loop {
+                match rx.recv().await {
+                    Ok(e) => {
+                        let kind = e.resource.kind;
+                        if !WATCHED.iter().any(|(_, k)| *k == kind) {
+                            continue;
+                        }
+                        return Feed::Change(Change {
+                            kind,
+                            event: e.event,
+                            name: e.name.clone(),
+                            object: (*e.object).clone(),
+                            prev: e.prev.as_ref().map(|p| (**p).clone()),
+                            by_client: e.origin == Origin::Api,
+                        });
+                    }
+                    Err(RecvError::Lagged(_)) => return Feed::Missed,
+                    Err(RecvError::Closed) => return Feed::Closed,
+                }
+            },
+            Changes::Kube(rx) => rx.recv().await.unwrap_or(Feed::Closed),
+        }
+    }
+}
+
+/// One kind's watch on a real API server, turned into [`Change`]s (with the object as last
+/// seen, for `prev`). A re-list after a broken watch says [`Feed::Missed`].
+async fn watch_kind(
+    client: kube::Client,
+    res: &'static super::kube::resources::ResourceType,
+    tx: mpsc::UnboundedSender<Feed>,
+    cancel: CancellationToken,
+) {
+    use kube::runtime::watcher::{self, Event};
+    use kube::runtime::WatchStreamExt;
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client, NS, &super::kube::api::api_resource(res));
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut seen: BTreeMap<String, Value> = BTreeMap::new();
+    let mut listing: Option<BTreeMap<String, Value>> = None;
+    let mut first = true;
+    let value = |o: &kube::api::DynamicObject| serde_json::to_value(o).unwrap_or(Value::Null);
+    loop {
+        let ev = tokio::select! {
+            _ = cancel.cancelled() => return,
+            ev = stream.next() => ev,
+        };
+        let feed = match ev {
+            None => return,
+            Some(Err(e)) => {
+                tracing::warn!("simulated cluster: watching {}: {e}", res.plural);
+                continue;
+            }
+            Some(Ok(Event::Apply(o))) => {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                let object = value(&o);
+                let prev = seen.insert(name.clone(), object.clone());
+                Feed::Change(Change {
+                    kind: res.kind,
+                    event: if prev.is_some() {
+                        EventType::Modified
+                    } else {
+                        EventType::Added
+                    },
+                    name,
+                    object,
+                    prev,
+                    by_client: true,
+                })
+            }
+            Some(Ok(Event::Delete(o))) => {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                let prev = seen.remove(&name);
+                Feed::Change(Change {
+                    kind: res.kind,
+                    event: EventType::Deleted,
+                    name,
+                    object: value(&o),
+                    prev,
+                    by_client: true,
+                })
+            }
+            Some(Ok(Event::Init)) => {
+                listing = Some(BTreeMap::new());
+                continue;
+            }
+            Some(Ok(Event::InitApply(o))) => {
+                if let Some(l) = listing.as_mut() {
+                    l.insert(o.metadata.name.clone().unwrap_or_default(), value(&o));
+                }
+                continue;
+            }
+            Some(Ok(Event::InitDone)) => {
+                let now = listing.take().unwrap_or_default();
+                let missed = !first && now != seen;
+                seen = now;
+                first = false;
+                if !missed {
+                    continue;
+                }
+                Feed::Missed
+            }
+        };
+        if tx.send(feed).is_err() {
+            return;
+        }
+    }
+}
+
 /// The controllers of one simulated cluster, until `cancel`: the scenario's timeline
-/// `faults`, and every fault that arrives on `live` as it arrives.
-pub async fn run(
-    store: Store,
+/// `faults`, every fault that arrives on `live` as it arrives, and what clients change
+/// (`changes`). They write through `t`; `view` follows the Lease holder and the nodes.
+#[allow(clippy::too_many_arguments)]
+pub async fn run<C: ClusterApi + Clone + 'static>(
+    t: Target<C>,
+    mut changes: Changes,
+    view: View,
     env: SimEnv,
     state: EnvState,
     faults: Vec<(Duration, Fault)>,
     live: mpsc::UnboundedReceiver<ClusterInput>,
     cancel: CancellationToken,
 ) {
-    let mut c = Controllers::new(store, env, state, cancel.clone());
-    let mut events = c.store.subscribe();
+    let mut c = Controllers::new(t, view, env, state, cancel.clone()).await;
     let mut renew = tokio::time::interval(Duration::from_secs(c.state.lease_renew_every_s.max(1)));
     renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut kubelets = tokio::time::interval(NODE_LEASE_RENEW);
@@ -588,15 +864,15 @@ pub async fn run(
         let next_fault = faults.peek().map(|(at, _)| start + *at);
         tokio::select! {
             _ = cancel.cancelled() => return,
-            _ = renew.tick() => c.renew(),
-            _ = kubelets.tick() => c.renew_node_leases(),
+            _ = renew.tick() => c.renew().await,
+            _ = kubelets.tick() => c.renew_node_leases().await,
             f = async {
                 match live.as_mut() {
                     Some(rx) => rx.recv().await,
                     None => std::future::pending().await,
                 }
             } => match f {
-                Some(ClusterInput::Fault(f)) => c.fault(&f),
+                Some(ClusterInput::Fault(f)) => c.fault(&f).await,
                 Some(ClusterInput::K3sStarted { server }) => c.k3s_starts(server),
                 Some(ClusterInput::K3sStopped { server }) => c.k3s_stops(server),
                 None => live = None,
@@ -608,21 +884,21 @@ pub async fn run(
                 }
             } => {
                 if let Some((_, f)) = faults.next() {
-                    c.fault(&f);
+                    c.fault(&f).await;
                 }
             }
-            ev = events.recv() => match ev {
-                Ok(e) => c.react(&e).await,
-                // Missed changes: look at the whole state instead.
-                Err(RecvError::Lagged(_)) => c.ensure_pods().await,
-                Err(RecvError::Closed) => return,
+            feed = changes.next() => match feed {
+                Feed::Change(e) => c.react(&e).await,
+                Feed::Missed => c.ensure_pods().await,
+                Feed::Closed => return,
             },
         }
     }
 }
 
-struct Controllers {
-    store: Store,
+struct Controllers<C> {
+    t: Target<C>,
+    view: View,
     env: SimEnv,
     state: EnvState,
     holder: usize,
@@ -634,28 +910,23 @@ struct Controllers {
     last_renew: jiff::Timestamp,
     agents_dial: AgentsDial,
     /// Pods created per (node, generation) so far: a recreated pod gets the next name.
-    created: std::collections::BTreeMap<(usize, u64), u64>,
+    created: BTreeMap<(usize, u64), u64>,
+    /// The DaemonSet generation last rolled: a change to it is the controller's own (Flux's
+    /// upgrade, rolled at once), not a new one to roll.
+    rolled: u64,
     cancel: CancellationToken,
 }
 
-fn record(
-    store: &Store,
-    inv: Option<Involved>,
-    type_: &str,
-    reason: &str,
-    msg: &str,
-    src: Source<'_>,
-) {
-    if let Some(inv) = inv {
-        if let Err(e) = events::record(store, &inv, type_, reason, msg, src) {
-            tracing::warn!("simulated cluster: recording {reason}: {e}");
-        }
-    }
-}
-
-impl Controllers {
-    fn new(store: Store, env: SimEnv, state: EnvState, cancel: CancellationToken) -> Controllers {
+impl<C: ClusterApi + Clone + 'static> Controllers<C> {
+    async fn new(
+        t: Target<C>,
+        view: View,
+        env: SimEnv,
+        state: EnvState,
+        cancel: CancellationToken,
+    ) -> Controllers<C> {
         let n = env.servers.len();
+        let (rolled, _) = ds_meta(&t.api).await;
         Controllers {
             holder: state
                 .lease_holder
@@ -667,10 +938,36 @@ impl Controllers {
             last_renew: jiff::Timestamp::now(),
             agents_dial: state.agents_dial,
             created: (0..n).map(|i| ((i, 1), 1)).collect(),
-            store,
+            rolled,
+            t,
+            view,
             env,
             state,
             cancel,
+        }
+    }
+
+    fn logs(&self) -> Option<&Logs> {
+        self.t.logs.as_ref()
+    }
+
+    async fn record(
+        &self,
+        r: &ObjRef,
+        container: bool,
+        type_: &str,
+        reason: &str,
+        msg: &str,
+        src: Source<'_>,
+    ) {
+        let Some(mut inv) = Involved::of(&self.t.api, r).await else {
+            return;
+        };
+        if container {
+            inv = inv.container(AGENT);
+        }
+        if let Err(e) = events::record(&self.t.api, &inv, type_, reason, msg, src).await {
+            tracing::warn!("simulated cluster: recording {reason}: {e}");
         }
     }
 
@@ -691,9 +988,9 @@ impl Controllers {
     /// What the controllers do about a change: a client's reconcile request (Flux), a
     /// client's pod delete (the kubelet stops it, then it goes), a pod gone (the DaemonSet
     /// controller replaces it), a client's change of the pod template (`rollout restart`).
-    async fn react(&mut self, e: &StoreEvent) {
-        match (e.resource.kind, e.event, e.origin) {
-            ("HelmRelease", EventType::Modified, Origin::Api) if e.name == "cilium" => {
+    async fn react(&mut self, e: &Change) {
+        match (e.kind, e.event, e.by_client) {
+            ("HelmRelease", EventType::Modified, true) if e.name == "cilium" => {
                 let asked = annotation(&e.object, REQUESTED_AT).map(str::to_string);
                 let before = e
                     .prev
@@ -704,22 +1001,23 @@ impl Controllers {
                     self.reconcile(&at).await;
                 }
             }
-            ("Pod", EventType::Modified, Origin::Api) => {
+            ("Pod", EventType::Modified, true) => {
                 let marked = e.object.pointer("/metadata/deletionTimestamp").is_some();
                 let was = e
                     .prev
                     .as_ref()
                     .is_some_and(|p| p.pointer("/metadata/deletionTimestamp").is_some());
                 if marked && !was {
-                    self.kubelet_stops(&e.object);
+                    self.kubelet_stops(&e.object).await;
                 }
             }
             ("Pod", EventType::Deleted, _) => self.ensure_pods().await,
-            ("DaemonSet", EventType::Modified, Origin::Api) if e.name == "cilium" => {
+            ("DaemonSet", EventType::Modified, true) if e.name == "cilium" => {
                 let generation =
                     |o: &Value| o.pointer("/metadata/generation").and_then(Value::as_u64);
                 let now = generation(&e.object);
-                if now.is_some() && now != e.prev.as_deref().and_then(generation) {
+                let new = now.is_some_and(|g| g > self.rolled);
+                if new && now != e.prev.as_ref().and_then(generation) {
                     self.roll().await;
                 }
             }
@@ -729,31 +1027,25 @@ impl Controllers {
 
     /// The kubelet on the pod's node: the container is told to stop, and the pod object goes
     /// once its grace period (scaled) has passed.
-    fn kubelet_stops(&self, pod: &Value) {
-        let name = pod
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let uid = pod
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let node = pod
-            .pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+    async fn kubelet_stops(&self, pod: &Value) {
+        let field = |p: &str| {
+            pod.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let name = field("/metadata/name");
+        let uid = field("/metadata/uid");
+        let node = field("/spec/nodeName");
         let grace = pod
             .pointer("/metadata/deletionGracePeriodSeconds")
             .and_then(Value::as_u64)
             .unwrap_or(0);
         let r = pod_ref(&name);
-        agent_stops(&self.store, &name);
-        record(
-            &self.store,
-            Involved::of(&self.store, &r).map(|i| i.container(AGENT)),
+        agent_stops(self.logs(), &name);
+        self.record(
+            &r,
+            true,
             "Normal",
             "Killing",
             &format!("Stopping container {AGENT}"),
@@ -761,19 +1053,20 @@ impl Controllers {
                 component: "kubelet",
                 host: Some(&node),
             },
-        );
-        let store = self.store.clone();
+        )
+        .await;
+        let api = self.t.api.clone();
         let wait = self.scaled(Duration::from_secs(grace));
         let cancel = self.cancel.clone();
         tokio::spawn(async move {
             tokio::select! {
                 _ = cancel.cancelled() => {}
                 _ = tokio::time::sleep(wait) => {
-                    let same = store.fetch(&r).ok().flatten().is_some_and(|p| {
+                    let same = api.fetch(&r).await.ok().flatten().is_some_and(|p| {
                         p.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid.as_str())
                     });
                     if same {
-                        let _ = store.remove(&r);
+                        let _ = api.remove(&r).await;
                     }
                 }
             }
@@ -820,14 +1113,21 @@ impl Controllers {
 
     /// kube-vip: the holder renews while its node lives and its k3s serves; otherwise, once
     /// its lease has run out, the first serving server takes it.
-    fn renew(&mut self) {
+    async fn renew(&mut self) {
         let now = jiff::Timestamp::now();
         if self.serving(self.holder) {
             self.last_renew = now;
-            let _ = self.store.merge_patch(
-                &self.lease_ref(),
-                json!({"spec": {"renewTime": micro_time(now)}}),
-            );
+            if let Err(e) = self
+                .t
+                .api
+                .merge_patch(
+                    &self.lease_ref(),
+                    json!({"spec": {"renewTime": micro_time(now)}}),
+                )
+                .await
+            {
+                tracing::warn!("simulated cluster: kube-vip renewing its Lease: {e}");
+            }
             return;
         }
         let expired = now.as_millisecond() - self.last_renew.as_millisecond()
@@ -840,17 +1140,25 @@ impl Controllers {
             self.transitions += 1;
             self.last_renew = now;
             let holder = self.env.servers[next].0.clone();
-            let _ = self.store.apply(lease(
-                &self.env.lease_name,
-                &holder,
-                self.state.lease_duration_s,
-                self.transitions,
-                now,
-            ));
+            if let Err(e) = self
+                .t
+                .api
+                .apply(lease(
+                    &self.env.lease_name,
+                    &holder,
+                    self.state.lease_duration_s,
+                    self.transitions,
+                    now,
+                ))
+                .await
+            {
+                tracing::warn!("simulated cluster: kube-vip taking its Lease: {e}");
+            }
+            self.view.set_holder(&holder);
             // client-go's leader election records this on the lock object.
-            record(
-                &self.store,
-                Involved::of(&self.store, &self.lease_ref()),
+            self.record(
+                &self.lease_ref(),
+                false,
                 "Normal",
                 "LeaderElection",
                 &format!("{holder} became leader"),
@@ -858,32 +1166,37 @@ impl Controllers {
                     component: "kube-vip",
                     host: None,
                 },
-            );
+            )
+            .await;
         }
     }
 
     /// Every live kubelet renews its node Lease (k3s runs the kubelet: not while it
     /// restarts).
-    fn renew_node_leases(&mut self) {
+    async fn renew_node_leases(&mut self) {
         let now = jiff::Timestamp::now();
         for i in 0..self.env.servers.len() {
             if !self.serving(i) {
                 continue;
             }
             let name = self.env.servers[i].0.clone();
-            let _ = self.store.merge_patch(
-                &ObjRef::new(
-                    "coordination.k8s.io/v1",
-                    "Lease",
-                    Some("kube-node-lease"),
-                    &name,
-                ),
-                json!({"spec": {"renewTime": micro_time(now)}}),
-            );
+            let _ = self
+                .t
+                .api
+                .merge_patch(
+                    &ObjRef::new(
+                        "coordination.k8s.io/v1",
+                        "Lease",
+                        Some("kube-node-lease"),
+                        &name,
+                    ),
+                    json!({"spec": {"renewTime": micro_time(now)}}),
+                )
+                .await;
         }
     }
 
-    fn fault(&mut self, f: &Fault) {
+    async fn fault(&mut self, f: &Fault) {
         let now = jiff::Timestamp::now();
         match f {
             Fault::HolderDies => {
@@ -894,11 +1207,14 @@ impl Controllers {
                 let (name, addr) = self.env.servers[h].clone();
                 let node = ObjRef::new("v1", "Node", None, &name);
                 let _ = self
-                    .store
-                    .patch_status(&node, node_status(&name, addr, false, now));
-                record(
-                    &self.store,
-                    Involved::of(&self.store, &node),
+                    .t
+                    .api
+                    .patch_status(&node, node_status(&name, addr, false, now))
+                    .await;
+                self.view.set_ready(&name, false);
+                self.record(
+                    &node,
+                    false,
                     "Normal",
                     "NodeNotReady",
                     &format!("Node {name} status is now: NodeNotReady"),
@@ -906,17 +1222,23 @@ impl Controllers {
                         component: "node-controller",
                         host: None,
                     },
-                );
-                let _ = self
-                    .store
-                    .apply(kubernetes_endpoints(&self.env, &self.dead));
+                )
+                .await;
+                if self.t.service_endpoints {
+                    let _ = self
+                        .t
+                        .api
+                        .apply(kubernetes_endpoints(&self.env, &self.dead))
+                        .await;
+                }
             }
             Fault::AgentDrifts { server } => {
                 let i = server.saturating_sub(1);
                 if i < self.env.servers.len() {
-                    let (generation, owner) = ds_meta(&self.store);
+                    let (generation, owner) = ds_meta(&self.t.api).await;
                     let host = self.env.dial(AgentsDial::OwnNode, i);
-                    self.replace_pod(i, generation, &owner, &host, true, now);
+                    self.replace_pod(i, generation, &owner, &host, true, now)
+                        .await;
                 }
             }
             // The tunnel is the SSH side's; the cluster has nothing to do.
@@ -925,12 +1247,14 @@ impl Controllers {
     }
 
     /// The DaemonSet controller deletes a pod (the kubelet stops its container first).
-    fn delete_pod(&self, name: &str) {
+    async fn delete_pod(&self, name: &str) {
         let r = pod_ref(name);
-        agent_stops(&self.store, name);
+        agent_stops(self.logs(), name);
         let node = self
-            .store
+            .t
+            .api
             .fetch(&r)
+            .await
             .ok()
             .flatten()
             .and_then(|p| {
@@ -939,9 +1263,9 @@ impl Controllers {
                     .map(str::to_string)
             })
             .unwrap_or_default();
-        record(
-            &self.store,
-            Involved::of(&self.store, &r).map(|i| i.container(AGENT)),
+        self.record(
+            &r,
+            true,
             "Normal",
             "Killing",
             &format!("Stopping container {AGENT}"),
@@ -949,11 +1273,12 @@ impl Controllers {
                 component: "kubelet",
                 host: Some(&node),
             },
-        );
-        if self.store.remove(&r).is_ok() {
-            record(
-                &self.store,
-                Involved::of(&self.store, &ds_ref()),
+        )
+        .await;
+        if self.t.api.remove(&r).await.is_ok() {
+            self.record(
+                &ds_ref(),
+                false,
                 "Normal",
                 "SuccessfulDelete",
                 &format!("Deleted pod: {name}"),
@@ -961,13 +1286,14 @@ impl Controllers {
                     component: "daemonset-controller",
                     host: None,
                 },
-            );
+            )
+            .await;
         }
     }
 
     /// The DaemonSet controller creates a pod on `server`; the scheduler binds it and the
     /// kubelet starts its container. Returns its name.
-    fn create_pod(
+    async fn create_pod(
         &mut self,
         server: usize,
         generation: u64,
@@ -980,31 +1306,36 @@ impl Controllers {
         let name = pod_name(server, generation, *nth);
         *nth += 1;
         let node = self.env.servers[server].0.clone();
-        let _ = self.store.apply(pod(
-            &self.env, server, &name, generation, owner, host, ready, now,
-        ));
-        agent_starts(&self.store, &name, host, self.env.api_port);
-        if ready {
-            agent_ready(&self.store, &name);
+        if let Err(e) = self
+            .t
+            .api
+            .apply(pod(
+                &self.env, server, &name, generation, owner, host, ready, now,
+            ))
+            .await
+        {
+            tracing::warn!("simulated cluster: creating pod {name}: {e}");
         }
-        let ds = Involved::of(&self.store, &ds_ref());
-        let dsc = Source {
-            component: "daemonset-controller",
-            host: None,
-        };
-        record(
-            &self.store,
-            ds,
+        agent_starts(self.logs(), &name, host, self.env.api_port);
+        if ready {
+            agent_ready(self.logs(), &name);
+        }
+        self.record(
+            &ds_ref(),
+            false,
             "Normal",
             "SuccessfulCreate",
             &format!("Created pod: {name}"),
-            dsc,
-        );
+            Source {
+                component: "daemonset-controller",
+                host: None,
+            },
+        )
+        .await;
         let r = pod_ref(&name);
-        let p = Involved::of(&self.store, &r);
-        record(
-            &self.store,
-            p.clone(),
+        self.record(
+            &r,
+            false,
             "Normal",
             "Scheduled",
             &format!("Successfully assigned {NS}/{name} to {node}"),
@@ -1012,42 +1343,28 @@ impl Controllers {
                 component: "default-scheduler",
                 host: None,
             },
-        );
-        let c = p.map(|i| i.container(AGENT));
+        )
+        .await;
         let kubelet = Source {
             component: "kubelet",
             host: Some(&node),
         };
-        record(
-            &self.store,
-            c.clone(),
-            "Normal",
-            "Pulled",
-            &format!("Container image \"{CILIUM_IMAGE}\" already present on machine"),
-            kubelet,
-        );
-        record(
-            &self.store,
-            c.clone(),
-            "Normal",
-            "Created",
-            &format!("Created container: {AGENT}"),
-            kubelet,
-        );
-        record(
-            &self.store,
-            c,
-            "Normal",
-            "Started",
-            &format!("Started container {AGENT}"),
-            kubelet,
-        );
+        for (reason, msg) in [
+            (
+                "Pulled",
+                format!("Container image \"{CILIUM_IMAGE}\" already present on machine"),
+            ),
+            ("Created", format!("Created container: {AGENT}")),
+            ("Started", format!("Started container {AGENT}")),
+        ] {
+            self.record(&r, true, "Normal", reason, &msg, kubelet).await;
+        }
         name
     }
 
     /// The DaemonSet controller's move on one node: the node's current agent pod goes, a
     /// new one of `generation` dialling `host` takes its place. Returns the new pod's name.
-    fn replace_pod(
+    async fn replace_pod(
         &mut self,
         server: usize,
         generation: u64,
@@ -1056,19 +1373,29 @@ impl Controllers {
         ready: bool,
         now: jiff::Timestamp,
     ) -> String {
-        if let Some(old) = self.current_pod(server) {
-            self.delete_pod(&old);
+        if let Some(old) = self.current_pod(server).await {
+            self.delete_pod(&old).await;
         }
         self.create_pod(server, generation, owner, host, ready, now)
+            .await
     }
 
-    fn current_pod(&self, server: usize) -> Option<String> {
+    /// The DaemonSet's pod on node `server` (an agent pod: other kube-system pods on the
+    /// node are not the DaemonSet's).
+    async fn current_pod(&self, server: usize) -> Option<String> {
         let node = &self.env.servers.get(server)?.0;
-        self.store
+        self.t
+            .api
             .objects("v1", "Pod", Some(NS))
+            .await
             .ok()?
             .into_iter()
-            .find(|p| p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(node))
+            .find(|p| {
+                p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(node)
+                    && p.pointer("/metadata/labels/k8s-app")
+                        .and_then(Value::as_str)
+                        == Some("cilium")
+            })
             .and_then(|p| {
                 p.pointer("/metadata/name")
                     .and_then(Value::as_str)
@@ -1077,9 +1404,9 @@ impl Controllers {
     }
 
     /// The pod's readiness, after the kubelet's first probe.
-    fn set_ready(&self, name: &str, server: usize) {
+    async fn set_ready(&self, name: &str, server: usize) {
         let r = pod_ref(name);
-        let Some(p) = self.store.fetch(&r).ok().flatten() else {
+        let Some(p) = self.t.api.fetch(&r).await.ok().flatten() else {
             return;
         };
         let started = p
@@ -1092,35 +1419,40 @@ impl Controllers {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        agent_ready(&self.store, name);
-        let _ = self.store.patch_status(
-            &r,
-            pod_status(
-                self.env.servers[server].1,
-                true,
-                started,
-                jiff::Timestamp::now(),
-                &cid,
-            ),
-        );
+        agent_ready(self.logs(), name);
+        let _ = self
+            .t
+            .api
+            .patch_status(
+                &r,
+                pod_status(
+                    self.env.servers[server].1,
+                    true,
+                    started,
+                    jiff::Timestamp::now(),
+                    &cid,
+                ),
+            )
+            .await;
     }
 
     /// The stuck pod's readiness probe fails (the kubelet says so in an event).
-    fn probe_fails(&self, name: &str, server: usize) {
-        record(
-            &self.store,
-            Involved::of(&self.store, &pod_ref(name)).map(|i| i.container(AGENT)),
+    async fn probe_fails(&self, name: &str, server: usize) {
+        self.record(
+            &pod_ref(name),
+            true,
             "Warning",
             "Unhealthy",
             "Readiness probe failed: Get \"http://127.0.0.1:9879/healthz\": dial tcp 127.0.0.1:9879: connect: connection refused",
             Source { component: "kubelet", host: Some(&self.env.servers[server].0) },
-        );
+        )
+        .await;
     }
 
     async fn ds_status(&self, generation: u64) {
         let n = self.env.servers.len();
         if let Err(e) =
-            super::daemonset::report_status(&self.store, &ds_ref(), "cilium", generation, n).await
+            super::daemonset::report_status(&self.t.api, &ds_ref(), "cilium", generation, n).await
         {
             tracing::warn!("simulated cluster: the cilium DaemonSet's status: {e}");
         }
@@ -1129,14 +1461,16 @@ impl Controllers {
     /// The DaemonSet controller: every live node runs one agent pod; a missing one is
     /// created from the current template (and becomes ready a moment later).
     async fn ensure_pods(&mut self) {
-        let (generation, owner) = ds_meta(&self.store);
+        let (generation, owner) = ds_meta(&self.t.api).await;
         let mut made = Vec::new();
         for i in 0..self.env.servers.len() {
-            if self.dead[i] || self.current_pod(i).is_some() {
+            if self.dead[i] || self.current_pod(i).await.is_some() {
                 continue;
             }
             let host = self.env.dial(self.agents_dial, i);
-            let name = self.create_pod(i, generation, &owner, &host, false, jiff::Timestamp::now());
+            let name = self
+                .create_pod(i, generation, &owner, &host, false, jiff::Timestamp::now())
+                .await;
             made.push((name, i));
         }
         if made.is_empty() {
@@ -1149,7 +1483,7 @@ impl Controllers {
         )
         .await;
         for (name, i) in made {
-            self.set_ready(&name, i);
+            self.set_ready(&name, i).await;
         }
         self.ds_status(generation).await;
     }
@@ -1160,23 +1494,25 @@ impl Controllers {
     async fn roll(&mut self) {
         let step = Duration::from_millis(700);
         let n = self.env.servers.len();
-        let (generation, owner) = ds_meta(&self.store);
+        let (generation, owner) = ds_meta(&self.t.api).await;
+        self.rolled = self.rolled.max(generation);
         self.ds_status(generation).await;
         for i in 0..n {
             if self.cancel.is_cancelled() {
                 return;
             }
             let host = self.env.dial(self.agents_dial, i);
-            let name =
-                self.replace_pod(i, generation, &owner, &host, false, jiff::Timestamp::now());
+            let name = self
+                .replace_pod(i, generation, &owner, &host, false, jiff::Timestamp::now())
+                .await;
             self.ds_status(generation).await;
             if self.state.rollout_stuck_on == Some(i + 1) {
                 // maxUnavailable 1: the controller waits for this pod forever.
-                self.probe_fails(&name, i);
+                self.probe_fails(&name, i).await;
                 return;
             }
             tokio::time::sleep(step).await;
-            self.set_ready(&name, i);
+            self.set_ready(&name, i).await;
             self.ds_status(generation).await;
             tokio::time::sleep(step).await;
         }
@@ -1193,7 +1529,7 @@ impl Controllers {
             "cilium",
         );
         if let Err(e) = super::flux::answer_reconcile(
-            &self.store,
+            &self.t.api,
             &release,
             requested_at,
             jiff::Timestamp::now(),
@@ -1212,10 +1548,14 @@ impl Controllers {
         let host0 = self.env.dial(target, 0);
         // helm upgrade: the template's containers change; whatever else a client set on the
         // DaemonSet (a restartedAt annotation) stays.
-        let _ = self.store.merge_patch(
-            &ds_ref(),
-            json!({"spec": {"template": {"spec": {"containers": [agent_container(&host0, self.env.api_port)]}}}}),
-        );
+        let _ = self
+            .t
+            .api
+            .merge_patch(
+                &ds_ref(),
+                json!({"spec": {"template": {"spec": {"containers": [agent_container(&host0, self.env.api_port)]}}}}),
+            )
+            .await;
         self.roll().await;
     }
 }

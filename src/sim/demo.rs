@@ -24,9 +24,9 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
+use super::apiserver::{RealApiServer, RealCluster};
 use super::cluster::{self, ClusterInput, SimEnv};
 use super::demo_repo::{self, AddressPlan};
-use super::kube::Store;
 use super::kube::{SimKube, SimKubeConfig};
 use super::node::{Clock, NodeState, Psi, UnitState, VpnTunnel};
 use super::scenario::{self, EnvState, Fault, Scenario};
@@ -41,6 +41,8 @@ pub enum DemoError {
     Scenario(#[from] scenario::ScenarioError),
     #[error("demo: {0}")]
     Start(String),
+    #[error(transparent)]
+    ApiServer(#[from] super::apiserver::ApiServerError),
     #[error("demo: cannot write {path}: {source}")]
     Write {
         path: PathBuf,
@@ -55,12 +57,22 @@ pub struct Demo {
     pub scenario_name: String,
     pub scenario: Scenario,
     pub plan: AddressPlan,
-    /// Environment -> its simulated API server.
+    /// Environment -> its simulated API server (empty with `--apiserver`).
     pub kubes: BTreeMap<String, SimKube>,
+    /// With `--apiserver DIR`: the real kube-apiservers (and their etcd) in their place.
+    pub real: Option<RealApis>,
     /// Inventory host -> its simulated SSH node.
     pub nodes: BTreeMap<String, SimNode>,
     cancel: CancellationToken,
     injector: FaultInjector,
+}
+
+/// `demo --apiserver`'s real API servers: one per environment, over one etcd. The servers
+/// are dropped (stopped) before the etcd.
+#[derive(Debug)]
+pub struct RealApis {
+    pub servers: BTreeMap<String, RealApiServer>,
+    pub cluster: RealCluster,
 }
 
 impl std::fmt::Debug for Demo {
@@ -107,7 +119,8 @@ impl Demo {
 /// What a live fault needs of one environment.
 struct EnvFaults {
     sim: SimEnv,
-    store: Store,
+    /// What the environment's controllers last made of its cluster.
+    view: cluster::View,
     lease_duration_s: u64,
     /// Into the environment's controllers ([`cluster::run`]).
     cluster: UnboundedSender<ClusterInput>,
@@ -155,22 +168,23 @@ impl FaultInjector {
         let fault = Fault::from_words(words).map_err(FaultRefused::NotAFault)?;
         let said = match &fault {
             Fault::HolderDies => {
-                let Some(holder) = cluster::lease_holder(&e.store, &e.sim) else {
+                let Some(holder) = e.view.lease_holder() else {
                     return Err(FaultRefused::NoHolder {
                         env: env.to_string(),
                         lease: e.sim.lease_name.clone(),
                     });
                 };
-                let others_alive =
-                    e.sim.servers.iter().any(|(n, _)| {
-                        *n != holder && cluster::node_ready(&e.store, n) == Some(true)
-                    });
+                let others_alive = e
+                    .sim
+                    .servers
+                    .iter()
+                    .any(|(n, _)| *n != holder && e.view.node_ready(n) == Some(true));
                 let moves = if others_alive {
                     format!("the lease moves once it expires ({} s)", e.lease_duration_s)
                 } else {
                     "no live server is left to take the lease".to_string()
                 };
-                if cluster::node_ready(&e.store, &holder) == Some(false) {
+                if e.view.node_ready(&holder) == Some(false) {
                     return Ok(format!(
                         "{env}: {holder} (lease holder) is already dead; nothing changed ({moves})"
                     ));
@@ -382,10 +396,31 @@ pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
     start_from(name, dir, None).await
 }
 
+/// [`start_from`], with `apiserver` (`demo --apiserver DIR`): DIR's real etcd and
+/// kube-apiserver in place of the built-in API servers, the same controllers writing to
+/// them through a kube client.
+pub async fn start_with(
+    name: &str,
+    dir: &Path,
+    source: Option<&Path>,
+    apiserver: Option<&Path>,
+) -> Result<Demo, DemoError> {
+    start_demo(name, dir, source, apiserver).await
+}
+
 /// [`start`] on a copy of the operator's repo `source` (`demo --repo DIR`) instead of the
 /// bundled sample: its environments, hosts, groups and variables, moved onto loopback. A
 /// scenario naming an environment that repo does not define is refused, naming it.
 pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result<Demo, DemoError> {
+    start_demo(name, dir, source, None).await
+}
+
+async fn start_demo(
+    name: &str,
+    dir: &Path,
+    source: Option<&Path>,
+    apiserver: Option<&Path>,
+) -> Result<Demo, DemoError> {
     let scenario = scenario::load(name)?;
     let (repo, plan) = demo_repo::prepare_from(dir, source)?;
     let unknown = scenario.unknown_environments(&repo.environment_names());
@@ -439,9 +474,23 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
     }
     let public = key.public_key().clone();
 
-    // One API server per environment, on its VIP, all on one port.
-    let mut started = start_api_servers(&repo, &plan).await?;
-    let api_port = started.values().next().map(|k| k.addr().port());
+    // With --apiserver: real API servers in place of the built-in ones (all started before
+    // any is waited for). Either way: one per environment, on its VIP, all on one port.
+    let mut real = match apiserver {
+        Some(bin) => Some(start_real(bin, dir, &repo, &plan).await?),
+        None => None,
+    };
+    let (mut started, api_port) = match &real {
+        Some(r) => (
+            BTreeMap::new(),
+            r.servers.values().next().map(|s| s.addr.port()),
+        ),
+        None => {
+            let started = start_api_servers(&repo, &plan).await?;
+            let port = started.values().next().map(|k| k.addr().port());
+            (started, port)
+        }
+    };
     if let Some(port) = api_port {
         let from: Vec<String> = plan.api_ports.values().cloned().collect();
         demo_repo::move_service_port(dir, &plan.files, &from, port)?;
@@ -450,49 +499,62 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
     let mut api_ports: BTreeMap<String, u16> = BTreeMap::new();
     let mut sim_envs = Vec::new();
     for env in &repo.environments {
-        let vip = plan.vips[&env.name];
+        let kc_path = |env: &crate::repo::env::Environment| {
+            env.kubeconfig_name.get().map(|n| dir.join(".cache").join(n)).ok_or_else(|| {
+                DemoError::Start(format!(
+                    "environment `{}`: no `{}` agreed by its servers; the demo cannot place its kubeconfig",
+                    env.name, env.kubeconfig_name.var
+                ))
+            })
+        };
+        if let Some(real) = real.as_mut() {
+            let server = real.servers.get(&env.name).ok_or_else(|| {
+                DemoError::Start(format!("environment `{}`: no API server started", env.name))
+            })?;
+            let kc = kc_path(env)?;
+            let ro = readonly_path(&kc);
+            server
+                .write_kubeconfig(&kc)
+                .and_then(|()| server.write_readonly_kubeconfig(&ro))
+                .map_err(|e| DemoError::Start(e.to_string()))?;
+            let sim_env = sim_env_of(&repo, &plan, env, server.addr.port(), scenario.time_scale)?;
+            let state = state_of(&env.name);
+            let view = cluster::View::default();
+            cluster::seed(
+                &cluster::Target::real(server.client()),
+                &sim_env,
+                &state,
+                &view,
+            )
+            .await
+            .map_err(|e| {
+                DemoError::Start(format!("seeding {} (real kube-apiserver): {e}", env.name))
+            })?;
+            api_ports.insert(env.name.clone(), server.addr.port());
+            sim_envs.push((sim_env, state, view));
+            continue;
+        }
         let kube = started.remove(&env.name).ok_or_else(|| {
             DemoError::Start(format!("environment `{}`: no API server started", env.name))
         })?;
-        let kc_name = env.kubeconfig_name.get().ok_or_else(|| {
-            DemoError::Start(format!(
-                "environment `{}`: no `{}` agreed by its servers; the demo cannot place its kubeconfig",
-                env.name, env.kubeconfig_name.var
-            ))
-        })?;
-        kube.write_kubeconfig(&dir.join(".cache").join(kc_name))
-            .map_err(|e| DemoError::Start(e.to_string()))?;
-        kube.write_readonly_kubeconfig(&dir.join(".cache").join("readonly").join(kc_name))
+        let kc = kc_path(env)?;
+        let ro = readonly_path(&kc);
+        kube.write_kubeconfig(&kc)
+            .and_then(|()| kube.write_readonly_kubeconfig(&ro))
             .map_err(|e| DemoError::Start(e.to_string()))?;
         api_ports.insert(env.name.clone(), kube.addr().port());
-        let servers: Vec<(String, Ipv4Addr)> = env
-            .servers
-            .iter()
-            .map(|h| (h.name.clone(), plan.hosts[&h.name]))
-            .collect();
-        let founder = env
-            .founder
-            .get()
-            .and_then(|f| f.parse::<Ipv4Addr>().ok())
-            .or_else(|| servers.first().map(|s| s.1))
-            .unwrap_or(vip);
-        // The Lease the console's watchers will look for, by the same rule.
-        let lease_name = crate::cluster::watch_settings(&repo, &env.name)
-            .map_err(|e| DemoError::Start(e.to_string()))?
-            .lease_name;
-        let sim_env = SimEnv {
-            name: env.name.clone(),
-            servers,
-            vip,
-            api_port: kube.addr().port(),
-            founder,
-            lease_name,
-            time_scale: scenario.time_scale.max(1),
-        };
+        let sim_env = sim_env_of(&repo, &plan, env, kube.addr().port(), scenario.time_scale)?;
         let state = state_of(&env.name);
-        cluster::seed(kube.store(), &sim_env, &state)
-            .map_err(|e| DemoError::Start(format!("seeding {}: {e}", env.name)))?;
-        sim_envs.push((sim_env, state));
+        let view = cluster::View::default();
+        cluster::seed(
+            &cluster::Target::builtin(kube.store().clone()),
+            &sim_env,
+            &state,
+            &view,
+        )
+        .await
+        .map_err(|e| DemoError::Start(format!("seeding {}: {e}", env.name)))?;
+        sim_envs.push((sim_env, state, view));
         kubes.insert(env.name.clone(), kube);
     }
 
@@ -637,7 +699,7 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
 
     // The controllers, the timeline, and the way in for live faults.
     let mut injected = BTreeMap::new();
-    for (sim_env, state) in sim_envs {
+    for (sim_env, state, view) in sim_envs {
         let faults: Vec<(Duration, Fault)> = scenario
             .events
             .iter()
@@ -677,7 +739,6 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
                 }
             });
         }
-        let store = kubes[&sim_env.name].store().clone();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         for (i, (host, _)) in sim_env.servers.iter().enumerate() {
             if let Some(node) = nodes.get(host) {
@@ -688,20 +749,50 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
             sim_env.name.clone(),
             EnvFaults {
                 sim: sim_env.clone(),
-                store: store.clone(),
+                view: view.clone(),
                 lease_duration_s: state.lease_duration_s,
                 cluster: tx,
                 gateways,
             },
         );
-        tokio::spawn(cluster::run(
-            store,
-            sim_env,
-            state,
-            faults,
-            rx,
-            cancel.clone(),
-        ));
+        let real_client = real
+            .as_ref()
+            .and_then(|r| r.servers.get(&sim_env.name))
+            .map(RealApiServer::client);
+        match (real_client, kubes.get(&sim_env.name)) {
+            (Some(client), _) => {
+                let changes = cluster::Changes::watch(&client, &cancel);
+                tokio::spawn(cluster::run(
+                    cluster::Target::real(client),
+                    changes,
+                    view,
+                    sim_env,
+                    state,
+                    faults,
+                    rx,
+                    cancel.clone(),
+                ));
+            }
+            (None, Some(kube)) => {
+                let store = kube.store().clone();
+                tokio::spawn(cluster::run(
+                    cluster::Target::builtin(store.clone()),
+                    cluster::Changes::of_store(&store),
+                    view,
+                    sim_env,
+                    state,
+                    faults,
+                    rx,
+                    cancel.clone(),
+                ));
+            }
+            (None, None) => {
+                return Err(DemoError::Start(format!(
+                    "environment `{}`: no API server for its controllers",
+                    sim_env.name
+                )))
+            }
+        }
     }
     // Tunnels that reconnect on a period (the eviction loop) keep doing so.
     for (host, node) in &nodes {
@@ -742,11 +833,93 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
         scenario,
         plan,
         kubes,
+        real,
         nodes,
         cancel,
         injector: FaultInjector {
             envs: Arc::new(injected),
         },
+    })
+}
+
+/// `demo --apiserver DIR`: etcd, then every environment's kube-apiserver on its VIP, all
+/// on one port (the repo names one API port for every environment), started together.
+async fn start_real(
+    bin: &Path,
+    dir: &Path,
+    repo: &Repo,
+    plan: &AddressPlan,
+) -> Result<RealApis, DemoError> {
+    let vips: Vec<IpAddr> = repo
+        .environments
+        .iter()
+        .map(|e| IpAddr::V4(plan.vips[&e.name]))
+        .collect();
+    let t0 = std::time::Instant::now();
+    let cluster = RealCluster::start(bin, &dir.join(".apiserver"), &vips).await?;
+    let port = super::apiserver::common_free_port(&vips).ok_or_else(|| {
+        DemoError::Start("demo --apiserver: no port free on every environment's VIP".into())
+    })?;
+    let started = futures::future::join_all(repo.environments.iter().map(|e| {
+        cluster.start_apiserver(
+            &e.name,
+            SocketAddr::new(IpAddr::V4(plan.vips[&e.name]), port),
+        )
+    }))
+    .await;
+    let mut servers = BTreeMap::new();
+    for s in started {
+        let s = s?;
+        servers.insert(s.env.clone(), s);
+    }
+    tracing::info!(
+        "demo --apiserver: etcd and {} kube-apiserver(s) serving after {:?}",
+        servers.len(),
+        t0.elapsed()
+    );
+    Ok(RealApis { servers, cluster })
+}
+
+/// Where the read-only user's kubeconfig goes beside the admin's `kc`: `readonly/` there.
+fn readonly_path(kc: &Path) -> PathBuf {
+    kc.parent()
+        .map(|p| p.join("readonly"))
+        .unwrap_or_default()
+        .join(kc.file_name().unwrap_or_default())
+}
+
+/// What the controllers know of `env`, its API server on `api_port`.
+fn sim_env_of(
+    repo: &Repo,
+    plan: &AddressPlan,
+    env: &crate::repo::env::Environment,
+    api_port: u16,
+    time_scale: u32,
+) -> Result<SimEnv, DemoError> {
+    let vip = plan.vips[&env.name];
+    let servers: Vec<(String, Ipv4Addr)> = env
+        .servers
+        .iter()
+        .map(|h| (h.name.clone(), plan.hosts[&h.name]))
+        .collect();
+    let founder = env
+        .founder
+        .get()
+        .and_then(|f| f.parse::<Ipv4Addr>().ok())
+        .or_else(|| servers.first().map(|s| s.1))
+        .unwrap_or(vip);
+    // The Lease the console's watchers will look for, by the same rule.
+    let lease_name = crate::cluster::watch_settings(repo, &env.name)
+        .map_err(|e| DemoError::Start(e.to_string()))?
+        .lease_name;
+    Ok(SimEnv {
+        name: env.name.clone(),
+        servers,
+        vip,
+        api_port,
+        founder,
+        lease_name,
+        time_scale: time_scale.max(1),
     })
 }
 

@@ -5,6 +5,7 @@
 //! - [`demo_repo`]: the embedded sample moved onto loopback.
 //! - [`scenario`]: the scenario files and their parser.
 //! - [`kube`]: the simulated Kubernetes API server (TLS, real JSON, list/watch).
+//! - [`apiserver`]: `demo --apiserver`: a real etcd and kube-apiserver per environment.
 //! - [`cluster`]: one simulated k3s cluster's objects and controllers on that server.
 //! - [`ssh`]: the simulated nodes' SSH servers (russh server side), one per inventory host.
 //! - [`node`]: a node's simulated state and the utilities its commands run.
@@ -15,6 +16,7 @@
 //! - [`fs`]: a node's in-memory file tree (what scp, sftp and redirections write).
 //! - [`headless`]: `demo --headless --run`: a runbook driven through the console app by a
 //!   simulated operator, its journal summarised.
+pub mod apiserver;
 pub mod cluster;
 pub mod coreutils;
 pub mod daemonset;

@@ -104,7 +104,8 @@ fn kind_of(api_version: &str, kind: &str) -> Result<&'static ResourceType, SimEr
     })
 }
 
-fn api_resource(res: &ResourceType) -> ApiResource {
+/// Where kube finds objects of `res`.
+pub fn api_resource(res: &ResourceType) -> ApiResource {
     let api_version = if res.group.is_empty() {
         res.version.to_string()
     } else {

@@ -9,7 +9,10 @@
 
 use serde_json::{json, Value};
 
-use super::store::{ObjRef, Store};
+use super::api::ClusterApi;
+use super::store::ObjRef;
+#[cfg(test)]
+use super::store::Store;
 use super::SimError;
 
 /// The real API server keeps events for an hour (`--event-ttl`).
@@ -31,9 +34,9 @@ pub struct Involved {
 }
 
 impl Involved {
-    /// The object `r` as the store has it now (its uid); `None` if it is gone.
-    pub fn of(store: &Store, r: &ObjRef) -> Option<Involved> {
-        let obj = store.fetch(r).ok().flatten()?;
+    /// The object `r` as the cluster has it now (its uid); `None` if it is gone.
+    pub async fn of<C: ClusterApi>(api: &C, r: &ObjRef) -> Option<Involved> {
+        let obj = api.fetch(r).await.ok().flatten()?;
         Some(Involved {
             api_version: r.api_version.clone(),
             kind: r.kind.clone(),
@@ -67,8 +70,8 @@ fn now_seconds() -> jiff::Timestamp {
 }
 
 /// Record `type_` (`Normal`/`Warning`) `reason`: `message` about `inv`, from `src`.
-pub fn record(
-    store: &Store,
+pub async fn record<C: ClusterApi>(
+    store: &C,
     inv: &Involved,
     type_: &str,
     reason: &str,
@@ -79,7 +82,8 @@ pub fn record(
     let now = now_seconds();
     let stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     let same = store
-        .objects("v1", "Event", Some(&ns))?
+        .objects("v1", "Event", Some(&ns))
+        .await?
         .into_iter()
         .find(|e| {
             let f = |p: &str| e.pointer(p).and_then(Value::as_str).unwrap_or("");
@@ -98,11 +102,13 @@ pub fn record(
             .unwrap_or("")
             .to_string();
         let count = e.get("count").and_then(Value::as_i64).unwrap_or(1);
-        store.merge_patch(
-            &ObjRef::new("v1", "Event", Some(&ns), &name),
-            json!({"count": count + 1, "lastTimestamp": stamp}),
-        )?;
-        return expire(store);
+        store
+            .merge_patch(
+                &ObjRef::new("v1", "Event", Some(&ns), &name),
+                json!({"count": count + 1, "lastTimestamp": stamp}),
+            )
+            .await?;
+        return expire(store).await;
     }
     let mut involved = json!({"apiVersion": inv.api_version, "kind": inv.kind,
         "name": inv.name, "uid": inv.uid});
@@ -118,24 +124,27 @@ pub fn record(
     }
     // client-go names an event after its object and the time in hex nanoseconds.
     let nanos = u128::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(0);
-    store.apply(json!({
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": format!("{}.{nanos:x}", inv.name), "namespace": ns},
-        "involvedObject": involved,
-        "reason": reason, "message": message, "type": type_,
-        "source": source,
-        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-        "eventTime": null,
-        "reportingComponent": src.component,
-        "reportingInstance": src.host.unwrap_or(""),
-    }))?;
-    expire(store)
+    store
+        .apply(json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("{}.{nanos:x}", inv.name), "namespace": ns},
+            "involvedObject": involved,
+            "reason": reason, "message": message, "type": type_,
+            "source": source,
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+            "eventTime": null,
+            "reportingComponent": src.component,
+            "reportingInstance": src.host.unwrap_or(""),
+        }))
+        .await?;
+    expire(store).await
 }
 
 /// Drop events older than [`EVENT_TTL_S`], then the oldest beyond [`MAX_EVENTS`].
-pub fn expire(store: &Store) -> Result<(), SimError> {
+pub async fn expire<C: ClusterApi>(store: &C) -> Result<(), SimError> {
     let mut all: Vec<(i64, ObjRef)> = store
-        .objects("v1", "Event", None)?
+        .objects("v1", "Event", None)
+        .await?
         .iter()
         .map(|e| {
             let f = |p: &str| e.pointer(p).and_then(Value::as_str).unwrap_or("");
@@ -158,7 +167,7 @@ pub fn expire(store: &Store) -> Result<(), SimError> {
     let excess = all.len().saturating_sub(MAX_EVENTS);
     for (i, (t, r)) in all.iter().enumerate() {
         if i < excess || *t < cutoff {
-            store.remove(r)?;
+            store.remove(r).await?;
         }
     }
     Ok(())
@@ -208,13 +217,15 @@ pub fn to_events_v1(core: &Value) -> Value {
 mod tests {
     use super::*;
 
-    #[test]
-    fn recorded_events_aggregate_and_convert() {
+    #[tokio::test]
+    async fn recorded_events_aggregate_and_convert() {
         let store = Store::new(100);
         store
             .apply(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}))
             .expect("node");
-        let inv = Involved::of(&store, &ObjRef::new("v1", "Node", None, "n1")).expect("node");
+        let inv = Involved::of(&store, &ObjRef::new("v1", "Node", None, "n1"))
+            .await
+            .expect("node");
         let src = Source {
             component: "node-controller",
             host: None,
@@ -228,6 +239,7 @@ mod tests {
                 "Node n1 status is now: NodeNotReady",
                 src,
             )
+            .await
             .expect("record");
         }
         let evs = store
@@ -243,19 +255,23 @@ mod tests {
         assert!(v1["eventTime"].as_str().is_some_and(|t| t.ends_with('Z')));
     }
 
-    #[test]
-    fn events_are_bounded() {
+    #[tokio::test]
+    async fn events_are_bounded() {
         let store = Store::new(100);
         store
             .apply(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}))
             .expect("node");
-        let inv = Involved::of(&store, &ObjRef::new("v1", "Node", None, "n1")).expect("node");
+        let inv = Involved::of(&store, &ObjRef::new("v1", "Node", None, "n1"))
+            .await
+            .expect("node");
         let src = Source {
             component: "kubelet",
             host: Some("n1"),
         };
         for i in 0..(MAX_EVENTS + 20) {
-            record(&store, &inv, "Normal", "Test", &format!("message {i}"), src).expect("record");
+            record(&store, &inv, "Normal", "Test", &format!("message {i}"), src)
+                .await
+                .expect("record");
         }
         let n = store.objects("v1", "Event", None).expect("events").len();
         assert_eq!(n, MAX_EVENTS);
