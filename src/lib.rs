@@ -36,6 +36,7 @@ pub mod cli;
 pub mod cluster;
 pub mod context;
 pub mod exec;
+pub mod gather;
 pub mod journal;
 pub mod observe;
 pub mod record;

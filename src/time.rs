@@ -8,7 +8,24 @@
 
 use std::time::Duration;
 
-use crate::runbook::machine::Timestamp;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Milliseconds since the Unix epoch, UTC. The machine never reads the clock; callers stamp
+/// each event when it happens (the journal offers `journal::now()`).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Timestamp(pub u64);
+
+impl fmt::Display for Timestamp {
+    /// RFC 3339 in UTC with milliseconds, e.g. `2026-09-07T10:15:00.000Z`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", instant(*self).strftime("%Y-%m-%dT%H:%M:%S.%3fZ"))
+    }
+}
 
 /// The current time, in the journal's milliseconds since the Unix epoch.
 pub fn now() -> Timestamp {

@@ -1,8 +1,9 @@
-//! End to end on the bundled sample infra repo (`inventory/`): load, gather, check.
+//! End to end on the bundled sample infra repo (`inventory/`): load, check.
 
 use std::path::{Path, PathBuf};
 
-use hk_console::checks::parity::{check, exit_code, gather, rules, Finding, Severity};
+use hk_console::checks::parity::{check, exit_code, rules, Finding, Severity};
+use hk_console::gather::parity_input as gather;
 use hk_console::repo::Repo;
 
 fn sample() -> PathBuf {

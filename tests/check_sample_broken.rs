@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use hk_console::checks::parity::{check, exit_code, gather, rules, Finding, Severity};
+use hk_console::checks::parity::{check, exit_code, rules, Finding, Severity};
+use hk_console::gather::parity_input as gather;
 use hk_console::repo::Repo;
 
 mod fs_common;

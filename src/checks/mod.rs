@@ -1,6 +1,6 @@
 //! Rules over the repo model. Owns: findings (rule, severity, env, file:line, message).
 //! `parity::check` is PURE over a facts struct; the facts are gathered by
-//! `repo::flux::gather` (re-exported as `parity::gather`), the one place that reads the repo's
+//! `crate::gather`, the one place that reads the repo's
 //! files (overlays, templates, vault headers) and runs kustomize. Nothing here does IO.
 //! Must not: talk to hosts or clusters (that is the live, L2, check).
 pub mod health;

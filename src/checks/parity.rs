@@ -11,8 +11,8 @@
 //! [`rules`]), [`Finding`]s, the exit-code policy and the JSON shape.
 //! [`check`] is pure: no IO, the same facts give the same findings. [`gather_view`] maps an
 //! injectable view of the repo to facts (no IO of its own: files are read and overlays built
-//! through the view's functions); [`gather`] is `repo::flux::gather::parity_input`, which
-//! builds that view over a loaded repo (the IO lives there).
+//! through the view's functions); `crate::gather::parity_input` builds that view over a
+//! loaded repo (the IO lives there).
 //! "Cannot tell" is a verdict of its own ([`Severity::CannotTell`], exit 2): an overlay whose
 //! value nobody can state (a build kustomize refuses, a feature the builtin engine does not
 //! model, a Secret it cannot read) is never called clean.
@@ -23,7 +23,7 @@
 //!
 //! Why one file over 800 lines: the facts, the rules over them and the one mapping from the
 //! repo view to those facts are one contract; a rule and the fact it reads are changed
-//! together, and the IO is already outside (`repo::flux::gather`).
+//! together, and the IO is already outside (`crate::gather`).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -34,7 +34,6 @@ use serde::Serialize;
 
 use crate::repo::flux::{Engine, FluxError, HelmValue, OverlayReport, OverlayValue};
 
-pub use crate::repo::flux::gather::parity_input as gather;
 use crate::yaml::{self, Value};
 
 /// Rule names, as they appear in findings (`[rule]`) and JSON.

@@ -57,7 +57,7 @@ fn check_input_findings(
     repo: &Repo,
     env: Option<&str>,
 ) -> Result<(parity::ParityInput, Vec<parity::Finding>), Failure> {
-    let input = parity::gather(repo);
+    let input = crate::gather::parity_input(repo);
     let input = match env {
         None => input,
         Some(name) => input.only_env(name).ok_or_else(|| {

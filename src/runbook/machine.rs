@@ -33,24 +33,10 @@ use thiserror::Error;
 
 use super::plan::{Gate, Plan, PlannedStep, StepKind};
 
-/// Milliseconds since the Unix epoch, UTC. The machine never reads the clock; callers stamp
-/// each event when it happens (the journal offers `journal::now()`).
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-#[serde(transparent)]
-pub struct Timestamp(pub u64);
-
-impl fmt::Display for Timestamp {
-    /// RFC 3339 in UTC with milliseconds, e.g. `2026-09-07T10:15:00.000Z`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}",
-            crate::time::instant(*self).strftime("%Y-%m-%dT%H:%M:%S.%3fZ")
-        )
-    }
-}
+/// The machine's clock value: milliseconds since the Unix epoch, UTC. It is time's type
+/// (`crate::time` owns it, with its rendering); the machine never reads the clock, callers
+/// stamp each event when it happens.
+pub use crate::time::Timestamp;
 
 /// Whether the run may change anything. Observe mode is fixed at construction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

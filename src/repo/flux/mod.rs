@@ -16,7 +16,6 @@
 //! only come from there, the answer is an error saying so, never a guess.
 
 pub mod engine;
-pub mod gather;
 mod kustomize;
 mod patch;
 pub mod postbuild;

@@ -4,11 +4,15 @@
 //!
 //! Owns: choosing the engine once per run and reading files for the check.
 //! Must not: judge anything (the rules live in `checks::parity`).
+//!
+//! Why here, beside `checks` and `repo` rather than inside either: it needs both (the repo
+//! to read, the check's view to fill), and `checks` already depends on `repo`; inside `repo`
+//! it made the two folders import each other.
 
 use std::path::{Path, PathBuf};
 
-use super::{report, EngineChoice};
 use crate::checks::parity::{gather_view, ParityInput, RawVar, RepoView};
+use crate::repo::flux::{report, EngineChoice};
 use crate::repo::Repo;
 
 /// The engine for `repo`: its `kustomize_bin:`, else kustomize or kubectl on PATH.
