@@ -342,6 +342,8 @@ pub struct App {
     pub check_scroll: usize,
     /// The last `:` line refused and why: the next `:` opens with it.
     pub refused_command: Option<(String, String)>,
+    /// The run view's output: long lines wrap (on) or are cut with a marker (off); `w`.
+    pub output_wrap: bool,
 }
 
 /// The `:` commands, for Tab.
@@ -452,6 +454,7 @@ impl App {
             check_from: Screen::Home,
             check_scroll: 0,
             refused_command: None,
+            output_wrap: true,
         };
         app.refresh_runs();
         app
@@ -924,6 +927,17 @@ impl App {
                 if let Some(a) = self.active.as_mut() {
                     a.output.toggle_follow();
                 }
+            }
+            Action::ToggleWrap => {
+                self.output_wrap = !self.output_wrap;
+                self.status = Some(
+                    if self.output_wrap {
+                        "output: long lines wrap (w: cut them)"
+                    } else {
+                        "output: long lines are cut, marked … (w: wrap them)"
+                    }
+                    .into(),
+                );
             }
             Action::Observe => self.enter_observe(),
             Action::Live => self.toggle_live(),
