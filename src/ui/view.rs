@@ -18,6 +18,8 @@ const FULL_STRIP_MIN_HEIGHT: u16 = 24;
 
 pub fn draw(f: &mut Frame, app: &App) {
     let area = f.area();
+    // Clicks act on what this frame shows: the panes register their rows and buttons anew.
+    app.zones.clear();
     f.render_widget(Block::default().style(app.theme.background()), area);
     if area.width < 10 || area.height < 4 {
         f.render_widget(Paragraph::new("hk-console: terminal too small"), area);

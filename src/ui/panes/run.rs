@@ -171,6 +171,13 @@ fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
         area,
         &mut st,
     );
+    app.zones.rows(
+        Block::default().borders(Borders::ALL).inner(area),
+        crate::ui::pointer::ListId::Steps,
+        st.offset(),
+        run.plan().steps.len(),
+        false,
+    );
 }
 
 /// The widest host a step of the plan acts on (0: no step names one).
