@@ -348,6 +348,9 @@ pub struct App {
     pub output_wrap: bool,
     /// Where a mouse click acts on the last frame drawn (the view registers them).
     pub zones: super::pointer::Zones,
+    /// How many rows the Check screen's findings took when last drawn (its scroll bound,
+    /// reported by the view as `live_lines` is).
+    pub check_rows: std::cell::Cell<usize>,
 }
 
 /// The `:` commands, for Tab.
@@ -460,6 +463,7 @@ impl App {
             refused_command: None,
             output_wrap: true,
             zones: super::pointer::Zones::default(),
+            check_rows: std::cell::Cell::new(0),
         };
         app.refresh_runs();
         app

@@ -116,6 +116,13 @@ fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
         title.push_str(&format!("· {} ", age(end.0.saturating_sub(start.0))));
     }
     let host_w = host_width(a);
+    let inner_w = usize::from(area.width.saturating_sub(2));
+    let hosts: Vec<&str> = run
+        .plan()
+        .steps
+        .iter()
+        .filter_map(|s| s.host.as_deref())
+        .collect();
     let items: Vec<ListItem> = run
         .steps()
         .map(|(s, r)| {
@@ -138,15 +145,34 @@ fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
                     t.focus(),
                 ));
             }
-            spans.push(Span::styled(step_label(s), t.text()));
-            if let Some(why) = app.capabilities().blocker(s) {
-                if r.state == StepState::Pending {
-                    spans.push(Span::styled(format!("  ({why})"), t.warn()));
-                }
+            let blocker = app
+                .capabilities()
+                .blocker(s)
+                .filter(|_| r.state == StepState::Pending)
+                .map(|why| format!("  ({why})"))
+                .unwrap_or_default();
+            let took = elapsed(r, app.now).map_or(String::new(), |e| format!("  {e}"));
+            // What does not fit ends in `…`: the title keeps at least its first columns,
+            // a blocker the rest (the Step pane says it whole), the elapsed time stays;
+            // a title is never cut inside a host name (the host column has it whole).
+            let used: usize = spans.iter().map(Span::width).sum();
+            let room = inner_w.saturating_sub(used + super::fit::width(&took));
+            let label = step_label(s);
+            let (label_w, blocker_w) = (super::fit::width(&label), super::fit::width(&blocker));
+            let title_room = if label_w + blocker_w <= room {
+                label_w
+            } else {
+                room.saturating_sub(blocker_w)
+                    .max(label_w.min(24))
+                    .min(room)
+            };
+            let title = super::fit::clip_keeping(&label, title_room, &hosts);
+            let left = room.saturating_sub(super::fit::width(&title));
+            spans.push(Span::styled(title, t.text()));
+            if !blocker.is_empty() && left > 0 {
+                spans.push(Span::styled(super::fit::clip(&blocker, left), t.warn()));
             }
-            if let Some(e) = elapsed(r, app.now) {
-                spans.push(Span::styled(format!("  {e}"), t.muted()));
-            }
+            spans.push(Span::styled(took, t.muted()));
             ListItem::new(Line::from(spans))
         })
         .collect();
@@ -588,25 +614,36 @@ fn output_rows(
     (rows.split_off(skip), cut)
 }
 
-/// `s` in rows of at most `w` columns, broken where the row is full (as a terminal wraps):
-/// spaces and indentation are output too.
+/// `s` in rows of at most `w` columns, every character kept (indentation and runs of
+/// spaces too): a row breaks after the last space that fits, so a word (a host name, a
+/// path) stays whole unless it alone is wider than a row; then it breaks where the row is
+/// full.
 pub fn hard_wrap(s: &str, w: usize) -> Vec<String> {
     let w = w.max(1);
     let mut rows = Vec::new();
-    let mut row = String::new();
+    let mut row: Vec<(char, usize)> = Vec::new();
     let mut used = 0;
     for c in s.chars() {
         let mut b = [0u8; 4];
         let cw = super::fit::width(c.encode_utf8(&mut b));
         if used + cw > w && !row.is_empty() {
-            rows.push(std::mem::take(&mut row));
-            used = 0;
+            // Break after the row's last space, if it has one past its indentation.
+            let indent = row.iter().take_while(|(c, _)| *c == ' ').count();
+            let split = row
+                .iter()
+                .rposition(|(c, _)| *c == ' ')
+                .filter(|&i| i >= indent && i + 1 < row.len() && c != ' ')
+                .map_or(row.len(), |i| i + 1);
+            let carry = row.split_off(split);
+            rows.push(row.iter().map(|(c, _)| *c).collect::<String>());
+            row = carry;
+            used = row.iter().map(|(_, w)| w).sum();
         }
-        row.push(c);
+        row.push((c, cw));
         used += cw;
     }
     if !row.is_empty() || rows.is_empty() {
-        rows.push(row);
+        rows.push(row.iter().map(|(c, _)| *c).collect());
     }
     rows
 }
@@ -756,14 +793,21 @@ mod tests {
         assert_eq!(cut, 0);
         assert_eq!(
             rows(&wrapped),
-            ["  indented", " and rathe", "r long"],
-            "every character kept"
+            ["  indented", " and ", "rather ", "long"],
+            "every character kept, words whole"
+        );
+        assert_eq!(wrapped.iter().map(|l| l.width()).sum::<usize>(), 26);
+        // A word wider than a row breaks where the row is full.
+        assert_eq!(hard_wrap("ab k3s-prod-1", 5), ["ab ", "k3s-p", "rod-1"]);
+        assert_eq!(
+            hard_wrap("--limit k3s-prod-1 x", 12),
+            ["--limit ", "k3s-prod-1 x"]
         );
         let (cut_rows, cut) = output_rows(&lines, 10, 10, false, &t);
         assert_eq!(cut, 1);
         assert_eq!(rows(&cut_rows), ["  indente…"]);
         // Only the last `h` rows are shown (the newest output).
         let (tail, _) = output_rows(&lines, 10, 2, true, &t);
-        assert_eq!(rows(&tail), [" and rathe", "r long"]);
+        assert_eq!(rows(&tail), ["rather ", "long"]);
     }
 }
