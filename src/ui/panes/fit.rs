@@ -114,15 +114,12 @@ mod tests {
         assert_eq!(clip("k3s-prod-1", 6), "k3s-p…");
         assert_eq!(clip("abc", 0), "");
         assert_eq!(widest(["a", "abcd", "ab"], 2), 4);
-        assert_eq!(
-            clip_words("Apply x.yml to k3s-prod-3", 25),
-            "Apply x.yml to k3s-prod-3"
-        );
-        assert_eq!(
-            clip_words("Apply x.yml to k3s-prod-3", 20),
-            "Apply x.yml to …"
-        );
-        assert_eq!(clip_words("k3s-prod-3", 6), "k3s-p…");
+        let hosts = ["k3s-prod-3"];
+        let s = "Apply x.yml to k3s-prod-3 now";
+        assert_eq!(clip_keeping(s, 40, &hosts), s);
+        assert_eq!(clip_keeping(s, 20, &hosts), "Apply x.yml to …");
+        assert_eq!(clip_keeping(s, 9, &hosts), "Apply x.…");
+        assert_eq!(clip_keeping(s, 27, &hosts), "Apply x.yml to k3s-prod-3 …");
     }
 
     #[test]
