@@ -5,8 +5,9 @@
 //! the holder, and writes no journal; `--no-cluster-lock` runs without it and journals
 //! that; a stale lock refuses the start and is taken over only with the environment's
 //! name typed and a reason, journaled in the new run and marked on the Lease for the old.
-//! An interrupted run resumes only by taking the lock again under its own run id, and a lock
-//! lost while the run lives is reported.
+//! An interrupted run resumes only by taking the lock again under its own run id; on a stale
+//! lock the console's resume gets the take-over prompt (asked off the UI task), and a lock
+//! lost while the run lives is reported, on the frame's top line too.
 //! Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin): fails, not skips.
 
 use std::sync::{Arc, Mutex};
@@ -72,6 +73,87 @@ async fn run(
     .await
 }
 
+/// What every test here starts from: the demo (its dev cluster's API answering), a
+/// client on that API, and a temporary directory for repos and runs.
+struct Lab {
+    dir: tempfile::TempDir,
+    d: Demo,
+    c: kube::Client,
+}
+
+async fn lab() -> Lab {
+    require_ansible();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = demo::start("healthy", &dir.path().join("repo"))
+        .await
+        .expect("demo");
+    let c = client(&d, "dev").await;
+    Lab { dir, d, c }
+}
+
+/// Another console's claim on dev's lock.
+fn other(holder: &str, run_id: &str, runbook: &str) -> Claimant {
+    Claimant {
+        holder: holder.into(),
+        run_id: run_id.into(),
+        runbook: runbook.into(),
+        env: "dev".into(),
+    }
+}
+
+fn bob() -> Claimant {
+    other(
+        "bob@console-b",
+        "20261203T120000000Z-memattr-survey-dev",
+        "memattr-survey",
+    )
+}
+
+/// Ann's console took dev's lock for 1 s and died: a stale lock.
+async fn ann_left_a_stale_lock(c: &kube::Client) -> Claimant {
+    let ann = other(
+        "ann@console-a",
+        "20261203T110000000Z-etcd-io-priority-dev",
+        "etcd-io-priority",
+    );
+    drop(lock::acquire(c, &ann, 1).await.expect("ann takes it"));
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    ann
+}
+
+/// The console's executors and lock for the demo's repo, as `hk-console demo` builds them.
+fn console_parts(
+    d: &Demo,
+) -> (
+    hk_console::repo::Repo,
+    hk_console::session::exec::Capabilities,
+    Arc<hk_console::session::lock::RunLocking>,
+) {
+    use hk_console::session::executors::{capabilities_with, Clusters};
+    let repo = hk_console::repo::Repo::load(&d.dir).expect("repo");
+    let clusters = Arc::new(Clusters::for_repo(&repo, &KubeOverrides::default()));
+    let (caps, _) = capabilities_with(&repo, false, clusters, &d.exec_setup());
+    let locking = Arc::new(hk_console::session::lock::RunLocking::for_repo(
+        &repo,
+        &KubeOverrides::default(),
+        false,
+    ));
+    (repo, caps, locking)
+}
+
+fn this_console() -> String {
+    Claimant::this_console("x", "x", "x").holder
+}
+
+fn run_id_on(l: &Option<Lease>) -> Option<String> {
+    l.as_ref()?
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(RUN_ID_ANNOTATION)
+        .cloned()
+}
+
 fn lock_notes(journal: &std::path::Path) -> Vec<String> {
     record::load_path(journal)
         .expect("record")
@@ -84,12 +166,7 @@ fn lock_notes(journal: &std::path::Path) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mutating_run_takes_the_lock_and_releases_it_and_a_second_console_is_refused() {
-    require_ansible();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = demo::start("healthy", &dir.path().join("repo"))
-        .await
-        .expect("demo");
-    let c = client(&d, "dev").await;
+    let Lab { dir, d, c } = lab().await;
     assert_eq!(holder(&lease(&c).await), None, "free before any run");
 
     // Watch the Lease through the API while the run lives.
@@ -101,11 +178,7 @@ async fn a_mutating_run_takes_the_lock_and_releases_it_and_a_second_console_is_r
             while !stop.is_cancelled() {
                 let l = lease(&c).await;
                 if let Some(h) = holder(&l) {
-                    let id = l
-                        .as_ref()
-                        .and_then(|l| l.metadata.annotations.as_ref())
-                        .and_then(|a| a.get(RUN_ID_ANNOTATION).cloned())
-                        .unwrap_or_default();
+                    let id = run_id_on(&l).unwrap_or_default();
                     seen.lock().expect("seen").push((h, id));
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -118,7 +191,7 @@ async fn a_mutating_run_takes_the_lock_and_releases_it_and_a_second_console_is_r
     stop.cancel();
     watcher.await.expect("watcher");
     assert!(r.succeeded, "{}", r.render());
-    let me = Claimant::this_console("x", "x", "x").holder;
+    let me = this_console();
     let run_id = record::load_path(&r.journal).expect("record").run_id;
     let seen = seen.lock().expect("seen").clone();
     assert!(!seen.is_empty(), "the Lease was never held during the run");
@@ -137,13 +210,7 @@ async fn a_mutating_run_takes_the_lock_and_releases_it_and_a_second_console_is_r
     assert_eq!(notes[1], "run lock released");
 
     // Another console holds it: the run does not start, and says who.
-    let bob = Claimant {
-        holder: "bob@console-b".into(),
-        run_id: "20261203T120000000Z-memattr-survey-dev".into(),
-        runbook: "memattr-survey".into(),
-        env: "dev".into(),
-    };
-    let _held = lock::acquire(&c, &bob, 60).await.expect("bob takes it");
+    let _held = lock::acquire(&c, &bob(), 60).await.expect("bob takes it");
     let runs_b = dir.path().join("runs-b");
     match run(&d, &runs_b, false).await {
         Err(HeadlessError::Start { why, .. }) => {
@@ -182,30 +249,11 @@ async fn a_mutating_run_takes_the_lock_and_releases_it_and_a_second_console_is_r
 async fn a_stale_lock_is_taken_over_only_with_the_typed_answer_and_both_runs_see_it() {
     use hk_console::runbook::machine::Input;
     use hk_console::session::Session;
-    require_ansible();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = demo::start("healthy", &dir.path().join("repo"))
-        .await
-        .expect("demo");
-    let c = client(&d, "dev").await;
-    // Ann's console took it for 1 s and died.
-    let ann = Claimant {
-        holder: "ann@console-a".into(),
-        run_id: "20261203T110000000Z-etcd-io-priority-dev".into(),
-        runbook: "etcd-io-priority".into(),
-        env: "dev".into(),
-    };
-    drop(lock::acquire(&c, &ann, 1).await.expect("ann takes it"));
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let Lab { dir, d, c } = lab().await;
+    let ann = ann_left_a_stale_lock(&c).await;
 
-    // The console's session, as the app opens it.
-    let repo = hk_console::repo::Repo::load(&d.dir).expect("repo");
-    let clusters = Arc::new(hk_console::session::executors::Clusters::for_repo(
-        &repo,
-        &KubeOverrides::default(),
-    ));
-    let (caps, _) =
-        hk_console::session::executors::capabilities_with(&repo, false, clusters, &d.exec_setup());
+    // The console's session, as the app opens it (its lock asked on this task).
+    let (repo, caps, locking) = console_parts(&d);
     let set = hk_console::runbook::embedded::load(&[]).expect("runbooks");
     let plans = hk_console::session::RepoPlans { repo };
     let (plan, _) = hk_console::session::plan_runbook(
@@ -218,13 +266,7 @@ async fn a_stale_lock_is_taken_over_only_with_the_typed_answer_and_both_runs_see
     )
     .expect("plan");
     let mut s = Session::plan(plan, &caps, "carol").expect("session");
-    s.set_locking(Some(Arc::new(
-        hk_console::session::lock::RunLocking::for_repo(
-            &plans.repo,
-            &KubeOverrides::default(),
-            false,
-        ),
-    )));
+    s.set_locking(Some(locking));
     let runs = dir.path().join("runs");
     let now = hk_console::journal::now();
     let why = s.start(Some(&runs), now).expect_err("stale: refused").0;
@@ -254,7 +296,7 @@ async fn a_stale_lock_is_taken_over_only_with_the_typed_answer_and_both_runs_see
     let now = hk_console::journal::now();
     s.take_over_and_start(Some(&runs), now, "dev", "ann's laptop died")
         .expect("taken over and started");
-    let me = Claimant::this_console("x", "x", "x").holder;
+    let me = this_console();
     assert_eq!(holder(&lease(&c).await), Some(me.clone()));
     // The new run's journal: the take-over first, before the start.
     let path = s.journal.as_ref().expect("journal").path().to_path_buf();
@@ -286,6 +328,18 @@ async fn a_stale_lock_is_taken_over_only_with_the_typed_answer_and_both_runs_see
     assert!(note.to_string().ends_with(": ann's laptop died"), "{note}");
 }
 
+/// A packages-baseline run on dev driven to its end headless, then its journal cut as a
+/// console killed mid-step leaves it (under `dir`/runs-i): that journal and the run's id.
+async fn an_interrupted_run(d: &Demo, dir: &std::path::Path) -> (std::path::PathBuf, String) {
+    let r = run(d, &dir.join("runs-a"), false)
+        .await
+        .expect("the run starts");
+    assert!(r.succeeded, "{}", r.render());
+    let journal = interrupted_copy(&r.journal, &dir.join("runs-i"));
+    let run_id = record::load_path(&r.journal).expect("record").run_id;
+    (journal, run_id)
+}
+
 /// The journal of `finished` cut just after its last step (the mutating one) started: what a
 /// console killed mid-step leaves.
 fn interrupted_copy(finished: &std::path::Path, into: &std::path::Path) -> std::path::PathBuf {
@@ -304,40 +358,14 @@ fn interrupted_copy(finished: &std::path::Path, into: &std::path::Path) -> std::
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_run_resumes_only_with_the_lock_held_by_itself() {
     use hk_console::runbook::machine::RunOutcome;
-    use hk_console::session::executors::{capabilities_with, Clusters};
-    use hk_console::session::lock::RunLocking;
     use hk_console::session::Session;
 
-    require_ansible();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = demo::start("healthy", &dir.path().join("repo"))
-        .await
-        .expect("demo");
-    let c = client(&d, "dev").await;
-    let r = run(&d, &dir.path().join("runs-a"), false)
-        .await
-        .expect("the run starts");
-    assert!(r.succeeded, "{}", r.render());
-    let journal = interrupted_copy(&r.journal, &dir.path().join("runs-i"));
-    let run_id = record::load_path(&r.journal).expect("record").run_id;
-
-    let repo = hk_console::repo::Repo::load(&d.dir).expect("repo");
-    let clusters = Arc::new(Clusters::for_repo(&repo, &KubeOverrides::default()));
-    let (caps, _) = capabilities_with(&repo, false, clusters, &d.exec_setup());
-    let locking = Arc::new(RunLocking::for_repo(
-        &repo,
-        &KubeOverrides::default(),
-        false,
-    ));
+    let Lab { dir, d, c } = lab().await;
+    let (journal, run_id) = an_interrupted_run(&d, dir.path()).await;
+    let (_, caps, locking) = console_parts(&d);
 
     // Another console holds dev's lock: the interrupted run opens to look at, never resumes.
-    let bob = Claimant {
-        holder: "bob@console-b".into(),
-        run_id: "20261203T120000000Z-memattr-survey-dev".into(),
-        runbook: "memattr-survey".into(),
-        env: "dev".into(),
-    };
-    let held = lock::acquire(&c, &bob, 60).await.expect("bob takes it");
+    let held = lock::acquire(&c, &bob(), 60).await.expect("bob takes it");
     let before = std::fs::read_to_string(&journal).expect("journal");
     let opened = Session::open_journal(
         &journal,
@@ -376,13 +404,9 @@ async fn an_interrupted_run_resumes_only_with_the_lock_held_by_itself() {
     assert!(said.contains("resumed"), "{said}");
     assert!(!said.contains("not resumed"), "{said}");
     let l = lease(&c).await;
-    let me = Claimant::this_console("x", "x", "x").holder;
+    let me = this_console();
     assert_eq!(holder(&l).as_deref(), Some(me.as_str()), "{l:?}");
-    let id = l
-        .as_ref()
-        .and_then(|l| l.metadata.annotations.as_ref())
-        .and_then(|a| a.get(RUN_ID_ANNOTATION).cloned());
-    assert_eq!(id.as_deref(), Some(run_id.as_str()));
+    assert_eq!(run_id_on(&l).as_deref(), Some(run_id.as_str()));
     let taken = |notes: &[String]| {
         notes
             .iter()
@@ -424,4 +448,212 @@ async fn an_interrupted_run_resumes_only_with_the_lock_held_by_itself() {
         "{trouble}"
     );
     drop(opened);
+}
+
+/// The console over the demo's repo, its journals in `runs`, its lock as `hk-console demo`
+/// gives it (the app asks it off its task: the calls queue for the loop's lock pump).
+fn console_app(d: &Demo, runs: &std::path::Path) -> hk_console::ui::app::App {
+    use hk_console::ui::app::{App, AppParts};
+    let (repo, caps, locking) = console_parts(d);
+    let parts = AppParts {
+        environments: vec![],
+        runbooks: hk_console::runbook::embedded::load(&[]).expect("runbooks"),
+        plans: Arc::new(hk_console::session::RepoPlans { repo }),
+        runs_dir: Some(runs.to_path_buf()),
+        themes: hk_console::ui::theme::ThemeSet::builtin(),
+        theme: None,
+        keymaps: Default::default(),
+        config_warnings: vec![],
+        no_color: true,
+        operator: "carol".into(),
+        now: hk_console::journal::now(),
+        faults: None,
+    };
+    let mut app = App::operate(parts, caps);
+    app.locking = Some(locking);
+    app
+}
+
+/// Run the app's queued lock calls as the console's loop does, until none is left: each
+/// answer to the app.
+async fn answer_locks(
+    app: &mut hk_console::ui::app::App,
+    locks: &mut hk_console::session::pump::LockPump,
+) {
+    while !app.lock_outbox.is_empty() {
+        locks.run(&mut app.lock_outbox);
+        let answer = tokio::time::timeout(Duration::from_secs(20), locks.recv())
+            .await
+            .expect("the lock call answers")
+            .expect("an answer");
+        app.now = hk_console::journal::now();
+        app.handle_lock(answer);
+    }
+}
+
+fn frame(app: &mut hk_console::ui::app::App, w: u16, h: u16) -> String {
+    app.width = w;
+    app.height = h;
+    let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).expect("term");
+    t.draw(|f| hk_console::ui::view::draw(f, app))
+        .expect("draw");
+    t.backend().to_string()
+}
+
+fn typed(app: &mut hk_console::ui::app::App, s: &str) {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    for c in s.chars() {
+        app.handle_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+    }
+}
+
+fn press(app: &mut hk_console::ui::app::App, code: crossterm::event::KeyCode) {
+    app.handle_key(crossterm::event::KeyEvent::new(
+        code,
+        crossterm::event::KeyModifiers::NONE,
+    ));
+}
+
+/// An interrupted run opened from Recent runs while another console's lock is stale: the
+/// resume waits on the lock off the UI task, then gets the take-over prompt (not the
+/// start's refusal); a wrong environment name is refused in the prompt, the right one
+/// with a reason takes it over and resumes the run, journaled in the resumed run and marked
+/// on the Lease for ann's. Then another console overwrites the Lease: the next frame's top
+/// line says the lock was lost, naming who holds it now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_on_a_stale_lock_gets_the_take_over_prompt_and_a_lost_lock_shows_on_the_frame() {
+    use crossterm::event::KeyCode;
+    use hk_console::ui::action::Action;
+    use hk_console::ui::app::{Overlay, Screen};
+
+    let Lab { dir, d, c } = lab().await;
+    let (journal, run_id) = an_interrupted_run(&d, dir.path()).await;
+    let ann = ann_left_a_stale_lock(&c).await;
+    let mut app = console_app(&d, journal.parent().expect("runs dir"));
+    let mut locks = hk_console::session::pump::LockPump::default();
+    assert_eq!(app.runs.len(), 1, "{:?}", app.runs_error);
+    app.update(Action::FocusNext); // runbooks -> runs
+    app.update(Action::Open);
+    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    let said = app.status.clone().unwrap_or_default();
+    assert_eq!(
+        said,
+        format!("run {run_id}: taking the run lock on dev to resume it…")
+    );
+    assert_eq!(app.lock_outbox.len(), 1);
+    answer_locks(&mut app, &mut locks).await;
+
+    // Stale: the take-over prompt, in the resume's words.
+    let said = app.status.clone().unwrap_or_default();
+    println!("{said}");
+    assert!(
+        said.starts_with(&format!("run {run_id}: not resumed: the run lock of `dev` is stale: ann@console-a running etcd-io-priority")),
+        "{said}"
+    );
+    assert!(
+        said.contains("taking it over (the environment's name typed and a reason) resumes the run"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("starting again") && !said.contains("does not start"),
+        "{said}"
+    );
+    assert!(matches!(app.overlay, Some(Overlay::Takeover(_))));
+    let f = frame(&mut app, 160, 45);
+    println!("{f}");
+    for fact in [
+        "holder: ann@console-a",
+        "run: 20261203T110000000Z-etcd-io-priority-dev (etcd-io-priority)",
+        "held since: ",
+        "last renewed: ",
+    ] {
+        assert!(f.contains(fact), "{fact} not in\n{f}");
+    }
+
+    // A wrong environment name: refused in the prompt, nothing asked of the cluster.
+    typed(&mut app, "prod");
+    press(&mut app, KeyCode::Tab);
+    typed(&mut app, "ann's laptop died");
+    press(&mut app, KeyCode::Enter);
+    match &app.overlay {
+        Some(Overlay::Takeover(m)) => assert!(
+            m.error
+                .as_deref()
+                .is_some_and(|e| e.contains("type the environment's name `dev`")),
+            "{:?}",
+            m.error
+        ),
+        other => panic!("the prompt left: {other:?}"),
+    }
+    assert!(app.lock_outbox.is_empty());
+    assert_eq!(holder(&lease(&c).await).as_deref(), Some("ann@console-a"));
+
+    // The right name: taken over, and the run resumes.
+    press(&mut app, KeyCode::BackTab);
+    for _ in 0..4 {
+        press(&mut app, KeyCode::Backspace);
+    }
+    typed(&mut app, "dev");
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.lock_outbox.len(), 1, "{:?}", app.status);
+    answer_locks(&mut app, &mut locks).await;
+    println!("{:?}", app.status);
+    assert!(
+        !matches!(app.overlay, Some(Overlay::Takeover(_))),
+        "{:?}",
+        app.status
+    );
+    let a = app.active.as_ref().expect("the run");
+    assert!(a.journal.is_some() && !a.view_only, "resumed");
+    let me = this_console();
+    let l = lease(&c).await;
+    assert_eq!(holder(&l).as_deref(), Some(me.as_str()));
+    assert_eq!(run_id_on(&l).as_deref(), Some(run_id.as_str()));
+    let notes = lock_notes(&journal);
+    let took = notes
+        .iter()
+        .find(|n| n.starts_with("stale run lock of ann@console-a"))
+        .unwrap_or_else(|| panic!("no take-over journaled: {notes:?}"));
+    assert!(
+        took.ends_with(&format!(
+            "taken over by {me} (typed `dev`): ann's laptop died"
+        )),
+        "{took}"
+    );
+    let note = hk_console::session::lock::lost_note(&c, &ann.run_id, "?".into()).await;
+    assert!(
+        note.to_string()
+            .starts_with(&format!("run lock taken over by {me} (run {run_id}) at ")),
+        "{note}"
+    );
+
+    // Bob writes himself into the Lease mid-run: the banner line on top of the next frame.
+    assert!(!frame(&mut app, 120, 40).contains("RUN LOCK:"));
+    let patch = serde_json::json!({"spec": {"holderIdentity": "bob@console-b"}});
+    Api::<Lease>::namespaced(c.clone(), LOCK_NAMESPACE)
+        .patch(
+            LOCK_NAME,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .expect("bob overwrites the Lease");
+    let deadline = std::time::Instant::now() + Duration::from_secs(45);
+    let f = loop {
+        let f = frame(&mut app, 120, 40);
+        if f.contains("RUN LOCK:") {
+            break f;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no RUN LOCK banner:\n{f}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    println!("{f}");
+    let top = f.lines().next().unwrap_or_default();
+    assert!(
+        top.contains("RUN LOCK: the run lock was lost: bob@console-b holds it now"),
+        "{top}"
+    );
 }

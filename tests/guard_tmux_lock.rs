@@ -1,6 +1,10 @@
 //! `--no-cluster-lock` is shown on every frame: the real binary's demo console in tmux, at
 //! 160x45 and at 80x24, carries the banner line on Home and after a resize; without the
 //! flag there is none; a command that starts no run refuses the flag (exit 2).
+//! The take-over prompt end to end: a stale lock written into the demo's kube API, a
+//! mutating run started in the real console gets the prompt (holder, run, since, last
+//! renewal), a wrong environment name is refused, the right one with a reason takes it over
+//! and the run goes on; the new run's journal and the Lease's mark for the old run say so.
 mod tmux_common;
 
 use std::path::Path;
@@ -96,5 +100,167 @@ fn a_command_that_starts_no_run_refuses_the_flag() {
     assert!(
         err.contains("observe mode never takes the run lock"),
         "{err}"
+    );
+}
+
+/// The demo's dev cluster, as its kubeconfig under `demo` reaches it (once the demo wrote
+/// it).
+async fn demo_client(demo: &Path) -> kube::Client {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let repo = loop {
+        match hk_console::repo::Repo::load(demo) {
+            Ok(r) => break r,
+            Err(e) => {
+                assert!(std::time::Instant::now() < deadline, "the demo repo: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let ov = hk_console::cluster::KubeOverrides::default();
+    let t = loop {
+        match hk_console::cluster::kube_target(&repo, "dev", &ov) {
+            Ok(t) => break t,
+            Err(e) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "dev's kubeconfig: {e}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+    };
+    hk_console::cluster::client(&t).await.expect("client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_lock_gets_the_take_over_prompt_in_the_real_console() {
+    use hk_console::cluster::lock::{self, Claimant};
+    let base = tempfile::tempdir().expect("temp dir");
+    let demo = base.path().join("demo");
+    let bin = env!("CARGO_BIN_EXE_hk-console");
+    let cmd = format!(
+        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} LOGNAME=e2e TERM=xterm-256color {bin} demo --dir {demo}; echo EXIT=$?; sleep 60",
+        st = shell_quote(&base.path().join("state")),
+        bin = shell_quote(Path::new(bin)),
+        demo = shell_quote(&demo),
+    );
+    let tmux = Tmux::launch(
+        format!("hk-e2e-{}-lock-takeover", std::process::id()),
+        &cmd,
+        "160",
+        "45",
+    );
+    tmux.wait_for("SIMULATED homelab");
+    // Ann's console took dev's lock for 1 s and died.
+    let c = demo_client(&demo).await;
+    let ann = Claimant {
+        holder: "ann@console-a".into(),
+        run_id: "20261203T110000000Z-etcd-io-priority-dev".into(),
+        runbook: "etcd-io-priority".into(),
+        env: "dev".into(),
+    };
+    drop(lock::acquire(&c, &ann, 1).await.expect("ann takes it"));
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+
+    tmux.send(&[":"]);
+    tmux.send(&["run packages-baseline dev k3s-dev-2", "Enter"]);
+    tmux.wait_for("s starts the run");
+    tmux.send(&["s"]);
+    let s = tmux.wait_for("is STALE");
+    println!("{s}");
+    for fact in [
+        "holder: ann@console-a",
+        "run: 20261203T110000000Z-etcd-io-priority-dev (etcd-io-priority)",
+        "held since: ",
+        "last renewed: ",
+    ] {
+        assert!(s.contains(fact), "{fact} not in\n{s}");
+    }
+    let runs = demo.join("runs");
+    let journals = || {
+        std::fs::read_dir(&runs).map_or(0, |d| {
+            d.filter_map(Result::ok)
+                .filter(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.ends_with(".jsonl") && !n.ends_with(hk_console::journal::OUTPUT_SUFFIX)
+                })
+                .count()
+        })
+    };
+    assert_eq!(journals(), 0, "nothing journaled before the lock is held");
+
+    // The wrong environment: refused in the prompt; the Lease is still ann's.
+    tmux.send(&["prod", "Tab", "ann's laptop died", "Enter"]);
+    let s = tmux.wait_for("type the environment's name `dev`");
+    assert!(s.contains("is STALE"), "{s}");
+    let held_by = |l: Option<k8s_openapi::api::coordination::v1::Lease>| {
+        l.and_then(|l| l.spec).and_then(|s| s.holder_identity)
+    };
+    let api = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        c.clone(),
+        lock::LOCK_NAMESPACE,
+    );
+    assert_eq!(
+        held_by(api.get_opt(lock::LOCK_NAME).await.expect("lease")).as_deref(),
+        Some("ann@console-a")
+    );
+    assert_eq!(journals(), 0);
+
+    // The right one: taken over, and the run goes on.
+    tmux.send(&[
+        "BTab", "BSpace", "BSpace", "BSpace", "BSpace", "dev", "Enter",
+    ]);
+    tmux.wait_gone("is STALE");
+    let me = format!("e2e@{}", lock::host_name());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let journal = loop {
+        let found = std::fs::read_dir(&runs).ok().and_then(|d| {
+            d.filter_map(Result::ok).map(|e| e.path()).find(|p| {
+                let n = p.to_string_lossy();
+                n.ends_with(".jsonl") && !n.ends_with(hk_console::journal::OUTPUT_SUFFIX)
+            })
+        });
+        if let Some(j) = found {
+            let t = std::fs::read_to_string(&j).unwrap_or_default();
+            if t.contains("\"type\":\"step-started\"") {
+                break j;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never went on; the screen was:\n{}",
+            tmux.screen()
+        );
+        // Whatever gate comes first (operator present): answer it.
+        let s = tmux.screen();
+        if s.contains("operator present") || s.contains("enter approve") {
+            tmux.send(&["Enter"]);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let l = api.get_opt(lock::LOCK_NAME).await.expect("lease");
+    assert_eq!(held_by(l).as_deref(), Some(me.as_str()));
+    let rec = hk_console::record::load_path(&journal).expect("record");
+    let notes: Vec<String> = rec
+        .decisions
+        .iter()
+        .filter(|d| d.what == "run-lock")
+        .filter_map(|d| d.note.clone())
+        .collect();
+    println!("{notes:?}");
+    assert!(
+        notes.first().is_some_and(|n| n.starts_with(
+            "stale run lock of ann@console-a (run 20261203T110000000Z-etcd-io-priority-dev), last renewed "
+        ) && n.ends_with(&format!("taken over by {me} (typed `dev`): ann's laptop died"))),
+        "{notes:?}"
+    );
+    // What ann's console journals when it finds out: the Lease's mark names her run.
+    let note = hk_console::session::lock::lost_note(&c, &ann.run_id, "?".into()).await;
+    assert!(
+        note.to_string().starts_with(&format!(
+            "run lock taken over by {me} (run {}) at ",
+            rec.run_id
+        )) && note.to_string().ends_with(": ann's laptop died"),
+        "{note}"
     );
 }

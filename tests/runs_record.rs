@@ -3,7 +3,10 @@
 //! ansible over SSH to the simulated node) rendered as Markdown, held to a golden with the
 //! times, run ids and temporary paths filtered; every gate with its answerer and every
 //! step's final state are in it; the JSON form carries the same; `runs list` finds it by
-//! a prefix of its id; a damaged journal is shown with the damage marked.
+//! a prefix of its id; a damaged journal is shown with the damage marked. What the Live
+//! screen's event trail saw change while a console's run was active (its environment's
+//! lease moved, a node NotReady) is in that run's record, in order with its times, in the
+//! text, Markdown and JSON forms; what changed before or after the run, or elsewhere, is not.
 //! Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin): fails, not skips.
 
 use std::time::Duration;
@@ -12,6 +15,8 @@ use hk_console::record;
 use hk_console::sim::demo;
 use hk_console::sim::headless::{drive, HeadlessRun, OPERATOR};
 use regex::Regex;
+
+mod ui_common;
 
 fn filtered(text: &str) -> String {
     let rules = [
@@ -143,4 +148,108 @@ fn an_unknown_or_ambiguous_run_is_named() {
         Err(e) => assert!(e.to_string().starts_with("no run `2026` in "), "{e}"),
         Ok(_) => panic!("an empty directory holds no run"),
     }
+}
+
+#[test]
+fn the_event_trail_seen_while_a_run_is_active_is_in_its_record() {
+    use hk_console::checks::live::{vip_lease, Timestamp};
+    use hk_console::observe::feed::{Feed, Update};
+    use hk_console::ui::app::{App, Screen};
+    use ui_common::live::{nodes_one_not_ready, nodes_update, topo, vip_input};
+    use ui_common::*;
+
+    let at = |s: u64| Timestamp(T0.0 + s * 1000);
+    let vip = |env: &str, holder: &str, t: Timestamp| Update {
+        env: env.into(),
+        at: t,
+        feed: Feed::Vip(vip_lease(&topo(env), &vip_input(holder, t))),
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = App::operate(parts(dir.path()), operate_caps(&ALL_KINDS, &[]));
+    // Before any run: on the Live timeline, in no run's record.
+    app.handle_update(vip("prod", "k3s-prod-1", at(1)));
+    app.handle_update(vip("prod", "k3s-prod-2", at(2)));
+    app.handle_update(vip("dev", "k3s-dev-1", at(2)));
+    app.handle_update(nodes_update("prod", at(3)));
+    assert_eq!(app.timeline.len(), 1);
+
+    app.open_runbook("node-health", Some("prod"), None);
+    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    app.handle_key(key('s'));
+    let journal = app
+        .active
+        .as_ref()
+        .and_then(|a| a.journal.as_ref())
+        .map(|j| j.path().to_path_buf())
+        .expect("the run started");
+    // While it runs: prod's lease moves and a node goes NotReady (recorded); dev's lease
+    // moves (another environment: not this run's record). Seen out of order: a late look.
+    app.handle_update(nodes_one_not_ready(at(12)));
+    app.handle_update(vip("prod", "k3s-prod-3", at(10)));
+    app.handle_update(vip("dev", "k3s-dev-2", at(11)));
+    for _ in 0..200 {
+        if answer_gate(&mut app) {
+            continue;
+        }
+        if play_one(&mut app, &["ok"]).is_none() {
+            break;
+        }
+    }
+    assert!(
+        !app.active.as_ref().expect("run").is_active(),
+        "node-health did not end: {:?}",
+        app.status
+    );
+    // After the run: the timeline has it, the record does not.
+    app.handle_update(vip("prod", "k3s-prod-1", at(30)));
+    assert_eq!(app.timeline.len(), 5);
+
+    let rec = record::load_path(&journal).expect("record");
+    assert_eq!(rec.events_error, None);
+    let seen: Vec<(u64, &str)> = rec
+        .events
+        .iter()
+        .map(|e| ((e.at.0 - T0.0) / 1000, e.text.as_str()))
+        .collect();
+    println!("{seen:?}");
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0], (10, "lease moved k3s-prod-2 -> k3s-prod-3"));
+    assert_eq!(seen[1].0, 12);
+    assert!(
+        seen[1].1.contains("k3s-prod-2") && seen[1].1.contains("NotReady"),
+        "{seen:?}"
+    );
+
+    let text = rec.render_text();
+    println!("{text}");
+    let lease =
+        "2026-09-07T10:15:10.000Z prod lease-moved [warn]: lease moved k3s-prod-2 -> k3s-prod-3";
+    let after = text
+        .split("events during the run:\n")
+        .nth(1)
+        .expect("the events section");
+    let lines: Vec<&str> = after.lines().collect();
+    assert_eq!(lines[0].trim(), lease, "{text}");
+    assert!(
+        lines[1]
+            .trim()
+            .starts_with("2026-09-07T10:15:12.000Z prod node-not-ready "),
+        "{text}"
+    );
+    assert!(
+        !text.contains("k3s-dev-2") && !text.contains("-> k3s-prod-1"),
+        "{text}"
+    );
+
+    let md = rec.render_md();
+    let after = md
+        .split("#### Events during the run\n\n")
+        .nth(1)
+        .expect("the md section");
+    assert!(after.starts_with(&format!("- {lease}\n")), "{md}");
+
+    let json = serde_json::to_value(&rec).expect("json");
+    assert_eq!(json["events"][0]["kind"], "lease-moved");
+    assert_eq!(json["events"][0]["at"], T0.0 + 10_000);
+    assert_eq!(json["events"][1]["kind"], "node-not-ready");
 }

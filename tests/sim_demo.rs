@@ -252,3 +252,60 @@ async fn vip_failover_hands_the_lease_to_the_next_server() {
         p.nodes
     );
 }
+
+/// The healthy demo's own copy of the repo passes `hk-console check`: every environment's
+/// API server listens on the one port the shared Cilium HelmRelease names, so the copy
+/// agrees with itself (it used to fail with a helmrelease-port-equals-api-port violation
+/// per environment, and the console's header said "dev critical"). Two demos started at
+/// once (as parallel tests do) each get a port of their own, valid on all their VIPs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_demo_repo_passes_its_own_parity_check() {
+    let ((_a, da), (_b, db)) = tokio::join!(start("healthy"), start("healthy"));
+    for d in [&da, &db] {
+        let ports: std::collections::BTreeSet<u16> =
+            d.kubes.values().map(|k| k.addr().port()).collect();
+        assert_eq!(
+            ports.len(),
+            1,
+            "one API port for every environment: {ports:?}"
+        );
+        let port = ports.iter().next().copied().expect("a port").to_string();
+        let hr = std::fs::read_to_string(d.dir.join("platform/cilium/helmrelease.yaml"))
+            .expect("read the demo's HelmRelease");
+        assert!(
+            hr.lines()
+                .any(|l| l.trim() == format!("k8sServicePort: {port}")),
+            "the HelmRelease names the demo's port {port}:\n{hr}"
+        );
+        for env in &d.repo.environments {
+            assert_eq!(env.api_port.get(), Some(port.as_str()), "{}", env.name);
+            // The kubeconfig dials the VIP (which the serving certificate names) on that port.
+            let kc = std::fs::read_to_string(demo_common::kubeconfig(&d.dir, &env.name))
+                .expect("read kubeconfig");
+            let vip = env.vip.get().expect("vip");
+            assert!(
+                kc.contains(&format!("server: https://{vip}:{port}")),
+                "{}: {kc}",
+                env.name
+            );
+        }
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hk-console"))
+            .args(["check", "--repo"])
+            .arg(&d.dir)
+            .output()
+            .expect("run hk-console check");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        assert!(text.contains("parity: clean"), "{text}");
+        assert!(!text.contains("helmrelease-port-equals-api-port"), "{text}");
+    }
+    let (pa, pb) = (
+        da.kubes.values().next().expect("a kube").addr().port(),
+        db.kubes.values().next().expect("a kube").addr().port(),
+    );
+    assert_ne!(pa, pb, "two demos on the same VIPs cannot share a port");
+}

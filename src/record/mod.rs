@@ -1,8 +1,9 @@
 //! The change record of a run: what ran, where, in what order, each gate with who answered
 //! it, when and the note, every operator decision, the previews (diffs) and the last lines
-//! of each step's output, the health-gate results and the final state.
+//! of each step's output, the health-gate results, what changed on the platform while it
+//! ran (the Live screen's event trail, kept beside the journal) and the final state.
 //!
-//! Owns: [`RunRecord`] built from a journal and its output log (a damaged journal is
+//! Owns: [`RunRecord`] built from a journal, its output log and its event trail (a damaged journal is
 //! salvaged: the record says where the damage is and shows what the intact lines say), and
 //! its three renderings: text (the terminal), Markdown (what the operator pastes into the
 //! infra repo's change log) and JSON (`serde`). `hk-console runs list|show` and the
@@ -119,6 +120,11 @@ pub struct RunRecord {
     pub output_error: Option<String>,
     pub steps: Vec<StepEntry>,
     pub decisions: Vec<Decision>,
+    /// What changed on the platform while the run was active (the Live screen's event
+    /// trail for its environment), in time order.
+    pub events: Vec<crate::observe::timeline::TrailEvent>,
+    /// Why the event trail could not be read, if it could not (the record is still shown).
+    pub events_error: Option<String>,
 }
 
 fn gate_kind(g: &Gate) -> &'static str {
@@ -168,6 +174,45 @@ fn state_and_reason(s: &StepState) -> (String, Option<String>) {
         ),
         other => (other.name().to_string(), None),
     }
+}
+
+fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::Operate => "operate",
+        Mode::Observe => "observe",
+    }
+}
+
+/// The operator decision a journaled input is, if it is one: (its step, who, what, the
+/// note). `operator` answers for what the run's lock did on its own (lost, released).
+fn decision_of<'a>(
+    input: &'a Input,
+    operator: &'a str,
+) -> Option<(Option<usize>, &'a str, &'static str, Option<String>)> {
+    Some(match input {
+        Input::GateAnswered { n, answer } => match answer {
+            GateAnswer::Approved { by, note } => (Some(*n), by, "approved", note.clone()),
+            GateAnswer::Rejected { by, reason } => (Some(*n), by, "rejected", Some(reason.clone())),
+        },
+        Input::TypedText { n, by, note, .. } => (Some(*n), by, "typed", note.clone()),
+        Input::Skip { n, by, reason } => (Some(*n), by, "skipped", Some(reason.clone())),
+        Input::RetryApproved { n, by } => (Some(*n), by, "retry", None),
+        Input::RerunApproved { n, by, .. } => (Some(*n), by, "rerun", None),
+        Input::MarkedDone { n, by, .. } => (Some(*n), by, "marked-done", None),
+        Input::CancelRequested { n, by } => (Some(*n), by, "cancel", None),
+        Input::Abort { by, reason } => (None, by, "aborted", Some(reason.clone())),
+        Input::RunLock { note } => {
+            let by = match note {
+                RunLockNote::Taken { holder, .. } => holder.as_str(),
+                RunLockNote::TookOver { by, .. }
+                | RunLockNote::TakenOverBy { by, .. }
+                | RunLockNote::Disabled { by } => by.as_str(),
+                RunLockNote::Lost { .. } | RunLockNote::Released => operator,
+            };
+            (None, by, "run-lock", Some(note.to_string()))
+        }
+        _ => return None,
+    })
 }
 
 /// The record of a replayed run, with its output log (or why it could not be read).
@@ -235,56 +280,24 @@ pub fn build(
             output_cut: cut,
         });
     }
-    let mut decisions = Vec::new();
-    for rec in &r.records {
-        let d = |step: Option<usize>, by: &str, what: &str, note: Option<String>| Decision {
-            at: rec.at,
-            step,
-            by: by.to_string(),
-            what: what.to_string(),
-            note,
-        };
-        match &rec.input {
-            Input::GateAnswered { n, answer } => decisions.push(match answer {
-                GateAnswer::Approved { by, note } => d(Some(*n), by, "approved", note.clone()),
-                GateAnswer::Rejected { by, reason } => {
-                    d(Some(*n), by, "rejected", Some(reason.clone()))
-                }
-            }),
-            Input::TypedText { n, by, note, .. } => {
-                decisions.push(d(Some(*n), by, "typed", note.clone()))
-            }
-            Input::Skip { n, by, reason } => {
-                decisions.push(d(Some(*n), by, "skipped", Some(reason.clone())))
-            }
-            Input::RetryApproved { n, by } => decisions.push(d(Some(*n), by, "retry", None)),
-            Input::RerunApproved { n, by, .. } => decisions.push(d(Some(*n), by, "rerun", None)),
-            Input::MarkedDone { n, by, .. } => decisions.push(d(Some(*n), by, "marked-done", None)),
-            Input::CancelRequested { n, by } => decisions.push(d(Some(*n), by, "cancel", None)),
-            Input::Abort { by, reason } => {
-                decisions.push(d(None, by, "aborted", Some(reason.clone())))
-            }
-            Input::RunLock { note } => {
-                let by = match note {
-                    RunLockNote::Taken { holder, .. } => holder.as_str(),
-                    RunLockNote::TookOver { by, .. }
-                    | RunLockNote::TakenOverBy { by, .. }
-                    | RunLockNote::Disabled { by } => by.as_str(),
-                    RunLockNote::Lost { .. } | RunLockNote::Released => r.header.operator.as_str(),
-                };
-                decisions.push(d(None, by, "run-lock", Some(note.to_string())))
-            }
-            _ => {}
-        }
-    }
+    let decisions = r
+        .records
+        .iter()
+        .filter_map(|rec| {
+            decision_of(&rec.input, &r.header.operator).map(|(step, by, what, note)| Decision {
+                at: rec.at,
+                step,
+                by: by.to_string(),
+                what: what.to_string(),
+                note,
+            })
+        })
+        .collect();
     RunRecord {
         run_id: r.header.run_id.clone(),
         runbook: r.header.runbook.clone(),
         env: r.header.env.clone(),
-        mode: match r.header.mode {
-            Mode::Operate => "operate".into(),
-            Mode::Observe => "observe".into(),
-        },
+        mode: mode_name(r.header.mode).into(),
         operator: r.header.operator.clone(),
         started: r.header.started_at,
         finished: r.run.finished_at(),
@@ -295,13 +308,24 @@ pub fn build(
         output_error,
         steps,
         decisions,
+        events: Vec::new(),
+        events_error: None,
     }
 }
 
 /// The record of the journal at `path` (salvaged if damaged).
 pub fn load_path(path: &Path) -> Result<RunRecord, RecordError> {
     let (r, damage) = journal::salvage(path)?;
-    Ok(build(&r, damage.as_ref(), journal::read_output(path)))
+    let mut rec = build(&r, damage.as_ref(), journal::read_output(path));
+    match crate::observe::timeline::read_trail(path) {
+        Ok(mut events) => {
+            // Written as each look answered; a look may answer late: shown by time.
+            events.sort_by_key(|e| e.at);
+            rec.events = events;
+        }
+        Err(e) => rec.events_error = Some(e),
+    }
+    Ok(rec)
 }
 
 /// The record of run `run` in `dir`: its id, or a unique prefix of it.
@@ -359,10 +383,7 @@ pub fn list(dir: &Path) -> Result<(Vec<ListedRun>, Vec<String>), RecordError> {
             run_id: s.run_id,
             runbook: s.runbook,
             env: s.env,
-            mode: match s.mode {
-                Mode::Operate => "operate".into(),
-                Mode::Observe => "observe".into(),
-            },
+            mode: mode_name(s.mode).into(),
             operator: s.operator,
             started: s.started,
             outcome: s.outcome.to_string(),
@@ -479,6 +500,15 @@ impl RunRecord {
                 let _ = writeln!(o, "  {}", decision_line(d));
             }
         }
+        if let Some(e) = &self.events_error {
+            let _ = writeln!(o, "event trail unreadable: {e}");
+        }
+        if !self.events.is_empty() {
+            let _ = writeln!(o, "events during the run:");
+            for e in &self.events {
+                let _ = writeln!(o, "  {}", event_line(e));
+            }
+        }
         o
     }
 
@@ -548,6 +578,17 @@ impl RunRecord {
                 let _ = writeln!(o, "- {}", decision_line(d));
             }
         }
+        if self.events_error.is_some() || !self.events.is_empty() {
+            let _ = writeln!(o);
+            let _ = writeln!(o, "#### Events during the run");
+            let _ = writeln!(o);
+            if let Some(e) = &self.events_error {
+                let _ = writeln!(o, "- event trail unreadable: {}", md_cell(e));
+            }
+            for e in &self.events {
+                let _ = writeln!(o, "- {}", md_cell(&event_line(e)));
+            }
+        }
         let shown: Vec<&StepEntry> = self
             .steps
             .iter()
@@ -585,6 +626,21 @@ impl RunRecord {
         }
         o
     }
+}
+
+fn event_line(e: &crate::observe::timeline::TrailEvent) -> String {
+    let kind = serde_json::to_value(e.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{:?}", e.kind));
+    format!(
+        "{} {} {} [{}]: {}",
+        e.at,
+        e.env,
+        kind,
+        e.severity,
+        visible(&e.text)
+    )
 }
 
 fn decision_line(d: &Decision) -> String {

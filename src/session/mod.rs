@@ -14,9 +14,11 @@
 //! run lock, the list-hosts prefetch.
 //! Must not: know the terminal, ratatui or crossterm, keys or overlays; decide what runs
 //! next (the machine in `runbook::machine` does); do blocking IO on the caller's task
-//! beyond the journal's appends and the cluster run lock's calls when a mutating run
-//! starts and ends (a GET and a write each, bounded by `lock::LOCK_CALL_TIMEOUT`: a run
-//! must not start before the lock is known to be held).
+//! beyond the journal's appends. The cluster run lock's calls (a run must not start or
+//! resume before the lock is known to be held) go off the console's task as
+//! `lock::LockJob`s its loop runs (`pump::LockPump`), the run going on when the answer
+//! comes (`Session::lock_answered`); only a headless run, with no screen to keep
+//! answering, waits for them in place (bounded by `lock::LOCK_CALL_TIMEOUT`).
 //!
 //! One file (over 800 lines): the two session types share one core whose `feed` and
 //! dispatch are the journal-before-effect rule; the adapters and the lock live in sub-modules.
@@ -181,6 +183,8 @@ pub struct RunCore {
     pub resume: Option<ResumeInfo>,
     /// The cluster's run lock: how this run takes it, and the lock while the run lives.
     pub lock: lock::SessionLock,
+    /// The run's event trail file (opened with the first event seen while it is active).
+    trail: Option<crate::observe::timeline::TrailWriter>,
     /// Who answers (journaled with what they decide).
     operator: String,
 }
@@ -313,6 +317,37 @@ impl RunCore {
     }
 }
 
+impl RunCore {
+    /// What the Live screen's trail saw change (`events`), kept with this run while it is
+    /// active: its environment's events go to the trail file beside its journal, which
+    /// `runs show` reads. Err: why they could not be kept.
+    pub fn record_trail(
+        &mut self,
+        events: &[crate::observe::timeline::TrailEvent],
+    ) -> Result<(), String> {
+        if !self.is_active() {
+            return Ok(());
+        }
+        let env = self.run.plan().env.clone();
+        let mine: Vec<_> = events.iter().filter(|e| e.env == env).cloned().collect();
+        if mine.is_empty() {
+            return Ok(());
+        }
+        if self.trail.is_none() {
+            let Some(j) = self.journal.as_ref() else {
+                return Ok(());
+            };
+            let w =
+                crate::observe::timeline::TrailWriter::open(j.path()).map_err(|e| e.to_string())?;
+            self.trail = Some(w);
+        }
+        match self.trail.as_mut() {
+            Some(w) => w.append(&mine).map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+}
+
 impl<X: Executors> RunSession<X> {
     fn new(run: Run, journal: Option<Journal>, view_only: bool, exec: X) -> Self {
         RunSession {
@@ -323,6 +358,7 @@ impl<X: Executors> RunSession<X> {
                 view_only,
                 resume: None,
                 lock: lock::SessionLock::default(),
+                trail: None,
                 operator: String::new(),
             },
             exec,
@@ -398,25 +434,57 @@ impl<X: Executors> RunSession<X> {
         }
         // A resumed run changes systems again, so it holds the cluster's run lock as a
         // started one does (under its own run id: the same console re-takes its own lock),
-        // or it does not resume: held by another run, stale or unreachable, it opens to
-        // look at only and says why.
-        if let Err(e) = lock.before_resume(r.run.plan(), &r.header.run_id) {
-            let notice = format!(
-                "run {}: not resumed: {e}; opened to look at only",
-                r.header.run_id
-            );
-            return Ok(looked_at(Self::view(r.run, exec), notice));
+        // or it does not resume: held by another run or unreachable, it opens to look at
+        // only and says why; stale, it opens to look at with the take-over prompt's facts
+        // kept (a take-over resumes it). Asked off the console's task, it opens to look at
+        // until the answer comes (`lock_answered`).
+        let run_id = r.header.run_id.clone();
+        let tag = next_tag();
+        match lock.before_resume(r.run.plan(), path, &run_id, tag) {
+            Ok(None | Some(lock::Asked::Done(_))) => {}
+            Ok(Some(lock::Asked::Pending)) => {
+                let notice = format!(
+                    "run {run_id}: taking the run lock on {} to resume it…",
+                    r.run.plan().env
+                );
+                let (mut s, fx) = looked_at(Self::view(r.run, exec), notice);
+                s.core.tag = tag;
+                s.core.lock = lock;
+                return Ok((s, fx));
+            }
+            Err(e) => {
+                let notice = format!(
+                    "run {run_id}: not resumed: {}; opened to look at only",
+                    e.reason()
+                );
+                let (mut s, fx) = looked_at(Self::view(r.run, exec), notice);
+                s.core.lock = lock;
+                return Ok((s, fx));
+            }
         }
+        Self::resume_journal(path, exec, operator, now, &mut lock)
+    }
+
+    /// Resume the interrupted run journaled at `path` holding `lock` (taken, or not
+    /// needed): the session that goes on with it, and what to show first. Err: the
+    /// journal could not be resumed (a lock taken for it goes back).
+    fn resume_journal(
+        path: &Path,
+        exec: X,
+        operator: &str,
+        now: Timestamp,
+        lock: &mut lock::SessionLock,
+    ) -> Result<(Self, Vec<SessionEffect>), NotOpened> {
         let (j, replayed, effects) = match Journal::resume(path, now) {
             Ok(x) => x,
             Err(e) => {
-                lock.at_end();
+                lock.at_end(next_tag());
                 return Err(NotOpened(format!("cannot resume: {e}")));
             }
         };
         let started_by = replayed.header.operator.clone();
         let mut session = Self::new(replayed.run, Some(j), false, exec).by(operator);
-        session.core.lock = lock;
+        session.core.lock = std::mem::take(lock);
         let warn: Vec<String> = replayed.warnings.iter().map(|w| w.to_string()).collect();
         let mut out = vec![SessionEffect::Notice(if warn.is_empty() {
             "resumed".into()
@@ -434,6 +502,84 @@ impl<X: Executors> RunSession<X> {
             out.extend(session.begin_resume(n, Some(started_by), now));
         }
         Ok((session, out))
+    }
+
+    /// The lock is held for the interrupted run this session shows: resume it (this
+    /// session becomes the resumed run's).
+    fn resume_now(&mut self, path: &Path, now: Timestamp) -> Result<Vec<SessionEffect>, NotOpened> {
+        let mut lock = std::mem::take(&mut self.core.lock);
+        let operator = self.core.operator.clone();
+        match Self::resume_journal(path, self.exec.clone(), &operator, now, &mut lock) {
+            Ok((s, fx)) => {
+                *self = s;
+                Ok(fx)
+            }
+            Err(e) => {
+                // What goes back (the lock taken for it) is asked from here.
+                self.core.lock = lock;
+                Err(e)
+            }
+        }
+    }
+
+    /// What the lock was asked for goes on now that it is held: the start (at the time
+    /// its run id was made from), the resume, or, at the end, the release's note into
+    /// the journal.
+    fn go_on(
+        &mut self,
+        purpose: lock::LockPurpose,
+        runs_dir: Option<&Path>,
+        now: Timestamp,
+    ) -> Result<Vec<SessionEffect>, NotOpened> {
+        match purpose {
+            lock::LockPurpose::Start { at } => self.begin(runs_dir, at),
+            lock::LockPurpose::Resume { path, .. } => self.resume_now(&path, now),
+            lock::LockPurpose::End => {
+                let mut out = Vec::new();
+                let notes = self.core.lock.take_notes();
+                if self.journal.is_some() {
+                    for note in notes {
+                        out.extend(self.feed(Input::RunLock { note }, now));
+                    }
+                } else {
+                    for note in notes {
+                        tracing::warn!(%note, "run lock note with no journal open to keep it");
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// The cluster's answer to a lock call this session asked off its driver's task
+    /// ([`lock::LockJob`]): what was waiting on it goes on (the start, the resume, the
+    /// release's note), or Err says why it does not (a stale lock keeps the take-over
+    /// prompt's facts, [`Session::stale_lock`]). An answer for another run gives back
+    /// what it took.
+    pub fn lock_answered(
+        &mut self,
+        answer: lock::LockAnswer,
+        runs_dir: Option<&Path>,
+        now: Timestamp,
+    ) -> Result<Vec<SessionEffect>, NotOpened> {
+        if answer.tag != self.tag {
+            self.core.lock.give_back(answer);
+            return Ok(Vec::new());
+        }
+        let resume_of = match &answer.purpose {
+            lock::LockPurpose::Resume { run_id, .. } => Some(run_id.clone()),
+            _ => None,
+        };
+        match self.core.lock.answered(answer) {
+            Ok(purpose) => self.go_on(purpose, runs_dir, now),
+            Err(e) => Err(NotOpened(match resume_of {
+                Some(id) => format!(
+                    "run {id}: not resumed: {}; opened to look at only",
+                    e.reason()
+                ),
+                None => e.to_string(),
+            })),
+        }
     }
 
     /// The journal under `runs_dir`, then the machine's `Start`: what both sessions'
@@ -454,7 +600,7 @@ impl<X: Executors> RunSession<X> {
             Ok(x) => x,
             Err(e) => {
                 // Not started: a lock taken for it goes back.
-                self.core.lock.at_end();
+                self.core.lock.at_end(self.core.tag);
                 self.core.lock.take_notes();
                 return Err(NotOpened(format!("cannot start: no journal: {e}")));
             }
@@ -541,14 +687,10 @@ impl<X: Executors> RunSession<X> {
                     let Some(step) = step_of(&self.run, e.n()) else {
                         continue;
                     };
+                    // The header a reopened run shows its output under too (one format).
                     out.push(SessionEffect::StepBegins {
                         n: step.n,
-                        header: format!(
-                            "── step {} · {} · {} ──",
-                            step.n,
-                            step.kind.as_str(),
-                            step.title
-                        ),
+                        header: crate::record::step_header(&step),
                     });
                     match self.exec.executor_for(&step) {
                         Ok(_) => out.push(SessionEffect::Request(Box::new(ExecRequest::Execute {
@@ -601,7 +743,7 @@ impl<X: Executors> RunSession<X> {
                     let over = matches!(outcome, Outcome::Succeeded | Outcome::Aborted { .. });
                     out.push(SessionEffect::Finished { outcome });
                     if over {
-                        self.core.lock.at_end();
+                        self.core.lock.at_end(tag);
                     }
                     next.extend(
                         self.core
@@ -682,14 +824,21 @@ impl OperateSession {
         "s starts the run"
     }
 
-    /// Start the plan. The one path by which a mutating run begins.
+    /// Start the plan. The one path by which a mutating run begins. Asked off the
+    /// console's task, the lock's answer starts it (`lock_answered`): until then this
+    /// says it is being taken.
     pub fn start(
         &mut self,
         runs_dir: Option<&Path>,
         now: Timestamp,
     ) -> Result<Vec<SessionEffect>, NotOpened> {
-        self.before_mutating_run(runs_dir, now)?;
-        self.begin(runs_dir, now)
+        match self.before_mutating_run(runs_dir, now)? {
+            Some(lock::Asked::Pending) => Ok(vec![SessionEffect::Notice(format!(
+                "taking the run lock on {}…",
+                self.run.plan().env
+            ))]),
+            _ => self.begin(runs_dir, now),
+        }
     }
 
     /// Runs before a mutating run starts, after the operator asked for it and before
@@ -701,24 +850,25 @@ impl OperateSession {
         &mut self,
         runs_dir: Option<&Path>,
         now: Timestamp,
-    ) -> Result<(), NotOpened> {
+    ) -> Result<Option<lock::Asked>, NotOpened> {
         // What `begin` would refuse anyway is refused before the cluster is asked.
         if self.view_only
             || !matches!(self.run.status(), RunStatus::NotStarted)
             || runs_dir.is_none()
         {
-            return Ok(());
+            return Ok(None);
         }
         let plan = self.run.plan().clone();
+        let tag = self.tag;
         self.core
             .lock
-            .before_start(&plan, now)
+            .before_start(&plan, now, tag)
             .map_err(|e| NotOpened(e.to_string()))
     }
 
-    /// Take over the stale run lock the last start was refused on (the environment's name
-    /// typed and a reason, journaled first in this run and marked on the Lease for the
-    /// other), then start.
+    /// Take over the stale run lock the last start (or resume) was refused on (the
+    /// environment's name typed and a reason, journaled first in this run and marked on
+    /// the Lease for the other), then start (or resume).
     pub fn take_over_and_start(
         &mut self,
         runs_dir: Option<&Path>,
@@ -726,15 +876,24 @@ impl OperateSession {
         typed: &str,
         reason: &str,
     ) -> Result<Vec<SessionEffect>, NotOpened> {
-        if self.view_only || !matches!(self.run.status(), RunStatus::NotStarted) {
+        let resuming = self.core.lock.stale_on_resume();
+        if !resuming && (self.view_only || !matches!(self.run.status(), RunStatus::NotStarted)) {
             return Err(NotOpened("this run has already started".into()));
         }
         let plan = self.run.plan().clone();
-        self.core
+        let tag = self.tag;
+        let asked = self
+            .core
             .lock
-            .take_over(&plan, now, typed, reason)
+            .take_over(&plan, now, typed, reason, tag)
             .map_err(|e| NotOpened(e.to_string()))?;
-        self.begin(runs_dir, now)
+        match asked {
+            lock::Asked::Pending => Ok(vec![SessionEffect::Notice(format!(
+                "taking over the run lock on {}…",
+                plan.env
+            ))]),
+            lock::Asked::Done(purpose) => self.go_on(purpose, runs_dir, now),
+        }
     }
 
     /// The same plan on read-only executors: a plan not started reopens read-only, a run
@@ -897,6 +1056,35 @@ impl Session {
         if let Session::Operate(s) = self {
             s.core.lock = lock::SessionLock::new(locking);
         }
+    }
+
+    /// [`RunSession::lock_answered`] (observe asks nothing: what an answer took goes back).
+    pub fn lock_answered(
+        &mut self,
+        answer: lock::LockAnswer,
+        runs_dir: Option<&Path>,
+        now: Timestamp,
+    ) -> Result<Vec<SessionEffect>, NotOpened> {
+        match self {
+            Session::Operate(s) => s.lock_answered(answer, runs_dir, now),
+            Session::Observe(s) => {
+                s.core.lock.give_back(answer);
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    /// [`RunCore::record_trail`].
+    pub fn record_trail(
+        &mut self,
+        events: &[crate::observe::timeline::TrailEvent],
+    ) -> Result<(), String> {
+        each!(self, s => s.core.record_trail(events))
+    }
+
+    /// The lock calls for the driver to run off its task ([`pump::LockPump::run`]).
+    pub fn take_lock_jobs(&mut self) -> Vec<lock::LockJob> {
+        each!(self, s => s.core.lock.take_jobs())
     }
 
     /// The stale lock the last start was refused on, and how long since it was renewed.

@@ -3,8 +3,13 @@
 //! Owns: the executor task built from exactly the driver's capabilities ([`Pump::spawn`]:
 //! a new pump replaces the old when the capabilities change, e.g. `:observe` drops the
 //! mutating half), handing queued requests over without ever blocking the driver
-//! ([`Pump::flush`]), and the replies coming back ([`Pump::recv`]). The console's event
-//! loop and the headless rehearsal both drive their session through it.
+//! ([`Pump::flush`]), and the replies coming back ([`Pump::recv`]); beside it, the calls
+//! on the cluster's run lock a session asks for, each run on its own task
+//! ([`LockPump::run`]) with its answer coming back ([`LockPump::recv`]), so a cluster
+//! that does not answer never holds the driver (the console keeps drawing and taking
+//! keys). Kept apart from the executor pump: a lock call outlives a pump replaced by
+//! `:observe`, and a held lock in its answer must reach someone who gives it back. The
+//! console's event loop and the headless rehearsal both drive their session through it.
 //! Must not: decide anything about the run (the session does) or hold a request back:
 //! what does not fit now stays queued, in order, for the next flush.
 
@@ -15,6 +20,7 @@ use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
 use super::exec::{executor_task, Capabilities, ExecReply, ExecRequest};
+use super::lock::{LockAnswer, LockJob};
 
 /// The executor task and its two channels.
 pub struct Pump {
@@ -75,5 +81,45 @@ impl Pump {
 impl Drop for Pump {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// Runs the run lock's calls off the driver's task, and brings their answers back.
+pub struct LockPump {
+    tx: mpsc::UnboundedSender<LockAnswer>,
+    rx: mpsc::UnboundedReceiver<LockAnswer>,
+}
+
+impl Default for LockPump {
+    fn default() -> Self {
+        // Unbounded: one answer per call asked, and an answer holding a taken lock must
+        // never be dropped for want of room.
+        let (tx, rx) = mpsc::unbounded_channel();
+        LockPump { tx, rx }
+    }
+}
+
+impl LockPump {
+    /// Run each call on its own task (each bounded by `lock::LOCK_CALL_TIMEOUT`); the
+    /// answers come back through [`LockPump::recv`].
+    pub fn run(&self, jobs: &mut VecDeque<LockJob>) {
+        for job in jobs.drain(..) {
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                let answer = job.run().await;
+                if let Err(lost) = tx.send(answer) {
+                    // Nobody to tell (the console quit): what the call took goes back
+                    // here, or it would go stale on the cluster.
+                    if let Some(release) = lost.0.orphan_release() {
+                        let _ = release.run().await;
+                    }
+                }
+            });
+        }
+    }
+
+    /// The next answer to a call.
+    pub async fn recv(&mut self) -> Option<LockAnswer> {
+        self.rx.recv().await
     }
 }

@@ -316,6 +316,59 @@ fn now_ms() -> u64 {
     u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0)
 }
 
+/// How many ports [`start_api_servers`] tries before giving up.
+const API_PORT_TRIES: usize = 20;
+
+/// Every environment's API server on its own VIP and one common port: the repo names one
+/// `k8sServicePort` for all environments (a shared HelmRelease), as real VIPs all serve
+/// the same port; per-environment random ports would make the demo's own copy fail its
+/// parity check. The port is the one the first VIP gets free; a concurrent demo (tests run
+/// many) can hold it on another VIP, and then every server is stopped and another tried.
+async fn start_api_servers(
+    repo: &Repo,
+    plan: &AddressPlan,
+) -> Result<BTreeMap<String, SimKube>, DemoError> {
+    let mut last = None;
+    for _ in 0..API_PORT_TRIES {
+        let mut started: BTreeMap<String, SimKube> = BTreeMap::new();
+        let mut port = 0;
+        let mut taken = None;
+        for env in &repo.environments {
+            let vip = plan.vips[&env.name];
+            let config = SimKubeConfig {
+                name: format!("hk-sim-{}", env.name),
+                ..SimKubeConfig::default()
+            };
+            match SimKube::start_with(SocketAddr::new(IpAddr::V4(vip), port), config).await {
+                Ok(kube) => {
+                    port = kube.addr().port();
+                    started.insert(env.name.clone(), kube);
+                }
+                Err(super::kube::SimError::Bind { addr, source })
+                    if source.kind() == std::io::ErrorKind::AddrInUse =>
+                {
+                    taken = Some(format!("{addr}: {source}"));
+                    break;
+                }
+                Err(e) => return Err(DemoError::Start(e.to_string())),
+            }
+        }
+        match taken {
+            None => return Ok(started),
+            Some(why) => {
+                for kube in started.into_values() {
+                    kube.shutdown().await;
+                }
+                last = Some(why);
+            }
+        }
+    }
+    Err(DemoError::Start(format!(
+        "no port free on every environment's VIP after {API_PORT_TRIES} tries (last: {})",
+        last.unwrap_or_default()
+    )))
+}
+
 fn string_var(repo: &Repo, host: &str, var: &str) -> Option<String> {
     repo.resolve_var(host, var)?
         .value()?
@@ -342,6 +395,17 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
             unknown.join(", "),
             repo.environment_names().join(", ")
         )));
+    }
+    for env in &repo.environments {
+        let beyond = scenario.servers_beyond(&env.name, env.servers.len());
+        if !beyond.is_empty() {
+            return Err(DemoError::Start(format!(
+                "scenario `{name}`: environment `{}` has {} server(s), but the scenario names {}",
+                env.name,
+                env.servers.len(),
+                beyond.join(", ")
+            )));
+        }
     }
     let env_index: BTreeMap<String, usize> = repo
         .environments
@@ -375,21 +439,21 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
     }
     let public = key.public_key().clone();
 
-    // One API server per environment, on its VIP.
+    // One API server per environment, on its VIP, all on one port.
+    let mut started = start_api_servers(&repo, &plan).await?;
+    let api_port = started.values().next().map(|k| k.addr().port());
+    if let Some(port) = api_port {
+        let from: Vec<String> = plan.api_ports.values().cloned().collect();
+        demo_repo::move_service_port(dir, &plan.files, &from, port)?;
+    }
     let mut kubes = BTreeMap::new();
     let mut api_ports: BTreeMap<String, u16> = BTreeMap::new();
     let mut sim_envs = Vec::new();
     for env in &repo.environments {
         let vip = plan.vips[&env.name];
-        let kube = SimKube::start_with(
-            SocketAddr::new(IpAddr::V4(vip), 0),
-            SimKubeConfig {
-                name: format!("hk-sim-{}", env.name),
-                ..SimKubeConfig::default()
-            },
-        )
-        .await
-        .map_err(|e| DemoError::Start(e.to_string()))?;
+        let kube = started.remove(&env.name).ok_or_else(|| {
+            DemoError::Start(format!("environment `{}`: no API server started", env.name))
+        })?;
         let kc_name = env.kubeconfig_name.get().ok_or_else(|| {
             DemoError::Start(format!(
                 "environment `{}`: no `{}` agreed by its servers; the demo cannot place its kubeconfig",
@@ -451,7 +515,13 @@ pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result
         .collect();
     for (host, addr) in &plan.hosts {
         let env_name = env_of.get(host).or_else(|| gateways.get(host));
-        let state = env_name.map(|e| state_of(e)).unwrap_or_default();
+        let position = env_name
+            .and_then(|e| repo.environment(e))
+            .and_then(|e| e.servers.iter().position(|s| &s.name == host))
+            .map(|i| i + 1);
+        let state = env_name
+            .map(|e| state_of(e).on_server(position))
+            .unwrap_or_default();
         let mut node = build_node(&repo, host, &state, gateways.contains_key(host), &clock)?;
         // Each environment's first server leads its etcd (what the etcd pane reads).
         node.etcd_leader = repo

@@ -186,6 +186,10 @@ pub struct AddressPlan {
     pub vips: BTreeMap<String, Ipv4Addr>,
     /// Every original address -> its replacement (hosts, VIPs, founders).
     pub rewrite: BTreeMap<IpAddr, Ipv4Addr>,
+    /// The repo's files as written or copied (relative to its root): what the demo rewrites.
+    pub files: Vec<PathBuf>,
+    /// Every environment's `k3s_api_port` before the move (where the repo names one).
+    pub api_ports: BTreeMap<String, String>,
 }
 
 /// Give every host and every environment's VIP a loopback address: environment `i`
@@ -317,6 +321,66 @@ pub fn rewrite_text(text: &str, map: &BTreeMap<IpAddr, Ipv4Addr>) -> String {
     out
 }
 
+/// Point every literal `k8sServicePort` that names one of `from` (the environments' API
+/// ports before the move) at `to`, the one port the demo's API servers listen on, in the
+/// files `files` (relative to `dir`). Without it the demo's own copy would fail its parity
+/// check (a shared HelmRelease saying 6443 while the inventory says the demo's port). A
+/// literal naming no environment's port is left as it is: that mismatch is the repo's own,
+/// and the check must still find it. Returns how many values were changed.
+pub fn move_service_port(
+    dir: &Path,
+    files: &[PathBuf],
+    from: &[String],
+    to: u16,
+) -> Result<usize, DemoRepoError> {
+    let mut moved = 0;
+    for rel in files {
+        let path = dir.join(rel);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let mut n = 0;
+        let new: Vec<String> = text
+            .split_inclusive('\n')
+            .map(|line| match service_port_value(line) {
+                Some((start, end)) if from.iter().any(|p| p == &line[start..end]) => {
+                    n += 1;
+                    format!("{}{to}{}", &line[..start], &line[end..])
+                }
+                _ => line.to_string(),
+            })
+            .collect();
+        if n > 0 {
+            std::fs::write(&path, new.concat()).map_err(|source| DemoRepoError::Write {
+                path: path.clone(),
+                source,
+            })?;
+            moved += n;
+        }
+    }
+    Ok(moved)
+}
+
+/// The byte range of the value on a `k8sServicePort: VALUE` line (quotes excluded), when
+/// the line is one.
+fn service_port_value(line: &str) -> Option<(usize, usize)> {
+    const KEY: &str = "k8sServicePort";
+    let body = line.trim_start().trim_start_matches('-').trim_start();
+    let rest = body.strip_prefix(KEY)?.trim_start().strip_prefix(':')?;
+    let value_at = line.len() - rest.len() + (rest.len() - rest.trim_start().len());
+    let value = rest.trim_start();
+    let value = value.split('#').next().unwrap_or("").trim_end();
+    let quoted = value.len() >= 2
+        && (value.starts_with('"') && value.ends_with('"')
+            || value.starts_with('\'') && value.ends_with('\''));
+    let (start, len) = if quoted {
+        (value_at + 1, value.len() - 2)
+    } else {
+        (value_at, value.len())
+    };
+    (len > 0).then_some((start, start + len))
+}
+
 fn is_quad_char(b: u8) -> bool {
     b.is_ascii_digit() || b == b'.'
 }
@@ -391,8 +455,14 @@ pub fn prepare_from(
             });
         }
     }
-    let plan = plan_addresses(&origin)?;
+    let mut plan = plan_addresses(&origin)?;
+    plan.api_ports = origin
+        .environments
+        .iter()
+        .filter_map(|e| e.api_port.get().map(|p| (e.name.clone(), p.to_string())))
+        .collect();
     rewrite_files(dir, &files, &plan)?;
+    plan.files = files;
     let repo = Repo::load(dir).map_err(|e| DemoRepoError::Load(e.to_string()))?;
     verify_loopback(&repo)?;
     Ok((repo, plan))
@@ -401,6 +471,38 @@ pub fn prepare_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_the_service_port_value() {
+        let at = |l: &str| service_port_value(l).map(|(a, b)| l[a..b].to_string());
+        assert_eq!(at("    k8sServicePort: 6443\n").as_deref(), Some("6443"));
+        assert_eq!(
+            at("  - k8sServicePort: \"6443\" # api\n").as_deref(),
+            Some("6443")
+        );
+        assert_eq!(
+            at("k8sServicePort: {{ k3s_api_port }}").as_deref(),
+            Some("{{ k3s_api_port }}")
+        );
+        assert_eq!(at("    k8sServiceHost: 6443\n"), None);
+        assert_eq!(at("    k8sServicePort:\n"), None);
+    }
+
+    #[test]
+    fn moves_only_the_ports_the_environments_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = "a:\n  k8sServicePort: 6443 # api\nb:\n  k8sServicePort: \"7443\"\nc:\n  k8sServicePort: ${PORT}\n";
+        std::fs::write(dir.path().join("hr.yaml"), text).expect("write");
+        let moved = move_service_port(dir.path(), &["hr.yaml".into()], &["6443".into()], 40001)
+            .expect("move");
+        assert_eq!(moved, 1);
+        let after = std::fs::read_to_string(dir.path().join("hr.yaml")).expect("read");
+        // 7443 named no environment's port: the repo's own mismatch stays for the check.
+        assert_eq!(
+            after,
+            "a:\n  k8sServicePort: 40001 # api\nb:\n  k8sServicePort: \"7443\"\nc:\n  k8sServicePort: ${PORT}\n"
+        );
+    }
 
     #[test]
     fn rewrites_whole_quads_only() {

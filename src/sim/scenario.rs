@@ -70,7 +70,11 @@ pub struct EnvState {
     /// The server (1-based) whose updated cilium pod never becomes ready in a rollout.
     pub rollout_stuck_on: Option<usize>,
     pub vpn: VpnState,
+    /// Every server's disk, unless `server_disks` says otherwise.
     pub disks: DiskState,
+    /// Per server (1-based), replacing `disks` field by field on that server only: one
+    /// node's disk starves while its peers' do not (the 2026-09-07 incident).
+    pub server_disks: BTreeMap<usize, DiskPatch>,
 }
 
 impl Default for EnvState {
@@ -84,7 +88,20 @@ impl Default for EnvState {
             rollout_stuck_on: None,
             vpn: VpnState::default(),
             disks: DiskState::default(),
+            server_disks: BTreeMap::new(),
         }
+    }
+}
+
+impl EnvState {
+    /// The state one host of the environment starts in: server `position` (1-based) gets its
+    /// `server_disks` entry on top of `disks`; a host that is no server (`None`) gets `disks`.
+    pub fn on_server(&self, position: Option<usize>) -> EnvState {
+        let mut s = self.clone();
+        if let Some(p) = position.and_then(|n| self.server_disks.get(&n)) {
+            s.disks.apply(p);
+        }
+        s
     }
 }
 
@@ -147,6 +164,23 @@ pub struct DiskState {
     pub io_pressure_avg10: f64,
 }
 
+impl DiskState {
+    fn apply(&mut self, p: &DiskPatch) {
+        macro_rules! take {
+            ($f:ident) => {
+                if let Some(v) = &p.$f {
+                    self.$f = v.clone();
+                }
+            };
+        }
+        take!(device);
+        take!(scheduler);
+        take!(nr_requests);
+        take!(io_weight);
+        take!(io_pressure_avg10);
+    }
+}
+
 impl Default for DiskState {
     fn default() -> Self {
         DiskState {
@@ -171,6 +205,8 @@ pub struct EnvPatch {
     pub rollout_stuck_on: Option<usize>,
     pub vpn: Option<VpnPatch>,
     pub disks: Option<DiskPatch>,
+    /// Per server (1-based): an entry replaces the defaults' entry for that server.
+    pub server_disks: Option<BTreeMap<usize, DiskPatch>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
@@ -184,6 +220,7 @@ pub struct VpnPatch {
     pub restart_every_s: Option<u64>,
 }
 
+/// Field-by-field replacement of [`DiskState`].
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct DiskPatch {
@@ -318,6 +355,17 @@ impl Scenario {
         self.patched(env, base)
     }
 
+    /// `server_disks` entries of `env` naming a server past its `servers` (1-based), as
+    /// `server_disks.N`: the demo refuses them rather than leave the named disk unstarved.
+    pub fn servers_beyond(&self, env: &str, servers: usize) -> Vec<String> {
+        self.env_state(env)
+            .server_disks
+            .keys()
+            .filter(|n| **n > servers)
+            .map(|n| format!("server_disks.{n}"))
+            .collect()
+    }
+
     /// Every environment the scenario names (its patches and its events) that is not one
     /// of `known`: a scenario written for other environments would silently run as healthy
     /// there, so the demo refuses it instead.
@@ -360,11 +408,11 @@ impl Scenario {
                 take!(s.vpn.restart_every_s, v.restart_every_s);
             }
             if let Some(d) = &p.disks {
-                take!(s.disks.device, d.device);
-                take!(s.disks.scheduler, d.scheduler);
-                take!(s.disks.nr_requests, d.nr_requests);
-                take!(s.disks.io_weight, d.io_weight);
-                take!(s.disks.io_pressure_avg10, d.io_pressure_avg10);
+                s.disks.apply(d);
+            }
+            if let Some(per) = &p.server_disks {
+                s.server_disks
+                    .extend(per.iter().map(|(n, d)| (*n, d.clone())));
             }
         }
         s
@@ -414,9 +462,12 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
             .keys()
             .map(|e| (format!("environments.{e}"), s.env_state(e))),
     ) {
-        if st.lease_holder == 0 || st.rollout_stuck_on == Some(0) {
+        if st.lease_holder == 0
+            || st.rollout_stuck_on == Some(0)
+            || st.server_disks.contains_key(&0)
+        {
             return Err(bad(format!(
-                "{name}: servers are numbered from 1 (lease_holder, rollout_stuck_on)"
+                "{name}: servers are numbered from 1 (lease_holder, rollout_stuck_on, server_disks)"
             )));
         }
         if st.lease_renew_every_s == 0 || st.lease_renew_every_s >= st.lease_duration_s {
@@ -510,6 +561,39 @@ mod tests {
         assert_eq!(prod.vpn.tunnel_addr, "10.9.0.2");
         assert_eq!(prod.vpn.server, VpnState::default().server);
         assert_eq!(s.env_state("dev"), EnvState::default());
+    }
+
+    #[test]
+    fn server_disks_patch_one_server_only() {
+        let s = parse(
+            "x.yaml",
+            "description: d\ndefaults:\n  server_disks: {2: {scheduler: bfq}}\nenvironments:\n  prod:\n    disks: {io_weight: 100}\n    server_disks:\n      1: {io_pressure_avg10: 11.36}\n",
+        )
+        .expect("parses");
+        let prod = s.env_state("prod");
+        let one = prod.on_server(Some(1)).disks;
+        assert_eq!(one.io_pressure_avg10, 11.36);
+        assert_eq!(one.io_weight, 100);
+        // The defaults' entry for server 2 stays; server 3 and non-servers get `disks`.
+        assert_eq!(prod.on_server(Some(2)).disks.scheduler, "bfq");
+        assert_eq!(prod.on_server(Some(2)).disks.io_pressure_avg10, 0.4);
+        assert_eq!(prod.on_server(Some(3)).disks, prod.disks);
+        assert_eq!(prod.on_server(None).disks, prod.disks);
+        assert!(s.servers_beyond("prod", 3).is_empty());
+        assert_eq!(
+            s.servers_beyond("prod", 1),
+            vec!["server_disks.2".to_string()]
+        );
+        let starving = load("etcd-io-starvation").expect("embedded");
+        let prod = starving.env_state("prod");
+        assert!(prod.on_server(Some(1)).disks.io_pressure_avg10 >= 10.0);
+        assert!(prod.on_server(Some(2)).disks.io_pressure_avg10 < 1.0);
+        let err = parse(
+            "x.yaml",
+            "description: d\ndefaults: {server_disks: {0: {}}}\n",
+        )
+        .expect_err("0 refused");
+        assert!(err.to_string().contains("server_disks"), "{err}");
     }
 
     #[test]

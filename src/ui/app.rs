@@ -330,8 +330,12 @@ pub struct App {
     /// `--no-cluster-lock`: mutating runs go without the cluster's run lock (a banner line
     /// on every frame says so).
     pub no_cluster_lock: bool,
-    /// How mutating runs take the cluster's run lock (given to each operate session).
+    /// How mutating runs take the cluster's run lock (given to each operate session,
+    /// asked off the UI task: [`App::lock_outbox`]).
     pub locking: Option<Arc<crate::session::lock::RunLocking>>,
+    /// Calls on the cluster's run lock, for the loop's pump to run off the UI task; their
+    /// answers come back to [`App::handle_lock`].
+    pub lock_outbox: VecDeque<crate::session::lock::LockJob>,
     /// Takes the looks a next step opens; `None`: no cluster to look at (dry run, sample).
     pub looker: Option<Arc<dyn crate::observe::look::LookSource>>,
     /// Looks asked for, for the loop to take off the UI task (`(which overlay, what)`).
@@ -455,6 +459,7 @@ impl App {
             checker: None,
             no_cluster_lock: false,
             locking: None,
+            lock_outbox: VecDeque::new(),
             looker: None,
             look_outbox: VecDeque::new(),
             look_seq: 0,
@@ -1189,7 +1194,7 @@ impl App {
         };
         let session = match Session::plan(plan, &self.caps, &self.operator) {
             Ok(mut s) => {
-                s.set_locking(self.locking.clone());
+                s.set_locking(self.session_locking());
                 s
             }
             Err(e) => {
@@ -1228,12 +1233,22 @@ impl App {
             &self.caps,
             &self.operator,
             self.now,
-            self.locking.clone(),
+            self.session_locking(),
         ) {
             Ok(Opened { session, effects }) => {
                 self.set_active(session);
                 self.show_output_log(&path);
                 self.apply(effects);
+                // A resume refused on a stale lock: the take-over prompt (a take-over
+                // resumes the run).
+                if self
+                    .active
+                    .as_ref()
+                    .is_some_and(|a| a.session.stale_lock().is_some())
+                {
+                    let said = self.status.clone().unwrap_or_default();
+                    self.lock_refused(said);
+                }
             }
             Err(e) => self.status = Some(e.0),
         }
@@ -1261,6 +1276,18 @@ impl App {
         }
     }
 
+    /// The run lock as a session takes it here: off the UI task (the loop's pump runs the
+    /// calls), so a cluster that does not answer never freezes the screen.
+    fn session_locking(&self) -> Option<Arc<crate::session::lock::RunLocking>> {
+        self.locking.as_ref().map(|l| {
+            if l.is_off_task() {
+                Arc::clone(l)
+            } else {
+                Arc::new(l.as_ref().clone().off_the_ui_task())
+            }
+        })
+    }
+
     fn start_run(&mut self) {
         let Some(a) = self.active.as_mut() else {
             // Wording only: with no run open, nothing starts in either mode.
@@ -1273,17 +1300,62 @@ impl App {
         };
         match a.session.start(self.runs_dir.as_deref(), self.now) {
             Ok(fx) => self.apply(fx),
-            Err(e) => {
-                // A stale lock: its holder, since and last renewal, and the way to take it
-                // over (the environment's name and a reason).
-                if let Some((record, age_ms)) = a.session.stale_lock().cloned() {
-                    let env = a.run.plan().env.clone();
-                    self.overlay = Some(Overlay::Takeover(Box::new(
-                        crate::ui::panes::takeover::TakeoverModal::new(&env, record, age_ms),
-                    )));
+            Err(e) => self.lock_refused(e.0),
+        }
+    }
+
+    /// A start or resume refused (by the lock, among others): say why; a stale lock opens
+    /// the take-over prompt with its holder, since and last renewal (the environment's
+    /// name and a reason take it over).
+    fn lock_refused(&mut self, why: String) {
+        self.take_lock_jobs();
+        if let Some(a) = self.active.as_ref() {
+            if let Some((record, age_ms)) = a.session.stale_lock().cloned() {
+                let env = a.run.plan().env.clone();
+                self.overlay = Some(Overlay::Takeover(Box::new(
+                    crate::ui::panes::takeover::TakeoverModal::new(&env, record, age_ms),
+                )));
+            }
+        }
+        self.status = Some(why);
+    }
+
+    /// The answer to a run lock call the pump ran off the UI task: the start or resume it
+    /// held goes on, or the refusal is shown (a refused take-over stays in its prompt).
+    pub fn handle_lock(&mut self, answer: crate::session::lock::LockAnswer) {
+        let Some(a) = self.active.as_mut() else {
+            // The run it was for is closed: what it took goes back.
+            if let Some(job) = answer.orphan_release() {
+                self.lock_outbox.push_back(job);
+            }
+            return;
+        };
+        let taking_over = matches!(self.overlay, Some(Overlay::Takeover(_)));
+        match a
+            .session
+            .lock_answered(answer, self.runs_dir.as_deref(), self.now)
+        {
+            Ok(fx) => {
+                if taking_over && a.session.stale_lock().is_none() {
+                    self.overlay = None;
+                }
+                self.apply(fx);
+            }
+            Err(e) if taking_over => {
+                self.take_lock_jobs();
+                if let Some(Overlay::Takeover(m)) = self.overlay.as_mut() {
+                    m.error = Some(e.0.clone());
                 }
                 self.status = Some(e.0);
             }
+            Err(e) => self.lock_refused(e.0),
+        }
+    }
+
+    /// The active session's lock calls, to the loop's pump.
+    fn take_lock_jobs(&mut self) {
+        if let Some(a) = self.active.as_mut() {
+            self.lock_outbox.extend(a.session.take_lock_jobs());
         }
     }
 
@@ -1308,7 +1380,15 @@ impl App {
                     &typed,
                     &reason,
                 ) {
-                    Ok(fx) => self.apply(fx),
+                    Ok(fx) => {
+                        // Asked off the UI task: the prompt stays (saying so) until the
+                        // answer comes.
+                        if a.session.lock.pending.is_some() {
+                            m.error = None;
+                            self.overlay = Some(Overlay::Takeover(m));
+                        }
+                        self.apply(fx);
+                    }
                     Err(e) => {
                         m.error = Some(e.0);
                         self.overlay = Some(Overlay::Takeover(m));
@@ -1372,6 +1452,9 @@ impl App {
                 }
             }
         }
+        // The lock calls the session asked for (a start's, a resume's, a release's) go
+        // to the pump.
+        self.take_lock_jobs();
         // A gate modal whose gate has closed (answered, or the step moved on) goes away.
         if let (Some(Overlay::Gate(m)), Some(a)) = (&self.overlay, &self.active) {
             if !a.session.gate_is_open(m.n) {
@@ -1460,7 +1543,13 @@ impl App {
     /// A live source's update: kept as the latest of its environment and kind (an update
     /// older than the one held changes nothing).
     pub fn handle_update(&mut self, update: Update) {
-        self.timeline.observe(&update);
+        let changed = self.timeline.observe(&update);
+        // While a run is active, what changed goes into its record too.
+        if let Some(a) = self.active.as_mut().filter(|_| !changed.is_empty()) {
+            if let Err(e) = a.session.record_trail(&changed) {
+                self.status = Some(format!("⚠ event trail not kept with the run: {e}"));
+            }
+        }
         if !self.live.apply(update) {
             tracing::debug!("live update older than the one held: ignored");
         }

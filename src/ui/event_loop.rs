@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 
 use crate::exec::process;
 use crate::observe::feed::Update;
-use crate::session::pump::Pump;
+use crate::session::pump::{LockPump, Pump};
 use crate::session::supervise::{self, Signals, ABANDON_INT_GRACE, ABANDON_TERM_GRACE};
 use crate::tui::Tui;
 
@@ -110,6 +110,7 @@ async fn loop_until_done(
         nix::sys::signal::Signal::SIGTSTP as i32,
     ))?;
     let mut pump = Pump::spawn(Arc::clone(app.capabilities()));
+    let mut locks = LockPump::default();
     let mut events = EventStream::new();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -185,6 +186,11 @@ async fn loop_until_done(
                 }
                 None => obs_open = false,
             },
+            Some(answer) = locks.recv() => {
+                app.now = crate::journal::now();
+                app.handle_lock(answer);
+                dirty = true;
+            }
             Some((seq, result)) = look_rx.recv() => {
                 app.handle_look(seq, result);
                 dirty = true;
@@ -211,6 +217,9 @@ async fn loop_until_done(
                 let _ = tx.send((req.seq, result)).await;
             });
         }
+        // The run lock's calls go off the UI task too: a cluster that does not answer
+        // must not hold the screen.
+        locks.run(&mut app.lock_outbox);
         if let Err(closed) = pump.flush(&mut app.outbox) {
             app.status = Some(closed.to_string());
         }

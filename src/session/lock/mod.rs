@@ -16,6 +16,10 @@
 
 use kube::Client;
 
+mod calls;
+use calls::LockAsk;
+pub use calls::{LockAnswer, LockJob, LockOutcome, LockPurpose};
+
 use crate::cluster::lock::{self, Claimant, LockError, LockRecord, Renewer};
 use crate::runbook::machine::RunLockNote;
 
@@ -51,16 +55,36 @@ pub enum RunLockError {
         record: Box<LockRecord>,
     },
     /// Its holder stopped renewing: shown with its last renewal; taking it over needs the
-    /// environment's name typed and a reason.
-    #[error("the run does not start: the run lock of `{env}` is stale: {record}, not renewed for {} s; starting again asks to take it over (the environment's name typed and a reason)", age_ms / 1000)]
+    /// environment's name typed and a reason. `resuming`: met by a resume, not a start
+    /// (the words say what the take-over then lets go on).
+    #[error("{}the run lock of `{env}` is stale: {record}, not renewed for {} s; {}", if *resuming { "" } else { START_REFUSED }, age_ms / 1000, if *resuming { "taking it over (the environment's name typed and a reason) resumes the run" } else { "starting again asks to take it over (the environment's name typed and a reason)" })]
     Stale {
         env: String,
         record: Box<LockRecord>,
         age_ms: u64,
+        resuming: bool,
     },
+    /// A call on the lock is on its way already: its answer comes first.
+    #[error("the run lock of `{env}` is being asked for: wait for the cluster's answer")]
+    Asking { env: String },
     /// A take-over was refused (the typed answer, or the lock changed meanwhile).
     #[error("take-over refused: {0}")]
     TakeoverRefused(String),
+}
+
+/// How a refused start's reason begins.
+const START_REFUSED: &str = "the run does not start: ";
+
+impl RunLockError {
+    /// The reason alone, without "the run does not start" (what a refused resume says
+    /// after its own "not resumed").
+    pub fn reason(&self) -> String {
+        let said = self.to_string();
+        match said.strip_prefix(START_REFUSED) {
+            Some(r) => r.to_string(),
+            None => said,
+        }
+    }
 }
 
 fn from_lock(env: &str, e: LockError) -> RunLockError {
@@ -74,6 +98,7 @@ fn from_lock(env: &str, e: LockError) -> RunLockError {
             env: env.to_string(),
             record,
             age_ms,
+            resuming: false,
         },
         LockError::TakeoverRefused(why) => RunLockError::TakeoverRefused(why),
         LockError::Lost { now_held_by } => RunLockError::Held {
@@ -221,6 +246,7 @@ pub const LOCK_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 pub struct RunLocking {
     pub policy: LockPolicy,
     targets: std::collections::BTreeMap<String, Result<crate::cluster::KubeTarget, String>>,
+    off_task: bool,
 }
 
 impl RunLocking {
@@ -249,7 +275,11 @@ impl RunLocking {
                 )
             })
             .collect();
-        RunLocking { policy, targets }
+        RunLocking {
+            policy,
+            targets,
+            off_task: false,
+        }
     }
 
     async fn client(&self, env: &str) -> Result<Client, String> {
@@ -263,8 +293,12 @@ impl RunLocking {
             .map_err(|e| e.to_string())
     }
 
-    /// [`take`] for `me`, from synchronous code on the runtime (the session's start).
-    pub fn take_now(&self, me: &Claimant) -> Result<(Option<RunLock>, RunLockNote), RunLockError> {
+    /// [`take`] for `me`, bounded by [`LOCK_CALL_TIMEOUT`] (a cluster that does not answer
+    /// is unreachable: the run does not start).
+    pub async fn take(
+        &self,
+        me: &Claimant,
+    ) -> Result<(Option<RunLock>, RunLockNote), RunLockError> {
         if self.policy.is_disabled() {
             return Ok((
                 None,
@@ -273,14 +307,15 @@ impl RunLocking {
                 },
             ));
         }
-        blocking(async {
+        bounded(async {
             let client = self.client(&me.env).await;
             take(client, me, &self.policy).await
-        })?
+        })
+        .await?
     }
 
-    /// [`take_over`] for `me`, from synchronous code on the runtime.
-    pub fn take_over_now(
+    /// [`take_over`] for `me`, bounded by [`LOCK_CALL_TIMEOUT`].
+    pub async fn take_over(
         &self,
         me: &Claimant,
         typed: &str,
@@ -291,17 +326,72 @@ impl RunLocking {
                 "--no-cluster-lock: this console takes no lock, so it takes none over".into(),
             ));
         };
-        blocking(async {
+        bounded(async {
             let client = self.client(&me.env).await;
             take_over(client, me, duration_s, typed, reason).await
-        })?
+        })
+        .await?
     }
+
+    /// [`RunLocking::take`] from synchronous code on the runtime (a headless run's start:
+    /// there is no screen to keep answering).
+    pub fn take_now(&self, me: &Claimant) -> Result<(Option<RunLock>, RunLockNote), RunLockError> {
+        if self.policy.is_disabled() {
+            return self_disabled(me);
+        }
+        blocking(self.take(me))?
+    }
+
+    /// [`RunLocking::take_over`] from synchronous code on the runtime.
+    pub fn take_over_now(
+        &self,
+        me: &Claimant,
+        typed: &str,
+        reason: &str,
+    ) -> Result<(RunLock, RunLockNote), RunLockError> {
+        blocking(self.take_over(me, typed, reason))?
+    }
+
+    /// The same, asked off the caller's task: a session on this locking never waits on
+    /// the cluster, it hands [`LockJob`]s to its driver (the console's pump runs them) and
+    /// is told the answer ([`LockAnswer`]). What the console uses: a cluster that does not
+    /// answer must not freeze the screen.
+    pub fn off_the_ui_task(mut self) -> RunLocking {
+        self.off_task = true;
+        self
+    }
+
+    /// Whether sessions on this locking ask the cluster off their driver's task.
+    pub fn is_off_task(&self) -> bool {
+        self.off_task
+    }
+}
+
+fn self_disabled(me: &Claimant) -> Result<(Option<RunLock>, RunLockNote), RunLockError> {
+    Ok((
+        None,
+        RunLockNote::Disabled {
+            by: me.holder.clone(),
+        },
+    ))
+}
+
+/// `f` bounded by [`LOCK_CALL_TIMEOUT`]: past it, the cluster counts as unreachable.
+async fn bounded<F: std::future::Future>(f: F) -> Result<F::Output, RunLockError> {
+    tokio::time::timeout(LOCK_CALL_TIMEOUT, f)
+        .await
+        .map_err(|_| RunLockError::Unreachable {
+            why: format!(
+                "the cluster did not answer within {} s",
+                LOCK_CALL_TIMEOUT.as_secs()
+            ),
+        })
 }
 
 impl RunLock {
     /// [`RunLock::release`] from synchronous code on the runtime (the run's end).
     pub fn release_now(self) -> RunLockNote {
-        match blocking(self.release()) {
+        match blocking(bounded(self.release())).and_then(|r| r) {
             Ok(note) => note,
             Err(e) => RunLockNote::Lost {
                 now_held_by: format!("unknown: {e}"),
@@ -310,9 +400,9 @@ impl RunLock {
     }
 }
 
-/// Run `f` to its end from synchronous code inside the multi-threaded runtime, bounded by
-/// [`LOCK_CALL_TIMEOUT`]. Outside a runtime (a test app with no cluster) it cannot reach
-/// a cluster, and says so.
+/// Run `f` to its end from synchronous code inside the multi-threaded runtime (the callers
+/// bound it by [`LOCK_CALL_TIMEOUT`]). Outside a runtime (a test app with no cluster) it
+/// cannot reach a cluster, and says so.
 fn blocking<F: std::future::Future>(f: F) -> Result<F::Output, RunLockError> {
     let handle = tokio::runtime::Handle::try_current().map_err(|_| RunLockError::Unreachable {
         why: "no async runtime to reach the cluster from".into(),
@@ -322,13 +412,7 @@ fn blocking<F: std::future::Future>(f: F) -> Result<F::Output, RunLockError> {
             why: "the cluster is reached from a multi-threaded runtime only".into(),
         });
     }
-    tokio::task::block_in_place(|| handle.block_on(tokio::time::timeout(LOCK_CALL_TIMEOUT, f)))
-        .map_err(|_| RunLockError::Unreachable {
-            why: format!(
-                "the cluster did not answer within {} s",
-                LOCK_CALL_TIMEOUT.as_secs()
-            ),
-        })
+    Ok(tokio::task::block_in_place(|| handle.block_on(f)))
 }
 
 #[cfg(test)]
@@ -376,15 +460,31 @@ mod tests {
 }
 
 /// A session's side of the lock: how to take it, the lock it holds while its run lives,
-/// the notes its journal still has to record, and the stale lock its last start was
-/// refused on (what the take-over prompt shows).
+/// the notes its journal still has to record, the calls on their way to the cluster, and
+/// the stale lock its last start or resume was refused on (what the take-over prompt
+/// shows).
 #[derive(Debug, Default)]
 pub struct SessionLock {
     locking: Option<std::sync::Arc<RunLocking>>,
     held: Option<RunLock>,
     notes: Vec<RunLockNote>,
-    /// The stale lock the last start met: its record and how long since it was renewed.
+    /// The stale lock the last start or resume met: its record and how long since it was
+    /// renewed.
     pub stale: Option<(LockRecord, u64)>,
+    /// What that stale lock stopped (what a take-over lets go on).
+    stale_for: Option<LockPurpose>,
+    /// Calls for the driver to run off its task (a console's locking only).
+    jobs: Vec<LockJob>,
+    /// What the call on its way to the cluster is for: a second ask waits for its answer.
+    pub pending: Option<LockPurpose>,
+}
+
+/// Whether what was asked of the lock is done, or on its way (its answer comes to
+/// `session::Session::lock_answered`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asked {
+    Done(LockPurpose),
+    Pending,
 }
 
 /// Whether a run of `plan` takes the lock: one that can change systems.
@@ -409,86 +509,193 @@ impl SessionLock {
         }
     }
 
-    /// Before a run of `plan` starts at `now`: a mutating one takes the lock (or notes that
-    /// `--no-cluster-lock` leaves it). Err: why the run does not start; a stale lock is
-    /// kept in [`SessionLock::stale`] for the take-over prompt.
+    /// Before a run of `plan` (run `tag`) starts at `now`: a mutating one takes the lock
+    /// (or notes that `--no-cluster-lock` leaves it). `None`: nothing to take. Err: why
+    /// the run does not start; a stale lock is kept in [`SessionLock::stale`] for the
+    /// take-over prompt.
     pub fn before_start(
         &mut self,
         plan: &crate::runbook::plan::Plan,
         now: crate::runbook::machine::Timestamp,
-    ) -> Result<(), RunLockError> {
-        self.stale = None;
-        let Some(locking) = self.locking.clone() else {
-            return Ok(());
-        };
-        if !needs_lock(plan) {
-            return Ok(());
+        tag: super::exec::RunTag,
+    ) -> Result<Option<Asked>, RunLockError> {
+        if self.locking.is_none() || !needs_lock(plan) {
+            return Ok(None);
         }
-        match locking.take_now(&claimant(plan, now)) {
-            Ok((held, note)) => {
-                self.held = held;
-                self.notes.push(note);
-                Ok(())
-            }
-            Err(e) => {
-                if let RunLockError::Stale { record, age_ms, .. } = &e {
-                    self.stale = Some(((**record).clone(), *age_ms));
-                }
-                Err(e)
-            }
-        }
+        self.ask(
+            LockPurpose::Start { at: now },
+            claimant(plan, now),
+            None,
+            tag,
+        )
+        .map(Some)
     }
 
-    /// Before an interrupted run `run_id` of `plan` resumes: a mutating one takes the lock
-    /// again under its own run id (a lock this console's run still holds is re-taken; one
-    /// held by another run, stale or unreachable refuses the resume).
+    /// Before an interrupted run `run_id` of `plan` (journal `path`) resumes: a mutating
+    /// one takes the lock again under its own run id (a lock this console's run still
+    /// holds is re-taken; held by another run or unreachable refuses the resume; stale:
+    /// the take-over prompt, whose take-over then resumes it).
     pub fn before_resume(
         &mut self,
         plan: &crate::runbook::plan::Plan,
+        path: &std::path::Path,
         run_id: &str,
-    ) -> Result<(), RunLockError> {
-        self.stale = None;
-        let Some(locking) = self.locking.clone() else {
-            return Ok(());
-        };
-        if !needs_lock(plan) {
-            return Ok(());
+        tag: super::exec::RunTag,
+    ) -> Result<Option<Asked>, RunLockError> {
+        if self.locking.is_none() || !needs_lock(plan) {
+            return Ok(None);
         }
         let me = Claimant::this_console(run_id, &plan.runbook, &plan.env);
-        match locking.take_now(&me) {
-            Ok((held, note)) => {
-                self.held = held;
-                self.notes.push(note);
-                Ok(())
-            }
-            Err(e) => {
-                if let RunLockError::Stale { record, age_ms, .. } = &e {
-                    self.stale = Some(((**record).clone(), *age_ms));
-                }
-                Err(e)
-            }
-        }
+        let purpose = LockPurpose::Resume {
+            path: path.to_path_buf(),
+            run_id: run_id.to_string(),
+        };
+        self.ask(purpose, me, None, tag).map(Some)
     }
 
-    /// Take over the stale lock for a run of `plan` starting at `now`, with the operator's
-    /// typed environment name and reason.
+    /// Take over the stale lock the last start or resume met, with the operator's typed
+    /// environment name and reason: for a start, as a run of `plan` starting at `now`;
+    /// for a resume, under the resumed run's id.
     pub fn take_over(
         &mut self,
         plan: &crate::runbook::plan::Plan,
         now: crate::runbook::machine::Timestamp,
         typed: &str,
         reason: &str,
-    ) -> Result<(), RunLockError> {
-        let Some(locking) = self.locking.clone() else {
+        tag: super::exec::RunTag,
+    ) -> Result<Asked, RunLockError> {
+        if self.locking.is_none() {
             return Err(RunLockError::TakeoverRefused(
                 "this console takes no run lock (nothing here runs for real)".into(),
             ));
+        }
+        let (purpose, me) = match self.stale_for.clone() {
+            Some(LockPurpose::Resume { path, run_id }) => {
+                let me = Claimant::this_console(&run_id, &plan.runbook, &plan.env);
+                (LockPurpose::Resume { path, run_id }, me)
+            }
+            _ => (LockPurpose::Start { at: now }, claimant(plan, now)),
         };
-        let (held, note) = locking.take_over_now(&claimant(plan, now), typed, reason)?;
-        self.stale = None;
-        self.held = Some(held);
-        self.notes.push(note);
-        Ok(())
+        self.ask(
+            purpose,
+            me,
+            Some((typed.to_string(), reason.to_string())),
+            tag,
+        )
+    }
+
+    /// Whether the stale lock met was met by a resume.
+    pub fn stale_on_resume(&self) -> bool {
+        matches!(self.stale_for, Some(LockPurpose::Resume { .. }))
+    }
+
+    fn ask(
+        &mut self,
+        purpose: LockPurpose,
+        me: Claimant,
+        take_over: Option<(String, String)>,
+        tag: super::exec::RunTag,
+    ) -> Result<Asked, RunLockError> {
+        let Some(locking) = self.locking.clone() else {
+            return Ok(Asked::Done(purpose));
+        };
+        if self.pending.is_some() {
+            return Err(RunLockError::Asking { env: me.env });
+        }
+        if locking.is_off_task() {
+            let ask = match take_over {
+                None => LockAsk::Take(locking),
+                Some((typed, reason)) => LockAsk::TakeOver {
+                    locking,
+                    typed,
+                    reason,
+                },
+            };
+            self.pending = Some(purpose.clone());
+            self.jobs.push(LockJob {
+                tag,
+                purpose,
+                me,
+                ask,
+            });
+            return Ok(Asked::Pending);
+        }
+        let taken = match take_over {
+            None => locking.take_now(&me),
+            Some((typed, reason)) => locking
+                .take_over_now(&me, &typed, &reason)
+                .map(|(l, n)| (Some(l), n)),
+        };
+        self.taken(purpose, taken)
+    }
+
+    fn taken(
+        &mut self,
+        purpose: LockPurpose,
+        taken: Result<(Option<RunLock>, RunLockNote), RunLockError>,
+    ) -> Result<Asked, RunLockError> {
+        match taken {
+            Ok((held, note)) => {
+                self.stale = None;
+                self.stale_for = None;
+                self.held = held;
+                self.notes.push(note);
+                Ok(Asked::Done(purpose))
+            }
+            Err(mut e) => {
+                let resuming = matches!(purpose, LockPurpose::Resume { .. });
+                if let RunLockError::Stale {
+                    record,
+                    age_ms,
+                    resuming: r,
+                    ..
+                } = &mut e
+                {
+                    *r = resuming;
+                    self.stale = Some(((**record).clone(), *age_ms));
+                    self.stale_for = Some(purpose);
+                } else if !matches!(e, RunLockError::TakeoverRefused(_)) {
+                    // A take-over refused keeps the prompt's facts; anything else clears them.
+                    self.stale = None;
+                    self.stale_for = None;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The cluster's answer to a job of this session's: the lock taken (what it was
+    /// for: the caller goes on with it), refused (why), or released (its note joins the
+    /// notes to journal; `LockPurpose::End`).
+    pub fn answered(&mut self, answer: LockAnswer) -> Result<LockPurpose, RunLockError> {
+        match answer.outcome {
+            LockOutcome::Released(note) => {
+                self.notes.push(note);
+                Ok(LockPurpose::End)
+            }
+            LockOutcome::Taken(taken) => {
+                self.pending = None;
+                self.taken(answer.purpose.clone(), taken)
+                    .map(|_| answer.purpose)
+            }
+        }
+    }
+
+    /// A lock taken for a run that is no longer this session's goes back.
+    pub fn give_back(&mut self, answer: LockAnswer) {
+        if let LockOutcome::Released(note) = &answer.outcome {
+            // Its run's journal is closed (the run was replaced before the release
+            // answered): the log keeps what it would have said.
+            tracing::warn!(run_tag = answer.tag, %note, "run lock release answered after its run closed");
+        }
+        if let Some(job) = answer.orphan_release() {
+            self.jobs.push(job);
+        }
+    }
+
+    /// The calls for the driver to run off its task, oldest first.
+    pub fn take_jobs(&mut self) -> Vec<LockJob> {
+        std::mem::take(&mut self.jobs)
     }
 
     /// The notes the journal has yet to record, oldest first.
@@ -496,9 +703,21 @@ impl SessionLock {
         std::mem::take(&mut self.notes)
     }
 
-    /// The run is over: release the lock (the note says released, lost, or taken over).
-    pub fn at_end(&mut self) {
-        if let Some(l) = self.held.take() {
+    /// The run (`tag`) is over: release the lock (the note says released, lost, or taken
+    /// over; off the task, it comes with the release's answer).
+    pub fn at_end(&mut self, tag: super::exec::RunTag) {
+        let Some(l) = self.held.take() else {
+            return;
+        };
+        if self.locking.as_ref().is_some_and(|x| x.is_off_task()) {
+            let me = Claimant::this_console(&l.run_id, "", "");
+            self.jobs.push(LockJob {
+                tag,
+                purpose: LockPurpose::End,
+                me,
+                ask: LockAsk::Release(l),
+            });
+        } else {
             let note = l.release_now();
             self.notes.push(note);
         }
