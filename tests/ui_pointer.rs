@@ -235,3 +235,52 @@ fn clicks_on_a_picker_row_and_on_buttons_act_as_their_keys() {
     let (col, row) = find(&frame, "y yes");
     assert_eq!(click_at(&mut a, col, row), Control::Quit);
 }
+
+/// A look's tabs (events, logs, describe) are buttons: a click shows that look.
+#[test]
+fn a_click_on_a_look_tab_switches_to_it() {
+    use hk_console::observe::look::LookResult;
+    use hk_console::observe::summary::{Look, LookKind, ObjectRef};
+    use hk_console::ui::looks::LookOverlay;
+    use hk_console::ui::panes::look::LookView;
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut a = app(dir.path());
+    let result = |kind: LookKind, line: &str| LookResult {
+        kind,
+        title: format!("{kind:?} pod kube-system/cilium-x"),
+        lines: Ok(vec![line.to_string()]),
+    };
+    a.overlay = Some(Overlay::Look(Box::new(LookOverlay {
+        seq: 1,
+        look: Look {
+            env: "prod".into(),
+            object: ObjectRef {
+                kind: "Pod".into(),
+                namespace: Some("kube-system".into()),
+                name: "cilium-x".into(),
+            },
+            kinds: vec![LookKind::Events, LookKind::Logs],
+            container: Some("cilium-agent".into()),
+        },
+        view: LookView {
+            results: vec![
+                result(LookKind::Events, "Warning BackOff restarting"),
+                result(LookKind::Logs, "level=error msg=dial 192.168.2.10"),
+            ],
+            shown: 0,
+            pending: Vec::new(),
+        },
+        scroll: 0,
+        picked: None,
+    })));
+    let frame = text(&render(&mut a, 120, 40));
+    assert!(frame.contains("Warning BackOff"), "{frame}");
+    let (col, row) = find(&frame, " g logs ");
+    click_at(&mut a, col + 2, row);
+    let frame = text(&render(&mut a, 120, 40));
+    assert!(frame.contains("level=error msg=dial"), "{frame}");
+    assert!(
+        matches!(&a.overlay, Some(Overlay::Look(o)) if o.view.shown == 1),
+        "the logs tab is shown"
+    );
+}

@@ -24,7 +24,22 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             // Most of the screen: log lines and events are long.
             let w = area.width.saturating_sub(4).max(20);
             let h = area.height.saturating_sub(4).max(6);
-            super::look::draw(f, centered(area, w, h), &o.view, o.scroll, &app.theme)
+            let r = centered(area, w, h);
+            super::look::draw(f, r, &o.view, o.scroll, &app.theme);
+            // The tabs (first line, in view when not scrolled) are buttons for their keys.
+            if o.scroll == 0 && r.height > 2 {
+                let mut x = r.x + 1;
+                for (label, k, _) in super::look::tabs(&o.view) {
+                    let tw = u16::try_from(super::fit::width(&label)).unwrap_or(u16::MAX);
+                    let tw = tw.min(r.right().saturating_sub(1).saturating_sub(x));
+                    app.zones.add(
+                        Rect::new(x, r.y + 1, tw, 1),
+                        pointer::Click::Key(crossterm::event::KeyEvent::from(KeyCode::Char(k))),
+                        true,
+                    );
+                    x = x.saturating_add(tw);
+                }
+            }
         }
         Some(Overlay::Resume(m)) => super::resume::draw(f, area, app, m),
         Some(Overlay::Takeover(m)) => super::takeover::draw(f, area, app, m),
