@@ -52,7 +52,6 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         Layout::horizontal([Constraint::Percentage(42), Constraint::Percentage(58)]).areas(area)
     };
     draw_steps(f, left, app, a);
-    let need = detail_rows(app, a, right.width);
     // Output keeps a third of a tall column; on a short one it shrinks to one line so
     // the step's host, what comes next and its command stay in view.
     let out_min = if right.height >= 20 {
@@ -60,10 +59,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     } else {
         3
     };
-    let detail_h = need
-        .saturating_add(2)
-        .min(right.height.saturating_sub(out_min))
-        .max(3.min(right.height));
+    let detail_h = detail_height(app, a, right.width, right.height.saturating_sub(out_min));
     let [detail, output] =
         Layout::vertical([Constraint::Length(detail_h), Constraint::Min(0)]).areas(right);
     draw_detail(f, detail, app, a);
@@ -74,11 +70,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
 /// budgeted first (what it needs, leaving the plan and the output one row each: at 80x24
 /// its host, "next" and command stay in view), then the plan and the output share the rest.
 fn draw_narrow(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
-    let need = detail_rows(app, a, area.width);
-    let detail_h = need
-        .saturating_add(2)
-        .min(area.height.saturating_sub(6))
-        .max(3.min(area.height));
+    let detail_h = detail_height(app, a, area.width, area.height.saturating_sub(6));
     let rest = area.height.saturating_sub(detail_h);
     let steps_h = (rest * 45 / 100).max(3.min(rest));
     let [steps, detail, output] = Layout::vertical([
@@ -475,14 +467,23 @@ fn detail_lines(app: &App, a: &ActiveRun) -> Vec<StepLine> {
     lines
 }
 
-/// Rows the Step pane needs at `width` columns (borders excluded) to show every line whole.
-fn detail_rows(app: &App, a: &ActiveRun, width: u16) -> u16 {
+/// The Step pane's height at `width` columns, at most `max` (borders included): its lines
+/// as [`fit_detail`] fits them into that, so no row is left empty while the output could
+/// have it; at least 3 where there is room.
+fn detail_height(app: &App, a: &ActiveRun, width: u16, max: u16) -> u16 {
     let w = usize::from(width.saturating_sub(2)).max(1);
-    let rows: usize = detail_lines(app, a)
-        .iter()
-        .map(|l| wrap_line(&l.line, w).len())
-        .sum();
-    u16::try_from(rows).unwrap_or(u16::MAX)
+    let rows = fit_detail(
+        detail_lines(app, a),
+        w,
+        usize::from(max.saturating_sub(2)),
+        &app.theme,
+    )
+    .len();
+    u16::try_from(rows)
+        .unwrap_or(u16::MAX)
+        .saturating_add(2)
+        .min(max)
+        .max(3)
 }
 
 /// A line broken into rows of at most `w` columns: whole when it fits, otherwise its text
