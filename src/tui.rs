@@ -31,13 +31,15 @@ fn restore_for_panic() {
 /// Put the terminal back as we found it. Safe to call more than once.
 pub fn restore() -> io::Result<()> {
     let raw = disable_raw_mode();
-    let screen = execute!(
-        io::stdout(),
-        DisableMouseCapture,
-        LeaveAlternateScreen,
-        cursor::Show
-    );
+    let screen = write_restore(&mut io::stdout());
     raw.and(screen)
+}
+
+/// What goes to the terminal to give it back: mouse reports off (a shell left with them
+/// on prints escape codes for every click), the main screen, the cursor. One sequence for
+/// every way out: quit, drop, panic, suspend.
+pub fn write_restore(w: &mut impl io::Write) -> io::Result<()> {
+    execute!(w, DisableMouseCapture, LeaveAlternateScreen, cursor::Show)
 }
 
 impl Tui {
@@ -101,5 +103,35 @@ impl Tui {
 impl Drop for Tui {
     fn drop(&mut self) {
         let _ = self.exit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_restore_sequence_turns_mouse_reporting_off() {
+        let mut out: Vec<u8> = Vec::new();
+        write_restore(&mut out).expect("written");
+        let text = String::from_utf8(out).expect("ascii");
+        // Every mouse mode enable_mouse_capture turns on is turned off again (normal,
+        // button, any-event tracking; the SGR and urxvt encodings).
+        for off in [
+            "\x1b[?1000l",
+            "\x1b[?1002l",
+            "\x1b[?1003l",
+            "\x1b[?1006l",
+            "\x1b[?1015l",
+        ] {
+            assert!(text.contains(off), "{off:?} missing from {text:?}");
+        }
+        // The main screen back and the cursor shown, after the mouse is off.
+        let leave = text
+            .find("\x1b[?1049l")
+            .expect("leaves the alternate screen");
+        let mouse = text.find("\x1b[?1000l").expect("mouse off");
+        assert!(mouse < leave, "{text:?}");
+        assert!(text.ends_with("\x1b[?25h"), "{text:?}");
     }
 }

@@ -35,7 +35,7 @@ fn fingerprint(a: &App) -> String {
         )
     });
     format!(
-        "{:?} {:?} {:?} {:?} {} {} {} {:?} {:?} {:?} {:?} {} {} {} {:?}",
+        "{:?} {:?} {:?} {:?} {} {} {} {:?} {:?} {:?} {:?} {} {} {} {:?} wrap={}",
         a.screen,
         a.overlay,
         a.home_focus,
@@ -50,7 +50,8 @@ fn fingerprint(a: &App) -> String {
         a.live_scroll,
         a.check_scroll,
         a.outbox.len(),
-        run
+        run,
+        a.output_wrap
     )
 }
 
@@ -189,7 +190,9 @@ fn scenario(mode: KeyMode, action: &Action, dir: &std::path::Path) -> Option<App
         (KeyMode::Run, Action::Retry | Action::Skip) => halted(dir),
         (KeyMode::Run, Action::Abort) => started(dir),
         (KeyMode::Run, Action::Interrupt) => running_with_output(dir, false),
-        (KeyMode::Run, Action::ToggleFollow) => running_with_output(dir, false),
+        (KeyMode::Run, Action::ToggleFollow | Action::ToggleWrap) => {
+            running_with_output(dir, false)
+        }
         (KeyMode::Run, Action::NextMatch | Action::PrevMatch) => running_with_output(dir, true),
         (KeyMode::Run, Action::PageUp) => running_with_output(dir, false),
         (KeyMode::Run, Action::PageDown) => {

@@ -336,7 +336,7 @@ fn check_screen_shows_each_finding_with_file_and_line() {
     };
     for (w, h) in SIZES {
         let text = frame(w, h, |f, a| {
-            check::draw(f, a, &view, "", 0, &Theme::fallback())
+            check::draw(f, a, &view, "", 0, &Theme::fallback());
         });
         // A path is wrapped, never cut: its file name and line are on screen whole.
         let flat: String = text.lines().map(|l| l.trim_matches('│').trim()).collect();

@@ -41,6 +41,8 @@ pub enum Action {
     Skip,
     /// Output: toggle follow mode.
     ToggleFollow,
+    /// Output: long lines wrap, or are cut with a marker.
+    ToggleWrap,
     /// Switch to observe mode (read-only).
     Observe,
     /// The Live screen (every live pane in detail); on it, back to where it was opened.
@@ -92,6 +94,7 @@ impl Action {
             Action::Retry => "retry the failed step",
             Action::Skip => "skip the halted step (asks a reason)",
             Action::ToggleFollow => "output: follow on/off",
+            Action::ToggleWrap => "output: wrap long lines on/off (off: cut, marked …)",
             Action::Observe => "observe mode (read-only)",
             Action::Live => "live panes in detail (VIP, agents, rollout, nodes, VPN)",
             Action::Filter => "filter lists / search output (esc clears)",

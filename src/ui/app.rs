@@ -243,6 +243,8 @@ pub enum Overlay {
     },
     /// A read-only look at the object a verdict names (events, logs, describe).
     Look(Box<super::looks::LookOverlay>),
+    /// Which host a runbook that runs on one host should be planned for.
+    HostPicker(Box<super::panes::picker::HostPicker>),
 }
 
 /// The run open in the run view: its session, and what the screen keeps of it.
@@ -346,6 +348,13 @@ pub struct App {
     pub check_scroll: usize,
     /// The last `:` line refused and why: the next `:` opens with it.
     pub refused_command: Option<(String, String)>,
+    /// The run view's output: long lines wrap (on) or are cut with a marker (off); `w`.
+    pub output_wrap: bool,
+    /// Where a mouse click acts on the last frame drawn (the view registers them).
+    pub zones: super::pointer::Zones,
+    /// How many rows the Check screen's findings took when last drawn (its scroll bound,
+    /// reported by the view as `live_lines` is).
+    pub check_rows: std::cell::Cell<usize>,
 }
 
 /// The `:` commands, for Tab.
@@ -457,6 +466,9 @@ impl App {
             check_from: Screen::Home,
             check_scroll: 0,
             refused_command: None,
+            output_wrap: true,
+            zones: super::pointer::Zones::default(),
+            check_rows: std::cell::Cell::new(0),
         };
         app.refresh_runs();
         app
@@ -601,8 +613,12 @@ impl App {
         }
     }
 
-    /// The mouse: the wheel scrolls the output (the Live screen, on it).
+    /// The mouse: a left click selects a list row or presses the button under it
+    /// ([`App::click`]); the wheel scrolls the output (the Live screen, on it).
     pub fn handle_mouse(&mut self, ev: MouseEvent) -> Control {
+        if let MouseEventKind::Down(crossterm::event::MouseButton::Left) = ev.kind {
+            return self.click(ev.column, ev.row);
+        }
         if self.screen == Screen::Live {
             match ev.kind {
                 MouseEventKind::ScrollUp => self.scroll_live(-3),
@@ -633,6 +649,7 @@ impl App {
         match overlay {
             Overlay::Help => Control::Continue,
             Overlay::Look(l) => self.look_key(l, key),
+            Overlay::HostPicker(p) => self.picker_key(p, key),
             Overlay::Resume(m) => self.resume_key(m, key),
             Overlay::Takeover(m) => self.takeover_key(m, key),
             Overlay::Confirm(c) => match key.code {
@@ -930,6 +947,17 @@ impl App {
                     a.output.toggle_follow();
                 }
             }
+            Action::ToggleWrap => {
+                self.output_wrap = !self.output_wrap;
+                self.status = Some(
+                    if self.output_wrap {
+                        "output: long lines wrap (w: cut them)"
+                    } else {
+                        "output: long lines are cut, marked … (w: wrap them)"
+                    }
+                    .into(),
+                );
+            }
             Action::Observe => self.enter_observe(),
             Action::Live => self.toggle_live(),
             Action::Check => self.toggle_check(),
@@ -1105,7 +1133,7 @@ impl App {
                 HomeFocus::Runbooks => {
                     if let Some(rb) = self.visible_runbooks().get(self.runbook_sel) {
                         let id = rb.id.clone();
-                        self.open_runbook(&id, None, None);
+                        self.open_runbook_or_pick(&id, None);
                     }
                 }
                 HomeFocus::Runs => {
@@ -1575,9 +1603,10 @@ impl App {
         self.refused_command = None;
         match (cmd, arg) {
             ("q" | "quit" | "q!", _) => return self.update(Action::Quit),
-            ("run", Some(id)) => {
-                self.open_runbook(id, arg2, arg3);
-            }
+            ("run", Some(id)) => match arg3 {
+                Some(host) => self.open_runbook(id, arg2, Some(host)),
+                None => self.open_runbook_or_pick(id, arg2),
+            },
             ("run", None) => fail(self, "usage: :run RUNBOOK [ENV [HOST]]".into()),
             ("env", Some(name)) => {
                 if self.envs.iter().any(|e| e.name == name) {
@@ -1960,5 +1989,141 @@ impl App {
                 self.apply(fx);
             }
         }
+    }
+}
+
+impl App {
+    // ----------------------------------------------------------------------------------
+    // The host picker and mouse clicks.
+
+    /// Open runbook `id` (in `env`, or as [`App::open_runbook`] picks it); a runbook that
+    /// runs on one host of a group opens the host picker first, over the hosts the
+    /// planner itself names, instead of refusing with "name it".
+    pub fn open_runbook_or_pick(&mut self, id: &str, env: Option<&str>) {
+        match self.host_choice(id, env) {
+            Some(p) => {
+                self.status = Some(format!(
+                    "`{}` runs on one host of `{}` in {}: pick it (enter), esc cancels",
+                    p.runbook, p.group, p.env
+                ));
+                self.overlay = Some(Overlay::HostPicker(Box::new(p)));
+            }
+            None => self.open_runbook(id, env, None),
+        }
+    }
+
+    /// The picker for `id` when planning it without a host is refused for want of one:
+    /// the planner's own list of the target group's hosts. `None`: anything else (it
+    /// plans, or fails for another reason `open_runbook` will say).
+    fn host_choice(&self, id: &str, env: Option<&str>) -> Option<super::panes::picker::HostPicker> {
+        use crate::runbook::plan::PlanError;
+        use crate::session::PlanSourceError;
+        if self.run_is_active() {
+            return None;
+        }
+        let rb = self.runbook_set.get(id)?;
+        // The environment as the session picks it (named, the current one, the only one).
+        let env = match env {
+            Some(e) => e.to_string(),
+            None => match self.current_env.as_deref() {
+                Some(c) if rb.environments.iter().any(|e| e == c) => c.to_string(),
+                _ if rb.environments.len() == 1 => rb.environments[0].clone(),
+                _ => return None,
+            },
+        };
+        match self.plans.plan(rb, &env, None) {
+            Err(PlanSourceError::Plan(PlanError::NoHostChosen { group, hosts, .. })) => {
+                // The planner joins the group's members with ", " (host names hold no
+                // comma or space).
+                let hosts: Vec<String> = hosts
+                    .split(", ")
+                    .filter(|h| !h.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                (!hosts.is_empty()).then(|| super::panes::picker::HostPicker {
+                    runbook: id.to_string(),
+                    env,
+                    group,
+                    hosts,
+                    sel: 0,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    fn picker_key(
+        &mut self,
+        mut p: Box<super::panes::picker::HostPicker>,
+        key: KeyEvent,
+    ) -> Control {
+        match key.code {
+            KeyCode::Esc => {
+                self.status = Some(format!("`{}`: no host picked, nothing planned", p.runbook));
+                return Control::Continue;
+            }
+            KeyCode::Enter => {
+                if let Some(host) = p.selected().map(str::to_string) {
+                    self.open_runbook(&p.runbook, Some(&p.env), Some(&host));
+                }
+                return Control::Continue;
+            }
+            KeyCode::Up | KeyCode::Char('k') => p.step(-1),
+            KeyCode::Down | KeyCode::Char('j') => p.step(1),
+            KeyCode::Home | KeyCode::Char('g') => p.sel = 0,
+            KeyCode::End | KeyCode::Char('G') => p.step(isize::MAX / 2),
+            _ => {}
+        }
+        self.overlay = Some(Overlay::HostPicker(p));
+        Control::Continue
+    }
+
+    /// A left click at (`col`, `row`): on a list row, select it (and focus its pane); on
+    /// the row already selected, open it as enter does; on a button, press its key. With
+    /// an overlay open only the overlay's rows and buttons take clicks.
+    pub fn click(&mut self, col: u16, row: u16) -> Control {
+        use super::pointer::{Click, ListId};
+        let Some(click) = self.zones.at(col, row, self.overlay.is_some()) else {
+            return Control::Continue;
+        };
+        let enter = KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE);
+        match click {
+            Click::Key(k) => return self.handle_key(k),
+            Click::Row { list, index } => match list {
+                ListId::Hosts => {
+                    if let Some(Overlay::HostPicker(p)) = self.overlay.as_mut() {
+                        if p.sel == index {
+                            return self.handle_key(enter);
+                        }
+                        p.sel = index.min(p.hosts.len().saturating_sub(1));
+                    }
+                }
+                ListId::Steps => {
+                    self.run_focus = RunFocus::Steps;
+                    if let Some(a) = self.active.as_mut() {
+                        a.selected = index.min(a.run.plan().steps.len().saturating_sub(1));
+                    }
+                }
+                ListId::Environments | ListId::Runbooks | ListId::Runs => {
+                    let focus = match list {
+                        ListId::Environments => HomeFocus::Environments,
+                        ListId::Runbooks => HomeFocus::Runbooks,
+                        _ => HomeFocus::Runs,
+                    };
+                    let sel = match focus {
+                        HomeFocus::Environments => &mut self.env_sel,
+                        HomeFocus::Runbooks => &mut self.runbook_sel,
+                        HomeFocus::Runs => &mut self.run_sel,
+                    };
+                    let again = self.home_focus == focus && *sel == index;
+                    *sel = index;
+                    self.home_focus = focus;
+                    if again {
+                        self.open_selected();
+                    }
+                }
+            },
+        }
+        Control::Continue
     }
 }

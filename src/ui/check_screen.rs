@@ -42,10 +42,12 @@ impl App {
 
     /// Scroll by `d` lines, within the findings.
     pub(super) fn scroll_check(&mut self, d: isize) {
+        // The rows as last drawn (findings wrap), at least one per finding before then.
         let n = match &self.check.findings {
             Some(Ok(f)) => f.len() + 2,
             _ => 1,
-        };
+        }
+        .max(self.check_rows.get());
         let next = self.check_scroll.saturating_add_signed(d);
         self.check_scroll = next.min(n.saturating_sub(1));
     }

@@ -103,6 +103,12 @@ async fn loop_until_done(
     mut observations: mpsc::Receiver<Update>,
 ) -> io::Result<Ending> {
     let mut signals = Signals::new()?;
+    // SIGTSTP from outside (in raw mode ^Z is a key, not a signal): the terminal is handed
+    // back (mouse capture off, main screen) before the process stops, and taken again on
+    // SIGCONT, so a stopped console never leaves a shell reporting every click.
+    let mut tstp = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(
+        nix::sys::signal::Signal::SIGTSTP as i32,
+    ))?;
     let mut pump = Pump::spawn(Arc::clone(app.capabilities()));
     let mut locks = LockPump::default();
     let mut events = EventStream::new();
@@ -130,6 +136,15 @@ async fn loop_until_done(
         };
         tokio::select! {
             why = signals.recv() => break abandon(&mut pump, app, why),
+            _ = tstp.recv() => {
+                tui.suspend()?;
+                // SIGSTOP cannot be caught: the process stops here until SIGCONT.
+                if let Err(e) = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP) {
+                    app.status = Some(format!("could not stop on SIGTSTP: {e}"));
+                }
+                tui.resume()?;
+                dirty = true;
+            }
             ev = events.next() => {
                 let control = match ev {
                     Some(Ok(Event::Key(k))) => app.handle_key(k),

@@ -230,6 +230,7 @@ fn action_rank(a: &Action) -> usize {
         Action::Skip,
         Action::Abort,
         Action::ToggleFollow,
+        Action::ToggleWrap,
         Action::Observe,
         Action::Live,
         Action::Filter,
@@ -293,6 +294,7 @@ impl Default for Keymaps {
         run.bind(Key::plain('S'), Action::Skip);
         run.bind(Key::plain('A'), Action::Abort);
         run.bind(Key::plain('f'), Action::ToggleFollow);
+        run.bind(Key::plain('w'), Action::ToggleWrap);
         run.bind(Key::plain('n'), Action::NextMatch);
         run.bind(Key::plain('N'), Action::PrevMatch);
         run.bind(Key::plain('l'), Action::Live);

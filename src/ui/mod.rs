@@ -19,6 +19,7 @@ pub mod live;
 pub mod looks;
 pub mod output;
 pub mod panes;
+pub mod pointer;
 pub mod theme;
 pub mod view;
 

@@ -18,6 +18,8 @@ const FULL_STRIP_MIN_HEIGHT: u16 = 24;
 
 pub fn draw(f: &mut Frame, app: &App) {
     let area = f.area();
+    // Clicks act on what this frame shows: the panes register their rows and buttons anew.
+    app.zones.clear();
     f.render_widget(Block::default().style(app.theme.background()), area);
     if area.width < 10 || area.height < 4 {
         f.render_widget(Paragraph::new("hk-console: terminal too small"), area);
@@ -63,14 +65,17 @@ pub fn draw(f: &mut Frame, app: &App) {
         Screen::Home => panes::home::draw(f, body, app),
         Screen::Run => panes::run::draw(f, body, app),
         Screen::Live => panes::live_screen::draw(f, body, app),
-        Screen::Check => panes::check::draw(
-            f,
-            body,
-            &app.check,
-            app.filter.as_deref().unwrap_or_default(),
-            u16::try_from(app.check_scroll).unwrap_or(u16::MAX),
-            &app.theme,
-        ),
+        Screen::Check => {
+            let rows = panes::check::draw(
+                f,
+                body,
+                &app.check,
+                app.filter.as_deref().unwrap_or_default(),
+                u16::try_from(app.check_scroll).unwrap_or(u16::MAX),
+                &app.theme,
+            );
+            app.check_rows.set(rows);
+        }
     }
     if strip == 5 {
         panes::live::draw(f, strip_area, app);

@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 pub mod live;
 #[path = "../runbooks_common/mod.rs"]
 mod runbooks_common;
+pub mod screens;
 pub use runbooks_common::{dev, homelab, prod};
 
 /// 2026-09-07T10:15:00.000Z: every test runs at this time, so snapshots do not move.

@@ -6,7 +6,7 @@
 
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+use ratatui::widgets::{Block, Borders, Paragraph};
 use ratatui::Frame;
 
 use crate::checks::live::Severity;
@@ -82,7 +82,16 @@ pub fn lines<'a>(v: &'a CheckView, filter: &str, t: &Theme) -> Vec<Line<'a>> {
     out
 }
 
-pub fn draw(f: &mut Frame, area: Rect, v: &CheckView, filter: &str, scroll: u16, t: &Theme) {
+/// Draws the findings from row `scroll` on; returns how many rows they take at this width
+/// (the scroll bound).
+pub fn draw(
+    f: &mut Frame,
+    area: Rect,
+    v: &CheckView,
+    filter: &str,
+    scroll: u16,
+    t: &Theme,
+) -> usize {
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(t.border())
@@ -93,11 +102,39 @@ pub fn draw(f: &mut Frame, area: Rect, v: &CheckView, filter: &str, scroll: u16,
                 t.muted(),
             ),
         ]));
-    f.render_widget(
-        Paragraph::new(lines(v, filter, t))
-            .block(block)
-            .wrap(Wrap { trim: false })
-            .scroll((scroll, 0)),
-        area,
-    );
+    // Wrapped here, at the pane's width, so the rows out of sight can be counted: a file
+    // path or a host is never cut, and what does not fit is said on the border.
+    let inner = block.inner(area);
+    let w = usize::from(inner.width).max(1);
+    let rows: Vec<Line> = lines(v, filter, t)
+        .into_iter()
+        .flat_map(|l| {
+            let style = l.spans.last().map(|s| s.style).unwrap_or(l.style);
+            let text: String = l.spans.iter().map(|s| s.content.as_ref()).collect();
+            super::fit::wrap(&text, w)
+                .into_iter()
+                .map(move |r| Line::styled(r, style))
+        })
+        .collect();
+    let total = rows.len();
+    let shown = usize::from(inner.height);
+    let from = usize::from(scroll).min(total.saturating_sub(1));
+    f.render_widget(Paragraph::new(rows).block(block).scroll((scroll, 0)), area);
+    if total > shown || from > 0 {
+        let last = (from + shown).min(total);
+        let marker = format!(" lines {}-{last} of {total} ", from + 1);
+        let mw = u16::try_from(super::fit::width(&marker)).unwrap_or(u16::MAX);
+        if area.height >= 2 && area.width > mw + 2 {
+            f.render_widget(
+                Paragraph::new(Span::styled(marker, t.warn())),
+                Rect {
+                    x: area.right() - 1 - mw,
+                    y: area.bottom() - 1,
+                    width: mw,
+                    height: 1,
+                },
+            );
+        }
+    }
+    total
 }

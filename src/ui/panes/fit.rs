@@ -35,6 +35,29 @@ pub fn clip(s: &str, w: usize) -> String {
     out
 }
 
+/// `s` cut to at most `w` columns as [`clip`] cuts it, except never inside one of
+/// `whole` (host names): a cut that would fall inside one moves to its start, so the name
+/// is shown whole or not at all.
+pub fn clip_keeping(s: &str, w: usize, whole: &[&str]) -> String {
+    if width(s) <= w {
+        return s.to_string();
+    }
+    let cut = clip(s, w);
+    let mut n = cut.strip_suffix('…').unwrap_or(&cut).len();
+    loop {
+        let inside = whole
+            .iter()
+            .filter(|x| !x.is_empty())
+            .flat_map(|x| s.match_indices(*x).map(|(at, m)| (at, at + m.len())))
+            .find(|&(start, end)| start < n && n < end);
+        match inside {
+            Some((start, _)) => n = start,
+            None => break,
+        }
+    }
+    format!("{}…", &s[..n])
+}
+
 /// `s` broken into rows of at most `w` columns, at spaces where it can and inside a word
 /// only when the word alone is wider than a row: nothing is cut.
 pub fn wrap(s: &str, w: usize) -> Vec<String> {
@@ -91,6 +114,12 @@ mod tests {
         assert_eq!(clip("k3s-prod-1", 6), "k3s-p…");
         assert_eq!(clip("abc", 0), "");
         assert_eq!(widest(["a", "abcd", "ab"], 2), 4);
+        let hosts = ["k3s-prod-3"];
+        let s = "Apply x.yml to k3s-prod-3 now";
+        assert_eq!(clip_keeping(s, 40, &hosts), s);
+        assert_eq!(clip_keeping(s, 20, &hosts), "Apply x.yml to …");
+        assert_eq!(clip_keeping(s, 9, &hosts), "Apply x.…");
+        assert_eq!(clip_keeping(s, 27, &hosts), "Apply x.yml to k3s-prod-3 …");
     }
 
     #[test]

@@ -11,6 +11,12 @@ use ratatui::Frame;
 
 use crate::runbook::machine::{Mode, RunOutcome};
 use crate::ui::app::{App, HomeFocus};
+use crate::ui::pointer::ListId;
+
+/// The rows of a bordered list pane: where clicks select.
+fn inner(area: Rect) -> Rect {
+    Block::default().borders(Borders::ALL).inner(area)
+}
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let env_h = (app.envs.len() as u16 + 2).clamp(3, 8);
@@ -122,6 +128,13 @@ fn draw_envs(f: &mut Frame, area: Rect, app: &App) {
         &mut st,
     );
     draw_more(f, area, app, app.envs.len(), st.offset(), inner_rows(area));
+    app.zones.rows(
+        inner(area),
+        ListId::Environments,
+        st.offset(),
+        app.envs.len(),
+        false,
+    );
 }
 
 fn draw_runbooks(f: &mut Frame, area: Rect, app: &App) {
@@ -166,6 +179,13 @@ fn draw_runbooks(f: &mut Frame, area: Rect, app: &App) {
         &mut st,
     );
     draw_more(f, area, app, visible.len(), st.offset(), inner_rows(area));
+    app.zones.rows(
+        inner(area),
+        ListId::Runbooks,
+        st.offset(),
+        visible.len(),
+        false,
+    );
 }
 
 fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
@@ -255,6 +275,8 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
         list_area,
         &mut st,
     );
+    app.zones
+        .rows(list_area, ListId::Runs, st.offset(), len, false);
     // The rows the list area (not the whole pane: error lines may sit below it) leaves out.
     draw_more(
         f,

@@ -29,22 +29,34 @@ pub fn key_of(k: LookKind) -> (&'static str, &'static str) {
     }
 }
 
-pub fn lines<'a>(v: &'a LookView, t: &Theme) -> Vec<Line<'a>> {
-    let mut out = Vec::new();
+/// The tabs on the pane's first line: each label, its key, and whether it is shown.
+pub fn tabs(v: &LookView) -> Vec<(String, char, bool)> {
     let mut tabs = Vec::new();
     for (i, r) in v.results.iter().enumerate() {
         let (k, w) = key_of(r.kind);
-        let st = if i == v.shown {
-            t.selected()
-        } else {
-            t.muted()
-        };
-        tabs.push(Span::styled(format!(" {k} {w} "), st));
+        tabs.push((
+            format!(" {k} {w} "),
+            k.chars().next().unwrap_or(' '),
+            i == v.shown,
+        ));
     }
     for p in &v.pending {
         let (k, w) = key_of(*p);
-        tabs.push(Span::styled(format!(" {k} {w}… "), t.muted()));
+        tabs.push((
+            format!(" {k} {w}… "),
+            k.chars().next().unwrap_or(' '),
+            false,
+        ));
     }
+    tabs
+}
+
+pub fn lines<'a>(v: &'a LookView, t: &Theme) -> Vec<Line<'a>> {
+    let mut out = Vec::new();
+    let tabs: Vec<Span> = tabs(v)
+        .into_iter()
+        .map(|(label, _, shown)| Span::styled(label, if shown { t.selected() } else { t.muted() }))
+        .collect();
     out.push(Line::from(tabs));
     match v.results.get(v.shown) {
         None => out.push(Line::styled("looking…", t.muted())),

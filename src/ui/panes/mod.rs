@@ -9,6 +9,7 @@ pub mod live;
 pub mod live_screen;
 pub mod look;
 pub mod overlay;
+pub mod picker;
 pub mod resume;
 pub mod run;
 pub mod strip;

@@ -9,7 +9,9 @@ use tui_textarea::TextArea;
 use crate::exec::ansible;
 use crate::runbook::plan::{Gate, GateSource, PlannedStep, StepKind};
 use crate::ui::app::{gate_is_typed, App, Confirm, GateField, GateModal, Overlay, ReasonFor};
+use crate::ui::pointer;
 use crate::ui::theme::Theme;
+use crossterm::event::KeyCode;
 
 use super::centered;
 
@@ -17,11 +19,27 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     match &app.overlay {
         None => {}
         Some(Overlay::Help) => draw_help(f, area, app),
+        Some(Overlay::HostPicker(p)) => super::picker::draw(f, area, app, p),
         Some(Overlay::Look(o)) => {
             // Most of the screen: log lines and events are long.
             let w = area.width.saturating_sub(4).max(20);
             let h = area.height.saturating_sub(4).max(6);
-            super::look::draw(f, centered(area, w, h), &o.view, o.scroll, &app.theme)
+            let r = centered(area, w, h);
+            super::look::draw(f, r, &o.view, o.scroll, &app.theme);
+            // The tabs (first line, in view when not scrolled) are buttons for their keys.
+            if o.scroll == 0 && r.height > 2 {
+                let mut x = r.x + 1;
+                for (label, k, _) in super::look::tabs(&o.view) {
+                    let tw = u16::try_from(super::fit::width(&label)).unwrap_or(u16::MAX);
+                    let tw = tw.min(r.right().saturating_sub(1).saturating_sub(x));
+                    app.zones.add(
+                        Rect::new(x, r.y + 1, tw, 1),
+                        pointer::Click::Key(crossterm::event::KeyEvent::from(KeyCode::Char(k))),
+                        true,
+                    );
+                    x = x.saturating_add(tw);
+                }
+            }
         }
         Some(Overlay::Resume(m)) => super::resume::draw(f, area, app, m),
         Some(Overlay::Takeover(m)) => super::takeover::draw(f, area, app, m),
@@ -130,15 +148,23 @@ fn draw_confirm(f: &mut Frame, area: Rect, app: &App, c: &Confirm) {
     };
     let r = centered(area, 64, 6);
     f.render_widget(Clear, r);
+    let b = modal_block(t, " Confirm ".into());
+    let inner = b.inner(r);
+    f.render_widget(b, r);
+    let [msg, keys] = Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(inner);
     f.render_widget(
-        Paragraph::new(vec![
-            Line::from(Span::styled(text, t.text())),
-            Line::from(""),
-            Line::from(Span::styled("y yes · n no", t.focus())),
-        ])
-        .wrap(Wrap { trim: true })
-        .block(modal_block(t, " Confirm ".into())),
-        r,
+        Paragraph::new(Line::from(Span::styled(text, t.text()))).wrap(Wrap { trim: true }),
+        msg,
+    );
+    pointer::draw_buttons(
+        f,
+        keys,
+        &app.zones,
+        &[
+            ("y yes".into(), pointer::key(KeyCode::Char('y'))),
+            ("n no".into(), pointer::key(KeyCode::Char('n'))),
+        ],
+        t.focus(),
     );
 }
 
@@ -176,12 +202,16 @@ fn draw_reason(
         Constraint::Min(0),
     ])
     .areas(inner);
-    f.render_widget(
-        Paragraph::new(Span::styled(
-            "Why? (journaled) · enter confirm · esc cancel",
-            t.text(),
-        )),
+    pointer::draw_buttons(
+        f,
         msg,
+        &app.zones,
+        &[
+            ("Why? (journaled)".into(), None),
+            ("enter confirm".into(), pointer::key(KeyCode::Enter)),
+            ("esc cancel".into(), pointer::key(KeyCode::Esc)),
+        ],
+        t.text(),
     );
     draw_input(f, input, t, " reason ", text, true);
     if let Some(e) = error {
@@ -303,13 +333,24 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
         body.push(Line::from(Span::styled(e.clone(), t.critical())));
     }
     let typed = gate_is_typed(&m.gate);
-    let keys = if typed {
-        "enter submit · tab answer/note · ctrl-r reject (note = reason) · esc hide"
-    } else if matches!(m.gate, Gate::ApproveDiff) {
-        "enter approve · ctrl-r reject (note = reason) · ↑↓ pgup pgdn scroll · esc hide"
-    } else {
-        "enter approve · ctrl-r reject (note = reason) · esc hide"
-    };
+    // Each a button: a click presses its key.
+    let mut keys: Vec<pointer::Button> = vec![(
+        if typed {
+            "enter submit"
+        } else {
+            "enter approve"
+        }
+        .into(),
+        pointer::key(KeyCode::Enter),
+    )];
+    if typed {
+        keys.push(("tab answer/note".into(), pointer::key(KeyCode::Tab)));
+    }
+    keys.push(("ctrl-r reject (note = reason)".into(), pointer::ctrl('r')));
+    if matches!(m.gate, Gate::ApproveDiff) {
+        keys.push(("↑↓ pgup pgdn scroll".into(), None));
+    }
+    keys.push(("esc hide".into(), pointer::key(KeyCode::Esc)));
     let inputs: u16 = if typed { 6 } else { 3 };
     let w = area.width.saturating_sub(4).min(90);
     // Rows as drawn: a long line (a blast radius, a warning) wraps onto more than one.
@@ -369,7 +410,7 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
         &m.note,
         m.field == GateField::Note,
     );
-    f.render_widget(Paragraph::new(Span::styled(keys, t.muted())), keys_a);
+    pointer::draw_buttons(f, keys_a, &app.zones, &keys, t.muted());
 }
 
 fn hosts_body<'a>(app: &App, n: usize, expected: &[String], t: &Theme) -> Vec<Line<'a>> {

@@ -1,0 +1,73 @@
+//! Every screen at the four sizes an operator meets (160x45, 120x40, 80x24, 60x15), with
+//! the incident's data in it: Home, the run view mid-run, Live and Check. Snapshots (insta,
+//! TestBackend), and what must hold at each size: no host name cut at 120 columns and more,
+//! the Step pane keeps host, "next" and the command at 80x24, and at 60x15 nothing panics
+//! and what is hidden is said.
+
+mod ui_common;
+
+use hk_console::ui::app::Screen;
+use ui_common::screens::*;
+use ui_common::*;
+
+#[test]
+fn every_screen_at_every_size() {
+    for which in [Screen::Home, Screen::Run, Screen::Live, Screen::Check] {
+        for (w, h) in SIZES {
+            let dir = tempfile::tempdir().expect("tmp");
+            let mut a = screen(dir.path(), which);
+            assert_eq!(a.screen, which);
+            let frame = text(&render(&mut a, w, h));
+            let name = format!("{which:?}").to_lowercase();
+            insta::assert_snapshot!(format!("{name}_{w}x{h}"), frame);
+        }
+    }
+}
+
+/// At 80x24 the Step pane keeps the step's host, what comes next and its whole command
+/// (the output shrinks for them).
+#[test]
+fn step_pane_keeps_host_next_and_command_at_80x24() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut a = mid_run(dir.path());
+    let frame = text(&render(&mut a, 80, 24));
+    for want in [
+        "node 1 of 3: k3s-prod-3",
+        "next: 3 gate Approve the diff",
+        "$ ansible-playbook -i inventory/hosts.ini playbooks/etcd-io-priority.yml",
+        "k3s_hosts=k3s_prod --limit k3s-prod-3 --check --diff",
+    ] {
+        assert!(frame.contains(want), "80x24 hides `{want}`:\n{frame}");
+    }
+    // Narrower, the command no longer fits whole: it is cut with a marker, never silently.
+    let frame = text(&render(&mut a, 60, 15));
+    assert!(
+        frame.contains("more rows: a taller terminal shows them") || frame.contains('…'),
+        "60x15 hides rows without saying so:\n{frame}"
+    );
+}
+
+/// `w` in the run view: long output lines wrap (the default), or are cut at the pane's edge
+/// with a marker, and the Output pane's title says which.
+#[test]
+fn w_toggles_wrapping_the_output() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut a = mid_run(dir.path());
+    assert!(a.output_wrap, "output wraps by default");
+    let frame = text(&render(&mut a, 80, 24));
+    assert!(frame.contains("w:wrap"), "{frame}");
+    assert!(frame.contains("the read-back follows in step 5"), "{frame}");
+    a.handle_key(key('w'));
+    assert!(!a.output_wrap);
+    let frame = text(&render(&mut a, 80, 24));
+    assert!(frame.contains("w:cut (1 cut …)"), "{frame}");
+    let verdict = frame
+        .lines()
+        .find(|l| l.contains("changed: [k3s-prod-3] => (item=sda)"))
+        .unwrap_or_else(|| panic!("the verdict line is in view:\n{frame}"));
+    assert!(verdict.contains("…│"), "cut with a marker: {verdict}");
+    assert!(!frame.contains("follows in step 5"), "{frame}");
+    a.handle_key(key('w'));
+    assert!(a.output_wrap);
+    assert!(text(&render(&mut a, 80, 24)).contains("the read-back follows in step 5"));
+}
