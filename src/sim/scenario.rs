@@ -355,15 +355,26 @@ impl Scenario {
         self.patched(env, base)
     }
 
-    /// `server_disks` entries of `env` naming a server past its `servers` (1-based), as
-    /// `server_disks.N`: the demo refuses them rather than leave the named disk unstarved.
+    /// Every server position of `env`'s state past its `servers` (1-based), as
+    /// `lease_holder: N`, `rollout_stuck_on: N` or `server_disks.N`: the demo refuses them
+    /// rather than quietly give the lease to the last server, roll past a stuck node that
+    /// does not exist, or leave the named disk unstarved.
     pub fn servers_beyond(&self, env: &str, servers: usize) -> Vec<String> {
-        self.env_state(env)
-            .server_disks
-            .keys()
-            .filter(|n| **n > servers)
-            .map(|n| format!("server_disks.{n}"))
-            .collect()
+        let st = self.env_state(env);
+        let mut out = Vec::new();
+        if st.lease_holder > servers {
+            out.push(format!("lease_holder: {}", st.lease_holder));
+        }
+        if let Some(n) = st.rollout_stuck_on.filter(|n| *n > servers) {
+            out.push(format!("rollout_stuck_on: {n}"));
+        }
+        out.extend(
+            st.server_disks
+                .keys()
+                .filter(|n| **n > servers)
+                .map(|n| format!("server_disks.{n}")),
+        );
+        out
     }
 
     /// Every environment the scenario names (its patches and its events) that is not one
@@ -561,6 +572,31 @@ mod tests {
         assert_eq!(prod.vpn.tunnel_addr, "10.9.0.2");
         assert_eq!(prod.vpn.server, VpnState::default().server);
         assert_eq!(s.env_state("dev"), EnvState::default());
+    }
+
+    #[test]
+    fn every_server_position_past_the_environment_is_named() {
+        let s = parse(
+            "x.yaml",
+            "description: d\nenvironments:\n  dev:\n    lease_holder: 4\n    rollout_stuck_on: 5\n    server_disks: {6: {io_pressure_avg10: 9.0}}\n",
+        )
+        .expect("parses");
+        assert_eq!(
+            s.servers_beyond("dev", 3),
+            vec![
+                "lease_holder: 4".to_string(),
+                "rollout_stuck_on: 5".to_string(),
+                "server_disks.6".to_string()
+            ]
+        );
+        assert!(s.servers_beyond("dev", 6).is_empty());
+        // Every shipped scenario fits the sample's three servers per environment.
+        for name in names() {
+            let sc = load(&name).expect("embedded");
+            for env in ["dev", "prod"] {
+                assert!(sc.servers_beyond(env, 3).is_empty(), "{name} {env}");
+            }
+        }
     }
 
     #[test]
