@@ -63,7 +63,14 @@ pub fn more_marker(len: usize, offset: usize, rows: usize) -> Option<String> {
 
 /// Writes [`more_marker`] right-aligned on the bottom border of `area` (a bordered pane
 /// whose list shows `rows` lines).
-fn draw_more(f: &mut Frame, area: Rect, app: &App, len: usize, offset: usize, rows: usize) {
+pub(crate) fn draw_more(
+    f: &mut Frame,
+    area: Rect,
+    app: &App,
+    len: usize,
+    offset: usize,
+    rows: usize,
+) {
     let Some(text) = more_marker(len, offset, rows) else {
         return;
     };

@@ -189,6 +189,16 @@ fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
         area,
         &mut st,
     );
+    // A plan taller than its pane says what it hides (at 80x24 it shows two rows).
+    let inner = Block::default().borders(Borders::ALL).inner(area);
+    super::home::draw_more(
+        f,
+        area,
+        app,
+        run.plan().steps.len(),
+        st.offset(),
+        usize::from(inner.height),
+    );
     app.zones.rows(
         Block::default().borders(Borders::ALL).inner(area),
         crate::ui::pointer::ListId::Steps,
