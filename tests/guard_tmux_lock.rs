@@ -207,9 +207,9 @@ async fn a_stale_lock_gets_the_take_over_prompt_in_the_real_console() {
     assert_eq!(journals(), 0);
 
     // The right one: taken over, and the run goes on.
-    tmux.send(&[
-        "BTab", "BSpace", "BSpace", "BSpace", "BSpace", "dev", "Enter",
-    ]);
+    tmux.send(&["BTab", "BSpace", "BSpace", "BSpace", "BSpace", "dev"]);
+    // Submitted by a click on the prompt's `enter take over` button.
+    tmux.click("enter take over");
     tmux.wait_gone("is STALE");
     let me = format!("e2e@{}", lock::host_name());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);

@@ -373,7 +373,9 @@ fn sigkill_during_an_apply_then_resume_is_a_decision() {
     tmux.wait_for("type the environment's name");
     tmux.send(&["prod", "Enter"]);
     tmux.wait_for("the confirmation is");
-    tmux.send(&["Escape"]);
+    // Back by a click on the modal's `esc back` button (each choice is a button).
+    tmux.click("esc back");
+    tmux.wait_for("D mark done");
     // Mark done, typed and with a reason.
     tmux.send(&["D"]);
     tmux.wait_for("Mark done: type `k3s-dev-1`");

@@ -57,6 +57,24 @@ impl Tmux {
         self.run(&args);
     }
 
+    /// A left click (press and release, as a terminal sends them in SGR mouse mode) on the
+    /// first cell where the screen shows `what`; fails with the screen if it is not there.
+    #[allow(dead_code)]
+    pub fn click(&self, what: &str) {
+        let s = self.screen();
+        let Some((row, col)) = s
+            .lines()
+            .enumerate()
+            .find_map(|(row, line)| line.find(what).map(|at| (row, line[..at].chars().count())))
+        else {
+            panic!("`{what}` is not on the screen to click:\n{s}");
+        };
+        for end in ['M', 'm'] {
+            let seq = format!("\u{1b}[<0;{};{}{end}", col + 1, row + 1);
+            self.run(&["send-keys", "-t", "e2e", "-l", &seq]);
+        }
+    }
+
     /// Wait until the screen shows `what`; fail with the screen if it never does.
     pub fn wait_for(&self, what: &str) -> String {
         self.wait_until(Duration::from_secs(20), what, |s| s.contains(what))

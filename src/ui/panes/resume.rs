@@ -1,6 +1,7 @@
 //! The resume decision over an interrupted step that changes systems: what is known (when
 //! and by whom the run started, why the step stopped, its last output, whether its process
 //! still runs, the probe's look at the live state), then the choices the state allows.
+use crossterm::event::KeyCode;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
@@ -9,6 +10,7 @@ use ratatui::Frame;
 use crate::runbook::machine::{self, StepState};
 use crate::session::resume::{ProbeRun, ProcessCheck, ResumeInfo};
 use crate::ui::app::{App, GateField, ResumeModal, ResumeStage};
+use crate::ui::pointer;
 
 use super::centered;
 
@@ -121,23 +123,52 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &ResumeModal) {
         .iter()
         .position(|s| s.n == m.n)
         .map(|i| plan.steps[machine::rerun_from(plan, i)].n);
-    let choices = match m.stage {
-        _ if alive => "w wait for it · K stop it (SIGINT, SIGTERM, SIGKILL) · esc hide".to_string(),
-        ResumeStage::Choose => format!(
-            "R re-run from step {} (fresh preview, typed confirmation) · D mark done (typed, \
-             with a reason) · A abort · esc hide",
-            from.unwrap_or(m.n)
-        ),
-        ResumeStage::Rerun => format!(
-            "Re-run: type the environment's name `{}` · enter confirm · esc back",
-            plan.env
-        ),
-        ResumeStage::MarkDone => format!(
-            "Mark done: type `{}`, tab, the reason · enter confirm · esc back",
-            step.map_or(plan.env.clone(), |s| machine::done_confirmation(plan, s))
-        ),
+    // One button a row: a choice is never cut or wrapped across rows, and a click on one is
+    // its key (the resume decision itself still needs what each choice asks to be typed).
+    let choices: Vec<pointer::Button> = match m.stage {
+        _ if alive => vec![
+            ("w wait for it".into(), pointer::key(KeyCode::Char('w'))),
+            (
+                "K stop it (SIGINT, SIGTERM, SIGKILL)".into(),
+                pointer::key(KeyCode::Char('K')),
+            ),
+            ("esc hide".into(), pointer::key(KeyCode::Esc)),
+        ],
+        ResumeStage::Choose => vec![
+            (
+                format!(
+                    "R re-run from step {} (fresh preview, typed confirmation)",
+                    from.unwrap_or(m.n)
+                ),
+                pointer::key(KeyCode::Char('R')),
+            ),
+            (
+                "D mark done (typed, with a reason)".into(),
+                pointer::key(KeyCode::Char('D')),
+            ),
+            ("A abort".into(), pointer::key(KeyCode::Char('A'))),
+            ("esc hide".into(), pointer::key(KeyCode::Esc)),
+        ],
+        ResumeStage::Rerun => vec![
+            (
+                format!("Re-run: type the environment's name `{}`", plan.env),
+                None,
+            ),
+            ("enter confirm".into(), pointer::key(KeyCode::Enter)),
+            ("esc back".into(), pointer::key(KeyCode::Esc)),
+        ],
+        ResumeStage::MarkDone => vec![
+            (
+                format!(
+                    "Mark done: type `{}`, tab, the reason",
+                    step.map_or(plan.env.clone(), |s| machine::done_confirmation(plan, s))
+                ),
+                None,
+            ),
+            ("enter confirm".into(), pointer::key(KeyCode::Enter)),
+            ("esc back".into(), pointer::key(KeyCode::Esc)),
+        ],
     };
-    lines.push(Line::from(Span::styled(choices, t.focus())));
     if rec.is_some_and(|r| !matches!(r.state, StepState::Interrupted { .. })) {
         lines.push(Line::from(Span::styled("(decided)", t.muted())));
     }
@@ -151,7 +182,11 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &ResumeModal) {
     let body_h = u16::try_from(lines.len())
         .unwrap_or(u16::MAX)
         .saturating_add(2);
-    let h = body_h.saturating_add(inputs).saturating_add(3);
+    let buttons = u16::try_from(choices.len()).unwrap_or(u16::MAX);
+    let h = body_h
+        .saturating_add(buttons)
+        .saturating_add(inputs)
+        .saturating_add(3);
     let r = centered(area, w, h);
     f.render_widget(Clear, r);
     let b = Block::default()
@@ -161,13 +196,22 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &ResumeModal) {
         .style(t.background());
     let inner = b.inner(r);
     f.render_widget(b, r);
-    let [body, ins, err] = Layout::vertical([
+    let [body, btns, ins, err] = Layout::vertical([
         Constraint::Min(1),
+        Constraint::Length(buttons),
         Constraint::Length(inputs),
         Constraint::Length(1),
     ])
     .areas(inner);
     f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), body);
+    for (row, button) in (btns.y..btns.bottom()).zip(&choices) {
+        let at = Rect {
+            y: row,
+            height: 1,
+            ..btns
+        };
+        pointer::draw_buttons(f, at, &app.zones, std::slice::from_ref(button), t.focus());
+    }
     let input =
         |f: &mut Frame, area: Rect, label: &str, text: &tui_textarea::TextArea, on: bool| {
             let b = Block::default()

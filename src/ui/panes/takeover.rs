@@ -154,15 +154,12 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &TakeoverModal) {
         lines.push(Line::from(Span::styled(l.clone(), style)));
     }
     lines.push(Line::from(Span::styled(
-        format!(
-            "type `{}`, tab, the reason · enter take over · esc leave it",
-            m.env
-        ),
+        format!("type `{}`, tab, the reason", m.env),
         t.focus(),
     )));
     let w = area.width.saturating_sub(4).min(100);
     let body_h = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX);
-    let h = body_h.saturating_add(6).saturating_add(3);
+    let h = body_h.saturating_add(1 + 6).saturating_add(3);
     let r = centered(area, w, h);
     f.render_widget(Clear, r);
     let b = Block::default()
@@ -172,14 +169,34 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &TakeoverModal) {
         .style(t.background());
     let inner = b.inner(r);
     f.render_widget(b, r);
-    let [body, a1, a2, err] = Layout::vertical([
+    let [body, btns, a1, a2, err] = Layout::vertical([
         Constraint::Min(1),
+        Constraint::Length(1),
         Constraint::Length(3),
         Constraint::Length(3),
         Constraint::Length(1),
     ])
     .areas(inner);
     f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), body);
+    // The keys as buttons: a click presses the key (the typed name and reason are still
+    // what takes the lock over).
+    crate::ui::pointer::draw_buttons(
+        f,
+        btns,
+        &app.zones,
+        &[
+            (
+                "tab next field".into(),
+                crate::ui::pointer::key(KeyCode::Tab),
+            ),
+            (
+                "enter take over".into(),
+                crate::ui::pointer::key(KeyCode::Enter),
+            ),
+            ("esc leave it".into(), crate::ui::pointer::key(KeyCode::Esc)),
+        ],
+        t.focus(),
+    );
     let input = |f: &mut Frame, area: Rect, label: &str, text: &TextArea, on: bool| {
         let b = Block::default()
             .borders(Borders::ALL)
