@@ -400,3 +400,34 @@ pub(super) fn decode_ini(bytes: Vec<u8>, path: &Path) -> (String, Vec<String>) {
         .collect();
     (text, warnings)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::find_assignment;
+
+    /// The column search is `str::find` of `"{k}="` from the cursor, quirks included (a key
+    /// met first inside an earlier value is where the column points).
+    #[test]
+    fn find_assignment_is_find_of_the_key_and_equals() {
+        let cases = [
+            ("h a=xb=1 b=2", 0, "b"),
+            ("h a=xb=1 b=2", 6, "b"),
+            ("h aa=aaa=1", 0, "aa"),
+            ("h aaa=1", 0, "aa"),
+            ("h =1 x=2", 0, ""),
+            ("h x=1", 0, ""),
+            ("h x", 0, ""),
+            ("h café=1 é=2", 0, "é"),
+            ("h café=1 é=2", 3, "é"),
+            ("h k=1", 99, "k"),
+            ("h kk", 0, "k"),
+        ];
+        for (raw, from, k) in cases {
+            let want = raw
+                .get(from..)
+                .and_then(|rest| rest.find(&format!("{k}=")))
+                .map(|i| from + i);
+            assert_eq!(find_assignment(raw, from, k), want, "{raw:?} {from} {k:?}");
+        }
+    }
+}
