@@ -328,7 +328,8 @@ impl IniParser {
         let port_origin = port
             .filter(|p| *p != 0)
             .map(|p| (p, self.origin(column_of(raw, pattern))));
-        let shared = (!line_vars.is_empty()).then(|| Arc::new(line_vars));
+        let shared =
+            (!line_vars.is_empty()).then(|| (super::map_bytes(&line_vars), Arc::new(line_vars)));
         for name in names {
             if name.is_empty() {
                 return Err(self.err(format!("Invalid empty host name in: {line}")));
@@ -339,13 +340,15 @@ impl IniParser {
             // `bastion x=1` under any section, once a group `bastion` exists, sets a
             // variable of that group (for all its hosts), not of the host `bastion`.
             if let Some(g) = as_group {
-                for (k, v) in shared.iter().flat_map(|m| m.iter()) {
+                for (k, v) in shared.iter().flat_map(|(_, m)| m.iter()) {
                     self.set_group_var(g, k, v.value.clone(), v.origin.col)?;
                 }
                 continue;
             }
-            if let Some(shared) = &shared {
-                self.inv.hosts[h].vars.push(shared.clone());
+            if let Some((bytes, shared)) = &shared {
+                let host = &mut self.inv.hosts[h];
+                host.vars.push(shared.clone());
+                host.vars_bytes = host.vars_bytes.saturating_add(*bytes);
             }
         }
         Ok(())

@@ -105,6 +105,9 @@ struct Host {
     /// Inline INI vars (and `ansible_port` from `host:port`), one map per line naming the
     /// host, later lines winning. Shared: the hosts of one range line hold the same map.
     vars: Vec<Arc<VarMap>>,
+    /// The merge budget's estimate of `vars` ([`map_bytes`] summed), kept as lines are
+    /// added: a line's map is sized once, not once per host and per check.
+    vars_bytes: usize,
     /// Groups that list this host directly (an index, so membership is not a scan).
     direct: Vec<usize>,
 }
@@ -416,6 +419,7 @@ impl Inventory {
             None => {
                 let h = self.hosts.len();
                 let mut vars = Vec::new();
+                let mut vars_bytes = 0;
                 // Only the first definition's port counts (Ansible sets it when creating
                 // the host); `if port:` in Ansible skips port 0.
                 if let Some((port, origin)) = port {
@@ -424,12 +428,15 @@ impl Inventory {
                         origin: origin.clone(),
                         secret: false,
                     };
-                    vars.push(Arc::new(VarMap::from([("ansible_port".to_string(), var)])));
+                    let map = VarMap::from([("ansible_port".to_string(), var)]);
+                    vars_bytes = map_bytes(&map);
+                    vars.push(Arc::new(map));
                 }
                 self.host_index.insert(name.clone(), h);
                 self.hosts.push(Host {
                     name,
                     vars,
+                    vars_bytes,
                     direct: Vec::new(),
                 });
                 h
@@ -675,7 +682,7 @@ impl Inventory {
     /// host were looked at (estimated from the layers, an upper bound: overlapping keys count
     /// twice), so no later command can be made to build them.
     fn check_merge_budget(&self) -> Result<(), InventoryError> {
-        let size = |m: &VarMap| -> usize { m.iter().map(|(k, v)| k.len() + var_bytes(v)).sum() };
+        let size = map_bytes;
         let group_bytes: Vec<usize> = (0..self.groups.len())
             .map(|g| {
                 size(&self.groups[g].vars).saturating_add(self.group_files.get(g).map_or(0, size))
@@ -684,17 +691,23 @@ impl Inventory {
         let mut total = 0usize;
         // A host's groups follow from its direct groups alone, and most hosts share theirs
         // with many others (a rack, a site): their sum is worked out once per set.
+        // Most hosts have one direct group: those sums are kept by group, not hashed.
+        let sum_for = |h: usize| {
+            self.direct_and_ancestor_groups(h)
+                .into_iter()
+                .filter(|&g| g != ALL)
+                .fold(0usize, |acc, g| acc.saturating_add(group_bytes[g]))
+        };
+        let mut by_single: Vec<Option<usize>> = vec![None; self.groups.len()];
         let mut by_direct: HashMap<&[usize], usize> = HashMap::new();
         for h in 0..self.hosts.len() {
-            let groups = *by_direct
-                .entry(self.hosts[h].direct.as_slice())
-                .or_insert_with(|| {
-                    self.direct_and_ancestor_groups(h)
-                        .into_iter()
-                        .filter(|&g| g != ALL)
-                        .fold(0usize, |acc, g| acc.saturating_add(group_bytes[g]))
-                });
-            let bytes = (self.hosts[h].vars.iter().map(|m| size(m)).sum::<usize>())
+            let direct = self.hosts[h].direct.as_slice();
+            let groups = match direct {
+                [g] => *by_single[*g].get_or_insert_with(|| sum_for(h)),
+                _ => *by_direct.entry(direct).or_insert_with(|| sum_for(h)),
+            };
+            let bytes = self.hosts[h]
+                .vars_bytes
                 .saturating_add(self.host_files.get(h).map_or(0, size))
                 .saturating_add(group_bytes[ALL])
                 .saturating_add(groups);
@@ -787,6 +800,11 @@ fn may_have_files(stems: &Option<HashSet<String>>, name: &str) -> bool {
         Some(stems) if !name.contains('/') && name != "." && name != ".." => stems.contains(name),
         _ => true,
     }
+}
+
+/// A rough size in bytes of a map of variables, for the merge budget.
+fn map_bytes(m: &VarMap) -> usize {
+    m.iter().map(|(k, v)| k.len() + var_bytes(v)).sum()
 }
 
 /// A rough size in bytes of a variable's value and origin, for the merge budget.
