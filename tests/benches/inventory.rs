@@ -7,6 +7,8 @@
 //! hk-console.yaml with one environment per site of the first three.
 //!
 //! - `load_list/{100,2000,10000}`: `Inventory::load` + the streamed `--list` JSON, in-process.
+//! - `inventory_load/{sample,sample+2000-unrelated}`: `Inventory::load` of those repos'
+//!   hosts.ini alone (parse, graph, vars files, merge budget).
 //! - `repo_load/{sample,sample+2000-unrelated}`: hk-console.yaml + inventory + environments
 //!   derived, on the bundled sample and on a copy whose hosts.ini also has 2,000 hosts in
 //!   groups no environment uses: what `envs`/`check`/`plan` pay before they start.
@@ -228,6 +230,19 @@ fn main() {
             })
         });
     }
+    g.finish();
+
+    // The inventory alone (parse, graph, group_vars/host_vars, merge budget): where the
+    // unrelated hosts' cost is, without the environments' Jinja around it.
+    let unrelated_ini = unrelated.join("infra/ansible/inventory/hosts.ini");
+    let sample_ini = sample_root().join("infra/ansible/inventory/hosts.ini");
+    let mut g = c.benchmark_group("inventory_load");
+    g.bench_function("sample", |b| {
+        b.iter(|| Inventory::load(black_box(&sample_ini)).expect("inventory"))
+    });
+    g.bench_function("sample+2000-unrelated", |b| {
+        b.iter(|| Inventory::load(black_box(&unrelated_ini)).expect("inventory"))
+    });
     g.finish();
 
     let mut g = c.benchmark_group("repo_load");

@@ -2,18 +2,17 @@
 //! variables, Ansible's pending declarations, and the text decoding and line splitting that
 //! come before it.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
 
 use super::hostpattern::expand_hostpattern;
 use super::pyliteral;
 use super::pytext;
-use super::shlex::shlex_split;
+use super::shlex::shlex_split_borrowed;
 use super::{Inventory, InventoryError, MAX_MERGED_BYTES, UNGROUPED};
-use crate::repo::vars::{Origin, Var};
+use crate::repo::vars::{Origin, Var, VarMap};
 
 // ----- the INI parser -----
 
@@ -99,13 +98,23 @@ impl IniParser {
     pub(super) fn parse(&mut self, text: &str) -> Result<(), InventoryError> {
         let mut group = UNGROUPED;
         let mut state = State::Hosts;
-        for raw in pytext::splitlines(text) {
+        let lines = pytext::splitlines(text);
+        // Most lines of a large inventory are one host each: the index grows once, not by
+        // rehashing every name it holds at each doubling.
+        self.inv.host_index.reserve(lines.len());
+        for raw in lines {
             self.line += 1;
             let line = pytext::strip(raw);
             if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
                 continue;
             }
-            if let Some(caps) = patterns().section.captures(line) {
+            // The section pattern starts with `[`: no other line is tried against it.
+            let section = if line.starts_with('[') {
+                patterns().section.captures(line)
+            } else {
+                None
+            };
+            if let Some(caps) = section {
                 // Ansible's INI plugin calls `to_safe_group_name` without `force`, and the
                 // default TRANSFORM_INVALID_GROUP_CHARS is "never": `k3s-dev` stays as is.
                 let name = caps.get(1).map_or("", |m| m.as_str()).to_string();
@@ -272,7 +281,7 @@ impl IniParser {
     }
 
     fn host_line(&mut self, line: &str, raw: &str, group: usize) -> Result<(), InventoryError> {
-        let tokens = shlex_split(line)
+        let tokens = shlex_split_borrowed(line)
             .map_err(|e| self.err(format!("Error parsing host definition '{line}': {e}")))?;
         let Some(pattern) = tokens.first() else {
             return Err(self.err(format!("Expected a host name, got: {line}")));
@@ -287,8 +296,9 @@ impl IniParser {
                 MAX_MERGED_BYTES / (1024 * 1024)
             )));
         }
-        let mut variables: Vec<(String, serde_json::Value, usize)> = Vec::new();
-        let mut var_index: HashMap<String, usize> = HashMap::new();
+        // One map for every host of the line (a range of a thousand hosts shares it), built
+        // as the tokens are read: a repeated key keeps its last value and column.
+        let mut line_vars = VarMap::new();
         // Tokens come in line order: each `k=` is searched for after the previous one, so a
         // long line is scanned once, not once per variable.
         let mut cursor = 0;
@@ -299,64 +309,63 @@ impl IniParser {
                 )));
             };
             let value = pyliteral::parse_value(v).map_err(|m| self.err(format!("{k}: {m}")))?;
-            let needle = format!("{k}=");
-            let col = match raw.get(cursor..).and_then(|rest| rest.find(&needle)) {
+            let col = match find_assignment(raw, cursor, k) {
                 Some(i) => {
-                    cursor += i + needle.len();
-                    raw[..cursor - needle.len()].chars().count() + 1
+                    cursor = i + k.len() + 1;
+                    raw[..i].chars().count() + 1
                 }
                 // Not written as-is (a quoted key): no column to point at.
                 None => 1,
             };
-            match var_index.get(k) {
-                Some(&i) => {
-                    variables[i].1 = value;
-                    variables[i].2 = col;
-                }
-                None => {
-                    var_index.insert(k.to_string(), variables.len());
-                    variables.push((k.to_string(), value, col));
-                }
-            }
+            let var = Var {
+                value,
+                origin: self.origin(col),
+                secret: false,
+            };
+            line_vars.insert(k.to_string(), var);
         }
-        let host_origin = self.origin(column_of(raw, pattern));
-        // One map for every host of the line (a range of a thousand hosts shares it).
-        let line_vars: Option<std::sync::Arc<crate::repo::vars::VarMap>> = (!variables.is_empty())
-            .then(|| {
-                std::sync::Arc::new(
-                    variables
-                        .iter()
-                        .map(|(k, v, col)| {
-                            let var = Var {
-                                value: v.clone(),
-                                origin: self.origin(*col),
-                                secret: false,
-                            };
-                            (k.clone(), var)
-                        })
-                        .collect(),
-                )
-            });
+        // Only a host created here with a port keeps an origin of its own.
+        let port_origin = port
+            .filter(|p| *p != 0)
+            .map(|p| (p, self.origin(column_of(raw, pattern))));
+        let shared =
+            (!line_vars.is_empty()).then(|| (super::map_bytes(&line_vars), Arc::new(line_vars)));
         for name in names {
             if name.is_empty() {
                 return Err(self.err(format!("Invalid empty host name in: {line}")));
             }
-            let h = self.inv.add_host(&name, group, port, &host_origin);
+            let as_group = self.inv.group_index.get(&name).copied();
+            let h = self.inv.add_host(name, group, port_origin.as_ref());
             // Ansible's `InventoryData.set_variable` looks the name up as a group first:
             // `bastion x=1` under any section, once a group `bastion` exists, sets a
             // variable of that group (for all its hosts), not of the host `bastion`.
-            if let Some(&g) = self.inv.group_index.get(&name) {
-                for (k, v, col) in &variables {
-                    self.set_group_var(g, k, v.clone(), *col)?;
+            if let Some(g) = as_group {
+                for (k, v) in shared.iter().flat_map(|(_, m)| m.iter()) {
+                    self.set_group_var(g, k, v.value.clone(), v.origin.col)?;
                 }
                 continue;
             }
-            if let Some(shared) = &line_vars {
-                self.inv.hosts[h].vars.push(shared.clone());
+            if let Some((bytes, shared)) = &shared {
+                let host = &mut self.inv.hosts[h];
+                host.vars.push(shared.clone());
+                host.vars_bytes = host.vars_bytes.saturating_add(*bytes);
             }
         }
         Ok(())
     }
+}
+
+/// Where `k=` first starts in `raw` at or after byte `from` (the `str::find` of `"{k}="`,
+/// without building that needle for every variable of every host line).
+fn find_assignment(raw: &str, from: usize, k: &str) -> Option<usize> {
+    let rest = raw.get(from..)?.as_bytes();
+    let key = k.as_bytes();
+    rest.iter()
+        .enumerate()
+        .filter(|&(e, &b)| b == b'=' && e >= key.len())
+        .map(|(e, _)| e - key.len())
+        .find(|&at| &rest[at..at + key.len()] == key)
+        .map(|at| from + at)
 }
 
 /// Python's `int(value)` for `ansible_group_priority`.
@@ -393,4 +402,35 @@ pub(super) fn decode_ini(bytes: Vec<u8>, path: &Path) -> (String, Vec<String>) {
         })
         .collect();
     (text, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_assignment;
+
+    /// The column search is `str::find` of `"{k}="` from the cursor, quirks included (a key
+    /// met first inside an earlier value is where the column points).
+    #[test]
+    fn find_assignment_is_find_of_the_key_and_equals() {
+        let cases = [
+            ("h a=xb=1 b=2", 0, "b"),
+            ("h a=xb=1 b=2", 6, "b"),
+            ("h aa=aaa=1", 0, "aa"),
+            ("h aaa=1", 0, "aa"),
+            ("h =1 x=2", 0, ""),
+            ("h x=1", 0, ""),
+            ("h x", 0, ""),
+            ("h café=1 é=2", 0, "é"),
+            ("h café=1 é=2", 3, "é"),
+            ("h k=1", 99, "k"),
+            ("h kk", 0, "k"),
+        ];
+        for (raw, from, k) in cases {
+            let want = raw
+                .get(from..)
+                .and_then(|rest| rest.find(&format!("{k}=")))
+                .map(|i| from + i);
+            assert_eq!(find_assignment(raw, from, k), want, "{raw:?} {from} {k:?}");
+        }
+    }
 }

@@ -105,6 +105,9 @@ struct Host {
     /// Inline INI vars (and `ansible_port` from `host:port`), one map per line naming the
     /// host, later lines winning. Shared: the hosts of one range line hold the same map.
     vars: Vec<Arc<VarMap>>,
+    /// The merge budget's estimate of `vars` ([`map_bytes`] summed), kept as lines are
+    /// added: a line's map is sized once, not once per host and per check.
+    vars_bytes: usize,
     /// Groups that list this host directly (an index, so membership is not a scan).
     direct: Vec<usize>,
 }
@@ -172,7 +175,6 @@ impl Inventory {
         let mut inv = p.inv;
         inv.reconcile();
         inv.compute_depths();
-        inv.cache_ancestors();
         // Without vars files the merged view is INI-only.
         inv.merged = vec![OnceLock::new(); inv.hosts.len()];
         inv.check_merge_budget()?;
@@ -409,28 +411,34 @@ impl Inventory {
         seen
     }
 
-    fn add_host(&mut self, name: &str, group: usize, port: Option<u64>, origin: &Origin) -> usize {
-        let h = match self.host_index.get(name) {
+    /// `port`: the host's `host:port` (not 0) and where it was written; only the line that
+    /// creates the host sets it.
+    fn add_host(&mut self, name: String, group: usize, port: Option<&(u64, Origin)>) -> usize {
+        let h = match self.host_index.get(&name) {
             Some(&h) => h,
             None => {
                 let h = self.hosts.len();
                 let mut vars = Vec::new();
+                let mut vars_bytes = 0;
                 // Only the first definition's port counts (Ansible sets it when creating
                 // the host); `if port:` in Ansible skips port 0.
-                if let Some(port) = port.filter(|p| *p != 0) {
+                if let Some((port, origin)) = port {
                     let var = Var {
-                        value: serde_json::Value::from(port),
+                        value: serde_json::Value::from(*port),
                         origin: origin.clone(),
                         secret: false,
                     };
-                    vars.push(Arc::new(VarMap::from([("ansible_port".to_string(), var)])));
+                    let map = VarMap::from([("ansible_port".to_string(), var)]);
+                    vars_bytes = map_bytes(&map);
+                    vars.push(Arc::new(map));
                 }
+                self.host_index.insert(name.clone(), h);
                 self.hosts.push(Host {
-                    name: name.to_string(),
+                    name,
                     vars,
+                    vars_bytes,
                     direct: Vec::new(),
                 });
-                self.host_index.insert(name.to_string(), h);
                 h
             }
         };
@@ -449,6 +457,9 @@ impl Inventory {
                 let _ = self.add_child(ALL, g);
             }
         }
+        // The graph is final from here: each host's groups are a merge of cached lists,
+        // not a walk of the graph per host.
+        self.cache_ancestors();
         for h in 0..self.hosts.len() {
             let mine = self.direct_and_ancestor_groups(h);
             if mine.contains(&UNGROUPED) {
@@ -517,6 +528,10 @@ impl Inventory {
     /// of one level both have unseen children the order between them is not defined there;
     /// we keep declaration order.)
     fn hosts_of_group(&self, g: usize) -> Vec<usize> {
+        // A group without children: its own hosts, each listed once already (`add_host`).
+        if self.groups[g].children.is_empty() {
+            return self.groups[g].hosts.clone();
+        }
         let mut ordered = vec![g];
         ordered.extend(self.groups[g].children.iter().copied());
         let mut seen: HashSet<usize> = ordered.iter().copied().collect();
@@ -569,11 +584,18 @@ impl Inventory {
         // Neither directory: nothing to look up (not four stats per group and host).
         let (gv_exists, hv_exists) = (gv_dir.is_dir(), hv_dir.is_dir());
         let read = self.groups_with_hosts();
+        // One listing of group_vars/ instead of eight stats per group without a file (a lab
+        // of a hundred groups that no environment uses has mostly none).
+        let group_stems = if gv_exists {
+            vars_file_stems(&gv_dir)
+        } else {
+            Some(HashSet::new())
+        };
         let mut group_files: Vec<VarMap> = Vec::with_capacity(self.groups.len());
         for (g, &has_hosts) in read.iter().enumerate() {
             // Ansible runs its vars plugins on demand, for the groups of a host it gives
             // variables to: a group with no hosts never has its files read.
-            if !has_hosts || !gv_exists {
+            if !has_hosts || !gv_exists || !may_have_files(&group_stems, &self.groups[g].name) {
                 group_files.push(VarMap::new());
                 continue;
             }
@@ -583,23 +605,22 @@ impl Inventory {
         }
         // One listing of host_vars/ instead of four stats per host: most hosts have no file.
         let present = if hv_exists {
-            dir_names(&hv_dir)
+            vars_file_stems(&hv_dir)
         } else {
             Some(HashSet::new())
         };
         let mut host_files: Vec<VarMap> = Vec::with_capacity(self.hosts.len());
         for h in 0..self.hosts.len() {
-            let name = self.hosts[h].name.clone();
+            let name = &self.hosts[h].name;
             let may_have = match &present {
-                Some(names) if !name.contains('/') => ["", ".yml", ".yaml", ".json"]
-                    .iter()
-                    .any(|ext| names.contains(&format!("{name}{ext}"))),
+                Some(stems) if !name.contains('/') => stems.contains(name.as_str()),
                 _ => true,
             };
             if !may_have {
                 host_files.push(VarMap::new());
                 continue;
             }
+            let name = name.clone();
             let files = vars::find_vars_files(&hv_dir, &name);
             host_files.push(self.load_entity_files(&hv_dir, &name, files, &mut cache)?);
         }
@@ -661,7 +682,7 @@ impl Inventory {
     /// host were looked at (estimated from the layers, an upper bound: overlapping keys count
     /// twice), so no later command can be made to build them.
     fn check_merge_budget(&self) -> Result<(), InventoryError> {
-        let size = |m: &VarMap| -> usize { m.iter().map(|(k, v)| k.len() + var_bytes(v)).sum() };
+        let size = map_bytes;
         let group_bytes: Vec<usize> = (0..self.groups.len())
             .map(|g| {
                 size(&self.groups[g].vars).saturating_add(self.group_files.get(g).map_or(0, size))
@@ -670,17 +691,23 @@ impl Inventory {
         let mut total = 0usize;
         // A host's groups follow from its direct groups alone, and most hosts share theirs
         // with many others (a rack, a site): their sum is worked out once per set.
+        // Most hosts have one direct group: those sums are kept by group, not hashed.
+        let sum_for = |h: usize| {
+            self.direct_and_ancestor_groups(h)
+                .into_iter()
+                .filter(|&g| g != ALL)
+                .fold(0usize, |acc, g| acc.saturating_add(group_bytes[g]))
+        };
+        let mut by_single: Vec<Option<usize>> = vec![None; self.groups.len()];
         let mut by_direct: HashMap<&[usize], usize> = HashMap::new();
         for h in 0..self.hosts.len() {
-            let groups = *by_direct
-                .entry(self.hosts[h].direct.as_slice())
-                .or_insert_with(|| {
-                    self.direct_and_ancestor_groups(h)
-                        .into_iter()
-                        .filter(|&g| g != ALL)
-                        .fold(0usize, |acc, g| acc.saturating_add(group_bytes[g]))
-                });
-            let bytes = (self.hosts[h].vars.iter().map(|m| size(m)).sum::<usize>())
+            let direct = self.hosts[h].direct.as_slice();
+            let groups = match direct {
+                [g] => *by_single[*g].get_or_insert_with(|| sum_for(h)),
+                _ => *by_direct.entry(direct).or_insert_with(|| sum_for(h)),
+            };
+            let bytes = self.hosts[h]
+                .vars_bytes
                 .saturating_add(self.host_files.get(h).map_or(0, size))
                 .saturating_add(group_bytes[ALL])
                 .saturating_add(groups);
@@ -747,20 +774,48 @@ enum Layer {
     HostFiles,
 }
 
-/// The entry names of a directory, or `None` when it cannot be listed (then every candidate
-/// is looked up the slow way).
-fn dir_names(dir: &Path) -> Option<HashSet<String>> {
+/// The names a vars file in `dir` can be found under: each entry's name, and the name
+/// without `.yml`, `.yaml` or `.json`; so a host or group `n` may have a file exactly when
+/// `n` is in the set (`n`, `n.yml`, `n.yaml` or `n.json` exists). `None` when the directory
+/// cannot be listed (then every candidate is looked up the slow way).
+fn vars_file_stems(dir: &Path) -> Option<HashSet<String>> {
     let entries = std::fs::read_dir(dir).ok()?;
-    let mut names = HashSet::new();
+    let mut stems = HashSet::new();
     for e in entries {
-        names.insert(e.ok()?.file_name().into_string().ok()?);
+        let name = e.ok()?.file_name().into_string().ok()?;
+        for ext in [".yml", ".yaml", ".json"] {
+            if let Some(stem) = name.strip_suffix(ext) {
+                stems.insert(stem.to_string());
+            }
+        }
+        stems.insert(name);
     }
-    Some(names)
+    Some(stems)
+}
+
+/// Whether a group may have files in group_vars/ by its listing. A name that is a path of
+/// its own (`a/b`, `.`, `..`) or an unlisted directory goes the slow way, as Ansible joins it.
+fn may_have_files(stems: &Option<HashSet<String>>, name: &str) -> bool {
+    match stems {
+        Some(stems) if !name.contains('/') && name != "." && name != ".." => stems.contains(name),
+        _ => true,
+    }
+}
+
+/// A rough size in bytes of a map of variables, for the merge budget.
+fn map_bytes(m: &VarMap) -> usize {
+    m.iter().map(|(k, v)| k.len() + var_bytes(v)).sum()
 }
 
 /// A rough size in bytes of a variable's value and origin, for the merge budget.
 fn var_bytes(var: &Var) -> usize {
     let mut total = var.origin.file.as_os_str().len() + 64;
+    // Most values are scalars (an address, a number): no work list for them.
+    match &var.value {
+        serde_json::Value::Array(_) | serde_json::Value::Object(_) => {}
+        serde_json::Value::String(s) => return total + 32 + s.len(),
+        _ => return total + 32,
+    }
     let mut todo = vec![&var.value];
     while let Some(v) = todo.pop() {
         total += 32;
