@@ -557,6 +557,13 @@ pub enum TrailError {
         path: String,
         source: std::io::Error,
     },
+    /// A line of a trail read back is not an event.
+    #[error("{path}:{line}: {source}")]
+    Line {
+        path: String,
+        line: usize,
+        source: serde_json::Error,
+    },
 }
 
 impl TrailWriter {
@@ -600,18 +607,27 @@ impl TrailWriter {
 
 /// Read a run's trail back (for the run's record view); a missing file is no events, a
 /// line that is not an event is an error naming the file and line.
-pub fn read_trail(journal: &Path) -> Result<Vec<TrailEvent>, String> {
+pub fn read_trail(journal: &Path) -> Result<Vec<TrailEvent>, TrailError> {
     let path = trail_path(journal);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(source) => {
+            return Err(TrailError::Io {
+                path: path.display().to_string(),
+                source,
+            })
+        }
     };
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))
+            serde_json::from_str(l).map_err(|source| TrailError::Line {
+                path: path.display().to_string(),
+                line: i + 1,
+                source,
+            })
         })
         .collect()
 }
@@ -758,7 +774,7 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         assert_eq!(read_trail(&journal).expect("read"), events);
         std::fs::write(trail_path(&journal), "{not json}\n").expect("write");
-        let err = read_trail(&journal).expect_err("bad line");
+        let err = read_trail(&journal).expect_err("bad line").to_string();
         assert!(err.contains("run-1.trail.jsonl:1:"), "{err}");
     }
 }

@@ -323,7 +323,7 @@ pub fn load_path(path: &Path) -> Result<RunRecord, RecordError> {
             events.sort_by_key(|e| e.at);
             rec.events = events;
         }
-        Err(e) => rec.events_error = Some(e),
+        Err(e) => rec.events_error = Some(e.to_string()),
     }
     Ok(rec)
 }

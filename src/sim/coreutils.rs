@@ -16,7 +16,7 @@ use std::net::IpAddr;
 
 use regex::Regex;
 
-use super::fs::{normalize, FileKind};
+use super::fs::{normalize, FileKind, FsError};
 use super::node::{format_clock, NodeState, UnitState};
 use super::shell::Output;
 
@@ -494,7 +494,7 @@ fn rm(s: &mut NodeState, cx: &Cx, rmdir: bool, args: &[String]) -> Output {
         }
         match s.fs.remove(&p, dir, recursive, cx.uid) {
             Ok(()) => {}
-            Err(e) if force && e == "No such file or directory" => {}
+            Err(FsError::NotFound) if force => {}
             Err(e) => {
                 let msg = if rmdir {
                     format!("rmdir: failed to remove '{f}': {e}\n")

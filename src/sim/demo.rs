@@ -165,7 +165,9 @@ impl FaultInjector {
             env: env.to_string(),
             known: self.environments().join(", "),
         })?;
-        let fault = Fault::from_words(words).map_err(FaultRefused::NotAFault)?;
+        // The port's refusal is the UI's type, which names nothing of the simulation: the
+        // words' error reaches it as its text.
+        let fault = Fault::from_words(words).map_err(|e| FaultRefused::NotAFault(e.to_string()))?;
         let said = match &fault {
             Fault::HolderDies => {
                 let Some(holder) = e.view.lease_holder() else {

@@ -7,7 +7,7 @@
 //! anything). Files the node computes (`/proc`, `/sys/block`, `/etc/os-release`) are not
 //! here: [`super::node::NodeState`] answers them first.
 //!
-//! Owns: [`Fs`], [`Stat`], [`FileKind`], [`normalize`]. Must not: touch the real host's
+//! Owns: [`Fs`], [`Stat`], [`FileKind`], [`FsError`], [`normalize`]. Must not: touch the real host's
 //! file system.
 
 use std::collections::BTreeMap;
@@ -119,14 +119,54 @@ pub fn uid_of(user: &str) -> u32 {
     }
 }
 
-/// Why a file operation failed: the `strerror` text the real tool prints.
-pub type FsResult<T> = Result<T, String>;
+/// Why a file operation failed: one variant per refusal, displayed as the `strerror` text
+/// the real tool prints after its own words (`cat: f: No such file or directory`), so a
+/// simulated command prints the same bytes a real one would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FsError {
+    /// ENOENT.
+    #[error("No such file or directory")]
+    NotFound,
+    /// EACCES: the mode bits refuse it.
+    #[error("Permission denied")]
+    PermissionDenied,
+    /// EPERM: only the owner (or root) may.
+    #[error("Operation not permitted")]
+    NotPermitted,
+    /// ENOTDIR.
+    #[error("Not a directory")]
+    NotADirectory,
+    /// EISDIR.
+    #[error("Is a directory")]
+    IsADirectory,
+    /// EEXIST.
+    #[error("File exists")]
+    Exists,
+    /// ENOTEMPTY.
+    #[error("Directory not empty")]
+    NotEmpty,
+    /// EBUSY (removing `/`).
+    #[error("Device or resource busy")]
+    Busy,
+    /// EFBIG: an offset past what the host can address.
+    #[error("File too large")]
+    TooLarge,
+    /// EINVAL: a sysfs file refuses the value written.
+    #[error("Invalid argument")]
+    InvalidArgument,
+    /// EROFS.
+    #[error("Read-only file system")]
+    ReadOnly,
+    /// dash's own word for a redirection into a directory that does not exist.
+    #[error("Directory nonexistent")]
+    DirectoryNonexistent,
+    /// The node's state could not be reached (its lock was poisoned by a panic).
+    #[error("node state unavailable")]
+    StateUnavailable,
+}
 
-const ENOENT: &str = "No such file or directory";
-const EACCES: &str = "Permission denied";
-const ENOTDIR: &str = "Not a directory";
-const EISDIR: &str = "Is a directory";
-const EEXIST: &str = "File exists";
+/// A file operation's result: the value, or the refusal.
+pub type FsResult<T> = Result<T, FsError>;
 
 impl Fs {
     /// A Debian 12 server's top-level directories, owned by root, at `now_ms`.
@@ -234,18 +274,18 @@ impl Fs {
     fn writable_dir(&self, path: &str, uid: u32) -> FsResult<()> {
         let dir = parent(path);
         match self.entries.get(dir) {
-            None => Err(ENOENT.into()),
-            Some(e) if e.data.is_some() => Err(ENOTDIR.into()),
-            Some(e) if !Self::allows(e, uid, 3) => Err(EACCES.into()),
+            None => Err(FsError::NotFound),
+            Some(e) if e.data.is_some() => Err(FsError::NotADirectory),
+            Some(e) if !Self::allows(e, uid, 3) => Err(FsError::PermissionDenied),
             Some(_) => Ok(()),
         }
     }
 
     pub fn read(&self, path: &str, uid: u32) -> FsResult<Vec<u8>> {
         match self.entries.get(path) {
-            None => Err(ENOENT.into()),
-            Some(Entry { data: None, .. }) => Err(EISDIR.into()),
-            Some(e) if !Self::allows(e, uid, 4) => Err(EACCES.into()),
+            None => Err(FsError::NotFound),
+            Some(Entry { data: None, .. }) => Err(FsError::IsADirectory),
+            Some(e) if !Self::allows(e, uid, 4) => Err(FsError::PermissionDenied),
             Some(Entry { data: Some(d), .. }) => Ok(d.clone()),
         }
     }
@@ -260,10 +300,10 @@ impl Fs {
         now_ms: u64,
     ) -> FsResult<()> {
         match self.entries.get_mut(path) {
-            Some(Entry { data: None, .. }) => Err(EISDIR.into()),
+            Some(Entry { data: None, .. }) => Err(FsError::IsADirectory),
             Some(e) => {
                 if !Self::allows(e, uid, 2) {
-                    return Err(EACCES.into());
+                    return Err(FsError::PermissionDenied);
                 }
                 let d = e.data.get_or_insert_with(Vec::new);
                 if !append {
@@ -291,10 +331,10 @@ impl Fs {
 
     /// Writes `data` at `offset` (sftp's WRITE), growing the file with zeros if needed.
     pub fn write_at(&mut self, path: &str, offset: u64, data: &[u8], now_ms: u64) -> FsResult<()> {
-        let e = self.entries.get_mut(path).ok_or(ENOENT)?;
-        let d = e.data.as_mut().ok_or(EISDIR)?;
-        let start = usize::try_from(offset).map_err(|_| "File too large")?;
-        let end = start.checked_add(data.len()).ok_or("File too large")?;
+        let e = self.entries.get_mut(path).ok_or(FsError::NotFound)?;
+        let d = e.data.as_mut().ok_or(FsError::IsADirectory)?;
+        let start = usize::try_from(offset).map_err(|_| FsError::TooLarge)?;
+        let end = start.checked_add(data.len()).ok_or(FsError::TooLarge)?;
         if d.len() < end {
             d.resize(end, 0);
         }
@@ -305,7 +345,7 @@ impl Fs {
 
     pub fn mkdir(&mut self, path: &str, mode: u32, uid: u32, now_ms: u64) -> FsResult<()> {
         if self.entries.contains_key(path) {
-            return Err(EEXIST.into());
+            return Err(FsError::Exists);
         }
         self.writable_dir(path, uid)?;
         self.entries.insert(
@@ -323,17 +363,17 @@ impl Fs {
     /// Removes a file, or an empty directory when `dir` (rmdir), or a tree when `recursive`.
     pub fn remove(&mut self, path: &str, dir: bool, recursive: bool, uid: u32) -> FsResult<()> {
         let Some(e) = self.entries.get(path) else {
-            return Err(ENOENT.into());
+            return Err(FsError::NotFound);
         };
         if path == "/" {
-            return Err("Device or resource busy".into());
+            return Err(FsError::Busy);
         }
         let is_dir = e.data.is_none();
         if is_dir && !dir && !recursive {
-            return Err(EISDIR.into());
+            return Err(FsError::IsADirectory);
         }
         if !is_dir && dir && !recursive {
-            return Err(ENOTDIR.into());
+            return Err(FsError::NotADirectory);
         }
         self.writable_dir(path, uid)?;
         let prefix = format!("{path}/");
@@ -344,7 +384,7 @@ impl Fs {
             .map(|(k, _)| k.clone())
             .collect();
         if !children.is_empty() && !recursive {
-            return Err("Directory not empty".into());
+            return Err(FsError::NotEmpty);
         }
         for c in children {
             self.entries.remove(&c);
@@ -355,12 +395,12 @@ impl Fs {
 
     pub fn rename(&mut self, from: &str, to: &str, uid: u32) -> FsResult<()> {
         if !self.entries.contains_key(from) {
-            return Err(ENOENT.into());
+            return Err(FsError::NotFound);
         }
         self.writable_dir(from, uid)?;
         self.writable_dir(to, uid)?;
         if self.entries.get(to).is_some_and(|e| e.data.is_none()) {
-            return Err(EISDIR.into());
+            return Err(FsError::IsADirectory);
         }
         let prefix = format!("{from}/");
         let moved: Vec<String> = self
@@ -381,9 +421,9 @@ impl Fs {
     }
 
     pub fn chmod(&mut self, path: &str, mode: u32, uid: u32) -> FsResult<()> {
-        let e = self.entries.get_mut(path).ok_or(ENOENT)?;
+        let e = self.entries.get_mut(path).ok_or(FsError::NotFound)?;
         if uid != 0 && e.uid != uid {
-            return Err("Operation not permitted".into());
+            return Err(FsError::NotPermitted);
         }
         e.mode = mode & 0o7777;
         Ok(())
@@ -391,7 +431,7 @@ impl Fs {
 
     /// Sets a path's modification time (scp -p, sftp setstat).
     pub fn set_mtime(&mut self, path: &str, mtime_ms: u64) -> FsResult<()> {
-        let e = self.entries.get_mut(path).ok_or(ENOENT)?;
+        let e = self.entries.get_mut(path).ok_or(FsError::NotFound)?;
         e.mtime_ms = mtime_ms;
         Ok(())
     }
@@ -408,12 +448,12 @@ impl Fs {
 
     /// The names directly inside a directory, sorted.
     pub fn list(&self, path: &str, uid: u32) -> FsResult<Vec<String>> {
-        let e = self.entries.get(path).ok_or(ENOENT)?;
+        let e = self.entries.get(path).ok_or(FsError::NotFound)?;
         if e.data.is_some() {
-            return Err(ENOTDIR.into());
+            return Err(FsError::NotADirectory);
         }
         if !Self::allows(e, uid, 4) {
-            return Err(EACCES.into());
+            return Err(FsError::PermissionDenied);
         }
         let prefix = if path == "/" {
             "/".to_string()
@@ -450,7 +490,7 @@ mod tests {
         fs.ensure_home("debian", 0);
         assert_eq!(
             fs.write("/etc/x", b"1", false, 1000, 0),
-            Err(EACCES.to_string())
+            Err(FsError::PermissionDenied)
         );
         assert_eq!(fs.write("/etc/x", b"1", false, 0, 0), Ok(()));
         assert_eq!(fs.write("/tmp/y", b"a", false, 1000, 0), Ok(()));
@@ -459,15 +499,41 @@ mod tests {
         assert_eq!(fs.write("/home/debian/f", b"", false, 1000, 0), Ok(()));
         assert_eq!(
             fs.write("/nope/f", b"", false, 0, 0),
-            Err(ENOENT.to_string())
+            Err(FsError::NotFound)
         );
         assert_eq!(fs.list("/tmp", 1000), Ok(vec!["y".to_string()]));
-        assert_eq!(fs.remove("/tmp", false, false, 0), Err(EISDIR.to_string()));
+        assert_eq!(
+            fs.remove("/tmp", false, false, 0),
+            Err(FsError::IsADirectory)
+        );
         assert_eq!(fs.rename("/tmp/y", "/tmp/z", 1000), Ok(()));
         assert_eq!(fs.stat("/tmp/z").map(|s| s.size), Some(2));
         assert_eq!(
             fs.stat("/tmp").map(|s| s.mode_string()).as_deref(),
             Some("drwxrwxrwt")
         );
+    }
+
+    /// The simulated tools print a refusal after their own words: each one must read as
+    /// the strerror text the real tool prints, byte for byte.
+    #[test]
+    fn every_refusal_reads_as_its_strerror() {
+        for (e, text) in [
+            (FsError::NotFound, "No such file or directory"),
+            (FsError::PermissionDenied, "Permission denied"),
+            (FsError::NotPermitted, "Operation not permitted"),
+            (FsError::NotADirectory, "Not a directory"),
+            (FsError::IsADirectory, "Is a directory"),
+            (FsError::Exists, "File exists"),
+            (FsError::NotEmpty, "Directory not empty"),
+            (FsError::Busy, "Device or resource busy"),
+            (FsError::TooLarge, "File too large"),
+            (FsError::InvalidArgument, "Invalid argument"),
+            (FsError::ReadOnly, "Read-only file system"),
+            (FsError::DirectoryNonexistent, "Directory nonexistent"),
+            (FsError::StateUnavailable, "node state unavailable"),
+        ] {
+            assert_eq!(e.to_string(), text, "{e:?}");
+        }
     }
 }

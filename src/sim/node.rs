@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 
 use super::coreutils::{self, Cx};
-use super::fs::{normalize, parent, uid_of, FileKind, Fs, Stat};
+use super::fs::{normalize, parent, uid_of, FileKind, Fs, FsError, Stat};
 use super::shell::{run_in, Ending, Output, ShellState, System};
 use crate::checks::live::parse_journal_time;
 
@@ -773,13 +773,13 @@ impl NodeState {
     }
 
     /// A file's contents (as root): the computed ones first, then the file tree.
-    pub fn read_file(&self, path: &str) -> Result<String, String> {
+    pub fn read_file(&self, path: &str) -> Result<String, FsError> {
         self.read_path(path, 0)
             .map(|d| String::from_utf8_lossy(&d).into_owned())
     }
 
     /// Writes a file as root (truncating).
-    pub fn write_file(&mut self, path: &str, data: &[u8]) -> Result<(), String> {
+    pub fn write_file(&mut self, path: &str, data: &[u8]) -> Result<(), FsError> {
         let now = self.now_ms();
         self.write_path(path, data, false, 0, now)
     }
@@ -856,9 +856,9 @@ impl NodeState {
     }
 
     /// A file's bytes as `uid` reads them.
-    pub fn read_path(&self, path: &str, uid: u32) -> Result<Vec<u8>, String> {
+    pub fn read_path(&self, path: &str, uid: u32) -> Result<Vec<u8>, FsError> {
         match self.virtual_stat(path) {
-            Some(st) if st.kind == FileKind::Dir => Err("Is a directory".into()),
+            Some(st) if st.kind == FileKind::Dir => Err(FsError::IsADirectory),
             Some(_) => self.read_virtual(path).map(String::into_bytes),
             None => self.fs.read(path, uid),
         }
@@ -872,21 +872,21 @@ impl NodeState {
         append: bool,
         uid: u32,
         now_ms: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), FsError> {
         match self.virtual_stat(path) {
             Some(_) if path == "/dev/null" => Ok(()),
-            Some(st) if st.kind == FileKind::Dir => Err("Is a directory".into()),
-            Some(_) if uid != 0 => Err("Permission denied".into()),
+            Some(st) if st.kind == FileKind::Dir => Err(FsError::IsADirectory),
+            Some(_) if uid != 0 => Err(FsError::PermissionDenied),
             Some(_) => self.write_virtual(path, data),
             None if path.starts_with("/proc/") || path.starts_with("/sys/") => {
-                Err("No such file or directory".into())
+                Err(FsError::NotFound)
             }
             None => self.fs.write(path, data, append, uid, now_ms),
         }
     }
 
     /// The names in a directory: the computed ones and the stored ones.
-    pub fn list_path(&self, path: &str, uid: u32) -> Result<Vec<String>, String> {
+    pub fn list_path(&self, path: &str, uid: u32) -> Result<Vec<String>, FsError> {
         let mut names: Vec<String> = match path {
             "/sys/block" => self.disks.keys().cloned().collect(),
             "/dev" => std::iter::once("null".to_string())
@@ -908,7 +908,7 @@ impl NodeState {
                         "scheduler".into(),
                     ]
                 }
-                Some(_) => return Err("Not a directory".into()),
+                Some(_) => return Err(FsError::NotADirectory),
                 None => Vec::new(),
             },
         };
@@ -923,14 +923,14 @@ impl NodeState {
     }
 
     /// A file the node computes: its contents, or Err (ENOENT when it is not one).
-    fn read_virtual(&self, path: &str) -> Result<String, String> {
+    fn read_virtual(&self, path: &str) -> Result<String, FsError> {
         if let Some((dev, file)) = self.queue_file(path) {
-            let d = self.disks.get(&dev).ok_or("No such file or directory")?;
+            let d = self.disks.get(&dev).ok_or(FsError::NotFound)?;
             return match file.as_str() {
                 "scheduler" => Ok(format!("{}\n", d.scheduler_line())),
                 "nr_requests" => Ok(format!("{}\n", d.nr_requests)),
                 "rotational" => Ok(format!("{}\n", u8::from(d.rotational))),
-                _ => Err("No such file or directory".into()),
+                _ => Err(FsError::NotFound),
             };
         }
         let now = self.now_ms();
@@ -943,25 +943,22 @@ impl NodeState {
                 Ok(format!("{up:.2} {:.2}\n", up * 1.7))
             }
             "/dev/null" => Ok(String::new()),
-            _ => Err("No such file or directory".into()),
+            _ => Err(FsError::NotFound),
         }
     }
 
     /// Writes a file the node computes: only the writable sysfs queue files, by the
     /// kernel's rules.
-    fn write_virtual(&mut self, path: &str, data: &[u8]) -> Result<(), String> {
+    fn write_virtual(&mut self, path: &str, data: &[u8]) -> Result<(), FsError> {
         if path == "/dev/null" {
             return Ok(());
         }
         let text = String::from_utf8_lossy(data);
         let value = text.trim();
         let Some((dev, file)) = self.queue_file(path) else {
-            return Err("Permission denied".into());
+            return Err(FsError::PermissionDenied);
         };
-        let disk = self
-            .disks
-            .get_mut(&dev)
-            .ok_or("No such file or directory")?;
+        let disk = self.disks.get_mut(&dev).ok_or(FsError::NotFound)?;
         // Opening for writing truncates nothing in sysfs; an empty write is no change.
         if value.is_empty() {
             return Ok(());
@@ -969,7 +966,7 @@ impl NodeState {
         match file.as_str() {
             "scheduler" => {
                 if !disk.schedulers.iter().any(|s| s == value) {
-                    return Err("Invalid argument".into());
+                    return Err(FsError::InvalidArgument);
                 }
                 disk.scheduler = value.to_string();
                 Ok(())
@@ -979,9 +976,9 @@ impl NodeState {
                     disk.nr_requests = n;
                     Ok(())
                 }
-                _ => Err("Invalid argument".into()),
+                _ => Err(FsError::InvalidArgument),
             },
-            _ => Err("Permission denied".into()),
+            _ => Err(FsError::PermissionDenied),
         }
     }
 }
@@ -1186,15 +1183,15 @@ impl System for NodeSession {
         .flatten()
     }
 
-    fn read_file(&mut self, path: &str) -> Result<String, String> {
+    fn read_file(&mut self, path: &str) -> Result<String, FsError> {
         let p = normalize(&self.cwd, path);
         let uid = self.effective_uid();
         self.with_state(|s| s.read_path(&p, uid))
-            .unwrap_or_else(|| Err("node state unavailable".into()))
+            .unwrap_or(Err(FsError::StateUnavailable))
             .map(|d| String::from_utf8_lossy(&d).into_owned())
     }
 
-    fn write_file(&mut self, path: &str, data: &[u8], append: bool) -> Result<(), String> {
+    fn write_file(&mut self, path: &str, data: &[u8], append: bool) -> Result<(), FsError> {
         let p = normalize(&self.cwd, path);
         let uid = self.effective_uid();
         self.with_state(|s| {
@@ -1202,12 +1199,12 @@ impl System for NodeSession {
             if !p.starts_with("/proc/") && !p.starts_with("/sys/") && !s.is_virtual(&p) {
                 // dash: a missing directory is "Directory nonexistent".
                 if s.stat(parent(&p)).is_none() {
-                    return Err("Directory nonexistent".to_string());
+                    return Err(FsError::DirectoryNonexistent);
                 }
             }
             s.write_path(&p, data, append, uid, now)
         })
-        .unwrap_or_else(|| Err("node state unavailable".into()))
+        .unwrap_or(Err(FsError::StateUnavailable))
     }
 
     fn home(&self) -> String {
@@ -1223,26 +1220,26 @@ impl System for NodeSession {
         self.with_state(|s| s.stat(&p)).flatten()
     }
 
-    fn list_dir(&mut self, path: &str) -> Result<Vec<String>, String> {
+    fn list_dir(&mut self, path: &str) -> Result<Vec<String>, FsError> {
         let p = normalize(&self.cwd, path);
         let uid = self.effective_uid();
         self.with_state(|s| s.list_path(&p, uid))
-            .unwrap_or_else(|| Err("node state unavailable".into()))
+            .unwrap_or(Err(FsError::StateUnavailable))
     }
 
     fn cwd(&self) -> String {
         self.cwd.clone()
     }
 
-    fn chdir(&mut self, path: &str) -> Result<(), String> {
+    fn chdir(&mut self, path: &str) -> Result<(), FsError> {
         let p = normalize(&self.cwd, path);
         match self.with_state(|s| s.stat(&p)).flatten() {
             Some(st) if st.kind == FileKind::Dir => {
                 self.cwd = p;
                 Ok(())
             }
-            Some(_) => Err("Not a directory".into()),
-            None => Err("No such file or directory".into()),
+            Some(_) => Err(FsError::NotADirectory),
+            None => Err(FsError::NotFound),
         }
     }
 

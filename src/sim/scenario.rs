@@ -292,51 +292,79 @@ impl Fault {
     /// A fault as typed on one line (`agent-drifts 2`): the name, then its argument if it
     /// takes one. The words become the same fields a scenario event has and go through the
     /// same deserializer, so the two cannot disagree on a name.
-    pub fn from_words(words: &str) -> Result<Fault, String> {
+    pub fn from_words(words: &str) -> Result<Fault, FaultWordsError> {
         let mut it = words.split_whitespace();
         let Some(name) = it.next() else {
-            return Err(format!(
-                "no fault given: expected one of {}",
-                Fault::usage()
-            ));
+            return Err(FaultWordsError::Empty {
+                usage: Fault::usage(),
+            });
         };
-        let Some((name, arg)) = FAULTS.iter().find(|(n, _)| *n == name) else {
-            return Err(format!(
-                "unknown fault `{name}`: expected one of {}",
-                Fault::usage()
-            ));
+        let Some(&(name, arg)) = FAULTS.iter().find(|(n, _)| *n == name) else {
+            return Err(FaultWordsError::Unknown {
+                name: name.to_string(),
+                usage: Fault::usage(),
+            });
         };
         let mut fields = serde_json::Map::new();
-        fields.insert("fault".into(), serde_json::Value::from(*name));
+        fields.insert("fault".into(), serde_json::Value::from(name));
         if let Some(field) = arg {
             let Some(v) = it.next() else {
-                return Err(format!(
-                    "{name} needs a server number: {name} N (servers are numbered from 1)"
-                ));
+                return Err(FaultWordsError::NoServer { fault: name });
             };
-            let n: usize = v.parse().map_err(|_| {
-                format!("{name}: `{v}` is not a server number (servers are numbered from 1)")
+            let n: usize = v.parse().map_err(|_| FaultWordsError::NotAServer {
+                fault: name,
+                word: v.to_string(),
             })?;
             if n == 0 {
-                return Err(format!("{name}: servers are numbered from 1"));
+                return Err(FaultWordsError::ServerZero { fault: name });
             }
-            fields.insert((*field).to_string(), serde_json::Value::from(n));
+            fields.insert(field.to_string(), serde_json::Value::from(n));
         }
         let rest: Vec<&str> = it.collect();
         if !rest.is_empty() {
-            return Err(format!(
-                "{name} takes {}, not `{}`",
-                if arg.is_some() {
+            return Err(FaultWordsError::Extra {
+                fault: name,
+                takes: if arg.is_some() {
                     "one argument"
                 } else {
                     "no argument"
                 },
-                rest.join(" ")
-            ));
+                extra: rest.join(" "),
+            });
         }
-        serde_json::from_value(serde_json::Value::Object(fields))
-            .map_err(|e| format!("{name}: {e}"))
+        serde_json::from_value(serde_json::Value::Object(fields)).map_err(|e| {
+            FaultWordsError::Fields {
+                fault: name,
+                detail: e.to_string(),
+            }
+        })
     }
+}
+
+/// Why words typed as a fault (`:fault ENV ...`) are not one: what was expected instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultWordsError {
+    #[error("no fault given: expected one of {usage}")]
+    Empty { usage: String },
+    #[error("unknown fault `{name}`: expected one of {usage}")]
+    Unknown { name: String, usage: String },
+    #[error("{fault} needs a server number: {fault} N (servers are numbered from 1)")]
+    NoServer { fault: &'static str },
+    #[error("{fault}: `{word}` is not a server number (servers are numbered from 1)")]
+    NotAServer { fault: &'static str, word: String },
+    #[error("{fault}: servers are numbered from 1")]
+    ServerZero { fault: &'static str },
+    #[error("{fault} takes {takes}, not `{extra}`")]
+    Extra {
+        fault: &'static str,
+        takes: &'static str,
+        extra: String,
+    },
+    /// [`FAULTS`] and [`Fault`]'s serde names disagree (a fault added to one only). The
+    /// deserializer's text, not the error: this enum is compared in tests, and
+    /// `serde_json::Error` is not comparable.
+    #[error("{fault}: {detail}")]
+    Fields { fault: &'static str, detail: String },
 }
 
 impl Scenario {
@@ -634,7 +662,7 @@ mod tests {
 
     #[test]
     fn unknown_scenario_lists_the_known_ones() {
-        let err = load("nope").expect_err("unknown");
+        let err = load("nope").expect_err("unknown").to_string();
         assert!(err.to_string().contains("healthy"), "{err}");
     }
 
@@ -665,27 +693,39 @@ mod tests {
 
     #[test]
     fn bad_fault_words_say_what_was_expected() {
-        let unknown = Fault::from_words("node-explodes").expect_err("unknown");
+        let unknown = Fault::from_words("node-explodes")
+            .expect_err("unknown")
+            .to_string();
         assert!(
             unknown.contains("node-explodes") && unknown.contains(&Fault::usage()),
             "{unknown}"
         );
         assert!(Fault::from_words("")
             .expect_err("empty")
+            .to_string()
             .contains("holder-dies"));
-        let no_n = Fault::from_words("agent-drifts").expect_err("no server");
+        let no_n = Fault::from_words("agent-drifts")
+            .expect_err("no server")
+            .to_string();
         assert!(no_n.contains("agent-drifts N"), "{no_n}");
-        let not_n = Fault::from_words("agent-drifts two").expect_err("not a number");
+        let not_n = Fault::from_words("agent-drifts two")
+            .expect_err("not a number")
+            .to_string();
         assert!(not_n.contains("`two`"), "{not_n}");
         assert!(Fault::from_words("agent-drifts 0")
             .expect_err("zero")
+            .to_string()
             .contains("numbered from 1"));
-        let extra = Fault::from_words("holder-dies now").expect_err("extra word");
+        let extra = Fault::from_words("holder-dies now")
+            .expect_err("extra word")
+            .to_string();
         assert!(
             extra.contains("no argument") && extra.contains("`now`"),
             "{extra}"
         );
-        let extra = Fault::from_words("agent-drifts 2 3").expect_err("extra word");
+        let extra = Fault::from_words("agent-drifts 2 3")
+            .expect_err("extra word")
+            .to_string();
         assert!(
             extra.contains("one argument") && extra.contains("`3`"),
             "{extra}"

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::fs::{normalize, uid_of, FileKind};
+use super::fs::{normalize, uid_of, FileKind, FsError};
 use super::node::{home_of, NodeState};
 use super::shell::not_simulated;
 
@@ -285,7 +285,7 @@ async fn sink<S: Sender>(req: &ScpRequest, cx: &Ctx, input: &mut Input, out: &mu
                             let now = s.now_ms();
                             s.fs.mkdir(&dest, mode, cx.uid, now)
                         })
-                        .unwrap_or_else(|| Err("node state unavailable".into()));
+                        .unwrap_or(Err(FsError::StateUnavailable));
                     match made {
                         Ok(()) => {
                             dirs.push(dest);
@@ -318,7 +318,7 @@ async fn sink<S: Sender>(req: &ScpRequest, cx: &Ctx, input: &mut Input, out: &mu
                         }
                         r
                     })
-                    .unwrap_or_else(|| Err("node state unavailable".into()));
+                    .unwrap_or(Err(FsError::StateUnavailable));
                 mtime = None;
                 match wrote {
                     Ok(()) => out.send(vec![0]).await,
@@ -396,7 +396,7 @@ async fn send_path<S: Sender>(
         }
         let names = cx
             .with(|s| s.list_path(path, cx.uid))
-            .unwrap_or_else(|| Err("node state unavailable".into()));
+            .unwrap_or(Err(FsError::StateUnavailable));
         let names = match names {
             Ok(n) => n,
             Err(e) => {
@@ -422,7 +422,7 @@ async fn send_path<S: Sender>(
     }
     let data = cx
         .with(|s| s.read_path(path, cx.uid))
-        .unwrap_or_else(|| Err("node state unavailable".into()));
+        .unwrap_or(Err(FsError::StateUnavailable));
     let data = match data {
         Ok(d) => d,
         Err(e) => {

@@ -15,7 +15,7 @@ use russh_sftp::protocol::{
 };
 use russh_sftp::server::{Handler, StatusReply};
 
-use super::fs::{normalize, uid_of, FileKind, Stat};
+use super::fs::{normalize, uid_of, FileKind, FsError, Stat};
 use super::node::{home_of, NodeState};
 use super::shell::not_simulated;
 
@@ -62,7 +62,7 @@ impl SftpSession {
     ) -> Result<T, StatusReply> {
         match self.state.lock() {
             Ok(mut s) => f(&mut s),
-            Err(_) => Err(StatusCode::Failure.with_message("node state unavailable")),
+            Err(_) => Err(reply(FsError::StateUnavailable)),
         }
     }
 
@@ -75,13 +75,13 @@ impl SftpSession {
 }
 
 /// An errno text as the sftp status code OpenSSH's server would send.
-fn reply(e: String) -> StatusReply {
-    let code = match e.as_str() {
-        "No such file or directory" => StatusCode::NoSuchFile,
-        "Permission denied" | "Operation not permitted" => StatusCode::PermissionDenied,
+fn reply(e: FsError) -> StatusReply {
+    let code = match e {
+        FsError::NotFound => StatusCode::NoSuchFile,
+        FsError::PermissionDenied | FsError::NotPermitted => StatusCode::PermissionDenied,
         _ => StatusCode::Failure,
     };
-    code.with_message(e)
+    code.with_message(e.to_string())
 }
 
 fn unsupported(what: &str) -> StatusReply {
@@ -150,14 +150,14 @@ impl Handler for SftpSession {
         self.with(|s| {
             let exists = s.stat(&p);
             if exists.as_ref().is_some_and(|st| st.kind == FileKind::Dir) {
-                return Err(StatusCode::Failure.with_message("Is a directory"));
+                return Err(reply(FsError::IsADirectory));
             }
             if pflags.contains(OpenFlags::EXCLUDE) && exists.is_some() {
-                return Err(StatusCode::Failure.with_message("File exists"));
+                return Err(reply(FsError::Exists));
             }
             if pflags.contains(OpenFlags::WRITE) {
                 if exists.is_none() && !pflags.contains(OpenFlags::CREATE) {
-                    return Err(reply("No such file or directory".into()));
+                    return Err(reply(FsError::NotFound));
                 }
                 if exists.is_none() || pflags.contains(OpenFlags::TRUNCATE) {
                     let now = s.now_ms();
@@ -237,10 +237,7 @@ impl Handler for SftpSession {
 
     async fn stat(&mut self, id: u32, path: String) -> Result<Attrs, Self::Error> {
         let p = self.path(&path);
-        let st = self.with(|s| {
-            s.stat(&p)
-                .ok_or_else(|| reply("No such file or directory".into()))
-        })?;
+        let st = self.with(|s| s.stat(&p).ok_or_else(|| reply(FsError::NotFound)))?;
         Ok(Attrs {
             id,
             attrs: attrs(&st),
@@ -264,9 +261,7 @@ impl Handler for SftpSession {
         let p = self.path(&path);
         let uid = self.uid;
         self.with(|s| {
-            let st = s
-                .stat(&p)
-                .ok_or_else(|| reply("No such file or directory".into()))?;
+            let st = s.stat(&p).ok_or_else(|| reply(FsError::NotFound))?;
             if attrs.size.is_some_and(|n| n != st.size) {
                 return Err(unsupported("setstat changing the size"));
             }
@@ -384,7 +379,7 @@ impl Handler for SftpSession {
         self.with(|s| {
             if s.stat(&to).is_some() {
                 // SFTP v3 rename does not overwrite (OpenSSH uses posix-rename for that).
-                return Err(StatusCode::Failure.with_message("File exists"));
+                return Err(reply(FsError::Exists));
             }
             s.fs.rename(&from, &to, uid).map_err(reply)
         })?;

@@ -71,7 +71,7 @@ impl Output {
 }
 
 /// What `stat` tells the shell about a path (for `test -e/-f/-d/...` and globbing).
-pub use super::fs::{FileKind, Stat};
+pub use super::fs::{FileKind, FsError, Stat};
 
 /// What the commands run on: the node's utilities and files.
 pub trait System {
@@ -79,9 +79,9 @@ pub trait System {
     /// command (the shell answers exit 127).
     fn exec(&mut self, argv: &[String], stdin: &[u8]) -> Option<Output>;
     /// Reads a file (for `<` redirections).
-    fn read_file(&mut self, path: &str) -> Result<String, String>;
+    fn read_file(&mut self, path: &str) -> Result<String, FsError>;
     /// Writes (or appends to) a file, for `>`/`>>` redirections.
-    fn write_file(&mut self, path: &str, data: &[u8], append: bool) -> Result<(), String>;
+    fn write_file(&mut self, path: &str, data: &[u8], append: bool) -> Result<(), FsError>;
     /// The login user's home, for `~`.
     fn home(&self) -> String;
     /// True once the command was signalled or its channel closed: the shell stops.
@@ -91,16 +91,16 @@ pub trait System {
         None
     }
     /// The names in a directory (for pathname expansion).
-    fn list_dir(&mut self, _path: &str) -> Result<Vec<String>, String> {
-        Err("No such file or directory".into())
+    fn list_dir(&mut self, _path: &str) -> Result<Vec<String>, FsError> {
+        Err(FsError::NotFound)
     }
     /// The working directory.
     fn cwd(&self) -> String {
         "/".into()
     }
     /// Changes the working directory (`cd`); Err is the reason.
-    fn chdir(&mut self, _path: &str) -> Result<(), String> {
-        Err("No such file or directory".into())
+    fn chdir(&mut self, _path: &str) -> Result<(), FsError> {
+        Err(FsError::NotFound)
     }
     /// The login session's environment (HOME, USER, LOGNAME, SHELL, PATH, PWD).
     fn login_env(&self) -> Vec<(String, String)> {
@@ -2353,15 +2353,12 @@ mod tests {
                 _ => None,
             }
         }
-        fn read_file(&mut self, path: &str) -> Result<String, String> {
-            self.files
-                .get(path)
-                .cloned()
-                .ok_or_else(|| "No such file".into())
+        fn read_file(&mut self, path: &str) -> Result<String, FsError> {
+            self.files.get(path).cloned().ok_or(FsError::NotFound)
         }
-        fn write_file(&mut self, path: &str, data: &[u8], append: bool) -> Result<(), String> {
+        fn write_file(&mut self, path: &str, data: &[u8], append: bool) -> Result<(), FsError> {
             if !path.starts_with("/sys/") {
-                return Err("Read-only file system".into());
+                return Err(FsError::ReadOnly);
             }
             let e = self.files.entry(path.to_string()).or_default();
             if !append {
@@ -2387,7 +2384,7 @@ mod tests {
                 symlink: false,
             })
         }
-        fn list_dir(&mut self, path: &str) -> Result<Vec<String>, String> {
+        fn list_dir(&mut self, path: &str) -> Result<Vec<String>, FsError> {
             let prefix = format!("{}/", path.trim_end_matches('/'));
             let mut names: Vec<String> = self
                 .files

@@ -24,16 +24,46 @@ fn patterns() -> &'static Patterns {
     })
 }
 
+/// Why a host pattern of an INI host line cannot be expanded: Ansible's words where Ansible
+/// refuses it too, and the bound crossed where the console is stricter.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostPatternError {
+    #[error("Invalid host pattern '{pattern}' supplied, ending in ':' is not allowed, this character is reserved to provide a port.")]
+    EndsInColon { pattern: String },
+    #[error(
+        "Invalid host pattern '{pattern}' supplied, '---' is normally a sign this is a YAML file."
+    )]
+    YamlMarker { pattern: String },
+    #[error("host pattern '{pattern}' expands to more than {max} hosts (limit inventory.max_range_hosts): split it or narrow the range", max = MAX_RANGE_HOSTS)]
+    TooManyHosts { pattern: String },
+    #[error("host pattern '{pattern}' expands to more than {max} bytes of host names (limit inventory.max_range_bytes): split it or narrow the range", max = MAX_RANGE_BYTES)]
+    TooManyBytes { pattern: String },
+    #[error("host range in '{line}' must be one [begin:end] or [begin:end:step] per bracket")]
+    Brackets { line: String },
+    #[error("host range must be begin:end or begin:end:step (in '{line}')")]
+    Bounds { line: String },
+    #[error("host range must specify end value (in '{line}')")]
+    NoEnd { line: String },
+    #[error("host range must specify equal-length begin and end formats (in '{line}')")]
+    UnequalWidths { line: String },
+    #[error("host range must have begin <= end (in '{line}')")]
+    Descending { line: String },
+    #[error("host range bounds must be integers or single letters (in '{line}')")]
+    NotNumbers { line: String },
+    #[error("host range step must not be zero (in '{line}')")]
+    ZeroStep { line: String },
+}
+
 /// Ansible's INI `_expand_hostpattern`: split an optional `:port`, expand `[a:b(:s)]` ranges.
-pub fn expand_hostpattern(pattern: &str) -> Result<(Vec<String>, Option<u64>), String> {
+pub fn expand_hostpattern(pattern: &str) -> Result<(Vec<String>, Option<u64>), HostPatternError> {
     let (host, port) = match parse_address(pattern) {
         Some((h, p)) => (h, p),
         None => (pattern.to_string(), None),
     };
     if pattern.trim().ends_with(':') && port.is_none() {
-        return Err(format!(
-            "Invalid host pattern '{pattern}' supplied, ending in ':' is not allowed, this character is reserved to provide a port."
-        ));
+        return Err(HostPatternError::EndsInColon {
+            pattern: pattern.to_string(),
+        });
     }
     let names = if host.contains('[') {
         expand_hostname_range(&host)?
@@ -41,9 +71,9 @@ pub fn expand_hostpattern(pattern: &str) -> Result<(Vec<String>, Option<u64>), S
         vec![host]
     };
     if names.iter().any(|n| n.trim() == "---") {
-        return Err(format!(
-            "Invalid host pattern '{pattern}' supplied, '---' is normally a sign this is a YAML file."
-        ));
+        return Err(HostPatternError::YamlMarker {
+            pattern: pattern.to_string(),
+        });
     }
     Ok((names, port))
 }
@@ -129,7 +159,7 @@ fn is_ipv6ish(s: &str) -> bool {
 /// single-letter (or letter-run) begin/end makes an alphabetic range over `a..zA..Z`.
 /// Bounded: at most [`MAX_RANGE_HOSTS`] hosts and [`MAX_RANGE_BYTES`] bytes of names, each
 /// range's size checked before it is built.
-pub fn expand_hostname_range(line: &str) -> Result<Vec<String>, String> {
+pub fn expand_hostname_range(line: &str) -> Result<Vec<String>, HostPatternError> {
     let mut budget = RangeBudget {
         hosts: 0,
         bytes: 0,
@@ -147,24 +177,22 @@ struct RangeBudget<'a> {
 }
 
 impl RangeBudget<'_> {
-    fn too_many(&self) -> String {
-        format!(
-            "host pattern '{}' expands to more than {MAX_RANGE_HOSTS} hosts (limit inventory.max_range_hosts): split it or narrow the range",
-            self.pattern
-        )
+    fn too_many(&self) -> HostPatternError {
+        HostPatternError::TooManyHosts {
+            pattern: self.pattern.to_string(),
+        }
     }
 
-    fn spend(&mut self, hosts: usize, bytes: usize) -> Result<(), String> {
+    fn spend(&mut self, hosts: usize, bytes: usize) -> Result<(), HostPatternError> {
         self.hosts = self.hosts.saturating_add(hosts);
         self.bytes = self.bytes.saturating_add(bytes);
         if self.hosts > MAX_RANGE_HOSTS {
             return Err(self.too_many());
         }
         if self.bytes > MAX_RANGE_BYTES {
-            return Err(format!(
-                "host pattern '{}' expands to more than {MAX_RANGE_BYTES} bytes of host names (limit inventory.max_range_bytes): split it or narrow the range",
-                self.pattern
-            ));
+            return Err(HostPatternError::TooManyBytes {
+                pattern: self.pattern.to_string(),
+            });
         }
         Ok(())
     }
@@ -174,33 +202,27 @@ fn expand_range_into(
     line: &str,
     budget: &mut RangeBudget<'_>,
     all: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), HostPatternError> {
     let replaced = line.replacen('[', "|", 1).replacen(']', "|", 1);
     let parts: Vec<&str> = replaced.split('|').collect();
     let [head, nrange, tail] = parts.as_slice() else {
-        return Err(format!(
-            "host range in '{line}' must be one [begin:end] or [begin:end:step] per bracket"
-        ));
+        return Err(HostPatternError::Brackets { line: line.into() });
     };
     let bounds: Vec<&str> = nrange.split(':').collect();
     if bounds.len() != 2 && bounds.len() != 3 {
-        return Err(format!(
-            "host range must be begin:end or begin:end:step (in '{line}')"
-        ));
+        return Err(HostPatternError::Bounds { line: line.into() });
     }
     let beg = if bounds[0].is_empty() { "0" } else { bounds[0] };
     let end = bounds[1];
     let step = bounds.get(2).copied().unwrap_or("1");
     if end.is_empty() {
-        return Err(format!("host range must specify end value (in '{line}')"));
+        return Err(HostPatternError::NoEnd { line: line.into() });
     }
     // Python's len() counts characters: `0\u{661}` is two long.
     let (beg_len, end_len) = (beg.chars().count(), end.chars().count());
     let width = if beg.starts_with('0') && beg_len > 1 {
         if beg_len != end_len {
-            return Err(format!(
-                "host range must specify equal-length begin and end formats (in '{line}')"
-            ));
+            return Err(HostPatternError::UnequalWidths { line: line.into() });
         }
         Some(beg_len)
     } else {
@@ -211,7 +233,7 @@ fn expand_range_into(
     let alpha = match (LETTERS.find(beg), LETTERS.find(end)) {
         (Some(ib), Some(ie)) => {
             if ib > ie {
-                return Err(format!("host range must have begin <= end (in '{line}')"));
+                return Err(HostPatternError::Descending { line: line.into() });
             }
             // A step Python cannot slice with falls through to the numeric attempt.
             match py_int(step) {
@@ -230,12 +252,12 @@ fn expand_range_into(
         _ => false,
     };
     if !alpha {
-        let bad = || format!("host range bounds must be integers or single letters (in '{line}')");
+        let bad = || HostPatternError::NotNumbers { line: line.into() };
         let b = i128::from(py_int(beg).ok_or_else(bad)?);
         let e = i128::from(py_int(end).ok_or_else(bad)?);
         let s = i128::from(py_int(step).ok_or_else(bad)?);
         if s == 0 {
-            return Err(format!("host range step must not be zero (in '{line}')"));
+            return Err(HostPatternError::ZeroStep { line: line.into() });
         }
         // Python's range(b, e + 1, s), sized before anything is built.
         let stop = e + 1;
@@ -318,15 +340,19 @@ mod tests {
         );
         assert!(expand_hostname_range("w[01:3]")
             .expect_err("len")
+            .to_string()
             .contains("equal-length"));
         assert!(expand_hostname_range("w[1]")
             .expect_err("b")
+            .to_string()
             .contains("begin:end"));
         assert!(expand_hostname_range("w[1:]")
             .expect_err("e")
+            .to_string()
             .contains("end value"));
         assert!(expand_hostname_range("w[c:a]")
             .expect_err("o")
+            .to_string()
             .contains("begin <= end"));
     }
 
@@ -354,9 +380,11 @@ mod tests {
         );
         assert!(expand_hostpattern("h:")
             .expect_err("colon")
+            .to_string()
             .contains("ending in ':'"));
         assert!(expand_hostpattern("---")
             .expect_err("yaml")
+            .to_string()
             .contains("YAML"));
     }
 }

@@ -286,7 +286,12 @@ impl IniParser {
         let Some(pattern) = tokens.first() else {
             return Err(self.err(format!("Expected a host name, got: {line}")));
         };
-        let (names, port) = expand_hostpattern(pattern).map_err(|m| self.err(m))?;
+        let (names, port) =
+            expand_hostpattern(pattern).map_err(|source| InventoryError::HostPattern {
+                file: self.file.clone(),
+                line: self.line,
+                source,
+            })?;
         // Each host gets its own copy of the line's variables.
         if names.len().saturating_mul(line.len()) > MAX_MERGED_BYTES {
             return Err(self.err(format!(

@@ -41,7 +41,7 @@ mod pyset;
 mod pytext;
 mod shlex;
 
-pub use hostpattern::{expand_hostname_range, expand_hostpattern};
+pub use hostpattern::{expand_hostname_range, expand_hostpattern, HostPatternError};
 pub use shlex::shlex_split;
 
 use self::ini::{decode_ini, IniParser};
@@ -64,6 +64,14 @@ pub enum InventoryError {
         file: PathBuf,
         line: usize,
         message: String,
+    },
+    /// A host line's pattern cannot be expanded (a bad range, or one past the bounds).
+    #[error("{}:{line}: {source}", file.display())]
+    HostPattern {
+        file: PathBuf,
+        line: usize,
+        #[source]
+        source: HostPatternError,
     },
     #[error(transparent)]
     Vars(#[from] VarsError),

@@ -40,6 +40,15 @@ pub enum TakeoverKey {
     TakeOver { typed: String, reason: String },
 }
 
+/// Why the answers do not take the lock over, in the modal's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TakeoverRefused {
+    #[error("type the environment's name `{env}` to take over its run lock (got `{typed}`)")]
+    WrongName { env: String, typed: String },
+    #[error("say why the lock is taken over: the reason is journaled in both runs")]
+    NoReason,
+}
+
 fn one_line() -> TextArea<'static> {
     let mut t = TextArea::default();
     t.set_cursor_line_style(ratatui::style::Style::default());
@@ -61,19 +70,17 @@ impl TakeoverModal {
 
     /// The two answers, judged: the environment's name exactly (trimmed), and a reason
     /// that says something. Err: what is wrong, in the modal's words.
-    pub fn answer(&self) -> Result<(String, String), String> {
+    pub fn answer(&self) -> Result<(String, String), TakeoverRefused> {
         let typed = self.typed.lines().join("").trim().to_string();
         let reason = self.reason.lines().join(" ").trim().to_string();
         if typed != self.env {
-            return Err(format!(
-                "type the environment's name `{}` to take over its run lock (got `{typed}`)",
-                self.env
-            ));
+            return Err(TakeoverRefused::WrongName {
+                env: self.env.clone(),
+                typed,
+            });
         }
         if reason.is_empty() {
-            return Err(
-                "say why the lock is taken over: the reason is journaled in both runs".into(),
-            );
+            return Err(TakeoverRefused::NoReason);
         }
         Ok((typed, reason))
     }
@@ -93,7 +100,7 @@ impl TakeoverModal {
             KeyCode::Enter => match self.answer() {
                 Ok((typed, reason)) => TakeoverKey::TakeOver { typed, reason },
                 Err(why) => {
-                    self.error = Some(why);
+                    self.error = Some(why.to_string());
                     TakeoverKey::Asking
                 }
             },
