@@ -767,3 +767,125 @@ async fn kubectl_sees_kube_vip_pods_and_their_leader_election() {
     .expect("kubectl checks");
     drop(d);
 }
+
+/// The holder's k3s stops (a playbook's `systemctl stop k3s`, over OpenSSH): its kube-vip
+/// logs that it cannot reach the API to renew, the Lease moves once it has run out, and the
+/// old holder's kube-vip gives up leadership and restarts (its pod counts the restart).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_vip_logs_renew_failures_when_the_holders_k3s_stops() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = demo::start("healthy", dir.path())
+        .await
+        .unwrap_or_else(|e| panic!("demo: {e}"));
+    let kc = kubeconfig(&d.dir, "prod");
+    let addrs: std::collections::BTreeMap<String, std::net::SocketAddr> =
+        d.nodes.iter().map(|(h, n)| (h.clone(), n.addr())).collect();
+    let demo_dir = d.dir.clone();
+    tokio::task::spawn_blocking(move || {
+        let ok = |args: &[&str]| {
+            let (o, e, code) = kubectl(&kc, args);
+            assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
+            o
+        };
+        let lease_holder = |o: &str| -> (String, String) {
+            o.lines()
+                .find_map(|l| l.split_once(' '))
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .unwrap_or_else(|| panic!("no lease in kube-system: {o}"))
+        };
+        let jp = "jsonpath={range .items[*]}{.metadata.name} {.spec.holderIdentity}{\"\\n\"}{end}";
+        let (lease, holder) = lease_holder(&ok(&["get", "leases", "-n", "kube-system", "-o", jp]));
+        let node = addrs.get(&holder).expect("the holder's SSH node");
+        let out = std::process::Command::new("ssh")
+            .args([
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "StrictHostKeyChecking=yes",
+                "-F",
+                "/dev/null",
+            ])
+            .arg("-o")
+            .arg(format!(
+                "UserKnownHostsFile={}",
+                demo_dir.join("known_hosts").display()
+            ))
+            .arg("-i")
+            .arg(demo_dir.join(".ssh").join("demo_ed25519"))
+            .args(["-p", &node.port().to_string()])
+            .arg(format!("ops@{}", node.ip()))
+            .arg("systemctl stop k3s")
+            .output()
+            .expect("ssh (install openssh-client)");
+        assert!(out.status.success(), "{out:?}");
+        let pod_jp = "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{\"\\n\"}{end}";
+        let pods = ok(&[
+            "get",
+            "pods",
+            "-n",
+            "kube-system",
+            "-l",
+            "app.kubernetes.io/name=kube-vip-ds",
+            "-o",
+            pod_jp,
+        ]);
+        let pod = pods
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .find(|(_, n)| *n == holder)
+            .map(|(p, _)| p.to_string())
+            .unwrap_or_else(|| panic!("no kube-vip pod on {holder}: {pods}"));
+        let t0 = std::time::Instant::now();
+        let new_holder = loop {
+            let (_, h) = lease_holder(&ok(&["get", "leases", "-n", "kube-system", "-o", jp]));
+            if h != holder {
+                break h;
+            }
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(40),
+                "the lease never left {holder}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        };
+        println!(
+            "kube-vip: {holder}'s k3s stopped; the lease went to {new_holder} after {:?}",
+            t0.elapsed()
+        );
+        let logs = ok(&["logs", "-n", "kube-system", &pod]);
+        assert!(
+            logs.lines().any(|l| l.starts_with('E')
+                && l.contains(&format!(
+                    "error retrieving resource lock kube-system/{lease}"
+                ))
+                && l.contains("connect: connection refused")),
+            "{logs}"
+        );
+        assert!(
+            logs.contains(&format!("failed to renew lease kube-system/{lease}")),
+            "{logs}"
+        );
+        assert!(
+            logs.contains("level=fatal msg=\"lost leadership, restarting kube-vip\""),
+            "{logs}"
+        );
+        assert!(
+            logs.contains(&format!(
+                "Node [{new_holder}] is assuming leadership of the cluster"
+            )),
+            "{logs}"
+        );
+        let restarts = ok(&[
+            "get",
+            "pod",
+            "-n",
+            "kube-system",
+            &pod,
+            "-o",
+            "jsonpath={.status.containerStatuses[0].restartCount}",
+        ]);
+        assert_eq!(restarts, "1");
+    })
+    .await
+    .expect("kubectl checks");
+    drop(d);
+}
