@@ -1,8 +1,9 @@
 //! One simulated k3s cluster: the objects a real one has, and what its controllers do.
 //!
 //! Owns: seeding a [`Store`] with what the console watches and an operator's kubectl shows
-//! (nodes with their kube-node-lease Leases, the kube-vip Lease, the cilium DaemonSet, its
-//! agents and their logs, the cilium HelmRelease, the `kubernetes` Service and
+//! (nodes with their kube-node-lease Leases, the kube-vip Lease, kube-vip's DaemonSet with
+//! a pod per server whose logs tell the leader election, the cilium DaemonSet, its agents
+//! and their logs, the cilium HelmRelease, the `kubernetes` Service and
 //! EndpointSlice), and the task that plays the cluster's controllers on it: kube-vip
 //! renewing the Lease (and handing it over when the holder dies, or when the k3s server
 //! under it restarts for longer than the lease lasts), the kubelets renewing
