@@ -81,6 +81,31 @@ async fn agent_hosts(d: &demo::Demo, env: &str) -> Vec<(String, String)> {
     out
 }
 
+/// (node, Ready) of every kube-vip pod (the kube-vip-ds DaemonSet's) of `env`.
+async fn vip_pods_ready(d: &demo::Demo, env: &str) -> Vec<(String, bool)> {
+    let t = kube_target(&d.repo, env, &KubeOverrides::default()).expect("target");
+    let pods: Api<Pod> = Api::namespaced(client(&t).await.expect("client"), "kube-system");
+    let list = pods
+        .list(&ListParams::default().labels("app.kubernetes.io/name=kube-vip-ds"))
+        .await
+        .expect("list kube-vip pods");
+    let mut out: Vec<(String, bool)> = list
+        .items
+        .iter()
+        .map(|p| {
+            let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+            let ready = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            (node.unwrap_or_default(), ready)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 fn vip(d: &demo::Demo, env: &str) -> String {
     d.repo
         .environment(env)
@@ -173,6 +198,23 @@ async fn holder_dies_the_node_goes_not_ready_and_the_lease_moves_once_it_expires
         Some(ConditionStatus::True),
         "the lease went to a live server: {:#?}",
         moved.nodes
+    );
+    // kube-vip's own pods: the dead holder's is not Ready, the others are; the agents
+    // pane counts only the cilium agents.
+    let vips = vip_pods_ready(&d, "prod").await;
+    assert_eq!(vips.len(), 3, "{vips:?}");
+    for (node, ready) in &vips {
+        assert_eq!(*ready, *node != holder, "{vips:?}");
+    }
+    assert_eq!(moved.agents.agents.len(), 3, "{:#?}", moved.agents);
+    assert!(
+        moved
+            .agents
+            .agents
+            .iter()
+            .all(|a| a.pod.starts_with("cilium-")),
+        "{:#?}",
+        moved.agents
     );
     // dev is untouched.
     let dev = kube_look(&d, "dev").await;

@@ -82,6 +82,7 @@ fn assert_succeeded(r: &Report) {
     assert!(answers >= gated, "{answers} answers for {gated} gates");
 }
 
+/// The cilium agents' pods (kube-system also runs kube-vip's).
 fn pods(d: &Demo, env: &str) -> Vec<Value> {
     d.kubes[env]
         .store()
@@ -89,6 +90,7 @@ fn pods(d: &Demo, env: &str) -> Vec<Value> {
         .expect("pods")
         .into_iter()
         .map(|o| (*o).clone())
+        .filter(|p| p.pointer("/metadata/labels/k8s-app") == Some(&Value::from("cilium")))
         .collect()
 }
 

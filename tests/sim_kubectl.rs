@@ -553,3 +553,339 @@ async fn kubectl_watch_and_events_of_a_fault() {
     .expect("kubectl checks");
     drop(d);
 }
+
+/// kube-vip as a k3s HA install runs it: the `kube-vip-ds` DaemonSet's pod on every server,
+/// Running, whose logs tell the leader election as kube-vip and client-go write it, and
+/// follow the Lease when its holder dies; the cilium DaemonSet never counts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_sees_kube_vip_pods_and_their_leader_election() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = demo::start("healthy", dir.path())
+        .await
+        .unwrap_or_else(|e| panic!("demo: {e}"));
+    let kc = kubeconfig(&d.dir, "prod");
+    let faults = d.fault_injector();
+    tokio::task::spawn_blocking(move || {
+        let ok = |args: &[&str]| {
+            let (o, e, code) = kubectl(&kc, args);
+            assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
+            eprintln!("$ kubectl {}\n{o}{e}", args.join(" "));
+            o
+        };
+        let sel = "app.kubernetes.io/name=kube-vip-ds";
+        let nodes: Vec<String> = ok(&["get", "nodes", "-o", "name"])
+            .lines()
+            .map(|l| l.trim_start_matches("node/").to_string())
+            .collect();
+        assert_eq!(nodes.len(), 3, "{nodes:?}");
+        // One Running, ready pod per server.
+        let wide = ok(&["get", "pods", "-n", "kube-system", "-l", sel, "-o", "wide"]);
+        assert_eq!(wide.lines().count(), 4, "{wide}");
+        for n in &nodes {
+            assert_eq!(
+                wide.lines()
+                    .filter(|l| l.starts_with("kube-vip-ds-")
+                        && l.contains(" 1/1 ")
+                        && l.contains("Running")
+                        && l.split_whitespace().any(|w| w == n))
+                    .count(),
+                1,
+                "{n}: {wide}"
+            );
+        }
+        // The cilium DaemonSet and its pods are untouched by them.
+        let cilium = ok(&[
+            "get",
+            "pods",
+            "-n",
+            "kube-system",
+            "-l",
+            "k8s-app=cilium",
+            "-o",
+            "name",
+        ]);
+        assert_eq!(cilium.lines().count(), 3, "{cilium}");
+        let ds = ok(&["get", "ds", "-n", "kube-system"]);
+        assert!(
+            ds.lines()
+                .any(|l| l.starts_with("kube-vip-ds ") && l.contains(" 3 ")),
+            "{ds}"
+        );
+        let desired = ok(&[
+            "get",
+            "ds",
+            "-n",
+            "kube-system",
+            "cilium",
+            "-o",
+            "jsonpath={.status.desiredNumberScheduled}/{.status.numberReady}",
+        ]);
+        assert_eq!(desired, "3/3");
+        // The Lease's holder, and each node's kube-vip pod.
+        let leases = ok(&[
+            "get",
+            "leases",
+            "-n",
+            "kube-system",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.spec.holderIdentity}{\"\\n\"}{end}",
+        ]);
+        let (lease, holder) = leases
+            .lines()
+            .find_map(|l| l.split_once(' '))
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .unwrap_or_else(|| panic!("no lease in kube-system: {leases}"));
+        let pod_of = |node: &str| -> String {
+            let out = ok(&[
+                "get",
+                "pods",
+                "-n",
+                "kube-system",
+                "-l",
+                sel,
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{\"\\n\"}{end}",
+            ]);
+            out.lines()
+                .filter_map(|l| l.split_once(' '))
+                .find(|(_, n)| *n == node)
+                .map(|(p, _)| p.to_string())
+                .unwrap_or_else(|| panic!("no kube-vip pod on {node}: {out}"))
+        };
+        let leader_line = |n: &str| format!("Node [{n}] is assuming leadership of the cluster");
+        let acquired = format!("successfully acquired lease kube-system/{lease}");
+        let logs = ok(&["logs", "-n", "kube-system", &pod_of(&holder)]);
+        assert!(logs.contains(&leader_line(&holder)), "{logs}");
+        assert!(logs.contains(&acquired), "{logs}");
+        // logrus' text format for kube-vip's own lines, klog's for client-go's.
+        assert!(
+            logs.lines()
+                .any(|l| l.starts_with("time=\"") && l.contains("\" level=info msg=\"Node [")),
+            "{logs}"
+        );
+        assert!(
+            logs.lines()
+                .any(|l| l.starts_with('I') && l.contains(" leaderelection.go:")),
+            "{logs}"
+        );
+        let followers: Vec<&String> = nodes.iter().filter(|n| **n != holder).collect();
+        for f in &followers {
+            let l = ok(&["logs", "-n", "kube-system", &pod_of(f)]);
+            assert!(l.contains(&leader_line(&holder)), "{f}: {l}");
+            assert!(!l.contains(&acquired), "{f}: {l}");
+            assert!(l.contains(&format!("id [{f}]")), "{f}: {l}");
+        }
+        // Follow one follower's log while the holder dies and the Lease moves.
+        let follower_pod = pod_of(followers[1]);
+        let mut follow = std::process::Command::new(demo_common::kubectl_bin())
+            .arg("--kubeconfig")
+            .arg(&kc)
+            .args(["logs", "-f", "-n", "kube-system", &follower_pod])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("kubectl logs -f");
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        faults
+            .inject("prod", "holder-dies")
+            .unwrap_or_else(|e| panic!("inject: {e}"));
+        let t0 = std::time::Instant::now();
+        let new_holder = loop {
+            let h = ok(&[
+                "get",
+                "lease",
+                "-n",
+                "kube-system",
+                &lease,
+                "-o",
+                "jsonpath={.spec.holderIdentity}",
+            ]);
+            if h != holder {
+                break h;
+            }
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(40),
+                "the lease never moved from {holder}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        };
+        println!(
+            "kube-vip: lease moved {holder} -> {new_holder} in {:?}",
+            t0.elapsed()
+        );
+        let logs = ok(&["logs", "-n", "kube-system", &pod_of(&new_holder)]);
+        assert!(logs.contains(&leader_line(&new_holder)), "{logs}");
+        assert!(logs.contains(&acquired), "{logs}");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let _ = follow.kill();
+        let _ = follow.wait();
+        let mut seen = String::new();
+        std::io::Read::read_to_string(&mut follow.stdout.take().expect("stdout"), &mut seen)
+            .expect("read");
+        assert!(seen.contains(&leader_line(&new_holder)), "{seen}");
+        // The dead holder's kube-vip pod is no longer Ready.
+        let ready = ok(&[
+            "get",
+            "pod",
+            "-n",
+            "kube-system",
+            &pod_of(&holder),
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ]);
+        assert_eq!(ready, "False");
+        // rollout restart of kube-vip's DaemonSet rolls the live servers' pods.
+        ok(&["rollout", "restart", "-n", "kube-system", "ds/kube-vip-ds"]);
+        let gen2 = (0..40)
+            .map(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(250));
+                ok(&[
+                    "get",
+                    "pods",
+                    "-n",
+                    "kube-system",
+                    "-l",
+                    "app.kubernetes.io/name=kube-vip-ds,pod-template-generation=2",
+                    "-o",
+                    "name",
+                ])
+            })
+            .find(|o| o.lines().count() == 2)
+            .unwrap_or_else(|| panic!("kube-vip-ds never rolled onto the two live servers"));
+        assert_eq!(gen2.lines().count(), 2, "{gen2}");
+        let cilium = ok(&[
+            "get",
+            "ds",
+            "-n",
+            "kube-system",
+            "cilium",
+            "-o",
+            "jsonpath={.status.desiredNumberScheduled}/{.status.updatedNumberScheduled}",
+        ]);
+        assert_eq!(cilium, "3/3");
+    })
+    .await
+    .expect("kubectl checks");
+    drop(d);
+}
+
+/// The holder's k3s stops (a playbook's `systemctl stop k3s`, over OpenSSH): its kube-vip
+/// logs that it cannot reach the API to renew, the Lease moves once it has run out, and the
+/// old holder's kube-vip gives up leadership and restarts (its pod counts the restart).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_vip_logs_renew_failures_when_the_holders_k3s_stops() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = demo::start("healthy", dir.path())
+        .await
+        .unwrap_or_else(|e| panic!("demo: {e}"));
+    let kc = kubeconfig(&d.dir, "prod");
+    let addrs: std::collections::BTreeMap<String, std::net::SocketAddr> =
+        d.nodes.iter().map(|(h, n)| (h.clone(), n.addr())).collect();
+    let demo_dir = d.dir.clone();
+    tokio::task::spawn_blocking(move || {
+        let ok = |args: &[&str]| {
+            let (o, e, code) = kubectl(&kc, args);
+            assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
+            o
+        };
+        let lease_holder = |o: &str| -> (String, String) {
+            o.lines()
+                .find_map(|l| l.split_once(' '))
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .unwrap_or_else(|| panic!("no lease in kube-system: {o}"))
+        };
+        let jp = "jsonpath={range .items[*]}{.metadata.name} {.spec.holderIdentity}{\"\\n\"}{end}";
+        let (lease, holder) = lease_holder(&ok(&["get", "leases", "-n", "kube-system", "-o", jp]));
+        let node = addrs.get(&holder).expect("the holder's SSH node");
+        let out = std::process::Command::new("ssh")
+            .args([
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "StrictHostKeyChecking=yes",
+                "-F",
+                "/dev/null",
+            ])
+            .arg("-o")
+            .arg(format!(
+                "UserKnownHostsFile={}",
+                demo_dir.join("known_hosts").display()
+            ))
+            .arg("-i")
+            .arg(demo_dir.join(".ssh").join("demo_ed25519"))
+            .args(["-p", &node.port().to_string()])
+            .arg(format!("ops@{}", node.ip()))
+            .arg("systemctl stop k3s")
+            .output()
+            .expect("ssh (install openssh-client)");
+        assert!(out.status.success(), "{out:?}");
+        let pod_jp = "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{\"\\n\"}{end}";
+        let pods = ok(&[
+            "get",
+            "pods",
+            "-n",
+            "kube-system",
+            "-l",
+            "app.kubernetes.io/name=kube-vip-ds",
+            "-o",
+            pod_jp,
+        ]);
+        let pod = pods
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .find(|(_, n)| *n == holder)
+            .map(|(p, _)| p.to_string())
+            .unwrap_or_else(|| panic!("no kube-vip pod on {holder}: {pods}"));
+        let t0 = std::time::Instant::now();
+        let new_holder = loop {
+            let (_, h) = lease_holder(&ok(&["get", "leases", "-n", "kube-system", "-o", jp]));
+            if h != holder {
+                break h;
+            }
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(40),
+                "the lease never left {holder}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        };
+        println!(
+            "kube-vip: {holder}'s k3s stopped; the lease went to {new_holder} after {:?}",
+            t0.elapsed()
+        );
+        let logs = ok(&["logs", "-n", "kube-system", &pod]);
+        assert!(
+            logs.lines().any(|l| l.starts_with('E')
+                && l.contains(&format!(
+                    "error retrieving resource lock kube-system/{lease}"
+                ))
+                && l.contains("connect: connection refused")),
+            "{logs}"
+        );
+        assert!(
+            logs.contains(&format!("failed to renew lease kube-system/{lease}")),
+            "{logs}"
+        );
+        assert!(
+            logs.contains("level=fatal msg=\"lost leadership, restarting kube-vip\""),
+            "{logs}"
+        );
+        assert!(
+            logs.contains(&format!(
+                "Node [{new_holder}] is assuming leadership of the cluster"
+            )),
+            "{logs}"
+        );
+        let restarts = ok(&[
+            "get",
+            "pod",
+            "-n",
+            "kube-system",
+            &pod,
+            "-o",
+            "jsonpath={.status.containerStatuses[0].restartCount}",
+        ]);
+        assert_eq!(restarts, "1");
+    })
+    .await
+    .expect("kubectl checks");
+    drop(d);
+}

@@ -1,8 +1,9 @@
 //! One simulated k3s cluster: the objects a real one has, and what its controllers do.
 //!
 //! Owns: seeding a [`Store`] with what the console watches and an operator's kubectl shows
-//! (nodes with their kube-node-lease Leases, the kube-vip Lease, the cilium DaemonSet, its
-//! agents and their logs, the cilium HelmRelease, the `kubernetes` Service and
+//! (nodes with their kube-node-lease Leases, the kube-vip Lease, kube-vip's DaemonSet with
+//! a pod per server whose logs tell the leader election, the cilium DaemonSet, its agents
+//! and their logs, the cilium HelmRelease, the `kubernetes` Service and
 //! EndpointSlice), and the task that plays the cluster's controllers on it: kube-vip
 //! renewing the Lease (and handing it over when the holder dies, or when the k3s server
 //! under it restarts for longer than the lease lasts), the kubelets renewing
@@ -261,7 +262,12 @@ fn pod_ref(name: &str) -> ObjRef {
 /// their controller's (a client that checks ownership, like kube-wait, ignores pods that
 /// name another).
 async fn ds_meta<C: ClusterApi>(api: &C) -> (u64, String) {
-    let ds = api.fetch(&ds_ref()).await.ok().flatten();
+    ds_meta_of(api, &ds_ref()).await
+}
+
+/// [`ds_meta`] of the DaemonSet `r`.
+async fn ds_meta_of<C: ClusterApi>(api: &C, r: &ObjRef) -> (u64, String) {
+    let ds = api.fetch(r).await.ok().flatten();
     let field = |p: &str| ds.as_ref().and_then(|o| o.pointer(p).cloned());
     (
         field("/metadata/generation")
@@ -318,12 +324,37 @@ fn pod_status(
     now: jiff::Timestamp,
     container_id: &str,
 ) -> Value {
+    container_pod_status(
+        addr,
+        AGENT,
+        CILIUM_IMAGE,
+        ready,
+        0,
+        started,
+        now,
+        container_id,
+    )
+}
+
+/// A running one-container pod's status: `container` of `image` running since `started`,
+/// restarted `restarts` times, ready or not.
+#[allow(clippy::too_many_arguments)]
+fn container_pod_status(
+    addr: Ipv4Addr,
+    container: &str,
+    image: &str,
+    ready: bool,
+    restarts: u64,
+    started: jiff::Timestamp,
+    now: jiff::Timestamp,
+    container_id: &str,
+) -> Value {
     let cond = |t: &str, ok: bool, at: jiff::Timestamp| {
         let mut c = json!({"type": t, "status": if ok { "True" } else { "False" },
             "lastTransitionTime": time(at), "lastProbeTime": null});
         if !ok {
             c["reason"] = json!("ContainersNotReady");
-            c["message"] = json!(format!("containers with unready status: [{AGENT}]"));
+            c["message"] = json!(format!("containers with unready status: [{container}]"));
         }
         c
     };
@@ -339,8 +370,8 @@ fn pod_status(
         ],
         "hostIP": ip, "hostIPs": [{"ip": ip}], "podIP": ip, "podIPs": [{"ip": ip}],
         "qosClass": "BestEffort",
-        "containerStatuses": [{"name": AGENT, "ready": ready, "restartCount": 0,
-            "image": CILIUM_IMAGE, "imageID": format!("{CILIUM_IMAGE}@sha256:{}", "0".repeat(64)),
+        "containerStatuses": [{"name": container, "ready": ready, "restartCount": restarts,
+            "image": image, "imageID": format!("{image}@sha256:{}", "0".repeat(64)),
             "containerID": container_id, "started": true,
             "state": {"running": {"startedAt": time(started)}}, "lastState": {}}],
         "startTime": time(started),
@@ -395,6 +426,195 @@ fn pod_name(server: usize, generation: u64, nth: u64) -> String {
     } else {
         format!("cilium-g{generation}-n{n}-{nth}")
     }
+}
+
+/// kube-vip as a k3s HA install runs it: the DaemonSet `kube-vip manifest daemonset`
+/// generates, one pod per control-plane node, selected by its name label.
+const VIP_DS: &str = "kube-vip-ds";
+const VIP_LABEL: &str = "app.kubernetes.io/name";
+const VIP: &str = "kube-vip";
+const VIP_VERSION: &str = "v0.8.9";
+const VIP_IMAGE: &str = "ghcr.io/kube-vip/kube-vip:v0.8.9";
+
+fn vip_ds_ref() -> ObjRef {
+    ObjRef::new("apps/v1", "DaemonSet", Some(NS), VIP_DS)
+}
+
+/// The kube-vip container as the generated manifest declares it (control plane only, ARP,
+/// leader election on the inventory's Lease).
+fn vip_container(env: &SimEnv, lease_duration_s: u64) -> Value {
+    let var = |n: &str, v: String| json!({"name": n, "value": v});
+    json!({
+        "name": VIP, "image": VIP_IMAGE, "imagePullPolicy": "IfNotPresent",
+        "args": ["manager"],
+        "env": [
+            var("vip_arp", "true".into()),
+            var("port", env.api_port.to_string()),
+            var("vip_address", env.vip.to_string()),
+            var("cp_enable", "true".into()),
+            var("cp_namespace", NS.into()),
+            var("vip_leaderelection", "true".into()),
+            var("vip_leasename", env.lease_name.clone()),
+            var("vip_leaseduration", lease_duration_s.to_string()),
+            var("vip_renewdeadline", (lease_duration_s * 2 / 3).max(1).to_string()),
+            var("vip_retryperiod", (lease_duration_s / 5).max(1).to_string()),
+        ],
+        "securityContext": {"capabilities": {"add": ["NET_ADMIN", "NET_RAW"]}},
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+    })
+}
+
+fn vip_pod_spec(env: &SimEnv, lease_duration_s: u64) -> Value {
+    json!({
+        "containers": [vip_container(env, lease_duration_s)],
+        "hostNetwork": true,
+        "dnsPolicy": "ClusterFirst",
+        "restartPolicy": "Always",
+        "schedulerName": "default-scheduler",
+        "serviceAccountName": "kube-vip",
+        "terminationGracePeriodSeconds": 30,
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "node-role.kubernetes.io/control-plane",
+                "operator": "Exists"}]}]}}},
+        "tolerations": [{"effect": "NoSchedule", "operator": "Exists"},
+            {"effect": "NoExecute", "operator": "Exists"}],
+    })
+}
+
+fn vip_daemonset(env: &SimEnv, lease_duration_s: u64) -> Value {
+    let labels = json!({VIP_LABEL: VIP_DS, "app.kubernetes.io/version": VIP_VERSION});
+    json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": VIP_DS, "namespace": NS, "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": {VIP_LABEL: VIP_DS}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {"metadata": {"labels": labels},
+                "spec": vip_pod_spec(env, lease_duration_s)},
+        }
+    })
+}
+
+/// The kube-vip pod on `server` named `name`, of the DaemonSet's `generation`.
+#[allow(clippy::too_many_arguments)]
+fn vip_pod(
+    env: &SimEnv,
+    server: usize,
+    name: &str,
+    generation: u64,
+    owner_uid: &str,
+    lease_duration_s: u64,
+    ready: bool,
+    now: jiff::Timestamp,
+) -> Value {
+    let (node, addr) = &env.servers[server];
+    let mut spec = vip_pod_spec(env, lease_duration_s);
+    spec["nodeName"] = json!(node);
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "generateName": format!("{VIP_DS}-"),
+            "labels": {VIP_LABEL: VIP_DS, "app.kubernetes.io/version": VIP_VERSION,
+                "pod-template-generation": generation.to_string()},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": VIP_DS,
+                "uid": owner_uid, "controller": true, "blockOwnerDeletion": true}],
+        },
+        "spec": spec,
+        "status": container_pod_status(*addr, VIP, VIP_IMAGE, ready, 0, now, now, &container_id()),
+    })
+}
+
+/// The name of the kube-vip pod the controller creates for `server`: stable for the first,
+/// a counter after.
+fn vip_pod_name(server: usize, nth: u64) -> String {
+    let n = server + 1;
+    if nth == 0 {
+        format!("{VIP_DS}-n{n}")
+    } else {
+        format!("{VIP_DS}-n{n}-{nth}")
+    }
+}
+
+/// One kube-vip line of its own (logrus' text format: `time="..." level=info msg="..."`).
+fn vip_line(level: &str, msg: &str) -> String {
+    let t = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ");
+    format!(
+        "time=\"{t}\" level={level} msg=\"{}\"",
+        msg.replace('"', "\\\"")
+    )
+}
+
+/// One line of client-go's leader election inside kube-vip (klog's header: severity,
+/// MMDD, time, thread, file:line).
+fn klog_line(severity: char, at: &str, msg: &str) -> String {
+    let t = jiff::Timestamp::now().strftime("%m%d %H:%M:%S%.6f");
+    format!("{severity}{t}       1 {at}] {msg}")
+}
+
+fn vip_log(logs: Option<&Logs>, pod: &str, lines: Vec<String>) {
+    if let Some(logs) = logs {
+        for l in lines {
+            logs.append(NS, pod, VIP, l);
+        }
+    }
+}
+
+/// What kube-vip logs as it starts on `node`, up to its first try for the Lease.
+fn vip_starts(logs: Option<&Logs>, pod: &str, node: &str, lease: &str) {
+    vip_log(
+        logs,
+        pod,
+        vec![
+            vip_line("info", &format!("Starting kube-vip.io [{VIP_VERSION}]")),
+            vip_line(
+                "info",
+                &format!("namespace [{NS}], Mode: [ARP], Features(s): Control Plane:[true], Services:[false]"),
+            ),
+            vip_line(
+                "info",
+                &format!("Beginning cluster membership, namespace [{NS}], lock name [{lease}], id [{node}]"),
+            ),
+            klog_line(
+                'I',
+                "leaderelection.go:257",
+                &format!("attempting to acquire leader lease {NS}/{lease}..."),
+            ),
+        ],
+    );
+}
+
+/// The kube-vip that took the Lease: client-go says so, then kube-vip's new-leader line.
+fn vip_acquires(logs: Option<&Logs>, pod: &str, node: &str, lease: &str) {
+    vip_log(
+        logs,
+        pod,
+        vec![
+            klog_line(
+                'I',
+                "leaderelection.go:271",
+                &format!("successfully acquired lease {NS}/{lease}"),
+            ),
+            vip_line(
+                "info",
+                &format!("Node [{node}] is assuming leadership of the cluster"),
+            ),
+        ],
+    );
+}
+
+/// A follower's kube-vip seeing `leader` take the Lease.
+fn vip_sees_leader(logs: Option<&Logs>, pod: &str, leader: &str) {
+    vip_log(
+        logs,
+        pod,
+        vec![vip_line(
+            "info",
+            &format!("Node [{leader}] is assuming leadership of the cluster"),
+        )],
+    );
 }
 
 fn lease(
@@ -607,7 +827,49 @@ pub async fn seed<C: ClusterApi>(
         ),
     )
     .await?;
+    seed_vip(t, env, state, holder_ix, now).await?;
     api.apply(helmrelease(None)).await?;
+    Ok(())
+}
+
+/// kube-vip's DaemonSet and its pod on every server, each having logged its start and the
+/// election that made `holder_ix` the leader.
+async fn seed_vip<C: ClusterApi>(
+    t: &Target<C>,
+    env: &SimEnv,
+    state: &EnvState,
+    holder_ix: usize,
+    now: jiff::Timestamp,
+) -> Result<(), SimError> {
+    let api = &t.api;
+    let logs = t.logs.as_ref();
+    api.apply(vip_daemonset(env, state.lease_duration_s))
+        .await?;
+    let (generation, owner) = ds_meta_of(api, &vip_ds_ref()).await;
+    let holder = env.servers.get(holder_ix).map(|s| s.0.as_str());
+    for (i, (node, _)) in env.servers.iter().enumerate() {
+        let name = vip_pod_name(i, 0);
+        api.apply(vip_pod(
+            env,
+            i,
+            &name,
+            generation,
+            &owner,
+            state.lease_duration_s,
+            true,
+            now,
+        ))
+        .await?;
+        vip_starts(logs, &name, node, &env.lease_name);
+        match holder {
+            Some(h) if h == node => vip_acquires(logs, &name, node, &env.lease_name),
+            Some(h) => vip_sees_leader(logs, &name, h),
+            None => {}
+        }
+    }
+    let n = env.servers.len();
+    api.patch_status(&vip_ds_ref(), super::daemonset::status(generation, n, n, n))
+        .await?;
     Ok(())
 }
 
@@ -914,6 +1176,10 @@ struct Controllers<C> {
     /// The DaemonSet generation last rolled: a change to it is the controller's own (Flux's
     /// upgrade, rolled at once), not a new one to roll.
     rolled: u64,
+    /// kube-vip pods created per node so far (the seeded one counts).
+    vip_created: Vec<u64>,
+    /// The kube-vip DaemonSet generation last rolled.
+    vip_rolled: u64,
     cancel: CancellationToken,
 }
 
@@ -927,7 +1193,10 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
     ) -> Controllers<C> {
         let n = env.servers.len();
         let (rolled, _) = ds_meta(&t.api).await;
+        let (vip_rolled, _) = ds_meta_of(&t.api, &vip_ds_ref()).await;
         Controllers {
+            vip_created: vec![1; n],
+            vip_rolled,
             holder: state
                 .lease_holder
                 .saturating_sub(1)
@@ -960,11 +1229,25 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         msg: &str,
         src: Source<'_>,
     ) {
+        let c = container.then_some(AGENT);
+        self.record_in(r, c, type_, reason, msg, src).await;
+    }
+
+    /// An event about `r`, or about its `container`.
+    async fn record_in(
+        &self,
+        r: &ObjRef,
+        container: Option<&str>,
+        type_: &str,
+        reason: &str,
+        msg: &str,
+        src: Source<'_>,
+    ) {
         let Some(mut inv) = Involved::of(&self.t.api, r).await else {
             return;
         };
-        if container {
-            inv = inv.container(AGENT);
+        if let Some(c) = container {
+            inv = inv.container(c);
         }
         if let Err(e) = events::record(&self.t.api, &inv, type_, reason, msg, src).await {
             tracing::warn!("simulated cluster: recording {reason}: {e}");
@@ -1021,6 +1304,15 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
                     self.roll().await;
                 }
             }
+            ("DaemonSet", EventType::Modified, true) if e.name == VIP_DS => {
+                let generation =
+                    |o: &Value| o.pointer("/metadata/generation").and_then(Value::as_u64);
+                let now = generation(&e.object);
+                let new = now.is_some_and(|g| g > self.vip_rolled);
+                if new && now != e.prev.as_ref().and_then(generation) {
+                    self.roll_vip().await;
+                }
+            }
             _ => {}
         }
     }
@@ -1042,13 +1334,19 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             .and_then(Value::as_u64)
             .unwrap_or(0);
         let r = pod_ref(&name);
-        agent_stops(self.logs(), &name);
-        self.record(
+        let container = pod
+            .pointer("/spec/containers/0/name")
+            .and_then(Value::as_str)
+            .unwrap_or(AGENT);
+        if container == AGENT {
+            agent_stops(self.logs(), &name);
+        }
+        self.record_in(
             &r,
-            true,
+            Some(container),
             "Normal",
             "Killing",
-            &format!("Stopping container {AGENT}"),
+            &format!("Stopping container {container}"),
             Source {
                 component: "kubelet",
                 host: Some(&node),
@@ -1130,12 +1428,19 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             }
             return;
         }
+        if !self.dead.get(self.holder).copied().unwrap_or(true) {
+            self.vip_renew_fails(self.holder).await;
+        }
         let expired = now.as_millisecond() - self.last_renew.as_millisecond()
             > i64::try_from(self.state.lease_duration_s * 1000).unwrap_or(i64::MAX);
         if !expired {
             return;
         }
         if let Some(next) = (0..self.env.servers.len()).find(|i| self.serving(*i)) {
+            let old = self.holder;
+            if !self.dead.get(old).copied().unwrap_or(true) {
+                self.vip_loses(old).await;
+            }
             self.holder = next;
             self.transitions += 1;
             self.last_renew = now;
@@ -1155,6 +1460,7 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
                 tracing::warn!("simulated cluster: kube-vip taking its Lease: {e}");
             }
             self.view.set_holder(&holder);
+            self.vip_new_leader(next).await;
             // client-go's leader election records this on the lock object.
             self.record(
                 &self.lease_ref(),
@@ -1212,6 +1518,8 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
                     .patch_status(&node, node_status(&name, addr, false, now))
                     .await;
                 self.view.set_ready(&name, false);
+                // The node controller marks the pods of a node that stopped posting not Ready.
+                self.vip_pod_ready(h, false, false).await;
                 self.record(
                     &node,
                     false,
@@ -1403,6 +1711,251 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             })
     }
 
+    /// The live pod labelled `key=value` on node `server` (one being deleted is gone for a
+    /// DaemonSet controller).
+    async fn pod_on(&self, server: usize, key: &str, value: &str) -> Option<Value> {
+        let node = &self.env.servers.get(server)?.0;
+        let ptr = format!("/metadata/labels/{}", key.replace('/', "~1"));
+        self.t
+            .api
+            .objects("v1", "Pod", Some(NS))
+            .await
+            .ok()?
+            .into_iter()
+            .find(|p| {
+                p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(node)
+                    && p.pointer(&ptr).and_then(Value::as_str) == Some(value)
+                    && p.pointer("/metadata/deletionTimestamp").is_none()
+            })
+    }
+
+    /// The name of kube-vip's pod on node `server`.
+    async fn vip_pod_of(&self, server: usize) -> Option<String> {
+        self.pod_on(server, VIP_LABEL, VIP_DS).await.and_then(|p| {
+            p.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+    }
+
+    /// kube-vip's pod on `server` Ready or not; `restarted`: its container just restarted
+    /// (one more restart, running since now).
+    async fn vip_pod_ready(&self, server: usize, ready: bool, restarted: bool) {
+        let Some(p) = self.pod_on(server, VIP_LABEL, VIP_DS).await else {
+            return;
+        };
+        let field = |ptr: &str| p.pointer(ptr).cloned().unwrap_or(Value::Null);
+        let Some(name) = field("/metadata/name").as_str().map(str::to_string) else {
+            return;
+        };
+        let now = jiff::Timestamp::now();
+        let mut started = field("/status/startTime")
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(now);
+        let mut restarts = field("/status/containerStatuses/0/restartCount")
+            .as_u64()
+            .unwrap_or(0);
+        let mut cid = field("/status/containerStatuses/0/containerID")
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if restarted {
+            restarts += 1;
+            started = now;
+            cid = container_id();
+        }
+        let status = container_pod_status(
+            self.env.servers[server].1,
+            VIP,
+            VIP_IMAGE,
+            ready,
+            restarts,
+            started,
+            now,
+            &cid,
+        );
+        if let Err(e) = self.t.api.patch_status(&pod_ref(&name), status).await {
+            tracing::warn!("simulated cluster: kube-vip pod {name}'s status: {e}");
+        }
+    }
+
+    /// The holder's kube-vip cannot reach its k3s to renew (it talks to 127.0.0.1).
+    async fn vip_renew_fails(&self, server: usize) {
+        let Some(pod) = self.vip_pod_of(server).await else {
+            return;
+        };
+        let (lease, port) = (&self.env.lease_name, self.env.api_port);
+        let msg = format!(
+            "error retrieving resource lock {NS}/{lease}: Get \"https://127.0.0.1:{port}/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{lease}?timeout=10s\": dial tcp 127.0.0.1:{port}: connect: connection refused"
+        );
+        vip_log(
+            self.logs(),
+            &pod,
+            vec![klog_line('E', "leaderelection.go:436", &msg)],
+        );
+    }
+
+    /// The old holder's kube-vip gives up the Lease: kube-vip exits on lost leadership and
+    /// the kubelet restarts its container, which starts over as a candidate.
+    async fn vip_loses(&self, server: usize) {
+        let Some(pod) = self.vip_pod_of(server).await else {
+            return;
+        };
+        let lease = &self.env.lease_name;
+        vip_log(
+            self.logs(),
+            &pod,
+            vec![
+                klog_line(
+                    'I',
+                    "leaderelection.go:297",
+                    &format!(
+                        "failed to renew lease {NS}/{lease}: timed out waiting for the condition"
+                    ),
+                ),
+                vip_line(
+                    "info",
+                    "This node is becoming a follower within the cluster",
+                ),
+                vip_line("fatal", "lost leadership, restarting kube-vip"),
+            ],
+        );
+        self.vip_pod_ready(server, true, true).await;
+        vip_starts(self.logs(), &pod, &self.env.servers[server].0, lease);
+    }
+
+    /// Server `next` took the Lease: its kube-vip says so, every other live one sees it.
+    async fn vip_new_leader(&self, next: usize) {
+        let leader = self.env.servers[next].0.clone();
+        for i in 0..self.env.servers.len() {
+            if self.dead.get(i).copied().unwrap_or(true) {
+                continue;
+            }
+            let Some(pod) = self.vip_pod_of(i).await else {
+                continue;
+            };
+            if i == next {
+                vip_acquires(self.logs(), &pod, &leader, &self.env.lease_name);
+            } else {
+                vip_sees_leader(self.logs(), &pod, &leader);
+            }
+        }
+    }
+
+    /// The kube-vip DaemonSet controller creates its pod on `server` (running at once: the
+    /// image is on the node); its kube-vip joins the election the Lease's holder leads.
+    async fn create_vip_pod(&mut self, server: usize, generation: u64, owner: &str) {
+        let Some(nth) = self.vip_created.get_mut(server) else {
+            return;
+        };
+        let name = vip_pod_name(server, *nth);
+        *nth += 1;
+        let node = self.env.servers[server].0.clone();
+        let pod = vip_pod(
+            &self.env,
+            server,
+            &name,
+            generation,
+            owner,
+            self.state.lease_duration_s,
+            true,
+            jiff::Timestamp::now(),
+        );
+        if let Err(e) = self.t.api.apply(pod).await {
+            tracing::warn!("simulated cluster: creating pod {name}: {e}");
+            return;
+        }
+        self.record(
+            &vip_ds_ref(),
+            false,
+            "Normal",
+            "SuccessfulCreate",
+            &format!("Created pod: {name}"),
+            Source {
+                component: "daemonset-controller",
+                host: None,
+            },
+        )
+        .await;
+        let lease = &self.env.lease_name;
+        vip_starts(self.logs(), &name, &node, lease);
+        if server == self.holder {
+            vip_acquires(self.logs(), &name, &node, lease);
+        } else {
+            let leader = &self.env.servers[self.holder].0;
+            vip_sees_leader(self.logs(), &name, leader);
+        }
+    }
+
+    async fn vip_ds_status(&self, generation: u64) {
+        let n = self.env.servers.len();
+        if let Err(e) = super::daemonset::report_status_by(
+            &self.t.api,
+            &vip_ds_ref(),
+            (VIP_LABEL, VIP_DS),
+            generation,
+            n,
+        )
+        .await
+        {
+            tracing::warn!("simulated cluster: the {VIP_DS} DaemonSet's status: {e}");
+        }
+    }
+
+    /// Every live server runs one kube-vip pod: a missing one is created.
+    async fn ensure_vip_pods(&mut self) {
+        let (generation, owner) = ds_meta_of(&self.t.api, &vip_ds_ref()).await;
+        let mut made = false;
+        for i in 0..self.env.servers.len() {
+            if self.dead[i] || self.vip_pod_of(i).await.is_some() {
+                continue;
+            }
+            self.create_vip_pod(i, generation, &owner).await;
+            made = true;
+        }
+        if made {
+            self.vip_ds_status(generation).await;
+        }
+    }
+
+    /// `rollout restart` of kube-vip's DaemonSet: each live node's pod is replaced by one of
+    /// the new generation, one node at a time.
+    async fn roll_vip(&mut self) {
+        let step = Duration::from_millis(700);
+        let (generation, owner) = ds_meta_of(&self.t.api, &vip_ds_ref()).await;
+        self.vip_rolled = self.vip_rolled.max(generation);
+        self.vip_ds_status(generation).await;
+        for i in 0..self.env.servers.len() {
+            if self.cancel.is_cancelled() {
+                return;
+            }
+            if self.dead[i] {
+                continue;
+            }
+            if let Some(old) = self.vip_pod_of(i).await {
+                let r = pod_ref(&old);
+                let node = self.env.servers[i].0.clone();
+                self.record_in(
+                    &r,
+                    Some(VIP),
+                    "Normal",
+                    "Killing",
+                    &format!("Stopping container {VIP}"),
+                    Source {
+                        component: "kubelet",
+                        host: Some(&node),
+                    },
+                )
+                .await;
+                let _ = self.t.api.remove(&r).await;
+            }
+            self.create_vip_pod(i, generation, &owner).await;
+            self.vip_ds_status(generation).await;
+            tokio::time::sleep(step).await;
+        }
+    }
+
     /// The pod's readiness, after the kubelet's first probe.
     async fn set_ready(&self, name: &str, server: usize) {
         let r = pod_ref(name);
@@ -1461,6 +2014,7 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
     /// The DaemonSet controller: every live node runs one agent pod; a missing one is
     /// created from the current template (and becomes ready a moment later).
     async fn ensure_pods(&mut self) {
+        self.ensure_vip_pods().await;
         let (generation, owner) = ds_meta(&self.t.api).await;
         let mut made = Vec::new();
         for i in 0..self.env.servers.len() {

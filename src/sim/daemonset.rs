@@ -30,9 +30,7 @@ fn label<'a>(pod: &'a Value, key: &str) -> Option<&'a str> {
     pod.get("metadata")?.get("labels")?.get(key)?.as_str()
 }
 
-/// Count the pods labelled `k8s-app=app` in the DaemonSet's namespace (those being deleted
-/// left out) and write `ds`'s status for `generation` over `desired` nodes. Returns the
-/// DaemonSet as stored.
+/// [`report_status_by`] for a DaemonSet whose pods carry `k8s-app=app` (cilium's).
 pub async fn report_status<C: ClusterApi>(
     api: &C,
     ds: &ObjRef,
@@ -40,10 +38,23 @@ pub async fn report_status<C: ClusterApi>(
     generation: u64,
     desired: usize,
 ) -> Result<Value, SimError> {
+    report_status_by(api, ds, ("k8s-app", app), generation, desired).await
+}
+
+/// Count the pods carrying the DaemonSet's selector label `(key, value)` in its namespace
+/// (those being deleted left out) and write `ds`'s status for `generation` over `desired`
+/// nodes. Returns the DaemonSet as stored.
+pub async fn report_status_by<C: ClusterApi>(
+    api: &C,
+    ds: &ObjRef,
+    (key, app): (&str, &str),
+    generation: u64,
+    desired: usize,
+) -> Result<Value, SimError> {
     let pods = api.objects("v1", "Pod", ds.namespace.as_deref()).await?;
     let mine: Vec<&Value> = pods
         .iter()
-        .filter(|p| label(p, "k8s-app") == Some(app))
+        .filter(|p| label(p, key) == Some(app))
         .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
         .collect();
     let current = generation.to_string();
