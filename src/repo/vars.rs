@@ -406,7 +406,10 @@ mod tests {
         assert!(Arc::ptr_eq(&v["a"].origin.file.0, &v["b"].origin.file.0));
         let file = &v["a"].origin.file;
         assert_eq!(&**file, Path::new("gv/all.yml"));
-        assert_eq!(format!("{file:?}"), format!("{:?}", Path::new("gv/all.yml")));
+        assert_eq!(
+            format!("{file:?}"),
+            format!("{:?}", Path::new("gv/all.yml"))
+        );
         assert_eq!(
             serde_json::to_value(&v["b"].origin).expect("json"),
             json!({"file": "gv/all.yml", "line": 2, "col": 1})
