@@ -41,7 +41,7 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
                     .map(|(name, v)| RawVar {
                         name: name.clone(),
                         value: v.value.clone(),
-                        file: v.origin.file.clone(),
+                        file: v.origin.file.to_path_buf(),
                         line: v.origin.line,
                         secret: v.secret,
                     })

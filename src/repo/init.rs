@@ -241,7 +241,7 @@ fn origin(repo: &Repo, host: &str, var: &str) -> String {
     match repo.origin(host, var) {
         Some(mut o) => {
             if let Ok(rel) = o.file.strip_prefix(&repo.root) {
-                o.file = rel.to_path_buf();
+                o.file = rel.into();
             }
             o.to_string()
         }

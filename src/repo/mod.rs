@@ -21,7 +21,7 @@ use std::sync::Arc;
 use self::config::{Config, ConfigError};
 use self::env::{Environment, HostFacts};
 use self::inventory::{Inventory, InventoryError};
-use self::resolve::{HostContext, Resolved, Resolver};
+use self::resolve::{GroupMap, Groups, HostContext, Resolved, Resolver};
 use self::vars::Origin;
 
 #[derive(Debug, thiserror::Error)]
@@ -44,11 +44,13 @@ pub struct Repo {
     pub ansible_dir: PathBuf,
     /// `root/inventory`.
     pub inventory_path: PathBuf,
-    pub inventory: Inventory,
+    /// Shared with the `groups` map below, which is made from it when first read.
+    pub inventory: Arc<Inventory>,
     pub environments: Vec<Environment>,
     resolver: Resolver,
-    /// Ansible's magic `groups`, computed once and shared by every host's context.
-    groups: Arc<BTreeMap<String, Vec<String>>>,
+    /// Ansible's magic `groups`, made when a template first reads it and shared by every
+    /// host's context.
+    groups: Groups,
     /// The roles of each set of playbooks a runbook runs, read once.
     roles_cache: std::sync::Mutex<RolesCache>,
 }
@@ -87,7 +89,13 @@ impl Repo {
     /// when there is none).
     pub fn load_with(root: &Path, config: Config) -> Result<Repo, RepoError> {
         let inventory_path = root.join(&config.inventory);
-        let inventory = Inventory::load(&inventory_path)?;
+        let inventory = Arc::new(Inventory::load(&inventory_path)?);
+        // Every host name copied twice (under `all` and its group): for 2,000 hosts no
+        // environment uses, that is most of a command's work, and few templates read it.
+        let groups = {
+            let inventory = inventory.clone();
+            Groups::lazy(move || all_groups(&inventory))
+        };
         let mut repo = Repo {
             root: root.to_path_buf(),
             ansible_dir: root.join(&config.ansible_dir),
@@ -96,10 +104,9 @@ impl Repo {
             environments: Vec::new(),
             config,
             resolver: Resolver::new(),
-            groups: Arc::default(),
+            groups,
             roles_cache: std::sync::Mutex::default(),
         };
-        repo.groups = Arc::new(all_groups(&repo.inventory));
         repo.environments = repo
             .config
             .environments
@@ -119,7 +126,7 @@ impl Repo {
 
     /// What a host's templates can see besides its variables.
     pub fn host_context(&self, host: &str) -> HostContext {
-        host_context_with(&self.inventory, self.groups.clone(), host)
+        host_context_in(&self.inventory, self.groups.clone(), host)
     }
 
     /// A host's merged variables, unrendered.
@@ -182,7 +189,7 @@ impl Repo {
 }
 
 /// Ansible's magic `groups`: every group's hosts.
-pub fn all_groups(inv: &Inventory) -> BTreeMap<String, Vec<String>> {
+pub fn all_groups(inv: &Inventory) -> GroupMap {
     inv.group_names()
         .into_iter()
         .map(|g| {
@@ -197,11 +204,12 @@ pub fn host_context(inv: &Inventory, host: &str) -> HostContext {
     host_context_with(inv, Arc::new(all_groups(inv)), host)
 }
 
-pub fn host_context_with(
-    inv: &Inventory,
-    groups: Arc<BTreeMap<String, Vec<String>>>,
-    host: &str,
-) -> HostContext {
+/// [`host_context`] with a `groups` map already made (shared by many hosts).
+pub fn host_context_with(inv: &Inventory, groups: Arc<GroupMap>, host: &str) -> HostContext {
+    host_context_in(inv, groups.into(), host)
+}
+
+fn host_context_in(inv: &Inventory, groups: Groups, host: &str) -> HostContext {
     let mut group_names: Vec<String> = inv
         .groups_of(host)
         .into_iter()

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use minijinja::{Environment, ErrorKind, UndefinedBehavior, Value};
@@ -47,8 +47,8 @@ impl Resolved {
 pub struct HostContext {
     pub inventory_hostname: String,
     /// Ansible's magic `groups`: every group's hosts. Shared, not copied, per host: it is
-    /// the size of the whole inventory.
-    pub groups: Arc<BTreeMap<String, Vec<String>>>,
+    /// the size of the whole inventory, so it is made when a template first reads it.
+    pub groups: Groups,
     /// Ansible's magic `group_names`: the host's groups, without `all`.
     pub group_names: Vec<String>,
 }
@@ -68,6 +68,67 @@ impl fmt::Debug for Resolver {
 impl Default for Resolver {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// Every group's hosts, as Ansible's magic `groups` gives them.
+pub type GroupMap = BTreeMap<String, Vec<String>>;
+
+/// Ansible's magic `groups`, made at most once, on first read: it copies every host name of
+/// the inventory (twice: under `all` and under its group), and most commands render no
+/// template that reads it. Clones share one map.
+#[derive(Clone, Default)]
+pub struct Groups(Arc<GroupsCell>);
+
+#[derive(Default)]
+struct GroupsCell {
+    map: OnceLock<Arc<GroupMap>>,
+    make: Option<Box<dyn Fn() -> GroupMap + Send + Sync>>,
+}
+
+impl Groups {
+    /// `make` is called the first time the map is read, never more.
+    pub fn lazy(make: impl Fn() -> GroupMap + Send + Sync + 'static) -> Groups {
+        Groups(Arc::new(GroupsCell {
+            map: OnceLock::new(),
+            make: Some(Box::new(make)),
+        }))
+    }
+
+    /// The map (made now if this is the first read).
+    pub fn get(&self) -> &GroupMap {
+        let cell = &*self.0;
+        cell.map
+            .get_or_init(|| Arc::new(cell.make.as_ref().map(|make| make()).unwrap_or_default()))
+    }
+
+    /// Whether the map was made (a template read it, or it was given made).
+    pub fn is_made(&self) -> bool {
+        self.0.map.get().is_some()
+    }
+}
+
+impl From<Arc<GroupMap>> for Groups {
+    fn from(map: Arc<GroupMap>) -> Groups {
+        Groups(Arc::new(GroupsCell {
+            map: OnceLock::from(map),
+            make: None,
+        }))
+    }
+}
+
+impl From<GroupMap> for Groups {
+    fn from(map: GroupMap) -> Groups {
+        Groups::from(Arc::new(map))
+    }
+}
+
+impl fmt::Debug for Groups {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.map.get() {
+            Some(map) => f.debug_tuple("Groups").field(&**map).finish(),
+            None => f.write_str("Groups(not made yet)"),
+        }
     }
 }
 
@@ -187,7 +248,7 @@ struct HostScope {
     raw: BTreeMap<String, serde_json::Value>,
     magic: BTreeMap<String, serde_json::Value>,
     /// `groups`, handed to templates only when one asks for it.
-    groups: Arc<BTreeMap<String, Vec<String>>>,
+    groups: Groups,
     done: Mutex<BTreeMap<String, Resolved>>,
     in_progress: Mutex<HashSet<String>>,
     /// The first failure met while rendering a dependency, so the outer error can name it.
@@ -346,7 +407,7 @@ impl Object for HostScope {
     fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
         let name = key.as_str()?;
         if name == MAGIC_GROUPS && !self.raw.contains_key(name) {
-            return Some(Value::from_serialize(&*self.groups));
+            return Some(Value::from_serialize(self.groups.get()));
         }
         if !self.raw.contains_key(name) && !self.magic.contains_key(name) {
             if let Ok(mut lf) = self.last_failure.lock() {
@@ -389,12 +450,44 @@ mod tests {
     fn ctx() -> HostContext {
         HostContext {
             inventory_hostname: "node-a".into(),
-            groups: Arc::new(BTreeMap::from([(
+            groups: BTreeMap::from([(
                 "servers".to_string(),
                 vec!["node-a".to_string(), "node-b".to_string()],
-            )])),
+            )])
+            .into(),
             group_names: vec!["servers".into()],
         }
+    }
+
+    /// `groups` is made on the first template that reads it, once, and not at all when
+    /// none does; what the template sees is the map `make` gives.
+    #[test]
+    fn groups_are_made_on_first_read_only() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let made = Arc::new(AtomicUsize::new(0));
+        let counter = made.clone();
+        let groups = Groups::lazy(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            BTreeMap::from([("servers".to_string(), vec!["node-a".to_string()])])
+        });
+        let ctx = HostContext {
+            groups: groups.clone(),
+            ..ctx()
+        };
+        let r = Resolver::new();
+        let plain = raw(json!({"port": 6443, "p": "{{ port }}"}));
+        assert_eq!(
+            r.resolve_all(&ctx, &plain)["p"],
+            Resolved::Value(json!(6443))
+        );
+        assert_eq!(made.load(Ordering::SeqCst), 0);
+        assert!(!groups.is_made());
+        let reads = raw(json!({"h": "{{ groups['servers'] }}", "n": "{{ groups | length }}"}));
+        let got = r.resolve_all(&ctx, &reads);
+        assert_eq!(got["h"], Resolved::Value(json!(["node-a"])));
+        assert_eq!(got["n"], Resolved::Value(json!(1)));
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        assert!(groups.is_made());
     }
 
     #[test]

@@ -13,16 +13,61 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::yaml::{self, Node, Value};
 
 /// Where a variable was defined: file and 1-based line and column.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub struct Origin {
-    pub file: PathBuf,
+    pub file: VarFile,
     pub line: usize,
     pub col: usize,
+}
+
+/// The path of the file a variable was defined in, shared by every variable of that file
+/// (a 2,000-host INI file's variables hold one path, not one copy each). Reads as a
+/// [`Path`]; prints and serializes as one.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VarFile(Arc<Path>);
+
+impl Deref for VarFile {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for VarFile {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl From<PathBuf> for VarFile {
+    fn from(path: PathBuf) -> VarFile {
+        VarFile(Arc::from(path))
+    }
+}
+
+impl<T: ?Sized + AsRef<Path>> From<&T> for VarFile {
+    fn from(path: &T) -> VarFile {
+        VarFile(Arc::from(path.as_ref()))
+    }
+}
+
+impl fmt::Debug for VarFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl serde::Serialize for VarFile {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
 }
 
 impl fmt::Display for Origin {
@@ -183,8 +228,10 @@ pub fn parse_vars_text(text: &str, path: &Path) -> Result<Loaded, VarsError> {
         }
         Err(_) => None,
     };
+    // One path for all the file's variables.
+    let file = VarFile::from(path);
     let origin = |line: usize, col: usize| Origin {
-        file: path.to_path_buf(),
+        file: file.clone(),
         line,
         col,
     };
@@ -321,7 +368,7 @@ pub fn var_from_node(node: &Node, key_mark: yaml::Mark, file: &Path) -> Var {
     Var {
         value: node.to_json(),
         origin: Origin {
-            file: file.to_path_buf(),
+            file: file.into(),
             line: key_mark.line,
             col: key_mark.col,
         },
@@ -349,6 +396,24 @@ mod tests {
         assert_eq!(v["mode"].value, json!(493));
         assert_eq!(v["name"].value, json!("x y"));
         assert_eq!(v["flag"].origin.to_string(), "gv/all.yml:3:1");
+    }
+
+    /// The variables of one file share its path, and it reads, prints and serializes as
+    /// the path it was made from.
+    #[test]
+    fn origins_share_the_file_path() {
+        let v = vars("a: 1\nb: 2\n");
+        assert!(Arc::ptr_eq(&v["a"].origin.file.0, &v["b"].origin.file.0));
+        let file = &v["a"].origin.file;
+        assert_eq!(&**file, Path::new("gv/all.yml"));
+        assert_eq!(
+            format!("{file:?}"),
+            format!("{:?}", Path::new("gv/all.yml"))
+        );
+        assert_eq!(
+            serde_json::to_value(&v["b"].origin).expect("json"),
+            json!({"file": "gv/all.yml", "line": 2, "col": 1})
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use super::pyliteral;
 use super::pytext;
 use super::shlex::shlex_split_borrowed;
 use super::{Inventory, InventoryError, MAX_MERGED_BYTES, UNGROUPED};
-use crate::repo::vars::{Origin, Var, VarMap};
+use crate::repo::vars::{Origin, Var, VarFile, VarMap};
 
 // ----- the INI parser -----
 
@@ -39,6 +39,8 @@ enum State {
 pub(super) struct IniParser {
     pub(super) inv: Inventory,
     file: PathBuf,
+    /// `file` as every variable's origin holds it (shared, not copied per variable).
+    origin_file: VarFile,
     line: usize,
     /// Ansible's `pending_declarations`, in insertion order (the first one is reported).
     pending: Vec<Pending>,
@@ -66,6 +68,7 @@ impl IniParser {
         IniParser {
             inv: Inventory::empty(path),
             file: path.to_path_buf(),
+            origin_file: VarFile::from(path),
             line: 0,
             pending: Vec::new(),
         }
@@ -85,7 +88,7 @@ impl IniParser {
 
     fn origin(&self, col: usize) -> Origin {
         Origin {
-            file: self.file.clone(),
+            file: self.origin_file.clone(),
             line: self.line,
             col,
         }
