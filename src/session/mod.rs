@@ -324,7 +324,7 @@ impl RunCore {
     pub fn record_trail(
         &mut self,
         events: &[crate::observe::timeline::TrailEvent],
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::observe::timeline::TrailError> {
         if !self.is_active() {
             return Ok(());
         }
@@ -337,12 +337,11 @@ impl RunCore {
             let Some(j) = self.journal.as_ref() else {
                 return Ok(());
             };
-            let w =
-                crate::observe::timeline::TrailWriter::open(j.path()).map_err(|e| e.to_string())?;
+            let w = crate::observe::timeline::TrailWriter::open(j.path())?;
             self.trail = Some(w);
         }
         match self.trail.as_mut() {
-            Some(w) => w.append(&mine).map_err(|e| e.to_string()),
+            Some(w) => w.append(&mine),
             None => Ok(()),
         }
     }
@@ -1078,7 +1077,7 @@ impl Session {
     pub fn record_trail(
         &mut self,
         events: &[crate::observe::timeline::TrailEvent],
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::observe::timeline::TrailError> {
         each!(self, s => s.core.record_trail(events))
     }
 
