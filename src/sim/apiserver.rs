@@ -27,10 +27,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
+use rcgen::KeyPair;
 use serde_json::{json, Value};
 
 /// The two binaries DIR must hold.
@@ -280,45 +277,21 @@ struct Pki {
     sa_pub: PathBuf,
 }
 
-fn pki_err(what: &str) -> impl Fn(rcgen::Error) -> ApiServerError + '_ {
-    move |e| ApiServerError::Pki(format!("{what}: {e}"))
-}
-
-/// A CA, a serving certificate for 127.0.0.1 and `ips`, and the service-account signing
-/// key, written under `dir`.
+/// A CA, a serving certificate for localhost, 127.0.0.1 and `ips`, and the service-account
+/// signing key, written under `dir`.
 fn make_pki(dir: &Path, ips: &[IpAddr]) -> Result<Pki, ApiServerError> {
-    let ca_key = KeyPair::generate().map_err(pki_err("CA key"))?;
-    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(pki_err("CA"))?;
-    ca.distinguished_name
-        .push(DnType::CommonName, "hk-console demo kube-apiserver CA");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_cert = ca.self_signed(&ca_key).map_err(pki_err("CA"))?;
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate().map_err(pki_err("serving key"))?;
-    let mut params =
-        CertificateParams::new(vec!["localhost".to_string()]).map_err(pki_err("serving"))?;
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "kube-apiserver");
-    let mut sans = vec![SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST))];
-    sans.extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
-    params.subject_alt_names.extend(sans);
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = params
-        .signed_by(&key, &issuer)
-        .map_err(pki_err("serving certificate"))?;
-    let sa = KeyPair::generate().map_err(pki_err("service-account key"))?;
+    let mut addrs = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
+    addrs.extend_from_slice(ips);
+    let super::kube::tls::Minted { ca, cert, key } = super::kube::tls::mint(
+        "hk-console demo kube-apiserver CA",
+        vec!["localhost".to_string()],
+        &addrs,
+    )
+    .map_err(|e| ApiServerError::Pki(e.to_string()))?;
+    let sa = KeyPair::generate()
+        .map_err(|e| ApiServerError::Pki(format!("service-account key: {e}")))?;
     let out = Pki {
-        ca_pem: ca_cert.pem(),
+        ca_pem: ca.pem(),
         cert: dir.join("serving.crt"),
         key: dir.join("serving.key"),
         sa_key: dir.join("sa.key"),

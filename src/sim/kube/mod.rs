@@ -47,7 +47,7 @@ mod server;
 pub mod status;
 pub mod store;
 pub mod tables;
-mod tls;
+pub(crate) mod tls;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
