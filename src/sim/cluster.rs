@@ -3,7 +3,7 @@
 //! Owns: seeding a [`Store`] with what the console watches and an operator's kubectl shows
 //! (nodes with their kube-node-lease Leases, the kube-vip Lease, kube-vip's DaemonSet with
 //! a pod per server whose logs tell the leader election, the cilium DaemonSet, its agents
-//! and their logs, the cilium HelmRelease, the `kubernetes` Service and
+//! and their logs, the repo's Flux objects ([`super::flux_applied`]), the `kubernetes` Service and
 //! EndpointSlice), and the task that plays the cluster's controllers on it: kube-vip
 //! renewing the Lease (and handing it over when the holder dies, or when the k3s server
 //! under it restarts for longer than the lease lasts), the kubelets renewing
@@ -56,6 +56,8 @@ pub struct SimEnv {
     /// The scenario's time scale: the real system's periods (a pod's grace period, a new
     /// pod's start) are divided by it.
     pub time_scale: u32,
+    /// What Flux applied from the environment's overlay in the repo.
+    pub flux: super::flux_applied::FluxObjects,
 }
 
 impl SimEnv {
@@ -828,7 +830,7 @@ pub async fn seed<C: ClusterApi>(
     )
     .await?;
     seed_vip(t, env, state, holder_ix, now).await?;
-    api.apply(helmrelease(None)).await?;
+    super::flux_applied::seed(api, &env.flux, helmrelease(None), &template_host).await?;
     Ok(())
 }
 
@@ -954,11 +956,13 @@ pub enum Feed {
     Closed,
 }
 
-/// The kinds whose changes the controllers react to (all in kube-system).
-const WATCHED: [(&str, &str); 3] = [
-    ("helm.toolkit.fluxcd.io/v2", "HelmRelease"),
-    ("v1", "Pod"),
-    ("apps/v1", "DaemonSet"),
+/// The kinds whose changes the controllers react to, and the namespace they watch them in
+/// on a real API server (`None`: every namespace; Flux's Kustomizations live in theirs).
+const WATCHED: [(&str, &str, Option<&str>); 4] = [
+    ("helm.toolkit.fluxcd.io/v2", "HelmRelease", Some(NS)),
+    ("v1", "Pod", Some(NS)),
+    ("apps/v1", "DaemonSet", Some(NS)),
+    ("kustomize.toolkit.fluxcd.io/v1", "Kustomization", None),
 ];
 
 /// Where the controllers learn of changes: the built-in store's own feed, or kube watches on
@@ -974,14 +978,20 @@ impl Changes {
         Changes::Store(store.subscribe())
     }
 
-    /// Watches of the watched kinds in kube-system on a real API server, until `cancel`.
+    /// Watches of the watched kinds on a real API server, until `cancel`.
     pub fn watch(client: &kube::Client, cancel: &CancellationToken) -> Changes {
         let (tx, rx) = mpsc::unbounded_channel();
-        for (api_version, kind) in WATCHED {
+        for (api_version, kind, ns) in WATCHED {
             let Some(res) = super::kube::resources::by_kind(api_version, kind) else {
                 continue;
             };
-            tokio::spawn(watch_kind(client.clone(), res, tx.clone(), cancel.clone()));
+            tokio::spawn(watch_kind(
+                client.clone(),
+                res,
+                ns,
+                tx.clone(),
+                cancel.clone(),
+            ));
         }
         Changes::Kube(rx)
     }
@@ -992,7 +1002,7 @@ impl Changes {
                 match rx.recv().await {
                     Ok(e) => {
                         let kind = e.resource.kind;
-                        if !WATCHED.iter().any(|(_, k)| *k == kind) {
+                        if !WATCHED.iter().any(|(_, k, _)| *k == kind) {
                             continue;
                         }
                         return Feed::Change(Change {
@@ -1018,13 +1028,17 @@ impl Changes {
 async fn watch_kind(
     client: kube::Client,
     res: &'static super::kube::resources::ResourceType,
+    ns: Option<&str>,
     tx: mpsc::UnboundedSender<Feed>,
     cancel: CancellationToken,
 ) {
     use kube::runtime::watcher::{self, Event};
     use kube::runtime::WatchStreamExt;
-    let api: kube::Api<kube::api::DynamicObject> =
-        kube::Api::namespaced_with(client, NS, &super::kube::api::api_resource(res));
+    let ar = super::kube::api::api_resource(res);
+    let api: kube::Api<kube::api::DynamicObject> = match ns {
+        Some(ns) => kube::Api::namespaced_with(client, ns, &ar),
+        None => kube::Api::all_with(client, &ar),
+    };
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
@@ -1032,6 +1046,14 @@ async fn watch_kind(
     let mut listing: Option<BTreeMap<String, Value>> = None;
     let mut first = true;
     let value = |o: &kube::api::DynamicObject| serde_json::to_value(o).unwrap_or(Value::Null);
+    // Keyed by namespace and name: a watch over every namespace sees equal names.
+    let key = |o: &kube::api::DynamicObject| {
+        format!(
+            "{}/{}",
+            o.metadata.namespace.as_deref().unwrap_or(""),
+            o.metadata.name.as_deref().unwrap_or("")
+        )
+    };
     loop {
         let ev = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -1046,7 +1068,7 @@ async fn watch_kind(
             Some(Ok(Event::Apply(o))) => {
                 let name = o.metadata.name.clone().unwrap_or_default();
                 let object = value(&o);
-                let prev = seen.insert(name.clone(), object.clone());
+                let prev = seen.insert(key(&o), object.clone());
                 Feed::Change(Change {
                     kind: res.kind,
                     event: if prev.is_some() {
@@ -1062,7 +1084,7 @@ async fn watch_kind(
             }
             Some(Ok(Event::Delete(o))) => {
                 let name = o.metadata.name.clone().unwrap_or_default();
-                let prev = seen.remove(&name);
+                let prev = seen.remove(&key(&o));
                 Feed::Change(Change {
                     kind: res.kind,
                     event: EventType::Deleted,
@@ -1078,7 +1100,7 @@ async fn watch_kind(
             }
             Some(Ok(Event::InitApply(o))) => {
                 if let Some(l) = listing.as_mut() {
-                    l.insert(o.metadata.name.clone().unwrap_or_default(), value(&o));
+                    l.insert(key(&o), value(&o));
                 }
                 continue;
             }
@@ -1282,6 +1304,19 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
                     .map(str::to_string);
                 if let Some(at) = asked.filter(|a| Some(a) != before.as_ref()) {
                     self.reconcile(&at).await;
+                }
+            }
+            ("Kustomization", EventType::Modified, true) => {
+                let asked = annotation(&e.object, REQUESTED_AT);
+                let before = e.prev.as_ref().and_then(|p| annotation(p, REQUESTED_AT));
+                if let Some(at) = asked.filter(|a| Some(*a) != before) {
+                    if let Err(err) =
+                        super::flux_applied::answer_kustomization(&self.t.api, &e.object, at).await
+                    {
+                        tracing::warn!(
+                            "simulated cluster: answering a Kustomization reconcile: {err}"
+                        );
+                    }
                 }
             }
             ("Pod", EventType::Modified, true) => {
@@ -2100,6 +2135,9 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         }
         self.agents_dial = target;
         let host0 = self.env.dial(target, 0);
+        if let Err(e) = super::flux_applied::release_dials(&self.t.api, &release, &host0).await {
+            tracing::warn!("simulated cluster: the upgrade of {release}: {e}");
+        }
         // helm upgrade: the template's containers change; whatever else a client set on the
         // DaemonSet (a restartedAt annotation) stays.
         let _ = self
