@@ -333,11 +333,13 @@ fn pod_status(
         started,
         now,
         container_id,
+        json!({}),
     )
 }
 
 /// A running one-container pod's status: `container` of `image` running since `started`,
-/// restarted `restarts` times, ready or not.
+/// restarted `restarts` times (`last_state`: how the last instance ended, `{}` if none),
+/// ready or not.
 #[allow(clippy::too_many_arguments)]
 fn container_pod_status(
     addr: Ipv4Addr,
@@ -348,6 +350,7 @@ fn container_pod_status(
     started: jiff::Timestamp,
     now: jiff::Timestamp,
     container_id: &str,
+    last_state: Value,
 ) -> Value {
     let cond = |t: &str, ok: bool, at: jiff::Timestamp| {
         let mut c = json!({"type": t, "status": if ok { "True" } else { "False" },
@@ -373,7 +376,7 @@ fn container_pod_status(
         "containerStatuses": [{"name": container, "ready": ready, "restartCount": restarts,
             "image": image, "imageID": format!("{image}@sha256:{}", "0".repeat(64)),
             "containerID": container_id, "started": true,
-            "state": {"running": {"startedAt": time(started)}}, "lastState": {}}],
+            "state": {"running": {"startedAt": time(started)}}, "lastState": last_state}],
         "startTime": time(started),
     })
 }
@@ -523,7 +526,7 @@ fn vip_pod(
                 "uid": owner_uid, "controller": true, "blockOwnerDeletion": true}],
         },
         "spec": spec,
-        "status": container_pod_status(*addr, VIP, VIP_IMAGE, ready, 0, now, now, &container_id()),
+        "status": container_pod_status(*addr, VIP, VIP_IMAGE, ready, 0, now, now, &container_id(), json!({})),
     })
 }
 
@@ -756,6 +759,10 @@ impl View {
         self.lock().holder = Some(holder.to_string());
     }
 
+    fn clear_holder(&self) {
+        self.lock().holder = None;
+    }
+
     fn set_ready(&self, node: &str, ready: bool) {
         self.lock().ready.insert(node.to_string(), ready);
     }
@@ -882,6 +889,8 @@ pub async fn lease_holder<C: ClusterApi>(api: &C, env: &SimEnv) -> Option<String
         .flatten()?
         .pointer("/spec/holderIdentity")
         .and_then(Value::as_str)
+        // A released Lease has an empty holder (client-go's release): nobody holds it.
+        .filter(|h| !h.is_empty())
         .map(str::to_string)
 }
 
@@ -1738,8 +1747,9 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         })
     }
 
-    /// kube-vip's pod on `server` Ready or not; `restarted`: its container just restarted
-    /// (one more restart, running since now).
+    /// kube-vip's pod on `server` Ready or not; `restarted`: its container just exited (a
+    /// fatal error: exit code 1) and the kubelet started it again (one more restart, running
+    /// since now, the ended one its last state, a new log).
     async fn vip_pod_ready(&self, server: usize, ready: bool, restarted: bool) {
         let Some(p) = self.pod_on(server, VIP_LABEL, VIP_DS).await else {
             return;
@@ -1760,10 +1770,22 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             .as_str()
             .unwrap_or("")
             .to_string();
+        let mut last_state = match field("/status/containerStatuses/0/lastState") {
+            Value::Null => json!({}),
+            v => v,
+        };
         if restarted {
+            let ran_since = field("/status/containerStatuses/0/state/running/startedAt")
+                .as_str()
+                .map_or_else(|| time(started), str::to_string);
+            last_state = json!({"terminated": {"exitCode": 1, "reason": "Error",
+                "startedAt": ran_since, "finishedAt": time(now), "containerID": cid}});
             restarts += 1;
             started = now;
             cid = container_id();
+            if let Some(logs) = self.logs() {
+                logs.restart(NS, &name, VIP);
+            }
         }
         let status = container_pod_status(
             self.env.servers[server].1,
@@ -1774,6 +1796,7 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             started,
             now,
             &cid,
+            last_state,
         );
         if let Err(e) = self.t.api.patch_status(&pod_ref(&name), status).await {
             tracing::warn!("simulated cluster: kube-vip pod {name}'s status: {e}");
