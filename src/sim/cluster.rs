@@ -1330,7 +1330,9 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             ("Pod", EventType::Deleted, _) => {
                 // Deleted at once (`--force --grace-period=0`): the kubelet still stops the
                 // container with a short grace, and kube-vip's stop is as graceful.
-                if e.object.pointer("/metadata/labels").and_then(|l| l.get(VIP_LABEL))
+                if e.object
+                    .pointer("/metadata/labels")
+                    .and_then(|l| l.get(VIP_LABEL))
                     == Some(&json!(VIP_DS))
                 {
                     let node = e

@@ -217,7 +217,10 @@ mod tests {
         let (lines, _, _) = logs
             .lines("kube-system", "vip", "kube-vip", Instance::Current)
             .expect("current");
-        assert_eq!(lines[0].instance, 2, "a line names the instance that wrote it");
+        assert_eq!(
+            lines[0].instance, 2,
+            "a line names the instance that wrote it"
+        );
         // Another container of the pod is untouched.
         assert_eq!(
             logs.lines("kube-system", "vip", "other", Instance::Previous)

@@ -472,10 +472,9 @@ const LOG_PARAMS: [&str; 8] = [
 /// (`tailLines`, `sinceSeconds`, `timestamps`), and with `follow` the new ones as they come
 /// until the pod goes.
 fn pod_log(st: &Arc<ServerState>, ns: &str, name: &str, q: &Query) -> Response<Body> {
-    if let Some((k, v)) = q
-        .pairs()
-        .find(|(k, v)| !LOG_PARAMS.contains(k) || (*k == "previous" && !["true", "false"].contains(v)))
-    {
+    if let Some((k, v)) = q.pairs().find(|(k, v)| {
+        !LOG_PARAMS.contains(k) || (*k == "previous" && !["true", "false"].contains(v))
+    }) {
         return error_response(&ApiError::not_simulated(501, &format!("?{k}={v}")));
     }
     let Some(pods) = super::resources::by_kind("v1", "Pod") else {
@@ -553,9 +552,9 @@ fn pod_log(st: &Arc<ServerState>, ns: &str, name: &str, q: &Query) -> Response<B
     let logs = st.store.logs().clone();
     // Subscribed before reading the kept lines: nothing written in between is lost.
     let live = logs.follow();
-    let (mut lines, instance, upto) = logs
-        .lines(ns, name, &container, which)
-        .unwrap_or((Vec::new(), 0, 0));
+    let (mut lines, instance, upto) =
+        logs.lines(ns, name, &container, which)
+            .unwrap_or((Vec::new(), 0, 0));
     if let Some(s) = since {
         let from = jiff::Timestamp::now().as_second() - s;
         lines.retain(|l| l.at.as_second() >= from);
