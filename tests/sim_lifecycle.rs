@@ -14,6 +14,7 @@
 //!   MarkPodsNotReady: Ready=False, a Warning NodeNotReady event on the pod), a node whose
 //!   kubelet stops posting goes NotReady after the 50 s node-monitor grace period, and its
 //!   pods are Ready again once it posts.
+//!
 //! Missing kubectl / kube-apiserver / etcd = FAIL with the build hint, never a skip.
 
 mod demo_common;
