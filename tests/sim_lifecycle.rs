@@ -377,6 +377,25 @@ async fn holder_dies_every_pod_on_the_dead_node_is_unready() {
             p.iter().all(|(_, r)| r == "False").then_some(p)
         });
         assert_eq!(after.len(), before.len(), "{after:?}");
+        // The DaemonSets count the dead node's pods unavailable.
+        for ds in ["cilium", "kube-vip-ds"] {
+            let counts = until(5, "the DaemonSet recounted", || {
+                let c = ok(
+                    kc,
+                    &[
+                        "get",
+                        "ds",
+                        "-n",
+                        "kube-system",
+                        ds,
+                        "-o",
+                        "jsonpath={.status.desiredNumberScheduled}/{.status.numberReady}/{.status.numberUnavailable}",
+                    ],
+                );
+                (c == "3/2/1").then_some(c)
+            });
+            assert_eq!(counts, "3/2/1", "{ds}");
+        }
         assert!(after.iter().any(|(p, _)| p.starts_with("cilium-")), "{after:?}");
         let ds = ok(
             kc,

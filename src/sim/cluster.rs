@@ -1656,6 +1656,15 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         )
         .await;
         self.pods_ready_on(server, false).await;
+        self.daemonsets_count_ready().await;
+    }
+
+    /// The DaemonSet controller recounts its ready pods (a node's pods changed readiness).
+    async fn daemonsets_count_ready(&self) {
+        let (generation, _) = ds_meta(&self.t.api).await;
+        self.ds_status(generation).await;
+        let (vip_generation, _) = ds_meta_of(&self.t.api, &vip_ds_ref()).await;
+        self.vip_ds_status(vip_generation).await;
     }
 
     /// Node `server`'s kubelet posts again: the node is Ready, and the kubelet reports each
@@ -1684,6 +1693,7 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         )
         .await;
         self.pods_ready_on(server, true).await;
+        self.daemonsets_count_ready().await;
     }
 
     /// Every pod on node `server`, in every namespace. `ready` false: what the node
