@@ -6,7 +6,10 @@
 //! and their logs, the cilium HelmRelease, the `kubernetes` Service and
 //! EndpointSlice), and the task that plays the cluster's controllers on it: kube-vip
 //! renewing the Lease (and handing it over when the holder dies, or when the k3s server
-//! under it restarts for longer than the lease lasts), the kubelets renewing
+//! under it restarts for longer than the lease lasts; releasing it on a graceful stop, so
+//! the next candidate takes it at once; keeping it through a crash), the node lifecycle
+//! controller (a node silent past the grace period NotReady, and every pod on it
+//! unready until its kubelet posts again), the kubelets renewing
 //! theirs and stopping a deleted pod after its grace period (scaled by the scenario's time
 //! scale), Flux answering a reconcile request, the DaemonSet controller replacing a missing
 //! pod and rolling a new generation (`rollout restart`, a Flux upgrade) one node at a time,
