@@ -9,50 +9,13 @@
 
 mod tmux_common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tmux_common::Tmux;
-
-fn bin_dir() -> PathBuf {
-    let dir = std::env::var_os("HK_APISERVER_BIN_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/apiserver-bin"));
-    for b in ["etcd", "kube-apiserver"] {
-        assert!(
-            dir.join(b).is_file(),
-            "{} not found: set HK_APISERVER_BIN_DIR or run `bash tests/apiserver/build.sh`",
-            dir.join(b).display()
-        );
-    }
-    dir
-}
+use tmux_common::{apiserver_bin_dir, processes_mentioning, Tmux};
 
 fn shell_quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
-}
-
-/// The processes whose command line mentions `needle` (the demo's directory).
-fn processes_mentioning(needle: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.chars().all(|c| c.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if cmd.contains(needle) {
-            out.push(format!("{name}: {cmd}"));
-        }
-    }
-    out
 }
 
 /// The strip line of `env` on the Home/Live screens (` ✓ prod   VIP ✓ agents ✓ ...`).
@@ -84,7 +47,7 @@ fn strip_healthy(s: &str, env: &str) -> bool {
 
 #[test]
 fn console_on_the_real_apiserver_fills_live_reaches_a_gate_and_reports_the_vip_move() {
-    let bin = bin_dir();
+    let bin = apiserver_bin_dir(&["etcd", "kube-apiserver"]);
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("demo");
     let state = tmp.path().join("state");

@@ -20,7 +20,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use serde_json::Value;
-use tmux_common::Tmux;
+use tmux_common::{apiserver_bin_dir, Tmux};
 
 fn k9s() -> PathBuf {
     let dir = std::env::var_os("HK_K9S_BIN_DIR")
@@ -131,6 +131,37 @@ fn open(t: &Tmux, view: &str) {
     std::thread::sleep(Duration::from_millis(300));
     t.send(&["-l", view]);
     t.send(&["Enter"]);
+}
+
+/// k9s `--readonly` as the read-only user: `pod` listed Running and every one of `nodes`
+/// in their view, nothing denied, no delete offered, and ctrl-d on a pod opens no delete
+/// dialog. The session stays open for more views.
+fn readonly_walk(home: &Path, kc: &Path, pod: &str, nodes: &[String]) -> Tmux {
+    let t = launch(home, kc, "--readonly --all-namespaces --command pods");
+    let s = wait_all(
+        &t,
+        home,
+        "read-only pods",
+        &["[R]".into(), pod.into(), "Running".into()],
+    );
+    assert!(!s.contains("access denied"), "{s}");
+    assert!(
+        !s.contains("<ctrl-d>"),
+        "delete offered in read-only mode:\n{s}"
+    );
+    open(&t, "nodes");
+    wait_all(&t, home, "read-only nodes", nodes);
+    // Deleting is not offered in read-only mode; the keystroke changes nothing.
+    open(&t, "pods");
+    wait_all(&t, home, "read-only pods again", &[pod.into()]);
+    t.send(&["C-d"]);
+    std::thread::sleep(Duration::from_millis(800));
+    let s = t.screen();
+    assert!(
+        !s.contains("Delete"),
+        "a delete dialog in read-only mode:\n{s}"
+    );
+    t
 }
 
 /// What a real API server refuses too, given what the demo serves: k9s probes for these and
@@ -259,31 +290,7 @@ async fn k9s_readonly_on_the_read_only_user() {
     let home_path = home.path().to_path_buf();
     let log = d.kubes["prod"].requests().clone();
     tokio::task::spawn_blocking(move || {
-        let t = launch(
-            &home_path,
-            &kc,
-            "--readonly --all-namespaces --command pods",
-        );
-        let h = home_path.as_path();
-        let s = wait_all(
-            &t,
-            h,
-            "pods",
-            &["cilium-g1-n1".to_string(), "Running".to_string()],
-        );
-        assert!(!s.contains("access denied"), "{s}");
-        open(&t, "nodes");
-        wait_all(&t, h, "nodes", &nodes);
-        // Deleting is not offered in read-only mode; the keystroke changes nothing.
-        open(&t, "pods");
-        wait_all(&t, h, "pods again", &["cilium-g1-n1".into()]);
-        t.send(&["C-d"]);
-        std::thread::sleep(Duration::from_millis(800));
-        let s = t.screen();
-        assert!(
-            !s.contains("Delete"),
-            "a delete dialog in read-only mode:\n{s}"
-        );
+        readonly_walk(&home_path, &kc, "cilium-g1-n1", &nodes);
     })
     .await
     .expect("k9s checks");
@@ -307,21 +314,6 @@ async fn k9s_readonly_on_the_read_only_user() {
     let _ = d;
 }
 
-fn apiserver_bin_dir() -> PathBuf {
-    let dir = std::env::var_os("HK_APISERVER_BIN_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/apiserver-bin"));
-    for b in ["etcd", "kube-apiserver"] {
-        assert!(
-            dir.join(b).is_file(),
-            "{} not found: set HK_APISERVER_BIN_DIR or run `bash tests/apiserver/build.sh`",
-            dir.join(b).display()
-        );
-    }
-    dir
-}
-
 /// The names the real API server lists for a kind: what k9s must show.
 async fn real_names<K>(api: Api<K>) -> Vec<String>
 where
@@ -341,7 +333,7 @@ where
 /// user reads everything and offers no write. One demo start for both k9s runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn k9s_views_fill_against_the_demo_on_a_real_apiserver() {
-    let bin = apiserver_bin_dir();
+    let bin = apiserver_bin_dir(&["etcd", "kube-apiserver"]);
     // Missing k9s fails here, before a demo starts.
     k9s();
     let dir = tempfile::tempdir().expect("tempdir");
@@ -480,29 +472,10 @@ async fn k9s_views_fill_against_the_demo_on_a_real_apiserver() {
         drop(t);
 
         // --readonly as the read-only user: it reads every view, offers no write.
-        let t = launch(
-            &ro_home_path,
-            &ro_kc,
-            "--readonly --all-namespaces --command pods",
-        );
+        let t = readonly_walk(&ro_home_path, &ro_kc, "cilium-g1-n1-1", &nodes);
         let h = ro_home_path.as_path();
-        let s = wait_all(
-            &t,
-            h,
-            "read-only pods",
-            &[
-                "hk-sim-prod-readonly [R]".into(),
-                "cilium-g1-n1-1".into(),
-                "Running".into(),
-            ],
-        );
-        assert!(!s.contains("access denied"), "{s}");
-        assert!(
-            !s.contains("<ctrl-d>"),
-            "delete offered in read-only mode:\n{s}"
-        );
-        open(&t, "nodes");
-        wait_all(&t, h, "read-only nodes", &nodes);
+        let s = t.screen();
+        assert!(s.contains("hk-sim-prod-readonly [R]"), "{s}");
         open(&t, "leases");
         wait_all(&t, h, "read-only leases", &leases);
         open(&t, "helmreleases");
@@ -511,15 +484,6 @@ async fn k9s_views_fill_against_the_demo_on_a_real_apiserver() {
             h,
             "read-only helmreleases",
             &["Helm upgrade succeeded".into()],
-        );
-        open(&t, "pods");
-        wait_all(&t, h, "read-only pods again", &["cilium-g1-n1-1".into()]);
-        t.send(&["C-d"]);
-        std::thread::sleep(Duration::from_millis(800));
-        let s = t.screen();
-        assert!(
-            !s.contains("Delete"),
-            "a delete dialog in read-only mode:\n{s}"
         );
     })
     .await

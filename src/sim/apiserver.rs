@@ -833,28 +833,7 @@ async fn install_crds(client: &kube::Client) -> Result<(), String> {
         }
         names.push(name);
     }
-    let t0 = Instant::now();
-    for name in names {
-        loop {
-            let crd = api
-                .get(&name)
-                .await
-                .map_err(|e| format!("get {name}: {e}"))?;
-            let established = crd
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            if established {
-                break;
-            }
-            if t0.elapsed() > Duration::from_secs(60) {
-                return Err(format!("{name} not Established after 60 s"));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+    wait_established(client, &names, Duration::from_secs(60)).await?;
     // Discovery of the new group takes a moment more; the controllers' first write must
     // not race it.
     let t0 = Instant::now();
@@ -873,6 +852,38 @@ async fn install_crds(client: &kube::Client) -> Result<(), String> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Wait until every CRD of `names` is Established (its API is served), at most `timeout`.
+pub async fn wait_established(
+    client: &kube::Client,
+    names: &[String],
+    timeout: Duration,
+) -> Result<(), String> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let t0 = Instant::now();
+    for name in names {
+        loop {
+            let crd = api
+                .get(name)
+                .await
+                .map_err(|e| format!("get {name}: {e}"))?;
+            let established = crd
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            if t0.elapsed() > timeout {
+                return Err(format!("CRD {name} not Established after {timeout:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Ok(())
 }
 
 /// The read-only user may get, list and watch everything, nothing else (as the built-in

@@ -656,27 +656,18 @@ pub async fn install_flux_crds(client: &Client) {
     for d in &defs {
         create_or_keep(&crds, d.clone()).await;
     }
-    let t0 = Instant::now();
-    for d in &defs {
-        let name = d["metadata"]["name"].as_str().expect("crd name");
-        loop {
-            let crd = crds.get(name).await.expect("get CRD");
-            let established = crd
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            if established {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "CRD {name} not Established after 30s"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+    let names: Vec<String> = defs
+        .iter()
+        .map(|d| {
+            d["metadata"]["name"]
+                .as_str()
+                .expect("crd name")
+                .to_string()
+        })
+        .collect();
+    lib::wait_established(client, &names, Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 // ---------------------------------------------------------------------------------------
