@@ -164,6 +164,18 @@ fn readonly_walk(home: &Path, kc: &Path, pod: &str, nodes: &[String]) -> Tmux {
     t
 }
 
+/// The logs view of `pod`: the pods view filtered to it, the pod selected, `l`.
+fn open_logs(t: &Tmux, home: &Path, pod: &str) {
+    open(t, "pods");
+    wait_all(t, home, "pods again", &[pod.into()]);
+    t.send(&["/"]);
+    std::thread::sleep(Duration::from_millis(300));
+    t.send(&["-l", pod]);
+    t.send(&["Enter"]);
+    std::thread::sleep(Duration::from_millis(500));
+    t.send(&["l"]);
+}
+
 /// What a real API server refuses too, given what the demo serves: k9s probes for these and
 /// carries on without them.
 fn refused_by_a_real_server_too(path: &str, code: u16) -> bool {
@@ -243,14 +255,7 @@ async fn k9s_views_fill_against_the_demo() {
             ],
         );
         // The logs view of one agent: filter the pods to it, select it, `l`.
-        open(&t, "pods");
-        wait_all(&t, h, "pods again", &["cilium-g1-n2".into()]);
-        t.send(&["/"]);
-        std::thread::sleep(Duration::from_millis(300));
-        t.send(&["-l", "cilium-g1-n2"]);
-        t.send(&["Enter"]);
-        std::thread::sleep(Duration::from_millis(500));
-        t.send(&["l"]);
+        open_logs(&t, h, "cilium-g1-n2");
         wait_all(
             &t,
             h,
@@ -427,14 +432,7 @@ async fn k9s_views_fill_against_the_demo_on_a_real_apiserver() {
         // the stream and records each failure in its own log only (internal/dao/pod.go,
         // "Stream logs failed"), so the screen must stay at its placeholder with no line
         // made up, and k9s' log must name the kubelet's logs endpoint it could not reach.
-        open(&t, "pods");
-        wait_all(&t, h, "pods again", &["cilium-g1-n2".into()]);
-        t.send(&["/"]);
-        std::thread::sleep(Duration::from_millis(300));
-        t.send(&["-l", "cilium-g1-n2"]);
-        t.send(&["Enter"]);
-        std::thread::sleep(Duration::from_millis(500));
-        t.send(&["l"]);
+        open_logs(&t, h, "cilium-g1-n2");
         let s = wait_all(
             &t,
             h,
