@@ -1646,8 +1646,8 @@ impl System for NodeSession {
 }
 
 /// A command that met a path the model does not know printed [`NOT_SIMULATED`] after its
-/// own words; it ends as every unmodelled construct does (exit 2, the script stopped),
-/// whatever status it chose, and even when another operand succeeded.
+/// own words; it ends as every unmodelled construct does (exit 2, the script stopped, no
+/// output), whatever status it chose, and even when another operand succeeded.
 fn loud_on_unmodelled_paths(o: Output) -> Output {
     if o.unsimulated {
         return o;
@@ -1662,9 +1662,9 @@ fn loud_on_unmodelled_paths(o: Output) -> Output {
         .unwrap_or(line)
         .trim_end_matches([':', ' ']);
     // `cat: /proc/x` names the command and the path: `cat /proc/x` is not simulated.
-    let mut loud = Output::unsimulated(&what.replacen(": ", " ", 1));
-    loud.stdout = o.stdout;
-    loud
+    // What it printed is dropped: a count or a match over a file it could not read
+    // (`grep -c x /proc/net/dev` says 0) would be a wrong answer.
+    Output::unsimulated(&what.replacen(": ", " ", 1))
 }
 
 /// The node's utilities; None = no such command here.
@@ -2914,6 +2914,7 @@ mod tests {
         ] {
             let (o, e, code) = run(&st, cmd);
             assert_eq!(code, 2, "{cmd}: {o} {e}");
+            assert!(o.is_empty(), "{cmd} printed a partial answer: {o}");
             assert!(e.contains("is not simulated"), "{cmd}: {e}");
         }
         // The model knows every disk: another is truly absent, as the kernel says.
