@@ -2367,9 +2367,9 @@ fn smartcols(header: Option<&[String]>, rows: &[TreeRow], right: &[bool], tree: 
         }
     }
     for (r, first) in rows.iter().zip(&firsts) {
-        for k in 0..cols {
+        for (k, wk) in w.iter_mut().enumerate() {
             let c = if k == 0 { first } else { &r.cells[k] };
-            w[k] = w[k].max(width(c));
+            *wk = (*wk).max(width(c));
         }
     }
     let line = |cells: Vec<&str>| -> String {
@@ -2410,7 +2410,7 @@ fn lsblk_size(bytes: u64) -> String {
         return format!("{bytes}B");
     }
     let tenths = (bytes as f64 / (1u64 << (10 * exp)) as f64 * 10.0).round() as u64;
-    if tenths % 10 == 0 {
+    if tenths.is_multiple_of(10) {
         format!("{}{}", tenths / 10, units[exp])
     } else {
         format!("{}.{}{}", tenths / 10, tenths % 10, units[exp])
