@@ -6,11 +6,14 @@
 //! The state is shared as `Arc<Mutex<NodeState>>`: the SSH server runs commands against it,
 //! a simulation (scenario, fault injection) changes it, tests read it.
 //!
-//! Owns: the state model, its simulated files (`/sys/block/*/queue/*`, `/proc/pressure/io`,
-//! `/etc/os-release`, ...), the utilities' output formats (journald `short-iso`, OpenVPN's
-//! log lines, systemctl's `show`), [`NodeSession`] (one command's run).
+//! Owns: the state model, its simulated files (`/sys/block/*/queue/*`, `/proc/cpuinfo`,
+//! `meminfo`, `loadavg`, `mounts`, `uptime`, `/proc/pressure/io`, `/etc/os-release`, ...;
+//! every other /proc or /sys path is "not simulated", never ENOENT), the mount table
+//! `findmnt`, `df` and `/proc/mounts` share, the utilities' output formats (journald
+//! `short-iso`, OpenVPN's log lines, systemctl's `show`), [`NodeSession`] (one command's run).
 //! Must not: touch the real host (no process, no file, no network): every answer comes from
-//! [`NodeState`]; a command it does not know is exit 127 `sim: command not supported: ...`.
+//! [`NodeState`]; a command it does not know is exit 2 "hk-console simulation: `X` is not
+//! simulated".
 //!
 //! One file (over 800 lines): the node state and the utilities that read and change it are one
 //! model under one lock; splitting the utilities off would spread that lock's invariants.
