@@ -537,8 +537,20 @@ async fn demo_nodes_say_the_address_kubernetes_and_the_inventory_give_them() {
 
     let (_dir, d) = demo_common::start("healthy").await;
     let mut internal = std::collections::BTreeMap::new();
+    // Server -> the VIP it carries as the kube-vip Lease's holder.
+    let mut vip_on = std::collections::BTreeMap::new();
     for env in ["dev", "prod"] {
         let t = kube_target(&d.repo, env, &KubeOverrides::default()).expect("target");
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(client(&t).await.expect("client"), "kube-system");
+        let holder = leases
+            .get("plndr-cp-lock")
+            .await
+            .expect("kube-vip lease")
+            .spec
+            .and_then(|s| s.holder_identity)
+            .expect("held");
+        vip_on.insert(holder, d.plan.vips[env].to_string());
         let nodes: Api<Node> = Api::all(client(&t).await.expect("client"));
         for n in nodes
             .list(&ListParams::default())
@@ -560,6 +572,8 @@ async fn demo_nodes_say_the_address_kubernetes_and_the_inventory_give_them() {
     assert_eq!(internal.len(), 6, "{internal:?}");
     let key = d.dir.join(".ssh").join("demo_ed25519");
     let known = d.dir.join("known_hosts");
+    assert_eq!(vip_on.len(), 2, "{vip_on:?}");
+    let all_vips: Vec<String> = vip_on.values().cloned().collect();
     let targets: Vec<(String, String, u16, String)> = internal
         .iter()
         .map(|(name, ip)| {
@@ -614,6 +628,20 @@ async fn demo_nodes_say_the_address_kubernetes_and_the_inventory_give_them() {
             assert!(o.contains(&format!("src {ip} ")), "{name}: ip r\n{o}");
             assert!(o.contains(&format!("{ip}:2379 ")), "{name}: etcd listens on its own address\n{o}");
             assert!(!o.contains("192.0.2."), "{name}: a default address leaked\n{o}");
+            // kube-vip puts the VIP on the holder's interface as a /32, and only there.
+            for vip in &all_vips {
+                let held = vip_on.get(&name) == Some(vip);
+                assert_eq!(
+                    lines[1].contains(&format!(" {vip}/32")),
+                    held,
+                    "{name}: VIP {vip} held={held}: ip -br a\n{o}"
+                );
+                assert_eq!(
+                    lines[0].split_whitespace().any(|a| a == vip),
+                    held,
+                    "{name}: VIP {vip} held={held}: hostname -I\n{o}"
+                );
+            }
             let mac = o
                 .lines()
                 .find_map(|l| l.trim().strip_prefix("link/ether "))

@@ -2111,11 +2111,19 @@ fn interfaces(s: &NodeState) -> Vec<Iface> {
             "fq_codel",
             "UP",
             format!("link/ether {} brd ff:ff:ff:ff:ff:ff", s.mac),
-            vec![(
+            std::iter::once((
                 IpAddr::V4(lan),
                 u32::from(s.lan_prefix),
                 format!("brd {bcast} scope global {}", s.default_interface),
-            )],
+            ))
+            .chain(s.vip_held.map(|v| {
+                (
+                    IpAddr::V4(v),
+                    32,
+                    format!("scope global {}", s.default_interface),
+                )
+            }))
+            .collect(),
         ),
     ];
     if let Some(t) = s.tunnel() {

@@ -752,6 +752,13 @@ async fn start_demo(
         for (i, (host, _)) in sim_env.servers.iter().enumerate() {
             if let Some(node) = nodes.get(host) {
                 tokio::spawn(watch_k3s(node.state(), i, tx.clone(), cancel.clone()));
+                tokio::spawn(follow_vip(
+                    node.state(),
+                    host.clone(),
+                    sim_env.vip,
+                    view.clone(),
+                    cancel.clone(),
+                ));
             }
         }
         injected.insert(
@@ -980,6 +987,29 @@ async fn watch_k3s(
             if tx.send(input).is_err() {
                 return;
             }
+        }
+    }
+}
+
+/// Keep server `host`'s interface in step with the kube-vip Lease: the VIP is on it while the
+/// Lease names it (what `ip addr` and `hostname -I` on the holder show), gone when it moves.
+async fn follow_vip(
+    state: Arc<Mutex<NodeState>>,
+    host: String,
+    vip: Ipv4Addr,
+    view: cluster::View,
+    cancel: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(K3S_LOOK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let held = (view.lease_holder().as_deref() == Some(host.as_str())).then_some(vip);
+        if let Ok(mut n) = state.lock() {
+            n.vip_held = held;
         }
     }
 }

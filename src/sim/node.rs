@@ -468,6 +468,9 @@ pub struct NodeState {
     /// Whether this server's etcd member leads (its `/metrics` says
     /// `etcd_server_is_leader 1`); the demo makes each environment's first server the leader.
     pub etcd_leader: bool,
+    /// The control-plane VIP while this server's kube-vip holds the Lease: kube-vip adds it
+    /// to the default interface as a /32 and removes it when leadership goes.
+    pub vip_held: Option<Ipv4Addr>,
 }
 
 const OS_RELEASE: &str =
@@ -554,6 +557,7 @@ impl NodeState {
             lan_gateway: Ipv4Addr::new(192, 0, 2, 1),
             mac: mac_for(hostname),
             etcd_leader: false,
+            vip_held: None,
         };
         for (name, desc) in [
             ("system.slice", "System Slice"),
@@ -1704,6 +1708,7 @@ fn utility(
             }
             Some("-I" | "--all-ip-addresses") => {
                 let mut addrs = vec![s.lan_addr.to_string()];
+                addrs.extend(s.vip_held.map(|v| v.to_string()));
                 addrs.extend(s.tunnel().map(|t| t.tunnel_addr.to_string()));
                 Output::ok(format!("{} \n", addrs.join(" ")))
             }
