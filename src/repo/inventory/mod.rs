@@ -804,13 +804,20 @@ struct LineVars {
 impl LineVars {
     /// `entries` in line order; a repeated key keeps its last value, as a map's insert does.
     fn new(entries: Vec<(String, Var)>) -> LineVars {
-        let mut sorted: Vec<(String, Var)> = Vec::with_capacity(entries.len());
-        for (k, v) in entries {
-            match sorted.binary_search_by(|(have, _)| have.as_str().cmp(&k)) {
-                Ok(i) => sorted[i].1 = v,
-                Err(i) => sorted.insert(i, (k, v)),
+        // Written in key order with no key twice (`ansible_host=... slot=3`): already the
+        // list, kept as it is.
+        let sorted = if entries.windows(2).all(|w| w[0].0 < w[1].0) {
+            entries
+        } else {
+            let mut sorted: Vec<(String, Var)> = Vec::with_capacity(entries.len());
+            for (k, v) in entries {
+                match sorted.binary_search_by(|(have, _)| have.as_str().cmp(&k)) {
+                    Ok(i) => sorted[i].1 = v,
+                    Err(i) => sorted.insert(i, (k, v)),
+                }
             }
-        }
+            sorted
+        };
         let bytes = sorted.iter().map(|(k, v)| k.len() + var_bytes(v)).sum();
         LineVars {
             entries: sorted.into_boxed_slice(),
@@ -911,6 +918,51 @@ mod tests {
         Inventory::parse_ini(text, Path::new("inv/hosts.ini"))
             .expect_err("must fail")
             .to_string()
+    }
+
+    /// A line's variables read as a map are the map its `k=v` make inserted in line order
+    /// (a repeated key keeps its last value and column), and the budget sizes them alike.
+    #[test]
+    fn line_vars_read_as_the_map_inserted_in_line_order() {
+        let var = |value: serde_json::Value, col: usize| Var {
+            value,
+            origin: Origin {
+                file: vars::VarFile::from(Path::new("inv/hosts.ini")),
+                line: 3,
+                col,
+            },
+            secret: false,
+        };
+        let lines: [&[(&str, serde_json::Value)]; 5] = [
+            &[("ansible_host", json!("10.0.0.1")), ("slot", json!(3))],
+            &[("slot", json!(3)), ("ansible_host", json!("10.0.0.1"))],
+            &[("a", json!(1)), ("b", json!(2)), ("a", json!("last"))],
+            &[
+                ("z", json!([1, 2])),
+                ("z", json!({"k": "v"})),
+                ("m", json!(null)),
+            ],
+            &[("only", json!(true))],
+        ];
+        for line in lines {
+            let entries: Vec<(String, Var)> = line
+                .iter()
+                .enumerate()
+                .map(|(i, (k, v))| (k.to_string(), var(v.clone(), i + 1)))
+                .collect();
+            let mut want = VarMap::new();
+            for (k, v) in entries.clone() {
+                want.insert(k, v);
+            }
+            let got = LineVars::new(entries);
+            assert_eq!(got.map(), &want, "{line:?}");
+            assert_eq!(
+                got.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+                want.keys().map(String::as_str).collect::<Vec<_>>(),
+                "{line:?}"
+            );
+            assert_eq!(got.bytes, map_bytes(&want), "{line:?}");
+        }
     }
     #[test]
     fn groups_children_vars_and_implicit_groups() {
