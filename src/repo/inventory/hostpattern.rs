@@ -56,6 +56,36 @@ pub enum HostPatternError {
 
 /// Ansible's INI `_expand_hostpattern`: split an optional `:port`, expand `[a:b(:s)]` ranges.
 pub fn expand_hostpattern(pattern: &str) -> Result<(Vec<String>, Option<u64>), HostPatternError> {
+    match host_names(pattern)? {
+        (HostNames::One(name), port) => Ok((vec![name.to_string()], port)),
+        (HostNames::Many(names), port) => Ok((names, port)),
+    }
+}
+
+/// The host names of one pattern: the pattern itself (borrowed) or a range's expansion.
+pub(super) enum HostNames<'a> {
+    One(&'a str),
+    Many(Vec<String>),
+}
+
+/// [`expand_hostpattern`], borrowing the name where the pattern is the name: with neither
+/// `:` nor `[` there is no port to split and no range to expand, and Ansible keeps such a
+/// pattern as the name whether or not it looks like a hostname (so nothing is checked but
+/// the YAML marker). Most lines of a large inventory are such: no copy, no list.
+pub(super) fn host_names(pattern: &str) -> Result<(HostNames<'_>, Option<u64>), HostPatternError> {
+    if !pattern.contains([':', '[']) {
+        if pattern.trim() == "---" {
+            return Err(HostPatternError::YamlMarker {
+                pattern: pattern.to_string(),
+            });
+        }
+        return Ok((HostNames::One(pattern), None));
+    }
+    expand_parsed(pattern)
+}
+
+/// The whole of `_expand_hostpattern`, for any pattern (the `:port` and range cases).
+fn expand_parsed(pattern: &str) -> Result<(HostNames<'_>, Option<u64>), HostPatternError> {
     let (host, port) = match parse_address(pattern) {
         Some((h, p)) => (h, p),
         None => (pattern.to_string(), None),
@@ -75,7 +105,7 @@ pub fn expand_hostpattern(pattern: &str) -> Result<(Vec<String>, Option<u64>), H
             pattern: pattern.to_string(),
         });
     }
-    Ok((names, port))
+    Ok((HostNames::Many(names), port))
 }
 
 /// Ansible's `parse_address(allow_ranges=True)`; `None` when not a recognisable host
@@ -307,6 +337,45 @@ fn python_zfill(s: &str, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The borrowed name of a pattern with neither `:` nor `[` is what the whole parse
+    /// gives, for names that look like hostnames and names that do not (Ansible keeps
+    /// both), and the YAML marker is refused on both paths.
+    #[test]
+    fn a_plain_pattern_is_borrowed_as_the_whole_parse_names_it() {
+        let names = |r: Result<(HostNames<'_>, Option<u64>), HostPatternError>| {
+            r.map(|(n, port)| {
+                let n = match n {
+                    HostNames::One(one) => vec![one.to_string()],
+                    HostNames::Many(many) => many,
+                };
+                (n, port)
+            })
+            .map_err(|e| e.to_string())
+        };
+        for pattern in [
+            "lab5-n3",
+            "k3s-dev-1",
+            "10.0.0.1",
+            "host_",
+            "-dash",
+            "a..b",
+            "caf\u{e9}",
+            "we$ird!",
+            "x]y",
+            "---",
+            " --- ",
+            "----",
+            "",
+        ] {
+            let fast = host_names(pattern);
+            assert!(
+                matches!(fast, Ok((HostNames::One(_), None)) | Err(_)),
+                "{pattern:?} took the slow path"
+            );
+            assert_eq!(names(fast), names(expand_parsed(pattern)), "{pattern:?}");
+        }
+    }
 
     #[test]
     fn ranges_numeric_padded_alpha_and_steps() {

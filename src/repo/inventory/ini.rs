@@ -7,12 +7,12 @@ use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
 
-use super::hostpattern::expand_hostpattern;
+use super::hostpattern::{host_names, HostNames};
 use super::pyliteral;
 use super::pytext;
 use super::shlex::shlex_split_borrowed;
-use super::{Inventory, InventoryError, MAX_MERGED_BYTES, UNGROUPED};
-use crate::repo::vars::{Origin, Var, VarFile, VarMap};
+use super::{Inventory, InventoryError, LineVars, MAX_MERGED_BYTES, UNGROUPED};
+use crate::repo::vars::{Origin, Var, VarFile};
 
 // ----- the INI parser -----
 
@@ -289,12 +289,19 @@ impl IniParser {
         let Some(pattern) = tokens.first() else {
             return Err(self.err(format!("Expected a host name, got: {line}")));
         };
-        let (names, port) =
-            expand_hostpattern(pattern).map_err(|source| InventoryError::HostPattern {
-                file: self.file.clone(),
-                line: self.line,
-                source,
-            })?;
+        let (names, port) = host_names(pattern).map_err(|source| InventoryError::HostPattern {
+            file: self.file.clone(),
+            line: self.line,
+            source,
+        })?;
+        let expanded: Vec<&str>;
+        let names: &[&str] = match &names {
+            HostNames::One(one) => std::slice::from_ref(one),
+            HostNames::Many(many) => {
+                expanded = many.iter().map(String::as_str).collect();
+                &expanded
+            }
+        };
         // Each host gets its own copy of the line's variables.
         if names.len().saturating_mul(line.len()) > MAX_MERGED_BYTES {
             return Err(self.err(format!(
@@ -304,9 +311,9 @@ impl IniParser {
                 MAX_MERGED_BYTES / (1024 * 1024)
             )));
         }
-        // One map for every host of the line (a range of a thousand hosts shares it), built
-        // as the tokens are read: a repeated key keeps its last value and column.
-        let mut line_vars = VarMap::new();
+        // One set for every host of the line (a range of a thousand hosts shares it): a
+        // repeated key keeps its last value and column.
+        let mut line_vars = Vec::with_capacity(tokens.len() - 1);
         // Tokens come in line order: each `k=` is searched for after the previous one, so a
         // long line is scanned once, not once per variable.
         let mut cursor = 0;
@@ -330,19 +337,21 @@ impl IniParser {
                 origin: self.origin(col),
                 secret: false,
             };
-            line_vars.insert(k.to_string(), var);
+            line_vars.push((k.to_string(), var));
         }
         // Only a host created here with a port keeps an origin of its own.
         let port_origin = port
             .filter(|p| *p != 0)
             .map(|p| (p, self.origin(column_of(raw, pattern))));
-        let shared =
-            (!line_vars.is_empty()).then(|| (super::map_bytes(&line_vars), Arc::new(line_vars)));
-        for name in names {
+        let shared = (!line_vars.is_empty()).then(|| {
+            let line = LineVars::new(line_vars);
+            (line.bytes, Arc::new(line))
+        });
+        for &name in names {
             if name.is_empty() {
                 return Err(self.err(format!("Invalid empty host name in: {line}")));
             }
-            let as_group = self.inv.group_index.get(&name).copied();
+            let as_group = self.inv.group_index.get(name).copied();
             let h = self.inv.add_host(name, group, port_origin.as_ref());
             // Ansible's `InventoryData.set_variable` looks the name up as a group first:
             // `bastion x=1` under any section, once a group `bastion` exists, sets a

@@ -109,10 +109,11 @@ struct Group {
 
 #[derive(Debug, Clone)]
 struct Host {
-    name: String,
-    /// Inline INI vars (and `ansible_port` from `host:port`), one map per line naming the
-    /// host, later lines winning. Shared: the hosts of one range line hold the same map.
-    vars: Vec<Arc<VarMap>>,
+    /// The same allocation as the host index's key: a name is stored once.
+    name: Arc<str>,
+    /// Inline INI vars (and `ansible_port` from `host:port`), one set per line naming the
+    /// host, later lines winning. Shared: the hosts of one range line hold the same set.
+    vars: Vec<Arc<LineVars>>,
     /// The merge budget's estimate of `vars` ([`map_bytes`] summed), kept as lines are
     /// added: a line's map is sized once, not once per host and per check.
     vars_bytes: usize,
@@ -127,7 +128,7 @@ pub struct Inventory {
     groups: Vec<Group>,
     group_index: HashMap<String, usize>,
     hosts: Vec<Host>,
-    host_index: HashMap<String, usize>,
+    host_index: HashMap<Arc<str>, usize>,
     /// `group_vars/` files per group (same index as `groups`; empty where there are none,
     /// and for groups without hosts, whose files Ansible never reads).
     group_files: Vec<VarMap>,
@@ -197,7 +198,7 @@ impl Inventory {
     pub fn hosts(&self) -> Vec<String> {
         self.hosts_of_group(ALL)
             .into_iter()
-            .map(|h| self.hosts[h].name.clone())
+            .map(|h| self.hosts[h].name.to_string())
             .collect()
     }
 
@@ -220,7 +221,7 @@ impl Inventory {
         Some(
             self.hosts_of_group(g)
                 .into_iter()
-                .map(|h| self.hosts[h].name.clone())
+                .map(|h| self.hosts[h].name.to_string())
                 .collect(),
         )
     }
@@ -232,7 +233,7 @@ impl Inventory {
             self.groups[g]
                 .hosts
                 .iter()
-                .map(|&h| self.hosts[h].name.clone())
+                .map(|&h| self.hosts[h].name.to_string())
                 .collect(),
         )
     }
@@ -296,7 +297,7 @@ impl Inventory {
                 Some(done) => done.iter().map(|(k, v)| (k.as_str(), v)).collect(),
                 None => self.merged_refs(h),
             };
-            (self.hosts[h].name.as_str(), view)
+            (&*self.hosts[h].name, view)
         })
     }
 
@@ -421,8 +422,8 @@ impl Inventory {
 
     /// `port`: the host's `host:port` (not 0) and where it was written; only the line that
     /// creates the host sets it.
-    fn add_host(&mut self, name: String, group: usize, port: Option<&(u64, Origin)>) -> usize {
-        let h = match self.host_index.get(&name) {
+    fn add_host(&mut self, name: &str, group: usize, port: Option<&(u64, Origin)>) -> usize {
+        let h = match self.host_index.get(name) {
             Some(&h) => h,
             None => {
                 let h = self.hosts.len();
@@ -436,10 +437,11 @@ impl Inventory {
                         origin: origin.clone(),
                         secret: false,
                     };
-                    let map = VarMap::from([("ansible_port".to_string(), var)]);
-                    vars_bytes = map_bytes(&map);
-                    vars.push(Arc::new(map));
+                    let line = LineVars::new(vec![("ansible_port".to_string(), var)]);
+                    vars_bytes = line.bytes;
+                    vars.push(Arc::new(line));
                 }
+                let name: Arc<str> = Arc::from(name);
                 self.host_index.insert(name.clone(), h);
                 self.hosts.push(Host {
                     name,
@@ -469,6 +471,18 @@ impl Inventory {
         // not a walk of the graph per host.
         self.cache_ancestors();
         for h in 0..self.hosts.len() {
+            // Most hosts are listed under one group: its cached ancestors answer both
+            // questions below without a list of the host's groups; only a host with
+            // something to change goes the long way.
+            if let [g] = self.hosts[h].direct[..] {
+                let anc = &self.ancestor_cache[g];
+                let has_ungrouped = g == UNGROUPED || anc.binary_search(&UNGROUPED).is_ok();
+                let has_other =
+                    (g != ALL && g != UNGROUPED) || anc.iter().any(|&a| a != ALL && a != UNGROUPED);
+                if has_ungrouped != has_other {
+                    continue;
+                }
+            }
             let mine = self.direct_and_ancestor_groups(h);
             if mine.contains(&UNGROUPED) {
                 if mine.iter().any(|&g| g != ALL && g != UNGROUPED) {
@@ -621,7 +635,7 @@ impl Inventory {
         for h in 0..self.hosts.len() {
             let name = &self.hosts[h].name;
             let may_have = match &present {
-                Some(stems) if !name.contains('/') => stems.contains(name.as_str()),
+                Some(stems) if !name.contains('/') => stems.contains(&**name),
                 _ => true,
             };
             if !may_have {
@@ -752,7 +766,7 @@ impl Inventory {
             }
         }
         for line in &self.hosts[h].vars {
-            out.push((Layer::IniHost, &**line));
+            out.push((Layer::IniHost, line.map()));
         }
         if let Some(v) = self.host_files.get(h) {
             out.push((Layer::HostFiles, v));
@@ -770,6 +784,55 @@ impl Inventory {
             }
         }
         out
+    }
+}
+
+/// The inline variables of one host line (or a host's `host:port`), shared by every host
+/// the line names. Kept as a short sorted list, not a map: a map's first node is sized for
+/// eleven variables (about 1.6 KiB here), and a lab of 2,000 host lines that no command
+/// looks at paid that per line. The map a layer is read as is made on first read.
+#[derive(Debug)]
+struct LineVars {
+    /// Sorted by key, each key once with the last value the line gave it (as a map built
+    /// by inserting them in line order holds them).
+    entries: Box<[(String, Var)]>,
+    map: OnceLock<VarMap>,
+    /// The merge budget's size of the line ([`map_bytes`] of its map).
+    bytes: usize,
+}
+
+impl LineVars {
+    /// `entries` in line order; a repeated key keeps its last value, as a map's insert does.
+    fn new(entries: Vec<(String, Var)>) -> LineVars {
+        // Written in key order with no key twice (`ansible_host=... slot=3`): already the
+        // list, kept as it is.
+        let sorted = if entries.windows(2).all(|w| w[0].0 < w[1].0) {
+            entries
+        } else {
+            let mut sorted: Vec<(String, Var)> = Vec::with_capacity(entries.len());
+            for (k, v) in entries {
+                match sorted.binary_search_by(|(have, _)| have.as_str().cmp(&k)) {
+                    Ok(i) => sorted[i].1 = v,
+                    Err(i) => sorted.insert(i, (k, v)),
+                }
+            }
+            sorted
+        };
+        let bytes = sorted.iter().map(|(k, v)| k.len() + var_bytes(v)).sum();
+        LineVars {
+            entries: sorted.into_boxed_slice(),
+            map: OnceLock::new(),
+            bytes,
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&String, &Var)> {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+
+    fn map(&self) -> &VarMap {
+        self.map
+            .get_or_init(|| self.entries.iter().cloned().collect())
     }
 }
 
@@ -855,6 +918,51 @@ mod tests {
         Inventory::parse_ini(text, Path::new("inv/hosts.ini"))
             .expect_err("must fail")
             .to_string()
+    }
+
+    /// A line's variables read as a map are the map its `k=v` make inserted in line order
+    /// (a repeated key keeps its last value and column), and the budget sizes them alike.
+    #[test]
+    fn line_vars_read_as_the_map_inserted_in_line_order() {
+        let var = |value: serde_json::Value, col: usize| Var {
+            value,
+            origin: Origin {
+                file: vars::VarFile::from(Path::new("inv/hosts.ini")),
+                line: 3,
+                col,
+            },
+            secret: false,
+        };
+        let lines: [&[(&str, serde_json::Value)]; 5] = [
+            &[("ansible_host", json!("10.0.0.1")), ("slot", json!(3))],
+            &[("slot", json!(3)), ("ansible_host", json!("10.0.0.1"))],
+            &[("a", json!(1)), ("b", json!(2)), ("a", json!("last"))],
+            &[
+                ("z", json!([1, 2])),
+                ("z", json!({"k": "v"})),
+                ("m", json!(null)),
+            ],
+            &[("only", json!(true))],
+        ];
+        for line in lines {
+            let entries: Vec<(String, Var)> = line
+                .iter()
+                .enumerate()
+                .map(|(i, (k, v))| (k.to_string(), var(v.clone(), i + 1)))
+                .collect();
+            let mut want = VarMap::new();
+            for (k, v) in entries.clone() {
+                want.insert(k, v);
+            }
+            let got = LineVars::new(entries);
+            assert_eq!(got.map(), &want, "{line:?}");
+            assert_eq!(
+                got.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+                want.keys().map(String::as_str).collect::<Vec<_>>(),
+                "{line:?}"
+            );
+            assert_eq!(got.bytes, map_bytes(&want), "{line:?}");
+        }
     }
     #[test]
     fn groups_children_vars_and_implicit_groups() {
