@@ -36,6 +36,7 @@
 pub mod api;
 mod discovery;
 pub mod events;
+pub mod fields;
 pub mod logs;
 pub mod openapi;
 pub mod patch;
