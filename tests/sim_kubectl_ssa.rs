@@ -39,6 +39,28 @@ struct Step {
     text: String,
 }
 
+/// Each managedFields entry whole (its fields, whether it has a time), in the server's order.
+fn entries(obj: &Value) -> String {
+    obj.pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|e| {
+                    format!(
+                        "{} {} {} {} timed={}",
+                        managers(&serde_json::json!({"metadata": {"managedFields": [e]}})).join(""),
+                        e["apiVersion"],
+                        e["fieldsType"],
+                        e["fieldsV1"],
+                        e.get("time").is_some()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
 /// `(manager, operation, subresource)` of each managedFields entry, in the server's order.
 fn managers(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/managedFields")
@@ -71,6 +93,9 @@ fn configmap(name: &str, data: &[(&str, &str)]) -> String {
     y
 }
 
+/// A kubectl run: (step, args) to (stdout, stderr, exit code).
+type Run<'a> = dyn FnMut(&str, &[&str]) -> (String, String, Option<i32>) + 'a;
+
 /// The sequence, against the cluster `kc` reaches; files written under `work`.
 fn sequence(kc: &Path, work: &Path) -> Vec<Step> {
     let mut steps = Vec::new();
@@ -91,9 +116,7 @@ fn sequence(kc: &Path, work: &Path) -> Vec<Step> {
             text,
         });
     };
-    let get = |run: &mut dyn FnMut(&str, &[&str]) -> (String, String, Option<i32>),
-               args: &[&str]|
-     -> Value {
+    let get = |run: &mut Run<'_>, args: &[&str]| -> Value {
         let mut a = vec!["get"];
         a.extend_from_slice(args);
         a.extend_from_slice(&["-o", "json", "--show-managed-fields"]);
@@ -109,7 +132,11 @@ fn sequence(kc: &Path, work: &Path) -> Vec<Step> {
     // Client-side apply creates; server-side apply of the same takes the fields over.
     let cm1 = file("note-1.yaml", &configmap("note", &[("a", "1")]));
     let (out, err, code) = run("csa", &["apply", "-f", &cm1]);
-    assert_eq!((out.as_str(), code), ("configmap/note created\n", Some(0)), "{err}");
+    assert_eq!(
+        (out.as_str(), code),
+        ("configmap/note created\n", Some(0)),
+        "{err}"
+    );
     record(&mut steps, "csa create", code, out);
     let (out, err, code) = run("ssa", &["apply", "--server-side", "-f", &cm1]);
     assert_eq!(
@@ -130,7 +157,7 @@ fn sequence(kc: &Path, work: &Path) -> Vec<Step> {
     assert_eq!(note["data"]["a"], "2", "{note}");
     let m = managers(&note);
     assert_eq!(m, ["kubectl-last-applied/Apply", "kubectl/Apply"], "{note}");
-    record(&mut steps, "note managers", None, m.join(","));
+    record(&mut steps, "note managers", None, entries(&note));
     // kubectl hides managedFields unless asked.
     let (out, _, code) = run("get", &["get", "cm", "note", "-n", "scratch", "-o", "yaml"]);
     assert!(!out.contains("managedFields"), "{out}");
@@ -139,7 +166,14 @@ fn sequence(kc: &Path, work: &Path) -> Vec<Step> {
     // A field `kubectl create` set: a conflict, the real server's words.
     let (out, err, code) = run(
         "create cm",
-        &["create", "cm", "other", "-n", "scratch", "--from-literal=a=1"],
+        &[
+            "create",
+            "cm",
+            "other",
+            "-n",
+            "scratch",
+            "--from-literal=a=1",
+        ],
     );
     assert_eq!(code, Some(0), "{err}");
     record(&mut steps, "create cm", code, out);
@@ -156,7 +190,7 @@ fn sequence(kc: &Path, work: &Path) -> Vec<Step> {
     record(&mut steps, "ssa conflict", code, err);
     let other = get(&mut run, &["cm", "other", "-n", "scratch"]);
     assert_eq!(other["data"]["a"], "1", "a refused apply changes nothing");
-    record(&mut steps, "other managers", None, managers(&other).join(","));
+    record(&mut steps, "other managers", None, entries(&other));
 
     // Forced, it applies and takes the field.
     let (out, err, code) = run(
@@ -171,10 +205,13 @@ fn sequence(kc: &Path, work: &Path) -> Vec<Step> {
     record(&mut steps, "ssa forced", code, out);
     let other = get(&mut run, &["cm", "other", "-n", "scratch"]);
     assert_eq!(other["data"]["a"], "5");
-    record(&mut steps, "forced managers", None, managers(&other).join(","));
+    record(&mut steps, "forced managers", None, entries(&other));
 
     // A field the applier stops applying, owned by nobody else, goes.
-    let both = file("other-b.yaml", &configmap("other", &[("a", "5"), ("b", "x")]));
+    let both = file(
+        "other-b.yaml",
+        &configmap("other", &[("a", "5"), ("b", "x")]),
+    );
     let (out, err, code) = run("ssa adds b", &["apply", "--server-side", "-f", &both]);
     assert_eq!(code, Some(0), "{err}");
     record(&mut steps, "ssa adds b", code, out);
@@ -184,6 +221,7 @@ fn sequence(kc: &Path, work: &Path) -> Vec<Step> {
     let other = get(&mut run, &["cm", "other", "-n", "scratch"]);
     assert_eq!(other["data"], serde_json::json!({"a": "5"}), "{other}");
     record(&mut steps, "dropped data", None, other["data"].to_string());
+    record(&mut steps, "dropped managers", None, entries(&other));
 
     // A field the simulation's kube-vip manages: its forced applies own it.
     let leases = get(&mut run, &["leases", "-n", "kube-system"]);
@@ -196,8 +234,13 @@ fn sequence(kc: &Path, work: &Path) -> Vec<Step> {
             })
         })
         .unwrap_or_else(|| panic!("no Lease applied by hk-console-sim: {leases}"));
-    let name = lease["metadata"]["name"].as_str().expect("name").to_string();
-    let duration = lease["spec"]["leaseDurationSeconds"].as_i64().expect("duration");
+    let name = lease["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    let duration = lease["spec"]["leaseDurationSeconds"]
+        .as_i64()
+        .expect("duration");
     let manifest = file(
         "lease.yaml",
         &format!(
@@ -205,7 +248,10 @@ fn sequence(kc: &Path, work: &Path) -> Vec<Step> {
             duration + 7
         ),
     );
-    let (out, err, code) = run("ssa sim conflict", &["apply", "--server-side", "-f", &manifest]);
+    let (out, err, code) = run(
+        "ssa sim conflict",
+        &["apply", "--server-side", "-f", &manifest],
+    );
     assert_eq!(code, Some(1), "{out}{err}");
     assert!(
         err.contains(
@@ -249,6 +295,9 @@ async fn server_side_apply_on_the_simulation_answers_as_the_real_apiserver() {
 
     assert_eq!(sim.len(), real.len());
     for (s, r) in sim.iter().zip(&real) {
-        assert_eq!(s, r, "the simulation (left) and the real kube-apiserver (right) differ");
+        assert_eq!(
+            s, r,
+            "the simulation (left) and the real kube-apiserver (right) differ"
+        );
     }
 }

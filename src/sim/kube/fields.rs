@@ -164,7 +164,11 @@ pub enum ListKind {
 /// types' list types for the fields the served kinds have).
 pub fn list_kind(field: &str) -> Option<ListKind> {
     match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env"
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "env"
         | "imagePullSecrets" => Some(ListKind::Map(&["name"])),
         "conditions" => Some(ListKind::Map(&["type"])),
         "volumeMounts" => Some(ListKind::Map(&["mountPath"])),
@@ -362,7 +366,10 @@ fn compare(old: Option<&Value>, new: Option<&Value>, at: &mut Path, w: Walk, c: 
             let field = field_of(at).to_string();
             match list_kind(&field) {
                 Some(ListKind::Map(keys))
-                    if oa.iter().chain(na.iter()).all(|i| key_element(i, keys).is_some()) =>
+                    if oa
+                        .iter()
+                        .chain(na.iter())
+                        .all(|i| key_element(i, keys).is_some()) =>
                 {
                     let index = |a: &Vec<Value>| -> BTreeMap<String, Value> {
                         a.iter()
@@ -490,7 +497,14 @@ fn remove_path(obj: &mut Value, p: &[String]) {
 fn pointer_of(p: &[String]) -> String {
     // Only used for field-only paths (maps), so each element is `f:NAME`.
     p.iter()
-        .map(|e| format!("/{}", e.trim_start_matches("f:").replace('~', "~0").replace('/', "~1")))
+        .map(|e| {
+            format!(
+                "/{}",
+                e.trim_start_matches("f:")
+                    .replace('~', "~0")
+                    .replace('/', "~1")
+            )
+        })
         .collect()
 }
 
@@ -562,7 +576,9 @@ impl Entry {
         let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
         let operation = s("operation").unwrap_or_default();
         if operation != "Apply" && operation != "Update" {
-            return Err(format!("managedFields: operation {operation:?} (Apply or Update)"));
+            return Err(format!(
+                "managedFields: operation {operation:?} (Apply or Update)"
+            ));
         }
         if let Some(t) = s("fieldsType").filter(|t| t != "FieldsV1") {
             return Err(format!("managedFields: fieldsType {t:?} (FieldsV1)"));
@@ -591,14 +607,22 @@ fn decode(obj: Option<&Value>) -> Result<Vec<Entry>, String> {
 fn encode(obj: &mut Value, mut entries: Vec<Entry>) {
     entries.retain(|e| !e.fields.is_empty());
     entries.sort_by(|a, b| {
-        (&a.operation, a.time.is_some(), &a.time, &a.manager, &a.api_version, &a.subresource).cmp(&(
-            &b.operation,
-            b.time.is_some(),
-            &b.time,
-            &b.manager,
-            &b.api_version,
-            &b.subresource,
-        ))
+        (
+            &a.operation,
+            a.time.is_some(),
+            &a.time,
+            &a.manager,
+            &a.api_version,
+            &a.subresource,
+        )
+            .cmp(&(
+                &b.operation,
+                b.time.is_some(),
+                &b.time,
+                &b.manager,
+                &b.api_version,
+                &b.subresource,
+            ))
     });
     if let Some(Value::Object(m)) = obj.get_mut("metadata") {
         if entries.is_empty() {
@@ -814,33 +838,34 @@ pub fn track_apply(
         .filter(|e| !mine(e))
         .fold(FieldSet::default(), |acc, e| acc.union(&e.fields));
 
-    let attempt = |force: bool, entries: &mut Vec<Entry>| -> Result<(Value, bool), Vec<(Entry, FieldSet)>> {
-        let mut new = base.clone();
-        // Merge errors (unknown lists) were found by config_set already.
-        let _ = merge(&mut new, &cfg, &mut Vec::new(), w);
-        for p in last.difference(&cfg_set).iter() {
-            if !others.covers(p) {
-                remove_path(&mut new, p);
+    let attempt =
+        |force: bool, entries: &mut Vec<Entry>| -> Result<(Value, bool), Vec<(Entry, FieldSet)>> {
+            let mut new = base.clone();
+            // Merge errors (unknown lists) were found by config_set already.
+            let _ = merge(&mut new, &cfg, &mut Vec::new(), w);
+            for p in last.difference(&cfg_set).iter() {
+                if !others.covers(p) {
+                    remove_path(&mut new, p);
+                }
             }
-        }
-        let c = changes(res, sub, live, &new);
-        let changed = c.added.union(&c.modified);
-        let conflicts: Vec<(Entry, FieldSet)> = entries
-            .iter()
-            .filter(|e| !mine(e))
-            .map(|e| (e.clone(), e.fields.intersection(&changed)))
-            .filter(|(_, s)| !s.is_empty())
-            .collect();
-        if !force && !conflicts.is_empty() {
-            return Err(conflicts);
-        }
-        for e in entries.iter_mut().filter(|e| !mine(e)) {
-            e.fields = e.fields.difference(&changed).difference(&c.removed);
-        }
-        let moved = base.get("metadata").map(strip_meta) != new.get("metadata").map(strip_meta)
-            || without_meta(&base) != without_meta(&new);
-        Ok((new, moved))
-    };
+            let c = changes(res, sub, live, &new);
+            let changed = c.added.union(&c.modified);
+            let conflicts: Vec<(Entry, FieldSet)> = entries
+                .iter()
+                .filter(|e| !mine(e))
+                .map(|e| (e.clone(), e.fields.intersection(&changed)))
+                .filter(|(_, s)| !s.is_empty())
+                .collect();
+            if !force && !conflicts.is_empty() {
+                return Err(conflicts);
+            }
+            for e in entries.iter_mut().filter(|e| !mine(e)) {
+                e.fields = e.fields.difference(&changed).difference(&c.removed);
+            }
+            let moved = base.get("metadata").map(strip_meta) != new.get("metadata").map(strip_meta)
+                || without_meta(&base) != without_meta(&new);
+            Ok((new, moved))
+        };
 
     let mut trial = entries.clone();
     let (mut new, moved) = match attempt(opts.force, &mut trial) {
@@ -920,7 +945,8 @@ fn last_applied_of(config: &Value) -> String {
 fn sorted(v: &Value) -> Value {
     match v {
         Value::Object(m) => {
-            let mut out: Map<String, Value> = m.iter().map(|(k, v)| (k.clone(), sorted(v))).collect();
+            let mut out: Map<String, Value> =
+                m.iter().map(|(k, v)| (k.clone(), sorted(v))).collect();
             out.sort_keys();
             Value::Object(out)
         }
@@ -953,11 +979,16 @@ fn conflict_error(conflicts: &[(Entry, FieldSet)]) -> ApiError {
     let mut by_manager: Vec<(String, String, Vec<String>)> = conflicts
         .iter()
         .map(|(e, s)| {
-            let ident = serde_json::to_string(&json!({"manager": e.manager, "operation": e.operation,
+            let ident =
+                serde_json::to_string(&json!({"manager": e.manager, "operation": e.operation,
                 "apiVersion": if e.operation == "Update" { e.api_version.as_str() } else { "" },
                 "subresource": e.subresource}))
-            .unwrap_or_default();
-            (ident, e.printed(), s.iter().map(|p| path_string(p)).collect())
+                .unwrap_or_default();
+            (
+                ident,
+                e.printed(),
+                s.iter().map(|p| path_string(p)).collect(),
+            )
         })
         .collect();
     by_manager.sort();
@@ -1090,8 +1121,10 @@ mod tests {
         let mut live = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "c", "namespace": "d"}, "data": {"a": "1"}});
         track_update(cm(), Sub::Main, None, &mut live, "kubectl-create").expect("create");
-        let cfg = |a: &str| json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "c", "namespace": "d"}, "data": {"a": a, "b": "x"}});
+        let cfg = |a: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "d"}, "data": {"a": a, "b": "x"}})
+        };
         // Equal value: co-owned, no conflict.
         let same = track_apply(cm(), Sub::Main, Some(&live), &cfg("1"), opts("me", false))
             .expect("co-own");
@@ -1104,8 +1137,8 @@ mod tests {
             e.message,
             "Apply failed with 1 conflict: conflict with \"kubectl-create\" using v1: .data.a"
         );
-        let forced = track_apply(cm(), Sub::Main, Some(&same), &cfg("5"), opts("me", true))
-            .expect("forced");
+        let forced =
+            track_apply(cm(), Sub::Main, Some(&same), &cfg("5"), opts("me", true)).expect("forced");
         assert_eq!(forced["data"]["a"], "5");
         // The creator keeps the map itself (`.data`), not the value it lost.
         let e = decode(Some(&forced)).expect("decodes");

@@ -891,7 +891,10 @@ async fn objects(
             .and_then(|v| v.to_str().ok())
             .is_some_and(|ct| ct.starts_with("application/apply-patch"));
     if req.method() == Method::PATCH && !is_apply && q.get("force").is_some() {
-        let e = invalid_patch_options("force", "Forbidden: may not be specified for non-apply patch");
+        let e = invalid_patch_options(
+            "force",
+            "Forbidden: may not be specified for non-apply patch",
+        );
         return ("patch", error_response(&e));
     }
     if let Some(p) = unmodelled_param(q, writes, is_apply) {

@@ -1084,9 +1084,11 @@ impl Store {
             }
             Ok(next)
         };
-        Ok(self.write_with(res, ns.as_deref(), &name, Sub::Main, Origin::Sim, |live| {
-            applied(live)
-        })?)
+        Ok(
+            self.write_with(res, ns.as_deref(), &name, Sub::Main, Origin::Sim, |live| {
+                applied(live)
+            })?,
+        )
     }
 
     /// Read-modify-write of one object under the store's lock, for writes that track field
