@@ -260,6 +260,31 @@ fn sequence(kc: &Path, work: &Path) -> Vec<Step> {
         "{err}"
     );
     record(&mut steps, "ssa sim conflict", code, err);
+
+    // Through a keyed list: the agent container's image, which the simulation's DaemonSet
+    // controller applies.
+    let ds = get(&mut run, &["ds", "cilium", "-n", "kube-system"]);
+    let container = ds
+        .pointer("/spec/template/spec/containers/0/name")
+        .and_then(Value::as_str)
+        .expect("a container")
+        .to_string();
+    let manifest = file(
+        "ds.yaml",
+        &format!(
+            "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: cilium\n  namespace: kube-system\nspec:\n  selector:\n    matchLabels:\n      k8s-app: cilium\n  template:\n    metadata:\n      labels:\n        k8s-app: cilium\n    spec:\n      containers:\n      - name: {container}\n        image: example.invalid/cilium:rehearsal\n"
+        ),
+    );
+    let (out, err, code) = run(
+        "ssa list conflict",
+        &["apply", "--server-side", "-f", &manifest],
+    );
+    assert_eq!(code, Some(1), "{out}{err}");
+    let want = format!(
+        "Apply failed with 1 conflict: conflict with \"hk-console-sim\": .spec.template.spec.containers[name=\"{container}\"].image"
+    );
+    assert!(err.contains(&want), "{err}");
+    record(&mut steps, "ssa list conflict", code, err);
     steps
 }
 
