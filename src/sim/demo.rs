@@ -587,6 +587,13 @@ async fn start_demo(
             .map(|e| state_of(e).on_server(position))
             .unwrap_or_default();
         let mut node = build_node(&repo, host, &state, gateways.contains_key(host), &clock)?;
+        // The node's own idea of its address is where the demo placed it: what kubectl's
+        // INTERNAL-IP and the inventory's ansible_host say.
+        node.set_lan(
+            *addr,
+            demo_repo::PLAN_PREFIX,
+            demo_repo::planned_gateway(*addr),
+        );
         // Each environment's first server leads its etcd (what the etcd pane reads).
         node.etcd_leader = repo
             .environments
@@ -914,6 +921,11 @@ fn sim_env_of(
     let lease_name = crate::cluster::watch_settings(repo, &env.name)
         .map_err(|e| DemoError::Start(e.to_string()))?
         .lease_name;
+    let (flux, unbuilt) = super::flux_applied::from_repo(&repo.root, &env.flux_overlay);
+    if let Some(why) = unbuilt {
+        // `check` names it in full; the demo serves no Flux objects for it rather than guess.
+        tracing::warn!("demo: {}: the Flux overlay does not build: {why}", env.name);
+    }
     Ok(SimEnv {
         name: env.name.clone(),
         servers,
@@ -922,6 +934,7 @@ fn sim_env_of(
         founder,
         lease_name,
         time_scale: time_scale.max(1),
+        flux,
     })
 }
 
