@@ -498,9 +498,12 @@ async fn kubectl_apply_with_validation() {
             ok(&["apply", "--server-side", "-f", &ssa]),
             "configmap/rehearsal-ssa serverside-applied\n"
         );
-        // Field ownership is not modelled: applying again without --force-conflicts could
-        // hide a conflict, so it is refused by name; forced, it applies.
-        refused(&kc, &["apply", "--server-side", "-f", &ssa], "`?force=false` is not simulated");
+        // Field ownership is modelled (tests/sim_kubectl_ssa.rs): applying the same again
+        // without --force-conflicts owns the same fields, no conflict; forced, it applies.
+        assert_eq!(
+            ok(&["apply", "--server-side", "-f", &ssa]),
+            "configmap/rehearsal-ssa serverside-applied\n"
+        );
         assert_eq!(
             ok(&["apply", "--server-side", "--force-conflicts", "-f", &ssa]),
             "configmap/rehearsal-ssa serverside-applied\n"

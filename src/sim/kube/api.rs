@@ -4,7 +4,8 @@
 //!
 //! Owns: the six operations the controllers use (fetch, list a kind, apply, merge-patch the
 //! object or its status, remove) with the built-in store's meaning, and their translation to
-//! API calls (server-side apply under the simulation's field manager, merge patches, a
+//! API calls (forced server-side apply under the simulation's field manager, merge patches
+//! as Updates by the same manager, so both modes show the same managedFields; a
 //! delete with no grace period: the simulation plays the kubelet that finishes it).
 //! Must not: decide anything a controller decides; know a kind beyond what
 //! [`super::resources`] says of it.
@@ -158,6 +159,16 @@ impl KubeApi {
     fn params() -> PatchParams {
         PatchParams::apply(FIELD_MANAGER).force()
     }
+
+    /// The merge patches are Updates under the same manager name, as the built-in store
+    /// records them (without it the real server would name the manager after the client's
+    /// User-Agent).
+    fn update_params() -> PatchParams {
+        PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        }
+    }
 }
 
 impl ClusterApi for KubeApi {
@@ -229,7 +240,7 @@ impl ClusterApi for KubeApi {
         let api = api_for(&self.client, r)?;
         let what = format!("patch {r}");
         let o = api
-            .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(&r.name, &Self::update_params(), &Patch::Merge(&patch))
             .await
             .map_err(|e| failed(&what, e))?;
         to_value(&what, &o)
@@ -240,7 +251,7 @@ impl ClusterApi for KubeApi {
         let what = format!("patch {r} status");
         let body = serde_json::json!({ "status": status });
         let o = api
-            .patch_status(&r.name, &PatchParams::default(), &Patch::Merge(&body))
+            .patch_status(&r.name, &Self::update_params(), &Patch::Merge(&body))
             .await
             .map_err(|e| failed(&what, e))?;
         to_value(&what, &o)

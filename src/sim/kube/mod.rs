@@ -25,9 +25,13 @@
 //! `deletionTimestamp`, removed by the "kubelet", i.e. the simulation's `Store::remove`, or by
 //! a delete with `gracePeriodSeconds: 0`); custom resources refuse an update without
 //! `resourceVersion` (422) and a strategic merge patch (415).
-//! Known differences from a real server: no `managedFields` (server-side apply merges like
-//! a strategic patch, without field ownership: an apply to an existing object must be
-//! forced), no defaulting of omitted fields, no validation beyond names, types and Strict's
+//! Field ownership is the real server's (`fields`): `metadata.managedFields` on every
+//! object, Updates and server-side applies (conflicts, `force`, pruning, kubectl's
+//! client-side-apply upgrade), the simulation's controllers as the manager `hk-console-sim`.
+//! Known differences from a real server: list types are known by field name (`fields::
+//! list_kind`): an apply through a list of another type is refused (501), an Update owns
+//! such a list whole; a `null` in an apply configuration outside `metadata` is refused
+//! (501); Update managers are not capped at ten; no defaulting of omitted fields, no validation beyond names, types and Strict's
 //! unknown fields, no `metadata.finalizers` semantics, `deletecollection`, `dryRun`, `exec`
 //! (with `attach` and `portforward`: 501), OpenAPI v2 and YAML responses are not served, a deleted namespace goes at once with its
 //! objects (there is no Terminating phase), aggregated discovery is not served (the legacy
@@ -36,6 +40,7 @@
 pub mod api;
 mod discovery;
 pub mod events;
+pub mod fields;
 pub mod logs;
 pub mod openapi;
 pub mod patch;

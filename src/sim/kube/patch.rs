@@ -3,8 +3,9 @@
 //! Owns: choosing the patch type from the Content-Type ([`PatchType`]) and applying it:
 //! JSON merge patch (RFC 7386), JSON patch (RFC 6902), a strategic merge patch (maps merge,
 //! `null` deletes, the list fields Kubernetes merges by key are merged by that key, `$patch:
-//! delete|replace` directives; other lists are replaced), and server-side apply as a
-//! strategic merge of the applied configuration (no field ownership).
+//! delete|replace` directives; other lists are replaced). An apply body merges here only
+//! to be validated (Strict field validation of the object it would make); the apply itself,
+//! with field ownership, is `fields::track_apply`.
 //! Must not: decide conflicts or resource versions (that is the store's update path).
 
 use serde_json::{Map, Value};

@@ -3,7 +3,8 @@
 //! as protobuf (`application/vnd.kubernetes.protobuf`).
 //!
 //! Owns: the envelope (`k8s\0` + `runtime.Unknown`), and the messages
-//! SelfSubjectAccessReview, SelfSubjectRulesReview and Namespace, field by field as
+//! SelfSubjectAccessReview, SelfSubjectRulesReview, Namespace and ConfigMap (its string
+//! data), field by field as
 //! k8s.io/api's generated.proto numbers them. A field the simulation does not model, set to
 //! anything but its empty value, is refused by name: a body half understood is never taken
 //! for the whole.
@@ -359,6 +360,18 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
             }
             Ok(out)
         }
+        ("v1", "ConfigMap") => {
+            // `kubectl create configmap --from-literal` sends its ConfigMap as protobuf.
+            let m = parse("ConfigMap", raw)?;
+            m.only(&[1, 2], &[(3, "binaryData"), (4, "immutable")])?;
+            let mut out = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": metadata(&m)?});
+            let data = m.string_map(2)?;
+            if !data.is_empty() {
+                out["data"] = Value::Object(data);
+            }
+            Ok(out)
+        }
         _ => Err(ProtoError::UnknownKind { api_version, kind }),
     }
 }
@@ -423,6 +436,22 @@ mod tests {
             v["spec"]["resourceAttributes"],
             json!({"namespace": "kube-system", "verb": "delete", "resource": "pods"})
         );
+    }
+
+    #[test]
+    fn a_configmap_with_its_data() {
+        let entry = [bytes(1, b"a"), bytes(2, b"1")].concat();
+        let meta = [bytes(1, b"other"), bytes(3, b"scratch")].concat();
+        let raw = [bytes(1, &meta), bytes(2, &entry)].concat();
+        let v = decode(&wrap("v1", "ConfigMap", &raw)).expect("decodes");
+        assert_eq!(
+            v,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "other", "namespace": "scratch"}, "data": {"a": "1"}})
+        );
+        let bin = [bytes(1, &meta), bytes(3, &entry)].concat();
+        let e = decode(&wrap("v1", "ConfigMap", &bin)).expect_err("binaryData refused");
+        assert!(e.to_string().contains("binaryData"), "{e}");
     }
 
     #[test]

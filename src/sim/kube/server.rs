@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -39,6 +39,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use super::discovery;
+use super::fields;
 use super::patch::{self, PatchType};
 use super::resources::ResourceType;
 use super::route::{route, Query, Route, Target};
@@ -761,18 +762,35 @@ const KNOWN_PARAMS: [&str; 16] = [
 ];
 
 /// `strict_checked`: a write whose body the server checks field by field, so Strict field
-/// validation holds. `no_owners`: a server-side apply that creates the object, where no
-/// other field manager can own a field (field ownership is not modelled otherwise, so an
-/// apply to an existing object must be forced).
-fn unmodelled_param(q: &Query, strict_checked: bool, no_owners: bool) -> Option<String> {
+/// validation holds. `apply`: a server-side apply, where `force` means what it says (field
+/// ownership is modelled, `fields`).
+fn unmodelled_param(q: &Query, strict_checked: bool, apply: bool) -> Option<String> {
     q.pairs().find_map(|(k, v)| {
         let known = KNOWN_PARAMS.contains(&k)
             || (k == "fieldValidation" && v == "Ignore")
             || (k == "fieldValidation" && v == "Strict" && strict_checked)
-            || (k == "force" && v == "true")
-            || (k == "force" && v == "false" && no_owners);
+            || (k == "force" && (v == "true" || v == "false") && apply);
         (!known).then(|| format!("?{k}={v}"))
     })
+}
+
+/// The field manager of a write: `fieldManager`, else the User-Agent's prefix (the real
+/// server's default).
+fn field_manager(q: &Query, user_agent: &str) -> String {
+    match q.get("fieldManager") {
+        Some(m) if !m.is_empty() => m.to_string(),
+        _ => fields::manager_from_user_agent(user_agent),
+    }
+}
+
+/// The real server's refusal of a `PatchOptions` it cannot take.
+fn invalid_patch_options(field: &str, detail: &str) -> ApiError {
+    ApiError {
+        code: 422,
+        reason: "Invalid",
+        message: format!("PatchOptions.meta.k8s.io \"\" is invalid: {field}: {detail}"),
+        details: None,
+    }
 }
 
 async fn read_body(req: Request<Incoming>) -> Result<(String, Vec<u8>), ApiError> {
@@ -893,19 +911,29 @@ async fn objects(
     // Strict field validation is done for every write with a body (`strict_check`).
     let strict = q.get("fieldValidation") == Some("Strict");
     let writes = matches!(req.method(), &Method::POST | &Method::PUT | &Method::PATCH);
-    let apply_creates = req.method() == Method::PATCH
+    let is_apply = req.method() == Method::PATCH
         && req
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("application/apply-patch"))
-        && t.name.as_deref().is_some_and(|n| {
-            let (res, _) = storage_of(t.res);
-            st.store.get(res, t.namespace.as_deref(), n).is_err()
-        });
-    if let Some(p) = unmodelled_param(q, writes, apply_creates) {
+            .is_some_and(|ct| ct.starts_with("application/apply-patch"));
+    if req.method() == Method::PATCH && !is_apply && q.get("force").is_some() {
+        let e = invalid_patch_options(
+            "force",
+            "Forbidden: may not be specified for non-apply patch",
+        );
+        return ("patch", error_response(&e));
+    }
+    if let Some(p) = unmodelled_param(q, writes, is_apply) {
         return ("unknown", error_response(&ApiError::not_simulated(501, &p)));
     }
+    let user_agent = req
+        .headers()
+        .get(USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let manager = field_manager(q, &user_agent);
     // Protobuf bodies are read where they can be (creates and updates of the kinds
     // `proto` knows); elsewhere a protobuf or CBOR body is refused, never guessed at.
     let readable = matches!(req.method(), &Method::POST | &Method::PUT);
@@ -980,7 +1008,8 @@ async fn objects(
                 }
                 Ok(v)
             }) {
-                Ok(body) => store.create(res, ns, body, Origin::Api),
+                Ok(mut body) => fields::track_update(res, Sub::Main, None, &mut body, &manager)
+                    .and_then(|()| store.create(res, ns, body, Origin::Api)),
                 Err(e) => Err(e),
             };
             ("create", one(r, 201))
@@ -993,7 +1022,7 @@ async fn objects(
                 }
                 Ok(v)
             }) {
-                Ok(body) => store.update(res, ns, name, body, sub, Origin::Api),
+                Ok(body) => update_tracked(store, res, ns, name, body, sub, &manager),
                 Err(e) => Err(e),
             };
             ("update", one(r, 200))
@@ -1006,7 +1035,8 @@ async fn objects(
                         if strict {
                             strict_patch(store, res, ns, name, kind, &p, &b)?;
                         }
-                        store.patch(res, ns, name, kind, &p, sub, Origin::Api)
+                        let force = q.get("force") == Some("true");
+                        patch_tracked(store, res, (ns, name), kind, p, sub, (&manager, force))
                     }),
                 },
                 Err(e) => Err(e),
@@ -1042,6 +1072,92 @@ async fn objects(
             )
         }
     }
+}
+
+/// A replace (PUT) of an object or its status: an Update by `manager` in field ownership.
+fn update_tracked(
+    store: &Store,
+    res: &'static ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    body: Value,
+    sub: Sub,
+    manager: &str,
+) -> Result<Object, ApiError> {
+    if res.custom && body.pointer("/metadata/resourceVersion").is_none() {
+        // Custom resources do not allow unconditional updates.
+        return Err(ApiError::invalid(
+            res,
+            name,
+            "metadata.resourceVersion",
+            "Invalid value: 0: must be specified for an update",
+        ));
+    }
+    store.write_with(res, ns, name, sub, Origin::Api, |live| {
+        let Some(live) = live else {
+            return Err(ApiError::not_found(res, name));
+        };
+        let mut new = body;
+        fields::track_update(res, sub, Some(live), &mut new, manager)?;
+        Ok(new)
+    })
+}
+
+/// A PATCH: a server-side apply (field ownership, conflicts, `force`), or another patch
+/// type applied to the live object as an Update by the manager. A server-side apply of a
+/// missing object creates it.
+fn patch_tracked(
+    store: &Store,
+    res: &'static ResourceType,
+    (ns, name): (Option<&str>, &str),
+    kind: PatchType,
+    p: Value,
+    sub: Sub,
+    (manager, force): (&str, bool),
+) -> Result<Object, ApiError> {
+    if res.custom && kind == PatchType::Strategic {
+        return Err(ApiError::unsupported_media_type(
+            "application/strategic-merge-patch+json",
+            "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        ));
+    }
+    if kind == PatchType::Apply {
+        if manager.is_empty() {
+            return Err(invalid_patch_options(
+                "fieldManager",
+                "Required value: is required for apply patch",
+            ));
+        }
+        let mut config = p;
+        if !config.is_object() {
+            return Err(ApiError::bad_request(
+                "error decoding YAML apply patch: the configuration is not an object",
+            ));
+        }
+        if config.pointer("/metadata/name").is_none() {
+            config["metadata"]["name"] = json!(name);
+        }
+        let opts = fields::ApplyOpts {
+            manager,
+            force,
+            strict_lists: true,
+        };
+        return store.write_with(res, ns, name, sub, Origin::Api, |live| {
+            if live.is_none() && sub == Sub::Status {
+                return Err(ApiError::not_found(res, name));
+            }
+            fields::track_apply(res, sub, live, &config, opts)
+        });
+    }
+    store.write_with(res, ns, name, sub, Origin::Api, |live| {
+        let Some(live) = live else {
+            return Err(ApiError::not_found(res, name));
+        };
+        let mut doc = live.clone();
+        patch::apply(kind, &mut doc, &p)?;
+        fields::track_update(res, sub, Some(live), &mut doc, manager)?;
+        Ok(doc)
+    })
 }
 
 /// A DeleteOptions field the store does not honour (kubectl sends `--dry-run=server` of a

@@ -24,6 +24,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::broadcast;
 
+use super::fields;
 use super::logs::Logs;
 use super::patch::{self, PatchType};
 use super::resources::{self, CreateStatus, Generation, ResourceType, RESOURCES};
@@ -283,11 +284,12 @@ pub fn object_rv(obj: &Value) -> u64 {
 }
 
 /// `obj` without `metadata.resourceVersion` and `metadata.managedFields` (for no-op detection).
+/// An object as a no-op check compares it: its managedFields count (a write that changes
+/// only field ownership, as kubectl's upgrade from client-side apply, is a change).
 fn comparable(obj: &Value) -> Value {
     let mut c = obj.clone();
     if let Some(Value::Object(m)) = c.get_mut("metadata") {
         m.remove("resourceVersion");
-        m.remove("managedFields");
     }
     c
 }
@@ -698,6 +700,10 @@ impl Store {
                         }
                     }
                 }
+                // A status write records its field ownership too.
+                if let Some(mf) = new.pointer("/metadata/managedFields") {
+                    with_meta(&mut n, |m| m.insert("managedFields".into(), mf.clone()));
+                }
                 n
             }
             Sub::Main => {
@@ -1056,30 +1062,75 @@ impl Store {
 
     // ---- The simulation's API -------------------------------------------------------
 
-    /// Create or replace `obj` (any served kind; `apiVersion`, `kind`, `metadata.name` and, for
-    /// namespaced kinds, `metadata.namespace` set). Unconditional: no resourceVersion check.
-    /// A replacement keeps uid and creationTimestamp, and the existing status when `obj` has
-    /// none; generation moves as on a real update.
+    /// Create or change `obj` (any served kind; `apiVersion`, `kind`, `metadata.name` and, for
+    /// namespaced kinds, `metadata.namespace` set) as a forced server-side apply by the
+    /// simulation's field manager ([`super::api::FIELD_MANAGER`]), its status applied through
+    /// the status subresource where the kind has one: what `KubeApi` does on a real server.
+    /// Unconditional: no resourceVersion check. Fields others own and the configuration does
+    /// not name stay; generation moves as on a real update.
     pub fn apply(&self, obj: Value) -> Result<Object, SimError> {
         let (res, ns, name) = identify(&obj)?;
         let mut obj = obj;
         with_meta(&mut obj, |m| m.remove("resourceVersion"));
+        let sim = fields::ApplyOpts {
+            manager: super::api::FIELD_MANAGER,
+            force: true,
+            strict_lists: false,
+        };
+        let applied = |live: Option<&Value>| -> Result<Value, ApiError> {
+            let mut next = fields::track_apply(res, Sub::Main, live, &obj, sim)?;
+            if res.status && obj.get("status").is_some() {
+                next = fields::track_apply(res, Sub::Status, Some(&next), &obj, sim)?;
+            }
+            Ok(next)
+        };
+        Ok(
+            self.write_with(res, ns.as_deref(), &name, Sub::Main, Origin::Sim, |live| {
+                applied(live)
+            })?,
+        )
+    }
+
+    /// Read-modify-write of one object under the store's lock, for writes that track field
+    /// ownership (it depends on the object they change): `f` gets the current object (`None`
+    /// when there is none) and returns the object to store; a missing one is created.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_with(
+        &self,
+        res: &'static ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        sub: Sub,
+        origin: Origin,
+        f: impl FnOnce(Option<&Value>) -> Result<Value, ApiError>,
+    ) -> Result<Object, ApiError> {
         let mut inner = self.lock();
-        let key = Self::key(res, ns.as_deref(), &name);
+        let key = Self::key(res, ns, name);
         match inner.objects.get(&key).cloned() {
             None => {
+                let obj = f(None)?;
                 drop(inner);
-                Ok(self.create(res, ns.as_deref(), obj, Origin::Sim)?)
+                self.create(res, ns, obj, origin)
             }
             Some(old) => {
-                if obj.get("status").is_none() {
-                    if let (Value::Object(m), Some(s)) = (&mut obj, old.get("status")) {
-                        m.insert("status".into(), s.clone());
-                    }
-                }
-                Ok(self.write(&mut inner, res, key, &old, obj, Sub::Main, Origin::Sim)?)
+                let next = f(Some(&old))?;
+                self.write(&mut inner, res, key, &old, next, sub, origin)
             }
         }
+    }
+
+    /// A merge patch by the simulation: an Update by its field manager.
+    fn sim_merge(&self, r: &ObjRef, body: &Value, sub: Sub) -> Result<Object, SimError> {
+        let (res, ns) = r.resolve()?;
+        Ok(self.write_with(res, ns, &r.name, sub, Origin::Sim, |live| {
+            let Some(live) = live else {
+                return Err(ApiError::not_found(res, &r.name));
+            };
+            let mut doc = live.clone();
+            patch::apply(PatchType::Merge, &mut doc, body)?;
+            fields::track_update(res, sub, Some(live), &mut doc, super::api::FIELD_MANAGER)?;
+            Ok(doc)
+        })?)
     }
 
     /// [`Store::apply`] for a typed object (k8s-openapi types carry apiVersion/kind).
@@ -1090,34 +1141,16 @@ impl Store {
 
     /// Merge-patch (RFC 7386) the object's `status` with `status`.
     pub fn patch_status(&self, r: &ObjRef, status: Value) -> Result<Object, SimError> {
-        let (res, ns) = r.resolve()?;
-        Ok(self.patch(
-            res,
-            ns,
-            &r.name,
-            PatchType::Merge,
-            &json!({ "status": status }),
-            Sub::Status,
-            Origin::Sim,
-        )?)
+        self.sim_merge(r, &json!({ "status": status }), Sub::Status)
     }
 
     /// Merge-patch (RFC 7386) the whole object (metadata and spec; status is kept).
     pub fn merge_patch(&self, r: &ObjRef, patch: Value) -> Result<Object, SimError> {
-        let (res, ns) = r.resolve()?;
         let mut body = patch;
         if let Some(Value::Object(m)) = body.get_mut("metadata") {
             m.remove("resourceVersion");
         }
-        Ok(self.patch(
-            res,
-            ns,
-            &r.name,
-            PatchType::Merge,
-            &body,
-            Sub::Main,
-            Origin::Sim,
-        )?)
+        self.sim_merge(r, &body, Sub::Main)
     }
 
     /// Delete the object (a namespace takes its objects with it).
