@@ -20,18 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 fn bin_dir() -> PathBuf {
-    let dir = std::env::var_os("HK_APISERVER_BIN_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/apiserver-bin"));
-    for b in ["etcd", "kube-apiserver", "kubectl"] {
-        assert!(
-            dir.join(b).is_file(),
-            "{} not found: set HK_APISERVER_BIN_DIR or run `bash tests/apiserver/build.sh`",
-            dir.join(b).display()
-        );
-    }
-    dir
+    demo_common::apiserver_bin_dir()
 }
 
 fn require_ansible() {
@@ -43,26 +32,8 @@ fn require_ansible() {
     );
 }
 
-/// The processes whose command line mentions `needle` (the demo's directory).
 fn processes_mentioning(needle: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.chars().all(|c| c.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if cmd.contains(needle) {
-            out.push(format!("{name}: {cmd}"));
-        }
-    }
-    out
+    demo_common::processes_mentioning(needle)
 }
 
 /// `hk-console demo --headless --json ...` in a fresh directory, with `--apiserver` or not:
