@@ -60,13 +60,17 @@ async fn kubectl_against_the_demo() {
             ok(&["get", "ns", "kube-system", "-o", "name"]),
             "namespace/kube-system\n"
         );
-        // Logs are served since issue 17; a previous container's are not simulated.
+        // Logs are served since issue 17; a container that never restarted has no previous
+        // log, and the kubelet says so.
         let (_, e, code) = kubectl(
             &kc,
             &["logs", "-n", "kube-system", "cilium-g1-n1", "--previous"],
         );
         assert_ne!(code, Some(0));
-        assert!(e.contains("`?previous=true` is not simulated"), "{e}");
+        assert!(
+            e.contains("Error from server (BadRequest): previous terminated container \"cilium-agent\" in pod \"cilium-g1-n1\" not found"),
+            "{e}"
+        );
         // A pod's processes are not simulated: exec is refused by name, never run.
         let (o, e, code) = kubectl(
             &kc,
@@ -851,7 +855,16 @@ async fn kube_vip_logs_renew_failures_when_the_holders_k3s_stops() {
             "kube-vip: {holder}'s k3s stopped; the lease went to {new_holder} after {:?}",
             t0.elapsed()
         );
-        let logs = ok(&["logs", "-n", "kube-system", &pod]);
+        // The instance that lost leadership exited: its lines are the previous log; the
+        // restarted one's log starts afresh.
+        let current = ok(&["logs", "-n", "kube-system", &pod]);
+        assert!(
+            current.contains(&format!(
+                "Node [{new_holder}] is assuming leadership of the cluster"
+            )) && !current.contains("lost leadership"),
+            "{current}"
+        );
+        let logs = ok(&["logs", "-n", "kube-system", &pod, "--previous"]);
         assert!(
             logs.lines().any(|l| l.starts_with('E')
                 && l.contains(&format!(
@@ -866,12 +879,6 @@ async fn kube_vip_logs_renew_failures_when_the_holders_k3s_stops() {
         );
         assert!(
             logs.contains("level=fatal msg=\"lost leadership, restarting kube-vip\""),
-            "{logs}"
-        );
-        assert!(
-            logs.contains(&format!(
-                "Node [{new_holder}] is assuming leadership of the cluster"
-            )),
             "{logs}"
         );
         let restarts = ok(&[

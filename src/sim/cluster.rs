@@ -3,10 +3,13 @@
 //! Owns: seeding a [`Store`] with what the console watches and an operator's kubectl shows
 //! (nodes with their kube-node-lease Leases, the kube-vip Lease, kube-vip's DaemonSet with
 //! a pod per server whose logs tell the leader election, the cilium DaemonSet, its agents
-//! and their logs, the cilium HelmRelease, the `kubernetes` Service and
+//! and their logs, the repo's Flux objects ([`super::flux_applied`]), the `kubernetes` Service and
 //! EndpointSlice), and the task that plays the cluster's controllers on it: kube-vip
 //! renewing the Lease (and handing it over when the holder dies, or when the k3s server
-//! under it restarts for longer than the lease lasts), the kubelets renewing
+//! under it restarts for longer than the lease lasts; releasing it on a graceful stop, so
+//! the next candidate takes it at once; keeping it through a crash), the node lifecycle
+//! controller (a node silent past the grace period NotReady, and every pod on it
+//! unready until its kubelet posts again), the kubelets renewing
 //! theirs and stopping a deleted pod after its grace period (scaled by the scenario's time
 //! scale), Flux answering a reconcile request, the DaemonSet controller replacing a missing
 //! pod and rolling a new generation (`rollout restart`, a Flux upgrade) one node at a time,
@@ -56,6 +59,8 @@ pub struct SimEnv {
     /// The scenario's time scale: the real system's periods (a pod's grace period, a new
     /// pod's start) are divided by it.
     pub time_scale: u32,
+    /// What Flux applied from the environment's overlay in the repo.
+    pub flux: super::flux_applied::FluxObjects,
 }
 
 impl SimEnv {
@@ -110,6 +115,11 @@ pub enum ClusterInput {
     K3sStopped {
         server: usize,
     },
+    /// Server `server`'s kube-vip container crashed (no graceful stop, so no release of the
+    /// Lease) and the kubelet started it again.
+    VipCrashes {
+        server: usize,
+    },
 }
 
 /// Whether a server's k3s serves its API (and so its kube-vip and kubelet can renew).
@@ -123,6 +133,10 @@ enum K3s {
 /// How long a kubelet's node Lease lasts, and how often the simulation renews it.
 const NODE_LEASE_S: u64 = 40;
 const NODE_LEASE_RENEW: Duration = Duration::from_secs(10);
+/// kube-controller-manager's `--node-monitor-grace-period` default (50 s since v1.32; what
+/// the v1.34 node lifecycle controller uses): a node whose kubelet has not renewed its Lease
+/// for this long goes NotReady. Not scaled: it races the kubelets' renewals, which are not.
+const NODE_MONITOR_GRACE: Duration = Duration::from_secs(50);
 
 fn node(name: &str, addr: Ipv4Addr, ready: bool, now: jiff::Timestamp) -> Value {
     json!({
@@ -333,11 +347,13 @@ fn pod_status(
         started,
         now,
         container_id,
+        json!({}),
     )
 }
 
 /// A running one-container pod's status: `container` of `image` running since `started`,
-/// restarted `restarts` times, ready or not.
+/// restarted `restarts` times (`last_state`: how the last instance ended, `{}` if none),
+/// ready or not.
 #[allow(clippy::too_many_arguments)]
 fn container_pod_status(
     addr: Ipv4Addr,
@@ -348,6 +364,7 @@ fn container_pod_status(
     started: jiff::Timestamp,
     now: jiff::Timestamp,
     container_id: &str,
+    last_state: Value,
 ) -> Value {
     let cond = |t: &str, ok: bool, at: jiff::Timestamp| {
         let mut c = json!({"type": t, "status": if ok { "True" } else { "False" },
@@ -373,7 +390,7 @@ fn container_pod_status(
         "containerStatuses": [{"name": container, "ready": ready, "restartCount": restarts,
             "image": image, "imageID": format!("{image}@sha256:{}", "0".repeat(64)),
             "containerID": container_id, "started": true,
-            "state": {"running": {"startedAt": time(started)}}, "lastState": {}}],
+            "state": {"running": {"startedAt": time(started)}}, "lastState": last_state}],
         "startTime": time(started),
     })
 }
@@ -523,7 +540,7 @@ fn vip_pod(
                 "uid": owner_uid, "controller": true, "blockOwnerDeletion": true}],
         },
         "spec": spec,
-        "status": container_pod_status(*addr, VIP, VIP_IMAGE, ready, 0, now, now, &container_id()),
+        "status": container_pod_status(*addr, VIP, VIP_IMAGE, ready, 0, now, now, &container_id(), json!({})),
     })
 }
 
@@ -756,6 +773,10 @@ impl View {
         self.lock().holder = Some(holder.to_string());
     }
 
+    fn clear_holder(&self) {
+        self.lock().holder = None;
+    }
+
     fn set_ready(&self, node: &str, ready: bool) {
         self.lock().ready.insert(node.to_string(), ready);
     }
@@ -828,7 +849,7 @@ pub async fn seed<C: ClusterApi>(
     )
     .await?;
     seed_vip(t, env, state, holder_ix, now).await?;
-    api.apply(helmrelease(None)).await?;
+    super::flux_applied::seed(api, &env.flux, helmrelease(None), &template_host).await?;
     Ok(())
 }
 
@@ -882,6 +903,8 @@ pub async fn lease_holder<C: ClusterApi>(api: &C, env: &SimEnv) -> Option<String
         .flatten()?
         .pointer("/spec/holderIdentity")
         .and_then(Value::as_str)
+        // A released Lease has an empty holder (client-go's release): nobody holds it.
+        .filter(|h| !h.is_empty())
         .map(str::to_string)
 }
 
@@ -954,11 +977,13 @@ pub enum Feed {
     Closed,
 }
 
-/// The kinds whose changes the controllers react to (all in kube-system).
-const WATCHED: [(&str, &str); 3] = [
-    ("helm.toolkit.fluxcd.io/v2", "HelmRelease"),
-    ("v1", "Pod"),
-    ("apps/v1", "DaemonSet"),
+/// The kinds whose changes the controllers react to, and the namespace they watch them in
+/// on a real API server (`None`: every namespace; Flux's Kustomizations live in theirs).
+const WATCHED: [(&str, &str, Option<&str>); 4] = [
+    ("helm.toolkit.fluxcd.io/v2", "HelmRelease", Some(NS)),
+    ("v1", "Pod", Some(NS)),
+    ("apps/v1", "DaemonSet", Some(NS)),
+    ("kustomize.toolkit.fluxcd.io/v1", "Kustomization", None),
 ];
 
 /// Where the controllers learn of changes: the built-in store's own feed, or kube watches on
@@ -974,14 +999,20 @@ impl Changes {
         Changes::Store(store.subscribe())
     }
 
-    /// Watches of the watched kinds in kube-system on a real API server, until `cancel`.
+    /// Watches of the watched kinds on a real API server, until `cancel`.
     pub fn watch(client: &kube::Client, cancel: &CancellationToken) -> Changes {
         let (tx, rx) = mpsc::unbounded_channel();
-        for (api_version, kind) in WATCHED {
+        for (api_version, kind, ns) in WATCHED {
             let Some(res) = super::kube::resources::by_kind(api_version, kind) else {
                 continue;
             };
-            tokio::spawn(watch_kind(client.clone(), res, tx.clone(), cancel.clone()));
+            tokio::spawn(watch_kind(
+                client.clone(),
+                res,
+                ns,
+                tx.clone(),
+                cancel.clone(),
+            ));
         }
         Changes::Kube(rx)
     }
@@ -992,7 +1023,7 @@ impl Changes {
                 match rx.recv().await {
                     Ok(e) => {
                         let kind = e.resource.kind;
-                        if !WATCHED.iter().any(|(_, k)| *k == kind) {
+                        if !WATCHED.iter().any(|(_, k, _)| *k == kind) {
                             continue;
                         }
                         return Feed::Change(Change {
@@ -1018,13 +1049,17 @@ impl Changes {
 async fn watch_kind(
     client: kube::Client,
     res: &'static super::kube::resources::ResourceType,
+    ns: Option<&str>,
     tx: mpsc::UnboundedSender<Feed>,
     cancel: CancellationToken,
 ) {
     use kube::runtime::watcher::{self, Event};
     use kube::runtime::WatchStreamExt;
-    let api: kube::Api<kube::api::DynamicObject> =
-        kube::Api::namespaced_with(client, NS, &super::kube::api::api_resource(res));
+    let ar = super::kube::api::api_resource(res);
+    let api: kube::Api<kube::api::DynamicObject> = match ns {
+        Some(ns) => kube::Api::namespaced_with(client, ns, &ar),
+        None => kube::Api::all_with(client, &ar),
+    };
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
@@ -1032,6 +1067,14 @@ async fn watch_kind(
     let mut listing: Option<BTreeMap<String, Value>> = None;
     let mut first = true;
     let value = |o: &kube::api::DynamicObject| serde_json::to_value(o).unwrap_or(Value::Null);
+    // Keyed by namespace and name: a watch over every namespace sees equal names.
+    let key = |o: &kube::api::DynamicObject| {
+        format!(
+            "{}/{}",
+            o.metadata.namespace.as_deref().unwrap_or(""),
+            o.metadata.name.as_deref().unwrap_or("")
+        )
+    };
     loop {
         let ev = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -1046,7 +1089,7 @@ async fn watch_kind(
             Some(Ok(Event::Apply(o))) => {
                 let name = o.metadata.name.clone().unwrap_or_default();
                 let object = value(&o);
-                let prev = seen.insert(name.clone(), object.clone());
+                let prev = seen.insert(key(&o), object.clone());
                 Feed::Change(Change {
                     kind: res.kind,
                     event: if prev.is_some() {
@@ -1062,7 +1105,7 @@ async fn watch_kind(
             }
             Some(Ok(Event::Delete(o))) => {
                 let name = o.metadata.name.clone().unwrap_or_default();
-                let prev = seen.remove(&name);
+                let prev = seen.remove(&key(&o));
                 Feed::Change(Change {
                     kind: res.kind,
                     event: EventType::Deleted,
@@ -1078,7 +1121,7 @@ async fn watch_kind(
             }
             Some(Ok(Event::InitApply(o))) => {
                 if let Some(l) = listing.as_mut() {
-                    l.insert(o.metadata.name.clone().unwrap_or_default(), value(&o));
+                    l.insert(key(&o), value(&o));
                 }
                 continue;
             }
@@ -1137,6 +1180,7 @@ pub async fn run<C: ClusterApi + Clone + 'static>(
                 Some(ClusterInput::Fault(f)) => c.fault(&f).await,
                 Some(ClusterInput::K3sStarted { server }) => c.k3s_starts(server),
                 Some(ClusterInput::K3sStopped { server }) => c.k3s_stops(server),
+                Some(ClusterInput::VipCrashes { server }) => c.vip_crashes(server).await,
                 None => live = None,
             },
             _ = async {
@@ -1180,6 +1224,16 @@ struct Controllers<C> {
     vip_created: Vec<u64>,
     /// The kube-vip DaemonSet generation last rolled.
     vip_rolled: u64,
+    /// When each server's kubelet last renewed its node Lease (what the node lifecycle
+    /// controller judges a node by).
+    node_renewed: Vec<tokio::time::Instant>,
+    /// The nodes the node lifecycle controller has marked NotReady (their pods unready).
+    not_ready: Vec<bool>,
+    /// The holder's kube-vip stopped gracefully and released the Lease (client-go's
+    /// ReleaseOnCancel, which kube-vip sets): nobody holds it until a candidate retries.
+    released: bool,
+    /// kube-vip pods whose container has been told to stop (each releases at most once).
+    vip_stopped: std::collections::BTreeSet<String>,
     cancel: CancellationToken,
 }
 
@@ -1195,6 +1249,10 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         let (rolled, _) = ds_meta(&t.api).await;
         let (vip_rolled, _) = ds_meta_of(&t.api, &vip_ds_ref()).await;
         Controllers {
+            node_renewed: vec![tokio::time::Instant::now(); n],
+            not_ready: vec![false; n],
+            released: false,
+            vip_stopped: std::collections::BTreeSet::new(),
             vip_created: vec![1; n],
             vip_rolled,
             holder: state
@@ -1284,6 +1342,19 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
                     self.reconcile(&at).await;
                 }
             }
+            ("Kustomization", EventType::Modified, true) => {
+                let asked = annotation(&e.object, REQUESTED_AT);
+                let before = e.prev.as_ref().and_then(|p| annotation(p, REQUESTED_AT));
+                if let Some(at) = asked.filter(|a| Some(*a) != before) {
+                    if let Err(err) =
+                        super::flux_applied::answer_kustomization(&self.t.api, &e.object, at).await
+                    {
+                        tracing::warn!(
+                            "simulated cluster: answering a Kustomization reconcile: {err}"
+                        );
+                    }
+                }
+            }
             ("Pod", EventType::Modified, true) => {
                 let marked = e.object.pointer("/metadata/deletionTimestamp").is_some();
                 let was = e
@@ -1294,7 +1365,24 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
                     self.kubelet_stops(&e.object).await;
                 }
             }
-            ("Pod", EventType::Deleted, _) => self.ensure_pods().await,
+            ("Pod", EventType::Deleted, _) => {
+                // Deleted at once (`--force --grace-period=0`): the kubelet still stops the
+                // container with a short grace, and kube-vip's stop is as graceful.
+                if e.object
+                    .pointer("/metadata/labels")
+                    .and_then(|l| l.get(VIP_LABEL))
+                    == Some(&json!(VIP_DS))
+                {
+                    let node = e
+                        .object
+                        .pointer("/spec/nodeName")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
+                    self.vip_terminates(&e.name, &node).await;
+                }
+                self.ensure_pods().await
+            }
             ("DaemonSet", EventType::Modified, true) if e.name == "cilium" => {
                 let generation =
                     |o: &Value| o.pointer("/metadata/generation").and_then(Value::as_u64);
@@ -1319,7 +1407,7 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
 
     /// The kubelet on the pod's node: the container is told to stop, and the pod object goes
     /// once its grace period (scaled) has passed.
-    async fn kubelet_stops(&self, pod: &Value) {
+    async fn kubelet_stops(&mut self, pod: &Value) {
         let field = |p: &str| {
             pod.pointer(p)
                 .and_then(Value::as_str)
@@ -1340,6 +1428,9 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             .unwrap_or(AGENT);
         if container == AGENT {
             agent_stops(self.logs(), &name);
+        }
+        if container == VIP {
+            self.vip_terminates(&name, &node).await;
         }
         self.record_in(
             &r,
@@ -1413,6 +1504,10 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
     /// its lease has run out, the first serving server takes it.
     async fn renew(&mut self) {
         let now = jiff::Timestamp::now();
+        if self.released {
+            self.acquire_released(now).await;
+            return;
+        }
         if self.serving(self.holder) {
             self.last_renew = now;
             if let Err(e) = self
@@ -1441,6 +1536,30 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             if !self.dead.get(old).copied().unwrap_or(true) {
                 self.vip_loses(old).await;
             }
+            self.take_lease(next, now).await;
+        }
+    }
+
+    /// The released Lease goes to the first candidate to retry: the candidates' retry
+    /// loops are modelled as running in server order after the one that released it, so
+    /// the next live server whose kube-vip runs takes it (the releaser's own node only if
+    /// it is the only candidate left). Nobody: it stays released.
+    async fn acquire_released(&mut self, now: jiff::Timestamp) {
+        let n = self.env.servers.len();
+        for k in 1..=n {
+            let i = (self.holder + k) % n;
+            if !self.serving(i) || self.vip_pod_of(i).await.is_none() {
+                continue;
+            }
+            self.released = false;
+            self.take_lease(i, now).await;
+            return;
+        }
+    }
+
+    /// Server `next`'s kube-vip takes the Lease (a new holder: one more transition).
+    async fn take_lease(&mut self, next: usize, now: jiff::Timestamp) {
+        {
             self.holder = next;
             self.transitions += 1;
             self.last_renew = now;
@@ -1481,9 +1600,20 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
     /// restarts).
     async fn renew_node_leases(&mut self) {
         let now = jiff::Timestamp::now();
+        let tick = tokio::time::Instant::now();
         for i in 0..self.env.servers.len() {
             if !self.serving(i) {
+                // The node lifecycle controller: a node silent for the grace period is
+                // NotReady, and so are its pods.
+                let silent = tick.duration_since(self.node_renewed[i]);
+                if !self.not_ready[i] && silent >= NODE_MONITOR_GRACE {
+                    self.node_not_ready(i).await;
+                }
                 continue;
+            }
+            self.node_renewed[i] = tick;
+            if self.not_ready[i] {
+                self.node_back(i).await;
             }
             let name = self.env.servers[i].0.clone();
             let _ = self
@@ -1510,28 +1640,12 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
                 if let Some(d) = self.dead.get_mut(h) {
                     *d = true;
                 }
-                let (name, addr) = self.env.servers[h].clone();
-                let node = ObjRef::new("v1", "Node", None, &name);
-                let _ = self
-                    .t
-                    .api
-                    .patch_status(&node, node_status(&name, addr, false, now))
-                    .await;
-                self.view.set_ready(&name, false);
-                // The node controller marks the pods of a node that stopped posting not Ready.
-                self.vip_pod_ready(h, false, false).await;
-                self.record(
-                    &node,
-                    false,
-                    "Normal",
-                    "NodeNotReady",
-                    &format!("Node {name} status is now: NodeNotReady"),
-                    Source {
-                        component: "node-controller",
-                        host: None,
-                    },
-                )
-                .await;
+                // The fault's contract (and the console's incident drill) has the node
+                // NotReady at once rather than after the node-monitor grace period; its
+                // pods go unready with it, as the node lifecycle controller marks them.
+                if !self.not_ready[h] {
+                    self.node_not_ready(h).await;
+                }
                 if self.t.service_endpoints {
                     let _ = self
                         .t
@@ -1551,6 +1665,233 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             }
             // The tunnel is the SSH side's; the cluster has nothing to do.
             Fault::VpnDown | Fault::VpnUp => {}
+        }
+    }
+
+    /// The node lifecycle controller gives up on node `server`: its Ready condition Unknown
+    /// (the kubelet stopped posting), then every pod on it not Ready.
+    async fn node_not_ready(&mut self, server: usize) {
+        let now = jiff::Timestamp::now();
+        self.not_ready[server] = true;
+        let (name, addr) = self.env.servers[server].clone();
+        let node = ObjRef::new("v1", "Node", None, &name);
+        let _ = self
+            .t
+            .api
+            .patch_status(&node, node_status(&name, addr, false, now))
+            .await;
+        self.view.set_ready(&name, false);
+        self.record(
+            &node,
+            false,
+            "Normal",
+            "NodeNotReady",
+            &format!("Node {name} status is now: NodeNotReady"),
+            Source {
+                component: "node-controller",
+                host: None,
+            },
+        )
+        .await;
+        self.pods_ready_on(server, false).await;
+        self.daemonsets_count_ready().await;
+    }
+
+    /// The DaemonSet controller recounts its ready pods (a node's pods changed readiness).
+    async fn daemonsets_count_ready(&self) {
+        let (generation, _) = ds_meta(&self.t.api).await;
+        self.ds_status(generation).await;
+        let (vip_generation, _) = ds_meta_of(&self.t.api, &vip_ds_ref()).await;
+        self.vip_ds_status(vip_generation).await;
+    }
+
+    /// Node `server`'s kubelet posts again: the node is Ready, and the kubelet reports each
+    /// of its pods Ready as their containers are.
+    async fn node_back(&mut self, server: usize) {
+        let now = jiff::Timestamp::now();
+        self.not_ready[server] = false;
+        let (name, addr) = self.env.servers[server].clone();
+        let node = ObjRef::new("v1", "Node", None, &name);
+        let _ = self
+            .t
+            .api
+            .patch_status(&node, node_status(&name, addr, true, now))
+            .await;
+        self.view.set_ready(&name, true);
+        self.record(
+            &node,
+            false,
+            "Normal",
+            "NodeReady",
+            &format!("Node {name} status is now: NodeReady"),
+            Source {
+                component: "kubelet",
+                host: Some(&name),
+            },
+        )
+        .await;
+        self.pods_ready_on(server, true).await;
+        self.daemonsets_count_ready().await;
+    }
+
+    /// Every pod on node `server`, in every namespace. `ready` false: what the node
+    /// lifecycle controller does to a NotReady node's pods (MarkPodsNotReady: only the Ready
+    /// condition turns False, then a Warning NodeNotReady event on the pod). `ready` true:
+    /// the kubelet posting again, each pod Ready as its ContainersReady condition says.
+    async fn pods_ready_on(&self, server: usize, ready: bool) {
+        let Some((node, _)) = self.env.servers.get(server) else {
+            return;
+        };
+        let pods = match self.t.api.objects("v1", "Pod", None).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("simulated cluster: listing the pods on {node}: {e}");
+                return;
+            }
+        };
+        let now = time(jiff::Timestamp::now());
+        for p in pods {
+            if p.pointer("/spec/nodeName").and_then(Value::as_str) != Some(node.as_str()) {
+                continue;
+            }
+            let Some(mut conds) = p
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .cloned()
+            else {
+                continue;
+            };
+            let containers_ready = conds
+                .iter()
+                .any(|c| c["type"] == "ContainersReady" && c["status"] == "True");
+            let want = if ready && containers_ready {
+                "True"
+            } else {
+                "False"
+            };
+            let Some(c) = conds.iter_mut().find(|c| c["type"] == "Ready") else {
+                continue;
+            };
+            if c["status"] == want {
+                continue;
+            }
+            c["status"] = json!(want);
+            c["lastTransitionTime"] = json!(now);
+            let name = p
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let ns = p.pointer("/metadata/namespace").and_then(Value::as_str);
+            let r = ObjRef::new("v1", "Pod", ns, &name);
+            if let Err(e) = self
+                .t
+                .api
+                .patch_status(&r, json!({"conditions": conds}))
+                .await
+            {
+                tracing::warn!("simulated cluster: pod {name}'s readiness: {e}");
+                continue;
+            }
+            if !ready {
+                self.record_in(
+                    &r,
+                    None,
+                    "Warning",
+                    "NodeNotReady",
+                    "Node is not ready",
+                    Source {
+                        component: "node-controller",
+                        host: None,
+                    },
+                )
+                .await;
+            }
+        }
+    }
+
+    /// kube-vip on `node` is told to stop (SIGTERM): it cancels its leader election, which
+    /// (ReleaseOnCancel) releases the Lease if it holds it: an empty holder, a 1 s duration,
+    /// the transitions kept, as client-go writes it. Either way its election ends
+    /// (OnStoppedLeading) and it exits.
+    async fn vip_terminates(&mut self, pod: &str, node: &str) {
+        if !self.vip_stopped.insert(pod.to_string()) {
+            return;
+        }
+        let Some(server) = self.env.servers.iter().position(|(n, _)| n == node) else {
+            return;
+        };
+        vip_log(
+            self.logs(),
+            pod,
+            vec![vip_line(
+                "info",
+                "Received termination, signaling cluster shutdown",
+            )],
+        );
+        let holds = server == self.holder && !self.released;
+        if holds && self.serving(server) {
+            let now = jiff::Timestamp::now();
+            let released = lease(&self.env.lease_name, "", 1, self.transitions, now);
+            match self.t.api.apply(released).await {
+                Ok(_) => {
+                    self.released = true;
+                    self.view.clear_holder();
+                    tracing::info!(
+                        env = %self.env.name,
+                        server = %node,
+                        "simulated cluster: kube-vip released the Lease on its graceful stop"
+                    );
+                }
+                Err(e) => tracing::warn!("simulated cluster: kube-vip releasing its Lease: {e}"),
+            }
+        }
+        vip_log(
+            self.logs(),
+            pod,
+            vec![
+                vip_line(
+                    "info",
+                    "This node is becoming a follower within the cluster",
+                ),
+                vip_line("fatal", "lost leadership, restarting kube-vip"),
+            ],
+        );
+    }
+
+    /// Server `server`'s kube-vip container crashes: no graceful stop, so the Lease is not
+    /// released; the kubelet starts the container again, and the new instance (the same
+    /// identity, the node's name) renews a Lease it still holds at once (client-go treats
+    /// a record naming its own identity as its own), else follows the holder.
+    async fn vip_crashes(&mut self, server: usize) {
+        if server >= self.env.servers.len() || self.dead[server] {
+            return;
+        }
+        let Some(pod) = self.vip_pod_of(server).await else {
+            return;
+        };
+        self.vip_pod_ready(server, true, true).await;
+        let node = self.env.servers[server].0.clone();
+        let lease = self.env.lease_name.clone();
+        vip_starts(self.logs(), &pod, &node, &lease);
+        if server == self.holder && !self.released && self.serving(server) {
+            let now = jiff::Timestamp::now();
+            self.last_renew = now;
+            if let Err(e) = self
+                .t
+                .api
+                .merge_patch(
+                    &self.lease_ref(),
+                    json!({"spec": {"renewTime": micro_time(now)}}),
+                )
+                .await
+            {
+                tracing::warn!("simulated cluster: kube-vip renewing its Lease: {e}");
+            }
+            vip_acquires(self.logs(), &pod, &node, &lease);
+        } else if !self.released {
+            let leader = self.env.servers[self.holder].0.clone();
+            vip_sees_leader(self.logs(), &pod, &leader);
         }
     }
 
@@ -1738,8 +2079,9 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         })
     }
 
-    /// kube-vip's pod on `server` Ready or not; `restarted`: its container just restarted
-    /// (one more restart, running since now).
+    /// kube-vip's pod on `server` Ready or not; `restarted`: its container just exited (a
+    /// fatal error: exit code 1) and the kubelet started it again (one more restart, running
+    /// since now, the ended one its last state, a new log).
     async fn vip_pod_ready(&self, server: usize, ready: bool, restarted: bool) {
         let Some(p) = self.pod_on(server, VIP_LABEL, VIP_DS).await else {
             return;
@@ -1760,10 +2102,22 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             .as_str()
             .unwrap_or("")
             .to_string();
+        let mut last_state = match field("/status/containerStatuses/0/lastState") {
+            Value::Null => json!({}),
+            v => v,
+        };
         if restarted {
+            let ran_since = field("/status/containerStatuses/0/state/running/startedAt")
+                .as_str()
+                .map_or_else(|| time(started), str::to_string);
+            last_state = json!({"terminated": {"exitCode": 1, "reason": "Error",
+                "startedAt": ran_since, "finishedAt": time(now), "containerID": cid}});
             restarts += 1;
             started = now;
             cid = container_id();
+            if let Some(logs) = self.logs() {
+                logs.restart(NS, &name, VIP);
+            }
         }
         let status = container_pod_status(
             self.env.servers[server].1,
@@ -1774,6 +2128,7 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             started,
             now,
             &cid,
+            last_state,
         );
         if let Err(e) = self.t.api.patch_status(&pod_ref(&name), status).await {
             tracing::warn!("simulated cluster: kube-vip pod {name}'s status: {e}");
@@ -1880,7 +2235,9 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         .await;
         let lease = &self.env.lease_name;
         vip_starts(self.logs(), &name, &node, lease);
-        if server == self.holder {
+        if self.released {
+            // Nobody holds the Lease: the new kube-vip is one more candidate.
+        } else if server == self.holder {
             vip_acquires(self.logs(), &name, &node, lease);
         } else {
             let leader = &self.env.servers[self.holder].0;
@@ -1936,6 +2293,7 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             if let Some(old) = self.vip_pod_of(i).await {
                 let r = pod_ref(&old);
                 let node = self.env.servers[i].0.clone();
+                self.vip_terminates(&old, &node).await;
                 self.record_in(
                     &r,
                     Some(VIP),
@@ -2100,6 +2458,9 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         }
         self.agents_dial = target;
         let host0 = self.env.dial(target, 0);
+        if let Err(e) = super::flux_applied::release_dials(&self.t.api, &release, &host0).await {
+            tracing::warn!("simulated cluster: the upgrade of {release}: {e}");
+        }
         // helm upgrade: the template's containers change; whatever else a client set on the
         // DaemonSet (a restartedAt annotation) stays.
         let _ = self

@@ -914,6 +914,11 @@ fn sim_env_of(
     let lease_name = crate::cluster::watch_settings(repo, &env.name)
         .map_err(|e| DemoError::Start(e.to_string()))?
         .lease_name;
+    let (flux, unbuilt) = super::flux_applied::from_repo(&repo.root, &env.flux_overlay);
+    if let Some(why) = unbuilt {
+        // `check` names it in full; the demo serves no Flux objects for it rather than guess.
+        tracing::warn!("demo: {}: the Flux overlay does not build: {why}", env.name);
+    }
     Ok(SimEnv {
         name: env.name.clone(),
         servers,
@@ -922,6 +927,7 @@ fn sim_env_of(
         founder,
         lease_name,
         time_scale: time_scale.max(1),
+        flux,
     })
 }
 

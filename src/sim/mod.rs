@@ -23,6 +23,7 @@ pub mod daemonset;
 pub mod demo;
 pub mod demo_repo;
 pub mod flux;
+pub mod flux_applied;
 pub mod fs;
 pub mod headless;
 pub mod kube;

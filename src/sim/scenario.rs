@@ -246,7 +246,8 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "fault", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Fault {
-    /// The lease holder's node dies: NotReady, stops renewing; the next server takes the
+    /// The lease holder's node dies: NotReady (at once, not after the node-monitor grace
+    /// period) with every pod on it unready, stops renewing; the next server takes the
     /// lease once it expires.
     HolderDies,
     /// Server N's cilium agent is recreated dialling its own node address.

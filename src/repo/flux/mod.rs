@@ -15,6 +15,7 @@
 //! `ConfigMap` that is not among the overlay's resources cannot be read; when the value could
 //! only come from there, the answer is an error saying so, never a guess.
 
+mod applied;
 pub mod engine;
 mod kustomize;
 mod patch;
@@ -26,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use self::applied::{applied_objects, Applied};
 pub use self::engine::{BinaryStyle, Engine, EngineChoice};
 use self::kustomize::Builder;
 use self::tree::{display_name, is_flux_kustomization, res_id, LNode, LVal};

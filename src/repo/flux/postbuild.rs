@@ -32,7 +32,11 @@ struct Candidate {
     unread: Vec<String>,
 }
 
-fn cannot_tell(at: &SourceLoc, what: impl Into<String>, why: impl Into<String>) -> FluxError {
+pub(super) fn cannot_tell(
+    at: &SourceLoc,
+    what: impl Into<String>,
+    why: impl Into<String>,
+) -> FluxError {
     FluxError::CannotTell {
         at: at.clone(),
         what: what.into(),

@@ -457,7 +457,7 @@ async fn dispatch(
 
 /// The query parameters of a log request the simulation honours.
 /// (`timeout` bounds a short request on the real server too; a follow is long-running.)
-const LOG_PARAMS: [&str; 7] = [
+const LOG_PARAMS: [&str; 8] = [
     "timeout",
     "container",
     "follow",
@@ -465,16 +465,16 @@ const LOG_PARAMS: [&str; 7] = [
     "timestamps",
     "sinceSeconds",
     "pretty",
+    "previous",
 ];
 
 /// A container's log, as the kubelet serves it through the API server: its recent lines
 /// (`tailLines`, `sinceSeconds`, `timestamps`), and with `follow` the new ones as they come
 /// until the pod goes.
 fn pod_log(st: &Arc<ServerState>, ns: &str, name: &str, q: &Query) -> Response<Body> {
-    if let Some((k, v)) = q
-        .pairs()
-        .find(|(k, v)| !(LOG_PARAMS.contains(k) || (*k == "previous" && *v == "false")))
-    {
+    if let Some((k, v)) = q.pairs().find(|(k, v)| {
+        !LOG_PARAMS.contains(k) || (*k == "previous" && !["true", "false"].contains(v))
+    }) {
         return error_response(&ApiError::not_simulated(501, &format!("?{k}={v}")));
     }
     let Some(pods) = super::resources::by_kind("v1", "Pod") else {
@@ -520,6 +520,24 @@ fn pod_log(st: &Arc<ServerState>, ns: &str, name: &str, q: &Query) -> Response<B
         (Ok(t), Ok(s)) => (t, s),
         (Err(e), _) | (_, Err(e)) => return error_response(&e),
     };
+    // The kubelet answers `previous` from the pod's status: only a container that has a
+    // last terminated state has a previous log.
+    let which = if q.flag("previous") {
+        let terminated = pod
+            .pointer("/status/containerStatuses")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["name"].as_str() == Some(&container)))
+            .and_then(|c| c.pointer("/lastState/terminated"))
+            .is_some();
+        if !terminated {
+            return error_response(&ApiError::bad_request(format!(
+                "previous terminated container \"{container}\" in pod \"{name}\" not found"
+            )));
+        }
+        super::logs::Instance::Previous
+    } else {
+        super::logs::Instance::Current
+    };
     let stamps = q.flag("timestamps");
     let render = move |l: &super::logs::Line| -> Bytes {
         let mut t = String::new();
@@ -534,7 +552,9 @@ fn pod_log(st: &Arc<ServerState>, ns: &str, name: &str, q: &Query) -> Response<B
     let logs = st.store.logs().clone();
     // Subscribed before reading the kept lines: nothing written in between is lost.
     let live = logs.follow();
-    let (mut lines, upto) = logs.lines(ns, name, &container);
+    let (mut lines, instance, upto) =
+        logs.lines(ns, name, &container, which)
+            .unwrap_or((Vec::new(), 0, 0));
     if let Some(s) = since {
         let from = jiff::Timestamp::now().as_second() - s;
         lines.retain(|l| l.at.as_second() >= from);
@@ -548,7 +568,9 @@ fn pod_log(st: &Arc<ServerState>, ns: &str, name: &str, q: &Query) -> Response<B
             .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
         r
     };
-    if !q.flag("follow") {
+    // A terminated container writes nothing more: following its log ends at once, as the
+    // kubelet's follow of an exited container does.
+    if !q.flag("follow") || which == super::logs::Instance::Previous {
         let body: Vec<u8> = lines.iter().flat_map(|l| render(l).to_vec()).collect();
         return text_head(full(200, body));
     }
@@ -570,6 +592,11 @@ fn pod_log(st: &Arc<ServerState>, ns: &str, name: &str, q: &Query) -> Response<B
                 l = live.recv() => match l {
                     Ok(l) if l.seq > upto && l.namespace == ns && l.pod == name
                         && l.container == container => {
+                        // The followed container exited and a new one runs: the kubelet
+                        // ends the stream (kubectl logs -f returns).
+                        if l.instance != instance {
+                            return;
+                        }
                         if tx.send(render(&l)).await.is_err() {
                             return;
                         }
