@@ -4,6 +4,11 @@
 //! objects, the logs view shows an agent's lines, and `--readonly` on the read-only user
 //! works. Every request k9s made that the server refused is checked against what a real
 //! API server would refuse too. Missing k9s = FAIL with the build hint.
+//!
+//! The same views against `demo --apiserver` (a REAL kube-apiserver and etcd under the
+//! simulated controllers), and `--readonly` on its read-only user; there the logs view has
+//! no kubelet behind it, and k9s' own failure is checked for. Missing etcd/kube-apiserver
+//! ($HK_APISERVER_BIN_DIR) = FAIL with the build hint.
 
 mod tmux_common;
 
@@ -11,8 +16,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hk_console::sim::demo::{self, Demo};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams};
 use serde_json::Value;
-use tmux_common::Tmux;
+use tmux_common::{apiserver_bin_dir, Tmux};
 
 fn k9s() -> PathBuf {
     let dir = std::env::var_os("HK_K9S_BIN_DIR")
@@ -125,6 +133,49 @@ fn open(t: &Tmux, view: &str) {
     t.send(&["Enter"]);
 }
 
+/// k9s `--readonly` as the read-only user: `pod` listed Running and every one of `nodes`
+/// in their view, nothing denied, no delete offered, and ctrl-d on a pod opens no delete
+/// dialog. The session stays open for more views.
+fn readonly_walk(home: &Path, kc: &Path, pod: &str, nodes: &[String]) -> Tmux {
+    let t = launch(home, kc, "--readonly --all-namespaces --command pods");
+    let s = wait_all(
+        &t,
+        home,
+        "read-only pods",
+        &["[R]".into(), pod.into(), "Running".into()],
+    );
+    assert!(!s.contains("access denied"), "{s}");
+    assert!(
+        !s.contains("<ctrl-d>"),
+        "delete offered in read-only mode:\n{s}"
+    );
+    open(&t, "nodes");
+    wait_all(&t, home, "read-only nodes", nodes);
+    // Deleting is not offered in read-only mode; the keystroke changes nothing.
+    open(&t, "pods");
+    wait_all(&t, home, "read-only pods again", &[pod.into()]);
+    t.send(&["C-d"]);
+    std::thread::sleep(Duration::from_millis(800));
+    let s = t.screen();
+    assert!(
+        !s.contains("Delete"),
+        "a delete dialog in read-only mode:\n{s}"
+    );
+    t
+}
+
+/// The logs view of `pod`: the pods view filtered to it, the pod selected, `l`.
+fn open_logs(t: &Tmux, home: &Path, pod: &str) {
+    open(t, "pods");
+    wait_all(t, home, "pods again", &[pod.into()]);
+    t.send(&["/"]);
+    std::thread::sleep(Duration::from_millis(300));
+    t.send(&["-l", pod]);
+    t.send(&["Enter"]);
+    std::thread::sleep(Duration::from_millis(500));
+    t.send(&["l"]);
+}
+
 /// What a real API server refuses too, given what the demo serves: k9s probes for these and
 /// carries on without them.
 fn refused_by_a_real_server_too(path: &str, code: u16) -> bool {
@@ -204,14 +255,7 @@ async fn k9s_views_fill_against_the_demo() {
             ],
         );
         // The logs view of one agent: filter the pods to it, select it, `l`.
-        open(&t, "pods");
-        wait_all(&t, h, "pods again", &["cilium-g1-n2".into()]);
-        t.send(&["/"]);
-        std::thread::sleep(Duration::from_millis(300));
-        t.send(&["-l", "cilium-g1-n2"]);
-        t.send(&["Enter"]);
-        std::thread::sleep(Duration::from_millis(500));
-        t.send(&["l"]);
+        open_logs(&t, h, "cilium-g1-n2");
         wait_all(
             &t,
             h,
@@ -251,31 +295,7 @@ async fn k9s_readonly_on_the_read_only_user() {
     let home_path = home.path().to_path_buf();
     let log = d.kubes["prod"].requests().clone();
     tokio::task::spawn_blocking(move || {
-        let t = launch(
-            &home_path,
-            &kc,
-            "--readonly --all-namespaces --command pods",
-        );
-        let h = home_path.as_path();
-        let s = wait_all(
-            &t,
-            h,
-            "pods",
-            &["cilium-g1-n1".to_string(), "Running".to_string()],
-        );
-        assert!(!s.contains("access denied"), "{s}");
-        open(&t, "nodes");
-        wait_all(&t, h, "nodes", &nodes);
-        // Deleting is not offered in read-only mode; the keystroke changes nothing.
-        open(&t, "pods");
-        wait_all(&t, h, "pods again", &["cilium-g1-n1".into()]);
-        t.send(&["C-d"]);
-        std::thread::sleep(Duration::from_millis(800));
-        let s = t.screen();
-        assert!(
-            !s.contains("Delete"),
-            "a delete dialog in read-only mode:\n{s}"
-        );
+        readonly_walk(&home_path, &kc, "cilium-g1-n1", &nodes);
     })
     .await
     .expect("k9s checks");
@@ -297,4 +317,178 @@ async fn k9s_readonly_on_the_read_only_user() {
         .collect();
     assert!(refused.is_empty(), "refused:\n{}", refused.join("\n"));
     let _ = d;
+}
+
+/// The names the real API server lists for a kind: what k9s must show.
+async fn real_names<K>(api: Api<K>) -> Vec<String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("list: {e}"))
+        .items
+        .iter()
+        .filter_map(|o| o.meta().name.clone())
+        .collect()
+}
+
+/// k9s on `demo --apiserver`: every view an operator opens fills from the real server, the
+/// logs view (no kubelet in that mode) does not pretend, and `--readonly` on the read-only
+/// user reads everything and offers no write. One demo start for both k9s runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn k9s_views_fill_against_the_demo_on_a_real_apiserver() {
+    let bin = apiserver_bin_dir(&["etcd", "kube-apiserver"]);
+    // Missing k9s fails here, before a demo starts.
+    k9s();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t0 = std::time::Instant::now();
+    let d = demo::start_with("healthy", &dir.path().join("demo"), None, Some(&bin))
+        .await
+        .unwrap_or_else(|e| panic!("demo --apiserver: {e}"));
+    println!("demo --apiserver started in {:?}", t0.elapsed());
+    let real = d.real.as_ref().expect("the real API servers");
+    let client = real.servers["prod"].client();
+    let nodes = real_names(Api::<Node>::all(client.clone())).await;
+    let leases = real_names(Api::<Lease>::all(client.clone())).await;
+    assert_eq!(nodes.len(), 3, "{nodes:?}");
+    assert!(leases.iter().any(|l| l == "plndr-cp-lock"), "{leases:?}");
+    // A pod recreated on server 1: the controllers' events for the events view.
+    d.fault_injector()
+        .inject("prod", "agent-drifts 1")
+        .unwrap_or_else(|e| panic!("inject: {e}"));
+    let pods = Api::<Pod>::namespaced(client.clone(), "kube-system");
+    let t = std::time::Instant::now();
+    loop {
+        let names = real_names(pods.clone()).await;
+        if names.iter().any(|n| n == "cilium-g1-n1-1") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the drifted agent was never recreated: {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let home = tempfile::tempdir().expect("k9s home");
+    let ro_home = tempfile::tempdir().expect("k9s home (read-only)");
+    let kc = kubeconfig(&d.dir, "prod", false);
+    let ro_kc = kubeconfig(&d.dir, "prod", true);
+    let (home_path, ro_home_path) = (home.path().to_path_buf(), ro_home.path().to_path_buf());
+    let t1 = std::time::Instant::now();
+    tokio::task::spawn_blocking(move || {
+        let t = launch(&home_path, &kc, "--all-namespaces --command pods");
+        let h = home_path.as_path();
+        let s = wait_all(
+            &t,
+            h,
+            "pods",
+            &[
+                "cilium-g1-n1-1".into(),
+                "cilium-g1-n2".into(),
+                "kube-vip-ds-n3".into(),
+                "Running".into(),
+                "k3s-prod-3".into(),
+            ],
+        );
+        assert!(!s.contains("access denied"), "{s}");
+        // The real server's own version, not the built-in one's.
+        assert!(s.contains("K8s Rev: v1.34.4"), "{s}");
+        open(&t, "nodes");
+        let mut want = nodes.clone();
+        want.extend(["Ready".into(), "control-plane,etcd,master".into()]);
+        wait_all(&t, h, "nodes", &want);
+        open(&t, "daemonsets");
+        wait_all(
+            &t,
+            h,
+            "daemonsets",
+            &["cilium".into(), "kube-vip-ds".into(), "kube-system".into()],
+        );
+        open(&t, "leases");
+        let mut want = leases.clone();
+        want.push("kube-node-lease".into());
+        wait_all(&t, h, "leases", &want);
+        open(&t, "events");
+        wait_all(
+            &t,
+            h,
+            "events",
+            &[
+                "SuccessfulCreate".into(),
+                "Created pod: cilium-g1-n1-1".into(),
+                "Scheduled".into(),
+                "Killing".into(),
+            ],
+        );
+        open(&t, "helmreleases");
+        wait_all(
+            &t,
+            h,
+            "helmreleases",
+            &["cilium".into(), "Helm upgrade succeeded".into()],
+        );
+        // The logs view of one agent: no kubelet answers in this mode. k9s v0.50.16 retries
+        // the stream and records each failure in its own log only (internal/dao/pod.go,
+        // "Stream logs failed"), so the screen must stay at its placeholder with no line
+        // made up, and k9s' log must name the kubelet's logs endpoint it could not reach.
+        open_logs(&t, h, "cilium-g1-n2");
+        let s = wait_all(
+            &t,
+            h,
+            "logs",
+            &[
+                "Logs(kube-system/cilium-g1-n2:cilium-agent)".into(),
+                "Waiting for logs...".into(),
+            ],
+        );
+        let log = h.join("logs/k9s.log");
+        let deadline = std::time::Instant::now() + Duration::from_secs(40);
+        let failed = loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if let Some(l) = text.lines().find(|l| {
+                l.contains("Stream logs failed")
+                    && l.contains(":10250/containerLogs/kube-system/cilium-g1-n2/cilium-agent")
+            }) {
+                break l.to_string();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "k9s never recorded the failed log stream in {}:\n{text}\nscreen:\n{s}",
+                log.display()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        println!("k9s on the real server, logs: {failed}");
+        let s = t.screen();
+        for made_up in ["level=info", "Connected to apiserver", "log stream closed"] {
+            assert!(
+                !s.contains(made_up),
+                "a log line with no kubelet: {made_up}\n{s}"
+            );
+        }
+        drop(t);
+
+        // --readonly as the read-only user: it reads every view, offers no write.
+        let t = readonly_walk(&ro_home_path, &ro_kc, "cilium-g1-n1-1", &nodes);
+        let h = ro_home_path.as_path();
+        let s = t.screen();
+        assert!(s.contains("hk-sim-prod-readonly [R]"), "{s}");
+        open(&t, "leases");
+        wait_all(&t, h, "read-only leases", &leases);
+        open(&t, "helmreleases");
+        wait_all(
+            &t,
+            h,
+            "read-only helmreleases",
+            &["Helm upgrade succeeded".into()],
+        );
+    })
+    .await
+    .expect("k9s checks");
+    println!("k9s on the real server: both runs took {:?}", t1.elapsed());
+    // Nothing was deleted: the read-only run wrote nothing the admin could see.
+    let left = real_names(pods).await;
+    assert!(left.iter().any(|n| n == "cilium-g1-n1-1"), "{left:?}");
+    drop(d);
 }

@@ -7,22 +7,107 @@
 
 mod demo_common;
 
-use demo_common::{kubeconfig, kubectl, kubectl_bin};
-use hk_console::sim::demo;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_against_the_demo() {
+use demo_common::{kubeconfig, kubectl, kubectl_bin};
+use hk_console::sim::demo::{self, Demo};
+
+/// The demo on scenario `healthy` in a fresh directory, and prod's kubeconfig. The
+/// directory goes when the first is dropped: keep it for as long as the demo.
+async fn healthy_demo() -> (tempfile::TempDir, Demo, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = demo::start("healthy", dir.path())
         .await
         .unwrap_or_else(|e| panic!("demo: {e}"));
     let kc = kubeconfig(&d.dir, "prod");
+    (dir, d, kc)
+}
+
+/// `kubectl ARGS` must succeed: its stdout (both streams echoed for a failure's context).
+fn ok(kc: &Path, args: &[&str]) -> String {
+    let (o, e, code) = kubectl(kc, args);
+    assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
+    eprintln!("$ kubectl {}\n{o}{e}", args.join(" "));
+    o
+}
+
+/// `kubectl ARGS` must fail, its stderr saying `says`: the stderr.
+fn refused(kc: &Path, args: &[&str], says: &str) -> String {
+    let (o, e, code) = kubectl(kc, args);
+    assert_ne!(code, Some(0), "kubectl {args:?} must fail: {o}{e}");
+    assert!(e.contains(says), "kubectl {args:?}: no {says:?} in:\n{e}");
+    e
+}
+
+/// `kubectl ARGS` left running (a watch, `logs -f`), its stdout piped.
+fn spawn_kubectl(kc: &Path, args: &[&str]) -> Child {
+    Command::new(kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(kc)
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"))
+}
+
+/// Everything a spawned kubectl printed, once it has ended (killed first unless `ended`).
+fn output_of(mut child: Child, ended: bool) -> String {
+    if !ended {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().expect("stdout"), &mut out)
+        .expect("read kubectl's output");
+    out
+}
+
+/// Polls `f` every `every` until it answers `Some`; fails naming `what` after `secs`.
+fn until<T>(secs: u64, every: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(secs),
+            "{what} within {secs} s"
+        );
+        std::thread::sleep(every);
+    }
+}
+
+/// kube-system's first Lease (kube-vip's) and its holder.
+fn vip_lease(kc: &Path) -> (String, String) {
+    let jp = "jsonpath={range .items[*]}{.metadata.name} {.spec.holderIdentity}{\"\\n\"}{end}";
+    let o = ok(kc, &["get", "leases", "-n", "kube-system", "-o", jp]);
+    o.lines()
+        .find_map(|l| l.split_once(' '))
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .unwrap_or_else(|| panic!("no lease in kube-system: {o}"))
+}
+
+/// The name of the kube-system pod matching `selector` on `node`.
+fn pod_on(kc: &Path, selector: &str, node: &str) -> String {
+    let jp = "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{\"\\n\"}{end}";
+    let out = ok(
+        kc,
+        &["get", "pods", "-n", "kube-system", "-l", selector, "-o", jp],
+    );
+    out.lines()
+        .filter_map(|l| l.split_once(' '))
+        .find(|(_, n)| *n == node)
+        .map(|(p, _)| p.to_string())
+        .unwrap_or_else(|| panic!("no {selector} pod on {node}: {out}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_against_the_demo() {
+    let (_dir, d, kc) = healthy_demo().await;
     tokio::task::spawn_blocking(move || {
-        let ok = |args: &[&str]| {
-            let (o, e, code) = kubectl(&kc, args);
-            assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
-            o
-        };
+        let ok = |args: &[&str]| ok(&kc, args);
         assert_eq!(
             ok(&["auth", "can-i", "list", "pods", "-n", "kube-system"]),
             "yes\n"
@@ -50,11 +135,10 @@ async fn kubectl_against_the_demo() {
         assert_eq!(pods.lines().count(), 3, "{pods}");
         // Not simulated: said so, not done.
         // (kubectl sends a delete's dry run in the DeleteOptions body, a create's in the query.)
-        let (o, e, code) = kubectl(&kc, &["delete", "ns", "kube-system", "--dry-run=server"]);
-        assert_ne!(code, Some(0), "{o}");
-        assert!(
-            e.contains("hk-console simulation: `DeleteOptions.dryRun=All` is not simulated"),
-            "{e}"
+        refused(
+            &kc,
+            &["delete", "ns", "kube-system", "--dry-run=server"],
+            "hk-console simulation: `DeleteOptions.dryRun=All` is not simulated",
         );
         assert_eq!(
             ok(&["get", "ns", "kube-system", "-o", "name"]),
@@ -62,22 +146,17 @@ async fn kubectl_against_the_demo() {
         );
         // Logs are served since issue 17; a container that never restarted has no previous
         // log, and the kubelet says so.
-        let (_, e, code) = kubectl(
+        refused(
             &kc,
             &["logs", "-n", "kube-system", "cilium-g1-n1", "--previous"],
-        );
-        assert_ne!(code, Some(0));
-        assert!(
-            e.contains("Error from server (BadRequest): previous terminated container \"cilium-agent\" in pod \"cilium-g1-n1\" not found"),
-            "{e}"
+            "Error from server (BadRequest): previous terminated container \"cilium-agent\" in pod \"cilium-g1-n1\" not found",
         );
         // A pod's processes are not simulated: exec is refused by name, never run.
-        let (o, e, code) = kubectl(
+        refused(
             &kc,
             &["exec", "-n", "kube-system", "cilium-g1-n1", "--", "true"],
+            "`pods/exec` is not simulated",
         );
-        assert_ne!(code, Some(0), "{o}");
-        assert!(e.contains("`pods/exec` is not simulated"), "{e}");
     })
     .await
     .expect("kubectl checks");
@@ -98,18 +177,9 @@ fn headers(out: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_tables_have_the_real_servers_columns() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = demo::start("healthy", dir.path())
-        .await
-        .unwrap_or_else(|e| panic!("demo: {e}"));
-    let kc = kubeconfig(&d.dir, "prod");
+    let (_dir, d, kc) = healthy_demo().await;
     tokio::task::spawn_blocking(move || {
-        let ok = |args: &[&str]| {
-            let (o, e, code) = kubectl(&kc, args);
-            assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
-            eprintln!("$ kubectl {}\n{o}", args.join(" "));
-            o
-        };
+        let ok = |args: &[&str]| ok(&kc, args);
         let cases: &[(&[&str], &[&str])] = &[
             (
                 &["get", "nodes"],
@@ -187,18 +257,9 @@ async fn kubectl_tables_have_the_real_servers_columns() {
 /// `describe` of a node and a pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_delete_rollout_events_describe() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = demo::start("healthy", dir.path())
-        .await
-        .unwrap_or_else(|e| panic!("demo: {e}"));
-    let kc = kubeconfig(&d.dir, "prod");
+    let (_dir, d, kc) = healthy_demo().await;
     tokio::task::spawn_blocking(move || {
-        let ok = |args: &[&str]| {
-            let (o, e, code) = kubectl(&kc, args);
-            assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
-            eprintln!("$ kubectl {}\n{o}{e}", args.join(" "));
-            o
-        };
+        let ok = |args: &[&str]| ok(&kc, args);
         let ks = ["-n", "kube-system"];
         let names = |sel: &str| -> Vec<String> {
             let mut a = vec!["get", "pods", "-l", sel, "-o", "name"];
@@ -208,17 +269,13 @@ async fn kubectl_delete_rollout_events_describe() {
         let before = names("k8s-app=cilium");
         assert_eq!(before.len(), 3, "{before:?}");
         // `kubectl delete pod` waits until the pod is gone (its grace period, scaled).
-        let t0 = std::time::Instant::now();
+        let t0 = Instant::now();
         let out = ok(&["delete", "-n", "kube-system", "pod", "cilium-g1-n2"]);
         assert_eq!(
             out,
             "pod \"cilium-g1-n2\" deleted from kube-system namespace\n"
         );
-        assert!(
-            t0.elapsed() < std::time::Duration::from_secs(8),
-            "{:?}",
-            t0.elapsed()
-        );
+        assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
         // The DaemonSet controller puts a new pod on that node, and it becomes ready.
         ok(&[
             "wait",
@@ -347,29 +404,13 @@ async fn kubectl_delete_rollout_events_describe() {
             "{all}"
         );
         // `logs -f` follows until the pod goes (deleted here: its last line, then the end).
-        let mut follow = std::process::Command::new(kubectl_bin())
-            .arg("--kubeconfig")
-            .arg(&kc)
-            .args(["logs", "-f", "-n", "kube-system", "cilium-g2-n3"])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("kubectl logs -f");
-        std::thread::sleep(std::time::Duration::from_millis(700));
+        let mut follow = spawn_kubectl(&kc, &["logs", "-f", "-n", "kube-system", "cilium-g2-n3"]);
+        std::thread::sleep(Duration::from_millis(700));
         ok(&["delete", "pod", "-n", "kube-system", "cilium-g2-n3"]);
-        let t0 = std::time::Instant::now();
-        let status = loop {
-            if let Some(s) = follow.try_wait().expect("wait") {
-                break s;
-            }
-            assert!(
-                t0.elapsed() < std::time::Duration::from_secs(10),
-                "logs -f did not end"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        };
-        let mut followed = String::new();
-        std::io::Read::read_to_string(&mut follow.stdout.take().expect("stdout"), &mut followed)
-            .expect("read");
+        let status = until(10, Duration::from_millis(100), "logs -f ending", || {
+            follow.try_wait().expect("wait")
+        });
+        let followed = output_of(follow, true);
         assert!(status.success(), "{followed}");
         assert!(followed.contains("msg=\"Starting hive\""), "{followed}");
         assert!(
@@ -405,11 +446,7 @@ async fn kubectl_delete_rollout_events_describe() {
 /// field is refused by name; `--server-side` too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_with_validation() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = demo::start("healthy", dir.path())
-        .await
-        .unwrap_or_else(|e| panic!("demo: {e}"));
-    let kc = kubeconfig(&d.dir, "prod");
+    let (dir, d, kc) = healthy_demo().await;
     let manifests = dir.path().join("manifests");
     std::fs::create_dir_all(&manifests).expect("mkdir");
     tokio::task::spawn_blocking(move || {
@@ -418,11 +455,7 @@ async fn kubectl_apply_with_validation() {
             std::fs::write(&p, text).expect("write manifest");
             p.display().to_string()
         };
-        let ok = |args: &[&str]| {
-            let (o, e, code) = kubectl(&kc, args);
-            assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
-            o
-        };
+        let ok = |args: &[&str]| ok(&kc, args);
         let cm = write(
             "cm.yaml",
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rehearsal\n  namespace: kube-system\ndata:\n  a: \"1\"\n",
@@ -446,9 +479,7 @@ async fn kubectl_apply_with_validation() {
             "bad.yaml",
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rehearsal\n  namespace: kube-system\n  lables: {x: y}\ndata:\n  a: \"4\"\n",
         );
-        let (o, e, code) = kubectl(&kc, &["apply", "-f", &bad]);
-        assert_ne!(code, Some(0), "{o}{e}");
-        assert!(e.contains("strict decoding error: unknown field \"metadata.lables\""), "{e}");
+        refused(&kc, &["apply", "-f", &bad], "strict decoding error: unknown field \"metadata.lables\"");
         assert_eq!(
             ok(&["get", "cm", "-n", "kube-system", "rehearsal", "-o", "jsonpath={.data.a}"]),
             "2"
@@ -457,12 +488,7 @@ async fn kubectl_apply_with_validation() {
             "pod.yaml",
             "apiVersion: v1\nkind: Pod\nmetadata:\n  name: typo\n  namespace: kube-system\nspec:\n  containers:\n  - name: c\n    image: busybox\n    imagePullPolicyy: Always\n",
         );
-        let (o, e, code) = kubectl(&kc, &["apply", "-f", &bad_pod]);
-        assert_ne!(code, Some(0), "{o}{e}");
-        assert!(
-            e.contains("unknown field \"spec.containers[0].imagePullPolicyy\""),
-            "{e}"
-        );
+        refused(&kc, &["apply", "-f", &bad_pod], "unknown field \"spec.containers[0].imagePullPolicyy\"");
         // Server-side apply.
         let ssa = write(
             "ssa.yaml",
@@ -474,9 +500,7 @@ async fn kubectl_apply_with_validation() {
         );
         // Field ownership is not modelled: applying again without --force-conflicts could
         // hide a conflict, so it is refused by name; forced, it applies.
-        let (o, e, code) = kubectl(&kc, &["apply", "--server-side", "-f", &ssa]);
-        assert_ne!(code, Some(0), "{o}");
-        assert!(e.contains("`?force=false` is not simulated"), "{e}");
+        refused(&kc, &["apply", "--server-side", "-f", &ssa], "`?force=false` is not simulated");
         assert_eq!(
             ok(&["apply", "--server-side", "--force-conflicts", "-f", &ssa]),
             "configmap/rehearsal-ssa serverside-applied\n"
@@ -497,30 +521,16 @@ async fn kubectl_apply_with_validation() {
 /// NotReady, and the events say so, then that the VIP lease moved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_watch_and_events_of_a_fault() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = demo::start("healthy", dir.path())
-        .await
-        .unwrap_or_else(|e| panic!("demo: {e}"));
-    let kc = kubeconfig(&d.dir, "prod");
+    let (_dir, d, kc) = healthy_demo().await;
     let faults = d.fault_injector();
     tokio::task::spawn_blocking(move || {
-        let mut watch = std::process::Command::new(kubectl_bin())
-            .arg("--kubeconfig")
-            .arg(&kc)
-            .args(["get", "nodes", "-w"])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("kubectl get -w");
-        std::thread::sleep(std::time::Duration::from_millis(800));
+        let watch = spawn_kubectl(&kc, &["get", "nodes", "-w"]);
+        std::thread::sleep(Duration::from_millis(800));
         faults
             .inject("prod", "holder-dies")
             .unwrap_or_else(|e| panic!("inject: {e}"));
-        std::thread::sleep(std::time::Duration::from_millis(1500));
-        let _ = watch.kill();
-        let _ = watch.wait();
-        let mut seen = String::new();
-        std::io::Read::read_to_string(&mut watch.stdout.take().expect("stdout"), &mut seen)
-            .expect("read");
+        std::thread::sleep(Duration::from_millis(1500));
+        let seen = output_of(watch, false);
         // The header once, the three nodes, then the holder's change.
         assert_eq!(
             headers(&seen),
@@ -534,7 +544,7 @@ async fn kubectl_watch_and_events_of_a_fault() {
             "{seen}"
         );
         // NodeNotReady at once; the lease moves once the dead holder's has run out (15 s).
-        let t0 = std::time::Instant::now();
+        let t0 = Instant::now();
         loop {
             let (o, e, code) = kubectl(&kc, &["get", "events", "-A"]);
             assert_eq!(code, Some(0), "{e}");
@@ -547,10 +557,10 @@ async fn kubectl_watch_and_events_of_a_fault() {
                 break;
             }
             assert!(
-                t0.elapsed() < std::time::Duration::from_secs(40),
+                t0.elapsed() < Duration::from_secs(40),
                 "events never told the fault:\n{o}"
             );
-            std::thread::sleep(std::time::Duration::from_millis(500));
+            std::thread::sleep(Duration::from_millis(500));
         }
     })
     .await
@@ -563,19 +573,10 @@ async fn kubectl_watch_and_events_of_a_fault() {
 /// follow the Lease when its holder dies; the cilium DaemonSet never counts them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_sees_kube_vip_pods_and_their_leader_election() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = demo::start("healthy", dir.path())
-        .await
-        .unwrap_or_else(|e| panic!("demo: {e}"));
-    let kc = kubeconfig(&d.dir, "prod");
+    let (_dir, d, kc) = healthy_demo().await;
     let faults = d.fault_injector();
     tokio::task::spawn_blocking(move || {
-        let ok = |args: &[&str]| {
-            let (o, e, code) = kubectl(&kc, args);
-            assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
-            eprintln!("$ kubectl {}\n{o}{e}", args.join(" "));
-            o
-        };
+        let ok = |args: &[&str]| ok(&kc, args);
         let sel = "app.kubernetes.io/name=kube-vip-ds";
         let nodes: Vec<String> = ok(&["get", "nodes", "-o", "name"])
             .lines()
@@ -626,36 +627,8 @@ async fn kubectl_sees_kube_vip_pods_and_their_leader_election() {
         ]);
         assert_eq!(desired, "3/3");
         // The Lease's holder, and each node's kube-vip pod.
-        let leases = ok(&[
-            "get",
-            "leases",
-            "-n",
-            "kube-system",
-            "-o",
-            "jsonpath={range .items[*]}{.metadata.name} {.spec.holderIdentity}{\"\\n\"}{end}",
-        ]);
-        let (lease, holder) = leases
-            .lines()
-            .find_map(|l| l.split_once(' '))
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .unwrap_or_else(|| panic!("no lease in kube-system: {leases}"));
-        let pod_of = |node: &str| -> String {
-            let out = ok(&[
-                "get",
-                "pods",
-                "-n",
-                "kube-system",
-                "-l",
-                sel,
-                "-o",
-                "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{\"\\n\"}{end}",
-            ]);
-            out.lines()
-                .filter_map(|l| l.split_once(' '))
-                .find(|(_, n)| *n == node)
-                .map(|(p, _)| p.to_string())
-                .unwrap_or_else(|| panic!("no kube-vip pod on {node}: {out}"))
-        };
+        let (lease, holder) = vip_lease(&kc);
+        let pod_of = |node: &str| pod_on(&kc, sel, node);
         let leader_line = |n: &str| format!("Node [{n}] is assuming leadership of the cluster");
         let acquired = format!("successfully acquired lease kube-system/{lease}");
         let logs = ok(&["logs", "-n", "kube-system", &pod_of(&holder)]);
@@ -681,37 +654,29 @@ async fn kubectl_sees_kube_vip_pods_and_their_leader_election() {
         }
         // Follow one follower's log while the holder dies and the Lease moves.
         let follower_pod = pod_of(followers[1]);
-        let mut follow = std::process::Command::new(demo_common::kubectl_bin())
-            .arg("--kubeconfig")
-            .arg(&kc)
-            .args(["logs", "-f", "-n", "kube-system", &follower_pod])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("kubectl logs -f");
-        std::thread::sleep(std::time::Duration::from_millis(800));
+        let follow = spawn_kubectl(&kc, &["logs", "-f", "-n", "kube-system", &follower_pod]);
+        std::thread::sleep(Duration::from_millis(800));
         faults
             .inject("prod", "holder-dies")
             .unwrap_or_else(|e| panic!("inject: {e}"));
-        let t0 = std::time::Instant::now();
-        let new_holder = loop {
-            let h = ok(&[
-                "get",
-                "lease",
-                "-n",
-                "kube-system",
-                &lease,
-                "-o",
-                "jsonpath={.spec.holderIdentity}",
-            ]);
-            if h != holder {
-                break h;
-            }
-            assert!(
-                t0.elapsed() < std::time::Duration::from_secs(40),
-                "the lease never moved from {holder}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(500));
-        };
+        let t0 = Instant::now();
+        let new_holder = until(
+            40,
+            Duration::from_millis(500),
+            &format!("the lease moving from {holder}"),
+            || {
+                let h = ok(&[
+                    "get",
+                    "lease",
+                    "-n",
+                    "kube-system",
+                    &lease,
+                    "-o",
+                    "jsonpath={.spec.holderIdentity}",
+                ]);
+                (h != holder).then_some(h)
+            },
+        );
         println!(
             "kube-vip: lease moved {holder} -> {new_holder} in {:?}",
             t0.elapsed()
@@ -719,12 +684,8 @@ async fn kubectl_sees_kube_vip_pods_and_their_leader_election() {
         let logs = ok(&["logs", "-n", "kube-system", &pod_of(&new_holder)]);
         assert!(logs.contains(&leader_line(&new_holder)), "{logs}");
         assert!(logs.contains(&acquired), "{logs}");
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        let _ = follow.kill();
-        let _ = follow.wait();
-        let mut seen = String::new();
-        std::io::Read::read_to_string(&mut follow.stdout.take().expect("stdout"), &mut seen)
-            .expect("read");
+        std::thread::sleep(Duration::from_millis(500));
+        let seen = output_of(follow, false);
         assert!(seen.contains(&leader_line(&new_holder)), "{seen}");
         // The dead holder's kube-vip pod is no longer Ready.
         let ready = ok(&[
@@ -741,7 +702,7 @@ async fn kubectl_sees_kube_vip_pods_and_their_leader_election() {
         ok(&["rollout", "restart", "-n", "kube-system", "ds/kube-vip-ds"]);
         let gen2 = (0..40)
             .map(|_| {
-                std::thread::sleep(std::time::Duration::from_millis(250));
+                std::thread::sleep(Duration::from_millis(250));
                 ok(&[
                     "get",
                     "pods",
@@ -777,28 +738,13 @@ async fn kubectl_sees_kube_vip_pods_and_their_leader_election() {
 /// old holder's kube-vip gives up leadership and restarts (its pod counts the restart).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_vip_logs_renew_failures_when_the_holders_k3s_stops() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = demo::start("healthy", dir.path())
-        .await
-        .unwrap_or_else(|e| panic!("demo: {e}"));
-    let kc = kubeconfig(&d.dir, "prod");
+    let (_dir, d, kc) = healthy_demo().await;
     let addrs: std::collections::BTreeMap<String, std::net::SocketAddr> =
         d.nodes.iter().map(|(h, n)| (h.clone(), n.addr())).collect();
     let demo_dir = d.dir.clone();
     tokio::task::spawn_blocking(move || {
-        let ok = |args: &[&str]| {
-            let (o, e, code) = kubectl(&kc, args);
-            assert_eq!(code, Some(0), "kubectl {args:?}: {o} {e}");
-            o
-        };
-        let lease_holder = |o: &str| -> (String, String) {
-            o.lines()
-                .find_map(|l| l.split_once(' '))
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .unwrap_or_else(|| panic!("no lease in kube-system: {o}"))
-        };
-        let jp = "jsonpath={range .items[*]}{.metadata.name} {.spec.holderIdentity}{\"\\n\"}{end}";
-        let (lease, holder) = lease_holder(&ok(&["get", "leases", "-n", "kube-system", "-o", jp]));
+        let ok = |args: &[&str]| ok(&kc, args);
+        let (lease, holder) = vip_lease(&kc);
         let node = addrs.get(&holder).expect("the holder's SSH node");
         let out = std::process::Command::new("ssh")
             .args([
@@ -822,35 +768,17 @@ async fn kube_vip_logs_renew_failures_when_the_holders_k3s_stops() {
             .output()
             .expect("ssh (install openssh-client)");
         assert!(out.status.success(), "{out:?}");
-        let pod_jp = "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{\"\\n\"}{end}";
-        let pods = ok(&[
-            "get",
-            "pods",
-            "-n",
-            "kube-system",
-            "-l",
-            "app.kubernetes.io/name=kube-vip-ds",
-            "-o",
-            pod_jp,
-        ]);
-        let pod = pods
-            .lines()
-            .filter_map(|l| l.split_once(' '))
-            .find(|(_, n)| *n == holder)
-            .map(|(p, _)| p.to_string())
-            .unwrap_or_else(|| panic!("no kube-vip pod on {holder}: {pods}"));
-        let t0 = std::time::Instant::now();
-        let new_holder = loop {
-            let (_, h) = lease_holder(&ok(&["get", "leases", "-n", "kube-system", "-o", jp]));
-            if h != holder {
-                break h;
-            }
-            assert!(
-                t0.elapsed() < std::time::Duration::from_secs(40),
-                "the lease never left {holder}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(500));
-        };
+        let pod = pod_on(&kc, "app.kubernetes.io/name=kube-vip-ds", &holder);
+        let t0 = Instant::now();
+        let new_holder = until(
+            40,
+            Duration::from_millis(500),
+            &format!("the lease leaving {holder}"),
+            || {
+                let (_, h) = vip_lease(&kc);
+                (h != holder).then_some(h)
+            },
+        );
         println!(
             "kube-vip: {holder}'s k3s stopped; the lease went to {new_holder} after {:?}",
             t0.elapsed()

@@ -578,6 +578,7 @@ async fn a_crashed_holder_keeps_the_lease_and_renews_it_at_once() {
         founder: Ipv4Addr::new(127, 0, 0, 41),
         lease_name: LEASE.into(),
         time_scale: 1,
+        flux: Default::default(),
     };
     let state = EnvState::default();
     let view = View::default();

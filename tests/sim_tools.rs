@@ -6,6 +6,7 @@
 //! message, none exits 0.
 //! Needs openssh-client (ssh, scp, sftp, ssh-keygen) and ansible-core (HK_ANSIBLE_BIN_DIR).
 
+mod demo_common;
 mod support;
 
 use std::io::Write;
@@ -350,4 +351,283 @@ async fn every_unmodelled_construct_fails_with_exit_2() {
     })
     .await
     .expect("sweep");
+}
+
+/// util-linux's default tables, /proc agreeing with the tools, and the loud paths, over
+/// OpenSSH: what an operator types during an incident reads as on a real Debian node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn util_linux_tables_proc_and_loud_paths_over_openssh() {
+    let sim = Arc::new(Sim::start(&["k3s-7"], 61).await);
+    let s = sim.clone();
+    tokio::task::spawn_blocking(move || {
+        let run = |cmd: &str| text(&s.ssh(0, &[], cmd, b""));
+        let ok = |cmd: &str| -> String {
+            let (o, e, code) = run(cmd);
+            assert_eq!(code, Some(0), "{cmd}: {o} {e}");
+            o
+        };
+        // lsblk: util-linux's default columns, as a tree.
+        assert_eq!(
+            ok("lsblk"),
+            "NAME   MAJ:MIN RM   SIZE RO TYPE MOUNTPOINTS\n\
+             sda      8:0    0 465.8G  0 disk \n\
+             ├─sda1   8:1    0   512M  0 part /boot/efi\n\
+             └─sda2   8:2    0 465.3G  0 part /\n"
+        );
+        let f = ok("lsblk -f");
+        assert!(f.starts_with("NAME   FSTYPE FSVER LABEL UUID "), "{f}");
+        // The UUID lsblk -f shows for / is the one /etc/fstab mounts.
+        let uuid = f
+            .lines()
+            .find(|l| l.trim_end().ends_with(" /"))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .expect("root's UUID")
+            .to_string();
+        assert!(
+            ok("cat /etc/fstab").contains(&format!("UUID={uuid} /")),
+            "{uuid}"
+        );
+        assert_eq!(ok("lsblk -ndo PKNAME /dev/sda2"), "sda\n");
+        // findmnt: the tree of every mount, TARGET SOURCE FSTYPE OPTIONS.
+        let fm = ok("findmnt");
+        let lines: Vec<&str> = fm.lines().collect();
+        assert_eq!(
+            lines[0].split_whitespace().collect::<Vec<_>>(),
+            ["TARGET", "SOURCE", "FSTYPE", "OPTIONS"]
+        );
+        assert!(
+            lines[1].starts_with("/ ") && lines[1].contains(" /dev/sda2 "),
+            "{fm}"
+        );
+        assert!(lines.iter().any(|l| l.starts_with("├─/proc ")), "{fm}");
+        assert!(
+            lines.last().is_some_and(|l| l.starts_with("└─/boot/efi ")),
+            "{fm}"
+        );
+        // /proc/mounts lists the same mounts findmnt draws.
+        let mounts = ok("cat /proc/mounts");
+        assert_eq!(mounts.lines().count(), lines.len() - 1, "{mounts}");
+        for l in &lines[1..] {
+            let target = l
+                .trim_start_matches(['├', '└', '│', '─', ' '])
+                .split_whitespace()
+                .next()
+                .expect("target");
+            assert!(
+                mounts
+                    .lines()
+                    .any(|m| m.split_whitespace().nth(1) == Some(target)),
+                "{target} not in /proc/mounts"
+            );
+        }
+        assert_eq!(
+            ok("findmnt -n -o SOURCE --target /var/lib/rancher"),
+            "/dev/sda2\n"
+        );
+        assert_eq!(ok("findmnt -T /var/lib/rancher -no TARGET"), "/\n");
+        // df's file systems are findmnt's real ones.
+        let df = ok("df -hT");
+        assert!(df.contains("\n/dev/sda1      vfat "), "{df}");
+        // /proc agrees with nproc, free and uptime.
+        assert_eq!(ok("grep -c processor /proc/cpuinfo"), ok("nproc"));
+        assert_eq!(ok("nproc"), "4\n");
+        let total = ok("free | awk '$1 == \"Mem:\" {print $2}'");
+        assert_eq!(
+            ok("awk '$1 == \"MemTotal:\" {print $2}' /proc/meminfo"),
+            total
+        );
+        let load = ok("cut -d' ' -f1 /proc/loadavg");
+        assert!(
+            ok("uptime").contains(&format!("load average: {}, ", load.trim())),
+            "{load}"
+        );
+        let up: f64 = ok("cut -d' ' -f1 /proc/uptime")
+            .trim()
+            .parse()
+            .expect("seconds");
+        assert_eq!(up, 86_400.0);
+        assert_eq!(ok("uptime -p"), "up 1 day\n");
+        assert!(ok("[ -e /proc/cpuinfo ] && [ -e /sys/block/sda ] && echo yes") == "yes\n");
+        // What the model knows is absent stays a true ENOENT.
+        let (o, e, code) = run("cat /sys/block/sdb/size");
+        assert_eq!((o.as_str(), code), ("", Some(1)), "{e}");
+        assert_eq!(e, "cat: /sys/block/sdb/size: No such file or directory\n");
+        assert_eq!(ok("[ -e /sys/block/sdb ] || echo absent"), "absent\n");
+        // The rest of /proc and /sys is loud, whatever the command around it.
+        for cmd in [
+            "cat /proc/self/status",
+            "grep -c eth0 /proc/net/dev",
+            "cat /sys/class/net/eth0/address",
+            "[ -d /sys/fs/cgroup/system.slice ] && echo yes",
+            "head -1 < /proc/stat",
+            "ls /proc",
+            "cat /proc/pressure/memory 2>/dev/null || echo fallback",
+        ] {
+            let (o, e, code) = run(cmd);
+            assert_eq!(code, Some(2), "{cmd}: {o} {e}");
+            assert!(o.is_empty(), "{cmd} went on: {o}");
+            assert!(
+                e.starts_with("hk-console simulation: `") && e.ends_with("` is not simulated\n"),
+                "{cmd}: {e}"
+            );
+        }
+        // No pty: `tty` says so, exit 1.
+        assert_eq!(run("tty"), (String::new(), "not a tty\n".into(), Some(1)));
+        assert_eq!(
+            ok("systemctl --failed"),
+            "  UNIT LOAD ACTIVE SUB DESCRIPTION\n0 loaded units listed.\n"
+        );
+        let st = ok("systemctl status k3s");
+        assert!(
+            st.starts_with("● k3s.service - Lightweight Kubernetes\n"),
+            "{st}"
+        );
+        assert!(st.contains("     Active: active (running) since "), "{st}");
+    })
+    .await
+    .expect("util-linux and /proc checks");
+    // A failed unit is what `systemctl --failed` lists.
+    sim.nodes[0]
+        .state()
+        .lock()
+        .expect("state")
+        .fail_unit_at("k3s", T0)
+        .expect("k3s");
+    let s = sim.clone();
+    let (o, e, code) = tokio::task::spawn_blocking(move || {
+        text(&s.ssh(0, &[], "systemctl list-units --failed --no-legend", b""))
+    })
+    .await
+    .expect("ssh");
+    assert_eq!(code, Some(0), "{e}");
+    assert_eq!(
+        o.split_whitespace().collect::<Vec<_>>(),
+        [
+            "●",
+            "k3s.service",
+            "loaded",
+            "failed",
+            "failed",
+            "Lightweight",
+            "Kubernetes"
+        ]
+    );
+}
+
+/// `ssh -tt`: a pty, so `tty` names its /dev/pts device.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tty_names_the_pty_of_ssh_tt() {
+    let sim = Arc::new(Sim::start(&["k3s-8"], 71).await);
+    let s = sim.clone();
+    let out = tokio::task::spawn_blocking(move || s.ssh(0, &["-tt"], "tty", b""))
+        .await
+        .expect("ssh -tt");
+    let (o, e, code) = text(&out);
+    assert_eq!((o.as_str(), code), ("/dev/pts/0\r\n", Some(0)), "{e}");
+}
+
+/// The demo's nodes each say the address the demo gave them: `hostname -I`, `ip`, `ss`
+/// (etcd's listeners) agree with the Kubernetes Node's InternalIP and the inventory's
+/// ansible_host, with a MAC of their own and a gateway inside their own network.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_nodes_say_the_address_kubernetes_and_the_inventory_give_them() {
+    use hk_console::cluster::{client, kube_target, KubeOverrides};
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, ListParams};
+
+    let (_dir, d) = demo_common::start("healthy").await;
+    let mut internal = std::collections::BTreeMap::new();
+    for env in ["dev", "prod"] {
+        let t = kube_target(&d.repo, env, &KubeOverrides::default()).expect("target");
+        let nodes: Api<Node> = Api::all(client(&t).await.expect("client"));
+        for n in nodes
+            .list(&ListParams::default())
+            .await
+            .expect("nodes")
+            .items
+        {
+            let ip = n
+                .status
+                .and_then(|s| s.addresses)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|a| a.type_ == "InternalIP")
+                .map(|a| a.address)
+                .expect("InternalIP");
+            internal.insert(n.metadata.name.expect("name"), ip);
+        }
+    }
+    assert_eq!(internal.len(), 6, "{internal:?}");
+    let key = d.dir.join(".ssh").join("demo_ed25519");
+    let known = d.dir.join("known_hosts");
+    let targets: Vec<(String, String, u16, String)> = internal
+        .iter()
+        .map(|(name, ip)| {
+            let node = d
+                .nodes
+                .get(name)
+                .unwrap_or_else(|| panic!("no SSH node {name}"));
+            let ansible_host = d
+                .repo
+                .resolve_var(name, "ansible_host")
+                .and_then(|v| v.value().and_then(|v| v.as_str().map(String::from)))
+                .expect("ansible_host");
+            assert_eq!(
+                &ansible_host, ip,
+                "{name}: inventory and Kubernetes disagree"
+            );
+            (
+                name.clone(),
+                node.addr().ip().to_string(),
+                node.addr().port(),
+                ip.clone(),
+            )
+        })
+        .collect();
+    let macs = tokio::task::spawn_blocking(move || {
+        let mut macs = Vec::new();
+        for (name, addr, port, ip) in targets {
+            let out = Command::new("ssh")
+                .args(["-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"])
+                .arg("-o")
+                .arg(format!("UserKnownHostsFile={}", known.display()))
+                .args(["-o", "IdentitiesOnly=yes", "-o", "ConnectTimeout=10", "-i"])
+                .arg(&key)
+                .args(["-p", &port.to_string(), &format!("ops@{addr}")])
+                .arg("hostname -I; ip -br a show dev eth0; ip r; ss -tln | grep 2379; ip link show eth0")
+                .stdin(Stdio::null())
+                .output()
+                .expect("ssh");
+            let (o, e, code) = text(&out);
+            assert_eq!(code, Some(0), "{name}: {e}");
+            let lines: Vec<&str> = o.lines().collect();
+            // Every address of the node, its LAN one first (a VPN gateway adds its tunnel's).
+            assert_eq!(
+                lines[0].split_whitespace().next(),
+                Some(ip.as_str()),
+                "{name}: hostname -I\n{o}"
+            );
+            assert!(lines[0].ends_with(' '), "{name}: hostname -I\n{o}");
+            assert!(lines[1].contains(&format!(" {ip}/24 ")), "{name}: ip -br a\n{o}");
+            let gw = format!("{}.254", ip.rsplit_once('.').expect("dotted").0);
+            assert!(lines[2].starts_with(&format!("default via {gw} dev eth0 ")), "{name}: ip r\n{o}");
+            assert!(o.contains(&format!("src {ip} ")), "{name}: ip r\n{o}");
+            assert!(o.contains(&format!("{ip}:2379 ")), "{name}: etcd listens on its own address\n{o}");
+            assert!(!o.contains("192.0.2."), "{name}: a default address leaked\n{o}");
+            let mac = o
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("link/ether "))
+                .and_then(|l| l.split_whitespace().next())
+                .expect("MAC")
+                .to_string();
+            macs.push(mac);
+        }
+        macs
+    })
+    .await
+    .expect("ssh into every node");
+    let mut unique = macs.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), macs.len(), "every node its own MAC: {macs:?}");
 }

@@ -59,7 +59,10 @@ pub fn lease(l: &Lease) -> LeaseObs {
     let spec = l.spec.as_ref();
     LeaseObs {
         name: name_of(&l.metadata),
-        holder_identity: spec.and_then(|s| s.holder_identity.clone()),
+        // client-go releases a Lease by writing an empty holder: nobody holds it.
+        holder_identity: spec
+            .and_then(|s| s.holder_identity.clone())
+            .filter(|h| !h.is_empty()),
         renew_time: spec
             .and_then(|s| s.renew_time.as_ref())
             .map(|t| timestamp(&t.0)),
@@ -483,6 +486,10 @@ mod tests {
         assert_eq!(bare.holder_identity, None);
         assert_eq!(bare.renew_time, None);
         assert_eq!(bare.lease_duration_seconds, None);
+        // A released Lease (client-go's release writes an empty holder) is held by nobody.
+        let released = lease(&obj(json!({"metadata": {"name": "plndr-cp-lock"},
+            "spec": {"holderIdentity": "", "leaseDurationSeconds": 1}})));
+        assert_eq!(released.holder_identity, None);
     }
 
     #[test]

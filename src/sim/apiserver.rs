@@ -12,6 +12,12 @@
 //! Must not: listen anywhere but loopback, leave a process behind (see the watchdog), or
 //! stand in for anything the real server does (it only starts it).
 //!
+//! Shared with the kube tests' harness (tests/support/apiserver.rs), so both start the
+//! servers one way: the PKI ([`make_pki`]), the static tokens ([`write_token_file`]), the
+//! etcd and kube-apiserver command lines ([`etcd_args`], [`ApiServerFlags`]), starting
+//! etcd until it serves ([`start_etcd`]), the readiness wait ([`wait_ready`]), the
+//! kubeconfigs ([`kubeconfig`], [`client_of`]) and the cleanup ([`Watched`]).
+//!
 //! Processes: each binary runs under a `sh` watchdog whose stdin is a pipe from this
 //! process. When the pipe closes (the [`RealCluster`] dropped, or hk-console gone in any
 //! way, SIGKILL included) the watchdog SIGKILLs its binary, waits for it and removes its
@@ -139,14 +145,16 @@ rm -rf "$dir"
 
 /// A program under its watchdog. Dropping it kills the program and removes its directory,
 /// and waits until both are done.
-struct Watched {
+pub struct Watched {
     pid: u32,
     stdin: Option<ChildStdin>,
     sh: Child,
 }
 
 impl Watched {
-    fn spawn(
+    /// Start `program ARGS` under its watchdog, its output appended to `log`; `dir` is
+    /// removed once it is dead.
+    pub fn spawn(
         dir: &Path,
         log: &Path,
         program: &Path,
@@ -187,7 +195,11 @@ impl Watched {
         }
     }
 
-    fn alive(&self) -> bool {
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn alive(&self) -> bool {
         alive(self.pid)
     }
 }
@@ -200,7 +212,7 @@ impl Drop for Watched {
 }
 
 /// True while `pid` runs (exists and is not a zombie).
-fn alive(pid: u32) -> bool {
+pub fn alive(pid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
@@ -210,7 +222,8 @@ fn alive(pid: u32) -> bool {
     !matches!(state, None | Some("Z") | Some("X"))
 }
 
-fn tail(path: &Path, n: usize) -> String {
+/// The last `n` lines of a log file, for failure messages.
+pub fn log_tail(path: &Path, n: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
@@ -233,7 +246,8 @@ fn write(path: &Path, text: &str) -> Result<(), ApiServerError> {
     Ok(())
 }
 
-fn random_hex(bytes: usize) -> String {
+/// `bytes` random bytes in hex: tokens, markers.
+pub fn random_hex(bytes: usize) -> String {
     let mut b = vec![0u8; bytes];
     rand::fill(&mut b[..]);
     data_encoding::HEXLOWER.encode(&b)
@@ -269,17 +283,21 @@ pub fn free_port(ip: IpAddr) -> Option<u16> {
     None
 }
 
-struct Pki {
-    ca_pem: String,
-    cert: PathBuf,
-    key: PathBuf,
-    sa_key: PathBuf,
-    sa_pub: PathBuf,
+/// The throwaway PKI's files (PEM) and the CA's text.
+#[derive(Debug, Clone)]
+pub struct Pki {
+    pub ca_pem: String,
+    pub ca: PathBuf,
+    /// The serving certificate, its CA appended.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub sa_key: PathBuf,
+    pub sa_pub: PathBuf,
 }
 
 /// A CA, a serving certificate for localhost, 127.0.0.1 and `ips`, and the service-account
 /// signing key, written under `dir`.
-fn make_pki(dir: &Path, ips: &[IpAddr]) -> Result<Pki, ApiServerError> {
+pub fn make_pki(dir: &Path, ips: &[IpAddr]) -> Result<Pki, ApiServerError> {
     let mut addrs = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
     addrs.extend_from_slice(ips);
     let super::kube::tls::Minted { ca, cert, key } = super::kube::tls::mint(
@@ -292,17 +310,190 @@ fn make_pki(dir: &Path, ips: &[IpAddr]) -> Result<Pki, ApiServerError> {
         .map_err(|e| ApiServerError::Pki(format!("service-account key: {e}")))?;
     let out = Pki {
         ca_pem: ca.pem(),
+        ca: dir.join("ca.crt"),
         cert: dir.join("serving.crt"),
         key: dir.join("serving.key"),
         sa_key: dir.join("sa.key"),
         sa_pub: dir.join("sa.pub"),
     };
-    write(&dir.join("ca.crt"), &out.ca_pem)?;
+    write(&out.ca, &out.ca_pem)?;
     write(&out.cert, &format!("{}{}", cert.pem(), out.ca_pem))?;
     write(&out.key, &key.serialize_pem())?;
     write(&out.sa_key, &sa.serialize_pem())?;
     write(&out.sa_pub, &sa.public_key_pem())?;
     Ok(out)
+}
+
+/// One line of kube-apiserver's `--token-auth-file`.
+#[derive(Debug, Clone, Copy)]
+pub struct StaticToken<'a> {
+    pub token: &'a str,
+    pub user: &'a str,
+    pub uid: &'a str,
+    pub groups: &'a [&'a str],
+}
+
+/// The static token file (CSV: token, user, uid, "group,group"), private to this user.
+pub fn write_token_file(path: &Path, tokens: &[StaticToken<'_>]) -> Result<(), ApiServerError> {
+    let mut text = String::new();
+    for t in tokens {
+        text.push_str(&format!("{},{},{}", t.token, t.user, t.uid));
+        if !t.groups.is_empty() {
+            text.push_str(&format!(",\"{}\"", t.groups.join(",")));
+        }
+        text.push('\n');
+    }
+    write(path, &text)
+}
+
+/// A single-member etcd on 127.0.0.1 named `name`, its data in `data_dir`.
+pub fn etcd_args(name: &str, data_dir: &Path, client: u16, peer: u16) -> Vec<String> {
+    vec![
+        format!("--name={name}"),
+        format!("--data-dir={}", data_dir.display()),
+        format!("--listen-client-urls=http://127.0.0.1:{client}"),
+        format!("--advertise-client-urls=http://127.0.0.1:{client}"),
+        format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
+        format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
+        format!("--initial-cluster={name}=http://127.0.0.1:{peer}"),
+        // A throwaway store on a shared disk: durability buys nothing here.
+        "--unsafe-no-fsync=true".into(),
+        "--log-level=warn".into(),
+    ]
+}
+
+/// One kube-apiserver's command line: loopback only, TLS from [`Pki`], static tokens,
+/// RBAC, service-account tokens, its own etcd prefix; `extra` flags last.
+#[derive(Debug, Clone)]
+pub struct ApiServerFlags<'a> {
+    pub etcd_url: &'a str,
+    /// Servers that share an etcd never see each other's objects.
+    pub etcd_prefix: &'a str,
+    pub bind: IpAddr,
+    pub port: u16,
+    /// Where kube-apiserver keeps what it generates for itself.
+    pub cert_dir: &'a Path,
+    pub pki: &'a Pki,
+    pub token_file: &'a Path,
+    pub extra: Vec<String>,
+}
+
+impl ApiServerFlags<'_> {
+    pub fn args(&self) -> Vec<String> {
+        let p = |p: &Path| p.display().to_string();
+        let mut args: Vec<String> = vec![
+            format!("--etcd-servers={}", self.etcd_url),
+            format!("--etcd-prefix={}", self.etcd_prefix),
+            format!("--bind-address={}", self.bind),
+            format!("--advertise-address={}", self.bind),
+            format!("--secure-port={}", self.port),
+            format!("--cert-dir={}", p(self.cert_dir)),
+            format!("--tls-cert-file={}", p(&self.pki.cert)),
+            format!("--tls-private-key-file={}", p(&self.pki.key)),
+            format!("--token-auth-file={}", p(self.token_file)),
+            "--anonymous-auth=false".into(),
+            "--authorization-mode=RBAC".into(),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            format!("--service-account-key-file={}", p(&self.pki.sa_pub)),
+            format!("--service-account-signing-key-file={}", p(&self.pki.sa_key)),
+            // k3s's service range: the `kubernetes` Service is 10.43.0.1 there too.
+            "--service-cluster-ip-range=10.43.0.0/16".into(),
+            // No controller-manager makes the ServiceAccounts that plugin requires.
+            "--disable-admission-plugins=ServiceAccount".into(),
+            "--profiling=false".into(),
+        ];
+        args.extend(self.extra.iter().cloned());
+        args
+    }
+}
+
+/// A running etcd under its watchdog.
+pub struct Etcd {
+    pub url: String,
+    pub port: u16,
+    pub proc: Watched,
+}
+
+/// Start etcd (`bin`, named `name`) with its data and log in `dir`, and wait until it
+/// serves, at most `timeout`. `prepare` writes what else belongs in `dir` (the PKI, the
+/// tokens) before each try: etcd's watchdog removes `dir` when it dies, so a retry (a port
+/// taken between choosing and binding it) starts from nothing.
+pub async fn start_etcd<T>(
+    bin: &Path,
+    dir: &Path,
+    name: &str,
+    timeout: Duration,
+    mut prepare: impl FnMut(&Path) -> Result<T, ApiServerError>,
+) -> Result<(Etcd, T), ApiServerError> {
+    let t0 = Instant::now();
+    let log = dir.join("etcd.log");
+    let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let mut why = String::from("no free port on 127.0.0.1");
+    let mut last_tail = String::new();
+    for _ in 0..3 {
+        let (Some(client), Some(peer)) = (free_port(lo), free_port(lo)) else {
+            break;
+        };
+        std::fs::create_dir_all(dir).map_err(|source| ApiServerError::Write {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let prepared = prepare(dir)?;
+        let args = etcd_args(name, &dir.join("etcd-data"), client, peer);
+        let proc = Watched::spawn(dir, &log, bin, &args)?;
+        let url = format!("http://127.0.0.1:{client}");
+        loop {
+            if etcd_healthy(client).await {
+                let etcd = Etcd {
+                    url,
+                    port: client,
+                    proc,
+                };
+                return Ok((etcd, prepared));
+            }
+            if !proc.alive() {
+                why = format!("etcd (pid {}) exited", proc.pid);
+                break;
+            }
+            if t0.elapsed() > timeout {
+                return Err(ApiServerError::EtcdDown {
+                    url,
+                    why: format!("not healthy after {timeout:?}"),
+                    tail: log_tail(&log, 20),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        last_tail = log_tail(&log, 20);
+        drop(proc);
+        if !last_tail.contains("address already in use") {
+            break;
+        }
+    }
+    Err(ApiServerError::EtcdDown {
+        url: "127.0.0.1".into(),
+        why,
+        tail: last_tail,
+    })
+}
+
+/// Poll until the kube-apiserver `pid` serves `client` ([`ready`]): Err naming why when
+/// it exits or `timeout` passes.
+pub async fn wait_ready(client: &kube::Client, pid: u32, timeout: Duration) -> Result<(), String> {
+    let t0 = Instant::now();
+    loop {
+        let why = match ready(client).await {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        if !alive(pid) {
+            return Err(format!("kube-apiserver (pid {pid}) exited ({why})"));
+        }
+        if t0.elapsed() > timeout {
+            return Err(format!("not ready after {timeout:?}: {why}"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// One environment's real kube-apiserver.
@@ -387,7 +578,7 @@ impl std::fmt::Debug for RealCluster {
 }
 
 /// `GET /health` over plain HTTP/1.0: etcd answers `{"health":"true",...}` when it serves.
-async fn etcd_healthy(port: u16) -> bool {
+pub async fn etcd_healthy(port: u16) -> bool {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let look = async {
         let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -407,14 +598,16 @@ async fn etcd_healthy(port: u16) -> bool {
         .unwrap_or(false)
 }
 
-fn kubeconfig(name: &str, url: &str, ca_pem: &str, user: &str, token: &str) -> String {
+/// A kubeconfig with one cluster and one context named `name`, one user (a bearer token).
+pub fn kubeconfig(name: &str, url: &str, ca_pem: &str, user: &str, token: &str) -> String {
     let ca = data_encoding::BASE64.encode(ca_pem.as_bytes());
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: {user}\n  user:\n    token: {token}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {user}\ncurrent-context: {name}\npreferences: {{}}\n"
     )
 }
 
-async fn client_of(yaml: &str) -> Result<kube::Client, String> {
+/// A kube client for a kubeconfig's text, with its current context.
+pub async fn client_of(yaml: &str) -> Result<kube::Client, String> {
     let kc = kube::config::Kubeconfig::from_yaml(yaml).map_err(|e| e.to_string())?;
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
@@ -423,7 +616,7 @@ async fn client_of(yaml: &str) -> Result<kube::Client, String> {
 }
 
 /// `/readyz` says ok and the namespaces the simulation writes into exist.
-async fn ready(client: &kube::Client) -> Result<(), String> {
+pub async fn ready(client: &kube::Client) -> Result<(), String> {
     let req = kube::core::Request::new("")
         .get("readyz", &kube::api::GetParams::default())
         .map_err(|e| e.to_string())?;
@@ -459,87 +652,48 @@ impl RealCluster {
         if let Some(ip) = ips.iter().find(|ip| !ip.is_loopback()) {
             return Err(ApiServerError::NotLoopback(*ip));
         }
-        let log = dir.join("etcd.log");
-        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
-        let mut why = String::from("no free port on 127.0.0.1");
-        let mut last_tail = String::new();
-        for _ in 0..3 {
-            let (Some(client), Some(peer)) = (free_port(lo), free_port(lo)) else {
-                break;
-            };
-            // Made afresh each try: a failed etcd's watchdog takes the directory with it.
-            std::fs::create_dir_all(dir).map_err(|source| ApiServerError::Write {
-                path: dir.to_path_buf(),
-                source,
-            })?;
-            let pki = make_pki(dir, ips)?;
-            let admin_token = random_hex(24);
-            let readonly_token = random_hex(24);
-            let token_file = dir.join("tokens.csv");
-            write(
-                &token_file,
-                &format!(
-                    "{admin_token},{ADMIN_USER},{ADMIN_USER},\"system:masters\"\n{readonly_token},{READONLY_USER},{READONLY_USER}\n"
-                ),
-            )?;
-            let data = dir.join("etcd-data");
-            let args: Vec<String> = vec![
-                "--name=hk-console-demo".into(),
-                format!("--data-dir={}", data.display()),
-                format!("--listen-client-urls=http://127.0.0.1:{client}"),
-                format!("--advertise-client-urls=http://127.0.0.1:{client}"),
-                format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
-                format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
-                format!("--initial-cluster=hk-console-demo=http://127.0.0.1:{peer}"),
-                // A throwaway store on a shared disk: durability buys nothing here.
-                "--unsafe-no-fsync=true".into(),
-                "--log-level=warn".into(),
-            ];
-            // etcd goes last (after the API servers), so its watchdog removes the whole
-            // directory: the PKI and tokens too, even when hk-console was SIGKILLed.
-            let etcd = Watched::spawn(dir, &log, &bins.etcd, &args)?;
-            let url = format!("http://127.0.0.1:{client}");
-            loop {
-                if etcd_healthy(client).await {
-                    tracing::info!(
-                        "demo --apiserver: etcd serves on {url} after {:?}",
-                        t0.elapsed()
-                    );
-                    return Ok(RealCluster {
-                        bins,
-                        dir: dir.to_path_buf(),
-                        pki,
-                        token_file,
-                        admin_token,
-                        readonly_token,
-                        etcd_url: url,
-                        etcd: Some(etcd),
-                        etcd_startup: t0.elapsed(),
-                    });
-                }
-                if !etcd.alive() {
-                    why = "etcd exited".into();
-                    break;
-                }
-                if t0.elapsed() > ETCD_TIMEOUT {
-                    return Err(ApiServerError::EtcdDown {
-                        url,
-                        why: format!("not healthy after {ETCD_TIMEOUT:?}"),
-                        tail: tail(&log, 20),
-                    });
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            last_tail = tail(&log, 20);
-            // A port taken between choosing and binding: choose again.
-            if !last_tail.contains("address already in use") {
-                break;
-            }
-        }
-        Err(ApiServerError::EtcdDown {
-            url: "127.0.0.1".into(),
-            why,
-            tail: last_tail,
+        // etcd goes last (after the API servers), so its watchdog removes the whole
+        // directory: the PKI and tokens too, even when hk-console was SIGKILLed.
+        let (etcd, (pki, token_file, admin_token, readonly_token)) =
+            start_etcd(&bins.etcd, dir, "hk-console-demo", ETCD_TIMEOUT, |dir| {
+                let pki = make_pki(dir, ips)?;
+                let (admin, readonly) = (random_hex(24), random_hex(24));
+                let token_file = dir.join("tokens.csv");
+                write_token_file(
+                    &token_file,
+                    &[
+                        StaticToken {
+                            token: &admin,
+                            user: ADMIN_USER,
+                            uid: ADMIN_USER,
+                            groups: &["system:masters"],
+                        },
+                        StaticToken {
+                            token: &readonly,
+                            user: READONLY_USER,
+                            uid: READONLY_USER,
+                            groups: &[],
+                        },
+                    ],
+                )?;
+                Ok((pki, token_file, admin, readonly))
+            })
+            .await?;
+        tracing::info!(
+            "demo --apiserver: etcd serves on {} after {:?}",
+            etcd.url,
+            t0.elapsed()
+        );
+        Ok(RealCluster {
+            bins,
+            dir: dir.to_path_buf(),
+            pki,
+            token_file,
+            admin_token,
+            readonly_token,
+            etcd_url: etcd.url,
+            etcd: Some(etcd.proc),
+            etcd_startup: t0.elapsed(),
         })
     }
 
@@ -578,29 +732,18 @@ impl RealCluster {
                 source,
             })?;
             let log = dir.join("kube-apiserver.log");
-            let p = |p: &Path| p.display().to_string();
-            let args: Vec<String> = vec![
-                format!("--etcd-servers={}", self.etcd_url),
+            let args = ApiServerFlags {
+                etcd_url: &self.etcd_url,
                 // Environments share the etcd, never each other's objects.
-                format!("--etcd-prefix=/hk-console-demo/{env}"),
-                format!("--bind-address={}", bind.ip()),
-                format!("--advertise-address={}", bind.ip()),
-                format!("--secure-port={port}"),
-                format!("--cert-dir={}", p(&dir.join("certs"))),
-                format!("--tls-cert-file={}", p(&self.pki.cert)),
-                format!("--tls-private-key-file={}", p(&self.pki.key)),
-                format!("--token-auth-file={}", p(&self.token_file)),
-                "--anonymous-auth=false".into(),
-                "--authorization-mode=RBAC".into(),
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-                format!("--service-account-key-file={}", p(&self.pki.sa_pub)),
-                format!("--service-account-signing-key-file={}", p(&self.pki.sa_key)),
-                // k3s's service range: the `kubernetes` Service is 10.43.0.1 there too.
-                "--service-cluster-ip-range=10.43.0.0/16".into(),
-                // No controller-manager makes the ServiceAccounts that plugin requires.
-                "--disable-admission-plugins=ServiceAccount".into(),
-                "--profiling=false".into(),
-            ];
+                etcd_prefix: &format!("/hk-console-demo/{env}"),
+                bind: bind.ip(),
+                port,
+                cert_dir: &dir.join("certs"),
+                pki: &self.pki,
+                token_file: &self.token_file,
+                extra: Vec::new(),
+            }
+            .args();
             let proc = Watched::spawn(&dir, &log, &self.bins.kube_apiserver, &args)?;
             let url = format!("https://{addr}");
             let admin = kubeconfig(
@@ -620,19 +763,8 @@ impl RealCluster {
             let client = client_of(&admin)
                 .await
                 .map_err(|e| setup("a client for it", e))?;
-            let waited = loop {
-                let why = match ready(&client).await {
-                    Ok(()) => break Ok(()),
-                    Err(e) => e,
-                };
-                if !proc.alive() {
-                    break Err(format!("kube-apiserver (pid {}) exited ({why})", proc.pid));
-                }
-                if t0.elapsed() > READY_TIMEOUT {
-                    break Err(format!("not ready after {READY_TIMEOUT:?}: {why}"));
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            };
+            let left = READY_TIMEOUT.saturating_sub(t0.elapsed());
+            let waited = wait_ready(&client, proc.pid, left).await;
             match waited {
                 Ok(()) => {
                     install_crds(&client)
@@ -657,7 +789,7 @@ impl RealCluster {
                     });
                 }
                 Err(why) => {
-                    let text = tail(&log, 40);
+                    let text = log_tail(&log, 40);
                     let taken = bind.port() == 0
                         && text.contains(&format!("{port}: bind: address already in use"));
                     let err = ApiServerError::NotReady {
@@ -701,28 +833,7 @@ async fn install_crds(client: &kube::Client) -> Result<(), String> {
         }
         names.push(name);
     }
-    let t0 = Instant::now();
-    for name in names {
-        loop {
-            let crd = api
-                .get(&name)
-                .await
-                .map_err(|e| format!("get {name}: {e}"))?;
-            let established = crd
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            if established {
-                break;
-            }
-            if t0.elapsed() > Duration::from_secs(60) {
-                return Err(format!("{name} not Established after 60 s"));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+    wait_established(client, &names, Duration::from_secs(60)).await?;
     // Discovery of the new group takes a moment more; the controllers' first write must
     // not race it.
     let t0 = Instant::now();
@@ -741,6 +852,38 @@ async fn install_crds(client: &kube::Client) -> Result<(), String> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Wait until every CRD of `names` is Established (its API is served), at most `timeout`.
+pub async fn wait_established(
+    client: &kube::Client,
+    names: &[String],
+    timeout: Duration,
+) -> Result<(), String> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let t0 = Instant::now();
+    for name in names {
+        loop {
+            let crd = api
+                .get(name)
+                .await
+                .map_err(|e| format!("get {name}: {e}"))?;
+            let established = crd
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            if t0.elapsed() > timeout {
+                return Err(format!("CRD {name} not Established after {timeout:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Ok(())
 }
 
 /// The read-only user may get, list and watch everything, nothing else (as the built-in

@@ -17,7 +17,7 @@ use std::net::IpAddr;
 use regex::Regex;
 
 use super::fs::{normalize, FileKind, FsError};
-use super::node::{format_clock, NodeState, UnitState};
+use super::node::{format_clock, Mount, NodeState, UnitState};
 use super::shell::Output;
 
 /// Who runs a command, and where.
@@ -56,6 +56,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("lsblk", "/usr/bin/lsblk"),
     ("mkdir", "/usr/bin/mkdir"),
     ("mv", "/usr/bin/mv"),
+    ("nproc", "/usr/bin/nproc"),
     ("ps", "/usr/bin/ps"),
     ("rm", "/usr/bin/rm"),
     ("rmdir", "/usr/bin/rmdir"),
@@ -106,7 +107,10 @@ pub fn run(
         "ls" => ls(s, cx, args),
         "ps" => ps(s, args),
         "df" => df(s, args),
-        "free" => free(args),
+        "free" => free(s, args),
+        "nproc" => nproc(s, args),
+        "findmnt" => findmnt(s, args),
+        "lsblk" => lsblk(s, args),
         "wc" => wc(s, cx, args, stdin),
         "awk" => awk(s, cx, args, stdin),
         "sed" => sed(s, cx, args, stdin),
@@ -660,6 +664,14 @@ fn tee(s: &mut NodeState, cx: &Cx, args: &[String], stdin: &[u8]) -> Output {
 
 /// (pid, ppid, user, command) of the node's processes: init, the active units' main
 /// processes, and the session's shell.
+/// The pid of the shell a command runs under (`ps` shows it and itself after it).
+pub(crate) const SESSION_PID: u32 = 4242;
+
+/// How many processes `/proc/loadavg` counts: the node's, plus the reading shell and `cat`.
+pub(crate) fn process_count(s: &NodeState) -> usize {
+    processes(s).len() + 2
+}
+
 fn processes(s: &NodeState) -> Vec<(u32, u32, String, String)> {
     let mut v = vec![
         (1, 0, "root".to_string(), "/sbin/init".to_string()),
@@ -704,10 +716,10 @@ fn ps(s: &NodeState, args: &[String]) -> Output {
         .replace(' ', "");
     let mut out = String::new();
     let mut procs = processes(s);
-    procs.push((4242, 1, "root".into(), "-sh".into()));
+    procs.push((SESSION_PID, 1, "root".into(), "-sh".into()));
     procs.push((
-        4243,
-        4242,
+        SESSION_PID + 1,
+        SESSION_PID,
         "root".into(),
         format!("ps {}", args.join(" ")).trim().to_string(),
     ));
@@ -748,47 +760,26 @@ fn ps(s: &NodeState, args: &[String]) -> Output {
     Output::ok(out)
 }
 
-/// (source, fstype, size KiB, used KiB, mount point) of the node's file systems.
-fn filesystems(s: &NodeState) -> Vec<(String, &'static str, u64, u64, String)> {
-    let mut v = vec![
-        (
-            "udev".to_string(),
-            "devtmpfs",
-            8_117_212,
-            0,
-            "/dev".to_string(),
-        ),
-        (
-            "tmpfs".to_string(),
-            "tmpfs",
-            1_628_804,
-            1_236,
-            "/run".to_string(),
-        ),
-    ];
-    for m in &s.mounts {
-        let (size, used) = if m.target == "/boot/efi" {
-            (523_248, 5_972)
-        } else if m.target == "/" {
-            (479_079_112, 38_214_520)
-        } else {
-            (97_466_512, 2_410_332)
-        };
-        let fstype = if m.target == "/boot/efi" {
-            "vfat"
-        } else {
-            "ext4"
-        };
-        v.push((m.source.clone(), fstype, size, used, m.target.clone()));
-    }
-    v.push((
-        "tmpfs".to_string(),
-        "tmpfs",
-        8_144_016,
-        0,
-        "/dev/shm".to_string(),
-    ));
-    v
+/// (source, fstype, size KiB, used KiB, mount point) of the file systems `df` shows: the
+/// mount table's, less the pseudo ones that hold no blocks (proc, sysfs, cgroup2, ...), as
+/// GNU df leaves them out without `-a`.
+fn filesystems(s: &NodeState) -> Vec<(String, String, u64, u64, String)> {
+    s.mount_table()
+        .into_iter()
+        .filter_map(|m| {
+            let (size, used) = match (m.fstype.as_str(), m.target.as_str()) {
+                ("devtmpfs", _) => (8_117_212, 0),
+                ("tmpfs", "/run") => (1_628_804, 1_236),
+                ("tmpfs", "/run/lock") => (5_120, 0),
+                ("tmpfs", _) => (8_144_016, 0),
+                ("vfat", _) => (523_248, 5_972),
+                ("ext4" | "xfs" | "btrfs", "/") => (479_079_112, 38_214_520),
+                ("ext4" | "xfs" | "btrfs", _) => (97_466_512, 2_410_332),
+                _ => return None,
+            };
+            Some((m.source, m.fstype, size, used, m.target))
+        })
+        .collect()
 }
 
 fn df(s: &NodeState, args: &[String]) -> Output {
@@ -847,7 +838,7 @@ fn df(s: &NodeState, args: &[String]) -> Output {
         };
         let mut r = vec![src];
         if types {
-            r.push(fstype.to_string());
+            r.push(fstype);
         }
         r.extend([n(size), n(used), n(avail), format!("{pct}%")]);
         r.push(target);
@@ -892,7 +883,32 @@ fn table(rows: &[Vec<String>], left: &[usize], min: &[usize]) -> String {
     out
 }
 
-fn free(args: &[String]) -> Output {
+/// procps' `free -h`: powers of 1024 with an `i`, one decimal below 10, else the whole
+/// number cut down (`15Gi` for 15.5 GiB, where GNU df would round up).
+fn free_human(kib: u64) -> String {
+    let units = ["Ki", "Mi", "Gi", "Ti", "Pi"];
+    let mut v = kib as f64;
+    let mut k = 0;
+    while v >= 1024.0 && k + 1 < units.len() {
+        v /= 1024.0;
+        k += 1;
+    }
+    if v < 10.0 {
+        format!("{v:.1}{}", units[k])
+    } else {
+        format!("{}{}", v.trunc() as u64, units[k])
+    }
+}
+
+fn nproc(s: &NodeState, args: &[String]) -> Output {
+    match args {
+        [] => Output::ok(format!("{}\n", s.cpus)),
+        [a] if a == "--all" => Output::ok(format!("{}\n", s.cpus)),
+        _ => unsim("nproc", &args.join(" ")),
+    }
+}
+
+fn free(s: &NodeState, args: &[String]) -> Output {
     let (flags, rest) = match short_flags(args, "hmgkbt") {
         Ok(x) => x,
         Err(o) => return unsim("free", &o),
@@ -900,22 +916,27 @@ fn free(args: &[String]) -> Output {
     if let Some(r) = rest.first() {
         return unsim("free", r);
     }
-    // KiB: a 16 GiB node running k3s.
+    // From /proc/meminfo's numbers, as procps derives them.
+    let m = &s.memory;
     let mem = [
-        16_288_032u64,
-        2_713_252,
-        9_914_828,
-        26_940,
-        3_980_648,
-        13_574_780,
+        m.total,
+        m.used(),
+        m.free,
+        m.shmem,
+        m.buff_cache(),
+        m.available,
     ];
-    let swap = [0u64, 0, 0];
+    let swap = [
+        m.swap_total,
+        m.swap_total.saturating_sub(m.swap_free),
+        m.swap_free,
+    ];
     let f = |k: u64| -> String {
         if flags.contains(&'h') {
             if k == 0 {
                 "0B".into()
             } else {
-                format!("{}i", human(k * 1024))
+                free_human(k)
             }
         } else if flags.contains(&'m') {
             (k / 1024).to_string()
@@ -2300,6 +2321,536 @@ fn ss(s: &NodeState, args: &[String]) -> Output {
     Output::ok(out)
 }
 
+// ---- block devices and mounts (util-linux) ----
+
+/// One row of a util-linux table: its cells by column name, and its depth in the tree.
+struct TreeRow {
+    depth: usize,
+    cells: Vec<String>,
+}
+
+/// A util-linux (libsmartcols) table: columns separated by one space, each as wide as its
+/// widest cell, the `right` ones right-aligned, the last one unpadded; the first column
+/// drawn as a tree (`├─`, `└─`, `│ `) when `tree` is set.
+fn smartcols(header: Option<&[String]>, rows: &[TreeRow], right: &[bool], tree: bool) -> String {
+    // The tree prefix each row's first cell gets: for every ancestor level, whether that
+    // ancestor has a later sibling (`│ `) or not (`  `), then this row's own branch.
+    let has_later_sibling = |k: usize| -> bool {
+        let d = rows[k].depth;
+        rows[k + 1..]
+            .iter()
+            .take_while(|r| r.depth >= d)
+            .any(|r| r.depth == d)
+    };
+    let mut firsts = Vec::with_capacity(rows.len());
+    let mut open: Vec<bool> = Vec::new();
+    for (k, r) in rows.iter().enumerate() {
+        let cell = r.cells.first().cloned().unwrap_or_default();
+        if !tree || r.depth == 0 {
+            firsts.push(cell);
+            open.clear();
+            continue;
+        }
+        open.truncate(r.depth - 1);
+        let later = has_later_sibling(k);
+        let mut p: String = open.iter().map(|o| if *o { "│ " } else { "  " }).collect();
+        p.push_str(if later { "├─" } else { "└─" });
+        open.push(later);
+        firsts.push(format!("{p}{cell}"));
+    }
+    let cols = right.len();
+    let mut w = vec![0usize; cols];
+    let width = |c: &str| c.chars().count();
+    if let Some(h) = header {
+        for (k, c) in h.iter().enumerate() {
+            w[k] = w[k].max(width(c));
+        }
+    }
+    for (r, first) in rows.iter().zip(&firsts) {
+        for (k, wk) in w.iter_mut().enumerate() {
+            let c = if k == 0 { first } else { &r.cells[k] };
+            *wk = (*wk).max(width(c));
+        }
+    }
+    let line = |cells: Vec<&str>| -> String {
+        let mut out = Vec::with_capacity(cols);
+        for (k, c) in cells.iter().enumerate() {
+            let pad = w[k].saturating_sub(width(c));
+            if right[k] {
+                out.push(format!("{}{c}", " ".repeat(pad)));
+            } else if k + 1 == cols {
+                out.push(c.to_string());
+            } else {
+                out.push(format!("{c}{}", " ".repeat(pad)));
+            }
+        }
+        format!("{}\n", out.join(" "))
+    };
+    let mut text = String::new();
+    if let Some(h) = header {
+        text.push_str(&line(h.iter().map(String::as_str).collect()));
+    }
+    for (r, first) in rows.iter().zip(&firsts) {
+        let mut cells: Vec<&str> = vec![first.as_str()];
+        cells.extend(r.cells.iter().skip(1).map(String::as_str));
+        text.push_str(&line(cells));
+    }
+    text
+}
+
+/// lsblk's SIZE: powers of 1024, one letter, one decimal unless it is `.0` (`465.8G`,
+/// `512M`).
+fn lsblk_size(bytes: u64) -> String {
+    let units = ["B", "K", "M", "G", "T", "P"];
+    let mut exp = 0;
+    while exp + 1 < units.len() && bytes >= 1u64 << (10 * (exp + 1)) {
+        exp += 1;
+    }
+    if exp == 0 {
+        return format!("{bytes}B");
+    }
+    let tenths = (bytes as f64 / (1u64 << (10 * exp)) as f64 * 10.0).round() as u64;
+    if tenths.is_multiple_of(10) {
+        format!("{}{}", tenths / 10, units[exp])
+    } else {
+        format!("{}.{}{}", tenths / 10, tenths % 10, units[exp])
+    }
+}
+
+/// A device's major:minor as the kernel numbers it: SCSI disks 8 with 16 minors each,
+/// NVMe 259 counted in name order, virtio 254.
+fn dev_numbers(s: &NodeState, name: &str) -> (u32, u32) {
+    let disk = s.partitions.get(name).map_or(name, String::as_str);
+    let part: u32 = if disk == name {
+        0
+    } else {
+        name[disk.len()..]
+            .trim_start_matches('p')
+            .parse()
+            .unwrap_or(0)
+    };
+    let letter = |prefix: &str| {
+        disk.strip_prefix(prefix)
+            .and_then(|r| r.bytes().next())
+            .map_or(0, |b| u32::from(b.saturating_sub(b'a')))
+    };
+    if disk.starts_with("sd") {
+        (8, letter("sd") * 16 + part)
+    } else if disk.starts_with("vd") {
+        (254, letter("vd") * 16 + part)
+    } else {
+        let all: Vec<&String> = s
+            .disks
+            .keys()
+            .filter(|d| d.starts_with("nvme"))
+            .flat_map(|d| {
+                std::iter::once(d).chain(
+                    s.partitions
+                        .iter()
+                        .filter(move |(_, p)| *p == d)
+                        .map(|(n, _)| n),
+                )
+            })
+            .collect();
+        (259, all.iter().position(|n| *n == name).unwrap_or(0) as u32)
+    }
+}
+
+/// A stable file-system UUID for a device (ext4's 8-4-4-4-12, FAT's XXXX-XXXX).
+pub(crate) fn fs_uuid(s: &NodeState, name: &str, fstype: &str) -> String {
+    let h = format!("{}/{name}", s.hostname)
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+    let h2 = h.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    if fstype == "vfat" {
+        let x = format!("{:08X}", h >> 32);
+        return format!("{}-{}", &x[..4], &x[4..]);
+    }
+    let x = format!("{h:016x}{h2:016x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &x[..8],
+        &x[8..12],
+        &x[12..16],
+        &x[16..20],
+        &x[20..32]
+    )
+}
+
+/// A column lsblk can print for this device; None = a column not modelled.
+fn lsblk_cell(s: &NodeState, name: &str, col: &str, paths: bool, bytes: bool) -> Option<String> {
+    let parent = s.partitions.get(name);
+    let disk = s.disks.get(parent.map_or(name, String::as_str));
+    let dev = format!("/dev/{name}");
+    let mounts: Vec<Mount> = s
+        .mount_table()
+        .into_iter()
+        .filter(|m| m.source == dev)
+        .collect();
+    let fstype = mounts.first().map(|m| m.fstype.clone()).unwrap_or_default();
+    let df = filesystems(s)
+        .into_iter()
+        .find(|f| f.0 == dev)
+        .map(|(_, _, size, used, _)| (size, used));
+    let size = match (parent, disk) {
+        (Some(_), _) => s.partition_sizes.get(name).copied().unwrap_or(0),
+        (None, Some(d)) => d.size_bytes,
+        (None, None) => 0,
+    };
+    Some(match col {
+        "NAME" if paths => dev,
+        "NAME" | "KNAME" => name.to_string(),
+        "PATH" => dev,
+        "PKNAME" => match parent {
+            Some(p) if paths => format!("/dev/{p}"),
+            Some(p) => p.clone(),
+            None => String::new(),
+        },
+        "MAJ:MIN" => {
+            let (ma, mi) = dev_numbers(s, name);
+            format!("{ma:>3}:{mi:<3}")
+        }
+        "RM" | "RO" => "0".into(),
+        "SIZE" if bytes => size.to_string(),
+        "SIZE" => lsblk_size(size),
+        "TYPE" => if parent.is_some() { "part" } else { "disk" }.into(),
+        "MOUNTPOINT" => mounts.first().map(|m| m.target.clone()).unwrap_or_default(),
+        "MOUNTPOINTS" => mounts
+            .iter()
+            .map(|m| m.target.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        "FSTYPE" => fstype.clone(),
+        "FSVER" => match fstype.as_str() {
+            "ext4" => "1.0".into(),
+            "vfat" => "FAT32".into(),
+            _ => String::new(),
+        },
+        "LABEL" => String::new(),
+        "UUID" if fstype.is_empty() => String::new(),
+        "UUID" => fs_uuid(s, name, &fstype),
+        "FSAVAIL" => df
+            .map(|(size, used)| {
+                let avail = size.saturating_sub(used) * 1024;
+                if bytes {
+                    avail.to_string()
+                } else {
+                    lsblk_size(avail)
+                }
+            })
+            .unwrap_or_default(),
+        "FSUSE%" => df
+            .map(|(size, used)| {
+                let pct = if size == 0 {
+                    0.0
+                } else {
+                    used as f64 * 100.0 / size as f64
+                };
+                format!("{pct:.0}%")
+            })
+            .unwrap_or_default(),
+        "ROTA" => disk
+            .map_or("0", |d| if d.rotational { "1" } else { "0" })
+            .into(),
+        "SCHED" => disk.map(|d| d.scheduler.clone()).unwrap_or_default(),
+        "RQ-SIZE" => disk.map(|d| d.nr_requests.to_string()).unwrap_or_default(),
+        _ => return None,
+    })
+}
+
+/// lsblk's right-aligned (number) columns.
+fn lsblk_right(col: &str) -> bool {
+    matches!(
+        col,
+        "RM" | "SIZE" | "RO" | "ROTA" | "RQ-SIZE" | "FSAVAIL" | "FSUSE%"
+    )
+}
+
+/// `lsblk [-ndlpbf] [-o COLS] [DEV...]`: the default tree (NAME MAJ:MIN RM SIZE RO TYPE
+/// MOUNTPOINTS), `-f`'s file-system columns, or the columns asked for.
+fn lsblk(s: &NodeState, args: &[String]) -> Output {
+    const DEFAULT: [&str; 7] = ["NAME", "MAJ:MIN", "RM", "SIZE", "RO", "TYPE", "MOUNTPOINTS"];
+    const FS: [&str; 8] = [
+        "NAME",
+        "FSTYPE",
+        "FSVER",
+        "LABEL",
+        "UUID",
+        "FSAVAIL",
+        "FSUSE%",
+        "MOUNTPOINTS",
+    ];
+    let mut columns: Vec<String> = DEFAULT.map(String::from).to_vec();
+    let (mut noheadings, mut nodeps, mut list, mut paths, mut bytes) =
+        (false, false, false, false, false);
+    let mut devs = Vec::new();
+    let mut k = 0;
+    let set_cols = |v: &str| -> Vec<String> {
+        v.split(',')
+            .filter(|c| !c.is_empty())
+            .map(|c| c.to_ascii_uppercase())
+            .collect()
+    };
+    while let Some(a) = args.get(k) {
+        if let Some(v) = a.strip_prefix("--output=") {
+            columns = set_cols(v);
+        } else if a.starts_with("--") {
+            match a.as_str() {
+                "--noheadings" => noheadings = true,
+                "--nodeps" => nodeps = true,
+                "--list" => list = true,
+                "--paths" => paths = true,
+                "--bytes" => bytes = true,
+                "--fs" => columns = FS.map(String::from).to_vec(),
+                "--output" => {
+                    let Some(v) = args.get(k + 1) else {
+                        return Output::fail(1, "lsblk: option '--output' requires an argument\n");
+                    };
+                    columns = set_cols(v);
+                    k += 1;
+                }
+                o => return unsim("lsblk", &format!("option {o}")),
+            }
+        } else if let Some(flags) = a.strip_prefix('-').filter(|f| !f.is_empty()) {
+            for (i, c) in flags.char_indices() {
+                match c {
+                    'n' => noheadings = true,
+                    'd' => nodeps = true,
+                    'l' => list = true,
+                    'p' => paths = true,
+                    'b' => bytes = true,
+                    'f' => columns = FS.map(String::from).to_vec(),
+                    'o' => {
+                        let rest = &flags[i + 1..];
+                        let v = if rest.is_empty() {
+                            k += 1;
+                            match args.get(k) {
+                                Some(v) => v.as_str(),
+                                None => {
+                                    return Output::fail(
+                                        1,
+                                        "lsblk: option requires an argument -- 'o'\n",
+                                    )
+                                }
+                            }
+                        } else {
+                            rest
+                        };
+                        columns = set_cols(v);
+                        break;
+                    }
+                    _ => return unsim("lsblk", &format!("option -{c}")),
+                }
+            }
+        } else {
+            devs.push(a.clone());
+        }
+        k += 1;
+    }
+    // Which devices, in what order: each disk then its partitions (unless -d), or those named.
+    let mut picked: Vec<(String, usize)> = Vec::new();
+    let children = |d: &str| -> Vec<String> {
+        s.partitions
+            .iter()
+            .filter(|(_, p)| p.as_str() == d)
+            .map(|(n, _)| n.clone())
+            .collect()
+    };
+    if devs.is_empty() {
+        for d in s.disks.keys() {
+            picked.push((d.clone(), 0));
+            if !nodeps {
+                picked.extend(children(d).into_iter().map(|c| (c, 1)));
+            }
+        }
+    } else {
+        for d in &devs {
+            let name = d.strip_prefix("/dev/").unwrap_or(d);
+            if s.disks.contains_key(name) {
+                picked.push((name.to_string(), 0));
+                if !nodeps {
+                    picked.extend(children(name).into_iter().map(|c| (c, 1)));
+                }
+            } else if s.partitions.contains_key(name) {
+                picked.push((name.to_string(), 0));
+            } else if d.starts_with("/dev/") || !d.contains('/') {
+                return Output::fail(32, format!("lsblk: {d}: not a block device\n"));
+            } else {
+                return unsim("lsblk", d);
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for (name, depth) in &picked {
+        let mut cells = Vec::new();
+        for c in &columns {
+            match lsblk_cell(s, name, c, paths, bytes) {
+                Some(v) => cells.push(v),
+                None => return unsim("lsblk", &format!("column {c}")),
+            }
+        }
+        rows.push(TreeRow {
+            depth: *depth,
+            cells,
+        });
+    }
+    if columns.is_empty() {
+        return Output::fail(1, "lsblk: no columns specified\n");
+    }
+    let right: Vec<bool> = columns.iter().map(|c| lsblk_right(c)).collect();
+    let tree = !list && !nodeps && columns.first().is_some_and(|c| c == "NAME");
+    let header = (!noheadings).then_some(columns.as_slice());
+    Output::ok(smartcols(header, &rows, &right, tree))
+}
+
+/// `findmnt`: with no filter, the tree of every mount (TARGET SOURCE FSTYPE OPTIONS); a
+/// mount point or device operand, or `-T PATH` (the mount holding PATH), a single row;
+/// `-n`, `-o COLS`, `-l`, `-t TYPE`.
+fn findmnt(s: &NodeState, args: &[String]) -> Output {
+    let mut columns: Vec<String> = ["TARGET", "SOURCE", "FSTYPE", "OPTIONS"]
+        .map(String::from)
+        .to_vec();
+    let (mut noheadings, mut list) = (false, false);
+    let mut target: Option<String> = None;
+    let mut operand: Option<String> = None;
+    let mut types: Option<Vec<String>> = None;
+    let mut k = 0;
+    while let Some(a) = args.get(k) {
+        let value = |k: &mut usize| -> Option<String> {
+            *k += 1;
+            args.get(*k).cloned()
+        };
+        match a.as_str() {
+            "-n" | "--noheadings" => noheadings = true,
+            "-l" | "--list" => list = true,
+            "-k" | "--kernel" => {}
+            "-o" | "--output" | "-no" | "-nlo" | "-lno" => {
+                noheadings |= a.contains('n');
+                list |= a.contains('l');
+                let Some(v) = value(&mut k) else {
+                    return Output::fail(1, "findmnt: option requires an argument -- 'o'\n");
+                };
+                columns = v.split(',').map(|c| c.to_ascii_uppercase()).collect();
+            }
+            "-T" | "--target" => target = value(&mut k),
+            "-M" | "--mountpoint" | "-S" | "--source" => operand = value(&mut k),
+            "-t" | "--types" => {
+                types = value(&mut k).map(|v| v.split(',').map(String::from).collect())
+            }
+            o if o.starts_with("--output=") => {
+                columns = o["--output=".len()..]
+                    .split(',')
+                    .map(|c| c.to_ascii_uppercase())
+                    .collect();
+            }
+            o if o.starts_with('-') => return unsim("findmnt", &format!("option {o}")),
+            o if operand.is_none() => operand = Some(o.to_string()),
+            o => return unsim("findmnt", &format!("a second operand {o}")),
+        }
+        k += 1;
+    }
+    if let Some(c) = columns
+        .iter()
+        .find(|c| !matches!(c.as_str(), "TARGET" | "SOURCE" | "FSTYPE" | "OPTIONS"))
+    {
+        return unsim("findmnt", &format!("column {c}"));
+    }
+    if let Some(t) = types
+        .as_ref()
+        .filter(|t| t.iter().any(|x| x.starts_with("no")))
+    {
+        return unsim("findmnt", &format!("-t {}", t.join(",")));
+    }
+    let table = s.mount_table();
+    let filtered = target.is_some() || operand.is_some() || types.is_some();
+    let mut picked: Vec<(usize, &Mount)> = Vec::new();
+    if let Some(t) = &target {
+        // The mount holding the path: the deepest mount point that is a prefix of it.
+        let best = table
+            .iter()
+            .filter(|m| {
+                m.target == "/"
+                    || *t == m.target
+                    || t.starts_with(&format!("{}/", m.target.trim_end_matches('/')))
+            })
+            .max_by_key(|m| m.target.len());
+        picked.extend(best.map(|m| (0, m)));
+    } else if let Some(o) = &operand {
+        let o = o.trim_end_matches('/');
+        let o = if o.is_empty() { "/" } else { o };
+        picked.extend(
+            table
+                .iter()
+                .filter(|m| m.target == o || m.source == o)
+                .map(|m| (0, m)),
+        );
+    } else if filtered {
+        picked.extend(table.iter().map(|m| (0, m)));
+    } else {
+        // The tree: each mount under the deepest earlier-listed mount point above it, the
+        // root at the top, children in the kernel's order.
+        let parent_of = |m: &Mount| -> Option<usize> {
+            if m.target == "/" {
+                return None;
+            }
+            table
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| {
+                    p.target != m.target
+                        && (p.target == "/" || m.target.starts_with(&format!("{}/", p.target)))
+                })
+                .max_by_key(|(_, p)| p.target.len())
+                .map(|(i, _)| i)
+        };
+        fn walk(
+            table: &[Mount],
+            parents: &[Option<usize>],
+            at: Option<usize>,
+            depth: usize,
+            out: &mut Vec<(usize, usize)>,
+        ) {
+            for (i, p) in parents.iter().enumerate() {
+                if *p == at && !(at.is_none() && table[i].target != "/") {
+                    out.push((depth, i));
+                    walk(table, parents, Some(i), depth + 1, out);
+                }
+            }
+        }
+        let parents: Vec<Option<usize>> = table.iter().map(parent_of).collect();
+        let mut order = Vec::new();
+        walk(&table, &parents, None, 0, &mut order);
+        picked.extend(order.into_iter().map(|(d, i)| (d, &table[i])));
+    }
+    if let Some(t) = &types {
+        picked.retain(|(_, m)| t.contains(&m.fstype));
+    }
+    if picked.is_empty() {
+        return Output::fail(1, "");
+    }
+    let rows: Vec<TreeRow> = picked
+        .iter()
+        .map(|(depth, m)| TreeRow {
+            depth: *depth,
+            cells: columns
+                .iter()
+                .map(|c| match c.as_str() {
+                    "TARGET" => m.target.clone(),
+                    "SOURCE" => m.source.clone(),
+                    "FSTYPE" => m.fstype.clone(),
+                    _ => m.options.clone(),
+                })
+                .collect(),
+        })
+        .collect();
+    let right = vec![false; columns.len()];
+    let tree = !list && !filtered && columns.first().is_some_and(|c| c == "TARGET");
+    let header = (!noheadings).then_some(columns.as_slice());
+    Output::ok(smartcols(header, &rows, &right, tree))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2403,5 +2954,142 @@ mod tests {
         let o = run1(&mut s, "mkdir", &["/etc/x"], "");
         assert_eq!(o.status, 1);
         assert!(String::from_utf8_lossy(&o.stderr).contains("Permission denied"));
+    }
+
+    #[test]
+    fn lsblk_and_findmnt_print_util_linux_default_tables() {
+        let mut s = node();
+        assert_eq!(
+            text(&run1(&mut s, "lsblk", &[], "")),
+            "NAME   MAJ:MIN RM   SIZE RO TYPE MOUNTPOINTS\n\
+             sda      8:0    0 465.8G  0 disk \n\
+             ├─sda1   8:1    0   512M  0 part /boot/efi\n\
+             └─sda2   8:2    0 465.3G  0 part /\n"
+        );
+        assert_eq!(
+            text(&run1(&mut s, "lsblk", &["-ndo", "PKNAME", "/dev/sda2"], "")),
+            "sda\n"
+        );
+        assert_eq!(
+            text(&run1(
+                &mut s,
+                "lsblk",
+                &["-d", "-o", "NAME,ROTA,SCHED,RQ-SIZE"],
+                ""
+            )),
+            "NAME ROTA SCHED       RQ-SIZE\nsda     0 mq-deadline      64\n"
+        );
+        let f = text(&run1(&mut s, "lsblk", &["-f"], ""));
+        assert!(f.starts_with("NAME   FSTYPE FSVER LABEL UUID"), "{f}");
+        assert!(f.contains("└─sda2 ext4   1.0"), "{f}");
+        assert!(f.trim_end().ends_with("420.4G     8% /"), "{f}");
+        assert_eq!(run1(&mut s, "lsblk", &["/dev/sdb"], "").status, 32);
+        assert!(run1(&mut s, "lsblk", &["-o", "MODEL"], "").unsimulated);
+        let fm = text(&run1(&mut s, "findmnt", &[], ""));
+        let lines: Vec<&str> = fm.lines().collect();
+        assert_eq!(
+            lines[0].split_whitespace().collect::<Vec<_>>(),
+            ["TARGET", "SOURCE", "FSTYPE", "OPTIONS"]
+        );
+        assert!(
+            lines[1].starts_with("/ ") && lines[1].contains("/dev/sda2  ext4"),
+            "{fm}"
+        );
+        assert!(fm.contains("├─/sys "), "{fm}");
+        assert!(fm.contains("│ ├─/sys/fs/cgroup "), "{fm}");
+        assert!(
+            lines.last().is_some_and(|l| l.starts_with("└─/boot/efi ")),
+            "{fm}"
+        );
+        // Every mount findmnt draws is a line of /proc/mounts, and the other way round.
+        let proc_mounts =
+            String::from_utf8(s.read_path("/proc/mounts", 0).expect("mounts")).expect("utf8");
+        assert_eq!(proc_mounts.lines().count(), lines.len() - 1);
+        let listed = text(&run1(
+            &mut s,
+            "findmnt",
+            &["-rn", "-o", "SOURCE,TARGET"],
+            "",
+        ));
+        assert!(
+            run1(&mut s, "findmnt", &["-rn"], "").unsimulated,
+            "{listed}"
+        );
+        let listed = text(&run1(
+            &mut s,
+            "findmnt",
+            &["-ln", "-o", "SOURCE,TARGET,FSTYPE,OPTIONS"],
+            "",
+        ));
+        for (l, m) in listed.lines().zip(proc_mounts.lines()) {
+            let a: Vec<&str> = l.split_whitespace().collect();
+            let b: Vec<&str> = m.split_whitespace().take(4).collect();
+            assert_eq!(a, b);
+        }
+        assert_eq!(
+            text(&run1(
+                &mut s,
+                "findmnt",
+                &["/boot/efi", "-n", "-o", "SOURCE"],
+                ""
+            )),
+            "/dev/sda1\n"
+        );
+        assert_eq!(
+            text(&run1(
+                &mut s,
+                "findmnt",
+                &["-T", "/var/lib/rancher", "-o", "TARGET,SOURCE"],
+                ""
+            )),
+            "TARGET SOURCE\n/      /dev/sda2\n"
+        );
+        // Not a mount point: findmnt PATH (no -T) finds nothing, exit 1.
+        assert_eq!(run1(&mut s, "findmnt", &["/var/lib/rancher"], "").status, 1);
+    }
+
+    #[test]
+    fn free_nproc_and_proc_agree() {
+        let mut s = node();
+        let free = text(&run1(&mut s, "free", &[], ""));
+        let mem: Vec<u64> = free
+            .lines()
+            .nth(1)
+            .expect("Mem:")
+            .split_whitespace()
+            .skip(1)
+            .map(|v| v.parse().expect("KiB"))
+            .collect();
+        // total = used + free + buff/cache, as procps computes it.
+        assert_eq!(mem[0], mem[1] + mem[2] + mem[4], "{free}");
+        let meminfo =
+            String::from_utf8(s.read_path("/proc/meminfo", 0).expect("meminfo")).expect("utf8");
+        assert!(
+            meminfo.starts_with(&format!("MemTotal:       {:>8} kB\n", mem[0])),
+            "{meminfo}"
+        );
+        assert!(
+            meminfo.contains(&format!("MemAvailable:   {:>8} kB\n", mem[5])),
+            "{meminfo}"
+        );
+        assert_eq!(
+            text(&run1(&mut s, "free", &["-h"], ""))
+                .lines()
+                .nth(1)
+                .map(|l| l.split_whitespace().nth(1)),
+            Some(Some("15Gi"))
+        );
+        let n = text(&run1(&mut s, "nproc", &[], ""));
+        let cpuinfo =
+            String::from_utf8(s.read_path("/proc/cpuinfo", 0).expect("cpuinfo")).expect("utf8");
+        assert_eq!(
+            cpuinfo
+                .lines()
+                .filter(|l| l.starts_with("processor"))
+                .count()
+                .to_string()
+                + "\n",
+            n
+        );
     }
 }

@@ -587,6 +587,13 @@ async fn start_demo(
             .map(|e| state_of(e).on_server(position))
             .unwrap_or_default();
         let mut node = build_node(&repo, host, &state, gateways.contains_key(host), &clock)?;
+        // The node's own idea of its address is where the demo placed it: what kubectl's
+        // INTERNAL-IP and the inventory's ansible_host say.
+        node.set_lan(
+            *addr,
+            demo_repo::PLAN_PREFIX,
+            demo_repo::planned_gateway(*addr),
+        );
         // Each environment's first server leads its etcd (what the etcd pane reads).
         node.etcd_leader = repo
             .environments

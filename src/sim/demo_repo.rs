@@ -247,6 +247,17 @@ pub fn plan_addresses(repo: &Repo) -> Result<AddressPlan, DemoRepoError> {
     Ok(plan)
 }
 
+/// The prefix length of every network the plan hands out (one /24 per environment, and
+/// one for hosts of no environment).
+pub const PLAN_PREFIX: u8 = 24;
+
+/// The LAN gateway of a planned host's network: its last usable address (`.254`), which
+/// the plan gives to no host or VIP, so a node's `ip route` names a router of its own /24.
+pub fn planned_gateway(host: Ipv4Addr) -> Ipv4Addr {
+    let [a, b, c, _] = host.octets();
+    Ipv4Addr::new(a, b, c, 254)
+}
+
 fn host_address(repo: &Repo, host: &str) -> Option<IpAddr> {
     let v = repo.resolve_var(host, "ansible_host")?;
     v.value()?.as_str()?.parse().ok()

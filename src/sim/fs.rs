@@ -119,6 +119,10 @@ pub fn uid_of(user: &str) -> u32 {
     }
 }
 
+/// What [`FsError::NotSimulated`] prints after the tool's own words; a command whose
+/// error output carries it is turned into the shell's loud exit 2.
+pub const NOT_SIMULATED: &str = "hk-console simulation: this path is not simulated";
+
 /// Why a file operation failed: one variant per refusal, displayed as the `strerror` text
 /// the real tool prints after its own words (`cat: f: No such file or directory`), so a
 /// simulated command prints the same bytes a real one would.
@@ -163,6 +167,10 @@ pub enum FsError {
     /// The node's state could not be reached (its lock was poisoned by a panic).
     #[error("node state unavailable")]
     StateUnavailable,
+    /// A path the simulation does not model (most of /proc and /sys): a real node has it,
+    /// so ENOENT would be a lie. Commands turn this into the shell's exit 2.
+    #[error("{NOT_SIMULATED}")]
+    NotSimulated,
 }
 
 /// A file operation's result: the value, or the refusal.

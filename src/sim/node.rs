@@ -6,11 +6,14 @@
 //! The state is shared as `Arc<Mutex<NodeState>>`: the SSH server runs commands against it,
 //! a simulation (scenario, fault injection) changes it, tests read it.
 //!
-//! Owns: the state model, its simulated files (`/sys/block/*/queue/*`, `/proc/pressure/io`,
-//! `/etc/os-release`, ...), the utilities' output formats (journald `short-iso`, OpenVPN's
-//! log lines, systemctl's `show`), [`NodeSession`] (one command's run).
+//! Owns: the state model, its simulated files (`/sys/block/*/queue/*`, `/proc/cpuinfo`,
+//! `meminfo`, `loadavg`, `mounts`, `uptime`, `/proc/pressure/io`, `/etc/os-release`, ...;
+//! every other /proc or /sys path is "not simulated", never ENOENT), the mount table
+//! `findmnt`, `df` and `/proc/mounts` share, the utilities' output formats (journald
+//! `short-iso`, OpenVPN's log lines, systemctl's `show`), [`NodeSession`] (one command's run).
 //! Must not: touch the real host (no process, no file, no network): every answer comes from
-//! [`NodeState`]; a command it does not know is exit 127 `sim: command not supported: ...`.
+//! [`NodeState`]; a command it does not know is exit 2 "hk-console simulation: `X` is not
+//! simulated".
 //!
 //! One file (over 800 lines): the node state and the utilities that read and change it are one
 //! model under one lock; splitting the utilities off would spread that lock's invariants.
@@ -24,7 +27,7 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 
 use super::coreutils::{self, Cx};
-use super::fs::{normalize, parent, uid_of, FileKind, Fs, FsError, Stat};
+use super::fs::{normalize, parent, uid_of, FileKind, Fs, FsError, Stat, NOT_SIMULATED};
 use super::shell::{run_in, Ending, Output, ShellState, System};
 use crate::checks::live::parse_journal_time;
 
@@ -245,6 +248,8 @@ pub struct Disk {
     pub scheduler: String,
     pub nr_requests: u32,
     pub rotational: bool,
+    /// Its capacity (`/sys/block/DEV/size` is this in 512-byte sectors; `lsblk`'s SIZE).
+    pub size_bytes: u64,
 }
 
 impl Disk {
@@ -257,6 +262,8 @@ impl Disk {
             scheduler: "mq-deadline".into(),
             nr_requests: 64,
             rotational,
+            // A "500 GB" drive: lsblk's 465.8G.
+            size_bytes: 500_107_862_016,
         }
     }
 
@@ -269,6 +276,8 @@ impl Disk {
             scheduler: "none".into(),
             nr_requests: 1023,
             rotational: false,
+            // A "1 TB" drive: lsblk's 931.5G.
+            size_bytes: 1_000_204_886_016,
         }
     }
 
@@ -295,6 +304,54 @@ pub struct Mount {
     pub target: String,
     /// `/dev/sda2`.
     pub source: String,
+    /// `ext4`, `vfat`.
+    pub fstype: String,
+    /// The mount options as `/proc/mounts` lists them.
+    pub options: String,
+}
+
+/// The kernel's memory accounting in KiB: `/proc/meminfo` prints it, `free` derives its
+/// columns from it (used = total - free - buff/cache), so the two always agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memory {
+    pub total: u64,
+    pub free: u64,
+    pub available: u64,
+    pub buffers: u64,
+    pub cached: u64,
+    pub shmem: u64,
+    pub s_reclaimable: u64,
+    pub swap_total: u64,
+    pub swap_free: u64,
+}
+
+impl Memory {
+    /// A 16 GiB server running k3s, no swap (the kubelet's default wants none).
+    pub fn k3s_server() -> Self {
+        Memory {
+            total: 16_288_032,
+            free: 9_914_828,
+            available: 13_574_780,
+            buffers: 212_460,
+            cached: 3_421_700,
+            shmem: 26_940,
+            s_reclaimable: 346_488,
+            swap_total: 0,
+            swap_free: 0,
+        }
+    }
+
+    /// `free`'s buff/cache column.
+    pub fn buff_cache(&self) -> u64 {
+        self.buffers + self.cached + self.s_reclaimable
+    }
+
+    /// `free`'s used column.
+    pub fn used(&self) -> u64 {
+        self.total
+            .saturating_sub(self.free)
+            .saturating_sub(self.buff_cache())
+    }
 }
 
 /// `/proc/pressure/io`.
@@ -375,6 +432,12 @@ pub struct NodeState {
     pub disks: BTreeMap<String, Disk>,
     /// Partition kernel name -> its disk (`sda2` -> `sda`).
     pub partitions: BTreeMap<String, String>,
+    /// Partition kernel name -> its size in bytes (`lsblk`'s SIZE).
+    pub partition_sizes: BTreeMap<String, u64>,
+    /// Online CPUs (`nproc`, `/proc/cpuinfo`); the kubelet's capacity says the same.
+    pub cpus: u32,
+    /// What `/proc/meminfo` and `free` report.
+    pub memory: Memory,
     pub mounts: Vec<Mount>,
     pub io_pressure: Psi,
     /// The node's own (ISP) exit address, seen without the tunnel.
@@ -446,14 +509,25 @@ impl NodeState {
                 ("sda1".to_string(), "sda".to_string()),
                 ("sda2".to_string(), "sda".to_string()),
             ]),
+            // A 512 MiB EFI partition, the rest `/` (1 MiB aligned at both ends).
+            partition_sizes: BTreeMap::from([
+                ("sda1".to_string(), 536_870_912),
+                ("sda2".to_string(), 500_107_862_016 - 536_870_912 - 2 * 1_048_576),
+            ]),
+            cpus: 4,
+            memory: Memory::k3s_server(),
             mounts: vec![
                 Mount {
                     target: "/".into(),
                     source: "/dev/sda2".into(),
+                    fstype: "ext4".into(),
+                    options: "rw,relatime,errors=remount-ro".into(),
                 },
                 Mount {
                     target: "/boot/efi".into(),
                     source: "/dev/sda1".into(),
+                    fstype: "vfat".into(),
+                    options: "rw,relatime,fmask=0077,dmask=0077,codepage=437,iocharset=ascii,shortname=mixed,utf8,errors=remount-ro".into(),
                 },
             ],
             io_pressure: Psi::idle(),
@@ -488,6 +562,7 @@ impl NodeState {
         ] {
             s.add_unit(name, desc, boot_ms);
         }
+        s.seed_etc();
         s
     }
 
@@ -813,6 +888,7 @@ impl NodeState {
                 (Some("queue"), None, _) => Some(dir(false)),
                 (Some("queue"), Some("scheduler" | "nr_requests"), None) => Some(file(0o644, 4096)),
                 (Some("queue"), Some("rotational"), None) => Some(file(0o444, 4096)),
+                (Some("size"), None, _) => Some(file(0o444, 4096)),
                 _ => None,
             };
         }
@@ -836,7 +912,8 @@ impl NodeState {
         match path {
             "/proc/pressure" => Some(dir(false)),
             // procfs files report size 0.
-            "/proc/pressure/io" | "/proc/uptime" => Some(file(0o444, 0)),
+            "/proc/pressure/io" | "/proc/uptime" | "/proc/cpuinfo" | "/proc/meminfo"
+            | "/proc/loadavg" | "/proc/mounts" | "/proc/version" => Some(file(0o444, 0)),
             "/etc/os-release" | "/usr/lib/os-release" => {
                 Some(file(0o644, self.os_release.len() as u64))
             }
@@ -850,6 +927,33 @@ impl NodeState {
         self.virtual_stat(path).is_some()
     }
 
+    /// A path under /proc or /sys the model neither computes nor knows to be absent: a
+    /// real node has most of them, so reading, listing or testing one must say "not
+    /// simulated", never ENOENT. The model knows every disk, so another name under
+    /// /sys/block is truly absent.
+    pub fn unmodelled(&self, path: &str) -> bool {
+        let under = |root: &str| path == root || path.starts_with(&format!("{root}/"));
+        if !(under("/proc") || under("/sys")) || self.virtual_stat(path).is_some() {
+            return false;
+        }
+        if matches!(path, "/proc" | "/sys" | "/sys/block") {
+            return false;
+        }
+        match path.strip_prefix("/sys/block/") {
+            Some(rest) => self
+                .disks
+                .contains_key(rest.split('/').next().unwrap_or(rest)),
+            None => true,
+        }
+    }
+
+    /// A directory whose listing the model gives only in part (a real /proc has every
+    /// process, a real queue directory thirty files): `ls` of it is not simulated.
+    fn listing_unmodelled(&self, path: &str) -> bool {
+        let under = |root: &str| path == root || path.starts_with(&format!("{root}/"));
+        (under("/proc") || under("/sys")) && path != "/sys/block"
+    }
+
     /// A path's metadata, following links.
     pub fn stat(&self, path: &str) -> Option<Stat> {
         self.virtual_stat(path).or_else(|| self.fs.stat(path))
@@ -857,6 +961,9 @@ impl NodeState {
 
     /// A file's bytes as `uid` reads them.
     pub fn read_path(&self, path: &str, uid: u32) -> Result<Vec<u8>, FsError> {
+        if self.unmodelled(path) {
+            return Err(FsError::NotSimulated);
+        }
         match self.virtual_stat(path) {
             Some(st) if st.kind == FileKind::Dir => Err(FsError::IsADirectory),
             Some(_) => self.read_virtual(path).map(String::into_bytes),
@@ -878,6 +985,7 @@ impl NodeState {
             Some(st) if st.kind == FileKind::Dir => Err(FsError::IsADirectory),
             Some(_) if uid != 0 => Err(FsError::PermissionDenied),
             Some(_) => self.write_virtual(path, data),
+            None if self.unmodelled(path) => Err(FsError::NotSimulated),
             None if path.starts_with("/proc/") || path.starts_with("/sys/") => {
                 Err(FsError::NotFound)
             }
@@ -887,6 +995,9 @@ impl NodeState {
 
     /// The names in a directory: the computed ones and the stored ones.
     pub fn list_path(&self, path: &str, uid: u32) -> Result<Vec<String>, FsError> {
+        if self.listing_unmodelled(path) {
+            return Err(FsError::NotSimulated);
+        }
         let mut names: Vec<String> = match path {
             "/sys/block" => self.disks.keys().cloned().collect(),
             "/dev" => std::iter::once("null".to_string())
@@ -924,6 +1035,13 @@ impl NodeState {
 
     /// A file the node computes: its contents, or Err (ENOENT when it is not one).
     fn read_virtual(&self, path: &str) -> Result<String, FsError> {
+        if let Some(d) = path
+            .strip_prefix("/sys/block/")
+            .and_then(|r| r.strip_suffix("/size"))
+            .and_then(|dev| self.disks.get(dev))
+        {
+            return Ok(format!("{}\n", d.size_bytes / 512));
+        }
         if let Some((dev, file)) = self.queue_file(path) {
             let d = self.disks.get(&dev).ok_or(FsError::NotFound)?;
             return match file.as_str() {
@@ -940,8 +1058,29 @@ impl NodeState {
             "/proc/pressure/io" => Ok(self.io_pressure.render()),
             "/proc/uptime" => {
                 let up = now.saturating_sub(self.boot_ms) as f64 / 1000.0;
-                Ok(format!("{up:.2} {:.2}\n", up * 1.7))
+                // Idle time is summed over the CPUs: mostly idle, as a quiet server is.
+                Ok(format!("{up:.2} {:.2}\n", up * f64::from(self.cpus) * 0.9))
             }
+            "/proc/cpuinfo" => Ok(self.cpuinfo()),
+            "/proc/meminfo" => Ok(self.meminfo()),
+            "/proc/loadavg" => {
+                let l = self.load_average();
+                let procs = coreutils::process_count(self);
+                // The newest pid is the reading `cat`'s, the one after its shell's.
+                Ok(format!(
+                    "{l:.2} {l:.2} {l:.2} 1/{procs} {}\n",
+                    coreutils::SESSION_PID + 1
+                ))
+            }
+            "/proc/mounts" => Ok(self
+                .mount_table()
+                .iter()
+                .map(|m| format!("{} {} {} {} 0 0\n", m.source, m.target, m.fstype, m.options))
+                .collect()),
+            "/proc/version" => Ok(format!(
+                "Linux version {} (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14) 12.2.0, GNU ld (GNU Binutils for Debian) 2.40) {}\n",
+                self.kernel_release, self.kernel_version
+            )),
             "/dev/null" => Ok(String::new()),
             _ => Err(FsError::NotFound),
         }
@@ -980,6 +1119,209 @@ impl NodeState {
             },
             _ => Err(FsError::PermissionDenied),
         }
+    }
+}
+
+/// The kernel's own mounts on a Debian 12 server, in the order systemd makes them, with
+/// the node's block-device mounts (the root first) placed where the kernel lists them.
+const KERNEL_MOUNTS_EARLY: [(&str, &str, &str, &str); 5] = [
+    ("/sys", "sysfs", "sysfs", "rw,nosuid,nodev,noexec,relatime"),
+    ("/proc", "proc", "proc", "rw,nosuid,nodev,noexec,relatime"),
+    (
+        "/dev",
+        "udev",
+        "devtmpfs",
+        "rw,nosuid,relatime,size=8117212k,nr_inodes=2029303,mode=755,inode64",
+    ),
+    (
+        "/dev/pts",
+        "devpts",
+        "devpts",
+        "rw,nosuid,noexec,relatime,gid=5,mode=620,ptmxmode=000",
+    ),
+    (
+        "/run",
+        "tmpfs",
+        "tmpfs",
+        "rw,nosuid,nodev,noexec,relatime,size=1628804k,mode=755,inode64",
+    ),
+];
+const KERNEL_MOUNTS_LATE: [(&str, &str, &str, &str); 6] = [
+    (
+        "/sys/kernel/security",
+        "securityfs",
+        "securityfs",
+        "rw,nosuid,nodev,noexec,relatime",
+    ),
+    ("/dev/shm", "tmpfs", "tmpfs", "rw,nosuid,nodev,inode64"),
+    (
+        "/run/lock",
+        "tmpfs",
+        "tmpfs",
+        "rw,nosuid,nodev,noexec,relatime,size=5120k,inode64",
+    ),
+    (
+        "/sys/fs/cgroup",
+        "cgroup2",
+        "cgroup2",
+        "rw,nosuid,nodev,noexec,relatime,nsdelegate,memory_recursiveprot",
+    ),
+    (
+        "/sys/fs/pstore",
+        "pstore",
+        "pstore",
+        "rw,nosuid,nodev,noexec,relatime",
+    ),
+    (
+        "/sys/fs/bpf",
+        "bpf",
+        "bpf",
+        "rw,nosuid,nodev,noexec,relatime,mode=700",
+    ),
+];
+
+/// `/proc/meminfo`'s line: the name and colon in 16 columns, the value in 8, then `kB`.
+fn meminfo_line(name: &str, kib: u64) -> String {
+    format!("{:<16}{kib:>8} kB\n", format!("{name}:"))
+}
+
+impl NodeState {
+    /// Every mount, in `/proc/mounts` order: the kernel's, then the root, then the rest of
+    /// [`NodeState::mounts`]. `findmnt`, `df` and `/proc/mounts` all read this one list.
+    pub fn mount_table(&self) -> Vec<Mount> {
+        let m = |(target, source, fstype, options): (&str, &str, &str, &str)| Mount {
+            target: target.into(),
+            source: source.into(),
+            fstype: fstype.into(),
+            options: options.into(),
+        };
+        let mut v: Vec<Mount> = KERNEL_MOUNTS_EARLY.into_iter().map(m).collect();
+        v.extend(self.mounts.iter().filter(|x| x.target == "/").cloned());
+        v.extend(KERNEL_MOUNTS_LATE.into_iter().map(m));
+        v.extend(self.mounts.iter().filter(|x| x.target != "/").cloned());
+        v
+    }
+
+    /// The /etc files every Debian server has and scripts read, written from the model:
+    /// fstab from the block-device mounts (by the UUIDs `lsblk -f` shows), hosts, and
+    /// resolv.conf (the LAN's gateway resolves). Ordinary files: a playbook may rewrite them.
+    fn seed_etc(&mut self) {
+        let mut fstab = String::from(
+            "# /etc/fstab: static file system information.\n\
+             # <file system> <mount point>   <type>  <options>       <dump>  <pass>\n",
+        );
+        for m in &self.mounts {
+            let Some(dev) = m.source.strip_prefix("/dev/") else {
+                continue;
+            };
+            let (opts, pass) = match (m.fstype.as_str(), m.target.as_str()) {
+                ("vfat", _) => ("umask=0077", 1),
+                (_, "/") => ("errors=remount-ro", 1),
+                _ => ("defaults", 2),
+            };
+            fstab.push_str(&format!(
+                "# {} was on {} during installation\nUUID={} {:<15} {:<7} {:<15} 0       {pass}\n",
+                m.target,
+                m.source,
+                coreutils::fs_uuid(self, dev, &m.fstype),
+                m.target,
+                m.fstype,
+                opts
+            ));
+        }
+        let hosts = format!(
+            "127.0.0.1\tlocalhost\n127.0.1.1\t{}\n\n\
+             # The following lines are desirable for IPv6 capable hosts\n\
+             ::1     localhost ip6-localhost ip6-loopback\nff02::1 ip6-allnodes\n\
+             ff02::2 ip6-allrouters\n",
+            self.hostname
+        );
+        let now = self.boot_ms;
+        for (path, text) in [
+            ("/etc/fstab", fstab),
+            ("/etc/hosts", hosts),
+            ("/etc/resolv.conf", self.resolv_conf()),
+        ] {
+            // Root writes into a directory the tree has: nothing to refuse.
+            let _ = self.fs.write(path, text.as_bytes(), false, 0, now);
+        }
+    }
+
+    fn resolv_conf(&self) -> String {
+        format!("nameserver {}\n", self.lan_gateway)
+    }
+
+    /// Places the node on its LAN: the default interface's address, prefix and gateway
+    /// (`ip`, `hostname -I`, etcd's listeners in `ss` all read them).
+    pub fn set_lan(&mut self, addr: Ipv4Addr, prefix: u8, gateway: Ipv4Addr) {
+        self.lan_addr = addr;
+        self.lan_prefix = prefix.min(32);
+        self.lan_gateway = gateway;
+        let conf = self.resolv_conf();
+        let now = self.boot_ms;
+        let _ = self
+            .fs
+            .write("/etc/resolv.conf", conf.as_bytes(), false, 0, now);
+    }
+
+    /// The 1/5/15-minute load average: a quiet server's 0.3, raised by IO stalls (a task
+    /// waiting on the disk counts towards the load).
+    pub fn load_average(&self) -> f64 {
+        self.io_pressure.some_avg10 / 10.0 + 0.3
+    }
+
+    fn cpuinfo(&self) -> String {
+        let mut out = String::new();
+        for k in 0..self.cpus {
+            out.push_str(&format!(
+                "processor\t: {k}\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 94\n\
+                 model name\t: Intel(R) Core(TM) i5-6500T CPU @ 2.50GHz\nstepping\t: 3\n\
+                 microcode\t: 0xf0\ncpu MHz\t\t: 2500.000\ncache size\t: 6144 KB\n\
+                 physical id\t: 0\nsiblings\t: {n}\ncore id\t\t: {k}\ncpu cores\t: {n}\n\
+                 apicid\t\t: {a}\ninitial apicid\t: {a}\nfpu\t\t: yes\nfpu_exception\t: yes\n\
+                 cpuid level\t: 22\nwp\t\t: yes\n\
+                 flags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat \
+                 pse36 clflush dts acpi mmx fxsr sse sse2 ss ht tm pbe syscall nx pdpe1gb rdtscp \
+                 lm constant_tsc arch_perfmon nopl xtopology nonstop_tsc cpuid aperfmperf pni \
+                 pclmulqdq monitor vmx est ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt \
+                 aes xsave avx f16c rdrand lahf_lm abm fsgsbase bmi1 avx2 smep bmi2 erms \
+                 invpcid rdseed adx smap clflushopt xsaveopt xsavec xgetbv1 xsaves arat md_clear\n\
+                 bugs\t\t: cpu_meltdown spectre_v1 spectre_v2 spec_store_bypass l1tf mds swapgs \
+                 taa itlb_multihit srbds mmio_stale_data retbleed gds\n\
+                 bogomips\t: 4999.90\nclflush size\t: 64\ncache_alignment\t: 64\n\
+                 address sizes\t: 39 bits physical, 48 bits virtual\npower management:\n\n",
+                n = self.cpus,
+                a = k * 2,
+            ));
+        }
+        out
+    }
+
+    fn meminfo(&self) -> String {
+        let m = &self.memory;
+        let active = m.total.saturating_sub(m.free) / 3;
+        [
+            ("MemTotal", m.total),
+            ("MemFree", m.free),
+            ("MemAvailable", m.available),
+            ("Buffers", m.buffers),
+            ("Cached", m.cached),
+            ("SwapCached", 0),
+            ("Active", active),
+            ("Inactive", active / 2),
+            ("SwapTotal", m.swap_total),
+            ("SwapFree", m.swap_free),
+            ("Dirty", 124),
+            ("Writeback", 0),
+            ("Shmem", m.shmem),
+            ("SReclaimable", m.s_reclaimable),
+            ("SUnreclaim", 98_312),
+            ("CommitLimit", m.total / 2 + m.swap_total),
+            ("Committed_AS", m.used() * 2),
+        ]
+        .iter()
+        .map(|(n, v)| meminfo_line(n, *v))
+        .collect()
     }
 }
 
@@ -1024,6 +1366,8 @@ pub struct NodeSession {
     root: bool,
     /// The login shell's variables, kept across the lines of an interactive session.
     shell: Option<ShellState>,
+    /// The session's pseudo-terminal (`/dev/pts/N`), None without one (`tty`: "not a tty").
+    tty: Option<String>,
 }
 
 impl NodeSession {
@@ -1043,7 +1387,14 @@ impl NodeSession {
             cwd: home,
             root: false,
             shell: None,
+            tty: None,
         }
+    }
+
+    /// The session runs on this pseudo-terminal (the client asked for a pty).
+    pub fn with_tty(mut self, tty: Option<String>) -> Self {
+        self.tty = tty;
+        self
     }
 
     /// Runs one command line (as the login shell would): its output, and how it ended.
@@ -1154,6 +1505,17 @@ impl System for NodeSession {
         if base == "sleep" {
             return Some(self.sleep(args));
         }
+        if base == "tty" {
+            return Some(match (args, &self.tty) {
+                ([], Some(t)) => Output::ok(format!("{t}\n")),
+                ([], None) => Output::fail(1, "not a tty\n"),
+                ([s], Some(_)) if s == "-s" || s == "--silent" || s == "--quiet" => Output::ok(""),
+                ([s], None) if s == "-s" || s == "--silent" || s == "--quiet" => {
+                    Output::fail(1, "")
+                }
+                _ => Output::unsimulated(&argv.join(" ")),
+            });
+        }
         if base.starts_with("python") {
             let mut o = Output::unsimulated(&format!(
                 "{} (a simulated node never runs Python: Ansible modules cannot run here; use \
@@ -1181,6 +1543,7 @@ impl System for NodeSession {
             utility(s, &cx, base, args, stdin)
         })
         .flatten()
+        .map(loud_on_unmodelled_paths)
     }
 
     fn read_file(&mut self, path: &str) -> Result<String, FsError> {
@@ -1218,6 +1581,11 @@ impl System for NodeSession {
     fn stat(&mut self, path: &str) -> Option<Stat> {
         let p = normalize(&self.cwd, path);
         self.with_state(|s| s.stat(&p)).flatten()
+    }
+
+    fn unmodelled(&mut self, path: &str) -> bool {
+        let p = normalize(&self.cwd, path);
+        self.with_state(|s| s.unmodelled(&p)).unwrap_or(false)
     }
 
     fn list_dir(&mut self, path: &str) -> Result<Vec<String>, FsError> {
@@ -1269,12 +1637,37 @@ impl System for NodeSession {
         if name == "sleep" {
             return Some("/usr/bin/sleep".into());
         }
+        if name == "tty" {
+            return Some("/usr/bin/tty".into());
+        }
         coreutils::which(name).map(String::from)
     }
 
     fn uid(&self) -> u32 {
         self.effective_uid()
     }
+}
+
+/// A command that met a path the model does not know printed [`NOT_SIMULATED`] after its
+/// own words; it ends as every unmodelled construct does (exit 2, the script stopped, no
+/// output), whatever status it chose, and even when another operand succeeded.
+fn loud_on_unmodelled_paths(o: Output) -> Output {
+    if o.unsimulated {
+        return o;
+    }
+    let err = String::from_utf8_lossy(&o.stderr);
+    let Some(line) = err.lines().find(|l| l.contains(NOT_SIMULATED)) else {
+        return o;
+    };
+    let what = line
+        .split(NOT_SIMULATED)
+        .next()
+        .unwrap_or(line)
+        .trim_end_matches([':', ' ']);
+    // `cat: /proc/x` names the command and the path: `cat /proc/x` is not simulated.
+    // What it printed is dropped: a count or a match over a file it could not read
+    // (`grep -c x /proc/net/dev` says 0) would be a wrong answer.
+    Output::unsimulated(&what.replacen(": ", " ", 1))
 }
 
 /// The node's utilities; None = no such command here.
@@ -1293,8 +1686,6 @@ fn utility(
         "cat" => cat(s, cx, args, stdin),
         "grep" => grep(s, cx, args, stdin),
         "head" | "tail" => head_tail(s, cx, name == "head", args, stdin),
-        "findmnt" => findmnt(s, args),
-        "lsblk" => lsblk(s, args),
         "basename" => match args {
             [p] => Output::ok(format!("{}\n", basename(p))),
             [p, suffix] => {
@@ -1311,8 +1702,10 @@ fn utility(
             None | Some("-s" | "--short" | "-f" | "--fqdn") => {
                 Output::ok(format!("{}\n", s.hostname))
             }
-            Some("-I" | "--all-ip-addresses" | "-i" | "--ip-address") => {
-                Output::ok(format!("{} \n", s.lan_addr))
+            Some("-I" | "--all-ip-addresses") => {
+                let mut addrs = vec![s.lan_addr.to_string()];
+                addrs.extend(s.tunnel().map(|t| t.tunnel_addr.to_string()));
+                Output::ok(format!("{} \n", addrs.join(" ")))
             }
             Some(a) => unsupported(name, args, &format!("option {a}")),
         },
@@ -1361,9 +1754,10 @@ fn systemctl_args(args: &[String]) -> Result<SystemctlArgs, String> {
                 k += 1;
             }
             "--value" | "--quiet" | "-q" | "--no-pager" | "--plain" | "--no-legend" | "--full"
-            | "-l" | "--system" | "--now" | "--no-block" | "--no-ask-password" => {
+            | "-l" | "--system" | "--now" | "--no-block" | "--no-ask-password" | "--failed" => {
                 flags.push(a.clone())
             }
+            "--state=failed" => flags.push("--failed".into()),
             a if a.starts_with("--property=") => {
                 props.extend(a["--property=".len()..].split(',').map(String::from))
             }
@@ -1384,9 +1778,19 @@ fn systemctl(s: &mut NodeState, args: &[String]) -> Output {
         Err(what) => return unsupported("systemctl", args, &what),
     };
     let quiet = flags.iter().any(|f| f == "-q" || f == "--quiet");
+    let failed_only = flags.iter().any(|f| f == "--failed");
     let Some((verb, units)) = pos.split_first() else {
+        if failed_only {
+            return systemctl_failed(s, &flags);
+        }
         return unsupported("systemctl", args, "listing units");
     };
+    if verb == "list-units" && units.is_empty() && failed_only {
+        return systemctl_failed(s, &flags);
+    }
+    if failed_only {
+        return unsupported("systemctl", args, &format!("--failed with {verb}"));
+    }
     let now = s.now_ms();
     match verb.as_str() {
         "is-active" | "is-failed" => {
@@ -1554,30 +1958,156 @@ fn systemctl_show(s: &NodeState, flags: &[String], props: &[String], units: &[St
     Output::ok(out)
 }
 
+/// `systemctl --failed` (`list-units --failed`): the failed units as systemd 252 lists
+/// them without a terminal, the legend unless `--no-legend`.
+fn systemctl_failed(s: &NodeState, flags: &[String]) -> Output {
+    let legend = !flags.iter().any(|f| f == "--no-legend");
+    let failed: Vec<(&String, &Unit)> = s
+        .units
+        .iter()
+        .filter(|(_, u)| u.state == UnitState::Failed)
+        .collect();
+    let mut rows = vec![[
+        "UNIT".to_string(),
+        "LOAD".into(),
+        "ACTIVE".into(),
+        "SUB".into(),
+        "DESCRIPTION".into(),
+    ]];
+    for (name, u) in &failed {
+        rows.push([
+            (*name).clone(),
+            "loaded".into(),
+            u.state.as_str().into(),
+            u.state.sub_state().into(),
+            u.description.clone(),
+        ]);
+    }
+    let mut w = [0usize; 4];
+    for r in &rows {
+        for (k, c) in r.iter().take(4).enumerate() {
+            w[k] = w[k].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for (k, r) in rows.iter().enumerate() {
+        if k == 0 && !legend {
+            continue;
+        }
+        let mark = if k == 0 { ' ' } else { '●' };
+        out.push_str(&format!(
+            "{mark} {:<w0$} {:<w1$} {:<w2$} {:<w3$} {}\n",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3]
+        ));
+    }
+    if legend {
+        if !failed.is_empty() {
+            out.push_str(
+                "\nLOAD   = Reflects whether the unit definition was properly loaded.\n\
+                 ACTIVE = The high-level unit activation state, i.e. generalization of SUB.\n\
+                 SUB    = The low-level unit activation state, values depend on unit type.\n",
+            );
+        }
+        out.push_str(&format!("{} loaded units listed.\n", failed.len()));
+    }
+    Output::ok(out)
+}
+
 fn systemctl_status(s: &NodeState, units: &[String]) -> Output {
+    if units.is_empty() {
+        return unsupported("systemctl", &[], "status without a unit (the whole system)");
+    }
+    let now = s.now_ms();
     let mut out = String::new();
     let mut status = 0;
-    for u in units {
+    for (k, u) in units.iter().enumerate() {
         let name = unit_name(u);
         let Some(unit) = s.units.get(&name) else {
             return Output::fail(4, format!("Unit {name} could not be found.\n"));
         };
-        let dot = if unit.state == UnitState::Active {
-            '●'
+        if k > 0 {
+            out.push('\n');
+        }
+        let dot = match unit.state {
+            UnitState::Active | UnitState::Activating => '●',
+            UnitState::Failed => '×',
+            UnitState::Inactive => '○',
+        };
+        let slice = name.ends_with(".slice");
+        // Debian's packages ship theirs under /lib; k3s' installer and the playbooks write
+        // theirs to /etc.
+        let (path, preset) = if slice {
+            (format!("/lib/systemd/system/{name}"), "static")
+        } else if name == "ssh.service" {
+            (
+                format!("/lib/systemd/system/{name}"),
+                "enabled; preset: enabled",
+            )
         } else {
-            '○'
+            (
+                format!("/etc/systemd/system/{name}"),
+                "enabled; preset: enabled",
+            )
         };
         out.push_str(&format!("{dot} {name} - {}\n", unit.description));
+        out.push_str(&format!("     Loaded: loaded ({path}; {preset})\n"));
+        let sub = match (unit.state, slice) {
+            (UnitState::Active, true) => String::new(),
+            (UnitState::Failed, _) => " (Result: exit-code)".into(),
+            (st, _) => format!(" ({})", st.sub_state()),
+        };
+        let since = match unit.state {
+            UnitState::Active | UnitState::Activating | UnitState::Failed => format!(
+                " since {}; {}",
+                systemd_timestamp(unit.active_since_ms),
+                systemd_ago(now.saturating_sub(unit.active_since_ms))
+            ),
+            UnitState::Inactive => String::new(),
+        };
         out.push_str(&format!(
-            "     Loaded: loaded (/lib/systemd/system/{name}; enabled)\n"
+            "     Active: {}{sub}{since}\n",
+            unit.state.as_str()
         ));
-        out.push_str(&format!(
-            "     Active: {} ({})\n",
-            unit.state.as_str(),
-            unit.state.sub_state()
-        ));
+        if unit.state == UnitState::Active && !slice {
+            let comm = match name.as_str() {
+                "k3s.service" => "k3s-server".to_string(),
+                "ssh.service" => "sshd".to_string(),
+                n => n.trim_end_matches(".service").chars().take(15).collect(),
+            };
+            out.push_str(&format!("   Main PID: {} ({comm})\n", unit.main_pid));
+        }
         if unit.state != UnitState::Active {
             status = 3;
+        }
+        // Its last ten journal lines, as status shows them.
+        let lines: Vec<String> = s
+            .journal
+            .iter()
+            .filter(|e| e.unit == name)
+            .map(|e| {
+                format!(
+                    "{} {} {}: {}",
+                    format_short(e.at_ms),
+                    s.hostname,
+                    e.ident,
+                    e.message
+                )
+            })
+            .collect();
+        if !lines.is_empty() {
+            out.push('\n');
+            for l in &lines[lines.len().saturating_sub(10)..] {
+                out.push_str(l);
+                out.push('\n');
+            }
         }
     }
     Output {
@@ -1585,6 +2115,40 @@ fn systemctl_status(s: &NodeState, units: &[String]) -> Output {
         stderr: Vec::new(),
         status,
         ..Output::default()
+    }
+}
+
+/// systemd's absolute timestamp: `Fri 2026-09-11 22:57:05 UTC`.
+fn systemd_timestamp(ms: u64) -> String {
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    let (y, mo, d, h, mi, sec, _) = utc_fields(ms);
+    let wd = WEEKDAYS[(ms / 86_400_000) as usize % 7];
+    format!("{wd} {y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{sec:02} UTC")
+}
+
+/// systemd's relative time (`format_timestamp_relative`): `2 days ago`, `1 day 3h ago`,
+/// `24h ago`, `1h 5min ago`, `7min ago`, `2min 3s ago`, `40s ago`.
+fn systemd_ago(ms: u64) -> String {
+    let s = ms / 1000;
+    let (min, hour, day, week) = (60, 3600, 86_400, 604_800);
+    if s >= week {
+        format!("{} weeks {} days ago", s / week, s % week / day)
+    } else if s >= 2 * day {
+        format!("{} days ago", s / day)
+    } else if s >= 25 * hour {
+        format!("1 day {}h ago", (s - day) / hour)
+    } else if s >= 6 * hour {
+        format!("{}h ago", s / hour)
+    } else if s >= hour {
+        format!("{}h {}min ago", s / hour, s % hour / min)
+    } else if s >= 5 * min {
+        format!("{}min ago", s / min)
+    } else if s >= min {
+        format!("{}min {}s ago", s / min, s % min)
+    } else if s > 0 {
+        format!("{s}s ago")
+    } else {
+        "now".into()
     }
 }
 
@@ -2005,132 +2569,6 @@ fn head_tail(s: &NodeState, cx: &Cx, head: bool, args: &[String], stdin: &[u8]) 
     Output::ok(out)
 }
 
-/// `findmnt -n -o SOURCE --target PATH` (also `-no SOURCE`, `-T PATH`, `-o TARGET`).
-fn findmnt(s: &NodeState, args: &[String]) -> Output {
-    let mut columns = vec!["TARGET".to_string(), "SOURCE".to_string()];
-    let mut noheadings = false;
-    let mut target = None;
-    let mut k = 0;
-    while let Some(a) = args.get(k) {
-        match a.as_str() {
-            "-n" | "--noheadings" => noheadings = true,
-            "-o" | "--output" | "-no" => {
-                noheadings |= a == "-no";
-                let Some(v) = args.get(k + 1) else {
-                    return Output::fail(1, "findmnt: option requires an argument -- 'o'\n");
-                };
-                columns = v.split(',').map(|c| c.to_ascii_uppercase()).collect();
-                k += 1;
-            }
-            "-T" | "--target" => {
-                target = args.get(k + 1).cloned();
-                k += 1;
-            }
-            a if a.starts_with('-') => return unsupported("findmnt", args, &format!("option {a}")),
-            a => target = Some(a.to_string()),
-        }
-        k += 1;
-    }
-    if let Some(c) = columns.iter().find(|c| *c != "SOURCE" && *c != "TARGET") {
-        return unsupported("findmnt", args, &format!("column {c}"));
-    }
-    let Some(target) = target else {
-        return unsupported("findmnt", args, "listing every mount");
-    };
-    let best = s
-        .mounts
-        .iter()
-        .filter(|m| {
-            m.target == "/"
-                || target == m.target
-                || target.starts_with(&format!("{}/", m.target.trim_end_matches('/')))
-        })
-        .max_by_key(|m| m.target.len());
-    let Some(m) = best else {
-        return Output::fail(1, "");
-    };
-    let row: Vec<&str> = columns
-        .iter()
-        .map(|c| {
-            if c == "SOURCE" {
-                m.source.as_str()
-            } else {
-                m.target.as_str()
-            }
-        })
-        .collect();
-    let mut out = String::new();
-    if !noheadings {
-        out.push_str(&columns.join(" "));
-        out.push('\n');
-    }
-    out.push_str(&row.join(" "));
-    out.push('\n');
-    Output::ok(out)
-}
-
-/// `lsblk -ndo PKNAME DEV` (and `NAME`): the parent disk of a partition, empty for a disk.
-fn lsblk(s: &NodeState, args: &[String]) -> Output {
-    let mut columns: Vec<String> = vec!["NAME".into()];
-    let mut noheadings = false;
-    let mut devs = Vec::new();
-    let mut k = 0;
-    while let Some(a) = args.get(k) {
-        if let Some(flags) = a
-            .strip_prefix('-')
-            .filter(|f| !f.starts_with('-') && !f.is_empty())
-        {
-            for c in flags.chars() {
-                match c {
-                    'n' => noheadings = true,
-                    'd' => {}
-                    'o' => {
-                        let Some(v) = args.get(k + 1) else {
-                            return Output::fail(1, "lsblk: option requires an argument -- 'o'\n");
-                        };
-                        columns = v.split(',').map(|c| c.to_ascii_uppercase()).collect();
-                        k += 1;
-                    }
-                    _ => return unsupported("lsblk", args, &format!("option -{c}")),
-                }
-            }
-        } else if a.starts_with("--") {
-            return unsupported("lsblk", args, &format!("option {a}"));
-        } else {
-            devs.push(a.clone());
-        }
-        k += 1;
-    }
-    if let Some(c) = columns.iter().find(|c| *c != "PKNAME" && *c != "NAME") {
-        return unsupported("lsblk", args, &format!("column {c}"));
-    }
-    if devs.is_empty() {
-        return unsupported("lsblk", args, "listing every device");
-    }
-    let mut out = String::new();
-    if !noheadings {
-        out.push_str(&columns.join(" "));
-        out.push('\n');
-    }
-    for d in &devs {
-        let name = d.strip_prefix("/dev/").unwrap_or(d);
-        let parent = if s.disks.contains_key(name) {
-            ""
-        } else if let Some(p) = s.partitions.get(name) {
-            p.as_str()
-        } else {
-            return Output::fail(32, format!("lsblk: {d}: not a block device\n"));
-        };
-        let row: Vec<&str> = columns
-            .iter()
-            .map(|c| if c == "PKNAME" { parent } else { name })
-            .collect();
-        out.push_str(&row.join(" "));
-        out.push('\n');
-    }
-    Output::ok(out)
-}
-
 fn uptime(s: &NodeState, args: &[String]) -> Output {
     let now = s.now_ms();
     let up_min = now.saturating_sub(s.boot_ms) / 60_000;
@@ -2143,17 +2581,44 @@ fn uptime(s: &NodeState, args: &[String]) -> Output {
                 1 => "1 day, ".into(),
                 n => format!("{n} days, "),
             };
-            let load = s.io_pressure.some_avg10 / 10.0 + 0.3;
+            let load = s.load_average();
+            // procps: `H:MM` once there is an hour, else `N min`.
+            let clock = if h > 0 {
+                format!("{h:2}:{m:02}")
+            } else {
+                format!("{m} min")
+            };
             Output::ok(format!(
-                " {hh:02}:{mm:02}:{ss:02} up {days}{h:2}:{m:02},  0 users,  load average: {load:.2}, {load:.2}, {load:.2}\n"
+                " {hh:02}:{mm:02}:{ss:02} up {days}{clock},  0 users,  load average: {load:.2}, {load:.2}, {load:.2}\n"
             ))
         }
-        Some("-p" | "--pretty") => Output::ok(format!("up {d} days, {h} hours, {m} minutes\n")),
+        Some("-p" | "--pretty") => Output::ok(format!("{}\n", pretty_uptime(up_min))),
         Some("-s" | "--since") => {
             let (y, mo, dd, hh, mm, ss, _) = utc_fields(s.boot_ms);
             Output::ok(format!("{y:04}-{mo:02}-{dd:02} {hh:02}:{mm:02}:{ss:02}\n"))
         }
         Some(a) => unsupported("uptime", args, &format!("option {a}")),
+    }
+}
+
+/// procps' `uptime -p`: `up 1 day, 2 minutes`; only the non-zero units (weeks, days,
+/// hours, minutes), each singular at 1; `up 0 minutes` right after boot.
+fn pretty_uptime(up_min: u64) -> String {
+    let units = [
+        (up_min / 10_080, "week"),
+        (up_min % 10_080 / 1440, "day"),
+        (up_min % 1440 / 60, "hour"),
+        (up_min % 60, "minute"),
+    ];
+    let parts: Vec<String> = units
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, u)| format!("{n} {u}{}", if *n == 1 { "" } else { "s" }))
+        .collect();
+    if parts.is_empty() {
+        "up 0 minutes".into()
+    } else {
+        format!("up {}", parts.join(", "))
     }
 }
 
@@ -2421,5 +2886,118 @@ mod tests {
             "echo hi > /tmp/x && cat /tmp/x && rm /tmp/x && ls /tmp",
         );
         assert_eq!((o.as_str(), code), ("hi\n", 0));
+    }
+
+    #[test]
+    fn proc_and_sys_are_modelled_or_loud_never_a_false_enoent() {
+        let st = Arc::new(Mutex::new(gateway()));
+        let (o, _, code) = run(&st, "grep -c processor /proc/cpuinfo");
+        assert_eq!((o.as_str(), code), ("4\n", 0));
+        let (o, _, _) = run(&st, "cat /proc/loadavg");
+        let (up, _, _) = run(&st, "uptime");
+        let first = o.split_whitespace().next().expect("load");
+        assert!(
+            up.contains(&format!("load average: {first}, ")),
+            "{o} / {up}"
+        );
+        let (o, _, code) = run(&st, "head -1 /proc/meminfo");
+        assert_eq!((o.as_str(), code), ("MemTotal:       16288032 kB\n", 0));
+        for cmd in [
+            "cat /proc/self/status",
+            "cat /proc/sys/vm/swappiness",
+            "cat /sys/class/net/eth0/address",
+            "cat /sys/block/sda/queue/read_ahead_kb",
+            "grep -c x /proc/net/dev",
+            "[ -e /proc/sys/kernel/hostname ] && echo yes",
+            "test -d /sys/fs/cgroup/system.slice || echo no",
+            "wc -l < /proc/partitions",
+            "ls /proc",
+            "echo 1 > /proc/sys/vm/drop_caches",
+            "cat /etc/hostname /proc/vmstat",
+        ] {
+            let (o, e, code) = run(&st, cmd);
+            assert_eq!(code, 2, "{cmd}: {o} {e}");
+            assert!(o.is_empty(), "{cmd} printed a partial answer: {o}");
+            assert!(e.contains("is not simulated"), "{cmd}: {e}");
+        }
+        // The model knows every disk: another is truly absent, as the kernel says.
+        let (o, e, code) = run(&st, "cat /sys/block/sdb/size");
+        assert_eq!((o.as_str(), code), ("", 1), "{e}");
+        assert_eq!(e, "cat: /sys/block/sdb/size: No such file or directory\n");
+        assert_eq!(
+            run(&st, "[ -e /sys/block/sdb ] || echo absent").0,
+            "absent\n"
+        );
+        assert_eq!(run(&st, "[ -e /sys/block/sda ] && echo there").0, "there\n");
+        assert_eq!(run(&st, "cat /sys/block/sda/size").0, "976773168\n");
+        assert_eq!(run(&st, "ls /sys/block").0, "sda\n");
+    }
+
+    #[test]
+    fn uptime_pretty_tty_and_failed_units_read_like_the_real_tools() {
+        assert_eq!(pretty_uptime(1442), "up 1 day, 2 minutes");
+        assert_eq!(pretty_uptime(0), "up 0 minutes");
+        assert_eq!(pretty_uptime(61), "up 1 hour, 1 minute");
+        assert_eq!(
+            pretty_uptime(10_080 * 2 + 1440 * 3 + 120),
+            "up 2 weeks, 3 days, 2 hours"
+        );
+        let st = Arc::new(Mutex::new(gateway()));
+        assert_eq!(
+            run(&st, "uptime -p"),
+            ("up 1 day\n".into(), String::new(), 0)
+        );
+        assert_eq!(run(&st, "tty"), (String::new(), "not a tty\n".into(), 1));
+        let mut s = NodeSession::new(st.clone(), "ops", Arc::new(AtomicBool::new(false)))
+            .with_tty(Some("/dev/pts/0".into()));
+        let (o, _) = s.run("tty");
+        assert_eq!((o.stdout.as_slice(), o.status), (&b"/dev/pts/0\n"[..], 0));
+        assert_eq!(
+            run(&st, "systemctl --failed"),
+            (
+                "  UNIT LOAD ACTIVE SUB DESCRIPTION\n0 loaded units listed.\n".into(),
+                String::new(),
+                0
+            )
+        );
+        st.lock()
+            .expect("lock")
+            .fail_unit_at("vpn-egress-tunnel", T0)
+            .expect("unit");
+        let (o, _, code) = run(&st, "systemctl list-units --failed");
+        assert_eq!(code, 0);
+        let first: Vec<&str> = o.lines().nth(1).expect("row").split_whitespace().collect();
+        assert_eq!(
+            first[..5],
+            [
+                "●",
+                "vpn-egress-tunnel.service",
+                "loaded",
+                "failed",
+                "failed"
+            ]
+        );
+        assert!(o.ends_with("1 loaded units listed.\n"), "{o}");
+        assert_eq!(
+            run(&st, "systemctl --failed --no-legend").0.lines().count(),
+            1
+        );
+        assert_eq!(run(&st, "systemctl status").2, 2);
+    }
+
+    #[test]
+    fn the_node_says_the_lan_address_it_was_given() {
+        let mut n = gateway();
+        n.set_lan(Ipv4Addr::new(10, 1, 2, 3), 24, Ipv4Addr::new(10, 1, 2, 254));
+        let st = Arc::new(Mutex::new(n));
+        assert_eq!(run(&st, "hostname -I").0, "10.1.2.3 10.72.192.7 \n");
+        assert!(run(&st, "ip -br a").0.contains(" 10.1.2.3/24 "));
+        let r = run(&st, "ip r").0;
+        assert!(r.starts_with("default via 10.1.2.254 dev eth0 "), "{r}");
+        assert!(
+            r.contains("10.1.2.0/24 dev eth0 proto kernel scope link src 10.1.2.3"),
+            "{r}"
+        );
+        assert!(run(&st, "ss -tln").0.contains("10.1.2.3:2379"));
     }
 }

@@ -90,6 +90,11 @@ pub trait System {
     fn stat(&mut self, _path: &str) -> Option<Stat> {
         None
     }
+    /// True for a path the simulation does not model (most of /proc and /sys): a test
+    /// of it is not simulated rather than false.
+    fn unmodelled(&mut self, _path: &str) -> bool {
+        false
+    }
     /// The names in a directory (for pathname expansion).
     fn list_dir(&mut self, _path: &str) -> Result<Vec<String>, FsError> {
         Err(FsError::NotFound)
@@ -1296,6 +1301,7 @@ impl<'a> Shell<'a> {
                     let path = self.expand_one(&r.target, out)?;
                     match self.sys.read_file(&path) {
                         Ok(s) => input = Some(s.into_bytes()),
+                        Err(FsError::NotSimulated) => return Err(unsim(&format!("< {path}"))),
                         Err(e) => {
                             return Ok(self.fail(out, 1, &format!("sh: cannot open {path}: {e}")))
                         }
@@ -1315,12 +1321,18 @@ impl<'a> Shell<'a> {
                     } else {
                         // Created (or truncated) now, as the shell opens it.
                         let append = r.op == RedirOp::Append;
-                        if let Err(e) = self.sys.write_file(&path, b"", append) {
-                            return Ok(self.fail(
-                                out,
-                                2,
-                                &format!("sh: cannot create {path}: {e}"),
-                            ));
+                        match self.sys.write_file(&path, b"", append) {
+                            Ok(()) => {}
+                            Err(FsError::NotSimulated) => {
+                                return Err(unsim(&format!("> {path}")));
+                            }
+                            Err(e) => {
+                                return Ok(self.fail(
+                                    out,
+                                    2,
+                                    &format!("sh: cannot create {path}: {e}"),
+                                ));
+                            }
                         }
                         Sink::File(path, true)
                     };
@@ -2152,6 +2164,12 @@ fn unary(sys: &mut dyn System, op: &str, s: &str) -> Result<bool, TestError> {
     }
     let st = match op {
         "-b" | "-c" | "-d" | "-e" | "-f" | "-g" | "-h" | "-L" | "-p" | "-r" | "-S" | "-s"
+        | "-u" | "-w" | "-x" | "-k"
+            if sys.unmodelled(s) =>
+        {
+            return Err(TestError::Unsimulated(format!("test {op} {s}")));
+        }
+        "-b" | "-c" | "-d" | "-e" | "-f" | "-g" | "-h" | "-L" | "-p" | "-r" | "-S" | "-s"
         | "-u" | "-w" | "-x" | "-k" => sys.stat(s),
         _ => return Err(TestError::Usage(format!("{op}: unexpected operator"))),
     };
@@ -2207,6 +2225,9 @@ fn binary(sys: &mut dyn System, x: &str, op: &str, y: &str) -> Result<bool, Test
                 "-gt" => x > y,
                 _ => x >= y,
             }
+        }
+        "-nt" | "-ot" | "-ef" if sys.unmodelled(x) || sys.unmodelled(y) => {
+            return Err(TestError::Unsimulated(format!("test {x} {op} {y}")));
         }
         "-nt" | "-ot" => {
             let (a, b) = (sys.stat(x), sys.stat(y));

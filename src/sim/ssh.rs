@@ -107,9 +107,16 @@ struct Shared {
     state: Arc<Mutex<NodeState>>,
     authorized: Vec<PublicKey>,
     stats: Stats,
+    /// The next pseudo-terminal number (`tty` on a `ssh -tt` session says /dev/pts/N).
+    next_pts: std::sync::atomic::AtomicU32,
 }
 
 impl Shared {
+    /// A pty's device name, as the kernel hands out /dev/pts numbers.
+    fn pts(&self) -> String {
+        format!("/dev/pts/{}", self.next_pts.fetch_add(1, Ordering::SeqCst))
+    }
+
     fn authorizes(&self, key: &PublicKey) -> bool {
         self.authorized
             .iter()
@@ -206,6 +213,7 @@ impl SimNode {
             state: spec.state,
             authorized: spec.authorized_keys,
             stats: Stats::default(),
+            next_pts: std::sync::atomic::AtomicU32::new(0),
         });
         let stop = CancellationToken::new();
         tokio::spawn(accept_loop(listener, config, shared.clone(), stop.clone()));
@@ -681,7 +689,8 @@ impl server::Handler for Conn {
         let Some(rx) = ctl.output.take() else {
             return session.channel_failure(channel);
         };
-        let node = NodeSession::new(self.shared.state.clone(), &self.user, cancel);
+        let tty = pty.then(|| self.shared.pts());
+        let node = NodeSession::new(self.shared.state.clone(), &self.user, cancel).with_tty(tty);
         let handle = session.handle();
         tokio::spawn(async move {
             interactive(handle, channel, node, rx, pty).await;
@@ -737,6 +746,7 @@ impl server::Handler for Conn {
         };
         let state = self.shared.state.clone();
         let user = self.user.clone();
+        let tty = pty.then(|| self.shared.pts());
         let handle = session.handle();
         if let Some(req) = ScpRequest::parse(&command) {
             if let Ok(mut s) = state.lock() {
@@ -767,7 +777,9 @@ impl server::Handler for Conn {
         tokio::spawn(async move {
             let stdin = collect_stdin(&mut rx).await;
             let ran = tokio::task::spawn_blocking(move || {
-                NodeSession::new(state, &user, cancel).run_with_input(&command, &stdin)
+                NodeSession::new(state, &user, cancel)
+                    .with_tty(tty)
+                    .run_with_input(&command, &stdin)
             })
             .await;
             match ran {

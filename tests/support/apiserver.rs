@@ -1,8 +1,13 @@
 //! A real Kubernetes API for the kube tests, the way controller-runtime's envtest does it:
 //! a real `kube-apiserver` (built by tests/apiserver/build.sh from k8s.io/kubernetes) over a
-//! real `etcd`, both on 127.0.0.1, with throwaway certificates (openssl CLI), RBAC on, an
-//! admin token in group system:masters, service-account tokens through TokenRequest, and an
-//! audit log of every request at level Metadata.
+//! real `etcd`, both on 127.0.0.1, with throwaway certificates, RBAC on, an admin token in
+//! group system:masters, service-account tokens through TokenRequest, and an audit log of
+//! every request at level Metadata.
+//!
+//! The servers start exactly as `demo --apiserver` starts them: the PKI, the token file,
+//! the etcd and kube-apiserver command lines, the readiness wait and the watchdogs are the
+//! library's ([`hk_console::sim::apiserver`]); this harness adds what only tests want (the
+//! audit log, a per-process etcd, an observer with a TokenRequest token, fixtures).
 //!
 //! Owns: the shared per-process etcd and PKI, one kube-apiserver per [`ApiServer`] (its own
 //! `--etcd-prefix`, so tests never see each other's objects), kubeconfigs for an admin and a
@@ -12,24 +17,23 @@
 //! Must not: leave processes or files behind, talk to anything but 127.0.0.1, or stand in
 //! for the API server (no fakes: every call here goes to the real binary).
 //!
-//! Processes: each binary runs under a tiny `sh` watchdog whose stdin is a pipe from this
-//! process. When the pipe closes (drop of [`ApiServer`], or this process exiting in any way,
-//! SIGKILL included) the watchdog SIGKILLs its binary and deletes its directory. The etcd
-//! lives in a `static` (never dropped), so the pipe closing at process exit is what ends it.
+//! Processes: each binary runs under the library's watchdog ([`lib::Watched`]): when its
+//! pipe closes (drop of [`ApiServer`], or this process exiting in any way, SIGKILL
+//! included) it SIGKILLs its binary and deletes its directory. The etcd lives in a
+//! `static` (never dropped), so the pipe closing at process exit is what ends it.
 //! `tests/kube_apiserver.rs` proves this by SIGKILLing a test process that holds both.
 //!
 //! Needs `etcd` and `kube-apiserver` in `$HK_APISERVER_BIN_DIR` (default
-//! `<repo>/target/apiserver-bin`, made by `bash tests/apiserver/build.sh`), and `openssl`.
-//! Missing tools FAIL the test with that hint.
+//! `<repo>/target/apiserver-bin`, made by `bash tests/apiserver/build.sh`). Missing tools
+//! FAIL the test with that hint.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use hk_console::sim::apiserver as lib;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
@@ -38,15 +42,14 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, ServiceAccount
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ApiResource, GetParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::api::{Api, ApiResource, Patch, PatchParams, PostParams};
+use kube::Client;
 use serde_json::{json, Value};
+
+pub use lib::{alive, log_tail};
 
 pub const BUILD_HINT: &str =
     "etcd/kube-apiserver missing: run `bash tests/apiserver/build.sh` (needs Go; cold build takes minutes)";
-pub const INSTALL_OPENSSL: &str =
-    "openssl missing: install it with `apt-get install -y openssl` (Debian/Ubuntu)";
 
 /// The admin's user name (static token, group system:masters).
 pub const ADMIN_USER: &str = "hk-admin";
@@ -66,6 +69,7 @@ pub const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "dele
 /// How long a kube-apiserver may take to answer /readyz (2 shared cores, cold page cache).
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 const ETCD_READY_TIMEOUT: Duration = Duration::from_secs(30);
+const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 /// `$HK_APISERVER_BIN_DIR`, else `<repo>/target/apiserver-bin`.
 pub fn bin_dir() -> PathBuf {
@@ -75,55 +79,25 @@ pub fn bin_dir() -> PathBuf {
     }
 }
 
-fn binary(name: &str) -> PathBuf {
-    let p = bin_dir().join(name);
-    assert!(p.is_file(), "{} not found: {BUILD_HINT}", p.display());
-    p
+/// Both binaries, checked the way `demo --apiserver` checks them.
+fn binaries() -> lib::Binaries {
+    lib::Binaries::find(&bin_dir()).unwrap_or_else(|e| panic!("{e}\n{BUILD_HINT}"))
 }
 
-/// A port free on 127.0.0.1 right now, chosen OUTSIDE the kernel's ephemeral range: a port
-/// from that range, once released, can become the source port of any outgoing connection
-/// (kube-apiserver opens dozens to etcd while starting), and the bind then fails.
-fn free_port() -> u16 {
-    let range =
-        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
-    let mut it = range.split_whitespace().map(|x| x.parse::<u32>().ok());
-    let (lo, hi) = match (it.next().flatten(), it.next().flatten()) {
-        (Some(lo), Some(hi)) => (lo, hi),
-        _ => (32768, 60999),
-    };
-    let (from, to) = if lo >= 12000 {
-        (10000, lo)
-    } else {
-        (hi + 1, 65536)
-    };
-    assert!(
-        to > from + 1000,
-        "no room outside the ephemeral ports {lo}-{hi}"
-    );
-    for _ in 0..200 {
-        let r = u32::from_str_radix(&random_hex(4), 16).expect("hex");
-        let port = (from + r % (to - from)) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port on 127.0.0.1 in {from}-{to}");
-}
-
-fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .expect("read /dev/urandom");
-    data_encoding::HEXLOWER.encode(&buf)
-}
-
-/// The last `n` lines of a log file, for failure messages.
-pub fn log_tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
+/// Runs `f` to completion on a thread with its own runtime: the harness is called from
+/// plain and from async tests alike, and a runtime cannot block inside another.
+fn block_on_own_thread<T: Send>(f: impl std::future::Future<Output = T> + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime")
+                .block_on(f)
+        })
+        .join()
+        .expect("harness thread")
+    })
 }
 
 /// What a failed start needs to show: the log's error lines (a Go panic's first line, klog
@@ -148,89 +122,6 @@ fn log_digest(path: &Path, text: &str) -> String {
     )
 }
 
-/// True while `pid` runs (exists and is not a zombie).
-pub fn alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // The state is the first field after the command name's closing ')'.
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, r)| r.split_whitespace().next());
-    !matches!(state, None | Some("Z") | Some("X"))
-}
-
-// ---------------------------------------------------------------------------------------
-// Watchdog: a binary that dies when this process lets go of it.
-
-/// `sh -c WATCHDOG sh <dir> <log> <program> <args...>`: starts the program in the
-/// background (output to the log), prints its pid, then blocks reading stdin. EOF (our end
-/// dropped or this whole process gone) -> SIGKILL the program, reap it, delete the dir.
-/// Terminal signals are ignored so a Ctrl-C on the test run cannot kill the watchdog
-/// before the program.
-const WATCHDOG: &str = r#"dir=$1; log=$2; shift 2
-trap '' INT HUP QUIT TERM
-"$@" </dev/null >>"$log" 2>&1 &
-child=$!
-echo "$child"
-cat >/dev/null
-kill -KILL "$child" 2>/dev/null
-wait "$child" 2>/dev/null
-rm -rf "$dir"
-"#;
-
-/// A program under a watchdog; dropping it kills the program and removes its directory.
-struct Watched {
-    pid: u32,
-    stdin: Option<ChildStdin>,
-    sh: Child,
-}
-
-impl Watched {
-    fn spawn(dir: &Path, log: &Path, program: &Path, args: &[String]) -> Watched {
-        let mut sh = Command::new("/bin/sh")
-            .arg("-c")
-            .arg(WATCHDOG)
-            .arg("hk-watchdog")
-            .arg(dir)
-            .arg(log)
-            .arg(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn /bin/sh for the watchdog");
-        let mut line = String::new();
-        BufReader::new(sh.stdout.take().expect("watchdog stdout"))
-            .read_line(&mut line)
-            .expect("read the watched pid");
-        let pid = line.trim().parse().unwrap_or_else(|_| {
-            panic!(
-                "watchdog for {} printed {line:?}, not a pid",
-                program.display()
-            )
-        });
-        Watched {
-            pid,
-            stdin: sh.stdin.take(),
-            sh,
-        }
-    }
-
-    /// Kills the program, removes the directory, and waits for both to be done.
-    fn stop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.sh.wait();
-    }
-}
-
-impl Drop for Watched {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Per-process shared state: PKI, admin token, audit policy, etcd.
 
@@ -241,15 +132,11 @@ struct Shared {
     etcd_port: u16,
     etcd_pid: u32,
     admin_token: String,
-    ca: PathBuf,
-    serving_cert: PathBuf,
-    serving_key: PathBuf,
-    sa_key: PathBuf,
-    sa_pub: PathBuf,
+    pki: lib::Pki,
     token_file: PathBuf,
     audit_policy: PathBuf,
     /// Never dropped: the pipe closes when the process exits.
-    _etcd: std::sync::Mutex<Watched>,
+    _etcd: std::sync::Mutex<lib::Watched>,
 }
 
 static SHARED: OnceLock<Shared> = OnceLock::new();
@@ -269,127 +156,14 @@ pub fn shared_dir() -> PathBuf {
     shared().dir.clone()
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("run openssl: {e}: {INSTALL_OPENSSL}"));
-    assert!(
-        out.status.success(),
-        "openssl {} failed in {}: {}",
-        args.join(" "),
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA, a serving certificate for 127.0.0.1/localhost signed by it, and a service-account
-/// signing key pair; all P-256, valid two days.
-fn make_pki(dir: &Path) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut ca = vec!["req", "-x509"];
-    ca.extend(ec);
-    ca.extend([
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=hk-test-ca",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-    ]);
-    openssl(dir, &ca);
-    let mut csr = vec!["req"];
-    csr.extend(ec);
-    csr.extend([
-        "-keyout",
-        "serving.key",
-        "-out",
-        "serving.csr",
-        "-subj",
-        "/CN=kube-apiserver",
-    ]);
-    openssl(dir, &csr);
-    std::fs::write(
-        dir.join("serving.ext"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=critical,CA:FALSE\n\
-         keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
-    )
-    .expect("write serving.ext");
-    let serial = format!("0x{}", random_hex(8));
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "serving.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-set_serial",
-            &serial,
-            "-days",
-            "2",
-            "-extfile",
-            "serving.ext",
-            "-out",
-            "serving.crt",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-            "sa.key",
-        ],
-    );
-    openssl(dir, &["pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub"]);
-}
-
 /// Every request at level Metadata; one event per request (no RequestReceived stage).
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\n\
 omitStages: [\"RequestReceived\"]\nrules:\n- level: Metadata\n";
 
-/// GET /health over plain HTTP/1.0: etcd answers `{"health":"true",...}` when it serves.
-fn etcd_healthy(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    body.contains("\"health\":\"true\"")
-}
-
 impl Shared {
     /// For failure messages: is the shared etcd still running and healthy?
     fn etcd_state(&self) -> String {
-        if etcd_healthy(self.etcd_port) {
+        if block_on_own_thread(lib::etcd_healthy(self.etcd_port)) {
             return format!("(etcd at {} is healthy)", self.etcd_url);
         }
         format!(
@@ -407,84 +181,53 @@ impl Shared {
     }
 
     fn start() -> Shared {
-        let etcd_bin = binary("etcd");
+        let bins = binaries();
         let dir = tempfile::Builder::new()
             .prefix("hk-apiserver-shared-")
             .tempdir()
             .expect("temp dir")
             .keep();
-        make_pki(&dir);
-        let admin_token = random_hex(24);
-        let token_file = dir.join("tokens.csv");
-        std::fs::write(
-            &token_file,
-            format!("{admin_token},{ADMIN_USER},hk-admin-uid,\"system:masters\"\n"),
-        )
-        .expect("write tokens.csv");
-        let audit_policy = dir.join("audit-policy.yaml");
-        std::fs::write(&audit_policy, AUDIT_POLICY).expect("write audit policy");
-        let log = dir.join("etcd.log");
-
-        // A port chosen free can be taken before etcd binds it: choose again.
-        let mut last = String::new();
-        for _ in 0..5 {
-            let (client, peer) = (free_port(), free_port());
-            let args: Vec<String> = vec![
-                "--name=hk-test".into(),
-                format!("--data-dir={}", dir.join("etcd-data").display()),
-                format!("--listen-client-urls=http://127.0.0.1:{client}"),
-                format!("--advertise-client-urls=http://127.0.0.1:{client}"),
-                format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
-                format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
-                format!("--initial-cluster=hk-test=http://127.0.0.1:{peer}"),
-                "--unsafe-no-fsync=true".into(),
-                "--log-level=warn".into(),
-            ];
-            let etcd = Watched::spawn(&dir, &log, &etcd_bin, &args);
-            let t0 = Instant::now();
-            loop {
-                if etcd_healthy(client) {
-                    return Shared {
-                        etcd_url: format!("http://127.0.0.1:{client}"),
-                        etcd_port: client,
-                        etcd_pid: etcd.pid,
-                        ca: dir.join("ca.crt"),
-                        serving_cert: dir.join("serving.crt"),
-                        serving_key: dir.join("serving.key"),
-                        sa_key: dir.join("sa.key"),
-                        sa_pub: dir.join("sa.pub"),
-                        dir,
-                        admin_token,
-                        token_file,
-                        audit_policy,
-                        _etcd: std::sync::Mutex::new(etcd),
-                    };
-                }
-                if !alive(etcd.pid) {
-                    last = format!("etcd exited:\n{}", log_tail(&log, 30));
-                    break;
-                }
-                if t0.elapsed() > ETCD_READY_TIMEOUT {
-                    last = format!(
-                        "etcd not healthy on 127.0.0.1:{client} after {ETCD_READY_TIMEOUT:?}:\n{}",
-                        log_tail(&log, 30)
-                    );
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(25));
-            }
-            // `etcd` drops here: killed; the dir goes with it, so make it again.
-            drop(etcd);
-            std::fs::create_dir_all(&dir).expect("recreate shared dir");
-            make_pki(&dir);
-            std::fs::write(
-                &token_file,
-                format!("{admin_token},{ADMIN_USER},hk-admin-uid,\"system:masters\"\n"),
-            )
-            .expect("write tokens.csv");
-            std::fs::write(&audit_policy, AUDIT_POLICY).expect("write audit policy");
+        let admin_token = lib::random_hex(24);
+        let started = block_on_own_thread(lib::start_etcd(
+            &bins.etcd,
+            &dir,
+            "hk-test",
+            ETCD_READY_TIMEOUT,
+            |dir| {
+                let pki = lib::make_pki(dir, &[])?;
+                let token_file = dir.join("tokens.csv");
+                lib::write_token_file(
+                    &token_file,
+                    &[lib::StaticToken {
+                        token: &admin_token,
+                        user: ADMIN_USER,
+                        uid: "hk-admin-uid",
+                        groups: &["system:masters"],
+                    }],
+                )?;
+                let audit_policy = dir.join("audit-policy.yaml");
+                std::fs::write(&audit_policy, AUDIT_POLICY).map_err(|source| {
+                    lib::ApiServerError::Write {
+                        path: audit_policy.clone(),
+                        source,
+                    }
+                })?;
+                Ok((pki, token_file, audit_policy))
+            },
+        ));
+        let (etcd, (pki, token_file, audit_policy)) = started
+            .unwrap_or_else(|e| panic!("could not start etcd from {}: {e}", bins.etcd.display()));
+        Shared {
+            etcd_url: etcd.url,
+            etcd_port: etcd.port,
+            etcd_pid: etcd.proc.pid(),
+            dir,
+            admin_token,
+            pki,
+            token_file,
+            audit_policy,
+            _etcd: std::sync::Mutex::new(etcd.proc),
         }
-        panic!("could not start etcd from {}: {last}", etcd_bin.display());
     }
 }
 
@@ -502,50 +245,16 @@ pub struct ApiServer {
     pub audit_log: PathBuf,
     /// How long [`ApiServer::start`] took (etcd and PKI included when it was the first).
     pub startup: Duration,
-    proc: Watched,
-}
-
-/// A kubeconfig with one cluster, one user (a bearer token) and one context.
-fn kubeconfig_yaml(server: &str, ca_pem: &[u8], context: &str, user: &str, token: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: hk-test\n  cluster:\n    server: {server}\n    \
-         certificate-authority-data: {ca}\ncontexts:\n- name: {context}\n  context:\n    cluster: hk-test\n    \
-         user: {user}\ncurrent-context: {context}\nusers:\n- name: {user}\n  user:\n    token: {token}\n",
-        ca = data_encoding::BASE64.encode(ca_pem),
-    )
+    proc: lib::Watched,
 }
 
 /// A kube client for a kubeconfig file written by this harness, with its current context.
 pub async fn client_for(kubeconfig: &Path) -> Client {
-    let kc = Kubeconfig::read_from(kubeconfig)
+    let yaml = std::fs::read_to_string(kubeconfig)
         .unwrap_or_else(|e| panic!("read kubeconfig {}: {e}", kubeconfig.display()));
-    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+    lib::client_of(&yaml)
         .await
-        .unwrap_or_else(|e| panic!("kubeconfig {}: {e}", kubeconfig.display()));
-    Client::try_from(config).expect("kube client")
-}
-
-/// `/readyz` answered `ok` and kube-system and default exist.
-async fn ready(client: &Client) -> Result<(), String> {
-    let req = kube::core::Request::new("")
-        .get("readyz", &GetParams::default())
-        .map_err(|e| e.to_string())?;
-    let text = tokio::time::timeout(Duration::from_secs(5), client.request_text(req))
-        .await
-        .map_err(|_| "readyz timed out".to_string())?
-        .map_err(|e| format!("readyz: {e}"))?;
-    if text.trim() != "ok" {
-        return Err(format!("readyz said {text:?}"));
-    }
-    let ns: Api<Namespace> = Api::all(client.clone());
-    for name in [KUBE_SYSTEM, "default"] {
-        match ns.get_opt(name).await {
-            Ok(Some(_)) => {}
-            Ok(None) => return Err(format!("namespace {name} not created yet")),
-            Err(e) => return Err(format!("get namespace {name}: {e}")),
-        }
-    }
-    Ok(())
+        .unwrap_or_else(|e| panic!("kubeconfig {}: {e}", kubeconfig.display()))
 }
 
 impl ApiServer {
@@ -553,7 +262,7 @@ impl ApiServer {
     /// it is ready and kube-system exists. Panics with the apiserver log's tail otherwise.
     pub fn start() -> ApiServer {
         let t0 = Instant::now();
-        let apiserver_bin = binary("kube-apiserver");
+        let bins = binaries();
         let sh = shared();
         let id = NEXT_ID.fetch_add(1, Ordering::SeqCst);
         let mut last = String::new();
@@ -563,12 +272,29 @@ impl ApiServer {
                 .tempdir()
                 .expect("temp dir")
                 .keep();
-            let port = free_port();
+            let port = lib::free_port(LOOPBACK).expect("a free port on 127.0.0.1");
             let etcd_prefix = format!("/hk-test-{id}");
             let log = dir.join("apiserver.log");
             let audit_log = dir.join("audit.log");
-            let args = apiserver_args(sh, &dir, port, &etcd_prefix, &audit_log);
-            let proc = Watched::spawn(&dir, &log, &apiserver_bin, &args);
+            let args = lib::ApiServerFlags {
+                etcd_url: &sh.etcd_url,
+                etcd_prefix: &etcd_prefix,
+                bind: LOOPBACK,
+                port,
+                cert_dir: &dir.join("certs"),
+                pki: &sh.pki,
+                token_file: &sh.token_file,
+                extra: vec![
+                    // Compaction is etcd-wide: one server compacting under another's
+                    // watches is noise.
+                    "--etcd-compaction-interval=0".into(),
+                    format!("--audit-policy-file={}", sh.audit_policy.display()),
+                    format!("--audit-log-path={}", audit_log.display()),
+                ],
+            }
+            .args();
+            let proc = lib::Watched::spawn(&dir, &log, &bins.kube_apiserver, &args)
+                .unwrap_or_else(|e| panic!("{e}"));
             let mut server = ApiServer {
                 dir,
                 port,
@@ -580,10 +306,10 @@ impl ApiServer {
             };
             std::fs::write(
                 server.admin_kubeconfig(),
-                kubeconfig_yaml(
-                    &server.url(),
-                    &std::fs::read(&sh.ca).expect("read ca.crt"),
+                lib::kubeconfig(
                     ADMIN_CONTEXT,
+                    &server.url(),
+                    &sh.pki.ca_pem,
                     ADMIN_USER,
                     &sh.admin_token,
                 ),
@@ -612,41 +338,18 @@ impl ApiServer {
         }
         panic!(
             "kube-apiserver ({}) did not become ready: {last}",
-            apiserver_bin.display()
+            bins.kube_apiserver.display()
         );
     }
 
-    /// Polls /readyz on a thread with its own runtime (start() may be called from async
-    /// tests): Err when the process exits or the deadline passes.
+    /// The library's readiness wait, on a thread of its own (start() may be called from
+    /// async tests): Err when the process exits or the deadline passes.
     fn wait_ready(&self) -> Result<(), String> {
         let kubeconfig = self.admin_kubeconfig();
-        let pid = self.proc.pid;
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("tokio runtime");
-                rt.block_on(async {
-                    let client = client_for(&kubeconfig).await;
-                    let t0 = Instant::now();
-                    loop {
-                        let why = match ready(&client).await {
-                            Ok(()) => return Ok(()),
-                            Err(e) => e,
-                        };
-                        if !alive(pid) {
-                            return Err(format!("kube-apiserver (pid {pid}) exited ({why})"));
-                        }
-                        if t0.elapsed() > READY_TIMEOUT {
-                            return Err(format!("not ready after {READY_TIMEOUT:?}: {why}"));
-                        }
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                })
-            })
-            .join()
-            .expect("readiness thread")
+        let pid = self.proc.pid();
+        block_on_own_thread(async {
+            let client = client_for(&kubeconfig).await;
+            lib::wait_ready(&client, pid, READY_TIMEOUT).await
         })
     }
 
@@ -656,12 +359,12 @@ impl ApiServer {
 
     /// The kube-apiserver's pid (for tests of the cleanup).
     pub fn pid(&self) -> u32 {
-        self.proc.pid
+        self.proc.pid()
     }
 
     /// The PEM CA that signed the serving certificate.
     pub fn ca_file(&self) -> PathBuf {
-        shared().ca.clone()
+        shared().pki.ca.clone()
     }
 
     /// A kubeconfig (context `hk-test-admin`) for the admin: group system:masters.
@@ -726,10 +429,10 @@ impl ApiServer {
         let path = self.dir.join("observer.kubeconfig");
         std::fs::write(
             &path,
-            kubeconfig_yaml(
-                &self.url(),
-                &std::fs::read(&shared().ca).expect("read ca.crt"),
+            lib::kubeconfig(
                 OBSERVER_CONTEXT,
+                &self.url(),
+                &shared().pki.ca_pem,
                 OBSERVER_SA,
                 &token,
             ),
@@ -794,7 +497,7 @@ impl ApiServer {
     /// asks for a uniquely named (absent) namespace and we wait for that request's event.
     /// The log backend writes each event after its response is sent, hence the marker.
     pub async fn audit_settle(&self) {
-        let marker = format!("hk-audit-mark-{}", random_hex(6));
+        let marker = format!("hk-audit-mark-{}", lib::random_hex(6));
         let ns: Api<Namespace> = Api::all(self.admin_client().await);
         let _ = ns.get_opt(&marker).await;
         let t0 = Instant::now();
@@ -814,48 +517,6 @@ impl ApiServer {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-}
-
-impl Drop for ApiServer {
-    fn drop(&mut self) {
-        self.proc.stop();
-    }
-}
-
-/// The kube-apiserver command line: loopback only, TLS from the shared PKI, the admin's
-/// static token, RBAC, service-account tokens, its own etcd prefix, audit at Metadata.
-fn apiserver_args(
-    sh: &Shared,
-    dir: &Path,
-    port: u16,
-    etcd_prefix: &str,
-    audit_log: &Path,
-) -> Vec<String> {
-    let p = |p: &Path| p.display().to_string();
-    vec![
-        format!("--etcd-servers={}", sh.etcd_url),
-        format!("--etcd-prefix={etcd_prefix}"),
-        // Compaction is etcd-wide: one server compacting under another's watches is noise.
-        "--etcd-compaction-interval=0".into(),
-        "--bind-address=127.0.0.1".into(),
-        "--advertise-address=127.0.0.1".into(),
-        format!("--secure-port={port}"),
-        format!("--cert-dir={}", p(&dir.join("certs"))),
-        format!("--tls-cert-file={}", p(&sh.serving_cert)),
-        format!("--tls-private-key-file={}", p(&sh.serving_key)),
-        format!("--token-auth-file={}", p(&sh.token_file)),
-        "--anonymous-auth=false".into(),
-        "--authorization-mode=RBAC".into(),
-        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-        format!("--service-account-key-file={}", p(&sh.sa_pub)),
-        format!("--service-account-signing-key-file={}", p(&sh.sa_key)),
-        "--service-cluster-ip-range=10.43.0.0/16".into(),
-        // No controller-manager runs: nothing would create the default ServiceAccounts
-        // that plugin insists on for pods.
-        "--disable-admission-plugins=ServiceAccount".into(),
-        format!("--audit-policy-file={}", p(&sh.audit_policy)),
-        format!("--audit-log-path={}", p(audit_log)),
-    ]
 }
 
 /// Creates the object; an AlreadyExists (409) keeps the existing one.
@@ -995,27 +656,18 @@ pub async fn install_flux_crds(client: &Client) {
     for d in &defs {
         create_or_keep(&crds, d.clone()).await;
     }
-    let t0 = Instant::now();
-    for d in &defs {
-        let name = d["metadata"]["name"].as_str().expect("crd name");
-        loop {
-            let crd = crds.get(name).await.expect("get CRD");
-            let established = crd
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            if established {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "CRD {name} not Established after 30s"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+    let names: Vec<String> = defs
+        .iter()
+        .map(|d| {
+            d["metadata"]["name"]
+                .as_str()
+                .expect("crd name")
+                .to_string()
+        })
+        .collect();
+    lib::wait_established(client, &names, Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 // ---------------------------------------------------------------------------------------

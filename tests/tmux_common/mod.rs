@@ -113,3 +113,39 @@ impl Drop for Tmux {
             .output();
     }
 }
+
+/// `$HK_APISERVER_BIN_DIR` (else `<repo>/target/apiserver-bin`), which must hold each of
+/// `bins`: missing = FAIL with the hint, never a skip.
+pub fn apiserver_bin_dir(bins: &[&str]) -> std::path::PathBuf {
+    let dir = std::env::var_os("HK_APISERVER_BIN_DIR")
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/apiserver-bin")
+        });
+    for b in bins {
+        assert!(
+            dir.join(b).is_file(),
+            "{} not found: set HK_APISERVER_BIN_DIR or run `bash tests/apiserver/build.sh`",
+            dir.join(b).display()
+        );
+    }
+    dir
+}
+
+/// The live processes whose command line mentions `needle` (a demo's directory), as
+/// `pid: command line`.
+pub fn processes_mentioning(needle: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            cmd.contains(needle).then(|| format!("{pid}: {cmd}"))
+        })
+        .collect()
+}
