@@ -2,12 +2,21 @@
 //! against the simulated homelab by the simulated operator, with the real executors (real
 //! ansible-playbook over SSH to the simulated nodes, the real kube client against the
 //! simulated API servers), in every scenario where the issue says what must happen.
-//! Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin): fails, not skips.
+//! Every case runs twice: on the built-in API server, and with `--apiserver` (the same
+//! simulated controllers on a real kube-apiserver and etcd), read through the interface both
+//! share, with one body of assertions.
+//! Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin) and, for the second
+//! mode, etcd, kube-apiserver and kubectl ($HK_APISERVER_BIN_DIR, else target/apiserver-bin):
+//! missing = FAIL with the hint, never a skip.
 
+mod demo_common;
+
+use std::path::Path;
 use std::time::Duration;
 
+use demo_common::{DemoDir, Mode};
 use hk_console::runbook::machine::Input;
-use hk_console::sim::demo::{self, Demo};
+use hk_console::sim::demo::Demo;
 use hk_console::sim::headless::{drive, HeadlessRun, Report, OPERATOR};
 use serde_json::Value;
 
@@ -20,24 +29,34 @@ fn require_ansible() {
     );
 }
 
-async fn start(scenario: &str) -> (tempfile::TempDir, Demo) {
+async fn start(mode: Mode, scenario: &str) -> (DemoDir, Demo) {
     require_ansible();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = demo::start(scenario, &dir.path().join("repo"))
-        .await
-        .unwrap_or_else(|e| panic!("demo {scenario}: {e}"));
-    (dir, d)
+    demo_common::start_in(mode, scenario).await
+}
+
+/// One `#[tokio::test]` per mode for the case `$case(mode)`: `$case::built_in` and
+/// `$case::real_apiserver`.
+macro_rules! both_modes {
+    ($case:ident) => {
+        mod $case {
+            use super::Mode;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn built_in() {
+                super::$case(Mode::BuiltIn).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn real_apiserver() {
+                super::$case(Mode::Real).await
+            }
+        }
+    };
 }
 
 /// Drive `runbook` for `env` (on `host`, for single-host runbooks) on the demo `d`,
 /// journaling under `dir`/runs, within [`LONG`].
-async fn run(
-    d: &Demo,
-    dir: &tempfile::TempDir,
-    runbook: &str,
-    env: &str,
-    host: Option<&str>,
-) -> Report {
+async fn run(d: &Demo, dir: &Path, runbook: &str, env: &str, host: Option<&str>) -> Report {
     let set = hk_console::runbook::embedded::load(&[]).expect("shipped runbooks");
     let req = HeadlessRun {
         runbook: runbook.into(),
@@ -46,7 +65,7 @@ async fn run(
         deadline: LONG,
     };
     let mut lines = Vec::new();
-    let report = drive(d, set, &req, &dir.path().join("runs"), |l| {
+    let report = drive(d, set, &req, &dir.join("runs"), |l| {
         lines.push(l.to_string())
     })
     .await
@@ -82,14 +101,13 @@ fn assert_succeeded(r: &Report) {
     assert!(answers >= gated, "{answers} answers for {gated} gates");
 }
 
-/// The cilium agents' pods (kube-system also runs kube-vip's).
-fn pods(d: &Demo, env: &str) -> Vec<Value> {
-    d.kubes[env]
-        .store()
+/// The cilium agents' pods (kube-system also runs kube-vip's), from whichever API server
+/// the demo runs.
+async fn pods(d: &Demo, env: &str) -> Vec<Value> {
+    demo_common::cluster(d, env)
         .objects("v1", "Pod", Some("kube-system"))
-        .expect("pods")
+        .await
         .into_iter()
-        .map(|o| (*o).clone())
         .filter(|p| p.pointer("/metadata/labels/k8s-app") == Some(&Value::from("cilium")))
         .collect()
 }
@@ -116,19 +134,19 @@ fn vip(d: &Demo, env: &str) -> String {
 
 const LONG: Duration = Duration::from_secs(240);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_health_vpn_egress_verify_and_cold_bringup_complete_in_healthy() {
-    let (dir, d) = start("healthy").await;
+both_modes!(node_health_vpn_egress_verify_and_cold_bringup_complete_in_healthy);
+async fn node_health_vpn_egress_verify_and_cold_bringup_complete_in_healthy(mode: Mode) {
+    let (dir, d) = start(mode, "healthy").await;
     for env in ["dev", "prod"] {
         for rb in ["node-health", "vpn-egress-verify", "cold-bringup"] {
-            assert_succeeded(&run(&d, &dir, rb, env, None).await);
+            assert_succeeded(&run(&d, dir.path(), rb, env, None).await);
         }
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcd_io_priority_completes_and_changes_every_prod_node_through_ansible() {
-    let (dir, d) = start("healthy").await;
+both_modes!(etcd_io_priority_completes_and_changes_every_prod_node_through_ansible);
+async fn etcd_io_priority_completes_and_changes_every_prod_node_through_ansible(mode: Mode) {
+    let (dir, d) = start(mode, "healthy").await;
     let before = |h: &str| {
         let s = d.node_state(h).expect("node");
         let s = s.lock().expect("lock");
@@ -142,7 +160,7 @@ async fn etcd_io_priority_completes_and_changes_every_prod_node_through_ansible(
     };
     let dev_before = before("k3s-dev-1");
     assert_ne!(before("k3s-prod-3").1, Some(10_000), "starts unmitigated");
-    let r = run(&d, &dir, "etcd-io-priority", "prod", None).await;
+    let r = run(&d, dir.path(), "etcd-io-priority", "prod", None).await;
     assert_succeeded(&r);
     // One node at a time in the runbook's order, each confirmed, previewed, applied, read back.
     let hosts: Vec<&str> = r
@@ -180,13 +198,13 @@ async fn etcd_io_priority_completes_and_changes_every_prod_node_through_ansible(
     assert_eq!(before("k3s-dev-1"), dev_before);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memattr_packages_and_reprovision_complete_in_healthy() {
-    let (dir, d) = start("healthy").await;
-    assert_succeeded(&run(&d, &dir, "memattr-survey", "prod", None).await);
+both_modes!(memattr_packages_and_reprovision_complete_in_healthy);
+async fn memattr_packages_and_reprovision_complete_in_healthy(mode: Mode) {
+    let (dir, d) = start(mode, "healthy").await;
+    assert_succeeded(&run(&d, dir.path(), "memattr-survey", "prod", None).await);
     for env in ["dev", "prod"] {
         let host = format!("k3s-{env}-2");
-        assert_succeeded(&run(&d, &dir, "packages-baseline", env, Some(&host)).await);
+        assert_succeeded(&run(&d, dir.path(), "packages-baseline", env, Some(&host)).await);
         // The VPN gateway of the environment: its tunnel steps run too.
         let gw = d
             .repo
@@ -200,7 +218,7 @@ async fn memattr_packages_and_reprovision_complete_in_healthy() {
             s.units["vpn-egress-tunnel.service"].restarts
         };
         let before = restarts();
-        let r = run(&d, &dir, "reprovision-node", env, Some(&gw)).await;
+        let r = run(&d, dir.path(), "reprovision-node", env, Some(&gw)).await;
         assert_succeeded(&r);
         // Prod is protected: each of its plays was previewed (--check --diff) and approved.
         let previewed: Vec<&str> = r
@@ -239,11 +257,11 @@ async fn memattr_packages_and_reprovision_complete_in_healthy() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cilium_endpoint_rollout_completes_in_healthy_for_both_environments() {
-    let (dir, d) = start("healthy").await;
+both_modes!(cilium_endpoint_rollout_completes_in_healthy_for_both_environments);
+async fn cilium_endpoint_rollout_completes_in_healthy_for_both_environments(mode: Mode) {
+    let (dir, d) = start(mode, "healthy").await;
     for env in ["prod", "dev"] {
-        let r = run(&d, &dir, "cilium-endpoint-rollout", env, None).await;
+        let r = run(&d, dir.path(), "cilium-endpoint-rollout", env, None).await;
         assert_succeeded(&r);
         // Prod is protected: a read-only preview of the reconcile, then an approval, before
         // the reconcile; the preview read the DaemonSet it rolls off the cluster.
@@ -282,19 +300,19 @@ async fn cilium_endpoint_rollout_completes_in_healthy_for_both_environments() {
     }
 }
 
+both_modes!(agents_on_node_ip_end_on_the_vip_one_node_at_a_time);
 /// The 2026-09-06 incident: every prod agent dials the founder. The runbook's reconcile
 /// rolls them onto the VIP one node at a time, and the run ends with all of them there.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn agents_on_node_ip_end_on_the_vip_one_node_at_a_time() {
-    let (dir, d) = start("agents-on-node-ip").await;
+async fn agents_on_node_ip_end_on_the_vip_one_node_at_a_time(mode: Mode) {
+    let (dir, d) = start(mode, "agents-on-node-ip").await;
     let vip = vip(&d, "prod");
     assert!(
-        pods(&d, "prod").iter().all(|p| dials(p) != vip),
+        pods(&d, "prod").await.iter().all(|p| dials(p) != vip),
         "the scenario starts with the agents off the VIP"
     );
-    let r = run(&d, &dir, "cilium-endpoint-rollout", "prod", None).await;
+    let r = run(&d, dir.path(), "cilium-endpoint-rollout", "prod", None).await;
     assert_succeeded(&r);
-    let now = pods(&d, "prod");
+    let now = pods(&d, "prod").await;
     assert_eq!(now.len(), 3);
     for p in &now {
         assert_eq!(dials(p), vip, "{}", p["metadata"]["name"]);
@@ -336,15 +354,15 @@ async fn agents_on_node_ip_end_on_the_vip_one_node_at_a_time() {
     );
 }
 
+both_modes!(rollout_stuck_halts_the_run_at_the_unready_pod);
 /// Server 2's updated agent never becomes ready: kube-wait fails naming it once it has been
 /// unready past the (time-scaled) threshold, the run halts there, and nothing after it runs.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rollout_stuck_halts_the_run_at_the_unready_pod() {
-    let (dir, d) = start("rollout-stuck").await;
+async fn rollout_stuck_halts_the_run_at_the_unready_pod(mode: Mode) {
+    let (dir, d) = start(mode, "rollout-stuck").await;
     let stuck = d.stuck_after();
     assert!(stuck <= Duration::from_secs(30), "{stuck:?}");
     let t0 = std::time::Instant::now();
-    let r = run(&d, &dir, "cilium-endpoint-rollout", "prod", None).await;
+    let r = run(&d, dir.path(), "cilium-endpoint-rollout", "prod", None).await;
     let took = t0.elapsed();
     assert!(!r.succeeded);
     assert_eq!(r.outcome, "failed", "{}", r.render());
@@ -367,6 +385,7 @@ async fn rollout_stuck_halts_the_run_at_the_unready_pod() {
     assert_eq!(after.state, "pending", "nothing after the halt runs");
     // The DaemonSet never passed the unready pod: server 3 still runs the old agent.
     let p3: Vec<Value> = pods(&d, "prod")
+        .await
         .into_iter()
         .filter(|p| p["spec"]["nodeName"] == "k3s-prod-3")
         .collect();
@@ -377,21 +396,36 @@ async fn rollout_stuck_halts_the_run_at_the_unready_pod() {
     assert_eq!(list.runs.len(), 1);
 }
 
+both_modes!(the_binary_runs_headless_and_exits_by_the_outcome);
 /// The binary: `demo --headless --run` prints the summary (JSON here) and exits 0 on a
 /// succeeded run; a runbook it does not know is exit 2 naming the ones it has; --headless
-/// without --run is refused by the argument parser.
-#[test]
-fn the_binary_runs_headless_and_exits_by_the_outcome() {
+/// without --run is refused by the argument parser. With `--apiserver`, nothing of the real
+/// servers outlives the command.
+async fn the_binary_runs_headless_and_exits_by_the_outcome(mode: Mode) {
     require_ansible();
+    let apiserver = (mode == Mode::Real).then(demo_common::apiserver_bin_dir);
+    // The binary's real servers count among the test binary's real demos.
+    let _slot = match mode {
+        Mode::BuiltIn => None,
+        Mode::Real => Some(demo_common::real_demo_slot().await),
+    };
     let state = tempfile::tempdir().expect("tempdir");
     let bin = env!("CARGO_BIN_EXE_hk-console");
     let cmd = |args: &[&str]| {
-        std::process::Command::new(bin)
-            .args(args)
+        let mut c = std::process::Command::new(bin);
+        c.args(args)
             .env("XDG_STATE_HOME", state.path())
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("run hk-console")
+            .stdin(std::process::Stdio::null());
+        if let Some(a) = &apiserver {
+            c.arg("--apiserver").arg(a);
+        }
+        let out = c.output().expect("run hk-console");
+        let left = demo_common::processes_mentioning(&state.path().display().to_string());
+        assert!(
+            left.is_empty(),
+            "left running after the demo ({mode}): {left:#?}"
+        );
+        out
     };
     let out = cmd(&[
         "demo",
@@ -442,13 +476,13 @@ fn the_binary_runs_headless_and_exits_by_the_outcome() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--run"));
 }
 
+both_modes!(vpn_egress_verify_halts_on_the_eviction_loop_and_passes_when_healthy);
 /// The 2026-09-12 eviction loop: both gateways on one PIA server and tunnel address,
 /// reconnecting every ~2 min. Each up-window looks green (active, exits through tun0); the
 /// runbook's last step counts the connects in the journal and halts the run there.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn vpn_egress_verify_halts_on_the_eviction_loop_and_passes_when_healthy() {
-    let (dir, d) = start("vpn-eviction-loop").await;
-    let r = run(&d, &dir, "vpn-egress-verify", "prod", None).await;
+async fn vpn_egress_verify_halts_on_the_eviction_loop_and_passes_when_healthy(mode: Mode) {
+    let (dir, d) = start(mode, "vpn-eviction-loop").await;
+    let r = run(&d, dir.path(), "vpn-egress-verify", "prod", None).await;
     assert_eq!(r.outcome, "failed", "{}", r.render());
     let states: Vec<(&str, &str)> = r
         .steps
@@ -471,9 +505,10 @@ async fn vpn_egress_verify_halts_on_the_eviction_loop_and_passes_when_healthy() 
         r.render()
     );
     drop(d);
+    drop(dir);
     // The same runbook in healthy: one connect an hour ago, nothing since.
-    let (dir, d) = start("healthy").await;
-    let r = run(&d, &dir, "vpn-egress-verify", "prod", None).await;
+    let (dir, d) = start(mode, "healthy").await;
+    let r = run(&d, dir.path(), "vpn-egress-verify", "prod", None).await;
     assert_succeeded(&r);
     let out = hk_console::journal::read_output(&r.journal).expect("output");
     assert!(
@@ -488,7 +523,7 @@ async fn vpn_egress_verify_halts_on_the_eviction_loop_and_passes_when_healthy() 
         .expect("lock")
         .journal
         .clear();
-    let r = run(&d, &dir, "vpn-egress-verify", "prod", None).await;
+    let r = run(&d, dir.path(), "vpn-egress-verify", "prod", None).await;
     assert_eq!(r.outcome, "failed", "{}", r.render());
     assert!(
         r.failed_output

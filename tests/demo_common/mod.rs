@@ -66,3 +66,165 @@ pub fn kubectl(kc: &Path, args: &[&str]) -> (String, String, Option<i32>) {
         out.status.code(),
     )
 }
+
+/// Which API server a demo runs its simulated controllers on: the built-in one, or a real
+/// kube-apiserver and etcd (`demo --apiserver DIR`). Tests that hold in both run once per mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    BuiltIn,
+    Real,
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::BuiltIn => "built-in API server",
+            Mode::Real => "--apiserver",
+        })
+    }
+}
+
+/// The directory holding the real etcd, kube-apiserver and kubectl that
+/// tests/apiserver/build.sh built ($HK_APISERVER_BIN_DIR, else target/apiserver-bin).
+/// Missing = FAIL with the build hint, never a skip.
+pub fn apiserver_bin_dir() -> PathBuf {
+    let dir = std::env::var_os("HK_APISERVER_BIN_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/apiserver-bin"));
+    for b in ["etcd", "kube-apiserver", "kubectl"] {
+        assert!(
+            dir.join(b).is_file(),
+            "{} not found: set HK_APISERVER_BIN_DIR or run `bash tests/apiserver/build.sh`",
+            dir.join(b).display()
+        );
+    }
+    dir
+}
+
+/// Real demos alive at once in one test binary: each is an etcd and two kube-apiservers
+/// (several hundred MB and a burst of CPU at start), on a 2-core machine.
+static REAL_DEMOS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
+/// A place among [`REAL_DEMOS`] for a real demo started some other way (the binary with
+/// `--apiserver`): held until dropped.
+pub async fn real_demo_slot() -> tokio::sync::SemaphorePermit<'static> {
+    REAL_DEMOS
+        .acquire()
+        .await
+        .expect("the semaphore is never closed")
+}
+
+/// A demo's temp dir, and in [`Mode::Real`] its place among [`REAL_DEMOS`], both held until
+/// dropped (after the demo: declare the demo after this).
+pub struct DemoDir {
+    tmp: tempfile::TempDir,
+    _slot: Option<tokio::sync::SemaphorePermit<'static>>,
+}
+
+impl DemoDir {
+    pub fn path(&self) -> &Path {
+        self.tmp.path()
+    }
+}
+
+/// The demo's `scenario` in `mode`, its repo under a fresh temp dir's `repo`.
+pub async fn start_in(mode: Mode, scenario: &str) -> (DemoDir, demo::Demo) {
+    let (slot, bins) = match mode {
+        Mode::BuiltIn => (None, None),
+        Mode::Real => {
+            let bins = apiserver_bin_dir();
+            (Some(real_demo_slot().await), Some(bins))
+        }
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t0 = std::time::Instant::now();
+    let d = demo::start_with(scenario, &tmp.path().join("repo"), None, bins.as_deref())
+        .await
+        .unwrap_or_else(|e| panic!("demo {scenario} ({mode}): {e}"));
+    eprintln!("demo {scenario} ({mode}) started in {:?}", t0.elapsed());
+    match mode {
+        Mode::BuiltIn => assert!(d.real.is_none() && !d.kubes.is_empty()),
+        Mode::Real => assert!(d.real.is_some() && d.kubes.is_empty(), "no built-in server"),
+    }
+    (DemoDir { tmp, _slot: slot }, d)
+}
+
+/// One environment's cluster as the simulated controllers write it, through the interface
+/// both modes share: the built-in server's store, or a kube client on the real server.
+pub enum Cluster {
+    BuiltIn(hk_console::sim::kube::Store),
+    Real(hk_console::sim::kube::api::KubeApi),
+}
+
+/// `env`'s cluster in `d`, whichever mode it runs in.
+pub fn cluster(d: &demo::Demo, env: &str) -> Cluster {
+    match &d.real {
+        Some(real) => Cluster::Real(hk_console::sim::kube::api::KubeApi::new(
+            real.servers
+                .get(env)
+                .unwrap_or_else(|| panic!("no real API server for {env}"))
+                .client(),
+        )),
+        None => Cluster::BuiltIn(
+            d.kubes
+                .get(env)
+                .unwrap_or_else(|| panic!("no built-in API server for {env}"))
+                .store()
+                .clone(),
+        ),
+    }
+}
+
+impl Cluster {
+    /// Every object of a kind (in `namespace`, or everywhere).
+    pub async fn objects(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Vec<serde_json::Value> {
+        use hk_console::sim::kube::api::ClusterApi;
+        match self {
+            Cluster::BuiltIn(s) => ClusterApi::objects(s, api_version, kind, namespace).await,
+            Cluster::Real(k) => k.objects(api_version, kind, namespace).await,
+        }
+        .unwrap_or_else(|e| panic!("list {api_version} {kind} in {namespace:?}: {e}"))
+    }
+
+    /// Merge-patch an object's status, as a kubelet or controller would.
+    pub async fn patch_status(
+        &self,
+        r: &hk_console::sim::kube::ObjRef,
+        status: serde_json::Value,
+    ) -> serde_json::Value {
+        use hk_console::sim::kube::api::ClusterApi;
+        match self {
+            Cluster::BuiltIn(s) => ClusterApi::patch_status(s, r, status).await,
+            Cluster::Real(k) => k.patch_status(r, status).await,
+        }
+        .unwrap_or_else(|e| panic!("patch {r} status: {e}"))
+    }
+}
+
+/// The processes whose command line mentions `needle` (a demo's directory).
+pub fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(needle) {
+            out.push(format!("{name}: {cmd}"));
+        }
+    }
+    out
+}
