@@ -462,6 +462,10 @@ async fn util_linux_tables_proc_and_loud_paths_over_openssh() {
             "head -1 < /proc/stat",
             "ls /proc",
             "cat /proc/pressure/memory 2>/dev/null || echo fallback",
+            // Directories the model holds only some of: a listing would be mostly missing.
+            "ls /usr/bin",
+            "ls -la /var/lib/rancher/k3s",
+            "ls /etc | wc -l",
         ] {
             let (o, e, code) = run(cmd);
             assert_eq!(code, Some(2), "{cmd}: {o} {e}");
@@ -471,6 +475,12 @@ async fn util_linux_tables_proc_and_loud_paths_over_openssh() {
                 "{cmd}: {e}"
             );
         }
+        // The top level is whole; what a fresh install leaves empty lists empty.
+        assert_eq!(
+            ok("ls /"),
+            "bin\nboot\ndev\netc\nhome\nlib\nlib64\nlost+found\nmedia\nmnt\nopt\nproc\nroot\nrun\nsbin\nsrv\nsys\ntmp\nusr\nvar\n"
+        );
+        assert_eq!(ok("ls /mnt /srv"), "/mnt:\n\n/srv:\n");
         // No pty: `tty` says so, exit 1.
         assert_eq!(run("tty"), (String::new(), "not a tty\n".into(), Some(1)));
         assert_eq!(

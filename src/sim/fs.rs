@@ -80,6 +80,10 @@ struct Entry {
 #[derive(Debug, Clone)]
 pub struct Fs {
     entries: BTreeMap<String, Entry>,
+    /// Directories of which the simulation models only some entries (`/usr/bin`, `/etc`,
+    /// the k3s data dir...): listing one would show a real node's directory with most of it
+    /// missing, so a listing is refused as not simulated. What is in them can still be read.
+    partial: std::collections::BTreeSet<String>,
 }
 
 /// `path` made absolute against `cwd` and normalised (`.`/`..`/`//` resolved).
@@ -181,7 +185,58 @@ impl Fs {
     pub fn debian(now_ms: u64) -> Self {
         let mut fs = Fs {
             entries: BTreeMap::new(),
+            partial: std::collections::BTreeSet::new(),
         };
+        // The top level whole (a Debian 12 install's), and the empty directories a fresh
+        // install leaves empty.
+        for d in ["/lib", "/lib64", "/media", "/mnt"] {
+            fs.entries.insert(
+                d.to_string(),
+                Entry {
+                    data: None,
+                    mode: 0o755,
+                    uid: 0,
+                    mtime_ms: now_ms,
+                },
+            );
+        }
+        fs.entries.insert(
+            "/lost+found".to_string(),
+            Entry {
+                data: None,
+                mode: 0o700,
+                uid: 0,
+                mtime_ms: now_ms,
+            },
+        );
+        for d in [
+            "/bin",
+            "/boot",
+            "/boot/efi",
+            "/dev",
+            "/etc",
+            "/etc/rancher",
+            "/etc/rancher/k3s",
+            "/etc/systemd",
+            "/etc/systemd/system",
+            "/lib",
+            "/lib64",
+            "/root",
+            "/run",
+            "/sbin",
+            "/usr",
+            "/usr/bin",
+            "/usr/lib",
+            "/usr/local",
+            "/usr/local/bin",
+            "/usr/sbin",
+            "/var",
+            "/var/lib",
+            "/var/lib/rancher/k3s",
+            "/var/log",
+        ] {
+            fs.partial.insert(d.to_string());
+        }
         for d in [
             "/",
             "/bin",
@@ -463,6 +518,9 @@ impl Fs {
         if !Self::allows(e, uid, 4) {
             return Err(FsError::PermissionDenied);
         }
+        if self.partial.contains(path) {
+            return Err(FsError::NotSimulated);
+        }
         let prefix = if path == "/" {
             "/".to_string()
         } else {
@@ -490,6 +548,21 @@ mod tests {
         assert_eq!(normalize("/home/u", "/../etc//hosts"), "/etc/hosts");
         assert_eq!(parent("/etc/hosts"), "/etc");
         assert_eq!(parent("/etc"), "/");
+    }
+
+    #[test]
+    fn a_directory_modelled_in_part_is_not_listed() {
+        let mut fs = Fs::debian(0);
+        assert_eq!(fs.list("/usr/bin", 0), Err(FsError::NotSimulated));
+        assert_eq!(fs.list("/etc", 1000), Err(FsError::NotSimulated));
+        // Its files the model has still read; directories it owns whole still list.
+        fs.write("/etc/hostname", b"n1\n", false, 0, 0)
+            .expect("write");
+        assert_eq!(fs.read("/etc/hostname", 0), Ok(b"n1\n".to_vec()));
+        assert!(fs.list("/", 0).expect("root").contains(&"mnt".to_string()));
+        assert_eq!(fs.list("/mnt", 0), Ok(Vec::new()));
+        fs.write("/tmp/x", b"", false, 0, 0).expect("write");
+        assert_eq!(fs.list("/tmp", 0), Ok(vec!["x".to_string()]));
     }
 
     #[test]

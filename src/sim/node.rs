@@ -1029,6 +1029,8 @@ impl NodeState {
         };
         match self.fs.list(path, uid) {
             Ok(more) => names.extend(more),
+            // A directory the model holds in part: the computed names would not make it whole.
+            Err(FsError::NotSimulated) => return Err(FsError::NotSimulated),
             Err(e) if names.is_empty() && !self.is_virtual(path) => return Err(e),
             Err(_) => {}
         }
