@@ -198,6 +198,16 @@ async fn kubectl_sees_the_simulation_as_a_real_server() {
     .await
     .expect("delete a pod");
     let store = d.kubes["prod"].store().clone();
+    // The namespaces the simulation adds (Flux's, for the repo's Kustomizations) first.
+    for ns in store.objects("v1", "Namespace", None).expect("namespaces") {
+        let name = ns
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if name != "default" && !name.starts_with("kube-") {
+            copy(&admin, &ns).await;
+        }
+    }
     let copied = [
         ("v1", "Node", None),
         ("coordination.k8s.io/v1", "Lease", Some("kube-node-lease")),
@@ -210,6 +220,11 @@ async fn kubectl_sees_the_simulation_as_a_real_server() {
             Some("kube-system"),
         ),
         ("v1", "Event", Some("kube-system")),
+        (
+            "kustomize.toolkit.fluxcd.io/v1",
+            "Kustomization",
+            Some("flux-system"),
+        ),
     ];
     for (av, kind, ns) in copied {
         for o in store.objects(av, kind, ns).expect("served kind") {
@@ -252,6 +267,8 @@ async fn kubectl_sees_the_simulation_as_a_real_server() {
                 "-o",
                 "wide",
             ],
+            &["get", "kustomizations", "-A"],
+            &["get", "ks", "-n", "flux-system", "-o", "wide"],
             &["get", "events", "-n", "kube-system"],
             &["get", "events", "-n", "kube-system", "-o", "wide"],
             &["get", "svc", "-n", "default"],
