@@ -14,6 +14,8 @@
 
 mod demo_common;
 
+use demo_common::until;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -159,21 +161,6 @@ fn one_look_at_every_pane_reads_the_real_apiservers() {
 
 fn kubectl(kc: &Path, args: &[&str]) -> (String, String, Option<i32>) {
     demo_common::kubectl(kc, args)
-}
-
-/// Polls `f` every 200 ms until it answers `Some`, for at most `secs`.
-fn until<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let t0 = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "{what} within {secs} s"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// The real kubectl against the demo's real API servers.

@@ -7,26 +7,14 @@
 mod demo_common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
-use demo_common::{kubeconfig, kubectl};
+use demo_common::{kubeconfig, kubectl, until};
 use hk_console::sim::demo;
 
 fn get(kc: &Path, args: &[&str]) -> String {
     let (out, err, code) = kubectl(kc, args);
     assert_eq!(code, Some(0), "kubectl {args:?}: {err}");
     out
-}
-
-fn until(secs: u64, what: &str, mut f: impl FnMut() -> Option<String>) -> String {
-    let end = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "{what}: not within {secs} s");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// The VIP of `env` as the demo placed it (the kubeconfig's server host).

@@ -16,21 +16,6 @@ use std::path::{Path, PathBuf};
 use demo_common::kubectl;
 use serde_json::Value;
 
-fn bin_dir() -> PathBuf {
-    let dir = std::env::var_os("HK_APISERVER_BIN_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/apiserver-bin"));
-    for b in ["etcd", "kube-apiserver", "kubectl"] {
-        assert!(
-            dir.join(b).is_file(),
-            "{} not found: set HK_APISERVER_BIN_DIR or run `bash tests/apiserver/build.sh`",
-            dir.join(b).display()
-        );
-    }
-    dir
-}
-
 /// What one step gave: its exit code and the text the comparison uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Step {
@@ -296,7 +281,7 @@ async fn run_against(kc: PathBuf, work: PathBuf) -> Vec<Step> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_side_apply_on_the_simulation_answers_as_the_real_apiserver() {
-    let bin = bin_dir();
+    let bin = demo_common::apiserver_bin_dir();
     demo_common::kubectl_bin();
 
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -19,8 +19,10 @@
 
 mod demo_common;
 
+use demo_common::until;
+
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -35,20 +37,6 @@ use serde_json::Value;
 
 const VIP_SEL: &str = "app.kubernetes.io/name=kube-vip-ds";
 const LEASE: &str = "plndr-cp-lock";
-
-fn until<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let t0 = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "{what} within {secs} s"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
 
 fn ok(kc: &Path, args: &[&str]) -> String {
     let (o, e, code) = kubectl(kc, args);
@@ -153,21 +141,6 @@ fn ssh(d: &demo::Demo, host: &str, cmd: &str) {
         .output()
         .expect("ssh (install openssh-client)");
     assert!(out.status.success(), "ssh {host} {cmd}: {out:?}");
-}
-
-fn apiserver_bin_dir() -> PathBuf {
-    let dir = std::env::var_os("HK_APISERVER_BIN_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/apiserver-bin"));
-    for b in ["etcd", "kube-apiserver", "kubectl"] {
-        assert!(
-            dir.join(b).is_file(),
-            "{} not found: set HK_APISERVER_BIN_DIR or run `bash tests/apiserver/build.sh`",
-            dir.join(b).display()
-        );
-    }
-    dir
 }
 
 /// The holder's k3s stops (a playbook's `systemctl stop k3s`): once the Lease has run out
@@ -515,7 +488,7 @@ async fn graceful_stop_of_the_holders_kube_vip_releases_the_lease_builtin() {
 /// dead node unready, as the node lifecycle controller would.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_real_apiserver_a_graceful_stop_releases_and_a_dead_nodes_pods_are_unready() {
-    let bin = apiserver_bin_dir();
+    let bin = demo_common::apiserver_bin_dir();
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("demo");
     let d = demo::start_with("healthy", &dir, None, Some(&bin))

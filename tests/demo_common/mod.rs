@@ -228,3 +228,18 @@ pub fn processes_mentioning(needle: &str) -> Vec<String> {
     }
     out
 }
+
+/// Polls `f` every 200 ms until it answers `Some`, for at most `secs`; then fails naming `what`.
+pub fn until<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(secs),
+            "{what} within {secs} s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
