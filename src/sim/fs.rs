@@ -183,93 +183,55 @@ pub type FsResult<T> = Result<T, FsError>;
 impl Fs {
     /// A Debian 12 server's top-level directories, owned by root, at `now_ms`.
     pub fn debian(now_ms: u64) -> Self {
+        // (directory, mode, listed whole or held in part): a Debian 12 install's top level
+        // whole, and the directories a fresh install leaves empty; the rest hold far more
+        // than the model does, so listing them is refused ([`Fs::list`]).
+        const WHOLE: bool = true;
+        const PART: bool = false;
+        let dirs: &[(&str, u32, bool)] = &[
+            ("/", 0o755, WHOLE),
+            ("/bin", 0o755, PART),
+            ("/boot", 0o755, PART),
+            ("/boot/efi", 0o755, PART),
+            ("/dev", 0o755, PART),
+            ("/etc", 0o755, PART),
+            ("/etc/rancher", 0o755, PART),
+            ("/etc/rancher/k3s", 0o755, PART),
+            ("/etc/systemd", 0o755, PART),
+            ("/etc/systemd/system", 0o755, PART),
+            ("/home", 0o755, WHOLE),
+            ("/lib", 0o755, PART),
+            ("/lib64", 0o755, PART),
+            ("/lost+found", 0o700, WHOLE),
+            ("/media", 0o755, WHOLE),
+            ("/mnt", 0o755, WHOLE),
+            ("/opt", 0o755, WHOLE),
+            ("/proc", 0o755, WHOLE),
+            ("/root", 0o700, PART),
+            ("/run", 0o755, PART),
+            ("/sbin", 0o755, PART),
+            ("/srv", 0o755, WHOLE),
+            ("/sys", 0o755, WHOLE),
+            ("/sys/block", 0o755, WHOLE),
+            ("/tmp", 0o1777, WHOLE),
+            ("/usr", 0o755, PART),
+            ("/usr/bin", 0o755, PART),
+            ("/usr/lib", 0o755, PART),
+            ("/usr/local", 0o755, PART),
+            ("/usr/local/bin", 0o755, PART),
+            ("/usr/sbin", 0o755, PART),
+            ("/var", 0o755, PART),
+            ("/var/lib", 0o755, PART),
+            ("/var/lib/rancher", 0o755, WHOLE),
+            ("/var/lib/rancher/k3s", 0o755, PART),
+            ("/var/log", 0o755, PART),
+            ("/var/tmp", 0o1777, WHOLE),
+        ];
         let mut fs = Fs {
             entries: BTreeMap::new(),
             partial: std::collections::BTreeSet::new(),
         };
-        // The top level whole (a Debian 12 install's), and the empty directories a fresh
-        // install leaves empty.
-        for d in ["/lib", "/lib64", "/media", "/mnt"] {
-            fs.entries.insert(
-                d.to_string(),
-                Entry {
-                    data: None,
-                    mode: 0o755,
-                    uid: 0,
-                    mtime_ms: now_ms,
-                },
-            );
-        }
-        fs.entries.insert(
-            "/lost+found".to_string(),
-            Entry {
-                data: None,
-                mode: 0o700,
-                uid: 0,
-                mtime_ms: now_ms,
-            },
-        );
-        for d in [
-            "/bin",
-            "/boot",
-            "/boot/efi",
-            "/dev",
-            "/etc",
-            "/etc/rancher",
-            "/etc/rancher/k3s",
-            "/etc/systemd",
-            "/etc/systemd/system",
-            "/lib",
-            "/lib64",
-            "/root",
-            "/run",
-            "/sbin",
-            "/usr",
-            "/usr/bin",
-            "/usr/lib",
-            "/usr/local",
-            "/usr/local/bin",
-            "/usr/sbin",
-            "/var",
-            "/var/lib",
-            "/var/lib/rancher/k3s",
-            "/var/log",
-        ] {
-            fs.partial.insert(d.to_string());
-        }
-        for d in [
-            "/",
-            "/bin",
-            "/boot",
-            "/boot/efi",
-            "/dev",
-            "/etc",
-            "/etc/rancher",
-            "/etc/rancher/k3s",
-            "/etc/systemd",
-            "/etc/systemd/system",
-            "/home",
-            "/opt",
-            "/proc",
-            "/root",
-            "/run",
-            "/sbin",
-            "/srv",
-            "/sys",
-            "/sys/block",
-            "/usr",
-            "/usr/bin",
-            "/usr/lib",
-            "/usr/local",
-            "/usr/local/bin",
-            "/usr/sbin",
-            "/var",
-            "/var/lib",
-            "/var/lib/rancher",
-            "/var/lib/rancher/k3s",
-            "/var/log",
-        ] {
-            let mode = if d == "/root" { 0o700 } else { 0o755 };
+        for &(d, mode, whole) in dirs {
             fs.entries.insert(
                 d.to_string(),
                 Entry {
@@ -279,17 +241,9 @@ impl Fs {
                     mtime_ms: now_ms,
                 },
             );
-        }
-        for d in ["/tmp", "/var/tmp"] {
-            fs.entries.insert(
-                d.to_string(),
-                Entry {
-                    data: None,
-                    mode: 0o1777,
-                    uid: 0,
-                    mtime_ms: now_ms,
-                },
-            );
+            if !whole {
+                fs.partial.insert(d.to_string());
+            }
         }
         fs
     }
