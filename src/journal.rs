@@ -722,7 +722,7 @@ fn read_journal_lines(path: &Path) -> Result<(RawJournal, Option<JournalError>),
             break;
         }
         // A refused event leaves the run as it was (the machine checks before it moves).
-        if let Err(source) = run.step(&record.event()) {
+        if let Err(source) = run.step_recorded(&record.event()) {
             damage = Some(JournalError::Rejected {
                 path: path.to_path_buf(),
                 line,

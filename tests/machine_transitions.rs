@@ -513,7 +513,7 @@ fn an_expected_nonzero_exit_code_passes_and_zero_fails() {
 }
 
 #[test]
-fn a_failed_mutating_step_runs_again_only_after_retry_approved() {
+fn a_failed_mutating_step_runs_again_only_through_the_resume_decision() {
     let mut run = etcd_at_apply();
     feed(
         &mut run,
@@ -569,13 +569,38 @@ fn a_failed_mutating_step_runs_again_only_after_retry_approved() {
         ),
         MachineError::NothingToRetry { n: 5 }
     );
+    // Its work went out and it did not end done: what it changed is unknown, so one key
+    // does not run it again; the decision does (probe, then a typed re-run from its
+    // preview, whose approval is asked afresh).
+    assert_eq!(
+        refused(
+            &mut run,
+            Input::RetryApproved {
+                n: 4,
+                by: "op".into()
+            }
+        ),
+        MachineError::NeedsResumeDecision { n: 4 }
+    );
+    assert!(run.needs_decision(4));
     let fx = feed(
         &mut run,
-        vec![Input::RetryApproved {
-            n: 4,
-            by: "op".into(),
-        }],
+        vec![
+            Input::ProbeResult {
+                n: 4,
+                probe: 5,
+                ok: false,
+                detail: "mq-deadline".into(),
+            },
+            Input::RerunApproved {
+                n: 4,
+                by: "op".into(),
+                typed: "prod".into(),
+            },
+        ],
     );
+    assert_eq!(execute_of(&fx), Some((3, 2, false)));
+    let fx = feed(&mut run, vec![finished(3, 2, 0), approve(3)]);
     assert_eq!(execute_of(&fx), Some((4, 2, true)));
     assert_eq!(*run.status(), RunStatus::Active { n: 4 });
     assert_eq!(run.finished_at(), None);

@@ -16,6 +16,13 @@
 //! Safety rules enforced here, not by callers:
 //! - A failure halts the run: nothing after a failed step runs.
 //! - A failed or interrupted step runs again only after an explicit [`Input::RetryApproved`].
+//! - A mutating step whose work went out (an [`Execute`] left) and that did not end `Done`
+//!   has an unknown outcome, however it ended (cancelled, failed, killed, verification
+//!   failed, interrupted, abandoned): it is never retried on one key. It starts again only
+//!   through the resume decision ([`Run::needs_decision`]): its probe (skipped when the
+//!   executor said it never started the work), then [`Input::RerunApproved`] (its preview
+//!   and gates asked afresh, the environment's name typed), [`Input::MarkedDone`] or an
+//!   abort. [`Input::RetryApproved`] on it is refused ([`MachineError::NeedsResumeDecision`]).
 //! - A run built with [`Run::new_read_only`] never produces an [`Execute`] for a mutating
 //!   step: [`Execute`] can only be built inside this module, in one place that checks it.
 //! - Terminal step states absorb late executor events without changing.
@@ -520,6 +527,13 @@ pub struct StepRecord {
     pub interrupted_why: Option<String>,
     /// The resume probe's result, since the step was last interrupted.
     pub probe: Option<ProbeRecord>,
+    /// An [`Execute`] for the current attempt left the machine: its work may have run.
+    /// Derived from the events (set where the effect is built), never journaled.
+    pub work_out: bool,
+    /// The executor said it never started the current attempt's work: it finished with an
+    /// error before any `step-started` ("the step was not started"). Such a step changed
+    /// nothing, so its resume decision needs no probe.
+    pub never_started: bool,
 }
 
 /// A step's local process as journaled.
@@ -558,6 +572,8 @@ impl StepRecord {
             process: None,
             interrupted_why: None,
             probe: None,
+            work_out: false,
+            never_started: false,
         }
     }
 }
@@ -617,12 +633,13 @@ pub enum MachineError {
     #[error("step {n} has not failed and was not interrupted; only the step the run halted on can be retried")]
     NothingToRetry { n: usize },
     #[error(
-        "step {n} changes systems and was interrupted: what it did is unknown, so it is not \
-         retried on one key; decide in the resume view (re-run with a fresh preview and a typed \
+        "step {n} changes systems and its work went out without ending done (interrupted, \
+         cancelled, failed or not verified): what it did is unknown, so it is not retried on \
+         one key; decide in the resume view (re-run with a fresh preview and a typed \
          confirmation, mark done with a reason, or abort)"
     )]
     NeedsResumeDecision { n: usize },
-    #[error("step {n} was not interrupted; the resume decision is for the interrupted step the run halted on")]
+    #[error("step {n}'s outcome is not unknown (it was not interrupted, and did not fail after its work went out); the resume decision is for such a step the run halted on")]
     NotInterrupted { n: usize },
     #[error(
         "step {n}: its process (pid {pid}) may still be running; wait for it or stop it first"
@@ -652,6 +669,8 @@ pub struct Run {
     authorised: BTreeMap<String, GateRecord>,
     started_at: Option<Timestamp>,
     finished_at: Option<Timestamp>,
+    /// Set only while [`Run::step_recorded`] applies an event read back from a journal.
+    recorded: bool,
 }
 
 impl Run {
@@ -708,6 +727,7 @@ impl Run {
             authorised: BTreeMap::new(),
             started_at: None,
             finished_at: None,
+            recorded: false,
         })
     }
 
@@ -716,7 +736,7 @@ impl Run {
     pub fn replay(plan: Plan, mode: Mode, events: &[Event]) -> Result<Self, (usize, MachineError)> {
         let mut run = Self::with_mode(plan, mode).map_err(|e| (0, e))?;
         for (i, ev) in events.iter().enumerate() {
-            run.step(ev).map_err(|e| (i, e))?;
+            run.step_recorded(ev).map_err(|e| (i, e))?;
         }
         Ok(run)
     }
@@ -788,6 +808,27 @@ impl Run {
         Ok(effects)
     }
 
+    /// Feed one event read back from a journal: what was accepted when it was written.
+    /// The one difference from [`Run::step`]: a [`Input::RetryApproved`] on a mutating step
+    /// of unknown outcome (refused since the resume decision covers every such step) is
+    /// history in journals written before that rule, and replays as it ran then, so old
+    /// journals rebuild identically. Live inputs never come through here.
+    pub fn step_recorded(&mut self, event: &Event) -> Result<Vec<Effect>, MachineError> {
+        self.recorded = true;
+        let result = self.step(event);
+        self.recorded = false;
+        result
+    }
+
+    /// Whether step `n` is the halted step whose outcome is unknown and must be decided on
+    /// (probe, then re-run from its preview, mark done, or abort), never retried on one key:
+    /// an interrupted step that changes systems, or one that failed after its work went out.
+    pub fn needs_decision(&self, n: usize) -> bool {
+        self.index(n).is_ok_and(|i| {
+            self.plan.steps[i].mutates && self.undecided_here(i).is_ok() && !self.is_over()
+        })
+    }
+
     fn apply(&mut self, event: &Event) -> Result<Vec<Effect>, MachineError> {
         let at = event.at;
         let mut fx = Vec::new();
@@ -851,7 +892,7 @@ impl Run {
                 detail,
             } => {
                 let i = self.index(*n)?;
-                self.interrupted_here(i)?;
+                self.undecided_here(i)?;
                 if probe_for(&self.plan, *n).map(|p| p.n) != Some(*probe) {
                     return Err(MachineError::NotTheProbe {
                         n: *n,
@@ -1054,6 +1095,10 @@ impl Run {
                 self.steps[i].exit_code = *exit_code;
                 let want = step.expect.as_ref().and_then(|e| e.exit_code).unwrap_or(0);
                 if let Some(error) = error {
+                    // Finished with an error before the executor said it started: it never
+                    // ran (the executor could not be found or could not build the command).
+                    self.steps[i].never_started = exit_code.is_none()
+                        && matches!(state, StepState::Running { started: false, .. });
                     self.fail(i, format!("could not complete: {error}"), at, fx);
                 } else if *exit_code != Some(want) {
                     let got = exit_code.map_or("no exit code (killed?)".to_string(), |c| {
@@ -1202,6 +1247,8 @@ impl Run {
             return false;
         }
         self.steps[i].attempt += 1;
+        self.steps[i].work_out = false;
+        self.steps[i].never_started = false;
         match (gate_phase(step), &step.gate) {
             (Some(GatePhase::BeforeWork), Some(gate)) => {
                 self.steps[i].state = StepState::AwaitingGate {
@@ -1245,6 +1292,7 @@ impl Run {
             started: false,
             cancel_requested: false,
         };
+        self.steps[i].work_out = true;
         fx.push(Effect::Execute(exec));
         true
     }
@@ -1356,22 +1404,30 @@ impl Run {
         Ok(attempt == current)
     }
 
-    /// Step `i` is the interrupted step the run halted on.
-    fn interrupted_here(&self, i: usize) -> Result<(), MachineError> {
+    /// Step `i` is the step the run halted on with an unknown outcome: interrupted, or a
+    /// mutating step that failed after its work went out (however it ended: cancelled,
+    /// an exit code, an error, its verification).
+    fn undecided_here(&self, i: usize) -> Result<(), MachineError> {
         let n = self.plan.steps[i].n;
         if self.is_over() {
             return Err(self.run_over());
         }
-        let interrupted = matches!(self.steps[i].state, StepState::Interrupted { .. });
-        if !(interrupted && self.status == RunStatus::Halted { n }) {
+        let rec = &self.steps[i];
+        let unknown = match rec.state {
+            StepState::Interrupted { .. } => true,
+            StepState::Failed { .. } => self.plan.steps[i].mutates && rec.work_out,
+            _ => false,
+        };
+        if !(unknown && self.status == RunStatus::Halted { n }) {
             return Err(MachineError::NotInterrupted { n });
         }
         Ok(())
     }
 
-    /// Step `i` may be decided on: interrupted here, its process known gone, its probe run.
+    /// Step `i` may be decided on: its outcome unknown here, its process known gone, its
+    /// probe run (unless the executor said it never started the work).
     fn decidable(&self, i: usize) -> Result<(), MachineError> {
-        self.interrupted_here(i)?;
+        self.undecided_here(i)?;
         let n = self.plan.steps[i].n;
         let rec = &self.steps[i];
         if let Some(p) = &rec.process {
@@ -1379,7 +1435,7 @@ impl Run {
                 return Err(MachineError::ProcessStillRunning { n, pid: p.pid });
             }
         }
-        if let Some(probe) = probe_for(&self.plan, n) {
+        if let Some(probe) = probe_for(&self.plan, n).filter(|_| !rec.never_started) {
             if rec.probe.is_none() {
                 return Err(MachineError::ProbeFirst { n, probe: probe.n });
             }
@@ -1401,6 +1457,8 @@ impl Run {
             rec.process = None;
             rec.probe = None;
             rec.interrupted_why = None;
+            rec.work_out = false;
+            rec.never_started = false;
         }
         self.finished_at = None;
         self.advance(from, at, fx);
@@ -1497,9 +1555,10 @@ impl Run {
         if !(halted_here && retryable) {
             return Err(MachineError::NothingToRetry { n });
         }
-        if self.plan.steps[i].mutates
-            && matches!(self.steps[i].state, StepState::Interrupted { .. })
-        {
+        // One rule for every way a mutating step can end without `Done` once its work went
+        // out: the decision, never one key. Journals written before the rule replay as
+        // they ran (`step_recorded`).
+        if self.plan.steps[i].mutates && self.undecided_here(i).is_ok() && !self.recorded {
             return Err(MachineError::NeedsResumeDecision { n });
         }
         let rec = &mut self.steps[i];

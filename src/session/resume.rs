@@ -1,4 +1,5 @@
-//! Resuming an interrupted step that changes systems: a decision, never one key.
+//! Resuming a step that changes systems whose outcome is unknown (interrupted, or failed,
+//! cancelled or not verified after its work went out): a decision, never one key.
 //!
 //! Owns: what is known about the interrupted step ([`ResumeInfo`]): whether its process
 //! still runs ([`ProcessCheck`], by pid and start time), the read-only probe the runbook
@@ -11,7 +12,7 @@ use std::sync::Arc;
 
 use crate::exec::process::{self, ChildId, Liveness, StopReport};
 use crate::journal;
-use crate::runbook::machine::{self, Event, Input, MachineError, StepState, Timestamp};
+use crate::runbook::machine::{self, Event, Input, MachineError, Timestamp};
 
 use super::exec::Executors;
 use super::exec::{ExecRequest, RunTag};
@@ -86,19 +87,10 @@ impl<X: Executors> RunSession<X> {
         }
     }
 
-    /// Whether step `n` is an interrupted step that changes systems (decided on, never
-    /// retried on one key).
+    /// Whether step `n` is a step that changes systems with an unknown outcome (decided
+    /// on, never retried on one key): the machine's rule, [`machine::Run::needs_decision`].
     pub fn needs_decision(&self, n: usize) -> bool {
-        self.core
-            .run
-            .plan()
-            .steps
-            .iter()
-            .any(|s| s.n == n && s.mutates)
-            && self
-                .run
-                .step_record(n)
-                .is_some_and(|r| matches!(r.state, StepState::Interrupted { .. }))
+        self.core.run.needs_decision(n)
     }
 
     /// Start the resume of interrupted step `n`: look for its process, gather what is
@@ -127,6 +119,8 @@ impl<X: Executors> RunSession<X> {
             })
             .unwrap_or_default();
         let probe = match machine::probe_for(self.core.run.plan(), n) {
+            // The executor never started its work: nothing changed, nothing to read back.
+            _ if rec.never_started => ProbeRun::NoProbe,
             None => ProbeRun::NoProbe,
             Some(_) if rec.probe.is_some() => ProbeRun::Done,
             Some(p) => ProbeRun::Pending { probe: p.n },

@@ -1,4 +1,5 @@
-//! The resume decision over an interrupted step that changes systems: what is known (when
+//! The resume decision over a step that changes systems whose outcome is unknown
+//! (interrupted, or failed or cancelled after its work went out): what is known (when
 //! and by whom the run started, why the step stopped, its last output, whether its process
 //! still runs, the probe's look at the live state), then the choices the state allows.
 use crossterm::event::KeyCode;
@@ -29,9 +30,13 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &ResumeModal) {
         .map_or(String::new(), |h| format!(" on {h}"));
     lines.push(Line::from(Span::styled(
         format!(
-            "Step {} ({}{on}) changes systems and was INTERRUPTED: what it did is unknown.",
+            "Step {} ({}{on}) changes systems and was {}: what it did is unknown.",
             m.n,
             step.map_or("?", |s| s.kind.as_str()),
+            match rec.map(|r| &r.state) {
+                Some(StepState::Failed { .. }) => "STOPPED AFTER ITS WORK WENT OUT",
+                _ => "INTERRUPTED",
+            },
         ),
         t.warn(),
     )));
@@ -49,6 +54,16 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &ResumeModal) {
         )));
         if let Some(why) = &r.interrupted_why {
             lines.push(Line::from(Span::styled(format!("why: {why}"), t.text())));
+        }
+        if let StepState::Failed { reason } = &r.state {
+            lines.push(Line::from(Span::styled(format!("why: {reason}"), t.text())));
+        }
+        if r.never_started {
+            lines.push(Line::from(Span::styled(
+                "the executor never started its work: nothing to probe; the re-run still asks \
+                 its preview and gates afresh",
+                t.text(),
+            )));
         }
     }
     let process = match info.map(|i| &i.process) {
@@ -169,7 +184,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &ResumeModal) {
             ("esc back".into(), pointer::key(KeyCode::Esc)),
         ],
     };
-    if rec.is_some_and(|r| !matches!(r.state, StepState::Interrupted { .. })) {
+    if rec.is_some() && !a.run.needs_decision(m.n) {
         lines.push(Line::from(Span::styled("(decided)", t.muted())));
     }
 

@@ -402,12 +402,12 @@ fn detail_lines(app: &App, a: &ActiveRun) -> Vec<StepLine> {
             ));
         }
         if matches!(a.run.status(), RunStatus::Halted { .. }) && !a.view_only {
-            let decide = s.mutates && matches!(r.state, StepState::Interrupted { .. });
+            let decide = a.run.needs_decision(s.n);
             lines.push(StepLine::new(
                 Line::from(Span::styled(
                     if decide {
-                        "interrupted change: enter decides (re-run with a fresh preview, mark \
-                     done, abort)"
+                        "change of unknown outcome: enter decides (re-run with a fresh preview, \
+                     mark done, abort)"
                     } else {
                         "run halted: r retry · S skip · A abort"
                     },
