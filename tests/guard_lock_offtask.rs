@@ -29,14 +29,14 @@ fn kubeconfig(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
 }
 
 fn console(dir: &std::path::Path, port: u16) -> App {
-    let mut app = App::operate(parts(dir), operate_caps(&ALL_KINDS, &ALL_KINDS));
     let repo = hk_console::repo::Repo::load(std::path::Path::new("inventory")).expect("sample");
     let ov = KubeOverrides {
         kubeconfig: Some(kubeconfig(dir, port)),
         ..KubeOverrides::default()
     };
-    app.locking = Some(Arc::new(RunLocking::for_repo(&repo, &ov, false)));
-    app
+    let mut p = parts(dir);
+    p.locking = Some(Arc::new(RunLocking::for_repo(&repo, &ov, false)));
+    App::operate(p, operate_caps(&ALL_KINDS, &ALL_KINDS))
 }
 
 fn journals(dir: &std::path::Path) -> usize {

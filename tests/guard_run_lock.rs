@@ -265,8 +265,7 @@ async fn a_stale_lock_is_taken_over_only_with_the_typed_answer_and_both_runs_see
         Some("k3s-dev-2"),
     )
     .expect("plan");
-    let mut s = Session::plan(plan, &caps, "carol").expect("session");
-    s.set_locking(Some(locking));
+    let mut s = Session::plan(plan, &caps, "carol", Some(locking)).expect("session");
     let runs = dir.path().join("runs");
     let now = hk_console::journal::now();
     let why = s.start(Some(&runs), now).expect_err("stale: refused").0;
@@ -468,10 +467,9 @@ fn console_app(d: &Demo, runs: &std::path::Path) -> hk_console::ui::app::App {
         operator: "carol".into(),
         now: hk_console::journal::now(),
         faults: None,
+        locking: Some(locking),
     };
-    let mut app = App::operate(parts, caps);
-    app.locking = Some(locking);
-    app
+    App::operate(parts, caps)
 }
 
 /// Run the app's queued lock calls as the console's loop does, until none is left: each
@@ -656,4 +654,373 @@ async fn a_resume_on_a_stale_lock_gets_the_take_over_prompt_and_a_lost_lock_show
         top.contains("RUN LOCK: the run lock was lost: bob@console-b holds it now"),
         "{top}"
     );
+}
+
+/// Answers `s` as its executors and operator would (every step's work exits 0, the host set
+/// is the one expected, each gate is approved or typed right) until the gate of a step
+/// `stop` names opens: its number. None: nothing more was asked.
+fn drive(
+    s: &mut hk_console::session::Session,
+    fx: Vec<hk_console::session::SessionEffect>,
+    stop: &dyn Fn(usize) -> bool,
+) -> Option<usize> {
+    use hk_console::runbook::machine::{GateAnswer, Input};
+    use hk_console::runbook::plan::{Gate, StepKind};
+    use hk_console::session::exec::ExecRequest;
+    use hk_console::session::SessionEffect;
+    let now = hk_console::journal::now;
+    let mut q: std::collections::VecDeque<SessionEffect> = fx.into();
+    while let Some(e) = q.pop_front() {
+        let more = match e {
+            SessionEffect::Request(r) => match *r {
+                ExecRequest::Execute { step, attempt, .. } => {
+                    assert!(!step.mutates, "driven past a mutating step: {}", step.n);
+                    let n = step.n;
+                    let mut v = s.feed(Input::StepStarted { n, attempt }, now());
+                    v.extend(s.feed(
+                        Input::StepFinished {
+                            n,
+                            attempt,
+                            exit_code: Some(0),
+                            error: None,
+                        },
+                        now(),
+                    ));
+                    v
+                }
+                ExecRequest::Verify { step, attempt, .. } => {
+                    let n = step.n;
+                    if step.kind == StepKind::ListHosts {
+                        let hosts = step.host.clone().into_iter().collect();
+                        s.feed(Input::HostSetObserved { n, attempt, hosts }, now())
+                    } else {
+                        s.feed(
+                            Input::VerifyResult {
+                                n,
+                                attempt,
+                                ok: true,
+                                detail: "ok".into(),
+                            },
+                            now(),
+                        )
+                    }
+                }
+                ExecRequest::Cancel { .. } => Vec::new(),
+            },
+            SessionEffect::AskGate { n, gate } => {
+                if stop(n) {
+                    return Some(n);
+                }
+                let text = match gate {
+                    Gate::ConfirmHosts { expected } => Some(expected.len().to_string()),
+                    Gate::TypedConfirm { phrase } => Some(phrase),
+                    _ => None,
+                };
+                let input = match text {
+                    Some(text) => Input::TypedText {
+                        n,
+                        by: "carol".into(),
+                        text,
+                        note: None,
+                    },
+                    None => Input::GateAnswered {
+                        n,
+                        answer: GateAnswer::Approved {
+                            by: "carol".into(),
+                            note: None,
+                        },
+                    },
+                };
+                s.feed(input, now())
+            }
+            _ => Vec::new(),
+        };
+        q.extend(more);
+    }
+    None
+}
+
+/// Bob writes himself into dev's Lease; returns once `s`'s renewal has found the loss.
+async fn bob_takes_the_lease(c: &kube::Client, s: &hk_console::session::Session) -> String {
+    let patch = serde_json::json!({"spec": {"holderIdentity": "bob@console-b"}});
+    Api::<Lease>::namespaced(c.clone(), LOCK_NAMESPACE)
+        .patch(
+            LOCK_NAME,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .expect("bob overwrites the Lease");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(t) = s.lock.trouble().filter(|t| t.contains("lost")) {
+            return t;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lost lock was never found"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A run whose lock is lost while it waits at the operator-present gate before its apply:
+/// the loss is journaled when the session learns it (its tick), not at the run's end, and
+/// the banner says nothing more runs; the gate's approval is refused (nothing journaled but
+/// the loss). And a mutating step reached by an executor's reply (no gate in front of it)
+/// never leaves the session while the lock is lost: it ends "not started", and its re-run
+/// (the decision) is refused too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lock_stops_the_next_gate_and_every_mutating_step_and_is_journaled_when_learnt() {
+    use hk_console::runbook::machine::{GateAnswer, Input, StepState};
+    use hk_console::runbook::plan::StepKind;
+    use hk_console::session::exec::ExecRequest;
+    use hk_console::session::{Session, SessionEffect};
+
+    let Lab { dir, d, c } = lab().await;
+    let (mut repo, caps, _) = console_parts(&d);
+    // A short lock: renewed every 2 s, so the loss is found quickly.
+    repo.config.run_lock.duration_s = 6;
+    let locking = Arc::new(hk_console::session::lock::RunLocking::for_repo(
+        &repo,
+        &KubeOverrides::default(),
+        false,
+    ));
+    let set = hk_console::runbook::embedded::load(&[]).expect("runbooks");
+    let plans = hk_console::session::RepoPlans { repo };
+    let (plan, _) = hk_console::session::plan_runbook(
+        &set,
+        &plans,
+        "packages-baseline",
+        Some("dev"),
+        None,
+        Some("k3s-dev-2"),
+    )
+    .expect("plan");
+    let apply = plan
+        .steps
+        .iter()
+        .find(|s| s.mutates)
+        .map(|s| s.n)
+        .expect("a mutating step");
+    let runs = dir.path().join("runs");
+    let now = hk_console::journal::now;
+    let journal_of = |s: &Session| s.journal.as_ref().expect("journal").path().to_path_buf();
+    let lines = |p: &std::path::Path| std::fs::read_to_string(p).expect("journal");
+
+    // 1. At the gate in front of the apply.
+    let mut s =
+        Session::plan(plan.clone(), &caps, "carol", Some(Arc::clone(&locking))).expect("session");
+    let fx = s.start(Some(&runs), now()).expect("starts, the lock taken");
+    let gate = drive(&mut s, fx, &|n| n == apply - 1).expect("the gate before the apply");
+    let journal = journal_of(&s);
+    let trouble = bob_takes_the_lease(&c, &s).await;
+    assert!(
+        trouble.contains("bob@console-b") && trouble.contains("nothing more runs"),
+        "{trouble}"
+    );
+    // The console's tick learns it: journaled now, once.
+    let said = format!("{:?}", s.lock_tick(now()));
+    assert!(
+        said.contains("run lock lost: bob@console-b holds it now"),
+        "{said}"
+    );
+    assert_eq!(
+        lock_notes(&journal).last().map(String::as_str),
+        Some("run lock lost: bob@console-b holds it now")
+    );
+    assert!(s.lock_tick(now()).is_empty(), "journaled once");
+    let before = lines(&journal);
+    let fx = s.feed(
+        Input::GateAnswered {
+            n: gate,
+            answer: GateAnswer::Approved {
+                by: "carol".into(),
+                note: None,
+            },
+        },
+        now(),
+    );
+    let said = format!("{fx:?}");
+    assert!(
+        said.contains("refused (gate-answered): the run lock was lost: bob@console-b"),
+        "{said}"
+    );
+    assert!(
+        !fx.iter().any(|e| matches!(e, SessionEffect::Request(_))),
+        "{said}"
+    );
+    assert_eq!(
+        lines(&journal),
+        before,
+        "a refused approval journals nothing"
+    );
+    assert!(matches!(
+        s.run.step_record(gate).map(|r| &r.state),
+        Some(StepState::AwaitingGate { .. })
+    ));
+    // Aborted, its end journals the loss no second time.
+    s.feed(
+        Input::Abort {
+            by: "carol".into(),
+            reason: "lost the lock".into(),
+        },
+        now(),
+    );
+    let lost = lock_notes(&journal)
+        .iter()
+        .filter(|n| n.contains("lost"))
+        .count();
+    assert_eq!(lost, 1, "{:?}", lock_notes(&journal));
+    drop(s);
+
+    // 2. The same plan without its gates: the preview's own finish would hand out the apply.
+    Api::<Lease>::namespaced(c.clone(), LOCK_NAMESPACE)
+        .delete(LOCK_NAME, &Default::default())
+        .await
+        .expect("bob's Lease goes");
+    let mut gateless = plan.clone();
+    gateless.steps.retain(|s| s.kind != StepKind::Gate);
+    let preview = gateless
+        .steps
+        .iter()
+        .rev()
+        .find(|s| s.n < apply)
+        .map(|s| s.n)
+        .expect("the preview");
+    let mut s =
+        Session::plan(gateless, &caps, "carol", Some(Arc::clone(&locking))).expect("session");
+    let fx = s.start(Some(&runs), now()).expect("starts, the lock taken");
+    // Driven up to the preview's start (its finish is held back).
+    let mut fx = fx;
+    let attempt = loop {
+        let mut next = Vec::new();
+        let mut at_preview = None;
+        for e in fx {
+            match e {
+                SessionEffect::Request(r) => match *r {
+                    ExecRequest::Execute { step, attempt, .. } if step.n == preview => {
+                        at_preview = Some(attempt);
+                    }
+                    other => next.push(SessionEffect::Request(Box::new(other))),
+                },
+                e => next.push(e),
+            }
+        }
+        if let Some(a) = at_preview {
+            break a;
+        }
+        assert!(!next.is_empty(), "the preview was never asked for");
+        let mut more = Vec::new();
+        drive_one(&mut s, next, &mut more);
+        fx = more;
+    };
+    let journal = journal_of(&s);
+    bob_takes_the_lease(&c, &s).await;
+    let fx = s.feed(
+        Input::StepFinished {
+            n: preview,
+            attempt,
+            exit_code: Some(0),
+            error: None,
+        },
+        now(),
+    );
+    let said = format!("{fx:?}");
+    assert!(
+        !fx.iter().any(|e| matches!(e, SessionEffect::Request(r) if matches!(**r, ExecRequest::Execute { ref step, .. } if step.mutates))),
+        "the apply left while the lock was lost: {said}"
+    );
+    assert!(
+        said.contains(&format!("step {apply} not started: the run lock was lost")),
+        "{said}"
+    );
+    let rec = s.run.step_record(apply).expect("apply");
+    assert!(
+        matches!(rec.state, StepState::Failed { .. }) && rec.never_started,
+        "{rec:?}"
+    );
+    assert!(s.run.needs_decision(apply));
+    let text = lines(&journal);
+    assert!(
+        text.contains("the run lock was lost: bob@console-b holds it now"),
+        "{text}"
+    );
+    assert_eq!(
+        lock_notes(&journal).last().map(String::as_str),
+        Some("run lock lost: bob@console-b holds it now")
+    );
+    // The decision's re-run is refused too while the lock is lost.
+    let before = lines(&journal);
+    let said = format!(
+        "{:?}",
+        s.decide(
+            Input::RerunApproved {
+                n: apply,
+                by: "carol".into(),
+                typed: "dev".into(),
+            },
+            now(),
+        )
+        .expect("accepted by the machine")
+    );
+    assert!(said.contains("refused (rerun-approved)"), "{said}");
+    assert_eq!(lines(&journal), before);
+}
+
+/// One round of [`drive`]'s answers without a stop: what they asked next goes to `out`.
+fn drive_one(
+    s: &mut hk_console::session::Session,
+    fx: Vec<hk_console::session::SessionEffect>,
+    out: &mut Vec<hk_console::session::SessionEffect>,
+) {
+    use hk_console::runbook::machine::Input;
+    use hk_console::runbook::plan::{Gate, StepKind};
+    use hk_console::session::exec::ExecRequest;
+    use hk_console::session::SessionEffect;
+    let now = hk_console::journal::now;
+    for e in fx {
+        match e {
+            SessionEffect::Request(r) => match *r {
+                ExecRequest::Execute { step, attempt, .. } => {
+                    let n = step.n;
+                    out.extend(s.feed(Input::StepStarted { n, attempt }, now()));
+                    out.extend(s.feed(
+                        Input::StepFinished {
+                            n,
+                            attempt,
+                            exit_code: Some(0),
+                            error: None,
+                        },
+                        now(),
+                    ));
+                }
+                ExecRequest::Verify { step, attempt, .. } if step.kind == StepKind::ListHosts => {
+                    let hosts = step.host.clone().into_iter().collect();
+                    out.extend(s.feed(
+                        Input::HostSetObserved {
+                            n: step.n,
+                            attempt,
+                            hosts,
+                        },
+                        now(),
+                    ));
+                }
+                _ => {}
+            },
+            SessionEffect::AskGate {
+                n,
+                gate: Gate::ConfirmHosts { expected },
+            } => out.extend(s.feed(
+                Input::TypedText {
+                    n,
+                    by: "carol".into(),
+                    text: expected.len().to_string(),
+                    note: None,
+                },
+                now(),
+            )),
+            _ => {}
+        }
+    }
 }

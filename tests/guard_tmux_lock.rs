@@ -5,6 +5,8 @@
 //! mutating run started in the real console gets the prompt (holder, run, since, last
 //! renewal), a wrong environment name is refused, the right one with a reason takes it over
 //! and the run goes on; the new run's journal and the Lease's mark for the old run say so.
+//! The `run` command's start screen (`hk-console --repo DEMO run RUNBOOK --env prod`) takes
+//! the lock when its run starts, as Home's `:run` does; a second such console is refused.
 mod tmux_common;
 
 use std::path::Path;
@@ -106,6 +108,11 @@ fn a_command_that_starts_no_run_refuses_the_flag() {
 /// The demo's dev cluster, as its kubeconfig under `demo` reaches it (once the demo wrote
 /// it).
 async fn demo_client(demo: &Path) -> kube::Client {
+    demo_env_client(demo, "dev").await
+}
+
+/// The demo's cluster of `env`, as its kubeconfig under `demo` reaches it.
+async fn demo_env_client(demo: &Path, env: &str) -> kube::Client {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let repo = loop {
         match hk_console::repo::Repo::load(demo) {
@@ -118,12 +125,12 @@ async fn demo_client(demo: &Path) -> kube::Client {
     };
     let ov = hk_console::cluster::KubeOverrides::default();
     let t = loop {
-        match hk_console::cluster::kube_target(&repo, "dev", &ov) {
+        match hk_console::cluster::kube_target(&repo, env, &ov) {
             Ok(t) => break t,
             Err(e) => {
                 assert!(
                     std::time::Instant::now() < deadline,
-                    "dev's kubeconfig: {e}"
+                    "{env}'s kubeconfig: {e}"
                 );
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             }
@@ -262,5 +269,107 @@ async fn a_stale_lock_gets_the_take_over_prompt_in_the_real_console() {
             rec.run_id
         )) && note.to_string().ends_with(": ann's laptop died"),
         "{note}"
+    );
+}
+
+/// `hk-console run etcd-io-priority --env prod` over the demo's repo: `s` takes prod's run
+/// lock before the run's first gate, its confirm-hosts (the Lease names this console, the run and the
+/// runbook); a second `run` console pressing `s` meanwhile is refused, naming the holder,
+/// and journals nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_command_takes_the_lock_and_a_second_run_console_is_refused() {
+    use hk_console::cluster::lock;
+    let base = tempfile::tempdir().expect("temp dir");
+    let demo = base.path().join("demo");
+    let bin = env!("CARGO_BIN_EXE_hk-console");
+    // The demo serves the clusters; the consoles under test are `run` over its repo.
+    let cmd = format!(
+        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} LOGNAME=e2e TERM=xterm-256color {bin} demo --dir {demo}; echo EXIT=$?; sleep 60",
+        st = shell_quote(&base.path().join("state")),
+        bin = shell_quote(Path::new(bin)),
+        demo = shell_quote(&demo),
+    );
+    let _served = Tmux::launch(
+        format!("hk-e2e-{}-lock-runcmd-demo", std::process::id()),
+        &cmd,
+        "160",
+        "45",
+    );
+    _served.wait_for("SIMULATED homelab");
+    let c = demo_env_client(&demo, "prod").await;
+    let api = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        c.clone(),
+        lock::LOCK_NAMESPACE,
+    );
+    let run_console = |name: &str, state: &Path| {
+        let cmd = format!(
+            "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} LOGNAME=e2e TERM=xterm-256color {bin} --repo {demo} run etcd-io-priority --env prod; echo EXIT=$?; sleep 60",
+            st = shell_quote(state),
+            bin = shell_quote(Path::new(bin)),
+            demo = shell_quote(&demo),
+        );
+        Tmux::launch(
+            format!("hk-e2e-{}-lock-runcmd-{name}", std::process::id()),
+            &cmd,
+            "160",
+            "45",
+        )
+    };
+    let journals = |state: &Path| {
+        std::fs::read_dir(state.join("hk-console").join("runs")).map_or(0, |d| {
+            d.filter_map(Result::ok)
+                .filter(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.ends_with(".jsonl") && !n.ends_with(hk_console::journal::OUTPUT_SUFFIX)
+                })
+                .count()
+        })
+    };
+
+    let first_state = base.path().join("first");
+    let first = run_console("first", &first_state);
+    first.wait_for("s starts the run");
+    let before = api.get_opt(lock::LOCK_NAME).await.expect("lease");
+    assert!(
+        before
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .filter(|h| !h.is_empty())
+            .is_none(),
+        "nobody holds prod's lock before the run starts"
+    );
+    first.send(&["s"]);
+    let s = first.wait_for("number of hosts");
+    println!("first console:\n{s}");
+    let me = format!("e2e@{}", lock::host_name());
+    let l = api
+        .get_opt(lock::LOCK_NAME)
+        .await
+        .expect("lease")
+        .expect("the run started from `run` holds prod's lock");
+    assert_eq!(
+        l.spec.as_ref().and_then(|s| s.holder_identity.clone()),
+        Some(me.clone())
+    );
+    let ann = l.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        ann.get(lock::RUNBOOK_ANNOTATION).map(String::as_str),
+        Some("etcd-io-priority")
+    );
+    assert_eq!(journals(&first_state), 1);
+
+    // A second `run` console on prod: refused, naming the holder; nothing journaled.
+    let second_state = base.path().join("second");
+    let second = run_console("second", &second_state);
+    second.wait_for("s starts the run");
+    second.send(&["s"]);
+    let s = second.wait_for("another console holds the run lock of `prod`");
+    println!("second console:\n{s}");
+    assert!(s.contains(&me), "{s}");
+    assert!(!s.contains("number of hosts"), "no gate: not started\n{s}");
+    assert_eq!(
+        journals(&second_state),
+        0,
+        "a refused start journals nothing"
     );
 }

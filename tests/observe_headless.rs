@@ -157,7 +157,7 @@ async fn the_observe_sessions_executors_hold_no_mutating_executor() {
                 continue;
             };
             let steps = plan.steps.clone();
-            let session = Session::plan(plan, &caps, "t").expect("opens");
+            let session = Session::plan(plan, &caps, "t", None).expect("opens");
             let Session::Observe(s) = &session else {
                 panic!("observe capabilities gave an operate session");
             };

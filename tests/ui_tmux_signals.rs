@@ -4,6 +4,8 @@
 //! left, and the journal says what happened. A console restarted on that journal shows the
 //! step interrupted with the probe's look at the live state and refuses a one-key re-run;
 //! a process that ignores SIGINT and is still alive blocks the decision until it is stopped.
+//! Ctrl-C and `y` during the apply end it cancelled, and `r` then opens the same decision
+//! (probe, typed re-run from the preview), never a one-key retry.
 //! Needs tmux and ansible-playbook; fails, not skips, without them.
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -403,4 +405,96 @@ fn sigkill_during_an_apply_then_resume_is_a_decision() {
     ] {
         assert!(text.contains(want), "{want} missing:\n{text}");
     }
+}
+
+/// Ctrl-C and `y` during the apply: the step ends cancelled, and its outcome is as unknown
+/// as an interrupted one's. `r` does not start the apply again: the console says it is
+/// decided, not re-run on one key, and opens the decision (the read-back as a probe, then a
+/// re-run from the preview with the environment's name typed); the journal has no retry
+/// and no second attempt of the apply until the preview's approval is given afresh.
+#[test]
+fn ctrl_c_y_during_an_apply_then_r_is_the_decision_not_a_retry() {
+    let base = tempfile::tempdir().expect("tmp");
+    let (tmux, demo) = start_apply(base.path(), "cancel");
+    let journal = journal_of(&demo.join("runs"));
+    let apply_attempts = |text: &str| {
+        text.lines()
+            .filter(|l| l.contains(r#""type":"process-started""#) && is_apply_line(text, l))
+            .count()
+    };
+    tmux.send(&["C-c"]);
+    tmux.wait_for("Cancel the running step");
+    tmux.send(&["y"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(&journal).expect("journal");
+        if text.contains(r#""type":"cancelled""#) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cancel never landed:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let s = tmux.wait_for("enter decides");
+    println!("after the cancel:\n{s}");
+    assert!(!s.contains("r retry"), "{s}");
+
+    tmux.send(&["r"]);
+    let s = tmux.wait_for("Resume step");
+    println!("after r:\n{s}");
+    assert!(s.contains("STOPPED AFTER ITS WORK WENT OUT"), "{s}");
+    assert!(
+        s.contains("cancelled: stopped at the operator's request"),
+        "{s}"
+    );
+    let text = std::fs::read_to_string(&journal).expect("journal");
+    assert!(!text.contains(r#""type":"retry-approved""#), "{text}");
+    assert_eq!(apply_attempts(&text), 1, "the apply did not start again");
+
+    // The read-back runs as the probe on the live node, then the choices.
+    let s = tmux.wait_until(Duration::from_secs(60), "probe result", |s| {
+        s.contains("probe (step") && (s.contains(": OK") || s.contains("NOT OK"))
+    });
+    assert!(s.contains("R re-run from step"), "{s}");
+    // The re-run is typed (the environment's name) and goes back to the preview.
+    tmux.send(&["R"]);
+    tmux.wait_for("type the environment's name");
+    tmux.send(&["dev", "Enter"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let text = loop {
+        let text = std::fs::read_to_string(&journal).expect("journal");
+        if text.contains(r#""type":"rerun-approved""#) {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never re-run:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(text.contains(r#""type":"probe-result""#), "{text}");
+    // The preview runs again (its second attempt), and its approval is asked afresh
+    // before the apply's second attempt.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(&journal).expect("journal");
+        if text.contains(r#""type":"step-finished","n":2,"attempt":2"#) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the preview did not run again:\n{text}\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let s = tmux.wait_for("enter approve");
+    println!("after the re-run:\n{s}");
+    let text = std::fs::read_to_string(&journal).expect("journal");
+    assert_eq!(apply_attempts(&text), 1, "not before its approval:\n{text}");
+    drop(tmux);
 }

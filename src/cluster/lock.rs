@@ -396,21 +396,42 @@ impl HeldLock {
 }
 
 /// A held lock kept renewed by a task (every third of its duration) while the run lives.
-/// A renewal that finds the lock lost stops renewing and says so in [`Renewer::trouble`];
+/// A renewal that finds the lock lost stops renewing and says so in [`Renewer::trouble`]
+/// and [`Renewer::standing`] (with the Lease's take-over mark for this run, read then);
 /// one that cannot reach the cluster says so too and keeps trying.
 pub struct Renewer {
     cancel: tokio_util::sync::CancellationToken,
     trouble: tokio::sync::watch::Receiver<Option<Trouble>>,
     task: tokio::task::JoinHandle<Option<HeldLock>>,
+    /// When the Lease was last written by this holder (taken or renewed).
+    last_written: std::sync::Arc<std::sync::Mutex<std::time::Instant>>,
+    duration: std::time::Duration,
 }
 
 /// What went wrong while renewing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Trouble {
-    /// Someone else holds it now (named): renewing stopped.
-    Lost(String),
+    /// Someone else holds it now (named): renewing stopped. The take-over mark naming this
+    /// run, when the Lease carried one as the loss was found.
+    Lost(String, Option<TakeoverMark>),
     /// The last renewal failed; renewing goes on.
     Renewal(String),
+}
+
+/// Whether a renewed lock may still be counted on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Standing {
+    /// Renewed within its duration: no other console can have taken it.
+    Held,
+    /// Lost: `now_held_by` holds it; `mark` is the take-over that named this run, if any.
+    Lost {
+        now_held_by: String,
+        mark: Option<TakeoverMark>,
+    },
+    /// Not written for longer than its duration (the console was stopped, or the cluster
+    /// did not answer): another console may have taken it over meanwhile. Until a renewal
+    /// succeeds, nothing should count on it.
+    Lapsed { for_s: u64 },
 }
 
 impl HeldLock {
@@ -419,19 +440,32 @@ impl HeldLock {
         let cancel = tokio_util::sync::CancellationToken::new();
         let (tx, trouble) = tokio::sync::watch::channel(None);
         let every = std::time::Duration::from_millis(self.duration_s.max(1) * 1000 / 3);
+        let duration = std::time::Duration::from_secs(self.duration_s.max(1));
         let stop = cancel.clone();
+        let last_written = std::sync::Arc::new(std::sync::Mutex::new(std::time::Instant::now()));
+        let written = std::sync::Arc::clone(&last_written);
         let task = tokio::spawn(async move {
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => return Some(self),
                     _ = tokio::time::sleep(every) => {}
                 }
+                let asked = std::time::Instant::now();
                 match self.renew().await {
                     Ok(()) => {
+                        // Counted from when the renewal was asked: the Lease's renew time is
+                        // at least that late.
+                        *written.lock().unwrap_or_else(|p| p.into_inner()) = asked;
                         tx.send_replace(None);
                     }
                     Err(LockError::Lost { now_held_by }) => {
-                        tx.send_replace(Some(Trouble::Lost(now_held_by)));
+                        // Who took it over and why, read now, so the run can journal the
+                        // loss when it learns of it (not only at its end).
+                        let mark = takeover_of(&self.client, &self.me.run_id)
+                            .await
+                            .ok()
+                            .flatten();
+                        tx.send_replace(Some(Trouble::Lost(now_held_by, mark)));
                         return None;
                     }
                     Err(e) => {
@@ -444,6 +478,8 @@ impl HeldLock {
             cancel,
             trouble,
             task,
+            last_written,
+            duration,
         }
     }
 }
@@ -452,9 +488,31 @@ impl Renewer {
     /// What is wrong with the lock now (lost, or the last renewal failed), if anything.
     pub fn trouble(&self) -> Option<String> {
         self.trouble.borrow().as_ref().map(|t| match t {
-            Trouble::Lost(holder) => format!("the run lock was lost: {holder} holds it now"),
+            Trouble::Lost(holder, _) => format!("the run lock was lost: {holder} holds it now"),
             Trouble::Renewal(e) => format!("could not renew the run lock (retrying): {e}"),
         })
+    }
+
+    /// Whether the lock may still be counted on: lost, lapsed (not written for longer than
+    /// its duration), or held.
+    pub fn standing(&self) -> Standing {
+        if let Some(Trouble::Lost(holder, mark)) = self.trouble.borrow().as_ref() {
+            return Standing::Lost {
+                now_held_by: holder.clone(),
+                mark: mark.clone(),
+            };
+        }
+        let since = self
+            .last_written
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed();
+        if since > self.duration {
+            return Standing::Lapsed {
+                for_s: since.as_secs(),
+            };
+        }
+        Standing::Held
     }
 
     /// Stop renewing and release the lock (if it was not lost).
@@ -465,7 +523,7 @@ impl Renewer {
             Ok(Some(held)) => held.release().await,
             Ok(None) => Err(LockError::Lost {
                 now_held_by: match trouble.borrow().as_ref() {
-                    Some(Trouble::Lost(holder)) => holder.clone(),
+                    Some(Trouble::Lost(holder, _)) => holder.clone(),
                     _ => "someone else".into(),
                 },
             }),

@@ -365,8 +365,9 @@ impl<X: Executors> RunSession<X> {
     }
 
     /// A plan, not started, in the mode of its executor set (observe's machine refuses
-    /// every mutating step too, a second wall behind the missing executors).
-    pub fn plan(plan: Plan, exec: X, operator: &str) -> Result<Self, NotOpened> {
+    /// every mutating step too, a second wall behind the missing executors). Each typed
+    /// session's `plan` builds it: an operate one with its lock.
+    fn plan_in_mode(plan: Plan, exec: X, operator: &str) -> Result<Self, NotOpened> {
         let run = Run::with_mode(plan, X::MODE).map_err(|e| NotOpened(e.to_string()))?;
         Ok(Self::new(run, None, false, exec).by(operator))
     }
@@ -617,7 +618,55 @@ impl<X: Executors> RunSession<X> {
 
     /// Journal `input` and apply it; then turn the machine's effects into session effects
     /// (which may journal more: a step with no executor finishes at once, unstarted).
+    /// An operator's go-ahead (an approval, a typed answer, a retry, a resume decision, a
+    /// skip) is refused while the run's lock is lost or lapsed: nothing is journaled but
+    /// the loss, and the notice says why.
     pub fn feed(&mut self, input: Input, now: Timestamp) -> Vec<SessionEffect> {
+        if goes_ahead(&input) {
+            if let Some(refused) = self.lock_refuses(&input, now) {
+                return refused;
+            }
+        }
+        self.feed_unchecked(input, now)
+    }
+
+    /// The run lock's standing before `input` goes ahead: a loss learnt now is journaled at
+    /// once; Some: the effects saying why `input` was refused.
+    fn lock_refuses(&mut self, input: &Input, now: Timestamp) -> Option<Vec<SessionEffect>> {
+        let check = self.core.lock.check();
+        let why = check.stop?;
+        let mut out = Vec::new();
+        if let Some(note) = check.note {
+            out.extend(self.feed_unchecked(Input::RunLock { note }, now));
+        }
+        out.push(SessionEffect::Notice(format!(
+            "refused ({}): {why}",
+            input.name()
+        )));
+        Some(out)
+    }
+
+    /// Each tick: a loss of the run's lock is journaled when it is learnt, not at the run's
+    /// end (the banner says it from the same look).
+    pub fn lock_tick(&mut self, now: Timestamp) -> Vec<SessionEffect> {
+        if self.core.journal.is_none() {
+            return Vec::new();
+        }
+        match self.core.lock.check().note {
+            Some(note) => {
+                let said = note.to_string();
+                let mut out = self.feed_unchecked(Input::RunLock { note }, now);
+                out.push(SessionEffect::Notice(format!(
+                    "{said} · {}",
+                    lock::LOST_STOPS
+                )));
+                out
+            }
+            None => Vec::new(),
+        }
+    }
+
+    fn feed_unchecked(&mut self, input: Input, now: Timestamp) -> Vec<SessionEffect> {
         let mut out = Vec::new();
         let mut queue = VecDeque::from([input]);
         while let Some(input) = queue.pop_front() {
@@ -686,6 +735,28 @@ impl<X: Executors> RunSession<X> {
                     let Some(step) = step_of(&self.run, e.n()) else {
                         continue;
                     };
+                    // A mutating step's work never leaves while the run's lock is lost or
+                    // lapsed: another console may be changing the same environment. It
+                    // ends unstarted (its re-run is the resume decision's, typed).
+                    if e.mutates() {
+                        let check = self.core.lock.check();
+                        if let Some(why) = check.stop {
+                            if let Some(note) = check.note {
+                                next.push(Input::RunLock { note });
+                            }
+                            out.push(SessionEffect::Notice(format!(
+                                "step {} not started: {why}",
+                                step.n
+                            )));
+                            next.push(Input::StepFinished {
+                                n: step.n,
+                                attempt: e.attempt(),
+                                exit_code: None,
+                                error: Some(format!("{why}; the step was not started")),
+                            });
+                            continue;
+                        }
+                    }
                     // The header a reopened run shows its output under too (one format).
                     out.push(SessionEffect::StepBegins {
                         n: step.n,
@@ -818,6 +889,22 @@ impl<X: Executors> RunSession<X> {
 }
 
 impl OperateSession {
+    /// A plan, not started, that will take the cluster's run lock through `locking` when it
+    /// starts (`None`: nothing to lock, a dry run or the sample; `--no-cluster-lock` is a
+    /// [`lock::RunLocking`] that journals going without). Given here, at construction, so no
+    /// driver (Home's `:run`, the `run` command's start screen, headless) can open an
+    /// operate session and forget to give it the console's locking before it starts.
+    pub fn plan(
+        plan: Plan,
+        exec: OperateExecutors,
+        operator: &str,
+        locking: Option<std::sync::Arc<lock::RunLocking>>,
+    ) -> Result<Self, NotOpened> {
+        let mut s = Self::plan_in_mode(plan, exec, operator)?;
+        s.core.lock = lock::SessionLock::new(locking);
+        Ok(s)
+    }
+
     /// What to say once a plan is open.
     pub fn opened_notice(&self) -> &'static str {
         "s starts the run"
@@ -908,6 +995,12 @@ impl OperateSession {
 }
 
 impl ObserveSession {
+    /// A plan, not started, on the read-only executors (observe starts nothing mutating,
+    /// so it takes no lock).
+    pub fn plan(plan: Plan, exec: ReadOnlyExecutors, operator: &str) -> Result<Self, NotOpened> {
+        Self::plan_in_mode(plan, exec, operator)
+    }
+
     /// What to say once a plan is open.
     pub fn opened_notice(&self) -> &'static str {
         match self.first_mutating_step() {
@@ -973,22 +1066,29 @@ impl std::ops::Deref for Session {
 
 impl Session {
     /// A plan, not started, on the executors `caps` has: observe's get the read-only set
-    /// only (it is all that value holds).
-    pub fn plan(plan: Plan, caps: &Capabilities, operator: &str) -> Result<Session, NotOpened> {
+    /// only (it is all that value holds); operate's take the run lock through `locking`
+    /// (the console's, as it was built: [`OperateSession::plan`]).
+    pub fn plan(
+        plan: Plan,
+        caps: &Capabilities,
+        operator: &str,
+        locking: Option<std::sync::Arc<lock::RunLocking>>,
+    ) -> Result<Session, NotOpened> {
         Ok(match caps {
             Capabilities::Observe { read_only } => {
-                Session::Observe(RunSession::plan(plan, read_only.clone(), operator)?)
+                Session::Observe(ObserveSession::plan(plan, read_only.clone(), operator)?)
             }
             Capabilities::Operate {
                 read_only,
                 mutating,
-            } => Session::Operate(RunSession::plan(
+            } => Session::Operate(OperateSession::plan(
                 plan,
                 OperateExecutors {
                     read_only: read_only.clone(),
                     mutating: mutating.clone(),
                 },
                 operator,
+                locking,
             )?),
         })
     }
@@ -1047,14 +1147,6 @@ impl Session {
 
     pub fn opened_notice(&self) -> &'static str {
         each!(self, s => s.opened_notice())
-    }
-
-    /// How this session's mutating runs take the cluster's run lock (operate only:
-    /// observe starts nothing, so it never takes it).
-    pub fn set_locking(&mut self, locking: Option<std::sync::Arc<lock::RunLocking>>) {
-        if let Session::Operate(s) = self {
-            s.core.lock = lock::SessionLock::new(locking);
-        }
     }
 
     /// [`RunSession::lock_answered`] (observe asks nothing: what an answer took goes back).
@@ -1137,6 +1229,10 @@ impl Session {
         each!(self, s => s.resume_tick(now))
     }
 
+    pub fn lock_tick(&mut self, now: Timestamp) -> Vec<SessionEffect> {
+        each!(self, s => s.lock_tick(now))
+    }
+
     pub fn wait_for_process(&mut self) -> Vec<SessionEffect> {
         each!(self, s => s.wait_for_process())
     }
@@ -1157,6 +1253,22 @@ impl Session {
 /// What observe says to `s` with no run open.
 pub const OBSERVE_STARTS_NOTHING: &str =
     "observe mode: open a runbook first; only a runbook whose every step only looks can start";
+
+/// Whether `input` is an operator's go-ahead: what moves a run on toward more work (and is
+/// refused while its lock is lost). A rejection, a cancel or an abort only stops things.
+fn goes_ahead(input: &Input) -> bool {
+    matches!(
+        input,
+        Input::GateAnswered {
+            answer: crate::runbook::machine::GateAnswer::Approved { .. },
+            ..
+        } | Input::TypedText { .. }
+            | Input::RetryApproved { .. }
+            | Input::RerunApproved { .. }
+            | Input::MarkedDone { .. }
+            | Input::Skip { .. }
+    )
+}
 
 pub(crate) fn step_of(run: &Run, n: usize) -> Option<PlannedStep> {
     run.plan().steps.iter().find(|s| s.n == n).cloned()

@@ -370,6 +370,10 @@ impl<X: Executors> RunSession<X> {
     ) -> Result<Vec<SessionEffect>, MachineError> {
         let mut trial = self.core.run.clone();
         trial.step(&Event::new(now, input.clone()))?;
+        // A lost lock refuses the decision too (the view stays open, saying why).
+        if let Some(refused) = self.lock_refuses(&input, now) {
+            return Ok(refused);
+        }
         self.core.resume = None;
         Ok(self.feed(input, now))
     }

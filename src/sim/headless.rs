@@ -278,9 +278,8 @@ async fn drive_as(
     )
     .map_err(|e| open_err(e.0))?;
     let caps = Arc::new(caps);
-    let mut session = Session::plan(plan, &caps, OPERATOR)
+    let session = Session::plan(plan, &caps, OPERATOR, Some(locking))
         .map_err(|e| open_err(format!("cannot run `{}` for `{env}`: {e}", req.runbook)))?;
-    session.set_locking(Some(locking));
     let mut d = Driver {
         session,
         queue: VecDeque::new(),
@@ -328,6 +327,9 @@ async fn drive_as(
     let mut answered: Vec<usize> = Vec::new();
     let mut result = Ok(());
     loop {
+        // A lost run lock is journaled when it is learnt; what it refuses says so.
+        let fx = d.session.lock_tick(crate::journal::now());
+        d.apply(fx);
         report_changes(&d.session, &mut seen, &mut progress);
         if pump.flush(&mut d.queue).is_err() {
             break;

@@ -330,9 +330,11 @@ pub struct App {
     /// `--no-cluster-lock`: mutating runs go without the cluster's run lock (a banner line
     /// on every frame says so).
     pub no_cluster_lock: bool,
-    /// How mutating runs take the cluster's run lock (given to each operate session,
-    /// asked off the UI task: [`App::lock_outbox`]).
-    pub locking: Option<Arc<crate::session::lock::RunLocking>>,
+    /// How mutating runs take the cluster's run lock (given to each operate session at its
+    /// construction, asked off the UI task: [`App::lock_outbox`]). Set once, from
+    /// [`AppParts::locking`], before any run can be opened (the `run` command's start
+    /// screen included): no setter, so no session is opened before it is known.
+    locking: Option<Arc<crate::session::lock::RunLocking>>,
     /// Calls on the cluster's run lock, for the loop's pump to run off the UI task; their
     /// answers come back to [`App::handle_lock`].
     pub lock_outbox: VecDeque<crate::session::lock::LockJob>,
@@ -381,6 +383,9 @@ pub struct AppParts {
     pub now: Timestamp,
     /// Where `:fault` goes (the simulated demo only).
     pub faults: Option<Arc<dyn super::FaultSink>>,
+    /// How mutating runs take the cluster's run lock (`None`: nothing to lock: a dry run,
+    /// the sample, observe mode).
+    pub locking: Option<Arc<crate::session::lock::RunLocking>>,
 }
 
 impl App {
@@ -458,7 +463,7 @@ impl App {
             check: crate::ui::panes::check::CheckView::default(),
             checker: None,
             no_cluster_lock: false,
-            locking: None,
+            locking: parts.locking,
             lock_outbox: VecDeque::new(),
             looker: None,
             look_outbox: VecDeque::new(),
@@ -921,8 +926,8 @@ impl App {
             Action::Retry => match self.halted_step() {
                 Some(n) if self.needs_decision(n) => {
                     self.status = Some(format!(
-                        "step {n} changed systems and was interrupted: it is not re-run on one \
-                         key; decide here"
+                        "step {n} changes systems and its work went out without ending done: \
+                         it is not re-run on one key; decide here"
                     ));
                     self.open_resume(n);
                 }
@@ -1192,11 +1197,9 @@ impl App {
                 return;
             }
         };
-        let session = match Session::plan(plan, &self.caps, &self.operator) {
-            Ok(mut s) => {
-                s.set_locking(self.session_locking());
-                s
-            }
+        let session = match Session::plan(plan, &self.caps, &self.operator, self.session_locking())
+        {
+            Ok(s) => s,
             Err(e) => {
                 self.status = Some(format!("cannot run `{id}` for `{env}`: {e}"));
                 return;
@@ -1859,7 +1862,9 @@ impl App {
 
     fn resume_tick(&mut self) {
         if let Some(a) = self.active.as_mut() {
-            let fx = a.session.resume_tick(self.now);
+            // A lost run lock is journaled when it is learnt (the banner shows it too).
+            let mut fx = a.session.lock_tick(self.now);
+            fx.extend(a.session.resume_tick(self.now));
             self.apply(fx);
         }
     }

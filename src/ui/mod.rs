@@ -193,11 +193,11 @@ pub async fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
         operator: crate::journal::operator_login(),
         now: crate::journal::now(),
         faults: opts.faults,
+        locking: opts.locking,
     };
     let mut app = build_app(parts, opts.capabilities, &opts.start);
     app.protected = opts.protected;
     app.checker = opts.checker;
-    app.locking = opts.locking;
     app.no_cluster_lock = opts.no_cluster_lock;
     app.looker = opts.looker;
     app.run_check();

@@ -87,6 +87,7 @@ pub fn parts(runs_dir: &std::path::Path) -> AppParts {
         operator: "alice".into(),
         now: T0,
         faults: None,
+        locking: None,
     }
 }
 

@@ -9,7 +9,10 @@
 //! ([`LockPolicy::Disabled`]) skips all of it, and says so in a note the run journals. Each
 //! outcome is a [`RunLockNote`] for the run's journal; a run that finds its lock gone reads
 //! the Lease's take-over mark ([`lost_note`]) so the taken-from run journals the take-over
-//! too.
+//! too. While the run lives, [`SessionLock::check`] says whether the held lock may still be
+//! counted on: lost (the renewal found another holder: its note, once, for the journal
+//! now) or lapsed (not renewed for longer than it lasts) stops the run's next go-ahead and
+//! every mutating step's work (the session refuses them).
 //! Must not: journal (the session records the notes as `Input::RunLock`), decide which runs
 //! mutate (the plan says), or write anything in observe mode (an observe session never
 //! calls here: it cannot start a run).
@@ -20,7 +23,7 @@ mod calls;
 use calls::LockAsk;
 pub use calls::{LockAnswer, LockJob, LockOutcome, LockPurpose};
 
-use crate::cluster::lock::{self, Claimant, LockError, LockRecord, Renewer};
+use crate::cluster::lock::{self, Claimant, LockError, LockRecord, Renewer, Standing};
 use crate::runbook::machine::RunLockNote;
 
 /// What the operator asked of the lock for this process.
@@ -135,6 +138,11 @@ impl RunLock {
     /// What is wrong with the lock now (lost to someone, or renewals failing), if anything.
     pub fn trouble(&self) -> Option<String> {
         self.renewer.trouble()
+    }
+
+    /// Whether the lock may still be counted on ([`Standing`]).
+    pub fn standing(&self) -> Standing {
+        self.renewer.standing()
     }
 
     /// Stop renewing and release it. The note says what happened: released, or lost (with
@@ -473,6 +481,9 @@ pub struct SessionLock {
     pub stale: Option<(LockRecord, u64)>,
     /// What that stale lock stopped (what a take-over lets go on).
     stale_for: Option<LockPurpose>,
+    /// The held lock's loss is journaled already (learnt while the run lived): its end
+    /// journals it no second time.
+    loss_noted: bool,
     /// Calls for the driver to run off its task (a console's locking only).
     jobs: Vec<LockJob>,
     /// What the call on its way to the cluster is for: a second ask waits for its answer.
@@ -709,6 +720,10 @@ impl SessionLock {
         let Some(l) = self.held.take() else {
             return;
         };
+        if self.loss_noted {
+            // Journaled when it was learnt; a lost lock is not ours to release.
+            return;
+        }
         if self.locking.as_ref().is_some_and(|x| x.is_off_task()) {
             let me = Claimant::this_console(&l.run_id, "", "");
             self.jobs.push(LockJob {
@@ -728,8 +743,72 @@ impl SessionLock {
         self.held.is_some()
     }
 
-    /// What is wrong with the held lock now, if anything.
+    /// What is wrong with the held lock now, if anything: lost (nothing more goes out in
+    /// this run), lapsed (nothing goes out until a renewal succeeds), or renewals failing.
     pub fn trouble(&self) -> Option<String> {
-        self.held.as_ref().and_then(RunLock::trouble)
+        let held = self.held.as_ref()?;
+        match held.standing() {
+            Standing::Lost { now_held_by, .. } => Some(format!(
+                "the run lock was lost: {now_held_by} holds it now · {LOST_STOPS}"
+            )),
+            Standing::Lapsed { for_s } => Some(lapsed_why(for_s)),
+            Standing::Held => held.trouble(),
+        }
     }
+
+    /// Before anything goes ahead in the run (an approval, an Execute of a mutating step):
+    /// why it must not, if the held lock is lost or lapsed; and, the first time a loss is
+    /// seen, its note for the journal (who took it over and why, else who holds it now).
+    /// A run that holds no lock (none needed, `--no-cluster-lock`) is never stopped here.
+    pub fn check(&mut self) -> LockCheck {
+        let Some(held) = self.held.as_ref() else {
+            return LockCheck::default();
+        };
+        match held.standing() {
+            Standing::Held => LockCheck::default(),
+            Standing::Lapsed { for_s } => LockCheck {
+                stop: Some(lapsed_why(for_s)),
+                note: None,
+            },
+            Standing::Lost { now_held_by, mark } => {
+                let note = (!self.loss_noted).then(|| match mark {
+                    Some(m) => RunLockNote::TakenOverBy {
+                        by: m.by,
+                        by_run: m.by_run,
+                        reason: m.reason,
+                        at: m.at,
+                    },
+                    None => RunLockNote::Lost {
+                        now_held_by: now_held_by.clone(),
+                    },
+                });
+                self.loss_noted = true;
+                LockCheck {
+                    stop: Some(format!(
+                        "the run lock was lost: {now_held_by} holds it now · {LOST_STOPS}"
+                    )),
+                    note,
+                }
+            }
+        }
+    }
+}
+
+/// What a lost lock means for the run, said wherever the loss is.
+pub const LOST_STOPS: &str = "nothing more runs in this run (A aborts it)";
+
+fn lapsed_why(for_s: u64) -> String {
+    format!(
+        "the run lock was not renewed for {for_s} s, longer than it lasts: another console may \
+         hold it now; nothing runs until a renewal succeeds"
+    )
+}
+
+/// What [`SessionLock::check`] found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LockCheck {
+    /// Why nothing may go ahead now.
+    pub stop: Option<String>,
+    /// The loss, to journal now (once).
+    pub note: Option<RunLockNote>,
 }

@@ -405,7 +405,10 @@ fn detail_lines(app: &App, a: &ActiveRun) -> Vec<StepLine> {
             let decide = a.run.needs_decision(s.n);
             lines.push(StepLine::new(
                 Line::from(Span::styled(
-                    if decide {
+                    if decide && r.never_started {
+                        "mutating step not started: enter decides (re-run with a fresh \
+                     preview, mark done, abort)"
+                    } else if decide {
                         "change of unknown outcome: enter decides (re-run with a fresh preview, \
                      mark done, abort)"
                     } else {
