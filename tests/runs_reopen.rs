@@ -4,7 +4,7 @@
 //! directory opens it from Recent runs and its output pane holds every line the log holds,
 //! under each step's header, where before it said "no output yet". An interrupted run
 //! reopened for resume shows its earlier output too, and the resumed attempt's output
-//! follows it.
+//! follows it. A run halted on a failed change reopens into the decision, never a retry.
 mod ui_common;
 
 use hk_console::journal;
@@ -177,4 +177,79 @@ fn console_output_of_a_step_the_plan_lacks_still_shows_it() {
     );
     assert_eq!(out[0].header, "── step 9 (not in this plan) ──");
     assert_eq!(out[0].lines, ["x"]);
+}
+
+/// A run halted on a change that failed (here the apply, which this console has no
+/// executor for: it was never started) reopened from Recent runs opens the decision, not a
+/// one-key retry: `r` journals no retry and no attempt of the apply goes out; with nothing
+/// started there is no probe to wait for, and the typed re-run goes back to the preview.
+#[test]
+fn a_failed_change_reopened_from_recent_runs_is_decided_not_retried() {
+    use hk_console::runbook::machine::RunStatus;
+    use hk_console::session::exec::ExecRequest;
+    use hk_console::ui::app::Overlay;
+    let dir = tempfile::tempdir().expect("tmp");
+    let apply = {
+        let mut app = console(dir.path());
+        app.open_runbook("etcd-io-priority", Some("prod"), None);
+        app.handle_key(key('s'));
+        for _ in 0..200 {
+            if answer_gate(&mut app) {
+                continue;
+            }
+            if play_one(&mut app, &[]).is_none() {
+                break;
+            }
+        }
+        let a = app.active.as_ref().expect("run");
+        let &RunStatus::Halted { n } = a.run.status() else {
+            panic!("not halted: {:?} ({:?})", a.run.status(), app.status);
+        };
+        assert!(a.run.plan().steps.iter().any(|s| s.n == n && s.mutates));
+        n
+    };
+    let mut app = console(dir.path());
+    assert_eq!(app.runs[0].outcome, RunOutcome::Failed);
+    let path = app.runs[0].path.clone();
+    app.update(Action::FocusNext);
+    app.update(Action::Open);
+    assert!(
+        matches!(&app.overlay, Some(Overlay::Resume(m)) if m.n == apply),
+        "{:?}",
+        app.status
+    );
+    let frame = text(&render(&mut app, 160, 45));
+    assert!(
+        frame.contains("the executor never started its work") && frame.contains("R re-run"),
+        "{frame}"
+    );
+    // Hidden, then `r`: the decision again, nothing journaled, nothing handed out.
+    app.handle_key(code(crossterm::event::KeyCode::Esc));
+    let before = std::fs::read_to_string(&path).expect("journal");
+    app.handle_key(key('r'));
+    assert!(
+        matches!(&app.overlay, Some(Overlay::Resume(_))),
+        "{:?}",
+        app.status
+    );
+    assert!(
+        app.status
+            .as_deref()
+            .is_some_and(|s| s.contains("not re-run on one key")),
+        "{:?}",
+        app.status
+    );
+    assert_eq!(std::fs::read_to_string(&path).expect("journal"), before);
+    assert!(app.outbox.is_empty(), "{:?}", app.outbox);
+    // The typed re-run: from the preview, never the apply first.
+    app.handle_key(key('R'));
+    type_str(&mut app, "prod");
+    app.handle_key(code(crossterm::event::KeyCode::Enter));
+    let text = std::fs::read_to_string(&path).expect("journal");
+    assert!(text.contains(r#""type":"rerun-approved""#), "{text}");
+    let first = app.outbox.front().expect("the preview goes out");
+    assert!(
+        matches!(first, ExecRequest::Execute { step, .. } if !step.mutates && step.n < apply),
+        "{first:?}"
+    );
 }
