@@ -26,6 +26,11 @@ pub enum Status {
     Clean = 0,
     Violations = 1,
     CouldNotRun = 2,
+    /// A headless run ended by a signal (journaled abandoned): 128 + the signal's number,
+    /// as a shell reports a process the signal killed.
+    Hangup = 129,
+    Interrupted = 130,
+    Terminated = 143,
 }
 
 impl From<Status> for ExitCode {
