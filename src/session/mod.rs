@@ -4,7 +4,10 @@
 //! executes with, the resume decision over an interrupted step). Every input goes through
 //! [`RunSession::feed`]: journaled first, then applied, and what the machine wants done
 //! comes back as [`SessionEffect`]s (ask a gate, request an execution, a line of output,
-//! finished...). The console (`ui::app::App`) and the headless rehearsal
+//! finished...). An append that fails halts the run for good in this process: nothing
+//! more is journaled or asked, the steps in flight are sent Cancel, and the one message
+//! ("the journal cannot be written: …; nothing more runs", [`RunCore::journal_broken`])
+//! goes to whoever drives it. The console (`ui::app::App`) and the headless rehearsal
 //! (`sim::headless`) both drive a session the same way: they answer its `AskGate`, hand
 //! its `Request`s to the one executor [`pump`], and feed the replies back.
 //! Also here: the executor boundary ([`exec`]) and the real executors behind it
@@ -892,7 +895,13 @@ impl<X: Executors> RunSession<X> {
                         };
                         Input::Cancelled { n, attempt, reason }
                     }
-                    other => other,
+                    other => {
+                        // A step that ended on its own leaves no cause for a later cancel.
+                        if let Input::StepFinished { n, .. } = &other {
+                            self.core.cancel_causes.remove(n);
+                        }
+                        other
+                    }
                 };
                 self.feed(input, now)
             }

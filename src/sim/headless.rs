@@ -4,7 +4,10 @@
 //! Owns: the loop between the app and the executor task (the same requests and replies the
 //! console's event loop carries), the simulated operator who answers each gate the way the
 //! runbook asks (types the host count the list-hosts step printed, types the environment's
-//! name, approves, confirms a manual step), and the summary of the journal it leaves.
+//! name, approves, confirms a manual step), and the summary of the journal it leaves. Its
+//! way out is the console's: SIGTERM, SIGHUP and SIGINT journal the run abandoned with the
+//! true cause and stop the children (`session::supervise`); the deadline is journaled as
+//! itself; a journal that cannot be written stops the run at once.
 //! Must not: run anywhere but a [`Demo`]: the operator it simulates says yes to every gate,
 //! so it is a rehearsal and an end-to-end test, never a way to run prod unattended. It
 //! retries nothing: a failed step halts the run there, as it would for a person.
