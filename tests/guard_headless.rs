@@ -698,6 +698,15 @@ fn each_signal_mid_step_journals_the_headless_run_abandoned_and_exits_by_it() {
             ],
         );
         h.wait_line(180, "an ansible step running", ansible_running);
+        // Mid-step: its process started and journaled (so its end can be journaled too).
+        demo_common::until(60, "the step's process journaled", || {
+            // Read as text: a line may be half written while it is read.
+            journal_in(&dir.join("runs")).filter(|j| {
+                std::fs::read_to_string(j)
+                    .unwrap_or_default()
+                    .contains("\"type\":\"process-started\"")
+            })
+        });
         h.signal(sig);
         let (got, _) = h.wait_exit(30);
         let stderr = h.stderr();
