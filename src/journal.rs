@@ -980,6 +980,9 @@ pub fn list_runs(dir: &Path) -> Result<RunList, JournalError> {
         Err(e) => return Err(io_err(dir)(e)),
     };
     let mut list = RunList::default();
+    // (the run taken over, why): a run whose lock another run took over is no longer in
+    // progress, whether or not its console still lives.
+    let mut took_over: Vec<(String, String)> = Vec::new();
     for entry in entries {
         let path = entry.map_err(io_err(dir))?.path();
         if !path
@@ -1015,6 +1018,26 @@ pub fn list_runs(dir: &Path) -> Result<RunList, JournalError> {
         // Salvaged, never hidden: a damaged run is listed with what its intact lines say.
         match salvage(&path) {
             Ok((r, damage)) => {
+                for rec in &r.records {
+                    if let Input::RunLock {
+                        note:
+                            crate::runbook::machine::RunLockNote::TookOver {
+                                from_run: Some(from),
+                                by,
+                                reason,
+                                ..
+                            },
+                    } = &rec.input
+                    {
+                        took_over.push((
+                            from.clone(),
+                            format!(
+                                "its run lock was taken over by {by} (run {}): {reason}",
+                                r.header.run_id
+                            ),
+                        ));
+                    }
+                }
                 let mut outcome = r.run.outcome();
                 let mut why = None;
                 // A run is in progress only while a console holds it: one killed (its
@@ -1042,6 +1065,16 @@ pub fn list_runs(dir: &Path) -> Result<RunList, JournalError> {
                 })
             }
             Err(e) => list.unreadable.push(e),
+        }
+    }
+    for (from, why) in took_over {
+        for run in list
+            .runs
+            .iter_mut()
+            .filter(|r| r.run_id == from && r.outcome == RunOutcome::InProgress)
+        {
+            run.outcome = RunOutcome::Interrupted;
+            run.why = Some(why.clone());
         }
     }
     list.runs.sort_by(|a, b| {

@@ -422,3 +422,75 @@ fn runs_list_reads_journals_only_and_never_blocks_on_a_fifo() {
         "the run and its damaged copy:\n{stdout}"
     );
 }
+
+/// Issue 25: a run whose cluster run lock another run took over is listed `interrupted`,
+/// naming who took it and why, even while its own console still holds its journal.
+#[test]
+fn a_run_whose_lock_was_taken_over_is_listed_interrupted_naming_the_taker() {
+    use hk_console::journal::Journal;
+    use hk_console::runbook::machine::{Event, Input, Mode, RunLockNote, Timestamp};
+    use hk_console::ui::app::App;
+    use ui_common::*;
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = App::operate(parts(dir.path()), operate_caps(&ALL_KINDS, &[]));
+    app.open_runbook("node-health", Some("prod"), None);
+    app.handle_key(key('s'));
+    // Up to its first gate: nothing in flight, the run waits on the operator.
+    for _ in 0..50 {
+        if app.active.as_ref().and_then(|a| a.open_gate()).is_some()
+            || play_one(&mut app, &["ok"]).is_none()
+        {
+            break;
+        }
+    }
+    let (journal, plan) = app
+        .active
+        .as_ref()
+        .and_then(|a| {
+            a.journal
+                .as_ref()
+                .map(|j| (j.path().to_path_buf(), a.run.plan().clone()))
+        })
+        .expect("the run started");
+    let first = journal
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .expect("run id");
+    let runs = journal.parent().expect("runs dir").to_path_buf();
+    let (_, live, _) = runs_list(&runs);
+    assert!(live.contains("in progress"), "{live}");
+    // Another console takes the stale lock over for its own run of the same plan.
+    let at = Timestamp(T0.0 + 3_600_000);
+    let (mut j, mut run) = Journal::begin(&runs, plan, Mode::Operate, "bob", at).expect("journal");
+    j.record(
+        &mut run,
+        Event::new(
+            at,
+            Input::RunLock {
+                note: RunLockNote::TookOver {
+                    from: "alice@laptop".into(),
+                    from_run: Some(first.clone()),
+                    last_renewed: None,
+                    by: "bob@desk".into(),
+                    typed: "prod".into(),
+                    reason: "alice's laptop died".into(),
+                },
+            },
+        ),
+    )
+    .expect("journaled");
+    let (code, out, err) = runs_list(&runs);
+    assert_eq!(code, Some(0), "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.contains(&first))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.contains("interrupted")
+            && line.contains("taken over by bob@desk")
+            && line.contains("alice's laptop died"),
+        "{line}"
+    );
+    drop(app);
+}
