@@ -330,6 +330,17 @@ fn lock(file: &File, path: &Path) -> Result<(), JournalError> {
 /// Suffix of the output log that sits beside a journal: `<run>.output.jsonl`.
 pub const OUTPUT_SUFFIX: &str = ".output.jsonl";
 
+/// Suffix of the event trail that sits beside a journal: `<run>.trail.jsonl`
+/// (`observe::timeline::TrailWriter` writes it; never read as a journal).
+pub const TRAIL_SUFFIX: &str = ".trail.jsonl";
+
+/// Whether a file named `name` in a runs directory is a run's journal by its name: a
+/// `.jsonl` that is not one of the files kept beside a journal (its output log, its
+/// event trail).
+pub fn is_journal_name(name: &str) -> bool {
+    name.ends_with(".jsonl") && !name.ends_with(OUTPUT_SUFFIX) && !name.ends_with(TRAIL_SUFFIX)
+}
+
 /// The output log of the journal at `journal`.
 pub fn output_path(journal: &Path) -> PathBuf {
     let name = journal
@@ -935,6 +946,21 @@ pub struct RunSummary {
     /// Where the journal is damaged, if it is: the run shows what the lines before it say,
     /// opens read-only and is never resumed.
     pub damage: Option<Damage>,
+    /// Why a run its journal leaves in progress is listed `interrupted`: no console holds
+    /// it any more.
+    pub why: Option<String>,
+}
+
+/// Whether a process holds the journal at `path` open for its run (the lock
+/// [`Journal::create`] and [`Journal::resume`] take, released by the kernel when that
+/// process ends, however it ends). `None`: it could not be told.
+fn held_by_a_console(path: &Path) -> Option<bool> {
+    let file = File::open(path).ok()?;
+    match file.try_lock_shared() {
+        Ok(()) => Some(false),
+        Err(std::fs::TryLockError::WouldBlock) => Some(true),
+        Err(std::fs::TryLockError::Error(_)) => None,
+    }
 }
 
 /// Every run journal in a directory.
@@ -954,29 +980,101 @@ pub fn list_runs(dir: &Path) -> Result<RunList, JournalError> {
         Err(e) => return Err(io_err(dir)(e)),
     };
     let mut list = RunList::default();
+    // (the run taken over, why): a run whose lock another run took over is no longer in
+    // progress, whether or not its console still lives.
+    let mut took_over: Vec<(String, String)> = Vec::new();
     for entry in entries {
         let path = entry.map_err(io_err(dir))?.path();
-        let is_output = path
+        if !path
             .file_name()
-            .is_some_and(|f| f.to_string_lossy().ends_with(OUTPUT_SUFFIX));
-        if path.extension() != Some(OsStr::new("jsonl")) || is_output || !path.is_file() {
+            .is_some_and(|f| is_journal_name(&f.to_string_lossy()))
+        {
             continue;
+        }
+        // Looked at, not opened: opening a FIFO blocks until a writer comes. Anything but a
+        // regular file (a FIFO, a socket, a directory) is listed as unreadable, never hidden.
+        match fs::metadata(&path) {
+            Ok(m) if m.is_file() => {}
+            Ok(m) => {
+                let what = if m.is_dir() {
+                    "a directory"
+                } else {
+                    "a FIFO, socket or device"
+                };
+                list.unreadable.push(JournalError::Io {
+                    path,
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("not a regular file ({what}); not read as a journal"),
+                    ),
+                });
+                continue;
+            }
+            Err(e) => {
+                list.unreadable.push(io_err(&path)(e));
+                continue;
+            }
         }
         // Salvaged, never hidden: a damaged run is listed with what its intact lines say.
         match salvage(&path) {
-            Ok((r, damage)) => list.runs.push(RunSummary {
-                run_id: r.header.run_id.clone(),
-                runbook: r.header.runbook.clone(),
-                env: r.header.env.clone(),
-                mode: r.header.mode,
-                operator: r.header.operator.clone(),
-                started: r.header.started_at,
-                outcome: r.run.outcome(),
-                warnings: r.warnings.iter().map(|w| w.to_string()).collect(),
-                damage,
-                path,
-            }),
+            Ok((r, damage)) => {
+                for rec in &r.records {
+                    if let Input::RunLock {
+                        note:
+                            crate::runbook::machine::RunLockNote::TookOver {
+                                from_run: Some(from),
+                                by,
+                                reason,
+                                ..
+                            },
+                    } = &rec.input
+                    {
+                        took_over.push((
+                            from.clone(),
+                            format!(
+                                "its run lock was taken over by {by} (run {}): {reason}",
+                                r.header.run_id
+                            ),
+                        ));
+                    }
+                }
+                let mut outcome = r.run.outcome();
+                let mut why = None;
+                // A run is in progress only while a console holds it: one killed (its
+                // terminal closed, SIGKILL, a crash) left it interrupted, resumable.
+                if outcome == RunOutcome::InProgress && held_by_a_console(&path) == Some(false) {
+                    outcome = RunOutcome::Interrupted;
+                    why = Some(
+                        "no console holds this run any more (the one that ran it is gone); \
+                         open it to resume"
+                            .to_string(),
+                    );
+                }
+                list.runs.push(RunSummary {
+                    run_id: r.header.run_id.clone(),
+                    runbook: r.header.runbook.clone(),
+                    env: r.header.env.clone(),
+                    mode: r.header.mode,
+                    operator: r.header.operator.clone(),
+                    started: r.header.started_at,
+                    outcome,
+                    warnings: r.warnings.iter().map(|w| w.to_string()).collect(),
+                    damage,
+                    why,
+                    path,
+                })
+            }
             Err(e) => list.unreadable.push(e),
+        }
+    }
+    for (from, why) in took_over {
+        for run in list
+            .runs
+            .iter_mut()
+            .filter(|r| r.run_id == from && r.outcome == RunOutcome::InProgress)
+        {
+            run.outcome = RunOutcome::Interrupted;
+            run.why = Some(why.clone());
         }
     }
     list.runs.sort_by(|a, b| {

@@ -336,3 +336,71 @@ async fn a_verify_that_fails_halts_the_run_and_a_refused_probe_fails() {
         other => panic!("probe should fail, is {other:?}"),
     }
 }
+
+/// Issue 25: an ansible step whose SSH peer accepts TCP and never says a word (a listener
+/// on loopback that holds the connection) ends at its `timeout_s` through the stop
+/// ladder, the failure naming the cause ("no answer within 3s: stopped (SIGINT...)"),
+/// instead of hanging the step with no cause. Real ansible-playbook, the real executor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ansible_step_against_a_silent_ssh_peer_ends_at_its_timeout_naming_it() {
+    let c = Cluster::start_n(1);
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = silent.local_addr().expect("addr").port();
+    // Accept and hold every connection, answering nothing.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in silent.incoming() {
+            match conn {
+                Ok(s) => held.push(s),
+                Err(_) => break,
+            }
+        }
+    });
+    let inv = c.dir.path().join("silent.ini");
+    std::fs::write(
+        &inv,
+        format!("[nodes]\nsilent ansible_host=127.0.0.1 ansible_port={port} ansible_user=root\n"),
+    )
+    .expect("inventory");
+    let markers = c.dir.path().join("markers");
+    std::fs::create_dir_all(&markers).expect("mkdir");
+    let mut s = step(1, "apply", StepKind::Ansible, Some("silent"), true);
+    s.command = Some(vec![
+        "ansible-playbook".into(),
+        "-i".into(),
+        inv.display().to_string(),
+        support::fixtures().join("marker.yml").display().to_string(),
+        "-e".into(),
+        format!("marker_dir={}", markers.display()),
+        // Ansible's own connection timeout is longer than the step's.
+        "-T".into(),
+        "60".into(),
+    ]);
+    s.expect = Some(Expect {
+        timeout_s: Some(3),
+        ..Expect::default()
+    });
+    let plan = Plan {
+        runbook: "silent-peer".into(),
+        env: "lab".into(),
+        mutates: true,
+        steps: vec![s],
+    };
+    let mut run = Run::new(plan).expect("run");
+    let t0 = std::time::Instant::now();
+    drive(&mut run, &capabilities(&c, false)).await;
+    let took = t0.elapsed();
+    let (_, r) = run.steps().next().expect("step");
+    match &r.state {
+        StepState::Failed { reason } => assert!(
+            reason.contains("no answer within 3s: stopped (SIGINT"),
+            "{reason}"
+        ),
+        other => panic!("the step should fail at its timeout, is {other:?}"),
+    }
+    assert!(
+        took >= std::time::Duration::from_secs(3) && took < std::time::Duration::from_secs(25),
+        "ended after {took:?}"
+    );
+    assert_eq!(run.outcome(), RunOutcome::Failed);
+}

@@ -367,3 +367,440 @@ async fn reprovisioning_the_vip_holder_says_the_vip_moves_and_a_node_agents_dial
         .filter(|s| s.n > failed.n)
         .all(|s| s.state == "pending"));
 }
+
+// ---- The journal, signals and the deadline of a headless run, through the real binary. ----
+
+/// `hk-console demo --headless` as a child process: its stderr read line by line as it
+/// comes, each line with the time it was read. Killed if still running when dropped.
+struct Headless {
+    child: std::process::Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Headless {
+    fn spawn(state: &Path, args: &[&str]) -> Headless {
+        require_ansible();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hk-console"))
+            .args(args)
+            .env("XDG_STATE_HOME", state)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run hk-console");
+        let stderr = child.stderr.take().expect("stderr");
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let into = lines.clone();
+        let reader = std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                into.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((Instant::now(), line));
+            }
+        });
+        Headless {
+            child,
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.lines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(_, l)| l.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The first stderr line `pred` accepts (and when it was read), waiting up to `secs`.
+    fn wait_line(&mut self, secs: u64, what: &str, pred: impl Fn(&str) -> bool) -> Instant {
+        let t0 = Instant::now();
+        loop {
+            if let Some((at, _)) = self
+                .lines
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .find(|(_, l)| pred(l))
+            {
+                return *at;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("exited ({status}) before {what}:\n{}", self.stderr());
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(secs),
+                "no {what} within {secs} s:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The exit code once it exits, failing if that takes more than `secs`.
+    fn wait_exit(&mut self, secs: u64) -> (Option<i32>, Instant) {
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                if let Some(r) = self.reader.take() {
+                    let _ = r.join();
+                }
+                return (status.code(), Instant::now());
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(secs),
+                "still running {secs} s later (a hang):\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn signal(&self, sig: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
+        nix::sys::signal::kill(pid, sig).expect("send the signal");
+    }
+}
+
+impl Drop for Headless {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A progress line saying an ansible step is running (an apply over SSH, in flight).
+fn ansible_running(l: &str) -> bool {
+    l.starts_with("step ") && l.contains(" ansible ") && l.ends_with(": running")
+}
+
+/// The journal's records after its header, as JSON.
+fn records(journal: &Path) -> Vec<Value> {
+    std::fs::read_to_string(journal)
+        .unwrap_or_else(|e| panic!("{}: {e}", journal.display()))
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+fn input_type(r: &Value) -> &str {
+    r.pointer("/input/type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// A tmpfs mounted at a directory for the test's life (the tests run as root): a refused
+/// mount FAILS the test with the reason.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Tmpfs {
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .output()
+            .expect("run mount");
+        assert!(
+            out.status.success(),
+            "mount -t tmpfs at {} refused (these tests run as root, as tests/run-all.sh does): {}",
+            at.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Fill the filesystem `file` is on: write until the write is refused for want of space.
+fn fill(file: &Path) {
+    use std::io::Write as _;
+    let mut f = std::fs::File::create(file).expect("filler");
+    let block = vec![0u8; 64 * 1024];
+    loop {
+        match f.write(&block) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(28) => break,
+            Err(e) => panic!("filling {}: {e}", file.display()),
+        }
+    }
+    let _ = f.sync_all();
+    // The last partial block's pages, too.
+    for len in [4096usize, 512, 1] {
+        while f.write(&block[..len]).is_ok_and(|n| n > 0) {}
+    }
+}
+
+/// Issue 25: the journal's disk fills while an apply runs. The run goes on only as far as
+/// the journal takes its lines: the first append refused for want of space stops it there,
+/// saying so on stderr ("the journal cannot be written: …No space left on device…; nothing
+/// more runs"), no step starts after it, its children are stopped, and the command exits 2
+/// promptly (before, the refused event was logged and the run hung until --timeout).
+#[test]
+fn a_full_journal_disk_stops_the_headless_run_at_once_naming_why() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let mnt = tempfile::tempdir().expect("tempdir");
+    let _tmpfs = Tmpfs::mount(mnt.path(), "64m");
+    let dir = mnt.path().join("demo");
+    let dir_s = dir.display().to_string();
+    let mut h = Headless::spawn(
+        state.path(),
+        &[
+            "demo",
+            "--headless",
+            "--run",
+            "etcd-io-priority",
+            "--env",
+            "prod",
+            "--timeout",
+            "300",
+            "--dir",
+            &dir_s,
+        ],
+    );
+    h.wait_line(180, "an ansible step running", ansible_running);
+    fill(&mnt.path().join("filler"));
+    let broke = h.wait_line(240, "the journal's failure on stderr", |l| {
+        l.contains("the journal cannot be written")
+    });
+    let (code, ended) = h.wait_exit(60);
+    let stderr = h.stderr();
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("No space left on device") && stderr.contains("nothing more runs"),
+        "{stderr}"
+    );
+    let took = ended.duration_since(broke);
+    assert!(
+        took < Duration::from_secs(20),
+        "exited {took:?} after the journal broke"
+    );
+    // Nothing ran after the failed append: no step reported running after it.
+    let after: Vec<String> = h
+        .lines
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|(at, l)| *at > broke && l.starts_with("step ") && l.ends_with(": running"))
+        .map(|(_, l)| l.clone())
+        .collect();
+    assert!(after.is_empty(), "ran after the journal broke: {after:?}");
+    let left = demo_common::processes_mentioning(&dir_s);
+    assert!(left.is_empty(), "left running: {left:#?}");
+}
+
+/// Issue 25: the journal made unwritable (`chattr +i`) while an apply runs: the apply's
+/// end cannot be journaled, so the run stops there at once, on stderr, exit 2 (before, the
+/// headless run hung silently until --timeout). The journal holds nothing past the
+/// moment it became immutable.
+#[test]
+fn an_immutable_journal_stops_the_headless_run_when_the_apply_ends() {
+    // ext4 under target/ (chattr +i needs a filesystem with the flag; tmpfs has none).
+    let state = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let dir = state.path().join("demo");
+    let dir_s = dir.display().to_string();
+    let mut h = Headless::spawn(
+        state.path(),
+        &[
+            "demo",
+            "--headless",
+            "--run",
+            "etcd-io-priority",
+            "--env",
+            "prod",
+            "--timeout",
+            "300",
+            "--dir",
+            &dir_s,
+        ],
+    );
+    h.wait_line(180, "an ansible step running", ansible_running);
+    let journal = journal_in(&dir.join("runs")).expect("the run's journal");
+    struct Immutable(PathBuf);
+    impl Drop for Immutable {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("chattr")
+                .arg("-i")
+                .arg(&self.0)
+                .status();
+        }
+    }
+    let st = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(&journal)
+        .status()
+        .expect("run chattr");
+    assert!(st.success(), "chattr +i {} refused", journal.display());
+    let _undo = Immutable(journal.clone());
+    // Read once it is immutable: an append may land just before.
+    let before = std::fs::read(&journal).expect("journal");
+    let broke = h.wait_line(120, "the journal's failure on stderr", |l| {
+        l.contains("the journal cannot be written")
+    });
+    let (code, ended) = h.wait_exit(60);
+    let stderr = h.stderr();
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("Operation not permitted") && stderr.contains("nothing more runs"),
+        "{stderr}"
+    );
+    let took = ended.duration_since(broke);
+    assert!(
+        took < Duration::from_secs(20),
+        "exited {took:?} after the journal broke"
+    );
+    let after = std::fs::read(&journal).expect("journal");
+    assert_eq!(after.len(), before.len(), "the immutable journal grew");
+    let left = demo_common::processes_mentioning(&dir_s);
+    assert!(left.is_empty(), "left running: {left:#?}");
+}
+
+/// Issue 25: SIGTERM, SIGHUP and SIGINT mid-step end a headless run as they end a console:
+/// journaled `abandoned` naming the signal, the apply in flight stopped (its process'
+/// end journaled), exit 128 + the signal's number; a --dir demo directory is kept.
+#[test]
+fn each_signal_mid_step_journals_the_headless_run_abandoned_and_exits_by_it() {
+    use nix::sys::signal::Signal;
+    for (sig, name, code) in [
+        (Signal::SIGTERM, "SIGTERM", 143),
+        (Signal::SIGHUP, "SIGHUP", 129),
+        (Signal::SIGINT, "SIGINT", 130),
+    ] {
+        let state = tempfile::tempdir().expect("tempdir");
+        let dir = state.path().join("demo");
+        let dir_s = dir.display().to_string();
+        let mut h = Headless::spawn(
+            state.path(),
+            &[
+                "demo",
+                "--headless",
+                "--run",
+                "etcd-io-priority",
+                "--env",
+                "prod",
+                "--dir",
+                &dir_s,
+            ],
+        );
+        h.wait_line(180, "an ansible step running", ansible_running);
+        // Mid-step: its process started and journaled (so its end can be journaled too).
+        demo_common::until(60, "the step's process journaled", || {
+            // Read as text: a line may be half written while it is read.
+            journal_in(&dir.join("runs")).filter(|j| {
+                std::fs::read_to_string(j)
+                    .unwrap_or_default()
+                    .contains("\"type\":\"process-started\"")
+            })
+        });
+        h.signal(sig);
+        let (got, _) = h.wait_exit(30);
+        let stderr = h.stderr();
+        assert_eq!(got, Some(code), "{name}: {stderr}");
+        let journal = journal_in(&dir.join("runs")).expect("the run's journal, kept");
+        let recs = records(&journal);
+        let abandoned = recs
+            .iter()
+            .find(|r| input_type(r) == "abandoned")
+            .unwrap_or_else(|| panic!("{name}: no abandoned record: {recs:#?}"));
+        let reason = abandoned
+            .pointer("/input/reason")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        assert!(
+            reason.contains(name) && reason.contains("headless run"),
+            "{name}: {reason}"
+        );
+        assert!(
+            recs.iter().any(|r| input_type(r) == "process-ended"),
+            "{name}: the apply's process end is journaled: {recs:#?}"
+        );
+        let left = demo_common::processes_mentioning(&dir_s);
+        assert!(left.is_empty(), "{name}: left running: {left:#?}");
+    }
+}
+
+/// Issue 25: without --dir, a signalled headless run removes its temporary demo
+/// directory as a finished one does.
+#[test]
+fn a_signalled_headless_run_removes_its_temporary_demo_directory() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let mut h = Headless::spawn(
+        state.path(),
+        &[
+            "demo",
+            "--headless",
+            "--run",
+            "etcd-io-priority",
+            "--env",
+            "prod",
+        ],
+    );
+    h.wait_line(180, "an ansible step running", ansible_running);
+    let demo_dirs = || -> Vec<String> {
+        std::fs::read_dir(state.path().join("hk-console"))
+            .map(|r| {
+                r.filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("demo-"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(demo_dirs().len(), 1, "the demo's directory while it runs");
+    h.signal(nix::sys::signal::Signal::SIGTERM);
+    let (code, _) = h.wait_exit(30);
+    assert_eq!(code, Some(143), "{}", h.stderr());
+    assert!(demo_dirs().is_empty(), "left behind: {:?}", demo_dirs());
+}
+
+/// Issue 25: the headless deadline is journaled as itself: the abort's reason and every
+/// cancel say "the headless deadline of N s passed", never the operator's request.
+#[test]
+fn the_headless_deadline_is_journaled_as_its_own_cause() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let dir = state.path().join("demo");
+    let dir_s = dir.display().to_string();
+    let mut h = Headless::spawn(
+        state.path(),
+        &[
+            "demo",
+            "--headless",
+            "--run",
+            "etcd-io-priority",
+            "--env",
+            "prod",
+            "--timeout",
+            "1",
+            "--dir",
+            &dir_s,
+        ],
+    );
+    let (code, _) = h.wait_exit(60);
+    assert_eq!(code, Some(1), "{}", h.stderr());
+    let recs = records(&journal_in(&dir.join("runs")).expect("journal"));
+    let abort = recs
+        .iter()
+        .find(|r| input_type(r) == "abort")
+        .unwrap_or_else(|| panic!("no abort: {recs:#?}"));
+    assert_eq!(
+        abort.pointer("/input/reason").and_then(Value::as_str),
+        Some("the headless deadline of 1 s passed")
+    );
+    let text = serde_json::to_string(&recs).expect("json");
+    assert!(!text.contains("operator's request"), "{text}");
+}

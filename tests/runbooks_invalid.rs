@@ -10,6 +10,10 @@ const DIR: &str = "tests/fixtures/runbooks/invalid";
 /// (fixture, the one diagnostic it gives, as printed).
 const EXPECTED: &[(&str, &str)] = &[
     (
+        "ansible-timeout-zero.yaml",
+        "ansible-timeout-zero.yaml:9:16: `timeout_s: 0` would stop the play before it could answer\n  hint: give the seconds the play may take, e.g. `timeout_s: 1800`; left out, ansible steps get 30 min and list-hosts 5 min",
+    ),
+    (
         "bad-id.yaml",
         "bad-id.yaml:1:5: runbook id `Broken_Runbook` is not a valid id\n  hint: ids are lower-case letters, digits and `-`, e.g. `etcd-io-priority`",
     ),

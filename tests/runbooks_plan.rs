@@ -514,3 +514,56 @@ fn memattr_survey_refuses_dev_hosts_even_if_asked_to() {
         "{err}"
     );
 }
+
+/// Issue 25: `timeout_s` on an ansible step bounds its preview and its run; on a
+/// list-hosts step, the listing. Left out, the plan carries none (the executor's
+/// defaults apply: `exec::step_timeout`).
+#[test]
+fn timeout_s_on_ansible_and_list_hosts_steps_is_planned() {
+    let text = "id: bounded
+environments: [prod]
+target:
+  group: servers
+steps:
+  - id: listed
+    kind: list-hosts
+    playbook: playbooks/node-baseline.yml
+    timeout_s: 45
+  - id: apply
+    kind: ansible
+    playbook: playbooks/node-baseline.yml
+    check_first: true
+    timeout_s: 600
+";
+    let p = plan(&parse(text), &prod(), &homelab()).expect("plans");
+    let limit = |s: &PlannedStep| s.expect.as_ref().and_then(|e| e.timeout_s);
+    let listed: Vec<_> = p.steps.iter().filter(|s| s.id == "listed").collect();
+    assert!(!listed.is_empty());
+    assert!(listed.iter().all(|s| limit(s) == Some(45)), "{listed:#?}");
+    let plays: Vec<_> = p
+        .steps
+        .iter()
+        .filter(|s| s.kind == StepKind::Ansible)
+        .collect();
+    assert!(plays.len() >= 2, "the preview and the run: {plays:#?}");
+    assert!(plays.iter().all(|s| limit(s) == Some(600)), "{plays:#?}");
+    let unbounded = plan(
+        &parse(
+            ORDERED
+                .replace("ORDER", "k3s-prod-1, k3s-prod-2, k3s-prod-3")
+                .as_str(),
+        ),
+        &prod(),
+        &homelab(),
+    )
+    .expect("plans");
+    assert!(unbounded.steps.iter().all(|s| limit(s).is_none()));
+    let d = hk_console::exec::step_timeout(
+        unbounded
+            .steps
+            .iter()
+            .find(|s| s.kind == StepKind::Ansible)
+            .expect("a play"),
+    );
+    assert_eq!(d, Some(hk_console::exec::ANSIBLE_TIMEOUT));
+}

@@ -253,3 +253,244 @@ fn the_event_trail_seen_while_a_run_is_active_is_in_its_record() {
     assert_eq!(json["events"][0]["at"], T0.0 + 10_000);
     assert_eq!(json["events"][1]["kind"], "node-not-ready");
 }
+
+/// `hk-console runs list --dir DIR`, bounded in time: (exit code, stdout, stderr).
+fn runs_list(dir: &std::path::Path) -> (Option<i32>, String, String) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hk-console"))
+        .args(["runs", "list", "--dir"])
+        .arg(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run hk-console");
+    let t0 = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if t0.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`runs list` still running after 20 s: blocked opening the FIFO?");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 25: a run at a gate is `in progress` while its console lives, and `interrupted`
+/// (saying why) once that console is gone, even though its journal's last line is the
+/// same; before, it stayed `in progress` forever.
+#[test]
+fn a_run_whose_console_is_gone_is_listed_interrupted_not_in_progress() {
+    use hk_console::ui::app::App;
+    use ui_common::*;
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = App::operate(parts(dir.path()), operate_caps(&ALL_KINDS, &[]));
+    app.open_runbook("node-health", Some("prod"), None);
+    app.handle_key(key('s'));
+    let journal = app
+        .active
+        .as_ref()
+        .and_then(|a| a.journal.as_ref())
+        .map(|j| j.path().to_path_buf())
+        .expect("the run started");
+    // Up to its first gate: nothing in flight, the run waits on the operator.
+    for _ in 0..50 {
+        if app.active.as_ref().and_then(|a| a.open_gate()).is_some() {
+            break;
+        }
+        if play_one(&mut app, &["ok"]).is_none() {
+            break;
+        }
+    }
+    assert!(
+        app.active.as_ref().and_then(|a| a.open_gate()).is_some(),
+        "node-health reaches a gate: {:?}",
+        app.status
+    );
+    let runs = journal.parent().expect("runs dir").to_path_buf();
+    let (code, live, err) = runs_list(&runs);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(live.contains("in progress"), "its console lives:\n{live}");
+    // The console goes without a word (as SIGKILL takes it): its journal unchanged.
+    let before = std::fs::read(&journal).expect("journal");
+    drop(app);
+    assert_eq!(std::fs::read(&journal).expect("journal"), before);
+    let (code, gone, err) = runs_list(&runs);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        gone.contains("interrupted") && !gone.contains("in progress"),
+        "its console is gone:\n{gone}"
+    );
+    assert!(gone.contains("no console holds this run"), "{gone}");
+}
+
+/// Issue 25/26: `runs list` reads journals only. A run's event trail
+/// (`<run>.trail.jsonl`) and output log beside it are never read as journals (before, the
+/// trail was reported "invalid journal header: missing field 'format'" and a `.damaged`
+/// copy of it made); a FIFO named `*.jsonl` is listed as unreadable, "not a regular file",
+/// and never opened (opening one blocks); a really damaged journal is still listed as
+/// damaged. Through the real binary, bounded in time.
+#[test]
+fn runs_list_reads_journals_only_and_never_blocks_on_a_fifo() {
+    use hk_console::checks::live::{vip_lease, Timestamp};
+    use hk_console::observe::feed::{Feed, Update};
+    use hk_console::ui::app::App;
+    use ui_common::live::{topo, vip_input};
+    use ui_common::*;
+
+    let at = |s: u64| Timestamp(T0.0 + s * 1000);
+    let vip = |holder: &str, t: Timestamp| Update {
+        env: "prod".into(),
+        at: t,
+        feed: Feed::Vip(vip_lease(&topo("prod"), &vip_input(holder, t))),
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = App::operate(parts(dir.path()), operate_caps(&ALL_KINDS, &[]));
+    app.handle_update(vip("k3s-prod-1", at(1)));
+    app.open_runbook("node-health", Some("prod"), None);
+    app.handle_key(key('s'));
+    let journal = app
+        .active
+        .as_ref()
+        .and_then(|a| a.journal.as_ref())
+        .map(|j| j.path().to_path_buf())
+        .expect("the run started");
+    app.handle_update(vip("k3s-prod-2", at(10)));
+    for _ in 0..200 {
+        if answer_gate(&mut app) {
+            continue;
+        }
+        if play_one(&mut app, &["ok"]).is_none() {
+            break;
+        }
+    }
+    let trail = hk_console::observe::timeline::trail_path(&journal);
+    assert!(trail.is_file(), "the run kept a trail: {}", trail.display());
+    let runs = journal.parent().expect("runs dir").to_path_buf();
+    // A really damaged journal: a copy of the run's with a line that is not JSON.
+    let damaged = runs.join("20260907T101500000Z-damaged-prod.jsonl");
+    let mut bytes = std::fs::read(&journal).expect("journal");
+    bytes.extend_from_slice(b"{not json\n");
+    std::fs::write(&damaged, bytes).expect("damaged copy");
+    let fifo = runs.join("a-fifo.jsonl");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success(), "mkfifo {}", fifo.display());
+
+    let (code, stdout, stderr) = runs_list(&runs);
+    println!("{stdout}{stderr}");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        !stdout.contains("trail"),
+        "the trail read as a journal:\n{stdout}"
+    );
+    assert!(!stdout.contains("output.jsonl"), "{stdout}");
+    let leftovers: Vec<String> = std::fs::read_dir(&runs)
+        .expect("runs")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".damaged") && !n.starts_with("20260907T101500000Z-damaged"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "damaged copies of non-journals: {leftovers:?}"
+    );
+    let fifo_line = stdout
+        .lines()
+        .find(|l| l.contains("a-fifo.jsonl"))
+        .unwrap_or_else(|| panic!("the FIFO is not listed:\n{stdout}"));
+    assert!(
+        fifo_line.starts_with("unreadable: ") && fifo_line.contains("not a regular file"),
+        "{fifo_line}"
+    );
+    let damaged_line = stdout
+        .lines()
+        .find(|l| l.contains("DAMAGED"))
+        .unwrap_or_else(|| panic!("the damaged journal is not marked:\n{stdout}"));
+    assert!(damaged_line.contains("line"), "{damaged_line}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.contains("node-health")).count(),
+        2,
+        "the run and its damaged copy:\n{stdout}"
+    );
+}
+
+/// Issue 25: a run whose cluster run lock another run took over is listed `interrupted`,
+/// naming who took it and why, even while its own console still holds its journal.
+#[test]
+fn a_run_whose_lock_was_taken_over_is_listed_interrupted_naming_the_taker() {
+    use hk_console::journal::Journal;
+    use hk_console::runbook::machine::{Event, Input, Mode, RunLockNote, Timestamp};
+    use hk_console::ui::app::App;
+    use ui_common::*;
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = App::operate(parts(dir.path()), operate_caps(&ALL_KINDS, &[]));
+    app.open_runbook("node-health", Some("prod"), None);
+    app.handle_key(key('s'));
+    // Up to its first gate: nothing in flight, the run waits on the operator.
+    for _ in 0..50 {
+        if app.active.as_ref().and_then(|a| a.open_gate()).is_some()
+            || play_one(&mut app, &["ok"]).is_none()
+        {
+            break;
+        }
+    }
+    let (journal, plan) = app
+        .active
+        .as_ref()
+        .and_then(|a| {
+            a.journal
+                .as_ref()
+                .map(|j| (j.path().to_path_buf(), a.run.plan().clone()))
+        })
+        .expect("the run started");
+    let first = journal
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .expect("run id");
+    let runs = journal.parent().expect("runs dir").to_path_buf();
+    let (_, live, _) = runs_list(&runs);
+    assert!(live.contains("in progress"), "{live}");
+    // Another console takes the stale lock over for its own run of the same plan.
+    let at = Timestamp(T0.0 + 3_600_000);
+    let (mut j, mut run) = Journal::begin(&runs, plan, Mode::Operate, "bob", at).expect("journal");
+    j.record(
+        &mut run,
+        Event::new(
+            at,
+            Input::RunLock {
+                note: RunLockNote::TookOver {
+                    from: "alice@laptop".into(),
+                    from_run: Some(first.clone()),
+                    last_renewed: None,
+                    by: "bob@desk".into(),
+                    typed: "prod".into(),
+                    reason: "alice's laptop died".into(),
+                },
+            },
+        ),
+    )
+    .expect("journaled");
+    let (code, out, err) = runs_list(&runs);
+    assert_eq!(code, Some(0), "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.contains(&first))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.contains("interrupted")
+            && line.contains("taken over by bob@desk")
+            && line.contains("alice's laptop died"),
+        "{line}"
+    );
+    drop(app);
+}

@@ -200,3 +200,95 @@ fn an_unrenderable_connection_variable_is_named_never_replaced() {
         "{notices:?}"
     );
 }
+
+/// Issue 25: the console's journal becomes unwritable (`chattr +i`) between a step's
+/// request and its start. The executor's "started" cannot be journaled: the run halts
+/// there, the status line says "the journal cannot be written: …; nothing more runs", the
+/// step is sent a Cancel (the executors' stop ladder), nothing new is requested after, and
+/// the journal is unchanged. Before, the refused event was only logged and the step went
+/// on unjournaled, shown running.
+#[test]
+fn an_unwritable_journal_halts_the_console_run_and_says_so() {
+    use hk_console::session::exec::ExecRequest;
+    // ext4 under target/: tmpfs has no immutable flag.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tmp");
+    let mut app = App::operate(parts(dir.path()), operate_caps(&ALL_KINDS, &[]));
+    app.open_runbook("node-health", Some("prod"), None);
+    app.handle_key(key('s'));
+    let journal = app
+        .active
+        .as_ref()
+        .and_then(|a| a.journal.as_ref())
+        .map(|j| j.path().to_path_buf())
+        .expect("the run started");
+    let req = app.outbox.pop_front().expect("the first step's request");
+    let ExecRequest::Execute {
+        tag, step, attempt, ..
+    } = req
+    else {
+        panic!("expected an Execute first, got {req:?}");
+    };
+    let n = step.n;
+    struct Immutable(std::path::PathBuf);
+    impl Drop for Immutable {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("chattr")
+                .arg("-i")
+                .arg(&self.0)
+                .status();
+        }
+    }
+    let st = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(&journal)
+        .status()
+        .expect("run chattr");
+    assert!(st.success(), "chattr +i {}", journal.display());
+    let _undo = Immutable(journal.clone());
+    let before = std::fs::read(&journal).expect("journal");
+    app.handle_exec(ExecReply::Outcome {
+        tag,
+        input: Input::StepStarted { n, attempt },
+    });
+    let status = app.status.clone().unwrap_or_default();
+    assert!(
+        status.contains("the journal cannot be written")
+            && status.contains("Operation not permitted")
+            && status.contains("nothing more runs"),
+        "{status}"
+    );
+    let sent: Vec<ExecRequest> = app.outbox.drain(..).collect();
+    assert!(
+        matches!(sent.as_slice(), [ExecRequest::Cancel { step, .. }] if step.n == n),
+        "the step is stopped, nothing else is asked: {sent:?}"
+    );
+    assert!(app.active.as_ref().is_some_and(|a| a.still_stopping()));
+    // The executor stops it; that and whatever comes next journal nothing, ask nothing.
+    app.handle_exec(ExecReply::Outcome {
+        tag,
+        input: Input::Cancelled {
+            n,
+            attempt,
+            reason: "stopped".into(),
+        },
+    });
+    assert!(app.active.as_ref().is_some_and(|a| !a.still_stopping()));
+    app.handle_key(key('s'));
+    assert!(app.outbox.is_empty(), "{:?}", app.outbox);
+    assert_eq!(std::fs::read(&journal).expect("journal"), before);
+    // On screen for good, not only on the status line the next notice replaces.
+    let screen = text(&render(&mut app, 160, 40));
+    assert!(
+        screen.contains("HALTED: the journal cannot be written")
+            && screen.contains("nothing more runs"),
+        "{screen}"
+    );
+    assert!(
+        app.active
+            .as_ref()
+            .and_then(|a| a.journal_broken())
+            .is_some_and(|w| w.contains("nothing more runs")),
+        "{:?}",
+        app.status
+    );
+}

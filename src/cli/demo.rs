@@ -84,14 +84,30 @@ pub(super) fn demo_cmd(
     if let DemoMode::Headless(req) = &mode {
         let runbooks = load_runbooks(cli.runbooks.as_deref())?;
         let runs_dir = demo.dir.join("runs");
-        let report = rt.block_on(crate::sim::headless::drive_with_lock(
+        let report = match rt.block_on(crate::sim::headless::drive_with_lock(
             &demo,
             runbooks,
             req,
             &runs_dir,
             cli.no_cluster_lock,
             |line| errln!("{line}"),
-        ))?;
+        )) {
+            Ok(r) => r,
+            // Stopped by a signal: its own exit status; the demo's directory goes (or a
+            // --dir one stays) as `dir` drops on the way out.
+            Err(crate::sim::headless::HeadlessError::Signalled { signal, reason }) => {
+                errln!("error: {reason}; the run was journaled abandoned and its children stopped");
+                if dir.keep {
+                    errln!("the journal is kept under {}", runs_dir.display());
+                }
+                return Ok(match signal {
+                    crate::session::supervise::Caught::Hup => Status::Hangup,
+                    crate::session::supervise::Caught::Int => Status::Interrupted,
+                    crate::session::supervise::Caught::Term => Status::Terminated,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
         if json {
             print_json(&report)?;
         } else {

@@ -26,6 +26,11 @@ pub enum Status {
     Clean = 0,
     Violations = 1,
     CouldNotRun = 2,
+    /// A headless run ended by a signal (journaled abandoned): 128 + the signal's number,
+    /// as a shell reports a process the signal killed.
+    Hangup = 129,
+    Interrupted = 130,
+    Terminated = 143,
 }
 
 impl From<Status> for ExitCode {
@@ -258,7 +263,8 @@ pub enum Command {
         json: bool,
         /// No console: drive the runbook --run names through the simulation, a simulated
         /// operator answering every gate, and print the journal's summary. Exit 0 when the
-        /// run succeeded, 1 when it halted or was aborted.
+        /// run succeeded, 1 when it halted or was aborted, 2 when the journal could not be
+        /// written, 128 + N when signal N (HUP, INT, TERM) ended it (journaled abandoned).
         #[arg(long, requires = "run", conflicts_with = "once")]
         headless: bool,
         /// The runbook a headless run drives (see `hk-console runbooks list`).

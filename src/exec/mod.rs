@@ -126,6 +126,47 @@ pub enum Classified {
     Mutating(MutatingStep),
 }
 
+/// How long an ansible step may run when its runbook does not say (`timeout_s:`): a play
+/// whose SSH peer stops answering must still end, with the cause named.
+pub const ANSIBLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// How long a list-hosts step may run when its runbook does not say: listing hosts reads
+/// the inventory only, so minutes mean something is stuck.
+pub const LIST_HOSTS_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// How long the process of `step` may run before the stop ladder ends it: the plan's
+/// `timeout_s`, else the kind's default (ansible and list-hosts always have one; an SSH
+/// step without one is bounded by its client's own settings).
+pub fn step_timeout(step: &PlannedStep) -> Option<Duration> {
+    let planned = step
+        .expect
+        .as_ref()
+        .and_then(|e| e.timeout_s)
+        .map(Duration::from_secs);
+    planned.or(match step.kind {
+        StepKind::Ansible => Some(ANSIBLE_TIMEOUT),
+        StepKind::ListHosts => Some(LIST_HOSTS_TIMEOUT),
+        _ => None,
+    })
+}
+
+/// Why a process the supervisor stopped for its timeout failed, naming the limit and the
+/// signals it took: "no answer within 30m: stopped (SIGINT, then SIGTERM)".
+pub fn timed_out_cause(timeout: Option<Duration>, signals: &[process::SentSignal]) -> String {
+    let within = match timeout {
+        Some(t) => crate::time::span(t, crate::time::Style::Words),
+        None => "its time limit".to_string(),
+    };
+    let sent: Vec<String> = signals.iter().map(|s| format!("{:?}", s.signal)).collect();
+    if sent.is_empty() {
+        format!("no answer within {within}: stopped")
+    } else {
+        format!(
+            "no answer within {within}: stopped ({})",
+            sent.join(", then ")
+        )
+    }
+}
+
 /// Sorts a planned step into read-only or mutating. An ansible step counts as read-only
 /// only if the plan says so AND its argv only looks; a plan that claims otherwise is not
 /// believed. Steps without a process (gates, manual, kube-wait, probe) are not executors'.
@@ -139,11 +180,7 @@ pub fn classify(step: &PlannedStep) -> Result<Classified, ExecError> {
         .command
         .clone()
         .ok_or_else(|| bad("no command to run"))?;
-    let timeout = step
-        .expect
-        .as_ref()
-        .and_then(|e| e.timeout_s)
-        .map(Duration::from_secs);
+    let timeout = step_timeout(step);
     let (work, looks_only) = match step.kind {
         StepKind::Ssh => {
             let [prog, host, command] = argv.as_slice() else {
@@ -576,6 +613,48 @@ mod tests {
         assert!(matches!(classify(&ssh_mut), Ok(Classified::Mutating(_))));
         let ssh_ro = step(StepKind::Ssh, false, &["ssh", "h", "uptime"]);
         assert!(matches!(classify(&ssh_ro), Ok(Classified::ReadOnly(_))));
+    }
+
+    /// Issue 25: ansible and list-hosts steps always run bounded: the runbook's
+    /// `timeout_s`, else the kind's default; the cause names the limit and the signals.
+    #[test]
+    fn ansible_steps_get_a_default_timeout_and_the_cause_names_it() {
+        let timeout_of = |mut s: PlannedStep, planned: Option<u64>| {
+            s.expect = planned.map(|t| Expect {
+                timeout_s: Some(t),
+                ..Expect::default()
+            });
+            let w = match classify(&s).expect("classified") {
+                Classified::ReadOnly(r) => r.work().clone(),
+                Classified::Mutating(m) => m.work().clone(),
+            };
+            match w {
+                Work::Ansible { timeout, .. } | Work::Ssh { timeout, .. } => timeout,
+            }
+        };
+        let apply = step(StepKind::Ansible, true, &["ansible-playbook", "p.yml"]);
+        let lh = step(
+            StepKind::ListHosts,
+            false,
+            &["ansible-playbook", "p.yml", "--list-hosts"],
+        );
+        assert_eq!(timeout_of(apply.clone(), None), Some(ANSIBLE_TIMEOUT));
+        assert_eq!(timeout_of(lh.clone(), None), Some(LIST_HOSTS_TIMEOUT));
+        assert_eq!(timeout_of(apply, Some(90)), Some(Duration::from_secs(90)));
+        let ssh = step(StepKind::Ssh, false, &["ssh", "h", "uptime"]);
+        assert_eq!(timeout_of(ssh, None), None, "ssh keeps its client's bounds");
+        let sent = |signal, s| process::SentSignal {
+            signal,
+            after: Duration::from_secs(s),
+        };
+        use nix::sys::signal::Signal;
+        assert_eq!(
+            timed_out_cause(
+                Some(ANSIBLE_TIMEOUT),
+                &[sent(Signal::SIGINT, 1800), sent(Signal::SIGTERM, 1810)]
+            ),
+            "no answer within 30m: stopped (SIGINT, then SIGTERM)"
+        );
     }
 
     #[test]

@@ -539,7 +539,7 @@ pub fn trail_path(journal: &Path) -> PathBuf {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    journal.with_file_name(format!("{name}.trail.jsonl"))
+    journal.with_file_name(format!("{name}{}", crate::journal::TRAIL_SUFFIX))
 }
 
 /// Appends the events seen during a run to its trail file, one JSON line each (mode 0600:

@@ -370,6 +370,10 @@ pub struct ListedRun {
     pub started: Timestamp,
     pub outcome: String,
     pub damage: Option<String>,
+    /// Why the outcome is not what the journal's last line says (a run no console holds
+    /// any more is interrupted, not in progress).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
     pub journal: PathBuf,
 }
 
@@ -388,6 +392,7 @@ pub fn list(dir: &Path) -> Result<(Vec<ListedRun>, Vec<String>), RecordError> {
             started: s.started,
             outcome: s.outcome.to_string(),
             damage: s.damage.map(|d| d.to_string()),
+            why: s.why,
             journal: s.path,
         })
         .collect();
@@ -403,6 +408,9 @@ pub fn render_list(runs: &[ListedRun], unreadable: &[String]) -> String {
             "{}  {:<11}  {} {} by {} ({})",
             r.started, r.outcome, r.runbook, r.env, r.operator, r.run_id
         );
+        if let Some(w) = &r.why {
+            let _ = write!(out, "  ({w})");
+        }
         if let Some(d) = &r.damage {
             let _ = write!(out, "  DAMAGED: {d}");
         }

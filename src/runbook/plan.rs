@@ -996,7 +996,11 @@ impl Planner<'_> {
             blast_radius: None,
         };
         match &step.spec {
-            StepSpec::ListHosts { play, expect_hosts } => {
+            StepSpec::ListHosts {
+                play,
+                expect_hosts,
+                timeout_s,
+            } => {
                 let play = self.render_play(step, play, h)?;
                 let expected = match expect_hosts {
                     Some(list) => list
@@ -1009,13 +1013,22 @@ impl Planner<'_> {
                 if let Some(t) = title {
                     draft.step.title = t;
                 }
+                if let Some(e) = draft.step.expect.as_mut() {
+                    e.timeout_s = *timeout_s;
+                }
                 out.push(draft);
             }
             StepSpec::Ansible {
                 play,
                 check_first,
                 check_only,
+                timeout_s,
             } => {
+                // Only the runbook's own limit is planned; the default is the executor's.
+                let limit = timeout_s.map(|t| Expect {
+                    timeout_s: Some(t),
+                    ..Expect::default()
+                });
                 let play = self.render_play(step, play, h)?;
                 let on = play.limit.clone().unwrap_or_else(|| "its hosts".into());
                 // The policy: in a protected environment every mutating play is previewed
@@ -1038,6 +1051,7 @@ impl Planner<'_> {
                     s.title = preview_title(&title, &play.playbook, &on);
                     s.command = Some(self.ansible_argv(&play, &["--check", "--diff"]));
                     s.cwd = Some(self.env.ansible_dir.clone());
+                    s.expect = limit.clone();
                     if *check_first {
                         s.source = source;
                     }
@@ -1066,6 +1080,7 @@ impl Planner<'_> {
                     );
                     s.command = Some(self.ansible_argv(&play, &[]));
                     s.cwd = Some(self.env.ansible_dir.clone());
+                    s.expect = limit;
                     out.push(Draft {
                         step: s,
                         play: Some(play),

@@ -229,7 +229,14 @@ pub struct KindRules {
 pub const KINDS: &[KindRules] = &[
     KindRules {
         kind: "list-hosts",
-        allowed: &["playbook", "extra_vars", "limit", "tags", "expect_hosts"],
+        allowed: &[
+            "playbook",
+            "extra_vars",
+            "limit",
+            "tags",
+            "expect_hosts",
+            "timeout_s",
+        ],
         required: &["playbook"],
     },
     KindRules {
@@ -241,6 +248,7 @@ pub const KINDS: &[KindRules] = &[
             "limit",
             "check_first",
             "check",
+            "timeout_s",
         ],
         required: &["playbook"],
     },
@@ -403,6 +411,8 @@ pub enum StepSpec {
     ListHosts {
         play: Play,
         expect_hosts: Option<Vec<String>>,
+        /// Seconds the listing may take (default `exec::LIST_HOSTS_TIMEOUT`).
+        timeout_s: Option<u64>,
     },
     Ansible {
         play: Play,
@@ -410,6 +420,8 @@ pub enum StepSpec {
         check_first: bool,
         /// Only `--check --diff`.
         check_only: bool,
+        /// Seconds each run of the play may take (default `exec::ANSIBLE_TIMEOUT`).
+        timeout_s: Option<u64>,
     },
     Ssh {
         command: String,

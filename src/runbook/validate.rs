@@ -850,6 +850,14 @@ impl Validator {
             }
         }
 
+        // A process step that may never end is refused; 0 would stop it before it began.
+        if matches!(raw.kind.as_str(), "ansible" | "list-hosts") && raw.timeout_s == Some(0) {
+            self.push(
+                at("timeout_s"),
+                "`timeout_s: 0` would stop the play before it could answer".into(),
+                Some("give the seconds the play may take, e.g. `timeout_s: 1800`; left out, ansible steps get 30 min and list-hosts 5 min"),
+            );
+        }
         let play = || Play {
             playbook: raw.playbook.clone().unwrap_or_default(),
             extra_vars: extra_vars.clone(),
@@ -861,6 +869,7 @@ impl Validator {
                 StepSpec::ListHosts {
                     play: play(),
                     expect_hosts: raw.expect_hosts.clone(),
+                    timeout_s: raw.timeout_s,
                 },
                 false,
             ),
@@ -886,6 +895,7 @@ impl Validator {
                         play: play(),
                         check_first,
                         check_only,
+                        timeout_s: raw.timeout_s,
                     },
                     !check_only,
                 )

@@ -4,7 +4,10 @@
 //! executes with, the resume decision over an interrupted step). Every input goes through
 //! [`RunSession::feed`]: journaled first, then applied, and what the machine wants done
 //! comes back as [`SessionEffect`]s (ask a gate, request an execution, a line of output,
-//! finished...). The console (`ui::app::App`) and the headless rehearsal
+//! finished...). An append that fails halts the run for good in this process: nothing
+//! more is journaled or asked, the steps in flight are sent Cancel, and the one message
+//! ("the journal cannot be written: …; nothing more runs", [`RunCore::journal_broken`])
+//! goes to whoever drives it. The console (`ui::app::App`) and the headless rehearsal
 //! (`sim::headless`) both drive a session the same way: they answer its `AskGate`, hand
 //! its `Request`s to the one executor [`pump`], and feed the replies back.
 //! Also here: the executor boundary ([`exec`]) and the real executors behind it
@@ -187,6 +190,15 @@ pub struct RunCore {
     trail: Option<crate::observe::timeline::TrailWriter>,
     /// Who answers (journaled with what they decide).
     operator: String,
+    /// Set once an append failed: why the journal cannot be written. Nothing more runs
+    /// (every later input is refused, unjournaled), and the steps in flight were asked
+    /// to stop.
+    broken: Option<String>,
+    /// Steps asked to stop because the journal broke whose executor has not answered yet.
+    stopping: Vec<usize>,
+    /// Why the driver cancels, per step, when it is not the operator (a deadline): the
+    /// executor only knows it was asked, so its `Cancelled` reason is given the cause here.
+    cancel_causes: std::collections::BTreeMap<usize, String>,
 }
 
 /// One open run, and everything that drives it, on the executor set `X`: an
@@ -274,6 +286,17 @@ impl RunCore {
             )
     }
 
+    /// Why the journal cannot be written, once an append failed: the run is halted
+    /// for good in this process (nothing more runs; resume it once the disk is fixed).
+    pub fn journal_broken(&self) -> Option<&str> {
+        self.broken.as_deref()
+    }
+
+    /// Whether a step asked to stop when the journal broke has not answered yet.
+    pub fn still_stopping(&self) -> bool {
+        !self.stopping.is_empty()
+    }
+
     /// The gate step `n` waits on, if it waits on one.
     pub fn open_gate(&self) -> Option<(usize, Gate)> {
         self.run
@@ -359,6 +382,9 @@ impl<X: Executors> RunSession<X> {
                 lock: lock::SessionLock::default(),
                 trail: None,
                 operator: String::new(),
+                broken: None,
+                stopping: Vec::new(),
+                cancel_causes: Default::default(),
             },
             exec,
         }
@@ -668,6 +694,11 @@ impl<X: Executors> RunSession<X> {
 
     fn feed_unchecked(&mut self, input: Input, now: Timestamp) -> Vec<SessionEffect> {
         let mut out = Vec::new();
+        if let Some(why) = self.broken.as_deref() {
+            tracing::error!(input = ?input, "not journaled: {why}");
+            out.push(SessionEffect::Notice(why.to_string()));
+            return out;
+        }
         let mut queue = VecDeque::from([input]);
         while let Some(input) = queue.pop_front() {
             let Some(j) = self.core.journal.as_mut() else {
@@ -677,21 +708,88 @@ impl<X: Executors> RunSession<X> {
                 return out;
             };
             tracing::info!(run = %j.path().display(), input = ?input, "journal");
-            match j.record(&mut self.core.run, Event::new(now, input)) {
+            match j.record(&mut self.core.run, Event::new(now, input.clone())) {
                 Ok(effects) => {
                     if let RunStatus::Active { n } | RunStatus::Halted { n } = self.run.status() {
                         out.push(SessionEffect::AtStep { n: *n });
                     }
                     queue.extend(self.dispatch(effects, &mut out));
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "event refused or not journaled");
+                Err(e @ journal::JournalError::Machine(_)) => {
+                    tracing::warn!(error = %e, "event refused");
                     out.push(SessionEffect::Notice(format!("not recorded: {e}")));
+                    return out;
+                }
+                Err(e) => {
+                    self.journal_failed(&e, &input, now, &mut out);
                     return out;
                 }
             }
         }
         out
+    }
+
+    /// An append failed: the run halts here. Work not yet handed out is dropped, the
+    /// steps in flight are asked to stop (the executors' cancel ladder), the halt is
+    /// journaled if the journal still takes a line, and the one message says why in the
+    /// log and to whoever drives the session.
+    fn journal_failed(
+        &mut self,
+        e: &journal::JournalError,
+        failed: &Input,
+        now: Timestamp,
+        out: &mut Vec<SessionEffect>,
+    ) {
+        let why = format!("the journal cannot be written: {e}; nothing more runs");
+        tracing::error!(input = ?failed, "{why}");
+        self.core.broken = Some(why.clone());
+        // Requests made by this feed would start (or verify) work nothing can record.
+        out.retain(|fx| {
+            !matches!(fx, SessionEffect::Request(r)
+                if matches!(**r, ExecRequest::Execute { .. } | ExecRequest::Verify { .. }))
+        });
+        // The executor's own last word for a step (its work ended) needs no stop.
+        let ended = match failed {
+            Input::StepFinished { n, .. }
+            | Input::Cancelled { n, .. }
+            | Input::VerifyResult { n, .. }
+            | Input::HostSetObserved { n, .. } => Some(*n),
+            _ => None,
+        };
+        let in_flight: Vec<(usize, u32)> = self
+            .run
+            .steps()
+            .filter(|(s, r)| {
+                matches!(r.state, StepState::Running { .. } | StepState::Verifying)
+                    && Some(s.n) != ended
+            })
+            .map(|(s, r)| (s.n, r.attempt))
+            .collect();
+        // Journaled where the journal still takes a line (a transient failure, a small
+        // line into the last bytes): the run reads as abandoned, resumable, not running.
+        if let Some(j) = self.core.journal.as_mut() {
+            let abandoned = Event::new(
+                now,
+                Input::Abandoned {
+                    reason: why.clone(),
+                },
+            );
+            if let Err(e2) = j.record(&mut self.core.run, abandoned) {
+                tracing::error!(error = %e2, "the halt could not be journaled either");
+            }
+        }
+        let tag = self.tag;
+        for (n, attempt) in in_flight {
+            if let Some(step) = step_of(&self.run, n) {
+                out.push(SessionEffect::Request(Box::new(ExecRequest::Cancel {
+                    tag,
+                    step,
+                    attempt,
+                })));
+                self.core.stopping.push(n);
+            }
+        }
+        out.push(SessionEffect::Notice(why));
     }
 
     /// While the operator reads a gate of host N, the next host's list-hosts may already
@@ -848,7 +946,36 @@ impl<X: Executors> RunSession<X> {
                 out.insert(0, SessionEffect::Output(line));
                 out
             }
-            ExecReply::Outcome { tag, input } if tag == self.tag => self.feed(input, now),
+            ExecReply::Outcome { tag, input } if tag == self.tag && self.broken.is_some() => {
+                // Nothing is journaled any more: only whether a step asked to stop has.
+                if let Input::StepFinished { n, .. } | Input::Cancelled { n, .. } = &input {
+                    self.core.stopping.retain(|s| s != n);
+                }
+                tracing::error!(input = ?input, "executor outcome not journaled: the journal is broken");
+                Vec::new()
+            }
+            ExecReply::Outcome { tag, input } if tag == self.tag => {
+                let input = match input {
+                    Input::Cancelled { n, attempt, reason } => {
+                        let reason = match self.core.cancel_causes.remove(&n) {
+                            Some(cause) if reason.contains("at the operator's request") => {
+                                reason.replace("at the operator's request", &format!("as {cause}"))
+                            }
+                            Some(cause) => format!("{reason} (as {cause})"),
+                            None => reason,
+                        };
+                        Input::Cancelled { n, attempt, reason }
+                    }
+                    other => {
+                        // A step that ended on its own leaves no cause for a later cancel.
+                        if let Input::StepFinished { n, .. } = &other {
+                            self.core.cancel_causes.remove(n);
+                        }
+                        other
+                    }
+                };
+                self.feed(input, now)
+            }
             ExecReply::Output { tag, line, .. } if self.probe_tag() == Some(tag) => {
                 vec![SessionEffect::Output(format!("probe │ {line}"))]
             }
@@ -862,6 +989,23 @@ impl<X: Executors> RunSession<X> {
     /// Going away with work in flight: journal a cancel request for every running step
     /// (the executors stop their processes and answer Cancelled, journaled too).
     pub fn cancel_in_flight(&mut self, now: Timestamp) -> Vec<SessionEffect> {
+        let by = self.operator.clone();
+        self.cancel_in_flight_by(by, None, now)
+    }
+
+    /// [`RunSession::cancel_in_flight`] for a cause that is not the operator (a driver's
+    /// deadline): the cancel is journaled as asked by hk-console for `cause`, and each
+    /// step's `Cancelled` names it instead of the operator.
+    pub fn cancel_in_flight_because(&mut self, cause: &str, now: Timestamp) -> Vec<SessionEffect> {
+        self.cancel_in_flight_by(format!("hk-console ({cause})"), Some(cause), now)
+    }
+
+    fn cancel_in_flight_by(
+        &mut self,
+        by: String,
+        cause: Option<&str>,
+        now: Timestamp,
+    ) -> Vec<SessionEffect> {
         let running: Vec<usize> = if self.journal.is_some() {
             self.run
                 .steps()
@@ -881,8 +1025,10 @@ impl<X: Executors> RunSession<X> {
         };
         let mut out = Vec::new();
         for n in running {
-            let by = self.operator.clone();
-            out.extend(self.feed(Input::CancelRequested { n, by }, now));
+            if let Some(cause) = cause {
+                self.core.cancel_causes.insert(n, cause.to_string());
+            }
+            out.extend(self.feed(Input::CancelRequested { n, by: by.clone() }, now));
         }
         out
     }
@@ -1215,6 +1361,10 @@ impl Session {
 
     pub fn cancel_in_flight(&mut self, now: Timestamp) -> Vec<SessionEffect> {
         each!(self, s => s.cancel_in_flight(now))
+    }
+
+    pub fn cancel_in_flight_because(&mut self, cause: &str, now: Timestamp) -> Vec<SessionEffect> {
+        each!(self, s => s.cancel_in_flight_because(cause, now))
     }
 
     pub fn needs_decision(&self, n: usize) -> bool {

@@ -80,10 +80,46 @@ impl Signals {
 
     /// The next one, as the reason the run is abandoned.
     pub async fn recv(&mut self) -> &'static str {
+        match self.next().await {
+            Caught::Hup => "console lost its terminal (SIGHUP)",
+            Caught::Term => "console was told to stop (SIGTERM)",
+            Caught::Int => "console was interrupted (SIGINT)",
+        }
+    }
+
+    /// The next one, for a driver that words its own reason (the headless run).
+    pub async fn next(&mut self) -> Caught {
         tokio::select! {
-            _ = self.hup.recv() => "console lost its terminal (SIGHUP)",
-            _ = self.term.recv() => "console was told to stop (SIGTERM)",
-            _ = self.int.recv() => "console was interrupted (SIGINT)",
+            _ = self.hup.recv() => Caught::Hup,
+            _ = self.term.recv() => Caught::Term,
+            _ = self.int.recv() => Caught::Int,
+        }
+    }
+}
+
+/// A signal [`Signals`] caught.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caught {
+    Hup,
+    Term,
+    Int,
+}
+
+impl Caught {
+    pub fn name(self) -> &'static str {
+        match self {
+            Caught::Hup => "SIGHUP",
+            Caught::Term => "SIGTERM",
+            Caught::Int => "SIGINT",
+        }
+    }
+
+    /// The signal's number (a process that stops on it exits 128 + this, by convention).
+    pub fn number(self) -> u8 {
+        match self {
+            Caught::Hup => 1,
+            Caught::Int => 2,
+            Caught::Term => 15,
         }
     }
 }

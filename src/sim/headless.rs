@@ -4,7 +4,10 @@
 //! Owns: the loop between the app and the executor task (the same requests and replies the
 //! console's event loop carries), the simulated operator who answers each gate the way the
 //! runbook asks (types the host count the list-hosts step printed, types the environment's
-//! name, approves, confirms a manual step), and the summary of the journal it leaves.
+//! name, approves, confirms a manual step), and the summary of the journal it leaves. Its
+//! way out is the console's: SIGTERM, SIGHUP and SIGINT journal the run abandoned with the
+//! true cause and stop the children (`session::supervise`); the deadline is journaled as
+//! itself; a journal that cannot be written stops the run at once.
 //! Must not: run anywhere but a [`Demo`]: the operator it simulates says yes to every gate,
 //! so it is a rehearsal and an end-to-end test, never a way to run prod unattended. It
 //! retries nothing: a failed step halts the run there, as it would for a person.
@@ -25,7 +28,7 @@ use crate::runbook::plan::Gate;
 use crate::session::exec::ExecRequest;
 use crate::session::executors::{capabilities_with, Clusters};
 use crate::session::pump::Pump;
-use crate::session::{self, RepoPlans, RunCore, Session, SessionEffect};
+use crate::session::{self, supervise, RepoPlans, RunCore, Session, SessionEffect};
 
 /// Who answers the gates of a headless run, as the journal records it.
 pub const OPERATOR: &str = "simulated-operator";
@@ -52,6 +55,15 @@ pub enum HeadlessError {
     Start { runbook: String, why: String },
     #[error("the executor task ended while step {step} was in flight")]
     ExecutorGone { step: usize },
+    /// An append to the journal failed: the run stopped there (its children stopped).
+    #[error("{why}")]
+    JournalBroken { why: String },
+    /// A signal ended the run: journaled abandoned with this reason, children stopped.
+    #[error("{reason}; the run was journaled abandoned and its children stopped")]
+    Signalled {
+        signal: crate::session::supervise::Caught,
+        reason: String,
+    },
 }
 
 /// One step of the summary.
@@ -322,6 +334,12 @@ async fn drive_as(
     ));
 
     let mut pump = Pump::spawn(caps);
+    // The signals that end a console end this run the same way: journaled abandoned with
+    // the true cause, the children stopped by the ladder.
+    let mut signals = supervise::Signals::new().map_err(|e| HeadlessError::Start {
+        runbook: req.runbook.clone(),
+        why: format!("cannot watch for SIGTERM/SIGHUP/SIGINT: {e}"),
+    })?;
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + req.deadline;
     let mut answered: Vec<usize> = Vec::new();
@@ -332,6 +350,12 @@ async fn drive_as(
         d.apply(fx);
         report_changes(&d.session, &mut seen, &mut progress);
         if pump.flush(&mut d.queue).is_err() {
+            break;
+        }
+        if let Some(why) = d.session.journal_broken().map(str::to_string) {
+            progress(&why);
+            stop_after_broken_journal(&mut d, &mut pump).await;
+            result = Err(HeadlessError::JournalBroken { why });
             break;
         }
         let status = d.session.run.status().clone();
@@ -358,7 +382,29 @@ async fn drive_as(
             d.feed(input);
             continue;
         }
-        match tokio::time::timeout_at(deadline, pump.recv()).await {
+        let got = tokio::select! {
+            r = pump.recv() => Ok(r),
+            () = tokio::time::sleep_until(deadline) => Err(None),
+            sig = signals.next() => Err(Some(sig)),
+        };
+        match got {
+            Err(Some(signal)) => {
+                let reason = format!("the headless run was {}", signal_cause(signal));
+                progress(&format!(
+                    "{reason}: abandoning the run and stopping its children"
+                ));
+                let fx = supervise::abandon_and_stop(
+                    Some(&mut d.session),
+                    &reason,
+                    supervise::ABANDON_INT_GRACE,
+                    supervise::ABANDON_TERM_GRACE,
+                    crate::journal::now(),
+                );
+                d.apply(fx);
+                report_changes(&d.session, &mut seen, &mut progress);
+                result = Err(HeadlessError::Signalled { signal, reason });
+                break;
+            }
             Ok(Some(reply)) => {
                 let fx = d.session.handle_reply(reply, crate::journal::now());
                 d.apply(fx);
@@ -371,13 +417,16 @@ async fn drive_as(
                 result = Err(HeadlessError::ExecutorGone { step });
                 break;
             }
-            Err(_) => {
-                progress(&format!(
-                    "deadline of {} s passed: cancelling and aborting the run",
+            Err(None) => {
+                let cause = format!(
+                    "the headless deadline of {} s passed",
                     req.deadline.as_secs()
-                ));
+                );
+                progress(&format!("{cause}: cancelling and aborting the run"));
                 // Cancel what is in flight, wait briefly for the executor to say so, abort.
-                let fx = d.session.cancel_in_flight(crate::journal::now());
+                let fx = d
+                    .session
+                    .cancel_in_flight_because(&cause, crate::journal::now());
                 d.apply(fx);
                 let grace = tokio::time::Instant::now() + Duration::from_secs(10);
                 while d.session.has_in_flight() {
@@ -392,13 +441,7 @@ async fn drive_as(
                         _ => break,
                     }
                 }
-                abort(
-                    &mut d,
-                    &format!(
-                        "the headless run's deadline ({} s) passed",
-                        req.deadline.as_secs()
-                    ),
-                );
+                abort(&mut d, &cause);
                 report_changes(&d.session, &mut seen, &mut progress);
                 break;
             }
@@ -407,6 +450,45 @@ async fn drive_as(
     drop(pump);
     result?;
     Ok(summarise(&d, journal, env, started.elapsed()))
+}
+
+/// How a signal ended a headless run, as its abandonment's reason says it.
+fn signal_cause(signal: supervise::Caught) -> &'static str {
+    match signal {
+        supervise::Caught::Hup => "hung up on (SIGHUP)",
+        supervise::Caught::Term => "told to stop (SIGTERM)",
+        supervise::Caught::Int => "interrupted (SIGINT)",
+    }
+}
+
+/// How long the steps asked to stop when the journal broke get to answer before the
+/// ladder is run on every supervised child from here.
+const BROKEN_JOURNAL_GRACE: Duration = Duration::from_secs(10);
+
+/// The journal broke: hand the executors the stops the session asked for, wait (bounded)
+/// for them to answer, then make sure no supervised child outlives the run.
+async fn stop_after_broken_journal(d: &mut Driver, pump: &mut Pump) {
+    let grace = tokio::time::Instant::now() + BROKEN_JOURNAL_GRACE;
+    while d.session.still_stopping() {
+        if pump.flush(&mut d.queue).is_err() {
+            break;
+        }
+        match tokio::time::timeout_at(grace, pump.recv()).await {
+            Ok(Some(reply)) => {
+                let fx = d.session.handle_reply(reply, crate::journal::now());
+                d.apply(fx);
+            }
+            _ => break,
+        }
+    }
+    let stops = tokio::task::spawn_blocking(|| {
+        crate::exec::process::stop_all(supervise::ABANDON_INT_GRACE, supervise::ABANDON_TERM_GRACE)
+    })
+    .await
+    .unwrap_or_default();
+    for stop in stops {
+        tracing::error!(report = %stop.describe(), "child stopped after the journal broke");
+    }
 }
 
 /// Journal an abort by the simulated operator.

@@ -198,7 +198,10 @@ impl RealExecutor {
             }) => (
                 outcome.process.exit_code,
                 if outcome.process.timed_out {
-                    Some("timed out".to_string())
+                    Some(crate::exec::timed_out_cause(
+                        crate::exec::step_timeout(&step),
+                        &outcome.process.signals_sent,
+                    ))
                 } else {
                     // Name the hosts the PLAY RECAP says failed or could not be reached.
                     let bad: Vec<String> = outcome

@@ -97,12 +97,12 @@ fn status_text(run: &Run) -> String {
 fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
     let t = &app.theme;
     let run = &a.run;
-    let mut title = format!(
-        " {} · {} · {} ",
-        run.plan().runbook,
-        run.plan().env,
-        status_text(run)
-    );
+    // A run whose journal broke is halted whatever its last recorded state says.
+    let status = match a.journal_broken() {
+        Some(_) => "HALTED: the journal cannot be written".to_string(),
+        None => status_text(run),
+    };
+    let mut title = format!(" {} · {} · {} ", run.plan().runbook, run.plan().env, status);
     if let Some(start) = run.started_at() {
         let end = run.finished_at().unwrap_or(app.now);
         title.push_str(&format!("· {} ", age(end.0.saturating_sub(start.0))));
@@ -304,6 +304,13 @@ impl StepLine {
 fn detail_lines(app: &App, a: &ActiveRun) -> Vec<StepLine> {
     let t = &app.theme;
     let mut lines: Vec<StepLine> = Vec::new();
+    // Stays on screen (the status line is overwritten by the next notice).
+    if let Some(why) = a.journal_broken() {
+        lines.push(StepLine::new(
+            Line::from(Span::styled(why.to_string(), t.critical())),
+            Rank::Essential,
+        ));
+    }
     if let Some((s, r)) = current(a) {
         let (g, gs) = glyph(&r.state, t);
         lines.push(StepLine::new(
