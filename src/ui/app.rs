@@ -330,6 +330,10 @@ pub struct App {
     /// `--no-cluster-lock`: mutating runs go without the cluster's run lock (a banner line
     /// on every frame says so).
     pub no_cluster_lock: bool,
+    /// What quitting loses, where the journals do not outlive the console (the demo's
+    /// throwaway directory): the quit question says this instead of "the journal keeps
+    /// the run".
+    pub runs_discarded: Option<String>,
     /// How mutating runs take the cluster's run lock (given to each operate session,
     /// asked off the UI task: [`App::lock_outbox`]).
     pub locking: Option<Arc<crate::session::lock::RunLocking>>,
@@ -458,6 +462,7 @@ impl App {
             check: crate::ui::panes::check::CheckView::default(),
             checker: None,
             no_cluster_lock: false,
+            runs_discarded: None,
             locking: None,
             lock_outbox: VecDeque::new(),
             looker: None,
@@ -568,9 +573,25 @@ impl App {
         }
     }
 
+    /// The `--runbooks` file that replaced the shipped runbook `id`, if one did.
+    pub fn overrides_shipped(&self, id: &str) -> Option<&str> {
+        self.runbook_set.overrides_shipped(id)
+    }
+
     /// Whether a run is open and not over.
     pub fn run_is_active(&self) -> bool {
         self.active.as_ref().is_some_and(|a| a.session.is_active())
+    }
+
+    /// Whether `summary` (a row of Recent runs) is the run this console drives right now:
+    /// its journal is the one held open here, so it is running, not interrupted.
+    pub fn is_active_run(&self, summary: &RunSummary) -> bool {
+        self.run_is_active()
+            && self
+                .active
+                .as_ref()
+                .and_then(|a| a.journal.as_ref())
+                .is_some_and(|j| j.path() == summary.path.as_path())
     }
 
     // ----------------------------------------------------------------------------------
@@ -1138,6 +1159,11 @@ impl App {
                 }
                 HomeFocus::Runs => {
                     if let Some(r) = self.visible_runs().get(self.run_sel) {
+                        // The run driven right now: back to its view, nothing to reopen.
+                        if self.is_active_run(r) {
+                            self.screen = Screen::Run;
+                            return;
+                        }
                         let path = r.path.clone();
                         let outcome = r.outcome;
                         self.open_journal(path, outcome);
