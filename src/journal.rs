@@ -4,6 +4,9 @@
 //! else `$HOME/.local/state/hk-console/runs/`; always a parameter so tests use a temp dir),
 //! appending (each line written and `sync_data`'d before the caller gets the effects to
 //! dispatch), replay through the pure machine, resuming a run after a crash, and listing runs.
+//! Every line is masked with the run's [`Redactor`] as it is written (the vaulted values and
+//! the vault password, wherever they sit: the plan in the header, a gate's note, typed text):
+//! the record is read by people and copied into change logs.
 //! Must not: decide anything about a run. Every decision is `runbook::machine`'s; this module
 //! only stores the events that machine accepted and feeds them back to it.
 //!
@@ -26,6 +29,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::redact::Redactor;
 use crate::runbook::machine::{
     Effect, Event, Input, MachineError, Mode, Run, RunOutcome, Timestamp,
 };
@@ -313,6 +317,33 @@ pub struct Journal {
     poisoned: bool,
     /// The run's output log, opened on the first output line.
     output: Option<File>,
+    /// Masks every secret in every line before it is written (mask only: a journal line
+    /// is never a diff line to withhold).
+    redactor: Redactor,
+}
+
+/// `value` as one JSON line with every string in it masked by `redactor`. Masked as values,
+/// not as text: a secret's JSON-escaped form and the line's structure never matter.
+fn masked_line<T: Serialize>(value: &T, redactor: &Redactor) -> serde_json::Result<Vec<u8>> {
+    if redactor.is_empty() {
+        return serde_json::to_vec(value);
+    }
+    let mut v = serde_json::to_value(value)?;
+    let mut stack = vec![&mut v];
+    while let Some(v) = stack.pop() {
+        match v {
+            serde_json::Value::String(s) => {
+                let masked = redactor.redact(s);
+                if masked != *s {
+                    *s = masked;
+                }
+            }
+            serde_json::Value::Array(items) => stack.extend(items.iter_mut()),
+            serde_json::Value::Object(map) => stack.extend(map.values_mut()),
+            _ => {}
+        }
+    }
+    serde_json::to_vec(&v)
 }
 
 /// Hold the journal exclusively while this process has the run open: two consoles
@@ -390,6 +421,16 @@ pub fn read_output(journal: &Path) -> Result<Vec<OutputRecord>, JournalError> {
 impl Journal {
     /// Start the journal of a new run in `dir` (created if missing). Refuses to overwrite.
     pub fn create(dir: &Path, header: &Header) -> Result<Journal, JournalError> {
+        Journal::create_masked(dir, header, &Redactor::none())
+    }
+
+    /// [`Journal::create`], every line (the header's plan first) masked with `redactor`.
+    pub fn create_masked(
+        dir: &Path,
+        header: &Header,
+        redactor: &Redactor,
+    ) -> Result<Journal, JournalError> {
+        let redactor = redactor.without_withholding();
         let id = &header.run_id;
         let id_ok = !id.is_empty()
             && !id.starts_with('.')
@@ -416,7 +457,7 @@ impl Journal {
             Err(e) => return Err(io_err(&path)(e)),
         };
         lock(&file, &path)?;
-        let mut line = serde_json::to_vec(header).map_err(|e| JournalError::Io {
+        let mut line = masked_line(header, &redactor).map_err(|e| JournalError::Io {
             path: path.clone(),
             source: e.into(),
         })?;
@@ -431,6 +472,7 @@ impl Journal {
             next_seq: 1,
             poisoned: false,
             output: None,
+            redactor,
         })
     }
 
@@ -443,9 +485,30 @@ impl Journal {
         operator: &str,
         at: Timestamp,
     ) -> Result<(Journal, Run), JournalError> {
+        Journal::begin_masked(dir, plan, mode, operator, at, &Redactor::none())
+    }
+
+    /// [`Journal::begin`] with every line masked by `redactor` (the session's: the repo's
+    /// vaulted values and vault password). The run keeps the plan as it is; only the record
+    /// holds masks.
+    pub fn begin_masked(
+        dir: &Path,
+        plan: Plan,
+        mode: Mode,
+        operator: &str,
+        at: Timestamp,
+        redactor: &Redactor,
+    ) -> Result<(Journal, Run), JournalError> {
         let run = Run::with_mode(plan.clone(), mode)?;
-        let journal = Journal::create(dir, &Header::new(plan, mode, operator, at))?;
+        let journal =
+            Journal::create_masked(dir, &Header::new(plan, mode, operator, at), redactor)?;
         Ok((journal, run))
+    }
+
+    /// Mask every line appended from now on with `redactor` (a resumed run's session sets
+    /// the one it was built with).
+    pub fn mask_with(&mut self, redactor: &Redactor) {
+        self.redactor = redactor.without_withholding();
     }
 
     /// Reopen an existing journal to continue its run after the process stopped. Cuts off a
@@ -503,6 +566,7 @@ impl Journal {
             next_seq: raw.records.last().map_or(1, |r| r.seq + 1),
             poisoned: false,
             output: None,
+            redactor: Redactor::none(),
         };
         let mut run = raw.run;
         let mut records = raw.records;
@@ -550,7 +614,8 @@ impl Journal {
             at,
             line: line.to_string(),
         };
-        let mut bytes = serde_json::to_vec(&record).map_err(|e| JournalError::Io {
+        // The executors mask output already; this is the same mask, for any other writer.
+        let mut bytes = masked_line(&record, &self.redactor).map_err(|e| JournalError::Io {
             path: path.clone(),
             source: e.into(),
         })?;
@@ -585,7 +650,7 @@ impl Journal {
             at: event.at,
             input: event.input.clone(),
         };
-        let mut line = serde_json::to_vec(&record).map_err(|e| JournalError::Io {
+        let mut line = masked_line(&record, &self.redactor).map_err(|e| JournalError::Io {
             path: self.path.clone(),
             source: e.into(),
         })?;
@@ -1108,8 +1173,59 @@ mod tests {
                 cwd: None,
                 source: None,
                 blast_radius: None,
+                declared_read_only: None,
             }],
         }
+    }
+
+    /// A vaulted value in the plan (a step's title) and in a gate's note never reaches the
+    /// journal's bytes: every line holds the mask where it was, and the journal replays.
+    #[test]
+    fn secrets_in_the_plan_and_a_gate_note_are_masked_in_the_file() {
+        use crate::runbook::machine::GateAnswer;
+        const SECRET: &str = "s3cr3t-vaulted";
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut plan = one_gate_plan();
+        plan.steps[0].title = format!("Approve with {SECRET} pasted");
+        let r = Redactor::new([SECRET]).withholding_diffs("no password".into());
+        let (mut journal, mut run) =
+            Journal::begin_masked(dir.path(), plan, Mode::Operate, "op", Timestamp(1), &r)
+                .expect("begin");
+        journal
+            .record(&mut run, Event::new(Timestamp(2), Input::Start))
+            .expect("start");
+        journal
+            .record(
+                &mut run,
+                Event::new(
+                    Timestamp(3),
+                    Input::GateAnswered {
+                        n: 1,
+                        answer: GateAnswer::Approved {
+                            by: "op".into(),
+                            note: Some(format!("-{SECRET} in a note")),
+                        },
+                    },
+                ),
+            )
+            .expect("answer");
+        // The run itself keeps the plan as planned; only the record is masked.
+        assert!(run.plan().steps[0].title.contains(SECRET));
+        let text = std::fs::read_to_string(journal.path()).expect("read");
+        assert!(!text.contains(SECRET), "{text}");
+        assert!(
+            text.contains(&format!("Approve with {} pasted", crate::redact::MASK)),
+            "{text}"
+        );
+        // A note is never a diff line: masked, not withheld.
+        assert!(
+            text.contains(&format!("-{} in a note", crate::redact::MASK)),
+            "{text}"
+        );
+        let path = journal.path().to_path_buf();
+        drop(journal);
+        let replayed = replay(&path).expect("replays");
+        assert_eq!(replayed.records.len(), 2);
     }
 
     /// A disk that refuses every write (/dev/full): the event is not acknowledged, no effect
@@ -1129,6 +1245,7 @@ mod tests {
             next_seq: 1,
             poisoned: false,
             output: None,
+            redactor: Redactor::none(),
         };
         let mut run = Run::new(one_gate_plan()).expect("plan");
         let before = run.clone();

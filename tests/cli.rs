@@ -323,3 +323,129 @@ fn the_overview_shows_environments_check_and_runbooks() {
         assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
     }
 }
+
+/// A user runbook replacing a shipped id, whose ssh step declares `mutates: false` for a
+/// command that changes the node (the user's word, which hk-console cannot verify).
+const USER_NODE_HEALTH: &str = "id: node-health
+title: Node health, my way
+read_only: true
+environments: [dev, prod]
+target:
+  group: servers
+steps:
+  - id: look
+    kind: ssh
+    title: \"Look at {{ host }}\"
+    command: systemctl stop k3s
+    mutates: false
+";
+
+/// `--runbooks DIR` with that runbook: its file.
+fn user_runbooks(dir: &Path) -> PathBuf {
+    let rb = dir.join("rb");
+    std::fs::create_dir_all(&rb).expect("dir");
+    std::fs::write(rb.join("node-health.yaml"), USER_NODE_HEALTH).expect("runbook");
+    rb.join("node-health.yaml")
+}
+
+/// Overriding a shipped runbook's id is said where the runbook is looked at: `runbooks
+/// list` (text and JSON) names the file that replaced the shipped one.
+#[test]
+fn runbooks_list_shows_a_shipped_id_overridden() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = user_runbooks(tmp.path());
+    let dir = file.parent().expect("dir").to_str().expect("utf8");
+    let out = run(&["--runbooks", dir, "runbooks", "list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("node-health "))
+        .unwrap_or_else(|| panic!("no node-health row:\n{stdout}"));
+    assert!(
+        row.contains("overrides the shipped runbook") && row.contains(&file.display().to_string()),
+        "{row}"
+    );
+    // A shipped runbook nobody replaced says nothing of the kind.
+    let other = stdout
+        .lines()
+        .find(|l| l.starts_with("etcd-io-priority "))
+        .expect("etcd-io-priority row");
+    assert!(!other.contains("overrides"), "{other}");
+
+    let out = run(&["--runbooks", dir, "runbooks", "list", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let nh = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["id"] == "node-health")
+        .expect("node-health");
+    assert_eq!(nh["overrides_shipped"], true, "{nh}");
+    let ep = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["id"] == "etcd-io-priority")
+        .expect("etcd-io-priority");
+    assert_eq!(ep["overrides_shipped"], false, "{ep}");
+}
+
+/// `plan` of that runbook says it replaced the shipped one, and marks each step whose
+/// read-only-ness is only the user's word with the file and line that declares it.
+#[test]
+fn plan_marks_a_user_declared_read_only_step_and_the_override() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = user_runbooks(tmp.path());
+    let dir = file.parent().expect("dir").to_str().expect("utf8");
+    let at = format!("{}:12", file.display());
+    let out = run(&["--runbooks", dir, "plan", "node-health", "--env", "dev"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "overrides the shipped runbook node-health: {}",
+            file.display()
+        )),
+        "{stdout}"
+    );
+    let marked = stdout
+        .lines()
+        .filter(|l| l.contains(&format!("declared read-only by {at}, not verified")))
+        .count();
+    // One ssh step per dev server.
+    assert_eq!(marked, 3, "{stdout}");
+
+    let out = run(&[
+        "--runbooks",
+        dir,
+        "plan",
+        "node-health",
+        "--env",
+        "dev",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let steps = plan["steps"].as_array().expect("steps");
+    assert!(
+        steps
+            .iter()
+            .filter(|s| s["kind"] == "ssh")
+            .all(|s| s["declared_read_only"] == at.as_str()),
+        "{plan:#}"
+    );
+
+    // The shipped node-health's ssh steps are its own (reviewed, shipped): not marked.
+    let out = run(&["plan", "node-health", "--env", "dev", "--json"]);
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(
+        plan["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .all(|s| s.get("declared_read_only").is_none()),
+        "{plan:#}"
+    );
+}

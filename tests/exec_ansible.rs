@@ -61,6 +61,7 @@ fn step(
         cwd: Some(support::fixtures().display().to_string()),
         source: None,
         blast_radius: None,
+        declared_read_only: None,
     }
 }
 

@@ -475,6 +475,7 @@ fn ssh_step(n: usize, host: &str, cmd: &str, mutates: bool) -> PlannedStep {
         cwd: None,
         source: None,
         blast_radius: None,
+        declared_read_only: None,
     }
 }
 

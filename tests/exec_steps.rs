@@ -39,6 +39,7 @@ fn step(n: usize, id: &str, kind: StepKind, host: Option<&str>, mutates: bool) -
         cwd: None,
         source: None,
         blast_radius: None,
+        declared_read_only: None,
     }
 }
 

@@ -98,6 +98,21 @@ async fn run_on_demo(
     say: bool,
     script_password: bool,
 ) -> (Report, PathBuf) {
+    run_runbook_on_demo(
+        tmp,
+        &RUNBOOK.replace("CHECK", check_line),
+        say,
+        script_password,
+    )
+    .await
+}
+
+async fn run_runbook_on_demo(
+    tmp: &Path,
+    runbook: &str,
+    say: bool,
+    script_password: bool,
+) -> (Report, PathBuf) {
     require_ansible();
     let d: Demo = demo::start("healthy", &tmp.join("repo"))
         .await
@@ -122,7 +137,7 @@ async fn run_on_demo(
     }
     let set = hk_console::runbook::embedded::load(&[(
         "vpn-credentials.yaml".into(),
-        RUNBOOK.replace("CHECK", check_line),
+        runbook.to_string(),
     )])
     .expect("runbook");
     let runs = tmp.join("runs");
@@ -252,4 +267,82 @@ async fn without_a_password_hk_console_reads_the_diff_is_withheld() {
     // `--- before`, `+++ after`, `@@`, and the two added lines at least.
     assert!(withheld >= 4, "{withheld} withheld diff lines");
     assert_no_secret("the log", &std::fs::read_to_string(log).expect("log"));
+}
+
+/// The sample repo's vault password (the demo copies the sample's password file).
+fn vault_password() -> String {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory/.vault-pass-sample");
+    std::fs::read_to_string(file)
+        .expect("the sample's vault password file")
+        .trim()
+        .to_string()
+}
+
+/// A runbook that carries a vaulted value and the vault password written literally (an
+/// author's paste): the plan header the journal starts with holds both in the step's
+/// argv and title, and neither may reach the run's files: the journal's bytes hold masks
+/// where they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vaulted_value_or_the_vault_password_in_a_runbook_is_masked_in_the_journal() {
+    let log = log_file();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let password = vault_password();
+    assert!(password.len() >= 8, "the sample's password: {password:?}");
+    let runbook = format!(
+        r#"id: vpn-credentials
+title: Write the VPN client's credentials ({SECRET})
+environments: [dev]
+target:
+  group: vpn_gateways
+steps:
+  - id: credentials
+    title: "Credentials, pasted: {SECRET} with {password}"
+    kind: ansible
+    playbook: playbooks/vpn.egress.gateway.yml
+    extra_vars:
+      vpn_egress_gateway_hosts: "{{{{ env.vpn_gateways }}}}"
+      pasted_secret: "{SECRET}"
+      pasted_password: "{password}"
+    check: true
+"#
+    );
+    let (report, runs) = run_runbook_on_demo(tmp.path(), &runbook, false, false).await;
+    assert!(report.succeeded, "{}", report.render());
+    let files = files_under(&runs);
+    let journals: Vec<&(PathBuf, String)> = files
+        .iter()
+        .filter(|(p, _)| {
+            p.extension().is_some_and(|e| e == "jsonl")
+                && !p.to_string_lossy().ends_with(".output.jsonl")
+        })
+        .collect();
+    assert_eq!(journals.len(), 1, "one journal: {files:?}");
+    for (path, text) in &files {
+        assert_no_secret(&path.display().to_string(), text);
+        assert!(
+            !text.contains(&password),
+            "{} holds the vault password:\n{text}",
+            path.display()
+        );
+    }
+    // The masks are where the pasted values were: the header's argv and title.
+    let header = journals[0].1.lines().next().expect("a header line");
+    assert!(
+        header.contains(&format!("pasted_secret={MASK}"))
+            || header.contains(&format!("\"pasted_secret\":\"{MASK}\"")),
+        "the header's argv does not hold the mask: {header}"
+    );
+    assert!(
+        header.contains(&format!("Credentials, pasted: {MASK} with {MASK}")),
+        "the header's step title does not hold the masks: {header}"
+    );
+    // The journal still replays (the run is in `runs list` and `runs show`).
+    let replayed = hk_console::journal::replay(&journals[0].0).expect("the masked journal replays");
+    assert_eq!(replayed.header.runbook, "vpn-credentials");
+    let log_text = std::fs::read_to_string(log).expect("log");
+    assert_no_secret("the log", &log_text);
+    assert!(
+        !log_text.contains(&password),
+        "the log holds the vault password"
+    );
 }

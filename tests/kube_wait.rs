@@ -842,6 +842,7 @@ fn step(
         cwd: None,
         source: None,
         blast_radius: None,
+        declared_read_only: None,
     }
 }
 

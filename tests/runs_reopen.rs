@@ -251,5 +251,86 @@ fn a_failed_change_reopened_from_recent_runs_is_decided_not_retried() {
     assert!(
         matches!(first, ExecRequest::Execute { step, .. } if !step.mutates && step.n < apply),
         "{first:?}"
+
+/// The run active right now is listed in Recent runs as running, not as an interrupted run
+/// to resume (this console holds its journal open), and Enter on it goes back to its run
+/// view instead of refusing with "a run is active".
+#[test]
+fn the_active_run_is_listed_as_running_and_enter_goes_to_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = console(dir.path());
+    app.open_runbook("node-health", Some("prod"), None);
+    app.handle_key(key('s'));
+    while answer_gate(&mut app) {}
+    // Step 1 has gone to its executor and started: the run is mid-step.
+    let Some(hk_console::session::exec::ExecRequest::Execute {
+        step, attempt, tag, ..
+    }) = app.outbox.pop_front()
+    else {
+        panic!("step 1 should have gone to its executor");
+    };
+    app.handle_exec(hk_console::session::exec::ExecReply::Outcome {
+        tag,
+        input: hk_console::runbook::machine::Input::StepStarted { n: step.n, attempt },
+    });
+    assert!(app.run_is_active());
+    app.update(Action::Back);
+    assert_eq!(app.screen, Screen::Home);
+    assert_eq!(app.runs.len(), 1, "the journal is listed");
+    let frame = text(&render(&mut app, 160, 45));
+    let row = frame
+        .lines()
+        .find(|l| l.contains("node-health on prod"))
+        .unwrap_or_else(|| panic!("the run is not listed:\n{frame}"));
+    assert!(row.contains("▶ running"), "{row}");
+    assert!(!row.contains("resume"), "{row}");
+    assert!(!row.contains("interrupted"), "{row}");
+    app.update(Action::FocusNext); // runbooks -> runs
+    app.update(Action::Open);
+    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    assert!(
+        !app.status
+            .as_deref()
+            .unwrap_or_default()
+            .contains("a run is active"),
+        "{:?}",
+        app.status
+    );
+    let a = app.active.as_ref().expect("still the same run");
+    assert!(a.journal.is_some() && a.session.is_active());
+}
+
+/// Where the journals do not outlive the console (the demo without `--dir` deletes its
+/// directory on exit), the quit question says what quitting loses instead of promising a
+/// resume from Home; elsewhere it still says the journal keeps the run.
+#[test]
+fn the_quit_question_says_what_a_throwaway_demo_loses() {
+    fn quit_question(discarded: Option<&str>) -> String {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut app = console(dir.path());
+        app.runs_discarded = discarded.map(str::to_string);
+        app.open_runbook("node-health", Some("prod"), None);
+        app.handle_key(key('s'));
+        while answer_gate(&mut app) {}
+        assert!(app.run_is_active());
+        app.handle_key(key('q'));
+        let frame = text(&render(&mut app, 160, 45));
+        // The modal wraps: its words, borders and line ends dropped.
+        frame
+            .replace(['│', '┌', '┐', '└', '┘', '─'], " ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+    let lost = "this demo's directory, its journals with it, is deleted when the console \
+                exits, so the run cannot be resumed (`demo --dir DIR` keeps them)";
+    let said = quit_question(Some(lost));
+    assert!(said.contains("Quit anyway?"), "{said}");
+    assert!(said.contains("so the run cannot be resumed"), "{said}");
+    assert!(!said.contains("resume it from Home"), "{said}");
+    let said = quit_question(None);
+    assert!(
+        said.contains("the journal keeps the run (resume it from Home)"),
+        "{said}"
     );
 }

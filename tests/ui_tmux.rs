@@ -271,3 +271,60 @@ fn the_demo_shows_the_live_panes_with_data() {
     let s = tmux.wait_for("EXIT=");
     assert!(s.contains("EXIT=0"), "{s}");
 }
+
+/// Observe mode's promise (nothing here can change the platform) holds against a
+/// `--runbooks` file whose ssh step declares `mutates: false` for `systemctl stop k3s`:
+/// the start is refused, naming the file and line of that declaration, and no run is
+/// journaled; the run view says the runbook replaced the shipped one.
+#[test]
+fn observe_refuses_a_user_runbook_step_declared_read_only() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let rb = state.path().join("rb");
+    std::fs::create_dir_all(&rb).expect("dir");
+    std::fs::write(
+        rb.join("node-health.yaml"),
+        "id: node-health\ntitle: Node health, my way\nread_only: true\nenvironments: [dev, prod]\ntarget:\n  group: servers\nsteps:\n  - id: look\n    kind: ssh\n    title: \"Look at {{ host }}\"\n    command: systemctl stop k3s\n    mutates: false\n",
+    )
+    .expect("runbook");
+    let bin = env!("CARGO_BIN_EXE_hk-console");
+    let cmd = format!(
+        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} TERM=xterm-256color {bin} --repo {repo} --runbooks {rb} observe; echo EXIT=$?; sleep 60",
+        st = shell_quote(state.path()),
+        bin = shell_quote(Path::new(bin)),
+        repo = shell_quote(&sample_copy(state.path())),
+        rb = shell_quote(&rb),
+    );
+    let tmux = Tmux::launch(
+        format!("hk-e2e-{}-observe-user-rb", std::process::id()),
+        &cmd,
+        "220",
+        "40",
+    );
+    tmux.wait_for("OBSERVE MODE");
+    tmux.send(&[":"]);
+    tmux.send(&["run node-health dev", "Enter"]);
+    let s = tmux.wait_for("node-health · dev · not started");
+    assert!(
+        s.contains("overrides the shipped runbook"),
+        "the run view says the runbook replaced the shipped one:\n{s}"
+    );
+    tmux.send(&["s"]);
+    let s = tmux.wait_for("not verified");
+    assert!(
+        s.contains(&format!(
+            "declared read-only by {}:12, not verified",
+            rb.join("node-health.yaml").display()
+        )),
+        "{s}"
+    );
+    assert!(s.contains("node-health · dev · not started"), "{s}");
+    tmux.send(&["q"]);
+    let s = tmux.wait_for("EXIT=");
+    assert!(s.contains("EXIT=0"), "{s}");
+    // Nothing started, so nothing is journaled.
+    let runs = state.path().join("hk-console").join("runs");
+    let journals = std::fs::read_dir(&runs)
+        .map(|d| d.filter_map(Result::ok).count())
+        .unwrap_or(0);
+    assert_eq!(journals, 0, "no run is journaled");
+}

@@ -117,13 +117,25 @@ fn journal_of(runs: &Path) -> PathBuf {
 fn start_apply(base: &Path, name: &str) -> (Tmux, PathBuf) {
     let rb = write_runbook(base);
     let demo = base.join("demo");
+    let tmux = launch_demo(base, &rb, &demo, name);
+    tmux.send(&[":"]);
+    tmux.send(&["run sleepy-apply dev k3s-dev-1", "Enter"]);
+    tmux.wait_for("s starts the run");
+    tmux.send(&["s"]);
+    answer_until_the_apply_runs(&tmux, &demo);
+    (tmux, demo)
+}
+
+/// `hk-console --runbooks RB demo --dir DEMO` in a fresh tmux server, once its SIMULATED
+/// banner shows.
+fn launch_demo(base: &Path, rb: &Path, demo: &Path, name: &str) -> Tmux {
     let bin = env!("CARGO_BIN_EXE_hk-console");
     let cmd = format!(
         "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} LOGNAME=e2e TERM=xterm-256color {bin} --runbooks {rb} demo --dir {demo}; echo EXIT=$?; sleep 60",
         st = shell_quote(&base.join("state")),
         bin = shell_quote(Path::new(bin)),
-        rb = shell_quote(&rb),
-        demo = shell_quote(&demo),
+        rb = shell_quote(rb),
+        demo = shell_quote(demo),
     );
     let tmux = Tmux::launch(
         format!("hk-sig-{}-{name}", std::process::id()),
@@ -132,10 +144,10 @@ fn start_apply(base: &Path, name: &str) -> (Tmux, PathBuf) {
         "45",
     );
     tmux.wait_for("SIMULATED homelab");
-    tmux.send(&[":"]);
-    tmux.send(&["run sleepy-apply dev k3s-dev-1", "Enter"]);
-    tmux.wait_for("s starts the run");
-    tmux.send(&["s"]);
+    tmux
+}
+
+fn answer_until_the_apply_runs(tmux: &Tmux, demo: &Path) {
     // Whatever gates the plan has before the apply (operator present, the diff approval,
     // typed confirmations): answer each, until the apply's process is journaled.
     let runs = demo.join("runs");
@@ -148,7 +160,7 @@ fn start_apply(base: &Path, name: &str) -> (Tmux, PathBuf) {
                     .any(|l| l.contains("process-started") && is_apply_line(&t, l))
             });
         if journaled
-            && children_of(&demo)
+            && children_of(demo)
                 .iter()
                 .any(|(_, a)| a.first().is_some_and(|x| x.ends_with("ssh")))
         {
@@ -170,7 +182,6 @@ fn start_apply(base: &Path, name: &str) -> (Tmux, PathBuf) {
         }
         std::thread::sleep(Duration::from_millis(700));
     }
-    (tmux, demo)
 }
 
 /// Whether the process-started line `l` is for the apply (a step whose attempt ran the
@@ -497,4 +508,81 @@ fn ctrl_c_y_during_an_apply_then_r_is_the_decision_not_a_retry() {
     let text = std::fs::read_to_string(&journal).expect("journal");
     assert_eq!(apply_attempts(&text), 1, "not before its approval:\n{text}");
     drop(tmux);
+
+/// The crash-and-resume rehearsal the demo promises: `demo --dir D`, an apply running, the
+/// console SIGKILLed, then `demo --dir D` again. The second demo reopens D (its journals
+/// kept, the simulation restarted on it) instead of refusing a directory that is not
+/// empty: Home lists the run as interrupted, Enter opens the resume decision, and the
+/// decision's read-only probe reaches the restarted simulation's node (its read-back
+/// answers OK, where a console with no simulation behind it says NOT OK).
+#[test]
+fn a_killed_demo_reopened_on_its_dir_offers_the_resume_decision() {
+    let base = tempfile::tempdir().expect("tmp");
+    let (tmux, demo) = start_apply(base.path(), "reopen");
+    kill(console_pid(&demo), "KILL");
+    wait_no_children(&demo, "KILL");
+    drop(tmux);
+    let journal = journal_of(&demo.join("runs"));
+    let before = std::fs::read_to_string(&journal).expect("journal");
+
+    let tmux = launch_demo(
+        base.path(),
+        &base.path().join("runbooks"),
+        &demo,
+        "reopen-again",
+    );
+    let s = tmux.wait_for("Recent runs");
+    assert!(!s.contains("no runs journaled yet"), "{s}");
+    let s = tmux.wait_for("sleepy-apply on dev");
+    let row = s
+        .lines()
+        .find(|l| l.contains("sleepy-apply on dev"))
+        .expect("the row");
+    assert!(
+        row.contains("interrupted") && row.contains("resume"),
+        "the killed run is offered for resume: {row}"
+    );
+    tmux.send(&["Tab"]);
+    tmux.send(&["Enter"]);
+    let s = tmux.wait_for("Resume step");
+    assert!(s.contains("INTERRUPTED"), "{s}");
+    let s = tmux.wait_until(Duration::from_secs(60), "probe result", |s| {
+        s.contains("probe (step") && (s.contains(": OK") || s.contains("NOT OK"))
+    });
+    assert!(
+        s.contains(": OK") && !s.contains("NOT OK"),
+        "the probe reaches the restarted simulation:\n{s}"
+    );
+    assert!(s.contains("R re-run from step"), "{s}");
+    // The same journal, reopened: the run's earlier lines are all still there.
+    let after = std::fs::read_to_string(&journal).expect("journal");
+    assert!(
+        after.starts_with(&before),
+        "the journal was kept, not rewritten"
+    );
+    assert!(after.contains(r#""type":"resumed""#), "{after}");
+    drop(tmux);
+
+    // A directory that is not empty and that no demo made is still refused, saying why.
+    let foreign = base.path().join("foreign");
+    std::fs::create_dir_all(&foreign).expect("dir");
+    std::fs::write(foreign.join("notes.txt"), "mine").expect("file");
+    let out = Command::new(env!("CARGO_BIN_EXE_hk-console"))
+        .env("XDG_STATE_HOME", base.path().join("state"))
+        .env("XDG_CONFIG_HOME", base.path().join("state"))
+        .args(["demo", "--once", "--dir"])
+        .arg(&foreign)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&foreign.display().to_string()) && err.contains("not a demo directory"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(foreign.join("notes.txt")).expect("kept"),
+        "mine",
+        "nothing of it is touched"
+    );
 }

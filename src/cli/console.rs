@@ -103,6 +103,8 @@ pub(super) struct Extras {
     pub runs_dir: Option<PathBuf>,
     /// The clusters are the demo's own: the operator's --kubeconfig/KUBECONFIG never apply.
     pub own_clusters: bool,
+    /// The journals go when the console exits (the demo without --dir): what is lost.
+    pub runs_discarded: Option<String>,
 }
 
 /// The plans of the one loaded repo, shared with the live sources.
@@ -137,6 +139,7 @@ pub(super) fn console_on(
         faults,
         runs_dir,
         own_clusters,
+        runs_discarded,
     } = extras;
     let repo = Arc::new(repo);
     let runbooks = load_runbooks(cli.runbooks.as_deref())?;
@@ -253,6 +256,7 @@ pub(super) fn console_on(
         checker: Some(checker),
         locking,
         no_cluster_lock: cli.no_cluster_lock,
+        runs_discarded,
         looker,
     };
     let result = rt.block_on(crate::ui::run(opts));

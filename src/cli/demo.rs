@@ -8,7 +8,8 @@ use super::{print_json, Cli, CmdResult, Failure, Status};
 use crate::context::load_runbooks;
 use crate::repo::Repo;
 
-/// A directory removed when dropped (the demo's repo, unless --dir keeps it).
+/// A directory removed when dropped (the demo's repo, unless --dir keeps it: a directory
+/// given with --dir is marked as the demo's and reopened by the next `demo --dir` on it).
 struct DemoDir {
     path: PathBuf,
     keep: bool,
@@ -45,17 +46,22 @@ pub(super) fn demo_cmd(
     dir: Option<&Path>,
     apiserver: Option<&Path>,
 ) -> CmdResult {
+    let mut reopened = None;
     let dir = match dir {
         Some(d) => {
-            if d.exists()
-                && std::fs::read_dir(d)
-                    .map(|mut r| r.next().is_some())
-                    .unwrap_or(true)
+            // A demo directory is reopened (journals kept) so a crash and its resume can be
+            // rehearsed; anything else that is not empty is refused, untouched.
+            match crate::sim::demo_repo::claim_dir(d, cli.repo.as_deref())
+                .map_err(|why| Failure::msg(format!("demo: {why}")))?
             {
-                return Err(Failure::msg(format!(
-                    "demo: {} is not an empty directory; the demo writes a whole repo there",
-                    d.display()
-                )));
+                crate::sim::demo_repo::Claimed::New => {}
+                crate::sim::demo_repo::Claimed::Reopened { journals } => {
+                    reopened = Some(format!(
+                        "reopened the demo directory {}: its {journals} run journal(s) kept, \
+                         its repo copy written again onto the restarted simulation",
+                        d.display()
+                    ));
+                }
             }
             DemoDir {
                 path: d.to_path_buf(),
@@ -74,6 +80,9 @@ pub(super) fn demo_cmd(
     };
     std::fs::create_dir_all(&dir.path)
         .map_err(|e| Failure::msg(format!("demo: cannot create {}: {e}", dir.path.display())))?;
+    if let Some(said) = &reopened {
+        errln!("demo: {said}");
+    }
     // The simulation runs on the command's runtime for as long as `demo` is held.
     let demo = rt.block_on(crate::sim::demo::start_with(
         scenario,
@@ -166,11 +175,18 @@ pub(super) fn demo_cmd(
         false,
         None,
         Extras {
-            notices: vec![banner],
+            notices: std::iter::once(banner).chain(reopened).collect(),
             exec: demo.exec_setup(),
             faults: Some(std::sync::Arc::new(demo.fault_injector())),
             runs_dir: Some(demo.dir.join("runs")),
             own_clusters: true,
+            // Without --dir the directory and its journals go with the console: the quit
+            // question must not promise a resume from Home.
+            runs_discarded: (!dir.keep).then(|| {
+                "this demo's directory, its journals with it, is deleted when the console \
+                 exits, so the run cannot be resumed (`demo --dir DIR` keeps them)"
+                    .to_string()
+            }),
         },
     )
 }

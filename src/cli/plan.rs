@@ -74,6 +74,11 @@ fn print_plan(plan: &Plan) {
         if let Some(b) = &s.blast_radius {
             outln!("       blast radius: {}", b.summary);
         }
+        if let Some(at) = &s.declared_read_only {
+            outln!(
+                "       declared read-only by {at}, not verified (observe mode will not run it)"
+            );
+        }
         if let Some(e) = &s.expect {
             if let Some(t) = &e.tcp {
                 outln!("       expect: {t} accepts TCP");
@@ -100,6 +105,9 @@ pub(super) fn plan_cmd(
         print_json(&plan)?;
     } else {
         print_plan(&plan);
+        if let Some(file) = set.overrides_shipped(runbook) {
+            outln!("{runbook} overrides the shipped runbook {runbook}: {file}");
+        }
     }
     Ok(Status::Clean)
 }

@@ -19,6 +19,7 @@ pub(super) fn list(cli: &Cli, json: bool) -> CmdResult {
                     "environments": l.runbook.environments,
                     "mutates": l.runbook.mutates(),
                     "source": l.runbook.source,
+                    "overrides_shipped": l.overrides_shipped().is_some(),
                 })
             })
             .collect();
@@ -27,8 +28,13 @@ pub(super) fn list(cli: &Cli, json: bool) -> CmdResult {
     }
     for l in set.iter() {
         let rb = &l.runbook;
+        // A replaced shipped id must not look like the shipped runbook.
+        let overrides = l
+            .overrides_shipped()
+            .map(|file| format!("  (overrides the shipped runbook: {file})"))
+            .unwrap_or_default();
         outln!(
-            "{:<26} {:<9} {:<10} {}",
+            "{:<26} {:<9} {:<10} {}{overrides}",
             rb.id,
             if rb.mutates() {
                 "mutating"

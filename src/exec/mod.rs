@@ -577,6 +577,7 @@ mod tests {
             cwd: Some("/repo/ansible".into()),
             source: None,
             blast_radius: None,
+            declared_read_only: None,
         }
     }
 

@@ -78,6 +78,7 @@ impl ReadOnlyLook {
             cwd: None,
             source: None,
             blast_radius: None,
+            declared_read_only: None,
         };
         let Classified::ReadOnly(step) = exec::classify(&step).map_err(|e| e.to_string())? else {
             return Err(format!("{host}: `{}` is not read-only", argv.join(" ")));

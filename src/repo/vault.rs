@@ -4,7 +4,7 @@
 //! 10,000 rounds to an AES-256-CTR key, an HMAC-SHA256 key and the counter's IV; the HMAC
 //! checked before anything is decrypted), finding the vaulted files and inline `!vault`
 //! values of a repo, reading the vault password file its `ansible.cfg` names, and turning
-//! what they hold into a [`Redactor`].
+//! what they hold, and the password itself, into a [`Redactor`].
 //! Must not: show, log or return a decrypted value anywhere but inside the [`Redactor`]
 //! (whose `Debug` shows none either). [`VaultScan`]'s `Debug` counts, never lists.
 
@@ -375,6 +375,14 @@ pub fn scan(roots: &[PathBuf], password_file: Option<&Path>) -> VaultScan {
         texts.extend(found.into_iter().map(|(whole, t)| (file.clone(), whole, t)));
     }
     if texts.is_empty() {
+        // Nothing vaulted, yet the password itself stays a secret wherever it shows.
+        if let Some(p) = password_file {
+            if std::fs::metadata(p).is_ok_and(|m| !is_executable(&m)) {
+                if let Ok(t) = read_capped(p) {
+                    scan.learn(t.trim());
+                }
+            }
+        }
         return scan;
     }
     let password = match password_file {
@@ -399,6 +407,8 @@ pub fn scan(roots: &[PathBuf], password_file: Option<&Path>) -> VaultScan {
             },
         },
     };
+    // The password opens every vaulted value: it is masked like one.
+    scan.learn(&password);
     for (file, whole, text) in texts {
         match decrypt(&text, password.as_bytes()) {
             Ok(plain) => {
@@ -503,6 +513,23 @@ mod tests {
         let locked = scan(&[ansible], None);
         assert!(locked.locked.is_some());
         assert!(locked.masked() == 0);
+    }
+
+    /// The vault password opens every vaulted value: it is masked too, with or without
+    /// vaulted content to decrypt.
+    #[test]
+    fn the_vault_password_itself_is_masked() {
+        let (root, password) = sample();
+        let ansible = root.join("infra/ansible");
+        let pw = password_file(&ansible).expect("ansible.cfg names it");
+        let r = scan(std::slice::from_ref(&ansible), Some(&pw)).redactor();
+        assert_eq!(
+            r.redact(&format!("--vault-pass {password} x")),
+            format!("--vault-pass {} x", crate::redact::MASK)
+        );
+        let empty = tempfile::tempdir().expect("tmp");
+        let r = scan(&[empty.path().to_path_buf()], Some(&pw)).redactor();
+        assert!(!r.redact(&password).contains(&password));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //!
 //! Owns: the embedded `runbooks/*.yaml` table (written by build.rs) and [`load`], which
 //! validates every runbook and keys them by id. An override (from `--runbooks DIR`) with
-//! the id of an embedded runbook replaces it; a new id adds one.
+//! the id of an embedded runbook replaces it (and says so: [`RunbookSet::overrides_shipped`]);
+//! a new id adds one. Marks every runbook shipped or not, so the planner can tell a
+//! reviewed `mutates: false` from a user's unverified one.
 //! Must not: read files. The CLI reads the override directory and passes `(name, text)`
 //! pairs in, so this module stays pure.
 
@@ -40,6 +42,16 @@ pub struct Loaded {
     pub overrides_embedded: bool,
 }
 
+impl Loaded {
+    /// The file that replaced the shipped runbook of this id, if this one did.
+    pub fn overrides_shipped(&self) -> Option<&str> {
+        match &self.origin {
+            Origin::Override(file) if self.overrides_embedded => Some(file),
+            _ => None,
+        }
+    }
+}
+
 /// All runbooks, by id.
 #[derive(Debug, Clone, Default)]
 pub struct RunbookSet {
@@ -53,6 +65,12 @@ impl RunbookSet {
 
     pub fn loaded(&self, id: &str) -> Option<&Loaded> {
         self.by_id.get(id)
+    }
+
+    /// The file that replaced the shipped runbook `id`, if one did (`--runbooks`): said
+    /// wherever the runbook is shown, since the shipped one is what the operator expects.
+    pub fn overrides_shipped(&self, id: &str) -> Option<&str> {
+        self.by_id.get(id).and_then(Loaded::overrides_shipped)
     }
 
     /// Ids in sorted order.
@@ -87,7 +105,10 @@ pub fn load(overrides: &[(String, String)]) -> Result<RunbookSet, Vec<Diagnostic
         let mut ids_in_layer: BTreeMap<String, String> = BTreeMap::new();
         for (name, text) in files.iter() {
             let runbook = match validate_text(name, text) {
-                Ok(rb) => rb,
+                Ok(mut rb) => {
+                    rb.shipped = layer.is_none();
+                    rb
+                }
                 Err(mut d) => {
                     diags.append(&mut d);
                     continue;

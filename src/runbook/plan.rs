@@ -229,6 +229,11 @@ pub struct PlannedStep {
     /// On a gate that guards a mutating step: what that step can touch, in numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blast_radius: Option<BlastRadius>,
+    /// `FILE:LINE` of the `mutates: false` a user runbook (`--runbooks`) wrote on this ssh
+    /// step: read-only only by the user's word, not verified. Observe mode refuses to run
+    /// it; a shipped runbook's steps never carry it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_read_only: Option<String>,
 }
 
 /// Where a gate (or a preview) comes from.
@@ -574,6 +579,7 @@ impl Planner<'_> {
                 cwd: None,
                 source: Some(source),
                 blast_radius: None,
+                declared_read_only: None,
             },
             play: None,
         }
@@ -604,6 +610,7 @@ impl Planner<'_> {
                 cwd: None,
                 source: Some(GateSource::Runbook),
                 blast_radius: None,
+                declared_read_only: None,
             },
             play: None,
         }
@@ -960,6 +967,7 @@ impl Planner<'_> {
                 cwd: Some(self.env.ansible_dir.clone()),
                 source: Some(GateSource::Runbook),
                 blast_radius: None,
+                declared_read_only: None,
             },
             play: Some(play.clone()),
         }
@@ -994,6 +1002,7 @@ impl Planner<'_> {
             cwd: None,
             source: None,
             blast_radius: None,
+            declared_read_only: None,
         };
         match &step.spec {
             StepSpec::ListHosts {
@@ -1115,6 +1124,12 @@ impl Planner<'_> {
                     ..Expect::default()
                 });
                 s.command = Some(vec!["ssh".into(), host.clone(), command]);
+                // A shipped runbook's word is reviewed with the binary; a user's is not.
+                if !self.runbook.shipped {
+                    s.declared_read_only = step
+                        .declared_read_only_line
+                        .map(|line| format!("{}:{line}", self.runbook.source));
+                }
                 if step.mutates {
                     self.policy_typed_confirm(&s, vec![host], out);
                 }
@@ -1338,6 +1353,7 @@ impl Planner<'_> {
                     nodes: None,
                     summary,
                 }),
+                declared_read_only: None,
             },
             play: None,
         });
@@ -1378,6 +1394,7 @@ impl Planner<'_> {
                 cwd: None,
                 source: Some(GateSource::Policy),
                 blast_radius: None,
+                declared_read_only: None,
             },
             play: None,
         });
@@ -1405,6 +1422,7 @@ impl Planner<'_> {
                     nodes: Some(servers.len()),
                     summary,
                 }),
+                declared_read_only: None,
             },
             play: None,
         });
@@ -1444,6 +1462,7 @@ impl Planner<'_> {
                         cwd: None,
                         source: Some(GateSource::Policy),
                         blast_radius: None,
+                        declared_read_only: None,
                     },
                     play: None,
                 });
@@ -1499,6 +1518,7 @@ impl Planner<'_> {
                             cwd: Some(self.env.ansible_dir.clone()),
                             source: Some(GateSource::Policy),
                             blast_radius: None,
+                            declared_read_only: None,
                         },
                         play: None,
                     }),

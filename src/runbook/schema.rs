@@ -314,6 +314,9 @@ pub struct Runbook {
     pub default_marks: std::collections::BTreeMap<String, (usize, usize)>,
     /// The file it came from (for messages).
     pub source: String,
+    /// Shipped in the binary (reviewed with it), not read from `--runbooks`: only a shipped
+    /// runbook's `mutates: false` is taken as true; a user's is the user's word, unverified.
+    pub shipped: bool,
 }
 
 impl Runbook {
@@ -394,6 +397,9 @@ pub struct Step {
     /// `disrupts: node`: what the step takes away from the cluster.
     pub disrupts: Option<Disrupts>,
     pub spec: StepSpec,
+    /// The line of an ssh step's `mutates: false`: what the command does is the author's
+    /// word there, which nothing checks (observe mode refuses it in a user runbook).
+    pub declared_read_only_line: Option<usize>,
 }
 
 /// A playbook invocation: shared by `ansible` and `list-hosts`.

@@ -530,6 +530,8 @@ impl Validator {
             default_marks,
             var_marks: std::mem::take(&mut self.var_marks),
             source: self.file.clone(),
+            // Only the loader of the shipped table says otherwise.
+            shipped: false,
         })
     }
 
@@ -1089,6 +1091,8 @@ impl Validator {
         if self.diags.len() > before {
             return None;
         }
+        let declared_read_only_line =
+            (raw.kind == "ssh" && raw.mutates == Some(false)).then(|| key_at("mutates").line);
         Some(Step {
             id: raw.id.clone(),
             title: raw.title.clone(),
@@ -1097,6 +1101,7 @@ impl Validator {
             mutates,
             disrupts,
             spec,
+            declared_read_only_line,
         })
     }
 }

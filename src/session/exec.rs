@@ -120,9 +120,21 @@ pub struct ReadOnlyExecutors {
     executors: BTreeMap<&'static str, Arc<dyn StepExecutor>>,
     /// Kinds the builder could not give an executor, and why.
     absent: BTreeMap<&'static str, String>,
+    /// The mask the executors apply to output, also applied to the run's journal.
+    redactor: crate::redact::Redactor,
 }
 
 impl ReadOnlyExecutors {
+    /// The secrets to mask in the run's record (the same the executors mask in output).
+    pub fn set_redactor(&mut self, redactor: crate::redact::Redactor) {
+        self.redactor = redactor;
+    }
+
+    /// What the record of a run on these executors masks.
+    pub fn redactor(&self) -> &crate::redact::Redactor {
+        &self.redactor
+    }
+
     pub fn add(&mut self, e: Arc<dyn StepExecutor>) -> Result<(), NotReadOnly> {
         if e.mutates() {
             return Err(NotReadOnly(e.kind()));
@@ -187,6 +199,8 @@ pub trait Executors: sealed::Sealed + Clone + std::fmt::Debug + Send + Sync + 's
     fn executor_for(&self, step: &PlannedStep) -> Result<&Arc<dyn StepExecutor>, NoExecutor>;
     /// Whether any executor here can mutate.
     fn can_mutate(&self) -> bool;
+    /// What the journal of a run on this set masks.
+    fn redactor(&self) -> &crate::redact::Redactor;
 }
 
 mod sealed {
@@ -212,6 +226,10 @@ impl Executors for ReadOnlyExecutors {
     fn can_mutate(&self) -> bool {
         false
     }
+
+    fn redactor(&self) -> &crate::redact::Redactor {
+        ReadOnlyExecutors::redactor(self)
+    }
 }
 
 /// Operate's set: the read-only executors and the mutating ones.
@@ -230,6 +248,10 @@ impl Executors for OperateExecutors {
 
     fn can_mutate(&self) -> bool {
         !self.mutating.executors.is_empty()
+    }
+
+    fn redactor(&self) -> &crate::redact::Redactor {
+        &self.read_only.redactor
     }
 }
 

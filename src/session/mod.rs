@@ -458,6 +458,22 @@ impl<X: Executors> RunSession<X> {
                     .into(),
             ));
         }
+        // The journal masks secrets in the plan it keeps: a command holding a mask would run
+        // the mask in the secret's place, so such a run is not resumed from its record.
+        if let Some(s) = r.run.plan().steps.iter().find(|s| {
+            s.command
+                .iter()
+                .flatten()
+                .any(|a| a.contains(crate::redact::MASK))
+        }) {
+            let notice = format!(
+                "run {}: step {} `{}` holds a masked secret in its journaled command, which \
+                 cannot run again from the record; opened to look at only (start the runbook \
+                 again to go on)",
+                r.header.run_id, s.n, s.id
+            );
+            return Ok(looked_at(Self::view(r.run, exec), notice));
+        }
         // A resumed run changes systems again, so it holds the cluster's run lock as a
         // started one does (under its own run id: the same console re-takes its own lock),
         // or it does not resume: held by another run or unreachable, it opens to look at
@@ -501,13 +517,14 @@ impl<X: Executors> RunSession<X> {
         now: Timestamp,
         lock: &mut lock::SessionLock,
     ) -> Result<(Self, Vec<SessionEffect>), NotOpened> {
-        let (j, replayed, effects) = match Journal::resume(path, now) {
+        let (mut j, replayed, effects) = match Journal::resume(path, now) {
             Ok(x) => x,
             Err(e) => {
                 lock.at_end(next_tag());
                 return Err(NotOpened(format!("cannot resume: {e}")));
             }
         };
+        j.mask_with(exec.redactor());
         let started_by = replayed.header.operator.clone();
         let mut session = Self::new(replayed.run, Some(j), false, exec).by(operator);
         session.core.lock = std::mem::take(lock);
@@ -622,7 +639,14 @@ impl<X: Executors> RunSession<X> {
             return Err(NotOpened("cannot start: no run journal directory".into()));
         };
         let plan = self.run.plan().clone();
-        let (j, run) = match Journal::begin(dir, plan, self.run.mode(), &self.operator, now) {
+        let (j, run) = match Journal::begin_masked(
+            dir,
+            plan,
+            self.run.mode(),
+            &self.operator,
+            now,
+            self.exec.redactor(),
+        ) {
             Ok(x) => x,
             Err(e) => {
                 // Not started: a lock taken for it goes back.
@@ -1149,9 +1173,9 @@ impl ObserveSession {
 
     /// What to say once a plan is open.
     pub fn opened_notice(&self) -> &'static str {
-        match self.first_mutating_step() {
-            Some(_) => "observe mode: the plan opens to look at only",
-            None => "observe mode: every step only looks; s starts the run",
+        match (self.first_mutating_step(), self.first_unverified_step()) {
+            (None, None) => "observe mode: every step only looks; s starts the run",
+            _ => "observe mode: the plan opens to look at only",
         }
     }
 
@@ -1161,6 +1185,16 @@ impl ObserveSession {
     /// one. A runbook's own `read_only: true` is never asked.
     pub fn first_mutating_step(&self) -> Option<&PlannedStep> {
         self.run.plan().steps.iter().find(|s| s.mutates)
+    }
+
+    /// The first step read-only only by a user runbook's word (`mutates: false` on an ssh
+    /// step of a `--runbooks` file): nothing verifies what its command does.
+    pub fn first_unverified_step(&self) -> Option<&PlannedStep> {
+        self.run
+            .plan()
+            .steps
+            .iter()
+            .find(|s| s.declared_read_only.is_some())
     }
 
     /// Start the plan if every step only looks, on the read-only executors this session
@@ -1178,6 +1212,18 @@ impl ObserveSession {
                 s.n,
                 s.id,
                 s.kind.as_str()
+            )));
+        }
+        // Observe's promise is that nothing here changes the platform: a command only a
+        // user's `mutates: false` calls read-only is not run on that word.
+        if let Some(s) = self.first_unverified_step() {
+            return Err(NotOpened(format!(
+                "observe mode: step {} `{}` ({}) is declared read-only by {}, not verified; \
+                 observe runs only steps hk-console can tell only look",
+                s.n,
+                s.id,
+                s.kind.as_str(),
+                s.declared_read_only.as_deref().unwrap_or_default()
             )));
         }
         self.begin(runs_dir, now)

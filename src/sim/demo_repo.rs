@@ -9,6 +9,9 @@
 //! ([`rewrite_addresses`]) so the inventory, the Flux overlays and the parity check stay
 //! consistent with each other, and proving afterwards that nothing the console can reach
 //! is off this machine ([`verify_loopback`]).
+//! Also owns the demo directory's claim ([`claim_dir`]): the marker `demo --dir` writes, so
+//! a later `demo --dir` on it reopens it (its journals kept) and refuses any other
+//! directory that is not empty.
 //! Must not: know the homelab. Hosts, groups, addresses and variable names come from the
 //! sample's own inventory and `repo::env`'s documented variables.
 
@@ -22,6 +25,93 @@ mod table {
     // The other tables of the generated file are read by their own modules.
     #![allow(dead_code)]
     include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
+}
+
+/// The file `demo --dir` writes into its directory. A directory holding it is a demo's:
+/// a later `demo --dir` reopens it. Its text names the repo the demo simulates there.
+pub const DEMO_MARKER: &str = ".hk-console-demo";
+
+/// What [`claim_dir`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claimed {
+    /// A new or empty directory, now marked.
+    New,
+    /// A directory an earlier demo made: its run journals are kept (how many there are);
+    /// the repo copy is written again and moved onto the restarted simulation's ports.
+    Reopened { journals: usize },
+}
+
+/// What the marker says: which repo the demo simulates in that directory.
+fn marker_text(source: Option<&Path>) -> String {
+    let what = match source {
+        // One repo however its path was spelt.
+        Some(src) => format!(
+            "repo: {}",
+            src.canonicalize()
+                .unwrap_or_else(|_| src.to_path_buf())
+                .display()
+        ),
+        None => "repo: the bundled sample".to_string(),
+    };
+    format!("hk-console demo directory (written by `hk-console demo --dir`)\n{what}\n")
+}
+
+/// Make `dir` the demo's directory (`demo --dir`), simulating `source` (`--repo`, else the
+/// bundled sample). A missing or empty directory is created and marked; a marked one is
+/// reopened, its `runs/` (the journals) untouched, so a crash and its resume can be
+/// rehearsed across starts; a marked one that simulated another repo, or any other
+/// directory that is not empty, is refused with the reason and left as it is.
+pub fn claim_dir(dir: &Path, source: Option<&Path>) -> Result<Claimed, String> {
+    let shown = dir.display();
+    let empty = match std::fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => return Err(format!("{shown}: cannot read it: {e}")),
+    };
+    let want = marker_text(source);
+    let marker = dir.join(DEMO_MARKER);
+    if empty {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {shown}: {e}"))?;
+        std::fs::write(&marker, &want)
+            .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+        return Ok(Claimed::New);
+    }
+    let is_marker = std::fs::symlink_metadata(&marker).is_ok_and(|m| m.file_type().is_file());
+    if !is_marker {
+        return Err(format!(
+            "{shown} is not empty and is not a demo directory (it has no {DEMO_MARKER}, which \
+             `demo --dir` writes): the demo writes a whole repo there; name a new or empty \
+             directory, or one an earlier `demo --dir` made"
+        ));
+    }
+    let had = std::fs::read_to_string(&marker)
+        .map_err(|e| format!("cannot read {}: {e}", marker.display()))?;
+    if had != want {
+        let said = |t: &str| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("repo: "))
+                .unwrap_or("an unknown repo")
+                .to_string()
+        };
+        return Err(format!(
+            "{shown} is the demo directory of {}, not of {}: reopen it with the same --repo, \
+             or name another directory",
+            said(&had),
+            said(&want)
+        ));
+    }
+    let journals = std::fs::read_dir(dir.join("runs"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.ends_with(".jsonl") && !name.ends_with(crate::journal::OUTPUT_SUFFIX)
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    Ok(Claimed::Reopened { journals })
 }
 
 /// The bundled sample repo as `(path relative to its root, contents)`.
@@ -482,6 +572,28 @@ pub fn prepare_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_demo_dir_is_claimed_then_reopened_and_a_foreign_one_refused() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let d = tmp.path().join("demo");
+        assert_eq!(claim_dir(&d, None), Ok(Claimed::New));
+        std::fs::create_dir_all(d.join("runs")).expect("runs");
+        std::fs::write(d.join("runs/r1.jsonl"), "{}\n").expect("journal");
+        std::fs::write(d.join("runs/r1.output.jsonl"), "").expect("output");
+        assert_eq!(claim_dir(&d, None), Ok(Claimed::Reopened { journals: 1 }));
+        let other = claim_dir(&d, Some(Path::new("/srv/infra"))).expect_err("another repo");
+        assert!(
+            other.contains("the bundled sample") && other.contains("/srv/infra"),
+            "{other}"
+        );
+        let foreign = tmp.path().join("foreign");
+        std::fs::create_dir_all(&foreign).expect("dir");
+        std::fs::write(foreign.join("notes"), "mine").expect("file");
+        let why = claim_dir(&foreign, None).expect_err("refused");
+        assert!(why.contains("not a demo directory"), "{why}");
+        assert!(!foreign.join(DEMO_MARKER).exists(), "nothing written there");
+    }
 
     #[test]
     fn finds_the_service_port_value() {

@@ -260,7 +260,7 @@ async fn drive_as(
     runs_dir: &Path,
     observe: bool,
     no_cluster_lock: bool,
-    mut progress: impl FnMut(&str),
+    progress: impl FnMut(&str),
 ) -> Result<Report, HeadlessError> {
     let open_err = |why: String| HeadlessError::Open {
         runbook: req.runbook.clone(),
@@ -269,6 +269,10 @@ async fn drive_as(
     let repo = Repo::load(&demo.dir).map_err(|e| open_err(e.to_string()))?;
     let clusters = Arc::new(Clusters::for_repo(&repo, &KubeOverrides::default()));
     let (caps, notices) = capabilities_with(&repo, observe, clusters, &demo.exec_setup());
+    // Progress names steps by their titles, where a runbook may have pasted a secret.
+    let mask = caps.read_only().redactor().without_withholding();
+    let mut unmasked = progress;
+    let mut progress = move |l: &str| unmasked(&mask.redact(l));
     for n in &notices {
         progress(&format!("notice: {n}"));
     }

@@ -335,6 +335,10 @@ pub struct App {
     /// [`AppParts::locking`], before any run can be opened (the `run` command's start
     /// screen included): no setter, so no session is opened before it is known.
     locking: Option<Arc<crate::session::lock::RunLocking>>,
+    /// What quitting loses, where the journals do not outlive the console (the demo's
+    /// throwaway directory): the quit question says this instead of "the journal keeps
+    /// the run".
+    pub runs_discarded: Option<String>,
     /// Calls on the cluster's run lock, for the loop's pump to run off the UI task; their
     /// answers come back to [`App::handle_lock`].
     pub lock_outbox: VecDeque<crate::session::lock::LockJob>,
@@ -464,6 +468,7 @@ impl App {
             checker: None,
             no_cluster_lock: false,
             locking: parts.locking,
+            runs_discarded: None,
             lock_outbox: VecDeque::new(),
             looker: None,
             look_outbox: VecDeque::new(),
@@ -573,9 +578,25 @@ impl App {
         }
     }
 
+    /// The `--runbooks` file that replaced the shipped runbook `id`, if one did.
+    pub fn overrides_shipped(&self, id: &str) -> Option<&str> {
+        self.runbook_set.overrides_shipped(id)
+    }
+
     /// Whether a run is open and not over.
     pub fn run_is_active(&self) -> bool {
         self.active.as_ref().is_some_and(|a| a.session.is_active())
+    }
+
+    /// Whether `summary` (a row of Recent runs) is the run this console drives right now:
+    /// its journal is the one held open here, so it is running, not interrupted.
+    pub fn is_active_run(&self, summary: &RunSummary) -> bool {
+        self.run_is_active()
+            && self
+                .active
+                .as_ref()
+                .and_then(|a| a.journal.as_ref())
+                .is_some_and(|j| j.path() == summary.path.as_path())
     }
 
     // ----------------------------------------------------------------------------------
@@ -1143,6 +1164,11 @@ impl App {
                 }
                 HomeFocus::Runs => {
                     if let Some(r) = self.visible_runs().get(self.run_sel) {
+                        // The run driven right now: back to its view, nothing to reopen.
+                        if self.is_active_run(r) {
+                            self.screen = Screen::Run;
+                            return;
+                        }
                         let path = r.path.clone();
                         let outcome = r.outcome;
                         self.open_journal(path, outcome);

@@ -108,6 +108,9 @@ pub struct UiOptions {
     pub locking: Option<Arc<crate::session::lock::RunLocking>>,
     /// `--no-cluster-lock` was given: a banner line on every frame says so.
     pub no_cluster_lock: bool,
+    /// The journals are deleted when the console exits (the demo without `--dir`): what
+    /// quitting during a run loses, said in the quit question.
+    pub runs_discarded: Option<String>,
     /// Problems found while setting up (e.g. hosts whose SSH settings cannot be read),
     /// shown on the status line at start.
     pub notices: Vec<String>,
@@ -199,6 +202,7 @@ pub async fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
     app.protected = opts.protected;
     app.checker = opts.checker;
     app.no_cluster_lock = opts.no_cluster_lock;
+    app.runs_discarded = opts.runs_discarded;
     app.looker = opts.looker;
     app.run_check();
     if !opts.notices.is_empty() {

@@ -34,6 +34,7 @@ pub fn step(
         cwd: None,
         source: None,
         blast_radius: None,
+        declared_read_only: None,
     }
 }
 

@@ -131,6 +131,8 @@ pub fn capabilities_with(
         redactor.clone(),
     ));
     let mut read_only = ReadOnlyExecutors::default();
+    // The run's journal masks what the executors mask.
+    read_only.set_redactor(redactor.clone());
     for kind in KINDS {
         // A read-only adapter never reports itself as mutating, so this cannot fail.
         if let Err(e) = read_only.add(Arc::new(RealExecutor::read_only(

@@ -1,5 +1,6 @@
 //! Home: environments (host count, VIP), runbooks (read-only or mutating, and where they
-//! apply), recent runs (an interrupted run first, with "resume"; a damaged journal listed
+//! apply), recent runs (the run this console drives now as "running", Enter goes back to
+//! it; an interrupted run first, with "resume"; a damaged journal listed
 //! with "damaged at line N", never hidden; journals that cannot be read at all named below
 //! the list). A list longer than its pane says how many rows are out of sight, above and
 //! below, on its bottom border.
@@ -222,11 +223,19 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
                 RunOutcome::Interrupted => t.warn(),
                 RunOutcome::InProgress => t.running(),
             };
-            let mut spans = vec![Span::styled(
-                format!("{:<12}", r.outcome.to_string()),
-                style,
-            )];
-            if let Some(d) = &r.damage {
+            let active = app.is_active_run(r);
+            // The journal of the run driven right now reads as unfinished, like an
+            // interrupted one; it is neither interrupted nor to be resumed.
+            let outcome = if active {
+                "active".to_string()
+            } else {
+                r.outcome.to_string()
+            };
+            let style = if active { t.running() } else { style };
+            let mut spans = vec![Span::styled(format!("{outcome:<12}"), style)];
+            if active {
+                spans.push(Span::styled("▶ running  ", t.running()));
+            } else if let Some(d) = &r.damage {
                 // Never offered for resume: the lines after the damage are unknown.
                 spans.push(Span::styled(
                     format!("✖ damaged at line {} (read-only)  ", d.line),

@@ -124,11 +124,14 @@ fn draw_help(f: &mut Frame, area: Rect, app: &App) {
 fn draw_confirm(f: &mut Frame, area: Rect, app: &App, c: &Confirm) {
     let t = &app.theme;
     let text = match c {
-        Confirm::Quit => {
-            "A run is in progress. Quit anyway? A running step is cancelled first; the \
-             journal keeps the run (resume it from Home)."
-                .to_string()
-        }
+        Confirm::Quit => match &app.runs_discarded {
+            Some(lost) => format!(
+                "A run is in progress. Quit anyway? A running step is cancelled first; {lost}."
+            ),
+            None => "A run is in progress. Quit anyway? A running step is cancelled first; the \
+                     journal keeps the run (resume it from Home)."
+                .to_string(),
+        },
         Confirm::CancelStep { n } => {
             let what = app
                 .active

@@ -107,6 +107,10 @@ fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
         let end = run.finished_at().unwrap_or(app.now);
         title.push_str(&format!("· {} ", age(end.0.saturating_sub(start.0))));
     }
+    // A `--runbooks` file with a shipped id is not the runbook the operator knows.
+    if app.overrides_shipped(&run.plan().runbook).is_some() {
+        title.push_str("· overrides the shipped runbook ");
+    }
     let host_w = host_width(a);
     let inner_w = usize::from(area.width.saturating_sub(2));
     let hosts: Vec<&str> = run
