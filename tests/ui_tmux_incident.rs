@@ -226,3 +226,58 @@ fn holder_dies_the_vip_warns_and_the_timeline_records_the_move() {
     );
     tmux.send(&["q"]);
 }
+
+/// healthy, then `:fault prod holder-dies` twice (the first holder, then the server the
+/// lease moved to): two of prod's three etcd members are down. The strip turns prod's etcd
+/// ✗ and the Live screen's etcd section names the quorum lost and both members, read
+/// through prod's API endpoint (`/readyz/etcd` and the nodes), within one etcd look (15 s).
+#[test]
+fn two_holder_dies_turn_etcd_red_with_quorum_named() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let tmux = demo("healthy", state.path(), "160", "45");
+    tmux.wait_for("SIMULATED homelab");
+    tmux.send(&[":"]);
+    tmux.send(&["env prod", "Enter"]);
+    tmux.send(&["l"]);
+    tmux.wait_for("Live · prod");
+    tmux.wait_for("holder k3s-prod-1 is Ready");
+    tmux.wait_for("quorum: 3 of 3 members up");
+    tmux.send(&[":"]);
+    tmux.send(&["fault prod holder-dies", "Enter"]);
+    tmux.wait_for("k3s-prod-1 (lease holder) died");
+    tmux.wait_until(
+        Duration::from_secs(40),
+        "the lease moved to k3s-prod-2",
+        |s| s.contains("held by k3s-prod-2"),
+    );
+    tmux.send(&[":"]);
+    tmux.send(&["fault prod holder-dies", "Enter"]);
+    tmux.wait_for("k3s-prod-2 (lease holder) died");
+    let second = Instant::now();
+    let etcd_red = |s: &str| {
+        s.lines()
+            .any(|l| l.contains("prod") && l.contains("etcd ✗"))
+    };
+    // The panes' column (the timeline is the right-hand 48 at 160), wrapped lines joined.
+    let panes = |s: &str| {
+        s.lines()
+            .map(|l| l.chars().take(112).collect::<String>().replace('│', " "))
+            .collect::<Vec<_>>()
+            .join(" ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let named = "2 of 3 members down (k3s-prod-1 NotReady, k3s-prod-2 NotReady): no quorum";
+    let s = tmux.wait_until(
+        Duration::from_secs(20),
+        "the strip's etcd ✗ and the quorum lost named",
+        |s| etcd_red(s) && panes(s).contains(named),
+    );
+    println!(
+        "two holder-dies: etcd ✗ with quorum named {:?} after the second fault",
+        second.elapsed()
+    );
+    assert!(!s.contains("leads; every member's disk keeps up"), "{s}");
+    tmux.send(&["q"]);
+}

@@ -315,6 +315,19 @@ pub fn vip_text(p: &VipLeasePane) -> String {
                     Some(_) => {}
                     None => s.push_str(&format!(" (no server of {})", p.env)),
                 }
+                // A fresh-looking lease whose holder's node is down is no ordinary yellow:
+                // the line says why, not only the verdict list.
+                let down = p
+                    .verdicts
+                    .iter()
+                    .find(|v| v.rule == Rule::LeaseHolderReady && v.severity != Severity::Ok);
+                if let Some(v) = down {
+                    s.push_str(if v.severity == Severity::Unknown {
+                        ", its node's readiness unknown"
+                    } else {
+                        ", its node NotReady"
+                    });
+                }
                 if let Some(a) = p.renew_age_ms {
                     s.push_str(&format!(", renewed {} ago", age(a)));
                     if let Some(d) = p.lease_duration_seconds {
@@ -413,12 +426,15 @@ fn agents_short(a: &AgentEnvPane) -> String {
 }
 
 /// `rollout: rolled out`, `rollout: rolling, 1/3 updated`, `rollout STUCK: cilium-x on
-/// k3s-prod-2 not ready 12m00s`; with no state, the rollout verdict's own words.
+/// k3s-prod-2 not ready 12m00s`, `no rollout; 2/3 agents available`; with no state, the rollout verdict's own words.
 pub fn rollout_text(r: &RolloutPane) -> String {
     match &r.state {
         Some(RolloutState::RolledOut) => "rollout: rolled out".into(),
         Some(RolloutState::Rolling { updated, desired }) => {
             format!("rollout: rolling, {updated}/{desired} updated")
+        }
+        Some(RolloutState::Unavailable { available, desired }) => {
+            format!("no rollout; {available}/{desired} agents available")
         }
         Some(RolloutState::Stuck {
             pod,
@@ -443,6 +459,9 @@ fn rollout_short(r: &RolloutPane) -> Option<String> {
             Some(format!("rolling {updated}/{desired}"))
         }
         Some(RolloutState::Stuck { .. }) => Some("STUCK".into()),
+        Some(RolloutState::Unavailable { available, desired }) => {
+            Some(format!("{available}/{desired} available"))
+        }
         None => Some("no DaemonSet".into()),
     }
 }

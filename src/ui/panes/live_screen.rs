@@ -437,6 +437,10 @@ fn rollout_body(p: &RolloutPane, t: &Theme) -> Lines {
             format!("rolling: {updated} of {desired} desired updated"),
             t.warn(),
         ),
+        Some(RolloutState::Unavailable { available, desired }) => (
+            format!("no rollout; {available} of {desired} available"),
+            t.warn(),
+        ),
         Some(RolloutState::Stuck {
             pod,
             node,
