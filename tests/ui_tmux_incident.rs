@@ -241,6 +241,10 @@ fn two_holder_dies_turn_etcd_red_with_quorum_named() {
     tmux.send(&["l"]);
     tmux.wait_for("Live · prod");
     tmux.wait_for("holder k3s-prod-1 is Ready");
+    // The etcd section is below the kube panes: scroll down to it.
+    for _ in 0..30 {
+        tmux.send(&["j"]);
+    }
     tmux.wait_for("quorum: 3 of 3 members up");
     tmux.send(&[":"]);
     tmux.send(&["fault prod holder-dies", "Enter"]);
