@@ -403,11 +403,23 @@ fn could_not_look_says_why_and_keeps_the_last_good_look() {
 fn stale_looks_say_so_with_their_age() {
     let dir = tmp();
     let mut app = app_with(dir.path(), state("stale"));
+    // Issue 26: since when (the clock the operator reads) and never a ✓ on a stale look;
+    // the words changed from `stale 2m00s`, which said how long but not since when.
     let frame = text(&render(&mut app, 120, 30));
-    assert_eq!(frame.matches("stale 2m00s").count(), 4, "{frame}");
+    assert_eq!(
+        frame.matches("stale since 10:13:00 (2m00s)").count(),
+        4,
+        "{frame}"
+    );
+    assert!(!frame.contains('✓'), "{frame}");
     open_live(&mut app);
     let frame = text(&render(&mut app, 150, 64));
-    assert_eq!(frame.matches("stale 2m00s").count(), 5 + 4, "{frame}");
+    assert_eq!(
+        frame.matches("stale since 10:13:00 (2m00s)").count(),
+        5 + 4,
+        "{frame}"
+    );
+    assert!(!frame.contains("✓ VIP lease"), "{frame}");
 }
 
 #[test]

@@ -97,6 +97,9 @@ pub struct StripLine {
     /// Age of the oldest look on the line.
     pub age_ms: u64,
     pub stale: bool,
+    /// When the oldest look on the line was last confirmed by its source (shown as "stale
+    /// since HH:MM:SS" once stale).
+    pub since: Option<crate::checks::live::Timestamp>,
 }
 
 /// The strip lines of the current environment at `app.now`.
@@ -124,6 +127,7 @@ fn no_data(pane: StripPane) -> StripLine {
         short: "no data".into(),
         age_ms: 0,
         stale: false,
+        since: None,
     }
 }
 
@@ -288,6 +292,12 @@ fn seen_line(
     short: String,
     looks: &[Look],
 ) -> StripLine {
+    let stale = looks.iter().any(|l| l.stale);
+    // What was not confirmed lately is no good news: a stale line's ✓ is a `?`.
+    let worst = match worst {
+        Some(Severity::Ok) if stale => Some(Severity::Unknown),
+        w => w,
+    };
     StripLine {
         pane,
         no_data: false,
@@ -295,7 +305,8 @@ fn seen_line(
         text,
         short,
         age_ms: looks.iter().map(|l| l.age_ms).max().unwrap_or(0),
-        stale: looks.iter().any(|l| l.stale),
+        stale,
+        since: looks.iter().map(|l| l.vouched).min(),
     }
 }
 
@@ -621,8 +632,12 @@ fn spans(l: &StripLine, t: &Theme) -> Vec<Span<'static>> {
         Span::styled(format!("{} ", glyph(l.worst)), st),
     ];
     if l.stale {
+        let since = l
+            .since
+            .map(|s| format!(" since {}", crate::checks::health::clock(s)))
+            .unwrap_or_default();
         v.push(Span::styled(
-            format!("stale {} · ", age(l.age_ms)),
+            format!("stale{since} ({}) · ", age(l.age_ms)),
             t.warn(),
         ));
         v.push(Span::styled(l.text.clone(), t.muted()));
