@@ -1677,8 +1677,9 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
 
     /// etcd: each server is a member, a dead one is down; with a majority down the
     /// members left cannot commit, and the built-in server answers as a real one would
-    /// (see `Store::set_no_quorum`). The controllers themselves go on writing to the store
-    /// (what they model, kubelets and kube-vip, would fail to; their states freeze less).
+    /// (see `Store::set_no_quorum`). The controllers themselves go on writing to the store:
+    /// a real cluster's kubelets and kube-vip could not, so its node and lease states would
+    /// freeze where the simulation's still move (not modelled).
     fn etcd_quorum(&self) {
         let Some(store) = &self.t.quorum else {
             return;
