@@ -163,3 +163,141 @@ async fn the_stuck_pods_events_and_logs_are_one_look_away() {
         }
     }
 }
+
+/// Two `holder-dies` (the first holder, then the server the lease moved to): two of
+/// prod's three etcd members are down. The simulated API server answers as a real one
+/// without quorum (`/readyz/etcd` 500, `/readyz` naming `[-]etcd failed`, a write 500
+/// `etcdserver: request timed out`) and the etcd pane, read through prod's API endpoint,
+/// names the quorum lost: critical, the two members named, the metrics' leader no ✓.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_of_three_members_down_is_no_quorum_through_the_api() {
+    use hk_console::checks::live::EtcdReady;
+    use hk_console::cluster::WatchSettings;
+    let (_dir, d) = start("healthy").await;
+    let t = kube_target(&d.repo, "prod", &KubeOverrides::default()).expect("target");
+    let c = client(&t).await.expect("client");
+    let p = probe(&d).with_api("prod", c.clone(), WatchSettings::default());
+    let cancel = CancellationToken::new();
+    let quorum = |pane: &hk_console::checks::live::EtcdPane| {
+        pane.verdicts
+            .iter()
+            .find(|v| v.rule == Rule::EtcdQuorum && v.subject == "quorum")
+            .cloned()
+            .unwrap_or_else(|| panic!("a quorum verdict: {:#?}", pane.verdicts))
+    };
+    let (calm, _) = p.look(&d.repo, "prod", &cancel).await;
+    let q = quorum(&calm);
+    assert_eq!(q.severity, Severity::Ok, "{q}");
+    assert_eq!(
+        q.message,
+        "quorum: 3 of 3 members up, /readyz/etcd ok through the API endpoint"
+    );
+
+    let faults = d.fault_injector();
+    let first = faults.inject("prod", "holder-dies").expect("accepted");
+    // One of three down: quorum holds, a warning naming the member.
+    let (one, _) = p.look(&d.repo, "prod", &cancel).await;
+    let q = quorum(&one);
+    assert_eq!(q.severity, Severity::Warn, "{first}: {q}");
+    assert!(
+        q.message
+            .starts_with("1 of 3 members down (k3s-prod-1 NotReady): quorum holds"),
+        "{q}"
+    );
+    // The second fault kills whoever holds the lease once it has moved off the dead node.
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    let second = loop {
+        let said = faults.inject("prod", "holder-dies").expect("accepted");
+        if !said.contains("already dead") {
+            break said;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease never moved: {said}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(
+        second.contains("k3s-prod-2 (lease holder) died"),
+        "{second}"
+    );
+
+    let readyz = |path: &'static str| {
+        let c = c.clone();
+        async move {
+            let req = http::Request::get(path).body(Vec::new()).expect("request");
+            c.request_text(req).await
+        }
+    };
+    // The fault reaches the simulated controllers over a channel: wait for it to land.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let first = loop {
+        let r = readyz("/readyz/etcd").await;
+        if r.is_err() || std::time::Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    match first {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 500, "{s:?}");
+            assert!(s.message.contains("internal server error"), "{s:?}");
+        }
+        other => panic!("/readyz/etcd without quorum: {other:?}"),
+    }
+    match readyz("/readyz").await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 500, "{s:?}");
+            assert!(
+                s.message.contains("[-]etcd failed: reason withheld")
+                    && s.message.contains("[+]ping ok")
+                    && s.message.contains("readyz check failed"),
+                "{s:?}"
+            );
+        }
+        other => panic!("/readyz without quorum: {other:?}"),
+    }
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(c.clone(), "default");
+    let cm: k8s_openapi::api::core::v1::ConfigMap =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "quorum-probe"}}))
+            .expect("configmap");
+    match cms.create(&Default::default(), &cm).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 500, "{s:?}");
+            assert_eq!(s.message, "etcdserver: request timed out", "{s:?}");
+        }
+        other => panic!("a write without quorum: {other:?}"),
+    }
+    // Reads are the server's cache: they still answer.
+    assert!(cms.list(&Default::default()).await.is_ok());
+
+    let (lost, _) = p.look(&d.repo, "prod", &cancel).await;
+    let q = quorum(&lost);
+    assert_eq!(q.severity, Severity::Critical, "{q}");
+    assert!(
+        q.message.starts_with(
+            "2 of 3 members down (k3s-prod-1 NotReady, k3s-prod-2 NotReady): no quorum (etcd needs 2 of 3); /readyz/etcd through the API endpoint: 500"
+        ),
+        "{q}"
+    );
+    assert!(
+        !lost
+            .verdicts
+            .iter()
+            .any(|v| v.rule == Rule::EtcdLeader && v.severity == Severity::Ok),
+        "no ✓ leader without quorum: {:#?}",
+        lost.verdicts
+    );
+    // The API side of the health gate reads the same endpoint and agrees.
+    let gate = hk_console::cluster::health_probe::readyz_etcd(&c, &WatchSettings::default()).await;
+    assert!(
+        matches!(
+            &gate,
+            hk_console::checks::live::Look::Seen {
+                value: EtcdReady::Failed { .. }
+            }
+        ),
+        "{gate:?}"
+    );
+}

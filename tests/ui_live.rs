@@ -70,6 +70,11 @@ fn state(name: &str) -> Vec<Update> {
             v
         }
         "stale" => healthy_all(120_000),
+        "no_quorum" => {
+            let mut v = healthy_all(3_000);
+            v.extend(etcd_no_quorum(ago(2_000)));
+            v
+        }
         other => panic!("no state {other}"),
     }
 }
@@ -142,6 +147,77 @@ fn live_screen_in_each_state() {
         let small = text(&render(&mut app, 60, 15));
         insta::assert_snapshot!(format!("live_{name}_60x15"), small);
     }
+}
+
+/// Issue 26: the no-quorum and stale states at the operator's three terminal sizes.
+#[test]
+fn no_quorum_and_stale_at_three_sizes() {
+    for name in ["no_quorum", "stale"] {
+        for (w, h) in [(160, 45), (80, 24), (60, 15)] {
+            let dir = tmp();
+            let mut app = app_with(dir.path(), state(name));
+            open_live(&mut app);
+            if name == "no_quorum" {
+                // Scroll to the etcd section (below the kube panes): its title's line in
+                // the whole screen, less the border above it.
+                let whole = text(&render(&mut app, w, 400));
+                let at = whole
+                    .lines()
+                    .position(|l| {
+                        l.trim_start_matches('"')
+                            .trim_start_matches('│')
+                            .starts_with("✗ etcd ")
+                    })
+                    .unwrap_or_else(|| panic!("no etcd section:\n{whole}"));
+                app.live_scroll = at.saturating_sub(2);
+            }
+            let frame = text(&render(&mut app, w, h));
+            insta::assert_snapshot!(format!("issue26_{name}_{w}x{h}"), frame);
+        }
+    }
+}
+
+/// Two of three servers dead: etcd is ✗ with the quorum named, the members counted down
+/// named, the lease's holder said NotReady on the VIP line, and no rollout claimed.
+#[test]
+fn two_servers_dead_is_no_quorum_a_notready_holder_and_no_rollout() {
+    let dir = tmp();
+    let mut app = app_with(dir.path(), state("no_quorum"));
+    assert_eq!(
+        strip_text(&app, StripPane::Vip),
+        "held by k3s-prod-2, its node NotReady, renewed 2s ago of 15s · 192.168.2.9:6443 answers in 3 ms"
+    );
+    assert_eq!(
+        strip_text(&app, StripPane::Agents),
+        "3/3 agents on the VIP · no rollout; 1/3 agents available"
+    );
+    let frame = text(&render(&mut app, 160, 45));
+    assert!(
+        frame
+            .lines()
+            .any(|l| l.contains("prod") && l.contains("etcd ✗")),
+        "{frame}"
+    );
+    open_live(&mut app);
+    let frame = text(&render(&mut app, 160, 200));
+    // The panes' column (the timeline is the right-hand 48 at 160), wrapped lines joined.
+    let flat = frame
+        .lines()
+        .map(|l| l.chars().take(112).collect::<String>().replace('│', " "))
+        .collect::<Vec<_>>()
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for needle in [
+        "2 of 3 members down (k3s-prod-1 NotReady, k3s-prod-2 NotReady): no quorum (etcd needs 2 of 3)",
+        "k3s-prod-1's metrics say it leads, but without quorum no leader can commit",
+        "no rollout (3 of 3 on the current template), 1 of 3 available",
+    ] {
+        assert!(flat.contains(needle), "{needle:?} missing:\n{frame}");
+    }
+    assert!(!flat.contains("rolling"), "{frame}");
+    assert!(!flat.contains("every member's disk keeps up"), "{frame}");
 }
 
 // ------------------------------------------------------------------------------------------
@@ -327,11 +403,23 @@ fn could_not_look_says_why_and_keeps_the_last_good_look() {
 fn stale_looks_say_so_with_their_age() {
     let dir = tmp();
     let mut app = app_with(dir.path(), state("stale"));
+    // Issue 26: since when (the clock the operator reads) and never a ✓ on a stale look;
+    // the words changed from `stale 2m00s`, which said how long but not since when.
     let frame = text(&render(&mut app, 120, 30));
-    assert_eq!(frame.matches("stale 2m00s").count(), 4, "{frame}");
+    assert_eq!(
+        frame.matches("stale since 10:13:00 (2m00s)").count(),
+        4,
+        "{frame}"
+    );
+    assert!(!frame.contains('✓'), "{frame}");
     open_live(&mut app);
     let frame = text(&render(&mut app, 150, 64));
-    assert_eq!(frame.matches("stale 2m00s").count(), 5 + 4, "{frame}");
+    assert_eq!(
+        frame.matches("stale since 10:13:00 (2m00s)").count(),
+        5 + 4,
+        "{frame}"
+    );
+    assert!(!frame.contains("✓ VIP lease"), "{frame}");
 }
 
 #[test]

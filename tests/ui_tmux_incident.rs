@@ -226,3 +226,139 @@ fn holder_dies_the_vip_warns_and_the_timeline_records_the_move() {
     );
     tmux.send(&["q"]);
 }
+
+/// healthy, then `:fault prod holder-dies` twice (the first holder, then the server the
+/// lease moved to): two of prod's three etcd members are down. The strip turns prod's etcd
+/// ✗ and the Live screen's etcd section names the quorum lost and both members, read
+/// through prod's API endpoint (`/readyz/etcd` and the nodes), within one etcd look (15 s).
+#[test]
+fn two_holder_dies_turn_etcd_red_with_quorum_named() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let tmux = demo("healthy", state.path(), "160", "45");
+    tmux.wait_for("SIMULATED homelab");
+    tmux.send(&[":"]);
+    tmux.send(&["env prod", "Enter"]);
+    tmux.send(&["l"]);
+    tmux.wait_for("Live · prod");
+    tmux.wait_for("holder k3s-prod-1 is Ready");
+    // The etcd section is below the kube panes: scroll down to it.
+    for _ in 0..30 {
+        tmux.send(&["j"]);
+    }
+    tmux.wait_for("quorum: 3 of 3 members up");
+    tmux.send(&[":"]);
+    tmux.send(&["fault prod holder-dies", "Enter"]);
+    tmux.wait_for("k3s-prod-1 (lease holder) died");
+    tmux.wait_until(
+        Duration::from_secs(40),
+        "the lease moved to k3s-prod-2",
+        |s| s.contains("held by k3s-prod-2"),
+    );
+    tmux.send(&[":"]);
+    tmux.send(&["fault prod holder-dies", "Enter"]);
+    tmux.wait_for("k3s-prod-2 (lease holder) died");
+    let second = Instant::now();
+    let etcd_red = |s: &str| {
+        s.lines()
+            .any(|l| l.contains("prod") && l.contains("etcd ✗"))
+    };
+    // The panes' column (the timeline is the right-hand 48 at 160), wrapped lines joined.
+    let panes = |s: &str| {
+        s.lines()
+            .map(|l| l.chars().take(112).collect::<String>().replace('│', " "))
+            .collect::<Vec<_>>()
+            .join(" ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let named = "2 of 3 members down (k3s-prod-1 NotReady, k3s-prod-2 NotReady): no quorum";
+    let s = tmux.wait_until(
+        Duration::from_secs(20),
+        "the strip's etcd ✗ and the quorum lost named",
+        |s| etcd_red(s) && panes(s).contains(named),
+    );
+    println!(
+        "two holder-dies: etcd ✗ with quorum named {:?} after the second fault",
+        second.elapsed()
+    );
+    assert!(!s.contains("leads; every member's disk keeps up"), "{s}");
+    tmux.send(&["q"]);
+}
+
+/// `demo --dir D` frozen (SIGSTOP) while a second console (`hk-console --repo D`) watches
+/// it: within 15 s the second console's strip says its kube panes are stale since the last
+/// answer, and shows no ✓ on them; the frozen server's panes are never vouched for.
+#[test]
+fn a_frozen_api_server_turns_the_strip_stale_within_15_s() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let dir = state.path().join("lab");
+    let bin = shell_quote(Path::new(env!("CARGO_BIN_EXE_hk-console")));
+    let st = shell_quote(state.path());
+    let demo = Tmux::launch(
+        format!("hk-e2e-{}-frozen-demo", std::process::id()),
+        &format!(
+            "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} TERM=xterm-256color {bin} demo --dir {}; echo EXIT=$?; sleep 60",
+            shell_quote(&dir)
+        ),
+        "160",
+        "45",
+    );
+    demo.wait_for("SIMULATED homelab");
+    let console = Tmux::launch(
+        format!("hk-e2e-{}-frozen-console", std::process::id()),
+        &format!(
+            "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} TERM=xterm-256color {bin} --repo {}; echo EXIT=$?; sleep 60",
+            shell_quote(&dir)
+        ),
+        "160",
+        "45",
+    );
+    let vip_line = |s: &str| {
+        s.lines()
+            .find(|l| l.starts_with(" VIP lease "))
+            .unwrap_or_default()
+            .to_string()
+    };
+    console.wait_until(
+        Duration::from_secs(30),
+        "the VIP lease ✓ on the second console",
+        |s| vip_line(s).starts_with(" VIP lease  ✓"),
+    );
+    // The demo process: the tmux pane's shell's child (`env` execs hk-console).
+    let shell = demo.run(&["display", "-p", "-t", "e2e", "#{pane_pid}"]);
+    let out = std::process::Command::new("pgrep")
+        .args(["-P", shell.trim()])
+        .output()
+        .expect("pgrep");
+    let pid = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .unwrap_or_else(|| panic!("no demo process under the pane's shell {shell}"))
+        .trim()
+        .to_string();
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .expect("kill");
+        assert!(ok.success(), "kill {sig} {pid}");
+    };
+    signal("-STOP");
+    let frozen = Instant::now();
+    let stale = |s: &str| {
+        let l = vip_line(s);
+        l.contains("stale since") && !l.contains('✓')
+    };
+    let s = console.wait_until(Duration::from_secs(20), "the VIP lease stale since", stale);
+    let took = frozen.elapsed();
+    signal("-CONT");
+    println!("frozen API server: the second console's strip stale {took:?} after SIGSTOP");
+    assert!(took < Duration::from_secs(15), "{took:?}\n{s}");
+    for pane in [" Agent env ", " Nodes "] {
+        let l = s.lines().find(|l| l.starts_with(pane)).unwrap_or_default();
+        assert!(!l.contains('✓'), "{pane}: {l}\n{s}");
+    }
+    console.send(&["q"]);
+    demo.send(&["q"]);
+}

@@ -85,7 +85,7 @@ fn lease_look(l: &Lease) -> LeaseLook {
 
 /// `/readyz/etcd` of the API server the client's endpoint reaches (the environment's VIP
 /// when its kubeconfig names it): `ok`, or what it answered instead.
-async fn readyz_etcd(client: &Client, settings: &WatchSettings) -> Look<EtcdReady> {
+pub async fn readyz_etcd(client: &Client, settings: &WatchSettings) -> Look<EtcdReady> {
     let req = match http::Request::get("/readyz/etcd").body(Vec::new()) {
         Ok(r) => r,
         Err(e) => return Look::could_not(format!("GET /readyz/etcd: {e}")),

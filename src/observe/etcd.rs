@@ -5,7 +5,9 @@
 //! what to read on each (the member's metrics URL, hostvar `etcd_metrics_url`, default
 //! k3s's own `http://127.0.0.1:2381/metrics`; and `/proc/pressure/io`), the two read-only
 //! commands sent (see [`Commands`], every word shell-quoted), their output turned into an
-//! [`EtcdMemberObs`], the one-shot [`EtcdProbe::look`] and the poller [`spawn_etcd_poll`].
+//! [`EtcdMemberObs`], the one-shot [`EtcdProbe::look`] and the poller [`spawn_etcd_poll`];
+//! and, for an environment whose cluster is reachable ([`EtcdProbe::with_api`]), quorum's
+//! live source: `GET /readyz/etcd` and one LIST of the nodes through its API endpoint.
 //!
 //! Why SSH: the API server does not say which member leads, nor how long each member's WAL
 //! fsyncs take; k3s serves etcd's metrics on each server's loopback only, and IO pressure
@@ -13,7 +15,7 @@
 //!
 //! Must not: judge (the rules are `checks::live::etcd`, the parsers `parse_etcd_metrics` /
 //! `parse_psi`), run anything but its two read-only commands (only an `Executor<ReadOnly>`
-//! is held), or panic on a host that cannot be reached (a [`Look::CouldNotLook`] naming it).
+//! is held) and the two API reads (GET and LIST only), or panic on a host that cannot be reached (a [`Look::CouldNotLook`] naming it).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -128,6 +130,8 @@ pub struct EtcdProbe {
     pub curl_max_time: Duration,
     /// How long one command may take before it is stopped.
     pub command_timeout: Duration,
+    /// Per environment, its cluster's client and settings: quorum is read through it.
+    api: BTreeMap<String, (kube::Client, crate::cluster::WatchSettings)>,
 }
 
 impl std::fmt::Debug for EtcdProbe {
@@ -165,6 +169,56 @@ impl EtcdProbe {
             policy: EtcdPolicy::default(),
             curl_max_time: Duration::from_secs(5),
             command_timeout: Duration::from_secs(10),
+            api: BTreeMap::new(),
+        }
+    }
+
+    /// Read `env`'s quorum through `client` (its API endpoint) on every look.
+    pub fn with_api(
+        mut self,
+        env: &str,
+        client: kube::Client,
+        settings: crate::cluster::WatchSettings,
+    ) -> Self {
+        self.api.insert(env.to_string(), (client, settings));
+        self
+    }
+
+    /// `/readyz/etcd` and the servers' Ready conditions through the API endpoint, both
+    /// bounded by the settings' request timeout (a frozen server is a could-not-look).
+    async fn api_look(
+        client: &kube::Client,
+        settings: &crate::cluster::WatchSettings,
+        servers: &[String],
+    ) -> live::EtcdApiObs {
+        let nodes = async {
+            let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+            let lp = kube::api::ListParams::default();
+            match tokio::time::timeout(settings.request_timeout, api.list(&lp)).await {
+                Ok(Ok(l)) => Look::seen(
+                    l.items
+                        .iter()
+                        .map(crate::cluster::convert::node)
+                        .filter(|n| servers.contains(&n.name))
+                        .map(|n| (n.name, n.ready))
+                        .collect(),
+                ),
+                Ok(Err(e)) => {
+                    Look::could_not(format!("list nodes: {}", crate::cluster::explain(&e)))
+                }
+                Err(_) => Look::could_not(format!(
+                    "list nodes: no answer within {} s",
+                    settings.request_timeout.as_secs()
+                )),
+            }
+        };
+        let (readyz, servers_ready) = tokio::join!(
+            crate::cluster::health_probe::readyz_etcd(client, settings),
+            nodes
+        );
+        live::EtcdApiObs {
+            readyz,
+            servers_ready,
         }
     }
 
@@ -253,9 +307,23 @@ impl EtcdProbe {
             }
         };
         let looks = specs.iter().map(|s| self.observe(s, cancel));
-        let observed = futures::future::join_all(looks).await;
+        let servers: Vec<String> = specs.iter().map(|s| s.host.clone()).collect();
+        let api = async {
+            match self.api.get(env) {
+                Some((client, settings)) => tokio::select! {
+                    a = Self::api_look(client, settings, &servers) => Some(a),
+                    _ = cancel.cancelled() => None,
+                },
+                None => None,
+            }
+        };
+        let (observed, api) = tokio::join!(futures::future::join_all(looks), api);
         let now = crate::journal::now();
-        (live::etcd(env, &observed, &self.policy), now)
+        let mut pane = live::etcd(env, &observed, &self.policy);
+        if let Some(api) = api {
+            live::judge_quorum(&mut pane, &api);
+        }
+        (pane, now)
     }
 }
 

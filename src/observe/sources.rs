@@ -1,5 +1,6 @@
 //! Starting the live sources of the console: a kube watcher per environment whose cluster
-//! is set up on this machine, and the VPN and etcd pollers over SSH alongside them.
+//! is set up on this machine, and the VPN and etcd pollers over SSH alongside them (the
+//! etcd poller also reads quorum through each watched environment's API endpoint).
 //!
 //! Owns: which environments are watched ([`spawn`]), and the notices that say why the others
 //! are not. Must not: judge (the watchers send judged panes) or know the terminal; the
@@ -44,9 +45,13 @@ pub async fn spawn(
     let (tx, updates) = mpsc::channel(256);
     let mut notices = Vec::new();
     let mut live_envs = Vec::new();
+    let mut apis = Vec::new();
     for name in repo.environment_names() {
         match start_env_watch(repo, name, overrides, stuck_after, &tx, cancel).await {
-            Ok(()) => live_envs.push(name.to_string()),
+            Ok(api) => {
+                live_envs.push(name.to_string());
+                apis.push((name.to_string(), api));
+            }
             Err(e) => notices.push(format!(
                 "live panes of {name} (and its VPN gateways) not watched: {e}"
             )),
@@ -57,7 +62,12 @@ pub async fn spawn(
         let ssh = ssh.unwrap_or_else(|| crate::context::ssh_options(repo));
         let gateways = Arc::new(crate::observe::vpn::Gateways::for_repo(repo, ssh.clone()));
         // The etcd members of the watched environments, over SSH like the VPN look.
-        let etcd = Arc::new(crate::observe::etcd::EtcdProbe::for_repo(repo, ssh));
+        // Quorum is read through each watched environment's API endpoint.
+        let etcd = apis.into_iter().fold(
+            crate::observe::etcd::EtcdProbe::for_repo(repo, ssh),
+            |p, (env, (client, settings))| p.with_api(&env, client, settings),
+        );
+        let etcd = Arc::new(etcd);
         crate::observe::etcd::spawn_etcd_poll(
             Arc::clone(repo),
             live_envs.clone(),
@@ -94,7 +104,7 @@ async fn start_env_watch(
     stuck_after: Option<Duration>,
     tx: &mpsc::Sender<Update>,
     cancel: &CancellationToken,
-) -> Result<(), cluster::ClusterError> {
+) -> Result<(kube::Client, cluster::WatchSettings), cluster::ClusterError> {
     let topo = cluster::env_topology(repo, name)?;
     let mut settings = cluster::watch_settings(repo, name)?;
     if let Some(d) = stuck_after {
@@ -102,6 +112,12 @@ async fn start_env_watch(
     }
     let target = cluster::kube_target(repo, name, overrides)?;
     let client = cluster::client(&target).await?;
-    super::watch::spawn_env_watch(client, topo, settings, tx.clone(), cancel.child_token());
-    Ok(())
+    super::watch::spawn_env_watch(
+        client.clone(),
+        topo,
+        settings.clone(),
+        tx.clone(),
+        cancel.child_token(),
+    );
+    Ok((client, settings))
 }

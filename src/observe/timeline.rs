@@ -334,6 +334,9 @@ fn diff_feed(env: &str, at: Timestamp, prev: &Feed, new: &Feed) -> Vec<TrailEven
                 Some(RolloutState::Rolling { updated, desired }) => {
                     format!("rolling ({updated}/{desired} updated)")
                 }
+                Some(RolloutState::Unavailable { available, desired }) => {
+                    format!("no rollout, {available}/{desired} available")
+                }
                 Some(RolloutState::Stuck { pod, node, .. }) => format!(
                     "stuck on {pod}{}",
                     node.as_deref()
@@ -349,6 +352,10 @@ fn diff_feed(env: &str, at: Timestamp, prev: &Feed, new: &Feed) -> Vec<TrailEven
                         Some(RolloutState::Rolling { .. })
                     ) | (None, None)
                         | (Some(RolloutState::RolledOut), Some(RolloutState::RolledOut))
+                        | (
+                            Some(RolloutState::Unavailable { .. }),
+                            Some(RolloutState::Unavailable { .. })
+                        )
                 );
             let stuck_same = matches!(
                 (&a.state, &b.state),

@@ -3,7 +3,9 @@
 //! Owns: [`spawn_env_watch`]: one task per environment that WATCHES (kube-runtime's
 //! `watcher` into `reflector` stores, never polling) the kube-vip Lease, the cilium-agent
 //! pods, the cilium DaemonSet, the ConfigMaps of the namespace and the nodes; probes VIP:port
-//! over TCP every few seconds; re-judges on a local tick (no API request) because lease
+//! over TCP every few seconds; reads `/version` as often (the heartbeat: every update
+//! carries when the server last answered, so a frozen server's panes go stale although
+//! they are re-judged on the clock); re-judges on a local tick (no API request) because lease
 //! staleness and a stuck rollout depend on the clock; and sends an
 //! [`Update`](crate::observe::feed::Update) for a pane only when the pane changed.
 //! A watch that fails (API unreachable, 403, an expired resource version...) makes the panes
@@ -11,7 +13,7 @@
 //! (a fresh LIST then WATCH) after a backoff; the panes recover on its next full list.
 //! Also [`tcp_probe`], shared with `once.rs`; kube errors in words are `cluster::explain`.
 //! Must not: judge (that is `checks::live`, through `convert`), write to the API (every
-//! request is a LIST or a WATCH), or panic on anything the cluster says.
+//! request is a LIST, a WATCH or the heartbeat's GET), or panic on anything the cluster says.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -101,6 +103,9 @@ enum SourceState {
 enum Signal {
     Source(Source, SourceState),
     Probe(TcpProbe),
+    /// The API server answered (or not) the heartbeat's cheap read: a watch that is merely
+    /// quiet is told from a server that stopped answering by this, not by the watch.
+    Heartbeat(Result<(), String>),
 }
 
 /// Which panes a change touches.
@@ -124,6 +129,7 @@ impl Dirty {
             Signal::Source(Source::ConfigMaps, _) => d.agents = true,
             Signal::Source(Source::DaemonSet, _) => d.rollout = true,
             Signal::Source(Source::Nodes, _) => d.nodes = true,
+            Signal::Heartbeat(_) => {}
         }
         d
     }
@@ -176,6 +182,10 @@ struct Env {
     last_agents: Option<AgentEnvPane>,
     last_rollout: Option<RolloutPane>,
     last_nodes: Option<NodesPane>,
+    /// When the API server last confirmed what the panes show (a heartbeat answered, a
+    /// source listed): every update carries it, so a pane re-judged on the clock while the
+    /// server is silent does not look freshly seen.
+    confirmed: Option<Timestamp>,
 }
 
 /// A source's objects as a Look (None while it has not been seen yet).
@@ -351,6 +361,12 @@ async fn run(
         sig_tx.clone(),
         retry,
     ));
+    tasks.spawn(heartbeat_loop(
+        client.clone(),
+        settings.probe_every,
+        settings.request_timeout.min(HEARTBEAT_TIMEOUT),
+        sig_tx.clone(),
+    ));
     tasks.spawn(probe_loop(
         SocketAddr::new(topo.vip, topo.api_port),
         settings.probe_every,
@@ -378,6 +394,7 @@ async fn run(
         last_agents: None,
         last_rollout: None,
         last_nodes: None,
+        confirmed: None,
     };
     loop {
         let mut dirty = tokio::select! {
@@ -393,10 +410,14 @@ async fn run(
             dirty.add(apply(&mut env, s));
         }
         let at = now();
+        // Until the server first answers, the judging time; then the last confirmation.
+        // (Only changed panes are sent; the VIP pane changes every tick with its renew
+        // age, and carries each new confirmation to the console.)
+        let vouched = env.confirmed.unwrap_or(at).min(at);
         for feed in env.judge(dirty, at) {
             let update = Update {
                 env: env.topo.env.clone(),
-                at,
+                at: vouched,
                 feed,
             };
             tokio::select! {
@@ -411,10 +432,48 @@ async fn run(
 fn apply(env: &mut Env, s: Signal) -> Dirty {
     let dirty = Dirty::of(&s);
     match s {
-        Signal::Source(src, state) => env.set(src, state),
+        Signal::Source(src, state) => {
+            if state == SourceState::Ready {
+                env.confirmed = Some(now());
+            }
+            env.set(src, state)
+        }
         Signal::Probe(p) => env.probe = Some(p),
+        Signal::Heartbeat(Ok(())) => env.confirmed = Some(now()),
+        Signal::Heartbeat(Err(why)) => {
+            tracing::debug!(env = %env.topo.env, "API heartbeat: {why}");
+        }
     }
     dirty
+}
+
+/// How long the heartbeat's read may take (at most the settings' request timeout).
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Every `every`, one cheap read (`GET /version`) bounded by `timeout`: whether the API
+/// server still answers, whatever its watches (which may just be quiet) say.
+async fn heartbeat_loop(
+    client: kube::Client,
+    every: Duration,
+    timeout: Duration,
+    tx: mpsc::Sender<Signal>,
+) {
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let r = match tokio::time::timeout(timeout, client.apiserver_version()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("GET /version: {}", explain(&e))),
+            Err(_) => Err(format!(
+                "GET /version: no answer within {}",
+                crate::time::span(timeout, crate::time::Style::Words)
+            )),
+        };
+        if tx.send(Signal::Heartbeat(r)).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Keep one reflector store current: watch, and after a failure say so, wait (doubling

@@ -711,6 +711,10 @@ pub struct Target<C> {
     /// built-in server), or the API server does (a real one reconciles them itself, with
     /// its own address, and would undo the simulation's).
     pub service_endpoints: bool,
+    /// Where etcd's quorum is modelled: the built-in server's store (its `/readyz/etcd`
+    /// and client writes fail without it). A real kube-apiserver runs over one real etcd
+    /// that the simulated servers' deaths do not reach: `None` there.
+    pub quorum: Option<Store>,
 }
 
 impl std::fmt::Debug for Target<Store> {
@@ -724,6 +728,7 @@ impl Target<Store> {
     pub fn builtin(store: Store) -> Target<Store> {
         Target {
             logs: Some(store.logs().clone()),
+            quorum: Some(store.clone()),
             api: store,
             service_endpoints: true,
         }
@@ -737,6 +742,7 @@ impl Target<KubeApi> {
             api: KubeApi::new(client),
             logs: None,
             service_endpoints: false,
+            quorum: None,
         }
     }
 }
@@ -1646,6 +1652,7 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
                 if !self.not_ready[h] {
                     self.node_not_ready(h).await;
                 }
+                self.etcd_quorum();
                 if self.t.service_endpoints {
                     let _ = self
                         .t
@@ -1666,6 +1673,36 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             // The tunnel is the SSH side's; the cluster has nothing to do.
             Fault::VpnDown | Fault::VpnUp => {}
         }
+    }
+
+    /// etcd: each server is a member, a dead one is down; with a majority down the
+    /// members left cannot commit, and the built-in server answers as a real one would
+    /// (see `Store::set_no_quorum`). The controllers themselves go on writing to the store:
+    /// a real cluster's kubelets and kube-vip could not, so its node and lease states would
+    /// freeze where the simulation's still move (not modelled).
+    fn etcd_quorum(&self) {
+        let Some(store) = &self.t.quorum else {
+            return;
+        };
+        let n = self.dead.len();
+        let down: Vec<&str> = self
+            .dead
+            .iter()
+            .zip(&self.env.servers)
+            .filter(|(d, _)| **d)
+            .map(|(_, (name, _))| name.as_str())
+            .collect();
+        let why = (n > 0 && n - down.len() < n / 2 + 1).then(|| {
+            format!(
+                "{} of {n} etcd members down ({}): no quorum",
+                down.len(),
+                down.join(", ")
+            )
+        });
+        if let Some(w) = &why {
+            tracing::info!(env = %self.env.name, "simulated cluster: {w}");
+        }
+        store.set_no_quorum(why);
     }
 
     /// The node lifecycle controller gives up on node `server`: its Ready condition Unknown

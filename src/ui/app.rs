@@ -1532,7 +1532,7 @@ impl App {
         };
         let objects =
             crate::observe::summary::Objects::of(&crate::cluster::WatchSettings::default());
-        super::live::summary(&self.live, &envs, parity, &runbooks, &objects)
+        super::live::summary(&self.live, &envs, parity, &runbooks, &objects, self.now)
     }
 
     /// `x`: take the next step of the worst environment that has one: open the runbook's

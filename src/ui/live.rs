@@ -24,11 +24,12 @@ pub enum LiveKind {
     Etcd,
 }
 
-/// A kube pane is stale when its environment's watcher has said nothing for this long. The
-/// watcher sends a pane only when it changed, so an unchanged pane holds as of the
-/// watcher's latest update of any kind (the VIP pane changes every tick: its renew age
-/// moves with the clock).
-pub const STALE_AFTER_MS: u64 = 30_000;
+/// A kube pane is stale when its environment's API server has confirmed nothing for this
+/// long. Every update carries when the server last answered (the watcher's heartbeat reads
+/// `/version` every 3 s), and an unchanged pane holds as of the watcher's latest update of
+/// any kind; so a frozen server's panes turn stale within this (+ one heartbeat), under the
+/// 15 s issue 26 asks, while a quiet but answering one's never do.
+pub const STALE_AFTER_MS: u64 = 12_000;
 /// The VPN look is polled over SSH (every look is sent, changed or not): stale when the
 /// latest look is older than this.
 pub const VPN_STALE_AFTER_MS: u64 = 90_000;
@@ -236,16 +237,51 @@ impl LiveState {
         out
     }
 
-    /// The summary's inputs for `env` (the parity findings are the caller's).
+    /// [`LiveState::env_verdicts`] as of `now`: a kind whose look is stale counts no ✓ (its
+    /// ok verdicts become unknown, saying since when), so the all-environments line does
+    /// not read healthy on what a silent source last said.
+    pub fn env_verdicts_at(&self, env: &str, now: Timestamp) -> Vec<Verdict> {
+        let stale_since: Vec<(crate::checks::live::Pane, Timestamp)> = LiveKind::ALL
+            .iter()
+            .filter_map(|k| match self.shown(env, *k, now) {
+                Shown::Seen(s) if s.latest.stale => s
+                    .latest
+                    .update
+                    .feed
+                    .verdicts()
+                    .first()
+                    .map(|v| (v.pane, s.latest.vouched)),
+                _ => None,
+            })
+            .collect();
+        self.env_verdicts(env)
+            .into_iter()
+            .map(|v| match stale_since.iter().find(|(p, _)| *p == v.pane) {
+                Some((_, since)) if v.severity == Severity::Ok => Verdict {
+                    severity: Severity::Unknown,
+                    message: format!(
+                        "stale since {}: {}",
+                        crate::checks::health::clock(*since),
+                        v.message
+                    ),
+                    ..v
+                },
+                _ => v,
+            })
+            .collect()
+    }
+
+    /// The summary's inputs for `env` at `now` (the parity findings are the caller's).
     pub fn summary_input<'a>(
         &'a self,
         env: &'a str,
         protected: bool,
+        now: Timestamp,
     ) -> crate::observe::summary::EnvInput<'a> {
         crate::observe::summary::EnvInput {
             env,
             protected,
-            verdicts: self.env_verdicts(env),
+            verdicts: self.env_verdicts_at(env, now),
             agents: match self.latest(env, LiveKind::Agents) {
                 Some(Feed::Agents(a)) => Some(a),
                 _ => None,
@@ -267,11 +303,12 @@ pub fn summary(
     parity: Option<&[crate::checks::parity::Finding]>,
     runbooks: &[&crate::runbook::schema::Runbook],
     objects: &crate::observe::summary::Objects,
+    now: Timestamp,
 ) -> crate::observe::summary::Summary {
     let inputs: Vec<_> = envs
         .iter()
         .map(|(name, protected)| {
-            let mut input = live.summary_input(name, *protected);
+            let mut input = live.summary_input(name, *protected, now);
             input.parity = parity.map(|fs| {
                 fs.iter()
                     .filter(|f| f.env.as_deref().is_none_or(|e| e == name))
@@ -293,6 +330,8 @@ pub struct Look<'a> {
     /// How long ago this update was sent (the pane last changed).
     pub changed_ms: u64,
     pub stale: bool,
+    /// When the source last vouched for it (what "stale since" names).
+    pub vouched: Timestamp,
 }
 
 impl<'a> Look<'a> {
@@ -304,6 +343,7 @@ impl<'a> Look<'a> {
             age_ms,
             changed_ms: now.0.saturating_sub(update.at.0),
             stale: age_ms > kind.stale_after_ms(),
+            vouched,
         }
     }
 }
@@ -497,7 +537,7 @@ mod tests {
             ]
         );
         assert!(prod.iter().all(|v| v.env == "prod"), "{prod:#?}");
-        let input = st.summary_input("dev", false);
+        let input = st.summary_input("dev", false, Timestamp(0));
         assert_eq!(input.verdicts.len(), 3);
         assert!(input.agents.is_none() && input.parity.is_none());
     }

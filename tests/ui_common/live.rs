@@ -433,3 +433,78 @@ pub fn could_not_look(at: Timestamp) -> Vec<Update> {
         ),
     ]
 }
+
+// ------------------------------------------------------------------------------------------
+// etcd
+
+/// One member's metrics as k3s serves them (leader or follower, calm disk).
+fn etcd_member(host: &str, address: IpAddr, leader: bool) -> EtcdMemberObs {
+    let text = format!(
+        "etcd_server_is_leader {}\netcd_server_has_leader 1\n\
+         etcd_mvcc_db_total_size_in_bytes 25165824\netcd_server_quota_backend_bytes 2147483648\n\
+         etcd_disk_wal_fsync_duration_seconds_bucket{{le=\"0.002\"}} 100\n\
+         etcd_disk_wal_fsync_duration_seconds_bucket{{le=\"+Inf\"}} 100\n\
+         etcd_disk_wal_fsync_duration_seconds_count 100\n",
+        u8::from(leader)
+    );
+    EtcdMemberObs {
+        host: host.into(),
+        address: address.to_string(),
+        metrics: Look::seen(parse_etcd_metrics(&text).expect("fixture metrics")),
+        io_pressure: Look::seen(IoPressure {
+            some_avg10: 0.1,
+            some_avg60: 0.1,
+            full_avg10: None,
+        }),
+    }
+}
+
+/// prod after `holder-dies` twice: k3s-prod-1 and k3s-prod-2 NotReady, `/readyz/etcd`
+/// through the VIP 500 (the simulated server's words), k3s-prod-1's last metrics still
+/// saying it leads, the lease on k3s-prod-2 not yet expired, no rollout running. The nodes,
+/// VIP, rollout and etcd panes (quorum judged), at `at`.
+pub fn etcd_no_quorum(at: Timestamp) -> Vec<Update> {
+    let t = topo("prod");
+    let mut obs = node_obs("prod");
+    obs[0].ready = Some(ConditionStatus::Unknown);
+    obs[1].ready = Some(ConditionStatus::False);
+    let members: Vec<EtcdMemberObs> = t
+        .servers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| etcd_member(&s.name, s.address, i == 0))
+        .collect();
+    let mut pane = etcd("prod", &members, &EtcdPolicy::default());
+    judge_quorum(
+        &mut pane,
+        &EtcdApiObs {
+            readyz: Look::seen(EtcdReady::Failed {
+                detail: "500 internal server error: etcd: context deadline exceeded".into(),
+            }),
+            servers_ready: Look::seen(obs.iter().map(|n| (n.name.clone(), n.ready)).collect()),
+        },
+    );
+    let nodes_pane = nodes(&t, &Look::seen(obs));
+    // The lease moved to k3s-prod-2 before it died: still fresh, its node NotReady.
+    let mut vip = vip_lease(&t, &vip_input("k3s-prod-2", at));
+    vip.verdicts.extend(holder_ready(&vip, &nodes_pane));
+    // No rollout: every pod on the current template, the dead servers' agents unready.
+    let mut pods = rollout_pods("prod", None);
+    for p in pods.iter_mut().take(2) {
+        p.ready = false;
+        p.not_ready_since = Some(Timestamp(at.0 - 10_000));
+    }
+    let ro = rollout(
+        "prod",
+        &Look::seen(Some(ds(3, 1, 2))),
+        &pods,
+        at,
+        STUCK_AFTER_MS,
+    );
+    vec![
+        update("prod", at, Feed::Nodes(nodes_pane)),
+        update("prod", at, Feed::Vip(vip)),
+        update("prod", at, Feed::Rollout(ro)),
+        update("prod", at, Feed::Etcd(pane)),
+    ]
+}

@@ -1,9 +1,12 @@
 //! etcd: per server, the member's metrics ([`parse_etcd_metrics`]) and IO pressure
-//! ([`parse_psi`]); exactly one leader among the servers.
+//! ([`parse_psi`]); exactly one leader among the servers; and quorum ([`judge_quorum`]):
+//! `/readyz/etcd` through the API endpoint and the servers' Ready conditions counted
+//! against a majority of the members.
 
 use serde::{Deserialize, Serialize};
 
-use super::{could_not, Look, Pane, Rule, Severity, Verdict};
+use super::{could_not, ConditionStatus, Look, Pane, Rule, Severity, Verdict};
+pub use crate::checks::health::EtcdReady;
 
 /// `/proc/pressure/io`: the share of wall time some (or all) tasks waited on IO, as the
 /// kernel averages it over 10 and 60 s, in percent.
@@ -421,6 +424,143 @@ pub fn etcd(env: &str, members: &[EtcdMemberObs], policy: &EtcdPolicy) -> EtcdPa
     pane
 }
 
+/// What the cluster's API says of etcd, read through the environment's API endpoint (the
+/// VIP where its kubeconfig names it): the live source of quorum.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtcdApiObs {
+    /// `GET /readyz/etcd`: `ok`, or what the server answered (a real one: 500
+    /// `[-]etcd failed: reason withheld` once its etcd cannot reach a quorum).
+    pub readyz: Look<EtcdReady>,
+    /// Each server's Node Ready condition, by host (`None`: no Ready condition). A k3s
+    /// server runs its kubelet and its etcd member in one process: a server whose node
+    /// stopped posting is counted as a member down, and the message says it was counted so.
+    pub servers_ready: Look<Vec<(String, Option<ConditionStatus>)>>,
+}
+
+/// Judge quorum into `pane` (whose members are the environment's servers): a majority
+/// (`n/2 + 1`) must be up for etcd to commit. Adds one `quorum` verdict, one per member
+/// counted down (its row turns with it), and, when etcd fails through the API, takes the
+/// ✓ off the leader the metrics name: a leader that cannot commit is no good news.
+pub fn judge_quorum(pane: &mut EtcdPane, api: &EtcdApiObs) {
+    let env = pane.env.clone();
+    let n = pane.members.len();
+    if n == 0 {
+        return;
+    }
+    let v = |sev, subject: String, msg: String| {
+        Verdict::new(Pane::Etcd, Rule::EtcdQuorum, sev, &env, subject, msg)
+    };
+    let majority = n / 2 + 1;
+    // (host, why counted down)
+    let down: Option<Vec<(String, &'static str)>> = match &api.servers_ready {
+        Look::CouldNotLook { .. } => None,
+        Look::Seen { value } => Some(
+            pane.members
+                .iter()
+                .filter_map(|m| {
+                    let why = match value.iter().find(|(h, _)| *h == m.host) {
+                        None => "not listed by the cluster",
+                        Some((_, Some(ConditionStatus::True))) => return None,
+                        // As kubectl shows both: False and Unknown (kubelet silent).
+                        Some((_, Some(_))) => "NotReady",
+                        Some((_, None)) => "without a Ready condition",
+                    };
+                    Some((m.host.clone(), why))
+                })
+                .collect(),
+        ),
+    };
+    let mut out = Vec::new();
+    if let Some(down) = &down {
+        for (host, why) in down {
+            out.push(v(
+                Severity::Critical,
+                format!("member {host}"),
+                format!("{host} {why}: its etcd member is counted down"),
+            ));
+        }
+    }
+    let listed = |d: &[(String, &str)]| {
+        d.iter()
+            .map(|(h, why)| format!("{h} {why}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let quorum = |sev, msg: String| v(sev, "quorum".to_string(), msg);
+    let verdict = match (&api.readyz, &down) {
+        (Look::Seen { value: EtcdReady::Failed { detail } }, Some(d)) if n - d.len() < majority => {
+            quorum(
+                Severity::Critical,
+                format!(
+                    "{} of {n} members down ({}): no quorum (etcd needs {majority} of {n}); /readyz/etcd through the API endpoint: {detail}; the API cannot write",
+                    d.len(),
+                    listed(d)
+                ),
+            )
+        }
+        (Look::Seen { value: EtcdReady::Failed { detail } }, d) => quorum(
+            Severity::Critical,
+            format!(
+                "/readyz/etcd through the API endpoint fails: {detail}; {}",
+                match d {
+                    Some(d) if d.is_empty() => format!("all {n} servers Ready"),
+                    Some(d) => format!("{} of {n} members down ({})", d.len(), listed(d)),
+                    None => "the servers' Ready conditions could not be read".to_string(),
+                }
+            ),
+        ),
+        (readyz, Some(d)) if n - d.len() < majority => quorum(
+            Severity::Critical,
+            format!(
+                "{} of {n} members down ({}): no quorum (etcd needs {majority} of {n}); /readyz/etcd {}",
+                d.len(),
+                listed(d),
+                match readyz {
+                    Look::Seen { .. } => "still answers ok through the API endpoint".to_string(),
+                    Look::CouldNotLook { reason } => format!("could not be read: {reason}"),
+                }
+            ),
+        ),
+        (Look::Seen { value: EtcdReady::Ok }, Some(d)) if d.is_empty() => quorum(
+            Severity::Ok,
+            format!("quorum: {n} of {n} members up, /readyz/etcd ok through the API endpoint"),
+        ),
+        (Look::Seen { value: EtcdReady::Ok }, Some(d)) => quorum(
+            Severity::Warn,
+            format!(
+                "{} of {n} members down ({}): quorum holds ({} of {n} up, {majority} needed); /readyz/etcd ok",
+                d.len(),
+                listed(d),
+                n - d.len()
+            ),
+        ),
+        (Look::Seen { value: EtcdReady::Ok }, None) => quorum(
+            Severity::Ok,
+            "/readyz/etcd ok through the API endpoint (the servers' Ready conditions could not be read)".to_string(),
+        ),
+        (Look::CouldNotLook { reason }, _) => quorum(
+            Severity::Unknown,
+            format!("quorum not known: /readyz/etcd could not be read: {reason}"),
+        ),
+    };
+    let failed = verdict.severity == Severity::Critical;
+    out.insert(0, verdict);
+    if failed {
+        for l in pane
+            .verdicts
+            .iter_mut()
+            .filter(|x| x.rule == Rule::EtcdLeader && x.severity == Severity::Ok)
+        {
+            l.severity = Severity::Unknown;
+            l.message = format!(
+                "{}'s metrics say it leads, but without quorum no leader can commit",
+                pane.leader.as_deref().unwrap_or("a member")
+            );
+        }
+    }
+    pane.verdicts.extend(out);
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::worst;
@@ -603,5 +743,114 @@ etcd_disk_wal_fsync_duration_seconds_count 100\n";
             .verdicts
             .iter()
             .any(|v| v.rule == Rule::CouldNotLook && v.subject == "member k3s-prod-1"));
+    }
+
+    fn three() -> EtcdPane {
+        etcd(
+            "prod",
+            &[
+                member("k3s-prod-1", true, Some(2.0), 0.1),
+                member("k3s-prod-2", false, Some(2.0), 0.1),
+                member("k3s-prod-3", false, Some(2.0), 0.1),
+            ],
+            &EtcdPolicy::default(),
+        )
+    }
+
+    fn ready(down: &[&str]) -> Look<Vec<(String, Option<ConditionStatus>)>> {
+        Look::seen(
+            ["k3s-prod-1", "k3s-prod-2", "k3s-prod-3"]
+                .iter()
+                .map(|h| {
+                    let st = if down.contains(h) {
+                        ConditionStatus::False
+                    } else {
+                        ConditionStatus::True
+                    };
+                    (h.to_string(), Some(st))
+                })
+                .collect(),
+        )
+    }
+
+    fn quorum_of(p: &EtcdPane) -> &Verdict {
+        p.verdicts
+            .iter()
+            .find(|v| v.rule == Rule::EtcdQuorum && v.subject == "quorum")
+            .expect("a quorum verdict")
+    }
+
+    #[test]
+    fn quorum_is_a_majority_of_members_and_readyz_through_the_endpoint() {
+        let mut lost = three();
+        judge_quorum(
+            &mut lost,
+            &EtcdApiObs {
+                readyz: Look::seen(EtcdReady::Failed {
+                    detail: "500 [-]etcd failed: reason withheld".into(),
+                }),
+                servers_ready: ready(&["k3s-prod-1", "k3s-prod-2"]),
+            },
+        );
+        let q = quorum_of(&lost);
+        assert_eq!(q.severity, Severity::Critical);
+        assert_eq!(
+            q.message,
+            "2 of 3 members down (k3s-prod-1 NotReady, k3s-prod-2 NotReady): no quorum (etcd needs 2 of 3); /readyz/etcd through the API endpoint: 500 [-]etcd failed: reason withheld; the API cannot write"
+        );
+        assert_eq!(worst(&lost.verdicts), Severity::Critical);
+        // The metrics' leader is no ✓ once etcd cannot commit.
+        assert!(lost
+            .verdicts
+            .iter()
+            .filter(|v| v.rule == Rule::EtcdLeader)
+            .all(|v| v.severity == Severity::Unknown));
+        let member_down = |p: &EtcdPane, h: &str| {
+            p.verdicts
+                .iter()
+                .any(|v| v.rule == Rule::EtcdQuorum && v.subject == format!("member {h}"))
+        };
+        assert!(member_down(&lost, "k3s-prod-2"));
+        assert!(!member_down(&lost, "k3s-prod-3"));
+
+        let mut one = three();
+        judge_quorum(
+            &mut one,
+            &EtcdApiObs {
+                readyz: Look::seen(EtcdReady::Ok),
+                servers_ready: ready(&["k3s-prod-1"]),
+            },
+        );
+        let q = quorum_of(&one);
+        assert_eq!(q.severity, Severity::Warn, "{}", q.message);
+        assert!(
+            q.message.starts_with(
+                "1 of 3 members down (k3s-prod-1 NotReady): quorum holds (2 of 3 up, 2 needed)"
+            ),
+            "{}",
+            q.message
+        );
+
+        let mut calm = three();
+        judge_quorum(
+            &mut calm,
+            &EtcdApiObs {
+                readyz: Look::seen(EtcdReady::Ok),
+                servers_ready: ready(&[]),
+            },
+        );
+        assert_eq!(quorum_of(&calm).severity, Severity::Ok);
+        assert_eq!(worst(&calm.verdicts), Severity::Ok);
+
+        // Not read is not ok.
+        let mut blind = three();
+        judge_quorum(
+            &mut blind,
+            &EtcdApiObs {
+                readyz: Look::could_not("GET /readyz/etcd: no answer within 10 s"),
+                servers_ready: Look::could_not("list nodes: no answer within 10 s"),
+            },
+        );
+        assert_eq!(quorum_of(&blind).severity, Severity::Unknown);
     }
 }

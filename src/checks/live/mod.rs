@@ -162,6 +162,9 @@ pub enum Rule {
     EtcdMember,
     /// One server's IO pressure (`/proc/pressure/io`), the documented starvation sign.
     EtcdIoPressure,
+    /// Enough members up for etcd to commit: `/readyz/etcd` through the API endpoint and
+    /// the servers' Ready conditions, counted against a majority.
+    EtcdQuorum,
 }
 
 /// One judged fact. `subject` names what it is about (a pod, a host, a lease); `message`

@@ -45,6 +45,12 @@ pub enum RolloutState {
         node: Option<String>,
         not_ready_ms: u64,
     },
+    /// No rollout (the controller has seen the newest spec and every desired pod runs it),
+    /// yet some pods are not available: a node down, a pod crashing. Not "rolling".
+    Unavailable {
+        available: u32,
+        desired: u32,
+    },
 }
 
 /// The rollout verdict with its state.
@@ -59,7 +65,9 @@ pub struct RolloutPane {
 
 /// Rolled out (ok): the controller has seen the newest spec, every desired pod is updated and
 /// available, none unavailable. Stuck (critical): an updated pod not ready for longer than
-/// `stuck_after_ms` (the rollout will not pass it). Otherwise rolling (warn: not converged).
+/// `stuck_after_ms` (the rollout will not pass it). Rolling (warn) only while a rollout
+/// runs: the controller has not seen the newest generation, or fewer pods than desired run
+/// the current template. Otherwise, with pods unavailable: unavailable (warn), no rollout.
 pub fn rollout(
     env: &str,
     ds: &Look<Option<DaemonSetStatus>>,
@@ -139,10 +147,6 @@ pub fn rollout(
             ),
         ));
     } else {
-        pane.state = Some(RolloutState::Rolling {
-            updated: ds.updated,
-            desired: ds.desired,
-        });
         let waiting: Vec<String> = pods
             .iter()
             .filter(|p| !p.ready)
@@ -156,6 +160,26 @@ pub fn rollout(
         } else {
             format!("; not ready: {}", waiting.join(", "))
         };
+        let rolling = ds.observed_generation < ds.generation || ds.updated < ds.desired;
+        if !rolling {
+            pane.state = Some(RolloutState::Unavailable {
+                available: ds.available,
+                desired: ds.desired,
+            });
+            pane.verdicts.push(v(
+                Severity::Warn,
+                &subject,
+                format!(
+                    "no rollout ({} of {} on the current template), {} of {} available, {} unavailable{waiting}",
+                    ds.updated, ds.desired, ds.available, ds.desired, ds.unavailable
+                ),
+            ));
+            return pane;
+        }
+        pane.state = Some(RolloutState::Rolling {
+            updated: ds.updated,
+            desired: ds.desired,
+        });
         let seen = if ds.observed_generation < ds.generation {
             format!(
                 " (controller has not yet seen generation {}, at {})",

@@ -239,7 +239,9 @@ pub fn judge_rollout(
         Some(RolloutState::Stuck { .. }) => Judgement::Failed {
             detail: format!("daemonset {what}: {message}"),
         },
-        Some(RolloutState::Rolling { .. }) => {
+        // Unavailable without a rollout (the last updated pod not ready yet looks the
+        // same): pending, and failed once an updated pod is stuck, as while rolling.
+        Some(RolloutState::Rolling { .. } | RolloutState::Unavailable { .. }) => {
             // The moment the oldest pending updated pod would turn stuck.
             let recheck_at = pane
                 .pods

@@ -55,6 +55,10 @@ type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 /// The largest request body accepted (the real server's limit).
 const MAX_BODY: usize = 3 * 1024 * 1024;
+/// How long a write waits before it fails while etcd has no quorum (etcd's own request
+/// timeout is 5 s and the real server retries on top; shortened so a test or an operator
+/// is not kept waiting, yet long enough to be a wait).
+const NO_QUORUM_WRITE_WAIT: Duration = Duration::from_secs(2);
 /// Records kept in the request log (the counters keep counting past it): ~3 MB at most, so
 /// a demo left running for days does not grow by it.
 const LOG_CAP: usize = 10_000;
@@ -399,12 +403,33 @@ async fn dispatch(
                 let e = ApiError::forbidden(&t, &who, verb);
                 return (verb, Some(label), error_response(&e));
             }
+            // Without quorum etcd commits nothing: a write waits out etcd's request
+            // timeout and fails as the real server's does (500, no reason, etcd's words).
+            if req.method() != Method::GET {
+                if let Some(why) = st.store.no_quorum() {
+                    tracing::debug!("simulated API server {}: write refused: {why}", st.addr);
+                    let verb = match req.method().as_str() {
+                        "POST" => "create",
+                        "PUT" => "update",
+                        "PATCH" => "patch",
+                        _ => "delete",
+                    };
+                    tokio::time::sleep(NO_QUORUM_WRITE_WAIT).await;
+                    return (verb, Some(label), error_response(&ApiError::etcd_timeout()));
+                }
+            }
             let (verb, resp) = objects(st, req, t, q, shape).await;
             (verb, Some(label), resp)
         }
         Route::Health { endpoint, check } if get => {
-            match health(&endpoint, check.as_deref(), q.get("verbose").is_some()) {
-                Some(text) => ("health", None, text_response(200, text)),
+            let quorum = st.store.no_quorum().is_none();
+            match health(
+                &endpoint,
+                check.as_deref(),
+                q.get("verbose").is_some(),
+                quorum,
+            ) {
+                Some((code, text)) => ("health", None, text_response(code, text)),
                 None => (
                     "unknown",
                     None,
@@ -634,19 +659,57 @@ fn health_checks(endpoint: &str) -> &'static [&'static str] {
     }
 }
 
+/// Whether a health check passes: the etcd ones fail while etcd has no quorum.
+fn check_passes(check: &str, quorum: bool) -> bool {
+    quorum || !check.starts_with("etcd")
+}
+
 /// `/healthz` `ok`; `?verbose` lists each check as the real server does; `/readyz/etcd`
-/// one check. None for a check the simulation does not have.
-fn health(endpoint: &str, check: Option<&str>, verbose: bool) -> Option<String> {
+/// one check. Without quorum (`quorum` false) the etcd checks fail as the real server's
+/// do: one check alone answers 500 `internal server error: ...` (the healthz handler of a
+/// single check), the whole endpoint 500 listing every check, the failed ones `[-]etcd
+/// failed: reason withheld`, verbose or not. None for a check the simulation does not have.
+fn health(
+    endpoint: &str,
+    check: Option<&str>,
+    verbose: bool,
+    quorum: bool,
+) -> Option<(u16, String)> {
     let checks = health_checks(endpoint);
     if let Some(c) = check {
-        return checks.contains(&c).then(|| "ok".to_string());
+        if !checks.contains(&c) {
+            return None;
+        }
+        return Some(if check_passes(c, quorum) {
+            (200, "ok".to_string())
+        } else {
+            (
+                500,
+                "internal server error: etcd: context deadline exceeded\n".to_string(),
+            )
+        });
     }
-    if !verbose {
-        return Some("ok".into());
+    let failing = checks.iter().any(|c| !check_passes(c, quorum));
+    if !verbose && !failing {
+        return Some((200, "ok".into()));
     }
-    let mut t: String = checks.iter().map(|c| format!("[+]{c} ok\n")).collect();
-    t.push_str(&format!("{endpoint} check passed\n"));
-    Some(t)
+    let mut t: String = checks
+        .iter()
+        .map(|c| {
+            if check_passes(c, quorum) {
+                format!("[+]{c} ok\n")
+            } else {
+                format!("[-]{c} failed: reason withheld\n")
+            }
+        })
+        .collect();
+    let (code, word) = if failing {
+        (500, "failed")
+    } else {
+        (200, "passed")
+    };
+    t.push_str(&format!("{endpoint} check {word}\n"));
+    Some((code, t))
 }
 
 fn text_response(code: u16, text: String) -> Response<Body> {

@@ -234,6 +234,17 @@ impl ApiError {
         }
     }
 
+    /// A write while etcd has no quorum: the real server passes etcd's error through
+    /// (500, no reason; kubectl prints `Error from server: etcdserver: request timed out`).
+    pub fn etcd_timeout() -> ApiError {
+        ApiError {
+            code: 500,
+            reason: "",
+            message: "etcdserver: request timed out".to_string(),
+            details: None,
+        }
+    }
+
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError {
             code: 500,
@@ -251,7 +262,10 @@ impl ApiError {
         status.insert("metadata".into(), json!({}));
         status.insert("status".into(), json!("Failure"));
         status.insert("message".into(), json!(self.message));
-        status.insert("reason".into(), json!(self.reason));
+        // The real server omits an empty reason (an error it passes through, e.g. etcd's).
+        if !self.reason.is_empty() {
+            status.insert("reason".into(), json!(self.reason));
+        }
         if let Some(d) = &self.details {
             let mut m = Map::new();
             m.insert("name".into(), json!(d.name));

@@ -157,6 +157,10 @@ struct Shared {
     inner: Mutex<Inner>,
     tx: broadcast::Sender<Arc<StoreEvent>>,
     logs: Logs,
+    /// Why the cluster's etcd has no quorum (a majority of its members down), or None.
+    /// The server answers by it (`/readyz/etcd` fails, client writes time out); the store
+    /// itself keeps working: it is the server's watch cache as much as its etcd.
+    no_quorum: Mutex<Option<String>>,
 }
 
 /// The object store. Cheap to clone (shared).
@@ -355,6 +359,7 @@ impl Store {
                 }),
                 tx,
                 logs: Logs::default(),
+                no_quorum: Mutex::new(None),
             }),
         };
         for ns in INITIAL_NAMESPACES {
@@ -378,6 +383,24 @@ impl Store {
     /// The containers' logs (kept with the objects: a deleted pod's go with it).
     pub fn logs(&self) -> &Logs {
         &self.shared.logs
+    }
+
+    /// Mark the cluster's etcd without quorum (`Some(why)`) or with it again (`None`).
+    pub fn set_no_quorum(&self, why: Option<String>) {
+        *self
+            .shared
+            .no_quorum
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = why;
+    }
+
+    /// Why the cluster's etcd has no quorum, if it has none.
+    pub fn no_quorum(&self) -> Option<String> {
+        self.shared
+            .no_quorum
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The current (latest) resourceVersion.

@@ -47,7 +47,14 @@ pub fn table(p: &EtcdPane, width: usize, t: &Theme) -> Vec<Line<'static>> {
             .or_else(|| verdict_of(p, Rule::CouldNotLook, &format!("server {}", m.host)));
         let msev = mv.map(|v| v.severity);
         let isev = iv.map(|v| v.severity);
-        let row_sev = [msev, isev].into_iter().flatten().reduce(Severity::worst);
+        // A member counted down by quorum (its node NotReady) is no ✓ row, whatever its
+        // last metrics said.
+        let qsev =
+            verdict_of(p, Rule::EtcdQuorum, &format!("member {}", m.host)).map(|v| v.severity);
+        let row_sev = [msev, isev, qsev]
+            .into_iter()
+            .flatten()
+            .reduce(Severity::worst);
         let (role, db, fsync) = match &m.metrics {
             Some(x) => (
                 if x.is_leader { "leader" } else { "follower" },

@@ -97,6 +97,9 @@ pub struct StripLine {
     /// Age of the oldest look on the line.
     pub age_ms: u64,
     pub stale: bool,
+    /// When the oldest look on the line was last confirmed by its source (shown as "stale
+    /// since HH:MM:SS" once stale).
+    pub since: Option<crate::checks::live::Timestamp>,
 }
 
 /// The strip lines of the current environment at `app.now`.
@@ -124,6 +127,7 @@ fn no_data(pane: StripPane) -> StripLine {
         short: "no data".into(),
         age_ms: 0,
         stale: false,
+        since: None,
     }
 }
 
@@ -288,6 +292,12 @@ fn seen_line(
     short: String,
     looks: &[Look],
 ) -> StripLine {
+    let stale = looks.iter().any(|l| l.stale);
+    // What was not confirmed lately is no good news: a stale line's ✓ is a `?`.
+    let worst = match worst {
+        Some(Severity::Ok) if stale => Some(Severity::Unknown),
+        w => w,
+    };
     StripLine {
         pane,
         no_data: false,
@@ -295,7 +305,8 @@ fn seen_line(
         text,
         short,
         age_ms: looks.iter().map(|l| l.age_ms).max().unwrap_or(0),
-        stale: looks.iter().any(|l| l.stale),
+        stale,
+        since: looks.iter().map(|l| l.vouched).min(),
     }
 }
 
@@ -314,6 +325,19 @@ pub fn vip_text(p: &VipLeasePane) -> String {
                     Some(n) if n != h => s.push_str(&format!(" (node {n})")),
                     Some(_) => {}
                     None => s.push_str(&format!(" (no server of {})", p.env)),
+                }
+                // A fresh-looking lease whose holder's node is down is no ordinary yellow:
+                // the line says why, not only the verdict list.
+                let down = p
+                    .verdicts
+                    .iter()
+                    .find(|v| v.rule == Rule::LeaseHolderReady && v.severity != Severity::Ok);
+                if let Some(v) = down {
+                    s.push_str(if v.severity == Severity::Unknown {
+                        ", its node's readiness unknown"
+                    } else {
+                        ", its node NotReady"
+                    });
                 }
                 if let Some(a) = p.renew_age_ms {
                     s.push_str(&format!(", renewed {} ago", age(a)));
@@ -413,12 +437,15 @@ fn agents_short(a: &AgentEnvPane) -> String {
 }
 
 /// `rollout: rolled out`, `rollout: rolling, 1/3 updated`, `rollout STUCK: cilium-x on
-/// k3s-prod-2 not ready 12m00s`; with no state, the rollout verdict's own words.
+/// k3s-prod-2 not ready 12m00s`, `no rollout; 2/3 agents available`; with no state, the rollout verdict's own words.
 pub fn rollout_text(r: &RolloutPane) -> String {
     match &r.state {
         Some(RolloutState::RolledOut) => "rollout: rolled out".into(),
         Some(RolloutState::Rolling { updated, desired }) => {
             format!("rollout: rolling, {updated}/{desired} updated")
+        }
+        Some(RolloutState::Unavailable { available, desired }) => {
+            format!("no rollout; {available}/{desired} agents available")
         }
         Some(RolloutState::Stuck {
             pod,
@@ -443,6 +470,9 @@ fn rollout_short(r: &RolloutPane) -> Option<String> {
             Some(format!("rolling {updated}/{desired}"))
         }
         Some(RolloutState::Stuck { .. }) => Some("STUCK".into()),
+        Some(RolloutState::Unavailable { available, desired }) => {
+            Some(format!("{available}/{desired} available"))
+        }
         None => Some("no DaemonSet".into()),
     }
 }
@@ -602,8 +632,12 @@ fn spans(l: &StripLine, t: &Theme) -> Vec<Span<'static>> {
         Span::styled(format!("{} ", glyph(l.worst)), st),
     ];
     if l.stale {
+        let since = l
+            .since
+            .map(|s| format!(" since {}", crate::checks::health::clock(s)))
+            .unwrap_or_default();
         v.push(Span::styled(
-            format!("stale {} · ", age(l.age_ms)),
+            format!("stale{since} ({}) · ", age(l.age_ms)),
             t.warn(),
         ));
         v.push(Span::styled(l.text.clone(), t.muted()));

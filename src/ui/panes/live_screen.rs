@@ -174,7 +174,11 @@ fn section(out: &mut Lines, app: &App, env: &str, title: &str, kind: LiveKind, w
     let mut verdicts = feed_verdicts(&seen.latest.update.feed, env);
     // Worst first: in an incident the critical ones lead (stable within a severity).
     verdicts.sort_by_key(|v| std::cmp::Reverse(v.severity.rank()));
-    let worst = worst_of(verdicts.iter().copied());
+    let worst = match worst_of(verdicts.iter().copied()) {
+        // Not confirmed lately: no ✓.
+        Some(Severity::Ok) if seen.latest.stale => Some(Severity::Unknown),
+        w => w,
+    };
     out.push(heading(t, title, worst, age_tag(t, &seen.latest)));
     let mut shown = body(&seen.latest.update.feed, env, t);
     if seen.latest.stale {
@@ -214,7 +218,14 @@ fn heading(
 
 fn age_tag(t: &Theme, l: &Look) -> Vec<Span<'static>> {
     let mut v = if l.stale {
-        vec![Span::styled(format!("stale {}", age(l.age_ms)), t.warn())]
+        vec![Span::styled(
+            format!(
+                "stale since {} ({})",
+                crate::checks::health::clock(l.vouched),
+                age(l.age_ms)
+            ),
+            t.warn(),
+        )]
     } else {
         vec![Span::styled(format!("{} ago", age(l.age_ms)), t.muted())]
     };
@@ -435,6 +446,10 @@ fn rollout_body(p: &RolloutPane, t: &Theme) -> Lines {
         Some(RolloutState::RolledOut) => ("rolled out".to_string(), t.ok()),
         Some(RolloutState::Rolling { updated, desired }) => (
             format!("rolling: {updated} of {desired} desired updated"),
+            t.warn(),
+        ),
+        Some(RolloutState::Unavailable { available, desired }) => (
+            format!("no rollout; {available} of {desired} available"),
             t.warn(),
         ),
         Some(RolloutState::Stuck {
