@@ -323,3 +323,39 @@ fn the_overview_shows_environments_check_and_runbooks() {
         assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
     }
 }
+
+#[test]
+fn plan_refuses_a_host_the_runbook_cannot_honour() {
+    // etcd-io-priority plans every prod server: a host named for it would be ignored, and the
+    // operator would read a three-host plan as the one host they asked for.
+    let out = run(&[
+        "plan",
+        "etcd-io-priority",
+        "--env",
+        "prod",
+        "--host",
+        "k3s-prod-1",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("`etcd-io-priority` is not a one-host runbook")
+            && err.contains("(`k3s-prod-1`)"),
+        "{err}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "no plan printed: {}",
+        text(&out.stdout)
+    );
+    // A one-host runbook still takes it.
+    let out = run(&[
+        "plan",
+        "reprovision-node",
+        "--env",
+        "prod",
+        "--host",
+        "k3s-prod-1",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
