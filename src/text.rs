@@ -39,6 +39,16 @@ pub fn visible(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A line of a step's output as the console and the change record show it: a tab is four
+/// spaces (what a reader expects where a command aligned its columns; one terminal cell per
+/// char keeps the layout exact), every other control character written out by [`visible`].
+pub fn output_line(line: &str) -> Cow<'_, str> {
+    if !line.contains('\t') {
+        return visible(line);
+    }
+    Cow::Owned(visible(&line.replace('\t', "    ")).into_owned())
+}
+
 /// Like [`visible`] for text of several lines: each line escaped, the line breaks kept
 /// (a lone `\r` inside a line is still shown, so it cannot overwrite what precedes it).
 pub fn visible_lines(s: &str) -> Cow<'_, str> {

@@ -449,3 +449,39 @@ fn plan_marks_a_user_declared_read_only_step_and_the_override() {
         "{plan:#}"
     );
 }
+
+#[test]
+fn plan_refuses_a_host_the_runbook_cannot_honour() {
+    // etcd-io-priority plans every prod server: a host named for it would be ignored, and the
+    // operator would read a three-host plan as the one host they asked for.
+    let out = run(&[
+        "plan",
+        "etcd-io-priority",
+        "--env",
+        "prod",
+        "--host",
+        "k3s-prod-1",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("`etcd-io-priority` is not a one-host runbook")
+            && err.contains("(`k3s-prod-1`)"),
+        "{err}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "no plan printed: {}",
+        text(&out.stdout)
+    );
+    // A one-host runbook still takes it.
+    let out = run(&[
+        "plan",
+        "reprovision-node",
+        "--env",
+        "prod",
+        "--host",
+        "k3s-prod-1",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}

@@ -141,3 +141,31 @@ fn a_runbooks_own_defaults_show_in_the_play_view_with_the_runbook_file_and_line(
         "{user}"
     );
 }
+
+#[test]
+fn envs_names_a_host_named_by_its_address_once() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let repo = sample_copy(tmp.path());
+    let hosts = repo.join("infra/ansible/inventory/hosts.ini");
+    let ini = std::fs::read_to_string(&hosts).expect("read");
+    assert!(ini.contains("k3s-dev-2 ansible_host=192.168.1.51\n"));
+    std::fs::write(
+        &hosts,
+        ini.replace("k3s-dev-2 ansible_host=192.168.1.51\n", "192.168.1.51\n"),
+    )
+    .expect("write");
+    let o = bin()
+        .args(["--repo", &repo.display().to_string(), "envs"])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    let servers = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("servers      k3s_servers"))
+        .unwrap_or_else(|| panic!("dev's servers line:\n{out}\n{err}"));
+    assert!(
+        servers.contains("k3s-dev-1 192.168.1.50, 192.168.1.51, k3s-dev-3 192.168.1.52"),
+        "{servers}"
+    );
+    assert!(!servers.contains("192.168.1.51 192.168.1.51"), "{servers}");
+}

@@ -18,7 +18,20 @@ cd "$(dirname "$0")/.."
 ANSIBLE_CORE_VERSION="${ANSIBLE_CORE_VERSION:-2.19.14}"
 VENV="${HK_VENV:-$PWD/target/hk-venv}"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each phase says how long it took (CI's time budget is spent here: docs/perf.md).
+T_START=$(date +%s)
+T_STEP=$T_START
+STEP_NAME=""
+step() {
+  local now
+  now=$(date +%s)
+  if [ -n "$STEP_NAME" ]; then
+    printf '    [%s: %ds]\n' "$STEP_NAME" $((now - T_STEP))
+  fi
+  T_STEP=$now
+  STEP_NAME="$*"
+  printf '\n==> %s\n' "$*"
+}
 
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust (https://rustup.rs) first" >&2
@@ -118,4 +131,8 @@ step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
 
 step "cargo test"
-cargo test --all-targets --no-fail-fast
+rc=0
+cargo test --all-targets --no-fail-fast || rc=$?
+step "done (exit $rc)"
+printf '    [total: %ds]\n' $(( $(date +%s) - T_START ))
+exit "$rc"

@@ -494,3 +494,46 @@ fn a_run_whose_lock_was_taken_over_is_listed_interrupted_naming_the_taker() {
     );
     drop(app);
 }
+
+#[test]
+fn a_tab_in_a_steps_output_reads_as_spaces_in_every_form_of_the_record() {
+    use hk_console::ui::app::{App, Screen};
+    use ui_common::*;
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = App::operate(parts(dir.path()), operate_caps(&ALL_KINDS, &[]));
+    app.open_runbook("node-health", Some("prod"), None);
+    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    app.handle_key(key('s'));
+    let journal = app
+        .active
+        .as_ref()
+        .and_then(|a| a.journal.as_ref())
+        .map(|j| j.path().to_path_buf())
+        .expect("the run started");
+    // Columns a command aligned with a tab (as `kubectl get` or `lsblk` can), and an ESC
+    // that must still be written out.
+    for _ in 0..200 {
+        if answer_gate(&mut app) {
+            continue;
+        }
+        if play_one(&mut app, &["NAME\tSTATUS", "k3s-prod-1\tReady\u{1b}[2J"]).is_none() {
+            break;
+        }
+    }
+    let runs = journal.parent().expect("runs dir");
+    let id = journal
+        .file_name()
+        .and_then(|f| f.to_str())
+        .and_then(|f| f.strip_suffix(".jsonl"))
+        .expect("run id");
+    for format in [record::Format::Md, record::Format::Text] {
+        let shown = record::show(runs, id, format).expect("show");
+        assert!(
+            shown.contains("NAME    STATUS") && shown.contains("k3s-prod-1    Ready\\e[2J"),
+            "{shown}"
+        );
+        assert!(!shown.contains("\\t"), "a tab is not shown as \\t: {shown}");
+        assert!(!shown.contains('\u{1b}'), "ESC written out: {shown}");
+    }
+}

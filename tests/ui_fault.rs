@@ -74,8 +74,8 @@ fn command(app: &mut App, line: &str) {
     app.handle_key(code(KeyCode::Enter));
 }
 
-/// A refused command: the prompt closed, the status line says why, and the next `:` brings
-/// back the line with the reason. The recalled line and reason (None: not refused).
+/// A refused command: the prompt closed, the status line says why, and the next `:` opens
+/// an empty prompt with the reason, Up bringing back the line. The recalled line and reason (None: not refused).
 fn command_error(app: &mut App) -> Option<(String, Option<String>)> {
     app.refused_command.as_ref()?;
     assert!(app.overlay.is_none(), "a refused command closes the prompt");
@@ -83,6 +83,14 @@ fn command_error(app: &mut App) -> Option<(String, Option<String>)> {
     let (_, why) = app.refused_command.clone().expect("refused");
     assert!(said.contains(&why), "the status line says why: {said}");
     app.handle_key(key(':'));
+    // The prompt opens empty (what is typed next is a new command); Up recalls the line.
+    match &app.overlay {
+        Some(Overlay::Command { text, .. }) => {
+            assert_eq!(text.lines().join(""), "", "the prompt opens empty")
+        }
+        other => panic!("`:` opens the command line: {other:?}"),
+    }
+    app.handle_key(code(KeyCode::Up));
     let recalled = match &app.overlay {
         Some(Overlay::Command { text, error }) => Some((text.lines().join(" "), error.clone())),
         _ => None,

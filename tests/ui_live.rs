@@ -663,3 +663,54 @@ fn every_builtin_theme_sets_every_slot() {
         }
     }
 }
+
+#[test]
+fn the_console_brings_a_critical_environment_into_view_until_the_operator_chooses() {
+    let dir = tmp();
+    let mut app = App::operate(parts(dir.path()), operate_caps(&[], &[]));
+    assert_eq!(
+        app.current_env.as_deref(),
+        Some("dev"),
+        "opens on the first"
+    );
+    for u in healthy_all(3_000) {
+        app.handle_update(u);
+    }
+    assert_eq!(
+        app.current_env.as_deref(),
+        Some("dev"),
+        "nothing critical: stays"
+    );
+    // prod's agents dial a node's own address (2026-09-06): prod comes into view.
+    app.handle_update(agents_on_node_ip(ago(1_000)));
+    assert_eq!(app.current_env.as_deref(), Some("prod"));
+    let said = app.status.clone().unwrap_or_default();
+    assert!(
+        said.contains("prod is critical: showing prod (was dev"),
+        "{said}"
+    );
+    let s = ui_common::text(&ui_common::render(&mut app, 160, 45));
+    assert!(s.contains("Live · prod"), "{s}");
+    // `:run` with no environment names the one it planned for.
+    app.open_runbook("cilium-endpoint-rollout", None, None);
+    let said = app.status.clone().unwrap_or_default();
+    assert!(
+        said.starts_with("planned for `prod`, the environment in view"),
+        "{said}"
+    );
+
+    // The operator's own choice stands: e to dev, and prod staying critical moves nothing.
+    let mut app = App::operate(parts(dir.path()), operate_caps(&[], &[]));
+    app.handle_key(key('e'));
+    app.handle_key(key('e'));
+    assert_eq!(app.current_env.as_deref(), Some("dev"));
+    for u in healthy_all(3_000) {
+        app.handle_update(u);
+    }
+    app.handle_update(agents_on_node_ip(ago(1_000)));
+    assert_eq!(
+        app.current_env.as_deref(),
+        Some("dev"),
+        "the operator chose dev"
+    );
+}

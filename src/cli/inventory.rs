@@ -143,7 +143,14 @@ pub(super) fn print_env(repo: &Repo, env: &Environment) {
     let hosts: Vec<String> = env
         .servers
         .iter()
-        .map(|h| format!("{} {}", h.name, h.address))
+        // A host named by its address (an inventory line of a bare IP) is said once.
+        .map(|h| {
+            if h.name == h.address {
+                h.name.clone()
+            } else {
+                format!("{} {}", h.name, h.address)
+            }
+        })
         .collect();
     outln!("{}", env.name);
     outln!(

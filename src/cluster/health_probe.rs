@@ -209,6 +209,11 @@ pub async fn wait_healthy(
         timeout.as_secs()
     ));
     let mut last = String::from("no look yet");
+    // While it waits, the soak's count is said again every sixth of the soak (at least every
+    // look), so the line the operator reads moves: a "0 s of 60 s" that never counts reads
+    // as stuck.
+    let recount = (soak / 6).max(every);
+    let mut said_at = tokio::time::Instant::now();
     loop {
         let snap = tokio::select! {
             biased;
@@ -224,13 +229,11 @@ pub async fn wait_healthy(
             progress(line);
             return WaitEnd::Met(summary);
         }
-        // Waiting lines change every second with the soak; say only a change of kind.
-        let kind_changed = match (&state, last.split(':').next()) {
-            (GateState::Waiting { .. }, Some(prev)) => prev != "healthy, waiting",
-            _ => line != last,
-        };
-        if kind_changed {
+        // Waiting lines change every second with the soak; say a change of kind at once,
+        // and the count again every `recount`.
+        if worth_saying(&state, &last, said_at.elapsed(), recount) {
             progress(line.clone());
+            said_at = tokio::time::Instant::now();
         }
         last = line;
         tokio::select! {
@@ -241,6 +244,18 @@ pub async fn wait_healthy(
             }
             _ = tokio::time::sleep(every) => {}
         }
+    }
+}
+
+/// Whether a health gate's look is a progress line: a change of kind (unhealthy, waiting)
+/// or of its causes, at once; the same wait again once `every` has passed since the last
+/// line said, so its count is seen to move.
+fn worth_saying(state: &GateState, last: &str, since_said: Duration, every: Duration) -> bool {
+    match (state, last.split(':').next()) {
+        (GateState::Waiting { .. }, Some("healthy, waiting")) => {
+            since_said >= every && state.to_string() != last
+        }
+        _ => state.to_string() != last,
     }
 }
 
@@ -275,4 +290,56 @@ pub async fn look_before_disruption(
         ))
     };
     (v, end)
+}
+
+#[cfg(test)]
+mod progress_tests {
+    use super::*;
+
+    #[test]
+    fn a_soak_in_progress_is_said_again_as_it_counts() {
+        let waiting = |n: u64| GateState::Waiting {
+            why: format!("soak: healthy since 03:16:21, {n} s of 60 s"),
+        };
+        let every = Duration::from_secs(10);
+        let first = waiting(0).to_string();
+        // From unhealthy to waiting: said at once.
+        assert!(worth_saying(
+            &waiting(0),
+            "unhealthy: k3s-prod-2 NotReady",
+            Duration::ZERO,
+            every
+        ));
+        // The next look, a second on: not yet.
+        assert!(!worth_saying(
+            &waiting(1),
+            &first,
+            Duration::from_secs(1),
+            every
+        ));
+        // Ten seconds on: the count is said again.
+        assert!(worth_saying(
+            &waiting(10),
+            &waiting(9).to_string(),
+            every,
+            every
+        ));
+        // The same words are never said twice.
+        assert!(!worth_saying(
+            &waiting(10),
+            &waiting(10).to_string(),
+            every * 2,
+            every
+        ));
+        // Unhealthy again: at once.
+        let bad = GateState::Unhealthy {
+            causes: vec!["k3s-prod-2 NotReady".into()],
+        };
+        assert!(worth_saying(
+            &bad,
+            &waiting(3).to_string(),
+            Duration::ZERO,
+            every
+        ));
+    }
 }

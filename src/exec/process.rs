@@ -872,8 +872,11 @@ pub fn judge_list_hosts(
     if !outcome.process.success() {
         return ansible::ListHostsVerdict::Block {
             reason: format!(
-                "ansible-playbook --list-hosts exited with {:?}: {}",
-                outcome.process.exit_code,
+                "ansible-playbook --list-hosts exited with {}: {}",
+                outcome.process.exit_code.map_or(
+                    "no exit code (killed by a signal?)".to_string(),
+                    |c| format!("exit code {c}")
+                ),
                 outcome.process.stderr.join(" | ")
             ),
         };

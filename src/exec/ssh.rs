@@ -143,7 +143,7 @@ pub enum SshError {
         endpoint: String,
         msg: String,
     },
-    #[error("{host}: command timed out after {after:?}: {command}")]
+    #[error("{host}: command timed out after {}: {command}", crate::time::span(*after, crate::time::Style::Words))]
     Timeout {
         host: String,
         command: String,
@@ -386,13 +386,14 @@ impl SshPool {
                     Some(ChannelMsg::Data { data }) => out.push(Stream::Stdout, &data),
                     Some(ChannelMsg::ExtendedData { data, ext: 1 }) => out.push(Stream::Stderr, &data),
                     Some(ChannelMsg::ExitStatus { exit_status: s }) => exit_status = Some(s),
-                    Some(ChannelMsg::ExitSignal { signal_name, .. }) => exit_signal = Some(format!("{signal_name:?}")),
+                    Some(ChannelMsg::ExitSignal { signal_name, .. }) => exit_signal = Some(signal_words(&signal_name)),
                     Some(ChannelMsg::Close) => break,
                     Some(_) => {}
                 },
                 _ = sleep_until_opt(deadline) => {
                     stop_remote(&channel).await;
-                    return Err(SshError::Timeout { host: host.to_string(), command: shown, after: started.elapsed() });
+                    // The timeout as it was set (`40s`), not the instant the timer fired (`40.003s`).
+                    return Err(SshError::Timeout { host: host.to_string(), command: shown, after: opts.timeout.unwrap_or_else(|| started.elapsed()) });
                 }
                 _ = opts.cancel.cancelled() => {
                     stop_remote(&channel).await;
@@ -559,7 +560,12 @@ async fn open(s: &ConnectSettings, o: &SshOptions) -> Result<Handle<Verifier>, S
         tokio::net::TcpStream::connect((s.address.as_str(), s.port)),
     )
     .await
-    .map_err(|_| connect_err(format!("no answer within {:?}", o.connect_timeout)))?
+    .map_err(|_| {
+        connect_err(format!(
+            "no answer within {}",
+            crate::time::span(o.connect_timeout, crate::time::Style::Words)
+        ))
+    })?
     .map_err(|e| connect_err(e.to_string()))?;
     let _ = tcp.set_nodelay(true);
     let res = tokio::time::timeout(
@@ -567,7 +573,12 @@ async fn open(s: &ConnectSettings, o: &SshOptions) -> Result<Handle<Verifier>, S
         client::connect_stream(config, tcp, handler),
     )
     .await
-    .map_err(|_| connect_err(format!("no SSH handshake within {:?}", o.connect_timeout)))?;
+    .map_err(|_| {
+        connect_err(format!(
+            "no SSH handshake within {}",
+            crate::time::span(o.connect_timeout, crate::time::Style::Words)
+        ))
+    })?;
     let mut handle = match res {
         Ok(h) => h,
         Err(e) => {
@@ -895,5 +906,31 @@ mod tests {
         // 70 KiB without a newline: one 64 KiB piece, then the rest at the end.
         assert_eq!((lines[3].0, lines[3].1), (Stream::Stderr, 64 * 1024));
         assert_eq!(lines[4].1, 6 * 1024);
+    }
+}
+
+/// A signal the remote end reported, as the operator knows it (`SIGTERM`), not as Rust
+/// prints the enum (`TERM`, `Custom("XCPU")`).
+fn signal_words(sig: &Sig) -> String {
+    match sig {
+        Sig::Custom(name) => format!("SIG{name}"),
+        known => format!("SIG{known:?}"),
+    }
+}
+
+#[cfg(test)]
+mod words_tests {
+    use super::*;
+
+    #[test]
+    fn signals_and_timeouts_read_as_words() {
+        assert_eq!(signal_words(&Sig::TERM), "SIGTERM");
+        assert_eq!(signal_words(&Sig::Custom("XCPU".into())), "SIGXCPU");
+        let e = SshError::Timeout {
+            host: "n1".into(),
+            command: "sleep 60".into(),
+            after: Duration::from_secs(40),
+        };
+        assert_eq!(e.to_string(), "n1: command timed out after 40s: sleep 60");
     }
 }

@@ -170,7 +170,13 @@ fn state_and_reason(s: &StepState) -> (String, Option<String>) {
         StepState::Skipped { reason } => ("skipped".into(), Some(reason.clone())),
         StepState::Interrupted { during } => (
             "interrupted".into(),
-            Some(format!("during {during:?}").to_lowercase()),
+            Some(
+                match during {
+                    crate::runbook::machine::InFlight::Running => "while running",
+                    crate::runbook::machine::InFlight::Verifying => "while verifying",
+                }
+                .to_string(),
+            ),
         ),
         other => (other.name().to_string(), None),
     }
@@ -184,7 +190,8 @@ fn mode_name(m: Mode) -> &'static str {
 }
 
 /// The operator decision a journaled input is, if it is one: (its step, who, what, the
-/// note). `operator` answers for what the run's lock did on its own (lost, released).
+/// note). `operator` answers for what the run's lock did on its own (lost, released): the
+/// lock's holder where the journal says who took it.
 fn decision_of<'a>(
     input: &'a Input,
     operator: &'a str,
@@ -240,7 +247,7 @@ pub fn build(
                 let last = v.iter().map(|o| o.attempt).max().unwrap_or(0);
                 v.iter()
                     .filter(|o| o.attempt == last)
-                    .map(|o| visible(&o.line).into_owned())
+                    .map(|o| crate::text::output_line(&o.line).into_owned())
                     .collect()
             })
             .unwrap_or_default();
@@ -280,19 +287,29 @@ pub fn build(
             output_cut: cut,
         });
     }
-    let decisions = r
-        .records
-        .iter()
-        .filter_map(|rec| {
-            decision_of(&rec.input, &r.header.operator).map(|(step, by, what, note)| Decision {
+    // A lock released or lost is the doing of whoever holds it (`login@host`, as the take
+    // recorded), not of the run's operator name (a headless run's `simulated-operator`).
+    let mut holder: Option<String> = None;
+    let mut decisions = Vec::new();
+    for rec in &r.records {
+        if let Input::RunLock { note } = &rec.input {
+            match note {
+                RunLockNote::Taken { holder: h, .. } => holder = Some(h.clone()),
+                RunLockNote::TookOver { by, .. } => holder = Some(by.clone()),
+                _ => {}
+            }
+        }
+        let who = holder.as_deref().unwrap_or(&r.header.operator);
+        if let Some((step, by, what, note)) = decision_of(&rec.input, who) {
+            decisions.push(Decision {
                 at: rec.at,
                 step,
                 by: by.to_string(),
                 what: what.to_string(),
                 note,
-            })
-        })
-        .collect();
+            });
+        }
+    }
     RunRecord {
         run_id: r.header.run_id.clone(),
         runbook: r.header.runbook.clone(),

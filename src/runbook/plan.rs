@@ -376,6 +376,11 @@ pub enum PlanError {
         group: String,
         hosts: String,
     },
+    #[error(
+        "runbook `{runbook}` is not a one-host runbook (no `target.single: true`): it plans every \
+         host of its target, so a host (`{host}`) cannot be chosen for it; plan it without one"
+    )]
+    HostNotApplicable { runbook: String, host: String },
     #[error("runbook `{runbook}`: host `{host}` is not in target group `{group}`")]
     HostNotInTarget {
         runbook: String,
@@ -433,6 +438,16 @@ pub fn plan(runbook: &Runbook, env: &PlanEnv, topo: &dyn Topology) -> Result<Pla
             env: env.name.clone(),
             allowed: runbook.environments.join(", "),
         });
+    }
+    // A host named for a runbook that runs on every host of its target (or on none) would be
+    // ignored: the operator would read a plan for more hosts than they named.
+    if let Some(host) = &env.host {
+        if !runbook.target.as_ref().is_some_and(|t| t.single) {
+            return Err(PlanError::HostNotApplicable {
+                runbook: runbook.id.clone(),
+                host: host.clone(),
+            });
+        }
     }
     let p = Planner { runbook, env, topo };
     let hosts = match &runbook.target {

@@ -278,9 +278,13 @@ impl<X: Executors> RunSession<X> {
                 let want = step.expect.as_ref().and_then(|e| e.exit_code).unwrap_or(0);
                 match error {
                     Some(e) => Some((false, e)),
-                    None if exit_code != Some(want) => {
-                        Some((false, format!("exit code {exit_code:?}, expected {want}")))
-                    }
+                    None if exit_code != Some(want) => Some((
+                        false,
+                        match exit_code {
+                            Some(c) => format!("exit code {c}, expected {want}"),
+                            None => format!("no exit code (killed by a signal?), expected {want}"),
+                        },
+                    )),
                     None if machine::needs_verify(&step) => {
                         out.push(SessionEffect::Request(Box::new(ExecRequest::Verify {
                             tag,

@@ -458,7 +458,10 @@ pub async fn start_etcd<T>(
             if t0.elapsed() > timeout {
                 return Err(ApiServerError::EtcdDown {
                     url,
-                    why: format!("not healthy after {timeout:?}"),
+                    why: format!(
+                        "not healthy after {}",
+                        crate::time::span(timeout, crate::time::Style::Words)
+                    ),
                     tail: log_tail(&log, 20),
                 });
             }
@@ -490,7 +493,10 @@ pub async fn wait_ready(client: &kube::Client, pid: u32, timeout: Duration) -> R
             return Err(format!("kube-apiserver (pid {pid}) exited ({why})"));
         }
         if t0.elapsed() > timeout {
-            return Err(format!("not ready after {timeout:?}: {why}"));
+            return Err(format!(
+                "not ready after {}: {why}",
+                crate::time::span(timeout, crate::time::Style::Words)
+            ));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -878,7 +884,10 @@ pub async fn wait_established(
                 break;
             }
             if t0.elapsed() > timeout {
-                return Err(format!("CRD {name} not Established after {timeout:?}"));
+                return Err(format!(
+                    "CRD {name} not Established after {}",
+                    crate::time::span(timeout, crate::time::Style::Words)
+                ));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

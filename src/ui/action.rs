@@ -58,6 +58,8 @@ pub enum Action {
     NextStep,
     /// The Check screen (the static parity check's findings, file:line); on it, back.
     Check,
+    /// Every status line of this session, whole (the status line cuts a long one).
+    Messages,
 
     /// A command typed on the command line.
     #[serde(skip)]
@@ -77,7 +79,7 @@ impl Action {
             Action::Back => "close / back",
             Action::Help => "this help",
             Action::CommandLine => {
-                "commands: :run RUNBOOK [ENV [HOST]] :env :theme :check :observe :live :fault :q"
+                "commands: :run RUNBOOK [ENV [HOST]] :env :theme :check :observe :live :fault :messages :q"
             }
             Action::Up => "up",
             Action::Down => "down",
@@ -104,6 +106,7 @@ impl Action {
                 "next step of the worst verdict: its runbook's plan, or a look (events, logs, describe)"
             }
             Action::Check => "the Check screen: parity findings with file:line (:check re-runs)",
+            Action::Messages => "every message of this session, whole (:messages)",
             Action::Command(_) => "command",
             Action::Tick => "tick",
             Action::Resize(..) => "resize",

@@ -167,6 +167,33 @@ fn single_line() -> TextArea<'static> {
     t
 }
 
+/// What the status line says while a gate the operator hid with Esc is still open.
+fn gate_reminder_text(n: usize) -> String {
+    format!("gate of step {n} still open: enter to answer")
+}
+
+/// How often Home re-reads the runs directory while it is in view.
+const RUNS_REREAD_MS: u64 = 3_000;
+
+/// How many status lines the messages log keeps (the oldest go first).
+pub const MESSAGES_KEPT: usize = 500;
+
+/// A scroll position moved by one of the reading keys, within `0..=max` (what the view
+/// last drew).
+fn scrolled(at: usize, action: &Action, height: u16, max: usize) -> usize {
+    let page = usize::from(height.saturating_sub(6)).max(1);
+    let at = at.min(max);
+    match action {
+        Action::Up => at.saturating_sub(1),
+        Action::Down => at.saturating_add(1).min(max),
+        Action::PageUp => at.saturating_sub(page),
+        Action::PageDown => at.saturating_add(page).min(max),
+        Action::Top => 0,
+        Action::Bottom => max,
+        _ => at,
+    }
+}
+
 /// A yes/no question.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confirm {
@@ -237,6 +264,8 @@ pub enum Overlay {
         text: Box<TextArea<'static>>,
         error: Option<String>,
     },
+    /// Every status line of this session, whole and wrapped (`M`, `:messages`).
+    Messages,
     /// The `/` filter being typed.
     Filter {
         text: Box<TextArea<'static>>,
@@ -352,8 +381,26 @@ pub struct App {
     pub check_from: Screen,
     /// The Check screen's first shown line.
     pub check_scroll: usize,
-    /// The last `:` line refused and why: the next `:` opens with it.
+    /// The last `:` line refused and why: the next `:` shows the reason, Up recalls it.
     pub refused_command: Option<(String, String)>,
+    /// Every status line this console showed, oldest first, with when (`M` or `:messages`
+    /// reads them whole: the status line cuts a long one at the terminal's width).
+    pub messages: VecDeque<(Timestamp, String)>,
+    /// The operator chose the environment in view (e, Enter on Home, `:env`): the console
+    /// no longer brings the worst one into view by itself.
+    pub env_chosen: bool,
+    /// When the run list was last read (Home re-reads it on the tick while in view).
+    pub runs_read_at: Timestamp,
+    /// The gate the status line reminds of (hidden with Esc, still open): the reminder goes
+    /// when that gate closes, however it closes.
+    pub gate_reminder: Option<usize>,
+    /// The help overlay's first shown line (it scrolls where the terminal is short).
+    pub help_scroll: usize,
+    /// The messages overlay's first shown line.
+    pub messages_scroll: usize,
+    /// How far the open help or messages overlay can scroll, as last drawn (the view
+    /// reports it, as it does `live_lines`).
+    pub overlay_scroll_max: std::cell::Cell<usize>,
     /// The run view's output: long lines wrap (on) or are cut with a marker (off); `w`.
     pub output_wrap: bool,
     /// Where a mouse click acts on the last frame drawn (the view registers them).
@@ -365,7 +412,7 @@ pub struct App {
 
 /// The `:` commands, for Tab.
 const COMMANDS: &[&str] = &[
-    "run", "env", "theme", "check", "observe", "live", "fault", "help", "q",
+    "run", "env", "theme", "check", "observe", "live", "fault", "help", "messages", "q",
 ];
 
 /// What the app is built from.
@@ -476,6 +523,13 @@ impl App {
             check_from: Screen::Home,
             check_scroll: 0,
             refused_command: None,
+            messages: VecDeque::new(),
+            gate_reminder: None,
+            runs_read_at: Timestamp(0),
+            env_chosen: false,
+            help_scroll: 0,
+            messages_scroll: 0,
+            overlay_scroll_max: std::cell::Cell::new(0),
             output_wrap: true,
             zones: super::pointer::Zones::default(),
             check_rows: std::cell::Cell::new(0),
@@ -502,6 +556,7 @@ impl App {
 
     /// Re-read the run list (newest first, interrupted runs moved to the front).
     pub fn refresh_runs(&mut self) {
+        self.runs_read_at = self.now;
         let Some(dir) = &self.runs_dir else {
             self.runs.clear();
             self.runs_error = Some("no run journal directory".into());
@@ -616,8 +671,17 @@ impl App {
                 };
                 // Help has its own small keymap; anything it does not bind leaves it open.
                 match self.keymaps.get(KeyMode::Help).and_then(|m| m.get(&k)) {
-                    Some(Action::Back) => {}
-                    _ => self.overlay = Some(Overlay::Help),
+                    Some(Action::Back) => self.help_scroll = 0,
+                    Some(a) => {
+                        self.help_scroll = scrolled(
+                            self.help_scroll,
+                            a,
+                            self.height,
+                            self.overlay_scroll_max.get(),
+                        );
+                        self.overlay = Some(Overlay::Help);
+                    }
+                    None => self.overlay = Some(Overlay::Help),
                 }
                 Control::Continue
             }
@@ -674,6 +738,29 @@ impl App {
         };
         match overlay {
             Overlay::Help => Control::Continue,
+            Overlay::Messages => {
+                match key.code {
+                    KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('M') => {
+                        self.messages_scroll = 0;
+                        return Control::Continue;
+                    }
+                    _ => {
+                        if let Some(k) = Key::from_event(&key) {
+                            if let Some(a) = self.keymaps.get(KeyMode::Help).and_then(|m| m.get(&k))
+                            {
+                                self.messages_scroll = scrolled(
+                                    self.messages_scroll,
+                                    a,
+                                    self.height,
+                                    self.overlay_scroll_max.get(),
+                                );
+                            }
+                        }
+                    }
+                }
+                self.overlay = Some(Overlay::Messages);
+                Control::Continue
+            }
             Overlay::Look(l) => self.look_key(l, key),
             Overlay::HostPicker(p) => self.picker_key(p, key),
             Overlay::Resume(m) => self.resume_key(m, key),
@@ -740,7 +827,22 @@ impl App {
                 }
             },
             Overlay::Command { mut text, error } => match key.code {
-                KeyCode::Esc => Control::Continue,
+                KeyCode::Esc => {
+                    // Esc clears: the refused line is not offered again.
+                    self.refused_command = None;
+                    Control::Continue
+                }
+                KeyCode::Up if text.lines().iter().all(|l| l.is_empty()) => {
+                    let mut t = single_line();
+                    if let Some((line, _)) = &self.refused_command {
+                        t.insert_str(line.trim());
+                    }
+                    self.overlay = Some(Overlay::Command {
+                        text: Box::new(t),
+                        error,
+                    });
+                    Control::Continue
+                }
                 KeyCode::Enter => {
                     let line = text.lines().join(" ");
                     self.update(Action::Command(line))
@@ -774,8 +876,8 @@ impl App {
             Overlay::Gate(mut m) => {
                 match key.code {
                     KeyCode::Esc => {
-                        self.status =
-                            Some(format!("gate of step {} still open: enter to answer", m.n));
+                        self.status = Some(gate_reminder_text(m.n));
+                        self.gate_reminder = Some(m.n);
                         return Control::Continue;
                     }
                     // Typed gates have two fields, the typed answer and the note: Tab moves
@@ -854,7 +956,16 @@ impl App {
     /// Apply one action.
     pub fn update(&mut self, action: Action) -> Control {
         match action {
-            Action::Tick => self.resume_tick(),
+            Action::Tick => {
+                self.resume_tick();
+                // Home's Recent runs follow the runs directory while it is in view (another
+                // console's run, a run that ended): at most every few seconds.
+                if self.screen == Screen::Home
+                    && self.now.0.saturating_sub(self.runs_read_at.0) >= RUNS_REREAD_MS
+                {
+                    self.refresh_runs();
+                }
+            }
             Action::Resize(w, h) => {
                 self.width = w;
                 self.height = h;
@@ -887,15 +998,18 @@ impl App {
                     }
                 }
             }
-            Action::Help => self.overlay = Some(Overlay::Help),
+            Action::Help => {
+                self.help_scroll = 0;
+                self.overlay = Some(Overlay::Help)
+            }
+            Action::Messages => self.open_messages(),
             Action::CommandLine => {
-                let mut text = single_line();
-                let error = self.refused_command.take().map(|(line, why)| {
-                    text.insert_str(&line);
-                    why
-                });
+                // The prompt opens empty, as a shell's does: what the operator types next is
+                // a new command, never appended to the refused one. The refusal stays in
+                // sight (the prompt's title names its line), and Up brings the line back to be fixed.
+                let error = self.refused_command.as_ref().map(|(_, why)| why.clone());
                 self.overlay = Some(Overlay::Command {
-                    text: Box::new(text),
+                    text: Box::new(single_line()),
                     error,
                 })
             }
@@ -927,6 +1041,7 @@ impl App {
                         .and_then(|c| self.envs.iter().position(|e| &e.name == c))
                         .map_or(0, |i| (i + 1) % self.envs.len());
                     self.current_env = Some(self.envs[i].name.clone());
+                    self.env_chosen = true;
                     self.env_sel = i;
                     self.live_scroll = 0;
                 }
@@ -1153,6 +1268,7 @@ impl App {
                 HomeFocus::Environments => {
                     if let Some(e) = self.envs.get(self.env_sel) {
                         self.current_env = Some(e.name.clone());
+                        self.env_chosen = true;
                         self.status = Some(format!("environment: {}", e.name));
                     }
                 }
@@ -1203,6 +1319,7 @@ impl App {
     /// Plan runbook `id` for `env` (or the current environment, or the runbook's only one)
     /// and show the plan. Nothing is journaled until it is started.
     pub fn open_runbook(&mut self, id: &str, env: Option<&str>, host: Option<&str>) {
+        let env_named = env;
         if self.run_is_active() {
             self.status = Some("a run is active: finish or abort it (A) first".into());
             self.screen = Screen::Run;
@@ -1232,9 +1349,22 @@ impl App {
             }
         };
         let notice = session.opened_notice();
+        // No environment named, and the runbook has several: say which one it was planned
+        // for, and how to plan another; never a silent pick.
+        let several = self
+            .runbook_set
+            .get(id)
+            .is_some_and(|l| l.environments.len() > 1);
+        let notice = if env_named.is_none() && several {
+            format!(
+                "planned for `{env}`, the environment in view (`:run {id} ENV` for another); {notice}"
+            )
+        } else {
+            notice.to_string()
+        };
         self.current_env = Some(env);
         self.set_active(session);
-        self.status = Some(notice.into());
+        self.status = Some(notice);
     }
 
     fn set_active(&mut self, session: Session) {
@@ -1475,6 +1605,8 @@ impl App {
                     if matches!(self.overlay, Some(Overlay::Gate(_))) {
                         self.overlay = None;
                     }
+                    // The run's new state is what Home lists now.
+                    self.refresh_runs();
                 }
                 SessionEffect::AskDecision { n } => {
                     self.overlay = Some(Overlay::Resume(Box::new(ResumeModal::new(n))));
@@ -1488,6 +1620,19 @@ impl App {
         if let (Some(Overlay::Gate(m)), Some(a)) = (&self.overlay, &self.active) {
             if !a.session.gate_is_open(m.n) {
                 self.overlay = None;
+            }
+        }
+        // And so does the reminder that it was open: a status line true at every frame.
+        if let Some(n) = self.gate_reminder {
+            let open = self
+                .active
+                .as_ref()
+                .is_some_and(|a| a.session.gate_is_open(n));
+            if !open {
+                if self.status.as_deref() == Some(gate_reminder_text(n).as_str()) {
+                    self.status = None;
+                }
+                self.gate_reminder = None;
             }
         }
     }
@@ -1582,6 +1727,44 @@ impl App {
         if !self.live.apply(update) {
             tracing::debug!("live update older than the one held: ignored");
         }
+        self.follow_the_worst();
+    }
+
+    /// Until the operator chooses an environment, the console looks at the one in the
+    /// worst state: an environment turning critical while another is in view is brought into
+    /// view (never during a run, never over the operator's own choice), and the status line
+    /// says so.
+    fn follow_the_worst(&mut self) {
+        if self.env_chosen || self.active.is_some() {
+            return;
+        }
+        let rank = |app: &App, env: &str| {
+            crate::ui::live::worst_of(app.live.env_verdicts(env).iter()).map(|s| s.rank())
+        };
+        let Some(worst) = self
+            .envs
+            .iter()
+            .filter(|e| rank(self, &e.name) == Some(crate::checks::live::Severity::Critical.rank()))
+            .map(|e| e.name.clone())
+            .next()
+        else {
+            return;
+        };
+        let here = self.current_env.as_deref().and_then(|c| rank(self, c));
+        if here == Some(crate::checks::live::Severity::Critical.rank())
+            || self.current_env.as_deref() == Some(worst.as_str())
+        {
+            return;
+        }
+        let from = self.current_env.clone().unwrap_or_default();
+        self.current_env = Some(worst.clone());
+        if let Some(i) = self.envs.iter().position(|e| e.name == worst) {
+            self.env_sel = i;
+        }
+        self.live_scroll = 0;
+        self.status = Some(format!(
+            "✗ {worst} is critical: showing {worst} (was {from}; e: next environment)"
+        ));
     }
 
     /// `l`: open the Live screen, or leave it.
@@ -1614,6 +1797,31 @@ impl App {
     }
 
     // ----------------------------------------------------------------------------------
+    // Messages: every status line, readable whole.
+
+    /// Keep the status line in the messages log if it is new (the loop calls this after
+    /// every event, so a message replaced before the next frame is kept too).
+    pub fn keep_status(&mut self) {
+        let Some(s) = self.status.as_ref() else {
+            return;
+        };
+        if self.messages.back().is_some_and(|(_, last)| last == s) {
+            return;
+        }
+        if self.messages.len() == MESSAGES_KEPT {
+            self.messages.pop_front();
+        }
+        self.messages.push_back((self.now, s.clone()));
+    }
+
+    /// The messages overlay, on its newest messages.
+    fn open_messages(&mut self) {
+        self.keep_status();
+        self.messages_scroll = usize::MAX;
+        self.overlay = Some(Overlay::Messages);
+    }
+
+    // ----------------------------------------------------------------------------------
     // The command line.
 
     fn command(&mut self, line: &str) -> Control {
@@ -1640,6 +1848,7 @@ impl App {
             ("env", Some(name)) => {
                 if self.envs.iter().any(|e| e.name == name) {
                     self.current_env = Some(name.to_string());
+                    self.env_chosen = true;
                     self.status = Some(format!("environment: {name}"));
                 } else {
                     let have: Vec<&str> = self.envs.iter().map(|e| e.name.as_str()).collect();
@@ -1671,7 +1880,11 @@ impl App {
                     self.toggle_live();
                 }
             }
-            ("help", _) => self.overlay = Some(Overlay::Help),
+            ("help", _) => {
+                self.help_scroll = 0;
+                self.overlay = Some(Overlay::Help)
+            }
+            ("messages" | "msg", _) => self.open_messages(),
             ("check", _) => {
                 if self.checker.is_none() {
                     fail(self, "no repo to check".into());

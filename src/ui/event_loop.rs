@@ -196,6 +196,8 @@ async fn loop_until_done(
                 dirty = true;
             }
         }
+        // Whatever the event said on the status line is kept in the messages log (M).
+        app.keep_status();
         if let Some(deadline) = stopping {
             if !app.has_in_flight() || tokio::time::Instant::now() >= deadline {
                 break Ending::Done;

@@ -236,6 +236,7 @@ fn action_rank(a: &Action) -> usize {
         Action::Filter,
         Action::NextMatch,
         Action::PrevMatch,
+        Action::Messages,
         Action::CommandLine,
         Action::Help,
         Action::Back,
@@ -275,6 +276,7 @@ impl Default for Keymaps {
             m.bind(Key::code(C::Tab), Action::FocusNext);
             m.bind(Key::ctrl('c'), Action::Interrupt);
             m.bind(Key::plain('/'), Action::Filter);
+            m.bind(Key::plain('M'), Action::Messages);
         };
         let mut home = Keymap::default();
         common(&mut home);
@@ -319,6 +321,7 @@ impl Default for Keymaps {
         live.bind(Key::plain('e'), Action::NextEnv);
         live.bind(Key::ctrl('c'), Action::Interrupt);
         live.bind(Key::plain('c'), Action::Check);
+        live.bind(Key::plain('M'), Action::Messages);
 
         // The Check screen only reads too: scroll, filter, back.
         let mut check = Keymap::default();
@@ -337,12 +340,22 @@ impl Default for Keymaps {
         check.bind(Key::plain('G'), Action::Bottom);
         check.bind(Key::plain('/'), Action::Filter);
         check.bind(Key::ctrl('c'), Action::Interrupt);
+        check.bind(Key::plain('M'), Action::Messages);
 
         let mut help = Keymap::default();
         help.bind(Key::code(C::Esc), Action::Back);
         help.bind(Key::plain('?'), Action::Back);
         help.bind(Key::plain('q'), Action::Back);
         help.bind(Key::ctrl('c'), Action::Back);
+        // Help (and the messages overlay) scroll where the terminal is short.
+        help.bind(Key::plain('k'), Action::Up);
+        help.bind(Key::code(C::Up), Action::Up);
+        help.bind(Key::plain('j'), Action::Down);
+        help.bind(Key::code(C::Down), Action::Down);
+        help.bind(Key::code(C::PageUp), Action::PageUp);
+        help.bind(Key::code(C::PageDown), Action::PageDown);
+        help.bind(Key::plain('g'), Action::Top);
+        help.bind(Key::plain('G'), Action::Bottom);
 
         let mut maps = BTreeMap::new();
         maps.insert(KeyMode::Home, home);

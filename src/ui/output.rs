@@ -82,7 +82,7 @@ impl OutputBuffer {
     /// visibly ([`crate::text::visible`]: `\e`, `\r`, `\u{202e}`), so a host's output can
     /// neither move the terminal's cursor nor hide or reorder what the operator reads.
     pub fn push(&mut self, line: &str) {
-        let mut clean = crate::text::visible(&line.replace('\t', "    ")).into_owned();
+        let mut clean = crate::text::output_line(line).into_owned();
         if clean.len() > MAX_LINE_BYTES {
             let mut cut = MAX_LINE_BYTES;
             while !clean.is_char_boundary(cut) {

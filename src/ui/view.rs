@@ -154,7 +154,18 @@ fn draw_status(f: &mut Frame, area: Rect, app: &App) {
     let t = &app.theme;
     // What just happened wins; otherwise a config or theme problem stays in view.
     let line = if let Some(s) = &app.status {
-        Line::from(Span::styled(s.clone(), t.text()))
+        // A message wider than the terminal is cut, and says where to read it whole.
+        let w = usize::from(area.width);
+        if super::panes::fit::width(s) > w {
+            const WHOLE: &str = " M: read it whole";
+            let keep = w.saturating_sub(super::panes::fit::width(WHOLE));
+            Line::from(vec![
+                Span::styled(super::panes::fit::clip(s, keep), t.text()),
+                Span::styled(WHOLE, t.muted()),
+            ])
+        } else {
+            Line::from(Span::styled(s.clone(), t.text()))
+        }
     } else if let Some(w) = app.theme_warnings.first() {
         let more = app.theme_warnings.len() - 1;
         let extra = if more > 0 {

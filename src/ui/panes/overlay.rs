@@ -19,6 +19,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     match &app.overlay {
         None => {}
         Some(Overlay::Help) => draw_help(f, area, app),
+        Some(Overlay::Messages) => draw_messages(f, area, app),
         Some(Overlay::HostPicker(p)) => super::picker::draw(f, area, app, p),
         Some(Overlay::Look(o)) => {
             // Most of the screen: log lines and events are long.
@@ -48,14 +49,16 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         Some(Overlay::Reason { why, text, error }) => {
             draw_reason(f, area, app, *why, text, error.as_deref())
         }
-        Some(Overlay::Command { text, error }) => draw_command(
-            f,
-            area,
-            app,
-            text,
-            error.as_deref(),
-            " : command (tab completes) ",
-        ),
+        Some(Overlay::Command { text, error }) => {
+            let title = match &app.refused_command {
+                Some((line, _)) => format!(
+                    " : command (tab completes; ↑ brings back `:{}`) ",
+                    crate::text::visible(line.trim())
+                ),
+                None => " : command (tab completes) ".to_string(),
+            };
+            draw_command(f, area, app, text, error.as_deref(), &title)
+        }
         Some(Overlay::Filter { text }) => draw_command(
             f,
             area,
@@ -83,29 +86,11 @@ fn draw_help(f: &mut Frame, area: Rect, app: &App) {
         .map(|m| m.help_rows())
         .unwrap_or_default();
     let key_w = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    let mut lines: Vec<Line> = rows
-        .iter()
-        .map(|(k, d)| {
-            Line::from(vec![
-                Span::styled(format!(" {k:<key_w$}  "), t.focus()),
-                Span::styled(*d, t.text()),
-            ])
-        })
-        .collect();
-    lines.push(Line::from(""));
-    lines.push(Line::from(Span::styled(
+    let notes = [
         " gates: enter answers (or reopens) · ctrl-r rejects · esc hides",
-        t.muted(),
-    )));
-    lines.push(Line::from(Span::styled(
         " a look (x): e events · g logs · d describe · r look again · j/k scroll · esc closes",
-        t.muted(),
-    )));
-    lines.push(Line::from(Span::styled(
-        " : :env ENV · :theme NAME · :fault ENV FAULT [N] (demo) · :help · tab lists candidates",
-        t.muted(),
-    )));
-    let h = lines.len() as u16 + 2;
+        " : :env ENV · :theme NAME · :fault ENV FAULT [N] (demo) · :messages · :help · tab lists candidates",
+    ];
     // Wide enough for the longest row (at least 72), as far as the terminal allows.
     let widest = rows
         .iter()
@@ -113,12 +98,109 @@ fn draw_help(f: &mut Frame, area: Rect, app: &App) {
         .max()
         .unwrap_or(0);
     let w = u16::try_from(widest).unwrap_or(u16::MAX).max(72);
+    let inner_w = usize::from(w.min(area.width).saturating_sub(2)).max(1);
+    // Every row wrapped to the width there is, nothing cut: a description continues under
+    // itself, past the key column.
+    let desc_w = inner_w.saturating_sub(key_w + 3).max(1);
+    let mut lines: Vec<Line> = Vec::new();
+    for (k, d) in &rows {
+        for (i, part) in super::fit::wrap(d, desc_w).into_iter().enumerate() {
+            let key = if i == 0 { k.as_str() } else { "" };
+            lines.push(Line::from(vec![
+                Span::styled(format!(" {key:<key_w$}  "), t.focus()),
+                Span::styled(part, t.text()),
+            ]));
+        }
+    }
+    lines.push(Line::from(""));
+    for n in notes {
+        for part in super::fit::wrap(n, inner_w) {
+            lines.push(Line::from(Span::styled(part, t.muted())));
+        }
+    }
+    let title = format!(" Help · {} ", screen_name(app));
+    draw_scrolling(f, area, app, w, title, lines, app.help_scroll);
+}
+
+/// The screen's name for a title, in words.
+fn screen_name(app: &App) -> &'static str {
+    match app.screen {
+        crate::ui::app::Screen::Home => "Home",
+        crate::ui::app::Screen::Run => "Run",
+        crate::ui::app::Screen::Live => "Live",
+        crate::ui::app::Screen::Check => "Check",
+    }
+}
+
+/// Every status line of the session, oldest first, each whole (wrapped) with its time.
+fn draw_messages(f: &mut Frame, area: Rect, app: &App) {
+    let t = &app.theme;
+    let w = area.width.saturating_sub(4).max(20);
+    let inner_w = usize::from(w.min(area.width).saturating_sub(2)).max(1);
+    let mut lines: Vec<Line> = Vec::new();
+    if app.messages.is_empty() {
+        lines.push(Line::from(Span::styled(" no messages yet", t.muted())));
+    }
+    for (at, m) in &app.messages {
+        let clock = crate::time::clock(*at);
+        let pad = clock.chars().count() + 2;
+        let text = crate::text::visible(m);
+        for (i, part) in super::fit::wrap(&text, inner_w.saturating_sub(pad).max(1))
+            .into_iter()
+            .enumerate()
+        {
+            let stamp = if i == 0 {
+                format!("{clock}  ")
+            } else {
+                " ".repeat(pad)
+            };
+            lines.push(Line::from(vec![
+                Span::styled(stamp, t.muted()),
+                Span::styled(part, t.text()),
+            ]));
+        }
+    }
+    let title = format!(" Messages ({}) · esc closes ", app.messages.len());
+    draw_scrolling(f, area, app, w, title, lines, app.messages_scroll);
+}
+
+/// A modal of `lines` (already wrapped to its width) that scrolls when the terminal is too
+/// short for them: the title says where the reader is and what is left below.
+fn draw_scrolling(
+    f: &mut Frame,
+    area: Rect,
+    app: &App,
+    w: u16,
+    title: String,
+    lines: Vec<Line>,
+    scroll: usize,
+) {
+    let t = &app.theme;
+    let total = lines.len();
+    let h = u16::try_from(total + 2).unwrap_or(u16::MAX);
     let r = centered(area, w, h);
+    let shown = usize::from(r.height.saturating_sub(2));
+    let max = total.saturating_sub(shown);
+    app.overlay_scroll_max.set(max);
+    let top = scroll.min(max);
+    let below = total.saturating_sub(top + shown);
+    let title = if max == 0 {
+        title
+    } else {
+        format!(
+            "{title}· lines {}-{} of {total}{} · j/k pgup/pgdn ",
+            top + 1,
+            (top + shown).min(total),
+            if below > 0 {
+                format!(", {below} more below")
+            } else {
+                String::new()
+            }
+        )
+    };
+    let visible: Vec<Line> = lines.into_iter().skip(top).take(shown).collect();
     f.render_widget(Clear, r);
-    f.render_widget(
-        Paragraph::new(lines).block(modal_block(t, format!(" Help · {:?} ", app.screen))),
-        r,
-    );
+    f.render_widget(Paragraph::new(visible).block(modal_block(t, title)), r);
 }
 
 fn draw_confirm(f: &mut Frame, area: Rect, app: &App, c: &Confirm) {
