@@ -251,6 +251,8 @@ fn a_failed_change_reopened_from_recent_runs_is_decided_not_retried() {
     assert!(
         matches!(first, ExecRequest::Execute { step, .. } if !step.mutates && step.n < apply),
         "{first:?}"
+    );
+}
 
 /// The run active right now is listed in Recent runs as running, not as an interrupted run
 /// to resume (this console holds its journal open), and Enter on it goes back to its run

@@ -508,6 +508,7 @@ fn ctrl_c_y_during_an_apply_then_r_is_the_decision_not_a_retry() {
     let text = std::fs::read_to_string(&journal).expect("journal");
     assert_eq!(apply_attempts(&text), 1, "not before its approval:\n{text}");
     drop(tmux);
+}
 
 /// The crash-and-resume rehearsal the demo promises: `demo --dir D`, an apply running, the
 /// console SIGKILLed, then `demo --dir D` again. The second demo reopens D (its journals
