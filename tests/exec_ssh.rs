@@ -39,13 +39,13 @@ async fn exec_returns_output_and_exit_codes_on_every_node() {
         let ok = pool.exec(&n.name, "true", &opts()).await.expect("exec");
         assert_eq!(ok.exit_status, Some(0));
     }
-    // Killed by a signal: no exit status, the signal named.
+    // Killed by a signal: no exit status, the signal named as the operator knows it.
     let out = pool
         .exec("node1", "kill -TERM $$", &opts())
         .await
         .expect("exec");
     assert_eq!(out.exit_status, None);
-    assert_eq!(out.exit_signal.as_deref(), Some("TERM"));
+    assert_eq!(out.exit_signal.as_deref(), Some("SIGTERM"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -308,6 +308,14 @@ steps:
     );
     let (report, runs) = run_runbook_on_demo(tmp.path(), &runbook, false, false).await;
     assert!(report.succeeded, "{}", report.render());
+    // The summary a headless run prints names the step by its title: masked there too.
+    let summary = report.render();
+    assert_no_secret("the headless summary", &summary);
+    assert!(!summary.contains(&password), "{summary}");
+    assert!(
+        summary.contains(&format!("Credentials, pasted: {MASK} with {MASK}")),
+        "{summary}"
+    );
     let files = files_under(&runs);
     let journals: Vec<&(PathBuf, String)> = files
         .iter()

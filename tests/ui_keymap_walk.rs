@@ -35,7 +35,7 @@ fn fingerprint(a: &App) -> String {
         )
     });
     format!(
-        "{:?} {:?} {:?} {:?} {} {} {} {:?} {:?} {:?} {:?} {} {} {} {:?} wrap={}",
+        "{:?} {:?} {:?} {:?} {} {} {} {:?} {:?} {:?} {:?} {} {} {} {:?} wrap={} help={}",
         a.screen,
         a.overlay,
         a.home_focus,
@@ -51,7 +51,8 @@ fn fingerprint(a: &App) -> String {
         a.check_scroll,
         a.outbox.len(),
         run,
-        a.output_wrap
+        a.output_wrap,
+        a.help_scroll
     )
 }
 
@@ -241,6 +242,10 @@ fn scenario(mode: KeyMode, action: &Action, dir: &std::path::Path) -> Option<App
         (KeyMode::Help, _) => {
             let mut x = home(dir, action);
             x.update(Action::Help);
+            // A short terminal, help drawn once and scrolled one line: every reading key
+            // has somewhere to go.
+            let _ = ui_common::render(&mut x, 80, 12);
+            x.help_scroll = 1;
             x
         }
     };

@@ -271,6 +271,8 @@ async fn drive_as(
     let (caps, notices) = capabilities_with(&repo, observe, clusters, &demo.exec_setup());
     // Progress names steps by their titles, where a runbook may have pasted a secret.
     let mask = caps.read_only().redactor().without_withholding();
+    // The summary printed at the end names steps by their titles too.
+    let report_mask = mask.clone();
     let mut unmasked = progress;
     let mut progress = move |l: &str| unmasked(&mask.redact(l));
     for n in &notices {
@@ -453,7 +455,7 @@ async fn drive_as(
     }
     drop(pump);
     result?;
-    Ok(summarise(&d, journal, env, started.elapsed()))
+    Ok(summarise(&d, journal, env, started.elapsed(), &report_mask))
 }
 
 /// How a signal ended a headless run, as its abandonment's reason says it.
@@ -578,7 +580,13 @@ fn report_changes(a: &RunCore, seen: &mut [(&'static str, u32)], progress: &mut 
     }
 }
 
-fn summarise(d: &Driver, journal: PathBuf, env: String, took: Duration) -> Report {
+fn summarise(
+    d: &Driver,
+    journal: PathBuf,
+    env: String,
+    took: Duration,
+    mask: &crate::redact::Redactor,
+) -> Report {
     let a = &d.session;
     let outcome = a.run.outcome();
     let steps = a
@@ -589,7 +597,7 @@ fn summarise(d: &Driver, journal: PathBuf, env: String, took: Duration) -> Repor
             id: s.id.clone(),
             kind: s.kind.as_str().to_string(),
             host: s.host.clone(),
-            title: s.title.clone(),
+            title: mask.redact(&s.title),
             mutates: s.mutates,
             state: r.state.name().to_string(),
             attempts: r.attempt,
@@ -599,9 +607,9 @@ fn summarise(d: &Driver, journal: PathBuf, env: String, took: Duration) -> Repor
             },
             detail: match &r.state {
                 StepState::Failed { reason } | StepState::Skipped { reason } => {
-                    Some(reason.clone())
+                    Some(mask.redact(reason))
                 }
-                _ => r.detail.clone(),
+                _ => r.detail.as_deref().map(|d| mask.redact(d)),
             },
             gate: r.gate.as_ref().map(|g| {
                 let kind = s

@@ -1762,9 +1762,20 @@ impl App {
             self.env_sel = i;
         }
         self.live_scroll = 0;
-        self.status = Some(format!(
-            "✗ {worst} is critical: showing {worst} (was {from}; e: next environment)"
-        ));
+        let said =
+            format!("✗ {worst} is critical: showing {worst} (was {from}; e: next environment)");
+        // The status line may hold what must be read first (the demo's SIMULATED notice, a
+        // config warning): then this goes to the messages (M), and the header and strip show
+        // the environment.
+        if self.status.is_none() {
+            self.status = Some(said);
+        } else {
+            self.keep_status();
+            if self.messages.len() == MESSAGES_KEPT {
+                self.messages.pop_front();
+            }
+            self.messages.push_back((self.now, said));
+        }
     }
 
     /// `l`: open the Live screen, or leave it.
