@@ -248,9 +248,10 @@ fn the_demo_shows_the_live_panes_with_data() {
         "demo: three panes with data {:?} after the first frame",
         first.elapsed()
     );
-    assert!(s.contains("held by k3s-dev-1"), "{s}");
-    // The dev environment is healthy; prod (the incident) is one `e`/env switch away, and
+    // The dev environment is healthy; prod (the incident) turns critical, and with no
+    // environment chosen yet the console brings it into view; `:env prod` chooses it, and
     // the Live screen names the single-node dependency.
+    tmux.wait_for("env prod");
     tmux.send(&[":"]);
     tmux.send(&["env prod", "Enter"]);
     tmux.wait_for("agents dial node IPs");
