@@ -248,6 +248,8 @@ fn the_demo_shows_the_live_panes_with_data() {
         "demo: three panes with data {:?} after the first frame",
         first.elapsed()
     );
+    // The demo's SIMULATED notice stays on the status line while the panes fill in.
+    assert!(s.contains("SIMULATED homelab"), "{s}");
     // The dev environment is healthy; prod (the incident) turns critical, and with no
     // environment chosen yet the console brings it into view; `:env prod` chooses it, and
     // the Live screen names the single-node dependency.
