@@ -1771,10 +1771,7 @@ impl App {
             self.status = Some(said);
         } else {
             self.keep_status();
-            if self.messages.len() == MESSAGES_KEPT {
-                self.messages.pop_front();
-            }
-            self.messages.push_back((self.now, said));
+            self.log_message(said);
         }
     }
 
@@ -1819,10 +1816,16 @@ impl App {
         if self.messages.back().is_some_and(|(_, last)| last == s) {
             return;
         }
+        let s = s.clone();
+        self.log_message(s);
+    }
+
+    /// One line into the messages log, now, the oldest going past [`MESSAGES_KEPT`].
+    fn log_message(&mut self, text: String) {
         if self.messages.len() == MESSAGES_KEPT {
             self.messages.pop_front();
         }
-        self.messages.push_back((self.now, s.clone()));
+        self.messages.push_back((self.now, text));
     }
 
     /// The messages overlay, on its newest messages.
