@@ -782,12 +782,10 @@ impl<X: Executors> RunSession<X> {
         };
         let in_flight: Vec<(usize, u32)> = self
             .run
-            .steps()
-            .filter(|(s, r)| {
-                matches!(r.state, StepState::Running { .. } | StepState::Verifying)
-                    && Some(s.n) != ended
-            })
-            .map(|(s, r)| (s.n, r.attempt))
+            .in_flight()
+            .into_iter()
+            .filter(|n| Some(*n) != ended)
+            .filter_map(|n| self.run.step_record(n).map(|r| (n, r.attempt)))
             .collect();
         // Journaled where the journal still takes a line (a transient failure, a small
         // line into the last bytes): the run reads as abandoned, resumable, not running.
