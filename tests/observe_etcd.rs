@@ -195,6 +195,27 @@ async fn two_of_three_members_down_is_no_quorum_through_the_api() {
 
     let faults = d.fault_injector();
     let first = faults.inject("prod", "holder-dies").expect("accepted");
+    // The fault reaches the simulated controllers over a channel (the CI run that looked
+    // at once saw 3 of 3 up): wait until the API lists k3s-prod-1 NotReady, then look.
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(c.clone());
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let n = nodes.get("k3s-prod-1").await.expect("node");
+        let ready = n
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        if !ready {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "k3s-prod-1 still Ready 5 s after {first}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // One of three down: quorum holds, a warning naming the member.
     let (one, _) = p.look(&d.repo, "prod", &cancel).await;
     let q = quorum(&one);
