@@ -127,12 +127,12 @@ fi
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets --quiet -- -D warnings
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 step "cargo test"
 rc=0
-cargo test --all-targets --no-fail-fast || rc=$?
+cargo test --workspace --all-targets --no-fail-fast || rc=$?
 step "done (exit $rc)"
 printf '    [total: %ds]\n' $(( $(date +%s) - T_START ))
 exit "$rc"

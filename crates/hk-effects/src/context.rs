@@ -1,0 +1,239 @@
+//! What the commands and the console share: a loaded repo, the runbook set, and planning
+//! one runbook for one environment.
+//!
+//! Owns: the glue between the model (`repo`) and the pure engine (`runbook`): reading a
+//! `--runbooks` directory, the planner's [`Topology`] over the real inventory, and turning
+//! an [`Environment`] into a [`PlanEnv`]. An environment whose facts are unknown cannot be
+//! planned for: the error says which fact and why.
+//! Must not: run anything.
+
+use std::path::{Path, PathBuf};
+
+use hk_engine::repo::env::Environment;
+use hk_engine::repo::Repo;
+use hk_engine::runbook::embedded::{self, RunbookSet};
+use hk_engine::runbook::plan::{self, Plan, PlanEnv};
+use hk_engine::runbook::validate::Diagnostic;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    #[error("{path}: cannot read runbooks: {source}")]
+    ReadRunbooks {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}", diagnostics.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    InvalidRunbooks { diagnostics: Vec<Diagnostic> },
+    #[error("no runbook `{id}` (known: {known})")]
+    UnknownRunbook { id: String, known: String },
+    #[error("no environment `{name}` in hk-console.yaml (known: {known})")]
+    UnknownEnv { name: String, known: String },
+    #[error("cannot plan for `{env}`: its {what} is unknown{why}\n  hint: run `hk-console envs` to see what the inventory says")]
+    UnknownFact {
+        env: String,
+        what: &'static str,
+        why: String,
+    },
+    #[error("{0}")]
+    Plan(#[from] plan::PlanError),
+    #[error("no host `{host}` in {}", inventory.display())]
+    UnknownHost { host: String, inventory: PathBuf },
+    #[error("host {host}: {message}")]
+    Connection { host: String, message: String },
+}
+
+/// Read every runbook file (`*.yaml`, `*.yml`) in `dir` as (file path, text) pairs.
+pub fn read_runbook_dir(dir: &Path) -> Result<Vec<(String, String)>, ContextError> {
+    let err = |source| ContextError::ReadRunbooks {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(err)? {
+        let path = entry.map_err(err)?.path();
+        // Every runbook-named entry that is not a directory is read, so a FIFO or device
+        // named `x.yaml` is refused by the bounded reader, naming it, never skipped.
+        let runbook_named = path.extension().is_some_and(|e| e == "yaml" || e == "yml");
+        if runbook_named && !path.is_dir() {
+            let text = hk_engine::repo::read::read_to_string(&path).map_err(|source| {
+                ContextError::ReadRunbooks {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
+            files.push((path.display().to_string(), text));
+        }
+    }
+    Ok(embedded::runbook_files(files))
+}
+
+/// The built-in runbooks, plus `--runbooks DIR` adding or overriding by id.
+pub fn load_runbooks(dir: Option<&Path>) -> Result<RunbookSet, ContextError> {
+    let overrides = match dir {
+        Some(d) => read_runbook_dir(d)?,
+        None => Vec::new(),
+    };
+    embedded::load(&overrides).map_err(|diagnostics| ContextError::InvalidRunbooks { diagnostics })
+}
+
+fn known_fact<'a>(
+    env: &'a Environment,
+    fact: &'a hk_engine::repo::env::Fact,
+    what: &'static str,
+) -> Result<&'a str, ContextError> {
+    fact.get().ok_or_else(|| {
+        let related: Vec<String> = env
+            .problems
+            .iter()
+            .map(ToString::to_string)
+            .filter(|p| p.contains(fact.var) || p.contains("servers group"))
+            .collect();
+        ContextError::UnknownFact {
+            env: env.name.clone(),
+            what,
+            why: if related.is_empty() {
+                format!(" (`{}` has no value)", fact.var)
+            } else {
+                format!(": {}", related.join("; "))
+            },
+        }
+    })
+}
+
+/// The secondary group: the one child of the servers group that is not the primary.
+fn secondary_group(repo: &Repo, env: &Environment, primary: &str) -> Option<String> {
+    let children = repo.inventory.children_of(&env.servers_group)?;
+    let mut others = children.into_iter().filter(|c| c != primary);
+    let first = others.next()?;
+    others.next().is_none().then_some(first)
+}
+
+/// An environment as the planner needs it.
+pub fn plan_env(repo: &Repo, env_name: &str, host: Option<&str>) -> Result<PlanEnv, ContextError> {
+    let env = repo
+        .environment(env_name)
+        .ok_or_else(|| ContextError::UnknownEnv {
+            name: env_name.to_string(),
+            known: repo.environment_names().join(", "),
+        })?;
+    let primary = known_fact(env, &env.primary_group, "primary group")?.to_string();
+    let vip = known_fact(env, &env.vip, "VIP")?.to_string();
+    let port_text = known_fact(env, &env.api_port, "API port")?;
+    let api_port: u16 = port_text.parse().map_err(|_| ContextError::UnknownFact {
+        env: env.name.clone(),
+        what: "API port",
+        why: format!(": `k3s_api_port` is `{port_text}`, not a port number"),
+    })?;
+    // ansible-playbook runs in the ansible dir, so the inventory is given relative to it.
+    let inventory = repo
+        .inventory_path
+        .strip_prefix(&repo.ansible_dir)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|_| repo.inventory_path.clone());
+    Ok(PlanEnv {
+        name: env.name.clone(),
+        servers: env.servers_group.clone(),
+        vpn_gateways: env.vpn_gateways_group.clone(),
+        secondary_group: secondary_group(repo, env, &primary),
+        primary_group: primary,
+        vip,
+        api_port,
+        operator_present: env.operator_present,
+        protected: env.protected,
+        inventory: inventory.display().to_string(),
+        ansible_dir: repo.ansible_dir.display().to_string(),
+        kubeconfig: env
+            .kubeconfig_name
+            .get()
+            .map(|k| repo.root.join(".cache").join(k).display().to_string()),
+        host: host.map(str::to_string),
+    })
+}
+
+/// Plan one runbook for one environment.
+pub fn plan_runbook(
+    repo: &Repo,
+    runbooks: &RunbookSet,
+    runbook_id: &str,
+    env_name: &str,
+    host: Option<&str>,
+) -> Result<Plan, ContextError> {
+    let runbook = runbooks
+        .get(runbook_id)
+        .ok_or_else(|| ContextError::UnknownRunbook {
+            id: runbook_id.to_string(),
+            known: runbooks.ids().collect::<Vec<_>>().join(", "),
+        })?;
+    let env = plan_env(repo, env_name, host)?;
+    Ok(plan::plan(runbook, &env, repo)?)
+}
+
+/// How to reach `host` over SSH, as Ansible's ssh connection would: its rendered hostvars
+/// (`ansible_host`, `ansible_port`, `ansible_user`, `ansible_ssh_private_key_file`), then
+/// `~/.ssh/config` where the inventory is silent. A connection variable that cannot be
+/// rendered is an error naming it, never a silent fallback to another address.
+pub fn connect_settings(
+    repo: &Repo,
+    host: &str,
+) -> Result<crate::exec::settings::ConnectSettings, ContextError> {
+    let defaults = crate::exec::settings::SshDefaults::from_env();
+    let ssh_config = load_ssh_config(&defaults).map_err(|e| ContextError::Connection {
+        host: host.to_string(),
+        message: e.to_string(),
+    })?;
+    connect_settings_with(repo, host, &ssh_config, &defaults)
+}
+
+/// `~/.ssh/config` (an absent file is an empty config).
+pub fn load_ssh_config(
+    defaults: &crate::exec::settings::SshDefaults,
+) -> Result<crate::exec::settings::SshConfig, crate::exec::settings::SettingsError> {
+    crate::exec::settings::SshConfig::load(&defaults.home.join(".ssh").join("config"))
+}
+
+/// [`connect_settings`] with `~/.ssh/config` already read: for settling every host of an
+/// inventory without reading the file once per host.
+pub fn connect_settings_with(
+    repo: &Repo,
+    host: &str,
+    ssh_config: &crate::exec::settings::SshConfig,
+    defaults: &crate::exec::settings::SshDefaults,
+) -> Result<crate::exec::settings::ConnectSettings, ContextError> {
+    let resolved = repo
+        .resolve_all(host)
+        .ok_or_else(|| ContextError::UnknownHost {
+            host: host.to_string(),
+            inventory: repo.inventory_path.clone(),
+        })?;
+    let mut vars = std::collections::BTreeMap::new();
+    for (name, value) in resolved {
+        match value {
+            hk_engine::repo::resolve::Resolved::Value(v) => {
+                vars.insert(name, v);
+            }
+            hk_engine::repo::resolve::Resolved::Unrenderable { reason }
+                if name.starts_with("ansible_") =>
+            {
+                return Err(ContextError::Connection {
+                    host: host.to_string(),
+                    message: format!("`{name}` cannot be rendered: {reason}"),
+                });
+            }
+            hk_engine::repo::resolve::Resolved::Unrenderable { .. } => {}
+        }
+    }
+    crate::exec::settings::ConnectSettings::resolve(host, &vars, ssh_config, defaults).map_err(
+        |e| ContextError::Connection {
+            host: host.to_string(),
+            message: e.to_string(),
+        },
+    )
+}
+
+/// The known_hosts files the SSH executor trusts: `~/.ssh/known_hosts`, then the one
+/// hk-console.yaml names (relative to the repo root).
+pub fn ssh_options(repo: &Repo) -> crate::exec::ssh::SshOptions {
+    crate::exec::ssh::SshOptions::from_env(
+        repo.config.known_hosts.as_ref().map(|p| repo.root.join(p)),
+    )
+}

@@ -1,0 +1,14 @@
+//! hk-effects: what touches the world. Only this crate (and the simulation, which plays the
+//! world) opens connections or starts processes.
+//!
+//! - [`exec`]: SSH (russh), ansible-playbook supervision, the kube-backed steps; read-only
+//!   as a type.
+//! - [`cluster`]: the kube client, kubeconfig choice, object conversions, the run lock.
+//! - [`context`]: the glue commands and the console share: repo + runbooks -> plans.
+//! - [`observe`]: the live sources (the kube watchers, the VPN and etcd looks) and the
+//!   judged panes they send.
+
+pub mod cluster;
+pub mod context;
+pub mod exec;
+pub mod observe;

@@ -1,0 +1,508 @@
+//! The etcd pane, looked at over SSH: every k3s server of the chosen environments (the
+//! members of its embedded etcd), one read-only look each, judged by `checks::live::etcd`.
+//!
+//! Owns: which hosts are members (the environment's `servers` group from hk-console.yaml),
+//! what to read on each (the member's metrics URL, hostvar `etcd_metrics_url`, default
+//! k3s's own `http://127.0.0.1:2381/metrics`; and `/proc/pressure/io`), the two read-only
+//! commands sent (see [`Commands`], every word shell-quoted), their output turned into an
+//! [`EtcdMemberObs`], the one-shot [`EtcdProbe::look`] and the poller [`spawn_etcd_poll`];
+//! and, for an environment whose cluster is reachable ([`EtcdProbe::with_api`]), quorum's
+//! live source: `GET /readyz/etcd` and one LIST of the nodes through its API endpoint.
+//!
+//! Why SSH: the API server does not say which member leads, nor how long each member's WAL
+//! fsyncs take; k3s serves etcd's metrics on each server's loopback only, and IO pressure
+//! is a kernel file. Both are read-only reads.
+//!
+//! Must not: judge (the rules are `checks::live::etcd`, the parsers `parse_etcd_metrics` /
+//! `parse_psi`), run anything but its two read-only commands (only an `Executor<ReadOnly>`
+//! is held) and the two API reads (GET and LIST only), or panic on a host that cannot be reached (a [`Look::CouldNotLook`] naming it).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::hostvar::{http_url, string_var, HostVarError};
+use super::ssh_look::failed;
+use crate::exec::settings::{SshConfig, SshDefaults};
+use crate::exec::{CommandOutput, Executor, ReadOnly, SshOptions};
+use hk_engine::checks::live::{self, EtcdMemberObs, EtcdPane, EtcdPolicy, Look, Timestamp};
+use hk_engine::repo::Repo;
+
+/// The hostvar naming a server's etcd metrics URL.
+pub const VAR_METRICS_URL: &str = "etcd_metrics_url";
+/// k3s's default: etcd's metrics listener on the server's loopback.
+pub const DEFAULT_METRICS_URL: &str = "http://127.0.0.1:2381/metrics";
+/// The kernel's IO pressure file.
+pub const PSI_FILE: &str = "/proc/pressure/io";
+
+/// The two read-only commands of one member's look, as argv.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commands {
+    /// `curl -sS --max-time N URL`
+    pub metrics: Vec<String>,
+    /// `cat /proc/pressure/io`
+    pub psi: Vec<String>,
+}
+
+impl Commands {
+    pub fn new(metrics_url: &str, max_time: Duration) -> Self {
+        let max_time = max_time.as_secs().max(1).to_string();
+        Commands {
+            metrics: ["curl", "-sS", "--max-time", &max_time, metrics_url]
+                .map(str::to_string)
+                .to_vec(),
+            psi: vec!["cat".to_string(), PSI_FILE.to_string()],
+        }
+    }
+}
+
+/// One member to look at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberSpec {
+    pub env: String,
+    pub host: String,
+    pub address: String,
+    /// The metrics URL, or why it cannot be worked out (a could-not-look for the metrics).
+    pub metrics_url: Result<String, HostVarError>,
+}
+
+/// The metrics URL of `host`: its rendered `etcd_metrics_url`, the k3s default where the
+/// repo defines none. A value that cannot be rendered, is no string or no http(s) URL is an
+/// error naming the host and the variable, never the default in disguise.
+pub fn metrics_url(repo: &Repo, host: &str) -> Result<String, HostVarError> {
+    let url = string_var(repo, host, VAR_METRICS_URL, DEFAULT_METRICS_URL)?;
+    if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        // A URL is one word of the curl command line.
+        return Err(HostVarError::NotHttpUrl {
+            host: host.to_string(),
+            var: VAR_METRICS_URL.to_string(),
+            value: url,
+        });
+    }
+    http_url(host, VAR_METRICS_URL, url)
+}
+
+/// Why an environment has no etcd members to look at.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MembersError {
+    #[error("no environment `{env}` in hk-console.yaml (known: {known})")]
+    UnknownEnv { env: String, known: String },
+    #[error("{env} has no servers (group `{group}` is empty): no etcd member to look at")]
+    NoServers { env: String, group: String },
+}
+
+/// The members of `env`: its servers, in inventory order.
+pub fn members(repo: &Repo, env: &str) -> Result<Vec<MemberSpec>, MembersError> {
+    let e = repo
+        .environment(env)
+        .ok_or_else(|| MembersError::UnknownEnv {
+            env: env.to_string(),
+            known: repo.environment_names().join(", "),
+        })?;
+    if e.servers.is_empty() {
+        return Err(MembersError::NoServers {
+            env: env.to_string(),
+            group: e.servers_group.clone(),
+        });
+    }
+    Ok(e.servers
+        .iter()
+        .map(|s| MemberSpec {
+            env: env.to_string(),
+            host: s.name.clone(),
+            address: s.address.clone(),
+            metrics_url: metrics_url(repo, &s.name),
+        })
+        .collect())
+}
+
+/// The servers' SSH side: a read-only executor (one connection per host, reused across
+/// looks) and the hosts whose connection settings could not be worked out.
+pub struct EtcdProbe {
+    exec: Arc<Executor<ReadOnly>>,
+    unreachable: BTreeMap<String, String>,
+    pub policy: EtcdPolicy,
+    /// `curl --max-time`.
+    pub curl_max_time: Duration,
+    /// How long one command may take before it is stopped.
+    pub command_timeout: Duration,
+    /// Per environment, its cluster's client and settings: quorum is read through it.
+    api: BTreeMap<String, (kube::Client, crate::cluster::WatchSettings)>,
+}
+
+impl std::fmt::Debug for EtcdProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdProbe")
+            .field("unreachable", &self.unreachable)
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+impl EtcdProbe {
+    /// A pool for every server of the repo, connecting as the console does (the same
+    /// settings path as the VPN look: hostvars, then `~/.ssh/config`).
+    pub fn for_repo(repo: &Repo, ssh: SshOptions) -> Self {
+        super::ssh_look::with_ssh_config(
+            || all_servers(repo),
+            |config, defaults| Self::for_repo_with(repo, ssh, config, defaults),
+            |p| &mut p.unreachable,
+        )
+    }
+
+    /// [`EtcdProbe::for_repo`] with `~/.ssh/config` and the user/home defaults given.
+    pub fn for_repo_with(
+        repo: &Repo,
+        ssh: SshOptions,
+        ssh_config: &SshConfig,
+        defaults: &SshDefaults,
+    ) -> Self {
+        let (exec, unreachable) =
+            super::ssh_look::read_only_ssh(repo, ssh, all_servers(repo), ssh_config, defaults);
+        EtcdProbe {
+            exec: Arc::new(exec),
+            unreachable,
+            policy: EtcdPolicy::default(),
+            curl_max_time: Duration::from_secs(5),
+            command_timeout: Duration::from_secs(10),
+            api: BTreeMap::new(),
+        }
+    }
+
+    /// Read `env`'s quorum through `client` (its API endpoint) on every look.
+    pub fn with_api(
+        mut self,
+        env: &str,
+        client: kube::Client,
+        settings: crate::cluster::WatchSettings,
+    ) -> Self {
+        self.api.insert(env.to_string(), (client, settings));
+        self
+    }
+
+    /// `/readyz/etcd` and the servers' Ready conditions through the API endpoint, both
+    /// bounded by the settings' request timeout (a frozen server is a could-not-look).
+    async fn api_look(
+        client: &kube::Client,
+        settings: &crate::cluster::WatchSettings,
+        servers: &[String],
+    ) -> live::EtcdApiObs {
+        let nodes = async {
+            let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+            let lp = kube::api::ListParams::default();
+            match tokio::time::timeout(settings.request_timeout, api.list(&lp)).await {
+                Ok(Ok(l)) => Look::seen(
+                    l.items
+                        .iter()
+                        .map(crate::cluster::convert::node)
+                        .filter(|n| servers.contains(&n.name))
+                        .map(|n| (n.name, n.ready))
+                        .collect(),
+                ),
+                Ok(Err(e)) => {
+                    Look::could_not(format!("list nodes: {}", crate::cluster::explain(&e)))
+                }
+                Err(_) => Look::could_not(format!(
+                    "list nodes: no answer within {} s",
+                    settings.request_timeout.as_secs()
+                )),
+            }
+        };
+        let (readyz, servers_ready) = tokio::join!(
+            crate::cluster::health_probe::readyz_etcd(client, settings),
+            nodes
+        );
+        live::EtcdApiObs {
+            readyz,
+            servers_ready,
+        }
+    }
+
+    /// How many times a connection to `host` was opened (1 = reused ever since).
+    pub fn connects(&self, host: &str) -> usize {
+        self.exec.ssh().connects(host)
+    }
+
+    /// One read-only command on `host`, the path a runbook `ssh` step with `mutates: false`
+    /// takes (classified, then `Executor::run`).
+    async fn run(
+        &self,
+        host: &str,
+        argv: &[String],
+        cancel: &CancellationToken,
+    ) -> Result<CommandOutput, String> {
+        let look = super::ssh_look::ReadOnlyLook {
+            id: "etcd-look",
+            title: "etcd",
+            timeout: self.command_timeout,
+        };
+        look.run(&self.exec, host, argv, cancel).await
+    }
+
+    /// Everything seen on one member. Never fails: what could not be seen is a
+    /// could-not-look naming the host.
+    pub async fn observe(&self, spec: &MemberSpec, cancel: &CancellationToken) -> EtcdMemberObs {
+        let host = spec.host.as_str();
+        let unseen = |why: String| EtcdMemberObs {
+            host: spec.host.clone(),
+            address: spec.address.clone(),
+            metrics: Look::could_not(why.clone()),
+            io_pressure: Look::could_not(why),
+        };
+        let connected = match self.unreachable.get(host) {
+            Some(why) => Err(why.clone()),
+            None => tokio::select! {
+                r = self.exec.ssh().connect(host) => r.map_err(|e| e.to_string()),
+                _ = cancel.cancelled() => Err(format!("{host}: look cancelled")),
+            },
+        };
+        if let Err(why) = connected {
+            return unseen(why);
+        }
+        let psi_cmd = Commands::new(DEFAULT_METRICS_URL, self.curl_max_time).psi;
+        let metrics = async {
+            match &spec.metrics_url {
+                Err(why) => Look::could_not(why.to_string()),
+                Ok(url) => {
+                    let argv = Commands::new(url, self.curl_max_time).metrics;
+                    metrics_look(host, &argv, self.run(host, &argv, cancel).await)
+                }
+            }
+        };
+        let psi = async { psi_look(host, &psi_cmd, self.run(host, &psi_cmd, cancel).await) };
+        let (metrics, io_pressure) = tokio::join!(metrics, psi);
+        EtcdMemberObs {
+            host: spec.host.clone(),
+            address: spec.address.clone(),
+            metrics,
+            io_pressure,
+        }
+    }
+
+    /// One look at every member of `env`, concurrently, judged. Returns the pane and the
+    /// clock time it was judged at.
+    pub async fn look(
+        &self,
+        repo: &Repo,
+        env: &str,
+        cancel: &CancellationToken,
+    ) -> (EtcdPane, Timestamp) {
+        let specs = match members(repo, env) {
+            Ok(s) => s,
+            Err(why) => {
+                let mut pane = live::etcd(env, &[], &self.policy);
+                pane.verdicts.push(live::Verdict {
+                    pane: live::Pane::Etcd,
+                    rule: live::Rule::CouldNotLook,
+                    severity: live::Severity::Unknown,
+                    env: env.to_string(),
+                    subject: env.to_string(),
+                    message: format!("could not look: {why}"),
+                });
+                return (pane, hk_engine::journal::now());
+            }
+        };
+        let looks = specs.iter().map(|s| self.observe(s, cancel));
+        let servers: Vec<String> = specs.iter().map(|s| s.host.clone()).collect();
+        let api = async {
+            match self.api.get(env) {
+                Some((client, settings)) => tokio::select! {
+                    a = Self::api_look(client, settings, &servers) => Some(a),
+                    _ = cancel.cancelled() => None,
+                },
+                None => None,
+            }
+        };
+        let (observed, api) = tokio::join!(futures::future::join_all(looks), api);
+        let now = hk_engine::journal::now();
+        let mut pane = live::etcd(env, &observed, &self.policy);
+        if let Some(api) = api {
+            live::judge_quorum(&mut pane, &api);
+        }
+        (pane, now)
+    }
+}
+
+/// Every server of every environment of the repo (each once).
+fn all_servers(repo: &Repo) -> Vec<String> {
+    let mut hosts: Vec<String> = repo
+        .environments
+        .iter()
+        .flat_map(|e| e.servers.iter().map(|h| h.name.clone()))
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}
+
+/// `curl URL` for the member's metrics: exit 0 with etcd's metrics = seen; anything else
+/// (curl's error, a body that is no etcd metrics, output cut at the cap) = could not look,
+/// naming the host and the command.
+pub fn metrics_look(
+    host: &str,
+    argv: &[String],
+    result: Result<CommandOutput, String>,
+) -> Look<live::EtcdMetrics> {
+    let out = match result {
+        Ok(out) => out,
+        Err(why) => return Look::could_not(why),
+    };
+    if out.exit_status != Some(0) || out.exit_signal.is_some() {
+        return Look::could_not(failed(host, argv, &out));
+    }
+    if out.stdout_truncated {
+        return Look::could_not(format!(
+            "{host}: `{}` printed more than the SSH output cap",
+            argv.join(" ")
+        ));
+    }
+    match live::parse_etcd_metrics(&out.stdout) {
+        Ok(m) => Look::seen(m),
+        Err(e) => Look::could_not(format!("{host}: `{}`: {e}", argv.join(" "))),
+    }
+}
+
+/// `cat /proc/pressure/io`: exit 0 with PSI text = seen; a kernel without PSI (no such
+/// file) or any other failure = could not look, naming the host.
+pub fn psi_look(
+    host: &str,
+    argv: &[String],
+    result: Result<CommandOutput, String>,
+) -> Look<live::IoPressure> {
+    let out = match result {
+        Ok(out) => out,
+        Err(why) => return Look::could_not(why),
+    };
+    if out.exit_status != Some(0) || out.exit_signal.is_some() {
+        return Look::could_not(failed(host, argv, &out));
+    }
+    match live::parse_psi(&out.stdout) {
+        Ok(p) => Look::seen(p),
+        Err(e) => Look::could_not(format!("{host}: {PSI_FILE}: {e}")),
+    }
+}
+
+/// Looks at every environment of `envs` every `period` (start to start) and sends each
+/// pane through `wrap` on `tx`. Stops when `cancel` trips or the receiver is gone.
+pub fn spawn_etcd_poll<T, F>(
+    repo: Arc<Repo>,
+    envs: Vec<String>,
+    probe: Arc<EtcdProbe>,
+    period: Duration,
+    tx: mpsc::Sender<T>,
+    wrap: F,
+    cancel: CancellationToken,
+) -> JoinHandle<()>
+where
+    T: Send + 'static,
+    F: Fn(EtcdPane, Timestamp) -> T + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period.max(Duration::from_millis(100)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = cancel.cancelled() => return,
+            }
+            let looks = envs.iter().map(|e| probe.look(&repo, e, &cancel));
+            let panes = futures::future::join_all(looks).await;
+            if cancel.is_cancelled() {
+                return;
+            }
+            for (pane, at) in panes {
+                tokio::select! {
+                    r = tx.send(wrap(pane, at)) => if r.is_err() { return },
+                    _ = cancel.cancelled() => return,
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::vpn::remote_command;
+
+    fn out(code: Option<u32>, stdout: &str, stderr: &str) -> CommandOutput {
+        CommandOutput {
+            exit_status: code,
+            exit_signal: None,
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn the_two_commands_are_exactly_these() {
+        let c = Commands::new(DEFAULT_METRICS_URL, Duration::from_secs(5));
+        assert_eq!(
+            remote_command(&c.metrics),
+            "'curl' '-sS' '--max-time' '5' 'http://127.0.0.1:2381/metrics'"
+        );
+        assert_eq!(remote_command(&c.psi), "'cat' '/proc/pressure/io'");
+    }
+
+    #[test]
+    fn failures_are_could_not_look_naming_the_host() {
+        let a = vec!["curl".to_string()];
+        let Look::CouldNotLook { reason } = metrics_look(
+            "k3s-prod-1",
+            &a,
+            Ok(out(
+                Some(7),
+                "",
+                "curl: (7) Failed to connect to 127.0.0.1 port 2381\n",
+            )),
+        ) else {
+            panic!("a refused connection is no metrics");
+        };
+        assert!(
+            reason.starts_with("k3s-prod-1: `curl` exited 7"),
+            "{reason}"
+        );
+        let Look::CouldNotLook { reason } =
+            metrics_look("k3s-prod-1", &a, Ok(out(Some(0), "<html>", "")))
+        else {
+            panic!("a page that is not etcd's is no metrics");
+        };
+        assert!(reason.contains("not an etcd member"), "{reason}");
+        assert!(matches!(
+            metrics_look("h", &a, Ok(out(Some(0), "etcd_server_is_leader 0\n", ""))),
+            Look::Seen { .. }
+        ));
+        let c = vec!["cat".to_string()];
+        let Look::CouldNotLook { reason } = psi_look(
+            "k3s-dev-1",
+            &c,
+            Ok(out(
+                Some(1),
+                "",
+                "cat: /proc/pressure/io: No such file or directory\n",
+            )),
+        ) else {
+            panic!("no PSI file");
+        };
+        assert!(reason.contains("k3s-dev-1"), "{reason}");
+        assert!(matches!(
+            psi_look(
+                "h",
+                &c,
+                Ok(out(
+                    Some(0),
+                    "some avg10=0.10 avg60=0.10 avg300=0.10 total=1\n",
+                    ""
+                ))
+            ),
+            Look::Seen { .. }
+        ));
+    }
+}

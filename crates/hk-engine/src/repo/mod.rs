@@ -1,0 +1,252 @@
+//! The infra repo as data. Owns: reading `hk-console.yaml`, the Ansible inventory and its
+//! vars files, Flux overlays and templates; resolving Jinja; deriving environments.
+//! Must not: run ansible, talk to hosts, or decrypt vaulted files.
+pub mod config;
+pub mod env;
+pub mod flux;
+pub mod init;
+pub mod inventory;
+pub mod listing;
+pub mod provenance;
+pub mod read;
+pub mod resolve;
+pub mod roles;
+pub mod topology;
+pub mod vars;
+pub mod vault;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use self::config::{Config, ConfigError};
+use self::env::{Environment, HostFacts};
+use self::inventory::{Inventory, InventoryError};
+use self::resolve::{GroupMap, Groups, HostContext, Resolved, Resolver};
+use self::vars::Origin;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Inventory(#[from] InventoryError),
+    #[error("{path}: not a directory\n  hint: --repo (or HK_REPO) names the infra repo's top directory, the one holding hk-console.yaml")]
+    NotADirectory { path: PathBuf },
+}
+
+/// An infra repo, loaded: its config, its inventory, and its environments derived.
+#[derive(Debug)]
+pub struct Repo {
+    /// The repo's top directory.
+    pub root: PathBuf,
+    pub config: Config,
+    /// `root/ansible_dir`: where ansible-playbook runs.
+    pub ansible_dir: PathBuf,
+    /// `root/inventory`.
+    pub inventory_path: PathBuf,
+    /// Shared with the `groups` map below, which is made from it when first read.
+    pub inventory: Arc<Inventory>,
+    pub environments: Vec<Environment>,
+    resolver: Resolver,
+    /// Ansible's magic `groups`, made when a template first reads it and shared by every
+    /// host's context.
+    groups: Groups,
+    /// The roles of each set of playbooks a runbook runs, read once.
+    roles_cache: std::sync::Mutex<RolesCache>,
+}
+
+type RolesCache = BTreeMap<Vec<String>, Result<Arc<roles::PlayRoles>, roles::RoleError>>;
+
+/// The sample repo bundled with the source tree (`inventory/`): its addresses are
+/// documentation values, not an operator's hosts.
+pub fn bundled_sample_dir() -> PathBuf {
+    Path::new(env!("HK_SOURCE_ROOT")).join("inventory")
+}
+
+impl Repo {
+    /// Whether this is the bundled sample, however its path was spelt (`--repo ./inventory`
+    /// is the sample too): nothing is dialled on it.
+    pub fn is_bundled_sample(&self) -> bool {
+        let sample = bundled_sample_dir();
+        self.root == sample
+            || matches!(
+                (self.root.canonicalize(), sample.canonicalize()),
+                (Ok(a), Ok(b)) if a == b
+            )
+    }
+
+    pub fn load(root: &Path) -> Result<Repo, RepoError> {
+        if !root.is_dir() {
+            return Err(RepoError::NotADirectory {
+                path: root.to_path_buf(),
+            });
+        }
+        let config = Config::load(root)?;
+        Repo::load_with(root, config)
+    }
+
+    /// A repo read with `config` instead of its `hk-console.yaml` (which `init` proposes
+    /// when there is none).
+    pub fn load_with(root: &Path, config: Config) -> Result<Repo, RepoError> {
+        let inventory_path = root.join(&config.inventory);
+        let inventory = Arc::new(Inventory::load(&inventory_path)?);
+        // Every host name copied twice (under `all` and its group): for 2,000 hosts no
+        // environment uses, that is most of a command's work, and few templates read it.
+        let groups = {
+            let inventory = inventory.clone();
+            Groups::lazy(move || all_groups(&inventory))
+        };
+        let mut repo = Repo {
+            root: root.to_path_buf(),
+            ansible_dir: root.join(&config.ansible_dir),
+            inventory_path,
+            inventory,
+            environments: Vec::new(),
+            config,
+            resolver: Resolver::new(),
+            groups,
+            roles_cache: std::sync::Mutex::default(),
+        };
+        repo.environments = repo
+            .config
+            .environments
+            .iter()
+            .map(|(name, cfg)| env::derive(name, cfg, &repo))
+            .collect();
+        Ok(repo)
+    }
+
+    pub fn environment(&self, name: &str) -> Option<&Environment> {
+        self.environments.iter().find(|e| e.name == name)
+    }
+
+    pub fn environment_names(&self) -> Vec<&str> {
+        self.environments.iter().map(|e| e.name.as_str()).collect()
+    }
+
+    /// What a host's templates can see besides its variables.
+    pub fn host_context(&self, host: &str) -> HostContext {
+        host_context_in(&self.inventory, self.groups.clone(), host)
+    }
+
+    /// A host's merged variables, unrendered.
+    pub fn raw_vars(&self, host: &str) -> Option<BTreeMap<String, serde_json::Value>> {
+        raw_vars(&self.inventory, host)
+    }
+
+    pub fn resolve_var(&self, host: &str, var: &str) -> Option<Resolved> {
+        let raw = self.raw_vars(host)?;
+        raw.contains_key(var).then(|| {
+            self.resolver
+                .resolve_var(&self.host_context(host), &raw, var)
+        })
+    }
+
+    pub fn resolve_all(&self, host: &str) -> Option<BTreeMap<String, Resolved>> {
+        let raw = self.raw_vars(host)?;
+        Some(self.resolver.resolve_all(&self.host_context(host), &raw))
+    }
+
+    /// The roles `playbooks` (relative to the Ansible directory) use, with their defaults
+    /// and vars; read once per set of playbooks.
+    pub fn play_roles(
+        &self,
+        playbooks: &[String],
+    ) -> Result<Arc<roles::PlayRoles>, roles::RoleError> {
+        let mut cache = match self.roles_cache.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(hit) = cache.get(playbooks) {
+            return hit.clone();
+        }
+        let got = roles::play_roles(&self.ansible_dir, playbooks).map(Arc::new);
+        cache.insert(playbooks.to_vec(), got.clone());
+        got
+    }
+
+    /// `var` of `host` as a play with `roles` sees it, at Ansible's precedence: role
+    /// defaults lowest, then the inventory (group_vars, host_vars), then role vars.
+    /// `None`: no layer defines it.
+    pub fn var_in_play(&self, host: &str, var: &str, roles: &roles::PlayRoles) -> Option<Resolved> {
+        let inventory = self.raw_vars(host)?;
+        let mut raw: BTreeMap<String, serde_json::Value> = roles
+            .defaults
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect();
+        raw.extend(inventory);
+        raw.extend(roles.vars.iter().map(|(k, v)| (k.clone(), v.value.clone())));
+        raw.contains_key(var).then(|| {
+            self.resolver
+                .resolve_var(&self.host_context(host), &raw, var)
+        })
+    }
+
+    pub fn resolver(&self) -> &Resolver {
+        &self.resolver
+    }
+}
+
+/// Ansible's magic `groups`: every group's hosts.
+pub fn all_groups(inv: &Inventory) -> GroupMap {
+    inv.group_names()
+        .into_iter()
+        .map(|g| {
+            let hosts = inv.hosts_in(&g).unwrap_or_default();
+            (g, hosts)
+        })
+        .collect()
+}
+
+/// Ansible's magic `groups` and `group_names` for one host.
+pub fn host_context(inv: &Inventory, host: &str) -> HostContext {
+    host_context_with(inv, Arc::new(all_groups(inv)), host)
+}
+
+/// [`host_context`] with a `groups` map already made (shared by many hosts).
+pub fn host_context_with(inv: &Inventory, groups: Arc<GroupMap>, host: &str) -> HostContext {
+    host_context_in(inv, groups.into(), host)
+}
+
+fn host_context_in(inv: &Inventory, groups: Groups, host: &str) -> HostContext {
+    let mut group_names: Vec<String> = inv
+        .groups_of(host)
+        .into_iter()
+        .filter(|g| g != "all")
+        .collect();
+    group_names.sort();
+    HostContext {
+        inventory_hostname: host.to_string(),
+        groups,
+        group_names,
+    }
+}
+
+/// A host's merged variables as plain JSON values.
+pub fn raw_vars(inv: &Inventory, host: &str) -> Option<BTreeMap<String, serde_json::Value>> {
+    Some(
+        inv.host_vars(host)?
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect(),
+    )
+}
+
+impl HostFacts for Repo {
+    fn hosts_in(&self, group: &str) -> Option<Vec<String>> {
+        self.inventory.hosts_in(group)
+    }
+
+    fn resolved(&self, host: &str, var: &str) -> Option<Resolved> {
+        self.resolve_var(host, var)
+    }
+
+    fn origin(&self, host: &str, var: &str) -> Option<Origin> {
+        self.inventory
+            .host_vars(host)?
+            .get(var)
+            .map(|v| v.origin.clone())
+    }
+}

@@ -1,0 +1,189 @@
+//! The real executors (`hk_effects::exec`) behind the session's [`StepExecutor`] boundary, one
+//! file per adapter, and the builder that assembles them for a loaded repo.
+//!
+//! Owns: [`capabilities_for_repo`] / [`capabilities_with`], which build the operate or
+//! observe set (SSH settings per host from its hostvars, as Ansible would connect; the
+//! vault's redactor; each environment's cluster), and the adapters: [`real`] (SSH,
+//! ansible-playbook and list-hosts over `exec::Executor<ReadOnly | Mutating>`), [`probe`]
+//! (TCP probes), [`kube`] (kube-wait and flux-reconcile) over [`clusters`] (which
+//! environment's kubeconfig a step reaches). No environment with a kubeconfig: both kube
+//! kinds are absent and their steps say why; one environment without one: its steps fail
+//! unstarted, saying the same. The dispatch from a request to its executor is
+//! `session::exec` (`Capabilities::executor_for`, `executor_task`).
+//! Must not: decide anything about the run; the machine does. Observe mode: only
+//! `Executor<ReadOnly>` exists in it.
+
+pub mod clusters;
+pub mod kube;
+pub mod probe;
+pub mod real;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hk_effects::cluster::KubeOverrides;
+use hk_effects::exec::{self, AnsibleRunner, Executor, Mutating, SshPool};
+use hk_engine::repo::Repo;
+use hk_engine::runbook::plan::StepKind;
+
+use super::exec::{Capabilities, MutatingExecutors, ReadOnlyExecutors, RunTag};
+
+pub use clusters::Clusters;
+pub use kube::KubeExecutor;
+pub use probe::ProbeExecutor;
+pub use real::RealExecutor;
+
+/// The step kinds `hk_effects::exec` runs (probe steps are run by [`ProbeExecutor`]).
+pub const KINDS: [StepKind; 3] = [StepKind::ListHosts, StepKind::Ansible, StepKind::Ssh];
+
+/// One attempt of one step of one run: what an adapter keeps its cancel token and its
+/// verdict under, for the Cancel and Verify that follow.
+type Key = (RunTag, usize, u32);
+
+/// The executors for a loaded repo: SSH settings for every inventory host (from its
+/// hostvars, `~/.ssh/config` and OpenSSH's defaults), ansible-playbook from the usual
+/// places. Observe mode builds `Executor<ReadOnly>` only; operate also grants the mutating
+/// capability. Hosts whose settings cannot be read are returned as warnings (steps on them
+/// fail with the SSH pool's "no settings" error).
+pub fn capabilities_for_repo(repo: &Repo, observe: bool) -> (Capabilities, Vec<String>) {
+    // The console runs steps for any environment, so each uses the kubeconfig its own
+    // inventory names: a `KUBECONFIG` in the operator's shell names ONE cluster and must
+    // not become every environment's.
+    let clusters = Clusters::for_repo(repo, &KubeOverrides::default());
+    capabilities_with_clusters(repo, observe, Arc::new(clusters))
+}
+
+/// [`capabilities_for_repo`] with the kube-backed executors reaching `clusters`.
+pub fn capabilities_with_clusters(
+    repo: &Repo,
+    observe: bool,
+    clusters: Arc<Clusters>,
+) -> (Capabilities, Vec<String>) {
+    capabilities_with(repo, observe, clusters, &ExecSetup::default())
+}
+
+/// Where the executors depart from the operator's own settings. The default is none: the
+/// repo's known_hosts and OpenSSH's, `~/.ssh/config`, each environment's stuck threshold.
+#[derive(Debug, Clone, Default)]
+pub struct ExecSetup {
+    /// SSH options instead of the repo's (the demo trusts only its own known_hosts).
+    pub ssh: Option<hk_effects::exec::SshOptions>,
+    /// Do not read `~/.ssh/config` (the demo's hosts are its own; an operator's
+    /// `Host 127.*` block must not redirect them).
+    pub ignore_ssh_config: bool,
+    /// kube-wait's stuck-rollout threshold instead of the environment's (the demo scales
+    /// it with its scenario's time compression).
+    pub stuck_after: Option<Duration>,
+    /// The health gate's stable_for and soak divided by this (the demo's scenario time
+    /// scale); `None`: real time.
+    pub time_scale: Option<u32>,
+}
+
+/// [`capabilities_with_clusters`] with `setup` applied.
+pub fn capabilities_with(
+    repo: &Repo,
+    observe: bool,
+    clusters: Arc<Clusters>,
+    setup: &ExecSetup,
+) -> (Capabilities, Vec<String>) {
+    let mut warnings = Vec::new();
+    let pool = Arc::new(SshPool::new(
+        setup
+            .ssh
+            .clone()
+            .unwrap_or_else(|| hk_effects::context::ssh_options(repo)),
+    ));
+    let defaults = exec::settings::SshDefaults::from_env();
+    let ssh_config = if setup.ignore_ssh_config {
+        exec::settings::SshConfig::empty()
+    } else {
+        match hk_effects::context::load_ssh_config(&defaults) {
+            Ok(c) => c,
+            Err(e) => {
+                warnings.push(e.to_string());
+                exec::settings::SshConfig::empty()
+            }
+        }
+    };
+    // The same settings `hk-console ssh trust` uses: a connection variable that cannot be
+    // rendered leaves the host without settings (its steps fail naming it), never dialled
+    // at some other address.
+    for host in repo.inventory.hosts() {
+        match hk_effects::context::connect_settings_with(repo, &host, &ssh_config, &defaults) {
+            Ok(s) => pool.add_host(s),
+            Err(e) => warnings.push(e.to_string()),
+        }
+    }
+    // The vaulted values, learned with the repo's vault password only to be masked in
+    // every line either executor shows, journals or logs (or, without the password, every
+    // diff line withheld).
+    let vault = hk_engine::repo::vault::scan_repo(repo);
+    if let Some(why) = &vault.locked {
+        warnings.push(format!(
+            "vault: {why}; every --diff line is withheld from the screen and the run's files"
+        ));
+    }
+    warnings.extend(vault.problems.iter().map(|p| format!("vault: {p}")));
+    let redactor = vault.redactor();
+    let ro_exec = Arc::new(Executor::read_only(
+        Arc::clone(&pool),
+        AnsibleRunner::from_env(),
+        redactor.clone(),
+    ));
+    let mut read_only = ReadOnlyExecutors::default();
+    // The run's journal masks what the executors mask.
+    read_only.set_redactor(redactor.clone());
+    for kind in KINDS {
+        // A read-only adapter never reports itself as mutating, so this cannot fail.
+        if let Err(e) = read_only.add(Arc::new(RealExecutor::read_only(
+            kind,
+            Arc::clone(&ro_exec),
+        ))) {
+            warnings.push(e.to_string());
+        }
+    }
+    if let Err(e) = read_only.add(Arc::new(ProbeExecutor::default())) {
+        warnings.push(e.to_string());
+    }
+    warnings.extend(clusters.problems());
+    let kube = clusters.usable().then(|| Arc::clone(&clusters));
+    match &kube {
+        Some(c) => {
+            let mut wait = KubeExecutor::kube_wait(Arc::clone(c));
+            if let Some(d) = setup.stuck_after {
+                wait = wait.with_stuck_after(d);
+            }
+            if let Some(s) = setup.time_scale {
+                wait = wait.with_time_scale(s);
+            }
+            if let Err(e) = read_only.add(Arc::new(wait)) {
+                warnings.push(e.to_string());
+            }
+        }
+        None => read_only.absent(StepKind::KubeWait, clusters.why_none()),
+    }
+    if observe {
+        return (Capabilities::Observe { read_only }, warnings);
+    }
+    let mu_exec = Arc::new(Executor::mutating(
+        pool,
+        AnsibleRunner::from_env(),
+        redactor,
+        Mutating::grant("interactive console (operate mode)"),
+    ));
+    let mut mutating = MutatingExecutors::default();
+    for kind in [StepKind::Ansible, StepKind::Ssh] {
+        mutating.add(Arc::new(RealExecutor::mutating(kind, Arc::clone(&mu_exec))));
+    }
+    match kube {
+        Some(c) => mutating.add(Arc::new(KubeExecutor::flux_reconcile(c))),
+        None => mutating.absent(StepKind::FluxReconcile, clusters.why_none()),
+    }
+    (
+        Capabilities::Operate {
+            read_only,
+            mutating,
+        },
+        warnings,
+    )
+}

@@ -1,0 +1,1210 @@
+//! The whole simulated homelab, started in-process: what `hk-console demo` runs.
+//!
+//! Owns: putting the pieces together for one scenario: the demo repo on loopback
+//! ([`super::demo_repo`]), one simulated API server per environment on its VIP with the
+//! kubeconfig where the inventory says it lives, one simulated SSH node per inventory host
+//! with its host key in the repo's known_hosts, a client key the nodes accept, the per-host
+//! connection variables in `host_vars/`, an `ansible.cfg` that keeps ansible-playbook on
+//! those keys (pipelining on: a simulated node never runs Python), and the scenario's
+//! state and timeline on both sides ([`super::cluster`], the nodes' tunnels and disks);
+//! [`FaultInjector`], the way live faults (the console's `:fault`) reach both sides.
+//! Must not: listen or dial anywhere but loopback (every address is checked), touch the
+//! operator's ~/.ssh or ~/.kube, or keep running after [`Demo`] is dropped.
+//!
+//! One file (over 800 lines): the start order of the pieces (repo, API servers, nodes, keys) is
+//! one sequence whose every step checks loopback; it is read top to bottom.
+
+use hk_session::fault::FaultRefused;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use super::apiserver::{RealApiServer, RealCluster};
+use super::cluster::{self, ClusterInput, SimEnv};
+use super::demo_repo::{self, AddressPlan};
+use super::kube::{SimKube, SimKubeConfig};
+use super::node::{Clock, NodeState, Psi, UnitState, VpnTunnel};
+use super::scenario::{self, EnvState, Fault, Scenario};
+use super::ssh::{SimNode, SimNodeSpec};
+use hk_engine::repo::Repo;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error(transparent)]
+    Repo(#[from] demo_repo::DemoRepoError),
+    #[error(transparent)]
+    Scenario(#[from] scenario::ScenarioError),
+    #[error("demo: {0}")]
+    Start(String),
+    #[error(transparent)]
+    ApiServer(#[from] super::apiserver::ApiServerError),
+    #[error("demo: cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A running simulation. Dropping it stops every server and controller.
+pub struct Demo {
+    pub dir: PathBuf,
+    pub repo: Repo,
+    pub scenario_name: String,
+    pub scenario: Scenario,
+    pub plan: AddressPlan,
+    /// Environment -> its simulated API server (empty with `--apiserver`).
+    pub kubes: BTreeMap<String, SimKube>,
+    /// With `--apiserver DIR`: the real kube-apiservers (and their etcd) in their place.
+    pub real: Option<RealApis>,
+    /// Inventory host -> its simulated SSH node.
+    pub nodes: BTreeMap<String, SimNode>,
+    cancel: CancellationToken,
+    injector: FaultInjector,
+}
+
+/// `demo --apiserver`'s real API servers: one per environment, over one etcd. The servers
+/// are dropped (stopped) before the etcd.
+#[derive(Debug)]
+pub struct RealApis {
+    pub servers: BTreeMap<String, RealApiServer>,
+    pub cluster: RealCluster,
+}
+
+impl std::fmt::Debug for Demo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Demo")
+            .field("dir", &self.dir)
+            .field("scenario", &self.scenario_name)
+            .finish()
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        for n in self.nodes.values() {
+            n.stop();
+        }
+    }
+}
+
+impl Demo {
+    /// The line the console's banner shows.
+    pub fn banner(&self) -> String {
+        format!(
+            "SIMULATED homelab, scenario `{}`: {} (nothing leaves this machine; repo {})",
+            self.scenario_name,
+            self.scenario.description.trim(),
+            self.dir.display()
+        )
+    }
+
+    /// The simulated state of one host (tests and `:fault` read and change it).
+    pub fn node_state(&self, host: &str) -> Option<Arc<Mutex<NodeState>>> {
+        self.nodes.get(host).map(SimNode::state)
+    }
+
+    /// The way in for faults while the simulation runs (the console's `:fault`). It stops
+    /// working (every fault is an error) once this demo is dropped.
+    pub fn fault_injector(&self) -> FaultInjector {
+        self.injector.clone()
+    }
+}
+
+/// What a live fault needs of one environment.
+struct EnvFaults {
+    sim: SimEnv,
+    /// What the environment's controllers last made of its cluster.
+    view: cluster::View,
+    lease_duration_s: u64,
+    /// Into the environment's controllers ([`cluster::run`]).
+    cluster: UnboundedSender<ClusterInput>,
+    /// The VPN gateways' (host, state).
+    gateways: Vec<(String, Arc<Mutex<NodeState>>)>,
+}
+
+/// Injects faults into a running simulation, one typed line at a time (`:fault prod
+/// holder-dies`). Cheap to clone.
+#[derive(Clone)]
+pub struct FaultInjector {
+    envs: Arc<BTreeMap<String, EnvFaults>>,
+}
+
+impl std::fmt::Debug for FaultInjector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultInjector")
+            .field("environments", &self.environments())
+            .finish()
+    }
+}
+
+impl FaultInjector {
+    /// The environments faults can go to, sorted.
+    pub fn environments(&self) -> Vec<String> {
+        self.envs.keys().cloned().collect()
+    }
+
+    /// `:fault ENV FAULT [N]` with the environments and faults this simulation has.
+    pub fn usage(&self) -> String {
+        format!(
+            "usage: :fault ENV FAULT (ENV: {}; FAULT: {})",
+            self.environments().join(", "),
+            Fault::usage()
+        )
+    }
+
+    /// Parse `words` (`agent-drifts 2`) and apply it to `env` now. Returns one line saying
+    /// what happened; an error (nothing changed) names what was expected.
+    pub fn inject(&self, env: &str, words: &str) -> Result<String, FaultRefused> {
+        let e = self.envs.get(env).ok_or_else(|| FaultRefused::UnknownEnv {
+            env: env.to_string(),
+            known: self.environments().join(", "),
+        })?;
+        // The port's refusal is the UI's type, which names nothing of the simulation: the
+        // words' error reaches it as its text.
+        let fault = Fault::from_words(words).map_err(|e| FaultRefused::NotAFault(e.to_string()))?;
+        let said = match &fault {
+            Fault::HolderDies => {
+                let Some(holder) = e.view.lease_holder() else {
+                    return Err(FaultRefused::NoHolder {
+                        env: env.to_string(),
+                        lease: e.sim.lease_name.clone(),
+                    });
+                };
+                let others_alive = e
+                    .sim
+                    .servers
+                    .iter()
+                    .any(|(n, _)| *n != holder && e.view.node_ready(n) == Some(true));
+                let moves = if others_alive {
+                    format!("the lease moves once it expires ({} s)", e.lease_duration_s)
+                } else {
+                    "no live server is left to take the lease".to_string()
+                };
+                if e.view.node_ready(&holder) == Some(false) {
+                    return Ok(format!(
+                        "{env}: {holder} (lease holder) is already dead; nothing changed ({moves})"
+                    ));
+                }
+                format!("{holder} (lease holder) died: NotReady, no more renewals; {moves}")
+            }
+            Fault::AgentDrifts { server } => {
+                let Some((node, _)) = e.sim.servers.get(server.saturating_sub(1)) else {
+                    let have: Vec<String> = e
+                        .sim
+                        .servers
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (n, _))| format!("{} {n}", i + 1))
+                        .collect();
+                    return Err(FaultRefused::NoSuchServer {
+                        env: env.to_string(),
+                        server: *server,
+                        count: e.sim.servers.len(),
+                        have: have.join(", "),
+                    });
+                };
+                format!(
+                    "the cilium agent on {node} (server {server}) is recreated dialling its own node address {}, not the VIP {}",
+                    e.sim.dial(scenario::AgentsDial::OwnNode, server - 1),
+                    e.sim.vip
+                )
+            }
+            Fault::VpnDown | Fault::VpnUp => {
+                if e.gateways.is_empty() {
+                    return Err(FaultRefused::NoGateway {
+                        env: env.to_string(),
+                        fault: fault.name().to_string(),
+                    });
+                }
+                let said = set_tunnels(&e.gateways, matches!(fault, Fault::VpnUp));
+                tracing::info!(env, fault = fault.name(), said = %said.join("; "), "fault injected");
+                return Ok(format!("{env}: {}", said.join("; ")));
+            }
+        };
+        e.cluster
+            .send(ClusterInput::Fault(fault.clone()))
+            .map_err(|_| FaultRefused::Stopped {
+                env: env.to_string(),
+            })?;
+        tracing::info!(env, fault = fault.name(), said = %said, "fault injected");
+        Ok(format!("{env}: {said}"))
+    }
+}
+
+impl hk_session::fault::FaultSink for FaultInjector {
+    fn inject(&self, env: &str, words: &str) -> Result<String, FaultRefused> {
+        FaultInjector::inject(self, env, words)
+    }
+
+    fn usage(&self) -> String {
+        FaultInjector::usage(self)
+    }
+
+    fn fault_names(&self) -> Vec<String> {
+        scenario::FAULTS
+            .iter()
+            .map(|(n, _)| (*n).to_string())
+            .collect()
+    }
+}
+
+/// The tunnel unit on each gateway fails (`up` false) or starts (`up` true), now. One line
+/// per gateway saying what happened, or that it already was so (nothing changed there).
+fn set_tunnels(gateways: &[(String, Arc<Mutex<NodeState>>)], up: bool) -> Vec<String> {
+    gateways
+        .iter()
+        .map(|(host, state)| {
+            let Ok(mut n) = state.lock() else {
+                return format!("{host}: its simulated state is unavailable; nothing changed");
+            };
+            let Some(unit) = n.vpn.as_ref().map(|v| v.unit.clone()) else {
+                return format!("{host} has no tunnel unit; nothing changed");
+            };
+            let before = n.units.get(&unit).map(|u| u.state);
+            let now = n.now_ms();
+            match (up, before) {
+                (true, Some(UnitState::Active)) => format!("{unit} on {host} is already active"),
+                (false, Some(s)) if s != UnitState::Active => {
+                    format!("{unit} on {host} is already {}", s.as_str())
+                }
+                (true, _) => match n.start_unit_at(&unit, now) {
+                    Ok(()) => format!("{unit} on {host} is active again (the tunnel reconnects)"),
+                    Err(e) => format!("{unit} on {host}: {e}"),
+                },
+                (false, _) => match n.fail_unit_at(&unit, now) {
+                    Ok(()) => format!("{unit} on {host} failed (the tunnel is down)"),
+                    Err(e) => format!("{unit} on {host}: {e}"),
+                },
+            }
+        })
+        .collect()
+}
+
+/// `text` (a YAML mapping file) with every top-level `key:` of `keys` removed (its indented
+/// continuation lines too) and the demo's values appended under a comment saying so. The
+/// values are plain scalars the demo made (ports, paths it wrote, addresses).
+fn set_top_level_keys(text: &str, what: &str, keys: &[(String, String)]) -> String {
+    let mut out = String::with_capacity(text.len() + 128);
+    let mut dropping = false;
+    for line in text.lines() {
+        let top_level = !line.starts_with([' ', '\t']) && !line.is_empty();
+        if top_level {
+            dropping = keys.iter().any(|(k, _)| {
+                line.strip_prefix(k.as_str())
+                    .is_some_and(|r| r.trim_start().starts_with(':'))
+            });
+        }
+        if !dropping {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !out.is_empty() && !out.ends_with("\n\n") {
+        out.push('\n');
+    }
+    out.push_str(&format!("# Written by hk-console demo: {what}.\n"));
+    for (k, v) in keys {
+        out.push_str(&format!("{k}: {v}\n"));
+    }
+    out
+}
+
+fn write(path: &Path, text: &str) -> Result<(), DemoError> {
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p).map_err(|source| DemoError::Write {
+            path: p.to_path_buf(),
+            source,
+        })?;
+    }
+    std::fs::write(path, text).map_err(|source| DemoError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0)
+}
+
+/// How many ports [`start_api_servers`] tries before giving up.
+const API_PORT_TRIES: usize = 20;
+
+/// Every environment's API server on its own VIP and one common port: the repo names one
+/// `k8sServicePort` for all environments (a shared HelmRelease), as real VIPs all serve
+/// the same port; per-environment random ports would make the demo's own copy fail its
+/// parity check. The port is the one the first VIP gets free; a concurrent demo (tests run
+/// many) can hold it on another VIP, and then every server is stopped and another tried.
+async fn start_api_servers(
+    repo: &Repo,
+    plan: &AddressPlan,
+) -> Result<BTreeMap<String, SimKube>, DemoError> {
+    let mut last = None;
+    for _ in 0..API_PORT_TRIES {
+        let mut started: BTreeMap<String, SimKube> = BTreeMap::new();
+        let mut port = 0;
+        let mut taken = None;
+        for env in &repo.environments {
+            let vip = plan.vips[&env.name];
+            let config = SimKubeConfig {
+                name: format!("hk-sim-{}", env.name),
+                ..SimKubeConfig::default()
+            };
+            match SimKube::start_with(SocketAddr::new(IpAddr::V4(vip), port), config).await {
+                Ok(kube) => {
+                    port = kube.addr().port();
+                    started.insert(env.name.clone(), kube);
+                }
+                Err(super::kube::SimError::Bind { addr, source })
+                    if source.kind() == std::io::ErrorKind::AddrInUse =>
+                {
+                    taken = Some(format!("{addr}: {source}"));
+                    break;
+                }
+                Err(e) => return Err(DemoError::Start(e.to_string())),
+            }
+        }
+        match taken {
+            None => return Ok(started),
+            Some(why) => {
+                for kube in started.into_values() {
+                    kube.shutdown().await;
+                }
+                last = Some(why);
+            }
+        }
+    }
+    Err(DemoError::Start(format!(
+        "no port free on every environment's VIP after {API_PORT_TRIES} tries (last: {})",
+        last.unwrap_or_default()
+    )))
+}
+
+fn string_var(repo: &Repo, host: &str, var: &str) -> Option<String> {
+    repo.resolve_var(host, var)?
+        .value()?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// Start the scenario `name` with its repo under `dir` (which should be empty). Must run
+/// inside a tokio runtime that outlives the returned [`Demo`].
+pub async fn start(name: &str, dir: &Path) -> Result<Demo, DemoError> {
+    start_from(name, dir, None).await
+}
+
+/// [`start_from`], with `apiserver` (`demo --apiserver DIR`): DIR's real etcd and
+/// kube-apiserver in place of the built-in API servers, the same controllers writing to
+/// them through a kube client.
+pub async fn start_with(
+    name: &str,
+    dir: &Path,
+    source: Option<&Path>,
+    apiserver: Option<&Path>,
+) -> Result<Demo, DemoError> {
+    start_demo(name, dir, source, apiserver).await
+}
+
+/// [`start`] on a copy of the operator's repo `source` (`demo --repo DIR`) instead of the
+/// bundled sample: its environments, hosts, groups and variables, moved onto loopback. A
+/// scenario naming an environment that repo does not define is refused, naming it.
+pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result<Demo, DemoError> {
+    start_demo(name, dir, source, None).await
+}
+
+async fn start_demo(
+    name: &str,
+    dir: &Path,
+    source: Option<&Path>,
+    apiserver: Option<&Path>,
+) -> Result<Demo, DemoError> {
+    let scenario = scenario::load(name)?;
+    let (repo, plan) = demo_repo::prepare_from(dir, source)?;
+    let unknown = scenario.unknown_environments(&repo.environment_names());
+    if !unknown.is_empty() {
+        return Err(DemoError::Start(format!(
+            "scenario `{name}` names environment(s) {} that this repo does not define (its environments: {}); `healthy` runs on any repo",
+            unknown.join(", "),
+            repo.environment_names().join(", ")
+        )));
+    }
+    for env in &repo.environments {
+        let beyond = scenario.servers_beyond(&env.name, env.servers.len());
+        if !beyond.is_empty() {
+            return Err(DemoError::Start(format!(
+                "scenario `{name}`: environment `{}` has {} server(s), but the scenario names {}",
+                env.name,
+                env.servers.len(),
+                beyond.join(", ")
+            )));
+        }
+    }
+    let env_index: BTreeMap<String, usize> = repo
+        .environments
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.name.clone(), i))
+        .collect();
+    let state_of = |env: &str| scenario.env_state_at(env, env_index.get(env).copied().unwrap_or(0));
+    let cancel = CancellationToken::new();
+    let start_ms = now_ms();
+    // The nodes' clocks run at real speed: the console judges journal times against its own
+    // clock. `time_scale` compresses the timeline (faults, reconnect periods) instead.
+    let clock = Clock::running(start_ms, 1.0);
+
+    // The operator's key for the simulated nodes (never their ~/.ssh).
+    let key = super::ssh::generate_host_key().map_err(|e| DemoError::Start(e.to_string()))?;
+    let key_path = dir.join(".ssh").join("demo_ed25519");
+    let pem = key
+        .to_openssh(russh::keys::ssh_key::LineEnding::LF)
+        .map_err(|e| DemoError::Start(format!("cannot encode the demo key: {e}")))?;
+    write(&key_path, &pem)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).map_err(
+            |source| DemoError::Write {
+                path: key_path.clone(),
+                source,
+            },
+        )?;
+    }
+    let public = key.public_key().clone();
+
+    // With --apiserver: real API servers in place of the built-in ones (all started before
+    // any is waited for). Either way: one per environment, on its VIP, all on one port.
+    let mut real = match apiserver {
+        Some(bin) => Some(start_real(bin, dir, &repo, &plan).await?),
+        None => None,
+    };
+    let (mut started, api_port) = match &real {
+        Some(r) => (
+            BTreeMap::new(),
+            r.servers.values().next().map(|s| s.addr.port()),
+        ),
+        None => {
+            let started = start_api_servers(&repo, &plan).await?;
+            let port = started.values().next().map(|k| k.addr().port());
+            (started, port)
+        }
+    };
+    if let Some(port) = api_port {
+        let from: Vec<String> = plan.api_ports.values().cloned().collect();
+        demo_repo::move_service_port(dir, &plan.files, &from, port)?;
+    }
+    let mut kubes = BTreeMap::new();
+    let mut api_ports: BTreeMap<String, u16> = BTreeMap::new();
+    let mut sim_envs = Vec::new();
+    for env in &repo.environments {
+        let kc_path = |env: &hk_engine::repo::env::Environment| {
+            env.kubeconfig_name.get().map(|n| dir.join(".cache").join(n)).ok_or_else(|| {
+                DemoError::Start(format!(
+                    "environment `{}`: no `{}` agreed by its servers; the demo cannot place its kubeconfig",
+                    env.name, env.kubeconfig_name.var
+                ))
+            })
+        };
+        if let Some(real) = real.as_mut() {
+            let server = real.servers.get(&env.name).ok_or_else(|| {
+                DemoError::Start(format!("environment `{}`: no API server started", env.name))
+            })?;
+            let kc = kc_path(env)?;
+            let ro = readonly_path(&kc);
+            server
+                .write_kubeconfig(&kc)
+                .and_then(|()| server.write_readonly_kubeconfig(&ro))
+                .map_err(|e| DemoError::Start(e.to_string()))?;
+            let sim_env = sim_env_of(&repo, &plan, env, server.addr.port(), scenario.time_scale)?;
+            let state = state_of(&env.name);
+            let view = cluster::View::default();
+            cluster::seed(
+                &cluster::Target::real(server.client()),
+                &sim_env,
+                &state,
+                &view,
+            )
+            .await
+            .map_err(|e| {
+                DemoError::Start(format!("seeding {} (real kube-apiserver): {e}", env.name))
+            })?;
+            api_ports.insert(env.name.clone(), server.addr.port());
+            sim_envs.push((sim_env, state, view));
+            continue;
+        }
+        let kube = started.remove(&env.name).ok_or_else(|| {
+            DemoError::Start(format!("environment `{}`: no API server started", env.name))
+        })?;
+        let kc = kc_path(env)?;
+        let ro = readonly_path(&kc);
+        kube.write_kubeconfig(&kc)
+            .and_then(|()| kube.write_readonly_kubeconfig(&ro))
+            .map_err(|e| DemoError::Start(e.to_string()))?;
+        api_ports.insert(env.name.clone(), kube.addr().port());
+        let sim_env = sim_env_of(&repo, &plan, env, kube.addr().port(), scenario.time_scale)?;
+        let state = state_of(&env.name);
+        let view = cluster::View::default();
+        cluster::seed(
+            &cluster::Target::builtin(kube.store().clone()),
+            &sim_env,
+            &state,
+            &view,
+        )
+        .await
+        .map_err(|e| DemoError::Start(format!("seeding {}: {e}", env.name)))?;
+        sim_envs.push((sim_env, state, view));
+        kubes.insert(env.name.clone(), kube);
+    }
+
+    // One SSH node per host, each with the state its environment's scenario gives it.
+    let mut nodes = BTreeMap::new();
+    let mut known_hosts = String::new();
+    let gateways: BTreeMap<String, String> = repo
+        .environments
+        .iter()
+        .flat_map(|e| {
+            e.vpn_gateways
+                .iter()
+                .map(|g| (g.name.clone(), e.name.clone()))
+        })
+        .collect();
+    let env_of: BTreeMap<String, String> = repo
+        .environments
+        .iter()
+        .flat_map(|e| e.servers.iter().map(|s| (s.name.clone(), e.name.clone())))
+        .collect();
+    for (host, addr) in &plan.hosts {
+        let env_name = env_of.get(host).or_else(|| gateways.get(host));
+        let position = env_name
+            .and_then(|e| repo.environment(e))
+            .and_then(|e| e.servers.iter().position(|s| &s.name == host))
+            .map(|i| i + 1);
+        let state = env_name
+            .map(|e| state_of(e).on_server(position))
+            .unwrap_or_default();
+        let mut node = build_node(&repo, host, &state, gateways.contains_key(host), &clock)?;
+        // The node's own idea of its address is where the demo placed it: what kubectl's
+        // INTERNAL-IP and the inventory's ansible_host say.
+        node.set_lan(
+            *addr,
+            demo_repo::PLAN_PREFIX,
+            demo_repo::planned_gateway(*addr),
+        );
+        // Each environment's first server leads its etcd (what the etcd pane reads).
+        node.etcd_leader = repo
+            .environments
+            .iter()
+            .any(|e| e.servers.first().is_some_and(|s| &s.name == host));
+        let sim = SimNode::start(SimNodeSpec {
+            name: host.clone(),
+            address: IpAddr::V4(*addr),
+            port: 0,
+            authorized_keys: vec![public.clone()],
+            state: Arc::new(Mutex::new(node)),
+            host_key: None,
+        })
+        .await
+        .map_err(|e| DemoError::Start(e.to_string()))?;
+        known_hosts.push_str(
+            &sim.known_hosts_line()
+                .map_err(|e| DemoError::Start(e.to_string()))?,
+        );
+        known_hosts.push('\n');
+        nodes.insert(host.clone(), sim);
+    }
+    let kh_path = dir.join("known_hosts");
+    write(&kh_path, &known_hosts)?;
+
+    // Connection variables per host: host_vars beat the inventory and group_vars.
+    let inv_dir = repo
+        .inventory_path
+        .parent()
+        .map_or_else(|| dir.to_path_buf(), Path::to_path_buf);
+    for (host, node) in &nodes {
+        let mut keys: Vec<(String, String)> = vec![
+            ("ansible_port".into(), node.addr().port().to_string()),
+            (
+                "ansible_ssh_private_key_file".into(),
+                key_path.display().to_string(),
+            ),
+        ];
+        if let Some(port) = env_of.get(host).and_then(|e| api_ports.get(e)) {
+            keys.push((hk_engine::repo::env::VAR_API_PORT.into(), port.to_string()));
+        }
+        // A host the repo reaches by name (no address to rewrite) is pointed at its node.
+        if string_var(&repo, host, "ansible_host").as_deref()
+            != Some(node.addr().ip().to_string().as_str())
+        {
+            keys.push(("ansible_host".into(), node.addr().ip().to_string()));
+        }
+        let header = format!("how to reach the simulated {host}");
+        // The operator's own host_vars stay: a directory gets a file of its own, loaded
+        // last; a file keeps its other keys and loses only the ones the demo sets.
+        let vars_dir = inv_dir.join("host_vars");
+        let as_dir = vars_dir.join(host);
+        let path = if as_dir.is_dir() {
+            as_dir.join("zz-hk-console-demo.yml")
+        } else {
+            ["yml", "yaml"]
+                .iter()
+                .map(|ext| vars_dir.join(format!("{host}.{ext}")))
+                .find(|p| p.is_file())
+                .unwrap_or_else(|| vars_dir.join(format!("{host}.yml")))
+        };
+        let theirs = std::fs::read_to_string(&path).unwrap_or_default();
+        write(&path, &set_top_level_keys(&theirs, &header, &keys))?;
+    }
+    // hk-console reads the known_hosts file hk-console.yaml names.
+    let cfg_path = dir.join("hk-console.yaml");
+    let cfg = std::fs::read_to_string(&cfg_path).map_err(|source| DemoError::Write {
+        path: cfg_path.clone(),
+        source,
+    })?;
+    let cfg = set_top_level_keys(
+        &cfg,
+        "the simulated nodes' host keys",
+        &[("known_hosts".into(), "known_hosts".into())],
+    );
+    write(&cfg_path, &cfg)?;
+    // ansible-playbook, run from the ansible dir, finds this ansible.cfg: the repo's own
+    // settings (its vault password file, say) with the demo's connection settings on top.
+    let cfg_file = repo.ansible_dir.join("ansible.cfg");
+    let theirs = std::fs::read_to_string(&cfg_file).unwrap_or_default();
+    let ssh_args = format!(
+        "-o UserKnownHostsFile={} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes",
+        kh_path.display()
+    );
+    write(
+        &cfg_file,
+        &merge_ansible_cfg(
+            &theirs,
+            &[
+                ("defaults", "interpreter_python", "/usr/bin/python3"),
+                // A simulated node never runs Python: pipelining sends module payloads on
+                // stdin, where the node refuses them; raw tasks run in its shell.
+                ("ssh_connection", "pipelining", "True"),
+                ("ssh_connection", "ssh_args", &ssh_args),
+            ],
+        ),
+    )?;
+
+    let repo = Repo::load(dir).map_err(|e| DemoError::Start(e.to_string()))?;
+    demo_repo::verify_loopback(&repo)?;
+    for env in &repo.environments {
+        let want = api_ports[&env.name].to_string();
+        if env.api_port.get() != Some(want.as_str()) {
+            return Err(DemoError::Start(format!(
+                "environment `{}`: {} is {:?} after the rewrite, expected {want}",
+                env.name,
+                env.api_port.var,
+                env.api_port.get()
+            )));
+        }
+    }
+
+    // The controllers, the timeline, and the way in for live faults.
+    let mut injected = BTreeMap::new();
+    for (sim_env, state, view) in sim_envs {
+        let faults: Vec<(Duration, Fault)> = scenario
+            .events
+            .iter()
+            .filter(|e| e.env == sim_env.name)
+            .map(|e| {
+                (
+                    Duration::from_millis(e.at_s * 1000 / u64::from(scenario.time_scale)),
+                    e.fault.clone(),
+                )
+            })
+            .collect();
+        let gateways: Vec<(String, Arc<Mutex<NodeState>>)> = repo
+            .environment(&sim_env.name)
+            .map(|e| {
+                e.vpn_gateways
+                    .iter()
+                    .filter_map(|g| nodes.get(&g.name).map(|n| (g.name.clone(), n.state())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        // The SSH side of the faults.
+        for (at, fault) in &faults {
+            let up = match fault {
+                Fault::VpnDown => false,
+                Fault::VpnUp => true,
+                Fault::HolderDies | Fault::AgentDrifts { .. } => continue,
+            };
+            let gws = gateways.clone();
+            let at = *at;
+            let c = cancel.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = c.cancelled() => {}
+                    _ = tokio::time::sleep(at) => {
+                        set_tunnels(&gws, up);
+                    }
+                }
+            });
+        }
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        for (i, (host, _)) in sim_env.servers.iter().enumerate() {
+            if let Some(node) = nodes.get(host) {
+                tokio::spawn(watch_k3s(node.state(), i, tx.clone(), cancel.clone()));
+                tokio::spawn(follow_vip(
+                    node.state(),
+                    host.clone(),
+                    sim_env.vip,
+                    view.clone(),
+                    cancel.clone(),
+                ));
+            }
+        }
+        injected.insert(
+            sim_env.name.clone(),
+            EnvFaults {
+                sim: sim_env.clone(),
+                view: view.clone(),
+                lease_duration_s: state.lease_duration_s,
+                cluster: tx,
+                gateways,
+            },
+        );
+        let real_client = real
+            .as_ref()
+            .and_then(|r| r.servers.get(&sim_env.name))
+            .map(RealApiServer::client);
+        match (real_client, kubes.get(&sim_env.name)) {
+            (Some(client), _) => {
+                let changes = cluster::Changes::watch(&client, &cancel);
+                tokio::spawn(cluster::run(
+                    cluster::Target::real(client),
+                    changes,
+                    view,
+                    sim_env,
+                    state,
+                    faults,
+                    rx,
+                    cancel.clone(),
+                ));
+            }
+            (None, Some(kube)) => {
+                let store = kube.store().clone();
+                tokio::spawn(cluster::run(
+                    cluster::Target::builtin(store.clone()),
+                    cluster::Changes::of_store(&store),
+                    view,
+                    sim_env,
+                    state,
+                    faults,
+                    rx,
+                    cancel.clone(),
+                ));
+            }
+            (None, None) => {
+                return Err(DemoError::Start(format!(
+                    "environment `{}`: no API server for its controllers",
+                    sim_env.name
+                )))
+            }
+        }
+    }
+    // Tunnels that reconnect on a period (the eviction loop) keep doing so.
+    for (host, node) in &nodes {
+        let Some(env) = gateways.get(host) else {
+            continue;
+        };
+        let period = state_of(env).vpn.restart_every_s;
+        if period == 0 {
+            continue;
+        }
+        let state = node.state();
+        let real = Duration::from_millis(period * 1000 / u64::from(scenario.time_scale))
+            .max(Duration::from_millis(200));
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(real);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    _ = c.cancelled() => return,
+                    _ = tick.tick() => {
+                        if let Ok(mut n) = state.lock() {
+                            let now = n.now_ms();
+                            if let Some(unit) = n.vpn.as_ref().map(|v| v.unit.clone()) {
+                                let _ = n.restart_unit_at(&unit, now);
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    Ok(Demo {
+        dir: dir.to_path_buf(),
+        repo,
+        scenario_name: name.to_string(),
+        scenario,
+        plan,
+        kubes,
+        real,
+        nodes,
+        cancel,
+        injector: FaultInjector {
+            envs: Arc::new(injected),
+        },
+    })
+}
+
+/// `demo --apiserver DIR`: etcd, then every environment's kube-apiserver on its VIP, all
+/// on one port (the repo names one API port for every environment), started together.
+async fn start_real(
+    bin: &Path,
+    dir: &Path,
+    repo: &Repo,
+    plan: &AddressPlan,
+) -> Result<RealApis, DemoError> {
+    let vips: Vec<IpAddr> = repo
+        .environments
+        .iter()
+        .map(|e| IpAddr::V4(plan.vips[&e.name]))
+        .collect();
+    let t0 = std::time::Instant::now();
+    let cluster = RealCluster::start(bin, &dir.join(".apiserver"), &vips).await?;
+    let port = super::apiserver::common_free_port(&vips).ok_or_else(|| {
+        DemoError::Start("demo --apiserver: no port free on every environment's VIP".into())
+    })?;
+    let started = futures::future::join_all(repo.environments.iter().map(|e| {
+        cluster.start_apiserver(
+            &e.name,
+            SocketAddr::new(IpAddr::V4(plan.vips[&e.name]), port),
+        )
+    }))
+    .await;
+    let mut servers = BTreeMap::new();
+    for s in started {
+        let s = s?;
+        servers.insert(s.env.clone(), s);
+    }
+    tracing::info!(
+        "demo --apiserver: etcd and {} kube-apiserver(s) serving after {:?}",
+        servers.len(),
+        t0.elapsed()
+    );
+    Ok(RealApis { servers, cluster })
+}
+
+/// Where the read-only user's kubeconfig goes beside the admin's `kc`: `readonly/` there.
+fn readonly_path(kc: &Path) -> PathBuf {
+    kc.parent()
+        .map(|p| p.join("readonly"))
+        .unwrap_or_default()
+        .join(kc.file_name().unwrap_or_default())
+}
+
+/// What the controllers know of `env`, its API server on `api_port`.
+fn sim_env_of(
+    repo: &Repo,
+    plan: &AddressPlan,
+    env: &hk_engine::repo::env::Environment,
+    api_port: u16,
+    time_scale: u32,
+) -> Result<SimEnv, DemoError> {
+    let vip = plan.vips[&env.name];
+    let servers: Vec<(String, Ipv4Addr)> = env
+        .servers
+        .iter()
+        .map(|h| (h.name.clone(), plan.hosts[&h.name]))
+        .collect();
+    let founder = env
+        .founder
+        .get()
+        .and_then(|f| f.parse::<Ipv4Addr>().ok())
+        .or_else(|| servers.first().map(|s| s.1))
+        .unwrap_or(vip);
+    // The Lease the console's watchers will look for, by the same rule.
+    let lease_name = hk_effects::cluster::watch_settings(repo, &env.name)
+        .map_err(|e| DemoError::Start(e.to_string()))?
+        .lease_name;
+    let (flux, unbuilt) = super::flux_applied::from_repo(&repo.root, &env.flux_overlay);
+    if let Some(why) = unbuilt {
+        // `check` names it in full; the demo serves no Flux objects for it rather than guess.
+        tracing::warn!("demo: {}: the Flux overlay does not build: {why}", env.name);
+    }
+    Ok(SimEnv {
+        name: env.name.clone(),
+        servers,
+        vip,
+        api_port,
+        founder,
+        lease_name,
+        time_scale: time_scale.max(1),
+        flux,
+    })
+}
+
+/// How often the demo looks at a server's k3s.service for a (re)start or a stop.
+const K3S_LOOK: Duration = Duration::from_millis(200);
+
+/// Tell the cluster of server `server` (0-based) what commands on the node did to its
+/// k3s.service: each (re)start (a new ActiveEnterTimestamp) and each stop. The node is
+/// the SSH side's and the controllers the cluster's; this look is the one wire between
+/// them, so a playbook's `systemctl restart k3s` has the effect a real one has on the VIP.
+async fn watch_k3s(
+    state: Arc<Mutex<NodeState>>,
+    server: usize,
+    tx: UnboundedSender<ClusterInput>,
+    cancel: CancellationToken,
+) {
+    let look = |s: &Arc<Mutex<NodeState>>| {
+        s.lock().ok().and_then(|n| {
+            n.units
+                .get("k3s.service")
+                .map(|u| (u.state == UnitState::Active, u.active_since_ms))
+        })
+    };
+    let mut was = look(&state);
+    let mut tick = tokio::time::interval(K3S_LOOK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let now = look(&state);
+        let said = match (was, now) {
+            (Some((true, before)), Some((true, since))) if since != before => {
+                Some(ClusterInput::K3sStarted { server })
+            }
+            (Some((false, _)) | None, Some((true, _))) => Some(ClusterInput::K3sStarted { server }),
+            (Some((true, _)), Some((false, _)) | None) => Some(ClusterInput::K3sStopped { server }),
+            _ => None,
+        };
+        was = now;
+        if let Some(input) = said {
+            if tx.send(input).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Keep server `host`'s interface in step with the kube-vip Lease: the VIP is on it while the
+/// Lease names it (what `ip addr` and `hostname -I` on the holder show), gone when it moves.
+async fn follow_vip(
+    state: Arc<Mutex<NodeState>>,
+    host: String,
+    vip: Ipv4Addr,
+    view: cluster::View,
+    cancel: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(K3S_LOOK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let held = (view.lease_holder().as_deref() == Some(host.as_str())).then_some(vip);
+        if let Ok(mut n) = state.lock() {
+            n.vip_held = held;
+        }
+    }
+}
+
+/// One host's simulated state from its environment's scenario state.
+fn build_node(
+    repo: &Repo,
+    host: &str,
+    state: &EnvState,
+    gateway: bool,
+    clock: &Clock,
+) -> Result<NodeState, DemoError> {
+    let mut n = NodeState::new(host, *clock);
+    let now = n.now_ms();
+    let bad =
+        |what: &str, v: &str| DemoError::Start(format!("scenario: {what} `{v}` is not an address"));
+    n.direct_exit_ip = state
+        .vpn
+        .direct_exit
+        .parse()
+        .map_err(|_| bad("vpn.direct_exit", &state.vpn.direct_exit))?;
+    let disks = &state.disks;
+    if let Some(d) = n.disks.get_mut(&disks.device) {
+        d.scheduler = disks.scheduler.clone();
+        d.nr_requests = disks.nr_requests;
+    }
+    for unit in ["system.slice", "k3s.service"] {
+        if let Some(u) = n.units.get_mut(unit) {
+            u.io_weight = Some(u64::from(disks.io_weight));
+        }
+    }
+    if disks.io_pressure_avg10 > 1.0 {
+        n.io_pressure = Psi::stalled(disks.io_pressure_avg10, disks.io_pressure_avg10 / 2.0);
+    }
+    if gateway {
+        let unit = string_var(repo, host, "vpn_egress_gateway_service")
+            .unwrap_or_else(|| "vpn-egress-tunnel.service".into());
+        let interface =
+            string_var(repo, host, "vpn_egress_gateway_interface").unwrap_or_else(|| "tun0".into());
+        let tunnel = VpnTunnel {
+            unit: unit.clone(),
+            interface,
+            exit_ip: state
+                .vpn
+                .tunnel_exit
+                .parse()
+                .map_err(|_| bad("vpn.tunnel_exit", &state.vpn.tunnel_exit))?,
+            server: state
+                .vpn
+                .server
+                .parse()
+                .map_err(|_| bad("vpn.server", &state.vpn.server))?,
+            tunnel_addr: state
+                .vpn
+                .tunnel_addr
+                .parse()
+                .map_err(|_| bad("vpn.tunnel_addr", &state.vpn.tunnel_addr))?,
+            netmask: Ipv4Addr::new(255, 255, 255, 0),
+        };
+        let period_ms = state.vpn.restart_every_s * 1000;
+        // With a reconnect period, the journal already holds the last half hour of it.
+        let first = if period_ms > 0 {
+            now.saturating_sub(30 * 60 * 1000)
+        } else {
+            now.saturating_sub(3_600_000)
+        };
+        n = n.with_vpn(tunnel, first);
+        if period_ms > 0 {
+            let mut t = first + period_ms;
+            while t < now {
+                let _ = n.restart_unit_at(&unit, t);
+                t += period_ms;
+            }
+        }
+        if state.vpn.active != "active" {
+            let _ = n.fail_unit_at(&unit, now);
+        }
+    }
+    Ok(n)
+}
+
+/// `theirs` (an ansible.cfg) with `ours` set: each (section, key, value) replaces the key
+/// where the section has it, else joins the section, created at the end if missing. One
+/// section each (Ansible's parser refuses a section twice); comments and order kept.
+fn merge_ansible_cfg(theirs: &str, ours: &[(&str, &str, &str)]) -> String {
+    // (section name, its lines); the lines before any section go under "".
+    let mut sections: Vec<(String, Vec<String>)> = vec![(String::new(), Vec::new())];
+    for line in theirs.lines() {
+        let t = line.trim();
+        if t.starts_with('[') && t.ends_with(']') {
+            sections.push((t[1..t.len() - 1].trim().to_string(), vec![line.to_string()]));
+        } else if let Some(last) = sections.last_mut() {
+            last.1.push(line.to_string());
+        }
+    }
+    for (section, key, value) in ours {
+        let line = format!("{key} = {value}");
+        let i = match sections.iter().position(|(name, _)| name == section) {
+            Some(i) => i,
+            None => {
+                sections.push((section.to_string(), vec![format!("[{section}]")]));
+                sections.len() - 1
+            }
+        };
+        let lines = &mut sections[i].1;
+        let same_key = |l: &String| {
+            l.split_once(['=', ':'])
+                .is_some_and(|(k, _)| k.trim() == *key && !l.trim_start().starts_with(['#', ';']))
+        };
+        match lines.iter().position(same_key) {
+            Some(j) => lines[j] = line,
+            None => {
+                // After the section's last setting, before trailing blank lines.
+                let at = lines
+                    .iter()
+                    .rposition(|l| !l.trim().is_empty())
+                    .map_or(lines.len(), |j| j + 1);
+                lines.insert(at, line);
+            }
+        }
+    }
+    let mut out = String::from(
+        "# hk-console demo: the repo's ansible.cfg with the simulation's connection settings.\n",
+    );
+    for (_, lines) in sections {
+        for l in lines {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+impl Demo {
+    /// What the console's executors (console and headless runs alike) change for the demo:
+    /// trust only the demo's host keys, ignore `~/.ssh/config`, judge a rollout stuck
+    /// after [`Demo::stuck_after`], and soak the health gate in the scenario's time scale.
+    pub fn exec_setup(&self) -> hk_session::executors::ExecSetup {
+        hk_session::executors::ExecSetup {
+            ssh: Some(self.ssh_options()),
+            ignore_ssh_config: true,
+            stuck_after: Some(self.stuck_after()),
+            time_scale: Some(self.scenario.time_scale.max(1)),
+        }
+    }
+
+    /// The stuck-rollout threshold in the demo: the watchers' real one (5 min) divided by
+    /// the scenario's time scale.
+    pub fn stuck_after(&self) -> Duration {
+        hk_effects::cluster::WatchSettings::default().stuck_after / self.scenario.time_scale.max(1)
+    }
+
+    /// The SSH options the console should use against the simulation: the repo's, but
+    /// trusting ONLY the demo's known_hosts (an old demo's keys for the same loopback
+    /// address in ~/.ssh/known_hosts must not read as a changed host key).
+    pub fn ssh_options(&self) -> hk_effects::exec::SshOptions {
+        let mut o = hk_effects::context::ssh_options(&self.repo);
+        o.known_hosts = vec![self.dir.join("known_hosts")];
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_ansible_cfg;
+
+    #[test]
+    fn the_repos_ansible_cfg_keeps_its_settings_and_takes_the_demos() {
+        let theirs = "# ours\n[defaults]\nvault_password_file = ../../pass\npipelining = False\n\n[ssh_connection]\n# pipelining = False (a comment, not a key)\npipelining = False\n";
+        let out = merge_ansible_cfg(
+            theirs,
+            &[
+                ("defaults", "interpreter_python", "/usr/bin/python3"),
+                ("ssh_connection", "pipelining", "True"),
+                ("privilege_escalation", "become_method", "sudo"),
+            ],
+        );
+        assert!(out.contains("vault_password_file = ../../pass\n"), "{out}");
+        assert!(
+            out.contains("interpreter_python = /usr/bin/python3\n"),
+            "{out}"
+        );
+        // The [defaults] `pipelining` is another section's key: left alone.
+        assert!(out.contains("[defaults]\nvault_password_file = ../../pass\npipelining = False\ninterpreter_python"), "{out}");
+        assert!(
+            out.contains("# pipelining = False (a comment, not a key)\npipelining = True\n"),
+            "{out}"
+        );
+        assert_eq!(out.matches("[ssh_connection]").count(), 1, "{out}");
+        assert!(
+            out.ends_with("[privilege_escalation]\nbecome_method = sudo\n"),
+            "{out}"
+        );
+        // No repo file: the demo's sections alone.
+        let fresh = merge_ansible_cfg("", &[("defaults", "a", "1")]);
+        assert!(fresh.ends_with("[defaults]\na = 1\n"), "{fresh}");
+    }
+}

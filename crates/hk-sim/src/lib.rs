@@ -1,0 +1,38 @@
+//! The embedded simulated homelab (issue 6): what `hk-console demo` runs so a newcomer
+//! with no cluster reaches something true to life through the console's REAL clients.
+//! Everything listens on loopback only.
+//!
+//! - [`demo_repo`]: the embedded sample moved onto loopback.
+//! - [`scenario`]: the scenario files and their parser.
+//! - [`kube`]: the simulated Kubernetes API server (TLS, real JSON, list/watch).
+//! - [`apiserver`]: `demo --apiserver`: a real etcd and kube-apiserver per environment.
+//! - [`cluster`]: one simulated k3s cluster's objects and controllers on that server.
+//! - [`ssh`]: the simulated nodes' SSH servers (russh server side), one per inventory host.
+//! - [`node`]: a node's simulated state and the utilities its commands run.
+//! - [`shell`]: the POSIX `sh` subset those commands are written in.
+//! - [`coreutils`]: the everyday node tools (ls, ps, df, awk, sed, ip, ss, ...).
+//! - [`daemonset`]: the DaemonSet controller's status, over the controllers' one interface.
+//! - [`flux`]: Flux's helm-controller, written over the controllers' one interface.
+//! - [`fs`]: a node's in-memory file tree (what scp, sftp and redirections write).
+//! - [`headless`]: `demo --headless --run`: a runbook driven through the console app by a
+//!   simulated operator, its journal summarised.
+pub mod apiserver;
+pub mod cluster;
+pub mod coreutils;
+pub mod daemonset;
+pub mod demo;
+pub mod demo_repo;
+pub mod flux;
+pub mod flux_applied;
+pub mod fs;
+pub mod headless;
+pub mod kube;
+pub mod node;
+pub mod scenario;
+pub mod scp;
+pub mod sftp;
+pub mod shell;
+pub mod ssh;
+
+#[cfg(test)]
+mod probe_answers;
