@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use super::kube::api::{ClusterApi, KubeApi};
 use super::kube::events::{self, Involved, Source};
 use super::kube::logs::Logs;
-use super::kube::{EventType, ObjRef, Origin, SimError, Store, StoreEvent};
+use super::kube::{micro_time, EventType, ObjRef, Origin, SimError, Store, StoreEvent};
 use super::scenario::{AgentsDial, EnvState, Fault};
 
 /// The annotation Flux's `reconcile` verb sets; a change asks for a reconcile.
@@ -75,11 +75,6 @@ impl SimEnv {
                 .map_or_else(|| self.vip.to_string(), |s| s.1.to_string()),
         }
     }
-}
-
-/// RFC 3339 with microseconds, UTC (what the API server writes for MicroTime).
-pub fn micro_time(at: jiff::Timestamp) -> String {
-    at.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string()
 }
 
 fn time(at: jiff::Timestamp) -> String {

@@ -17,7 +17,7 @@ use std::net::IpAddr;
 use regex::Regex;
 
 use super::fs::{normalize, FileKind, FsError};
-use super::node::{format_clock, Mount, NodeState, UnitState};
+use super::node::{format_clock, fs_uuid, processes, Mount, NodeState, SESSION_PID};
 use super::shell::Output;
 
 /// Who runs a command, and where.
@@ -661,39 +661,6 @@ fn tee(s: &mut NodeState, cx: &Cx, args: &[String], stdin: &[u8]) -> Output {
 }
 
 // ---- processes and resources ----
-
-/// (pid, ppid, user, command) of the node's processes: init, the active units' main
-/// processes, and the session's shell.
-/// The pid of the shell a command runs under (`ps` shows it and itself after it).
-pub(crate) const SESSION_PID: u32 = 4242;
-
-/// How many processes `/proc/loadavg` counts: the node's, plus the reading shell and `cat`.
-pub(crate) fn process_count(s: &NodeState) -> usize {
-    processes(s).len() + 2
-}
-
-fn processes(s: &NodeState) -> Vec<(u32, u32, String, String)> {
-    let mut v = vec![
-        (1, 0, "root".to_string(), "/sbin/init".to_string()),
-        (2, 0, "root".to_string(), "[kthreadd]".to_string()),
-    ];
-    for (name, u) in &s.units {
-        if u.state != UnitState::Active || name.ends_with(".slice") {
-            continue;
-        }
-        let cmd = match name.as_str() {
-            "k3s.service" => "/usr/local/bin/k3s server".to_string(),
-            "ssh.service" => "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups".to_string(),
-            n if s.vpn.as_ref().is_some_and(|v| v.unit == n) => {
-                "/usr/sbin/openvpn --config /etc/openvpn/client/egress.conf".to_string()
-            }
-            n => format!("/usr/bin/{}", n.trim_end_matches(".service")),
-        };
-        v.push((u.main_pid, 1, "root".to_string(), cmd));
-    }
-    v.sort_by_key(|p| p.0);
-    v
-}
 
 fn ps(s: &NodeState, args: &[String]) -> Output {
     let style = match args
@@ -1812,7 +1779,7 @@ fn sed_regex(re: &str, extended: bool) -> Result<Regex, String> {
     let body = if extended {
         re.to_string()
     } else {
-        super::node::bre_to_regex(re)
+        bre_to_regex(re)
     };
     Regex::new(&body).map_err(|e| format!("the regex {re} ({e})"))
 }
@@ -2464,29 +2431,6 @@ fn dev_numbers(s: &NodeState, name: &str) -> (u32, u32) {
     }
 }
 
-/// A stable file-system UUID for a device (ext4's 8-4-4-4-12, FAT's XXXX-XXXX).
-pub(crate) fn fs_uuid(s: &NodeState, name: &str, fstype: &str) -> String {
-    let h = format!("{}/{name}", s.hostname)
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        });
-    let h2 = h.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    if fstype == "vfat" {
-        let x = format!("{:08X}", h >> 32);
-        return format!("{}-{}", &x[..4], &x[4..]);
-    }
-    let x = format!("{h:016x}{h2:016x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &x[..8],
-        &x[8..12],
-        &x[12..16],
-        &x[16..20],
-        &x[20..32]
-    )
-}
-
 /// A column lsblk can print for this device; None = a column not modelled.
 fn lsblk_cell(s: &NodeState, name: &str, col: &str, paths: bool, bytes: bool) -> Option<String> {
     let parent = s.partitions.get(name);
@@ -2857,6 +2801,31 @@ fn findmnt(s: &NodeState, args: &[String]) -> Output {
     let tree = !list && !filtered && columns.first().is_some_and(|c| c == "TARGET");
     let header = (!noheadings).then_some(columns.as_slice());
     Output::ok(smartcols(header, &rows, &right, tree))
+}
+
+/// A POSIX basic regular expression as a Rust regex: `\( \) \{ \} \|` are the operators,
+/// their bare forms and `+ ?` literal.
+pub(crate) fn bre_to_regex(bre: &str) -> String {
+    let mut out = String::new();
+    let mut cs = bre.chars().peekable();
+    while let Some(c) = cs.next() {
+        match c {
+            '\\' => match cs.next() {
+                Some(n @ ('(' | ')' | '{' | '}' | '|')) => out.push(n),
+                Some(n) => {
+                    out.push('\\');
+                    out.push(n);
+                }
+                None => out.push_str("\\\\"),
+            },
+            '+' | '?' | '(' | ')' | '{' | '}' | '|' => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@
 //! - [`apiserver`]: `demo --apiserver`: a real etcd and kube-apiserver per environment.
 //! - [`cluster`]: one simulated k3s cluster's objects and controllers on that server.
 //! - [`ssh`]: the simulated nodes' SSH servers (russh server side), one per inventory host.
-//! - [`node`]: a node's simulated state and the utilities its commands run.
+//! - [`node`]: a node's simulated state.
+//! - [`login`]: one login on a node: the shell's System over its state, and the node's own
+//!   utilities (systemctl, journalctl, curl, ...).
 //! - [`shell`]: the POSIX `sh` subset those commands are written in.
 //! - [`coreutils`]: the everyday node tools (ls, ps, df, awk, sed, ip, ss, ...).
 //! - [`daemonset`]: the DaemonSet controller's status, over the controllers' one interface.
@@ -27,6 +29,7 @@ pub mod flux_applied;
 pub mod fs;
 pub mod headless;
 pub mod kube;
+pub mod login;
 pub mod node;
 pub mod scenario;
 pub mod scp;

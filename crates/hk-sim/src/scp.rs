@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::fs::{normalize, uid_of, FileKind, FsError};
-use super::node::{home_of, NodeState};
+use super::login::home_of;
+use super::node::NodeState;
 use super::shell::not_simulated;
 
 /// What the remote `scp` was asked to do.

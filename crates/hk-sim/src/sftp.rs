@@ -16,7 +16,8 @@ use russh_sftp::protocol::{
 use russh_sftp::server::{Handler, StatusReply};
 
 use super::fs::{normalize, uid_of, FileKind, FsError, Stat};
-use super::node::{home_of, NodeState};
+use super::login::home_of;
+use super::node::NodeState;
 use super::shell::not_simulated;
 
 enum Open {

@@ -32,7 +32,8 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_util::sync::CancellationToken;
 
-use super::node::{NodeSession, NodeState};
+use super::login::NodeSession;
+use super::node::NodeState;
 use super::scp::{self, ScpRequest};
 use super::sftp::SftpSession;
 use super::shell::{incomplete, Ending, Output};

@@ -427,7 +427,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::vpn::remote_command;
+    use crate::observe::ssh_look::remote_command;
 
     fn out(code: Option<u32>, stdout: &str, stderr: &str) -> CommandOutput {
         CommandOutput {

@@ -18,7 +18,16 @@ use crate::exec::{
 use hk_engine::repo::Repo;
 use hk_engine::runbook::plan::{Expect, PlannedStep, StepKind};
 
-use super::vpn::remote_command;
+use crate::exec::ssh::shell_quote;
+
+/// One argv as a command line for the remote shell: every word quoted, so nothing in a
+/// hostvar is interpreted there.
+pub fn remote_command(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| shell_quote(w))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
 
 /// A read-only executor over SSH to `hosts`, connecting as the console does (hostvars, then
 /// `~/.ssh/config`), its output masked with the repo's vaulted values; and the hosts it

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ssh_look::{failed, stderr_line};
 use crate::exec::settings::{SshConfig, SshDefaults};
-use crate::exec::ssh::shell_quote;
+
 use crate::exec::{CommandOutput, Executor, ReadOnly, SshOptions};
 use hk_engine::checks::live::{
     self, GatewayObs, GatewayPane, Look, Pane, Rule, Severity, Timestamp, Verdict, VpnPolicy,
@@ -145,15 +145,6 @@ impl Commands {
             ]),
         }
     }
-}
-
-/// One argv as a command line for the remote shell: every word quoted, so nothing in a
-/// hostvar is interpreted there.
-pub fn remote_command(argv: &[String]) -> String {
-    argv.iter()
-        .map(|w| shell_quote(w))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The gateways' SSH side: a read-only executor (one connection per host, reused across
@@ -540,6 +531,7 @@ pub fn spawn_vpn_poll(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observe::ssh_look::remote_command;
 
     fn spec() -> GatewaySpec {
         GatewaySpec {

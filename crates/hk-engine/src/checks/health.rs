@@ -36,16 +36,7 @@ pub struct LeaseLook {
     pub duration_s: Option<u64>,
 }
 
-/// `/readyz/etcd` of the API server the environment's endpoint reaches.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "etcd")]
-pub enum EtcdReady {
-    Ok,
-    /// The endpoint answered, not `ok`: its answer (or the error).
-    Failed {
-        detail: String,
-    },
-}
+pub use super::live::EtcdReady;
 
 /// One look at an environment's cluster, at `at`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

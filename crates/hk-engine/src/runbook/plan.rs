@@ -1553,10 +1553,7 @@ impl Planner<'_> {
     }
 }
 
-/// The filter a runbook writes to splice a value into a command as shell text, unquoted
-/// (`{{ vars.x | shell_raw }}`). `runbooks validate` warns where it is used and the plan
-/// names it in the step's title.
-pub const SHELL_RAW: &str = "shell_raw";
+pub use super::validate::SHELL_RAW;
 
 /// Where a rendered template ends up: plain text, or a command line a shell parses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

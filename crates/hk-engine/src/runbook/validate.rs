@@ -20,6 +20,11 @@ use super::schema::{
 };
 use crate::yaml::{self, Mark, Node};
 
+/// The filter a runbook writes to splice a value into a command as shell text, unquoted
+/// (`{{ vars.x | shell_raw }}`). `runbooks validate` warns where it is used and the plan
+/// names it in the step's title.
+pub const SHELL_RAW: &str = "shell_raw";
+
 /// One problem in a runbook file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
@@ -193,7 +198,7 @@ pub(crate) fn template_vars(text: &str) -> Result<HashSet<String>, String> {
 /// filter): warnings with the exact `file:line:col` in the runbook file, for
 /// `runbooks validate` to show. Comments are skipped.
 pub fn raw_shell_splices(file_name: &str, text: &str) -> Vec<Diagnostic> {
-    let filter = super::plan::SHELL_RAW;
+    let filter = SHELL_RAW;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let code = match line.trim_start().starts_with('#') {
@@ -248,7 +253,7 @@ pub(crate) fn quoted_splices(command: &str) -> Vec<String> {
             let expr = &command[i..end];
             let quoted = matches!(ctx, Ctx::Single | Ctx::Double | Ctx::Backtick)
                 || stack.contains(&Ctx::Backtick);
-            if b[i + 1] == b'{' && quoted && !expr.contains(super::plan::SHELL_RAW) {
+            if b[i + 1] == b'{' && quoted && !expr.contains(SHELL_RAW) {
                 found.push(expr.to_string());
             }
             i = end;

@@ -19,8 +19,7 @@ use super::resources::{self, ResourceType};
 use super::store::{ObjRef, Store};
 use super::SimError;
 
-/// The field manager the simulation's writes carry on a real API server.
-pub const FIELD_MANAGER: &str = "hk-console-sim";
+pub use super::store::FIELD_MANAGER;
 
 /// What a simulated controller may do to a cluster. Each call is one read or one write; a
 /// controller never holds anything between calls but names.

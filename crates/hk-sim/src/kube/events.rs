@@ -206,7 +206,7 @@ pub fn to_events_v1(core: &Value) -> Value {
                 .get("firstTimestamp")
                 .and_then(Value::as_str)
                 .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-                .map(crate::cluster::micro_time);
+                .map(super::micro_time);
             m.insert("eventTime".into(), json!(first));
         }
     }

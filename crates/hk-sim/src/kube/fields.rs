@@ -24,7 +24,13 @@ use serde_json::{json, Map, Value};
 
 use super::resources::ResourceType;
 use super::status::{ApiError, Cause, Details};
-use super::store::Sub;
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sub {
+    Main,
+    Status,
+}
 
 /// The annotation client-side `kubectl apply` keeps its configuration in.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";

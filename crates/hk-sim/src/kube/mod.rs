@@ -143,6 +143,11 @@ impl std::fmt::Debug for SimKube {
     }
 }
 
+/// RFC 3339 with microseconds, UTC (what the API server writes for MicroTime).
+pub fn micro_time(at: jiff::Timestamp) -> String {
+    at.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string()
+}
+
 fn random_token() -> String {
     let mut b = [0u8; 24];
     // The system RNG does not fail in practice; the server is loopback-only and throwaway.

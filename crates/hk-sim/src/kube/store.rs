@@ -83,12 +83,11 @@ pub struct StoreEvent {
     pub origin: Origin,
 }
 
-/// Which part of an object a write addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sub {
-    Main,
-    Status,
-}
+/// The field manager the simulation's writes carry (in the built-in store, and on a real
+/// API server through `api`).
+pub const FIELD_MANAGER: &str = "hk-console-sim";
+
+pub use super::fields::Sub;
 
 /// A delete's options: `DeleteOptions.preconditions` and `gracePeriodSeconds`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -1087,7 +1086,7 @@ impl Store {
 
     /// Create or change `obj` (any served kind; `apiVersion`, `kind`, `metadata.name` and, for
     /// namespaced kinds, `metadata.namespace` set) as a forced server-side apply by the
-    /// simulation's field manager ([`super::api::FIELD_MANAGER`]), its status applied through
+    /// simulation's field manager ([`FIELD_MANAGER`]), its status applied through
     /// the status subresource where the kind has one: what `KubeApi` does on a real server.
     /// Unconditional: no resourceVersion check. Fields others own and the configuration does
     /// not name stay; generation moves as on a real update.
@@ -1096,7 +1095,7 @@ impl Store {
         let mut obj = obj;
         with_meta(&mut obj, |m| m.remove("resourceVersion"));
         let sim = fields::ApplyOpts {
-            manager: super::api::FIELD_MANAGER,
+            manager: FIELD_MANAGER,
             force: true,
             strict_lists: false,
         };
@@ -1151,7 +1150,7 @@ impl Store {
             };
             let mut doc = live.clone();
             patch::apply(PatchType::Merge, &mut doc, body)?;
-            fields::track_update(res, sub, Some(live), &mut doc, super::api::FIELD_MANAGER)?;
+            fields::track_update(res, sub, Some(live), &mut doc, FIELD_MANAGER)?;
             Ok(doc)
         })?)
     }

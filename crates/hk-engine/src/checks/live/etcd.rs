@@ -6,7 +6,16 @@
 use serde::{Deserialize, Serialize};
 
 use super::{could_not, ConditionStatus, Look, Pane, Rule, Severity, Verdict};
-pub use crate::checks::health::EtcdReady;
+/// `/readyz/etcd` of the API server the environment's endpoint reaches.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "etcd")]
+pub enum EtcdReady {
+    Ok,
+    /// The endpoint answered, not `ok`: its answer (or the error).
+    Failed {
+        detail: String,
+    },
+}
 
 /// `/proc/pressure/io`: the share of wall time some (or all) tasks waited on IO, as the
 /// kernel averages it over 10 and 60 s, in percent.
