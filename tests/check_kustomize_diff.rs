@@ -746,7 +746,7 @@ fn truth(kustomize: &Path, repo: &Path, env: &str) -> (Truth, String) {
 
 use serde::Deserialize;
 
-mod fs_common;
+use crate::fs_common;
 use fs_common::copy_dir;
 
 fn write_repo(dir: &Path, variant: &Variant, env: &EnvSpec) {

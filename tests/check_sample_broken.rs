@@ -7,7 +7,7 @@ use hk_console::checks::parity::{check, exit_code, rules, Finding, Severity};
 use hk_console::gather::parity_input as gather;
 use hk_console::repo::Repo;
 
-mod fs_common;
+use crate::fs_common;
 use fs_common::copy_dir;
 
 struct Broken {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-mod fs_common;
+use crate::fs_common;
 use fs_common::copy_dir;
 
 fn bin() -> Command {

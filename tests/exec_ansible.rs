@@ -3,7 +3,7 @@
 //! playbooks in tests/fixtures/exec. Fails with an install hint when Ansible or sshd is
 //! missing.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! `hk-console ssh trust HOST` against a real OpenSSH sshd: the fingerprint is shown, the
 //! key is appended only after `yes`, never over a changed key. HOME is a temp dir so the
 //! developer's ~/.ssh is never touched.
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

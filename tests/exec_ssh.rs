@@ -1,7 +1,7 @@
 //! The SSH executor against real OpenSSH sshd nodes on loopback (see tests/support).
 //! Needs `apt-get install -y openssh-server`; fails with that hint when sshd is absent.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

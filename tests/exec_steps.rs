@@ -2,7 +2,7 @@
 //! driven by the real state machine through the real backends (russh, ansible-playbook,
 //! TCP probe), the way the console drives them: Execute/Verify requests on one side,
 //! output and outcomes on the other, outcomes fed back to the machine.
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

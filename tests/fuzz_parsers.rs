@@ -14,7 +14,7 @@
 //! CI size: `HK_FUZZ_CASES` inputs per target (default 300, a few seconds each target).
 //! A longer run: `HK_FUZZ_CASES=20000 HK_FUZZ_SEED=7 cargo test --release --test fuzz_parsers
 //! -- --nocapture` (the seed makes a run repeatable; each target prints its figures).
-mod machine_common;
+use crate::machine_common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -32,7 +32,7 @@ use hk_console::ui::theme::{fallback_palette, parse_theme};
 use hk_console::yaml;
 use machine_common::{approve, record_health_run};
 
-mod fs_common;
+use crate::fs_common;
 use fs_common::copy_dir;
 
 /// Time one input may take: a second plus 20 µs per byte, so a linear parser passes even in

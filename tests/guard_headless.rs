@@ -480,6 +480,30 @@ fn ansible_running(l: &str) -> bool {
     l.starts_with("step ") && l.contains(" ansible ") && l.ends_with(": running")
 }
 
+/// Whether the journal's last `process-started` is of a step not finished yet. Read as
+/// text, line by line: the last line may be half written while it is read.
+fn process_in_flight(journal: &Path) -> bool {
+    let text = std::fs::read_to_string(journal).unwrap_or_default();
+    let mut started: Option<(u64, u64)> = None;
+    for line in text.lines().skip(1) {
+        let Ok(r) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let step = || {
+            (
+                r.pointer("/input/n").and_then(Value::as_u64).unwrap_or(0),
+                r.pointer("/input/attempt").and_then(Value::as_u64).unwrap_or(0),
+            )
+        };
+        match input_type(&r) {
+            "process-started" => started = Some(step()),
+            "step-finished" | "process-ended" if started == Some(step()) => started = None,
+            _ => {}
+        }
+    }
+    started.is_some()
+}
+
 /// The journal's records after its header, as JSON.
 fn records(journal: &Path) -> Vec<Value> {
     std::fs::read_to_string(journal)
@@ -698,14 +722,12 @@ fn each_signal_mid_step_journals_the_headless_run_abandoned_and_exits_by_it() {
             ],
         );
         h.wait_line(180, "an ansible step running", ansible_running);
-        // Mid-step: its process started and journaled (so its end can be journaled too).
-        demo_common::until(60, "the step's process journaled", || {
-            // Read as text: a line may be half written while it is read.
-            journal_in(&dir.join("runs")).filter(|j| {
-                std::fs::read_to_string(j)
-                    .unwrap_or_default()
-                    .contains("\"type\":\"process-started\"")
-            })
+        // Mid-step: a step's process started and journaled, and that step not finished (so
+        // its end can be journaled too). Step 1 is the list-hosts prefetch, over in half a
+        // second: a run signalled between it and the apply's process has nothing in flight
+        // (a CI run under load signalled there).
+        demo_common::until(60, "a step's process journaled, its step in flight", || {
+            journal_in(&dir.join("runs")).filter(|j| process_in_flight(j))
         });
         h.signal(sig);
         let (got, _) = h.wait_exit(30);

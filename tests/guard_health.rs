@@ -6,7 +6,7 @@
 //! a node agents dial alone: refused naming the pod); and no write at all in the audit log.
 //! Needs `bash tests/apiserver/build.sh`; fails with that hint.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

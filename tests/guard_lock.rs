@@ -5,7 +5,7 @@
 //! read-only observer sees the holder and writes nothing (audit log).
 //! Needs `bash tests/apiserver/build.sh`; fails with that hint.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! server that accepts connections and never answers (the worst case: a refused port
 //! answers at once), or a closed port. The driver is a current-thread runtime, as strict
 //! as it gets: a lock call that blocked its task would stop every tick here.
-mod ui_common;
+use crate::ui_common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! default every `serial: 1` runbook gets in a protected environment) and the look before
 //! a `disrupts: node` step; and the validator's file:line:col for both fields.
 
-mod runbooks_common;
+use crate::runbooks_common;
 
 use hk_console::runbook::embedded::load;
 use hk_console::runbook::plan::{

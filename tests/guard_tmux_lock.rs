@@ -7,7 +7,7 @@
 //! and the run goes on; the new run's journal and the Lease's mark for the old run say so.
 //! The `run` command's start screen (`hk-console --repo DEMO run RUNBOOK --env prod`) takes
 //! the lock when its run starts, as Home's `:run` does; a second such console is refused.
-mod tmux_common;
+use crate::tmux_common;
 
 use std::path::Path;
 use std::process::Command;

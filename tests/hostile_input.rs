@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod fs_common;
+use crate::fs_common;
 use fs_common::copy_dir;
 
 /// Every command that reads the repo.

@@ -2,8 +2,8 @@
 //! middle, a wrong sequence number, an impossible event or a bad header. The run is listed
 //! with "damaged at line N", opens read-only up to the damage, is never resumed (and says
 //! why), and a copy of the file as found is kept beside it before anything touches it.
-mod machine_common;
-mod ui_common;
+use crate::machine_common;
+use crate::ui_common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! host output through the console's output ring; an executor's error journaled and shown
 //! again by a fresh console reading the journal. Every byte the binary writes and every
 //! cell of every frame is free of them, and the text is still there, written out.
-mod ui_common;
+use crate::ui_common;
 
 use std::path::Path;
 use std::process::Command;

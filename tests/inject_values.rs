@@ -15,7 +15,7 @@ use hk_console::context::{load_runbooks, plan_runbook};
 use hk_console::repo::Repo;
 use hk_console::runbook::plan::{Plan, StepKind};
 
-mod fs_common;
+use crate::fs_common;
 use fs_common::copy_dir;
 
 /// `MARK` becomes the marker file's path.

@@ -1,7 +1,7 @@
 //! The journal: append-before-effect, replay equals the live run (event by event and all at
 //! once), torn tails, corruption, interruption and resume, and the list of runs.
 
-mod machine_common;
+use crate::machine_common;
 
 use std::fs;
 use std::io::Write;

@@ -4,7 +4,7 @@
 //! servers in one process are isolated, and nothing outlives the test process.
 //! Needs `bash tests/apiserver/build.sh` (tests/run-all.sh runs it); fails with that hint.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -500,6 +500,15 @@ fn child_holding_etcd_and_apiservers() {
     std::mem::forget(a);
 }
 
+/// The child test's name as this binary's harness knows it: `kube_apiserver::child_...`
+/// when the file is a module of a group binary, the bare name when it is a binary alone.
+fn child_test_name() -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::child_holding_etcd_and_apiservers"),
+        None => "child_holding_etcd_and_apiservers".to_string(),
+    }
+}
+
 struct ChildReport {
     pids: Vec<u32>,
     dirs: Vec<String>,
@@ -510,7 +519,7 @@ fn run_child(mode: &str) -> (std::process::Child, ChildReport) {
     let mut child = Command::new(std::env::current_exe().expect("current exe"))
         .args([
             "--exact",
-            "child_holding_etcd_and_apiservers",
+            &child_test_name(),
             "--ignored",
             "--nocapture",
             "--test-threads=1",
@@ -617,7 +626,7 @@ fn a_dying_apiserver_fails_start_with_its_log() {
     let out = Command::new(std::env::current_exe().expect("current exe"))
         .args([
             "--exact",
-            "child_holding_etcd_and_apiservers",
+            &child_test_name(),
             "--ignored",
             "--test-threads=1",
         ])

@@ -3,7 +3,7 @@
 //! HelmRelease, says the revision it last applied and what it will reconcile to, that its
 //! spec changed since, and the DaemonSet it rolls with its maxUnavailable; and it writes
 //! nothing.
-mod support;
+use crate::support;
 
 use hk_console::exec::kube::flux::{self, FluxObject};
 use k8s_openapi::api::apps::v1::DaemonSet;

@@ -10,7 +10,7 @@
 //! environments are refused; the observer makes zero writes and gets zero 403s.
 //! Needs `bash tests/apiserver/build.sh` for the API server tests; fails with that hint.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -11,7 +11,7 @@
 //! list and watch requests (watches, not polls).
 //! Needs `bash tests/apiserver/build.sh` (tests/run-all.sh runs it); fails with that hint.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::Arc;

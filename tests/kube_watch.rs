@@ -11,7 +11,7 @@
 //! Needs `bash tests/apiserver/build.sh` (tests/run-all.sh runs it); fails with that hint.
 //! Figures: run with `--nocapture` to see the latencies and request counts.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! Property-style: thousands of generated input sequences over real-shaped plans, checking
 //! the rules that must hold whatever the operator and the executor send.
 
-mod machine_common;
+use crate::machine_common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,6 +1,6 @@
 //! Observe mode: a read-only run cannot produce an Execute for a mutating step.
 
-mod machine_common;
+use crate::machine_common;
 
 use hk_console::runbook::machine::{Effect, Input, Mode, Outcome, Run, StepState};
 use machine_common::*;

@@ -3,7 +3,7 @@
 //! mark-done with a reason, or an abort), never retried on one key; the console's own
 //! abandonment and its processes are journaled; and every such run replays to itself.
 
-mod machine_common;
+use crate::machine_common;
 
 use hk_console::runbook::machine::{
     Effect, InFlight, Input, MachineError, Outcome, Run, RunStatus, StepState,

@@ -1,6 +1,6 @@
 //! Every transition of the run state machine, and every kind of illegal input.
 
-mod machine_common;
+use crate::machine_common;
 
 use hk_console::runbook::machine::{
     Effect, Event, GateAnswer, GatePhase, InFlight, Input, MachineError, Outcome, Run, RunOutcome,

@@ -2,7 +2,7 @@
 //! simulated homelab: the probe over SSH to every server (its metrics listener and
 //! /proc/pressure/io), and the read-only kube looks at a stuck pod.
 
-mod demo_common;
+use crate::demo_common;
 
 use std::time::Duration;
 

@@ -11,7 +11,8 @@
 #     real engine the parity check is compared with (tests/check_kustomize_diff.rs).
 #   - k9s built by tests/k9s/build.sh (needs Go) into target/k9s-bin: the real k9s the
 #     simulation's k9s test drives (tests/sim_k9s.rs).
-# Then: cargo fmt --check, cargo clippy -D warnings, cargo test (all targets).
+# Then: cargo fmt --check, cargo clippy -D warnings, and every test binary of the workspace
+# (tests/run-tests.py: what `cargo test --workspace --all-targets` runs, several at a time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -130,9 +131,12 @@ cargo fmt --all -- --check
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-step "cargo test"
+# What `cargo test --workspace --all-targets --no-fail-fast` runs, the test binaries side by
+# side (HK_TEST_JOBS at a time, default 3): most of them wait on a simulated clock or a real
+# process, and cargo would run them one after another (docs/perf.md, "The test suite").
+step "cargo test (tests/run-tests.py)"
 rc=0
-cargo test --workspace --all-targets --no-fail-fast || rc=$?
+python3 tests/run-tests.py || rc=$?
 step "done (exit $rc)"
 printf '    [total: %ds]\n' $(( $(date +%s) - T_START ))
 exit "$rc"

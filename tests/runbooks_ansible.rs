@@ -4,7 +4,7 @@
 //!
 //! Needs ansible-core: found through `HK_ANSIBLE_BIN_DIR`, else on PATH, else in
 //! /opt/hk-venv/bin. Missing ansible FAILS this test (`bash tests/run-all.sh` installs it).
-mod runbooks_common;
+use crate::runbooks_common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
 //! The planner against a fake inventory shaped like the sample homelab.
-mod runbooks_common;
+use crate::runbooks_common;
 
 use hk_console::runbook::embedded::load;
 use hk_console::runbook::plan::{plan, Gate, Plan, PlanEnv, PlanError, PlannedStep, StepKind};

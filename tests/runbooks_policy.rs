@@ -5,7 +5,7 @@
 //! shipped runbook x every environment it names, through the real binary on the sample repo
 //! (whose hk-console.yaml protects prod), and on hand-written runbooks for the kinds no
 //! shipped runbook uses.
-mod runbooks_common;
+use crate::runbooks_common;
 
 use std::path::Path;
 use std::process::Command;

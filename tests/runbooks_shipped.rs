@@ -1,5 +1,5 @@
 //! Every shipped runbook validates, loads by id, and plans for each environment it names.
-mod runbooks_common;
+use crate::runbooks_common;
 
 use hk_console::runbook::embedded::{embedded, load, Origin};
 use hk_console::runbook::plan::plan;

@@ -16,7 +16,7 @@ use hk_console::sim::demo;
 use hk_console::sim::headless::{drive, HeadlessRun, OPERATOR};
 use regex::Regex;
 
-mod ui_common;
+use crate::ui_common;
 
 fn filtered(text: &str) -> String {
     let rules = [

@@ -5,7 +5,7 @@
 //! under each step's header, where before it said "no output yet". An interrupted run
 //! reopened for resume shows its earlier output too, and the resumed attempt's output
 //! follows it. A run halted on a failed change reopens into the decision, never a retry.
-mod ui_common;
+use crate::ui_common;
 
 use hk_console::journal;
 use hk_console::record;

@@ -12,7 +12,7 @@
 //! Needs etcd, kube-apiserver and kubectl in $HK_APISERVER_BIN_DIR (default
 //! target/apiserver-bin) and ansible-playbook: missing = FAIL with the hint, never a skip.
 
-mod demo_common;
+use crate::demo_common;
 
 use demo_common::until;
 

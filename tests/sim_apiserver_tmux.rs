@@ -7,7 +7,7 @@
 //! Needs etcd and kube-apiserver in $HK_APISERVER_BIN_DIR (default target/apiserver-bin)
 //! and tmux: missing = FAIL with the hint, never a skip.
 
-mod tmux_common;
+use crate::tmux_common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! both; the console's own Flux judge must accept the answer on both.
 //! Missing kube-apiserver/etcd = FAIL with the build hint.
 
-mod support;
+use crate::support;
 
 use hk_console::exec::kube::flux::judge;
 use hk_console::exec::kube::wait::Judgement;

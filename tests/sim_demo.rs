@@ -1,7 +1,7 @@
 //! The demo's simulated homelab, reached through hk-console's REAL clients: the kube client
 //! built from the kubeconfig the inventory names, and the VPN look over SSH.
 
-mod demo_common;
+use crate::demo_common;
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //! release's value moving with the upgrade), and a Kustomization whose objects cannot be told
 //! served Ready=Unknown with the reason, never as if reconciled.
 
-mod demo_common;
+use crate::demo_common;
 
 use std::path::Path;
 

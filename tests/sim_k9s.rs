@@ -10,7 +10,7 @@
 //! no kubelet behind it, and k9s' own failure is checked for. Missing etcd/kube-apiserver
 //! ($HK_APISERVER_BIN_DIR) = FAIL with the build hint.
 
-mod tmux_common;
+use crate::tmux_common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

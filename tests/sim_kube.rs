@@ -8,7 +8,7 @@
 //! simulation reacting to a client's write, the perf figures) is checked in the wrappers,
 //! after the shared body.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

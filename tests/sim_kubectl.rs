@@ -5,7 +5,7 @@
 //! loud refusal of what is not simulated (a server-side dry run).
 //! Missing kubectl = FAIL with the build hint.
 
-mod demo_common;
+use crate::demo_common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

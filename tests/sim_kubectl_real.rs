@@ -4,8 +4,8 @@
 //! cells; `auth can-i` gives the same verdicts.
 //! Missing kube-apiserver/etcd/kubectl = FAIL with the build hint.
 
-mod demo_common;
-mod support;
+use crate::demo_common;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

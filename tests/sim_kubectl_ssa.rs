@@ -9,7 +9,7 @@
 //! Needs kubectl, kube-apiserver and etcd in $HK_APISERVER_BIN_DIR: missing = FAIL with the
 //! hint, never a skip.
 
-mod demo_common;
+use crate::demo_common;
 
 use std::path::{Path, PathBuf};
 

@@ -17,7 +17,7 @@
 //!
 //! Missing kubectl / kube-apiserver / etcd = FAIL with the build hint, never a skip.
 
-mod demo_common;
+use crate::demo_common;
 
 use demo_common::until;
 

@@ -4,7 +4,7 @@
 //! Needs `ssh`/`ssh-keygen` (openssh-client) and ansible-core (tests/run-all.sh installs
 //! both); the latency comparison also starts the real sshd harness (tests/support).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};

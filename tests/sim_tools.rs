@@ -6,8 +6,8 @@
 //! message, none exits 0.
 //! Needs openssh-client (ssh, scp, sftp, ssh-keygen) and ansible-core (HK_ANSIBLE_BIN_DIR).
 
-mod demo_common;
-mod support;
+use crate::demo_common;
+use crate::support;
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};

@@ -2,7 +2,7 @@
 //! again), `x` on a parity verdict; Back returns where it came from; a filter typed on it
 //! is its own and goes when it is left.
 
-mod ui_common;
+use crate::ui_common;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! The console without a terminal: whole screens as insta snapshots on a fixed-size
 //! TestBackend, and the behaviour behind them (journaled gate answers, no executor means
 //! not started, observe mode by construction, themes, the command line, tiny terminals).
-mod ui_common;
+use crate::ui_common;
 
 use crossterm::event::KeyCode;
 use hk_console::journal;

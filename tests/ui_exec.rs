@@ -3,7 +3,7 @@
 //! output streams into the run view, and the confirm-hosts gate shows the host set
 //! ansible printed. Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin):
 //! fails, not skips, without it.
-mod ui_common;
+use crate::ui_common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! reopens the command line. Without a sink (not the demo) and in observe mode it is refused
 //! and the sink is never called. The sink here records and answers; what the simulation does
 //! with a fault is tests/sim_fault.rs.
-mod ui_common;
+use crate::ui_common;
 
 use std::sync::{Arc, Mutex};
 

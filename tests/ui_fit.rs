@@ -2,7 +2,7 @@
 //! shows the host it acts on whole, and no screen (Home, the run view, Live, Check) cuts a
 //! host name anywhere; at 60x15 every screen draws and says what it leaves out.
 
-mod ui_common;
+use crate::ui_common;
 
 use hk_console::ui::app::{App, Screen};
 use ui_common::screens::*;

@@ -1,7 +1,7 @@
 //! The approve gate tells what the preview could not show: a check run whose PLAY RECAP
 //! says `changed=0 skipped=2` did not exercise two tasks, and the gate says so in the
 //! warning colour, with the blast radius, above the diff, on a big and on an 80x24 terminal.
-mod ui_common;
+use crate::ui_common;
 
 use crossterm::event::KeyCode;
 use hk_console::runbook::plan::StepKind;

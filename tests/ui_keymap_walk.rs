@@ -4,7 +4,7 @@
 //! operator sees (screen, overlay, status line, selection, focus, the run) or quit.
 //! A binding with no scenario here fails the test, so a new key cannot be listed unproven.
 
-mod ui_common;
+use crate::ui_common;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use hk_console::runbook::machine::Input;

@@ -4,7 +4,7 @@
 //! 2026-09-06 incident, a stuck rollout, the 2026-09-12 eviction loop, could-not-look, stale),
 //! and the behaviour behind them: latest per (environment, kind), stale thresholds, the last
 //! good look, the worst verdict's colour, keys, help, observe mode.
-mod ui_common;
+use crate::ui_common;
 
 use hk_console::observe::feed::Update;
 use hk_console::runbook::machine::Timestamp;

@@ -2,7 +2,7 @@
 //! in the look's order whatever order they arrive in, an answer for a closed look is
 //! dropped, and without a way to look the console says so instead of opening an empty pane.
 
-mod ui_common;
+use crate::ui_common;
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! - A left click selects a list row (a second click opens it), presses a gate's or a
 //!   question's button, and does nothing to the screen under an open overlay.
 
-mod ui_common;
+use crate::ui_common;
 
 use crossterm::event::{KeyCode, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use hk_console::runbook::plan::PlanError;

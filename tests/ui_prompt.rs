@@ -2,7 +2,7 @@
 //! the prompt with the reason on the status line and the next key reaches the screen; Tab
 //! shows the candidates; a filter typed on Home does not follow into the run's output.
 
-mod ui_common;
+use crate::ui_common;
 
 use crossterm::event::KeyCode;
 use hk_console::ui::app::{App, Overlay, Screen};

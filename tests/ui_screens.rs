@@ -4,7 +4,7 @@
 //! the Step pane keeps host, "next" and the command at 80x24, and at 60x15 nothing panics
 //! and what is hidden is said.
 
-mod ui_common;
+use crate::ui_common;
 
 use hk_console::ui::app::Screen;
 use ui_common::screens::*;

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-mod tmux_common;
+use crate::tmux_common;
 use tmux_common::Tmux;
 
 /// A copy of the bundled sample under `dir`: on the bundled sample itself the console only

@@ -1,7 +1,7 @@
 //! The incident console end to end in tmux on the demo: every environment on the strip with
 //! its next step, one key from a verdict to the plan that fixes it, the etcd pane.
 
-mod tmux_common;
+use crate::tmux_common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-mod tmux_common;
+use crate::tmux_common;
 use tmux_common::Tmux;
 
 fn copy(from: &Path, to: &Path) {

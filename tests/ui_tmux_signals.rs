@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-mod tmux_common;
+use crate::tmux_common;
 use tmux_common::Tmux;
 
 fn shell_quote(p: &Path) -> String {

@@ -9,7 +9,7 @@
 //! scripts first on the sessions' PATH (tests/support/gateway.rs) that record their argv
 //! and print what each test writes; every look is preceded by a check that the sessions
 //! find them, not the real tools.
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -14,6 +14,8 @@ use hk_console::ui::view;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
+#[path = "../runbooks_common/mod.rs"]
+mod runbooks_common;
 #[path = "../ui_common/mod.rs"]
 mod ui_common;
 use ui_common::live::*;

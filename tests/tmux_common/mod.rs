@@ -10,9 +10,19 @@ pub struct Tmux {
 }
 
 impl Tmux {
-    /// A detached tmux server on its own socket running `cmd` in a `w`x`h` window.
+    /// A detached tmux server on its own socket running `cmd` in a `w`x`h` window. The
+    /// socket is `socket` made unique in this process: the test files of one group binary
+    /// each have their own copy of this module, and may choose the same name.
     pub fn launch(socket: String, cmd: &str, w: &str, h: &str) -> Tmux {
-        let tmux = Tmux { socket };
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmux = Tmux {
+            socket: format!("{socket}-{n}-{nanos}"),
+        };
         let out = Command::new("tmux")
             .args([
                 "-L",

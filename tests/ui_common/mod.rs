@@ -23,10 +23,9 @@ use ratatui::Terminal;
 use tokio::sync::mpsc;
 
 pub mod live;
-#[path = "../runbooks_common/mod.rs"]
-mod runbooks_common;
 pub mod screens;
-pub use runbooks_common::{dev, homelab, prod};
+// The binary declares runbooks_common beside this module (one copy of it per binary).
+pub use crate::runbooks_common::{dev, homelab, prod};
 
 /// 2026-09-07T10:15:00.000Z: every test runs at this time, so snapshots do not move.
 pub const T0: Timestamp = Timestamp(1_788_776_100_000);

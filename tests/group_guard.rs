@@ -1,0 +1,28 @@
+//! Test group `guard`: The run guards and records: the lock, health gates, plans, resume, the change record.
+//!
+//! One binary for these files (Cargo.toml: `autotests = false`): one link instead of one
+//! per file, and their tests share the binary's threads. Each file stays a module under
+//! its own name (`guard::FILE::test`).
+
+#[path = "guard_health.rs"]
+mod guard_health;
+#[path = "guard_lock.rs"]
+mod guard_lock;
+#[path = "guard_lock_offtask.rs"]
+mod guard_lock_offtask;
+#[path = "guard_plan.rs"]
+mod guard_plan;
+#[path = "guard_run_lock.rs"]
+mod guard_run_lock;
+#[path = "machine_resume.rs"]
+mod machine_resume;
+#[path = "runs_record.rs"]
+mod runs_record;
+#[path = "runs_reopen.rs"]
+mod runs_reopen;
+
+// The helpers the files share, once for the binary (each file `use crate::...`s them).
+mod machine_common;
+mod runbooks_common;
+mod support;
+mod ui_common;

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Every test binary of the workspace, several side by side.
+
+`cargo test` runs its test binaries one after another. Most of this suite's time is spent
+waiting (on a simulated clock, a real sshd, kube-apiserver, ansible-playbook, tmux), so
+two cores idled through most of it (docs/perf.md, "The test suite"). This builds what
+`cargo test --workspace --all-targets` builds, then runs the same binaries, with the same
+arguments (none: each binary's own harness and thread count), the same working directory
+(the package's) and the same runtime variables cargo gives them, JOBS at a time, the
+longest first (by the last run's wall times, kept in target/test-times.json).
+
+Each binary's whole output is printed when it ends (never interleaved), headed as cargo
+heads it, with its wall time; then a table of every binary and the sum of the harness's
+counts. Exit 0 only when every binary exited 0; a binary that runs past its time limit is
+killed (its whole process group) and counted failed.
+
+Why not cargo-nextest: it would be one more tool to build on a fresh machine, and it runs
+every test in its own process, which the suite's per-binary fixtures (one etcd per binary,
+exec_supervise's stop-all-children) are not written for.
+
+usage: tests/run-tests.py [--jobs N] [--limit SECONDS] [-- ARGS for cargo's build]
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TIMES = os.path.join(ROOT, "target", "test-times.json")
+
+
+def build(extra):
+    """Build every test target; return [(label, executable, package dir, package name)]."""
+    cmd = [
+        "cargo", "test", "--workspace", "--all-targets", "--no-run",
+        "--message-format=json-render-diagnostics",
+    ] + extra
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    found = []
+    for line in proc.stdout:
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+            continue
+        if not m["profile"]["test"] and "bench" not in m["target"]["kind"]:
+            continue
+        kind = m["target"]["kind"][0]
+        pkg_dir = os.path.dirname(m["manifest_path"])
+        pkg = os.path.basename(pkg_dir) if pkg_dir != ROOT else "hk-console"
+        label = f"{pkg} {kind} {m['target']['name']}"
+        found.append((label, m["executable"], pkg_dir, pkg))
+    if proc.wait() != 0:
+        sys.exit(f"run-tests: `{' '.join(cmd)}` failed (exit {proc.returncode})")
+    return found
+
+
+def run_one(label, exe, pkg_dir, pkg, limit):
+    env = dict(os.environ)
+    env["CARGO_MANIFEST_DIR"] = pkg_dir
+    env["CARGO_PKG_NAME"] = pkg
+    env.setdefault("CARGO", "cargo")
+    with tempfile.TemporaryFile() as out:
+        start = time.monotonic()
+        p = subprocess.Popen([exe], cwd=pkg_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            code = p.wait(timeout=limit)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            code = p.wait()
+            timed_out = True
+        wall = time.monotonic() - start
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace")
+    if timed_out:
+        text += f"\nrun-tests: {label} ran past its limit of {limit} s and was killed\n"
+    return label, exe, code, timed_out, wall, text
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=int(os.environ.get("HK_TEST_JOBS", "3")))
+    ap.add_argument("--limit", type=int, default=1200, help="seconds one binary may run")
+    ap.add_argument("cargo_args", nargs="*")
+    a = ap.parse_args()
+
+    t0 = time.monotonic()
+    bins = build(a.cargo_args)
+    built = time.monotonic() - t0
+    print(f"run-tests: {len(bins)} test binaries built in {built:.0f} s; running {a.jobs} at a time",
+          flush=True)
+    try:
+        with open(TIMES) as f:
+            last = json.load(f)
+    except (OSError, ValueError):
+        last = {}
+    # The longest first, unknown ones before all (they may be long).
+    bins.sort(key=lambda b: -last.get(b[0], 1e9))
+
+    lock = threading.Lock()
+    results = []
+    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        futs = [pool.submit(run_one, *b, a.limit) for b in bins]
+        for f in as_completed(futs):
+            label, exe, code, timed_out, wall, text = f.result()
+            with lock:
+                print(f"\n     Running {label} ({exe})  [{wall:.1f} s, exit {code}]", flush=True)
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            results.append((label, code, timed_out, wall, text))
+
+    passed = failed = ignored = 0
+    for _, _, _, _, text in results:
+        for m in re.finditer(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", text):
+            passed += int(m.group(1))
+            failed += int(m.group(2))
+            ignored += int(m.group(3))
+    bad = [r for r in results if r[1] != 0]
+    total = time.monotonic() - t0
+    print("\nrun-tests: wall time per binary (longest first)")
+    for label, code, timed_out, wall, _ in sorted(results, key=lambda r: -r[3]):
+        state = "KILLED (limit)" if timed_out else ("ok" if code == 0 else f"FAILED (exit {code})")
+        print(f"  {wall:8.1f} s  {label}  {state}")
+    print(f"run-tests: {len(results)} binaries, {passed} passed, {failed} failed, {ignored} ignored; "
+          f"build {built:.0f} s, total {total:.0f} s, {a.jobs} at a time")
+    if bad:
+        print("run-tests: FAILED: " + ", ".join(r[0] for r in bad))
+    os.makedirs(os.path.dirname(TIMES), exist_ok=True)
+    with open(TIMES, "w") as f:
+        json.dump({r[0]: round(r[3], 1) for r in results}, f, indent=1, sort_keys=True)
+    return 101 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
