@@ -492,7 +492,9 @@ fn process_in_flight(journal: &Path) -> bool {
         let step = || {
             (
                 r.pointer("/input/n").and_then(Value::as_u64).unwrap_or(0),
-                r.pointer("/input/attempt").and_then(Value::as_u64).unwrap_or(0),
+                r.pointer("/input/attempt")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
             )
         };
         match input_type(&r) {
