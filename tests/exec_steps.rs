@@ -1,4 +1,4 @@
-//! The console's executors (src/ui/executors.rs), end to end: a plan over three real sshd nodes (tests/support)
+//! The console's executors (crates/hk-ui/src/executors.rs), end to end: a plan over three real sshd nodes (tests/support)
 //! driven by the real state machine through the real backends (russh, ansible-playbook,
 //! TCP probe), the way the console drives them: Execute/Verify requests on one side,
 //! output and outcomes on the other, outcomes fed back to the machine.

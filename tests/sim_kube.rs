@@ -1,4 +1,4 @@
-//! The simulated Kubernetes API server (src/sim/kube), driven by kube-rs: the client the
+//! The simulated Kubernetes API server (crates/hk-sim/src/kube), driven by kube-rs: the client the
 //! console uses, built from the kubeconfig the simulation writes.
 //!
 //! The test bodies in `bodies` take only a [`Server`] (a kube client; [`Expiring`] adds a

@@ -1,4 +1,4 @@
-//! The simulated SSH nodes (src/sim) driven by real clients: hk-console's own SSH pool
+//! The simulated SSH nodes (crates/hk-sim/src) driven by real clients: hk-console's own SSH pool
 //! (russh client, strict known_hosts), OpenSSH's `ssh`, and `ansible-playbook`. Each node is
 //! an in-process russh server on its own 127.0.1.x address with its own host key.
 //! Needs `ssh`/`ssh-keygen` (openssh-client) and ansible-core (tests/run-all.sh installs

@@ -1,4 +1,4 @@
-//! The VPN egress pane over SSH (src/observe/vpn.rs) against REAL OpenSSH sshd nodes
+//! The VPN egress pane over SSH (crates/hk-effects/src/observe/vpn.rs) against REAL OpenSSH sshd nodes
 //! (tests/support: 127.0.0.11-13), one per gateway of a throwaway infra repo.
 //!
 //! What is real: sshd and the login shell on the nodes, known_hosts checking and key auth,

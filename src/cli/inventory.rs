@@ -129,7 +129,7 @@ pub(super) fn envs_cmd(cli: &Cli, json: bool) -> CmdResult {
     // of the inventory, one allocation at a time) cost ~7% of `envs` on a repo with 2,000
     // hosts, and gives back nothing the exit does not. Nothing in a `Repo` acts when
     // dropped (plain data, a minijinja environment, a mutex: no file, lock, journal or
-    // child process; src/repo has no `Drop` impl), and every line above was written to
+    // child process; crates/hk-engine/src/repo has no `Drop` impl), and every line above was written to
     // stdout with `writeln!` (a line-buffered stream) before this point.
     std::mem::forget(repo);
     Ok(status)

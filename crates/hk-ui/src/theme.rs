@@ -1,7 +1,7 @@
 //! Colour themes: semantic slots, the built-in themes, user overrides, NO_COLOR.
 //!
 //! Owns: the [`Theme`] the views draw with, loading `themes/*.yaml` (embedded at build time
-//! by src/build.rs) and `$XDG_CONFIG_HOME/hk-console/themes/*.yaml` (a user file of the same
+//! by build/embed.rs) and `$XDG_CONFIG_HOME/hk-console/themes/*.yaml` (a user file of the same
 //! name replaces a built-in), and the warnings a bad file produces.
 //! Lenient by design (unlike runbooks): a bad theme file never stops the console. Each bad
 //! key is a [`ThemeWarning`] naming the file, line, column and key, and that slot falls back
