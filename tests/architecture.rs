@@ -285,3 +285,192 @@ fn every_crate_takes_the_workspace_lints_and_dependencies() {
         }
     }
 }
+
+/// No import circles between a crate's modules (top-level modules, and one level below), read
+/// from the sources' `crate::` and `super::` paths (test modules aside). The simulation's six
+/// circles were cut by the direction data flows (issue 27). One remains, named here so a new
+/// one fails: the console's panes hold their own state types (the check view, the host picker,
+/// the takeover modal, the look view) that `app` keeps, and draw from `app`; cutting it means
+/// moving those types out of `panes`, left for a later change.
+#[test]
+fn no_import_circles_inside_a_crate() {
+    let known: &[(&str, &[&str])] = &[
+        ("hk-ui", &["app", "looks", "panes", "pointer"]),
+        (
+            "hk-ui",
+            &[
+                "app",
+                "looks",
+                "panes::check",
+                "panes::home",
+                "panes::live",
+                "panes::picker",
+                "panes::takeover",
+            ],
+        ),
+    ];
+    let m = metadata();
+    let mut found = Vec::new();
+    for (name, manifest) in &m.manifests {
+        let src = manifest.parent().expect("crate dir").join("src");
+        for depth in [1, 2] {
+            for circle in circles::in_crate(&src, depth) {
+                let known_one = known.iter().any(|(k, mods)| {
+                    k == name && circle.iter().map(String::as_str).eq(mods.iter().copied())
+                });
+                if !known_one {
+                    found.push(format!("{name}: {}", circle.join(" <-> ")));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "import circles: {found:#?}");
+    // The reader sees circles: the known one is found.
+    let ui = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/hk-ui/src");
+    assert!(!circles::in_crate(&ui, 1).is_empty());
+}
+
+/// The module graph of one crate's sources, and its strongly connected parts.
+mod circles {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::{Path, PathBuf};
+
+    fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+
+    /// `src/a/b.rs` and `src/a/b/mod.rs` -> `[a, b]`; `src/lib.rs` -> `[]`.
+    fn module_of(src: &Path, file: &Path) -> Vec<String> {
+        let rel = file
+            .strip_prefix(src)
+            .expect("under src")
+            .with_extension("");
+        let mut parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if matches!(
+            parts.last().map(String::as_str),
+            Some("mod" | "lib" | "main")
+        ) {
+            parts.pop();
+        }
+        parts
+    }
+
+    /// Every circle among the crate's modules cut at `depth` path segments, each sorted.
+    pub fn in_crate(src: &Path, depth: usize) -> Vec<Vec<String>> {
+        let mut all = Vec::new();
+        files(src, &mut all);
+        let modules: Vec<(PathBuf, Vec<String>)> =
+            all.iter().map(|f| (f.clone(), module_of(src, f))).collect();
+        let names: BTreeSet<Vec<String>> = modules.iter().map(|(_, m)| m.clone()).collect();
+        let is_module = |p: &[String]| names.iter().any(|n| n.starts_with(p));
+        let path = regex::Regex::new(r"\b((?:super::)+|crate::)((?:[a-z_0-9]+::)*[a-z_0-9]+)")
+            .expect("regex");
+        let mut graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+        for (file, module) in &modules {
+            if module.is_empty() {
+                continue;
+            }
+            let key: Vec<String> = module.iter().take(depth).cloned().collect();
+            let text = std::fs::read_to_string(file).expect("source");
+            let text = match text.find("#[cfg(test)]\nmod tests") {
+                Some(i) => &text[..i],
+                None => &text[..],
+            };
+            for line in text.lines() {
+                let code = line.split("//").next().unwrap_or("");
+                for c in path.captures_iter(code) {
+                    let ups = c[1].matches("super::").count();
+                    let base: Vec<String> = if ups == 0 {
+                        Vec::new()
+                    } else {
+                        module[..module.len().saturating_sub(ups)].to_vec()
+                    };
+                    let mut target = base;
+                    target.extend(c[2].split("::").map(str::to_string));
+                    let target: Vec<String> = target.into_iter().take(depth).collect();
+                    if target == key || key.starts_with(&target) || !is_module(&target) {
+                        continue;
+                    }
+                    graph.entry(key.clone()).or_default().insert(target);
+                }
+            }
+        }
+        strongly_connected(&graph)
+            .into_iter()
+            .filter(|c| c.len() > 1)
+            .map(|c| {
+                let mut v: Vec<String> = c.iter().map(|m| m.join("::")).collect();
+                v.sort();
+                v
+            })
+            .collect()
+    }
+
+    /// Tarjan's algorithm, iterative over an explicit stack of (node, next edge).
+    fn strongly_connected(
+        g: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+    ) -> Vec<Vec<Vec<String>>> {
+        let nodes: BTreeSet<&Vec<String>> =
+            g.keys().chain(g.values().flat_map(|s| s.iter())).collect();
+        let mut index: BTreeMap<&Vec<String>, usize> = BTreeMap::new();
+        let mut low: BTreeMap<&Vec<String>, usize> = BTreeMap::new();
+        let mut on: BTreeSet<&Vec<String>> = BTreeSet::new();
+        let mut stack: Vec<&Vec<String>> = Vec::new();
+        let mut out = Vec::new();
+        let mut next = 0;
+        let empty = BTreeSet::new();
+        for &root in &nodes {
+            if index.contains_key(root) {
+                continue;
+            }
+            let mut work: Vec<(&Vec<String>, usize)> = vec![(root, 0)];
+            while let Some((v, i)) = work.pop() {
+                if i == 0 {
+                    index.insert(v, next);
+                    low.insert(v, next);
+                    next += 1;
+                    stack.push(v);
+                    on.insert(v);
+                }
+                let edges: Vec<&Vec<String>> = g.get(v).unwrap_or(&empty).iter().collect();
+                if let Some(&w) = edges.get(i) {
+                    work.push((v, i + 1));
+                    if !index.contains_key(w) {
+                        work.push((w, 0));
+                    } else if on.contains(w) {
+                        let lw = index[w].min(low[v]);
+                        low.insert(v, lw);
+                    }
+                    continue;
+                }
+                // v is done: pass its low up to its parent, pop its component.
+                if let Some(&(parent, _)) = work.last() {
+                    let lp = low[parent].min(low[v]);
+                    low.insert(parent, lp);
+                }
+                if low[v] == index[v] {
+                    let mut comp = Vec::new();
+                    while let Some(w) = stack.pop() {
+                        on.remove(w);
+                        comp.push(w.clone());
+                        if w == v {
+                            break;
+                        }
+                    }
+                    out.push(comp);
+                }
+            }
+        }
+        out
+    }
+}
