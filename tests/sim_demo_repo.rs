@@ -68,3 +68,66 @@ fn an_address_left_off_machine_is_refused_naming_it() {
     assert!(msg.contains("refusing to start"), "{msg}");
     assert!(msg.contains("ansible_host=192.168."), "{msg}");
 }
+
+/// Issue 28: a fresh clone of an infra repo has no `.cache/`; the demo makes it for the
+/// kubeconfigs it writes (it ended with "cannot write the kubeconfig .../.cache/dev.kubeconfig:
+/// No such file or directory").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repo_without_a_cache_directory_is_rehearsed() {
+    let src = tempfile::tempdir().expect("tempdir");
+    write_sample(src.path()).expect("write sample");
+    let cache = src.path().join(".cache");
+    if cache.exists() {
+        std::fs::remove_dir_all(&cache).expect("remove .cache");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let demo = hk_console::sim::demo::start_with("healthy", dir.path(), Some(src.path()), None)
+        .await
+        .unwrap_or_else(|e| panic!("the demo starts on a repo with no .cache/: {e}"));
+    for name in ["dev.kubeconfig", "prod.kubeconfig"] {
+        let kc = dir.path().join(".cache").join(name);
+        let text = std::fs::read_to_string(&kc).unwrap_or_else(|e| panic!("{}: {e}", kc.display()));
+        assert!(text.contains("current-context:"), "{text}");
+    }
+    drop(demo);
+}
+
+/// A kubeconfig name that would put the demo's kubeconfig outside its directory (absolute,
+/// or climbing with `..`) is refused, naming the variable: nothing is written there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_name_outside_the_demo_directory_is_refused() {
+    for bad in [
+        "/tmp/hk-demo-would-overwrite.kubeconfig",
+        "../outside.kubeconfig",
+    ] {
+        let src = tempfile::tempdir().expect("tempdir");
+        write_sample(src.path()).expect("write sample");
+        let vars = src
+            .path()
+            .join("infra/ansible/inventory/group_vars/k3s_prod/vars.yml");
+        let text = std::fs::read_to_string(&vars).expect("prod vars");
+        assert!(text.contains("cluster_kubeconfig_name: prod.kubeconfig"));
+        std::fs::write(
+            &vars,
+            text.replace(
+                "cluster_kubeconfig_name: prod.kubeconfig",
+                &format!("cluster_kubeconfig_name: {bad}"),
+            ),
+        )
+        .expect("write vars");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err =
+            match hk_console::sim::demo::start_with("healthy", dir.path(), Some(src.path()), None)
+                .await
+            {
+                Ok(_) => panic!("{bad}: the demo started"),
+                Err(e) => e.to_string(),
+            };
+        assert!(
+            err.contains("cluster_kubeconfig_name") && err.contains(bad) && err.contains("prod"),
+            "{err}"
+        );
+        assert!(!std::path::Path::new("/tmp/hk-demo-would-overwrite.kubeconfig").exists());
+        assert!(!dir.path().join("outside.kubeconfig").exists());
+    }
+}

@@ -502,12 +502,13 @@ async fn start_demo(
     let mut sim_envs = Vec::new();
     for env in &repo.environments {
         let kc_path = |env: &hk_engine::repo::env::Environment| {
-            env.kubeconfig_name.get().map(|n| dir.join(".cache").join(n)).ok_or_else(|| {
+            let name = env.kubeconfig_name.get().ok_or_else(|| {
                 DemoError::Start(format!(
                     "environment `{}`: no `{}` agreed by its servers; the demo cannot place its kubeconfig",
                     env.name, env.kubeconfig_name.var
                 ))
-            })
+            })?;
+            demo_kubeconfig(dir, &env.name, &env.kubeconfig_name.var, name)
         };
         if let Some(real) = real.as_mut() {
             let server = real.servers.get(&env.name).ok_or_else(|| {
@@ -894,6 +895,34 @@ async fn start_real(
         t0.elapsed()
     );
     Ok(RealApis { servers, cluster })
+}
+
+/// Where the demo writes `env`'s kubeconfig: `.cache/NAME` inside the demo's copy of the
+/// repo, as the console reads it. The directory is made if the repo has none (a fresh clone
+/// of an infra repo has no `.cache/`). A name that is absolute or climbs out (`..`) is
+/// refused: the demo writes nothing outside its own directory, least of all over an
+/// operator's real kubeconfig.
+fn demo_kubeconfig(dir: &Path, env: &str, var: &str, name: &str) -> Result<PathBuf, DemoError> {
+    let rel = Path::new(name);
+    let inside = !name.is_empty()
+        && rel
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside {
+        return Err(DemoError::Start(format!(
+            "environment `{env}`: `{var}` is `{name}`, not a file name under .cache/; the demo writes its kubeconfig only inside its own directory"
+        )));
+    }
+    let cache = dir.join(".cache");
+    let path = cache.join(rel);
+    let parent = path.parent().unwrap_or(&cache);
+    std::fs::create_dir_all(parent).map_err(|e| {
+        DemoError::Start(format!(
+            "environment `{env}`: cannot make {} for its kubeconfig: {e}",
+            parent.display()
+        ))
+    })?;
+    Ok(path)
 }
 
 /// Where the read-only user's kubeconfig goes beside the admin's `kc`: `readonly/` there.
