@@ -508,7 +508,7 @@ async fn start_demo(
                     env.name, env.kubeconfig_name.var
                 ))
             })?;
-            demo_kubeconfig(dir, &env.name, &env.kubeconfig_name.var, name)
+            demo_kubeconfig(dir, &env.name, env.kubeconfig_name.var, name)
         };
         if let Some(real) = real.as_mut() {
             let server = real.servers.get(&env.name).ok_or_else(|| {
