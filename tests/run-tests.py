@@ -7,7 +7,8 @@ two cores idled through most of it (docs/perf.md, "The test suite"). This builds
 `cargo test --workspace --all-targets` builds, then runs the same binaries, with the same
 arguments (none: each binary's own harness and thread count), the same working directory
 (the package's) and the same runtime variables cargo gives them, JOBS at a time, the
-longest first (by the last run's wall times, kept in target/test-times.json).
+longest first (by the last run's wall times, kept in target/test-times.json; on a fresh
+clone, tests/test-times.json).
 
 Each binary's whole output is printed when it ends (never interleaved), headed as cargo
 heads it, with its wall time; then a table of every binary and the sum of the harness's
@@ -35,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMES = os.path.join(ROOT, "target", "test-times.json")
+SHIPPED_TIMES = os.path.join(ROOT, "tests", "test-times.json")
 
 
 def build(extra):
@@ -100,11 +102,16 @@ def main():
     built = time.monotonic() - t0
     print(f"run-tests: {len(bins)} test binaries built in {built:.0f} s; running {a.jobs} at a time",
           flush=True)
-    try:
-        with open(TIMES) as f:
-            last = json.load(f)
-    except (OSError, ValueError):
-        last = {}
+    # The last run's times on this machine; on a fresh clone, the ones checked in beside this
+    # script (a run of the same suite), so the longest binaries still start first.
+    last = {}
+    for path in (TIMES, SHIPPED_TIMES):
+        try:
+            with open(path) as f:
+                last = json.load(f)
+            break
+        except (OSError, ValueError):
+            continue
     # The longest first, unknown ones before all (they may be long).
     bins.sort(key=lambda b: -last.get(b[0], 1e9))
 
