@@ -142,3 +142,59 @@ fn a_full_preview_shows_no_warning_and_an_unreachable_host_is_named() {
         "{frame}"
     );
 }
+
+/// Issue 29: the approval before a host names what disrupting it does, from the live panes:
+/// it holds the VIP lease (and where the VIP goes), it leads etcd, and the quorum arithmetic;
+/// with another server already down, the arithmetic says quorum is lost. Facts from a stale
+/// look are unknown with their age. (Each line is matched by its start, which begins a row
+/// of the gate whatever the wrapping.)
+#[test]
+fn the_approval_names_the_vip_holder_the_etcd_leader_and_the_quorum_left() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut app = at_the_approval(
+        dir.path(),
+        "k3s-prod-3 : ok=3 changed=1 unreachable=0 failed=0 skipped=0 rescued=0 ignored=0",
+    );
+    let quiet = text(&render(&mut app, 160, 45));
+    assert!(
+        quiet.contains("? unknown: no live look at the VIP lease, etcd or the nodes yet"),
+        "{quiet}"
+    );
+    for u in live::prod_cluster("k3s-prod-3", "k3s-prod-3", &[], app.now) {
+        app.live.apply(u);
+    }
+    let frame = render(&mut app, 160, 45);
+    let screen = text(&frame);
+    for want in [
+        "! k3s-prod-3 holds the VIP lease (192.168.2.9): while it is disrupted",
+        "! k3s-prod-3 leads etcd: an election follows when it is disrupted",
+        "! 3 of 3 etcd members healthy; while k3s-prod-3 is disrupted 2 remain",
+    ] {
+        assert!(screen.contains(want), "{want}\n{screen}");
+    }
+    let (_, style) = find(&frame, "! k3s-prod-3 holds the VIP lease").expect("the holder line");
+    assert_eq!(style.fg, app.theme.warn().fg, "the holder is a warning");
+
+    // One server already down: disrupting k3s-prod-3 leaves one of three.
+    for u in live::prod_cluster("k3s-prod-2", "k3s-prod-2", &["k3s-prod-1"], app.now) {
+        app.live.apply(u);
+    }
+    let screen = text(&render(&mut app, 160, 45));
+    for want in [
+        "  k3s-prod-3 does not hold the VIP lease (k3s-prod-2 does)",
+        "✗ 2 of 3 etcd members healthy (k3s-prod-1 down); while k3s-prod-3 is",
+        "LOSES",
+    ] {
+        assert!(screen.contains(want), "{want}\n{screen}");
+    }
+
+    // A minute later with nothing new: the kube panes are stale, their facts unknown.
+    app.now = hk_console::runbook::machine::Timestamp(app.now.0 + 60_000);
+    let screen = text(&render(&mut app, 160, 45));
+    assert!(
+        screen.contains("? VIP lease holder: unknown (the last look is 1m old, stale)"),
+        "{screen}"
+    );
+    assert!(!screen.contains("LOSES"), "{screen}");
+    assert!(!screen.contains("does not hold the VIP"), "{screen}");
+}

@@ -62,12 +62,18 @@ fn a_console_on_a_repo_without_its_config_offers_init() {
 
     // Leave: exit 2 with the hint, nothing written.
     let tmux = launch(state.path(), &repo, "q");
-    let s = tmux.wait_for("No hk-console.yaml in this repo");
-    assert!(s.contains("write it and open the console"), "{s}");
-    assert!(
-        s.contains("environments:") || s.contains("#"),
-        "the proposal is on screen:\n{s}"
+    // The whole screen, not its first line: a capture can catch the frame half drawn (seen
+    // under load).
+    let s = tmux.wait_until(
+        std::time::Duration::from_secs(20),
+        "the init offer, whole",
+        |s| {
+            s.contains("No hk-console.yaml in this repo")
+                && s.contains("write it and open the console")
+                && (s.contains("environments:") || s.contains('#'))
+        },
     );
+    assert!(s.contains("write it and open the console"), "{s}");
     tmux.send(&["q"]);
     let s = tmux.wait_for("EXIT=");
     assert!(s.contains("EXIT=2"), "{s}");

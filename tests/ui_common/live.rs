@@ -508,3 +508,34 @@ pub fn etcd_no_quorum(at: Timestamp) -> Vec<Update> {
         update("prod", at, Feed::Etcd(pane)),
     ]
 }
+
+/// prod's VIP lease held by `holder`, etcd led by `leader` (calm disks, quorum judged with
+/// `not_ready` NotReady), and its nodes (`not_ready` NotReady), at `at`: what the gates'
+/// live blast radius reads.
+pub fn prod_cluster(holder: &str, leader: &str, not_ready: &[&str], at: Timestamp) -> Vec<Update> {
+    let t = topo("prod");
+    let mut obs = node_obs("prod");
+    for n in obs.iter_mut() {
+        if not_ready.contains(&n.name.as_str()) {
+            n.ready = Some(ConditionStatus::False);
+        }
+    }
+    let members: Vec<EtcdMemberObs> = t
+        .servers
+        .iter()
+        .map(|s| etcd_member(&s.name, s.address, s.name == leader))
+        .collect();
+    let mut pane = etcd("prod", &members, &EtcdPolicy::default());
+    judge_quorum(
+        &mut pane,
+        &EtcdApiObs {
+            readyz: Look::seen(EtcdReady::Ok),
+            servers_ready: Look::seen(obs.iter().map(|n| (n.name.clone(), n.ready)).collect()),
+        },
+    );
+    vec![
+        update("prod", at, Feed::Vip(vip_lease(&t, &vip_input(holder, at)))),
+        update("prod", at, Feed::Nodes(nodes(&t, &Look::seen(obs)))),
+        update("prod", at, Feed::Etcd(pane)),
+    ]
+}

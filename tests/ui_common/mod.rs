@@ -62,12 +62,18 @@ pub fn envs() -> Vec<EnvSummary> {
             hosts: 3,
             vip: Some("192.168.1.49".into()),
             problems: vec![],
+            servers: ["k3s-dev-1", "k3s-dev-2", "k3s-dev-3"]
+                .map(String::from)
+                .to_vec(),
         },
         EnvSummary {
             name: "prod".into(),
             hosts: 3,
             vip: Some("192.168.2.9".into()),
             problems: vec![],
+            servers: ["k3s-prod-1", "k3s-prod-2", "k3s-prod-3"]
+                .map(String::from)
+                .to_vec(),
         },
     ]
 }

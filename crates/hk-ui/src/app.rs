@@ -47,6 +47,8 @@ pub struct EnvSummary {
     pub hosts: usize,
     pub vip: Option<String>,
     pub problems: Vec<String>,
+    /// The servers (the etcd members), for the gates' quorum arithmetic.
+    pub servers: Vec<String>,
 }
 
 impl From<&Environment> for EnvSummary {
@@ -56,6 +58,7 @@ impl From<&Environment> for EnvSummary {
             hosts: e.servers.len(),
             vip: e.vip.get().map(str::to_string),
             problems: e.problems.iter().map(|p| p.to_string()).collect(),
+            servers: e.servers.iter().map(|s| s.name.clone()).collect(),
         }
     }
 }

@@ -11,7 +11,11 @@ use crate::pointer;
 use crate::theme::Theme;
 use crossterm::event::KeyCode;
 use hk_effects::exec::ansible;
+use hk_effects::observe::feed::Feed;
+use hk_engine::checks::live::{blast, Severity};
 use hk_engine::runbook::plan::{Gate, GateSource, PlannedStep, StepKind};
+
+use crate::live::LiveKind;
 
 use super::centered;
 
@@ -346,16 +350,19 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
         .map_or(String::new(), |a| a.run.plan().env.clone());
     let (name, mut body): (&str, Vec<Line>) = match &m.gate {
         Gate::ConfirmHosts { expected } => ("confirm hosts", hosts_body(app, m.n, expected, t)),
-        Gate::TypedConfirm { phrase } => (
-            "typed confirm",
-            vec![
+        Gate::TypedConfirm { phrase } => {
+            let mut body = vec![
                 Line::from(Span::styled(
                     format!("This step changes environment `{env}`."),
                     t.mutating(),
                 )),
                 Line::from(Span::styled(format!("Type `{phrase}` to go on."), t.text())),
-            ],
-        ),
+            ];
+            if let Some(b) = step.and_then(|s| s.blast_radius.as_ref()) {
+                body.extend(live_blast_lines(app, &b.hosts, t));
+            }
+            ("typed confirm", body)
+        }
         Gate::OperatorPresent => (
             "operator present",
             vec![
@@ -560,6 +567,7 @@ fn approve_head<'a>(
             format!("Blast radius{from}: {}", b.summary),
             t.mutating(),
         )));
+        v.extend(live_blast_lines(app, &b.hosts, t));
     }
     let Some(a) = &app.active else { return v };
     let Some((&from_n, &start)) = a.step_output_start.range(..=m.n).next_back() else {
@@ -585,6 +593,77 @@ fn approve_head<'a>(
         v.push(Line::from(Span::styled(format!("! {gap}"), t.warn())));
     }
     v
+}
+
+/// The live blast radius of disrupting `hosts` (issue 29): what the live panes show of them
+/// now, each fact unknown with its age when its pane is stale or was never seen.
+fn live_blast_lines<'a>(app: &App, hosts: &[String], t: &Theme) -> Vec<Line<'a>> {
+    let Some(a) = &app.active else {
+        return Vec::new();
+    };
+    if hosts.is_empty() {
+        return Vec::new();
+    }
+    let env = a.run.plan().env.as_str();
+    let seen = |kind: LiveKind| match app.live.shown(env, kind, app.now).seen() {
+        None => blast::Seen::NotSeen,
+        Some(s) => {
+            let (feed, age_ms, stale) = (&s.latest.update.feed, s.latest.age_ms, s.latest.stale);
+            if stale {
+                blast::Seen::Stale { pane: feed, age_ms }
+            } else {
+                blast::Seen::Fresh { pane: feed, age_ms }
+            }
+        }
+    };
+    fn pick<'f, T>(
+        s: blast::Seen<&'f Feed>,
+        f: impl Fn(&'f Feed) -> Option<&'f T>,
+    ) -> blast::Seen<&'f T> {
+        match s {
+            blast::Seen::Fresh { pane, age_ms } => f(pane).map_or(blast::Seen::NotSeen, |pane| {
+                blast::Seen::Fresh { pane, age_ms }
+            }),
+            blast::Seen::Stale { pane, age_ms } => f(pane).map_or(blast::Seen::NotSeen, |pane| {
+                blast::Seen::Stale { pane, age_ms }
+            }),
+            blast::Seen::NotSeen => blast::Seen::NotSeen,
+        }
+    }
+    let panes = blast::LivePanes {
+        vip: pick(seen(LiveKind::Vip), |f| match f {
+            Feed::Vip(p) => Some(p),
+            _ => None,
+        }),
+        etcd: pick(seen(LiveKind::Etcd), |f| match f {
+            Feed::Etcd(p) => Some(p),
+            _ => None,
+        }),
+        nodes: pick(seen(LiveKind::Nodes), |f| match f {
+            Feed::Nodes(p) => Some(p),
+            _ => None,
+        }),
+    };
+    let servers = app
+        .envs
+        .iter()
+        .find(|e| e.name == env)
+        .map(|e| e.servers.clone())
+        .unwrap_or_default();
+    let mut out = vec![Line::from(Span::styled(
+        "Live, now (what the Live screen sees):",
+        t.text(),
+    ))];
+    for l in blast::live_blast(hosts, &servers, &panes) {
+        let (mark, style) = match l.severity {
+            Severity::Ok => ("  ", t.muted()),
+            Severity::Warn => ("! ", t.warn()),
+            Severity::Critical => ("✗ ", t.mutating()),
+            Severity::Unknown => ("? ", t.warn()),
+        };
+        out.push(Line::from(Span::styled(format!("{mark}{}", l.text), style)));
+    }
+    out
 }
 
 fn diff_body<'a>(app: &'a App, m: &GateModal, t: &Theme) -> Vec<Line<'a>> {

@@ -44,6 +44,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::runbook::machine::Timestamp;
 
 mod agents;
+pub mod blast;
 mod etcd;
 mod journald;
 mod nodes;

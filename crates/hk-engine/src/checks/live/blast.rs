@@ -1,0 +1,441 @@
+//! The live blast radius of a step (issue 29): what disrupting each host it touches does to
+//! the cluster as the live panes see it now — the VIP lease it holds, the etcd it leads, the
+//! quorum arithmetic, what is already wrong on it. Shown in the gates before a mutating step.
+//!
+//! Owns: [`live_blast`], from the latest VIP, etcd and nodes panes of the environment, each
+//! with its age. A pane not seen, or seen too long ago, makes its facts `unknown` with the
+//! age, never fine.
+//! Must not: decide whether the step may run (the gates and the run machine do), or read
+//! anything itself (the caller hands in the panes).
+
+use super::{EtcdPane, NodesPane, Severity, VipLeasePane};
+use crate::time::{span_ms, Style};
+
+/// A pane as the caller has it: seen (with how long ago its source last vouched for it, and
+/// whether that is too long), or not at all.
+#[derive(Debug, Clone, Copy)]
+pub enum Seen<T> {
+    Fresh { pane: T, age_ms: u64 },
+    Stale { pane: T, age_ms: u64 },
+    NotSeen,
+}
+
+impl<T: Copy> Seen<T> {
+    fn fresh(self) -> Option<T> {
+        match self {
+            Seen::Fresh { pane, .. } => Some(pane),
+            _ => None,
+        }
+    }
+}
+
+/// The panes of the step's environment the blast radius is read from.
+#[derive(Debug, Clone, Copy)]
+pub struct LivePanes<'a> {
+    pub vip: Seen<&'a VipLeasePane>,
+    pub etcd: Seen<&'a EtcdPane>,
+    pub nodes: Seen<&'a NodesPane>,
+}
+
+/// One line of the live blast radius, with how much it matters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlastLine {
+    pub severity: Severity,
+    pub text: String,
+}
+
+fn line(severity: Severity, text: String) -> BlastLine {
+    BlastLine { severity, text }
+}
+
+/// Why a pane's facts are unknown: never looked, or the look is old.
+fn unknown<T>(what: &str, seen: Seen<T>) -> Option<String> {
+    match seen {
+        Seen::Fresh { .. } => None,
+        Seen::Stale { age_ms, .. } => Some(format!(
+            "{what}: unknown (the last look is {} old, stale)",
+            span_ms(age_ms, Style::Words)
+        )),
+        Seen::NotSeen => Some(format!("{what}: unknown (no look yet)")),
+    }
+}
+
+/// The live blast radius of disrupting `hosts` (the step's hosts, in order) in an
+/// environment whose etcd members are `servers`: per host, the VIP lease, etcd leadership
+/// and what the panes find wrong on it; then the quorum arithmetic once.
+pub fn live_blast(hosts: &[String], servers: &[String], panes: &LivePanes<'_>) -> Vec<BlastLine> {
+    let mut out = Vec::new();
+    if matches!(
+        (panes.vip, panes.etcd, panes.nodes),
+        (Seen::NotSeen, Seen::NotSeen, Seen::NotSeen)
+    ) {
+        // One line, not four, on a small terminal: nothing live was ever seen.
+        return vec![line(
+            Severity::Unknown,
+            "unknown: no live look at the VIP lease, etcd or the nodes yet (who holds the VIP, who leads etcd, whether quorum holds)".to_string(),
+        )];
+    }
+    if let Some(why) = unknown("VIP lease holder", panes.vip) {
+        out.push(line(Severity::Unknown, why));
+    }
+    if let Some(why) = unknown("etcd leader and members", panes.etcd) {
+        out.push(line(Severity::Unknown, why));
+    }
+    if let Some(why) = unknown("node readiness", panes.nodes) {
+        out.push(line(Severity::Unknown, why));
+    }
+    let others = |h: &str| -> Vec<&str> {
+        servers
+            .iter()
+            .map(String::as_str)
+            .filter(|s| *s != h && !hosts.iter().any(|x| x == s))
+            .collect()
+    };
+    for h in hosts {
+        if let Some(vip) = panes.vip.fresh() {
+            match vip.holder_node.as_deref() {
+                Some(holder) if holder == h => {
+                    let to = others(h);
+                    out.push(line(
+                        Severity::Warn,
+                        if to.is_empty() {
+                            format!(
+                                "{h} holds the VIP lease ({}): no other server can take it",
+                                vip.vip
+                            )
+                        } else {
+                            format!(
+                                "{h} holds the VIP lease ({}): while it is disrupted the VIP moves to {}",
+                                vip.vip,
+                                to.join(" or ")
+                            )
+                        },
+                    ));
+                }
+                Some(holder) => out.push(line(
+                    Severity::Ok,
+                    format!("{h} does not hold the VIP lease ({holder} does)"),
+                )),
+                None => out.push(line(
+                    Severity::Unknown,
+                    format!("VIP lease: no holder seen; whether {h} holds it is unknown"),
+                )),
+            }
+        }
+        if let Some(etcd) = panes.etcd.fresh() {
+            match etcd.leader.as_deref() {
+                Some(l) if l == h => out.push(line(
+                    Severity::Warn,
+                    format!("{h} leads etcd: an election follows when it is disrupted"),
+                )),
+                Some(l) => out.push(line(
+                    Severity::Ok,
+                    format!("{h} does not lead etcd ({l} does)"),
+                )),
+                None => out.push(line(
+                    Severity::Unknown,
+                    format!("etcd: no leader seen; whether {h} leads is unknown"),
+                )),
+            }
+            for v in etcd.verdicts.iter().filter(|v| names(&v.subject, h)) {
+                if v.severity != Severity::Ok {
+                    out.push(line(v.severity, format!("{h}: {}", v.message)));
+                }
+            }
+        }
+        if let Some(nodes) = panes.nodes.fresh() {
+            for v in nodes.verdicts.iter().filter(|v| names(&v.subject, h)) {
+                if v.severity != Severity::Ok {
+                    out.push(line(v.severity, format!("{h}: {}", v.message)));
+                }
+            }
+        }
+    }
+    if let Some(q) = quorum(hosts, servers, panes) {
+        out.push(q);
+    }
+    out
+}
+
+/// Whether a verdict's subject names `host` (`k3s-prod-1`, `member k3s-prod-1`,
+/// `server k3s-prod-1`), not a host whose name merely begins with it.
+fn names(subject: &str, host: &str) -> bool {
+    subject == host || subject.rsplit(' ').next() == Some(host)
+}
+
+/// The quorum arithmetic: healthy members now, and what remains while the step's hosts that
+/// are members are disrupted. A member is healthy when its node is Ready and the etcd pane
+/// counts nothing against it; unknown when either pane is not fresh.
+fn quorum(hosts: &[String], servers: &[String], panes: &LivePanes<'_>) -> Option<BlastLine> {
+    let n = servers.len();
+    if n == 0 {
+        return None;
+    }
+    let touched: Vec<&String> = hosts.iter().filter(|h| servers.contains(h)).collect();
+    if touched.is_empty() {
+        return Some(line(
+            Severity::Ok,
+            format!(
+                "no etcd member is disrupted ({} not a server)",
+                if hosts.len() == 1 {
+                    "the host is"
+                } else {
+                    "the hosts are"
+                }
+            ),
+        ));
+    }
+    let (Some(etcd), Some(nodes)) = (panes.etcd.fresh(), panes.nodes.fresh()) else {
+        return Some(line(
+            Severity::Unknown,
+            format!(
+                "etcd quorum while {} is disrupted: unknown (the etcd and nodes panes must both be fresh)",
+                list(&touched)
+            ),
+        ));
+    };
+    let down: Vec<&String> = servers
+        .iter()
+        .filter(|s| {
+            let ready = nodes
+                .nodes
+                .iter()
+                .find(|r| &r.name == *s)
+                .and_then(|r| r.ready.as_ref())
+                .is_some_and(|r| matches!(r, super::ConditionStatus::True));
+            let counted_down = etcd.verdicts.iter().any(|v| {
+                v.severity == Severity::Critical
+                    && v.rule == super::Rule::EtcdQuorum
+                    && v.subject == format!("member {s}")
+            });
+            !ready || counted_down
+        })
+        .collect();
+    let healthy = n - down.len();
+    let majority = n / 2 + 1;
+    let disrupted = touched.iter().filter(|h| !down.contains(h)).count();
+    let remain = healthy.saturating_sub(disrupted);
+    let now = if down.is_empty() {
+        format!("{healthy} of {n} etcd members healthy")
+    } else {
+        format!(
+            "{healthy} of {n} etcd members healthy ({} down)",
+            list(&down)
+        )
+    };
+    let (severity, then) = if remain < majority {
+        (
+            Severity::Critical,
+            format!("{remain} remain: etcd LOSES QUORUM ({majority} of {n} needed)"),
+        )
+    } else if remain == majority {
+        (
+            Severity::Warn,
+            format!("{remain} remain: quorum holds ({majority} of {n} needed), no further failure tolerated"),
+        )
+    } else {
+        (
+            Severity::Ok,
+            format!(
+                "{remain} remain: quorum holds ({majority} of {n} needed), {} more failure(s) tolerated",
+                remain - majority
+            ),
+        )
+    };
+    Some(line(
+        severity,
+        format!("{now}; while {} is disrupted {then}", list(&touched)),
+    ))
+}
+
+fn list(hosts: &[&String]) -> String {
+    hosts
+        .iter()
+        .map(|h| h.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{ConditionStatus, NodeRow, Pane, Rule, Verdict};
+    use super::*;
+
+    fn servers() -> Vec<String> {
+        ["k3s-prod-1", "k3s-prod-2", "k3s-prod-3"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn vip(holder: &str) -> VipLeasePane {
+        let mut p = VipLeasePane::unjudged("prod", "192.168.2.9".parse().expect("ip"), 6443);
+        p.holder = Some(holder.into());
+        p.holder_node = Some(holder.into());
+        p
+    }
+
+    fn etcd(leader: &str, down: &[&str]) -> EtcdPane {
+        EtcdPane {
+            env: "prod".into(),
+            members: Vec::new(),
+            leader: Some(leader.into()),
+            verdicts: down
+                .iter()
+                .map(|h| {
+                    Verdict::new(
+                        Pane::Etcd,
+                        Rule::EtcdQuorum,
+                        Severity::Critical,
+                        "prod",
+                        format!("member {h}"),
+                        format!("{h} NotReady: its etcd member is counted down"),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn nodes(not_ready: &[&str]) -> NodesPane {
+        NodesPane {
+            env: "prod".into(),
+            nodes: servers()
+                .into_iter()
+                .map(|name| NodeRow {
+                    ready: Some(if not_ready.contains(&name.as_str()) {
+                        ConditionStatus::False
+                    } else {
+                        ConditionStatus::True
+                    }),
+                    name,
+                    roles: vec!["control-plane".into()],
+                })
+                .collect(),
+            verdicts: Vec::new(),
+        }
+    }
+
+    fn fresh<T>(pane: T) -> Seen<T> {
+        Seen::Fresh {
+            pane,
+            age_ms: 2_000,
+        }
+    }
+
+    fn texts(v: &[BlastLine]) -> Vec<String> {
+        v.iter().map(|l| l.text.clone()).collect()
+    }
+
+    #[test]
+    fn the_holder_and_leader_is_named_and_quorum_holds_with_none_to_spare() {
+        let (v, e, n) = (vip("k3s-prod-1"), etcd("k3s-prod-1", &[]), nodes(&[]));
+        let panes = LivePanes {
+            vip: fresh(&v),
+            etcd: fresh(&e),
+            nodes: fresh(&n),
+        };
+        let out = live_blast(&["k3s-prod-1".into()], &servers(), &panes);
+        let t = texts(&out);
+        assert_eq!(
+            t,
+            vec![
+                "k3s-prod-1 holds the VIP lease (192.168.2.9): while it is disrupted the VIP moves to k3s-prod-2 or k3s-prod-3",
+                "k3s-prod-1 leads etcd: an election follows when it is disrupted",
+                "3 of 3 etcd members healthy; while k3s-prod-1 is disrupted 2 remain: quorum holds (2 of 3 needed), no further failure tolerated",
+            ]
+        );
+        assert_eq!(out[2].severity, Severity::Warn);
+    }
+
+    #[test]
+    fn with_one_server_down_disrupting_another_loses_quorum() {
+        let (v, e, n) = (
+            vip("k3s-prod-2"),
+            etcd("k3s-prod-2", &["k3s-prod-1"]),
+            nodes(&["k3s-prod-1"]),
+        );
+        let panes = LivePanes {
+            vip: fresh(&v),
+            etcd: fresh(&e),
+            nodes: fresh(&n),
+        };
+        let out = live_blast(&["k3s-prod-3".into()], &servers(), &panes);
+        let q = out.last().expect("quorum line");
+        assert_eq!(q.severity, Severity::Critical, "{q:?}");
+        assert_eq!(
+            q.text,
+            "2 of 3 etcd members healthy (k3s-prod-1 down); while k3s-prod-3 is disrupted 1 remain: etcd LOSES QUORUM (2 of 3 needed)"
+        );
+        // Disrupting the member already down changes nothing more.
+        let out = live_blast(&["k3s-prod-1".into()], &servers(), &panes);
+        let q = out.last().expect("quorum line");
+        assert_eq!(q.severity, Severity::Warn, "{q:?}");
+        assert!(out
+            .iter()
+            .any(|l| l.text == "k3s-prod-1: k3s-prod-1 NotReady: its etcd member is counted down"));
+    }
+
+    #[test]
+    fn what_was_not_seen_or_is_stale_is_unknown_with_its_age_never_fine() {
+        let (v, e) = (vip("k3s-prod-1"), etcd("k3s-prod-1", &[]));
+        let panes = LivePanes {
+            vip: Seen::Stale {
+                pane: &v,
+                age_ms: 40_000,
+            },
+            etcd: fresh(&e),
+            nodes: Seen::NotSeen,
+        };
+        let out = live_blast(&["k3s-prod-1".into()], &servers(), &panes);
+        let t = texts(&out);
+        assert!(
+            t.contains(&"VIP lease holder: unknown (the last look is 40s old, stale)".to_string()),
+            "{t:#?}"
+        );
+        assert!(
+            t.contains(&"node readiness: unknown (no look yet)".to_string()),
+            "{t:#?}"
+        );
+        // Nothing is said of the lease from a stale look; the quorum is unknown.
+        assert!(!t.iter().any(|l| l.contains("holds the VIP")), "{t:#?}");
+        let q = out.last().expect("quorum");
+        assert_eq!(q.severity, Severity::Unknown);
+        assert!(q.text.contains("unknown"), "{}", q.text);
+        assert!(out
+            .iter()
+            .all(|l| l.severity != Severity::Ok || !l.text.contains("quorum")));
+    }
+
+    #[test]
+    fn with_nothing_seen_one_line_says_so() {
+        let panes = LivePanes {
+            vip: Seen::NotSeen,
+            etcd: Seen::NotSeen,
+            nodes: Seen::NotSeen,
+        };
+        let out = live_blast(&["k3s-prod-1".into()], &servers(), &panes);
+        assert_eq!(out.len(), 1, "{out:#?}");
+        assert_eq!(out[0].severity, Severity::Unknown);
+        assert!(
+            out[0].text.starts_with("unknown: no live look"),
+            "{}",
+            out[0].text
+        );
+    }
+
+    #[test]
+    fn a_host_that_is_no_server_disrupts_no_member() {
+        let (v, e, n) = (vip("k3s-prod-1"), etcd("k3s-prod-1", &[]), nodes(&[]));
+        let panes = LivePanes {
+            vip: fresh(&v),
+            etcd: fresh(&e),
+            nodes: fresh(&n),
+        };
+        let out = live_blast(&["gw-1".into()], &servers(), &panes);
+        assert_eq!(
+            out.last().map(|l| l.text.as_str()),
+            Some("no etcd member is disrupted (the host is not a server)")
+        );
+        assert!(!names("member k3s-prod-10", "k3s-prod-1"));
+        assert!(names("member k3s-prod-1", "k3s-prod-1"));
+    }
+}
