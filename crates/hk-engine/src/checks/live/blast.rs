@@ -139,14 +139,14 @@ pub fn live_blast(hosts: &[String], servers: &[String], panes: &LivePanes<'_>) -
             }
             for v in etcd.verdicts.iter().filter(|v| names(&v.subject, h)) {
                 if v.severity != Severity::Ok {
-                    out.push(line(v.severity, format!("{h}: {}", v.message)));
+                    out.push(line(v.severity, about(h, &v.message)));
                 }
             }
         }
         if let Some(nodes) = panes.nodes.fresh() {
             for v in nodes.verdicts.iter().filter(|v| names(&v.subject, h)) {
                 if v.severity != Severity::Ok {
-                    out.push(line(v.severity, format!("{h}: {}", v.message)));
+                    out.push(line(v.severity, about(h, &v.message)));
                 }
             }
         }
@@ -155,6 +155,16 @@ pub fn live_blast(hosts: &[String], servers: &[String], panes: &LivePanes<'_>) -
         out.push(q);
     }
     out
+}
+
+/// A verdict's message about `host`, which it names once: prefixed with the host unless it
+/// already begins with it.
+fn about(host: &str, message: &str) -> String {
+    if message.starts_with(host) {
+        message.to_string()
+    } else {
+        format!("{host}: {message}")
+    }
 }
 
 /// Whether a verdict's subject names `host` (`k3s-prod-1`, `member k3s-prod-1`,
@@ -371,7 +381,7 @@ mod tests {
         assert_eq!(q.severity, Severity::Warn, "{q:?}");
         assert!(out
             .iter()
-            .any(|l| l.text == "k3s-prod-1: k3s-prod-1 NotReady: its etcd member is counted down"));
+            .any(|l| l.text == "k3s-prod-1 NotReady: its etcd member is counted down"));
     }
 
     #[test]
