@@ -174,6 +174,8 @@ fn the_approval_names_the_vip_holder_the_etcd_leader_and_the_quorum_left() {
     }
     let (_, style) = find(&frame, "! k3s-prod-3 holds the VIP lease").expect("the holder line");
     assert_eq!(style.fg, app.theme.warn().fg, "the holder is a warning");
+    insta::assert_snapshot!("gate_live_blast_160x45", screen);
+    insta::assert_snapshot!("gate_live_blast_80x24", text(&render(&mut app, 80, 24)));
 
     // One server already down: disrupting k3s-prod-3 leaves one of three.
     for u in live::prod_cluster("k3s-prod-2", "k3s-prod-2", &["k3s-prod-1"], app.now) {
