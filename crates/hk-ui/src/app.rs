@@ -937,10 +937,20 @@ impl App {
         }
     }
 
-    fn submit_gate(&mut self, m: Box<GateModal>) -> Control {
+    fn submit_gate(&mut self, mut m: Box<GateModal>) -> Control {
         let by = self.operator.clone();
         let n = m.n;
         let note = m.note.lines().join(" ").trim().to_string();
+        // Issue 29: a step whose hosts' disruption, given the health the live panes see
+        // now, leaves etcd without quorum goes on only with a typed override and its
+        // reason in the note (journaled with the answer).
+        if let Some(refused) = self.live_refusal(n) {
+            if hk_engine::checks::live::blast::override_reason(&note).is_none() {
+                m.error = Some(refused);
+                self.overlay = Some(Overlay::Gate(m));
+                return Control::Continue;
+            }
+        }
         let note = (!note.is_empty()).then_some(note);
         if gate_is_typed(&m.gate) {
             let text = m.answer.lines().join("").trim().to_string();
@@ -954,6 +964,24 @@ impl App {
             });
         }
         Control::Continue
+    }
+
+    /// Why the gate of step `n` refuses to pass without an override, from the live blast
+    /// radius of the hosts the step guards (`None`: nothing blocks, or no step, or the step
+    /// changes no host).
+    fn live_refusal(&self, n: usize) -> Option<String> {
+        let a = self.active.as_ref()?;
+        let plan = a.run.plan();
+        let step = plan.steps.iter().find(|s| s.n == n)?;
+        let b = step.blast_radius.as_ref()?;
+        let servers = self
+            .envs
+            .iter()
+            .find(|e| e.name == plan.env)
+            .map(|e| e.servers.clone())
+            .unwrap_or_default();
+        let lines = self.live.blast(&plan.env, &b.hosts, &servers, self.now);
+        hk_engine::checks::live::blast::refusal(&lines)
     }
 
     /// Apply one action.

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use hk_effects::observe::feed::{Feed, Update, VpnLook, ALL_ENVS};
-use hk_engine::checks::live::{GatewayPane, Rule, Severity, Verdict};
+use hk_engine::checks::live::{blast, GatewayPane, Rule, Severity, Verdict};
 use hk_engine::runbook::machine::Timestamp;
 
 /// What a source sends: the four kube kinds come from one watcher task per environment, the
@@ -201,6 +201,49 @@ impl LiveState {
                     .map(|g| Look::new(g, None, kind, now)),
             }),
         }
+    }
+}
+
+impl LiveState {
+    /// The live blast radius of disrupting `hosts` of `env` (whose etcd members are
+    /// `servers`) as the panes show it at `now`: a stale pane's facts are unknown with its
+    /// age (`checks::live::blast`).
+    pub fn blast(
+        &self,
+        env: &str,
+        hosts: &[String],
+        servers: &[String],
+        now: Timestamp,
+    ) -> Vec<blast::BlastLine> {
+        fn pick<'f, T>(
+            s: Option<Seen<'f>>,
+            f: impl Fn(&'f Feed) -> Option<&'f T>,
+        ) -> blast::Seen<&'f T> {
+            let Some(s) = s else {
+                return blast::Seen::NotSeen;
+            };
+            let age_ms = s.latest.age_ms;
+            match f(&s.latest.update.feed) {
+                None => blast::Seen::NotSeen,
+                Some(pane) if s.latest.stale => blast::Seen::Stale { pane, age_ms },
+                Some(pane) => blast::Seen::Fresh { pane, age_ms },
+            }
+        }
+        let panes = blast::LivePanes {
+            vip: pick(self.shown(env, LiveKind::Vip, now).seen(), |f| match f {
+                Feed::Vip(p) => Some(p),
+                _ => None,
+            }),
+            etcd: pick(self.shown(env, LiveKind::Etcd, now).seen(), |f| match f {
+                Feed::Etcd(p) => Some(p),
+                _ => None,
+            }),
+            nodes: pick(self.shown(env, LiveKind::Nodes, now).seen(), |f| match f {
+                Feed::Nodes(p) => Some(p),
+                _ => None,
+            }),
+        };
+        blast::live_blast(hosts, servers, &panes)
     }
 }
 

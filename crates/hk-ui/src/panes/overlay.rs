@@ -11,11 +11,8 @@ use crate::pointer;
 use crate::theme::Theme;
 use crossterm::event::KeyCode;
 use hk_effects::exec::ansible;
-use hk_effects::observe::feed::Feed;
 use hk_engine::checks::live::{blast, Severity};
 use hk_engine::runbook::plan::{Gate, GateSource, PlannedStep, StepKind};
-
-use crate::live::LiveKind;
 
 use super::centered;
 
@@ -605,56 +602,19 @@ fn live_blast_lines<'a>(app: &App, hosts: &[String], t: &Theme) -> Vec<Line<'a>>
         return Vec::new();
     }
     let env = a.run.plan().env.as_str();
-    let seen = |kind: LiveKind| match app.live.shown(env, kind, app.now).seen() {
-        None => blast::Seen::NotSeen,
-        Some(s) => {
-            let (feed, age_ms, stale) = (&s.latest.update.feed, s.latest.age_ms, s.latest.stale);
-            if stale {
-                blast::Seen::Stale { pane: feed, age_ms }
-            } else {
-                blast::Seen::Fresh { pane: feed, age_ms }
-            }
-        }
-    };
-    fn pick<'f, T>(
-        s: blast::Seen<&'f Feed>,
-        f: impl Fn(&'f Feed) -> Option<&'f T>,
-    ) -> blast::Seen<&'f T> {
-        match s {
-            blast::Seen::Fresh { pane, age_ms } => f(pane).map_or(blast::Seen::NotSeen, |pane| {
-                blast::Seen::Fresh { pane, age_ms }
-            }),
-            blast::Seen::Stale { pane, age_ms } => f(pane).map_or(blast::Seen::NotSeen, |pane| {
-                blast::Seen::Stale { pane, age_ms }
-            }),
-            blast::Seen::NotSeen => blast::Seen::NotSeen,
-        }
-    }
-    let panes = blast::LivePanes {
-        vip: pick(seen(LiveKind::Vip), |f| match f {
-            Feed::Vip(p) => Some(p),
-            _ => None,
-        }),
-        etcd: pick(seen(LiveKind::Etcd), |f| match f {
-            Feed::Etcd(p) => Some(p),
-            _ => None,
-        }),
-        nodes: pick(seen(LiveKind::Nodes), |f| match f {
-            Feed::Nodes(p) => Some(p),
-            _ => None,
-        }),
-    };
     let servers = app
         .envs
         .iter()
         .find(|e| e.name == env)
         .map(|e| e.servers.clone())
         .unwrap_or_default();
+    let lines = app.live.blast(env, hosts, &servers, app.now);
     let mut out = vec![Line::from(Span::styled(
         "Live, now (what the Live screen sees):",
         t.text(),
     ))];
-    for l in blast::live_blast(hosts, &servers, &panes) {
+    let refused = blast::refusal(&lines);
+    for l in lines {
         let (mark, style) = match l.severity {
             Severity::Ok => ("  ", t.muted()),
             Severity::Warn => ("! ", t.warn()),
@@ -662,6 +622,9 @@ fn live_blast_lines<'a>(app: &App, hosts: &[String], t: &Theme) -> Vec<Line<'a>>
             Severity::Unknown => ("? ", t.warn()),
         };
         out.push(Line::from(Span::styled(format!("{mark}{}", l.text), style)));
+    }
+    if let Some(r) = refused {
+        out.push(Line::from(Span::styled(format!("✗ {r}"), t.critical())));
     }
     out
 }

@@ -42,10 +42,43 @@ pub struct LivePanes<'a> {
 pub struct BlastLine {
     pub severity: Severity,
     pub text: String,
+    /// The step must not go on without an override: disrupting its hosts, given the health
+    /// seen now, leaves etcd without quorum (or the environment without a Ready server).
+    pub blocks: bool,
 }
 
 fn line(severity: Severity, text: String) -> BlastLine {
-    BlastLine { severity, text }
+    BlastLine {
+        severity,
+        text,
+        blocks: false,
+    }
+}
+
+/// What the operator types in the gate's note to go on past a blocking line: this prefix,
+/// then the reason (journaled with the answer, shown in the change record).
+pub const OVERRIDE: &str = "override quorum:";
+
+/// Whether `lines` hold a blocking one.
+pub fn blocks(lines: &[BlastLine]) -> bool {
+    lines.iter().any(|l| l.blocks)
+}
+
+/// The override's reason when `note` is one (`override quorum: REASON`, REASON not empty).
+pub fn override_reason(note: &str) -> Option<&str> {
+    note.trim()
+        .strip_prefix(OVERRIDE)
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+}
+
+/// The refusal the gate shows when a blocking line holds and no override was typed.
+pub fn refusal(lines: &[BlastLine]) -> Option<String> {
+    let why = lines.iter().find(|l| l.blocks)?;
+    Some(format!(
+        "refused: {}. To go on anyway, type `{OVERRIDE} REASON` in the note (journaled).",
+        why.text
+    ))
 }
 
 /// Why a pane's facts are unknown: never looked, or the look is old.
@@ -252,10 +285,12 @@ fn quorum(hosts: &[String], servers: &[String], panes: &LivePanes<'_>) -> Option
             ),
         )
     };
-    Some(line(
+    let mut l = line(
         severity,
         format!("{now}; while {} is disrupted {then}", list(&touched)),
-    ))
+    );
+    l.blocks = remain < majority;
+    Some(l)
 }
 
 fn list(hosts: &[&String]) -> String {
@@ -413,6 +448,57 @@ mod tests {
         assert!(out
             .iter()
             .all(|l| l.severity != Severity::Ok || !l.text.contains("quorum")));
+    }
+
+    #[test]
+    fn losing_quorum_blocks_until_an_override_with_a_reason() {
+        let (v, e, n) = (
+            vip("k3s-prod-2"),
+            etcd("k3s-prod-2", &["k3s-prod-1"]),
+            nodes(&["k3s-prod-1"]),
+        );
+        let panes = LivePanes {
+            vip: fresh(&v),
+            etcd: fresh(&e),
+            nodes: fresh(&n),
+        };
+        let out = live_blast(&["k3s-prod-3".into()], &servers(), &panes);
+        assert!(blocks(&out));
+        let why = refusal(&out).expect("a refusal");
+        assert!(
+            why.starts_with("refused: 2 of 3 etcd members healthy"),
+            "{why}"
+        );
+        assert!(why.contains("override quorum: REASON"), "{why}");
+        assert_eq!(
+            override_reason("override quorum: node 1 is being replaced"),
+            Some("node 1 is being replaced")
+        );
+        assert_eq!(override_reason("  override quorum:   "), None);
+        assert_eq!(override_reason("override: go"), None);
+        // Healthy: nothing blocks, not even on the holder and leader.
+        let (v, e, n) = (vip("k3s-prod-3"), etcd("k3s-prod-3", &[]), nodes(&[]));
+        let panes = LivePanes {
+            vip: fresh(&v),
+            etcd: fresh(&e),
+            nodes: fresh(&n),
+        };
+        assert!(!blocks(&live_blast(
+            &["k3s-prod-3".into()],
+            &servers(),
+            &panes
+        )));
+        // The last Ready server of a one-server environment blocks too.
+        let one = vec!["k3s-prod-1".to_string()];
+        let mut n1 = nodes(&[]);
+        n1.nodes.truncate(1);
+        let panes = LivePanes {
+            vip: fresh(&v),
+            etcd: fresh(&e),
+            nodes: fresh(&n1),
+        };
+        let out = live_blast(&one, &one, &panes);
+        assert!(blocks(&out), "{out:#?}");
     }
 
     #[test]
