@@ -65,7 +65,8 @@ pub(super) fn parse_yaml(
     };
     // Ansible's loader tries JSON first, YAML only when that fails (they type `1e3` apart).
     let doc = match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(json) => json_node(&json, yaml::parse_one(text).ok().as_ref()),
+        Ok(json) => json_node(&json, yaml::parse_one(text).ok().as_ref())
+            .map_err(|(mark, message)| not_read(mark.line, message, true))?,
         Err(_) => match yaml::parse_one(text) {
             Ok(doc) => doc,
             Err(e) => {
@@ -433,15 +434,31 @@ fn python_int(n: &Node) -> Option<i64> {
 }
 
 /// A JSON document as a node tree; positions are taken from the same text read as YAML
-/// where it has the same key (JSON is YAML's flow style), else the enclosing one.
-fn json_node(v: &serde_json::Value, yaml: Option<&Node>) -> Node {
+/// where it has the same key (JSON is YAML's flow style), else the enclosing one. An integer
+/// beyond 64 bits (Python keeps it exact; serde_json would make it a float) is refused.
+fn json_node(v: &serde_json::Value, yaml: Option<&Node>) -> Result<Node, (Mark, String)> {
     let mark = yaml.map_or(Mark { line: 1, col: 1 }, |n| n.mark);
     let value = match v {
         serde_json::Value::Null => Value::Null,
         serde_json::Value::Bool(b) => Value::Bool(*b),
-        serde_json::Value::Number(n) => match n.as_i64() {
-            Some(i) => Value::Int(i),
-            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        serde_json::Value::Number(n) => match (n.as_i64(), yaml.map(|y| &y.value)) {
+            (Some(i), _) => Value::Int(i),
+            // Written as a float: the same text read as YAML says so (a YAML 1.1 float, or
+            // a plain scalar such as `1e3` with a fraction or an exponent).
+            (None, Some(Value::Float(_))) if n.is_f64() => {
+                Value::Float(n.as_f64().unwrap_or(f64::NAN))
+            }
+            (None, Some(Value::Str(written)))
+                if n.is_f64() && written.contains(['.', 'e', 'E']) =>
+            {
+                Value::Float(n.as_f64().unwrap_or(f64::NAN))
+            }
+            _ => {
+                return Err((
+                    mark,
+                    format!("the number {n} is an integer beyond 64 bits (or cannot be told from one): Ansible keeps it exact, hk-console cannot, so it is refused"),
+                ))
+            }
         },
         serde_json::Value::String(s) => Value::Str(s.clone()),
         serde_json::Value::Array(items) => Value::Seq(
@@ -449,7 +466,7 @@ fn json_node(v: &serde_json::Value, yaml: Option<&Node>) -> Node {
                 .iter()
                 .enumerate()
                 .map(|(i, item)| json_node(item, yaml.and_then(|n| n.as_seq()?.get(i))))
-                .collect(),
+                .collect::<Result<_, _>>()?,
         ),
         serde_json::Value::Object(map) => Value::Map(
             map.iter()
@@ -459,10 +476,10 @@ fn json_node(v: &serde_json::Value, yaml: Option<&Node>) -> Node {
                         value: Value::Str(k.clone()),
                         mark: entry.map_or(mark, |(k, _)| k.mark),
                     };
-                    (key, json_node(item, entry.map(|(_, v)| v)))
+                    Ok((key, json_node(item, entry.map(|(_, v)| v))?))
                 })
-                .collect(),
+                .collect::<Result<_, _>>()?,
         ),
     };
-    Node { value, mark }
+    Ok(Node { value, mark })
 }
