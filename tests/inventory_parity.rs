@@ -649,7 +649,11 @@ fn yaml_fixtures_dir() -> PathBuf {
 /// Each directory of inventories-yaml/ holds one inventory file named `hosts` with any
 /// extension (or none): the name decides which Ansible plugin reads it.
 fn yaml_cases() -> Vec<Case> {
-    let mut cases: Vec<Case> = std::fs::read_dir(yaml_fixtures_dir())
+    cases_in(&yaml_fixtures_dir())
+}
+
+fn cases_in(dir: &Path) -> Vec<Case> {
+    let mut cases: Vec<Case> = std::fs::read_dir(dir)
         .expect("yaml fixtures dir")
         .filter_map(|e| e.ok())
         .map(|e| e.path())
@@ -958,5 +962,23 @@ fn hosts_in_matches_ansible_list_hosts_on_yaml_and_directories() {
             b.sort();
             assert_eq!(a, b, "{what} (as sets)");
         }
+    }
+}
+
+/// The toml plugin's format: every inventories-toml/ fixture, `--list` and the skip warnings.
+#[test]
+fn toml_list_equals_ansible_inventory_on_every_toml_fixture() {
+    let cases =
+        cases_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/inventories-toml"));
+    assert!(cases.len() >= 3, "expected at least 3 TOML fixtures");
+    let failures = check_cases(&cases);
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    for c in &cases {
+        assert_eq!(
+            Inventory::load(&c.ini).expect("load").format(),
+            hk_console::repo::inventory::Format::Toml,
+            "{}",
+            c.name
+        );
     }
 }

@@ -1,10 +1,11 @@
-//! The Ansible inventory file (INI, or the `yaml` plugin's YAML/JSON), read exactly as
-//! ansible-core 2.19 reads it.
+//! The Ansible inventory (INI, the `yaml` plugin's YAML/JSON, the `toml` plugin's TOML; files,
+//! directories, several sources), read exactly as ansible-core 2.19 reads it.
 //!
 //! Owns: choosing the plugin that reads a file (Ansible's enabled plugins in order: an
 //! executable is `script`'s and is refused; `.yml`/`.yaml` with `plugin:` is `auto`'s and
 //! is refused by name; `yaml` for `.yaml`/`.yml`/`.json` or no extension; then `ini` for
-//! any file; a plugin that fails hands the file to the next), parsing an INI inventory (sections, `[g:children]`, `[g:vars]`, inline host vars
+//! any file but `.toml`, which is `toml`'s alone; a plugin that fails hands the file to the
+//! next), parsing an INI inventory (sections, `[g:children]`, `[g:vars]`, inline host vars
 //! split like Python's `shlex` and typed like `ast.literal_eval`, host ranges, `host:port`),
 //! the group graph with Ansible's implicit `all`/`ungrouped` rules, group depth and priority,
 //! the `group_vars/`/`host_vars/` beside the inventory file, and merging everything into
@@ -33,6 +34,7 @@
 //!
 //! Layout: this file holds the model (groups, hosts, the graph rules, the variable layers)
 //! `sources` the plugin choice, directories and several sources; `ini` the INI parser,
+//! `tomlinv` the toml plugin's format,
 //! `yamlinv` the yaml plugin's format, `shlex` the host-line splitter, `pyliteral` the `ast.literal_eval`
 //! typing of values, `hostpattern` `host:port` and host ranges.
 //!
@@ -47,6 +49,7 @@ mod pyset;
 mod pytext;
 mod shlex;
 mod sources;
+mod tomlinv;
 mod yamlinv;
 
 pub use hostpattern::{expand_hostname_range, expand_hostpattern, HostPatternError};
@@ -108,7 +111,8 @@ pub enum InventoryError {
 pub enum Format {
     Ini,
     Yaml,
-    /// Files of both, from a directory or several sources.
+    Toml,
+    /// Files of more than one, from a directory or several sources.
     Mixed,
 }
 
@@ -327,6 +331,7 @@ impl Inventory {
                         Layer::IniGroup(g) => match self.format {
                             Format::Ini => format!("[{}:vars]", self.groups[g].name),
                             Format::Yaml => format!("{}: vars", self.groups[g].name),
+                            Format::Toml => format!("[{}] vars", self.groups[g].name),
                             Format::Mixed => {
                                 format!("inventory vars of group {}", self.groups[g].name)
                             }
@@ -335,6 +340,7 @@ impl Inventory {
                         Layer::IniHost => match self.format {
                             Format::Ini => format!("host line of {}", self.hosts[h].name),
                             Format::Yaml => format!("hosts: {} entry", self.hosts[h].name),
+                            Format::Toml => format!("hosts.{} entry", self.hosts[h].name),
                             Format::Mixed => {
                                 format!("inventory vars of host {}", self.hosts[h].name)
                             }

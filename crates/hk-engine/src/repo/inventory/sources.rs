@@ -3,14 +3,14 @@
 //! into one inventory.
 //!
 //! Owns: the plugin choice and its refusals (an executable is the `script` plugin's, a
-//! `plugin:` file the `auto` plugin's, a `.toml` the toml plugin's), the directory walk and
+//! `plugin:` file the `auto` plugin's; a `.toml` only the toml plugin's), the directory walk and
 //! what it skips, counting the files read. Must not: parse a format (`ini`, `yamlinv`) or
 //! settle the graph and variables (`mod.rs`, once every source is in).
 
 use std::path::{Path, PathBuf};
 
 use super::ini::{decode_ini, IniParser};
-use super::{yamlinv, Format, Inventory, InventoryError};
+use super::{tomlinv, yamlinv, Format, Inventory, InventoryError};
 use crate::repo::vars;
 
 /// Directories an inventory directory may nest (`inventory.max_dir_depth`).
@@ -183,6 +183,18 @@ impl Inventory {
         path: &Path,
         utf8: bool,
     ) -> Result<Inventory, InventoryError> {
+        // The ini plugin refuses `.toml` by name; the yaml plugin does not take it either: the
+        // toml plugin is the only one.
+        if path.extension().is_some_and(|e| e == "toml") {
+            if !utf8 {
+                return Err(InventoryError::Syntax {
+                    file: path.to_path_buf(),
+                    line: 1,
+                    message: "not TOML: bytes that are not UTF-8".into(),
+                });
+            }
+            return Ok(tomlinv::parse_toml(inv, text, path)?.read_as(Format::Toml));
+        }
         // `os.path.splitext`: the yaml plugin takes no extension or one of its list.
         let yaml_first = match path.extension() {
             None => true,
@@ -215,20 +227,6 @@ impl Inventory {
         let mut p = IniParser::adding_to(inv, path);
         match (p.parse(text), yaml_failure) {
             (Ok(()), _) => Ok(p.inv.read_as(Format::Ini)),
-            // Ansible's toml plugin comes after ini: a `.toml` file INI cannot read is one.
-            (Err(ini), None) if path.extension().is_some_and(|e| e == "toml") => {
-                Err(InventoryError::NoPluginRead {
-                    first: Box::new(InventoryError::Syntax {
-                        file: path.to_path_buf(),
-                        line: 1,
-                        message: "a TOML inventory (Ansible's toml plugin reads it): \
-                                  hk-console does not read TOML inventories yet, so it is refused"
-                            .into(),
-                    }),
-                    other_plugin: "INI",
-                    other: Box::new(ini),
-                })
-            }
             (Err(ini), None) => Err(ini),
             // Named `.yml`/`.yaml`/`.json`, or it loaded as a YAML mapping: its YAML error is
             // the one meant.

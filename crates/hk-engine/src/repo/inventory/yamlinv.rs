@@ -41,11 +41,14 @@ pub(super) enum YamlFailure {
     Plugin(InventoryError),
 }
 
-struct Reader {
-    inv: Inventory,
-    file: PathBuf,
-    origin_file: VarFile,
-    warnings: Vec<String>,
+/// Adds one file's groups and hosts to an inventory (also the toml plugin's walker's).
+pub(super) struct Reader {
+    pub(super) inv: Inventory,
+    pub(super) file: PathBuf,
+    pub(super) origin_file: VarFile,
+    pub(super) warnings: Vec<String>,
+    /// The toml plugin takes a host's data as it is (no `or {}`): only a mapping.
+    pub(super) host_data_must_be_mapping: bool,
 }
 
 /// Add the text of a YAML (or JSON) inventory named `path` to `inv` (its own layers only:
@@ -115,6 +118,7 @@ pub(super) fn parse_yaml(
         file: path.to_path_buf(),
         origin_file: VarFile::from(path),
         warnings: Vec::new(),
+        host_data_must_be_mapping: false,
     };
     for (k, v) in entries {
         r.group(k, v).map_err(|error| YamlFailure::NotRead {
@@ -128,7 +132,7 @@ pub(super) fn parse_yaml(
 }
 
 impl Reader {
-    fn err(&self, at: Mark, message: impl Into<String>) -> InventoryError {
+    pub(super) fn err(&self, at: Mark, message: impl Into<String>) -> InventoryError {
         InventoryError::Syntax {
             file: self.file.clone(),
             line: at.line,
@@ -136,7 +140,7 @@ impl Reader {
         }
     }
 
-    fn warn(&mut self, at: Mark, message: String) {
+    pub(super) fn warn(&mut self, at: Mark, message: String) {
         self.warnings
             .push(format!("{}:{}: {message}", self.file.display(), at.line));
     }
@@ -251,7 +255,12 @@ impl Reader {
     }
 
     /// `InventoryData.add_child`: a group, else a host, by name.
-    fn add_child(&mut self, g: usize, child: &str, at: Mark) -> Result<(), InventoryError> {
+    pub(super) fn add_child(
+        &mut self,
+        g: usize,
+        child: &str,
+        at: Mark,
+    ) -> Result<(), InventoryError> {
         if let Some(&c) = self.inv.group_index.get(child) {
             return self.inv.add_child(g, c).map_err(|m| self.err(at, m));
         }
@@ -262,7 +271,12 @@ impl Reader {
         Err(self.err(at, format!("{child} is not a known host nor group")))
     }
 
-    fn set_group_var(&mut self, g: usize, key: &Node, value: &Node) -> Result<(), InventoryError> {
+    pub(super) fn set_group_var(
+        &mut self,
+        g: usize,
+        key: &Node,
+        value: &Node,
+    ) -> Result<(), InventoryError> {
         let name = py_key(key);
         if name == "ansible_group_priority" {
             let p = python_int(value).ok_or_else(|| {
@@ -282,7 +296,12 @@ impl Reader {
         Ok(())
     }
 
-    fn hosts(&mut self, g: usize, pattern: &Node, data: &Node) -> Result<(), InventoryError> {
+    pub(super) fn hosts(
+        &mut self,
+        g: usize,
+        pattern: &Node,
+        data: &Node,
+    ) -> Result<(), InventoryError> {
         let Value::Str(text) = &pattern.value else {
             return Err(self.err(
                 pattern.mark,
@@ -302,7 +321,7 @@ impl Reader {
             HostNames::Many(many) => many,
         };
         let entries: Vec<(&Node, &Node)> = match &data.value {
-            _ if is_falsy(data) => Vec::new(),
+            _ if is_falsy(data) && !self.host_data_must_be_mapping => Vec::new(),
             Value::Map(items) => unique(items),
             _ => {
                 return Err(self.err(
@@ -395,7 +414,7 @@ fn is_falsy(n: &Node) -> bool {
 
 /// Python's name of a loaded value's type, as the plugin's messages print it (2.19 prints
 /// its tagged subclasses; the base type is what is meant).
-fn py_type(v: &Value) -> &'static str {
+pub(super) fn py_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "<class 'NoneType'>",
         Value::Bool(_) => "<class 'bool'>",
@@ -408,7 +427,7 @@ fn py_type(v: &Value) -> &'static str {
 }
 
 /// `str()` of a scalar as Python prints it in a message.
-fn py_str(n: &Node) -> String {
+pub(super) fn py_str(n: &Node) -> String {
     match &n.value {
         Value::Null => "None".into(),
         Value::Bool(b) => if *b { "True" } else { "False" }.into(),
