@@ -147,6 +147,45 @@ fn a_bad_inventory_names_file_and_line_and_exits_2() {
     assert!(err.contains("hosts.ini:3"), "{err}");
 }
 
+/// `-i` takes YAML files and directories, and repeats; `--list` is the loader's listing,
+/// and a plugin inventory is refused by name with exit 2 (it was read as INI: issue 28).
+#[test]
+fn inventory_takes_yaml_directories_and_several_sources() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let yaml = root.join("inventories-yaml/basic/hosts.yml");
+    let dir = root.join("inventories-dir/order");
+    let out = run(&["inventory", "-i", yaml.to_str().expect("utf8"), "--list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let inv = hk_console::repo::inventory::Inventory::load(&yaml).expect("load");
+    assert_eq!(listed, hk_console::repo::listing::list_json(&inv));
+    assert_eq!(
+        listed.pointer("/webservers/hosts/0"),
+        Some(&serde_json::json!("foo.example.com"))
+    );
+    let out = run(&[
+        "inventory",
+        "-i",
+        yaml.to_str().expect("utf8"),
+        "-i",
+        dir.to_str().expect("utf8"),
+        "--host",
+        "h1",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let h1: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(h1["v"], "from_a");
+    assert_eq!(h1["ntp"], "10.0.0.1", "all's vars from the YAML source");
+    let plugin = root.join("inventories-yaml-bad/plugin.yml");
+    let out = run(&["inventory", "-i", plugin.to_str().expect("utf8"), "--list"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("plugin.yml:4: a plugin inventory (`plugin: ansible.builtin.constructed`)"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_missing_repo_config_says_what_is_expected() {
     let dir = tempfile::tempdir().expect("tmp");

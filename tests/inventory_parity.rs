@@ -85,6 +85,11 @@ fn spawn_list(case: &Case, sandbox: &Path) -> Child {
 }
 
 fn finish(child: Child, what: &str) -> String {
+    finish_with_stderr(child, what).0
+}
+
+/// The run's stdout and stderr; a failed run fails the test.
+fn finish_with_stderr(child: Child, what: &str) -> (String, String) {
     let out = child.wait_with_output().expect("wait");
     assert!(
         out.status.success(),
@@ -92,7 +97,10 @@ fn finish(child: Child, what: &str) -> String {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout).expect("utf-8 output")
+    (
+        String::from_utf8(out.stdout).expect("utf-8 output"),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// The key names inside a vaulted file, learnt by asking ansible-vault (test only).
@@ -222,7 +230,8 @@ fn check_cases(cases: &[Case]) -> Vec<String> {
     let children: Vec<Child> = cases.iter().map(|c| spawn_list(c, sb.path())).collect();
     let mut failures = Vec::new();
     for (case, child) in cases.iter().zip(children) {
-        let stdout = finish(child, &format!("ansible-inventory on {}", case.name));
+        let (stdout, stderr) =
+            finish_with_stderr(child, &format!("ansible-inventory on {}", case.name));
         let mut theirs: Value =
             serde_json::from_str(&stdout).expect("ansible-inventory prints JSON");
         let inv = match Inventory::load(&case.ini) {
@@ -232,6 +241,23 @@ fn check_cases(cases: &[Case]) -> Vec<String> {
                 continue;
             }
         };
+        // What the yaml plugin skips it warns about; so do we, once per skip, naming the line.
+        let theirs_skips = stderr
+            .lines()
+            .filter(|l| l.starts_with("[WARNING]: Skipping"))
+            .count();
+        let ours_skips = inv
+            .warnings()
+            .iter()
+            .filter(|w| w.contains(": Skipping"))
+            .count();
+        if theirs_skips != ours_skips {
+            failures.push(format!(
+                "{}: ansible-inventory warned of {theirs_skips} skipped entries, we of {ours_skips}: {:?}\n{stderr}",
+                case.name,
+                inv.warnings()
+            ));
+        }
         let mut ours = list_json(&inv);
         let mut except = BTreeSet::new();
         for file in inv.vaulted_files() {
@@ -614,4 +640,345 @@ fn accidents_are_refused_loudly_and_ansible_really_does_that() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn yaml_fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/inventories-yaml")
+}
+
+/// Each directory of inventories-yaml/ holds one inventory file named `hosts` with any
+/// extension (or none): the name decides which Ansible plugin reads it.
+fn yaml_cases() -> Vec<Case> {
+    cases_in(&yaml_fixtures_dir())
+}
+
+fn cases_in(dir: &Path) -> Vec<Case> {
+    let mut cases: Vec<Case> = std::fs::read_dir(dir)
+        .expect("yaml fixtures dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .map(|dir| {
+            let file = std::fs::read_dir(&dir)
+                .expect("case dir")
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .find(|p| p.is_file() && p.file_stem().is_some_and(|s| s == "hosts"))
+                .unwrap_or_else(|| panic!("{}: no `hosts` inventory file", dir.display()));
+            Case {
+                name: dir
+                    .file_name()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned(),
+                ini: file,
+                vault_pass: None,
+            }
+        })
+        .collect();
+    cases.sort_by(|a, b| a.name.cmp(&b.name));
+    cases
+}
+
+#[test]
+fn yaml_list_equals_ansible_inventory_on_every_yaml_fixture() {
+    let cases = yaml_cases();
+    assert!(
+        cases.len() >= 10,
+        "expected at least 10 YAML fixtures, found {}",
+        cases.len()
+    );
+    let failures = check_cases(&cases);
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    // The corpus is read by the plugins it is meant for (not all of it by INI).
+    let yaml_read = cases
+        .iter()
+        .filter(|c| {
+            Inventory::load(&c.ini).expect("load").format()
+                == hk_console::repo::inventory::Format::Yaml
+        })
+        .count();
+    assert!(
+        yaml_read >= 10,
+        "only {yaml_read} fixtures were read as YAML"
+    );
+}
+
+/// `ansible-inventory --host H` for the first and the last host of every YAML fixture
+/// equals what `hk-console inventory --host H` prints (`host_vars`, listed).
+#[test]
+fn yaml_host_vars_equal_ansible_inventory_host() {
+    let sb = sandbox();
+    let mut runs = Vec::new();
+    for case in yaml_cases() {
+        let inv = Inventory::load(&case.ini).expect("load");
+        let hosts = inv.hosts();
+        let picked: BTreeSet<String> = hosts
+            .first()
+            .into_iter()
+            .chain(hosts.last())
+            .cloned()
+            .collect();
+        for host in picked {
+            let mut cmd = ansible_cmd(&ansible_bin("ansible-inventory"), sb.path());
+            cmd.env("ANSIBLE_INVENTORY_UNPARSED_FAILED", "True")
+                .arg("-i")
+                .arg(&case.ini)
+                .arg("--host")
+                .arg(&host);
+            let child = cmd.spawn().expect("spawn ansible-inventory");
+            runs.push((case.name.clone(), case.ini.clone(), host, child));
+        }
+    }
+    assert!(
+        runs.len() >= 15,
+        "expected hosts to look at, got {}",
+        runs.len()
+    );
+    let mut failures = Vec::new();
+    for (name, file, host, child) in runs {
+        let out = finish(child, &format!("ansible-inventory --host {host} on {name}"));
+        let mut theirs: Value = serde_json::from_str(&out).expect("JSON");
+        let inv = Inventory::load(&file).expect("load");
+        let mut ours = Value::Object(
+            inv.host_vars(&host)
+                .expect("host")
+                .iter()
+                .map(|(k, v)| (k.clone(), hk_console::repo::vars::listing_value(v)))
+                .collect(),
+        );
+        normalize(&mut ours);
+        normalize(&mut theirs);
+        if ours != theirs {
+            failures.push(format!(
+                "{name} --host {host}: ours {ours} ansible {theirs}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// YAML inventories Ansible refuses (or reads through a plugin we do not run): our loader
+/// refuses each naming file:line and the reason; what Ansible does is checked too.
+#[test]
+fn yaml_refusals_name_file_and_line_and_ansible_agrees() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/inventories-yaml-bad");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("bad yaml fixtures")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_none_or(|e| e != "expect"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8, "expected the YAML refusal fixtures");
+    let sb = sandbox();
+    let children: Vec<Child> = files
+        .iter()
+        .map(|f| {
+            let mut cmd = ansible_cmd(&ansible_bin("ansible-inventory"), sb.path());
+            cmd.env("ANSIBLE_INVENTORY_UNPARSED_FAILED", "True")
+                .arg("-i")
+                .arg(f)
+                .arg("--list");
+            cmd.spawn().expect("spawn ansible-inventory")
+        })
+        .collect();
+    let mut failures = Vec::new();
+    for (file, child) in files.iter().zip(children) {
+        let name = file
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        // A format with no comments (JSON) says what is expected in `FILE.expect`.
+        let sidecar = PathBuf::from(format!("{}.expect", file.display()));
+        let text =
+            std::fs::read_to_string(if sidecar.is_file() { &sidecar } else { file }).expect("read");
+        let header = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("# {key}: ")))
+                .unwrap_or_else(|| panic!("{name}: no `# {key}:` line"))
+                .trim()
+                .to_string()
+        };
+        let (line, kind, ours) = (header("expect-line"), header("ansible"), header("ours"));
+        let out = child.wait_with_output().expect("wait");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let ansible_ok = match kind.as_str() {
+            "fails" => !out.status.success() && stderr.contains(ours.trim_end_matches('.')),
+            "accepts" => out.status.success(),
+            other => panic!("{name}: unknown `# ansible: {other}`"),
+        };
+        if !ansible_ok {
+            failures.push(format!(
+                "{name}: ansible-inventory did not behave as `{kind}` ({ours}): {}\n{stderr}",
+                out.status
+            ));
+        }
+        match Inventory::load(file) {
+            Ok(_) => failures.push(format!("{name}: our loader accepted it")),
+            Err(e) => {
+                let msg = e.to_string();
+                let want = format!("{}:{line}: ", file.display());
+                if !msg.starts_with(&want) || !msg.contains(&ours) {
+                    failures.push(format!(
+                        "{name}: expected `{want}...{ours}...`, got `{msg}`"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn dir_fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/inventories-dir")
+}
+
+/// `-i DIR`: every directory of inventories-dir/ is one source, read file by file (INI,
+/// YAML, no extension, subdirectories) with the files Ansible skips in it (`mixed` holds one
+/// of each skipped extension, each an INI file that would add a host if read).
+#[test]
+fn directory_sources_equal_ansible_inventory() {
+    let mut cases: Vec<Case> = std::fs::read_dir(dir_fixtures_dir())
+        .expect("dir fixtures")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .map(|p| Case {
+            name: p.file_name().expect("name").to_string_lossy().into_owned(),
+            ini: p,
+            vault_pass: None,
+        })
+        .collect();
+    cases.sort_by(|a, b| a.name.cmp(&b.name));
+    assert!(cases.len() >= 3, "expected at least 3 directory fixtures");
+    let failures = check_cases(&cases);
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    let mixed = Inventory::load(&dir_fixtures_dir().join("mixed")).expect("mixed");
+    assert_eq!(mixed.format(), hk_console::repo::inventory::Format::Mixed);
+    assert!(
+        mixed
+            .hosts()
+            .iter()
+            .all(|h| !h.starts_with("should_not_appear")),
+        "{:?}",
+        mixed.hosts()
+    );
+}
+
+/// `-i A -i B -i C`: one inventory, the sources in order, each base's group_vars.
+#[test]
+fn several_sources_equal_ansible_inventory() {
+    let sources = [
+        dir_fixtures_dir().join("order"),
+        yaml_fixtures_dir().join("priority/hosts.yml"),
+        fixtures_dir().join("basic/hosts.ini"),
+        yaml_fixtures_dir().join("two_groups/hosts.yml"),
+    ];
+    let sb = sandbox();
+    let mut cmd = ansible_cmd(&ansible_bin("ansible-inventory"), sb.path());
+    cmd.env("ANSIBLE_INVENTORY_UNPARSED_FAILED", "True");
+    for s in &sources {
+        cmd.arg("-i").arg(s);
+    }
+    cmd.arg("--list");
+    let stdout = finish(cmd.spawn().expect("spawn"), "ansible-inventory -i x4");
+    let mut theirs: Value = serde_json::from_str(&stdout).expect("JSON");
+    let inv = Inventory::load_sources(&sources).expect("load");
+    let mut ours = list_json(&inv);
+    normalize(&mut ours);
+    normalize(&mut theirs);
+    assert!(ours == theirs, "{}", diff("4 sources", &ours, &theirs));
+}
+
+/// A file in an inventory directory that no plugin reads is refused naming it (Ansible
+/// warns and goes on without it), and so is a directory with nothing to read.
+#[test]
+fn a_directory_with_a_bad_or_no_file_is_refused_naming_it() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    std::fs::write(tmp.path().join("a.ini"), "[g]\nh1\n").expect("a");
+    std::fs::write(tmp.path().join("b.yml"), "g:\n  hosts: [x]\n").expect("b");
+    let err = Inventory::load(tmp.path()).expect_err("b.yml").to_string();
+    assert!(
+        err.starts_with(&format!(
+            "{}:2: Invalid \"hosts\" entry",
+            tmp.path().join("b.yml").display()
+        )),
+        "{err}"
+    );
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    std::fs::write(empty.join("notes.md"), "[g]\nh\n").expect("md");
+    let err = Inventory::load(&empty).expect_err("empty").to_string();
+    assert!(
+        err.starts_with(&format!(
+            "{}: an inventory directory with no inventory file",
+            empty.display()
+        )),
+        "{err}"
+    );
+}
+
+/// `hosts_in` follows `ansible GROUP --list-hosts` on YAML and directory sources too.
+#[test]
+fn hosts_in_matches_ansible_list_hosts_on_yaml_and_directories() {
+    let pairs = [
+        (yaml_fixtures_dir().join("two_groups/hosts.yml"), "all"),
+        (yaml_fixtures_dir().join("two_groups/hosts.yml"), "ops"),
+        (yaml_fixtures_dir().join("toplevel/hosts.yml"), "all"),
+        (yaml_fixtures_dir().join("toplevel/hosts.yml"), "prod"),
+        (yaml_fixtures_dir().join("ranges/hosts.yml"), "all"),
+        (yaml_fixtures_dir().join("nulls/hosts.yml"), "all"),
+        (dir_fixtures_dir().join("mixed"), "all"),
+        (dir_fixtures_dir().join("mixed"), "monitoring"),
+        (dir_fixtures_dir().join("nested"), "all"),
+    ];
+    let sb = sandbox();
+    let children: Vec<Child> = pairs
+        .iter()
+        .map(|(source, g)| {
+            let mut cmd = ansible_cmd(&ansible_bin("ansible"), sb.path());
+            cmd.arg("-i").arg(source).arg(g).arg("--list-hosts");
+            cmd.spawn().expect("spawn ansible")
+        })
+        .collect();
+    for ((source, g), child) in pairs.iter().zip(children) {
+        let what = format!("ansible {g} --list-hosts on {}", source.display());
+        let out = finish(child, &what);
+        let theirs: Vec<String> = out
+            .lines()
+            .filter(|l| l.starts_with("    "))
+            .map(|l| l.trim().to_string())
+            .collect();
+        assert!(!theirs.is_empty(), "{what}: no hosts\n{out}");
+        let inv = Inventory::load(source).expect("load");
+        let ours = inv.hosts_in(g).expect("group");
+        if order_is_defined(&inv, g) {
+            assert_eq!(ours, theirs, "{what}");
+        } else {
+            let (mut a, mut b) = (ours.clone(), theirs.clone());
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "{what} (as sets)");
+        }
+    }
+}
+
+/// The toml plugin's format: every inventories-toml/ fixture, `--list` and the skip warnings.
+#[test]
+fn toml_list_equals_ansible_inventory_on_every_toml_fixture() {
+    let cases =
+        cases_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/inventories-toml"));
+    assert!(cases.len() >= 3, "expected at least 3 TOML fixtures");
+    let failures = check_cases(&cases);
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    for c in &cases {
+        assert_eq!(
+            Inventory::load(&c.ini).expect("load").format(),
+            hk_console::repo::inventory::Format::Toml,
+            "{}",
+            c.name
+        );
+    }
 }

@@ -13,7 +13,7 @@ use crate::repo::Repo;
 
 pub(super) fn inventory_cmd(
     cli: &Cli,
-    file: Option<&Path>,
+    sources: &[std::path::PathBuf],
     list: bool,
     host: Option<&str>,
     resolved: bool,
@@ -21,13 +21,12 @@ pub(super) fn inventory_cmd(
     if !list && host.is_none() {
         return Err(Failure::msg("say what to print: --list, or --host HOST"));
     }
-    let inventory = match file {
-        Some(f) => Inventory::load(f)?,
-        None => {
-            let root = repo_root(cli.repo.as_deref())?;
-            let config = Config::load(&root)?;
-            Inventory::load(&root.join(&config.inventory))?
-        }
+    let inventory = if sources.is_empty() {
+        let root = repo_root(cli.repo.as_deref())?;
+        let config = Config::load(&root)?;
+        Inventory::load(&root.join(&config.inventory))?
+    } else {
+        Inventory::load_sources(sources)?
     };
     for f in inventory.vaulted_files() {
         errln!(
@@ -198,22 +197,24 @@ pub(super) fn print_env(repo: &Repo, env: &Environment) {
 }
 
 /// `inventory --host H --resolved --playbook P` (logic: repo::provenance). P is relative to
-/// the repo's Ansible directory, or with `-i FILE` to the current directory.
+/// the repo's Ansible directory, or with `-i SOURCE` to the current directory.
 pub(super) fn play_vars_cmd(
     cli: &Cli,
-    file: Option<&Path>,
+    sources: &[std::path::PathBuf],
     host: Option<&str>,
     playbook: &Path,
 ) -> CmdResult {
     let host = host.ok_or_else(|| Failure::msg("--playbook needs --host HOST"))?;
-    let (inventory, ansible_dir) = match file {
-        Some(f) => (Inventory::load(f)?, std::path::PathBuf::from(".")),
-        None => {
-            let root = repo_root(cli.repo.as_deref())?;
-            let config = Config::load(&root)?;
-            let inv = Inventory::load(&root.join(&config.inventory))?;
-            (inv, root.join(&config.ansible_dir))
-        }
+    let (inventory, ansible_dir) = if sources.is_empty() {
+        let root = repo_root(cli.repo.as_deref())?;
+        let config = Config::load(&root)?;
+        let inv = Inventory::load(&root.join(&config.inventory))?;
+        (inv, root.join(&config.ansible_dir))
+    } else {
+        (
+            Inventory::load_sources(sources)?,
+            std::path::PathBuf::from("."),
+        )
     };
     let books = [playbook.to_string_lossy().into_owned()];
     let view = crate::repo::provenance::play_view(

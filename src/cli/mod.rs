@@ -168,14 +168,16 @@ pub struct Cli {
 pub enum Command {
     /// Read the Ansible inventory exactly as Ansible does.
     Inventory {
-        /// An INI inventory file (instead of the repo's).
+        /// An inventory source instead of the repo's: an INI, YAML or JSON file, or a
+        /// directory of them (read as Ansible reads it); repeat `-i` for several, as with
+        /// ansible-inventory.
         #[arg(
             short = 'i',
             long = "inventory",
-            value_name = "FILE",
+            value_name = "SOURCE",
             conflicts_with = "repo"
         )]
-        inventory: Option<PathBuf>,
+        inventory: Vec<PathBuf>,
         /// Print every group and host as JSON, like `ansible-inventory --list`.
         #[arg(long, conflicts_with = "host")]
         list: bool,
@@ -592,16 +594,14 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
             host,
             playbook: Some(playbook),
             ..
-        }) => inventory::play_vars_cmd(cli, inventory.as_deref(), host.as_deref(), playbook),
+        }) => inventory::play_vars_cmd(cli, inventory, host.as_deref(), playbook),
         Some(Command::Inventory {
             inventory,
             list,
             host,
             resolved,
             playbook: None,
-        }) => {
-            inventory::inventory_cmd(cli, inventory.as_deref(), *list, host.as_deref(), *resolved)
-        }
+        }) => inventory::inventory_cmd(cli, inventory, *list, host.as_deref(), *resolved),
         Some(Command::Envs { json }) => inventory::envs_cmd(cli, *json),
         Some(Command::Runbooks { command }) => match command {
             RunbooksCommand::List { json } => runbooks::list(cli, *json),

@@ -6,7 +6,9 @@
 //! per site (a Jinja-derived var, a list, a YAML 1.1 boolean) and `group_vars/all.yml`; an
 //! hk-console.yaml with one environment per site of the first three.
 //!
-//! - `load_list/{100,2000,10000}`: `Inventory::load` + the streamed `--list` JSON, in-process.
+//! - `load_list/{100,2000,10000}`: `Inventory::load` + the streamed `--list` JSON, in-process;
+//!   `load_list/yaml-2000`: the same 2,000 hosts written as a YAML inventory (`hosts.yml`
+//!   beside the hosts.ini, the same group_vars), and `process/`/`peer/` `*-yaml-2000` for it.
 //! - `inventory_load/{sample,sample+2000-unrelated}`: `Inventory::load` of those repos'
 //!   hosts.ini alone (parse, graph, vars files, merge budget).
 //! - `repo_load/{sample,sample+2000-unrelated}`: hk-console.yaml + inventory + environments
@@ -75,6 +77,24 @@ fn generated(dir: &Path, n: usize) -> PathBuf {
     }
     std::fs::write(dir.join("hk-console.yaml"), cfg).expect("write");
     dir.join("hosts.ini")
+}
+
+/// The inventory `generated(dir, n)` wrote, as the yaml plugin's format: `dir/hosts.yml`.
+fn generated_yaml(dir: &Path, n: usize) -> PathBuf {
+    let racks = n.div_ceil(20);
+    let sites = racks.div_ceil(10);
+    let mut yaml = String::from("all:\n  children:\n");
+    for site in 0..sites {
+        yaml.push_str(&format!("    site{site}:\n      children:\n"));
+        for rack in (site * 10..(site * 10 + 10)).filter(|r| *r < racks) {
+            yaml.push_str(&format!(
+                "        site{site}_rack{rack}:\n          hosts:\n            node-r{rack}-[01:20]: {{rack: {rack}, weight: 1.5}}\n"
+            ));
+        }
+    }
+    let file = dir.join("hosts.yml");
+    std::fs::write(&file, yaml).expect("write");
+    file
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -191,6 +211,7 @@ fn main() {
         .iter()
         .map(|&n| (n, generated(&base.join(format!("gen-{n}")), n)))
         .collect();
+    let yaml_2000 = generated_yaml(&base.join("gen-2000"), 2_000);
     let unrelated = sample_with_unrelated(&base.join("sample-unrelated"));
     if let Some(dir) = keep {
         eprintln!("wrote the bench inputs under {}", dir.display());
@@ -230,6 +251,12 @@ fn main() {
             })
         });
     }
+    g.bench_function("yaml-2000", |b| {
+        b.iter(|| {
+            let inv = Inventory::load(black_box(&yaml_2000)).expect("load");
+            write_list(&inv, &mut std::io::sink()).expect("list");
+        })
+    });
     g.finish();
 
     // The inventory alone (parse, graph, group_vars/host_vars, merge budget): where the
@@ -262,6 +289,10 @@ fn main() {
             b.iter(|| run_ok(&cmd, &state))
         });
     }
+    let yaml_cmd = list_cmd(&yaml_2000);
+    g.bench_function("hk-console-list-yaml-2000", |b| {
+        b.iter(|| run_ok(&yaml_cmd, &state))
+    });
     g.finish();
 
     match &peer {
@@ -277,6 +308,10 @@ fn main() {
                     b.iter(|| run_ok(&cmd, &state))
                 });
             }
+            let cmd = peer_cmd(exe, &yaml_2000);
+            g.bench_function("ansible-inventory-list-yaml-2000", |b| {
+                b.iter(|| run_ok(&cmd, &state))
+            });
             g.finish();
         }
     }

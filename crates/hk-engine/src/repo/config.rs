@@ -19,7 +19,7 @@ pub struct Config {
     /// Where ansible-playbook runs from, relative to the repo root.
     #[serde(default = "default_ansible_dir")]
     pub ansible_dir: PathBuf,
-    /// The INI inventory, relative to the repo root.
+    /// The inventory source (an INI/YAML/JSON file or a directory), relative to the repo root.
     #[serde(default = "default_inventory")]
     pub inventory: PathBuf,
     /// An extra known_hosts file the SSH executor trusts besides `~/.ssh/known_hosts`.

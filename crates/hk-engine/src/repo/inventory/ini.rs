@@ -64,9 +64,11 @@ fn patterns() -> &'static Patterns {
 }
 
 impl IniParser {
-    pub(super) fn new(path: &Path) -> Self {
+    /// A parser adding the file at `path` to `inv` (the groups and hosts earlier sources of
+    /// one inventory made; Ansible's plugins all add to one `InventoryData`).
+    pub(super) fn adding_to(inv: Inventory, path: &Path) -> Self {
         IniParser {
-            inv: Inventory::empty(path),
+            inv,
             file: path.to_path_buf(),
             origin_file: VarFile::from(path),
             line: 0,

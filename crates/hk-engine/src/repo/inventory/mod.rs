@@ -1,6 +1,11 @@
-//! The Ansible INI inventory, read exactly as ansible-core 2.19 reads it.
+//! The Ansible inventory (INI, the `yaml` plugin's YAML/JSON, the `toml` plugin's TOML; files,
+//! directories, several sources), read exactly as ansible-core 2.19 reads it.
 //!
-//! Owns: parsing an INI inventory (sections, `[g:children]`, `[g:vars]`, inline host vars
+//! Owns: choosing the plugin that reads a file (Ansible's enabled plugins in order: an
+//! executable is `script`'s and is refused; `.yml`/`.yaml` with `plugin:` is `auto`'s and
+//! is refused by name; `yaml` for `.yaml`/`.yml`/`.json` or no extension; then `ini` for
+//! any file but `.toml`, which is `toml`'s alone; a plugin that fails hands the file to the
+//! next), parsing an INI inventory (sections, `[g:children]`, `[g:vars]`, inline host vars
 //! split like Python's `shlex` and typed like `ast.literal_eval`, host ranges, `host:port`),
 //! the group graph with Ansible's implicit `all`/`ungrouped` rules, group depth and priority,
 //! the `group_vars/`/`host_vars/` beside the inventory file, and merging everything into
@@ -27,12 +32,15 @@
 //! - A group with no hosts and no children is absent from `--list` but still named in its
 //!   parent's `children`; hosts without variables are absent from `_meta.hostvars`.
 //!
-//! Layout: this file holds the model (groups, hosts, the graph rules, the variable layers);
-//! `ini` the INI parser, `shlex` the host-line splitter, `pyliteral` the `ast.literal_eval`
+//! Layout: this file holds the model (groups, hosts, the graph rules, the variable layers)
+//! `sources` the plugin choice, directories and several sources; `ini` the INI parser,
+//! `tomlinv` the toml plugin's format,
+//! `yamlinv` the yaml plugin's format, `shlex` the host-line splitter, `pyliteral` the `ast.literal_eval`
 //! typing of values, `hostpattern` `host:port` and host ranges.
 //!
-//! Why one file over 800 lines: the code is under 780 lines (the shlex, literal_eval and
-//! host-range parsers are already their own files); the rest is unit tests.
+//! Why one file over 800 lines: the code is about 860 lines (the shlex, literal_eval and
+//! host-range parsers, the INI and YAML readers and the source choice are already their own
+//! files); the rest is unit tests.
 
 mod hostpattern;
 mod ini;
@@ -40,11 +48,15 @@ pub mod pyliteral;
 mod pyset;
 mod pytext;
 mod shlex;
+mod sources;
+mod tomlinv;
+mod yamlinv;
 
 pub use hostpattern::{expand_hostname_range, expand_hostpattern, HostPatternError};
 pub use shlex::shlex_split;
+pub use sources::{is_ignored_in_dir, MAX_DIR_DEPTH};
 
-use self::ini::{decode_ini, IniParser};
+use self::ini::IniParser;
 use super::vars::{self, Loaded, Origin, Var, VarMap, VarsError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -81,6 +93,27 @@ pub enum InventoryError {
     /// A bound on the whole inventory (not one line) was crossed.
     #[error("{}: {message}", file.display())]
     TooLarge { file: PathBuf, message: String },
+    /// A source that is not an inventory (an empty directory, a link loop, none given).
+    #[error("{}: {message}", path.display())]
+    Source { path: PathBuf, message: String },
+    /// No plugin read the file: the error of the plugin it most looks meant for first, then
+    /// the other's (Ansible tried both, in its order).
+    #[error("{first}\n  (read as {other_plugin} too, Ansible's next try: {other})")]
+    NoPluginRead {
+        first: Box<InventoryError>,
+        other_plugin: &'static str,
+        other: Box<InventoryError>,
+    },
+}
+
+/// Which plugin's format an inventory was read in (names its variable layers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Ini,
+    Yaml,
+    Toml,
+    /// Files of more than one, from a directory or several sources.
+    Mixed,
 }
 
 /// Hosts one host pattern may expand to (`inventory.max_range_hosts`). A range like
@@ -143,51 +176,36 @@ pub struct Inventory {
     vaulted: Vec<PathBuf>,
     /// What was read differently from what a play would see (see [`Inventory::warnings`]).
     warnings: Vec<String>,
+    format: Format,
+    /// Inventory files read into it (a directory source counts each).
+    files_read: usize,
 }
 
 const ALL: usize = 0;
 const UNGROUPED: usize = 1;
 
 impl Inventory {
-    /// Load an INI inventory file plus `group_vars/` and `host_vars/` beside it.
-    pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
-        let bytes = super::read::read_bytes(path).map_err(|e| match e {
-            super::read::ReadError::Io { path, source } => InventoryError::Io { path, source },
-            other => InventoryError::Refused(other),
-        })?;
-        let (text, warnings) = decode_ini(bytes, path);
-        if vars::is_vaulted_text(&text) {
-            return Err(InventoryError::Syntax {
-                file: path.to_path_buf(),
-                line: 1,
-                message: "the inventory file is ansible-vault encrypted: vaulted, not read \
-                          (expected a plain INI inventory)"
-                    .into(),
-            });
-        }
-        let mut inv = Self::parse_ini(&text, path)?;
-        inv.warnings = warnings;
-        // Ansible's `basedir`: the inventory file's own directory (a symlinked file is not
-        // followed), so group_vars/ and host_vars/ are looked up beside the path given.
-        let base = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        inv.merge_vars(&base)?;
+    /// Parse INI text only (no vars files); `path` names the file in errors and origins.
+    pub fn parse_ini(text: &str, path: &Path) -> Result<Inventory, InventoryError> {
+        let mut p = IniParser::adding_to(Inventory::empty(path), path);
+        p.parse(text)?;
+        let mut inv = p.inv.read_as(Format::Ini);
+        inv.finish_graph()?;
         Ok(inv)
     }
 
-    /// Parse INI text only (no vars files); `path` names the file in errors and origins.
-    pub fn parse_ini(text: &str, path: &Path) -> Result<Inventory, InventoryError> {
-        let mut p = IniParser::new(path);
-        p.parse(text)?;
-        let mut inv = p.inv;
-        inv.reconcile();
-        inv.compute_depths();
-        // Without vars files the merged view is INI-only.
-        inv.merged = vec![OnceLock::new(); inv.hosts.len()];
-        inv.check_merge_budget()?;
-        Ok(inv)
+    /// Once every group and host is in: Ansible's reconcile, the depths, and the budget.
+    fn finish_graph(&mut self) -> Result<(), InventoryError> {
+        self.reconcile();
+        self.compute_depths();
+        // Without vars files the merged view is the inventory file's alone.
+        self.merged = vec![OnceLock::new(); self.hosts.len()];
+        self.check_merge_budget()
+    }
+
+    /// Which plugin's format the file was read in.
+    pub fn format(&self) -> Format {
+        self.format
     }
 
     pub fn path(&self) -> &Path {
@@ -310,9 +328,23 @@ impl Inventory {
                 .into_iter()
                 .map(|(kind, m)| {
                     let label = match kind {
-                        Layer::IniGroup(g) => format!("[{}:vars]", self.groups[g].name),
+                        Layer::IniGroup(g) => match self.format {
+                            Format::Ini => format!("[{}:vars]", self.groups[g].name),
+                            Format::Yaml => format!("{}: vars", self.groups[g].name),
+                            Format::Toml => format!("[{}] vars", self.groups[g].name),
+                            Format::Mixed => {
+                                format!("inventory vars of group {}", self.groups[g].name)
+                            }
+                        },
                         Layer::GroupFiles(g) => format!("group_vars/{}", self.groups[g].name),
-                        Layer::IniHost => format!("host line of {}", self.hosts[h].name),
+                        Layer::IniHost => match self.format {
+                            Format::Ini => format!("host line of {}", self.hosts[h].name),
+                            Format::Yaml => format!("hosts: {} entry", self.hosts[h].name),
+                            Format::Toml => format!("hosts.{} entry", self.hosts[h].name),
+                            Format::Mixed => {
+                                format!("inventory vars of host {}", self.hosts[h].name)
+                            }
+                        },
                         Layer::HostFiles => format!("host_vars/{}", self.hosts[h].name),
                     };
                     (label, m)
@@ -359,6 +391,8 @@ impl Inventory {
             ancestor_cache: Vec::new(),
             vaulted: Vec::new(),
             warnings: Vec::new(),
+            format: Format::Ini,
+            files_read: 0,
         };
         inv.add_group("all");
         inv.add_group("ungrouped");
@@ -599,8 +633,44 @@ impl Inventory {
 
     // ----- variables -----
 
-    fn merge_vars(&mut self, base: &Path) -> Result<(), InventoryError> {
+    /// Each base directory's `group_vars/`/`host_vars/` files, a later base's winning key by
+    /// key (Ansible combines its vars plugins' results source by source).
+    fn merge_vars(&mut self, bases: &[PathBuf]) -> Result<(), InventoryError> {
+        let mut group_files: Vec<VarMap> = vec![VarMap::new(); self.groups.len()];
+        let mut host_files: Vec<VarMap> = vec![VarMap::new(); self.hosts.len()];
         let mut cache: HashMap<PathBuf, VarMap> = HashMap::new();
+        let mut seen: Vec<&Path> = Vec::new();
+        for base in bases {
+            // The same base twice (`-i a.ini -i b.ini` side by side) combines to the same.
+            if seen.contains(&base.as_path()) {
+                continue;
+            }
+            seen.push(base);
+            let (groups, hosts) = self.entity_files(base, &mut cache)?;
+            if bases.len() == 1 {
+                (group_files, host_files) = (groups, hosts);
+                break;
+            }
+            for (into, more) in group_files.iter_mut().zip(&groups) {
+                vars::combine(into, more);
+            }
+            for (into, more) in host_files.iter_mut().zip(&hosts) {
+                vars::combine(into, more);
+            }
+        }
+        self.group_files = group_files;
+        self.host_files = host_files;
+        self.merged = vec![OnceLock::new(); self.hosts.len()];
+        self.check_merge_budget()
+    }
+
+    /// One base directory's vars files: per group, per host.
+    #[allow(clippy::type_complexity)]
+    fn entity_files(
+        &mut self,
+        base: &Path,
+        cache: &mut HashMap<PathBuf, VarMap>,
+    ) -> Result<(Vec<VarMap>, Vec<VarMap>), InventoryError> {
         let gv_dir = base.join("group_vars");
         let hv_dir = base.join("host_vars");
         // Neither directory: nothing to look up (not four stats per group and host).
@@ -623,7 +693,7 @@ impl Inventory {
             }
             let name = self.groups[g].name.clone();
             let files = vars::find_vars_files(&gv_dir, &name);
-            group_files.push(self.load_entity_files(&gv_dir, &name, files, &mut cache)?);
+            group_files.push(self.load_entity_files(&gv_dir, &name, files, cache)?);
         }
         // One listing of host_vars/ instead of four stats per host: most hosts have no file.
         let present = if hv_exists {
@@ -644,12 +714,9 @@ impl Inventory {
             }
             let name = name.clone();
             let files = vars::find_vars_files(&hv_dir, &name);
-            host_files.push(self.load_entity_files(&hv_dir, &name, files, &mut cache)?);
+            host_files.push(self.load_entity_files(&hv_dir, &name, files, cache)?);
         }
-        self.group_files = group_files;
-        self.host_files = host_files;
-        self.merged = vec![OnceLock::new(); self.hosts.len()];
-        self.check_merge_budget()
+        Ok((group_files, host_files))
     }
 
     /// Groups that hold a host, directly or through a descendant.
@@ -1097,6 +1164,66 @@ mod tests {
             w.contains("hosts.ini:2: bytes that are not UTF-8") && w.contains("hosts.ini:3: "),
             "{w}"
         );
+    }
+
+    /// Which plugin reads a file is Ansible's rule: by extension, then the next plugin when
+    /// one fails; an executable is the `script` plugin's and is refused.
+    #[test]
+    fn the_plugin_is_chosen_as_ansible_chooses_it() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let yaml = "all:\n  children:\n    g:\n      hosts:\n        h1: {a: yes}\n";
+        let write = |name: &str, text: &str| {
+            let p = tmp.path().join(name);
+            std::fs::write(&p, text).expect("write");
+            p
+        };
+        for name in ["inv.yml", "inv.yaml", "inv.json", "inv"] {
+            let inv = Inventory::load(&write(name, yaml)).expect(name);
+            assert_eq!(inv.format(), Format::Yaml, "{name}");
+            assert_eq!(inv.hosts_in("g").expect("g"), ["h1"], "{name}");
+            assert_eq!(inv.host_vars("h1").expect("h1")["a"].value, json!(true));
+            assert_eq!(
+                inv.host_var_layers("h1").expect("h1")[0].0,
+                "hosts: h1 entry"
+            );
+        }
+        // `.ini` (and `.txt`) is never YAML's: the ini plugin says why it is not INI.
+        let err = Inventory::load(&write("inv.ini", yaml))
+            .expect_err("yaml in .ini")
+            .to_string();
+        assert!(
+            err.starts_with(&format!(
+                "{}:1: Invalid host pattern 'all:'",
+                tmp.path().join("inv.ini").display()
+            )),
+            "{err}"
+        );
+        // INI text with no extension: the yaml plugin fails on it, the ini plugin reads it.
+        let inv = Inventory::load(&write("plain", "[g]\nh1 a=yes\n")).expect("ini");
+        assert_eq!(inv.format(), Format::Ini);
+        assert_eq!(inv.host_vars("h1").expect("h1")["a"].value, json!("yes"));
+        // A .yml that is a YAML mapping but not an inventory: its YAML error first, then INI's.
+        let err = Inventory::load(&write("bad.yml", "g:\n  hosts: [a]\n"))
+            .expect_err("bad")
+            .to_string();
+        assert!(
+            err.contains("bad.yml:2: Invalid \"hosts\" entry for \"g\" group")
+                && err.contains("(read as INI too, Ansible's next try: ")
+                && err.contains("bad.yml:1: Invalid host pattern 'g:'"),
+            "{err}"
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let script = write("inv.py", "#!/bin/sh\necho '{}'\n");
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+                .expect("chmod");
+            let err = Inventory::load(&script).expect_err("script").to_string();
+            assert!(
+                err.contains("inv.py:1: an executable file: Ansible's `script` inventory plugin"),
+                "{err}"
+            );
+        }
     }
 
     #[test]
