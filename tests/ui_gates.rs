@@ -218,7 +218,10 @@ fn the_approval_names_the_vip_holder_the_etcd_leader_and_the_quorum_left() {
     );
     // The live lines say nothing of quorum from a stale look (the refusal shown under the
     // note is the last Enter's, kept until the next).
-    assert!(!screen.contains("✗ 2 of 3 etcd members healthy"), "{screen}");
+    assert!(
+        !screen.contains("✗ 2 of 3 etcd members healthy"),
+        "{screen}"
+    );
     assert!(!screen.contains("does not hold the VIP"), "{screen}");
 }
 
