@@ -202,11 +202,7 @@ fn placeholders(repo: &Repo, hosts: &[String], files: &[PathBuf]) -> Vec<Blocker
             if var.secret || !value.starts_with(DEVICE_PLACEHOLDER_PREFIX) {
                 continue;
             }
-            let at = format!(
-                "{}:{}",
-                rel(&var.origin.file),
-                var.origin.line
-            );
+            let at = format!("{}:{}", rel(&var.origin.file), var.origin.line);
             if !seen.insert((name.clone(), at.clone())) {
                 continue;
             }
