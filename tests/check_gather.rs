@@ -265,7 +265,8 @@ fn vault_states_from_the_configured_path() {
     assert_eq!(
         missing.envs[0].vault,
         VaultState::Missing {
-            expected: "inv/group_vars/servers/vault.yml".into()
+            expected: "inv/group_vars/servers/vault.yml".into(),
+            needed_by: vec![],
         }
     );
     let vaulted = facts(

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use hk_console::checks::parity::{
     check, exit_code, rules, to_json, EnvFacts, Finding, Loc, Located, NodeAddr, OverlayFact,
-    ParityInput, Problem, Severity, TextFile, VarFact, VaultState,
+    ParityInput, Problem, Severity, TextFile, VarFact, VaultNeed, VaultState,
 };
 use hk_console::checks::parity::{summary, HelmFacts};
 use hk_console::repo::flux::{HelmValue, OverlayValue, SetBy, SourceLoc};
@@ -315,25 +315,40 @@ fn site_yml_malformed_is_a_finding_not_a_panic() {
     assert!(f.line >= 3, "{f}");
 }
 
+/// An absent vault nothing needs stops no play: not a finding (it was a warning that turned
+/// every healthy prod amber while its `--check` previews ran fine).
 #[test]
-fn vault_missing_is_a_warning_and_exit_stays_0() {
+fn vault_missing_and_needed_by_nothing_is_no_finding() {
     let mut input = clean();
     input.envs[0].vault = VaultState::Missing {
         expected: "infra/ansible/inventory/group_vars/k3s_prod/vault.yml".into(),
+        needed_by: vec![],
+    };
+    let findings = check(&input);
+    assert!(findings.is_empty(), "{findings:#?}");
+    assert_eq!(exit_code(&findings), 0);
+}
+
+/// Absent while a become password names a variable nothing defines: every escalating play
+/// stops, so it is a violation at the password variable's line, naming the vault file.
+#[test]
+fn vault_missing_and_needed_by_the_become_password_is_a_violation() {
+    let mut input = clean();
+    input.envs[0].vault = VaultState::Missing {
+        expected: "infra/ansible/inventory/group_vars/k3s_prod/vault.yml".into(),
+        needed_by: vec![VaultNeed {
+            var: "ansible_become_password".into(),
+            at: loc(VARS, 30),
+            reason: "`vault_become_password` is not defined for this host".into(),
+        }],
     };
     let findings = check(&input);
     let f = only(&findings, rules::VAULT_MISSING);
-    assert_finding(
-        &f,
-        Some("prod"),
-        "infra/ansible/inventory/group_vars/k3s_prod/vault.yml",
-        0,
-        Severity::Warning,
-    );
-    assert_eq!(exit_code(&findings), 0, "warnings do not fail the check");
+    assert_finding(&f, Some("prod"), VARS, 30, Severity::Violation);
+    assert!(f.message.contains("vault_become_password"), "{f}");
+    assert!(f.message.contains("k3s_prod/vault.yml"), "{f}");
+    assert_eq!(exit_code(&findings), 1);
     let json = to_json(&findings);
-    assert_eq!(json["warnings"], 1);
-    assert_eq!(json["findings"][0]["severity"], "warning");
     assert_eq!(json["findings"][0]["rule"], "vault-missing");
 }
 

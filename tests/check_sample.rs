@@ -26,19 +26,16 @@ fn the_bundled_sample_is_clean_apart_from_the_prod_blockers() {
     let mut warnings: Vec<String> = findings.iter().map(|f| f.to_string()).collect();
     warnings.sort();
     let vars = "infra/ansible/inventory/group_vars/k3s_prod/vars.yml";
-    assert_eq!(findings.len(), 3, "{warnings:#?}");
+    assert_eq!(findings.len(), 2, "{warnings:#?}");
     assert!(
         findings.iter().all(|f| f.file.is_relative()),
         "{warnings:#?}"
     );
-    let vault = findings
-        .iter()
-        .find(|f| f.rule == rules::VAULT_MISSING)
-        .expect("prod vault missing");
-    assert_eq!(vault.env.as_deref(), Some("prod"));
-    assert_eq!(
-        vault.file,
-        Path::new("infra/ansible/inventory/group_vars/k3s_prod/vault.yml")
+    // The prod vault file is absent, and nothing the servers carry needs it (no password
+    // variable names a vaulted one): the sample's prod previews run without it.
+    assert!(
+        findings.iter().all(|f| f.rule != rules::VAULT_MISSING),
+        "{warnings:#?}"
     );
     let mut placeholders: Vec<(usize, bool)> = findings
         .iter()
@@ -59,7 +56,8 @@ fn a_relative_root_gives_the_same_repo_relative_findings() {
     let repo = Repo::load(Path::new("inventory")).expect("the sample loads");
     let findings = check(&gather(&repo));
     assert_eq!(exit_code(&findings), 0, "{findings:#?}");
-    assert_eq!(findings.len(), 3, "{findings:#?}");
+    // The two device placeholders (the absent prod vault is needed by nothing).
+    assert_eq!(findings.len(), 2, "{findings:#?}");
     for f in &findings {
         assert!(
             f.file

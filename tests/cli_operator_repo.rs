@@ -169,3 +169,204 @@ fn envs_names_a_host_named_by_its_address_once() {
     );
     assert!(!servers.contains("192.168.1.51 192.168.1.51"), "{servers}");
 }
+
+/// Issue 26/28 through the binary: `plan` names every real blocker before step 1, each
+/// with what to do (exit 2), `check` names the vault one (exit 1), and nothing else is one.
+#[test]
+fn plan_and_check_name_every_real_blocker_with_what_to_do() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let repo = sample_copy(tmp.path());
+    let r = repo.display().to_string();
+    let ansible = repo.join("infra/ansible");
+    let run = |args: &[&str]| {
+        let o = bin()
+            .arg("--repo")
+            .arg(&r)
+            .args(args)
+            .output()
+            .expect("run");
+        let (out, err) = text(&o);
+        (o.status.code(), out, err)
+    };
+    // As shipped: plans, and check is not worried about the absent prod vault.
+    let (code, _, err) = run(&["plan", "etcd-io-priority", "--env", "prod"]);
+    assert_eq!(code, Some(0), "{err}");
+
+    // The role beside playbooks/ with no roles_path (ansible-playbook will not find it), and
+    // the prod vault encrypted with no password configured.
+    let book = ansible.join("playbooks/etcd-io-priority.yml");
+    let text_before = std::fs::read_to_string(&book).expect("book");
+    let with_role = text_before.replacen(
+        "  serial: 1\n",
+        "  serial: 1\n  roles:\n    - etcd_io_priority\n",
+        1,
+    );
+    assert_ne!(with_role, text_before);
+    std::fs::write(&book, &with_role).expect("book");
+    let role_line = with_role
+        .lines()
+        .position(|l| l == "    - etcd_io_priority")
+        .expect("the roles entry")
+        + 1;
+    let defaults = ansible.join("roles/etcd_io_priority/defaults/main.yml");
+    std::fs::create_dir_all(defaults.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&defaults, "etcd_io_priority_extra: 1\n").expect("defaults");
+    std::fs::copy(
+        ansible.join("inventory/group_vars/vpn_egress_gateway/vault.yml"),
+        ansible.join("inventory/group_vars/k3s_prod/vault.yml"),
+    )
+    .expect("vault");
+    let cfg = std::fs::read_to_string(ansible.join("ansible.cfg")).expect("cfg");
+    std::fs::write(
+        ansible.join("ansible.cfg"),
+        cfg.replace("vault_password_file", "# vault_password_file"),
+    )
+    .expect("cfg");
+
+    let (code, _, err) = run(&["plan", "etcd-io-priority", "--env", "prod"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("cannot start on `prod`: 2 blockers before step 1"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "infra/ansible/playbooks/etcd-io-priority.yml:{role_line}:7: [role-not-found] the role `etcd_io_priority`"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("fix: move the role into one of those directories, or add its parent directory to `roles_path` in infra/ansible/ansible.cfg"), "{err}");
+    assert!(
+        err.contains("infra/ansible/inventory/group_vars/k3s_prod/vault.yml: [vault-locked] vaulted, and no vault password is configured"),
+        "{err}"
+    );
+    assert!(
+        err.contains("fix: name the password file in `vault_password_file`"),
+        "{err}"
+    );
+    // The same blockers, in the same words, on every run.
+    for _ in 0..3 {
+        assert_eq!(run(&["plan", "etcd-io-priority", "--env", "prod"]).2, err);
+    }
+    let (code, out, _) = run(&["check", "--env", "prod"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("infra/ansible/inventory/group_vars/k3s_prod/vault.yml: [vault-locked] prod: vaulted, and no vault password is configured"),
+        "{out}"
+    );
+
+    // roles_path names roles/ and the password comes back: plans again.
+    std::fs::write(
+        ansible.join("ansible.cfg"),
+        format!("{cfg}roles_path = roles\n"),
+    )
+    .expect("cfg");
+    let (code, _, err) = run(&["plan", "etcd-io-priority", "--env", "prod"]);
+    assert_eq!(code, Some(0), "{err}");
+
+    // A placeholder device a play uses, for a run without --tags; the packages-only run
+    // (tags) is not blocked by it.
+    let baseline = ansible.join("playbooks/node-baseline.yml");
+    let b = std::fs::read_to_string(&baseline).expect("baseline");
+    std::fs::write(
+        &baseline,
+        format!("{b}    - name: Longhorn disk\n      ansible.builtin.debug:\n        msg: \"{{{{ node_baseline_longhorn_device }}}}\"\n"),
+    )
+    .expect("baseline");
+    let (code, _, err) = run(&[
+        "plan",
+        "reprovision-node",
+        "--env",
+        "prod",
+        "--host",
+        "k3s-prod-1",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("infra/ansible/inventory/group_vars/k3s_prod/vars.yml:26: [device-placeholder] `node_baseline_longhorn_device` is the placeholder `/dev/BLOCKED-pending-disk-decision-longhorn`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("infra/ansible/playbooks/node-baseline.yml:"),
+        "{err}"
+    );
+    assert!(err.contains("fix: decide the device"), "{err}");
+    let (code, _, err) = run(&[
+        "plan",
+        "packages-baseline",
+        "--env",
+        "prod",
+        "--host",
+        "k3s-prod-1",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+
+    // A playbook that is not there.
+    let runbooks = tmp.path().join("runbooks");
+    std::fs::create_dir_all(&runbooks).expect("mkdir");
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("runbooks/node-health.yaml"),
+    )
+    .expect("shipped");
+    assert!(shipped.contains("playbooks/node-health.yml"));
+    std::fs::write(
+        runbooks.join("node-health.yaml"),
+        shipped.replace("playbooks/node-health.yml", "playbooks/node-heath.yml"),
+    )
+    .expect("override");
+    let o = bin()
+        .arg("--repo")
+        .arg(&r)
+        .arg("--runbooks")
+        .arg(&runbooks)
+        .args(["plan", "node-health", "--env", "prod"])
+        .output()
+        .expect("run");
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("infra/ansible/playbooks/node-heath.yml: [missing-playbook] the playbook `playbooks/node-heath.yml` does not exist"),
+        "{err}"
+    );
+}
+
+/// Every missing variable, sorted, the same on every run (a hash set's order named a
+/// different one of them from run to run).
+#[test]
+fn plan_names_every_missing_variable_sorted_on_every_run() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let repo = sample_copy(tmp.path());
+    let runbooks = tmp.path().join("runbooks");
+    std::fs::create_dir_all(&runbooks).expect("mkdir");
+    std::fs::write(
+        runbooks.join("t.yaml"),
+        "id: t\nenvironments: [prod]\ntarget: { group: servers }\nsteps:\n  - id: s\n    kind: ssh\n    mutates: false\n    command: \"echo {{ vars.zz_last }} {{ vars.aa_first }} {{ vars.mm_middle }} {{ vars.etcd_io_priority }}\"\n",
+    )
+    .expect("runbook");
+    let plan = || {
+        let o = bin()
+            .arg("--repo")
+            .arg(&repo)
+            .arg("--runbooks")
+            .arg(&runbooks)
+            .args(["plan", "t", "--env", "prod"])
+            .output()
+            .expect("run");
+        (o.status.code(), text(&o).1)
+    };
+    let (code, first) = plan();
+    assert_eq!(code, Some(2), "{first}");
+    assert!(
+        first.contains(
+            "`vars.aa_first`, `vars.mm_middle` and `vars.zz_last` are not defined for k3s-prod-1"
+        ),
+        "{first}"
+    );
+    assert!(
+        first.contains("hint: set `aa_first`, `mm_middle` and `zz_last` in"),
+        "{first}"
+    );
+    for _ in 0..5 {
+        assert_eq!(plan().1, first);
+    }
+}

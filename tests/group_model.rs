@@ -6,6 +6,8 @@
 
 #[path = "architecture.rs"]
 mod architecture;
+#[path = "blockers_ansible.rs"]
+mod blockers_ansible;
 #[path = "check_flux.rs"]
 mod check_flux;
 #[path = "check_gather.rs"]

@@ -567,3 +567,115 @@ steps:
     );
     assert_eq!(d, Some(hk_console::exec::ANSIBLE_TIMEOUT));
 }
+
+fn blocker(kind: &str, at: &str) -> hk_console::runbook::plan::Blocker {
+    hk_console::runbook::plan::Blocker {
+        kind: kind.into(),
+        at: at.into(),
+        message: format!("{kind} here"),
+        fix: format!("undo the {kind}"),
+    }
+}
+
+/// Blockers make the plan an error naming every one of them, with its fix; the topology is
+/// asked about the runbook's playbooks (tagged or not) on the hosts the plan touches.
+#[test]
+fn blockers_stop_the_plan_and_every_one_is_named() {
+    use hk_console::runbook::plan::PlaybookUse;
+    let mut topo = homelab();
+    topo.blocked = vec![
+        blocker(
+            "role-not-found",
+            "infra/ansible/playbooks/etcd-io-priority.yml:12:7",
+        ),
+        blocker(
+            "vault-locked",
+            "infra/ansible/inventory/group_vars/k3s_prod/vault.yml",
+        ),
+    ];
+    let err = plan(&shipped("etcd-io-priority"), &prod(), &topo).expect_err("blocked");
+    let PlanError::Blocked {
+        runbook,
+        env,
+        blockers,
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    assert_eq!(
+        (runbook.as_str(), env.as_str(), blockers.len()),
+        ("etcd-io-priority", "prod", 2)
+    );
+    let text = err.to_string();
+    assert!(
+        text.starts_with(
+            "runbook `etcd-io-priority` cannot start on `prod`: 2 blockers before step 1\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("infra/ansible/playbooks/etcd-io-priority.yml:12:7: [role-not-found] role-not-found here\n    fix: undo the role-not-found"), "{text}");
+    assert!(
+        text.contains("k3s_prod/vault.yml: [vault-locked]"),
+        "{text}"
+    );
+    let asked = topo.asked.lock().expect("lock").clone();
+    assert_eq!(
+        asked.last().expect("asked"),
+        &(
+            vec![PlaybookUse {
+                playbook: "playbooks/etcd-io-priority.yml".into(),
+                tagged: false
+            }],
+            vec![
+                "k3s-prod-3".to_string(),
+                "k3s-prod-1".into(),
+                "k3s-prod-2".into()
+            ]
+        )
+    );
+
+    // A run limited by --tags says so (a variable's use is then the tags' to decide).
+    let mut env = prod();
+    env.host = Some("k3s-prod-2".into());
+    let err = plan(&shipped("packages-baseline"), &env, &topo).expect_err("blocked");
+    assert!(matches!(err, PlanError::Blocked { .. }), "{err}");
+    let asked = topo.asked.lock().expect("lock").clone();
+    assert_eq!(
+        asked.last().expect("asked"),
+        &(
+            vec![PlaybookUse {
+                playbook: "playbooks/node-baseline.yml".into(),
+                tagged: true
+            }],
+            vec!["k3s-prod-2".to_string()]
+        )
+    );
+
+    // Refusals that are not about the repo's files stay what they are (the console's host
+    // picker reads this one).
+    let err = plan(&shipped("packages-baseline"), &prod(), &topo).expect_err("no host");
+    assert!(matches!(err, PlanError::NoHostChosen { .. }), "{err}");
+    // No blockers: it plans.
+    assert!(plan(&shipped("etcd-io-priority"), &prod(), &homelab()).is_ok());
+}
+
+/// Every undefined variable a template needs, sorted, in one error.
+#[test]
+fn every_undefined_variable_is_named_sorted() {
+    let rb = parse(
+        "id: t\nenvironments: [prod]\ntarget: { group: servers }\nsteps:\n  - id: s\n    kind: ssh\n    mutates: false\n    command: \"echo {{ vars.zz }} {{ vars.aa }} {{ vars.k3s_data_dir }} {{ vars.mm }}\"\n",
+    );
+    for _ in 0..5 {
+        let err = plan(&rb, &prod(), &homelab()).expect_err("undefined");
+        let PlanError::UndefinedVar(u) = &err else {
+            panic!("{err}");
+        };
+        assert_eq!(u.vars, ["aa", "mm", "zz"], "{err}");
+        assert_eq!(u.var, "aa");
+        assert!(
+            err.to_string()
+                .contains("`vars.aa`, `vars.mm` and `vars.zz` are not defined for k3s-prod-1"),
+            "{err}"
+        );
+    }
+}

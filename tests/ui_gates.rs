@@ -271,3 +271,75 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Plans that stop before step 1: the planner's blockers for every runbook.
+struct BlockedPlans;
+
+impl hk_console::ui::app::PlanSource for BlockedPlans {
+    fn plan(
+        &self,
+        runbook: &hk_console::runbook::schema::Runbook,
+        env: &str,
+        _host: Option<&str>,
+    ) -> Result<hk_console::runbook::plan::Plan, hk_console::session::PlanSourceError> {
+        use hk_console::runbook::plan::{Blocker, PlanError};
+        Err(PlanError::Blocked {
+            runbook: runbook.id.clone(),
+            env: env.to_string(),
+            blockers: vec![
+                Blocker {
+                    kind: "role-not-found".into(),
+                    at: "infra/ansible/playbooks/etcd-io-priority.yml:12:7".into(),
+                    message: "the role `etcd_io_priority` is not where ansible-playbook looks"
+                        .into(),
+                    fix: "add its parent directory to `roles_path` in infra/ansible/ansible.cfg"
+                        .into(),
+                },
+                Blocker {
+                    kind: "vault-locked".into(),
+                    at: "infra/ansible/inventory/group_vars/k3s_prod/vault.yml".into(),
+                    message: "vaulted, and no vault password is configured".into(),
+                    fix: "name the password file in `vault_password_file`".into(),
+                },
+            ],
+        }
+        .into())
+    }
+}
+
+/// The run view shows every blocker, with what to do, where the steps would be; there is
+/// no run, so `s` starts nothing and no executor is handed anything.
+#[test]
+fn a_blocked_runbook_shows_its_blockers_in_the_run_view_and_cannot_start() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut p = parts(dir.path());
+    p.plans = std::sync::Arc::new(BlockedPlans);
+    let mut app = App::operate(p, operate_caps(&ALL_KINDS, &ALL_KINDS));
+    app.open_runbook("etcd-io-priority", Some("prod"), None);
+    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    assert!(app.active.is_none());
+    let status = app.status.clone().unwrap_or_default();
+    assert!(
+        status.contains("cannot start on `prod`: 2 blockers before step 1"),
+        "{status}"
+    );
+    let screen = text(&render(&mut app, 120, 30));
+    for want in [
+        "etcd-io-priority · prod · blocked",
+        "cannot start: 2 blockers before step 1",
+        "1. infra/ansible/playbooks/etcd-io-priority.yml:12:7 [role-not-found]",
+        "fix: add its parent directory to `roles_path`",
+        "2. infra/ansible/inventory/group_vars/k3s_prod/vault.yml [vault-locked]",
+        "fix: name the password file in `vault_password_file`",
+    ] {
+        assert!(screen.contains(want), "missing {want:?} in:\n{screen}");
+    }
+    app.handle_key(key('s'));
+    assert!(app.active.is_none(), "nothing to start past the blockers");
+    let status = app.status.clone().unwrap_or_default();
+    assert!(status.contains("fix the blockers listed"), "{status}");
+    assert!(
+        !text(&render(&mut app, 120, 30)).contains("running"),
+        "no step runs"
+    );
+}

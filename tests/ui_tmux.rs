@@ -333,3 +333,56 @@ fn observe_refuses_a_user_runbook_step_declared_read_only() {
         .unwrap_or(0);
     assert_eq!(journals, 0, "no run is journaled");
 }
+
+/// Issue 26 in the real console: a runbook whose prod vault no configured password opens
+/// shows that blocker (with what to do) in the run view before any gate, and `s` starts
+/// nothing.
+#[test]
+fn a_blocked_runbook_shows_its_blockers_before_any_gate() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let repo = sample_copy(state.path());
+    let ansible = repo.join("infra/ansible");
+    std::fs::copy(
+        ansible.join("inventory/group_vars/vpn_egress_gateway/vault.yml"),
+        ansible.join("inventory/group_vars/k3s_prod/vault.yml"),
+    )
+    .expect("vault");
+    let cfg = std::fs::read_to_string(ansible.join("ansible.cfg")).expect("cfg");
+    std::fs::write(
+        ansible.join("ansible.cfg"),
+        cfg.replace("vault_password_file", "# vault_password_file"),
+    )
+    .expect("cfg");
+    let bin = env!("CARGO_BIN_EXE_hk-console");
+    let cmd = format!(
+        "env XDG_STATE_HOME={st} XDG_CONFIG_HOME={st} TERM=xterm-256color {bin} --repo {repo} --no-cluster-lock; echo EXIT=$?; sleep 60",
+        st = shell_quote(state.path()),
+        bin = shell_quote(Path::new(bin)),
+        repo = shell_quote(&repo),
+    );
+    let tmux = Tmux::launch(
+        format!("hk-e2e-blocked-{}", std::process::id()),
+        &cmd,
+        "120",
+        "36",
+    );
+    tmux.wait_for("Recent runs");
+    tmux.send(&[":"]);
+    tmux.send(&["run etcd-io-priority prod", "Enter"]);
+    let s = tmux.wait_for("etcd-io-priority · prod · blocked");
+    for want in [
+        "cannot start: 1 blocker before step 1",
+        "1. infra/ansible/inventory/group_vars/k3s_prod/vault.yml [vault-locked]",
+        "no vault password is configured",
+        "fix: name the password file in `vault_password_file`",
+    ] {
+        assert!(s.contains(want), "missing {want:?} in:\n{s}");
+    }
+    assert!(!s.contains("not started"), "no run opened:\n{s}");
+    tmux.send(&["s"]);
+    let s = tmux.wait_for("fix the blockers listed");
+    assert!(!s.contains("running"), "{s}");
+    tmux.send(&["q"]);
+    let s = tmux.wait_for("EXIT=");
+    assert!(s.contains("EXIT=0"), "{s}");
+}

@@ -3,12 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use hk_console::runbook::plan::{PlanEnv, Topology};
+use hk_console::runbook::plan::{Blocker, PlanEnv, PlaybookUse, Topology};
 
 #[derive(Default)]
 pub struct FakeTopology {
     pub groups: BTreeMap<String, Vec<String>>,
     pub vars: BTreeMap<(String, String), serde_json::Value>,
+    /// What `blockers` answers.
+    pub blocked: Vec<Blocker>,
+    /// Every `blockers` question asked: the playbooks and the hosts.
+    pub asked: std::sync::Mutex<Vec<(Vec<PlaybookUse>, Vec<String>)>>,
 }
 
 impl FakeTopology {
@@ -35,6 +39,12 @@ impl Topology for FakeTopology {
     }
     fn host_var(&self, host: &str, var: &str) -> Option<serde_json::Value> {
         self.vars.get(&(host.to_string(), var.to_string())).cloned()
+    }
+    fn blockers(&self, uses: &[PlaybookUse], hosts: &[String]) -> Vec<Blocker> {
+        if let Ok(mut a) = self.asked.lock() {
+            a.push((uses.to_vec(), hosts.to_vec()));
+        }
+        self.blocked.clone()
     }
 }
 

@@ -26,7 +26,8 @@ pub fn engine_for(repo: &Repo) -> EngineChoice {
 
 /// Gather the facts of a loaded repo. Reads, besides what the repo already loaded, the Flux
 /// overlays (built by the engine [`engine_for`] picks), the Cilium values template,
-/// `site.yml` and each environment's vault file.
+/// `site.yml`, each environment's vault file, and whether the configured vault password
+/// opens the vaults its servers load.
 pub fn parity_input(repo: &Repo) -> ParityInput {
     parity_input_with(repo, &engine_for(repo))
 }
@@ -58,7 +59,7 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
         .ansible_dir
         .strip_prefix(&repo.root)
         .unwrap_or(&repo.ansible_dir);
-    gather_view(&RepoView {
+    let mut input = gather_view(&RepoView {
         root: &repo.root,
         ansible_dir,
         environments: &repo.environments,
@@ -68,7 +69,15 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
         flux: &flux,
         engine_line: Some(choice.describe()),
         rel: &rel,
-    })
+    });
+    // The vaults each environment's servers load, tried with the configured password.
+    for facts in &mut input.envs {
+        if let Some(env) = repo.environment(&facts.name) {
+            let hosts: Vec<String> = env.servers.iter().map(|s| s.name.clone()).collect();
+            facts.vault_locked = crate::checks::blockers::vault_locked(repo, &hosts);
+        }
+    }
+    input
 }
 
 /// `path` relative to the repo root, for findings; the inventory may report absolute paths

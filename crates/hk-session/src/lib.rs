@@ -129,6 +129,15 @@ impl PlanSource for RepoPlans {
     }
 }
 
+/// A runbook that plans, and cannot start: what stops it before step 1, each with what to
+/// do (the console's run view shows them in place of the steps).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    pub runbook: String,
+    pub env: String,
+    pub blockers: Vec<hk_engine::runbook::plan::Blocker>,
+}
+
 /// Plan runbook `id` for `env`, else the `current` environment when the runbook is for it,
 /// else the runbook's only one. Returns the plan and the environment it is for.
 pub fn plan_runbook(
@@ -139,15 +148,28 @@ pub fn plan_runbook(
     current: Option<&str>,
     host: Option<&str>,
 ) -> Result<(Plan, String), NotOpened> {
+    plan_runbook_or_blocked(runbooks, plans, id, env, current, host).map_err(|(e, _)| e)
+}
+
+/// [`plan_runbook`], and when the planner refused for blockers, those too.
+pub fn plan_runbook_or_blocked(
+    runbooks: &RunbookSet,
+    plans: &dyn PlanSource,
+    id: &str,
+    env: Option<&str>,
+    current: Option<&str>,
+    host: Option<&str>,
+) -> Result<(Plan, String), (NotOpened, Option<Blocked>)> {
+    let refused = |e: NotOpened| (e, None);
     let Some(rb) = runbooks.get(id) else {
-        return Err(NotOpened(format!(
+        return Err(refused(NotOpened(format!(
             "no runbook `{id}` (have: {})",
             runbooks
                 .iter()
                 .map(|l| l.runbook.id.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
-        )));
+        ))));
     };
     let env = match env {
         Some(e) => e.to_string(),
@@ -155,17 +177,39 @@ pub fn plan_runbook(
             Some(c) if rb.environments.iter().any(|e| e == c) => c.to_string(),
             _ if rb.environments.len() == 1 => rb.environments[0].clone(),
             Some(c) => {
-                return Err(NotOpened(format!(
+                return Err(refused(NotOpened(format!(
                     "`{id}` is not for `{c}` (it is for: {}); pick one with :env or e",
                     rb.environments.join(", ")
-                )))
+                ))))
             }
-            None => return Err(NotOpened("no environment chosen".into())),
+            None => return Err(refused(NotOpened("no environment chosen".into()))),
         },
     };
     match plans.plan(rb, &env, host) {
         Ok(p) => Ok((p, env)),
-        Err(e) => Err(NotOpened(format!("cannot plan `{id}` for `{env}`: {e}"))),
+        Err(PlanSourceError::Plan(hk_engine::runbook::plan::PlanError::Blocked {
+            runbook,
+            env,
+            blockers,
+        })) => Err((
+            NotOpened(format!(
+                "`{id}` cannot start on `{env}`: {} before step 1 (the run view lists {})",
+                if blockers.len() == 1 {
+                    "1 blocker".to_string()
+                } else {
+                    format!("{} blockers", blockers.len())
+                },
+                if blockers.len() == 1 { "it" } else { "them" }
+            )),
+            Some(Blocked {
+                runbook,
+                env,
+                blockers,
+            }),
+        )),
+        Err(e) => Err(refused(NotOpened(format!(
+            "cannot plan `{id}` for `{env}`: {e}"
+        )))),
     }
 }
 

@@ -325,6 +325,9 @@ pub struct App {
     pub runs_error: Option<String>,
     pub runs_dir: Option<PathBuf>,
     pub active: Option<ActiveRun>,
+    /// The runbook last asked for that cannot start: its blockers, shown by the run view
+    /// in place of steps (no run exists to start past them). Cleared when a plan opens.
+    pub blocked: Option<hk_session::Blocked>,
     pub live: LiveState,
     /// Where Back (or `l`) leaves the Live screen to.
     pub live_from: Screen,
@@ -489,6 +492,7 @@ impl App {
             runs_error: None,
             runs_dir: parts.runs_dir,
             active: None,
+            blocked: None,
             live: LiveState::default(),
             live_from: Screen::Home,
             live_scroll: 0,
@@ -1356,7 +1360,7 @@ impl App {
             self.screen = Screen::Run;
             return;
         }
-        let opened = hk_session::plan_runbook(
+        let opened = hk_session::plan_runbook_or_blocked(
             &self.runbook_set,
             self.plans.as_ref(),
             id,
@@ -1366,11 +1370,17 @@ impl App {
         );
         let (plan, env) = match opened {
             Ok(p) => p,
-            Err(e) => {
+            Err((e, blocked)) => {
                 self.status = Some(e.0);
+                if let Some(b) = blocked {
+                    // Shown where the run would be: what stops it, before any gate.
+                    self.blocked = Some(b);
+                    self.screen = Screen::Run;
+                }
                 return;
             }
         };
+        self.blocked = None;
         let session = match Session::plan(plan, &self.caps, &self.operator, self.session_locking())
         {
             Ok(s) => s,
@@ -1483,6 +1493,11 @@ impl App {
             // Wording only: with no run open, nothing starts in either mode.
             self.status = Some(if self.is_observe() {
                 hk_session::OBSERVE_STARTS_NOTHING.into()
+            } else if let Some(b) = &self.blocked {
+                format!(
+                    "`{}` cannot start on `{}`: fix the blockers listed, then open it again",
+                    b.runbook, b.env
+                )
             } else {
                 "open a runbook first".into()
             });

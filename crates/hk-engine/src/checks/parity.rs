@@ -3,9 +3,12 @@
 //! environment's node IPs; the endpoint is derived from the VIP and the founder's address is
 //! not; the Cilium values template consumes the endpoint (and `k3s_api_port`); the Flux
 //! HelmRelease takes `k8sServiceHost` from the overlay's variable; `site.yml` brings the VIP up
-//! between k3s and Cilium; the API certificate carries the VIP and the founder. Prod blockers
-//! (no vault file, `/dev/BLOCKED-…` device placeholders) are warnings; a vault file in
-//! plaintext is a violation. Facts that cannot be derived are reported, never guessed.
+//! between k3s and Cilium; the API certificate carries the VIP and the founder.
+//! `/dev/BLOCKED-…` device placeholders are warnings; a vault file in plaintext is a
+//! violation. An absent vault file is reported only when a play needs it (a connection or
+//! become password names a variable nothing defines), and then as the blocker it is; a
+//! vault the servers load that no configured password opens is one too. Facts that cannot
+//! be derived are reported, never guessed.
 //!
 //! Owns: [`ParityInput`] (the facts the rules read), the rules ([`check`], names in
 //! [`rules`]), [`Finding`]s, the exit-code policy and the JSON shape.
@@ -60,8 +63,10 @@ pub mod rules {
     pub const SITE_ORDER: &str = "site-order";
     /// `k3s_tls_sans` carries the VIP and the founder.
     pub const TLS_SANS: &str = "tls-sans";
-    /// The environment's vault file is missing (warning).
+    /// The environment's vault file is missing and a password variable needs it.
     pub const VAULT_MISSING: &str = "vault-missing";
+    /// A vault the environment's servers load that no configured password opens.
+    pub const VAULT_LOCKED: &str = "vault-locked";
     /// A vault file that is not vaulted: a plaintext secret.
     pub const VAULT_PLAINTEXT: &str = "vault-plaintext";
     /// A `/dev/BLOCKED-…` device placeholder (warning).
@@ -85,6 +90,7 @@ pub mod rules {
         API_HOST_NOT_VIP,
         TLS_SANS,
         VAULT_MISSING,
+        VAULT_LOCKED,
         VAULT_PLAINTEXT,
         DEVICE_PLACEHOLDER,
         CILIUM_ENDPOINT,
@@ -100,6 +106,15 @@ pub const ENDPOINT_VAR: &str = "k3s_apiserver_endpoint";
 pub const FOUNDER_VAR: &str = "k3s_api_host";
 pub const TLS_SANS_VAR: &str = "k3s_tls_sans";
 pub const API_PORT_VAR: &str = "k3s_api_port";
+/// The variables Ansible reads a connection or become password from: what a vault file
+/// holds that a play needs without naming it.
+pub const PASSWORD_VARS: [&str; 5] = [
+    "ansible_become_password",
+    "ansible_become_pass",
+    "ansible_sudo_pass",
+    "ansible_password",
+    "ansible_ssh_pass",
+];
 /// A value starting with this is a device that has not been decided yet.
 pub const DEVICE_PLACEHOLDER_PREFIX: &str = "/dev/BLOCKED-";
 /// The playbooks `site.yml` must import, in this order (by file stem; `_` and `-` alike).
@@ -210,10 +225,25 @@ pub enum VaultState {
     /// Nothing says this environment keeps one.
     #[default]
     NotExpected,
-    /// Expected at this path, absent: no play can escalate, `--check` fails too.
-    Missing { expected: PathBuf },
+    /// Expected at this path, absent. `needed_by`: the password variables of the servers
+    /// that name a variable nothing defines (what the vault would hold); empty, nothing
+    /// needs it and its absence stops no play.
+    Missing {
+        expected: PathBuf,
+        needed_by: Vec<VaultNeed>,
+    },
     /// Present; `vaulted` is false for a plaintext file (a secret in the clear).
     Present { file: PathBuf, vaulted: bool },
+}
+
+/// A password variable that names a variable nothing defines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VaultNeed {
+    /// The password variable (`ansible_become_password`).
+    pub var: String,
+    pub at: Loc,
+    /// Why it cannot be rendered (names the undefined variable).
+    pub reason: String,
 }
 
 /// A node of the environment and its address.
@@ -265,6 +295,8 @@ pub struct EnvFacts {
     /// Resolved `k3s_tls_sans`.
     pub tls_sans: Option<Located<Vec<String>>>,
     pub vault: VaultState,
+    /// Vaults the servers load that no configured password opens (`checks::blockers`).
+    pub vault_locked: Vec<crate::runbook::plan::Blocker>,
     /// Raw string vars that apply to the environment's servers (deduplicated by definition).
     pub vars: Vec<VarFact>,
     /// The HelmReleases under the overlay's Flux Kustomization path that set `k8sServiceHost`;
@@ -588,14 +620,25 @@ fn check_env(env: &EnvFacts, out: &mut Vec<Finding>) {
 
     match &env.vault {
         VaultState::NotExpected => {}
-        VaultState::Missing { expected } => out.push(finding(
-            rules::VAULT_MISSING,
-            Severity::Warning,
-            name,
-            &Loc::new(expected.clone(), 0),
-            "vault file missing: no play can escalate (no become password), and --check fails too"
-                .into(),
-        )),
+        // Absent and needed by nothing: no play loads what is not there, none misses it.
+        VaultState::Missing { needed_by, .. } if needed_by.is_empty() => {}
+        VaultState::Missing {
+            expected,
+            needed_by,
+        } => {
+            for need in needed_by {
+                out.push(v(
+                    rules::VAULT_MISSING,
+                    &need.at,
+                    format!(
+                        "{} cannot be rendered ({}) and the vault file {} that would define it is missing: every play that connects or escalates with it stops there, --check included; create it with ansible-vault create",
+                        need.var,
+                        need.reason,
+                        expected.display()
+                    ),
+                ));
+            }
+        }
         VaultState::Present { file, vaulted } => {
             if !vaulted {
                 out.push(v(
@@ -605,6 +648,24 @@ fn check_env(env: &EnvFacts, out: &mut Vec<Finding>) {
                 ));
             }
         }
+    }
+
+    for b in &env.vault_locked {
+        let (file, line) = match b.at.split_once(':') {
+            Some((f, l)) => (
+                f,
+                l.split(':')
+                    .next()
+                    .and_then(|l| l.parse().ok())
+                    .unwrap_or(0),
+            ),
+            None => (b.at.as_str(), 0),
+        };
+        out.push(v(
+            rules::VAULT_LOCKED,
+            &Loc::new(file, line),
+            format!("{}; {}", b.message, b.fix),
+        ));
     }
 
     for var in &env.vars {
@@ -1069,6 +1130,30 @@ pub fn is_vaulted_text(text: &str) -> bool {
             .is_ok_and(|docs| docs.iter().any(yaml::Node::contains_vaulted))
 }
 
+/// The password variables of `env`'s servers that name a variable nothing defines.
+fn vault_needs(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> Vec<VaultNeed> {
+    use crate::repo::resolve::Resolved;
+    let mut out: Vec<VaultNeed> = Vec::new();
+    for h in &env.servers {
+        for raw in (view.host_vars)(&h.name) {
+            if !PASSWORD_VARS.contains(&raw.name.as_str()) || raw.secret {
+                continue;
+            }
+            if let Some(Resolved::Unrenderable { reason }) = (view.resolved)(&h.name, &raw.name) {
+                let need = VaultNeed {
+                    var: raw.name.clone(),
+                    at: Loc::new((view.rel)(&raw.file), raw.line),
+                    reason,
+                };
+                if !out.contains(&need) {
+                    out.push(need);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Copy the facts the rules need out of a loaded repo.
 pub fn gather_view(view: &RepoView<'_>) -> ParityInput {
     let root = view.root;
@@ -1235,6 +1320,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
             match (view.read)(&path) {
                 None => VaultState::Missing {
                     expected: (view.rel)(&path),
+                    needed_by: vault_needs(view, env),
                 },
                 Some(text) => VaultState::Present {
                     file: (view.rel)(&path),
@@ -1292,6 +1378,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         api_host_raw: raw_defs(FOUNDER_VAR),
         tls_sans: sans,
         vault,
+        vault_locked: Vec::new(),
         vars,
         problems,
         unknown,

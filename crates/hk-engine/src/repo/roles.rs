@@ -4,20 +4,24 @@
 //! Owns: reading a playbook (following `import_playbook`), finding the roles it names
 //! (`roles:`, `import_role` / `include_role` with a literal name, in tasks, pre_tasks,
 //! post_tasks, handlers and blocks), their `dependencies` (meta/main.yml), locating each
-//! role directory as Ansible does (`roles_path` of the ansible.cfg, the playbook's own
-//! `roles/`, the Ansible directory's `roles/`), and loading `defaults/main.yml` and
-//! `vars/main.yml` with positions.
+//! role directory exactly where ansible-playbook (run in the Ansible directory) looks
+//! ([`RoleSearch`]: the playbook's `roles/`, `roles_path` (ansible.cfg or
+//! `ANSIBLE_ROLES_PATH`, else Ansible's default under `~/.ansible`), a dependent role's
+//! siblings, the playbook's own directory, then the name as a path), and loading
+//! `defaults/main.yml` and `vars/main.yml` with positions.
 //! Must not: render anything or decide precedence against the inventory (`Repo` does:
 //! role defaults lowest, then the inventory, then role vars).
 //!
 //! A role named by a template (`include_role: name: "{{ x }}"`) cannot be known before the
 //! play runs: it is listed in [`PlayRoles::unknown`] so a lookup that fails can say so,
-//! never skipped silently.
+//! never skipped silently. So is a collection role (`ns.collection.role`) found in none of
+//! the directories: collections are not read.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::vars::{self, Loaded, VarMap};
+use crate::yaml::{self, Node};
 
 /// How deep `import_playbook` and role `dependencies` are followed.
 const MAX_DEPTH: usize = 32;
@@ -28,11 +32,15 @@ pub enum RoleError {
     Read { path: PathBuf, message: String },
     #[error("{path}: not YAML: {message}")]
     Yaml { path: PathBuf, message: String },
-    #[error("{path}: role `{role}` not found (looked in {looked})")]
+    #[error("{}:{line}:{col}: role `{role}` not found where ansible-playbook looks ({looked}): ansible-playbook stops with \"the role '{role}' was not found\"\n  fix: move the role into one of those directories, or name its directory in `roles_path` of {cfg}", path.display())]
     NotFound {
         path: PathBuf,
+        line: usize,
+        col: usize,
         role: String,
         looked: String,
+        /// The ansible.cfg that would hold `roles_path`.
+        cfg: String,
     },
     #[error("{path}: imports nest deeper than {MAX_DEPTH} (a cycle?)")]
     TooDeep { path: PathBuf },
@@ -55,22 +63,162 @@ pub struct PlayRoles {
     pub files: Vec<PathBuf>,
     /// Roles named by a template, which cannot be known before the play runs.
     pub unknown: Vec<String>,
+    /// Every playbook file read (the given ones and what they import).
+    pub books: Vec<PathBuf>,
 }
 
-/// The roles of `playbooks` (paths relative to `ansible_dir`).
+/// Where ansible-playbook, run in the Ansible directory, looks for roles besides the
+/// playbook's own directories: the configured `roles_path`, else Ansible's default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleSearch {
+    pub roles_path: Vec<PathBuf>,
+    /// The ansible.cfg that holds (or would hold) `roles_path`, for the fix in messages.
+    pub cfg: PathBuf,
+}
+
+/// What of the process environment the search depends on (given, so tests can pin it).
+#[derive(Debug, Clone, Default)]
+pub struct AnsibleEnv {
+    pub home: Option<PathBuf>,
+    /// `ANSIBLE_HOME` (default `~/.ansible`).
+    pub ansible_home: Option<PathBuf>,
+    /// `ANSIBLE_CONFIG`.
+    pub config: Option<PathBuf>,
+    /// `ANSIBLE_ROLES_PATH`.
+    pub roles_path: Option<String>,
+}
+
+impl AnsibleEnv {
+    pub fn from_process() -> AnsibleEnv {
+        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+        AnsibleEnv {
+            home: var("HOME").map(PathBuf::from),
+            ansible_home: var("ANSIBLE_HOME").map(PathBuf::from),
+            config: var("ANSIBLE_CONFIG").map(PathBuf::from),
+            roles_path: var("ANSIBLE_ROLES_PATH").map(|v| v.to_string_lossy().into_owned()),
+        }
+    }
+
+    fn expand(&self, p: &str, base: &Path) -> PathBuf {
+        let p = match (p.strip_prefix("~/"), &self.home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ if p == "~" => self.home.clone().unwrap_or_else(|| PathBuf::from(p)),
+            _ => PathBuf::from(p),
+        };
+        if p.is_absolute() {
+            p
+        } else {
+            base.join(p)
+        }
+    }
+}
+
+impl RoleSearch {
+    /// As ansible-playbook in `ansible_dir` finds it: `ANSIBLE_ROLES_PATH`, else
+    /// `roles_path` in `[defaults]` of the config it reads (`ANSIBLE_CONFIG`, else
+    /// `./ansible.cfg`, else `~/.ansible.cfg`, else /etc/ansible/ansible.cfg; relative
+    /// paths are relative to that file's directory), else Ansible's default
+    /// (`~/.ansible/roles:/usr/share/ansible/roles:/etc/ansible/roles`).
+    pub fn new(ansible_dir: &Path, env: &AnsibleEnv) -> RoleSearch {
+        let split = |v: &str, base: &Path| -> Vec<PathBuf> {
+            v.split(':')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(|p| env.expand(p, base))
+                .collect()
+        };
+        let local = ansible_dir.join("ansible.cfg");
+        let cfg = match &env.config {
+            Some(c) => Some(env.expand(&c.to_string_lossy(), ansible_dir)),
+            None => [
+                Some(local.clone()),
+                env.home.as_ref().map(|h| h.join(".ansible.cfg")),
+                Some(PathBuf::from("/etc/ansible/ansible.cfg")),
+            ]
+            .into_iter()
+            .flatten()
+            .find(|p| p.is_file()),
+        };
+        let shown = cfg.clone().unwrap_or(local);
+        if let Some(v) = &env.roles_path {
+            return RoleSearch {
+                roles_path: split(v, ansible_dir),
+                cfg: shown,
+            };
+        }
+        if let Some(cfg) = &cfg {
+            if let Some(v) = std::fs::read_to_string(cfg)
+                .ok()
+                .and_then(|t| defaults_key(&t, "roles_path"))
+            {
+                let base = cfg.parent().unwrap_or(ansible_dir).to_path_buf();
+                return RoleSearch {
+                    roles_path: split(&v, &base),
+                    cfg: shown,
+                };
+            }
+        }
+        let ansible_home = env
+            .ansible_home
+            .clone()
+            .or_else(|| env.home.as_ref().map(|h| h.join(".ansible")));
+        let mut roles_path: Vec<PathBuf> =
+            ansible_home.map(|h| h.join("roles")).into_iter().collect();
+        roles_path.push(PathBuf::from("/usr/share/ansible/roles"));
+        roles_path.push(PathBuf::from("/etc/ansible/roles"));
+        RoleSearch {
+            roles_path,
+            cfg: shown,
+        }
+    }
+}
+
+/// A key of `[defaults]` in an ansible.cfg text (`key = value` or `key: value`).
+fn defaults_key(text: &str, key: &str) -> Option<String> {
+    let mut in_defaults = false;
+    let mut found = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('#') || t.starts_with(';') || t.is_empty() {
+            continue;
+        }
+        if let Some(name) = t.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            in_defaults = name.trim() == "defaults";
+            continue;
+        }
+        if !in_defaults {
+            continue;
+        }
+        if let Some((k, v)) = t.split_once(['=', ':']) {
+            if k.trim() == key {
+                found = Some(v.trim().to_string());
+            }
+        }
+    }
+    found
+}
+
+/// The roles of `playbooks` (paths relative to `ansible_dir`), searched for as
+/// ansible-playbook run there with this process's environment would.
 pub fn play_roles(ansible_dir: &Path, playbooks: &[String]) -> Result<PlayRoles, RoleError> {
-    let roles_path = roles_path(ansible_dir);
+    let search = RoleSearch::new(ansible_dir, &AnsibleEnv::from_process());
+    play_roles_with(ansible_dir, playbooks, &search)
+}
+
+/// [`play_roles`] with the search given.
+pub fn play_roles_with(
+    ansible_dir: &Path,
+    playbooks: &[String],
+    search: &RoleSearch,
+) -> Result<PlayRoles, RoleError> {
     let mut out = PlayRoles::default();
     let mut seen_books = BTreeSet::new();
     for pb in playbooks {
-        collect_playbook(
+        let walk = Walk {
             ansible_dir,
-            &ansible_dir.join(pb),
-            &roles_path,
-            &mut out,
-            &mut seen_books,
-            0,
-        )?;
+            search,
+        };
+        walk.playbook(&ansible_dir.join(pb), &mut out, &mut seen_books, 0)?;
     }
     for (_, dir) in out.roles.clone() {
         for (sub, into) in [("defaults", true), ("vars", false)] {
@@ -96,230 +244,219 @@ pub fn play_roles(ansible_dir: &Path, playbooks: &[String]) -> Result<PlayRoles,
     Ok(out)
 }
 
-/// `roles_path` from `ansible_dir/ansible.cfg` (`[defaults]`, colon-separated, relative
-/// to the file's directory), then `ansible_dir/roles`.
-fn roles_path(ansible_dir: &Path) -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Ok(text) = std::fs::read_to_string(ansible_dir.join("ansible.cfg")) {
-        let mut in_defaults = false;
-        for line in text.lines() {
-            let t = line.trim();
-            if t.starts_with('[') {
-                in_defaults = t == "[defaults]";
-                continue;
-            }
-            if !in_defaults || t.starts_with('#') || t.starts_with(';') {
-                continue;
-            }
-            if let Some((k, v)) = t.split_once('=') {
-                if k.trim() == "roles_path" {
-                    for p in v.trim().split(':').filter(|p| !p.is_empty()) {
-                        let p = expand_home(p);
-                        dirs.push(if p.is_absolute() {
-                            p
-                        } else {
-                            ansible_dir.join(p)
-                        });
-                    }
-                }
-            }
-        }
-    }
-    dirs.push(ansible_dir.join("roles"));
-    dirs
-}
-
-fn expand_home(p: &str) -> PathBuf {
-    match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
-        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
-        _ => PathBuf::from(p),
-    }
-}
-
-fn read_yaml(path: &Path) -> Result<serde_yaml::Value, RoleError> {
+fn read_yaml(path: &Path) -> Result<Node, RoleError> {
     let text = super::read::read_text(path).map_err(|e| RoleError::Read {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
-    // The bounded loader first (aliases, depth, size), as for every repo file.
-    if let Err(e) = crate::yaml::parse_documents(&text) {
-        return Err(RoleError::Yaml {
-            path: path.to_path_buf(),
-            message: format!("{}:{}: {}", e.mark.line, e.mark.col, e.message),
-        });
-    }
-    serde_yaml::from_str(&text).map_err(|e| RoleError::Yaml {
+    // The bounded loader, as for every repo file; its nodes carry the line and column a
+    // role-not-found names.
+    yaml::parse_one(&text).map_err(|e| RoleError::Yaml {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        message: format!("{}:{}: {}", e.mark.line, e.mark.col, e.message),
     })
 }
 
-fn collect_playbook(
-    ansible_dir: &Path,
-    path: &Path,
-    roles_path: &[PathBuf],
-    out: &mut PlayRoles,
-    seen: &mut BTreeSet<PathBuf>,
-    depth: usize,
-) -> Result<(), RoleError> {
-    if depth > MAX_DEPTH {
-        return Err(RoleError::TooDeep {
-            path: path.to_path_buf(),
-        });
-    }
-    if !seen.insert(path.to_path_buf()) {
-        return Ok(());
-    }
-    let doc = read_yaml(path)?;
-    let book_dir = path.parent().unwrap_or(ansible_dir).to_path_buf();
-    // The playbook's own roles/ comes first, as Ansible searches it first.
-    let mut search = vec![book_dir.join("roles")];
-    search.extend(roles_path.iter().cloned());
-    for play in doc.as_sequence().into_iter().flatten() {
-        if let Some(imported) = play
-            .get("import_playbook")
-            .or_else(|| play.get("ansible.builtin.import_playbook"))
-            .and_then(serde_yaml::Value::as_str)
-        {
-            if !imported.contains("{{") {
-                collect_playbook(
-                    ansible_dir,
-                    &book_dir.join(imported),
-                    roles_path,
-                    out,
-                    seen,
-                    depth + 1,
-                )?;
-            }
-            continue;
-        }
-        for r in play
-            .get("roles")
-            .and_then(serde_yaml::Value::as_sequence)
-            .into_iter()
-            .flatten()
-        {
-            let name = role_name(path, "roles", r)?;
-            add_role(path, &name, &search, out, depth)?;
-        }
-        for section in ["pre_tasks", "tasks", "post_tasks", "handlers"] {
-            if let Some(tasks) = play.get(section) {
-                collect_tasks(path, tasks, &search, out, depth)?;
-            }
-        }
-    }
-    Ok(())
+/// One walk over playbooks and roles.
+struct Walk<'a> {
+    ansible_dir: &'a Path,
+    search: &'a RoleSearch,
 }
 
-/// `import_role` / `include_role` in a task list, blocks included.
-fn collect_tasks(
-    path: &Path,
-    tasks: &serde_yaml::Value,
-    search: &[PathBuf],
-    out: &mut PlayRoles,
-    depth: usize,
-) -> Result<(), RoleError> {
-    for task in tasks.as_sequence().into_iter().flatten() {
-        for key in ["block", "rescue", "always"] {
-            if let Some(inner) = task.get(key) {
-                collect_tasks(path, inner, search, out, depth)?;
-            }
+/// Where a role is named: the file, the node, and the directories of the playbook that
+/// names it (directly or through a dependent role).
+struct Naming<'a> {
+    file: &'a Path,
+    book_dir: &'a Path,
+    /// A dependent role's parent directory: its siblings are searched too.
+    role_basedir: Option<&'a Path>,
+}
+
+impl Walk<'_> {
+    fn playbook(
+        &self,
+        path: &Path,
+        out: &mut PlayRoles,
+        seen: &mut BTreeSet<PathBuf>,
+        depth: usize,
+    ) -> Result<(), RoleError> {
+        if depth > MAX_DEPTH {
+            return Err(RoleError::TooDeep {
+                path: path.to_path_buf(),
+            });
         }
-        for key in [
-            "import_role",
-            "include_role",
-            "ansible.builtin.import_role",
-            "ansible.builtin.include_role",
-        ] {
-            let Some(args) = task.get(key) else { continue };
-            let Some(name) = args.get("name").and_then(serde_yaml::Value::as_str) else {
+        if !seen.insert(path.to_path_buf()) {
+            return Ok(());
+        }
+        out.books.push(path.to_path_buf());
+        let doc = read_yaml(path)?;
+        let book_dir = path.parent().unwrap_or(self.ansible_dir).to_path_buf();
+        let at = Naming {
+            file: path,
+            book_dir: &book_dir,
+            role_basedir: None,
+        };
+        for play in doc.as_seq().into_iter().flatten() {
+            if let Some(imported) = play
+                .get("import_playbook")
+                .or_else(|| play.get("ansible.builtin.import_playbook"))
+                .and_then(Node::as_str)
+            {
+                if !imported.contains("{{") {
+                    self.playbook(&book_dir.join(imported), out, seen, depth + 1)?;
+                }
                 continue;
-            };
-            if name.contains("{{") {
-                out.unknown.push(name.to_string());
-            } else {
-                add_role(path, name, search, out, depth)?;
+            }
+            for r in play
+                .get("roles")
+                .and_then(Node::as_seq)
+                .into_iter()
+                .flatten()
+            {
+                let name = role_name(path, "roles", r)?;
+                self.add_role(&at, &name, r, out, depth)?;
+            }
+            for section in ["pre_tasks", "tasks", "post_tasks", "handlers"] {
+                if let Some(tasks) = play.get(section) {
+                    self.tasks(&at, tasks, out, depth)?;
+                }
             }
         }
+        Ok(())
     }
-    Ok(())
+
+    /// `import_role` / `include_role` in a task list, blocks included.
+    fn tasks(
+        &self,
+        at: &Naming<'_>,
+        tasks: &Node,
+        out: &mut PlayRoles,
+        depth: usize,
+    ) -> Result<(), RoleError> {
+        for task in tasks.as_seq().into_iter().flatten() {
+            for key in ["block", "rescue", "always"] {
+                if let Some(inner) = task.get(key) {
+                    self.tasks(at, inner, out, depth)?;
+                }
+            }
+            for key in [
+                "import_role",
+                "include_role",
+                "ansible.builtin.import_role",
+                "ansible.builtin.include_role",
+            ] {
+                let Some(args) = task.get(key) else { continue };
+                let Some(name_node) = args.get("name") else {
+                    continue;
+                };
+                let Some(name) = name_node.as_str() else {
+                    continue;
+                };
+                self.add_role(at, name, name_node, out, depth)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn add_role(
+        &self,
+        at: &Naming<'_>,
+        name: &str,
+        node: &Node,
+        out: &mut PlayRoles,
+        depth: usize,
+    ) -> Result<(), RoleError> {
+        if depth > MAX_DEPTH {
+            return Err(RoleError::TooDeep {
+                path: at.file.to_path_buf(),
+            });
+        }
+        if name.contains("{{") {
+            out.unknown.push(name.to_string());
+            return Ok(());
+        }
+        if out.roles.iter().any(|(n, _)| n == name) {
+            return Ok(());
+        }
+        // Ansible's order (RoleDefinition._load_role_path): the playbook's roles/, the
+        // roles_path, a dependent role's directory, the playbook's directory, then the
+        // name as a path from the working directory.
+        let mut dirs = vec![at.book_dir.join("roles")];
+        dirs.extend(self.search.roles_path.iter().cloned());
+        if let Some(b) = at.role_basedir {
+            dirs.push(b.to_path_buf());
+        }
+        dirs.push(at.book_dir.to_path_buf());
+        let found = dirs
+            .iter()
+            .map(|d| d.join(name))
+            .chain(std::iter::once(self.ansible_dir.join(name)))
+            .find(|d| d.is_dir());
+        let Some(dir) = found else {
+            // `ns.collection.role`: a collection's, which is not read here.
+            if name.split('.').count() >= 3 && !name.contains('/') {
+                out.unknown.push(name.to_string());
+                return Ok(());
+            }
+            return Err(RoleError::NotFound {
+                path: at.file.to_path_buf(),
+                line: node.mark.line,
+                col: node.mark.col,
+                role: name.to_string(),
+                looked: dirs
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(":"),
+                cfg: self.search.cfg.display().to_string(),
+            });
+        };
+        // Dependencies first: Ansible runs (and merges) them before the role itself.
+        let meta = ["main.yml", "main.yaml"]
+            .iter()
+            .map(|f| dir.join("meta").join(f))
+            .find(|p| p.is_file());
+        if let Some(meta) = meta {
+            let doc = read_yaml(&meta)?;
+            let parent = dir.parent().map(Path::to_path_buf);
+            let dep_at = Naming {
+                file: &meta,
+                book_dir: at.book_dir,
+                role_basedir: parent.as_deref(),
+            };
+            for dep in doc
+                .get("dependencies")
+                .and_then(Node::as_seq)
+                .into_iter()
+                .flatten()
+            {
+                let d = role_name(&meta, "dependencies", dep)?;
+                self.add_role(&dep_at, &d, dep, out, depth + 1)?;
+            }
+        }
+        out.roles.push((name.to_string(), dir));
+        Ok(())
+    }
 }
 
 /// The role an entry of `roles:` or `dependencies:` names: a string, or a mapping with
 /// `role:` (or `name:`). Anything else is an error naming the file, never skipped.
-fn role_name(path: &Path, list: &str, entry: &serde_yaml::Value) -> Result<String, RoleError> {
-    let name = match entry {
-        serde_yaml::Value::String(s) => Some(s.clone()),
-        m => m
+fn role_name(path: &Path, list: &str, entry: &Node) -> Result<String, RoleError> {
+    let name = match entry.as_str() {
+        Some(s) => Some(s.to_string()),
+        None => entry
             .get("role")
-            .or_else(|| m.get("name"))
-            .and_then(serde_yaml::Value::as_str)
+            .or_else(|| entry.get("name"))
+            .and_then(Node::as_str)
             .map(str::to_string),
     };
     name.ok_or_else(|| RoleError::Yaml {
         path: path.to_path_buf(),
         message: format!(
-            "an entry of `{list}:` names no role (expected a name, or a mapping with `role:`)"
+            "{}:{}: an entry of `{list}:` names no role (expected a name, or a mapping with `role:`)",
+            entry.mark.line, entry.mark.col
         ),
     })
-}
-
-fn add_role(
-    path: &Path,
-    name: &str,
-    search: &[PathBuf],
-    out: &mut PlayRoles,
-    depth: usize,
-) -> Result<(), RoleError> {
-    if depth > MAX_DEPTH {
-        return Err(RoleError::TooDeep {
-            path: path.to_path_buf(),
-        });
-    }
-    if name.contains("{{") {
-        out.unknown.push(name.to_string());
-        return Ok(());
-    }
-    if out.roles.iter().any(|(n, _)| n == name) {
-        return Ok(());
-    }
-    // A role may be named by a path; otherwise its name is looked up in each directory.
-    let direct = PathBuf::from(name);
-    let dir = if direct.is_absolute() && direct.is_dir() {
-        Some(direct)
-    } else {
-        search.iter().map(|d| d.join(name)).find(|d| d.is_dir())
-    };
-    let Some(dir) = dir else {
-        return Err(RoleError::NotFound {
-            path: path.to_path_buf(),
-            role: name.to_string(),
-            looked: search
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        });
-    };
-    // Dependencies first: Ansible runs (and merges) them before the role itself.
-    let meta = ["main.yml", "main.yaml"]
-        .iter()
-        .map(|f| dir.join("meta").join(f))
-        .find(|p| p.is_file());
-    if let Some(meta) = meta {
-        let doc = read_yaml(&meta)?;
-        for dep in doc
-            .get("dependencies")
-            .and_then(serde_yaml::Value::as_sequence)
-            .into_iter()
-            .flatten()
-        {
-            let d = role_name(&meta, "dependencies", dep)?;
-            add_role(&meta, &d, search, out, depth + 1)?;
-        }
-    }
-    out.roles.push((name.to_string(), dir));
-    Ok(())
 }
 
 #[cfg(test)]
@@ -332,11 +469,24 @@ mod tests {
         std::fs::write(p, text).expect("write");
     }
 
+    /// The search with HOME in the test's directory, no ANSIBLE_* variables.
+    fn pinned(a: &Path) -> RoleSearch {
+        RoleSearch::new(
+            a,
+            &AnsibleEnv {
+                home: Some(a.join("home")),
+                ..AnsibleEnv::default()
+            },
+        )
+    }
+
     #[test]
     fn roles_dependencies_and_defaults_in_ansible_order() {
         let d = tempfile::tempdir().expect("tempdir");
         let a = d.path();
-        write(a, "ansible.cfg", "[defaults]\nroles_path = extra\n");
+        // Both directories named: Ansible looks in neither the Ansible directory's roles/
+        // nor beside it unless roles_path says so.
+        write(a, "ansible.cfg", "[defaults]\nroles_path = extra:roles\n");
         write(a, "playbooks/site.yml", "- import_playbook: one.yml\n");
         write(
             a,
@@ -351,7 +501,7 @@ mod tests {
             "knob: base\nonly_base: 2\n",
         );
         write(a, "roles/tool/vars/main.yml", "tool_var: 3\n");
-        let r = play_roles(a, &["playbooks/site.yml".into()]).expect("roles");
+        let r = play_roles_with(a, &["playbooks/site.yml".into()], &pinned(a)).expect("roles");
         let names: Vec<&str> = r.roles.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["base", "app", "tool"]);
         // A later role's default wins, as Ansible merges them into the play.
@@ -366,10 +516,20 @@ mod tests {
         let d = tempfile::tempdir().expect("tempdir");
         let a = d.path();
         write(a, "p.yml", "- hosts: all\n  roles:\n    - { when: x }\n");
-        let e = play_roles(a, &["p.yml".into()]).expect_err("no role named");
+        let e = play_roles_with(a, &["p.yml".into()], &pinned(a)).expect_err("no role named");
         assert!(e.to_string().contains("names no role"), "{e}");
         write(a, "q.yml", "- hosts: all\n  roles: [ghost]\n");
-        let e = play_roles(a, &["q.yml".into()]).expect_err("missing role");
-        assert!(e.to_string().contains("role `ghost` not found"), "{e}");
+        let e = play_roles_with(a, &["q.yml".into()], &pinned(a)).expect_err("missing role");
+        assert!(
+            e.to_string()
+                .contains("role `ghost` not found where ansible-playbook looks"),
+            "{e}"
+        );
+        // Named at the playbook's line and column, as ansible-playbook names it.
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{}:2:11: ", a.join("q.yml").display())),
+            "{e}"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! The planner's [`Topology`] over a loaded repo: groups and membership from the inventory,
-//! host and play variables as Ansible resolves them, and where a variable was searched.
+//! host and play variables as Ansible resolves them, where a variable was searched, and
+//! what would stop the run before step 1 (`checks::blockers` reads the files for that).
 //! Pure (the repo is already read): the planner in `runbook::plan` asks, this answers.
 
 use crate::repo::Repo;
@@ -32,6 +33,14 @@ impl Topology for Repo {
                 Err(format!("`{var}` of {host} cannot be rendered: {reason}"))
             }
         }
+    }
+
+    fn blockers(
+        &self,
+        uses: &[crate::runbook::plan::PlaybookUse],
+        hosts: &[String],
+    ) -> Vec<crate::runbook::plan::Blocker> {
+        crate::checks::blockers::for_plan(self, uses, hosts)
     }
 
     fn searched(&self, _host: &str, playbooks: &[String]) -> Vec<String> {

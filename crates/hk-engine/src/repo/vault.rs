@@ -25,7 +25,7 @@ pub const MAX_FILES: usize = 20_000;
 /// The ansible-vault key derivation's rounds (fixed by the format).
 const PBKDF2_ROUNDS: u32 = 10_000;
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum VaultError {
     #[error("not an ansible-vault text: {0}")]
     Format(String),
@@ -427,6 +427,60 @@ pub fn scan(roots: &[PathBuf], password_file: Option<&Path>) -> VaultScan {
         }
     }
     scan
+}
+
+/// Whether ansible-playbook, given the password file it is configured with, can open one
+/// whole-file vault: what a run would meet when it loads that file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Opens {
+    Yes,
+    /// No vault password is configured at all.
+    NoPassword,
+    /// The password file is a script, which hk-console does not run: cannot tell.
+    Script(PathBuf),
+    /// The configured password file cannot be read (absent, not a file, too big).
+    Unreadable(String),
+    /// The configured password does not open it (or it is not a vault ansible reads).
+    Fails(VaultError),
+}
+
+/// [`Opens`] for the vaulted `text` with the password in `password_file`. Nothing
+/// decrypted leaves this function.
+pub fn opens(text: &str, password_file: Option<&Path>) -> Opens {
+    let Some(p) = password_file else {
+        return Opens::NoPassword;
+    };
+    match std::fs::metadata(p) {
+        Ok(m) if is_executable(&m) => return Opens::Script(p.to_path_buf()),
+        Err(e) => return Opens::Unreadable(format!("{}: {e}", p.display())),
+        Ok(_) => {}
+    }
+    let password = match read_capped(p) {
+        Ok(t) => t.trim().to_string(),
+        Err(e) => return Opens::Unreadable(e),
+    };
+    match decrypt(text, password.as_bytes()) {
+        Ok(_) => Opens::Yes,
+        Err(e) => Opens::Fails(e),
+    }
+}
+
+/// Whether a vault identity list (`--vault-id` sources) is configured, which hk-console
+/// does not evaluate: `ANSIBLE_VAULT_IDENTITY_LIST`, or `vault_identity_list` in the
+/// ansible.cfg [`password_file`] reads.
+pub fn identity_list_configured(ansible_dir: &Path) -> bool {
+    if std::env::var_os("ANSIBLE_VAULT_IDENTITY_LIST").is_some_and(|v| !v.is_empty()) {
+        return true;
+    }
+    let cfg = std::env::var_os("ANSIBLE_CONFIG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| ansible_dir.join("ansible.cfg"));
+    read_capped(&cfg).is_ok_and(|text| {
+        text.lines().any(|l| {
+            l.split_once(['=', ':'])
+                .is_some_and(|(k, v)| k.trim() == "vault_identity_list" && !v.trim().is_empty())
+        })
+    })
 }
 
 fn head_is_vault(file: &Path) -> bool {

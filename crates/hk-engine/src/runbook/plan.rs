@@ -308,6 +308,39 @@ pub struct PlanEnv {
     pub host: Option<String>,
 }
 
+/// What stops a run before its first step, named with where it is and what to do: what
+/// ansible-playbook itself would stop on (`checks::blockers` finds them over a repo).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Blocker {
+    /// `missing-playbook`, `role-not-found`, `playbook-unreadable`, `vault-locked`,
+    /// `device-placeholder`.
+    pub kind: String,
+    /// `file[:line[:col]]`, relative to the repo root.
+    pub at: String,
+    pub message: String,
+    /// What to do about it.
+    pub fix: String,
+}
+
+impl std::fmt::Display for Blocker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: [{}] {}\n    fix: {}",
+            self.at, self.kind, self.message, self.fix
+        )
+    }
+}
+
+/// A playbook a runbook runs, and whether every step running it limits it with `--tags`
+/// (then which tasks run is the tags' to say, and a variable's use is not judged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaybookUse {
+    /// Relative to the Ansible directory, as the runbook names it.
+    pub playbook: String,
+    pub tagged: bool,
+}
+
 /// The inventory as the planner sees it. Implemented by the integrator over the real
 /// inventory; tests use a small fake.
 pub trait Topology {
@@ -329,6 +362,12 @@ pub trait Topology {
         let _ = playbooks;
         Ok(self.host_var(host, var))
     }
+    /// What would stop `uses` on `hosts` before the first step (see [`Blocker`]).
+    /// Default: nothing known.
+    fn blockers(&self, uses: &[PlaybookUse], hosts: &[String]) -> Vec<Blocker> {
+        let _ = (uses, hosts);
+        Vec::new()
+    }
     /// Where [`Topology::play_var`] looks, for a message naming the places searched.
     fn searched(&self, host: &str, playbooks: &[String]) -> Vec<String> {
         let _ = (host, playbooks);
@@ -339,16 +378,32 @@ pub trait Topology {
 /// A `vars.X` that a runbook template needs and no layer defines: where the runbook uses
 /// it, for which host, and every place searched.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{line}:{col}: runbook `{runbook}`, step `{step}`: `vars.{var}` is not defined for {host}\n  searched: {searched}\n  hint: set `{var}` in group_vars or host_vars, in the defaults of a role the runbook's playbooks use, or in the runbook's own `defaults:`")]
+#[error("{file}:{line}:{col}: runbook `{runbook}`, step `{step}`: {} not defined for {host}\n  searched: {searched}\n  hint: set {} in group_vars or host_vars, in the defaults of a role the runbook's playbooks use, or in the runbook's own `defaults:`", named(.vars, "vars.", if .vars.len() > 1 { " are" } else { " is" }), named(.vars, "", ""))]
 pub struct UndefinedVar {
+    /// Where the runbook uses the first of [`UndefinedVar::vars`].
     pub file: String,
     pub line: usize,
     pub col: usize,
     pub runbook: String,
     pub step: String,
+    /// The first (by name) of the variables not defined.
     pub var: String,
+    /// Every variable the template needs that no layer defines, sorted: the same message
+    /// on every run, and none left for the next attempt to find.
+    pub vars: Vec<String>,
     pub host: String,
     pub searched: String,
+}
+
+/// `a`, `b` and `c`, each as `` `{prefix}name` ``, then `suffix`.
+fn named(vars: &[String], prefix: &str, suffix: &str) -> String {
+    let words: Vec<String> = vars.iter().map(|v| format!("`{prefix}{v}`")).collect();
+    let list = match words.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    };
+    format!("{list}{suffix}")
 }
 
 /// Why a runbook cannot be planned for an environment.
@@ -427,11 +482,78 @@ pub enum PlanError {
     },
     #[error("runbook `{runbook}`, step `{step}`: cannot say which hosts to expect; give the runbook a target, the step a limit, or expect_hosts")]
     NoExpectedHosts { runbook: String, step: String },
+    /// Every blocker found, in a stable order: the run cannot start past any of them.
+    #[error("runbook `{runbook}` cannot start on `{env}`: {} before step 1\n  {}", if .blockers.len() == 1 { "1 blocker".to_string() } else { format!("{} blockers", .blockers.len()) }, .blockers.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
+    Blocked {
+        runbook: String,
+        env: String,
+        blockers: Vec<Blocker>,
+    },
 }
 
 /// Expand a validated runbook for one environment. Pure: everything it knows comes in
 /// through `env` and `topo`.
+///
+/// What would stop the run before its first step (a missing playbook, a role
+/// ansible-playbook will not find, a vault no configured password opens, a device
+/// placeholder a play uses) is [`PlanError::Blocked`], naming every one; it is looked for
+/// also when the expansion fails for want of a variable, which a role not found explains.
 pub fn plan(runbook: &Runbook, env: &PlanEnv, topo: &dyn Topology) -> Result<Plan, PlanError> {
+    let planned = expand_plan(runbook, env, topo);
+    let hosts: Vec<String> = match &planned {
+        Ok(p) => {
+            let mut hs: Vec<String> = Vec::new();
+            for h in p.steps.iter().filter_map(|s| s.host.as_ref()) {
+                if !hs.contains(h) {
+                    hs.push(h.clone());
+                }
+            }
+            hs
+        }
+        Err(PlanError::UndefinedVar(_) | PlanError::Template { .. }) => {
+            let p = Planner { runbook, env, topo };
+            match &runbook.target {
+                Some(t) => p.resolve_target(t).unwrap_or_default(),
+                None => Vec::new(),
+            }
+        }
+        Err(_) => return planned,
+    };
+    let blockers = topo.blockers(&playbook_uses(runbook), &hosts);
+    if blockers.is_empty() {
+        return planned;
+    }
+    Err(PlanError::Blocked {
+        runbook: runbook.id.clone(),
+        env: env.name.clone(),
+        blockers,
+    })
+}
+
+/// The runbook's literal playbooks, each tagged when every step running it has `tags`.
+fn playbook_uses(runbook: &Runbook) -> Vec<PlaybookUse> {
+    let mut out: Vec<PlaybookUse> = Vec::new();
+    for s in &runbook.steps {
+        let play = match &s.spec {
+            StepSpec::ListHosts { play, .. } | StepSpec::Ansible { play, .. } => play,
+            _ => continue,
+        };
+        if play.playbook.contains("{{") {
+            continue;
+        }
+        let tagged = !play.tags.is_empty();
+        match out.iter_mut().find(|u| u.playbook == play.playbook) {
+            Some(u) => u.tagged &= tagged,
+            None => out.push(PlaybookUse {
+                playbook: play.playbook.clone(),
+                tagged,
+            }),
+        }
+    }
+    out
+}
+
+fn expand_plan(runbook: &Runbook, env: &PlanEnv, topo: &dyn Topology) -> Result<Plan, PlanError> {
     if !runbook.environments.contains(&env.name) {
         return Err(PlanError::NotForEnv {
             runbook: runbook.id.clone(),
@@ -761,8 +883,9 @@ impl Planner<'_> {
     }
 
     /// The error for `vars.NAME` that no layer defines and a template needs.
-    fn undefined(&self, step: &Step, host: &str, name: &str) -> PlanError {
+    fn undefined(&self, step: &Step, host: &str, names: &[String]) -> PlanError {
         let playbooks = self.runbook.playbooks();
+        let name = names.first().map(String::as_str).unwrap_or_default();
         let (line, col) = self.runbook.var_marks.get(name).copied().unwrap_or((1, 1));
         let mut searched = self.topo.searched(host, &playbooks);
         searched.push(format!("the runbook's defaults: ({})", self.runbook.source));
@@ -773,6 +896,7 @@ impl Planner<'_> {
             runbook: self.runbook.id.clone(),
             step: step.id.clone(),
             var: name.to_string(),
+            vars: names.to_vec(),
             host: host.to_string(),
             searched: searched.join("; "),
         }))
@@ -808,7 +932,10 @@ impl Planner<'_> {
         if !text.contains("{{") && !text.contains("{%") && !text.contains("{#") {
             return Ok(text.to_string());
         }
-        let used = template_vars(text).map_err(err)?;
+        // Sorted: the variables are looked up, and named when missing, in one order on
+        // every run (the template parser hands them over in a hash set's).
+        let used: std::collections::BTreeSet<String> =
+            template_vars(text).map_err(err)?.into_iter().collect();
         let mut env_map = serde_json::Map::new();
         let e = self.env;
         env_map.insert("name".into(), e.name.clone().into());
@@ -824,7 +951,7 @@ impl Planner<'_> {
         env_map.insert("api_port".into(), e.api_port.into());
         let mut ctx = serde_json::Map::new();
         // `vars.X` no layer defines: named if the template really needs it.
-        let mut missing: Vec<(String, String)> = Vec::new();
+        let mut missing: Vec<String> = Vec::new();
         ctx.insert("env".into(), env_map.into());
         if let Some(h) = host {
             ctx.insert("host".into(), h.into());
@@ -835,7 +962,8 @@ impl Planner<'_> {
                     Some(v) => {
                         vars.insert(name.to_string(), v);
                     }
-                    None => missing.push((h.to_string(), name.to_string())),
+                    None if !missing.iter().any(|m| m == name) => missing.push(name.to_string()),
+                    None => {}
                 }
             }
             ctx.insert("vars".into(), vars.into());
@@ -851,8 +979,9 @@ impl Planner<'_> {
         let value = minijinja::Value::from_serialize(serde_json::Value::Object(ctx));
         jenv.render_str(text, value).map_err(|e| {
             if e.kind() == minijinja::ErrorKind::UndefinedError {
-                if let Some((host, var)) = missing.first() {
-                    return self.undefined(step, host, var);
+                if let (Some(h), false) = (host, missing.is_empty()) {
+                    missing.sort();
+                    return self.undefined(step, h, &missing);
                 }
             }
             let detail = e

@@ -33,7 +33,10 @@ pub fn glyph(state: &StepState, t: &Theme) -> (&'static str, Style) {
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let Some(a) = &app.active else {
-        f.render_widget(Paragraph::new("no run open"), area);
+        match &app.blocked {
+            Some(b) => draw_blocked(f, area, app, b),
+            None => f.render_widget(Paragraph::new("no run open"), area),
+        }
         return;
     };
     if area.width < 90 {
@@ -64,6 +67,42 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         Layout::vertical([Constraint::Length(detail_h), Constraint::Min(0)]).areas(right);
     draw_detail(f, detail, app, a);
     draw_output(f, output, app, a);
+}
+
+/// A runbook that cannot start: every blocker with where it is and what to do, wrapped to
+/// the width (nothing cut), in place of the steps. There is no run, so nothing to start.
+fn draw_blocked(f: &mut Frame, area: Rect, app: &App, b: &hk_session::Blocked) {
+    let t = &app.theme;
+    let w = usize::from(area.width.saturating_sub(2)).max(10);
+    let mut lines: Vec<Line> = vec![Line::styled(
+        format!(
+            "cannot start: {} before step 1. Fix each, then open the runbook again.",
+            if b.blockers.len() == 1 {
+                "1 blocker".to_string()
+            } else {
+                format!("{} blockers", b.blockers.len())
+            }
+        ),
+        t.critical(),
+    )];
+    for (i, x) in b.blockers.iter().enumerate() {
+        lines.push(Line::raw(""));
+        let head = format!("{}. {} [{}]", i + 1, x.at, x.kind);
+        for l in hard_wrap(&head, w) {
+            lines.push(Line::styled(l, t.critical()));
+        }
+        for l in hard_wrap(&format!("   {}", x.message), w) {
+            lines.push(Line::raw(l));
+        }
+        for l in hard_wrap(&format!("   fix: {}", x.fix), w) {
+            lines.push(Line::styled(l, t.warn()));
+        }
+    }
+    let title = format!(" {} · {} · blocked ", b.runbook, b.env);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
+        area,
+    );
 }
 
 /// Below 90 columns the plan, the step and the output are stacked. The step pane is
