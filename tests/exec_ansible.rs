@@ -367,8 +367,9 @@ async fn stop_ladder_escalates_to_sigterm_then_sigkill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_uses_the_same_ladder_and_a_polite_process_stops_at_sigint() {
     // 2 s, not 300 ms: `sh -c 'sleep 30'` survives a SIGINT to its group in its first
-    // milliseconds (6 of 200 tries signalled within 10 ms of the spawn, on this machine), and
-    // on a loaded machine 300 ms was once still that early: the ladder went on to SIGTERM.
+    // milliseconds (6 of 200 tries signalled within 10 ms of the spawn, on this machine).
+    // (The failure that sent us looking was another: the suite had been started in the
+    // background, so every test inherited SIGINT ignored; tests/run-tests.py now resets it.)
     // The rung order is what this test is about.
     let cfg = SupervisorConfig {
         timeout: Some(Duration::from_secs(2)),

@@ -75,6 +75,7 @@ def run_one(label, exe, pkg_dir, pkg, limit):
         start = time.monotonic()
         p = subprocess.Popen([exe], cwd=pkg_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, start_new_session=True)
+        RUNNING.add(p)
         try:
             code = p.wait(timeout=limit)
             timed_out = False
@@ -82,6 +83,8 @@ def run_one(label, exe, pkg_dir, pkg, limit):
             os.killpg(p.pid, signal.SIGKILL)
             code = p.wait()
             timed_out = True
+        finally:
+            RUNNING.discard(p)
         wall = time.monotonic() - start
         out.seek(0)
         text = out.read().decode("utf-8", "replace")
@@ -90,7 +93,28 @@ def run_one(label, exe, pkg_dir, pkg, limit):
     return label, exe, code, timed_out, wall, text
 
 
+RUNNING = set()
+
+
+def stop(signum, _frame):
+    """Ctrl-C or SIGTERM: stop every test binary's process group, then exit as signalled."""
+    for p in list(RUNNING):
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    sys.exit(128 + signum)
+
+
 def main():
+    # A handler, not an inherited SIG_IGN: a suite started in the background (`cmd &` in a
+    # script) inherits SIGINT and SIGQUIT ignored, every test binary and its children with
+    # it, and a test that stops a child with SIGINT then waits in vain (seen: exec_ansible's
+    # polite process outlived its SIGINT). A handled signal is reset to the default in each
+    # child at exec, as it is under a terminal.
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("HK_TEST_JOBS", "3")))
     ap.add_argument("--limit", type=int, default=1200, help="seconds one binary may run")

@@ -14,6 +14,8 @@
 //!   in every line.
 //! - [`text`]: strings from data made safe to print (control characters written out).
 //! - [`time`]: the clock read, calendar fields and durations in words, on jiff.
+//! - [`topology`]: the planner's `Topology` over a loaded repo, its blockers from `checks`
+//!   (above both `repo` and `checks`, so neither imports the other's way back).
 //!
 //! `runbook` and `checks` do no IO.
 
@@ -25,4 +27,5 @@ pub mod repo;
 pub mod runbook;
 pub mod text;
 pub mod time;
+pub mod topology;
 pub mod yaml;

@@ -11,7 +11,6 @@ pub mod provenance;
 pub mod read;
 pub mod resolve;
 pub mod roles;
-pub mod topology;
 pub mod vars;
 pub mod vault;
 
