@@ -974,18 +974,26 @@ impl App {
     /// radius of the hosts the step guards (`None`: nothing blocks, or no step, or the step
     /// changes no host).
     fn live_refusal(&self, n: usize) -> Option<String> {
-        let a = self.active.as_ref()?;
-        let plan = a.run.plan();
+        hk_engine::checks::live::blast::refusal(&self.live_blast(n)?)
+    }
+
+    /// The live blast radius of the hosts step `n` of the open run changes, as the live
+    /// panes show it now (`None`: no run, no such step, or it changes no host). What the
+    /// gate shows and what its answer is refused on are this one reading.
+    pub fn live_blast(&self, n: usize) -> Option<Vec<hk_engine::checks::live::blast::BlastLine>> {
+        let plan = self.active.as_ref()?.run.plan();
         let step = plan.steps.iter().find(|s| s.n == n)?;
-        let b = step.blast_radius.as_ref()?;
+        let hosts = &step.blast_radius.as_ref()?.hosts;
+        if hosts.is_empty() {
+            return None;
+        }
         let servers = self
             .envs
             .iter()
             .find(|e| e.name == plan.env)
             .map(|e| e.servers.clone())
             .unwrap_or_default();
-        let lines = self.live.blast(&plan.env, &b.hosts, &servers, self.now);
-        hk_engine::checks::live::blast::refusal(&lines)
+        Some(self.live.blast(&plan.env, hosts, &servers, self.now))
     }
 
     /// Apply one action.

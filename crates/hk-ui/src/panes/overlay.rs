@@ -355,9 +355,7 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
                 )),
                 Line::from(Span::styled(format!("Type `{phrase}` to go on."), t.text())),
             ];
-            if let Some(b) = step.and_then(|s| s.blast_radius.as_ref()) {
-                body.extend(live_blast_lines(app, &b.hosts, t));
-            }
+            body.extend(live_blast_lines(app, m.n, t));
             ("typed confirm", body)
         }
         Gate::OperatorPresent => (
@@ -564,7 +562,7 @@ fn approve_head<'a>(
             format!("Blast radius{from}: {}", b.summary),
             t.mutating(),
         )));
-        v.extend(live_blast_lines(app, &b.hosts, t));
+        v.extend(live_blast_lines(app, m.n, t));
     }
     let Some(a) = &app.active else { return v };
     let Some((&from_n, &start)) = a.step_output_start.range(..=m.n).next_back() else {
@@ -592,23 +590,12 @@ fn approve_head<'a>(
     v
 }
 
-/// The live blast radius of disrupting `hosts` (issue 29): what the live panes show of them
-/// now, each fact unknown with its age when its pane is stale or was never seen.
-fn live_blast_lines<'a>(app: &App, hosts: &[String], t: &Theme) -> Vec<Line<'a>> {
-    let Some(a) = &app.active else {
+/// The live blast radius of step `n`'s hosts (issue 29, `App::live_blast`) as gate lines:
+/// each fact unknown with its age when its pane is stale or was never seen.
+fn live_blast_lines<'a>(app: &App, n: usize, t: &Theme) -> Vec<Line<'a>> {
+    let Some(lines) = app.live_blast(n) else {
         return Vec::new();
     };
-    if hosts.is_empty() {
-        return Vec::new();
-    }
-    let env = a.run.plan().env.as_str();
-    let servers = app
-        .envs
-        .iter()
-        .find(|e| e.name == env)
-        .map(|e| e.servers.clone())
-        .unwrap_or_default();
-    let lines = app.live.blast(env, hosts, &servers, app.now);
     let mut out = vec![Line::from(Span::styled(
         "Live, now (what the Live screen sees):",
         t.text(),

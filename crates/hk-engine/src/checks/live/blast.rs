@@ -366,6 +366,14 @@ mod tests {
         }
     }
 
+    fn all_fresh<'a>(v: &'a VipLeasePane, e: &'a EtcdPane, n: &'a NodesPane) -> LivePanes<'a> {
+        LivePanes {
+            vip: fresh(v),
+            etcd: fresh(e),
+            nodes: fresh(n),
+        }
+    }
+
     fn texts(v: &[BlastLine]) -> Vec<String> {
         v.iter().map(|l| l.text.clone()).collect()
     }
@@ -373,11 +381,7 @@ mod tests {
     #[test]
     fn the_holder_and_leader_is_named_and_quorum_holds_with_none_to_spare() {
         let (v, e, n) = (vip("k3s-prod-1"), etcd("k3s-prod-1", &[]), nodes(&[]));
-        let panes = LivePanes {
-            vip: fresh(&v),
-            etcd: fresh(&e),
-            nodes: fresh(&n),
-        };
+        let panes = all_fresh(&v, &e, &n);
         let out = live_blast(&["k3s-prod-1".into()], &servers(), &panes);
         let t = texts(&out);
         assert_eq!(
@@ -398,11 +402,7 @@ mod tests {
             etcd("k3s-prod-2", &["k3s-prod-1"]),
             nodes(&["k3s-prod-1"]),
         );
-        let panes = LivePanes {
-            vip: fresh(&v),
-            etcd: fresh(&e),
-            nodes: fresh(&n),
-        };
+        let panes = all_fresh(&v, &e, &n);
         let out = live_blast(&["k3s-prod-3".into()], &servers(), &panes);
         let q = out.last().expect("quorum line");
         assert_eq!(q.severity, Severity::Critical, "{q:?}");
@@ -457,11 +457,7 @@ mod tests {
             etcd("k3s-prod-2", &["k3s-prod-1"]),
             nodes(&["k3s-prod-1"]),
         );
-        let panes = LivePanes {
-            vip: fresh(&v),
-            etcd: fresh(&e),
-            nodes: fresh(&n),
-        };
+        let panes = all_fresh(&v, &e, &n);
         let out = live_blast(&["k3s-prod-3".into()], &servers(), &panes);
         assert!(blocks(&out));
         let why = refusal(&out).expect("a refusal");
@@ -478,11 +474,7 @@ mod tests {
         assert_eq!(override_reason("override: go"), None);
         // Healthy: nothing blocks, not even on the holder and leader.
         let (v, e, n) = (vip("k3s-prod-3"), etcd("k3s-prod-3", &[]), nodes(&[]));
-        let panes = LivePanes {
-            vip: fresh(&v),
-            etcd: fresh(&e),
-            nodes: fresh(&n),
-        };
+        let panes = all_fresh(&v, &e, &n);
         assert!(!blocks(&live_blast(
             &["k3s-prod-3".into()],
             &servers(),
@@ -492,11 +484,7 @@ mod tests {
         let one = vec!["k3s-prod-1".to_string()];
         let mut n1 = nodes(&[]);
         n1.nodes.truncate(1);
-        let panes = LivePanes {
-            vip: fresh(&v),
-            etcd: fresh(&e),
-            nodes: fresh(&n1),
-        };
+        let panes = all_fresh(&v, &e, &n1);
         let out = live_blast(&one, &one, &panes);
         assert!(blocks(&out), "{out:#?}");
     }
@@ -521,11 +509,7 @@ mod tests {
     #[test]
     fn a_host_that_is_no_server_disrupts_no_member() {
         let (v, e, n) = (vip("k3s-prod-1"), etcd("k3s-prod-1", &[]), nodes(&[]));
-        let panes = LivePanes {
-            vip: fresh(&v),
-            etcd: fresh(&e),
-            nodes: fresh(&n),
-        };
+        let panes = all_fresh(&v, &e, &n);
         let out = live_blast(&["gw-1".into()], &servers(), &panes);
         assert_eq!(
             out.last().map(|l| l.text.as_str()),
