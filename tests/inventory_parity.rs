@@ -626,20 +626,28 @@ fn accidents_are_refused_loudly_and_ansible_really_does_that() {
                 String::from_utf8_lossy(&a.stderr)
             ));
         }
-        match Inventory::load(file) {
-            Ok(_) => failures.push(format!("{name}: our loader accepted it")),
-            Err(e) => {
-                let msg = e.to_string();
-                let want = format!("{}:{line}: ", file.display());
-                if !msg.starts_with(&want) || !msg.contains(&ours) {
-                    failures.push(format!(
-                        "{name}: expected `{want}...{ours}...`, got `{msg}`"
-                    ));
-                }
-            }
-        }
+        failures.extend(our_refusal(&name, file, line, &ours));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// What is wrong with our loader's refusal of `file` (`None`: it refused, naming
+/// `file:line` and saying `ours`).
+fn our_refusal(
+    name: &str,
+    file: &Path,
+    line: impl std::fmt::Display,
+    ours: &str,
+) -> Option<String> {
+    match Inventory::load(file) {
+        Ok(_) => Some(format!("{name}: our loader accepted it")),
+        Err(e) => {
+            let msg = e.to_string();
+            let want = format!("{}:{line}: ", file.display());
+            (!msg.starts_with(&want) || !msg.contains(ours))
+                .then(|| format!("{name}: expected `{want}...{ours}...`, got `{msg}`"))
+        }
+    }
 }
 
 fn yaml_fixtures_dir() -> PathBuf {
@@ -815,18 +823,7 @@ fn yaml_refusals_name_file_and_line_and_ansible_agrees() {
                 out.status
             ));
         }
-        match Inventory::load(file) {
-            Ok(_) => failures.push(format!("{name}: our loader accepted it")),
-            Err(e) => {
-                let msg = e.to_string();
-                let want = format!("{}:{line}: ", file.display());
-                if !msg.starts_with(&want) || !msg.contains(&ours) {
-                    failures.push(format!(
-                        "{name}: expected `{want}...{ours}...`, got `{msg}`"
-                    ));
-                }
-            }
-        }
+        failures.extend(our_refusal(&name, file, line, &ours));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
