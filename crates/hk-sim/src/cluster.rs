@@ -1703,29 +1703,56 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
     /// The node lifecycle controller gives up on node `server`: its Ready condition Unknown
     /// (the kubelet stopped posting), then every pod on it not Ready.
     async fn node_not_ready(&mut self, server: usize) {
+        self.set_node_ready(server, false).await;
+    }
+
+    /// Node `server`'s kubelet posts again: the node is Ready, and the kubelet reports each
+    /// of its pods Ready as their containers are.
+    async fn node_back(&mut self, server: usize) {
+        self.set_node_ready(server, true).await;
+    }
+
+    /// Node `server`'s Ready condition turns `ready`, with the event who turned it records
+    /// (the node controller's NodeNotReady, the kubelet's NodeReady on its host), then its
+    /// pods follow and the DaemonSets recount.
+    async fn set_node_ready(&mut self, server: usize, ready: bool) {
         let now = jiff::Timestamp::now();
-        self.not_ready[server] = true;
+        self.not_ready[server] = !ready;
         let (name, addr) = self.env.servers[server].clone();
         let node = ObjRef::new("v1", "Node", None, &name);
         let _ = self
             .t
             .api
-            .patch_status(&node, node_status(&name, addr, false, now))
+            .patch_status(&node, node_status(&name, addr, ready, now))
             .await;
-        self.view.set_ready(&name, false);
+        self.view.set_ready(&name, ready);
+        let (reason, source) = if ready {
+            (
+                "NodeReady",
+                Source {
+                    component: "kubelet",
+                    host: Some(&name),
+                },
+            )
+        } else {
+            (
+                "NodeNotReady",
+                Source {
+                    component: "node-controller",
+                    host: None,
+                },
+            )
+        };
         self.record(
             &node,
             false,
             "Normal",
-            "NodeNotReady",
-            &format!("Node {name} status is now: NodeNotReady"),
-            Source {
-                component: "node-controller",
-                host: None,
-            },
+            reason,
+            &format!("Node {name} status is now: {reason}"),
+            source,
         )
         .await;
-        self.pods_ready_on(server, false).await;
+        self.pods_ready_on(server, ready).await;
         self.daemonsets_count_ready().await;
     }
 
@@ -1735,35 +1762,6 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         self.ds_status(generation).await;
         let (vip_generation, _) = ds_meta_of(&self.t.api, &vip_ds_ref()).await;
         self.vip_ds_status(vip_generation).await;
-    }
-
-    /// Node `server`'s kubelet posts again: the node is Ready, and the kubelet reports each
-    /// of its pods Ready as their containers are.
-    async fn node_back(&mut self, server: usize) {
-        let now = jiff::Timestamp::now();
-        self.not_ready[server] = false;
-        let (name, addr) = self.env.servers[server].clone();
-        let node = ObjRef::new("v1", "Node", None, &name);
-        let _ = self
-            .t
-            .api
-            .patch_status(&node, node_status(&name, addr, true, now))
-            .await;
-        self.view.set_ready(&name, true);
-        self.record(
-            &node,
-            false,
-            "Normal",
-            "NodeReady",
-            &format!("Node {name} status is now: NodeReady"),
-            Source {
-                component: "kubelet",
-                host: Some(&name),
-            },
-        )
-        .await;
-        self.pods_ready_on(server, true).await;
-        self.daemonsets_count_ready().await;
     }
 
     /// Every pod on node `server`, in every namespace. `ready` false: what the node
