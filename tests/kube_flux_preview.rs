@@ -70,7 +70,9 @@ async fn the_preview_reads_revision_spec_change_and_the_daemonset_it_rolls_and_w
     server.audit_settle().await;
     let writes_before = server.writes_by(ADMIN_USER).len();
     let obj = FluxObject::parse("helmrelease/cilium", Some(KUBE_SYSTEM)).expect("object");
-    let p = flux::preview(admin.clone(), &obj).await.expect("preview");
+    let p = flux::preview(admin.clone(), &obj, None)
+        .await
+        .expect("preview");
     server.audit_settle().await;
     assert_eq!(
         server.writes_by(ADMIN_USER).len(),
@@ -100,6 +102,79 @@ async fn the_preview_reads_revision_spec_change_and_the_daemonset_it_rolls_and_w
         "every cilium-agent on 3 nodes (DaemonSet kube-system/cilium, 3 ready now), one at a time (maxUnavailable 1)"
     );
 
+    // Issue 29: with what the overlay renders, the values that change, compared with what
+    // the release says and what its pods run (two agents still on a node's address).
+    for (i, (node, host)) in [
+        ("n1", "192.168.2.10"),
+        ("n2", "192.168.2.10"),
+        ("n3", "192.168.2.9"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        create_cilium_pod(
+            &admin,
+            &CiliumPod {
+                name: format!("cilium-{i}"),
+                node: node.to_string(),
+                env: AgentEnv::literal(host, 6443),
+                ready: true,
+            },
+        )
+        .await;
+    }
+    let rendered = flux::Rendered {
+        overlay: "clusters/prod".into(),
+        object: Ok(
+            json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "cilium", "namespace": KUBE_SYSTEM},
+            "spec": {"chart": {"spec": {"chart": "cilium", "version": "1.18.4"}},
+                     "values": {"k8sServiceHost": "192.168.2.9", "k8sServicePort": "6443"}}}),
+        ),
+    };
+    let p = flux::preview(admin.clone(), &obj, Some(&rendered))
+        .await
+        .expect("preview with the overlay");
+    let text = p.lines.join("\n");
+    println!("{text}");
+    assert!(text.contains("chart: 1.18.2 now -> 1.18.4 next"), "{text}");
+    assert!(
+        text.contains(
+            "  k8sServiceHost: 192.168.2.10 / 192.168.2.9 -> 192.168.2.9 (the pods' \
+             KUBERNETES_SERVICE_HOST now: 192.168.2.10 on 2 pods, 192.168.2.9 on 1 pod; the \
+             release in the cluster already says 192.168.2.9)"
+        ),
+        "{text}"
+    );
+    // The release sets no port; the overlay does: a change, said as one.
+    assert!(
+        text.contains(
+            "  k8sServicePort: (unset) -> 6443 in the release (the pods' KUBERNETES_SERVICE_PORT \
+             already: 6443 on 3 pods)"
+        ),
+        "{text}"
+    );
+    // An overlay that does not render says so, never "no change".
+    let broken = flux::Rendered {
+        overlay: "clusters/prod".into(),
+        object: Err("clusters/prod/kustomization.yaml:3: no such resource".into()),
+    };
+    let p = flux::preview(admin.clone(), &obj, Some(&broken))
+        .await
+        .expect("preview with a broken overlay");
+    let text = p.lines.join("\n");
+    assert!(
+        text.contains("values next: unknown: the overlay clusters/prod could not be rendered: clusters/prod/kustomization.yaml:3"),
+        "{text}"
+    );
+    assert!(!text.contains("changes no value"), "{text}");
+    server.audit_settle().await;
+    assert_eq!(
+        server.writes_by(ADMIN_USER).len(),
+        writes_before + 6,
+        "the previews wrote something (the 6 writes are the test's own pods and their status)"
+    );
+
     // A suspended object is refused: Flux would not reconcile it.
     hrs.patch(
         "cilium",
@@ -108,13 +183,15 @@ async fn the_preview_reads_revision_spec_change_and_the_daemonset_it_rolls_and_w
     )
     .await
     .expect("suspend");
-    let e = flux::preview(admin.clone(), &obj)
+    let e = flux::preview(admin.clone(), &obj, None)
         .await
         .expect_err("suspended");
     assert!(e.to_string().contains("suspended"), "{e}");
     // A missing object is an error naming it.
     let gone = FluxObject::parse("helmrelease/nope", Some(KUBE_SYSTEM)).expect("object");
-    let e = flux::preview(admin, &gone).await.expect_err("missing");
+    let e = flux::preview(admin, &gone, None)
+        .await
+        .expect_err("missing");
     assert!(
         e.to_string().contains("HelmRelease kube-system/nope"),
         "{e}"

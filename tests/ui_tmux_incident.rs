@@ -59,6 +59,51 @@ fn agents_on_node_ip_names_prod_and_its_runbook_one_key_away() {
     tmux.send(&["x"]);
     let s = tmux.wait_for("cilium-endpoint-rollout on prod");
     assert!(s.contains("Flux reconciles platform/cilium"), "{s}");
+    // Issue 29: started, the approval before the reconcile shows the one value the run
+    // exists to change, from what the pods run now to what the overlay renders, first.
+    tmux.send(&["s"]);
+    let s = tmux.wait_for("values that change");
+    the_approval_shows_the_endpoint_change(&s);
+    tmux.send(&["Escape"]);
+    tmux.send(&["q"]);
+}
+
+fn the_approval_shows_the_endpoint_change(s: &str) {
+    assert!(
+        s.contains("Approve the reconcile of helmrelease/cilium in prod"),
+        "{s}"
+    );
+    // The demo's prod: k3s-prod-1 is 127.0.11.1, the VIP 127.0.11.100.
+    assert!(
+        s.contains("k8sServiceHost: 127.0.11.1 -> 127.0.11.100"),
+        "{s}"
+    );
+    let object = s
+        .find("object: HelmRelease kube-system/cilium")
+        .expect("object line");
+    let diff = s.find("values that change").expect("diff");
+    let rolls = s.find("rolls: every cilium-agent").unwrap_or(usize::MAX);
+    assert!(
+        object < diff && diff < rolls,
+        "the change is read first:\n{s}"
+    );
+}
+
+/// The same approval on an 80x24 terminal: the change is on the first screen of the gate.
+#[test]
+fn the_reconcile_approval_shows_the_endpoint_change_at_80x24() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let tmux = demo("agents-on-node-ip", state.path(), "80", "24");
+    tmux.wait_until(Duration::from_secs(10), "prod in view", |s| {
+        s.contains("cilium-endpoint-rollout") && s.contains("prod")
+    });
+    tmux.send(&["x"]);
+    tmux.wait_for("cilium-endpoint-rollout on prod");
+    tmux.send(&["s"]);
+    let s = tmux.wait_for("values that change");
+    println!("{s}");
+    the_approval_shows_the_endpoint_change(&s);
+    tmux.send(&["Escape"]);
     tmux.send(&["q"]);
 }
 

@@ -58,6 +58,9 @@ struct EnvCluster {
     hosts: Vec<String>,
     /// The kubeconfig path the planner writes into a `flux reconcile` argv for it.
     planned_kubeconfig: Option<String>,
+    /// The repo root and the environment's Flux overlay (relative to it): what a reconcile
+    /// preview compares the cluster with.
+    overlay: (std::path::PathBuf, std::path::PathBuf),
 }
 
 /// The clusters of a repo's environments.
@@ -92,6 +95,7 @@ impl Clusters {
                         .kubeconfig_name
                         .get()
                         .map(|k| repo.root.join(".cache").join(k).display().to_string()),
+                    overlay: (repo.root.clone(), e.flux_overlay.clone()),
                 };
                 (e.name.clone(), c)
             })
@@ -187,6 +191,59 @@ impl Clusters {
             kind: step.kind.as_str(),
             count: self.envs.len(),
             envs: self.envs.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    /// What `env`'s Flux overlay renders for the Flux object `kind`/`name` in `namespace`
+    /// (substituted as Flux would), for a reconcile's preview: reads the repo's files, so
+    /// call it off the async workers. `None`: no such environment.
+    pub fn rendered(
+        &self,
+        env: &str,
+        kind: &str,
+        name: &str,
+        namespace: &str,
+    ) -> Option<hk_effects::exec::kube::flux::Rendered> {
+        let (root, overlay) = &self.envs.get(env)?.overlay;
+        let shown = overlay.display().to_string();
+        let object = if !root.join(overlay).is_dir() {
+            Err(format!("there is no directory {shown} in the repo"))
+        } else {
+            match hk_engine::repo::flux::applied_objects(root, overlay) {
+                Err(e) => Err(e.to_string()),
+                Ok(applied) => {
+                    let mut found = None;
+                    let mut unreadable = Vec::new();
+                    let named = |o: &serde_json::Value| {
+                        o["kind"] == kind
+                            && o["metadata"]["name"] == name
+                            && o["metadata"]["namespace"]
+                                .as_str()
+                                .is_none_or(|ns| ns == namespace)
+                    };
+                    found = found.or_else(|| applied.top.iter().find(|o| named(o)).cloned());
+                    for (ks, objects) in &applied.by_kustomization {
+                        match objects {
+                            Ok(v) => found = found.or_else(|| v.iter().find(|o| named(o)).cloned()),
+                            Err(e) => unreadable.push(format!("{ks}: {e}")),
+                        }
+                    }
+                    found.ok_or_else(|| {
+                        let mut why = format!("it renders no {kind} {namespace}/{name}");
+                        if !unreadable.is_empty() {
+                            why.push_str(&format!(
+                                " (and could not render: {})",
+                                unreadable.join("; ")
+                            ));
+                        }
+                        why
+                    })
+                }
+            }
+        };
+        Some(hk_effects::exec::kube::flux::Rendered {
+            overlay: shown,
+            object,
         })
     }
 

@@ -335,8 +335,22 @@ impl KubeExecutor {
                 input: Input::StepStarted { n, attempt },
             })
             .await;
+        // What the overlay renders for the object: the repo's files, read off the workers.
+        let rendered = {
+            let clusters = Arc::clone(&self.clusters);
+            let (env, kind, name, ns) = (
+                env.to_string(),
+                obj.kind_name().to_string(),
+                obj.name.clone(),
+                obj.namespace.clone(),
+            );
+            tokio::task::spawn_blocking(move || clusters.rendered(&env, &kind, &name, &ns))
+                .await
+                .ok()
+                .flatten()
+        };
         let looked = tokio::select! {
-            r = flux::preview(client, &obj) => r,
+            r = flux::preview(client, &obj, rendered.as_ref()) => r,
             () = cancel.cancelled() => {
                 return Ok(Input::Cancelled {
                     n,

@@ -13,10 +13,12 @@
 //! revision now and the one its source offers, and the DaemonSets it rolls.
 //! Must not: change anything but that one annotation, poll, or know the terminal or the run.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
@@ -28,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::wait::{drive, feed, Feeds, Judgement, Mirror, WaitEnd, WaitError, Watched};
 use hk_engine::checks::live::Timestamp;
+use hk_engine::checks::release_diff;
 
 /// The annotation `flux reconcile` sets; Flux's controllers reconcile when it changes.
 pub const REQUESTED_AT_ANNOTATION: &str = "reconcile.fluxcd.io/requestedAt";
@@ -145,13 +148,19 @@ impl FluxObject {
     }
 }
 
-impl fmt::Display for FluxObject {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = match self.kind {
+impl FluxObject {
+    /// The API kind (`HelmRelease`, `Kustomization`).
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
             FluxKind::HelmRelease => "HelmRelease",
             FluxKind::Kustomization => "Kustomization",
-        };
-        write!(f, "{kind} {}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+impl fmt::Display for FluxObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind_name(), self.namespace, self.name)
     }
 }
 
@@ -394,6 +403,8 @@ pub struct DaemonSetRoll {
     pub max_unavailable: String,
     /// The same, in nodes (a percentage rounds up, as the DaemonSet controller does).
     pub at_a_time: i32,
+    /// `spec.selector.matchLabels`: how its pods are found.
+    pub selector: BTreeMap<String, String>,
 }
 
 impl DaemonSetRoll {
@@ -428,6 +439,7 @@ impl DaemonSetRoll {
             strategy: kind,
             max_unavailable: written,
             at_a_time,
+            selector: spec.selector.match_labels.clone().unwrap_or_default(),
         }
     }
 
@@ -489,10 +501,26 @@ async fn source_revision(
         .ok_or_else(|| format!("{kind} {namespace}/{name} has no artifact yet"))
 }
 
+/// What the environment's overlay renders for the object a reconcile applies (issue 29):
+/// the object after Flux's postBuild substitution, where it was rendered from, or why it
+/// could not be rendered. The caller reads the repo; the preview compares.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    /// The overlay, as the operator names it (`clusters/prod`).
+    pub overlay: String,
+    pub object: Result<Value, String>,
+}
+
 /// Read what a reconcile of `obj` would do: the object (refused when missing or
 /// suspended), the revision it last applied and the one its source offers now, whether its
-/// spec changed since, and the DaemonSets it rolls with their maxUnavailable. Reads only.
-pub async fn preview(client: Client, obj: &FluxObject) -> Result<Preview, WaitError> {
+/// spec changed since, and the DaemonSets it rolls with their maxUnavailable. For a
+/// HelmRelease with `next` (what the overlay renders), the values that change: what the
+/// release and its pods run now against what the overlay renders. Reads only.
+pub async fn preview(
+    client: Client,
+    obj: &FluxObject,
+    rendered: Option<&Rendered>,
+) -> Result<Preview, WaitError> {
     let current = api(client.clone(), obj)
         .get(&obj.name)
         .await
@@ -586,7 +614,92 @@ pub async fn preview(client: Client, obj: &FluxObject) -> Result<Preview, WaitEr
     for ds in &daemonsets {
         lines.push(format!("rolls: {}", ds.radius()));
     }
+    if let (FluxKind::HelmRelease, Some(next)) = (obj.kind, rendered) {
+        let running = pods_env(&client, &daemonsets).await;
+        let none = Value::Null;
+        let values_now = data.pointer("/spec/values").unwrap_or(&none);
+        let values_next = next
+            .object
+            .as_ref()
+            .map(|o| o.pointer("/spec/values").unwrap_or(&none))
+            .map_err(String::clone);
+        let chart_next = next
+            .object
+            .as_ref()
+            .ok()
+            .and_then(|o| field(o, "/spec/chart/spec/version"))
+            .map(str::to_string);
+        let chart_now = field(data, "/status/history/0/chartVersion").map(str::to_string);
+        // What the run exists to change goes first, under the object's name.
+        let diff = release_diff::lines(&release_diff::ReleaseNowNext {
+            values_now: Ok(values_now),
+            values_next,
+            chart_now,
+            chart_next,
+            running,
+            overlay: &next.overlay,
+        });
+        lines.splice(1..1, diff);
+    }
     Ok(Preview { lines, daemonsets })
+}
+
+/// The environment variables of [`release_diff::VALUE_ENV`] the pods of `daemonsets` run
+/// with: variable -> value -> how many pods. Only literal values are counted; a variable
+/// taken from a ConfigMap or Secret is counted as `(from a reference)`.
+async fn pods_env(
+    client: &Client,
+    daemonsets: &[DaemonSetRoll],
+) -> Result<BTreeMap<String, BTreeMap<String, usize>>, String> {
+    if daemonsets.is_empty() {
+        return Err("no DaemonSet of the release found, so no pods to read".into());
+    }
+    let mut out: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for ds in daemonsets {
+        let selector = ds
+            .selector
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        if selector.is_empty() {
+            return Err(format!(
+                "DaemonSet {}/{} has no matchLabels selector to find its pods by",
+                ds.namespace, ds.name
+            ));
+        }
+        let api: Api<Pod> = Api::namespaced(client.clone(), &ds.namespace);
+        let pods = api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| format!("pods of DaemonSet {}/{}: {e}", ds.namespace, ds.name))?;
+        for pod in &pods.items {
+            let containers = pod.spec.iter().flat_map(|s| s.containers.iter());
+            // One count per pod and variable, whichever container sets it first.
+            let mut seen: BTreeMap<&str, String> = BTreeMap::new();
+            for c in containers {
+                for e in c.env.iter().flatten() {
+                    let Some((_, var)) = release_diff::VALUE_ENV.iter().find(|(_, v)| *v == e.name)
+                    else {
+                        continue;
+                    };
+                    let value = match (&e.value, &e.value_from) {
+                        (Some(v), _) => v.clone(),
+                        (None, Some(_)) => "(from a reference)".to_string(),
+                        (None, None) => "(empty)".to_string(),
+                    };
+                    seen.entry(var).or_insert(value);
+                }
+            }
+            for (var, value) in seen {
+                *out.entry(var.to_string())
+                    .or_default()
+                    .entry(value)
+                    .or_default() += 1;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The DaemonSets a reconcile of `obj` applies: a Kustomization's inventory, or what
