@@ -257,6 +257,47 @@ fn a_step_that_would_lose_quorum_needs_a_typed_override_which_is_journaled() {
             .any(|j| j.contains("\"type\":\"gate-answered\"") && j.contains(reason)),
         "the override's reason is journaled with the approval: {journals:#?}"
     );
+    // What the gate showed of the live cluster is journaled with the answer, and the change
+    // record (`runs show`, text and md) says it under the gate.
+    let journal = walk(dir.path())
+        .into_iter()
+        .find(|p| {
+            let s = p.to_string_lossy();
+            s.ends_with(".jsonl") && !s.ends_with(".output.jsonl") && !s.ends_with(".trail.jsonl")
+        })
+        .expect("the run's journal");
+    let rec = hk_console::record::load_path(&journal).expect("record");
+    let gate = rec
+        .steps
+        .iter()
+        .find(|s| s.n == 3)
+        .and_then(|s| s.gate.clone())
+        .expect("step 3's gate");
+    assert!(
+        gate.live.iter().any(|l| l
+            .starts_with("CRITICAL: 2 of 3 etcd members healthy (k3s-prod-1 down)")
+            && l.ends_with("[refuses the step without an override]")),
+        "{:#?}",
+        gate.live
+    );
+    let text = rec.render_text();
+    assert!(
+        text.contains("      live when answered:\n        "),
+        "{text}"
+    );
+    assert!(
+        text.contains("k3s-prod-3 does not hold the VIP lease (k3s-prod-2 does)"),
+        "{text}"
+    );
+    let md = rec.render_md();
+    assert!(
+        md.contains("#### What the gates showed of the live cluster"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- CRITICAL: 2 of 3 etcd members healthy"),
+        "{md}"
+    );
 }
 
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

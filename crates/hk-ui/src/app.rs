@@ -956,6 +956,14 @@ impl App {
             }
         }
         let note = (!note.is_empty()).then_some(note);
+        // What the gate showed of the live cluster goes into the journal with the answer
+        // (the change record says what the operator saw).
+        if let Some(lines) = self.live_blast(n).filter(|l| !l.is_empty()) {
+            self.feed(Input::GateShown {
+                n,
+                lines: hk_engine::checks::live::blast::journal_lines(&lines),
+            });
+        }
         if gate_is_typed(&m.gate) {
             let text = m.answer.lines().join("").trim().to_string();
             // Keep the modal up; a wrong answer comes back as GateNotPassed and is shown.

@@ -249,6 +249,10 @@ pub enum Input {
         ok: bool,
         detail: String,
     },
+    /// What the gate of step `n` showed of the live cluster when it was answered (the live
+    /// blast radius, issue 29): journaled just before the answer, so the change record says
+    /// what the operator saw. A record, not a transition.
+    GateShown { n: usize, lines: Vec<String> },
     /// What became of the cluster's run lock for this run. It moves no step: it is
     /// journaled so the record says who held the environment, and a take-over is in both
     /// runs' journals (the taker's, and the taken-from run's once it learns of it).
@@ -290,6 +294,7 @@ impl Input {
             Input::RerunApproved { .. } => "rerun-approved",
             Input::MarkedDone { .. } => "marked-done",
             Input::RunLock { .. } => "run-lock",
+            Input::GateShown { .. } => "gate-shown",
         }
     }
 
@@ -843,7 +848,7 @@ impl Run {
             Input::Resumed => self.resume(at, &mut fx),
             // A record, not a transition: accepted in every state, a finished run's release
             // and a halted run's lost lock included.
-            Input::RunLock { .. } => {}
+            Input::RunLock { .. } | Input::GateShown { .. } => {}
             Input::Abandoned { reason } => self.abandon(reason, at, &mut fx),
             Input::ProcessStarted {
                 n,

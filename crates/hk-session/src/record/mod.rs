@@ -57,6 +57,11 @@ pub struct GateEntry {
     pub by: String,
     pub at: Timestamp,
     pub note: Option<String>,
+    /// What the gate showed of the live cluster when it was answered (the live blast radius:
+    /// VIP holder, etcd leader, quorum), as journaled with the answer; empty when it showed
+    /// none (a step that changes no host, or a journal from before gates showed it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub live: Vec<String>,
 }
 
 /// One operator decision, in journal order.
@@ -238,6 +243,13 @@ pub fn build(
     for o in &output {
         by_step.entry(o.n).or_default().push(o);
     }
+    // What each gate showed of the live cluster: the last look journaled before its answer.
+    let mut shown: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for rec in &r.records {
+        if let Input::GateShown { n, lines } = &rec.input {
+            shown.insert(*n, lines.clone());
+        }
+    }
     let mut steps = Vec::new();
     for (p, rec) in r.run.steps() {
         let (state, reason) = state_and_reason(&rec.state);
@@ -265,6 +277,7 @@ pub fn build(
                 by: answer.by.clone(),
                 at: answer.at,
                 note: answer.note.clone(),
+                live: shown.get(&p.n).cloned().unwrap_or_default(),
             }),
             _ => None,
         };
@@ -510,6 +523,12 @@ impl RunRecord {
             }
             if let Some(g) = &s.gate {
                 let _ = writeln!(o, "      gate: {}", gate_line(g));
+                if !g.live.is_empty() {
+                    let _ = writeln!(o, "      live when answered:");
+                    for l in &g.live {
+                        let _ = writeln!(o, "        {l}");
+                    }
+                }
             }
             if let Some(d) = &s.detail {
                 let _ = writeln!(o, "      {d}");
@@ -574,6 +593,36 @@ impl RunRecord {
                 s.state,
                 md_cell(&gate)
             );
+        }
+        let live: Vec<(&StepEntry, &GateEntry)> = self
+            .steps
+            .iter()
+            .filter_map(|s| {
+                s.gate
+                    .as_ref()
+                    .filter(|g| !g.live.is_empty())
+                    .map(|g| (s, g))
+            })
+            .collect();
+        if !live.is_empty() {
+            let _ = writeln!(o);
+            let _ = writeln!(o, "#### What the gates showed of the live cluster");
+            for (s, g) in live {
+                let _ = writeln!(o);
+                let _ = writeln!(
+                    o,
+                    "Step {}{}, {} by {} at {}:",
+                    s.n,
+                    on(&s.host),
+                    g.kind,
+                    g.by,
+                    g.at
+                );
+                let _ = writeln!(o);
+                for l in &g.live {
+                    let _ = writeln!(o, "- {}", md_cell(l));
+                }
+            }
         }
         let guards: Vec<&StepEntry> = self.steps.iter().filter(|s| s.guard.is_some()).collect();
         if !guards.is_empty() {

@@ -81,6 +81,28 @@ pub fn refusal(lines: &[BlastLine]) -> Option<String> {
     ))
 }
 
+/// `lines` as the journal keeps them (what the gate showed when it was answered): each with
+/// its severity in words, the blocking one marked.
+pub fn journal_lines(lines: &[BlastLine]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|l| {
+            let word = match l.severity {
+                Severity::Ok => "ok",
+                Severity::Warn => "warning",
+                Severity::Critical => "CRITICAL",
+                Severity::Unknown => "unknown",
+            };
+            let blocks = if l.blocks {
+                " [refuses the step without an override]"
+            } else {
+                ""
+            };
+            format!("{word}: {}{blocks}", l.text)
+        })
+        .collect()
+}
+
 /// Why a pane's facts are unknown: never looked, or the look is old.
 fn unknown<T>(what: &str, seen: Seen<T>) -> Option<String> {
     match seen {
