@@ -215,6 +215,64 @@ async fn etcd_io_priority_holds_at_the_health_gate_while_node_1_is_not_ready(mod
     );
 }
 
+both_modes!(a_step_that_would_lose_quorum_is_refused_in_a_headless_run);
+/// Issue 29: with k3s-prod-1 NotReady, reprovisioning k3s-prod-2 would leave one of three
+/// etcd members: the headless run looks before the gate as the console's gate does, journals
+/// what it saw, and is refused (the simulated operator never overrides); nothing mutates.
+async fn a_step_that_would_lose_quorum_is_refused_in_a_headless_run(mode: Mode) {
+    let (dir, d) = start(mode, "healthy").await;
+    set_ready(&d, "prod", "k3s-prod-1", false).await;
+    let runs = dir.path().join("runs");
+    let set = hk_console::runbook::embedded::load(&[]).expect("shipped runbooks");
+    let req = HeadlessRun {
+        runbook: "reprovision-node".into(),
+        env: Some("prod".into()),
+        host: Some("k3s-prod-2".into()),
+        deadline: Duration::from_secs(200),
+    };
+    let mut lines = Vec::new();
+    let report = drive(&d, set, &req, &runs, |l| lines.push(l.to_string()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", lines.join("\n")));
+    let said = lines.join("\n");
+    assert!(!report.succeeded, "{}\n{said}", report.render());
+    assert!(
+        said.contains("gate is refused: 2 of 3 etcd members healthy (k3s-prod-1 down); while k3s-prod-2 is disrupted 1 remain: etcd LOSES QUORUM (2 of 3 needed)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("the simulated operator does not override"),
+        "{said}"
+    );
+    // Nothing that mutates started.
+    let rec = hk_console::record::load_path(&report.journal).expect("record");
+    for s in rec.steps.iter().filter(|s| s.mutates) {
+        assert!(
+            s.started.is_none(),
+            "step {} started: {}",
+            s.n,
+            rec.render_text()
+        );
+    }
+    // What the gate saw is journaled, and the abort says why.
+    let shown: Vec<Value> = records(&report.journal)
+        .into_iter()
+        .filter(|r| input_type(r) == "gate-shown")
+        .collect();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    let text = shown[0].to_string();
+    assert!(
+        text.contains("CRITICAL: 2 of 3 etcd members healthy"),
+        "{text}"
+    );
+    assert!(text.contains("k3s-prod-2"), "{text}");
+    let md = rec.render_md();
+    assert!(
+        md.contains("#### What the gates showed of the live cluster"),
+        "{md}"
+    );
+}
+
 both_modes!(
     reprovisioning_the_vip_holder_says_the_vip_moves_and_a_node_agents_dial_alone_is_refused
 );

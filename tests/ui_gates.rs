@@ -267,24 +267,17 @@ fn a_step_that_would_lose_quorum_needs_a_typed_override_which_is_journaled() {
         })
         .expect("the run's journal");
     let rec = hk_console::record::load_path(&journal).expect("record");
-    let gate = rec
-        .steps
-        .iter()
-        .find(|s| s.n == 3)
-        .and_then(|s| s.gate.clone())
-        .expect("step 3's gate");
+    let step = rec.steps.iter().find(|s| s.n == 3).expect("step 3");
+    assert!(step.gate.is_some(), "step 3's gate is answered");
     assert!(
-        gate.live.iter().any(|l| l
+        step.gate_live.iter().any(|l| l
             .starts_with("CRITICAL: 2 of 3 etcd members healthy (k3s-prod-1 down)")
             && l.ends_with("[refuses the step without an override]")),
         "{:#?}",
-        gate.live
+        step.gate_live
     );
     let text = rec.render_text();
-    assert!(
-        text.contains("      live when answered:\n        "),
-        "{text}"
-    );
+    assert!(text.contains("      live at its gate:\n        "), "{text}");
     assert!(
         text.contains("k3s-prod-3 does not hold the VIP lease (k3s-prod-2 does)"),
         "{text}"

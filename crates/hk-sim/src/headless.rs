@@ -380,6 +380,34 @@ async fn drive_as(
                 continue;
             }
             answered.push(n);
+            // Issue 29: before answering, the simulated operator looks at the live cluster as
+            // the console's gate shows it; a step that would leave etcd without quorum (or
+            // the last Ready server) is refused, and this operator never overrides.
+            if !observe {
+                if let Some(lines) =
+                    live_blast_at_gate(&d.session, n, &plans.repo, demo.ssh_options()).await
+                {
+                    let journaled = hk_engine::checks::live::blast::journal_lines(&lines);
+                    for l in &journaled {
+                        progress(&format!("step {n}: live: {l}"));
+                    }
+                    d.feed(Input::GateShown {
+                        n,
+                        lines: journaled,
+                    });
+                    if let Some(why) = lines.iter().find(|l| l.blocks) {
+                        let reason = format!(
+                            "step {n}'s gate is refused: {}; the simulated operator does not \
+                             override (in the console: `{} REASON` in the gate's note)",
+                            why.text,
+                            hk_engine::checks::live::blast::OVERRIDE
+                        );
+                        progress(&reason);
+                        abort(&mut d, &reason);
+                        continue;
+                    }
+                }
+            }
             let input = answer(&d.session, n, &gate);
             progress(&format!(
                 "step {n}: gate {} answered by {OPERATOR}",
@@ -506,6 +534,41 @@ fn abort(d: &mut Driver, reason: &str) {
         by: OPERATOR.into(),
         reason: reason.into(),
     });
+}
+
+/// The live blast radius of the hosts step `n` changes, from one look at its environment's
+/// VIP lease, nodes and etcd taken now (`None`: the step changes no host).
+async fn live_blast_at_gate(
+    session: &RunCore,
+    n: usize,
+    repo: &Repo,
+    ssh: hk_effects::exec::SshOptions,
+) -> Option<Vec<hk_engine::checks::live::blast::BlastLine>> {
+    use hk_engine::checks::live::blast::{live_blast, LivePanes, Seen};
+    let plan = session.run.plan();
+    let step = plan.steps.iter().find(|s| s.n == n)?;
+    let hosts = &step.blast_radius.as_ref()?.hosts;
+    if hosts.is_empty() {
+        return None;
+    }
+    let servers: Vec<String> = repo
+        .environment(&plan.env)
+        .map(|e| e.servers.iter().map(|h| h.name.clone()).collect())
+        .unwrap_or_default();
+    let look =
+        hk_effects::observe::gate_look::look(repo, &plan.env, &KubeOverrides::default(), ssh).await;
+    fn seen<T>(p: Option<&T>) -> Seen<&T> {
+        p.map_or(Seen::NotSeen, |pane| Seen::Fresh { pane, age_ms: 0 })
+    }
+    Some(live_blast(
+        hosts,
+        &servers,
+        &LivePanes {
+            vip: seen(look.vip.as_ref()),
+            etcd: seen(look.etcd.as_ref()),
+            nodes: seen(look.nodes.as_ref()),
+        },
+    ))
 }
 
 /// What the simulated operator answers to step `n`'s gate: what a person reading the

@@ -57,11 +57,6 @@ pub struct GateEntry {
     pub by: String,
     pub at: Timestamp,
     pub note: Option<String>,
-    /// What the gate showed of the live cluster when it was answered (the live blast radius:
-    /// VIP holder, etcd leader, quorum), as journaled with the answer; empty when it showed
-    /// none (a step that changes no host, or a journal from before gates showed it).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub live: Vec<String>,
 }
 
 /// One operator decision, in journal order.
@@ -98,6 +93,11 @@ pub struct StepEntry {
     /// The verification's last word (a health gate's verdict, a host set that matched).
     pub detail: Option<String>,
     pub gate: Option<GateEntry>,
+    /// What the step's gate showed of the live cluster when it was answered or refused (the
+    /// live blast radius: VIP holder, etcd leader, quorum), as journaled; empty when it
+    /// showed none (a step that changes no host, or a journal from before gates showed it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gate_live: Vec<String>,
     /// A preview (`--check --diff`, a Flux preview): its output is kept in full (capped).
     pub preview: bool,
     /// A guard-rail step (the health gate between hosts, the look before a disruption).
@@ -277,7 +277,6 @@ pub fn build(
                 by: answer.by.clone(),
                 at: answer.at,
                 note: answer.note.clone(),
-                live: shown.get(&p.n).cloned().unwrap_or_default(),
             }),
             _ => None,
         };
@@ -296,6 +295,7 @@ pub fn build(
             exit_code: rec.exit_code,
             detail: rec.detail.clone(),
             gate,
+            gate_live: shown.get(&p.n).cloned().unwrap_or_default(),
             preview,
             guard: guard_of(p),
             output: lines[cut..].to_vec(),
@@ -523,11 +523,11 @@ impl RunRecord {
             }
             if let Some(g) = &s.gate {
                 let _ = writeln!(o, "      gate: {}", gate_line(g));
-                if !g.live.is_empty() {
-                    let _ = writeln!(o, "      live when answered:");
-                    for l in &g.live {
-                        let _ = writeln!(o, "        {l}");
-                    }
+            }
+            if !s.gate_live.is_empty() {
+                let _ = writeln!(o, "      live at its gate:");
+                for l in &s.gate_live {
+                    let _ = writeln!(o, "        {l}");
                 }
             }
             if let Some(d) = &s.detail {
@@ -594,32 +594,24 @@ impl RunRecord {
                 md_cell(&gate)
             );
         }
-        let live: Vec<(&StepEntry, &GateEntry)> = self
+        let live: Vec<&StepEntry> = self
             .steps
             .iter()
-            .filter_map(|s| {
-                s.gate
-                    .as_ref()
-                    .filter(|g| !g.live.is_empty())
-                    .map(|g| (s, g))
-            })
+            .filter(|s| !s.gate_live.is_empty())
             .collect();
         if !live.is_empty() {
             let _ = writeln!(o);
             let _ = writeln!(o, "#### What the gates showed of the live cluster");
-            for (s, g) in live {
+            for s in live {
                 let _ = writeln!(o);
-                let _ = writeln!(
-                    o,
-                    "Step {}{}, {} by {} at {}:",
-                    s.n,
-                    on(&s.host),
-                    g.kind,
-                    g.by,
-                    g.at
-                );
+                let answered = s
+                    .gate
+                    .as_ref()
+                    .map(|g| format!("{} answered by {} at {}", g.kind, g.by, g.at))
+                    .unwrap_or_else(|| "not answered".into());
+                let _ = writeln!(o, "Step {}{} ({answered}):", s.n, on(&s.host));
                 let _ = writeln!(o);
-                for l in &g.live {
+                for l in &s.gate_live {
                     let _ = writeln!(o, "- {}", md_cell(l));
                 }
             }
