@@ -377,3 +377,66 @@ fn a_blocked_runbook_shows_its_blockers_in_the_run_view_and_cannot_start() {
         "no step runs"
     );
 }
+
+/// Issue 29: before the run starts, the plan says where it takes the VIP holder and the
+/// etcd leader (etcd-io-priority's order is node 3, node 1, node 2): a warning while the
+/// holder comes before the last place, unknown before any look.
+#[test]
+fn the_plan_says_where_it_takes_the_vip_holder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut app = App::operate(
+        parts(dir.path()),
+        operate_caps(
+            &[StepKind::ListHosts, StepKind::Ansible, StepKind::Ssh],
+            &[],
+        ),
+    );
+    app.open_runbook("etcd-io-priority", Some("prod"), None);
+    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    let screen = text(&render(&mut app, 160, 45));
+    assert!(
+        screen.contains("live: which of these hosts holds the VIP and leads etcd: VIP lease"),
+        "{screen}"
+    );
+    assert_eq!(
+        app.holder_advice().map(|l| l.text),
+        Some("which of these hosts holds the VIP and leads etcd: VIP lease holder: unknown (no look yet)".into())
+    );
+    for u in live::prod_cluster("k3s-prod-1", "k3s-prod-1", &[], app.now) {
+        app.live.apply(u);
+    }
+    let frame = render(&mut app, 160, 45);
+    let screen = text(&frame);
+    assert!(
+        screen.contains("live: k3s-prod-1 holds the VIP lease and leads etcd now; the plan"),
+        "{screen}"
+    );
+    assert_eq!(
+        app.holder_advice().map(|l| l.text),
+        Some("k3s-prod-1 holds the VIP lease and leads etcd now; the plan takes it 2nd of 3: taking it last moves the VIP once (the runbook's target.order sets the order)".into())
+    );
+    let (_, style) = find(&frame, "live: k3s-prod-1 holds").expect("the line");
+    assert_eq!(
+        style.fg,
+        app.theme.warn().fg,
+        "the holder early is a warning"
+    );
+    insta::assert_snapshot!("plan_holder_160x45", screen);
+    insta::assert_snapshot!("plan_holder_80x24", text(&render(&mut app, 80, 24)));
+    // Held by node 2, taken last: said plainly.
+    for u in live::prod_cluster("k3s-prod-2", "k3s-prod-2", &[], app.now) {
+        app.live.apply(u);
+    }
+    assert_eq!(
+        app.holder_advice().map(|l| l.text),
+        Some(
+            "k3s-prod-2 holds the VIP lease and leads etcd now; the plan takes it last (3rd of 3)"
+                .into()
+        )
+    );
+    // Started, the line goes (the gates say it per host from then on).
+    app.handle_key(key('s'));
+    assert!(app.holder_advice().is_none());
+    let screen = text(&render(&mut app, 160, 45));
+    assert!(!screen.contains("live: k3s-prod-2 holds"), "{screen}");
+}

@@ -1004,6 +1004,29 @@ impl App {
         Some(self.live.blast(&plan.env, hosts, &servers, self.now))
     }
 
+    /// Before the run starts: where its plan takes the environment's VIP holder and etcd
+    /// leader, as the live panes see them now (issue 29; `None`: no run, started, or it
+    /// changes fewer than two hosts).
+    pub fn holder_advice(&self) -> Option<hk_engine::checks::live::blast::BlastLine> {
+        let a = self.active.as_ref()?;
+        if !matches!(
+            a.run.status(),
+            hk_engine::runbook::machine::RunStatus::NotStarted
+        ) {
+            return None;
+        }
+        let plan = a.run.plan();
+        let mut order: Vec<String> = Vec::new();
+        for s in plan.steps.iter().filter(|s| s.mutates) {
+            if let Some(h) = &s.host {
+                if !order.contains(h) {
+                    order.push(h.clone());
+                }
+            }
+        }
+        self.live.holder_in_order(&plan.env, &order, self.now)
+    }
+
     /// Apply one action.
     pub fn update(&mut self, action: Action) -> Control {
         match action {

@@ -215,6 +215,22 @@ impl LiveState {
         servers: &[String],
         now: Timestamp,
     ) -> Vec<blast::BlastLine> {
+        blast::live_blast(hosts, servers, &self.blast_panes(env, now))
+    }
+
+    /// Where a plan that changes `order` (in its order) takes `env`'s VIP holder and etcd
+    /// leader, as the panes show them at `now` (`checks::live::blast::holder_in_order`).
+    pub fn holder_in_order(
+        &self,
+        env: &str,
+        order: &[String],
+        now: Timestamp,
+    ) -> Option<blast::BlastLine> {
+        blast::holder_in_order(order, &self.blast_panes(env, now))
+    }
+
+    /// The VIP, etcd and nodes panes of `env` as the blast radius reads them at `now`.
+    fn blast_panes(&self, env: &str, now: Timestamp) -> blast::LivePanes<'_> {
         fn pick<'f, T>(
             s: Option<Seen<'f>>,
             f: impl Fn(&'f Feed) -> Option<&'f T>,
@@ -229,7 +245,7 @@ impl LiveState {
                 Some(pane) => blast::Seen::Fresh { pane, age_ms },
             }
         }
-        let panes = blast::LivePanes {
+        blast::LivePanes {
             vip: pick(self.shown(env, LiveKind::Vip, now).seen(), |f| match f {
                 Feed::Vip(p) => Some(p),
                 _ => None,
@@ -242,8 +258,7 @@ impl LiveState {
                 Feed::Nodes(p) => Some(p),
                 _ => None,
             }),
-        };
-        blast::live_blast(hosts, servers, &panes)
+        }
     }
 }
 

@@ -354,6 +354,25 @@ fn detail_lines(app: &App, a: &ActiveRun) -> Vec<StepLine> {
             Rank::Essential,
         ));
     }
+    // Before the run starts: where the plan takes the VIP holder and the etcd leader.
+    if let Some(l) = app.holder_advice() {
+        use hk_engine::checks::live::Severity;
+        let style = match l.severity {
+            Severity::Ok => t.muted(),
+            Severity::Warn | Severity::Unknown => t.warn(),
+            Severity::Critical => t.critical(),
+        };
+        // The holder taken early is what the operator should see even on a small terminal.
+        let rank = if l.severity == Severity::Warn {
+            Rank::Essential
+        } else {
+            Rank::Useful
+        };
+        lines.push(StepLine::new(
+            Line::from(Span::styled(format!("live: {}", l.text), style)),
+            rank,
+        ));
+    }
     if let Some((s, r)) = current(a) {
         let (g, gs) = glyph(&r.state, t);
         lines.push(StepLine::new(

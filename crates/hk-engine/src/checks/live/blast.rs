@@ -212,6 +212,90 @@ pub fn live_blast(hosts: &[String], servers: &[String], panes: &LivePanes<'_>) -
     out
 }
 
+/// "1st", "2nd", "3rd", "4th"... of a 1-based position.
+fn ordinal(i: usize) -> String {
+    let suffix = match (i % 10, i % 100) {
+        (1, x) if x != 11 => "st",
+        (2, x) if x != 12 => "nd",
+        (3, x) if x != 13 => "rd",
+        _ => "th",
+    };
+    format!("{i}{suffix}")
+}
+
+/// Where the plan takes the VIP holder and the etcd leader (issue 29): `order` is the hosts
+/// the run changes, in the plan's order. Shown with the plan before the run starts, so the
+/// order can put the holder last (the VIP then moves once, not with every later server).
+/// `None` when the plan changes fewer than two hosts (the gate's lines say it then).
+pub fn holder_in_order(order: &[String], panes: &LivePanes<'_>) -> Option<BlastLine> {
+    if order.len() < 2 {
+        return None;
+    }
+    let (vip, etcd) = match (panes.vip.fresh(), panes.etcd.fresh()) {
+        (Some(v), Some(e)) => (v, e),
+        _ => {
+            let why = unknown("VIP lease holder", panes.vip)
+                .or_else(|| unknown("etcd leader", panes.etcd))
+                .unwrap_or_default();
+            return Some(line(
+                Severity::Unknown,
+                format!("which of these hosts holds the VIP and leads etcd: {why}"),
+            ));
+        }
+    };
+    let n = order.len();
+    let at = |h: &str| order.iter().position(|x| x == h).map(|i| i + 1);
+    let place = |h: &str| match at(h) {
+        Some(i) if i == n => format!("the plan takes it last ({} of {n})", ordinal(i)),
+        Some(i) => format!("the plan takes it {} of {n}", ordinal(i)),
+        None => "the plan does not change it".to_string(),
+    };
+    let holder = vip.holder_node.as_deref();
+    let leader = etcd.leader.as_deref();
+    let early = |h: &str| at(h).is_some_and(|i| i < n);
+    let advice = "taking it last moves the VIP once (the runbook's target.order sets the order)";
+    Some(match (holder, leader) {
+        (Some(h), Some(l)) if h == l => line(
+            if early(h) {
+                Severity::Warn
+            } else {
+                Severity::Ok
+            },
+            format!(
+                "{h} holds the VIP lease and leads etcd now; {}{}",
+                place(h),
+                if early(h) {
+                    format!(": {advice}")
+                } else {
+                    String::new()
+                }
+            ),
+        ),
+        (h, l) => {
+            let vip_part = match h {
+                Some(h) => format!("{h} holds the VIP lease now ({})", place(h)),
+                None => "no VIP lease holder seen".to_string(),
+            };
+            let etcd_part = match l {
+                Some(l) => format!("{l} leads etcd ({})", place(l)),
+                None => "no etcd leader seen".to_string(),
+            };
+            let warn = h.is_some_and(early) || l.is_some_and(early);
+            line(
+                if warn { Severity::Warn } else { Severity::Ok },
+                format!(
+                    "{vip_part}; {etcd_part}{}",
+                    if h.is_some_and(early) {
+                        format!(": {advice}")
+                    } else {
+                        String::new()
+                    }
+                ),
+            )
+        }
+    })
+}
+
 /// A verdict's message about `host`, which it names once: prefixed with the host unless it
 /// already begins with it.
 fn about(host: &str, message: &str) -> String {
@@ -398,6 +482,45 @@ mod tests {
 
     fn texts(v: &[BlastLine]) -> Vec<String> {
         v.iter().map(|l| l.text.clone()).collect()
+    }
+
+    #[test]
+    fn the_plan_says_where_it_takes_the_vip_holder_and_the_etcd_leader() {
+        let (v, e, n) = (vip("k3s-prod-1"), etcd("k3s-prod-1", &[]), nodes(&[]));
+        let panes = all_fresh(&v, &e, &n);
+        let order: Vec<String> = ["k3s-prod-3", "k3s-prod-1", "k3s-prod-2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let l = holder_in_order(&order, &panes).expect("a line");
+        assert_eq!(l.severity, Severity::Warn);
+        assert_eq!(
+            l.text,
+            "k3s-prod-1 holds the VIP lease and leads etcd now; the plan takes it 2nd of 3: \
+             taking it last moves the VIP once (the runbook's target.order sets the order)"
+        );
+        let order: Vec<String> = ["k3s-prod-3", "k3s-prod-2", "k3s-prod-1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let l = holder_in_order(&order, &panes).expect("a line");
+        assert_eq!(l.severity, Severity::Ok);
+        assert!(
+            l.text.ends_with("the plan takes it last (3rd of 3)"),
+            "{}",
+            l.text
+        );
+        // One host: the gate says it.
+        assert!(holder_in_order(&order[..1], &panes).is_none());
+        // Nothing seen: unknown, never fine.
+        let none = LivePanes {
+            vip: Seen::NotSeen,
+            etcd: Seen::NotSeen,
+            nodes: Seen::NotSeen,
+        };
+        let l = holder_in_order(&order, &none).expect("a line");
+        assert_eq!(l.severity, Severity::Unknown);
+        assert!(l.text.contains("unknown (no look yet)"), "{}", l.text);
     }
 
     #[test]
