@@ -215,6 +215,55 @@ async fn etcd_io_priority_holds_at_the_health_gate_while_node_1_is_not_ready(mod
     );
 }
 
+both_modes!(the_cilium_preview_shows_the_endpoint_the_reconcile_changes);
+/// Issue 29: agents-on-node-ip's reconcile preview, read from the cluster's objects (the
+/// built-in server's or a real kube-apiserver's): the endpoint every agent dials now (a
+/// node's address) against what the overlay renders (the VIP), before the approval.
+async fn the_cilium_preview_shows_the_endpoint_the_reconcile_changes(mode: Mode) {
+    let (dir, d) = start(mode, "agents-on-node-ip").await;
+    let r = run(
+        &d,
+        &dir.path().join("runs"),
+        "cilium-endpoint-rollout",
+        "prod",
+        None,
+    )
+    .await;
+    assert!(r.succeeded, "{}", r.render());
+    // The last step's title names the VIP the agents must dial.
+    let vip = r
+        .steps
+        .last()
+        .and_then(|s| s.title.rsplit(' ').next())
+        .expect("the VIP in the last step's title")
+        .to_string();
+    let preview = r
+        .steps
+        .iter()
+        .find(|s| s.title.starts_with("Preview the reconcile"))
+        .expect("the preview step");
+    let out = output_of(&r.journal, preview.n);
+    let change = out
+        .iter()
+        .find(|l| l.trim_start().starts_with("k8sServiceHost: "))
+        .unwrap_or_else(|| panic!("no k8sServiceHost change in:\n{}", out.join("\n")));
+    let (from, to) = change
+        .trim_start()
+        .strip_prefix("k8sServiceHost: ")
+        .and_then(|x| x.split_once(" (the pods'"))
+        .and_then(|(x, _)| x.split_once(" -> "))
+        .expect("from -> to");
+    assert_eq!(to, vip, "{change}");
+    assert_ne!(from, vip, "{change}");
+    assert!(change.contains("on 3 pods"), "{change}");
+    // Said before anything else of the preview but the object's name.
+    assert!(
+        out[0].starts_with("object: HelmRelease kube-system/cilium"),
+        "{out:?}"
+    );
+    assert!(out[1].starts_with("values that change"), "{out:?}");
+}
+
 both_modes!(a_step_that_would_lose_quorum_is_refused_in_a_headless_run);
 /// Issue 29: with k3s-prod-1 NotReady, reprovisioning k3s-prod-2 would leave one of three
 /// etcd members: the headless run looks before the gate as the console's gate does, journals
