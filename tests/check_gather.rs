@@ -128,6 +128,8 @@ fn facts(
         protected: false,
         flux_overlay: Some("clusters/lab".into()),
         vault: vault.map(PathBuf::from),
+        agents: None,
+        facts: Default::default(),
     };
     let envs = vec![derive("lab", &cfg, lab)];
     let files: BTreeMap<PathBuf, String> = files

@@ -42,6 +42,8 @@ mod machine_invariants;
 mod machine_observe;
 #[path = "machine_transitions.rs"]
 mod machine_transitions;
+#[path = "repo_any_layout.rs"]
+mod repo_any_layout;
 #[path = "repo_sample.rs"]
 mod repo_sample;
 #[path = "run_real_plans.rs"]

@@ -173,6 +173,28 @@ pub(super) fn print_env(repo: &Repo, env: &Environment) {
             .map(|k| repo.root.join(".cache").join(k).display().to_string())
             .unwrap_or_else(|| "(unknown)".into())
     );
+    if let Some(group) = &env.agents_group {
+        let agents: Vec<String> = env
+            .agents
+            .iter()
+            .map(|h| {
+                if h.name == h.address {
+                    h.name.clone()
+                } else {
+                    format!("{} {}", h.name, h.address)
+                }
+            })
+            .collect();
+        outln!(
+            "  agents       {group} ({}): {}",
+            agents.len(),
+            if agents.is_empty() {
+                "(none)".to_string()
+            } else {
+                agents.join(", ")
+            }
+        );
+    }
     if let Some(group) = &env.vpn_gateways_group {
         let gws: Vec<&str> = env.vpn_gateways.iter().map(|h| h.name.as_str()).collect();
         outln!(

@@ -86,7 +86,7 @@ fn known_fact<'a>(
             .problems
             .iter()
             .map(ToString::to_string)
-            .filter(|p| p.contains(fact.var) || p.contains("servers group"))
+            .filter(|p| p.contains(fact.var.as_str()) || p.contains("servers group"))
             .collect();
         ContextError::UnknownFact {
             env: env.name.clone(),

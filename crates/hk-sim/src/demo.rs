@@ -508,7 +508,7 @@ async fn start_demo(
                     env.name, env.kubeconfig_name.var
                 ))
             })?;
-            demo_kubeconfig(dir, &env.name, env.kubeconfig_name.var, name)
+            demo_kubeconfig(dir, &env.name, &env.kubeconfig_name.var, name)
         };
         if let Some(real) = real.as_mut() {
             let server = real.servers.get(&env.name).ok_or_else(|| {
@@ -633,8 +633,24 @@ async fn start_demo(
                 key_path.display().to_string(),
             ),
         ];
-        if let Some(port) = env_of.get(host).and_then(|e| api_ports.get(e)) {
-            keys.push((hk_engine::repo::env::VAR_API_PORT.into(), port.to_string()));
+        if let Some((e, port)) = env_of
+            .get(host)
+            .and_then(|e| api_ports.get(e).map(|p| (e, p)))
+        {
+            // The variable hk-console.yaml's `facts.api_port` names (the seed's by default):
+            // an expression cannot be pointed at the simulated port, so it is refused.
+            let var = repo
+                .environment(e)
+                .map(|env| env.api_port.var.clone())
+                .unwrap_or_else(|| hk_engine::repo::env::VAR_API_PORT.to_string());
+            if !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(DemoError::Start(format!(
+                    "environment `{e}`: facts.api_port is the expression `{var}`; the demo \
+                     points the API port at its simulated server by rewriting a variable, so \
+                     name the variable that holds the port"
+                )));
+            }
+            keys.push((var, port.to_string()));
         }
         // A host the repo reaches by name (no address to rewrite) is pointed at its node.
         if string_var(&repo, host, "ansible_host").as_deref()

@@ -1203,6 +1203,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
             let fact = match p {
                 EnvProblem::NoServers { .. } => "servers".to_string(),
                 EnvProblem::NoGatewayGroup { .. } => "vpn_gateways".to_string(),
+                EnvProblem::NoAgentGroup { .. } => "agents".to_string(),
                 EnvProblem::Missing { var }
                 | EnvProblem::Disagree { var, .. }
                 | EnvProblem::Unrenderable { var, .. } => var.clone(),

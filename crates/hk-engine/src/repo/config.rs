@@ -35,6 +35,183 @@ pub struct Config {
     /// The cluster-held lock of mutating runs (`hk-console-run-lock` in kube-system).
     #[serde(default)]
     pub run_lock: RunLockConfig,
+    /// Where every environment's facts come from (an environment's own `facts:` wins, key by
+    /// key). Unset keys: the seed repo's variable names ([`FactsConfig::default_source`]).
+    #[serde(default)]
+    pub facts: FactsConfig,
+}
+
+/// The seed repo's variables for each environment fact: the defaults of `facts:`.
+pub const VAR_PRIMARY_GROUP: &str = "k3s_primary_group";
+pub const VAR_FOUNDER: &str = "k3s_api_host";
+pub const VAR_VIP: &str = "kube_vip_address";
+pub const VAR_ENDPOINT: &str = "k3s_apiserver_endpoint";
+pub const VAR_API_PORT: &str = "k3s_api_port";
+pub const VAR_KUBECONFIG: &str = "cluster_kubeconfig_name";
+
+/// Which environment fact a [`FactsConfig`] key names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FactKey {
+    PrimaryGroup,
+    Founder,
+    Vip,
+    Endpoint,
+    ApiPort,
+    Kubeconfig,
+}
+
+impl FactKey {
+    pub const ALL: [FactKey; 6] = [
+        FactKey::PrimaryGroup,
+        FactKey::Founder,
+        FactKey::Vip,
+        FactKey::Endpoint,
+        FactKey::ApiPort,
+        FactKey::Kubeconfig,
+    ];
+
+    /// The key as hk-console.yaml writes it under `facts:`.
+    pub fn key(self) -> &'static str {
+        match self {
+            FactKey::PrimaryGroup => "primary_group",
+            FactKey::Founder => "founder",
+            FactKey::Vip => "vip",
+            FactKey::Endpoint => "endpoint",
+            FactKey::ApiPort => "api_port",
+            FactKey::Kubeconfig => "kubeconfig",
+        }
+    }
+}
+
+/// `facts:` in hk-console.yaml: for each environment fact, the server variable that holds
+/// it (`vip: cluster_vip`) or a Jinja expression over a server's variables, rendered as the
+/// repo's own templates would (`endpoint: "{{ cluster_vip }}"`,
+/// `api_port: "{{ apiserver_port | default(6443) }}"`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FactsConfig {
+    /// The inventory group of the primary (first) server.
+    #[serde(default)]
+    pub primary_group: Option<String>,
+    /// The address the other servers join (the founder's).
+    #[serde(default)]
+    pub founder: Option<String>,
+    /// The control-plane VIP.
+    #[serde(default)]
+    pub vip: Option<String>,
+    /// The API endpoint the CNI and the kubeconfigs dial.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// The API server port.
+    #[serde(default)]
+    pub api_port: Option<String>,
+    /// The kubeconfig file name under the repo's `.cache/`.
+    #[serde(default)]
+    pub kubeconfig: Option<String>,
+}
+
+/// Where one fact comes from, as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FactSource {
+    /// A server variable, by name.
+    Var(String),
+    /// A Jinja expression over a server's variables.
+    Template(String),
+}
+
+impl FactSource {
+    /// `text` as hk-console.yaml writes it: a template when it holds `{{` or `{%`, else a
+    /// variable name.
+    pub fn parse(text: &str) -> FactSource {
+        if text.contains("{{") || text.contains("{%") {
+            FactSource::Template(text.to_string())
+        } else {
+            FactSource::Var(text.trim().to_string())
+        }
+    }
+
+    /// How messages name it: the variable, or the expression.
+    pub fn shown(&self) -> &str {
+        match self {
+            FactSource::Var(v) | FactSource::Template(v) => v,
+        }
+    }
+}
+
+impl FactsConfig {
+    fn get(&self, k: FactKey) -> Option<&String> {
+        match k {
+            FactKey::PrimaryGroup => self.primary_group.as_ref(),
+            FactKey::Founder => self.founder.as_ref(),
+            FactKey::Vip => self.vip.as_ref(),
+            FactKey::Endpoint => self.endpoint.as_ref(),
+            FactKey::ApiPort => self.api_port.as_ref(),
+            FactKey::Kubeconfig => self.kubeconfig.as_ref(),
+        }
+    }
+
+    /// The seed repo's variable for `k`: what a repo that writes no `facts:` uses.
+    pub fn default_source(k: FactKey) -> &'static str {
+        match k {
+            FactKey::PrimaryGroup => VAR_PRIMARY_GROUP,
+            FactKey::Founder => VAR_FOUNDER,
+            FactKey::Vip => VAR_VIP,
+            FactKey::Endpoint => VAR_ENDPOINT,
+            FactKey::ApiPort => VAR_API_PORT,
+            FactKey::Kubeconfig => VAR_KUBECONFIG,
+        }
+    }
+
+    /// This mapping's keys over `outer`'s, key by key.
+    pub fn merged_over(&self, outer: &FactsConfig) -> FactsConfig {
+        let pick = |k: FactKey| self.get(k).or_else(|| outer.get(k)).cloned();
+        FactsConfig {
+            primary_group: pick(FactKey::PrimaryGroup),
+            founder: pick(FactKey::Founder),
+            vip: pick(FactKey::Vip),
+            endpoint: pick(FactKey::Endpoint),
+            api_port: pick(FactKey::ApiPort),
+            kubeconfig: pick(FactKey::Kubeconfig),
+        }
+    }
+
+    /// Where fact `k` comes from: this mapping's key, else `outer`'s, else the default.
+    pub fn source(&self, outer: &FactsConfig, k: FactKey) -> FactSource {
+        FactSource::parse(
+            self.get(k)
+                .or_else(|| outer.get(k))
+                .map(String::as_str)
+                .unwrap_or(Self::default_source(k)),
+        )
+    }
+
+    /// The first key whose value is neither a variable name nor a template: its key and
+    /// why.
+    fn invalid(&self) -> Option<(FactKey, String)> {
+        FactKey::ALL.into_iter().find_map(|k| {
+            let v = self.get(k)?;
+            match FactSource::parse(v) {
+                FactSource::Var(name) if !is_identifier(&name) => Some((
+                    k,
+                    format!(
+                        "`{v}` is neither a variable name nor a Jinja expression (write the server variable that holds it, e.g. `cluster_vip`, or an expression such as \"{{{{ cluster_vip }}}}\")"
+                    ),
+                )),
+                FactSource::Template(t) => minijinja::Environment::new()
+                    .template_from_str(&t)
+                    .err()
+                    .map(|e| (k, format!("`{t}` does not parse as Jinja: {e}"))),
+                FactSource::Var(_) => None,
+            }
+        })
+    }
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
 }
 
 /// `run_lock:` in hk-console.yaml.
@@ -85,6 +262,13 @@ pub struct EnvConfig {
     /// root. Named so `check` can say when it is missing or not actually vaulted.
     #[serde(default)]
     pub vault: Option<PathBuf>,
+    /// The inventory group holding its agent (worker) nodes, if it has any: nodes of the
+    /// cluster, not of its control plane.
+    #[serde(default)]
+    pub agents: Option<String>,
+    /// This environment's own `facts:` (key by key over the top-level `facts:`).
+    #[serde(default)]
+    pub facts: FactsConfig,
 }
 
 fn default_ansible_dir() -> PathBuf {
@@ -178,6 +362,34 @@ impl Config {
                     config.run_lock.duration_s
                 ),
             });
+        }
+        // A fact mapping that names no variable and is no template would leave the fact
+        // silently unknown: refused here, at its line.
+        let scopes = std::iter::once((vec!["facts".to_string()], &config.facts)).chain(
+            config.environments.iter().map(|(n, e)| {
+                (
+                    vec!["environments".to_string(), n.clone(), "facts".to_string()],
+                    &e.facts,
+                )
+            }),
+        );
+        for (at, facts) in scopes {
+            if let Some((k, why)) = facts.invalid() {
+                let doc = crate::yaml::parse_one(text).ok();
+                let mut keys: Vec<&str> = at.iter().map(String::as_str).collect();
+                keys.push(k.key());
+                let mark = doc
+                    .as_ref()
+                    .and_then(|d| d.path(&keys))
+                    .map(|n| n.mark)
+                    .unwrap_or_default();
+                return Err(ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    line: mark.line.max(1),
+                    col: mark.col.max(1),
+                    message: format!("{}: {why}", keys.join(".")),
+                });
+            }
         }
         if config.environments.is_empty() {
             return Err(ConfigError::Invalid {

@@ -14,17 +14,15 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::config::EnvConfig;
+use super::config::{EnvConfig, FactKey, FactSource, FactsConfig};
 use super::resolve::Resolved;
 use super::vars::Origin;
 
-/// The variables an environment's facts come from (the infra repo's documented contract).
-pub const VAR_PRIMARY_GROUP: &str = "k3s_primary_group";
-pub const VAR_FOUNDER: &str = "k3s_api_host";
-pub const VAR_VIP: &str = "kube_vip_address";
-pub const VAR_ENDPOINT: &str = "k3s_apiserver_endpoint";
-pub const VAR_API_PORT: &str = "k3s_api_port";
-pub const VAR_KUBECONFIG: &str = "cluster_kubeconfig_name";
+/// The variables an environment's facts come from unless hk-console.yaml's `facts:` says
+/// otherwise (the seed repo's names; they are the mapping's defaults, kept in `config`).
+pub use super::config::{
+    VAR_API_PORT, VAR_ENDPOINT, VAR_FOUNDER, VAR_KUBECONFIG, VAR_PRIMARY_GROUP, VAR_VIP,
+};
 
 /// A host of an environment and the address it is reached at (`ansible_host`, else its name).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -36,7 +34,9 @@ pub struct EnvHost {
 /// One derived fact: its value when every server agrees, and where it was defined.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Fact {
-    pub var: &'static str,
+    /// Where it comes from, as hk-console.yaml's `facts:` (or the default) names it: a
+    /// variable name, or a Jinja expression.
+    pub var: String,
     pub value: Option<String>,
     /// The winning definition (for a template, where the template is written).
     pub origin: Option<Origin>,
@@ -56,6 +56,8 @@ pub enum EnvProblem {
     NoServers { group: String },
     /// The VPN gateway group named in hk-console.yaml is not in the inventory.
     NoGatewayGroup { group: String },
+    /// The agents group named in hk-console.yaml is not in the inventory.
+    NoAgentGroup { group: String },
     /// No server defines the variable.
     Missing { var: String },
     /// Servers resolve the variable to different values.
@@ -80,6 +82,9 @@ impl fmt::Display for EnvProblem {
             ),
             EnvProblem::NoGatewayGroup { group } => {
                 write!(f, "vpn_gateways group `{group}` is not in the inventory")
+            }
+            EnvProblem::NoAgentGroup { group } => {
+                write!(f, "agents group `{group}` is not in the inventory")
             }
             EnvProblem::Missing { var } => write!(f, "no server defines `{var}`"),
             EnvProblem::Disagree { var, values } => {
@@ -111,6 +116,10 @@ pub struct Environment {
     pub vault: Option<std::path::PathBuf>,
     pub servers: Vec<EnvHost>,
     pub vpn_gateways: Vec<EnvHost>,
+    /// hk-console.yaml `agents:`: the group of its agent (worker) nodes, if it names one.
+    pub agents_group: Option<String>,
+    /// Its agent nodes: nodes of the cluster, not of its control plane (no etcd member).
+    pub agents: Vec<EnvHost>,
     pub primary_group: Fact,
     pub founder: Fact,
     pub vip: Fact,
@@ -121,8 +130,9 @@ pub struct Environment {
 }
 
 impl Environment {
+    /// Every node of the cluster: its servers, then its agents.
     pub fn node_ips(&self) -> impl Iterator<Item = &EnvHost> {
-        self.servers.iter()
+        self.servers.iter().chain(self.agents.iter())
     }
 
     pub fn api_port_number(&self) -> Option<u16> {
@@ -138,6 +148,13 @@ pub trait HostFacts {
     fn resolved(&self, host: &str, var: &str) -> Option<Resolved>;
     /// Where a host's variable is defined.
     fn origin(&self, host: &str, var: &str) -> Option<Origin>;
+    /// A Jinja expression rendered against a host's variables (hk-console.yaml's `facts:`).
+    fn rendered(&self, host: &str, template: &str) -> Resolved {
+        let _ = (host, template);
+        Resolved::Unrenderable {
+            reason: "this variable source renders no templates".into(),
+        }
+    }
 }
 
 fn scalar_text(v: &serde_json::Value) -> Option<String> {
@@ -165,14 +182,19 @@ fn hosts_with_addresses(src: &dyn HostFacts, hosts: Vec<String>) -> Vec<EnvHost>
 fn derive_fact(
     src: &dyn HostFacts,
     servers: &[EnvHost],
-    var: &'static str,
+    source: &FactSource,
     problems: &mut Vec<EnvProblem>,
 ) -> Fact {
+    let var = source.shown();
     let mut by_value: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut origin = None;
     let mut failed = false;
     for host in servers {
-        match src.resolved(&host.name, var) {
+        let got = match source {
+            FactSource::Var(v) => src.resolved(&host.name, v),
+            FactSource::Template(t) => Some(src.rendered(&host.name, t)),
+        };
+        match got {
             None => {}
             Some(Resolved::Unrenderable { reason }) => {
                 failed = true;
@@ -185,7 +207,11 @@ fn derive_fact(
             Some(Resolved::Value(v)) => match scalar_text(&v) {
                 Some(text) => {
                     if origin.is_none() {
-                        origin = src.origin(&host.name, var);
+                        // A template's value is where the template is written (hk-console.yaml).
+                        origin = match source {
+                            FactSource::Var(v) => src.origin(&host.name, v),
+                            FactSource::Template(_) => None,
+                        };
                     }
                     by_value.entry(text).or_default().push(host.name.clone());
                 }
@@ -228,7 +254,7 @@ fn derive_fact(
         by_value.into_keys().next()
     };
     Fact {
-        var,
+        var: var.to_string(),
         value,
         origin: if failed { None } else { origin },
     }
@@ -256,12 +282,27 @@ pub fn derive(name: &str, cfg: &EnvConfig, src: &dyn HostFacts) -> Environment {
             }
         },
     };
-    let primary_group = derive_fact(src, &servers, VAR_PRIMARY_GROUP, &mut problems);
-    let founder = derive_fact(src, &servers, VAR_FOUNDER, &mut problems);
-    let vip = derive_fact(src, &servers, VAR_VIP, &mut problems);
-    let endpoint = derive_fact(src, &servers, VAR_ENDPOINT, &mut problems);
-    let api_port = derive_fact(src, &servers, VAR_API_PORT, &mut problems);
-    let kubeconfig_name = derive_fact(src, &servers, VAR_KUBECONFIG, &mut problems);
+    let agents = match &cfg.agents {
+        None => Vec::new(),
+        Some(group) => match src.hosts_in(group) {
+            Some(hosts) => hosts_with_addresses(src, hosts),
+            None => {
+                problems.push(EnvProblem::NoAgentGroup {
+                    group: group.clone(),
+                });
+                Vec::new()
+            }
+        },
+    };
+    let none = FactsConfig::default();
+    let mut fact =
+        |k: FactKey| derive_fact(src, &servers, &cfg.facts.source(&none, k), &mut problems);
+    let primary_group = fact(FactKey::PrimaryGroup);
+    let founder = fact(FactKey::Founder);
+    let vip = fact(FactKey::Vip);
+    let endpoint = fact(FactKey::Endpoint);
+    let api_port = fact(FactKey::ApiPort);
+    let kubeconfig_name = fact(FactKey::Kubeconfig);
     Environment {
         name: name.to_string(),
         servers_group: cfg.servers.clone(),
@@ -272,6 +313,8 @@ pub fn derive(name: &str, cfg: &EnvConfig, src: &dyn HostFacts) -> Environment {
         vault: cfg.vault.clone(),
         servers,
         vpn_gateways,
+        agents_group: cfg.agents.clone(),
+        agents,
         primary_group,
         founder,
         vip,
@@ -334,6 +377,8 @@ mod tests {
             protected: false,
             flux_overlay: None,
             vault: None,
+            agents: None,
+            facts: FactsConfig::default(),
         }
     }
 

@@ -98,6 +98,7 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
         kustomize_bin: None,
         environments: BTreeMap::new(),
         run_lock: Default::default(),
+        facts: Default::default(),
     };
     let repo = Repo::load_with(root, base.clone())?;
     let mut found = environments_by_servers_group(&repo);
@@ -460,6 +461,8 @@ fn propose_env(
             protected,
             flux_overlay,
             vault,
+            agents: None,
+            facts: Default::default(),
         },
         why,
     }

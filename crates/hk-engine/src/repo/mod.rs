@@ -111,7 +111,12 @@ impl Repo {
             .config
             .environments
             .iter()
-            .map(|(name, cfg)| env::derive(name, cfg, &repo))
+            .map(|(name, cfg)| {
+                // The environment's own facts over the top-level ones, key by key.
+                let mut cfg = cfg.clone();
+                cfg.facts = cfg.facts.merged_over(&repo.config.facts);
+                env::derive(name, &cfg, &repo)
+            })
             .collect();
         Ok(repo)
     }
@@ -247,5 +252,16 @@ impl HostFacts for Repo {
             .host_vars(host)?
             .get(var)
             .map(|v| v.origin.clone())
+    }
+
+    fn rendered(&self, host: &str, template: &str) -> Resolved {
+        match self.raw_vars(host) {
+            Some(raw) => self
+                .resolver
+                .render(&self.host_context(host), &raw, template),
+            None => Resolved::Unrenderable {
+                reason: format!("{host} is not in the inventory"),
+            },
+        }
     }
 }

@@ -1,0 +1,190 @@
+//! Issue 28: a k3s repo laid out like neither the sample nor its variants: a YAML inventory
+//! under `ansible/`, servers in `control_plane`, agents in `workers`, and none of the seed's
+//! variable names. hk-console.yaml's `facts:` says where each fact is (a variable, or a
+//! Jinja expression over a server's variables), and `agents:` names the worker group; the
+//! real binary's `envs` then knows every fact.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hk-console"));
+    c.env(
+        "XDG_STATE_HOME",
+        std::env::temp_dir().join("hk-console-any-layout-tests"),
+    );
+    c.env_remove("HK_REPO");
+    c.env_remove("HK_RUNBOOKS");
+    c
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+const INVENTORY: &str = "\
+all:
+  vars:
+    cluster_vip: 10.20.0.100
+    cluster_name: lab
+    first_server_ip: 10.20.0.11
+    primary_group_name: lab_primary
+  children:
+    control_plane:
+      hosts:
+        cp1: { ansible_host: 10.20.0.11 }
+        cp2: { ansible_host: 10.20.0.12 }
+        cp3: { ansible_host: 10.20.0.13 }
+    lab_primary:
+      hosts:
+        cp1:
+    workers:
+      hosts:
+        w1: { ansible_host: 10.20.0.21 }
+        w2: { ansible_host: 10.20.0.22 }
+";
+
+/// A repo with `config` as hk-console.yaml and the YAML inventory above.
+pub fn any_layout_repo(dir: &Path, config: &str) -> PathBuf {
+    let root = dir.join("homelab");
+    std::fs::create_dir_all(root.join("ansible")).expect("mkdir");
+    std::fs::write(root.join("ansible/inventory.yml"), INVENTORY).expect("inventory");
+    std::fs::write(root.join("hk-console.yaml"), config).expect("config");
+    root
+}
+
+const CONFIG: &str = "\
+ansible_dir: ansible
+inventory: ansible/inventory.yml
+facts:
+  vip: cluster_vip
+  endpoint: \"{{ cluster_vip }}\"
+  founder: first_server_ip
+  api_port: \"{{ apiserver_port | default(6443) }}\"
+  kubeconfig: \"{{ cluster_name }}.yaml\"
+  primary_group: primary_group_name
+environments:
+  lab:
+    servers: control_plane
+    agents: workers
+";
+
+#[test]
+fn envs_knows_every_fact_from_the_repos_own_names() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = any_layout_repo(tmp.path(), CONFIG);
+    let r = root.display().to_string();
+    let o = bin().args(["--repo", &r, "envs"]).output().expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(!out.contains("(unknown)"), "{out}");
+    assert!(
+        out.contains(
+            "VIP          10.20.0.100   endpoint 10.20.0.100   founder 10.20.0.11   port 6443"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("primary      lab_primary"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "kubeconfig {}",
+            root.join(".cache/lab.yaml").display()
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("agents       workers (2): w1 10.20.0.21, w2 10.20.0.22"),
+        "{out}"
+    );
+    // The JSON says where each fact came from: the variable or the expression.
+    let o = bin()
+        .args(["--repo", &r, "envs", "--json"])
+        .output()
+        .expect("run");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v[0]["endpoint"]["var"], "{{ cluster_vip }}");
+    assert_eq!(v[0]["vip"]["var"], "cluster_vip");
+    assert_eq!(v[0]["agents"][1]["name"], "w2");
+
+    // An environment's own facts win over the top-level ones, key by key.
+    let per_env = CONFIG.replace(
+        "    agents: workers\n",
+        "    agents: workers\n    facts:\n      api_port: \"{{ 7443 }}\"\n",
+    );
+    std::fs::write(root.join("hk-console.yaml"), per_env).expect("config");
+    let o = bin().args(["--repo", &r, "envs"]).output().expect("run");
+    let (out, err) = text(&o);
+    assert!(out.contains("port 7443"), "{out}\n{err}");
+    assert!(out.contains("VIP          10.20.0.100"), "{out}");
+}
+
+#[test]
+fn without_a_mapping_the_seeds_names_are_looked_for_and_each_unknown_fact_is_named() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let config = "ansible_dir: ansible\ninventory: ansible/inventory.yml\nenvironments:\n  lab:\n    servers: control_plane\n";
+    let root = any_layout_repo(tmp.path(), config);
+    let r = root.display().to_string();
+    let o = bin().args(["--repo", &r, "envs"]).output().expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    for var in [
+        "kube_vip_address",
+        "k3s_apiserver_endpoint",
+        "k3s_api_host",
+        "k3s_api_port",
+        "cluster_kubeconfig_name",
+        "k3s_primary_group",
+    ] {
+        assert!(
+            out.contains(&format!("problem      no server defines `{var}`")),
+            "{var}\n{out}"
+        );
+    }
+}
+
+#[test]
+fn a_mapping_that_cannot_be_read_is_refused_at_its_line_and_one_that_does_not_render_is_named() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = any_layout_repo(
+        tmp.path(),
+        &CONFIG.replace("vip: cluster_vip", "vip: cluster vip"),
+    );
+    let r = root.display().to_string();
+    let o = bin().args(["--repo", &r, "envs"]).output().expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(err.contains("hk-console.yaml:4:"), "{err}");
+    assert!(
+        err.contains("facts.vip: `cluster vip` is neither a variable name nor a Jinja expression"),
+        "{err}"
+    );
+
+    std::fs::write(
+        root.join("hk-console.yaml"),
+        CONFIG.replace("\"{{ cluster_vip }}\"", "\"{{ cluster_vip_typo }}\""),
+    )
+    .expect("config");
+    let o = bin().args(["--repo", &r, "envs"]).output().expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(out.contains("endpoint (unknown)"), "{out}");
+    assert!(
+        out.contains("problem      `{{ cluster_vip_typo }}` cannot be rendered for cp1"),
+        "{out}"
+    );
+
+    std::fs::write(
+        root.join("hk-console.yaml"),
+        CONFIG.replace("agents: workers", "agents: nodes"),
+    )
+    .expect("config");
+    let o = bin().args(["--repo", &r, "envs"]).output().expect("run");
+    let (out, _) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("problem      agents group `nodes` is not in the inventory"),
+        "{out}"
+    );
+}
