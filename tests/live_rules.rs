@@ -21,6 +21,7 @@ fn prod() -> EnvTopology {
         env: "prod".into(),
         vip: ip("192.168.2.9"),
         api_port: 6443,
+        agents: Vec::new(),
         servers: vec![
             Server {
                 name: "k3s-prod-1".into(),
@@ -419,6 +420,54 @@ fn other_endpoint_is_unknown_and_port_mismatch_warns() {
     assert!(ports[0].message.contains("=443"), "{}", ports[0].message);
     assert!(ports[0].message.contains("6443"), "{}", ports[0].message);
     assert_eq!(ports[1].severity, Severity::Ok);
+}
+
+/// Issue 28: an agent that dials 127.0.0.1:6444 (the k3s supervisor's client-side load
+/// balancer on its own node, which follows every server) is highly available; loopback on
+/// another port is not; an agent node's address is never an API endpoint.
+#[test]
+fn the_k3s_supervisor_load_balancer_is_ha_and_an_agent_address_is_not_an_endpoint() {
+    let mut topo = prod();
+    topo.agents = vec![Server {
+        name: "k3s-prod-w1".into(),
+        address: ip("192.168.2.21"),
+    }];
+    let agents = vec![
+        agent("cilium-a", "k3s-prod-1", "127.0.0.1", "6444"),
+        agent("cilium-b", "k3s-prod-2", "192.168.2.9", "6443"),
+        agent("cilium-c", "k3s-prod-w1", "localhost", "6444"),
+    ];
+    let pane = agent_env(&topo, &Look::seen(agents), &ConfigMaps::new());
+    assert_eq!(worst(&pane.verdicts), Severity::Ok, "{:#?}", pane.verdicts);
+    assert_eq!(pane.agents[0].endpoint, Endpoint::SupervisorLb);
+    assert_eq!(pane.agents[2].endpoint, Endpoint::SupervisorLb);
+    let s = one(&pane.verdicts, Rule::AgentsSummary);
+    assert_eq!(
+        s.message,
+        "3 of 3 agents dial a highly available endpoint: 1 the VIP 192.168.2.9, 2 the k3s \
+         supervisor's load balancer (127.0.0.1:6444)"
+    );
+
+    let agents = vec![
+        agent("cilium-a", "k3s-prod-1", "127.0.0.1", "6443"),
+        agent("cilium-b", "k3s-prod-2", "192.168.2.21", "6443"),
+    ];
+    let pane = agent_env(&topo, &Look::seen(agents), &ConfigMaps::new());
+    let hosts = by_rule(&pane.verdicts, Rule::AgentHost);
+    assert_eq!(hosts[0].severity, Severity::Unknown, "{}", hosts[0].message);
+    assert_eq!(
+        hosts[1].severity,
+        Severity::Critical,
+        "{}",
+        hosts[1].message
+    );
+    assert!(
+        hosts[1]
+            .message
+            .contains("is agent k3s-prod-w1's address: an agent node runs no API server"),
+        "{}",
+        hosts[1].message
+    );
 }
 
 fn cm(name: &str, pairs: &[(&str, &str)]) -> ConfigMaps {

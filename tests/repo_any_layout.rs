@@ -188,3 +188,71 @@ fn a_mapping_that_cannot_be_read_is_refused_at_its_line_and_one_that_does_not_re
         "{out}"
     );
 }
+
+const AGENTS_RUNBOOK: &str = "\
+id: agents-uptime
+title: Uptime of every agent node
+read_only: true
+environments: [lab]
+target:
+  group: agents
+steps:
+  - id: uptime
+    kind: ssh
+    title: \"uptime on {{ host }}\"
+    command: uptime
+    mutates: false
+";
+
+#[test]
+fn a_runbook_can_target_the_agents_and_says_so_when_there_are_none() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = any_layout_repo(tmp.path(), CONFIG);
+    let books = tmp.path().join("runbooks");
+    std::fs::create_dir_all(&books).expect("mkdir");
+    std::fs::write(books.join("agents-uptime.yaml"), AGENTS_RUNBOOK).expect("runbook");
+    let (r, b) = (root.display().to_string(), books.display().to_string());
+    let o = bin()
+        .args([
+            "--repo",
+            &r,
+            "--runbooks",
+            &b,
+            "plan",
+            "agents-uptime",
+            "--env",
+            "lab",
+        ])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("uptime on w1"), "{out}");
+    assert!(out.contains("uptime on w2"), "{out}");
+    assert!(!out.contains("uptime on cp1"), "{out}");
+
+    std::fs::write(
+        root.join("hk-console.yaml"),
+        CONFIG.replace("    agents: workers\n", ""),
+    )
+    .expect("config");
+    let o = bin()
+        .args([
+            "--repo",
+            &r,
+            "--runbooks",
+            &b,
+            "plan",
+            "agents-uptime",
+            "--env",
+            "lab",
+        ])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(
+        err.contains("environment `lab` has no `agents` group"),
+        "{err}"
+    );
+}

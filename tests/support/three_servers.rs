@@ -39,6 +39,7 @@ impl ThreeServers {
             env: self.env.into(),
             vip: VIP.parse().expect("vip"),
             api_port: API_PORT,
+            agents: Vec::new(),
             servers: self
                 .nodes
                 .iter()

@@ -34,6 +34,7 @@ pub fn topo(env: &str) -> EnvTopology {
         env: env.into(),
         vip: ip(vip),
         api_port: 6443,
+        agents: Vec::new(),
         servers: (1..=3)
             .map(|i| Server {
                 name: format!("k3s-{env}-{i}"),

@@ -134,6 +134,7 @@ pub fn plan_env(repo: &Repo, env_name: &str, host: Option<&str>) -> Result<PlanE
         name: env.name.clone(),
         servers: env.servers_group.clone(),
         vpn_gateways: env.vpn_gateways_group.clone(),
+        agents: env.agents_group.clone(),
         secondary_group: secondary_group(repo, env, &primary),
         primary_group: primary,
         vip,

@@ -437,6 +437,7 @@ mod tests {
             env: "lab".into(),
             vip: "10.9.0.100".parse().expect("ip"),
             api_port: 6443,
+            agents: Vec::new(),
             servers: vec![
                 Server {
                     name: "s1".into(),

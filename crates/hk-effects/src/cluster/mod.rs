@@ -277,10 +277,24 @@ pub fn env_topology(repo: &Repo, env: &str) -> Result<EnvTopology, ClusterError>
             address,
         });
     }
+    let mut agents = Vec::new();
+    for h in &e.agents {
+        let address: IpAddr = h.address.parse().map_err(|_| {
+            ClusterError::Topology(format!(
+                "environment `{env}`: agent {} is reached at `{}`, expected an IP address (ansible_host)",
+                h.name, h.address
+            ))
+        })?;
+        agents.push(Server {
+            name: h.name.clone(),
+            address,
+        });
+    }
     Ok(EnvTopology {
         env: env.to_string(),
         vip,
         api_port,
+        agents,
         servers,
     })
 }

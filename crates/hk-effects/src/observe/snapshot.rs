@@ -120,6 +120,7 @@ mod tests {
             env: "prod".into(),
             vip: "10.0.0.10".parse().expect("ip"),
             api_port: 6443,
+            agents: Vec::new(),
             servers: vec![Server {
                 name: "k3s-prod-1".into(),
                 address: "10.0.0.11".parse().expect("ip"),

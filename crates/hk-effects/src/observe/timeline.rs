@@ -477,6 +477,7 @@ fn ready_word(r: Option<ConditionStatus>) -> &'static str {
 fn endpoint_words(e: &Endpoint) -> String {
     match e {
         Endpoint::Vip => "the VIP".to_string(),
+        Endpoint::SupervisorLb => "the k3s supervisor's load balancer (127.0.0.1:6444)".to_string(),
         Endpoint::NodeAddress { node, address } => {
             format!("node address {address} ({node}'s own: single-node dependency)")
         }
@@ -486,7 +487,7 @@ fn endpoint_words(e: &Endpoint) -> String {
 
 fn endpoint_severity(e: &Endpoint) -> Severity {
     match e {
-        Endpoint::Vip => Severity::Ok,
+        Endpoint::Vip | Endpoint::SupervisorLb => Severity::Ok,
         Endpoint::NodeAddress { .. } => Severity::Critical,
         Endpoint::Other => Severity::Unknown,
     }

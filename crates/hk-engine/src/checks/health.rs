@@ -130,7 +130,7 @@ pub fn unhealthy(topo: &EnvTopology, snap: &ClusterSnapshot) -> Vec<String> {
                     ));
                 }
                 match &a.endpoint {
-                    Endpoint::Vip => {}
+                    Endpoint::Vip | Endpoint::SupervisorLb => {}
                     Endpoint::NodeAddress { node, address } => causes.push(format!(
                         "cilium-agent {}{on} dials {node}'s own address {address}, not the VIP {}: a single-node dependency",
                         a.pod, topo.vip
@@ -458,6 +458,7 @@ mod tests {
             env: "prod".into(),
             vip: ip("192.168.2.9"),
             api_port: 6443,
+            agents: Vec::new(),
             servers: vec![
                 Server {
                     name: "k3s-prod-1".into(),

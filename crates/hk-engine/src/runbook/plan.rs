@@ -285,6 +285,8 @@ pub struct PlanEnv {
     pub servers: String,
     /// The VPN egress gateways group (`env.vpn_gateways`, target role `vpn_gateways`).
     pub vpn_gateways: Option<String>,
+    /// The agent (worker) nodes' group (`env.agents`, target role `agents`).
+    pub agents: Option<String>,
     /// The primary (founder) group, from the `k3s_primary_group` host var.
     pub primary_group: String,
     /// The secondary group (servers minus the primary), when the inventory has one.
@@ -764,6 +766,7 @@ impl Planner<'_> {
             "servers" => Ok(self.env.servers.clone()),
             "primary" => Ok(self.env.primary_group.clone()),
             "vpn_gateways" => self.env.vpn_gateways.clone().ok_or_else(|| role(name)),
+            "agents" => self.env.agents.clone().ok_or_else(|| role(name)),
             _ => {
                 debug_assert!(!ENV_ROLES.contains(&name));
                 Ok(name.to_string())

@@ -294,7 +294,7 @@ pub const KUBE_CONDITIONS: &[(&str, bool)] = &[
 ];
 
 /// The environment roles a target group can name instead of a literal group.
-pub const ENV_ROLES: &[&str] = &["servers", "vpn_gateways", "primary"];
+pub const ENV_ROLES: &[&str] = &["servers", "vpn_gateways", "primary", "agents"];
 
 /// A validated runbook.
 #[derive(Debug, Clone, PartialEq)]

@@ -413,11 +413,21 @@ pub fn agents_text(a: &AgentEnvPane) -> String {
         .iter()
         .filter(|r| r.endpoint == Endpoint::Vip)
         .count();
-    let other = n - on_vip;
-    if other > 0 {
-        format!("{on_vip}/{n} agents on the VIP, {other} elsewhere or unresolved")
+    let on_lb = a
+        .agents
+        .iter()
+        .filter(|r| r.endpoint == Endpoint::SupervisorLb)
+        .count();
+    let other = n - on_vip - on_lb;
+    let lb = if on_lb > 0 {
+        format!(", {on_lb} on the k3s load balancer")
     } else {
-        format!("{on_vip}/{n} agents on the VIP")
+        String::new()
+    };
+    if other > 0 {
+        format!("{on_vip}/{n} agents on the VIP{lb}, {other} elsewhere or unresolved")
+    } else {
+        format!("{on_vip}/{n} agents on the VIP{lb}")
     }
 }
 
@@ -430,9 +440,13 @@ fn agents_short(a: &AgentEnvPane) -> String {
         let v = a
             .agents
             .iter()
-            .filter(|r| r.endpoint == Endpoint::Vip)
+            .filter(|r| matches!(r.endpoint, Endpoint::Vip | Endpoint::SupervisorLb))
             .count();
-        format!("{v}/{n} VIP")
+        let lb = a
+            .agents
+            .iter()
+            .any(|r| r.endpoint == Endpoint::SupervisorLb);
+        format!("{v}/{n} {}", if lb { "HA" } else { "VIP" })
     }
 }
 

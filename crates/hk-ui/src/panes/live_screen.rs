@@ -396,6 +396,7 @@ fn agents_body(p: &AgentEnvPane, t: &Theme) -> Lines {
             let port_sev = verdict_about(&p.verdicts, Rule::AgentPort, &subject);
             let endpoint = match &a.endpoint {
                 Endpoint::Vip => "the VIP".to_string(),
+                Endpoint::SupervisorLb => "k3s load balancer (127.0.0.1:6444)".to_string(),
                 Endpoint::NodeAddress { node, .. } => format!("node IP of {node}"),
                 Endpoint::Other => "other".to_string(),
             };

@@ -853,6 +853,7 @@ mod tests {
             env: "dev".into(),
             vip: "10.0.0.100".parse().expect("ip"),
             api_port: 6443,
+            agents: Vec::new(),
             servers: vec![
                 live::Server {
                     name: "k3s-dev-1".into(),

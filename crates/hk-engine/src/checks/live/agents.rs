@@ -140,6 +140,9 @@ pub struct AgentPod {
 pub enum Endpoint {
     /// The environment's VIP.
     Vip,
+    /// `127.0.0.1:6444`: the k3s supervisor's client-side load balancer, on every node,
+    /// which follows every server: as highly available as the VIP.
+    SupervisorLb,
     /// A server's own address (or name): a single-node dependency.
     NodeAddress { node: String, address: String },
     /// Anything else (another address, a name, unset, unresolvable).
@@ -168,6 +171,18 @@ pub struct AgentEnvPane {
 
 /// The env var names the rules read.
 pub const SERVICE_HOST_VAR: &str = "KUBERNETES_SERVICE_HOST";
+/// The port of the k3s supervisor's client-side load balancer on every node (k3s agents and
+/// servers run it on loopback; it forwards to every server it knows).
+pub const SUPERVISOR_LB_PORT: &str = "6444";
+
+/// Whether `host`:`port` is the k3s supervisor's load balancer on the agent's own node.
+fn is_supervisor_lb(host: &Resolved, port: &Resolved) -> bool {
+    let loopback = |h: &str| {
+        h.eq_ignore_ascii_case("localhost") || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    };
+    matches!((host, port), (Resolved::Value { value: h }, Resolved::Value { value: p })
+        if loopback(h.trim()) && p.trim() == SUPERVISOR_LB_PORT)
+}
 pub const SERVICE_PORT_VAR: &str = "KUBERNETES_SERVICE_PORT";
 
 /// Judge every agent's API endpoint, then all of them together.
@@ -202,7 +217,18 @@ pub fn agent_env(
             .map(|n| format!(" on {n}"))
             .unwrap_or_default();
         let subject = format!("pod {}", pod.name);
+        let lb = is_supervisor_lb(&host, &port);
         let (endpoint, sev, msg) = match &host {
+            Resolved::Value { value } if lb => (
+                Endpoint::SupervisorLb,
+                Severity::Ok,
+                format!(
+                    "{}{on}: {SERVICE_HOST_VAR}={} port {SUPERVISOR_LB_PORT}, the k3s supervisor's \
+                     load balancer on its node, which follows every server: highly available",
+                    pod.name,
+                    value.trim()
+                ),
+            ),
             Resolved::Value { value } => classify_host(topo, value.trim(), &pod.name, &on),
             Resolved::Unset => (
                 Endpoint::Other,
@@ -222,6 +248,14 @@ pub fn agent_env(
         pane.verdicts.push(v(Rule::AgentHost, sev, &subject, msg));
         let want = topo.api_port.to_string();
         let (psev, pmsg) = match &port {
+            Resolved::Value { value } if lb => (
+                Severity::Ok,
+                format!(
+                    "{}{on}: {SERVICE_PORT_VAR}={}, the k3s supervisor's load balancer",
+                    pod.name,
+                    value.trim()
+                ),
+            ),
             Resolved::Value { value } if value.trim() == want => (
                 Severity::Ok,
                 format!("{}{on}: {SERVICE_PORT_VAR}={want}", pod.name),
@@ -282,6 +316,25 @@ fn classify_host(
         // A host name that is a server's name is the same dependency.
         None => topo.servers.iter().find(|s| s.name == value),
     };
+    if server.is_none() {
+        let agent = value.parse::<IpAddr>().ok().and_then(|ip| {
+            topo.agents
+                .iter()
+                .find(|a| a.address == ip)
+                .or_else(|| topo.agents.iter().find(|a| a.name == value))
+        });
+        if let Some(a) = agent {
+            return (
+                Endpoint::Other,
+                Severity::Critical,
+                format!(
+                    "{pod}{on}: {SERVICE_HOST_VAR}={value} is agent {}'s address: an agent node \
+                     runs no API server (expected {env}'s VIP {})",
+                    a.name, topo.vip
+                ),
+            );
+        }
+    }
     match server {
         Some(s) => (
             Endpoint::NodeAddress {
@@ -331,6 +384,10 @@ fn agents_summary(topo: &EnvTopology, agents: &[AgentRow]) -> Verdict {
         .iter()
         .filter(|a| a.endpoint == Endpoint::Vip)
         .count();
+    let on_lb = agents
+        .iter()
+        .filter(|a| a.endpoint == Endpoint::SupervisorLb)
+        .count();
     // node -> (address, count), in a stable order.
     let mut on_node: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
     for a in agents {
@@ -338,7 +395,7 @@ fn agents_summary(topo: &EnvTopology, agents: &[AgentRow]) -> Verdict {
             on_node.entry(node).or_insert((address, 0)).1 += 1;
         }
     }
-    let other = n - on_vip - on_node.values().map(|(_, c)| c).sum::<usize>();
+    let other = n - on_vip - on_lb - on_node.values().map(|(_, c)| c).sum::<usize>();
     if !on_node.is_empty() {
         let parts: Vec<String> = on_node
             .iter()
@@ -364,6 +421,16 @@ fn agents_summary(topo: &EnvTopology, agents: &[AgentRow]) -> Verdict {
             format!(
                 "{on_vip} of {n} agents dial the VIP {}; {other} dial something else or could \
                  not be resolved",
+                topo.vip
+            ),
+        );
+    }
+    if on_lb > 0 {
+        return v(
+            Severity::Ok,
+            format!(
+                "{n} of {n} agents dial a highly available endpoint: {on_vip} the VIP {}, {on_lb} \
+                 the k3s supervisor's load balancer (127.0.0.1:{SUPERVISOR_LB_PORT})",
                 topo.vip
             ),
         );

@@ -312,6 +312,9 @@ pub struct EnvTopology {
     pub vip: IpAddr,
     pub api_port: u16,
     pub servers: Vec<Server>,
+    /// Its agent (worker) nodes (hk-console.yaml `agents:`): nodes of the cluster that run
+    /// no API server, so an address of theirs is never an API endpoint.
+    pub agents: Vec<Server>,
 }
 
 impl EnvTopology {

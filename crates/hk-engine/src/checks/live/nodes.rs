@@ -114,7 +114,12 @@ pub fn nodes(topo: &EnvTopology, nodes: &Look<Vec<NodeObs>>) -> NodesPane {
             roles,
         });
     }
-    for s in &topo.servers {
+    let inventory = topo
+        .servers
+        .iter()
+        .map(|s| ("server", s))
+        .chain(topo.agents.iter().map(|a| ("agent", a)));
+    for (role, s) in inventory {
         let known = nodes
             .iter()
             .any(|n| n.name == s.name || n.addresses.contains(&s.address));
@@ -124,9 +129,9 @@ pub fn nodes(topo: &EnvTopology, nodes: &Look<Vec<NodeObs>>) -> NodesPane {
                 Rule::NodeMissing,
                 Severity::Warn,
                 env,
-                format!("server {}", s.name),
+                format!("{role} {}", s.name),
                 format!(
-                    "server {} ({}) of {env} is not a node of the cluster",
+                    "{role} {} ({}) of {env} is not a node of the cluster",
                     s.name, s.address
                 ),
             ));

@@ -330,6 +330,7 @@ mod tests {
             env: "prod".into(),
             vip: "192.168.2.9".parse().expect("ip"),
             api_port: 6443,
+            agents: Vec::new(),
             servers: (1..=3)
                 .map(|i| Server {
                     name: format!("k3s-prod-{i}"),
