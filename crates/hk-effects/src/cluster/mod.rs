@@ -399,6 +399,17 @@ pub fn watch_settings(repo: &Repo, env: &str) -> Result<WatchSettings, ClusterEr
     if let Some(name) = by_value.into_keys().next() {
         settings.lease_name = name;
     }
+    // hk-console.yaml `cni:`: the repo's CNI names over Cilium's.
+    let cni = &repo.config.cni;
+    let set = |field: &mut String, v: &Option<String>| {
+        if let Some(v) = v.as_ref().map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            *field = v.to_string();
+        }
+    };
+    set(&mut settings.namespace, &cni.namespace);
+    set(&mut settings.agent_selector, &cni.selector);
+    set(&mut settings.agent_container, &cni.container);
+    set(&mut settings.daemonset, &cni.daemonset);
     Ok(settings)
 }
 
@@ -455,5 +466,38 @@ mod watch_settings_tests {
             .to_string();
         assert!(e.contains("cannot be rendered for s1"), "{e}");
         assert!(watch_settings(&r, "prod").is_err());
+    }
+
+    #[test]
+    fn the_repos_cni_names_replace_ciliums() {
+        let (d, _) = repo("---\n", "---\n");
+        std::fs::write(
+            d.path().join("hk-console.yaml"),
+            "cni:\n  namespace: cni-system\n  selector: app=flannel\n  container: kube-flannel\n  daemonset: kube-flannel-ds\nenvironments:\n  lab:\n    servers: lab\n",
+        )
+        .expect("config");
+        let r = Repo::load(d.path()).expect("load repo");
+        let s = watch_settings(&r, "lab").expect("settings");
+        assert_eq!(
+            (
+                s.namespace.as_str(),
+                s.agent_selector.as_str(),
+                s.agent_container.as_str(),
+                s.daemonset.as_str()
+            ),
+            (
+                "cni-system",
+                "app=flannel",
+                "kube-flannel",
+                "kube-flannel-ds"
+            )
+        );
+        // Unset: Cilium's names.
+        let (_d2, r) = repo("---\n", "---\n");
+        let s = watch_settings(&r, "lab").expect("settings");
+        assert_eq!(
+            (s.namespace.as_str(), s.daemonset.as_str()),
+            ("kube-system", "cilium")
+        );
     }
 }

@@ -39,6 +39,30 @@ pub struct Config {
     /// key). Unset keys: the seed repo's variable names ([`FactsConfig::default_source`]).
     #[serde(default)]
     pub facts: FactsConfig,
+    /// What the live panes look for in the cluster: the CNI's agents (Cilium's names by
+    /// default).
+    #[serde(default)]
+    pub cni: CniConfig,
+}
+
+/// `cni:` in hk-console.yaml: where the CNI's agents run and what they are called, for the
+/// agent pane, the rollout watch and the waits that read them. Unset keys are Cilium's
+/// names as its Helm chart installs it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CniConfig {
+    /// The namespace of the agents, their DaemonSet and ConfigMaps (also kube-vip's Lease).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The label selector of the agent pods.
+    #[serde(default)]
+    pub selector: Option<String>,
+    /// The container whose API endpoint environment is judged.
+    #[serde(default)]
+    pub container: Option<String>,
+    /// The agents' DaemonSet.
+    #[serde(default)]
+    pub daemonset: Option<String>,
 }
 
 /// The seed repo's variables for each environment fact: the defaults of `facts:`.

@@ -99,6 +99,7 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
         environments: BTreeMap::new(),
         run_lock: Default::default(),
         facts: Default::default(),
+        cni: Default::default(),
     };
     let repo = Repo::load_with(root, base.clone())?;
     let mut found = environments_by_servers_group(&repo);
