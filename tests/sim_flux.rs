@@ -153,19 +153,28 @@ fn sequence(dir: &Path, home: &Path) -> Vec<Vec<String>> {
         hr["metadata"]["resourceVersion"]
     );
 
-    // reconcile: the request handled, the upgrade moves the release to the repo's value.
+    // reconcile the Kustomization: it applies the repo's release (the drift corrected),
+    // then helm-controller upgrades it; the diff has nothing left to show.
     let r = flux(
         home,
         &kc,
-        &["reconcile", "hr", "cilium", "-n", "kube-system"],
+        &["reconcile", "ks", "platform", "-n", "flux-system"],
     );
-    ok(&r, "reconcile hr");
+    ok(&r, "reconcile ks");
     assert!(r.err.contains("annotated"), "{}", r.text());
     let hr = get_json(&kc, &["hr", "cilium", "-n", "kube-system"]);
     assert_eq!(hr["spec"]["values"]["k8sServiceHost"], rendered.as_str());
     let after = flux(home, &kc, &args);
     assert_eq!(after.code, Some(0), "no differences: {}", after.text());
     assert!(!after.out.contains("drifted"), "{}", after.text());
+    // reconcile the release: in sync now, handled without another upgrade.
+    let r = flux(
+        home,
+        &kc,
+        &["reconcile", "hr", "cilium", "-n", "kube-system"],
+    );
+    ok(&r, "reconcile hr");
+    let hr = get_json(&kc, &["hr", "cilium", "-n", "kube-system"]);
 
     // suspend / resume, a HelmRelease and a Kustomization: resume waits for the controller
     // to report Ready for the generation the resume made.
@@ -210,6 +219,8 @@ fn sequence(dir: &Path, home: &Path) -> Vec<Vec<String>> {
     let r = flux(home, &kc, &["events", "-A"]);
     ok(&r, "events -A");
     for want in [
+        "Progressing",
+        "HelmRelease/kube-system/cilium configured",
         "ReconciliationSucceeded",
         "Kustomization/platform",
         "Reconciliation finished in",
@@ -241,7 +252,13 @@ fn sequence(dir: &Path, home: &Path) -> Vec<Vec<String>> {
     );
     ok(&r, "events --for ks");
     assert!(r.out.contains("ReconciliationSucceeded"), "{}", r.text());
-    assert!(!r.out.contains("HelmRelease/"), "{}", r.text());
+    // No row about the release (the configured message names it, the OBJECT column not).
+    assert!(!r.out.contains("HelmRelease/cilium"), "{}", r.text());
+    assert!(
+        r.out.contains("HelmRelease/kube-system/cilium configured"),
+        "{}",
+        r.text()
+    );
     // Their Event objects as the controllers' recorder writes them.
     let evs = get_json(&kc, &["events", "-n", "kube-system"]);
     let upgrade = evs["items"]
@@ -263,6 +280,17 @@ fn sequence(dir: &Path, home: &Path) -> Vec<Vec<String>> {
     assert_eq!(
         upgrade["involvedObject"]["uid"], hr["metadata"]["uid"],
         "{upgrade}"
+    );
+    // One upgrade: the release's own reconcile found it in sync.
+    let upgrades = evs["items"].as_array().map_or(0, |a| {
+        a.iter()
+            .filter(|e| e["reason"] == "UpgradeSucceeded")
+            .count()
+    });
+    assert_eq!(
+        (upgrades, &upgrade["count"]),
+        (1, &serde_json::json!(1)),
+        "{evs}"
     );
 
     let evs = get_json(&kc, &["events", "-n", "flux-system"]);

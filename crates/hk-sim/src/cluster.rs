@@ -2483,12 +2483,31 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
     }
 
     /// kustomize-controller on a Kustomization that changed: a due reconcile of the spec last
-    /// reconciled is answered; another spec is not played.
+    /// reconciled is answered; another spec is not played. One that applied the cilium
+    /// release while the scenario's fix is pending applies it: the release's values change
+    /// (its `Progressing` event says the release was configured), the Kustomization reports
+    /// Ready, then helm-controller upgrades the release.
     async fn flux_kustomization(&mut self, changed: &Value) {
         let started = tokio::time::Instant::now();
         let r = flux_ref("kustomize.toolkit.fluxcd.io/v1", "Kustomization", changed);
         if self.flux_due(&r).await.is_none() {
             return;
+        }
+        let applies_release = self
+            .t
+            .api
+            .fetch(&r)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|ks| super::flux_applied::in_inventory(&ks, &cilium_release()));
+        let fix = if applies_release {
+            self.apply_pending_fix().await
+        } else {
+            None
+        };
+        if fix.is_some() {
+            super::flux::configured(&self.t.api, &r, &cilium_release()).await;
         }
         let answered = super::flux::answer_kustomization(
             &self.t.api,
@@ -2500,6 +2519,10 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             tracing::warn!("simulated kustomize-controller: answering {r}: {e}");
         }
         self.flux_reconciled(&r).await;
+        if fix.is_some() {
+            self.helm_upgrade(fix, &format!("applied by {r}")).await;
+            self.flux_reconciled(&cilium_release()).await;
+        }
     }
 
     /// What the Flux object `r` is due, when it is due a reconcile the simulation plays.
@@ -2538,26 +2561,38 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         }
     }
 
-    /// helm-controller on the cilium release's reconcile request: when the scenario's fix
-    /// changes what the agents dial, the release's values change first (as the Kustomization
-    /// applying the fixed repo would), then the Helm upgrade is reported (Ready for that
-    /// generation, request handled, an `UpgradeSucceeded` event), then the DaemonSet's
-    /// template changes and the new generation rolls. Otherwise the release is in sync:
-    /// handled, Ready, nothing upgraded.
+    /// helm-controller on the cilium release's reconcile request: when the scenario's fix is
+    /// pending, the release's values change first (the sim's compression of the fixed repo
+    /// reaching the release), then the Helm upgrade ([`Self::helm_upgrade`]). Otherwise the
+    /// release is in sync: handled, Ready, nothing upgraded.
     async fn reconcile(&mut self, requested_at: &str) {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let release = cilium_release();
+        let fix = self.apply_pending_fix().await;
+        self.helm_upgrade(fix, requested_at).await;
+    }
+
+    /// The scenario's fix, when one is pending (the agents do not dial what the repo says
+    /// yet), applied to the cilium release's values: what the agents will dial and the
+    /// first server's address for the template.
+    async fn apply_pending_fix(&mut self) -> Option<(AgentsDial, String)> {
         let target = self
             .state
             .agents_dial_after_reconcile
-            .filter(|t| *t != self.agents_dial);
-        let host0 = target.map(|t| self.env.dial(t, 0));
-        if let Some(h) = &host0 {
-            if let Err(e) = super::flux_applied::release_dials(&self.t.api, &release, h).await {
-                tracing::warn!("simulated cluster: the upgrade of {release}: {e}");
-            }
+            .filter(|t| *t != self.agents_dial)?;
+        let host0 = self.env.dial(target, 0);
+        let release = cilium_release();
+        if let Err(e) = super::flux_applied::release_dials(&self.t.api, &release, &host0).await {
+            tracing::warn!("simulated cluster: the values of {release}: {e}");
         }
-        let upgrade = host0.as_ref().map(|_| {
+        Some((target, host0))
+    }
+
+    /// helm-controller reports the cilium release reconciled (Ready for its generation, the
+    /// request handled; with `fix`, a Helm upgrade and its `UpgradeSucceeded` event), then
+    /// the upgrade changes the DaemonSet's template and the new generation rolls.
+    async fn helm_upgrade(&mut self, fix: Option<(AgentsDial, String)>, why: &str) {
+        let release = cilium_release();
+        let upgrade = fix.as_ref().map(|_| {
             self.helm_revision += 1;
             super::flux::Upgrade {
                 revision: self.helm_revision,
@@ -2571,11 +2606,9 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         )
         .await
         {
-            tracing::warn!(
-                "simulated cluster: answering the reconcile of {release} ({requested_at}): {e}"
-            );
+            tracing::warn!("simulated cluster: answering the reconcile of {release} ({why}): {e}");
         }
-        let (Some(target), Some(host0)) = (target, host0) else {
+        let Some((target, host0)) = fix else {
             return;
         };
         self.agents_dial = target;

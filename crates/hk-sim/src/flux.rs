@@ -286,6 +286,37 @@ pub async fn answer_kustomization<C: ClusterApi>(
     Ok(())
 }
 
+/// kustomize-controller's event for an apply that changed `object`: the change set
+/// (`Kind/namespace/name configured`), reported while its Ready condition is `Progressing`
+/// (the reason its events take from that condition).
+pub async fn configured<C: ClusterApi>(api: &C, ks: &ObjRef, object: &ObjRef) {
+    let revision = match api.fetch(ks).await {
+        Ok(Some(k)) => str_at(&k, "/status/lastAppliedRevision")
+            .unwrap_or("")
+            .to_string(),
+        _ => String::new(),
+    };
+    let ns = object.namespace.as_deref().unwrap_or("");
+    let subject = if ns.is_empty() {
+        format!("{}/{}", object.kind, object.name)
+    } else {
+        format!("{}/{ns}/{}", object.kind, object.name)
+    };
+    let mut annotations = Vec::new();
+    if !revision.is_empty() {
+        annotations.push(("kustomize.toolkit.fluxcd.io/revision", revision.as_str()));
+    }
+    record(
+        api,
+        ks,
+        &annotations,
+        "Progressing",
+        &format!("{subject} configured"),
+        KUSTOMIZE_CONTROLLER,
+    )
+    .await;
+}
+
 /// A Normal event about `r` from `controller`, as client-go's recorder under Flux's makes it
 /// (source component and reporting controller the controller's name, no host).
 async fn record<C: ClusterApi>(

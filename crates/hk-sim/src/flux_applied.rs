@@ -153,6 +153,20 @@ fn inventory_entry(o: &Value) -> Value {
         "v": version})
 }
 
+/// Whether the Kustomization `ks` applied the object `r` (its `status.inventory` lists it).
+pub fn in_inventory(ks: &Value, r: &ObjRef) -> bool {
+    let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let id = format!(
+        "{}_{}_{group}_{}",
+        r.namespace.as_deref().unwrap_or(""),
+        r.name,
+        r.kind
+    );
+    ks.pointer("/status/inventory/entries")
+        .and_then(Value::as_array)
+        .is_some_and(|es| es.iter().any(|e| e["id"] == id.as_str()))
+}
+
 /// `namespace/name` of an object.
 fn display(o: &Value) -> String {
     let name = o["metadata"]["name"].as_str().unwrap_or("");
@@ -263,6 +277,15 @@ mod tests {
             json!({"entries": [{"id": "kube-system_cilium_helm.toolkit.fluxcd.io_HelmRelease",
                 "v": "v2"}]})
         );
+        let cilium = ObjRef::new(
+            "helm.toolkit.fluxcd.io/v2",
+            "HelmRelease",
+            Some("kube-system"),
+            "cilium",
+        );
+        assert!(in_inventory(ks, &cilium));
+        let other = ObjRef::new("helm.toolkit.fluxcd.io/v2", "HelmRelease", None, "cilium");
+        assert!(!in_inventory(ks, &other));
         assert_eq!(
             hr["metadata"]["labels"],
             json!({"kustomize.toolkit.fluxcd.io/name": "platform",
