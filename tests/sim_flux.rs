@@ -153,6 +153,25 @@ fn sequence(dir: &Path, home: &Path) -> Vec<Vec<String>> {
         hr["metadata"]["resourceVersion"]
     );
 
+    // While the release is suspended, reconciling the Kustomization upgrades nothing: the
+    // drift stays.
+    ok(
+        &flux(home, &kc, &["suspend", "hr", "cilium", "-n", "kube-system"]),
+        "suspend hr",
+    );
+    let r = flux(
+        home,
+        &kc,
+        &["reconcile", "ks", "platform", "-n", "flux-system"],
+    );
+    ok(&r, "reconcile ks, release suspended");
+    let still = flux(home, &kc, &args);
+    assert_eq!(still.code, Some(1), "{}", still.text());
+    ok(
+        &flux(home, &kc, &["resume", "hr", "cilium", "-n", "kube-system"]),
+        "resume hr",
+    );
+
     // reconcile the Kustomization: it applies the repo's release (the drift corrected),
     // then helm-controller upgrades it; the diff has nothing left to show.
     let r = flux(

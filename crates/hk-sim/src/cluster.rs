@@ -2501,7 +2501,18 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             .ok()
             .flatten()
             .is_some_and(|ks| super::flux_applied::in_inventory(&ks, &cilium_release()));
-        let fix = if applies_release {
+        // A suspended release is not upgraded by helm-controller; the simulation then does
+        // not apply the fix to it either (it plays the two together), so the drift stays
+        // visible to `flux diff` until the release is resumed and reconciled.
+        let release_suspended = self
+            .t
+            .api
+            .fetch(&cilium_release())
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|hr| hr.pointer("/spec/suspend") == Some(&json!(true)));
+        let fix = if applies_release && !release_suspended {
             self.apply_pending_fix().await
         } else {
             None
