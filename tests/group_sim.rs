@@ -18,6 +18,8 @@ mod sim_demo;
 mod sim_demo_repo;
 #[path = "sim_fault.rs"]
 mod sim_fault;
+#[path = "sim_flux.rs"]
+mod sim_flux;
 #[path = "sim_flux_objects.rs"]
 mod sim_flux_objects;
 #[path = "sim_kube.rs"]

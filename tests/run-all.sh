@@ -11,6 +11,8 @@
 #     real engine the parity check is compared with (tests/check_kustomize_diff.rs).
 #   - k9s built by tests/k9s/build.sh (needs Go) into target/k9s-bin: the real k9s the
 #     simulation's k9s test drives (tests/sim_k9s.rs).
+#   - flux built by tests/flux/build.sh (needs Go) into target/flux-bin: the real Flux CLI
+#     the simulation's Flux test drives (tests/sim_flux.rs).
 # Then: cargo fmt --check, cargo clippy -D warnings, and every test binary of the workspace
 # (tests/run-tests.py: what `cargo test --workspace --all-targets` runs, several at a time).
 set -euo pipefail
@@ -124,6 +126,19 @@ else
   echo "go not found: install Go (https://go.dev/dl), then 'bash tests/k9s/build.sh'" >&2
 fi
 # --- end k9s step
+
+# --- Flux test (tests/sim_flux.rs): the REAL flux CLI, built by tests/flux/build.sh from its
+# Go module (pinned in the script) into target/flux-bin; it drives the demo on both API
+# servers. Cached: rebuilt only when build.sh changes (with a warm Go build cache: ~5 s).
+# Without Go the test FAILS with the same hint.
+step "flux for the simulation's Flux test"
+export HK_FLUX_BIN_DIR="${HK_FLUX_BIN_DIR:-$PWD/target/flux-bin}"
+if command -v go >/dev/null 2>&1; then
+  bash tests/flux/build.sh
+else
+  echo "go not found: install Go (https://go.dev/dl), then 'bash tests/flux/build.sh'" >&2
+fi
+# --- end flux step
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -10,7 +10,7 @@ use crate::support;
 use hk_console::exec::kube::flux::judge;
 use hk_console::exec::kube::wait::Judgement;
 use hk_console::sim::daemonset::report_status;
-use hk_console::sim::flux::answer_reconcile;
+use hk_console::sim::flux::answer_release;
 use hk_console::sim::kube::api::{ClusterApi, KubeApi};
 use hk_console::sim::kube::{ObjRef, Store};
 use kube::api::DynamicObject;
@@ -98,14 +98,10 @@ async fn exercise<C: ClusterApi>(api: &C, side: &str) -> Vec<String> {
         matches!(pending, Judgement::Pending { .. }),
         "{side}: {pending:?}"
     );
-    let answered = answer_reconcile(
-        api,
-        &hr,
-        "2026-12-03T10:02:00.123456789Z",
-        jiff::Timestamp::now(),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{side}: answer: {e}"));
+    // helm-controller handles the request the release carries (its annotation's value).
+    let answered = answer_release(api, &hr, None, jiff::Timestamp::now())
+        .await
+        .unwrap_or_else(|e| panic!("{side}: answer: {e}"));
     let obj: DynamicObject = serde_json::from_value(answered).expect("dynamic object");
     let verdict = judge(Some(&obj), "cilium", "2026-12-03T10:02:00.123456789Z");
     assert!(

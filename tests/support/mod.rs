@@ -471,3 +471,19 @@ pub fn read_lines(p: &Path) -> Vec<String> {
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/exec")
 }
+
+/// The real Flux CLI that tests/flux/build.sh built (`$HK_FLUX_BIN_DIR`, else
+/// target/flux-bin). Missing = FAIL with the build hint, never a skip.
+pub fn flux_bin() -> PathBuf {
+    let dir = std::env::var_os("HK_FLUX_BIN_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/flux-bin"));
+    let bin = dir.join("flux");
+    assert!(
+        bin.is_file(),
+        "{} not found: run `bash tests/flux/build.sh` (tests/run-all.sh does, and exports HK_FLUX_BIN_DIR)",
+        bin.display()
+    );
+    bin
+}

@@ -11,7 +11,8 @@
 //! controller (a node silent past the grace period NotReady, and every pod on it
 //! unready until its kubelet posts again), the kubelets renewing
 //! theirs and stopping a deleted pod after its grace period (scaled by the scenario's time
-//! scale), Flux answering a reconcile request, the DaemonSet controller replacing a missing
+//! scale), Flux's helm- and kustomize-controller ([`super::flux`]: a reconcile request, a
+//! resume, never a suspended object), the DaemonSet controller replacing a missing
 //! pod and rolling a new generation (`rollout restart`, a Flux upgrade) one node at a time,
 //! never past an unready pod, the events each of them records, and the scenario's faults on
 //! their timeline and as they arrive live (the console's `:fault`, through
@@ -40,8 +41,7 @@ use super::kube::logs::Logs;
 use super::kube::{micro_time, EventType, ObjRef, Origin, SimError, Store, StoreEvent};
 use super::scenario::{AgentsDial, EnvState, Fault};
 
-/// The annotation Flux's `reconcile` verb sets; a change asks for a reconcile.
-pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
+pub use super::flux::REQUESTED_AT;
 const NS: &str = "kube-system";
 
 /// What the simulation knows of one environment (from the demo repo).
@@ -646,9 +646,11 @@ fn lease(
 }
 
 fn helmrelease(generation_handled: Option<&str>) -> Value {
-    let mut status = json!({"conditions": [{"type": "Ready", "status": "True",
+    // Seeded at generation 1, which helm-controller has observed.
+    let mut status = json!({"observedGeneration": 1,
+        "conditions": [{"type": "Ready", "status": "True",
         "reason": "UpgradeSucceeded", "message": "Helm upgrade succeeded",
-        "lastTransitionTime": time(jiff::Timestamp::now())}]});
+        "observedGeneration": 1, "lastTransitionTime": time(jiff::Timestamp::now())}]});
     if let Some(at) = generation_handled {
         status["lastHandledReconcileAt"] = json!(at);
     }
@@ -948,11 +950,6 @@ fn agent_stops(logs: Option<&Logs>, pod: &str) {
     }
 }
 
-fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.pointer(&format!("/metadata/annotations/{}", key.replace('/', "~1")))
-        .and_then(Value::as_str)
-}
-
 /// One change the controllers react to, from either kind of API server.
 #[derive(Debug, Clone)]
 pub struct Change {
@@ -1235,6 +1232,11 @@ struct Controllers<C> {
     released: bool,
     /// kube-vip pods whose container has been told to stop (each releases at most once).
     vip_stopped: std::collections::BTreeSet<String>,
+    /// The cilium release's Helm revision (the install was 1; each upgrade adds one).
+    helm_revision: u64,
+    /// Each Flux object's spec (without `suspend`) as last reconciled, by `Kind/ns/name`:
+    /// a due reconcile of another spec is one the simulation cannot play.
+    flux_specs: BTreeMap<String, Value>,
     cancel: CancellationToken,
 }
 
@@ -1249,11 +1251,24 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         let n = env.servers.len();
         let (rolled, _) = ds_meta(&t.api).await;
         let (vip_rolled, _) = ds_meta_of(&t.api, &vip_ds_ref()).await;
+        let mut flux_specs = BTreeMap::new();
+        for (api_version, kind) in FLUX_KINDS {
+            for o in t
+                .api
+                .objects(api_version, kind, None)
+                .await
+                .unwrap_or_default()
+            {
+                flux_specs.insert(flux_key(&o), super::flux::spec_but_suspend(&o));
+            }
+        }
         Controllers {
+            flux_specs,
             node_renewed: vec![tokio::time::Instant::now(); n],
             not_ready: vec![false; n],
             released: false,
             vip_stopped: std::collections::BTreeSet::new(),
+            helm_revision: 1,
             vip_created: vec![1; n],
             vip_rolled,
             holder: state
@@ -1332,29 +1347,13 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
     /// controller replaces it), a client's change of the pod template (`rollout restart`).
     async fn react(&mut self, e: &Change) {
         match (e.kind, e.event, e.by_client) {
-            ("HelmRelease", EventType::Modified, true) if e.name == "cilium" => {
-                let asked = annotation(&e.object, REQUESTED_AT).map(str::to_string);
-                let before = e
-                    .prev
-                    .as_ref()
-                    .and_then(|p| annotation(p, REQUESTED_AT))
-                    .map(str::to_string);
-                if let Some(at) = asked.filter(|a| Some(a) != before.as_ref()) {
-                    self.reconcile(&at).await;
-                }
-            }
-            ("Kustomization", EventType::Modified, true) => {
-                let asked = annotation(&e.object, REQUESTED_AT);
-                let before = e.prev.as_ref().and_then(|p| annotation(p, REQUESTED_AT));
-                if let Some(at) = asked.filter(|a| Some(*a) != before) {
-                    if let Err(err) =
-                        super::flux_applied::answer_kustomization(&self.t.api, &e.object, at).await
-                    {
-                        tracing::warn!(
-                            "simulated cluster: answering a Kustomization reconcile: {err}"
-                        );
-                    }
-                }
+            // Flux's controllers act on what the object asks now (a request not yet handled,
+            // a generation not yet observed, never while suspended), read afresh: a change
+            // seen late, or their own status write coming back from a real server's watch,
+            // asks nothing.
+            ("HelmRelease", EventType::Modified, _) => self.flux_release(&e.object).await,
+            ("Kustomization", EventType::Modified, _) => {
+                self.flux_kustomization(&e.object).await;
             }
             ("Pod", EventType::Modified, true) => {
                 let marked = e.object.pointer("/metadata/deletionTimestamp").is_some();
@@ -2460,37 +2459,170 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         }
     }
 
-    /// Flux: the release is upgraded at once (Ready, request handled); when the fix changes
-    /// what the agents dial, the DaemonSet's template changes and the new generation rolls.
+    /// helm-controller on a HelmRelease that changed: the modelled cilium release answers a
+    /// new reconcile request with the scenario's upgrade ([`Self::reconcile`]); any other due
+    /// reconcile of the spec last reconciled (a resumed release) finds the release in sync:
+    /// handled, observed, Ready, no upgrade. A spec a client changed otherwise is not played
+    /// ([`super::flux::not_simulated`]).
+    async fn flux_release(&mut self, changed: &Value) {
+        let r = flux_ref("helm.toolkit.fluxcd.io/v2", "HelmRelease", changed);
+        let Some(due) = self.flux_due(&r).await else {
+            return;
+        };
+        match due {
+            super::flux::Due::Request(at) if r == cilium_release() => self.reconcile(&at).await,
+            _ => {
+                let answered =
+                    super::flux::answer_release(&self.t.api, &r, None, jiff::Timestamp::now());
+                if let Err(e) = answered.await {
+                    tracing::warn!("simulated helm-controller: answering {r}: {e}");
+                }
+            }
+        }
+        self.flux_reconciled(&r).await;
+    }
+
+    /// kustomize-controller on a Kustomization that changed: a due reconcile of the spec last
+    /// reconciled is answered; another spec is not played. One that applied the cilium
+    /// release while the scenario's fix is pending applies it: the release's values change
+    /// (its `Progressing` event says the release was configured), the Kustomization reports
+    /// Ready, then helm-controller upgrades the release.
+    async fn flux_kustomization(&mut self, changed: &Value) {
+        let started = tokio::time::Instant::now();
+        let r = flux_ref("kustomize.toolkit.fluxcd.io/v1", "Kustomization", changed);
+        if self.flux_due(&r).await.is_none() {
+            return;
+        }
+        let applies_release = self
+            .t
+            .api
+            .fetch(&r)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|ks| super::flux_applied::in_inventory(&ks, &cilium_release()));
+        // A suspended release is not upgraded by helm-controller; the simulation then does
+        // not apply the fix to it either (it plays the two together), so the drift stays
+        // visible to `flux diff` until the release is resumed and reconciled.
+        let release_suspended = self
+            .t
+            .api
+            .fetch(&cilium_release())
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|hr| hr.pointer("/spec/suspend") == Some(&json!(true)));
+        let fix = if applies_release && !release_suspended {
+            self.apply_pending_fix().await
+        } else {
+            None
+        };
+        if fix.is_some() {
+            super::flux::configured(&self.t.api, &r, &cilium_release()).await;
+        }
+        let answered = super::flux::answer_kustomization(
+            &self.t.api,
+            &r,
+            started.elapsed(),
+            jiff::Timestamp::now(),
+        );
+        if let Err(e) = answered.await {
+            tracing::warn!("simulated kustomize-controller: answering {r}: {e}");
+        }
+        self.flux_reconciled(&r).await;
+        if fix.is_some() {
+            self.helm_upgrade(fix, &format!("applied by {r}")).await;
+            self.flux_reconciled(&cilium_release()).await;
+        }
+    }
+
+    /// What the Flux object `r` is due, when it is due a reconcile the simulation plays.
+    /// Otherwise `None`, having answered what it can: a request on an object served
+    /// NotSimulated only marked handled; a spec not the one last reconciled marked
+    /// NotSimulated.
+    async fn flux_due(&mut self, r: &ObjRef) -> Option<super::flux::Due> {
+        let now = self.t.api.fetch(r).await.ok().flatten()?;
+        let due = super::flux::due(&now);
+        if due == super::flux::Due::Nothing {
+            return None;
+        }
+        let answered = if super::flux::is_not_simulated(&now) {
+            super::flux::handled_only(&self.t.api, r).await
+        } else if self.flux_specs.get(&flux_key(&now)) != Some(&super::flux::spec_but_suspend(&now))
+        {
+            let why = format!(
+                "a change of this {}'s spec other than suspend is not simulated (what Flux would apply for it is not played); the simulation plays suspend, resume and reconcile",
+                r.kind
+            );
+            super::flux::not_simulated(&self.t.api, r, &why, jiff::Timestamp::now()).await
+        } else {
+            return Some(due);
+        };
+        if let Err(e) = answered {
+            tracing::warn!("simulated Flux: answering {r}: {e}");
+        }
+        None
+    }
+
+    /// After a reconcile the simulation played: the spec it leaves is the one reconciled.
+    async fn flux_reconciled(&mut self, r: &ObjRef) {
+        if let Ok(Some(o)) = self.t.api.fetch(r).await {
+            self.flux_specs
+                .insert(flux_key(&o), super::flux::spec_but_suspend(&o));
+        }
+    }
+
+    /// helm-controller on the cilium release's reconcile request: when the scenario's fix is
+    /// pending, the release's values change first (the sim's compression of the fixed repo
+    /// reaching the release), then the Helm upgrade ([`Self::helm_upgrade`]). Otherwise the
+    /// release is in sync: handled, Ready, nothing upgraded.
     async fn reconcile(&mut self, requested_at: &str) {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let release = ObjRef::new(
-            "helm.toolkit.fluxcd.io/v2",
-            "HelmRelease",
-            Some(NS),
-            "cilium",
-        );
-        if let Err(e) = super::flux::answer_reconcile(
+        let fix = self.apply_pending_fix().await;
+        self.helm_upgrade(fix, requested_at).await;
+    }
+
+    /// The scenario's fix, when one is pending (the agents do not dial what the repo says
+    /// yet), applied to the cilium release's values: what the agents will dial and the
+    /// first server's address for the template.
+    async fn apply_pending_fix(&mut self) -> Option<(AgentsDial, String)> {
+        let target = self
+            .state
+            .agents_dial_after_reconcile
+            .filter(|t| *t != self.agents_dial)?;
+        let host0 = self.env.dial(target, 0);
+        let release = cilium_release();
+        if let Err(e) = super::flux_applied::release_dials(&self.t.api, &release, &host0).await {
+            tracing::warn!("simulated cluster: the values of {release}: {e}");
+        }
+        Some((target, host0))
+    }
+
+    /// helm-controller reports the cilium release reconciled (Ready for its generation, the
+    /// request handled; with `fix`, a Helm upgrade and its `UpgradeSucceeded` event), then
+    /// the upgrade changes the DaemonSet's template and the new generation rolls.
+    async fn helm_upgrade(&mut self, fix: Option<(AgentsDial, String)>, why: &str) {
+        let release = cilium_release();
+        let upgrade = fix.as_ref().map(|_| {
+            self.helm_revision += 1;
+            super::flux::Upgrade {
+                revision: self.helm_revision,
+            }
+        });
+        if let Err(e) = super::flux::answer_release(
             &self.t.api,
             &release,
-            requested_at,
+            upgrade.as_ref(),
             jiff::Timestamp::now(),
         )
         .await
         {
-            tracing::warn!("simulated cluster: answering the reconcile of {release}: {e}");
+            tracing::warn!("simulated cluster: answering the reconcile of {release} ({why}): {e}");
         }
-        let Some(target) = self.state.agents_dial_after_reconcile else {
+        let Some((target, host0)) = fix else {
             return;
         };
-        if target == self.agents_dial {
-            return;
-        }
         self.agents_dial = target;
-        let host0 = self.env.dial(target, 0);
-        if let Err(e) = super::flux_applied::release_dials(&self.t.api, &release, &host0).await {
-            tracing::warn!("simulated cluster: the upgrade of {release}: {e}");
-        }
         // helm upgrade: the template's containers change; whatever else a client set on the
         // DaemonSet (a restartedAt annotation) stays.
         let _ = self
@@ -2503,4 +2635,42 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             .await;
         self.roll().await;
     }
+}
+
+/// The Flux kinds whose reconciles the simulation plays.
+const FLUX_KINDS: [(&str, &str); 2] = [
+    ("helm.toolkit.fluxcd.io/v2", "HelmRelease"),
+    ("kustomize.toolkit.fluxcd.io/v1", "Kustomization"),
+];
+
+/// `Kind/namespace/name` of a Flux object.
+fn flux_key(o: &Value) -> String {
+    let f = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("");
+    format!(
+        "{}/{}/{}",
+        f("/kind"),
+        f("/metadata/namespace"),
+        f("/metadata/name")
+    )
+}
+
+/// The Flux object `changed` is, as a reference of `kind`.
+fn flux_ref(api_version: &str, kind: &str, changed: &Value) -> ObjRef {
+    let f = |p: &str| changed.pointer(p).and_then(Value::as_str);
+    ObjRef::new(
+        api_version,
+        kind,
+        f("/metadata/namespace"),
+        f("/metadata/name").unwrap_or(""),
+    )
+}
+
+/// The HelmRelease whose upgrades the simulation plays (the cilium agents').
+fn cilium_release() -> ObjRef {
+    ObjRef::new(
+        "helm.toolkit.fluxcd.io/v2",
+        "HelmRelease",
+        Some(NS),
+        "cilium",
+    )
 }

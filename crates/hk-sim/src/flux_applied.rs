@@ -3,8 +3,12 @@
 //! apply, substituted), so `kubectl get kustomizations,helmreleases -A` and k9s show the repo's
 //! objects, not made-up ones.
 //!
-//! Owns: which of those objects the simulation serves, their reconciled status, and answering
-//! a reconcile request on a Kustomization.
+//! Owns: which of those objects the simulation serves, and their reconciled state as
+//! kustomize-controller leaves it: each Kustomization's status (Ready, the revision, and
+//! `status.inventory`: one entry per object it applied that the simulation serves, in Flux's
+//! `namespace_name_group_Kind` id, what `flux tree` and `flux diff` read), and the owner
+//! labels (`kustomize.toolkit.fluxcd.io/name`, `/namespace`) on the objects it applied.
+//! Answering reconcile requests is Flux's controllers' ([`super::flux`]).
 //! Must not: pretend. A Kustomization whose objects cannot be told (an unread
 //! `substituteFrom` source, an unmodelled spec field) is served Ready=Unknown with the reason
 //! in its message; kinds the simulation does not serve (sources, plain manifests) are left
@@ -79,11 +83,24 @@ pub fn from_repo(root: &Path, overlay: &Path) -> (FluxObjects, Option<String>) {
         else {
             continue;
         };
+        let owner = (
+            ks["metadata"]["name"].as_str().unwrap_or("").to_string(),
+            ks["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+        );
         ks["status"] = match objects {
             Ok(objs) => {
+                let applied: Vec<Value> = objs
+                    .iter()
+                    .filter(|o| served(o))
+                    .map(|o| owned_by(o.clone(), &owner))
+                    .collect();
                 out.releases.extend(
-                    objs.iter()
-                        .filter(|o| is_kind(o, HELM_GROUP, "HelmRelease") && served(o))
+                    applied
+                        .iter()
+                        .filter(|o| is_kind(o, HELM_GROUP, "HelmRelease"))
                         .cloned(),
                 );
                 let mut s = ready(
@@ -93,11 +110,14 @@ pub fn from_repo(root: &Path, overlay: &Path) -> (FluxObjects, Option<String>) {
                     now,
                 );
                 s["lastAppliedRevision"] = json!(REVISION);
+                s["lastAttemptedRevision"] = json!(REVISION);
+                s["inventory"] =
+                    json!({"entries": applied.iter().map(inventory_entry).collect::<Vec<_>>()});
                 s
             }
             Err(e) => ready(
                 "Unknown",
-                "NotSimulated",
+                super::flux::NOT_SIMULATED,
                 &format!(
                     "hk-console simulation: what this Kustomization applies cannot be told: {e}"
                 ),
@@ -109,6 +129,44 @@ pub fn from_repo(root: &Path, overlay: &Path) -> (FluxObjects, Option<String>) {
     (out, None)
 }
 
+/// `o` with the labels kustomize-controller puts on every object a Kustomization applies
+/// (`owner`: its name and namespace), which `flux diff` builds too.
+fn owned_by(mut o: Value, owner: &(String, String)) -> Value {
+    if !o["metadata"]["labels"].is_object() {
+        o["metadata"]["labels"] = json!({});
+    }
+    o["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"] = json!(owner.0);
+    o["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/namespace"] = json!(owner.1);
+    o
+}
+
+/// An object's entry in a Kustomization's `status.inventory`: its id as Flux writes it
+/// (cli-utils' ObjMetadata: `namespace_name_group_Kind`, the namespace empty for a
+/// cluster-scoped object, the group empty for the core one) and its version.
+fn inventory_entry(o: &Value) -> Value {
+    let api_version = o["apiVersion"].as_str().unwrap_or("");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    json!({"id": format!("{}_{}_{group}_{}",
+            o["metadata"]["namespace"].as_str().unwrap_or(""),
+            o["metadata"]["name"].as_str().unwrap_or(""),
+            o["kind"].as_str().unwrap_or("")),
+        "v": version})
+}
+
+/// Whether the Kustomization `ks` applied the object `r` (its `status.inventory` lists it).
+pub fn in_inventory(ks: &Value, r: &ObjRef) -> bool {
+    let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let id = format!(
+        "{}_{}_{group}_{}",
+        r.namespace.as_deref().unwrap_or(""),
+        r.name,
+        r.kind
+    );
+    ks.pointer("/status/inventory/entries")
+        .and_then(Value::as_array)
+        .is_some_and(|es| es.iter().any(|e| e["id"] == id.as_str()))
+}
+
 /// `namespace/name` of an object.
 fn display(o: &Value) -> String {
     let name = o["metadata"]["name"].as_str().unwrap_or("");
@@ -116,15 +174,6 @@ fn display(o: &Value) -> String {
         Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
         _ => name.to_string(),
     }
-}
-
-fn obj_ref(o: &Value) -> ObjRef {
-    ObjRef::new(
-        o["apiVersion"].as_str().unwrap_or(""),
-        o["kind"].as_str().unwrap_or(""),
-        o["metadata"]["namespace"].as_str(),
-        o["metadata"]["name"].as_str().unwrap_or(""),
-    )
 }
 
 /// Put `flux`'s objects into the cluster: their namespaces first (as Flux's bootstrap would
@@ -198,24 +247,6 @@ pub async fn release_dials<C: ClusterApi>(
     Ok(())
 }
 
-/// Flux answers a reconcile request on a Kustomization `ks` (its `requestedAt` annotation
-/// changed): handled, Ready as before.
-pub async fn answer_kustomization<C: ClusterApi>(
-    api: &C,
-    ks: &Value,
-    requested_at: &str,
-) -> Result<(), SimError> {
-    if !is_kind(ks, FLUX_KS_GROUP, "Kustomization") {
-        return Ok(());
-    }
-    api.patch_status(
-        &obj_ref(ks),
-        json!({"lastHandledReconcileAt": requested_at}),
-    )
-    .await?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,6 +270,27 @@ mod tests {
         assert_ne!(host, "0.0.0.0");
         assert!(!host.contains('$'), "{host}");
         assert!(hr["spec"]["values"]["k8sServicePort"].is_number());
+        // As kustomize-controller leaves them: the inventory `flux tree` lists, and the
+        // owner labels on what it applied.
+        assert_eq!(
+            ks["status"]["inventory"],
+            json!({"entries": [{"id": "kube-system_cilium_helm.toolkit.fluxcd.io_HelmRelease",
+                "v": "v2"}]})
+        );
+        let cilium = ObjRef::new(
+            "helm.toolkit.fluxcd.io/v2",
+            "HelmRelease",
+            Some("kube-system"),
+            "cilium",
+        );
+        assert!(in_inventory(ks, &cilium));
+        let other = ObjRef::new("helm.toolkit.fluxcd.io/v2", "HelmRelease", None, "cilium");
+        assert!(!in_inventory(ks, &other));
+        assert_eq!(
+            hr["metadata"]["labels"],
+            json!({"kustomize.toolkit.fluxcd.io/name": "platform",
+                "kustomize.toolkit.fluxcd.io/namespace": "flux-system"})
+        );
     }
 
     #[test]

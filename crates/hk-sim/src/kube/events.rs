@@ -78,6 +78,21 @@ pub async fn record<C: ClusterApi>(
     message: &str,
     src: Source<'_>,
 ) -> Result<(), SimError> {
+    record_annotated(store, inv, &[], type_, reason, message, src).await
+}
+
+/// [`record`] with the event's own `annotations`, as client-go's `AnnotatedEventf` makes it
+/// (Flux's controllers put the revision there). An aggregated event keeps the annotations it
+/// was first recorded with, as client-go's correlator does.
+pub async fn record_annotated<C: ClusterApi>(
+    store: &C,
+    inv: &Involved,
+    annotations: &[(&str, &str)],
+    type_: &str,
+    reason: &str,
+    message: &str,
+    src: Source<'_>,
+) -> Result<(), SimError> {
     let ns = inv.namespace.clone().unwrap_or_else(|| "default".into());
     let now = now_seconds();
     let stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
@@ -124,10 +139,18 @@ pub async fn record<C: ClusterApi>(
     }
     // client-go names an event after its object and the time in hex nanoseconds.
     let nanos = u128::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(0);
+    let mut metadata = json!({"name": format!("{}.{nanos:x}", inv.name), "namespace": ns});
+    if !annotations.is_empty() {
+        let a: serde_json::Map<String, Value> = annotations
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), json!(v)))
+            .collect();
+        metadata["annotations"] = Value::Object(a);
+    }
     store
         .apply(json!({
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": format!("{}.{nanos:x}", inv.name), "namespace": ns},
+            "metadata": metadata,
             "involvedObject": involved,
             "reason": reason, "message": message, "type": type_,
             "source": source,

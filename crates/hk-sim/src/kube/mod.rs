@@ -32,7 +32,8 @@
 //! list_kind`): an apply through a list of another type is refused (501), an Update owns
 //! such a list whole; a `null` in an apply configuration outside `metadata` is refused
 //! (501); Update managers are not capped at ten; no defaulting of omitted fields, no validation beyond names, types and Strict's
-//! unknown fields, no `metadata.finalizers` semantics, `deletecollection`, `dryRun`, `exec`
+//! unknown fields, no `metadata.finalizers` semantics, `deletecollection`, a `dryRun` other
+//! than a PATCH's `dryRun=All` (answered, nothing stored: `flux diff`'s dry-run apply), `exec`
 //! (with `attach` and `portforward`: 501), OpenAPI v2 and YAML responses are not served, a deleted namespace goes at once with its
 //! objects (there is no Terminating phase), aggregated discovery is not served (the legacy
 //! documents are).

@@ -826,13 +826,16 @@ const KNOWN_PARAMS: [&str; 16] = [
 
 /// `strict_checked`: a write whose body the server checks field by field, so Strict field
 /// validation holds. `apply`: a server-side apply, where `force` means what it says (field
-/// ownership is modelled, `fields`).
-fn unmodelled_param(q: &Query, strict_checked: bool, apply: bool) -> Option<String> {
+/// ownership is modelled, `fields`). `patch`: a PATCH, whose `dryRun=All` is modelled (the
+/// store answers what it would store and stores nothing: `flux diff`'s server-side dry-run
+/// apply); a dry run of any other write is not.
+fn unmodelled_param(q: &Query, strict_checked: bool, apply: bool, patch: bool) -> Option<String> {
     q.pairs().find_map(|(k, v)| {
         let known = KNOWN_PARAMS.contains(&k)
             || (k == "fieldValidation" && v == "Ignore")
             || (k == "fieldValidation" && v == "Strict" && strict_checked)
-            || (k == "force" && (v == "true" || v == "false") && apply);
+            || (k == "force" && (v == "true" || v == "false") && apply)
+            || (k == "dryRun" && v == "All" && patch);
         (!known).then(|| format!("?{k}={v}"))
     })
 }
@@ -987,7 +990,8 @@ async fn objects(
         );
         return ("patch", error_response(&e));
     }
-    if let Some(p) = unmodelled_param(q, writes, is_apply) {
+    let is_patch = req.method() == Method::PATCH;
+    if let Some(p) = unmodelled_param(q, writes, is_apply, is_patch) {
         return ("unknown", error_response(&ApiError::not_simulated(501, &p)));
     }
     let user_agent = req
@@ -1098,8 +1102,12 @@ async fn objects(
                         if strict {
                             strict_patch(store, res, ns, name, kind, &p, &b)?;
                         }
-                        let force = q.get("force") == Some("true");
-                        patch_tracked(store, res, (ns, name), kind, p, sub, (&manager, force))
+                        let how = Write {
+                            manager: &manager,
+                            force: q.get("force") == Some("true"),
+                            dry_run: q.get("dryRun") == Some("All"),
+                        };
+                        patch_tracked(store, res, (ns, name), kind, p, sub, how)
                     }),
                 },
                 Err(e) => Err(e),
@@ -1166,9 +1174,32 @@ fn update_tracked(
     })
 }
 
+/// How a PATCH writes: its field manager, `force`, and whether it is a dry run.
+struct Write<'a> {
+    manager: &'a str,
+    force: bool,
+    dry_run: bool,
+}
+
+/// The store's write of `f`'s object, or with `dry_run` what it would store (nothing is).
+fn store_write(
+    store: &Store,
+    dry_run: bool,
+    res: &'static ResourceType,
+    (ns, name): (Option<&str>, &str),
+    sub: Sub,
+    f: impl FnOnce(Option<&Value>) -> Result<Value, ApiError>,
+) -> Result<Object, ApiError> {
+    if dry_run {
+        store.dry_run_with(res, ns, name, sub, Origin::Api, f)
+    } else {
+        store.write_with(res, ns, name, sub, Origin::Api, f)
+    }
+}
+
 /// A PATCH: a server-side apply (field ownership, conflicts, `force`), or another patch
 /// type applied to the live object as an Update by the manager. A server-side apply of a
-/// missing object creates it.
+/// missing object creates it. A dry run goes through every check and stores nothing.
 fn patch_tracked(
     store: &Store,
     res: &'static ResourceType,
@@ -1176,8 +1207,13 @@ fn patch_tracked(
     kind: PatchType,
     p: Value,
     sub: Sub,
-    (manager, force): (&str, bool),
+    how: Write<'_>,
 ) -> Result<Object, ApiError> {
+    let Write {
+        manager,
+        force,
+        dry_run,
+    } = how;
     if res.custom && kind == PatchType::Strategic {
         return Err(ApiError::unsupported_media_type(
             "application/strategic-merge-patch+json",
@@ -1205,14 +1241,14 @@ fn patch_tracked(
             force,
             strict_lists: true,
         };
-        return store.write_with(res, ns, name, sub, Origin::Api, |live| {
+        return store_write(store, dry_run, res, (ns, name), sub, |live| {
             if live.is_none() && sub == Sub::Status {
                 return Err(ApiError::not_found(res, name));
             }
             fields::track_apply(res, sub, live, &config, opts)
         });
     }
-    store.write_with(res, ns, name, sub, Origin::Api, |live| {
+    store_write(store, dry_run, res, (ns, name), sub, |live| {
         let Some(live) = live else {
             return Err(ApiError::not_found(res, name));
         };

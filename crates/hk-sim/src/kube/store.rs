@@ -540,8 +540,21 @@ impl Store {
         &self,
         res: &'static ResourceType,
         ns: Option<&str>,
+        obj: Value,
+        origin: Origin,
+    ) -> Result<Object, ApiError> {
+        self.create_as(res, ns, obj, origin, Write::Commit)
+    }
+
+    /// [`Store::create`], or with [`Write::DryRun`] the object it would store (no
+    /// resourceVersion, as the real server answers a dry-run create), nothing stored.
+    fn create_as(
+        &self,
+        res: &'static ResourceType,
+        ns: Option<&str>,
         mut obj: Value,
         origin: Origin,
+        mode: Write,
     ) -> Result<Object, ApiError> {
         Self::typed_body(res, &mut obj)?;
         let body_ns = meta_str(&obj, "namespace").map(str::to_string);
@@ -607,6 +620,9 @@ impl Store {
         if origin == Origin::Api {
             Self::reset_status_on_create(res, &mut obj);
         }
+        if mode == Write::DryRun {
+            return Ok(Arc::new(obj));
+        }
         Ok(self.commit(&mut inner, key, EventType::Added, Some(obj), None, origin))
     }
 
@@ -659,7 +675,15 @@ impl Store {
             .get(&key)
             .cloned()
             .ok_or_else(|| ApiError::not_found(res, name))?;
-        self.write(&mut inner, res, key, &old, obj, sub, origin)
+        self.write(
+            &mut inner,
+            res,
+            key,
+            &old,
+            (obj, Write::Commit),
+            sub,
+            origin,
+        )
     }
 
     /// The update path shared by PUT and PATCH: preconditions, preserved fields, the status
@@ -671,7 +695,7 @@ impl Store {
         res: &'static ResourceType,
         key: Key,
         old: &Object,
-        mut new: Value,
+        (mut new, mode): (Value, Write),
         sub: Sub,
         origin: Origin,
     ) -> Result<Object, ApiError> {
@@ -772,6 +796,13 @@ impl Store {
         if comparable(&next) == comparable(old) {
             return Ok(old.clone());
         }
+        if mode == Write::DryRun {
+            // What would be stored, at the version it replaces (nothing is committed).
+            with_meta(&mut next, |m| {
+                m.insert("resourceVersion".into(), json!(old_rv))
+            });
+            return Ok(Arc::new(next));
+        }
         Ok(self.commit(
             inner,
             key,
@@ -820,7 +851,15 @@ impl Store {
                 with_meta(&mut doc, |m| m.remove("resourceVersion"));
             }
         }
-        self.write(&mut inner, res, key, &old, doc, sub, origin)
+        self.write(
+            &mut inner,
+            res,
+            key,
+            &old,
+            (doc, Write::Commit),
+            sub,
+            origin,
+        )
     }
 
     /// Delete an object; a namespace takes its objects with it.
@@ -1126,17 +1165,43 @@ impl Store {
         origin: Origin,
         f: impl FnOnce(Option<&Value>) -> Result<Value, ApiError>,
     ) -> Result<Object, ApiError> {
+        self.write_as(res, (ns, name), sub, origin, Write::Commit, f)
+    }
+
+    /// [`Store::write_with`] as a dry run (`?dryRun=All`): every check and the object it
+    /// would store, answered; nothing stored, no watch event, no resourceVersion spent.
+    pub fn dry_run_with(
+        &self,
+        res: &'static ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        sub: Sub,
+        origin: Origin,
+        f: impl FnOnce(Option<&Value>) -> Result<Value, ApiError>,
+    ) -> Result<Object, ApiError> {
+        self.write_as(res, (ns, name), sub, origin, Write::DryRun, f)
+    }
+
+    fn write_as(
+        &self,
+        res: &'static ResourceType,
+        (ns, name): (Option<&str>, &str),
+        sub: Sub,
+        origin: Origin,
+        mode: Write,
+        f: impl FnOnce(Option<&Value>) -> Result<Value, ApiError>,
+    ) -> Result<Object, ApiError> {
         let mut inner = self.lock();
         let key = Self::key(res, ns, name);
         match inner.objects.get(&key).cloned() {
             None => {
                 let obj = f(None)?;
                 drop(inner);
-                self.create(res, ns, obj, origin)
+                self.create_as(res, ns, obj, origin, mode)
             }
             Some(old) => {
                 let next = f(Some(&old))?;
-                self.write(&mut inner, res, key, &old, next, sub, origin)
+                self.write(&mut inner, res, key, &old, (next, mode), sub, origin)
             }
         }
     }
@@ -1212,6 +1277,13 @@ impl Store {
             .list(res, namespace, &Selectors::default(), &ListOpts::default())?
             .items)
     }
+}
+
+/// Whether a write is stored or only answered (a dry run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    Commit,
+    DryRun,
 }
 
 /// Which object: apiVersion, kind, namespace (for namespaced kinds) and name.
@@ -1335,6 +1407,49 @@ mod tests {
                 cm("b", "2"),
                 Origin::Api,
             )
+            .expect_err("no namespace");
+        assert_eq!(e.message, "namespaces \"nope\" not found");
+    }
+
+    /// `?dryRun=All` (flux diff's server-side dry-run apply): the object that would be
+    /// stored is answered, at the version it would replace (none for a create), and nothing
+    /// is stored, announced or counted.
+    #[test]
+    fn a_dry_run_answers_the_write_and_stores_nothing() {
+        let s = Store::new(100);
+        let r = res("", "configmaps");
+        let live = s
+            .create(r, Some("kube-system"), cm("a", "1"), Origin::Api)
+            .expect("create");
+        let rv = s.resource_version();
+        let mut feed = s.subscribe();
+        let changed = s
+            .dry_run_with(r, Some("kube-system"), "a", Sub::Main, Origin::Api, |l| {
+                let mut doc = l.cloned().expect("live");
+                doc["data"]["k"] = json!("2");
+                Ok(doc)
+            })
+            .expect("dry run of a change");
+        assert_eq!(changed["data"]["k"], "2");
+        assert_eq!(object_rv(&changed), object_rv(&live));
+        let created = s
+            .dry_run_with(r, Some("kube-system"), "b", Sub::Main, Origin::Api, |l| {
+                assert!(l.is_none());
+                Ok(cm("b", "1"))
+            })
+            .expect("dry run of a create");
+        assert_eq!(meta_str(&created, "resourceVersion"), None);
+        assert_eq!(meta_str(&created, "uid").map(str::len), Some(36));
+        assert_eq!(s.resource_version(), rv);
+        assert!(feed.try_recv().is_err(), "no watch event");
+        let stored = s.get(r, Some("kube-system"), "a").expect("a");
+        assert_eq!(stored["data"]["k"], "1");
+        assert!(s.get(r, Some("kube-system"), "b").is_err());
+        // Its checks are the write's: a create in a missing namespace is refused.
+        let e = s
+            .dry_run_with(r, Some("nope"), "c", Sub::Main, Origin::Api, |_| {
+                Ok(cm("c", "1"))
+            })
             .expect_err("no namespace");
         assert_eq!(e.message, "namespaces \"nope\" not found");
     }
