@@ -113,6 +113,18 @@ fn ready_true(
         "observedGeneration": generation, "lastTransitionTime": since})
 }
 
+/// helm-controller's record of one Helm release revision (`status.history[]`, newest first):
+/// the chart and version it ran and the Helm revision number.
+pub fn history_entry(release: &Value, revision: u64, now: jiff::Timestamp) -> Value {
+    let name = str_at(release, "/metadata/name").unwrap_or_default();
+    let ns = str_at(release, "/metadata/namespace").unwrap_or("default");
+    let chart = str_at(release, "/spec/chart/spec/chart").unwrap_or(name);
+    let version = str_at(release, "/spec/chart/spec/version").unwrap_or(CHART_VERSION);
+    json!({"name": name, "namespace": ns, "chartName": chart, "chartVersion": version,
+        "version": revision, "status": "deployed",
+        "firstDeployed": stamp(now), "lastDeployed": stamp(now)})
+}
+
 /// The status fields every reconcile of `current` sets: the generation observed and the
 /// request handled (the annotation's value, as the controllers copy it whenever it is set).
 fn reconciled(current: &Value) -> Value {
@@ -208,6 +220,14 @@ pub async fn answer_release<C: ClusterApi>(
         generation(&current),
         now
     )]);
+    if let Some(u) = upgrade {
+        // The new Helm revision goes first; the ones before it stay.
+        let mut history = vec![history_entry(&current, u.revision, now)];
+        if let Some(old) = current.pointer("/status/history").and_then(Value::as_array) {
+            history.extend(old.iter().take(4).cloned());
+        }
+        status["history"] = json!(history);
+    }
     let stored = api.patch_status(release, status).await?;
     if let Some(u) = upgrade {
         let chart = str_at(&current, "/spec/chart/spec/chart").unwrap_or(&release.name);

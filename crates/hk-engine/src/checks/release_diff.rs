@@ -103,6 +103,9 @@ pub fn lines(x: &ReleaseNowNext<'_>) -> Vec<String> {
         Some(now) if Some(now) == x.chart_next.as_deref() => {
             format!("chart: {now} now, {chart_next} next (unchanged)")
         }
+        Some(now) if x.chart_next.is_none() => format!(
+            "chart: {now} now; the overlay pins no version, so the newest its source offers is next"
+        ),
         Some(now) => format!("chart: {now} now -> {chart_next} next"),
         None => format!(
             "chart: the version running now is not recorded in the release's status; {chart_next} next"
