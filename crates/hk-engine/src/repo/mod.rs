@@ -1,6 +1,7 @@
 //! The infra repo as data. Owns: reading `hk-console.yaml`, the Ansible inventory and its
 //! vars files, Flux overlays and templates; resolving Jinja; deriving environments.
 //! Must not: run ansible, talk to hosts, or decrypt vaulted files.
+pub mod ansible_cfg;
 pub mod config;
 pub mod env;
 pub mod flux;
