@@ -28,6 +28,8 @@ mod cli_operator_repo;
 mod fuzz_parsers;
 #[path = "hostile_input.rs"]
 mod hostile_input;
+#[path = "inventory_cfg.rs"]
+mod inventory_cfg;
 #[path = "inventory_parity.rs"]
 mod inventory_parity;
 #[path = "inventory_provenance.rs"]

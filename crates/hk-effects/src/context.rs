@@ -124,12 +124,18 @@ pub fn plan_env(repo: &Repo, env_name: &str, host: Option<&str>) -> Result<PlanE
         what: "API port",
         why: format!(": `k3s_api_port` is `{port_text}`, not a port number"),
     })?;
-    // ansible-playbook runs in the ansible dir, so the inventory is given relative to it.
-    let inventory = repo
-        .inventory_path
-        .strip_prefix(&repo.ansible_dir)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|_| repo.inventory_path.clone());
+    // ansible-playbook runs in the ansible dir, so each source is given relative to it.
+    let inventories = repo
+        .inventory_sources
+        .iter()
+        .map(|p| {
+            p.strip_prefix(&repo.ansible_dir)
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|_| p.clone())
+                .display()
+                .to_string()
+        })
+        .collect();
     Ok(PlanEnv {
         name: env.name.clone(),
         servers: env.servers_group.clone(),
@@ -140,7 +146,7 @@ pub fn plan_env(repo: &Repo, env_name: &str, host: Option<&str>) -> Result<PlanE
         api_port,
         operator_present: env.operator_present,
         protected: env.protected,
-        inventory: inventory.display().to_string(),
+        inventories,
         ansible_dir: repo.ansible_dir.display().to_string(),
         kubeconfig: env
             .kubeconfig_name

@@ -96,6 +96,23 @@ pub enum InventoryOrigin {
     Default,
 }
 
+impl InventoryOrigin {
+    /// Which setting named the inventory, as `envs` says it.
+    pub fn describe(&self) -> String {
+        match self {
+            InventoryOrigin::HkConsoleYaml => "hk-console.yaml `inventory:`".into(),
+            InventoryOrigin::Env => "ANSIBLE_INVENTORY".into(),
+            InventoryOrigin::Cfg { file, line } => {
+                format!("{}:{line} `inventory =`", file.display())
+            }
+            InventoryOrigin::Default => format!(
+                "hk-console's default {}: neither hk-console.yaml `inventory:`, ANSIBLE_INVENTORY nor an ansible.cfg names one",
+                super::config::DEFAULT_INVENTORY
+            ),
+        }
+    }
+}
+
 impl AnsibleCfg {
     /// The configuration ansible-playbook run in `ansible_dir` reads: `ANSIBLE_CONFIG`
     /// (relative to `ansible_dir`), else the first of `ansible_dir/ansible.cfg`,

@@ -19,7 +19,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use self::config::{Config, ConfigError};
+use self::ansible_cfg::{AnsibleCfg, AnsibleEnv, InventoryOrigin};
+use self::config::{Config, ConfigError, DEFAULT_INVENTORY};
 use self::env::{Environment, HostFacts};
 use self::inventory::{Inventory, InventoryError};
 use self::resolve::{GroupMap, Groups, HostContext, Resolved, Resolver};
@@ -43,8 +44,13 @@ pub struct Repo {
     pub config: Config,
     /// `root/ansible_dir`: where ansible-playbook runs.
     pub ansible_dir: PathBuf,
-    /// `root/inventory`.
+    /// The first of [`Repo::inventory_sources`] (where messages point, and whose directory
+    /// holds the group_vars/host_vars the vault scan reads).
     pub inventory_path: PathBuf,
+    /// Every inventory source, in order, as ansible-playbook is given them (`-i` each).
+    pub inventory_sources: Vec<PathBuf>,
+    /// Which setting named them.
+    pub inventory_origin: InventoryOrigin,
     /// Shared with the `groups` map below, which is made from it when first read.
     pub inventory: Arc<Inventory>,
     pub environments: Vec<Environment>,
@@ -62,6 +68,24 @@ type RolesCache = BTreeMap<Vec<String>, Result<Arc<roles::PlayRoles>, roles::Rol
 /// documentation values, not an operator's hosts.
 pub fn bundled_sample_dir() -> PathBuf {
     Path::new(env!("HK_SOURCE_ROOT")).join("inventory")
+}
+
+/// The inventory sources of a repo and which setting named them: hk-console.yaml's
+/// `inventory:`, else what ansible-playbook in the Ansible directory uses with no `-i`
+/// (`ANSIBLE_INVENTORY`, then ansible.cfg's `inventory =`), else [`DEFAULT_INVENTORY`].
+/// Never empty.
+pub fn inventory_sources(
+    root: &Path,
+    ansible_dir: &Path,
+    config: &Config,
+) -> (Vec<PathBuf>, InventoryOrigin) {
+    if let Some(p) = &config.inventory {
+        return (vec![root.join(p)], InventoryOrigin::HkConsoleYaml);
+    }
+    match AnsibleCfg::load(ansible_dir, &AnsibleEnv::from_process()).inventory() {
+        Some((list, origin)) if !list.is_empty() => (list, origin),
+        _ => (vec![root.join(DEFAULT_INVENTORY)], InventoryOrigin::Default),
+    }
 }
 
 impl Repo {
@@ -89,8 +113,10 @@ impl Repo {
     /// A repo read with `config` instead of its `hk-console.yaml` (which `init` proposes
     /// when there is none).
     pub fn load_with(root: &Path, config: Config) -> Result<Repo, RepoError> {
-        let inventory_path = root.join(&config.inventory);
-        let inventory = Arc::new(Inventory::load(&inventory_path)?);
+        let ansible_dir = root.join(&config.ansible_dir);
+        let (inventory_sources, inventory_origin) = inventory_sources(root, &ansible_dir, &config);
+        let inventory_path = inventory_sources[0].clone();
+        let inventory = Arc::new(Inventory::load_sources(&inventory_sources)?);
         // Every host name copied twice (under `all` and its group): for 2,000 hosts no
         // environment uses, that is most of a command's work, and few templates read it.
         let groups = {
@@ -99,8 +125,10 @@ impl Repo {
         };
         let mut repo = Repo {
             root: root.to_path_buf(),
-            ansible_dir: root.join(&config.ansible_dir),
+            ansible_dir,
             inventory_path,
+            inventory_sources,
+            inventory_origin,
             inventory,
             environments: Vec::new(),
             config,

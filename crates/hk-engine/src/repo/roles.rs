@@ -76,8 +76,8 @@ pub struct RoleSearch {
     pub cfg: PathBuf,
 }
 
-pub use super::ansible_cfg::AnsibleEnv;
 use super::ansible_cfg::AnsibleCfg;
+pub use super::ansible_cfg::AnsibleEnv;
 
 impl RoleSearch {
     /// As ansible-playbook in `ansible_dir` finds it: `ANSIBLE_ROLES_PATH`, else
@@ -121,7 +121,6 @@ impl RoleSearch {
         }
     }
 }
-
 
 /// The roles of `playbooks` (paths relative to `ansible_dir`), searched for as
 /// ansible-playbook run there with this process's environment would.

@@ -8,8 +8,8 @@
 //! Must not: show, log or return a decrypted value anywhere but inside the [`Redactor`]
 //! (whose `Debug` shows none either). [`VaultScan`]'s `Debug` counts, never lists.
 
-use std::path::{Path, PathBuf};
 use super::ansible_cfg::{AnsibleCfg, AnsibleEnv};
+use std::path::{Path, PathBuf};
 
 use aes::cipher::{KeyIvInit, StreamCipher};
 use hmac::{KeyInit, Mac};
