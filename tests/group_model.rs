@@ -24,6 +24,8 @@ mod check_sample_broken;
 mod cli;
 #[path = "cli_operator_repo.rs"]
 mod cli_operator_repo;
+#[path = "cli_runbooks_repo.rs"]
+mod cli_runbooks_repo;
 #[path = "fuzz_parsers.rs"]
 mod fuzz_parsers;
 #[path = "hostile_input.rs"]

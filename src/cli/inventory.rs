@@ -247,7 +247,7 @@ pub(super) fn play_vars_cmd(
     )?;
     // The runbooks that run this playbook: their own `defaults:` are the lowest layer their
     // plans see (below role defaults), for a value no repo states.
-    let runbooks = crate::context::load_runbooks(cli.runbooks.as_deref())?;
+    let runbooks = super::runbooks_of(cli)?;
     let wanted = normal_playbook(&books[0]);
     let users: Vec<&crate::runbook::schema::Runbook> = runbooks
         .iter()

@@ -69,11 +69,35 @@ pub fn read_runbook_dir(dir: &Path) -> Result<Vec<(String, String)>, ContextErro
 
 /// The built-in runbooks, plus `--runbooks DIR` adding or overriding by id.
 pub fn load_runbooks(dir: Option<&Path>) -> Result<RunbookSet, ContextError> {
-    let overrides = match dir {
-        Some(d) => read_runbook_dir(d)?,
-        None => Vec::new(),
-    };
-    embedded::load(&overrides).map_err(|diagnostics| ContextError::InvalidRunbooks { diagnostics })
+    load_runbooks_of(None, dir)
+}
+
+/// The directory of the operator's own runbooks in an infra repo: `ROOT/runbooks`, when
+/// anything is there (a file of that name is read as a directory and refused, loudly).
+pub fn repo_runbooks_dir(root: &Path) -> Option<std::path::PathBuf> {
+    let d = root.join(REPO_RUNBOOKS_DIR);
+    d.symlink_metadata().is_ok().then_some(d)
+}
+
+/// The infra repo's own runbook directory, relative to its root.
+pub const REPO_RUNBOOKS_DIR: &str = "runbooks";
+
+/// The runbooks a command uses, lowest layer first: the built-in ones, the infra repo's
+/// `runbooks/` (when `repo_root` is given and has one), then `--runbooks DIR`; a higher
+/// layer's id replaces a lower one's. Every file of every layer is validated alike.
+pub fn load_runbooks_of(
+    repo_root: Option<&Path>,
+    dir: Option<&Path>,
+) -> Result<RunbookSet, ContextError> {
+    let mut layers = Vec::new();
+    if let Some(d) = repo_root.and_then(repo_runbooks_dir) {
+        layers.push((embedded::Layer::Repo, read_runbook_dir(&d)?));
+    }
+    if let Some(d) = dir {
+        layers.push((embedded::Layer::Flag, read_runbook_dir(d)?));
+    }
+    embedded::load_layers(&layers)
+        .map_err(|diagnostics| ContextError::InvalidRunbooks { diagnostics })
 }
 
 fn known_fact<'a>(
