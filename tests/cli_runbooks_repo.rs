@@ -73,8 +73,8 @@ fn the_repos_runbooks_dir_is_read_and_the_flag_wins_over_it() {
         rb.join("node-health.yaml"),
         runbook("node-health", "Repo health"),
     )
-    .unwrap();
-    std::fs::write(rb.join("mine.yaml"), runbook("mine", "Repo mine")).unwrap();
+    .expect("write");
+    std::fs::write(rb.join("mine.yaml"), runbook("mine", "Repo mine")).expect("write");
 
     let o = hk(&repo, &["runbooks", "list"]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
@@ -95,7 +95,7 @@ fn the_repos_runbooks_dir_is_read_and_the_flag_wins_over_it() {
     // --runbooks over the repo's: said, with what it replaced.
     let flag = tmp.path().join("flag");
     std::fs::create_dir_all(&flag).expect("mkdir");
-    std::fs::write(flag.join("mine.yaml"), runbook("mine", "Flag mine")).unwrap();
+    std::fs::write(flag.join("mine.yaml"), runbook("mine", "Flag mine")).expect("write");
     let o = hk(
         &repo,
         &[
@@ -132,13 +132,16 @@ fn the_repos_runbooks_dir_is_read_and_the_flag_wins_over_it() {
         .find(|r| r["id"] == "mine")
         .expect("mine");
     assert!(
-        mine["origin"].as_str().unwrap().starts_with("--runbooks: "),
+        mine["origin"]
+            .as_str()
+            .expect("str")
+            .starts_with("--runbooks: "),
         "{mine}"
     );
     assert!(
         mine["replaced"]
             .as_str()
-            .unwrap()
+            .expect("str")
             .starts_with("the repo's runbooks/: "),
         "{mine}"
     );
@@ -150,7 +153,7 @@ fn an_invalid_runbook_in_the_repo_is_refused_with_its_file_and_line() {
     let repo = sample_copy(tmp.path());
     let rb = repo.join("runbooks");
     std::fs::create_dir_all(&rb).expect("mkdir");
-    std::fs::write(rb.join("bad.yaml"), "id: bad\ntitle: x\nsteps: nope\n").unwrap();
+    std::fs::write(rb.join("bad.yaml"), "id: bad\ntitle: x\nsteps: nope\n").expect("write");
     for args in [&["runbooks", "list"][..], &["runbooks", "validate"][..]] {
         let o = hk(&repo, args);
         assert_ne!(o.status.code(), Some(0), "{args:?}: {}", out(&o));

@@ -112,7 +112,7 @@ pub(super) fn validate(cli: &Cli, paths: &[PathBuf]) -> CmdResult {
     Ok(Status::Clean)
 }
 
-/// `runbooks new --playbook P [--id ID] [--out FILE]` (logic: runbook::scaffold).
+/// `runbooks new --playbook P [--id ID] [--out FILE]` (logic: repo::scaffold).
 pub(super) fn new(
     cli: &Cli,
     playbook: &str,
@@ -120,7 +120,7 @@ pub(super) fn new(
     out: Option<&std::path::Path>,
 ) -> CmdResult {
     let repo = super::load_repo(cli)?;
-    let text = crate::runbook::scaffold::scaffold(&repo, playbook, id)
+    let text = crate::repo::scaffold::scaffold(&repo, playbook, id)
         .map_err(|e| Failure::msg(e.to_string()))?;
     match out {
         None => outln!("{}", text.trim_end()),

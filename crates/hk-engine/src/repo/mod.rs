@@ -12,6 +12,7 @@ pub mod provenance;
 pub mod read;
 pub mod resolve;
 pub mod roles;
+pub mod scaffold;
 pub mod vars;
 pub mod vault;
 

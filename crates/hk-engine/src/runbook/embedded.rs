@@ -134,10 +134,11 @@ pub fn load_layers(
         .iter()
         .map(|(name, text)| (name.to_string(), text.to_string()))
         .collect();
-    let all: Vec<(Option<Layer>, &Vec<(String, String)>)> =
-        std::iter::once((None, &embedded_files))
-            .chain(layers.iter().map(|(l, files)| (Some(*l), files)))
-            .collect();
+    // (None: the built-in layer, the files of the layer).
+    type Files = [(String, String)];
+    let all: Vec<(Option<Layer>, &Files)> = std::iter::once((None, embedded_files.as_slice()))
+        .chain(layers.iter().map(|(l, files)| (Some(*l), files.as_slice())))
+        .collect();
     for (layer, files) in all {
         let mut ids_in_layer: BTreeMap<String, String> = BTreeMap::new();
         for (name, text) in files.iter() {

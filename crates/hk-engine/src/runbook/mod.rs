@@ -3,6 +3,5 @@
 pub mod embedded;
 pub mod machine;
 pub mod plan;
-pub mod scaffold;
 pub mod schema;
 pub mod validate;

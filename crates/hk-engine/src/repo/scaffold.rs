@@ -13,7 +13,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::repo::Repo;
+use super::Repo;
 use crate::yaml::{self, Node};
 
 /// How deep `import_playbook` is followed.
