@@ -39,7 +39,7 @@ fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
 }
 
 /// An environment with no Ansible settings but HOME pointing into the temp dir.
-fn isolate(c: &mut Command, tmp: &Path, inventory_env: Option<&str>) {
+fn isolate(c: &mut Command, tmp: &Path, vars: &[(&str, &str)]) {
     for k in [
         "ANSIBLE_CONFIG",
         "ANSIBLE_INVENTORY",
@@ -51,25 +51,23 @@ fn isolate(c: &mut Command, tmp: &Path, inventory_env: Option<&str>) {
     }
     c.env("HOME", tmp.join("home"));
     c.env("XDG_STATE_HOME", tmp.join("state"));
-    if let Some(v) = inventory_env {
-        c.env("ANSIBLE_INVENTORY", v);
-    }
+    c.envs(vars.iter().copied());
 }
 
-fn real_list(tmp: &Path, inventory_env: Option<&str>) -> Value {
+fn real_list(tmp: &Path, vars: &[(&str, &str)]) -> Value {
     let mut c = Command::new(ansible_bin("ansible-inventory"));
     c.arg("--list").current_dir(tmp.join("repo/ansible"));
-    isolate(&mut c, tmp, inventory_env);
+    isolate(&mut c, tmp, vars);
     json(
         c.output().expect("run ansible-inventory"),
         "ansible-inventory",
     )
 }
 
-fn hk(tmp: &Path, args: &[&str], inventory_env: Option<&str>) -> Output {
+fn hk(tmp: &Path, args: &[&str], vars: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_hk-console"));
     c.arg("--repo").arg(tmp.join("repo")).args(args);
-    isolate(&mut c, tmp, inventory_env);
+    isolate(&mut c, tmp, vars);
     c.output().expect("run hk-console")
 }
 
@@ -86,11 +84,12 @@ const ONE: &str = "[g1]\nh1 a=1\n";
 const TWO: &str = "[g2]\nh2\n[g1]\nh3\n";
 const YAML: &str = "all:\n  children:\n    g4:\n      hosts:\n        h4:\n";
 
-/// (name, files, ANSIBLE_INVENTORY, the groups the real tool must show besides ungrouped).
+/// (name, files, environment variables (ANSIBLE_CONFIG, ANSIBLE_INVENTORY), the groups the
+/// real tool must show besides ungrouped).
 type Case = (
     &'static str,
     Vec<(&'static str, &'static str)>,
-    Option<&'static str>,
+    &'static [(&'static str, &'static str)],
     &'static [&'static str],
 );
 
@@ -106,7 +105,7 @@ fn cases() -> Vec<Case> {
                 ("ansible/inv/one.ini", ONE),
                 ("ansible/sub/two#x.ini", TWO),
             ],
-            None,
+            &[],
             &["g1", "g2"],
         ),
         (
@@ -118,7 +117,7 @@ fn cases() -> Vec<Case> {
                 ),
                 ("ansible/one.ini;x # y", ONE),
             ],
-            None,
+            &[],
             &["g1"],
         ),
         (
@@ -133,7 +132,7 @@ fn cases() -> Vec<Case> {
                 ("invdir/20-four.yml", YAML),
                 ("invdir/ignored.cfg", "not an inventory"),
             ],
-            None,
+            &[],
             &["g1", "g2", "g4"],
         ),
         (
@@ -142,7 +141,7 @@ fn cases() -> Vec<Case> {
                 ("ansible/ansible.cfg", "[defaults]\ninventory = ,\n"),
                 ("ansible/hosts.ini", ONE),
             ],
-            None,
+            &[],
             &["g1"],
         ),
         (
@@ -151,7 +150,7 @@ fn cases() -> Vec<Case> {
                 ("~/.ansible.cfg", "[defaults]\ninventory = mine.ini\n"),
                 ("~/mine.ini", TWO),
             ],
-            None,
+            &[],
             &["g1", "g2"],
         ),
         (
@@ -161,8 +160,28 @@ fn cases() -> Vec<Case> {
                 ("ansible/one.ini", ONE),
                 ("ansible/four.yml", YAML),
             ],
-            Some("four.yml"),
+            &[("ANSIBLE_INVENTORY", "four.yml")],
             &["g4"],
+        ),
+        (
+            "ANSIBLE_CONFIG naming a directory means its ansible.cfg",
+            vec![
+                ("ansible/ansible.cfg", "[defaults]\ninventory = one.ini\n"),
+                ("ansible/one.ini", ONE),
+                ("elsewhere/ansible.cfg", "[defaults]\ninventory = four.yml\n"),
+                ("elsewhere/four.yml", YAML),
+            ],
+            &[("ANSIBLE_CONFIG", "../elsewhere")],
+            &["g4"],
+        ),
+        (
+            "ANSIBLE_CONFIG naming no file falls through to ./ansible.cfg",
+            vec![
+                ("ansible/ansible.cfg", "[defaults]\ninventory = one.ini\n"),
+                ("ansible/one.ini", ONE),
+            ],
+            &[("ANSIBLE_CONFIG", "../nowhere.cfg")],
+            &["g1"],
         ),
     ]
 }
@@ -206,7 +225,7 @@ fn envs_says_which_setting_named_the_inventory() {
         ("ansible/inv/one.ini", ONE),
         ("ansible/sub/two#x.ini", TWO),
     ]);
-    let out = hk(tmp.path(), &["envs"], None);
+    let out = hk(tmp.path(), &["envs"], &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let first = stdout.lines().next().unwrap_or_default();
     assert!(
@@ -223,7 +242,7 @@ fn envs_says_which_setting_named_the_inventory() {
         ONE,
     )
     .expect("write");
-    let out = hk(tmp.path(), &["envs"], None);
+    let out = hk(tmp.path(), &["envs"], &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.starts_with(
@@ -273,12 +292,45 @@ fn the_plan_passes_ansible_playbook_every_source_hk_console_read() {
     let out = hk(
         tmp.path(),
         &["plan", "etcd-io-priority", "--env", "prod"],
-        None,
+        &[],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("ansible-playbook -i inventory/hosts.ini -i extra.ini "),
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An ansible.cfg hk-console cannot read, with no `inventory:` in hk-console.yaml, is an
+/// error naming the file, never a silent fall back to the default inventory.
+#[test]
+fn an_unreadable_ansible_cfg_is_an_error_not_the_default() {
+    let tmp = repo(&[
+        ("ansible/ansible.cfg", "[defaults]\ninventory = one.ini\n"),
+        ("infra/ansible/inventory/hosts.ini", ONE),
+    ]);
+    std::fs::write(
+        tmp.path().join("repo/ansible/ansible.cfg"),
+        b"[defaults]\ninventory = \xff.ini\n",
+    )
+    .expect("write");
+    for args in [&["envs"][..], &["inventory", "--list"][..]] {
+        let out = hk(tmp.path(), args, &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("ansible/ansible.cfg"), "{args:?}: {err}");
+    }
+
+    // Nothing names one and the default is not there: said so, with where to name it.
+    let tmp = repo(&[("ansible/ansible.cfg", "[defaults]\nforks = 2\n")]);
+    let out = hk(tmp.path(), &["envs"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "infra/ansible/inventory/hosts.ini: no such inventory (hk-console's default: neither"
+        ) && err.contains("ansible/ansible.cfg (`[defaults]` `inventory = PATH`)"),
+        "{err}"
     );
 }

@@ -25,7 +25,7 @@ pub(super) fn inventory_cmd(
         let root = repo_root(cli.repo.as_deref())?;
         let config = Config::load(&root)?;
         let ansible_dir = root.join(&config.ansible_dir);
-        Inventory::load_sources(&crate::repo::inventory_sources(&root, &ansible_dir, &config).0)?
+        Inventory::load_sources(&crate::repo::inventory_sources(&root, &ansible_dir, &config)?.0)?
     } else {
         Inventory::load_sources(sources)?
     };
@@ -229,7 +229,7 @@ pub(super) fn play_vars_cmd(
         let root = repo_root(cli.repo.as_deref())?;
         let config = Config::load(&root)?;
         let ansible_dir = root.join(&config.ansible_dir);
-        let sources = crate::repo::inventory_sources(&root, &ansible_dir, &config).0;
+        let sources = crate::repo::inventory_sources(&root, &ansible_dir, &config)?.0;
         (Inventory::load_sources(&sources)?, ansible_dir)
     } else {
         (

@@ -14,7 +14,8 @@
 //!
 //! Not modelled (said here so nobody assumes it): continuation lines of a multi-line value,
 //! `%(...)s` interpolation (Ansible's parser has none either), Ansible's refusal of a
-//! world-writable `./ansible.cfg`, and `ANSIBLE_CONFIG` naming a directory.
+//! world-writable `./ansible.cfg`, and non-UTF-8 bytes (refused, where Ansible reads them
+//! as surrogate escapes).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -78,6 +79,9 @@ pub struct AnsibleCfg {
     pub shown: PathBuf,
     /// `[defaults]` keys -> (value, 1-based line), comments stripped; the last of a key wins.
     defaults: BTreeMap<String, (String, usize)>,
+    /// Why the file found could not be read (Ansible stops there too): its keys are then
+    /// unknown, which a caller that needs one must say rather than take a default.
+    pub problem: Option<String>,
     /// The directory ansible-playbook runs in.
     ansible_dir: PathBuf,
     pub env: AnsibleEnv,
@@ -114,33 +118,42 @@ impl InventoryOrigin {
 }
 
 impl AnsibleCfg {
-    /// The configuration ansible-playbook run in `ansible_dir` reads: `ANSIBLE_CONFIG`
-    /// (relative to `ansible_dir`), else the first of `ansible_dir/ansible.cfg`,
-    /// `~/.ansible.cfg`, `/etc/ansible/ansible.cfg` that is a file. A file that cannot be
-    /// read gives no keys (Ansible stops with an error there; hk-console's later steps,
-    /// which run it, say so).
+    /// The configuration ansible-playbook run in `ansible_dir` reads: the first that exists
+    /// of `ANSIBLE_CONFIG` (relative to `ansible_dir`; a directory means its ansible.cfg),
+    /// `ansible_dir/ansible.cfg`, `~/.ansible.cfg`, `/etc/ansible/ansible.cfg`. A file that
+    /// cannot be read gives no keys and a [`AnsibleCfg::problem`].
     pub fn load(ansible_dir: &Path, env: &AnsibleEnv) -> AnsibleCfg {
         let local = ansible_dir.join("ansible.cfg");
-        let file = match &env.config {
-            Some(c) => Some(env.expand(&c.to_string_lossy(), ansible_dir)),
-            None => [
-                Some(local.clone()),
-                env.home.as_ref().map(|h| h.join(".ansible.cfg")),
-                Some(PathBuf::from("/etc/ansible/ansible.cfg")),
-            ]
-            .into_iter()
-            .flatten()
-            .find(|p| p.is_file()),
+        // As Ansible's find_ini_config_file: ANSIBLE_CONFIG (a directory means its
+        // ansible.cfg) only if it exists, else the next candidate (measured with
+        // ansible-config 2.19: a missing ANSIBLE_CONFIG falls through to ./ansible.cfg).
+        let from_env = env.config.as_ref().map(|c| {
+            let p = env.expand(&c.to_string_lossy(), ansible_dir);
+            if p.is_dir() {
+                p.join("ansible.cfg")
+            } else {
+                p
+            }
+        });
+        let file = [
+            from_env,
+            Some(local.clone()),
+            env.home.as_ref().map(|h| h.join(".ansible.cfg")),
+            Some(PathBuf::from("/etc/ansible/ansible.cfg")),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|p| p.exists());
+        let (defaults, problem) = match file.as_ref().map(|f| super::read::read_text(f)) {
+            None => (BTreeMap::new(), None),
+            Some(Ok(t)) => (parse_defaults(&t), None),
+            Some(Err(e)) => (BTreeMap::new(), Some(e.to_string())),
         };
-        let defaults = file
-            .as_ref()
-            .and_then(|f| super::read::read_text(f).ok())
-            .map(|t| parse_defaults(&t))
-            .unwrap_or_default();
         AnsibleCfg {
             shown: file.clone().unwrap_or(local),
             file,
             defaults,
+            problem,
             ansible_dir: ansible_dir.to_path_buf(),
             env: env.clone(),
         }

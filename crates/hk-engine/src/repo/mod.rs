@@ -33,6 +33,10 @@ pub enum RepoError {
     Config(#[from] ConfigError),
     #[error("{0}")]
     Inventory(#[from] InventoryError),
+    #[error("{path}: cannot read: {message}\n  hint: hk-console.yaml names no `inventory:`, so the inventory is the one this ansible.cfg names (as for ansible-playbook); fix the file, or name the inventory in hk-console.yaml")]
+    AnsibleCfg { path: PathBuf, message: String },
+    #[error("{path}: no such inventory (hk-console's default: neither hk-console.yaml `inventory:`, ANSIBLE_INVENTORY nor an ansible.cfg `inventory =` names one)\n  hint: name it in hk-console.yaml (`inventory: PATH`, relative to the repo root) or in {cfg} (`[defaults]` `inventory = PATH`)")]
+    NoDefaultInventory { path: PathBuf, cfg: PathBuf },
     #[error("{path}: not a directory\n  hint: --repo (or HK_REPO) names the infra repo's top directory, the one holding hk-console.yaml")]
     NotADirectory { path: PathBuf },
 }
@@ -74,18 +78,35 @@ pub fn bundled_sample_dir() -> PathBuf {
 /// The inventory sources of a repo and which setting named them: hk-console.yaml's
 /// `inventory:`, else what ansible-playbook in the Ansible directory uses with no `-i`
 /// (`ANSIBLE_INVENTORY`, then ansible.cfg's `inventory =`), else [`DEFAULT_INVENTORY`].
-/// Never empty.
+/// Never empty. An ansible.cfg that cannot be read is an error, not the default.
 pub fn inventory_sources(
     root: &Path,
     ansible_dir: &Path,
     config: &Config,
-) -> (Vec<PathBuf>, InventoryOrigin) {
+) -> Result<(Vec<PathBuf>, InventoryOrigin), RepoError> {
     if let Some(p) = &config.inventory {
-        return (vec![root.join(p)], InventoryOrigin::HkConsoleYaml);
+        return Ok((vec![root.join(p)], InventoryOrigin::HkConsoleYaml));
     }
-    match AnsibleCfg::load(ansible_dir, &AnsibleEnv::from_process()).inventory() {
-        Some((list, origin)) if !list.is_empty() => (list, origin),
-        _ => (vec![root.join(DEFAULT_INVENTORY)], InventoryOrigin::Default),
+    let env = AnsibleEnv::from_process();
+    let cfg = AnsibleCfg::load(ansible_dir, &env);
+    if let (Some(message), None) = (&cfg.problem, &env.inventory) {
+        return Err(RepoError::AnsibleCfg {
+            path: cfg.shown.clone(),
+            message: message.clone(),
+        });
+    }
+    match cfg.inventory() {
+        Some((list, origin)) if !list.is_empty() => Ok((list, origin)),
+        _ => {
+            let path = root.join(DEFAULT_INVENTORY);
+            if path.symlink_metadata().is_err() {
+                return Err(RepoError::NoDefaultInventory {
+                    path,
+                    cfg: cfg.shown.clone(),
+                });
+            }
+            Ok((vec![path], InventoryOrigin::Default))
+        }
     }
 }
 
@@ -115,7 +136,7 @@ impl Repo {
     /// when there is none).
     pub fn load_with(root: &Path, config: Config) -> Result<Repo, RepoError> {
         let ansible_dir = root.join(&config.ansible_dir);
-        let (inventory_sources, inventory_origin) = inventory_sources(root, &ansible_dir, &config);
+        let (inventory_sources, inventory_origin) = inventory_sources(root, &ansible_dir, &config)?;
         let inventory_path = inventory_sources[0].clone();
         let inventory = Arc::new(Inventory::load_sources(&inventory_sources)?);
         // Every host name copied twice (under `all` and its group): for 2,000 hosts no
