@@ -24,10 +24,14 @@ mod check_sample_broken;
 mod cli;
 #[path = "cli_operator_repo.rs"]
 mod cli_operator_repo;
+#[path = "cli_runbooks_repo.rs"]
+mod cli_runbooks_repo;
 #[path = "fuzz_parsers.rs"]
 mod fuzz_parsers;
 #[path = "hostile_input.rs"]
 mod hostile_input;
+#[path = "inventory_cfg.rs"]
+mod inventory_cfg;
 #[path = "inventory_parity.rs"]
 mod inventory_parity;
 #[path = "inventory_provenance.rs"]

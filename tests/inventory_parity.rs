@@ -19,7 +19,7 @@ const INSTALL_HINT: &str = "install ansible-core 2.19 (python3 -m venv /opt/hk-v
 /opt/hk-venv/bin/pip install 'ansible-core>=2.19,<2.20') or point HK_ANSIBLE_BIN_DIR at the \
 directory holding ansible-inventory";
 
-fn ansible_bin(name: &str) -> PathBuf {
+pub(crate) fn ansible_bin(name: &str) -> PathBuf {
     if let Some(dir) = std::env::var_os("HK_ANSIBLE_BIN_DIR") {
         let p = Path::new(&dir).join(name);
         assert!(

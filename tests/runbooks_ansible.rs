@@ -51,10 +51,10 @@ fn listed_hosts(stdout: &str) -> BTreeSet<String> {
 
 fn sample_env(mut env: PlanEnv, ansible_dir: &Path) -> PlanEnv {
     env.ansible_dir = ansible_dir.display().to_string();
-    env.inventory = ansible_dir
+    env.inventories = vec![ansible_dir
         .join("inventory/hosts.ini")
         .display()
-        .to_string();
+        .to_string()];
     env
 }
 

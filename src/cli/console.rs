@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{kube_overrides, load_repo, Cli, CmdResult, Status};
-use crate::context::load_runbooks;
 use crate::repo::Repo;
 use crate::ui::StartScreen;
 
@@ -142,7 +141,7 @@ pub(super) fn console_on(
         runs_discarded,
     } = extras;
     let repo = Arc::new(repo);
-    let runbooks = load_runbooks(cli.runbooks.as_deref())?;
+    let runbooks = super::runbooks_of(cli)?;
     let environments = repo
         .environments
         .iter()

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use super::console::{console_on, Extras};
 use super::observe::{render_snapshot, status_of};
 use super::{print_json, Cli, CmdResult, Failure, Status};
-use crate::context::load_runbooks;
 use crate::repo::Repo;
 
 /// A directory removed when dropped (the demo's repo, unless --dir keeps it: a directory
@@ -91,7 +90,7 @@ pub(super) fn demo_cmd(
         apiserver,
     ))?;
     if let DemoMode::Headless(req) = &mode {
-        let runbooks = load_runbooks(cli.runbooks.as_deref())?;
+        let runbooks = super::runbooks_of(cli)?;
         let runs_dir = demo.dir.join("runs");
         let report = match rt.block_on(crate::sim::headless::drive_with_lock(
             &demo,

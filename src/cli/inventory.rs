@@ -24,7 +24,8 @@ pub(super) fn inventory_cmd(
     let inventory = if sources.is_empty() {
         let root = repo_root(cli.repo.as_deref())?;
         let config = Config::load(&root)?;
-        Inventory::load(&root.join(&config.inventory))?
+        let ansible_dir = root.join(&config.ansible_dir);
+        Inventory::load_sources(&crate::repo::inventory_sources(&root, &ansible_dir, &config)?.0)?
     } else {
         Inventory::load_sources(sources)?
     };
@@ -115,6 +116,7 @@ pub(super) fn envs_cmd(cli: &Cli, json: bool) -> CmdResult {
     if json {
         print_json(&repo.environments)?;
     } else {
+        print_inventory_source(&repo);
         for env in &repo.environments {
             print_env(&repo, env);
         }
@@ -132,6 +134,24 @@ pub(super) fn envs_cmd(cli: &Cli, json: bool) -> CmdResult {
     // stdout with `writeln!` (a line-buffered stream) before this point.
     std::mem::forget(repo);
     Ok(status)
+}
+
+/// Which inventory the repo was read from and which setting named it: with no
+/// `inventory:` in hk-console.yaml it may come from ansible.cfg, which the operator should
+/// not have to guess.
+pub(super) fn print_inventory_source(repo: &Repo) {
+    let rel = |p: &Path| {
+        p.strip_prefix(&repo.root)
+            .unwrap_or(p)
+            .display()
+            .to_string()
+    };
+    let sources: Vec<String> = repo.inventory_sources.iter().map(|p| rel(p)).collect();
+    outln!(
+        "inventory {} (from {})",
+        sources.join(", "),
+        repo.inventory_origin.describe()
+    );
 }
 
 fn fact(v: Option<&str>) -> &str {
@@ -230,8 +250,9 @@ pub(super) fn play_vars_cmd(
     let (inventory, ansible_dir) = if sources.is_empty() {
         let root = repo_root(cli.repo.as_deref())?;
         let config = Config::load(&root)?;
-        let inv = Inventory::load(&root.join(&config.inventory))?;
-        (inv, root.join(&config.ansible_dir))
+        let ansible_dir = root.join(&config.ansible_dir);
+        let sources = crate::repo::inventory_sources(&root, &ansible_dir, &config)?.0;
+        (Inventory::load_sources(&sources)?, ansible_dir)
     } else {
         (
             Inventory::load_sources(sources)?,
@@ -248,7 +269,7 @@ pub(super) fn play_vars_cmd(
     )?;
     // The runbooks that run this playbook: their own `defaults:` are the lowest layer their
     // plans see (below role defaults), for a value no repo states.
-    let runbooks = crate::context::load_runbooks(cli.runbooks.as_deref())?;
+    let runbooks = super::runbooks_of(cli)?;
     let wanted = normal_playbook(&books[0]);
     let users: Vec<&crate::runbook::schema::Runbook> = runbooks
         .iter()

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::context::{load_runbooks, plan_runbook};
+use crate::context::plan_runbook;
 use crate::repo::Repo;
 use crate::ui::StartScreen;
 use demo::DemoMode;
@@ -135,7 +135,8 @@ pub struct Cli {
     /// Default: the bundled sample `inventory/`.
     #[arg(long, env = "HK_REPO", global = true, value_name = "DIR")]
     pub repo: Option<PathBuf>,
-    /// A directory of runbooks that add to or override the built-in ones, by id.
+    /// A directory of runbooks that add to or override, by id, the built-in ones and the
+    /// infra repo's own `runbooks/` (which overrides the built-in ones).
     #[arg(long, env = "HK_RUNBOOKS", global = true, value_name = "DIR")]
     pub runbooks: Option<PathBuf>,
     /// Console colour theme: default, light, high-contrast, or a file name in
@@ -386,10 +387,25 @@ pub enum RunbooksCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Validate runbook files (default: every built-in runbook and --runbooks DIR).
+    /// Validate runbook files (default: every built-in runbook, the repo's runbooks/ and
+    /// --runbooks DIR).
     Validate {
         /// Files or directories of runbooks.
         paths: Vec<PathBuf>,
+    },
+    /// Scaffold a guided runbook from a playbook: its plays' hosts as the target, one node
+    /// at a time where a play says `serial: 1` or runs on servers, a list-hosts step and a
+    /// previewed ansible step per playbook, and `# QUESTION:` where you must decide.
+    New {
+        /// The playbook, relative to the repo's Ansible directory.
+        #[arg(long, value_name = "PLAYBOOK")]
+        playbook: String,
+        /// The runbook id (default: from the playbook's file name).
+        #[arg(long)]
+        id: Option<String>,
+        /// Write it here (refused if the file exists) instead of to stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
     },
 }
 
@@ -462,6 +478,16 @@ pub fn repo_root(flag: Option<&Path>) -> Result<PathBuf, Failure> {
     ))
 }
 
+/// The runbooks of this invocation: built-in, then the infra repo's `runbooks/`, then
+/// `--runbooks DIR` (context::load_runbooks_of), each layer replacing ids of the one below.
+fn runbooks_of(cli: &Cli) -> Result<crate::runbook::embedded::RunbookSet, Failure> {
+    let root = repo_root(cli.repo.as_deref()).ok();
+    Ok(crate::context::load_runbooks_of(
+        root.as_deref(),
+        cli.runbooks.as_deref(),
+    )?)
+}
+
 fn load_repo(cli: &Cli) -> Result<Repo, Failure> {
     let root = repo_root(cli.repo.as_deref())?;
     let repo = Repo::load(&root)?;
@@ -503,7 +529,7 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
         Some(Command::Run { runbook, env, host }) => {
             // Plan first so a bad runbook, env or host fails here with exit 2, not in the UI.
             let repo = load_repo(cli)?;
-            let runbooks = load_runbooks(cli.runbooks.as_deref())?;
+            let runbooks = runbooks_of(cli)?;
             plan_runbook(&repo, &runbooks, runbook, env, host.as_deref())?;
             let start = StartScreen::Run {
                 runbook: runbook.clone(),
@@ -606,6 +632,9 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
         Some(Command::Runbooks { command }) => match command {
             RunbooksCommand::List { json } => runbooks::list(cli, *json),
             RunbooksCommand::Validate { paths } => runbooks::validate(cli, paths),
+            RunbooksCommand::New { playbook, id, out } => {
+                runbooks::new(cli, playbook, id.as_deref(), out.as_deref())
+            }
         },
         Some(Command::Plan {
             runbook,

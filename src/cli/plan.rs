@@ -1,7 +1,7 @@
 //! `plan`: a runbook's expanded, ordered plan for one environment, printed. Runs nothing.
 
 use super::{load_repo, print_json, Cli, CmdResult, Status};
-use crate::context::{load_runbooks, plan_runbook};
+use crate::context::plan_runbook;
 use crate::runbook::plan::{Gate, GateSource, Plan};
 
 fn gate_text(g: &Gate) -> String {
@@ -99,7 +99,7 @@ pub(super) fn plan_cmd(
     json: bool,
 ) -> CmdResult {
     let repo = load_repo(cli)?;
-    let set = load_runbooks(cli.runbooks.as_deref())?;
+    let set = super::runbooks_of(cli)?;
     let plan = plan_runbook(&repo, &set, runbook, env, host)?;
     if json {
         print_json(&plan)?;

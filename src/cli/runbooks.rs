@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 
 use super::{print_json, Cli, CmdResult, Failure, Status};
-use crate::context::{load_runbooks, read_runbook_dir};
-use crate::runbook::embedded;
+use crate::context::read_runbook_dir;
+use crate::runbook::embedded::{self, Origin};
 use crate::runbook::validate::validate_text;
 
 pub(super) fn list(cli: &Cli, json: bool) -> CmdResult {
-    let set = load_runbooks(cli.runbooks.as_deref())?;
+    let set = super::runbooks_of(cli)?;
     if json {
         let rows: Vec<serde_json::Value> = set
             .iter()
@@ -20,6 +20,10 @@ pub(super) fn list(cli: &Cli, json: bool) -> CmdResult {
                     "mutates": l.runbook.mutates(),
                     "source": l.runbook.source,
                     "overrides_shipped": l.overrides_shipped().is_some(),
+                    // Which layer won (built-in < the repo's runbooks/ < --runbooks),
+                    // and what it replaced.
+                    "origin": l.origin.describe(),
+                    "replaced": l.replaced.as_ref().map(|o| o.describe()),
                 })
             })
             .collect();
@@ -29,10 +33,22 @@ pub(super) fn list(cli: &Cli, json: bool) -> CmdResult {
     for l in set.iter() {
         let rb = &l.runbook;
         // A replaced shipped id must not look like the shipped runbook.
-        let overrides = l
-            .overrides_shipped()
-            .map(|file| format!("  (overrides the shipped runbook: {file})"))
-            .unwrap_or_default();
+        // Which layer won, and what it replaced: built-in < the repo's runbooks/ <
+        // --runbooks.
+        let overrides = match (&l.origin, l.overrides_shipped(), &l.replaced) {
+            (_, Some(file), Some(Origin::Embedded) | None) => {
+                format!("  (overrides the shipped runbook: {file})")
+            }
+            (_, Some(file), Some(below)) => format!(
+                "  (overrides the shipped runbook: {file}; replaces {})",
+                below.describe()
+            ),
+            (Origin::Embedded, _, _) => String::new(),
+            (origin, None, Some(below)) => {
+                format!("  ({}; replaces {})", origin.describe(), below.describe())
+            }
+            (origin, None, None) => format!("  ({})", origin.describe()),
+        };
         outln!(
             "{:<26} {:<9} {:<10} {}{overrides}",
             rb.id,
@@ -56,6 +72,13 @@ pub(super) fn validate(cli: &Cli, paths: &[PathBuf]) -> CmdResult {
                 .iter()
                 .map(|(name, text)| (format!("runbooks/{name}"), text.to_string())),
         );
+        // The repo's own runbooks/ and --runbooks, as every command loads them.
+        if let Some(dir) = super::repo_root(cli.repo.as_deref())
+            .ok()
+            .and_then(|r| crate::context::repo_runbooks_dir(&r))
+        {
+            files.extend(read_runbook_dir(&dir)?);
+        }
         if let Some(dir) = &cli.runbooks {
             files.extend(read_runbook_dir(dir)?);
         }
@@ -86,5 +109,46 @@ pub(super) fn validate(cli: &Cli, paths: &[PathBuf]) -> CmdResult {
         return Ok(Status::CouldNotRun);
     }
     outln!("ok: {} runbook file(s) valid", files.len());
+    Ok(Status::Clean)
+}
+
+/// `runbooks new --playbook P [--id ID] [--out FILE]` (logic: repo::scaffold).
+pub(super) fn new(
+    cli: &Cli,
+    playbook: &str,
+    id: Option<&str>,
+    out: Option<&std::path::Path>,
+) -> CmdResult {
+    let repo = super::load_repo(cli)?;
+    let text = crate::repo::scaffold::scaffold(&repo, playbook, id)
+        .map_err(|e| Failure::msg(e.to_string()))?;
+    match out {
+        None => outln!("{}", text.trim_end()),
+        Some(path) => {
+            use std::io::Write as _;
+            // create_new: an existing file (the operator's edited runbook) is never replaced.
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .map_err(|e| {
+                    Failure::msg(if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        format!(
+                            "{}: already exists; not overwritten (choose another --out, or remove it)",
+                            path.display()
+                        )
+                    } else {
+                        format!("{}: cannot create: {e}", path.display())
+                    })
+                })?;
+            f.write_all(text.as_bytes())
+                .map_err(|e| Failure::msg(format!("{}: cannot write: {e}", path.display())))?;
+            errln!(
+                "wrote {}: review its `# QUESTION:` lines, then `hk-console runbooks validate {}`",
+                path.display(),
+                path.display()
+            );
+        }
+    }
     Ok(Status::Clean)
 }

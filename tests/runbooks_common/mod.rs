@@ -92,7 +92,7 @@ pub fn prod() -> PlanEnv {
         operator_present: false,
         // As the sample's hk-console.yaml marks it.
         protected: true,
-        inventory: "inventory/hosts.ini".into(),
+        inventories: vec!["inventory/hosts.ini".into()],
         ansible_dir: "infra/ansible".into(),
         kubeconfig: Some(".cache/prod.kubeconfig".into()),
         host: None,
@@ -111,7 +111,7 @@ pub fn dev() -> PlanEnv {
         api_port: 6443,
         operator_present: true,
         protected: false,
-        inventory: "inventory/hosts.ini".into(),
+        inventories: vec!["inventory/hosts.ini".into()],
         ansible_dir: "infra/ansible".into(),
         kubeconfig: Some(".cache/dev.kubeconfig".into()),
         host: None,

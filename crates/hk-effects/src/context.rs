@@ -69,11 +69,35 @@ pub fn read_runbook_dir(dir: &Path) -> Result<Vec<(String, String)>, ContextErro
 
 /// The built-in runbooks, plus `--runbooks DIR` adding or overriding by id.
 pub fn load_runbooks(dir: Option<&Path>) -> Result<RunbookSet, ContextError> {
-    let overrides = match dir {
-        Some(d) => read_runbook_dir(d)?,
-        None => Vec::new(),
-    };
-    embedded::load(&overrides).map_err(|diagnostics| ContextError::InvalidRunbooks { diagnostics })
+    load_runbooks_of(None, dir)
+}
+
+/// The directory of the operator's own runbooks in an infra repo: `ROOT/runbooks`, when
+/// anything is there (a file of that name is read as a directory and refused, loudly).
+pub fn repo_runbooks_dir(root: &Path) -> Option<std::path::PathBuf> {
+    let d = root.join(REPO_RUNBOOKS_DIR);
+    d.symlink_metadata().is_ok().then_some(d)
+}
+
+/// The infra repo's own runbook directory, relative to its root.
+pub const REPO_RUNBOOKS_DIR: &str = "runbooks";
+
+/// The runbooks a command uses, lowest layer first: the built-in ones, the infra repo's
+/// `runbooks/` (when `repo_root` is given and has one), then `--runbooks DIR`; a higher
+/// layer's id replaces a lower one's. Every file of every layer is validated alike.
+pub fn load_runbooks_of(
+    repo_root: Option<&Path>,
+    dir: Option<&Path>,
+) -> Result<RunbookSet, ContextError> {
+    let mut layers = Vec::new();
+    if let Some(d) = repo_root.and_then(repo_runbooks_dir) {
+        layers.push((embedded::Layer::Repo, read_runbook_dir(&d)?));
+    }
+    if let Some(d) = dir {
+        layers.push((embedded::Layer::Flag, read_runbook_dir(d)?));
+    }
+    embedded::load_layers(&layers)
+        .map_err(|diagnostics| ContextError::InvalidRunbooks { diagnostics })
 }
 
 fn known_fact<'a>(
@@ -124,12 +148,18 @@ pub fn plan_env(repo: &Repo, env_name: &str, host: Option<&str>) -> Result<PlanE
         what: "API port",
         why: format!(": `k3s_api_port` is `{port_text}`, not a port number"),
     })?;
-    // ansible-playbook runs in the ansible dir, so the inventory is given relative to it.
-    let inventory = repo
-        .inventory_path
-        .strip_prefix(&repo.ansible_dir)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|_| repo.inventory_path.clone());
+    // ansible-playbook runs in the ansible dir, so each source is given relative to it.
+    let inventories = repo
+        .inventory_sources
+        .iter()
+        .map(|p| {
+            p.strip_prefix(&repo.ansible_dir)
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|_| p.clone())
+                .display()
+                .to_string()
+        })
+        .collect();
     Ok(PlanEnv {
         name: env.name.clone(),
         servers: env.servers_group.clone(),
@@ -141,7 +171,7 @@ pub fn plan_env(repo: &Repo, env_name: &str, host: Option<&str>) -> Result<PlanE
         api_port,
         operator_present: env.operator_present,
         protected: env.protected,
-        inventory: inventory.display().to_string(),
+        inventories,
         ansible_dir: repo.ansible_dir.display().to_string(),
         kubeconfig: env
             .kubeconfig_name

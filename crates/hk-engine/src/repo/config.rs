@@ -20,8 +20,10 @@ pub struct Config {
     #[serde(default = "default_ansible_dir")]
     pub ansible_dir: PathBuf,
     /// The inventory source (an INI/YAML/JSON file or a directory), relative to the repo root.
-    #[serde(default = "default_inventory")]
-    pub inventory: PathBuf,
+    /// Unset: what ansible-playbook in `ansible_dir` uses with no `-i` (`ANSIBLE_INVENTORY`,
+    /// else `inventory =` of its ansible.cfg), else [`DEFAULT_INVENTORY`] (`Repo::load_with`).
+    #[serde(default)]
+    pub inventory: Option<PathBuf>,
     /// An extra known_hosts file the SSH executor trusts besides `~/.ssh/known_hosts`.
     #[serde(default)]
     pub known_hosts: Option<PathBuf>,
@@ -299,9 +301,9 @@ fn default_ansible_dir() -> PathBuf {
     PathBuf::from("infra/ansible")
 }
 
-fn default_inventory() -> PathBuf {
-    PathBuf::from("infra/ansible/inventory/hosts.ini")
-}
+/// The inventory when neither hk-console.yaml nor any ansible.cfg names one (Ansible's own
+/// default, /etc/ansible/hosts, is no infra repo's inventory).
+pub const DEFAULT_INVENTORY: &str = "infra/ansible/inventory/hosts.ini";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -487,10 +489,8 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(c.ansible_dir, PathBuf::from("infra/ansible"));
-        assert_eq!(
-            c.inventory,
-            PathBuf::from("infra/ansible/inventory/hosts.ini")
-        );
+        // Unset: Repo::load_with asks ansible.cfg, then takes DEFAULT_INVENTORY.
+        assert_eq!(c.inventory, None);
         let prod = &c.environments["prod"];
         assert_eq!(prod.overlay_dir("prod"), PathBuf::from("clusters/prod"));
         assert!(!prod.operator_present);

@@ -93,7 +93,7 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
     let ansible_dir = ansible_dir_of(root, &inventory);
     let base = Config {
         ansible_dir: ansible_dir.clone(),
-        inventory: inventory.clone(),
+        inventory: Some(inventory.clone()),
         known_hosts: None,
         kustomize_bin: None,
         environments: BTreeMap::new(),
@@ -551,7 +551,14 @@ fn render(config: &Config, envs: &[ProposedEnv], notes: &[String], questions: &[
     let _ = writeln!(
         t,
         "inventory: {}",
-        yaml_str(&config.inventory.display().to_string())
+        yaml_str(
+            &config
+                .inventory
+                .as_deref()
+                .unwrap_or(Path::new(super::config::DEFAULT_INVENTORY))
+                .display()
+                .to_string()
+        )
     );
     t.push_str("environments:\n");
     for e in envs {

@@ -1,6 +1,7 @@
 //! The infra repo as data. Owns: reading `hk-console.yaml`, the Ansible inventory and its
 //! vars files, Flux overlays and templates; resolving Jinja; deriving environments.
 //! Must not: run ansible, talk to hosts, or decrypt vaulted files.
+pub mod ansible_cfg;
 pub mod config;
 pub mod env;
 pub mod flux;
@@ -11,6 +12,7 @@ pub mod provenance;
 pub mod read;
 pub mod resolve;
 pub mod roles;
+pub mod scaffold;
 pub mod vars;
 pub mod vault;
 
@@ -18,7 +20,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use self::config::{Config, ConfigError};
+use self::ansible_cfg::{AnsibleCfg, AnsibleEnv, InventoryOrigin};
+use self::config::{Config, ConfigError, DEFAULT_INVENTORY};
 use self::env::{Environment, HostFacts};
 use self::inventory::{Inventory, InventoryError};
 use self::resolve::{GroupMap, Groups, HostContext, Resolved, Resolver};
@@ -30,6 +33,10 @@ pub enum RepoError {
     Config(#[from] ConfigError),
     #[error("{0}")]
     Inventory(#[from] InventoryError),
+    #[error("{path}: cannot read: {message}\n  hint: hk-console.yaml names no `inventory:`, so the inventory is the one this ansible.cfg names (as for ansible-playbook); fix the file, or name the inventory in hk-console.yaml")]
+    AnsibleCfg { path: PathBuf, message: String },
+    #[error("{path}: no such inventory (hk-console's default: neither hk-console.yaml `inventory:`, ANSIBLE_INVENTORY nor an ansible.cfg `inventory =` names one)\n  hint: name it in hk-console.yaml (`inventory: PATH`, relative to the repo root) or in {cfg} (`[defaults]` `inventory = PATH`)")]
+    NoDefaultInventory { path: PathBuf, cfg: PathBuf },
     #[error("{path}: not a directory\n  hint: --repo (or HK_REPO) names the infra repo's top directory, the one holding hk-console.yaml")]
     NotADirectory { path: PathBuf },
 }
@@ -42,8 +49,13 @@ pub struct Repo {
     pub config: Config,
     /// `root/ansible_dir`: where ansible-playbook runs.
     pub ansible_dir: PathBuf,
-    /// `root/inventory`.
+    /// The first of [`Repo::inventory_sources`] (where messages point, and whose directory
+    /// holds the group_vars/host_vars the vault scan reads).
     pub inventory_path: PathBuf,
+    /// Every inventory source, in order, as ansible-playbook is given them (`-i` each).
+    pub inventory_sources: Vec<PathBuf>,
+    /// Which setting named them.
+    pub inventory_origin: InventoryOrigin,
     /// Shared with the `groups` map below, which is made from it when first read.
     pub inventory: Arc<Inventory>,
     pub environments: Vec<Environment>,
@@ -61,6 +73,41 @@ type RolesCache = BTreeMap<Vec<String>, Result<Arc<roles::PlayRoles>, roles::Rol
 /// documentation values, not an operator's hosts.
 pub fn bundled_sample_dir() -> PathBuf {
     Path::new(env!("HK_SOURCE_ROOT")).join("inventory")
+}
+
+/// The inventory sources of a repo and which setting named them: hk-console.yaml's
+/// `inventory:`, else what ansible-playbook in the Ansible directory uses with no `-i`
+/// (`ANSIBLE_INVENTORY`, then ansible.cfg's `inventory =`), else [`DEFAULT_INVENTORY`].
+/// Never empty. An ansible.cfg that cannot be read is an error, not the default.
+pub fn inventory_sources(
+    root: &Path,
+    ansible_dir: &Path,
+    config: &Config,
+) -> Result<(Vec<PathBuf>, InventoryOrigin), RepoError> {
+    if let Some(p) = &config.inventory {
+        return Ok((vec![root.join(p)], InventoryOrigin::HkConsoleYaml));
+    }
+    let env = AnsibleEnv::from_process();
+    let cfg = AnsibleCfg::load(ansible_dir, &env);
+    if let (Some(message), None) = (&cfg.problem, &env.inventory) {
+        return Err(RepoError::AnsibleCfg {
+            path: cfg.shown.clone(),
+            message: message.clone(),
+        });
+    }
+    match cfg.inventory() {
+        Some((list, origin)) if !list.is_empty() => Ok((list, origin)),
+        _ => {
+            let path = root.join(DEFAULT_INVENTORY);
+            if path.symlink_metadata().is_err() {
+                return Err(RepoError::NoDefaultInventory {
+                    path,
+                    cfg: cfg.shown.clone(),
+                });
+            }
+            Ok((vec![path], InventoryOrigin::Default))
+        }
+    }
 }
 
 impl Repo {
@@ -88,8 +135,10 @@ impl Repo {
     /// A repo read with `config` instead of its `hk-console.yaml` (which `init` proposes
     /// when there is none).
     pub fn load_with(root: &Path, config: Config) -> Result<Repo, RepoError> {
-        let inventory_path = root.join(&config.inventory);
-        let inventory = Arc::new(Inventory::load(&inventory_path)?);
+        let ansible_dir = root.join(&config.ansible_dir);
+        let (inventory_sources, inventory_origin) = inventory_sources(root, &ansible_dir, &config)?;
+        let inventory_path = inventory_sources[0].clone();
+        let inventory = Arc::new(Inventory::load_sources(&inventory_sources)?);
         // Every host name copied twice (under `all` and its group): for 2,000 hosts no
         // environment uses, that is most of a command's work, and few templates read it.
         let groups = {
@@ -98,8 +147,10 @@ impl Repo {
         };
         let mut repo = Repo {
             root: root.to_path_buf(),
-            ansible_dir: root.join(&config.ansible_dir),
+            ansible_dir,
             inventory_path,
+            inventory_sources,
+            inventory_origin,
             inventory,
             environments: Vec::new(),
             config,

@@ -76,42 +76,8 @@ pub struct RoleSearch {
     pub cfg: PathBuf,
 }
 
-/// What of the process environment the search depends on (given, so tests can pin it).
-#[derive(Debug, Clone, Default)]
-pub struct AnsibleEnv {
-    pub home: Option<PathBuf>,
-    /// `ANSIBLE_HOME` (default `~/.ansible`).
-    pub ansible_home: Option<PathBuf>,
-    /// `ANSIBLE_CONFIG`.
-    pub config: Option<PathBuf>,
-    /// `ANSIBLE_ROLES_PATH`.
-    pub roles_path: Option<String>,
-}
-
-impl AnsibleEnv {
-    pub fn from_process() -> AnsibleEnv {
-        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
-        AnsibleEnv {
-            home: var("HOME").map(PathBuf::from),
-            ansible_home: var("ANSIBLE_HOME").map(PathBuf::from),
-            config: var("ANSIBLE_CONFIG").map(PathBuf::from),
-            roles_path: var("ANSIBLE_ROLES_PATH").map(|v| v.to_string_lossy().into_owned()),
-        }
-    }
-
-    fn expand(&self, p: &str, base: &Path) -> PathBuf {
-        let p = match (p.strip_prefix("~/"), &self.home) {
-            (Some(rest), Some(home)) => home.join(rest),
-            _ if p == "~" => self.home.clone().unwrap_or_else(|| PathBuf::from(p)),
-            _ => PathBuf::from(p),
-        };
-        if p.is_absolute() {
-            p
-        } else {
-            base.join(p)
-        }
-    }
-}
+use super::ansible_cfg::AnsibleCfg;
+pub use super::ansible_cfg::AnsibleEnv;
 
 impl RoleSearch {
     /// As ansible-playbook in `ansible_dir` finds it: `ANSIBLE_ROLES_PATH`, else
@@ -127,36 +93,19 @@ impl RoleSearch {
                 .map(|p| env.expand(p, base))
                 .collect()
         };
-        let local = ansible_dir.join("ansible.cfg");
-        let cfg = match &env.config {
-            Some(c) => Some(env.expand(&c.to_string_lossy(), ansible_dir)),
-            None => [
-                Some(local.clone()),
-                env.home.as_ref().map(|h| h.join(".ansible.cfg")),
-                Some(PathBuf::from("/etc/ansible/ansible.cfg")),
-            ]
-            .into_iter()
-            .flatten()
-            .find(|p| p.is_file()),
-        };
-        let shown = cfg.clone().unwrap_or(local);
+        let cfg = AnsibleCfg::load(ansible_dir, env);
+        let shown = cfg.shown.clone();
         if let Some(v) = &env.roles_path {
             return RoleSearch {
                 roles_path: split(v, ansible_dir),
                 cfg: shown,
             };
         }
-        if let Some(cfg) = &cfg {
-            if let Some(v) = std::fs::read_to_string(cfg)
-                .ok()
-                .and_then(|t| defaults_key(&t, "roles_path"))
-            {
-                let base = cfg.parent().unwrap_or(ansible_dir).to_path_buf();
-                return RoleSearch {
-                    roles_path: split(&v, &base),
-                    cfg: shown,
-                };
-            }
+        if let Some((v, _)) = cfg.get("roles_path") {
+            return RoleSearch {
+                roles_path: split(v, cfg.base()),
+                cfg: shown,
+            };
         }
         let ansible_home = env
             .ansible_home
@@ -171,31 +120,6 @@ impl RoleSearch {
             cfg: shown,
         }
     }
-}
-
-/// A key of `[defaults]` in an ansible.cfg text (`key = value` or `key: value`).
-fn defaults_key(text: &str, key: &str) -> Option<String> {
-    let mut in_defaults = false;
-    let mut found = None;
-    for line in text.lines() {
-        let t = line.trim();
-        if t.starts_with('#') || t.starts_with(';') || t.is_empty() {
-            continue;
-        }
-        if let Some(name) = t.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            in_defaults = name.trim() == "defaults";
-            continue;
-        }
-        if !in_defaults {
-            continue;
-        }
-        if let Some((k, v)) = t.split_once(['=', ':']) {
-            if k.trim() == key {
-                found = Some(v.trim().to_string());
-            }
-        }
-    }
-    found
 }
 
 /// The roles of `playbooks` (paths relative to `ansible_dir`), searched for as

@@ -8,6 +8,7 @@
 //! Must not: show, log or return a decrypted value anywhere but inside the [`Redactor`]
 //! (whose `Debug` shows none either). [`VaultScan`]'s `Debug` counts, never lists.
 
+use super::ansible_cfg::{AnsibleCfg, AnsibleEnv};
 use std::path::{Path, PathBuf};
 
 use aes::cipher::{KeyIvInit, StreamCipher};
@@ -194,45 +195,19 @@ impl VaultScan {
 }
 
 /// Where ansible-playbook, run from `ansible_dir`, takes its vault password file:
-/// `ANSIBLE_VAULT_PASSWORD_FILE`, else `vault_password_file` in `[defaults]` of
-/// `ANSIBLE_CONFIG` or `ansible_dir/ansible.cfg` (relative to that file's directory).
+/// `ANSIBLE_VAULT_PASSWORD_FILE` (relative to `ansible_dir`), else `vault_password_file`
+/// in `[defaults]` of the ansible.cfg it reads ([`AnsibleCfg`]; relative to that file's
+/// directory).
 pub fn password_file(ansible_dir: &Path) -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("ANSIBLE_VAULT_PASSWORD_FILE") {
-        return Some(expand_home(Path::new(&p), ansible_dir));
+    let env = AnsibleEnv::from_process();
+    if let Some(p) = &env.vault_password_file {
+        return Some(env.expand(&p.to_string_lossy(), ansible_dir));
     }
-    let cfg = std::env::var_os("ANSIBLE_CONFIG")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| ansible_dir.join("ansible.cfg"));
-    let text = read_capped(&cfg).ok()?;
-    let mut section = String::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            section = name.trim().to_string();
-            continue;
-        }
-        if section != "defaults" {
-            continue;
-        }
-        let Some((key, value)) = line.split_once(['=', ':']) else {
-            continue;
-        };
-        if key.trim() == "vault_password_file" && !value.trim().is_empty() {
-            let base = cfg.parent().unwrap_or(ansible_dir);
-            return Some(expand_home(Path::new(value.trim()), base));
-        }
+    let cfg = AnsibleCfg::load(ansible_dir, &env);
+    match cfg.get("vault_password_file") {
+        Some((v, _)) if !v.is_empty() => Some(cfg.path(v)),
+        _ => None,
     }
-    None
-}
-
-fn expand_home(p: &Path, base: &Path) -> PathBuf {
-    if let (Ok(rest), Some(home)) = (p.strip_prefix("~"), std::env::var_os("HOME")) {
-        return Path::new(&home).join(rest);
-    }
-    base.join(p)
 }
 
 /// A regular file read whole, refused past [`MAX_FILE_BYTES`] or when it is not a
@@ -467,20 +442,14 @@ pub fn opens(text: &str, password_file: Option<&Path>) -> Opens {
 
 /// Whether a vault identity list (`--vault-id` sources) is configured, which hk-console
 /// does not evaluate: `ANSIBLE_VAULT_IDENTITY_LIST`, or `vault_identity_list` in the
-/// ansible.cfg [`password_file`] reads.
+/// ansible.cfg ansible-playbook reads ([`AnsibleCfg`]).
 pub fn identity_list_configured(ansible_dir: &Path) -> bool {
     if std::env::var_os("ANSIBLE_VAULT_IDENTITY_LIST").is_some_and(|v| !v.is_empty()) {
         return true;
     }
-    let cfg = std::env::var_os("ANSIBLE_CONFIG")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| ansible_dir.join("ansible.cfg"));
-    read_capped(&cfg).is_ok_and(|text| {
-        text.lines().any(|l| {
-            l.split_once(['=', ':'])
-                .is_some_and(|(k, v)| k.trim() == "vault_identity_list" && !v.trim().is_empty())
-        })
-    })
+    AnsibleCfg::load(ansible_dir, &AnsibleEnv::from_process())
+        .get("vault_identity_list")
+        .is_some_and(|(v, _)| !v.is_empty())
 }
 
 fn head_is_vault(file: &Path) -> bool {

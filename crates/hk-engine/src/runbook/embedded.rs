@@ -1,10 +1,11 @@
-//! The runbooks shipped in the binary, and the loader that layers a directory of overrides
+//! The runbooks shipped in the binary, and the loader that layers directories of overrides
 //! on top of them.
 //!
-//! Owns: the embedded `runbooks/*.yaml` table (written by build.rs) and [`load`], which
-//! validates every runbook and keys them by id. An override (from `--runbooks DIR`) with
-//! the id of an embedded runbook replaces it (and says so: [`RunbookSet::overrides_shipped`]);
-//! a new id adds one. Marks every runbook shipped or not, so the planner can tell a
+//! Owns: the embedded `runbooks/*.yaml` table (written by build.rs) and [`load_layers`],
+//! which validates every runbook and keys them by id. Layers, lowest first: the built-in
+//! runbooks, the infra repo's own `runbooks/` directory, then `--runbooks DIR`. A runbook
+//! of a higher layer with the id of a lower one replaces it (and says so:
+//! [`Loaded::replaced`], [`RunbookSet::overrides_shipped`]); a new id adds one. Marks every runbook shipped or not, so the planner can tell a
 //! reviewed `mutates: false` from a user's unverified one.
 //! Must not: read files. The CLI reads the override directory and passes `(name, text)`
 //! pairs in, so this module stays pure.
@@ -28,8 +29,30 @@ pub fn embedded() -> &'static [(&'static str, &'static str)] {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     Embedded,
-    /// From the override directory; the file name as the caller gave it.
+    /// From the infra repo's `runbooks/` directory; the file name as the caller gave it.
+    Repo(String),
+    /// From the `--runbooks` directory; the file name as the caller gave it.
     Override(String),
+}
+
+impl Origin {
+    /// Where the runbook came from, as `runbooks list` says it.
+    pub fn describe(&self) -> String {
+        match self {
+            Origin::Embedded => "built-in".into(),
+            Origin::Repo(f) => format!("the repo's runbooks/: {f}"),
+            Origin::Override(f) => format!("--runbooks: {f}"),
+        }
+    }
+}
+
+/// A layer of [`load_layers`]: which directory its files came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    /// The infra repo's `runbooks/`.
+    Repo,
+    /// `--runbooks DIR`.
+    Flag,
 }
 
 /// A validated runbook and where it came from.
@@ -39,13 +62,15 @@ pub struct Loaded {
     pub origin: Origin,
     /// The id of the embedded runbook this one replaced, if it did.
     pub overrides_embedded: bool,
+    /// The runbook of a lower layer with this id that this one replaced, if any.
+    pub replaced: Option<Origin>,
 }
 
 impl Loaded {
     /// The file that replaced the shipped runbook of this id, if this one did.
     pub fn overrides_shipped(&self) -> Option<&str> {
         match &self.origin {
-            Origin::Override(file) if self.overrides_embedded => Some(file),
+            Origin::Override(file) | Origin::Repo(file) if self.overrides_embedded => Some(file),
             _ => None,
         }
     }
@@ -94,13 +119,27 @@ impl RunbookSet {
 /// `*.yaml` files of `--runbooks DIR`). Every problem in any file is returned, each with
 /// its file:line:col; two files of one layer with the same id are an error too.
 pub fn load(overrides: &[(String, String)]) -> Result<RunbookSet, Vec<Diagnostic>> {
+    load_layers(&[(Layer::Flag, overrides.to_vec())])
+}
+
+/// Load the embedded runbooks, then each layer in the order given (lowest first: the
+/// repo's `runbooks/`, then `--runbooks`), a later layer's id replacing an earlier one's.
+/// Every problem in any file of any layer is returned, each with its file:line:col.
+pub fn load_layers(
+    layers: &[(Layer, Vec<(String, String)>)],
+) -> Result<RunbookSet, Vec<Diagnostic>> {
     let mut diags = Vec::new();
     let mut set = RunbookSet::default();
     let embedded_files: Vec<(String, String)> = embedded()
         .iter()
         .map(|(name, text)| (name.to_string(), text.to_string()))
         .collect();
-    for (layer, files) in [(None, &embedded_files), (Some(()), &overrides.to_vec())] {
+    // (None: the built-in layer, the files of the layer).
+    type Files = [(String, String)];
+    let all: Vec<(Option<Layer>, &Files)> = std::iter::once((None, embedded_files.as_slice()))
+        .chain(layers.iter().map(|(l, files)| (Some(*l), files.as_slice())))
+        .collect();
+    for (layer, files) in all {
         let mut ids_in_layer: BTreeMap<String, String> = BTreeMap::new();
         for (name, text) in files.iter() {
             let runbook = match validate_text(name, text) {
@@ -126,15 +165,20 @@ pub fn load(overrides: &[(String, String)]) -> Result<RunbookSet, Vec<Diagnostic
             ids_in_layer.insert(runbook.id.clone(), name.clone());
             let origin = match layer {
                 None => Origin::Embedded,
-                Some(()) => Origin::Override(name.clone()),
+                Some(Layer::Repo) => Origin::Repo(name.clone()),
+                Some(Layer::Flag) => Origin::Override(name.clone()),
             };
-            let overrides_embedded = layer.is_some() && set.by_id.contains_key(&runbook.id);
+            let below = set.by_id.get(&runbook.id);
+            let overrides_embedded = layer.is_some()
+                && below.is_some_and(|b| b.origin == Origin::Embedded || b.overrides_embedded);
+            let replaced = below.map(|b| b.origin.clone());
             set.by_id.insert(
                 runbook.id.clone(),
                 Loaded {
                     runbook,
                     origin,
                     overrides_embedded,
+                    replaced,
                 },
             );
         }

@@ -300,8 +300,9 @@ pub struct PlanEnv {
     /// hk-console.yaml `protected: true`: every mutating step gets the gate policy's preview
     /// and approval (or a typed confirmation where the kind has no preview).
     pub protected: bool,
-    /// The inventory path as passed to `ansible-playbook -i`.
-    pub inventory: String,
+    /// The inventory sources, each passed as one `-i` to ansible-playbook and `ansible`
+    /// (the same list hk-console read: `Repo::inventory_sources`).
+    pub inventories: Vec<String>,
     /// The working directory of ansible commands (playbook paths are relative to it).
     pub ansible_dir: String,
     /// The kubeconfig for `flux` commands, if not the default one.
@@ -341,6 +342,13 @@ pub struct PlaybookUse {
     /// Relative to the Ansible directory, as the runbook names it.
     pub playbook: String,
     pub tagged: bool,
+}
+
+/// `-i SOURCE` for each inventory source, in order (Ansible merges them as hk-console did).
+fn inventory_args(inventories: &[String]) -> impl Iterator<Item = String> + '_ {
+    inventories
+        .iter()
+        .flat_map(|i| ["-i".to_string(), i.clone()])
 }
 
 /// The inventory as the planner sees it. Implemented by the integrator over the real
@@ -1025,12 +1033,9 @@ impl Planner<'_> {
     }
 
     fn ansible_argv(&self, play: &RenderedPlay, flags: &[&str]) -> Vec<String> {
-        let mut argv = vec![
-            "ansible-playbook".to_string(),
-            "-i".to_string(),
-            self.env.inventory.clone(),
-            play.playbook.clone(),
-        ];
+        let mut argv = vec!["ansible-playbook".to_string()];
+        argv.extend(inventory_args(&self.env.inventories));
+        argv.push(play.playbook.clone());
         for (k, v) in &play.extra_vars {
             argv.push("-e".into());
             argv.push(extra_var_arg(k, v));
@@ -1650,13 +1655,12 @@ impl Planner<'_> {
                             gate: Some(Gate::ConfirmHosts {
                                 expected: vec![host.clone()],
                             }),
-                            command: Some(vec![
-                                "ansible".into(),
-                                "-i".into(),
-                                self.env.inventory.clone(),
-                                host.clone(),
-                                "--list-hosts".into(),
-                            ]),
+                            command: Some(
+                                std::iter::once("ansible".to_string())
+                                    .chain(inventory_args(&self.env.inventories))
+                                    .chain([host.clone(), "--list-hosts".into()])
+                                    .collect(),
+                            ),
                             expect: Some(Expect {
                                 hosts: Some(vec![host.clone()]),
                                 ..Expect::default()
