@@ -264,6 +264,60 @@ async fn the_cilium_preview_shows_the_endpoint_the_reconcile_changes(mode: Mode)
     assert!(out[1].starts_with("values that change"), "{out:?}");
 }
 
+both_modes!(a_kustomization_preview_names_the_objects_it_would_change);
+/// Issue 29: the preview of a Kustomization's reconcile compares what the overlay renders
+/// under it with the cluster's objects, as `flux diff kustomization` does: in
+/// agents-on-node-ip the cilium release in the cluster still says a node's address, the
+/// overlay the VIP.
+async fn a_kustomization_preview_names_the_objects_it_would_change(mode: Mode) {
+    let (_dir, d) = start(mode, "agents-on-node-ip").await;
+    let clusters = hk_console::session::executors::Clusters::for_repo(
+        &d.repo,
+        &hk_console::cluster::KubeOverrides::default(),
+    );
+    let rendered = clusters
+        .rendered("prod", "Kustomization", "platform", "flux-system")
+        .expect("prod is an environment");
+    let target = hk_console::cluster::kube_target(
+        &d.repo,
+        "prod",
+        &hk_console::cluster::KubeOverrides::default(),
+    )
+    .expect("prod's kubeconfig");
+    let client = hk_console::cluster::client(&target).await.expect("client");
+    let obj = hk_console::exec::kube::flux::FluxObject::parse(
+        "kustomization/platform",
+        Some("flux-system"),
+    )
+    .expect("object");
+    let p = hk_console::exec::kube::flux::preview(client, &obj, Some(&rendered))
+        .await
+        .expect("preview");
+    let text = p.lines.join("\n");
+    println!("{text}");
+    assert!(
+        p.lines[1].starts_with(
+            "objects it would change (the cluster now -> what the overlay clusters/prod renders):"
+        ),
+        "{text}"
+    );
+    let vip = d
+        .repo
+        .environment("prod")
+        .and_then(|e| e.vip.get().map(str::to_string))
+        .expect("prod's VIP");
+    let line = p
+        .lines
+        .iter()
+        .find(|l| l.starts_with("  HelmRelease kube-system/cilium: "))
+        .unwrap_or_else(|| panic!("no cilium line:\n{text}"));
+    assert!(
+        line.contains(&format!("spec.values.k8sServiceHost: "))
+            && line.ends_with(&format!("-> {vip}")),
+        "{line}"
+    );
+}
+
 both_modes!(a_step_that_would_lose_quorum_is_refused_in_a_headless_run);
 /// Issue 29: with k3s-prod-1 NotReady, reprovisioning k3s-prod-2 would leave one of three
 /// etcd members: the headless run looks before the gate as the console's gate does, journals

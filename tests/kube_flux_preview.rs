@@ -131,6 +131,7 @@ async fn the_preview_reads_revision_spec_change_and_the_daemonset_it_rolls_and_w
             "spec": {"chart": {"spec": {"chart": "cilium", "version": "1.18.4"}},
                      "values": {"k8sServiceHost": "192.168.2.9", "k8sServicePort": "6443"}}}),
         ),
+        applies: None,
     };
     let p = flux::preview(admin.clone(), &obj, Some(&rendered))
         .await
@@ -158,6 +159,7 @@ async fn the_preview_reads_revision_spec_change_and_the_daemonset_it_rolls_and_w
     let broken = flux::Rendered {
         overlay: "clusters/prod".into(),
         object: Err("clusters/prod/kustomization.yaml:3: no such resource".into()),
+        applies: None,
     };
     let p = flux::preview(admin.clone(), &obj, Some(&broken))
         .await

@@ -206,11 +206,24 @@ impl Clusters {
     ) -> Option<hk_effects::exec::kube::flux::Rendered> {
         let (root, overlay) = &self.envs.get(env)?.overlay;
         let shown = overlay.display().to_string();
-        let object = if !root.join(overlay).is_dir() {
+        let applied = if !root.join(overlay).is_dir() {
             Err(format!("there is no directory {shown} in the repo"))
         } else {
-            match hk_engine::repo::flux::applied_objects(root, overlay) {
-                Err(e) => Err(e.to_string()),
+            hk_engine::repo::flux::applied_objects(root, overlay).map_err(|e| e.to_string())
+        };
+        // A Kustomization's preview compares what it applies: the objects under its path.
+        let applies = (kind == "Kustomization").then(|| match &applied {
+            Err(why) => Err(why.clone()),
+            Ok(a) => a
+                .by_kustomization
+                .iter()
+                .find(|(ks, _)| *ks == format!("{namespace}/{name}") || *ks == name)
+                .map(|(_, objects)| objects.clone().map_err(|e| e.to_string()))
+                .unwrap_or_else(|| Err(format!("it renders no Kustomization {namespace}/{name}"))),
+        });
+        let object = {
+            match applied {
+                Err(e) => Err(e),
                 Ok(applied) => {
                     let mut found = None;
                     let mut unreadable = Vec::new();
@@ -244,6 +257,7 @@ impl Clusters {
         Some(hk_effects::exec::kube::flux::Rendered {
             overlay: shown,
             object,
+            applies,
         })
     }
 

@@ -488,14 +488,21 @@ async fn source_revision(
     name: &str,
 ) -> Result<String, String> {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let plural = format!("{}s", kind.to_ascii_lowercase());
+    // Flux's source kinds: GitRepository -> gitrepositories, HelmChart -> helmcharts.
+    let lower = kind.to_ascii_lowercase();
+    let plural = match lower.strip_suffix('y') {
+        Some(stem) => format!("{stem}ies"),
+        None => format!("{lower}s"),
+    };
     let ar =
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural);
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
-    let obj = api
-        .get(name)
-        .await
-        .map_err(|e| format!("{kind} {namespace}/{name} could not be read: {e}"))?;
+    let obj = api.get(name).await.map_err(|e| {
+        format!(
+            "{kind} {namespace}/{name} could not be read: {}",
+            crate::cluster::explain(&e)
+        )
+    })?;
     field(&obj.data, "/status/artifact/revision")
         .map(|r| format!("{r} ({kind} {namespace}/{name})"))
         .ok_or_else(|| format!("{kind} {namespace}/{name} has no artifact yet"))
@@ -509,6 +516,9 @@ pub struct Rendered {
     /// The overlay, as the operator names it (`clusters/prod`).
     pub overlay: String,
     pub object: Result<Value, String>,
+    /// For a Kustomization: the objects it applies (under its `spec.path`, substituted), or
+    /// why they cannot be told. `None` for a HelmRelease.
+    pub applies: Option<Result<Vec<Value>, String>>,
 }
 
 /// Read what a reconcile of `obj` would do: the object (refused when missing or
@@ -614,6 +624,23 @@ pub async fn preview(
     for ds in &daemonsets {
         lines.push(format!("rolls: {}", ds.radius()));
     }
+    if let (
+        FluxKind::Kustomization,
+        Some(Rendered {
+            overlay,
+            applies: Some(applies),
+            ..
+        }),
+    ) = (obj.kind, rendered)
+    {
+        let diff = match applies {
+            Ok(objects) => kustomization_diff(&client, overlay, objects, data).await,
+            Err(why) => vec![format!(
+                "objects it would change: unknown: the overlay {overlay} could not be rendered: {why}"
+            )],
+        };
+        lines.splice(1..1, diff);
+    }
     if let (FluxKind::HelmRelease, Some(next)) = (obj.kind, rendered) {
         let running = pods_env(&client, &daemonsets).await;
         let none = Value::Null;
@@ -642,6 +669,116 @@ pub async fn preview(
         lines.splice(1..1, diff);
     }
     Ok(Preview { lines, daemonsets })
+}
+
+/// What applying `objects` (the overlay's, for one Kustomization) would change in the
+/// cluster, as `flux diff kustomization` answers it: per object, created, or the fields it
+/// sets whose value differs (fields the server fills in are not compared), or unchanged;
+/// and the objects of the Kustomization's inventory the overlay no longer renders, which
+/// Flux prunes when `spec.prune` is true.
+async fn kustomization_diff(
+    client: &Client,
+    overlay: &str,
+    objects: &[Value],
+    ks: &Value,
+) -> Vec<String> {
+    let mut changed = Vec::new();
+    let mut unchanged = 0;
+    let mut ids = Vec::new();
+    for o in objects {
+        let api_version = o["apiVersion"].as_str().unwrap_or_default();
+        let kind = o["kind"].as_str().unwrap_or_default();
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        let ns = o["metadata"]["namespace"].as_str();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        ids.push(format!("{}_{name}_{group}_{kind}", ns.unwrap_or("")));
+        let shown = match ns {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let found = match kube::discovery::pinned_kind(client, &gvk).await {
+            Err(e) => Err(format!(
+                "the API server does not serve it: {}",
+                crate::cluster::explain(&e)
+            )),
+            Ok((ar, caps)) => {
+                let api: Api<DynamicObject> = match (caps.scope, ns) {
+                    (kube::discovery::Scope::Namespaced, Some(ns)) => {
+                        Api::namespaced_with(client.clone(), ns, &ar)
+                    }
+                    (kube::discovery::Scope::Namespaced, None) => {
+                        Api::default_namespaced_with(client.clone(), &ar)
+                    }
+                    (kube::discovery::Scope::Cluster, _) => Api::all_with(client.clone(), &ar),
+                };
+                api.get_opt(name)
+                    .await
+                    .map_err(|e| format!("could not be read: {}", crate::cluster::explain(&e)))
+            }
+        };
+        match found {
+            Err(why) => changed.push(format!("  {shown}: unknown ({why})")),
+            Ok(None) => changed.push(format!("  {shown}: created (not in the cluster now)")),
+            Ok(Some(live)) => {
+                let live = serde_json::to_value(&live).unwrap_or(Value::Null);
+                let mut diffs = Vec::new();
+                for part in ["spec", "data", "stringData", "rules", "roleRef", "subjects"] {
+                    let Some(want) = o.get(part) else { continue };
+                    let want = release_diff::flatten(want);
+                    let have = release_diff::flatten(live.get(part).unwrap_or(&Value::Null));
+                    for (k, v) in &want {
+                        if have.get(k) != Some(v) {
+                            diffs.push(format!(
+                                "{part}.{k}: {} -> {v}",
+                                have.get(k).map_or("(unset)", String::as_str)
+                            ));
+                        }
+                    }
+                }
+                if diffs.is_empty() {
+                    unchanged += 1;
+                } else {
+                    changed.push(format!("  {shown}: {}", diffs.join("; ")));
+                }
+            }
+        }
+    }
+    let prune = ks["spec"]["prune"].as_bool() == Some(true);
+    let gone: Vec<String> = ks["status"]["inventory"]["entries"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e["id"].as_str())
+                .filter(|id| !ids.iter().any(|x| x == id))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = vec![format!(
+        "objects it would change (the cluster now -> what the overlay {overlay} renders):"
+    )];
+    if changed.is_empty() && gone.is_empty() {
+        out[0] = format!(
+            "objects: the overlay {overlay} renders what the cluster runs ({unchanged} unchanged)"
+        );
+        return out;
+    }
+    out.extend(changed);
+    for id in gone {
+        out.push(format!(
+            "  {id}: no longer rendered: {}",
+            if prune {
+                "Flux deletes it (prune: true)"
+            } else {
+                "left in the cluster (prune is off)"
+            }
+        ));
+    }
+    if unchanged > 0 {
+        out.push(format!("  ({unchanged} other object(s) unchanged)"));
+    }
+    out
 }
 
 /// The environment variables of [`release_diff::VALUE_ENV`] the pods of `daemonsets` run
