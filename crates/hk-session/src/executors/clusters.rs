@@ -218,7 +218,10 @@ impl Clusters {
                 .by_kustomization
                 .iter()
                 .find(|(ks, _)| *ks == format!("{namespace}/{name}") || *ks == name)
-                .map(|(_, objects)| objects.clone().map_err(|e| e.to_string()))
+                .map(|(_, objects)| match objects {
+                    Ok(v) => Ok(v.clone()),
+                    Err(e) => Err(e.to_string()),
+                })
                 .unwrap_or_else(|| Err(format!("it renders no Kustomization {namespace}/{name}"))),
         });
         let object = {
