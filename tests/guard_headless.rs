@@ -312,8 +312,7 @@ async fn a_kustomization_preview_names_the_objects_it_would_change(mode: Mode) {
         .find(|l| l.starts_with("  HelmRelease kube-system/cilium: "))
         .unwrap_or_else(|| panic!("no cilium line:\n{text}"));
     assert!(
-        line.contains(&format!("spec.values.k8sServiceHost: "))
-            && line.ends_with(&format!("-> {vip}")),
+        line.contains("spec.values.k8sServiceHost: ") && line.ends_with(&format!("-> {vip}")),
         "{line}"
     );
 }
