@@ -9,3 +9,4 @@ pub mod blockers;
 pub mod health;
 pub mod live;
 pub mod parity;
+pub mod vpn_remotes;
