@@ -1073,19 +1073,16 @@ async fn follow_vip(
 }
 
 /// For each environment whose scenario state pins its VPN server (`vpn.pinned`), write that
-/// server into each of its gateways' `host_vars` as `vpn_egress_gateway_pia_remote`, then
-/// read the repo again: the demo's repo says what its gateways run. A host_vars file that
-/// already sets the variable is refused (the demo would have to rewrite the operator's line).
+/// server into each of its gateways' `host_vars` as `vpn_egress_gateway_pia_remote` (the
+/// demo's copy: a value the repo had there is replaced, other keys kept), then read the repo
+/// again: the demo's repo says what its gateways run.
 fn pin_vpn_remotes(repo: Repo, scenario: &Scenario) -> Result<Repo, DemoError> {
     const VAR: &str = hk_engine::checks::vpn_remotes::REMOTE_VAR;
-    let inv_dir = if repo.inventory_path.is_dir() {
-        repo.inventory_path.clone()
-    } else {
-        repo.inventory_path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| repo.root.clone())
-    };
+    let vars_dir = repo
+        .inventory_path
+        .parent()
+        .map_or_else(|| repo.root.clone(), Path::to_path_buf)
+        .join("host_vars");
     let mut wrote = false;
     for (i, env) in repo.environments.iter().enumerate() {
         let state = scenario.env_state_at(&env.name, i);
@@ -1099,39 +1096,35 @@ fn pin_vpn_remotes(repo: Repo, scenario: &Scenario) -> Result<Repo, DemoError> {
             ))
         })?;
         for gw in &env.vpn_gateways {
-            let hv = inv_dir.join("host_vars");
-            let dir_form = hv.join(&gw.name);
-            let path = if dir_form.is_dir() {
-                dir_form.join("hk-console-demo-vpn.yml")
+            // The same file the connection variables go to (written after this).
+            let as_dir = vars_dir.join(&gw.name);
+            let path = if as_dir.is_dir() {
+                as_dir.join("zz-hk-console-demo.yml")
             } else {
-                hv.join(format!("{}.yml", gw.name))
+                ["yml", "yaml"]
+                    .iter()
+                    .map(|ext| vars_dir.join(format!("{}.{ext}", gw.name)))
+                    .find(|p| p.is_file())
+                    .unwrap_or_else(|| vars_dir.join(format!("{}.yml", gw.name)))
             };
-            let before = std::fs::read_to_string(&path).unwrap_or_default();
-            if before.contains(VAR) {
-                return Err(DemoError::Start(format!(
-                    "scenario pins the VPN server of {}, but {} already sets {VAR}",
-                    gw.name,
-                    path.display()
-                )));
-            }
-            let text = format!(
-                "{before}{}# hk-console demo: the scenario's gateways are pinned to one server.\n{VAR}: \"{} {}\"\n",
-                if before.is_empty() || before.ends_with('\n') { "" } else { "\n" },
-                server.ip(),
-                server.port()
-            );
-            write(&path, &text)?;
+            let theirs = std::fs::read_to_string(&path).unwrap_or_default();
+            let value = format!("\"{} {}\"", server.ip(), server.port());
+            write(
+                &path,
+                &set_top_level_keys(
+                    &theirs,
+                    "the scenario pins this gateway's VPN server",
+                    &[(VAR.to_string(), value)],
+                ),
+            )?;
             wrote = true;
         }
     }
     if !wrote {
         return Ok(repo);
     }
-    Repo::load(&repo.root).map_err(|e| {
-        DemoError::Start(format!(
-            "the demo repo after pinning the VPN servers: {e}"
-        ))
-    })
+    Repo::load(&repo.root)
+        .map_err(|e| DemoError::Start(format!("the demo repo after pinning the VPN servers: {e}")))
 }
 
 /// One host's simulated state from its environment's scenario state.

@@ -237,6 +237,10 @@ pub fn vpn_gateway(obs: &GatewayObs, now: Timestamp, policy: &VpnPolicy) -> Gate
     pane
 }
 
+/// The shipped runbook that ends an eviction loop (runbooks/vpn-eviction-fix.yaml), named
+/// by the verdict so the operator knows what `x` opens.
+pub const EVICTION_FIX: &str = "vpn-eviction-fix";
+
 /// Across all gateways (of all environments): two on the same server (IP and port) with the
 /// same tunnel address evict each other. One critical verdict per such pair.
 pub fn vpn_across(gateways: &[GatewayPane]) -> Vec<Verdict> {
@@ -276,7 +280,7 @@ pub fn vpn_across(gateways: &[GatewayPane]) -> Vec<Verdict> {
                 format!(
                     "EVICTION LOOP: {} ({}) and {} ({}) are both on PIA server {sa} with tunnel \
                      address {ta}: each reconnect steals the address from the other{rhythm}. \
-                     Point one at another server.",
+                     Point one at another server: runbook {EVICTION_FIX}.",
                     a.host, a.env, b.host, b.env
                 ),
             ));
@@ -370,7 +374,8 @@ pub fn loop_gone(
     let holds = missing.is_empty();
     if holds {
         lines.push(format!(
-            "the loop is gone: every gateway up on its own server and tunnel address, none              reconnected in the last {}",
+            "the loop is gone: every gateway up on its own server and tunnel address, none \
+             reconnected in the last {}",
             human_ms(quiet_ms)
         ));
     } else {
