@@ -29,7 +29,10 @@ fn all_plans() -> Vec<Plan> {
             let single = rb.target.as_ref().is_some_and(|t| t.single);
             // The first host of its target: a gateway for a runbook on the VPN gateways.
             let e = repo.environment(env).expect("env");
-            let on_gateways = rb.target.as_ref().is_some_and(|t| t.group == "vpn_gateways");
+            let on_gateways = rb
+                .target
+                .as_ref()
+                .is_some_and(|t| t.group == "vpn_gateways");
             let host = single.then(|| {
                 if on_gateways {
                     e.vpn_gateways[0].name.clone()

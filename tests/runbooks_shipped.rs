@@ -141,7 +141,11 @@ fn the_docs_name_every_kind_field_condition_and_template_variable() {
     for f in KIND_FIELDS {
         assert!(docs.contains(&format!("`{f}`")), "field {f} undocumented");
     }
-    for (c, _) in KUBE_CONDITIONS.iter().chain(REPO_CONDITIONS).chain(VPN_CONDITIONS) {
+    for (c, _) in KUBE_CONDITIONS
+        .iter()
+        .chain(REPO_CONDITIONS)
+        .chain(VPN_CONDITIONS)
+    {
         assert!(docs.contains(c), "condition {c} undocumented");
     }
     for k in ENV_TEMPLATE_KEYS {

@@ -564,8 +564,11 @@ async fn vpn_eviction_fix_waits_for_the_repo_edit_then_applies_and_the_loop_stop
             tokio::time::sleep(Duration::from_secs(5)).await;
             // One line changed, as an operator would; the demo's connection keys stay.
             let text = std::fs::read_to_string(&pin).expect("read the repo");
-            std::fs::write(&pin, text.replace("198.51.100.30 1198", "198.51.100.31 1198"))
-                .expect("edit the repo");
+            std::fs::write(
+                &pin,
+                text.replace("198.51.100.30 1198", "198.51.100.31 1198"),
+            )
+            .expect("edit the repo");
             edited.store(true, Ordering::SeqCst);
         })
     };
@@ -626,17 +629,22 @@ async fn vpn_eviction_fix_waits_for_the_repo_edit_then_applies_and_the_loop_stop
     let now_prod = pos(&|l| {
         l == "now: prod/k3s-prod-3 on server 198.51.100.30:1198, tunnel address 10.7.0.10"
     });
-    let now_loop = pos(&|l| l.starts_with("now: EVICTION LOOP: k3s-dev-3 (dev) and k3s-prod-3 (prod)"));
+    let now_loop =
+        pos(&|l| l.starts_with("now: EVICTION LOOP: k3s-dev-3 (dev) and k3s-prod-3 (prod)"));
     let waited = pos(&|l| {
         l.starts_with("waiting: k3s-prod-3 shares \"198.51.100.30 1198\" with k3s-dev-3 (dev)")
     });
     let held = pos(&|l| {
         l == "k3s-prod-3's remote \"198.51.100.31 1198\" differs from every other gateway's in the repo"
     });
-    assert!(now_prod < waited && now_loop < waited && waited < held, "{repo_step:#?}");
+    assert!(
+        now_prod < waited && now_loop < waited && waited < held,
+        "{repo_step:#?}"
+    );
     let last = step(8);
     assert!(
-        last.last().is_some_and(|l| l.starts_with("the loop is gone")),
+        last.last()
+            .is_some_and(|l| l.starts_with("the loop is gone")),
         "{last:#?}"
     );
     // The simulated gateway dials the new server, and the loop has stopped: no eviction

@@ -130,7 +130,9 @@ pub fn vpn_remotes_differ(repo: &Repo, host: &str) -> RepoJudgement {
     );
     let check = match &mine {
         Remote::Unreadable(why) => {
-            lines.push(format!("waiting: {host}'s {REMOTE_VAR} cannot be read ({why}): {hint}"));
+            lines.push(format!(
+                "waiting: {host}'s {REMOTE_VAR} cannot be read ({why}): {hint}"
+            ));
             RepoCheck::Waiting
         }
         Remote::OvpnOwn => {
@@ -198,8 +200,11 @@ mod tests {
         }
         let dir = tempfile::tempdir().expect("tempdir");
         let src = crate::repo::bundled_sample_dir();
-        std::fs::copy(src.join("hk-console.yaml"), dir.path().join("hk-console.yaml"))
-            .expect("config");
+        std::fs::copy(
+            src.join("hk-console.yaml"),
+            dir.path().join("hk-console.yaml"),
+        )
+        .expect("config");
         copy(
             &src.join("infra/ansible/inventory"),
             &dir.path().join("infra/ansible/inventory"),
@@ -233,8 +238,9 @@ mod tests {
         )));
         let last = j.lines.last().expect("a verdict line");
         assert!(
-            last.starts_with("waiting: k3s-prod-3 shares \"198.51.100.30 1198\" with k3s-dev-3 (dev)")
-                && last.contains("hk-console does not edit the repo"),
+            last.starts_with(
+                "waiting: k3s-prod-3 shares \"198.51.100.30 1198\" with k3s-dev-3 (dev)"
+            ) && last.contains("hk-console does not edit the repo"),
             "{last}"
         );
         // The operator's edit, read again: now it holds.
@@ -253,11 +259,17 @@ mod tests {
         // The sample: dev keeps its .ovpn's remote, prod is pinned to .135.
         let j = judge(dir.path(), "vpn-remotes-differ k3s-dev-3");
         assert_eq!(j.check, RepoCheck::Waiting, "{:?}", j.lines);
-        assert!(j.lines.iter().any(|l| l.starts_with("waiting: k3s-dev-3's")
-            && l.contains("is empty")));
+        assert!(j
+            .lines
+            .iter()
+            .any(|l| l.starts_with("waiting: k3s-dev-3's") && l.contains("is empty")));
         let j = judge(dir.path(), "vpn-remotes-differ k3s-prod-3");
         assert_eq!(j.check, RepoCheck::Holds, "{:?}", j.lines);
-        assert!(j.lines.last().expect("line").contains("k3s-dev-3 not compared"));
+        assert!(j
+            .lines
+            .last()
+            .expect("line")
+            .contains("k3s-dev-3 not compared"));
     }
 
     #[test]

@@ -16,7 +16,8 @@ use std::fmt;
 
 use super::schema::{
     BetweenHosts, Disrupts, GateSpec, Order, Play, RawRunbook, RawStep, Runbook, Scope, Step,
-    StepSpec, Target, DISRUPTS_VALUES, ENV_ROLES, KINDS, KIND_FIELDS, KUBE_CONDITIONS, REPO_CONDITIONS, VPN_CONDITIONS,
+    StepSpec, Target, DISRUPTS_VALUES, ENV_ROLES, KINDS, KIND_FIELDS, KUBE_CONDITIONS,
+    REPO_CONDITIONS, VPN_CONDITIONS,
 };
 use crate::yaml::{self, Mark, Node};
 
@@ -407,7 +408,11 @@ impl Validator {
                     "the conditions are: {}",
                     table
                         .iter()
-                        .map(|(n, a)| if *a { format!("{n} <what>") } else { n.to_string() })
+                        .map(|(n, a)| if *a {
+                            format!("{n} <what>")
+                        } else {
+                            n.to_string()
+                        })
                         .collect::<Vec<_>>()
                         .join(", ")
                 )),
@@ -1244,7 +1249,9 @@ mod tests {
         );
         assert!(!rb.steps[0].mutates && !rb.mutates());
         let rb = waiting("vpn-wait", "vpn-loop-gone {{ host }}").expect("valid");
-        assert!(matches!(&rb.steps[0].spec, StepSpec::VpnWait { condition, timeout_s: 60 } if condition == "vpn-loop-gone {{ host }}"));
+        assert!(
+            matches!(&rb.steps[0].spec, StepSpec::VpnWait { condition, timeout_s: 60 } if condition == "vpn-loop-gone {{ host }}")
+        );
         let msg = |r: Result<Runbook, Vec<Diagnostic>>| {
             r.expect_err("refused")
                 .iter()

@@ -82,7 +82,9 @@ impl WaitExecutor {
         tokio::task::spawn_blocking(move || Repo::load(&root))
             .await
             .map_err(|e| format!("the repo could not be read: {e}"))?
-            .map_err(|e| format!("the repo cannot be read ({e}); fix it and this step reads it again"))
+            .map_err(|e| {
+                format!("the repo cannot be read ({e}); fix it and this step reads it again")
+            })
     }
 
     /// Which gateways share which server and tunnel address now, one line each.
@@ -96,7 +98,8 @@ impl WaitExecutor {
                     "now: {}/{} on server {}, tunnel address {}",
                     g.env,
                     g.host,
-                    g.server.map_or_else(|| "not seen".into(), |s| s.to_string()),
+                    g.server
+                        .map_or_else(|| "not seen".into(), |s| s.to_string()),
                     g.tunnel_addr
                         .as_ref()
                         .map_or_else(|| "not seen".into(), |t| t.address.to_string())
@@ -122,14 +125,12 @@ impl WaitExecutor {
                 let mut words = condition.split_whitespace();
                 let host = match (words.next(), words.next(), words.next()) {
                     (Some("vpn-loop-gone"), Some(h), None) => h.to_string(),
-                    _ => {
-                        return (
-                            Some(Err(format!(
-                                "unknown vpn-wait condition `{condition}` (known: vpn-loop-gone HOST)"
-                            ))),
-                            Vec::new(),
-                        )
-                    }
+                    _ => return (
+                        Some(Err(format!(
+                            "unknown vpn-wait condition `{condition}` (known: vpn-loop-gone HOST)"
+                        ))),
+                        Vec::new(),
+                    ),
                 };
                 let (look, now) = look_with(&repo, &[], &self.gateways, cancel).await;
                 let quiet = LOOP_GONE_QUIET_MS / u64::from(self.time_scale);

@@ -338,7 +338,10 @@ pub fn loop_gone(
         let last = g.connects.iter().map(|t| t.0).max();
         let ago = match last {
             Some(t) => format!("last (re)connect {} ago", human_ms(now.0.saturating_sub(t))),
-            None => format!("no (re)connect in the last {}", human_ms(VpnPolicy::default().window_ms)),
+            None => format!(
+                "no (re)connect in the last {}",
+                human_ms(VpnPolicy::default().window_ms)
+            ),
         };
         lines.push(format!(
             "{}/{}: {state}, {exits}, server {server}, tunnel address {tunnel}, {ago}",
@@ -348,9 +351,10 @@ pub fn loop_gone(
             missing.push(format!("{} is {state}", g.host));
         }
         match (g.tunnel_exit, g.direct_exit) {
-            (Some(t), Some(d)) if t == d => {
-                missing.push(format!("{} exits at its direct address {t}: a leak", g.host))
-            }
+            (Some(t), Some(d)) if t == d => missing.push(format!(
+                "{} exits at its direct address {t}: a leak",
+                g.host
+            )),
             (Some(_), Some(_)) => {}
             _ => missing.push(format!("{}'s exit addresses were not both seen", g.host)),
         }
@@ -431,27 +435,58 @@ mod tests {
         let now = Timestamp(10_000_000);
         let q = LOOP_GONE_QUIET_MS;
         // The loop: both on one server and address, reconnecting every 2 minutes.
-        let dev = pane("dev", "k3s-dev-3", "198.51.100.30:1198", "10.7.0.10", &[9_760_000, 9_880_000]);
-        let prod = pane("prod", "k3s-prod-3", "198.51.100.30:1198", "10.7.0.10", &[9_820_000, 9_940_000]);
+        let dev = pane(
+            "dev",
+            "k3s-dev-3",
+            "198.51.100.30:1198",
+            "10.7.0.10",
+            &[9_760_000, 9_880_000],
+        );
+        let prod = pane(
+            "prod",
+            "k3s-prod-3",
+            "198.51.100.30:1198",
+            "10.7.0.10",
+            &[9_820_000, 9_940_000],
+        );
         let looped = [dev.clone(), prod.clone()];
         let across = vpn_across(&looped);
         let g = loop_gone("k3s-prod-3", &looped, &across, now, q);
         assert!(!g.holds);
         let last = g.lines.last().expect("line");
-        assert!(last.contains("EVICTION LOOP") && last.contains("k3s-dev-3 (re)connected 2m ago"), "{last}");
+        assert!(
+            last.contains("EVICTION LOOP") && last.contains("k3s-dev-3 (re)connected 2m ago"),
+            "{last}"
+        );
         assert_eq!(
             g.lines[1],
             "prod/k3s-prod-3: active, exits 203.0.113.7 (without the tunnel 198.51.100.200), \
              server 198.51.100.30:1198, tunnel address 10.7.0.10, last (re)connect 1m ago"
         );
         // Fixed: prod on another server, reconnected once by the apply 1 minute ago.
-        let prod2 = pane("prod", "k3s-prod-3", "198.51.100.31:1198", "10.7.0.10", &[now.0 - 60_000]);
-        let dev2 = pane("dev", "k3s-dev-3", "198.51.100.30:1198", "10.7.0.10", &[now.0 - 200_000]);
+        let prod2 = pane(
+            "prod",
+            "k3s-prod-3",
+            "198.51.100.31:1198",
+            "10.7.0.10",
+            &[now.0 - 60_000],
+        );
+        let dev2 = pane(
+            "dev",
+            "k3s-dev-3",
+            "198.51.100.30:1198",
+            "10.7.0.10",
+            &[now.0 - 200_000],
+        );
         let fixed = [dev2, prod2.clone()];
         assert!(vpn_across(&fixed).is_empty());
         let g = loop_gone("k3s-prod-3", &fixed, &[], now, q);
         assert!(!g.holds, "the apply's own reconnect is too recent");
-        assert!(g.lines.last().expect("line").contains("k3s-prod-3 (re)connected 1m ago; quiet for 2m 30s is needed"));
+        assert!(g
+            .lines
+            .last()
+            .expect("line")
+            .contains("k3s-prod-3 (re)connected 1m ago; quiet for 2m 30s is needed"));
         // Two and a half minutes on, nobody reconnected: it holds.
         let later = Timestamp(now.0 + 90_000);
         let g = loop_gone("k3s-prod-3", &fixed, &[], later, q);
@@ -466,10 +501,17 @@ mod tests {
         for (gws, why) in [
             (vec![fixed[0].clone(), down], "k3s-prod-3 is failed"),
             (vec![fixed[0].clone(), leaking], "a leak"),
-            (vec![fixed[0].clone()], "k3s-prod-3 was not among the gateways looked at"),
+            (
+                vec![fixed[0].clone()],
+                "k3s-prod-3 was not among the gateways looked at",
+            ),
         ] {
             let g = loop_gone("k3s-prod-3", &gws, &[], later, q);
-            assert!(!g.holds && g.lines.last().expect("line").contains(why), "{:?}", g.lines);
+            assert!(
+                !g.holds && g.lines.last().expect("line").contains(why),
+                "{:?}",
+                g.lines
+            );
         }
     }
 
