@@ -523,7 +523,7 @@ fn check_names_every_runbooks_blockers_once_with_what_they_stop() {
     std::fs::write(ansible.join("ansible.cfg"), &cfg).expect("cfg");
     std::fs::write(
         &book,
-        &std::fs::read_to_string(&book)
+        std::fs::read_to_string(&book)
             .expect("book")
             .replace("  roles:\n    - etcd_io_priority\n", ""),
     )
