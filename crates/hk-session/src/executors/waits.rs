@@ -125,12 +125,14 @@ impl WaitExecutor {
                 let mut words = condition.split_whitespace();
                 let host = match (words.next(), words.next(), words.next()) {
                     (Some("vpn-loop-gone"), Some(h), None) => h.to_string(),
-                    _ => return (
-                        Some(Err(format!(
+                    _ => {
+                        return (
+                            Some(Err(format!(
                             "unknown vpn-wait condition `{condition}` (known: vpn-loop-gone HOST)"
                         ))),
-                        Vec::new(),
-                    ),
+                            Vec::new(),
+                        )
+                    }
                 };
                 let (look, now) = look_with(&repo, &[], &self.gateways, cancel).await;
                 let quiet = LOOP_GONE_QUIET_MS / u64::from(self.time_scale);
