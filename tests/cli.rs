@@ -118,7 +118,7 @@ fn runbooks_validate_prints_file_line_col_and_exits_2() {
     let out = run(&["runbooks", "validate"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
-        text(&out.stdout).contains("ok: 8 runbook file(s) valid"),
+        text(&out.stdout).contains("ok: 9 runbook file(s) valid"),
         "{}",
         text(&out.stdout)
     );

@@ -370,3 +370,169 @@ fn plan_names_every_missing_variable_sorted_on_every_run() {
         assert_eq!(plan().1, first);
     }
 }
+
+/// Issue 26: `check` names the blockers of every runbook it knows (shipped and --runbooks),
+/// for every environment each allows, once per blocker with the runbooks it stops; a
+/// blocker ansible-playbook stops on is a violation (exit 1), a device placeholder a
+/// warning; `--env` keeps only that environment's; the vault one the parity check already
+/// reports is not repeated.
+#[test]
+fn check_names_every_runbooks_blockers_once_with_what_they_stop() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let repo = sample_copy(tmp.path());
+    let ansible = repo.join("infra/ansible");
+    let runbooks = tmp.path().join("runbooks");
+    std::fs::create_dir_all(&runbooks).expect("mkdir");
+    let run = |args: &[&str]| {
+        let o = bin()
+            .arg("--repo")
+            .arg(&repo)
+            .arg("--runbooks")
+            .arg(&runbooks)
+            .args(args)
+            .output()
+            .expect("run");
+        let (out, err) = text(&o);
+        (o.status.code(), out, err)
+    };
+    // As shipped: nothing stops any runbook.
+    let (code, out, err) = run(&["check"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(!out.contains("before step 1"), "{out}");
+
+    // A role ansible-playbook will not find (etcd-io-priority, prod only), a placeholder
+    // device an untagged node-baseline run uses (prod's vars), a --runbooks override naming
+    // a playbook that is not there (node-health, dev and prod), prod's vault locked.
+    let book = ansible.join("playbooks/etcd-io-priority.yml");
+    let b = std::fs::read_to_string(&book).expect("book");
+    std::fs::write(
+        &book,
+        b.replacen(
+            "  serial: 1\n",
+            "  serial: 1\n  roles:\n    - etcd_io_priority\n",
+            1,
+        ),
+    )
+    .expect("book");
+    let baseline = ansible.join("playbooks/node-baseline.yml");
+    let b = std::fs::read_to_string(&baseline).expect("baseline");
+    std::fs::write(
+        &baseline,
+        format!("{b}    - name: Longhorn disk\n      ansible.builtin.debug:\n        msg: \"{{{{ node_baseline_longhorn_device }}}}\"\n"),
+    )
+    .expect("baseline");
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("runbooks/node-health.yaml"),
+    )
+    .expect("shipped");
+    std::fs::write(
+        runbooks.join("node-health.yaml"),
+        shipped.replace("playbooks/node-health.yml", "playbooks/node-heath.yml"),
+    )
+    .expect("override");
+    std::fs::copy(
+        ansible.join("inventory/group_vars/vpn_egress_gateway/vault.yml"),
+        ansible.join("inventory/group_vars/k3s_prod/vault.yml"),
+    )
+    .expect("vault");
+    let cfg = std::fs::read_to_string(ansible.join("ansible.cfg")).expect("cfg");
+    std::fs::write(
+        ansible.join("ansible.cfg"),
+        cfg.replace("vault_password_file", "# vault_password_file"),
+    )
+    .expect("cfg");
+
+    let (code, out, err) = run(&["check"]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    let once = |needle: &str| {
+        assert_eq!(out.matches(needle).count(), 1, "{needle:?} once in:\n{out}");
+    };
+    once("infra/ansible/playbooks/node-heath.yml: [missing-playbook] violation: stops node-health (dev, prod) before step 1: the playbook `playbooks/node-heath.yml` does not exist");
+    once("infra/ansible/playbooks/etcd-io-priority.yml:");
+    assert!(
+        out.contains("[role-not-found] violation: stops etcd-io-priority (prod) before step 1: the role `etcd_io_priority`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("    fix: move the role into one of those directories"),
+        "{out}"
+    );
+    once("infra/ansible/inventory/group_vars/k3s_prod/vars.yml:26: [device-placeholder] warning: stops ");
+    assert!(
+        out.contains("infra/ansible/inventory/group_vars/k3s_prod/vars.yml:26: [device-placeholder] warning: stops reprovision-node (prod) before step 1: `node_baseline_longhorn_device` is the placeholder `/dev/BLOCKED-pending-disk-decision-longhorn` (for k3s-prod-1, k3s-prod-2, k3s-prod-3) and infra/ansible/playbooks/node-baseline.yml:"),
+        "{out}"
+    );
+    // The vault: the parity finding, then once what it stops, not the blocker again.
+    once("infra/ansible/inventory/group_vars/k3s_prod/vault.yml: [vault-locked] prod: vaulted, and no vault password is configured");
+    assert!(
+        out.lines().any(|l| l.starts_with("infra/ansible/inventory/group_vars/k3s_prod/vault.yml: [vault-locked] the finding above stops ")
+            && l.contains("etcd-io-priority (prod)")),
+        "{out}"
+    );
+    // Without the password the gateways' vault is locked too (dev's gateway is a server).
+    assert!(
+        out.lines().any(|l| l.starts_with("infra/ansible/inventory/group_vars/vpn_egress_gateway/vault.yml: [vault-locked] the finding above stops ")
+            && l.contains("vpn-eviction-fix (dev)")),
+        "{out}"
+    );
+    assert!(
+        out.contains("blockers: 5 before step 1 (4 violations, 1 warning) in "),
+        "{out}"
+    );
+
+    // dev alone: the override's missing playbook and the gateways' vault, nothing of prod.
+    let (code, out, err) = run(&["check", "--env", "dev"]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        out.contains("[missing-playbook] violation: stops node-health (dev) before step 1"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("role-not-found") && !out.contains("k3s_prod"),
+        "{out}"
+    );
+    assert!(
+        out.contains("blockers: 2 before step 1 (2 violations, 0 warnings) in "),
+        "{out}"
+    );
+
+    // JSON: the same blockers, each with what it stops.
+    let (code, out, _) = run(&["check", "--env", "dev", "--json"]);
+    assert_eq!(code, Some(1), "{out}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let blockers = doc["blockers"].as_array().expect("blockers");
+    assert_eq!(blockers.len(), 2, "{doc:#}");
+    let missing = blockers
+        .iter()
+        .find(|b| b["kind"] == "missing-playbook")
+        .expect("the missing playbook");
+    assert_eq!(missing["severity"], "violation");
+    assert_eq!(missing["also_a_finding"], false);
+    assert_eq!(
+        missing["stops"],
+        serde_json::json!([{"runbook": "node-health", "env": "dev"}])
+    );
+    assert!(
+        blockers
+            .iter()
+            .any(|b| b["kind"] == "vault-locked" && b["also_a_finding"] == true),
+        "{doc:#}"
+    );
+
+    // Only the placeholder left (a warning): check is clean again, and still names it.
+    std::fs::write(ansible.join("ansible.cfg"), &cfg).expect("cfg");
+    std::fs::write(
+        &book,
+        std::fs::read_to_string(&book)
+            .expect("book")
+            .replace("  roles:\n    - etcd_io_priority\n", ""),
+    )
+    .expect("book");
+    std::fs::remove_file(runbooks.join("node-health.yaml")).expect("rm");
+    let (code, out, err) = run(&["check"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains("blockers: 1 before step 1 (0 violations, 1 warning)"),
+        "{out}"
+    );
+}

@@ -334,7 +334,11 @@ fn plain_values_plan_the_same_commands_as_before() {
     .expect("fixture json");
     let repo = Repo::load(&sample()).expect("sample");
     let root = repo.root.display().to_string();
-    let plans = all_plans(&repo);
+    // Runbooks shipped after the fixture was written have no "before" to compare with;
+    // every other plan must still be there.
+    const NEWER: &[&str] = &["vpn-eviction-fix"];
+    let mut plans = all_plans(&repo);
+    plans.retain(|key, _| !NEWER.iter().any(|id| key.starts_with(&format!("{id} "))));
     assert_eq!(
         plans.keys().collect::<Vec<_>>(),
         before.keys().collect::<Vec<_>>()

@@ -182,7 +182,8 @@ async fn the_observe_sessions_executors_hold_no_mutating_executor() {
             }
         }
     }
-    // list-hosts, ansible, ssh, probe and kube-wait (the demo has kubeconfigs).
-    assert_eq!(held, 5, "read-only executors held");
+    // list-hosts, ansible, ssh, probe, kube-wait (the demo has kubeconfigs), repo-wait and
+    // vpn-wait.
+    assert_eq!(held, 7, "read-only executors held");
     assert!(mutating > 10, "{mutating} mutating steps refused");
 }

@@ -17,7 +17,8 @@ fn sample() -> Repo {
     Repo::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory")).expect("sample")
 }
 
-/// Plans for every (runbook, env) pair; single-host runbooks get the env's first server.
+/// Plans for every (runbook, env) pair; single-host runbooks get the env's first host of
+/// their target (its first server, or its first VPN gateway).
 fn all_plans() -> Vec<Plan> {
     let repo = sample();
     let set = load_runbooks(None).expect("runbooks");
@@ -26,7 +27,19 @@ fn all_plans() -> Vec<Plan> {
         let rb = &loaded.runbook;
         for env in &rb.environments {
             let single = rb.target.as_ref().is_some_and(|t| t.single);
-            let host = single.then(|| repo.environment(env).expect("env").servers[0].name.clone());
+            // The first host of its target: a gateway for a runbook on the VPN gateways.
+            let e = repo.environment(env).expect("env");
+            let on_gateways = rb
+                .target
+                .as_ref()
+                .is_some_and(|t| t.group == "vpn_gateways");
+            let host = single.then(|| {
+                if on_gateways {
+                    e.vpn_gateways[0].name.clone()
+                } else {
+                    e.servers[0].name.clone()
+                }
+            });
             let plan = plan_runbook(&repo, &set, &rb.id, env, host.as_deref())
                 .unwrap_or_else(|e| panic!("{} for {env}: {e}", rb.id));
             plans.push(plan);

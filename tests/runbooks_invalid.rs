@@ -159,7 +159,7 @@ const EXPECTED: &[(&str, &str)] = &[
     ),
     (
         "unknown-kind.yaml",
-        "unknown-kind.yaml:5:11: unknown step kind `shell`\n  hint: the kinds are: list-hosts, ansible, ssh, kube-wait, probe, gate, manual, flux-reconcile",
+        "unknown-kind.yaml:5:11: unknown step kind `shell`\n  hint: the kinds are: list-hosts, ansible, ssh, kube-wait, repo-wait, vpn-wait, probe, gate, manual, flux-reconcile",
     ),
     (
         "unknown-scope.yaml",

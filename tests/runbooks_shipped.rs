@@ -15,6 +15,7 @@ const SHIPPED: &[&str] = &[
     "cold-bringup",
     "memattr-survey",
     "node-health",
+    "vpn-eviction-fix",
 ];
 
 #[test]
@@ -125,7 +126,9 @@ fn two_overrides_with_one_id_are_an_error() {
 
 #[test]
 fn the_docs_name_every_kind_field_condition_and_template_variable() {
-    use hk_console::runbook::schema::{KINDS, KIND_FIELDS, KUBE_CONDITIONS};
+    use hk_console::runbook::schema::{
+        KINDS, KIND_FIELDS, KUBE_CONDITIONS, REPO_CONDITIONS, VPN_CONDITIONS,
+    };
     use hk_console::runbook::validate::ENV_TEMPLATE_KEYS;
     let docs = std::fs::read_to_string("docs/runbooks.md").expect("docs/runbooks.md");
     for k in KINDS {
@@ -138,7 +141,11 @@ fn the_docs_name_every_kind_field_condition_and_template_variable() {
     for f in KIND_FIELDS {
         assert!(docs.contains(&format!("`{f}`")), "field {f} undocumented");
     }
-    for (c, _) in KUBE_CONDITIONS {
+    for (c, _) in KUBE_CONDITIONS
+        .iter()
+        .chain(REPO_CONDITIONS)
+        .chain(VPN_CONDITIONS)
+    {
         assert!(docs.contains(c), "condition {c} undocumented");
     }
     for k in ENV_TEMPLATE_KEYS {

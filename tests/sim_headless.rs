@@ -533,3 +533,145 @@ async fn vpn_egress_verify_halts_on_the_eviction_loop_and_passes_when_healthy(mo
         r.render()
     );
 }
+
+both_modes!(vpn_eviction_fix_waits_for_the_repo_edit_then_applies_and_the_loop_stops);
+/// The eviction loop's fix, end to end: the run shows the shared server now, waits at its
+/// repo step while the repo still pins prod's gateway to dev's server, goes on only after
+/// the operator's edit of the demo repo, applies vpn.egress.gateway.yml to that one gateway
+/// (list-hosts, preview, approval), and ends when the live gateways show the loop gone;
+/// afterwards the VPN pane's eviction verdict is gone and dev's gateway stopped restarting.
+async fn vpn_eviction_fix_waits_for_the_repo_edit_then_applies_and_the_loop_stops(mode: Mode) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let (dir, d) = start(mode, "vpn-eviction-loop").await;
+    let inv = d.repo.inventory_path.parent().expect("inventory dir");
+    let pin = inv.join("host_vars").join("k3s-prod-3.yml");
+    let pinned = std::fs::read_to_string(&pin).expect("the scenario pins prod's gateway");
+    assert!(
+        pinned.contains("vpn_egress_gateway_pia_remote: \"198.51.100.30 1198\""),
+        "{pinned}"
+    );
+    let waiting = Arc::new(AtomicBool::new(false));
+    let edited = Arc::new(AtomicBool::new(false));
+    // The operator: once the repo step runs, a few looks later, points prod elsewhere.
+    let editor = {
+        let (waiting, edited, pin) = (Arc::clone(&waiting), Arc::clone(&edited), pin.clone());
+        tokio::spawn(async move {
+            while !waiting.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            // One line changed, as an operator would; the demo's connection keys stay.
+            let text = std::fs::read_to_string(&pin).expect("read the repo");
+            std::fs::write(
+                &pin,
+                text.replace("198.51.100.30 1198", "198.51.100.31 1198"),
+            )
+            .expect("edit the repo");
+            edited.store(true, Ordering::SeqCst);
+        })
+    };
+    let dev_gw = d.node_state("k3s-dev-3").expect("dev gateway");
+    let set = hk_console::runbook::embedded::load(&[]).expect("shipped runbooks");
+    let req = HeadlessRun {
+        runbook: "vpn-eviction-fix".into(),
+        env: Some("prod".into()),
+        host: Some("k3s-prod-3".into()),
+        deadline: LONG,
+    };
+    let mut lines = Vec::new();
+    let mut left_repo_step_before_edit = false;
+    let r = drive(&d, set, &req, &dir.path().join("runs"), |l| {
+        if l.starts_with("step 1/") && l.ends_with(": running") {
+            waiting.store(true, Ordering::SeqCst);
+        }
+        if l.starts_with("step 2/") && !edited.load(Ordering::SeqCst) {
+            left_repo_step_before_edit = true;
+        }
+        lines.push(l.to_string());
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", lines.join("\n")));
+    editor.await.expect("editor");
+    eprintln!("{}", r.render());
+    assert!(!left_repo_step_before_edit, "{}", lines.join("\n"));
+    assert_succeeded(&r);
+    let ids: Vec<&str> = r.steps.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "remote-changed",
+            "list-hosts",
+            "apply.check",
+            "apply.approve",
+            "apply",
+            "tunnel-active",
+            "exit-ip",
+            "loop-gone"
+        ]
+    );
+    let out = hk_console::journal::read_output(&r.journal).expect("output");
+    let step = |n: usize| -> Vec<&str> {
+        out.iter()
+            .filter(|o| o.n == n)
+            .map(|o| o.line.as_str())
+            .collect()
+    };
+    let repo_step = step(1);
+    let pos = |pred: &dyn Fn(&str) -> bool| {
+        repo_step
+            .iter()
+            .position(|l| pred(l))
+            .unwrap_or_else(|| panic!("{repo_step:#?}"))
+    };
+    // Now: both on one server and tunnel address, the eviction named.
+    let now_prod = pos(&|l| {
+        l == "now: prod/k3s-prod-3 on server 198.51.100.30:1198, tunnel address 10.7.0.10"
+    });
+    let now_loop =
+        pos(&|l| l.starts_with("now: EVICTION LOOP: k3s-dev-3 (dev) and k3s-prod-3 (prod)"));
+    let waited = pos(&|l| {
+        l.starts_with("waiting: k3s-prod-3 shares \"198.51.100.30 1198\" with k3s-dev-3 (dev)")
+    });
+    let held = pos(&|l| {
+        l == "k3s-prod-3's remote \"198.51.100.31 1198\" differs from every other gateway's in the repo"
+    });
+    assert!(
+        now_prod < waited && now_loop < waited && waited < held,
+        "{repo_step:#?}"
+    );
+    let last = step(8);
+    assert!(
+        last.last()
+            .is_some_and(|l| l.starts_with("the loop is gone")),
+        "{last:#?}"
+    );
+    // The simulated gateway dials the new server, and the loop has stopped: no eviction
+    // verdict, and dev's gateway does not restart any more.
+    let prod_gw = d.node_state("k3s-prod-3").expect("prod gateway");
+    let server = prod_gw.lock().expect("lock").vpn.as_ref().map(|v| v.server);
+    assert_eq!(server, Some("198.51.100.31:1198".parse().expect("addr")));
+    let restarts = |s: &std::sync::Arc<std::sync::Mutex<hk_console::sim::node::NodeState>>| {
+        s.lock().expect("lock").units["vpn-egress-tunnel.service"].restarts
+    };
+    let before = (restarts(&dev_gw), restarts(&prod_gw));
+    // Two of the loop's periods (120 s / 30).
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!((restarts(&dev_gw), restarts(&prod_gw)), before);
+    let g = hk_console::observe::vpn::Gateways::for_repo_with(
+        &d.repo,
+        d.ssh_options(),
+        &hk_console::exec::settings::SshConfig::empty(),
+        &hk_console::exec::settings::SshDefaults::from_env(),
+    );
+    let v = hk_console::observe::vpn::look(&d.repo, &[], &g).await;
+    assert!(
+        !v.across
+            .iter()
+            .any(|x| x.rule == hk_console::checks::live::Rule::VpnEvictionLoop),
+        "{:#?}",
+        v.across
+    );
+    assert_eq!(v.gateways.len(), 2, "{v:#?}");
+}

@@ -742,7 +742,7 @@ fn slash_filters_the_home_lists_and_searches_the_output() {
     type_str(&mut app, "ETCD");
     app.handle_key(code(KeyCode::Enter));
     let frame = text(&render(&mut app, 120, 34));
-    assert!(frame.contains("/ETCD  (1 of 8)"), "{frame}");
+    assert!(frame.contains("/ETCD  (1 of 9)"), "{frame}");
     assert!(!frame.contains("node-health"), "{frame}");
     // Enter opens the one runbook the filter left, not the first of the full list.
     app.handle_key(code(KeyCode::Enter));
@@ -1053,7 +1053,7 @@ fn home_lists_name_the_rows_out_of_sight() {
     let frame = text(&render(&mut app, 80, 24));
     let shown = app.runbooks.len();
     assert!(shown > 5, "the sample ships {shown} runbooks");
-    assert!(frame.contains("↓ 3 more"), "{frame}");
+    assert!(frame.contains("↓ 4 more"), "{frame}");
     let big = text(&render(&mut app, 160, 45));
     assert!(!big.contains(" more "), "{big}");
     // Down to the last runbook (the runbook list has the keys at start): what is out of
@@ -1063,7 +1063,7 @@ fn home_lists_name_the_rows_out_of_sight() {
     }
     let frame = text(&render(&mut app, 80, 24));
     assert!(
-        frame.contains("↑ 3 more") && !frame.contains("↓"),
+        frame.contains("↑ 4 more") && !frame.contains("↓"),
         "{frame}"
     );
 }

@@ -30,7 +30,8 @@ pub(super) fn init_cmd(cli: &Cli, write: bool) -> CmdResult {
         );
     }
     let repo = Repo::load(&root)?;
-    print_check(&repo, None)
+    let runbooks = crate::context::load_runbooks(cli.runbooks.as_deref())?;
+    print_check(&repo, None, &runbooks)
 }
 
 /// Writes `text` as `root`'s hk-console.yaml; never over a file that appeared since the

@@ -425,6 +425,7 @@ async fn start_demo(
 ) -> Result<Demo, DemoError> {
     let scenario = scenario::load(name)?;
     let (repo, plan) = demo_repo::prepare_from(dir, source)?;
+    let repo = pin_vpn_remotes(repo, &scenario)?;
     let unknown = scenario.unknown_environments(&repo.environment_names());
     if !unknown.is_empty() {
         return Err(DemoError::Start(format!(
@@ -827,7 +828,15 @@ async fn start_demo(
             }
         }
     }
-    // Tunnels that reconnect on a period (the eviction loop) keep doing so.
+    // Tunnels that reconnect on a period (the eviction loop) keep doing so while another
+    // gateway is on the same server with the same tunnel address: the reconnects are the
+    // two evicting each other, so once one is pointed elsewhere (its config's `remote`
+    // changed and the unit restarted) both stop.
+    let gateway_states: Vec<(String, Arc<Mutex<NodeState>>)> = nodes
+        .iter()
+        .filter(|(h, _)| gateways.contains_key(*h))
+        .map(|(h, n)| (h.clone(), n.state()))
+        .collect();
     for (host, node) in &nodes {
         let Some(env) = gateways.get(host) else {
             continue;
@@ -837,6 +846,11 @@ async fn start_demo(
             continue;
         }
         let state = node.state();
+        let others: Vec<Arc<Mutex<NodeState>>> = gateway_states
+            .iter()
+            .filter(|(h, _)| h != host)
+            .map(|(_, s)| Arc::clone(s))
+            .collect();
         let real = Duration::from_millis(period * 1000 / u64::from(scenario.time_scale))
             .max(Duration::from_millis(200));
         let c = cancel.clone();
@@ -847,6 +861,21 @@ async fn start_demo(
                 tokio::select! {
                     _ = c.cancelled() => return,
                     _ = tick.tick() => {
+                        // One lock at a time: this node's tunnel, then each other's.
+                        let mine = state
+                            .lock()
+                            .ok()
+                            .and_then(|n| n.vpn.as_ref().map(|v| (v.server, v.tunnel_addr)));
+                        let evicted = mine.is_some_and(|m| {
+                            others.iter().any(|o| {
+                                o.lock().ok().is_some_and(|n| {
+                                    n.vpn.as_ref().map(|v| (v.server, v.tunnel_addr)) == Some(m)
+                                })
+                            })
+                        });
+                        if !evicted {
+                            continue;
+                        }
                         if let Ok(mut n) = state.lock() {
                             let now = n.now_ms();
                             if let Some(unit) = n.vpn.as_ref().map(|v| v.unit.clone()) {
@@ -1057,6 +1086,61 @@ async fn follow_vip(
             n.vip_held = held;
         }
     }
+}
+
+/// For each environment whose scenario state pins its VPN server (`vpn.pinned`), write that
+/// server into each of its gateways' `host_vars` as `vpn_egress_gateway_pia_remote` (the
+/// demo's copy: a value the repo had there is replaced, other keys kept), then read the repo
+/// again: the demo's repo says what its gateways run.
+fn pin_vpn_remotes(repo: Repo, scenario: &Scenario) -> Result<Repo, DemoError> {
+    const VAR: &str = hk_engine::checks::vpn_remotes::REMOTE_VAR;
+    let vars_dir = repo
+        .inventory_path
+        .parent()
+        .map_or_else(|| repo.root.clone(), Path::to_path_buf)
+        .join("host_vars");
+    let mut wrote = false;
+    for (i, env) in repo.environments.iter().enumerate() {
+        let state = scenario.env_state_at(&env.name, i);
+        if !state.vpn.pinned {
+            continue;
+        }
+        let server: std::net::SocketAddr = state.vpn.server.parse().map_err(|_| {
+            DemoError::Start(format!(
+                "scenario: vpn.server `{}` is not an address",
+                state.vpn.server
+            ))
+        })?;
+        for gw in &env.vpn_gateways {
+            // The same file the connection variables go to (written after this).
+            let as_dir = vars_dir.join(&gw.name);
+            let path = if as_dir.is_dir() {
+                as_dir.join("zz-hk-console-demo.yml")
+            } else {
+                ["yml", "yaml"]
+                    .iter()
+                    .map(|ext| vars_dir.join(format!("{}.{ext}", gw.name)))
+                    .find(|p| p.is_file())
+                    .unwrap_or_else(|| vars_dir.join(format!("{}.yml", gw.name)))
+            };
+            let theirs = std::fs::read_to_string(&path).unwrap_or_default();
+            let value = format!("\"{} {}\"", server.ip(), server.port());
+            write(
+                &path,
+                &set_top_level_keys(
+                    &theirs,
+                    "the scenario pins this gateway's VPN server",
+                    &[(VAR.to_string(), value)],
+                ),
+            )?;
+            wrote = true;
+        }
+    }
+    if !wrote {
+        return Ok(repo);
+    }
+    Repo::load(&repo.root)
+        .map_err(|e| DemoError::Start(format!("the demo repo after pinning the VPN servers: {e}")))
 }
 
 /// One host's simulated state from its environment's scenario state.

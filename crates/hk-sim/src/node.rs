@@ -478,6 +478,9 @@ BUG_REPORT_URL=\"https://bugs.debian.org/\"\n";
 /// Journal records a node keeps (the oldest go first).
 pub const JOURNAL_CAP: usize = 20_000;
 
+/// The tunnel unit's OpenVPN client config (`openvpn --config` of the unit's ExecStart).
+pub const EGRESS_CONF: &str = "/etc/openvpn/client/egress.conf";
+
 /// The default VPN unit name (the documented one).
 pub const VPN_UNIT: &str = "vpn-egress-tunnel.service";
 
@@ -599,8 +602,38 @@ impl NodeState {
             ..vpn
         });
         self.add_unit(&unit, "PIA OpenVPN egress tunnel", at_ms);
+        // The client config the unit runs (`openvpn --config EGRESS_CONF`): its `remote` line
+        // is the server the tunnel dials, and what vpn.egress.gateway.yml lays down from
+        // `vpn_egress_gateway_pia_remote`; the unit reads it again on every start.
+        if let Some(v) = &self.vpn {
+            let conf = format!(
+                "client\ndev {}\nproto udp\nremote {} {}\nping 10\nping-restart 60\n",
+                v.interface,
+                v.server.ip(),
+                v.server.port()
+            );
+            for d in ["/etc/openvpn", "/etc/openvpn/client"] {
+                let _ = self.fs.mkdir(d, 0o755, 0, at_ms);
+            }
+            let _ = self.write_file(EGRESS_CONF, conf.as_bytes());
+        }
         self.log_vpn_connect(at_ms);
         self
+    }
+
+    /// The server the tunnel's config names: its first `remote HOST PORT` line whose HOST is
+    /// an address (a name would need DNS, which the simulation does not model).
+    fn configured_vpn_server(&self) -> Option<SocketAddr> {
+        let conf = self.read_file(EGRESS_CONF).ok()?;
+        conf.lines().find_map(|l| {
+            let mut w = l.split_whitespace();
+            match (w.next(), w.next(), w.next()) {
+                (Some("remote"), Some(host), Some(port)) => {
+                    Some(SocketAddr::new(host.parse().ok()?, port.parse().ok()?))
+                }
+                _ => None,
+            }
+        })
     }
 
     /// The simulated time now.
@@ -682,6 +715,12 @@ impl NodeState {
             &format!("Started {name} - {desc}."),
         );
         if self.vpn.as_ref().is_some_and(|v| v.unit == name) {
+            // openvpn reads its config when it starts: a changed `remote` takes effect now.
+            if let Some(server) = self.configured_vpn_server() {
+                if let Some(v) = self.vpn.as_mut() {
+                    v.server = server;
+                }
+            }
             self.log_vpn_connect(at_ms + 100);
         }
         Ok(())
@@ -1380,7 +1419,7 @@ pub fn processes(s: &NodeState) -> Vec<(u32, u32, String, String)> {
             "k3s.service" => "/usr/local/bin/k3s server".to_string(),
             "ssh.service" => "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups".to_string(),
             n if s.vpn.as_ref().is_some_and(|v| v.unit == n) => {
-                "/usr/sbin/openvpn --config /etc/openvpn/client/egress.conf".to_string()
+                format!("/usr/sbin/openvpn --config {EGRESS_CONF}")
             }
             n => format!("/usr/bin/{}", n.trim_end_matches(".service")),
         };

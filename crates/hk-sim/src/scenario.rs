@@ -118,8 +118,13 @@ pub struct VpnState {
     /// The exit IP through the tunnel, and the home ISP's without it.
     pub tunnel_exit: String,
     pub direct_exit: String,
-    /// Reconnect period in simulated seconds (0: connected once, stays up).
+    /// Reconnect period in simulated seconds while another gateway is on the same server
+    /// with the same tunnel address (they evict each other); 0: connected once, stays up.
     pub restart_every_s: u64,
+    /// The repo pins `server` for this environment's gateways: the demo writes it into
+    /// each gateway's `host_vars` as `vpn_egress_gateway_pia_remote` (over what the repo
+    /// said), so the repo says what the gateways run, and a fix starts with a repo edit.
+    pub pinned: bool,
 }
 
 impl VpnState {
@@ -148,6 +153,7 @@ impl Default for VpnState {
             tunnel_exit: "198.51.100.77".into(),
             direct_exit: "203.0.113.5".into(),
             restart_every_s: 0,
+            pinned: false,
         }
     }
 }
@@ -218,6 +224,7 @@ pub struct VpnPatch {
     pub tunnel_exit: Option<String>,
     pub direct_exit: Option<String>,
     pub restart_every_s: Option<u64>,
+    pub pinned: Option<bool>,
 }
 
 /// Field-by-field replacement of [`DiskState`].
@@ -446,6 +453,7 @@ impl Scenario {
                 take!(s.vpn.tunnel_exit, v.tunnel_exit);
                 take!(s.vpn.direct_exit, v.direct_exit);
                 take!(s.vpn.restart_every_s, v.restart_every_s);
+                take!(s.vpn.pinned, v.pinned);
             }
             if let Some(d) = &p.disks {
                 s.disks.apply(d);

@@ -368,6 +368,24 @@ fn agents_fixer(runbooks: &[&Runbook], env: &str) -> Option<NextStep> {
     })
 }
 
+/// The runbook that ends an eviction loop: one that waits for `vpn-remotes-differ` in the
+/// repo and later proves `vpn-loop-gone` on the live gateways.
+fn eviction_fixer(runbooks: &[&Runbook], env: &str) -> Option<NextStep> {
+    for_env(runbooks, env).find_map(|r| {
+        let waits = first_step(r, |spec| {
+            matches!(spec, StepSpec::RepoWait { condition, .. } if condition.starts_with("vpn-remotes-differ"))
+        })?;
+        let proves = first_step(r, |spec| {
+            matches!(spec, StepSpec::VpnWait { condition, .. } if condition.starts_with("vpn-loop-gone"))
+        })?;
+        let why = format!(
+            "its step `{waits}` waits for one gateway's remote to differ in the repo, `{proves}` \
+             proves the loop gone"
+        );
+        Some(propose(r, env, true, why))
+    })
+}
+
 /// A read-only runbook whose target is `group`: it verifies, it changes nothing (the VPN
 /// gateways' look, the servers' health look).
 fn read_only_on(runbooks: &[&Runbook], env: &str, group: &str, why: &str) -> Option<NextStep> {
@@ -482,12 +500,22 @@ fn next_step(
                 ),
             })
         }
-        Facet::Vpn => read_only_on(
-            runbooks,
-            env,
-            "vpn_gateways",
-            "read-only, on the environment's VPN gateways",
-        ),
+        Facet::Vpn => {
+            // Two gateways evicting each other: the runbook that points one elsewhere, the
+            // one that waits for the repo's remotes to differ and then proves the loop gone.
+            let looping = all.iter().any(|v| v.rule == Rule::VpnEvictionLoop);
+            looping
+                .then(|| eviction_fixer(runbooks, env))
+                .flatten()
+                .or_else(|| {
+                    read_only_on(
+                        runbooks,
+                        env,
+                        "vpn_gateways",
+                        "read-only, on the environment's VPN gateways",
+                    )
+                })
+        }
         Facet::Etcd => {
             let starving = all
                 .iter()
@@ -708,6 +736,36 @@ mod tests {
                 assert_eq!(l.kinds[0], LookKind::Events);
                 assert!(l.kinds.contains(&LookKind::Logs));
                 assert_eq!(l.container.as_deref(), Some("cilium-agent"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_eviction_loop_offers_the_runbook_that_fixes_it() {
+        let rbs = runbooks();
+        let refs: Vec<&Runbook> = rbs.iter().collect();
+        let prod = EnvInput {
+            env: "prod",
+            verdicts: vec![verdict(
+                "prod",
+                Pane::VpnEgress,
+                Rule::VpnEvictionLoop,
+                Severity::Critical,
+                "dev/k3s-dev-3 + prod/k3s-prod-3",
+            )],
+            ..EnvInput::default()
+        };
+        let s = summarize(&[prod], &refs, &objects());
+        match s.envs[0].facet(Facet::Vpn).and_then(|f| f.next.clone()) {
+            Some(NextStep::Runbook { id, fixes, why, .. }) => {
+                assert_eq!(id, hk_engine::checks::live::EVICTION_FIX);
+                assert!(fixes);
+                assert_eq!(
+                    why,
+                    "its step `remote-changed` waits for one gateway's remote to differ in the \
+                     repo, `loop-gone` proves the loop gone"
+                );
             }
             other => panic!("{other:?}"),
         }

@@ -10,3 +10,4 @@ pub mod health;
 pub mod live;
 pub mod parity;
 pub mod release_diff;
+pub mod vpn_remotes;

@@ -29,6 +29,10 @@ pub enum StepKind {
     Ansible,
     Ssh,
     KubeWait,
+    /// Re-read the infra repo until a named condition over it holds (never edits it).
+    RepoWait,
+    /// Look at the live VPN gateways until a named condition over them holds.
+    VpnWait,
     Probe,
     Gate,
     Manual,
@@ -42,6 +46,8 @@ impl StepKind {
             StepKind::Ansible => "ansible",
             StepKind::Ssh => "ssh",
             StepKind::KubeWait => "kube-wait",
+            StepKind::RepoWait => "repo-wait",
+            StepKind::VpnWait => "vpn-wait",
             StepKind::Probe => "probe",
             StepKind::Gate => "gate",
             StepKind::Manual => "manual",
@@ -1296,6 +1302,46 @@ impl Planner<'_> {
             } => {
                 let condition = self.render(step, condition, h)?;
                 let mut s = base(StepKind::KubeWait, false, format!("Wait until {condition}"));
+                s.expect = Some(Expect {
+                    condition: Some(condition),
+                    timeout_s: Some(*timeout_s),
+                    ..Expect::default()
+                });
+                out.push(Draft {
+                    step: s,
+                    play: None,
+                });
+            }
+            StepSpec::RepoWait {
+                condition,
+                timeout_s,
+            } => {
+                let condition = self.render(step, condition, h)?;
+                let mut s = base(
+                    StepKind::RepoWait,
+                    false,
+                    format!("Wait until the repo says {condition} (re-read; never edited)"),
+                );
+                s.expect = Some(Expect {
+                    condition: Some(condition),
+                    timeout_s: Some(*timeout_s),
+                    ..Expect::default()
+                });
+                out.push(Draft {
+                    step: s,
+                    play: None,
+                });
+            }
+            StepSpec::VpnWait {
+                condition,
+                timeout_s,
+            } => {
+                let condition = self.render(step, condition, h)?;
+                let mut s = base(
+                    StepKind::VpnWait,
+                    false,
+                    format!("Wait until the live VPN gateways show {condition}"),
+                );
                 s.expect = Some(Expect {
                     condition: Some(condition),
                     timeout_s: Some(*timeout_s),

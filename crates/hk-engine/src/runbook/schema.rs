@@ -263,6 +263,16 @@ pub const KINDS: &[KindRules] = &[
         required: &["condition", "timeout_s"],
     },
     KindRules {
+        kind: "repo-wait",
+        allowed: &["condition", "timeout_s"],
+        required: &["condition", "timeout_s"],
+    },
+    KindRules {
+        kind: "vpn-wait",
+        allowed: &["condition", "timeout_s"],
+        required: &["condition", "timeout_s"],
+    },
+    KindRules {
         kind: "probe",
         allowed: &["tcp", "timeout_s", "on_fail"],
         required: &["tcp"],
@@ -292,6 +302,19 @@ pub const KUBE_CONDITIONS: &[(&str, bool)] = &[
     ("agents-dial-vip", false),
     ("lease-held", true),
 ];
+
+/// The named conditions a `repo-wait` step waits for the infra repo to meet (re-read from
+/// disk until it does; hk-console never edits the repo). Each takes one argument, the host.
+/// `vpn-remotes-differ HOST`: HOST's `vpn_egress_gateway_pia_remote` is set, and no other
+/// VPN gateway of any environment has the same one (`checks::vpn_remotes`).
+pub const REPO_CONDITIONS: &[(&str, bool)] = &[("vpn-remotes-differ", true)];
+
+/// The named conditions a `vpn-wait` step waits for on the live VPN gateways (every
+/// gateway of every environment, looked at as the VPN pane does). Each takes the host.
+/// `vpn-loop-gone HOST`: HOST and every other gateway are up and exit through the tunnel,
+/// none shares a server and tunnel address, and none reconnected for the quiet period
+/// (`checks::live::vpn::loop_gone`).
+pub const VPN_CONDITIONS: &[(&str, bool)] = &[("vpn-loop-gone", true)];
 
 /// The environment roles a target group can name instead of a literal group.
 pub const ENV_ROLES: &[&str] = &["servers", "vpn_gateways", "primary", "agents"];
@@ -435,6 +458,16 @@ pub enum StepSpec {
         timeout_s: Option<u64>,
     },
     KubeWait {
+        condition: String,
+        timeout_s: u64,
+    },
+    /// Re-read the repo until `condition` (one of [`REPO_CONDITIONS`]) holds.
+    RepoWait {
+        condition: String,
+        timeout_s: u64,
+    },
+    /// Look at the live VPN gateways until `condition` (one of [`VPN_CONDITIONS`]) holds.
+    VpnWait {
         condition: String,
         timeout_s: u64,
     },

@@ -17,6 +17,7 @@ use std::fmt;
 use super::schema::{
     BetweenHosts, Disrupts, GateSpec, Order, Play, RawRunbook, RawStep, Runbook, Scope, Step,
     StepSpec, Target, DISRUPTS_VALUES, ENV_ROLES, KINDS, KIND_FIELDS, KUBE_CONDITIONS,
+    REPO_CONDITIONS, VPN_CONDITIONS,
 };
 use crate::yaml::{self, Mark, Node};
 
@@ -374,6 +375,66 @@ impl Validator {
             message,
             hint: hint.map(str::to_string),
         });
+    }
+
+    /// A waiting step's `condition`: a name from `table` (name, takes an argument), with
+    /// exactly the argument it takes. `kind` names the step kind in the messages.
+    fn check_condition(
+        &mut self,
+        mark: Mark,
+        kind: &str,
+        table: &[(&str, bool)],
+        condition: &str,
+        example: &str,
+    ) {
+        // A template (`{{ host }}`) is one word, whatever its spaces.
+        let mut flat = String::new();
+        let mut rest = condition;
+        while let Some(i) = rest.find("{{") {
+            flat.push_str(&rest[..i]);
+            flat.push_str("{{}}");
+            rest = rest[i..].find("}}").map_or("", |j| &rest[i + j + 2..]);
+        }
+        flat.push_str(rest);
+        let mut words = flat.split_whitespace();
+        let name = words.next().unwrap_or_default();
+        let arg = words.next();
+        let extra = words.next();
+        match table.iter().find(|(n, _)| *n == name) {
+            None => self.push(
+                mark,
+                format!("unknown {kind} condition `{name}`"),
+                Some(&format!(
+                    "the conditions are: {}",
+                    table
+                        .iter()
+                        .map(|(n, a)| if *a {
+                            format!("{n} <what>")
+                        } else {
+                            n.to_string()
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            ),
+            Some((_, true)) if arg.is_none() => self.push(
+                mark,
+                format!("{kind} condition `{name}` needs what to wait for"),
+                Some(example),
+            ),
+            Some((_, false)) if arg.is_some() => self.push(
+                mark,
+                format!("{kind} condition `{name}` takes no argument"),
+                None,
+            ),
+            // kube-wait's conditions predate this check and parse their own tail.
+            Some(_) if kind != "kube-wait" && extra.is_some() => self.push(
+                mark,
+                format!("{kind} condition `{name}` takes one argument, not `{condition}`"),
+                Some(example),
+            ),
+            _ => {}
+        }
     }
 
     /// Check a string that may hold a template: syntax, and that every variable exists in
@@ -917,36 +978,49 @@ impl Validator {
             ),
             "kube-wait" => {
                 let condition = raw.condition.clone().unwrap_or_default();
-                let mut words = condition.split_whitespace();
-                let name = words.next().unwrap_or_default();
-                let arg = words.next();
-                match KUBE_CONDITIONS.iter().find(|(n, _)| *n == name) {
-                    None => self.push(
-                        at("condition"),
-                        format!("unknown kube-wait condition `{name}`"),
-                        Some(&format!(
-                            "the conditions are: {}",
-                            KUBE_CONDITIONS
-                                .iter()
-                                .map(|(n, a)| if *a { format!("{n} <what>") } else { n.to_string() })
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )),
-                    ),
-                    Some((_, true)) if arg.is_none() => self.push(
-                        at("condition"),
-                        format!("kube-wait condition `{name}` needs what to wait for"),
-                        Some("e.g. `daemonset-rolled-out kube-system/cilium`, `node-ready {{ host }}`"),
-                    ),
-                    Some((_, false)) if arg.is_some() => self.push(
-                        at("condition"),
-                        format!("kube-wait condition `{name}` takes no argument"),
-                        None,
-                    ),
-                    _ => {}
-                }
+                self.check_condition(
+                    at("condition"),
+                    "kube-wait",
+                    KUBE_CONDITIONS,
+                    &condition,
+                    "e.g. `daemonset-rolled-out kube-system/cilium`, `node-ready {{ host }}`",
+                );
                 (
                     StepSpec::KubeWait {
+                        condition,
+                        timeout_s: raw.timeout_s.unwrap_or_default(),
+                    },
+                    false,
+                )
+            }
+            "repo-wait" => {
+                let condition = raw.condition.clone().unwrap_or_default();
+                self.check_condition(
+                    at("condition"),
+                    "repo-wait",
+                    REPO_CONDITIONS,
+                    &condition,
+                    "e.g. `vpn-remotes-differ {{ host }}`",
+                );
+                (
+                    StepSpec::RepoWait {
+                        condition,
+                        timeout_s: raw.timeout_s.unwrap_or_default(),
+                    },
+                    false,
+                )
+            }
+            "vpn-wait" => {
+                let condition = raw.condition.clone().unwrap_or_default();
+                self.check_condition(
+                    at("condition"),
+                    "vpn-wait",
+                    VPN_CONDITIONS,
+                    &condition,
+                    "e.g. `vpn-loop-gone {{ host }}`",
+                );
+                (
+                    StepSpec::VpnWait {
                         condition,
                         timeout_s: raw.timeout_s.unwrap_or_default(),
                     },
@@ -1151,6 +1225,59 @@ mod tests {
         let vars = template_vars("{{ env.vip }}:{{ env.api_port }} {{ host }}").expect("parse");
         assert!(vars.contains("env.vip") && vars.contains("env.api_port") && vars.contains("host"));
         assert!(template_vars("{{ env.vip").is_err());
+    }
+
+    fn waiting(kind: &str, condition: &str) -> Result<Runbook, Vec<Diagnostic>> {
+        validate_text(
+            "w.yaml",
+            &format!(
+                "id: w\nenvironments: [prod]\nread_only: true\ntarget:\n  group: vpn_gateways\n  single: true\n\
+                 steps:\n  - id: w\n    kind: {kind}\n    condition: \"{condition}\"\n    timeout_s: 60\n"
+            ),
+        )
+    }
+
+    #[test]
+    fn repo_wait_and_vpn_wait_take_their_named_conditions_read_only() {
+        let rb = waiting("repo-wait", "vpn-remotes-differ {{ host }}").expect("valid");
+        assert_eq!(
+            rb.steps[0].spec,
+            StepSpec::RepoWait {
+                condition: "vpn-remotes-differ {{ host }}".into(),
+                timeout_s: 60
+            }
+        );
+        assert!(!rb.steps[0].mutates && !rb.mutates());
+        let rb = waiting("vpn-wait", "vpn-loop-gone {{ host }}").expect("valid");
+        assert!(
+            matches!(&rb.steps[0].spec, StepSpec::VpnWait { condition, timeout_s: 60 } if condition == "vpn-loop-gone {{ host }}")
+        );
+        let msg = |r: Result<Runbook, Vec<Diagnostic>>| {
+            r.expect_err("refused")
+                .iter()
+                .map(|d| format!("{}:{}: {}", d.line, d.col, d.message))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(
+            msg(waiting("repo-wait", "vpn-loop-gone {{ host }}")),
+            "10:16: unknown repo-wait condition `vpn-loop-gone`"
+        );
+        assert_eq!(
+            msg(waiting("repo-wait", "vpn-remotes-differ")),
+            "10:16: repo-wait condition `vpn-remotes-differ` needs what to wait for"
+        );
+        assert_eq!(
+            msg(waiting("vpn-wait", "vpn-loop-gone a b")),
+            "10:16: vpn-wait condition `vpn-loop-gone` takes one argument, not `vpn-loop-gone a b`"
+        );
+        // A wait without its timeout would wait forever.
+        let e = validate_text(
+            "w.yaml",
+            "id: w\nenvironments: [prod]\ntarget:\n  group: vpn_gateways\nsteps:\n  - id: w\n    kind: repo-wait\n    condition: vpn-remotes-differ x\n",
+        )
+        .expect_err("refused");
+        assert!(e.iter().any(|d| d.message.contains("timeout_s")), "{e:?}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! observe set (SSH settings per host from its hostvars, as Ansible would connect; the
 //! vault's redactor; each environment's cluster), and the adapters: [`real`] (SSH,
 //! ansible-playbook and list-hosts over `exec::Executor<ReadOnly | Mutating>`), [`probe`]
-//! (TCP probes), [`kube`] (kube-wait and flux-reconcile) over [`clusters`] (which
+//! (TCP probes), [`waits`] (repo-wait and vpn-wait), [`kube`] (kube-wait and flux-reconcile) over [`clusters`] (which
 //! environment's kubeconfig a step reaches). No environment with a kubeconfig: both kube
 //! kinds are absent and their steps say why; one environment without one: its steps fail
 //! unstarted, saying the same. The dispatch from a request to its executor is
@@ -17,6 +17,7 @@ pub mod clusters;
 pub mod kube;
 pub mod probe;
 pub mod real;
+pub mod waits;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +33,7 @@ pub use clusters::Clusters;
 pub use kube::KubeExecutor;
 pub use probe::ProbeExecutor;
 pub use real::RealExecutor;
+pub use waits::WaitExecutor;
 
 /// The step kinds `hk_effects::exec` runs (probe steps are run by [`ProbeExecutor`]).
 pub const KINDS: [StepKind; 3] = [StepKind::ListHosts, StepKind::Ansible, StepKind::Ssh];
@@ -144,6 +146,14 @@ pub fn capabilities_with(
     }
     if let Err(e) = read_only.add(Arc::new(ProbeExecutor::default())) {
         warnings.push(e.to_string());
+    }
+    // The waits read the repo from disk again and look at the gateways read-only.
+    for kind in [StepKind::RepoWait, StepKind::VpnWait] {
+        let wait = WaitExecutor::new(kind, repo.root.clone(), Arc::clone(&ro_exec))
+            .with_time_scale(setup.time_scale.unwrap_or(1));
+        if let Err(e) = read_only.add(Arc::new(wait)) {
+            warnings.push(e.to_string());
+        }
     }
     warnings.extend(clusters.problems());
     let kube = clusters.usable().then(|| Arc::clone(&clusters));

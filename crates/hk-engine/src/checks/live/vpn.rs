@@ -237,6 +237,10 @@ pub fn vpn_gateway(obs: &GatewayObs, now: Timestamp, policy: &VpnPolicy) -> Gate
     pane
 }
 
+/// The shipped runbook that ends an eviction loop (runbooks/vpn-eviction-fix.yaml), named
+/// by the verdict so the operator knows what `x` opens.
+pub const EVICTION_FIX: &str = "vpn-eviction-fix";
+
 /// Across all gateways (of all environments): two on the same server (IP and port) with the
 /// same tunnel address evict each other. One critical verdict per such pair.
 pub fn vpn_across(gateways: &[GatewayPane]) -> Vec<Verdict> {
@@ -276,13 +280,112 @@ pub fn vpn_across(gateways: &[GatewayPane]) -> Vec<Verdict> {
                 format!(
                     "EVICTION LOOP: {} ({}) and {} ({}) are both on PIA server {sa} with tunnel \
                      address {ta}: each reconnect steals the address from the other{rhythm}. \
-                     Point one at another server.",
+                     Point one at another server: runbook {EVICTION_FIX}.",
                     a.host, a.env, b.host, b.env
                 ),
             ));
         }
     }
     out
+}
+
+/// How long no gateway may have (re)connected before `vpn-loop-gone` holds: longer than the
+/// eviction loop's ~2 min period (openvpn's `--ping-restart 60` plus the reconnect), so a
+/// quiet stretch this long is not just an up-window between two evictions.
+pub const LOOP_GONE_QUIET_MS: u64 = 150_000;
+
+/// What `vpn-loop-gone HOST` makes of one look at every gateway: whether it holds, and a
+/// line per gateway (state, exits, server, tunnel address, last connect) plus what is
+/// still missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopGone {
+    pub holds: bool,
+    pub lines: Vec<String>,
+}
+
+/// `vpn-loop-gone HOST` over one look (`gateways`, `across` = [`vpn_across`] and the look's
+/// other cross-gateway verdicts) at `now`: HOST is among the gateways; every gateway's tunnel
+/// is active and exits at an address other than its direct one; no two share a server and
+/// tunnel address; and none (re)connected within the last `quiet_ms`.
+pub fn loop_gone(
+    host: &str,
+    gateways: &[GatewayPane],
+    across: &[Verdict],
+    now: Timestamp,
+    quiet_ms: u64,
+) -> LoopGone {
+    let mut lines = Vec::new();
+    let mut missing: Vec<String> = Vec::new();
+    if !gateways.iter().any(|g| g.host == host) {
+        missing.push(format!("{host} was not among the gateways looked at"));
+    }
+    for g in gateways {
+        let state = g.active_state.as_deref().map(str::trim).unwrap_or("unseen");
+        let exits = match (g.tunnel_exit, g.direct_exit) {
+            (Some(t), Some(d)) => format!("exits {t} (without the tunnel {d})"),
+            (Some(t), None) => format!("exits {t} (direct exit not seen)"),
+            _ => "no exit through the tunnel seen".to_string(),
+        };
+        let server = g
+            .server
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "?".into());
+        let tunnel = g
+            .tunnel_addr
+            .as_ref()
+            .map(|t| t.address.to_string())
+            .unwrap_or_else(|| "?".into());
+        let last = g.connects.iter().map(|t| t.0).max();
+        let ago = match last {
+            Some(t) => format!("last (re)connect {} ago", human_ms(now.0.saturating_sub(t))),
+            None => format!(
+                "no (re)connect in the last {}",
+                human_ms(VpnPolicy::default().window_ms)
+            ),
+        };
+        lines.push(format!(
+            "{}/{}: {state}, {exits}, server {server}, tunnel address {tunnel}, {ago}",
+            g.env, g.host
+        ));
+        if state != "active" {
+            missing.push(format!("{} is {state}", g.host));
+        }
+        match (g.tunnel_exit, g.direct_exit) {
+            (Some(t), Some(d)) if t == d => missing.push(format!(
+                "{} exits at its direct address {t}: a leak",
+                g.host
+            )),
+            (Some(_), Some(_)) => {}
+            _ => missing.push(format!("{}'s exit addresses were not both seen", g.host)),
+        }
+        if let Some(t) = last {
+            let since = now.0.saturating_sub(t);
+            if since < quiet_ms {
+                missing.push(format!(
+                    "{} (re)connected {} ago; quiet for {} is needed",
+                    g.host,
+                    human_ms(since),
+                    human_ms(quiet_ms)
+                ));
+            }
+        }
+    }
+    for v in across {
+        if v.rule == Rule::VpnEvictionLoop || v.severity == Severity::Critical {
+            missing.push(v.message.clone());
+        }
+    }
+    let holds = missing.is_empty();
+    if holds {
+        lines.push(format!(
+            "the loop is gone: every gateway up on its own server and tunnel address, none \
+             reconnected in the last {}",
+            human_ms(quiet_ms)
+        ));
+    } else {
+        lines.push(format!("waiting: {}", missing.join("; ")));
+    }
+    LoopGone { holds, lines }
 }
 
 /// Median distance from each of `a`'s connects to the nearest of `b`'s.
@@ -304,6 +407,113 @@ fn interleave(a: &[Timestamp], b: &[Timestamp]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pane(env: &str, host: &str, server: &str, tunnel: &str, connects: &[u64]) -> GatewayPane {
+        let (ip, port) = server.split_once(':').expect("ip:port");
+        GatewayPane {
+            env: env.into(),
+            host: host.into(),
+            active_state: Some("active".into()),
+            tunnel_exit: Some("203.0.113.7".parse().expect("ip")),
+            direct_exit: Some("198.51.100.200".parse().expect("ip")),
+            server: Some(PeerAddr {
+                ip: ip.parse().expect("ip"),
+                port: port.parse().expect("port"),
+            }),
+            tunnel_addr: Some(TunnelAddr {
+                address: tunnel.parse().expect("ip"),
+                mask: String::new(),
+            }),
+            connects: connects.iter().map(|t| Timestamp(*t)).collect(),
+            connect_period_ms: None,
+            verdicts: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn loop_gone_waits_for_distinct_servers_and_a_quiet_stretch() {
+        let now = Timestamp(10_000_000);
+        let q = LOOP_GONE_QUIET_MS;
+        // The loop: both on one server and address, reconnecting every 2 minutes.
+        let dev = pane(
+            "dev",
+            "k3s-dev-3",
+            "198.51.100.30:1198",
+            "10.7.0.10",
+            &[9_760_000, 9_880_000],
+        );
+        let prod = pane(
+            "prod",
+            "k3s-prod-3",
+            "198.51.100.30:1198",
+            "10.7.0.10",
+            &[9_820_000, 9_940_000],
+        );
+        let looped = [dev.clone(), prod.clone()];
+        let across = vpn_across(&looped);
+        let g = loop_gone("k3s-prod-3", &looped, &across, now, q);
+        assert!(!g.holds);
+        let last = g.lines.last().expect("line");
+        assert!(
+            last.contains("EVICTION LOOP") && last.contains("k3s-dev-3 (re)connected 2m ago"),
+            "{last}"
+        );
+        assert_eq!(
+            g.lines[1],
+            "prod/k3s-prod-3: active, exits 203.0.113.7 (without the tunnel 198.51.100.200), \
+             server 198.51.100.30:1198, tunnel address 10.7.0.10, last (re)connect 1m ago"
+        );
+        // Fixed: prod on another server, reconnected once by the apply 1 minute ago.
+        let prod2 = pane(
+            "prod",
+            "k3s-prod-3",
+            "198.51.100.31:1198",
+            "10.7.0.10",
+            &[now.0 - 60_000],
+        );
+        let dev2 = pane(
+            "dev",
+            "k3s-dev-3",
+            "198.51.100.30:1198",
+            "10.7.0.10",
+            &[now.0 - 200_000],
+        );
+        let fixed = [dev2, prod2.clone()];
+        assert!(vpn_across(&fixed).is_empty());
+        let g = loop_gone("k3s-prod-3", &fixed, &[], now, q);
+        assert!(!g.holds, "the apply's own reconnect is too recent");
+        assert!(g
+            .lines
+            .last()
+            .expect("line")
+            .contains("k3s-prod-3 (re)connected 1m ago; quiet for 2m 30s is needed"));
+        // Two and a half minutes on, nobody reconnected: it holds.
+        let later = Timestamp(now.0 + 90_000);
+        let g = loop_gone("k3s-prod-3", &fixed, &[], later, q);
+        assert!(g.holds, "{:?}", g.lines);
+        // A tunnel that is down, or leaks, or a host not looked at, never holds.
+        let mut down = prod2.clone();
+        down.active_state = Some("failed".into());
+        let leaking = GatewayPane {
+            tunnel_exit: prod2.direct_exit,
+            ..prod2.clone()
+        };
+        for (gws, why) in [
+            (vec![fixed[0].clone(), down], "k3s-prod-3 is failed"),
+            (vec![fixed[0].clone(), leaking], "a leak"),
+            (
+                vec![fixed[0].clone()],
+                "k3s-prod-3 was not among the gateways looked at",
+            ),
+        ] {
+            let g = loop_gone("k3s-prod-3", &gws, &[], later, q);
+            assert!(
+                !g.holds && g.lines.last().expect("line").contains(why),
+                "{:?}",
+                g.lines
+            );
+        }
+    }
 
     #[test]
     fn approx_and_human() {
