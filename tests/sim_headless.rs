@@ -134,14 +134,42 @@ fn vip(d: &Demo, env: &str) -> String {
 
 const LONG: Duration = Duration::from_secs(240);
 
-both_modes!(node_health_vpn_egress_verify_and_cold_bringup_complete_in_healthy);
-async fn node_health_vpn_egress_verify_and_cold_bringup_complete_in_healthy(mode: Mode) {
+both_modes!(read_only_runbooks_complete_and_cold_bringup_is_refused_on_live_prod);
+/// The read-only runbooks complete everywhere; cold-bringup completes in dev. In prod (gate
+/// policy) its approval before site.yml on all three live, healthy servers at once is refused
+/// (issue 29: 0 of 3 etcd members would remain); the simulated operator never overrides, so
+/// nothing mutates. A cold bring-up of a cluster that is not up sees no live quorum to lose.
+async fn read_only_runbooks_complete_and_cold_bringup_is_refused_on_live_prod(mode: Mode) {
     let (dir, d) = start(mode, "healthy").await;
     for env in ["dev", "prod"] {
-        for rb in ["node-health", "vpn-egress-verify", "cold-bringup"] {
+        for rb in ["node-health", "vpn-egress-verify"] {
             assert_succeeded(&run(&d, dir.path(), rb, env, None).await);
         }
     }
+    assert_succeeded(&run(&d, dir.path(), "cold-bringup", "dev", None).await);
+    let r = run(&d, dir.path(), "cold-bringup", "prod", None).await;
+    assert!(!r.succeeded, "{}", r.render());
+    let site = r
+        .steps
+        .iter()
+        .find(|s| s.id == "site")
+        .expect("the site step");
+    assert_ne!(site.state, "done", "{}", r.render());
+    let rec = hk_console::record::load_path(&r.journal).expect("record");
+    assert!(
+        rec.steps
+            .iter()
+            .filter(|s| s.mutates)
+            .all(|s| s.started.is_none()),
+        "{}",
+        rec.render_text()
+    );
+    let live: Vec<&String> = rec.steps.iter().flat_map(|s| &s.gate_live).collect();
+    assert!(
+        live.iter()
+            .any(|l| l.contains("0 remain: etcd LOSES QUORUM")),
+        "{live:?}"
+    );
 }
 
 both_modes!(etcd_io_priority_completes_and_changes_every_prod_node_through_ansible);
