@@ -304,7 +304,103 @@ fn init_on_an_unfamiliar_repo_proposes_facts_and_agents_and_the_repo_then_checks
     let r = root.display().to_string();
     let o = bin().args(["--repo", &r, "init"]).output().expect("run");
     let (out, err) = text(&o);
-    eprintln!("{out}\n{err}");
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
-    panic!("look");
+    for line in [
+        "# NOTE: inventory: ansible/inventory.yml as ansible/ansible.cfg:2 `inventory =` names it",
+        "    servers: control_plane\n",
+        "    agents: workers\n",
+        "used as `--tls-san` at ansible/roles/k3s_server/templates/k3s.service.j2:3",
+        "      vip: cluster_vip\n",
+        "      endpoint: cluster_vip\n",
+        "      founder: first_server_ip\n",
+        "      primary_group: primary_group_name\n",
+        "      api_port: \"{{ 6443 }}\"\n",
+        "# QUESTION: environments.lab.facts.kubeconfig:",
+        "no clusters/ directory: no Flux overlay",
+    ] {
+        assert!(out.contains(line), "{line}\n{out}");
+    }
+    // Nothing asked about Flux, nor `inventory:` written over what ansible.cfg says.
+    assert!(!out.contains("flux_overlay:"), "{out}");
+    assert!(!out.contains("\ninventory:"), "{out}");
+    assert!(!out.contains("upstream_dns"), "{out}");
+
+    // --write writes it and checks it: the Flux rules are named not applicable (no
+    // clusters/), none of them fails; the seed-layout rules still report what they miss.
+    let o = bin()
+        .args(["--repo", &r, "init", "--write"])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert!(root.join("hk-console.yaml").is_file(), "{err}");
+    assert!(
+        out.contains("lab: not applicable: overlay-resolves, overlay-equals-endpoint, overlay-equals-vip, overlay-not-node-ip, helmrelease-consumes-overlay-var, helmrelease-port-equals-api-port (no clusters/ directory"),
+        "{out}\n{err}"
+    );
+    assert!(!out.contains("[overlay-resolves]"), "{out}");
+    assert!(!out.contains("[env-facts]"), "{out}");
+    let o = bin().args(["--repo", &r, "check"]).output().expect("run");
+    let (check_out, err) = text(&o);
+    assert_eq!(check_out, out, "check after init --write says the same\n{err}");
+    // What remains are the seed-layout rules: no playbooks/site.yml, no Cilium template, no
+    // k3s_tls_sans (a violation: exit 1, not "cannot tell").
+    assert_eq!(o.status.code(), Some(1), "{check_out}\n{err}");
+
+    // envs knows every fact from the proposal alone.
+    let o = bin().args(["--repo", &r, "envs"]).output().expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(!out.contains("(unknown)"), "{out}");
+    assert!(
+        out.contains(
+            "VIP          10.20.0.100   endpoint 10.20.0.100   founder 10.20.0.11   port 6443"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("primary      lab_primary"), "{out}");
+    assert!(
+        out.contains("agents       workers (2): w1 10.20.0.21, w2 10.20.0.22"),
+        "{out}"
+    );
+    assert!(
+        out.contains("(from ") && out.contains("ansible/ansible.cfg:2 `inventory =`)"),
+        "{out}"
+    );
+
+    // A runbook scaffolded from the repo's own playbook plans against the proposal.
+    std::fs::create_dir_all(root.join("runbooks")).expect("mkdir");
+    let o = bin()
+        .args([
+            "--repo",
+            &r,
+            "runbooks",
+            "new",
+            "--playbook",
+            "site.yml",
+            "--id",
+            "site",
+            "--out",
+            &root.join("runbooks/site.yaml").display().to_string(),
+        ])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let o = bin()
+        .args(["--repo", &r, "plan", "site", "--env", "lab"])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    // One server at a time over the servers init found, with ansible.cfg's inventory.
+    for (i, host) in ["cp1", "cp2", "cp3"].iter().enumerate() {
+        assert!(
+            out.contains(&format!(
+                "$ ansible-playbook -i inventory.yml site.yml --limit {host}\n"
+            )),
+            "{i} {host}\n{out}"
+        );
+    }
+    assert!(out.contains("site for lab: 13 steps, MUTATING"), "{out}");
+    assert!(!out.contains("--limit w1"), "{out}");
 }
