@@ -341,7 +341,10 @@ fn init_on_an_unfamiliar_repo_proposes_facts_and_agents_and_the_repo_then_checks
     assert!(!out.contains("[env-facts]"), "{out}");
     let o = bin().args(["--repo", &r, "check"]).output().expect("run");
     let (check_out, err) = text(&o);
-    assert_eq!(check_out, out, "check after init --write says the same\n{err}");
+    assert_eq!(
+        check_out, out,
+        "check after init --write says the same\n{err}"
+    );
     // What remains are the seed-layout rules: no playbooks/site.yml, no Cilium template, no
     // k3s_tls_sans (a violation: exit 1, not "cannot tell").
     assert_eq!(o.status.code(), Some(1), "{check_out}\n{err}");
@@ -403,4 +406,30 @@ fn init_on_an_unfamiliar_repo_proposes_facts_and_agents_and_the_repo_then_checks
     }
     assert!(out.contains("site for lab: 13 steps, MUTATING"), "{out}");
     assert!(!out.contains("--limit w1"), "{out}");
+}
+
+#[test]
+fn init_asks_which_variable_is_the_vip_when_no_template_settles_it() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = unconfigured_repo(tmp.path());
+    // Without the template two variables render to an address no node has: a question,
+    // and no `vip:` guessed.
+    std::fs::remove_file(root.join("ansible/roles/k3s_server/templates/k3s.service.j2"))
+        .expect("rm");
+    let r = root.display().to_string();
+    let o = bin().args(["--repo", &r, "init"]).output().expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        out.contains("# QUESTION: environments.lab.facts.vip: several variables could be the VIP: cluster_vip (10.20.0.100, no node's address, shared by every server, ansible/inventory.yml:3:5) | upstream_dns (10.20.0.1, no node's address, shared by every server, ansible/inventory.yml:4:5): which one?"),
+        "{out}"
+    );
+    assert!(!out.contains("      vip:"), "{out}");
+    assert!(!out.contains("      endpoint:"), "{out}");
+    assert!(err.contains("2 question(s)"), "{err}");
+    // The proposal tells the operator what to write.
+    assert!(
+        out.contains("README: \"Another k3s Ansible layout\""),
+        "{out}"
+    );
 }

@@ -469,7 +469,10 @@ fn propose_env(
     if !root.join("clusters").is_dir() {
         why.insert(
             "flux_overlay",
-            vec!["no clusters/ directory: no Flux overlay (check says its Flux rules do not apply)".to_string()],
+            vec![
+                "no clusters/ directory: no Flux overlay (check says its Flux rules do not apply)"
+                    .to_string(),
+            ],
         );
     } else if default_overlay.is_dir() {
         why.insert(
@@ -630,6 +633,12 @@ fn render(config: &Config, envs: &[ProposedEnv], notes: &[String], questions: &[
         "# inventory and the Flux tree. Every choice says its evidence (file:line). Read it,\n",
     );
     t.push_str("# answer the QUESTIONs, then run `hk-console check`.\n");
+    t.push_str(
+        "# Where a fact lives under another name, write it under the environment's `facts:`\n",
+    );
+    t.push_str("# as a variable or a Jinja expression (`vip: cluster_vip`, `api_port: \"{{ apiserver_port\n");
+    t.push_str("# | default(6443) }}\"`); `agents:` names the worker group, `cni:` (namespace, selector,\n");
+    t.push_str("# container, daemonset) a CNI other than Cilium. README: \"Another k3s Ansible layout\".\n");
     for n in notes {
         let _ = writeln!(t, "# NOTE: {n}");
     }

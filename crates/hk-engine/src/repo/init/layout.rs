@@ -16,7 +16,13 @@ use crate::repo::config::{FactKey, FactsConfig};
 use crate::repo::Repo;
 
 /// Group names that read as the k3s servers, and as the agents.
-const SERVER_LIKE: &[&str] = &["server", "control_plane", "controlplane", "control-plane", "master"];
+const SERVER_LIKE: &[&str] = &[
+    "server",
+    "control_plane",
+    "controlplane",
+    "control-plane",
+    "master",
+];
 const AGENT_LIKE: &[&str] = &["worker", "agent"];
 /// Where a k3s repo's templates use the API's address: the VIP in the certificate, the
 /// address agents join, kube-vip's manifest.
@@ -85,7 +91,11 @@ pub(super) fn environments_by_group_names(
                 .map(|h| string_var(repo, h, "cluster_name"))
                 .collect();
             let name = match names.into_iter().collect::<Vec<_>>().as_slice() {
-                [Some(n)] if !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_')) => {
+                [Some(n)]
+                    if !n.is_empty()
+                        && n.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_')) =>
+                {
                     evidence.push(format!(
                         "named `{n}` after cluster_name: {n} ({})",
                         origin(repo, &members[0], "cluster_name")
@@ -188,7 +198,11 @@ fn uses(repo: &Repo, vars: &BTreeSet<String>) -> BTreeMap<String, Vec<Use>> {
         let Ok(text) = std::fs::read_to_string(&f) else {
             continue;
         };
-        let rel = f.strip_prefix(&repo.root).unwrap_or(&f).display().to_string();
+        let rel = f
+            .strip_prefix(&repo.root)
+            .unwrap_or(&f)
+            .display()
+            .to_string();
         for (i, line) in text.lines().enumerate() {
             if !line.contains("{{") {
                 continue;
@@ -217,10 +231,7 @@ fn jinja_mentions(line: &str, var: &str) -> bool {
         let end = after.find("}}").unwrap_or(after.len());
         let expr = &after[..end];
         let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
-        if expr
-            .split(|c: char| !ident(c))
-            .any(|word| word == var)
-        {
+        if expr.split(|c: char| !ident(c)).any(|word| word == var) {
             return true;
         }
         rest = &after[end..];
@@ -277,7 +288,10 @@ pub(super) fn propose_facts(repo: &Repo, e: &mut ProposedEnv, questions: &mut Ve
     let Some(first) = members.first().cloned() else {
         return;
     };
-    let has = |k: FactKey| repo.resolve_var(&first, FactsConfig::default_source(k)).is_some();
+    let has = |k: FactKey| {
+        repo.resolve_var(&first, FactsConfig::default_source(k))
+            .is_some()
+    };
     if FactKey::ALL.iter().all(|k| has(*k)) {
         return;
     }
@@ -293,7 +307,12 @@ pub(super) fn propose_facts(repo: &Repo, e: &mut ProposedEnv, questions: &mut Ve
     let vip_cands: Vec<(String, String)> = shared
         .iter()
         .filter(|(k, v)| !skip(k) && ip(v) && !nodes.contains(*v))
-        .map(|(k, v)| (k.clone(), format!("{v}, no node's address, shared by every server, {}", at(k))))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                format!("{v}, no node's address, shared by every server, {}", at(k)),
+            )
+        })
         .collect();
     let founder_cands: Vec<(String, String)> = shared
         .iter()
@@ -313,7 +332,12 @@ pub(super) fn propose_facts(repo: &Repo, e: &mut ProposedEnv, questions: &mut Ve
         .collect();
     let port_cands: Vec<(String, String)> = shared
         .iter()
-        .filter(|(k, v)| !skip(k) && k.contains("port") && v.parse::<u16>().is_ok() && (k.contains("api") || **v == K3S_DEFAULT_PORT.to_string()))
+        .filter(|(k, v)| {
+            !skip(k)
+                && k.contains("port")
+                && v.parse::<u16>().is_ok()
+                && (k.contains("api") || **v == K3S_DEFAULT_PORT.to_string())
+        })
         .map(|(k, v)| (k.clone(), format!("{v}, {}", at(k))))
         .collect();
     let kube_cands: Vec<(String, String)> = shared
@@ -325,7 +349,11 @@ pub(super) fn propose_facts(repo: &Repo, e: &mut ProposedEnv, questions: &mut Ve
     let used = uses(repo, &all);
     let mut facts = FactsConfig::default();
     let mut why: Vec<String> = Vec::new();
-    let mut set = |k: FactKey, source: Option<String>, w: Vec<String>, q: Option<String>, facts: &mut FactsConfig| {
+    let mut set = |k: FactKey,
+                   source: Option<String>,
+                   w: Vec<String>,
+                   q: Option<String>,
+                   facts: &mut FactsConfig| {
         if has(k) {
             return;
         }
@@ -347,12 +375,36 @@ pub(super) fn propose_facts(repo: &Repo, e: &mut ProposedEnv, questions: &mut Ve
     let vip_q = q.is_some() || vip.is_none();
     set(FactKey::Vip, vip.clone(), w, q.or_else(|| vip.is_none().then(|| format!("facts.vip: no variable renders to an address that is no node's but every server's: which one holds the VIP?"))), &mut facts);
     // The endpoint the kubeconfigs dial: the VIP when the repo has no variable of its own.
-    let endpoint_w = vip.as_ref().map(|v| vec![format!("endpoint: the VIP `{v}` (no endpoint variable of its own)")]).unwrap_or_default();
-    set(FactKey::Endpoint, vip.clone(), endpoint_w, (vip.is_none() && !vip_q).then(|| "facts.endpoint: which variable is the API endpoint?".to_string()), &mut facts);
-    let (f, w, q) = choose("founder", &founder_cands, &used, "the founder (the address the other servers join)");
+    let endpoint_w = vip
+        .as_ref()
+        .map(|v| {
+            vec![format!(
+                "endpoint: the VIP `{v}` (no endpoint variable of its own)"
+            )]
+        })
+        .unwrap_or_default();
+    set(
+        FactKey::Endpoint,
+        vip.clone(),
+        endpoint_w,
+        (vip.is_none() && !vip_q)
+            .then(|| "facts.endpoint: which variable is the API endpoint?".to_string()),
+        &mut facts,
+    );
+    let (f, w, q) = choose(
+        "founder",
+        &founder_cands,
+        &used,
+        "the founder (the address the other servers join)",
+    );
     let fq = q.or_else(|| f.is_none().then(|| "facts.founder: no variable renders to a server's address: which server do the others join?".to_string()));
     set(FactKey::Founder, f, w, fq, &mut facts);
-    let (p, w, q) = choose("primary_group", &primary_cands, &used, "the primary server's group");
+    let (p, w, q) = choose(
+        "primary_group",
+        &primary_cands,
+        &used,
+        "the primary server's group",
+    );
     let pq = q.or_else(|| p.is_none().then(|| "facts.primary_group: no variable names a group of servers: which group holds the first server?".to_string()));
     set(FactKey::PrimaryGroup, p, w, pq, &mut facts);
     let (port, w, q) = choose("api_port", &port_cands, &used, "the API port");
@@ -360,7 +412,9 @@ pub(super) fn propose_facts(repo: &Repo, e: &mut ProposedEnv, questions: &mut Ve
         (Some(p), _) => (Some(p), w),
         (None, false) => (
             Some(format!("{{{{ {K3S_DEFAULT_PORT} }}}}")),
-            vec![format!("api_port: no port variable; k3s's own default {K3S_DEFAULT_PORT}")],
+            vec![format!(
+                "api_port: no port variable; k3s's own default {K3S_DEFAULT_PORT}"
+            )],
         ),
         (None, true) => (None, w),
     };
@@ -410,11 +464,13 @@ pub(super) fn propose_agents(repo: &Repo, e: &mut ProposedEnv, questions: &mut V
                 )],
             );
         }
-        many => questions.push(format!(
+        many => {
+            questions.push(format!(
             "environments.{}.agents: several worker-like groups ({}): which one are its agents?",
             e.name,
             many.iter().map(|(g, _)| g.as_str()).collect::<Vec<_>>().join(", ")
-        )),
+        ))
+        }
     }
 }
 
@@ -425,8 +481,14 @@ mod tests {
     #[test]
     fn a_variable_is_used_only_as_a_whole_name_inside_braces() {
         assert!(jinja_mentions("--tls-san {{ cluster_vip }}", "cluster_vip"));
-        assert!(jinja_mentions("a: \"{{ x | default(cluster_vip) }}\"", "cluster_vip"));
-        assert!(!jinja_mentions("--tls-san {{ cluster_vip2 }}", "cluster_vip"));
+        assert!(jinja_mentions(
+            "a: \"{{ x | default(cluster_vip) }}\"",
+            "cluster_vip"
+        ));
+        assert!(!jinja_mentions(
+            "--tls-san {{ cluster_vip2 }}",
+            "cluster_vip"
+        ));
         assert!(!jinja_mentions("cluster_vip: {{ other }}", "cluster_vip"));
     }
 }
