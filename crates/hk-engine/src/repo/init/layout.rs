@@ -103,9 +103,9 @@ pub(super) fn environments_by_group_names(
                     n.clone()
                 }
                 _ => {
-                    evidence.push(format!(
-                        "named after the group (its hosts share no `cluster_name`)"
-                    ));
+                    evidence.push(
+                        "named after the group (its hosts share no `cluster_name`)".to_string(),
+                    );
                     group.clone()
                 }
             };
@@ -372,8 +372,9 @@ pub(super) fn propose_facts(repo: &Repo, e: &mut ProposedEnv, questions: &mut Ve
         *slot = source;
     };
     let (vip, w, q) = choose("vip", &vip_cands, &used, "the VIP");
-    let vip_q = q.is_some() || vip.is_none();
-    set(FactKey::Vip, vip.clone(), w, q.or_else(|| vip.is_none().then(|| format!("facts.vip: no variable renders to an address that is no node's but every server's: which one holds the VIP?"))), &mut facts);
+    const NO_VIP: &str = "facts.vip: no variable renders to an address that is no node's but every server's: which one holds the VIP?";
+    let vq = q.or_else(|| vip.is_none().then(|| NO_VIP.to_string()));
+    set(FactKey::Vip, vip.clone(), w, vq, &mut facts);
     // The endpoint the kubeconfigs dial: the VIP when the repo has no variable of its own.
     let endpoint_w = vip
         .as_ref()
@@ -387,8 +388,8 @@ pub(super) fn propose_facts(repo: &Repo, e: &mut ProposedEnv, questions: &mut Ve
         FactKey::Endpoint,
         vip.clone(),
         endpoint_w,
-        (vip.is_none() && !vip_q)
-            .then(|| "facts.endpoint: which variable is the API endpoint?".to_string()),
+        // Without a VIP the vip question above stands for both.
+        None,
         &mut facts,
     );
     let (f, w, q) = choose(
