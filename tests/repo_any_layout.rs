@@ -17,6 +17,10 @@ fn bin() -> Command {
     c
 }
 
+fn text_of(o: &Output) -> (String, String) {
+    text(o)
+}
+
 fn text(o: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -426,10 +430,82 @@ fn init_asks_which_variable_is_the_vip_when_no_template_settles_it() {
     );
     assert!(!out.contains("      vip:"), "{out}");
     assert!(!out.contains("      endpoint:"), "{out}");
-    assert!(err.contains("2 question(s)"), "{err}");
+    // The VIP, the kubeconfig name and the port (k3s's default, which the demo cannot rewrite).
+    assert!(err.contains("3 question(s)"), "{err}");
+    assert!(
+        out.contains("# QUESTION: environments.lab.facts.api_port: no variable holds the API port; k3s's default 6443 is written, but `demo --repo` rewrites a variable"),
+        "{out}"
+    );
     // The proposal tells the operator what to write.
     assert!(
         out.contains("README: \"Another k3s Ansible layout\""),
         "{out}"
+    );
+}
+
+const SERVERS_UPTIME: &str = "\
+id: servers-uptime
+title: Uptime of every server
+read_only: true
+environments: [lab]
+target:
+  group: servers
+steps:
+  - id: uptime
+    kind: ssh
+    title: \"uptime on {{ host }}\"
+    command: uptime
+    mutates: false
+";
+
+#[test]
+fn a_repo_init_configured_is_rehearsed_by_the_demo_when_its_port_is_a_variable() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = unconfigured_repo(tmp.path());
+    let inv = root.join("ansible/inventory.yml");
+    let text = std::fs::read_to_string(&inv).expect("read");
+    std::fs::write(
+        &inv,
+        text.replace(
+            "    cluster_name: lab\n",
+            "    cluster_name: lab\n    apiserver_port: 6443\n",
+        ),
+    )
+    .expect("write");
+    std::fs::create_dir_all(root.join("runbooks")).expect("mkdir");
+    std::fs::write(root.join("runbooks/servers-uptime.yaml"), SERVERS_UPTIME).expect("rb");
+    let r = root.display().to_string();
+    let o = bin()
+        .args(["--repo", &r, "init", "--write"])
+        .output()
+        .expect("run");
+    let (out, err) = text_of(&o);
+    let cfg = std::fs::read_to_string(root.join("hk-console.yaml")).expect("written");
+    assert!(
+        cfg.contains("      api_port: apiserver_port\n"),
+        "{cfg}\n{out}\n{err}"
+    );
+    assert!(
+        cfg.contains("# api_port: the API port: apiserver_port (6443, ansible/inventory.yml:6:5)"),
+        "{cfg}"
+    );
+    // The demo moves this repo onto loopback (rewriting apiserver_port and the connection
+    // variables in a copy) and runs a read-only runbook over its servers.
+    let o = bin()
+        .args([
+            "demo",
+            "--repo",
+            &r,
+            "--headless",
+            "--run",
+            "servers-uptime",
+        ])
+        .output()
+        .expect("run");
+    let (out, err) = text_of(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        format!("{out}{err}").contains("run servers-uptime · lab · succeeded"),
+        "{out}\n{err}"
     );
 }

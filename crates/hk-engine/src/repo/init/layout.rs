@@ -409,15 +409,18 @@ pub(super) fn propose_facts(repo: &Repo, e: &mut ProposedEnv, questions: &mut Ve
     let pq = q.or_else(|| p.is_none().then(|| "facts.primary_group: no variable names a group of servers: which group holds the first server?".to_string()));
     set(FactKey::PrimaryGroup, p, w, pq, &mut facts);
     let (port, w, q) = choose("api_port", &port_cands, &used, "the API port");
-    let (port, w) = match (port, q.is_some()) {
-        (Some(p), _) => (Some(p), w),
-        (None, false) => (
+    let (port, w, q) = match (port, q) {
+        (Some(p), _) => (Some(p), w, None),
+        // k3s's default serves envs/check/plan; `demo --repo` points the port at its
+        // simulated API server by rewriting a variable and refuses an expression.
+        (None, None) => (
             Some(format!("{{{{ {K3S_DEFAULT_PORT} }}}}")),
             vec![format!(
                 "api_port: no port variable; k3s's own default {K3S_DEFAULT_PORT}"
             )],
+            Some(format!("facts.api_port: no variable holds the API port; k3s's default {K3S_DEFAULT_PORT} is written, but `demo --repo` rewrites a variable: name the one your k3s config reads")),
         ),
-        (None, true) => (None, w),
+        (None, Some(q)) => (None, w, Some(q)),
     };
     set(FactKey::ApiPort, port, w, q, &mut facts);
     let (kc, w, q) = choose("kubeconfig", &kube_cands, &used, "the kubeconfig name");
