@@ -113,6 +113,7 @@ fn clean() -> ParityInput {
         cilium_template: Some(fixture("cilium/good.yaml.j2")),
         site_yml: Some(fixture("site/good.yml")),
         engine_line: None,
+        not_applicable: Vec::new(),
     }
 }
 

@@ -17,6 +17,10 @@ fn bin() -> Command {
     c
 }
 
+fn text_of(o: &Output) -> (String, String) {
+    text(o)
+}
+
 fn text(o: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -254,5 +258,254 @@ fn a_runbook_can_target_the_agents_and_says_so_when_there_are_none() {
     assert!(
         err.contains("environment `lab` has no `agents` group"),
         "{err}"
+    );
+}
+
+/// What a real repo of this layout has besides its inventory: an ansible.cfg naming it, a
+/// playbook whose role's template puts the VIP in the API certificate, and no hk-console.yaml
+/// and no Flux tree. A second address no node has (`upstream_dns`) makes the VIP a choice
+/// only the template's `--tls-san` settles.
+pub fn unconfigured_repo(dir: &Path) -> PathBuf {
+    let root = dir.join("homelab");
+    let a = root.join("ansible");
+    std::fs::create_dir_all(a.join("roles/k3s_server/templates")).expect("mkdir");
+    std::fs::create_dir_all(a.join("roles/k3s_server/tasks")).expect("mkdir");
+    std::fs::write(
+        a.join("inventory.yml"),
+        INVENTORY.replace(
+            "    cluster_vip: 10.20.0.100\n",
+            "    cluster_vip: 10.20.0.100\n    upstream_dns: 10.20.0.1\n",
+        ),
+    )
+    .expect("inventory");
+    std::fs::write(
+        a.join("ansible.cfg"),
+        "[defaults]\ninventory = inventory.yml\nhost_key_checking = True\n",
+    )
+    .expect("cfg");
+    std::fs::write(
+        a.join("site.yml"),
+        "- name: servers\n  hosts: control_plane\n  become: true\n  roles:\n    - k3s_server\n",
+    )
+    .expect("playbook");
+    std::fs::write(
+        a.join("roles/k3s_server/tasks/main.yml"),
+        "- name: k3s unit\n  ansible.builtin.template:\n    src: k3s.service.j2\n    dest: /etc/systemd/system/k3s.service\n    mode: \"0644\"\n",
+    )
+    .expect("tasks");
+    std::fs::write(
+        a.join("roles/k3s_server/templates/k3s.service.j2"),
+        "[Service]\nExecStart=/usr/local/bin/k3s server \\\n    --tls-san {{ cluster_vip }} \\\n    --resolv-conf /etc/k3s-resolv.conf\n# nameserver {{ upstream_dns }}\n",
+    )
+    .expect("template");
+    root
+}
+
+#[test]
+fn init_on_an_unfamiliar_repo_proposes_facts_and_agents_and_the_repo_then_checks_and_plans() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = unconfigured_repo(tmp.path());
+    let r = root.display().to_string();
+    let o = bin().args(["--repo", &r, "init"]).output().expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    for line in [
+        "# NOTE: inventory: ansible/inventory.yml as ansible/ansible.cfg:2 `inventory =` names it",
+        "    servers: control_plane\n",
+        "    agents: workers\n",
+        "used as `--tls-san` at ansible/roles/k3s_server/templates/k3s.service.j2:3",
+        "      vip: cluster_vip\n",
+        "      endpoint: cluster_vip\n",
+        "      founder: first_server_ip\n",
+        "      primary_group: primary_group_name\n",
+        "      api_port: \"{{ 6443 }}\"\n",
+        "# QUESTION: environments.lab.facts.kubeconfig:",
+        "no clusters/ directory: no Flux overlay",
+    ] {
+        assert!(out.contains(line), "{line}\n{out}");
+    }
+    // Nothing asked about Flux, nor `inventory:` written over what ansible.cfg says.
+    assert!(!out.contains("flux_overlay:"), "{out}");
+    assert!(!out.contains("\ninventory:"), "{out}");
+    assert!(!out.contains("upstream_dns"), "{out}");
+
+    // --write writes it and checks it: the Flux rules are named not applicable (no
+    // clusters/), none of them fails; the seed-layout rules still report what they miss.
+    let o = bin()
+        .args(["--repo", &r, "init", "--write"])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert!(root.join("hk-console.yaml").is_file(), "{err}");
+    assert!(
+        out.contains("lab: not applicable: overlay-resolves, overlay-equals-endpoint, overlay-equals-vip, overlay-not-node-ip, helmrelease-consumes-overlay-var, helmrelease-port-equals-api-port (no clusters/ directory"),
+        "{out}\n{err}"
+    );
+    assert!(!out.contains("[overlay-resolves]"), "{out}");
+    assert!(!out.contains("[env-facts]"), "{out}");
+    let o = bin().args(["--repo", &r, "check"]).output().expect("run");
+    let (check_out, err) = text(&o);
+    assert_eq!(
+        check_out, out,
+        "check after init --write says the same\n{err}"
+    );
+    // What remains are the seed-layout rules: no playbooks/site.yml, no Cilium template, no
+    // k3s_tls_sans (a violation: exit 1, not "cannot tell").
+    assert_eq!(o.status.code(), Some(1), "{check_out}\n{err}");
+
+    // envs knows every fact from the proposal alone.
+    let o = bin().args(["--repo", &r, "envs"]).output().expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(!out.contains("(unknown)"), "{out}");
+    assert!(
+        out.contains(
+            "VIP          10.20.0.100   endpoint 10.20.0.100   founder 10.20.0.11   port 6443"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("primary      lab_primary"), "{out}");
+    assert!(
+        out.contains("agents       workers (2): w1 10.20.0.21, w2 10.20.0.22"),
+        "{out}"
+    );
+    assert!(
+        out.contains("(from ") && out.contains("ansible/ansible.cfg:2 `inventory =`)"),
+        "{out}"
+    );
+
+    // A runbook scaffolded from the repo's own playbook plans against the proposal.
+    std::fs::create_dir_all(root.join("runbooks")).expect("mkdir");
+    let o = bin()
+        .args([
+            "--repo",
+            &r,
+            "runbooks",
+            "new",
+            "--playbook",
+            "site.yml",
+            "--id",
+            "site",
+            "--out",
+            &root.join("runbooks/site.yaml").display().to_string(),
+        ])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let o = bin()
+        .args(["--repo", &r, "plan", "site", "--env", "lab"])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    // One server at a time over the servers init found, with ansible.cfg's inventory.
+    for (i, host) in ["cp1", "cp2", "cp3"].iter().enumerate() {
+        assert!(
+            out.contains(&format!(
+                "$ ansible-playbook -i inventory.yml site.yml --limit {host}\n"
+            )),
+            "{i} {host}\n{out}"
+        );
+    }
+    assert!(out.contains("site for lab: 13 steps, MUTATING"), "{out}");
+    assert!(!out.contains("--limit w1"), "{out}");
+}
+
+#[test]
+fn init_asks_which_variable_is_the_vip_when_no_template_settles_it() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = unconfigured_repo(tmp.path());
+    // Without the template two variables render to an address no node has: a question,
+    // and no `vip:` guessed.
+    std::fs::remove_file(root.join("ansible/roles/k3s_server/templates/k3s.service.j2"))
+        .expect("rm");
+    let r = root.display().to_string();
+    let o = bin().args(["--repo", &r, "init"]).output().expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        out.contains("# QUESTION: environments.lab.facts.vip: several variables could be the VIP: cluster_vip (10.20.0.100, no node's address, shared by every server, ansible/inventory.yml:3:5) | upstream_dns (10.20.0.1, no node's address, shared by every server, ansible/inventory.yml:4:5): which one?"),
+        "{out}"
+    );
+    assert!(!out.contains("      vip:"), "{out}");
+    assert!(!out.contains("      endpoint:"), "{out}");
+    // The VIP, the kubeconfig name and the port (k3s's default, which the demo cannot rewrite).
+    assert!(err.contains("3 question(s)"), "{err}");
+    assert!(
+        out.contains("# QUESTION: environments.lab.facts.api_port: no variable holds the API port; k3s's default 6443 is written, but `demo --repo` rewrites a variable"),
+        "{out}"
+    );
+    // The proposal tells the operator what to write.
+    assert!(
+        out.contains("README: \"Another k3s Ansible layout\""),
+        "{out}"
+    );
+}
+
+const SERVERS_UPTIME: &str = "\
+id: servers-uptime
+title: Uptime of every server
+read_only: true
+environments: [lab]
+target:
+  group: servers
+steps:
+  - id: uptime
+    kind: ssh
+    title: \"uptime on {{ host }}\"
+    command: uptime
+    mutates: false
+";
+
+#[test]
+fn a_repo_init_configured_is_rehearsed_by_the_demo_when_its_port_is_a_variable() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = unconfigured_repo(tmp.path());
+    let inv = root.join("ansible/inventory.yml");
+    let text = std::fs::read_to_string(&inv).expect("read");
+    std::fs::write(
+        &inv,
+        text.replace(
+            "    cluster_name: lab\n",
+            "    cluster_name: lab\n    apiserver_port: 6443\n",
+        ),
+    )
+    .expect("write");
+    std::fs::create_dir_all(root.join("runbooks")).expect("mkdir");
+    std::fs::write(root.join("runbooks/servers-uptime.yaml"), SERVERS_UPTIME).expect("rb");
+    let r = root.display().to_string();
+    let o = bin()
+        .args(["--repo", &r, "init", "--write"])
+        .output()
+        .expect("run");
+    let (out, err) = text_of(&o);
+    let cfg = std::fs::read_to_string(root.join("hk-console.yaml")).expect("written");
+    assert!(
+        cfg.contains("      api_port: apiserver_port\n"),
+        "{cfg}\n{out}\n{err}"
+    );
+    assert!(
+        cfg.contains("# api_port: the API port: apiserver_port (6443, ansible/inventory.yml:6:5)"),
+        "{cfg}"
+    );
+    // The demo moves this repo onto loopback (rewriting apiserver_port and the connection
+    // variables in a copy) and runs a read-only runbook over its servers.
+    let o = bin()
+        .args([
+            "demo",
+            "--repo",
+            &r,
+            "--headless",
+            "--run",
+            "servers-uptime",
+        ])
+        .output()
+        .expect("run");
+    let (out, err) = text_of(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        format!("{out}{err}").contains("run servers-uptime · lab · succeeded"),
+        "{out}\n{err}"
     );
 }

@@ -101,6 +101,9 @@ pub(super) fn print_check(repo: &Repo, env: Option<&str>, runbooks: &RunbookSet)
     if let Some(line) = &input.engine_line {
         outln!("{line}");
     }
+    for line in &input.not_applicable {
+        outln!("{line}");
+    }
     for f in &findings {
         outln!("{f}");
     }

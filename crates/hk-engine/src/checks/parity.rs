@@ -77,6 +77,17 @@ pub mod rules {
     /// it from the overlay's variable (`${K3S_API_HOST}`); none at all is a warning.
     pub const HELM_CONSUMES_VAR: &str = "helmrelease-consumes-overlay-var";
 
+    /// The rules about the Flux overlay and the HelmReleases it feeds: not applicable to an
+    /// environment of a repo without Flux.
+    pub const FLUX: &[&str] = &[
+        OVERLAY_RESOLVES,
+        OVERLAY_ENDPOINT,
+        OVERLAY_VIP,
+        OVERLAY_NODE_IP,
+        HELM_CONSUMES_VAR,
+        HELM_PORT,
+    ];
+
     /// Every rule, in the order they are reported.
     pub const ALL: &[&str] = &[
         ENV_FACTS,
@@ -329,6 +340,9 @@ pub struct ParityInput {
     pub site_yml: Option<TextFile>,
     /// One line on the engine that built the overlays (printed by `check`).
     pub engine_line: Option<String>,
+    /// Rules that do not apply, one line each saying why (printed by `check`): the Flux
+    /// rules of an environment in a repo without Flux.
+    pub not_applicable: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -1169,15 +1183,40 @@ pub fn gather_view(view: &RepoView<'_>) -> ParityInput {
             path: (view.rel)(&path),
         }
     };
+    // A repo without Flux: no `clusters/` and no environment naming an overlay. Its
+    // environments have no overlay to build, so the Flux rules say so instead of failing.
+    let without_flux = |env: &crate::repo::env::Environment| {
+        !env.flux_overlay_configured && !root.join("clusters").is_dir()
+    };
+    let not_applicable = view
+        .environments
+        .iter()
+        .filter(|e| without_flux(e))
+        .map(|e| {
+            format!(
+                "{}: not applicable: {} (no clusters/ directory and no flux_overlay in hk-console.yaml: the repo has no Flux)",
+                e.name,
+                rules::FLUX.join(", ")
+            )
+        })
+        .collect();
     ParityInput {
         envs: view
             .environments
             .iter()
-            .map(|env| gather_env(view, env))
+            .map(|env| {
+                let mut facts = gather_env(view, env);
+                if without_flux(env) {
+                    facts.overlay = None;
+                    facts.helm = None;
+                }
+                facts
+            })
             .collect(),
         cilium_template: Some(text_file(CILIUM_TEMPLATE)),
         site_yml: Some(text_file(SITE_PLAYBOOK)),
         engine_line: view.engine_line.clone(),
+        not_applicable,
     }
 }
 

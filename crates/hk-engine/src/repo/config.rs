@@ -165,6 +165,11 @@ impl FactSource {
 }
 
 impl FactsConfig {
+    /// What this mapping itself says for `k` (no default).
+    pub fn source_of(&self, k: FactKey) -> Option<&String> {
+        self.get(k)
+    }
+
     fn get(&self, k: FactKey) -> Option<&String> {
         match k {
             FactKey::PrimaryGroup => self.primary_group.as_ref(),

@@ -112,6 +112,9 @@ pub struct Environment {
     pub protected: bool,
     /// Relative to the repo root.
     pub flux_overlay: std::path::PathBuf,
+    /// hk-console.yaml names `flux_overlay:` itself (else `flux_overlay` is the default
+    /// `clusters/<name>`, which a repo without Flux does not have).
+    pub flux_overlay_configured: bool,
     /// Relative to the repo root.
     pub vault: Option<std::path::PathBuf>,
     pub servers: Vec<EnvHost>,
@@ -310,6 +313,7 @@ pub fn derive(name: &str, cfg: &EnvConfig, src: &dyn HostFacts) -> Environment {
         operator_present: cfg.operator_present,
         protected: cfg.protected,
         flux_overlay: cfg.overlay_dir(name),
+        flux_overlay_configured: cfg.flux_overlay.is_some(),
         vault: cfg.vault.clone(),
         servers,
         vpn_gateways,

@@ -19,7 +19,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::config::{Config, EnvConfig, CONFIG_FILE};
+mod layout;
+
+use super::ansible_cfg::{AnsibleCfg, AnsibleEnv};
+use super::config::{Config, EnvConfig, FactKey, CONFIG_FILE};
 use super::env::HostFacts;
 use super::{Repo, RepoError};
 
@@ -77,6 +80,37 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
     }
     let mut notes: Vec<String> = Vec::new();
     let mut questions: Vec<String> = Vec::new();
+    // The inventory ansible-playbook would use: an ansible.cfg's `inventory =` (or
+    // ANSIBLE_INVENTORY) first, as the repo's own runs do; a hosts.ini search only without.
+    if let Some(dir) = cfg_dir_naming_inventory(root) {
+        let base = Config {
+            ansible_dir: dir.clone(),
+            inventory: None,
+            known_hosts: None,
+            kustomize_bin: None,
+            environments: BTreeMap::new(),
+            run_lock: Default::default(),
+            facts: Default::default(),
+            cni: Default::default(),
+        };
+        let repo = Repo::load_with(root, base.clone())?;
+        let mut origin = repo.inventory_origin.clone();
+        if let super::ansible_cfg::InventoryOrigin::Cfg { file, .. } = &mut origin {
+            if let Ok(rel) = file.strip_prefix(root) {
+                *file = rel.to_path_buf();
+            }
+        }
+        notes.push(format!(
+            "inventory: {} as {} names it (not written: hk-console reads it the same way)",
+            repo.inventory_sources
+                .iter()
+                .map(|p| p.strip_prefix(root).unwrap_or(p).display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            origin.describe()
+        ));
+        return finish(root, base, repo, notes, questions);
+    }
     let (inventory, others) = find_inventory(root)?;
     if !others.is_empty() {
         let q = format!(
@@ -102,6 +136,22 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
         cni: Default::default(),
     };
     let repo = Repo::load_with(root, base.clone())?;
+    finish(root, base, repo, notes, questions)
+}
+
+/// The environments, their facts and agents, from the loaded inventory.
+fn finish(
+    root: &Path,
+    base: Config,
+    repo: Repo,
+    mut notes: Vec<String>,
+    mut questions: Vec<String>,
+) -> Result<Proposal, InitError> {
+    let inventory = repo
+        .inventory_path
+        .strip_prefix(root)
+        .unwrap_or(&repo.inventory_path)
+        .to_path_buf();
     let mut found = environments_by_servers_group(&repo);
     if found.is_empty() {
         found = environments_by_vip(&repo);
@@ -110,6 +160,9 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
                 "no host sets `{VAR_SERVERS_GROUP}`: environments inferred from groups sharing one `{VAR_VIP}` (the largest group per VIP)"
             ));
         }
+    }
+    if found.is_empty() {
+        found = layout::environments_by_group_names(&repo, &mut notes, &mut questions);
     }
     if found.is_empty() {
         return Err(InitError::NoEnvironment {
@@ -138,6 +191,10 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
         }
     }
     assign_gateways(&repo, &mut envs, &mut questions);
+    for e in &mut envs {
+        layout::propose_facts(&repo, e, &mut questions);
+        layout::propose_agents(&repo, e, &mut questions);
+    }
     let config = Config {
         environments: envs
             .iter()
@@ -209,6 +266,37 @@ fn find_inventory(root: &Path) -> Result<(PathBuf, Vec<PathBuf>), InitError> {
             depth: SEARCH_DEPTH,
         }),
     }
+}
+
+/// The shallowest directory (the root first, then `ansible/`-like ones up to three levels
+/// down) whose ansible.cfg names an inventory, as ansible-playbook run there would read it.
+fn cfg_dir_naming_inventory(root: &Path) -> Option<PathBuf> {
+    let env = AnsibleEnv::from_process();
+    let mut level: Vec<PathBuf> = vec![PathBuf::new()];
+    for _ in 0..=3 {
+        let mut next = Vec::new();
+        level.sort();
+        for rel in &level {
+            let abs = root.join(rel);
+            if abs.join("ansible.cfg").is_file() {
+                let cfg = AnsibleCfg::load(&abs, &env);
+                if cfg.get("inventory").is_some() {
+                    return Some(rel.clone());
+                }
+            }
+            for e in std::fs::read_dir(&abs).into_iter().flatten().flatten() {
+                let name = e.file_name();
+                if e.file_type().is_ok_and(|t| t.is_dir())
+                    && !SKIP_DIRS.iter().any(|d| name == *d)
+                    && !name.to_string_lossy().starts_with('.')
+                {
+                    next.push(rel.join(name));
+                }
+            }
+        }
+        level = next;
+    }
+    None
 }
 
 /// Where ansible-playbook runs: the nearest directory at or above the inventory's that
@@ -378,7 +466,15 @@ fn propose_env(
     // named like the group.
     let mut flux_overlay = None;
     let default_overlay = root.join("clusters").join(name);
-    if default_overlay.is_dir() {
+    if !root.join("clusters").is_dir() {
+        why.insert(
+            "flux_overlay",
+            vec![
+                "no clusters/ directory: no Flux overlay (check says its Flux rules do not apply)"
+                    .to_string(),
+            ],
+        );
+    } else if default_overlay.is_dir() {
         why.insert(
             "flux_overlay",
             vec![format!(
@@ -537,6 +633,12 @@ fn render(config: &Config, envs: &[ProposedEnv], notes: &[String], questions: &[
         "# inventory and the Flux tree. Every choice says its evidence (file:line). Read it,\n",
     );
     t.push_str("# answer the QUESTIONs, then run `hk-console check`.\n");
+    t.push_str(
+        "# Where a fact lives under another name, write it under the environment's `facts:`\n",
+    );
+    t.push_str("# as a variable or a Jinja expression (`vip: cluster_vip`, `api_port: \"{{ apiserver_port\n");
+    t.push_str("# | default(6443) }}\"`); `agents:` names the worker group, `cni:` (namespace, selector,\n");
+    t.push_str("# container, daemonset) a CNI other than Cilium. README: \"Another k3s Ansible layout\".\n");
     for n in notes {
         let _ = writeln!(t, "# NOTE: {n}");
     }
@@ -548,18 +650,9 @@ fn render(config: &Config, envs: &[ProposedEnv], notes: &[String], questions: &[
         "ansible_dir: {}",
         yaml_str(&config.ansible_dir.display().to_string())
     );
-    let _ = writeln!(
-        t,
-        "inventory: {}",
-        yaml_str(
-            &config
-                .inventory
-                .as_deref()
-                .unwrap_or(Path::new(super::config::DEFAULT_INVENTORY))
-                .display()
-                .to_string()
-        )
-    );
+    if let Some(inv) = &config.inventory {
+        let _ = writeln!(t, "inventory: {}", yaml_str(&inv.display().to_string()));
+    }
     t.push_str("environments:\n");
     for e in envs {
         let _ = writeln!(t, "  {}:", yaml_str(&e.name));
@@ -572,6 +665,7 @@ fn render(config: &Config, envs: &[ProposedEnv], notes: &[String], questions: &[
             }
         };
         key("servers", Some(yaml_str(&e.cfg.servers)));
+        key("agents", e.cfg.agents.as_deref().map(yaml_str));
         key("vpn_gateways", e.cfg.vpn_gateways.as_deref().map(yaml_str));
         key(
             "operator_present",
@@ -592,6 +686,19 @@ fn render(config: &Config, envs: &[ProposedEnv], notes: &[String], questions: &[
                 .as_ref()
                 .map(|p| yaml_str(&p.display().to_string())),
         );
+        let facts: Vec<(FactKey, &String)> = FactKey::ALL
+            .iter()
+            .filter_map(|k| e.cfg.facts.source_of(*k).map(|v| (*k, v)))
+            .collect();
+        for w in e.why.get("facts").into_iter().flatten() {
+            let _ = writeln!(t, "    # {w}");
+        }
+        if !facts.is_empty() {
+            t.push_str("    facts:\n");
+            for (k, v) in facts {
+                let _ = writeln!(t, "      {}: {}", k.key(), yaml_str(v));
+            }
+        }
     }
     t
 }

@@ -1,0 +1,498 @@
+//! `init` on a repo laid out like neither sample: the server and agent groups by their
+//! names and by which hosts they share, and each environment fact's variable by what it
+//! renders to (an address no node has but every server shares is the VIP candidate) and by
+//! where the repo's own templates use it (`--tls-san`, `--server`, kube-vip's `address`).
+//!
+//! Owns: the evidence and the `facts:`/`agents:` it amounts to, with file:line for each.
+//! Must not: write anything or run a tool; a choice it cannot make is a `QUESTION`, never a
+//! silent pick.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use super::{origin, string_var, Found, ProposedEnv};
+use crate::repo::config::{FactKey, FactsConfig};
+use crate::repo::Repo;
+
+/// Group names that read as the k3s servers, and as the agents.
+const SERVER_LIKE: &[&str] = &[
+    "server",
+    "control_plane",
+    "controlplane",
+    "control-plane",
+    "master",
+];
+const AGENT_LIKE: &[&str] = &["worker", "agent"];
+/// Where a k3s repo's templates use the API's address: the VIP in the certificate, the
+/// address agents join, kube-vip's manifest.
+const VIP_USES: &[&str] = &["--tls-san", "--server", "vip_address", "address"];
+/// k3s's own API port, when the repo has no variable for it.
+const K3S_DEFAULT_PORT: u16 = 6443;
+/// Files larger than this are not read when looking for uses (no template is).
+const MAX_TEMPLATE_BYTES: u64 = 512 * 1024;
+
+fn like(group: &str, words: &[&str]) -> bool {
+    let g = group.to_ascii_lowercase();
+    words.iter().any(|w| g.contains(w))
+}
+
+/// Server groups by name (`control_plane`, `k3s_servers`, `masters`, ...): each one an
+/// environment; named after a `cluster_name` its hosts share, else the group.
+pub(super) fn environments_by_group_names(
+    repo: &Repo,
+    notes: &mut Vec<String>,
+    questions: &mut Vec<String>,
+) -> Vec<Found> {
+    let groups: Vec<String> = repo
+        .inventory
+        .group_names()
+        .into_iter()
+        .filter(|g| like(g, SERVER_LIKE) && !like(g, AGENT_LIKE))
+        .filter(|g| !repo.inventory.hosts_in(g).unwrap_or_default().is_empty())
+        .collect();
+    // A server-like group inside another (`k3s_server_primary` in `k3s_server`) is not an
+    // environment of its own.
+    let outer: Vec<String> = groups
+        .iter()
+        .filter(|g| {
+            let mine = repo.inventory.hosts_in(g).unwrap_or_default();
+            !groups.iter().any(|o| {
+                let theirs = repo.inventory.hosts_in(o).unwrap_or_default();
+                o != *g && theirs.len() > mine.len() && mine.iter().all(|h| theirs.contains(h))
+            })
+        })
+        .cloned()
+        .collect();
+    if outer.is_empty() {
+        return Vec::new();
+    }
+    notes.push(format!(
+        "no host sets `k3s_servers_group` or `kube_vip_address`: servers found by group name ({})",
+        outer.join(", ")
+    ));
+    if outer.len() > 1 {
+        questions.push(format!(
+            "environments: {} server-like groups ({}): is each one an environment, or are some not k3s servers?",
+            outer.len(),
+            outer.join(", ")
+        ));
+    }
+    outer
+        .into_iter()
+        .map(|group| {
+            let members = repo.inventory.hosts_in(&group).unwrap_or_default();
+            let mut evidence = vec![format!(
+                "`{group}` ({}) reads as the k3s servers by its name",
+                members.join(", ")
+            )];
+            let names: BTreeSet<Option<String>> = members
+                .iter()
+                .map(|h| string_var(repo, h, "cluster_name"))
+                .collect();
+            let name = match names.into_iter().collect::<Vec<_>>().as_slice() {
+                [Some(n)]
+                    if !n.is_empty()
+                        && n.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_')) =>
+                {
+                    evidence.push(format!(
+                        "named `{n}` after cluster_name: {n} ({})",
+                        origin(repo, &members[0], "cluster_name")
+                    ));
+                    n.clone()
+                }
+                _ => {
+                    evidence.push(
+                        "named after the group (its hosts share no `cluster_name`)".to_string(),
+                    );
+                    group.clone()
+                }
+            };
+            Found {
+                name,
+                group,
+                evidence,
+            }
+        })
+        .collect()
+}
+
+/// Every node's address (`ansible_host`, else its name) in the inventory.
+fn node_addresses(repo: &Repo) -> BTreeSet<String> {
+    repo.inventory
+        .hosts()
+        .into_iter()
+        .map(|h| string_var(repo, &h, "ansible_host").unwrap_or(h))
+        .collect()
+}
+
+/// The variables every one of `members` resolves to the same scalar, with that value.
+fn shared_vars(repo: &Repo, members: &[String]) -> BTreeMap<String, String> {
+    let mut shared: Option<BTreeMap<String, String>> = None;
+    for h in members {
+        let mine: BTreeMap<String, String> = repo
+            .resolve_all(h)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(k, r)| {
+                let v = match r.value()? {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Number(n) => n.to_string(),
+                    _ => return None,
+                };
+                Some((k, v))
+            })
+            .collect();
+        shared = Some(match shared {
+            None => mine,
+            Some(s) => s
+                .into_iter()
+                .filter(|(k, v)| mine.get(k) == Some(v))
+                .collect(),
+        });
+    }
+    shared.unwrap_or_default()
+}
+
+/// A line of the repo's Ansible files (not its inventory) that uses a variable in `{{ }}`.
+#[derive(Debug, Clone)]
+struct Use {
+    at: String,
+    keyword: &'static str,
+}
+
+/// Where the repo's playbooks, roles and templates use each of `vars` next to one of
+/// [`VIP_USES`] (`--tls-san {{ cluster_vip }}`).
+fn uses(repo: &Repo, vars: &BTreeSet<String>) -> BTreeMap<String, Vec<Use>> {
+    let mut out: BTreeMap<String, Vec<Use>> = BTreeMap::new();
+    let inventory_dir = repo.inventory_path.parent().map(Path::to_path_buf);
+    let mut stack: Vec<(PathBuf, usize)> = vec![(repo.ansible_dir.clone(), 0)];
+    let mut files: Vec<PathBuf> = Vec::new();
+    while let Some((dir, depth)) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                // Variables are defined in group_vars/host_vars: definitions, not uses.
+                let skip = name.starts_with('.')
+                    || matches!(name.as_str(), "group_vars" | "host_vars")
+                    || Some(&p) == inventory_dir.as_ref() && p != repo.ansible_dir;
+                if !skip && depth < 8 {
+                    stack.push((p, depth + 1));
+                }
+            } else if ft.is_file()
+                && !repo.inventory_sources.contains(&p)
+                && e.metadata().is_ok_and(|m| m.len() <= MAX_TEMPLATE_BYTES)
+            {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let rel = f
+            .strip_prefix(&repo.root)
+            .unwrap_or(&f)
+            .display()
+            .to_string();
+        for (i, line) in text.lines().enumerate() {
+            if !line.contains("{{") {
+                continue;
+            }
+            let Some(keyword) = VIP_USES.iter().find(|k| line.contains(*k)) else {
+                continue;
+            };
+            for v in vars {
+                if jinja_mentions(line, v) {
+                    out.entry(v.clone()).or_default().push(Use {
+                        at: format!("{rel}:{}", i + 1),
+                        keyword,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether `var` appears as a whole name inside a `{{ ... }}` of `line`.
+fn jinja_mentions(line: &str, var: &str) -> bool {
+    let mut rest = line;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let end = after.find("}}").unwrap_or(after.len());
+        let expr = &after[..end];
+        let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        if expr.split(|c: char| !ident(c)).any(|word| word == var) {
+            return true;
+        }
+        rest = &after[end..];
+    }
+    false
+}
+
+/// One fact's proposal: the source (`None`: the default), why, and a question if any.
+fn choose(
+    key: &str,
+    candidates: &[(String, String)],
+    used: &BTreeMap<String, Vec<Use>>,
+    what: &str,
+) -> (Option<String>, Vec<String>, Option<String>) {
+    let used_ones: Vec<&(String, String)> = candidates
+        .iter()
+        .filter(|(v, _)| used.contains_key(v))
+        .collect();
+    let pick = match (candidates, used_ones.as_slice()) {
+        ([one], _) => Some(one),
+        (_, [one]) => Some(*one),
+        _ => None,
+    };
+    let shown = |(v, why): &(String, String)| {
+        let mut s = format!("{v} ({why})");
+        for u in used.get(v).into_iter().flatten().take(3) {
+            s.push_str(&format!("; used as `{}` at {}", u.keyword, u.at));
+        }
+        s
+    };
+    match pick {
+        Some(c) => (
+            Some(c.0.clone()),
+            vec![format!("{key}: {what}: {}", shown(c))],
+            None,
+        ),
+        None if candidates.is_empty() => (None, Vec::new(), None),
+        None => (
+            None,
+            Vec::new(),
+            Some(format!(
+                "facts.{key}: several variables could be {what}: {}: which one?",
+                candidates.iter().map(shown).collect::<Vec<_>>().join(" | ")
+            )),
+        ),
+    }
+}
+
+/// `facts:` for an environment whose servers do not define the seed's variables: each fact
+/// from a variable the servers share, by its value and its uses. Written only where the
+/// seed's variable is missing.
+pub(super) fn propose_facts(repo: &Repo, e: &mut ProposedEnv, questions: &mut Vec<String>) {
+    let members = repo.inventory.hosts_in(&e.cfg.servers).unwrap_or_default();
+    let Some(first) = members.first().cloned() else {
+        return;
+    };
+    let has = |k: FactKey| {
+        repo.resolve_var(&first, FactsConfig::default_source(k))
+            .is_some()
+    };
+    if FactKey::ALL.iter().all(|k| has(*k)) {
+        return;
+    }
+    let shared = shared_vars(repo, &members);
+    let nodes = node_addresses(repo);
+    let server_addrs: Vec<String> = members
+        .iter()
+        .map(|h| string_var(repo, h, "ansible_host").unwrap_or_else(|| h.clone()))
+        .collect();
+    let ip = |v: &str| v.parse::<IpAddr>().is_ok();
+    let at = |v: &str| origin(repo, &first, v);
+    let skip = |v: &str| v.starts_with("ansible_") || v.starts_with("hk_");
+    let vip_cands: Vec<(String, String)> = shared
+        .iter()
+        .filter(|(k, v)| !skip(k) && ip(v) && !nodes.contains(*v))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                format!("{v}, no node's address, shared by every server, {}", at(k)),
+            )
+        })
+        .collect();
+    let founder_cands: Vec<(String, String)> = shared
+        .iter()
+        .filter(|(k, v)| !skip(k) && server_addrs.contains(v))
+        .map(|(k, v)| (k.clone(), format!("{v}, a server's address, {}", at(k))))
+        .collect();
+    let group_names: BTreeSet<String> = repo.inventory.group_names().into_iter().collect();
+    let primary_cands: Vec<(String, String)> = shared
+        .iter()
+        .filter(|(k, v)| {
+            !skip(k) && group_names.contains(*v) && **v != e.cfg.servers && {
+                let hs = repo.inventory.hosts_in(v).unwrap_or_default();
+                !hs.is_empty() && hs.iter().all(|h| members.contains(h))
+            }
+        })
+        .map(|(k, v)| (k.clone(), format!("{v}, a group of servers, {}", at(k))))
+        .collect();
+    let port_cands: Vec<(String, String)> = shared
+        .iter()
+        .filter(|(k, v)| {
+            !skip(k)
+                && k.contains("port")
+                && v.parse::<u16>().is_ok()
+                && (k.contains("api") || **v == K3S_DEFAULT_PORT.to_string())
+        })
+        .map(|(k, v)| (k.clone(), format!("{v}, {}", at(k))))
+        .collect();
+    let kube_cands: Vec<(String, String)> = shared
+        .iter()
+        .filter(|(k, v)| !skip(k) && k.contains("kubeconfig") && !v.is_empty() && !v.contains('/'))
+        .map(|(k, v)| (k.clone(), format!("{v}, {}", at(k))))
+        .collect();
+    let all: BTreeSet<String> = shared.keys().cloned().collect();
+    let used = uses(repo, &all);
+    let mut facts = FactsConfig::default();
+    let mut why: Vec<String> = Vec::new();
+    let mut set = |k: FactKey,
+                   source: Option<String>,
+                   w: Vec<String>,
+                   q: Option<String>,
+                   facts: &mut FactsConfig| {
+        if has(k) {
+            return;
+        }
+        why.extend(w);
+        if let Some(q) = q {
+            questions.push(format!("environments.{}.{q}", e.name));
+        }
+        let slot = match k {
+            FactKey::PrimaryGroup => &mut facts.primary_group,
+            FactKey::Founder => &mut facts.founder,
+            FactKey::Vip => &mut facts.vip,
+            FactKey::Endpoint => &mut facts.endpoint,
+            FactKey::ApiPort => &mut facts.api_port,
+            FactKey::Kubeconfig => &mut facts.kubeconfig,
+        };
+        *slot = source;
+    };
+    let (vip, w, q) = choose("vip", &vip_cands, &used, "the VIP");
+    const NO_VIP: &str = "facts.vip: no variable renders to an address that is no node's but every server's: which one holds the VIP?";
+    let vq = q.or_else(|| vip.is_none().then(|| NO_VIP.to_string()));
+    set(FactKey::Vip, vip.clone(), w, vq, &mut facts);
+    // The endpoint the kubeconfigs dial: the VIP when the repo has no variable of its own.
+    let endpoint_w = vip
+        .as_ref()
+        .map(|v| {
+            vec![format!(
+                "endpoint: the VIP `{v}` (no endpoint variable of its own)"
+            )]
+        })
+        .unwrap_or_default();
+    set(
+        FactKey::Endpoint,
+        vip.clone(),
+        endpoint_w,
+        // Without a VIP the vip question above stands for both.
+        None,
+        &mut facts,
+    );
+    let (f, w, q) = choose(
+        "founder",
+        &founder_cands,
+        &used,
+        "the founder (the address the other servers join)",
+    );
+    let fq = q.or_else(|| f.is_none().then(|| "facts.founder: no variable renders to a server's address: which server do the others join?".to_string()));
+    set(FactKey::Founder, f, w, fq, &mut facts);
+    let (p, w, q) = choose(
+        "primary_group",
+        &primary_cands,
+        &used,
+        "the primary server's group",
+    );
+    let pq = q.or_else(|| p.is_none().then(|| "facts.primary_group: no variable names a group of servers: which group holds the first server?".to_string()));
+    set(FactKey::PrimaryGroup, p, w, pq, &mut facts);
+    let (port, w, q) = choose("api_port", &port_cands, &used, "the API port");
+    let (port, w, q) = match (port, q) {
+        (Some(p), _) => (Some(p), w, None),
+        // k3s's default serves envs/check/plan; `demo --repo` points the port at its
+        // simulated API server by rewriting a variable and refuses an expression.
+        (None, None) => (
+            Some(format!("{{{{ {K3S_DEFAULT_PORT} }}}}")),
+            vec![format!(
+                "api_port: no port variable; k3s's own default {K3S_DEFAULT_PORT}"
+            )],
+            Some(format!("facts.api_port: no variable holds the API port; k3s's default {K3S_DEFAULT_PORT} is written, but `demo --repo` rewrites a variable: name the one your k3s config reads")),
+        ),
+        (None, Some(q)) => (None, w, Some(q)),
+    };
+    set(FactKey::ApiPort, port, w, q, &mut facts);
+    let (kc, w, q) = choose("kubeconfig", &kube_cands, &used, "the kubeconfig name");
+    let (kc, w, q) = match (kc, q) {
+        (Some(k), _) => (Some(k), w, None),
+        (None, Some(q)) => (None, w, Some(q)),
+        (None, None) => (
+            Some(format!("{{{{ '{}.kubeconfig' }}}}", e.name)),
+            vec![format!("kubeconfig: no kubeconfig-name variable; .cache/{}.kubeconfig", e.name)],
+            Some(format!("facts.kubeconfig: no variable names the kubeconfig file: is `{}.kubeconfig` (under .cache/) right?", e.name)),
+        ),
+    };
+    set(FactKey::Kubeconfig, kc, w, q, &mut facts);
+    e.cfg.facts = facts;
+    if !why.is_empty() {
+        e.why.insert("facts", why);
+    }
+}
+
+/// `agents:` when one agent-like group (`workers`, `k3s_agents`) holds no server.
+pub(super) fn propose_agents(repo: &Repo, e: &mut ProposedEnv, questions: &mut Vec<String>) {
+    if e.cfg.agents.is_some() {
+        return;
+    }
+    let servers = repo.inventory.hosts_in(&e.cfg.servers).unwrap_or_default();
+    let cands: Vec<(String, Vec<String>)> = repo
+        .inventory
+        .group_names()
+        .into_iter()
+        .filter(|g| like(g, AGENT_LIKE))
+        .filter_map(|g| {
+            let hs = repo.inventory.hosts_in(&g).unwrap_or_default();
+            (!hs.is_empty() && hs.iter().all(|h| !servers.contains(h))).then_some((g, hs))
+        })
+        .collect();
+    match cands.as_slice() {
+        [] => {}
+        [(g, hs)] => {
+            e.cfg.agents = Some(g.clone());
+            e.why.insert(
+                "agents",
+                vec![format!(
+                    "`{g}` ({}) reads as the k3s agents by its name and holds no server",
+                    hs.join(", ")
+                )],
+            );
+        }
+        many => {
+            questions.push(format!(
+            "environments.{}.agents: several worker-like groups ({}): which one are its agents?",
+            e.name,
+            many.iter().map(|(g, _)| g.as_str()).collect::<Vec<_>>().join(", ")
+        ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jinja_mentions;
+
+    #[test]
+    fn a_variable_is_used_only_as_a_whole_name_inside_braces() {
+        assert!(jinja_mentions("--tls-san {{ cluster_vip }}", "cluster_vip"));
+        assert!(jinja_mentions(
+            "a: \"{{ x | default(cluster_vip) }}\"",
+            "cluster_vip"
+        ));
+        assert!(!jinja_mentions(
+            "--tls-san {{ cluster_vip2 }}",
+            "cluster_vip"
+        ));
+        assert!(!jinja_mentions("cluster_vip: {{ other }}", "cluster_vip"));
+    }
+}
