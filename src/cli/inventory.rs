@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{load_repo, print_json, repo_root, Cli, CmdResult, Failure, Status};
 use crate::repo::config::Config;
-use crate::repo::env::Environment;
+use crate::repo::env::{EnvHost, Environment};
 use crate::repo::inventory::Inventory;
 use crate::repo::listing;
 use crate::repo::resolve::{Resolved, Resolver};
@@ -158,11 +158,11 @@ fn fact(v: Option<&str>) -> &str {
     v.unwrap_or("(unknown)")
 }
 
-pub(super) fn print_env(repo: &Repo, env: &Environment) {
-    let hosts: Vec<String> = env
-        .servers
+/// Hosts as `name address`; a host named by its address (an inventory line of a bare IP) is
+/// said once.
+fn named_hosts(hosts: &[EnvHost]) -> Vec<String> {
+    hosts
         .iter()
-        // A host named by its address (an inventory line of a bare IP) is said once.
         .map(|h| {
             if h.name == h.address {
                 h.name.clone()
@@ -170,7 +170,11 @@ pub(super) fn print_env(repo: &Repo, env: &Environment) {
                 format!("{} {}", h.name, h.address)
             }
         })
-        .collect();
+        .collect()
+}
+
+pub(super) fn print_env(repo: &Repo, env: &Environment) {
+    let hosts = named_hosts(&env.servers);
     outln!("{}", env.name);
     outln!(
         "  servers      {} ({}): {}",
@@ -194,17 +198,7 @@ pub(super) fn print_env(repo: &Repo, env: &Environment) {
             .unwrap_or_else(|| "(unknown)".into())
     );
     if let Some(group) = &env.agents_group {
-        let agents: Vec<String> = env
-            .agents
-            .iter()
-            .map(|h| {
-                if h.name == h.address {
-                    h.name.clone()
-                } else {
-                    format!("{} {}", h.name, h.address)
-                }
-            })
-            .collect();
+        let agents = named_hosts(&env.agents);
         outln!(
             "  agents       {group} ({}): {}",
             agents.len(),
