@@ -155,6 +155,7 @@ fn facts(
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|_| p.to_path_buf())
         },
+        contract: &Default::default(),
     })
 }
 

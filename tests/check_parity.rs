@@ -114,6 +114,7 @@ fn clean() -> ParityInput {
         site_yml: Some(fixture("site/good.yml")),
         engine_line: None,
         not_applicable: Vec::new(),
+        off: Vec::new(),
     }
 }
 
@@ -554,4 +555,23 @@ fn env_filter_and_summary() {
     assert_eq!(prod_only.envs.len(), 1);
     assert_eq!(summary(&check(&prod_only)), "parity: clean");
     assert!(input.only_env("staging").is_none());
+}
+
+/// Issue 28: a repo laid out otherwise switches the seed's Ansible-side contract rules off in
+/// hk-console.yaml (`contract:`); they are then not reported, and `check` says why.
+#[test]
+fn contract_rules_switched_off_are_not_reported() {
+    let mut input = clean();
+    input.site_yml = None;
+    input.cilium_template = None;
+    input.envs[0].tls_sans = None;
+    let before: Vec<String> = check(&input).iter().map(|f| f.rule.to_string()).collect();
+    for rule in ["site-order", "cilium-consumes-endpoint", "tls-sans"] {
+        assert!(before.iter().any(|r| r == rule), "{rule}: {before:?}");
+    }
+    input.off = vec!["site-order", "cilium-consumes-endpoint", "tls-sans"];
+    let after: Vec<String> = check(&input).iter().map(|f| f.rule.to_string()).collect();
+    for rule in ["site-order", "cilium-consumes-endpoint", "tls-sans"] {
+        assert!(!after.iter().any(|r| r == rule), "{rule}: {after:?}");
+    }
 }

@@ -69,6 +69,7 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
         flux: &flux,
         engine_line: Some(choice.describe()),
         rel: &rel,
+        contract: &repo.config.contract,
     });
     // The vaults each environment's servers load, tried with the configured password.
     for facts in &mut input.envs {

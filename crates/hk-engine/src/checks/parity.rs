@@ -341,8 +341,11 @@ pub struct ParityInput {
     /// One line on the engine that built the overlays (printed by `check`).
     pub engine_line: Option<String>,
     /// Rules that do not apply, one line each saying why (printed by `check`): the Flux
-    /// rules of an environment in a repo without Flux.
+    /// rules of an environment in a repo without Flux, the contract rules hk-console.yaml
+    /// switches off.
     pub not_applicable: Vec<String>,
+    /// The contract rules hk-console.yaml's `contract:` switches off (never reported).
+    pub off: Vec<&'static str>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -518,14 +521,18 @@ pub fn to_json_report(input: &ParityInput, findings: &[Finding]) -> serde_json::
 pub fn check(input: &ParityInput) -> Vec<Finding> {
     let mut out = Vec::new();
     for env in &input.envs {
-        check_env(env, &mut out);
+        check_env(env, &input.off, &mut out);
     }
-    check_cilium_template(input.cilium_template.as_ref(), &mut out);
-    check_site_order(input.site_yml.as_ref(), &mut out);
+    if !input.off.contains(&rules::CILIUM_ENDPOINT) {
+        check_cilium_template(input.cilium_template.as_ref(), &mut out);
+    }
+    if !input.off.contains(&rules::SITE_ORDER) {
+        check_site_order(input.site_yml.as_ref(), &mut out);
+    }
     out
 }
 
-fn check_env(env: &EnvFacts, out: &mut Vec<Finding>) {
+fn check_env(env: &EnvFacts, off: &[&str], out: &mut Vec<Finding>) {
     let name = Some(env.name.as_str());
     let v = |rule, at: &Loc, msg: String| finding(rule, Severity::Violation, name, at, msg);
 
@@ -609,7 +616,9 @@ fn check_env(env: &EnvFacts, out: &mut Vec<Finding>) {
     }
 
     // The API certificate must answer for both addresses clients use.
-    if let Some(sans) = &env.tls_sans {
+    if off.contains(&rules::TLS_SANS) {
+        // hk-console.yaml says the repo keeps no k3s_tls_sans.
+    } else if let Some(sans) = &env.tls_sans {
         for (what, fact) in [("the VIP", &env.vip), ("the founder", &env.founder)] {
             if let Some(addr) = fact {
                 if !sans.value.contains(&addr.value) {
@@ -1120,6 +1129,8 @@ pub struct RepoView<'a> {
     pub engine_line: Option<String>,
     /// A path as findings name it: relative to the repo root when it lies inside it.
     pub rel: &'a dyn Fn(&Path) -> PathBuf,
+    /// hk-console.yaml's `contract:` switches.
+    pub contract: &'a crate::repo::config::ContractConfig,
 }
 
 /// Where the contract's two Ansible-side files live under the Ansible directory (the layout
@@ -1200,7 +1211,38 @@ pub fn gather_view(view: &RepoView<'_>) -> ParityInput {
             )
         })
         .collect();
+    // hk-console.yaml's `contract:` switches: each rule it turns off is said once.
+    let mut not_applicable: Vec<String> = not_applicable;
+    let mut off = Vec::new();
+    for (switch, rule, key, what) in [
+        (
+            view.contract.site_playbook,
+            rules::SITE_ORDER,
+            "site_playbook",
+            "no site playbook importing k3s, kube-vip and cilium",
+        ),
+        (
+            view.contract.cni_values_template,
+            rules::CILIUM_ENDPOINT,
+            "cni_values_template",
+            "no Cilium values template",
+        ),
+        (
+            view.contract.tls_sans,
+            rules::TLS_SANS,
+            "tls_sans",
+            "no k3s_tls_sans list on the servers",
+        ),
+    ] {
+        if switch == Some(false) {
+            off.push(rule);
+            not_applicable.push(format!(
+                "not applicable: {rule} ({what}: `contract.{key}: false` in hk-console.yaml)"
+            ));
+        }
+    }
     ParityInput {
+        off,
         envs: view
             .environments
             .iter()

@@ -45,6 +45,28 @@ pub struct Config {
     /// default).
     #[serde(default)]
     pub cni: CniConfig,
+    /// Which of the seed's Ansible-side contract rules apply to this repo (all by default).
+    #[serde(default)]
+    pub contract: ContractConfig,
+}
+
+/// `contract:` in hk-console.yaml: the parity rules that read the seed repo's Ansible layout
+/// (its site playbook's order, its Cilium values template, `k3s_tls_sans`). A repo laid out
+/// otherwise says `false` for the ones it has no counterpart of; `check` then names them
+/// not applicable, with this file as the reason, instead of failing them. Unset: they
+/// apply, as they always did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContractConfig {
+    /// `false`: the repo has no site playbook importing k3s, kube-vip and cilium in order.
+    #[serde(default)]
+    pub site_playbook: Option<bool>,
+    /// `false`: the repo renders no Cilium values template (roles/cilium/templates/...).
+    #[serde(default)]
+    pub cni_values_template: Option<bool>,
+    /// `false`: the repo's servers keep no `k3s_tls_sans` list.
+    #[serde(default)]
+    pub tls_sans: Option<bool>,
 }
 
 /// `cni:` in hk-console.yaml: where the CNI's agents run and what they are called, for the

@@ -92,6 +92,7 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
             run_lock: Default::default(),
             facts: Default::default(),
             cni: Default::default(),
+            contract: Default::default(),
         };
         let repo = Repo::load_with(root, base.clone())?;
         let mut origin = repo.inventory_origin.clone();
@@ -134,6 +135,7 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
         run_lock: Default::default(),
         facts: Default::default(),
         cni: Default::default(),
+        contract: Default::default(),
     };
     let repo = Repo::load_with(root, base.clone())?;
     finish(root, base, repo, notes, questions)
@@ -195,19 +197,89 @@ fn finish(
         layout::propose_facts(&repo, e, &mut questions);
         layout::propose_agents(&repo, e, &mut questions);
     }
+    // The seed's Ansible-side contract rules, for a repo that has no counterpart of them:
+    // switched off in the proposal with the evidence, so `check` says "not applicable".
+    let mut contract = base.contract.clone();
+    let mut contract_why: Vec<String> = Vec::new();
+    let site = repo.ansible_dir.join(crate::checks::parity::SITE_PLAYBOOK);
+    if !site.is_file() {
+        contract.site_playbook = Some(false);
+        contract_why.push(format!(
+            "site_playbook: no {} under {}: the site-order rule (k3s, kube-vip, cilium imported in that order) does not apply; delete the line if your site playbook is there",
+            crate::checks::parity::SITE_PLAYBOOK,
+            rel_display(root, &repo.ansible_dir)
+        ));
+    }
+    let template = repo
+        .ansible_dir
+        .join(crate::checks::parity::CILIUM_TEMPLATE);
+    if !template.is_file() {
+        contract.cni_values_template = Some(false);
+        contract_why.push(format!(
+            "cni_values_template: no {} under {}: the rule that its k8sServiceHost consumes the endpoint does not apply",
+            crate::checks::parity::CILIUM_TEMPLATE,
+            rel_display(root, &repo.ansible_dir)
+        ));
+    }
+    let sans = crate::checks::parity::TLS_SANS_VAR;
+    let has_sans = envs.iter().any(|e| {
+        repo.inventory
+            .hosts_in(&e.cfg.servers)
+            .unwrap_or_default()
+            .iter()
+            .any(|h| repo.resolve_var(h, sans).is_some())
+    });
+    if !has_sans {
+        contract.tls_sans = Some(false);
+        contract_why.push(format!(
+            "tls_sans: no server defines `{sans}`: the rule that the API certificate carries the VIP and the founder does not apply"
+        ));
+    }
     let config = Config {
         environments: envs
             .iter()
             .map(|e| (e.name.clone(), e.cfg.clone()))
             .collect(),
+        contract,
         ..base
     };
-    let text = render(&config, &envs, &notes, &questions);
+    let mut text = render(&config, &envs, &notes, &questions);
+    if !contract_why.is_empty() {
+        text.push_str(
+            "# The seed repo's Ansible-side rules this repo has no counterpart of:
+",
+        );
+        text.push_str(
+            "contract:
+",
+        );
+        for (why, key) in contract_why.iter().zip(
+            [
+                (config.contract.site_playbook, "site_playbook"),
+                (config.contract.cni_values_template, "cni_values_template"),
+                (config.contract.tls_sans, "tls_sans"),
+            ]
+            .iter()
+            .filter(|(v, _)| *v == Some(false))
+            .map(|(_, k)| *k),
+        ) {
+            let _ = writeln!(text, "  # {why}");
+            let _ = writeln!(text, "  {key}: false");
+        }
+    }
     Ok(Proposal {
         config,
         text,
         questions,
     })
+}
+
+/// `path` relative to `root` for messages (as written when it lies elsewhere).
+fn rel_display(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
 }
 
 /// One environment found in the inventory, with the evidence.
