@@ -115,7 +115,7 @@ pub mod rules {
 pub const VIP_VAR: &str = "kube_vip_address";
 pub const ENDPOINT_VAR: &str = "k3s_apiserver_endpoint";
 pub const FOUNDER_VAR: &str = "k3s_api_host";
-pub const TLS_SANS_VAR: &str = "k3s_tls_sans";
+pub use crate::repo::config::TLS_SANS_VAR;
 pub const API_PORT_VAR: &str = "k3s_api_port";
 /// The variables Ansible reads a connection or become password from: what a vault file
 /// holds that a play needs without naming it.
@@ -1133,10 +1133,9 @@ pub struct RepoView<'a> {
     pub contract: &'a crate::repo::config::ContractConfig,
 }
 
-/// Where the contract's two Ansible-side files live under the Ansible directory (the layout
-/// the infra repo documents; not data about any one homelab).
-pub const CILIUM_TEMPLATE: &str = "roles/cilium/templates/cilium-values.yaml.j2";
-pub const SITE_PLAYBOOK: &str = "playbooks/site.yml";
+/// Where the contract's two Ansible-side files live under the Ansible directory (kept with
+/// hk-console.yaml's `contract:` switches, which turn their rules off).
+pub use crate::repo::config::{CILIUM_TEMPLATE, SITE_PLAYBOOK};
 
 fn json_text(v: &serde_json::Value) -> Option<String> {
     match v {

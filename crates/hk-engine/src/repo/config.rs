@@ -50,6 +50,13 @@ pub struct Config {
     pub contract: ContractConfig,
 }
 
+/// Where the seed's contract rules look, under the Ansible directory (the layout the infra
+/// repo documents; `contract:` switches a rule off where a repo has no counterpart).
+pub const CILIUM_TEMPLATE: &str = "roles/cilium/templates/cilium-values.yaml.j2";
+pub const SITE_PLAYBOOK: &str = "playbooks/site.yml";
+/// The server variable listing the API certificate's SANs (the `tls-sans` rule).
+pub const TLS_SANS_VAR: &str = "k3s_tls_sans";
+
 /// `contract:` in hk-console.yaml: the parity rules that read the seed repo's Ansible layout
 /// (its site playbook's order, its Cilium values template, `k3s_tls_sans`). A repo laid out
 /// otherwise says `false` for the ones it has no counterpart of; `check` then names them

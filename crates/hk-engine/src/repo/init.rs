@@ -201,27 +201,25 @@ fn finish(
     // switched off in the proposal with the evidence, so `check` says "not applicable".
     let mut contract = base.contract.clone();
     let mut contract_why: Vec<String> = Vec::new();
-    let site = repo.ansible_dir.join(crate::checks::parity::SITE_PLAYBOOK);
+    let site = repo.ansible_dir.join(super::config::SITE_PLAYBOOK);
     if !site.is_file() {
         contract.site_playbook = Some(false);
         contract_why.push(format!(
             "site_playbook: no {} under {}: the site-order rule (k3s, kube-vip, cilium imported in that order) does not apply; delete the line if your site playbook is there",
-            crate::checks::parity::SITE_PLAYBOOK,
+            super::config::SITE_PLAYBOOK,
             rel_display(root, &repo.ansible_dir)
         ));
     }
-    let template = repo
-        .ansible_dir
-        .join(crate::checks::parity::CILIUM_TEMPLATE);
+    let template = repo.ansible_dir.join(super::config::CILIUM_TEMPLATE);
     if !template.is_file() {
         contract.cni_values_template = Some(false);
         contract_why.push(format!(
             "cni_values_template: no {} under {}: the rule that its k8sServiceHost consumes the endpoint does not apply",
-            crate::checks::parity::CILIUM_TEMPLATE,
+            super::config::CILIUM_TEMPLATE,
             rel_display(root, &repo.ansible_dir)
         ));
     }
-    let sans = crate::checks::parity::TLS_SANS_VAR;
+    let sans = super::config::TLS_SANS_VAR;
     let has_sans = envs.iter().any(|e| {
         repo.inventory
             .hosts_in(&e.cfg.servers)
