@@ -131,7 +131,11 @@ fn console_on_the_real_apiserver_fills_live_reaches_a_gate_and_reports_the_vip_m
     tmux.wait_for("Runbooks");
     tmux.click("cilium-endpoint-rollout");
     tmux.send(&["Enter"]);
-    let s = tmux.wait_for("cilium-endpoint-rollout · prod · not started");
+    // Waited for whole: a capture taken mid-redraw can hold the title and half of Home.
+    let s = tmux.wait_until(Duration::from_secs(15), "the run view, drawn", |s| {
+        s.contains("cilium-endpoint-rollout · prod · not started")
+            && s.contains("4 r gate Approve the reconcile")
+    });
     assert!(s.contains("4 r gate Approve the reconcile"), "{s}");
     tmux.send(&["s"]);
     let s = tmux.wait_until(Duration::from_secs(60), "the run at its first gate", |s| {
