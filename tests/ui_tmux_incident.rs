@@ -152,11 +152,21 @@ fn etcd_io_starvation_lights_the_etcd_pane() {
             && starving[0].contains("✗ k3s-prod-1 IO pressure")
             && s.contains("the disk is contended")
     };
-    // Waited for whole: a capture taken mid-redraw can hold half a frame.
+    // Waited for whole: a capture taken mid-redraw can hold half a frame. Keys sent while
+    // the screen was still opening can be lost on a loaded machine: scroll again until the
+    // section is in view (scrolling stops at the end).
     let s = tmux.wait_until(
         Duration::from_secs(30),
         "the etcd section: k3s-prod-1 starving (11.36), k3s-prod-2 quiet, k3s-prod-3 contended (1.29)",
-        judged,
+        |s| {
+            let ok = judged(s);
+            if !ok && !s.contains("(starvation)") {
+                for _ in 0..5 {
+                    tmux.send(&["j"]);
+                }
+            }
+            ok
+        },
     );
     assert!(judged(&s), "{s}");
     assert!(s.contains("leader"), "{s}");
