@@ -111,7 +111,10 @@ async fn a_cluster_that_never_answers_does_not_freeze_the_console() {
     };
     let waited = asked.elapsed();
     println!("answer after {waited:?}; {frames} frames drawn meanwhile, longest gap {worst:?}");
-    assert!(worst < Duration::from_millis(200), "{worst:?}");
+    // A frozen console would miss ticks for the whole call (LOCK_CALL_TIMEOUT, 8 s); a
+    // loaded machine running three test binaries side by side showed a 254 ms gap once, so
+    // the bound leaves room for that and still catches a freeze.
+    assert!(worst < Duration::from_millis(1_000), "{worst:?}");
     assert!(frames >= 20, "{frames}");
     assert!(waited >= LOCK_CALL_TIMEOUT, "{waited:?}");
     app.handle_lock(answer);
