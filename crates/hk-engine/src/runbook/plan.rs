@@ -1296,52 +1296,32 @@ impl Planner<'_> {
                     play: None,
                 });
             }
+            // The three waiting kinds plan alike: a read-only step with its named condition.
             StepSpec::KubeWait {
                 condition,
                 timeout_s,
-            } => {
-                let condition = self.render(step, condition, h)?;
-                let mut s = base(StepKind::KubeWait, false, format!("Wait until {condition}"));
-                s.expect = Some(Expect {
-                    condition: Some(condition),
-                    timeout_s: Some(*timeout_s),
-                    ..Expect::default()
-                });
-                out.push(Draft {
-                    step: s,
-                    play: None,
-                });
             }
-            StepSpec::RepoWait {
+            | StepSpec::RepoWait {
+                condition,
+                timeout_s,
+            }
+            | StepSpec::VpnWait {
                 condition,
                 timeout_s,
             } => {
                 let condition = self.render(step, condition, h)?;
-                let mut s = base(
-                    StepKind::RepoWait,
-                    false,
-                    format!("Wait until the repo says {condition} (re-read; never edited)"),
-                );
-                s.expect = Some(Expect {
-                    condition: Some(condition),
-                    timeout_s: Some(*timeout_s),
-                    ..Expect::default()
-                });
-                out.push(Draft {
-                    step: s,
-                    play: None,
-                });
-            }
-            StepSpec::VpnWait {
-                condition,
-                timeout_s,
-            } => {
-                let condition = self.render(step, condition, h)?;
-                let mut s = base(
-                    StepKind::VpnWait,
-                    false,
-                    format!("Wait until the live VPN gateways show {condition}"),
-                );
+                let (kind, title) = match &step.spec {
+                    StepSpec::RepoWait { .. } => (
+                        StepKind::RepoWait,
+                        format!("Wait until the repo says {condition} (re-read; never edited)"),
+                    ),
+                    StepSpec::VpnWait { .. } => (
+                        StepKind::VpnWait,
+                        format!("Wait until the live VPN gateways show {condition}"),
+                    ),
+                    _ => (StepKind::KubeWait, format!("Wait until {condition}")),
+                };
+                let mut s = base(kind, false, title);
                 s.expect = Some(Expect {
                     condition: Some(condition),
                     timeout_s: Some(*timeout_s),
