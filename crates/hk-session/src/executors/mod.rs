@@ -42,6 +42,38 @@ pub const KINDS: [StepKind; 3] = [StepKind::ListHosts, StepKind::Ansible, StepKi
 /// verdict under, for the Cancel and Verify that follow.
 type Key = (RunTag, usize, u32);
 
+/// How a step's own work (a probe, a wait) ended, as the run machine takes it: cancelled
+/// when the operator stopped it, else finished with exit 0 or with the failure's words.
+fn finished_input<T>(
+    n: usize,
+    attempt: u32,
+    cancelled: bool,
+    result: &Result<T, String>,
+) -> hk_engine::runbook::machine::Input {
+    use hk_engine::runbook::machine::Input;
+    if cancelled {
+        return Input::Cancelled {
+            n,
+            attempt,
+            reason: "stopped at the operator's request".into(),
+        };
+    }
+    match result {
+        Ok(_) => Input::StepFinished {
+            n,
+            attempt,
+            exit_code: Some(0),
+            error: None,
+        },
+        Err(e) => Input::StepFinished {
+            n,
+            attempt,
+            exit_code: None,
+            error: Some(e.clone()),
+        },
+    }
+}
+
 /// The executors for a loaded repo: SSH settings for every inventory host (from its
 /// hostvars, `~/.ssh/config` and OpenSSH's defaults), ansible-playbook from the usual
 /// places. Observe mode builds `Executor<ReadOnly>` only; operate also grants the mutating

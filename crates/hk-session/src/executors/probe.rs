@@ -117,28 +117,7 @@ impl StepExecutor for ProbeExecutor {
                         Some(cause) => format!("{e}: {cause}"),
                         None => e,
                     });
-                    let input = if cancel.is_cancelled() {
-                        Input::Cancelled {
-                            n,
-                            attempt,
-                            reason: "stopped at the operator's request".into(),
-                        }
-                    } else {
-                        match &result {
-                            Ok(_) => Input::StepFinished {
-                                n,
-                                attempt,
-                                exit_code: Some(0),
-                                error: None,
-                            },
-                            Err(e) => Input::StepFinished {
-                                n,
-                                attempt,
-                                exit_code: None,
-                                error: Some(e.clone()),
-                            },
-                        }
-                    };
+                    let input = super::finished_input(n, attempt, cancel.is_cancelled(), &result);
                     state
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())

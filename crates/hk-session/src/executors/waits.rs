@@ -249,28 +249,7 @@ impl WaitExecutor {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&key);
-        let input = if cancel.is_cancelled() {
-            Input::Cancelled {
-                n,
-                attempt,
-                reason: "stopped at the operator's request".into(),
-            }
-        } else {
-            match &outcome {
-                Ok(_) => Input::StepFinished {
-                    n,
-                    attempt,
-                    exit_code: Some(0),
-                    error: None,
-                },
-                Err(e) => Input::StepFinished {
-                    n,
-                    attempt,
-                    exit_code: None,
-                    error: Some(e.clone()),
-                },
-            }
-        };
+        let input = super::finished_input(n, attempt, cancel.is_cancelled(), &outcome);
         self.done
             .lock()
             .unwrap_or_else(|p| p.into_inner())
