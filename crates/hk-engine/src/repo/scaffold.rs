@@ -437,32 +437,25 @@ fn map_hosts(repo: &Repo, play: &Play) -> Mapped {
         };
     }
     // An environment role where the pattern is one environment's group.
+    // The first environment role whose group `g` is, with the environments that say so.
     let role_of = |g: &str| -> Option<(&'static str, Vec<String>)> {
-        let servers: Vec<String> = repo
-            .environments
-            .iter()
-            .filter(|e| e.servers_group == g)
-            .map(|e| e.name.clone())
-            .collect();
-        if !servers.is_empty() {
-            return Some(("servers", servers));
-        }
-        let primary: Vec<String> = repo
-            .environments
-            .iter()
-            .filter(|e| e.primary_group.get() == Some(g))
-            .map(|e| e.name.clone())
-            .collect();
-        if !primary.is_empty() {
-            return Some(("primary", primary));
-        }
-        let vpn: Vec<String> = repo
-            .environments
-            .iter()
-            .filter(|e| e.vpn_gateways_group.as_deref() == Some(g))
-            .map(|e| e.name.clone())
-            .collect();
-        (!vpn.is_empty()).then_some(("vpn_gateways", vpn))
+        type Is = fn(&super::env::Environment, &str) -> bool;
+        let roles: [(&'static str, Is); 3] = [
+            ("servers", |e, g| e.servers_group == g),
+            ("primary", |e, g| e.primary_group.get() == Some(g)),
+            ("vpn_gateways", |e, g| {
+                e.vpn_gateways_group.as_deref() == Some(g)
+            }),
+        ];
+        roles.into_iter().find_map(|(role, is)| {
+            let envs: Vec<String> = repo
+                .environments
+                .iter()
+                .filter(|e| is(e, g))
+                .map(|e| e.name.clone())
+                .collect();
+            (!envs.is_empty()).then_some((role, envs))
+        })
     };
     if pattern == "all" {
         return Mapped {
