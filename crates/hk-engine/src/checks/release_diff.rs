@@ -140,20 +140,18 @@ pub fn lines(x: &ReleaseNowNext<'_>) -> Vec<String> {
                 .iter()
                 .find(|(key, _)| key == k)
                 .map(|(_, var)| *var);
+            // What the pods run for the key's variable: the values and the words for them.
             let pods = match (&x.running, runs) {
-                (Ok(r), Some(var)) => running_text(r, var).map(|t| (var, t)),
+                (Ok(r), Some(var)) => r
+                    .get(var)
+                    .zip(running_text(r, var))
+                    .map(|(seen, text)| (var, seen, text)),
                 _ => None,
             };
             match pods {
                 // What runs is what matters: the pods' value against the overlay's.
-                Some((var, text)) => {
-                    let all_next = x
-                        .running
-                        .as_ref()
-                        .ok()
-                        .and_then(|r| r.get(var))
-                        .is_some_and(|m| m.len() == 1 && m.contains_key(shown(b)));
-                    if all_next {
+                Some((var, seen, text)) => {
+                    if seen.len() == 1 && seen.contains_key(shown(b)) {
                         // What runs is already next; only the release's record moves.
                         if a != b {
                             changes.push(format!(
@@ -164,16 +162,9 @@ pub fn lines(x: &ReleaseNowNext<'_>) -> Vec<String> {
                         }
                         continue;
                     }
-                    let from: Vec<&String> = x
-                        .running
-                        .as_ref()
-                        .ok()
-                        .and_then(|r| r.get(var))
-                        .map(|m| m.keys().collect())
-                        .unwrap_or_default();
-                    let from = from
-                        .iter()
-                        .map(|s| s.as_str())
+                    let from = seen
+                        .keys()
+                        .map(String::as_str)
                         .collect::<Vec<_>>()
                         .join(" / ");
                     let release = if a == b {
