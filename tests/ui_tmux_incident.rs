@@ -62,10 +62,18 @@ fn agents_on_node_ip_names_prod_and_its_runbook_one_key_away() {
     // Issue 29: started, the approval before the reconcile shows the one value the run
     // exists to change, from what the pods run now to what the overlay renders, first.
     tmux.send(&["s"]);
-    let s = tmux.wait_for("values that change");
+    let s = approval_with_its_diff(&tmux);
     the_approval_shows_the_endpoint_change(&s);
     tmux.send(&["Escape"]);
     tmux.send(&["q"]);
+}
+
+/// The approval before the reconcile, waited for whole: the Output pane shows the preview's
+/// lines before the gate opens over it, and a capture can fall between the two.
+fn approval_with_its_diff(tmux: &Tmux) -> String {
+    tmux.wait_until(Duration::from_secs(60), "the approval with its diff", |s| {
+        s.contains("Gate · step 4") && s.contains("k8sServiceHost: 127.0.11.1 -> 127.0.11.100")
+    })
 }
 
 fn the_approval_shows_the_endpoint_change(s: &str) {
@@ -100,7 +108,7 @@ fn the_reconcile_approval_shows_the_endpoint_change_at_80x24() {
     tmux.send(&["x"]);
     tmux.wait_for("cilium-endpoint-rollout on prod");
     tmux.send(&["s"]);
-    let s = tmux.wait_for("values that change");
+    let s = approval_with_its_diff(&tmux);
     println!("{s}");
     the_approval_shows_the_endpoint_change(&s);
     tmux.send(&["Escape"]);
