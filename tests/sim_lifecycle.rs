@@ -575,9 +575,10 @@ async fn a_crashed_holder_keeps_the_lease_and_renews_it_at_once() {
         Some("kube-system"),
         LEASE,
     );
-    let before = get(&store, &lease_ref).await;
     let pod_ref = ObjRef::new("v1", "Pod", Some("kube-system"), "kube-vip-ds-n1");
     tokio::time::sleep(Duration::from_millis(300)).await;
+    // Read after the simulation's first renewal (at its start), so a change is the crash's.
+    let before = get(&store, &lease_ref).await;
     tx.send(ClusterInput::VipCrashes { server: 0 })
         .expect("send");
     let t0 = Instant::now();
@@ -594,7 +595,36 @@ async fn a_crashed_holder_keeps_the_lease_and_renews_it_at_once() {
         Some(&Value::from(1)),
         "{pod}"
     );
-    let after = get(&store, &lease_ref).await;
+    // The restarted kube-vip logs and renews right after its container is back, as a kubelet
+    // shows the restart before the new instance has written anything: so the Lease and the log
+    // are read once the renewal has landed, within 1 s of the restart (the periodic renewal
+    // comes every 2 s from the start, so only the renewal at once can land in that window).
+    let acquired_log = || {
+        store
+            .logs()
+            .lines(
+                "kube-system",
+                "kube-vip-ds-n1",
+                "kube-vip",
+                Instance::Current,
+            )
+            .map(|(lines, _, _)| {
+                lines
+                    .iter()
+                    .any(|l| l.text.contains("successfully acquired"))
+            })
+            .unwrap_or(false)
+    };
+    let t1 = Instant::now();
+    let after = loop {
+        let l = get(&store, &lease_ref).await;
+        if (l["spec"]["renewTime"] != before["spec"]["renewTime"] && acquired_log())
+            || t1.elapsed() > Duration::from_secs(1)
+        {
+            break l;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     println!(
         "lease before the crash: {}\nafter: {}",
         before["spec"], after["spec"]
