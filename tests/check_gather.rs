@@ -139,6 +139,12 @@ fn facts(
     let host_vars = |h: &str| lab.raw(h);
     let resolved = |h: &str, v: &str| HostFacts::resolved(lab, h, v);
     let read = |p: &Path| files.get(p).cloned();
+    let api_uses: Vec<_> = files
+        .iter()
+        .flat_map(|(p, t)| {
+            hk_console::checks::parity::api_uses_in(p.strip_prefix("/repo").unwrap_or(p), t)
+        })
+        .collect();
     gather_view(&RepoView {
         root: Path::new("/repo"),
         ansible_dir: Path::new("ansible"),
@@ -156,6 +162,7 @@ fn facts(
                 .unwrap_or_else(|_| p.to_path_buf())
         },
         contract: &Default::default(),
+        api_uses: &api_uses,
     })
 }
 

@@ -575,3 +575,155 @@ fn contract_rules_switched_off_are_not_reported() {
         assert!(!after.iter().any(|r| r == rule), "{rule}: {after:?}");
     }
 }
+
+#[test]
+fn api_urls_are_read_by_use_and_comments_are_not_uses() {
+    use hk_console::checks::parity::{api_uses_in, ApiUseKind};
+    let kubeconfig = "clusters:\n- cluster:\n    # server: https://{{ old }}:6443\n    server: https://{{ api_vip }}:6443\n";
+    let uses = api_uses_in(Path::new("k.j2"), kubeconfig);
+    assert_eq!(uses.len(), 1, "{uses:?}");
+    assert_eq!(
+        (uses[0].var.as_str(), uses[0].kind, uses[0].at.line),
+        ("api_vip", ApiUseKind::SteadyState, 4)
+    );
+    // k3s's own config file: `server:` is where the node joins.
+    let k3s_config = "token: \"{{ k3s_token }}\"\nserver: \"https://{{ founder_ip }}:6443\"\n";
+    let uses = api_uses_in(Path::new("config.yaml.j2"), k3s_config);
+    assert_eq!(
+        uses.iter()
+            .map(|u| (u.var.as_str(), u.kind))
+            .collect::<Vec<_>>(),
+        [("founder_ip", ApiUseKind::Join)]
+    );
+    let tasks = "- command: k3s agent --server=https://{{ a }}:6443\n- shell: K3S_URL=https://{{ b }}:6443 sh install.sh\n- command: kubectl config set-cluster lab --server=https://{{ c }}:6443\n";
+    let uses = api_uses_in(Path::new("t.yml"), tasks);
+    assert_eq!(
+        uses.iter()
+            .map(|u| (u.var.as_str(), u.kind))
+            .collect::<Vec<_>>(),
+        [
+            ("a", ApiUseKind::Join),
+            ("b", ApiUseKind::Join),
+            ("c", ApiUseKind::SteadyState)
+        ]
+    );
+}
+
+#[test]
+fn the_rules_speak_the_repos_own_names() {
+    use hk_console::checks::parity::FactNames;
+    let names = FactNames {
+        vip: "cluster_vip".into(),
+        endpoint: "{{ cluster_vip }}".into(),
+        founder: "first_server_ip".into(),
+        api_port: "apiserver_port".into(),
+        tls_sans: "api_sans".into(),
+    };
+    // The endpoint's expression consumes the VIP's variable: derived, clean.
+    let mut env = prod();
+    env.names = names.clone();
+    env.endpoint_raw = raw("{{ cluster_vip }}", "hk-console.yaml", 5);
+    let mut input = clean();
+    input.envs = vec![env.clone()];
+    input.cilium_template = Some(TextFile {
+        path: "values.yaml.j2".into(),
+        text: Some(
+            "k8sServiceHost: \"{{ cluster_vip }}\"\nk8sServicePort: \"{{ apiserver_port }}\"\n"
+                .into(),
+        ),
+    });
+    let findings = check(&input);
+    assert!(findings.is_empty(), "{findings:#?}");
+    // The seed's variable names mean nothing to this repo: a template consuming them does
+    // not consume its endpoint.
+    input.cilium_template = Some(fixture("cilium/good.yaml.j2"));
+    let f = check(&input);
+    let f = only(&f, rules::CILIUM_ENDPOINT);
+    assert!(f.message.contains("must consume {{ cluster_vip }}"), "{f}");
+    // A founder derived from the VIP is named by the repo's names.
+    env.api_host_raw = raw("{{ cluster_vip }}", VARS, 3);
+    input.envs = vec![env];
+    input.cilium_template = None;
+    input.off = vec![rules::CILIUM_ENDPOINT];
+    let f = check(&input);
+    let f = only(&f, rules::API_HOST_NOT_VIP);
+    assert!(
+        f.message
+            .starts_with("first_server_ip is `{{ cluster_vip }}`, derived from cluster_vip"),
+        "{f}"
+    );
+}
+
+#[test]
+fn an_endpoint_on_one_node_and_a_cluster_without_ha_endpoint_are_violations() {
+    use hk_console::checks::parity::{ApiUseKind, SingleNodeUse};
+    let mut env = prod();
+    env.endpoint = at("192.168.2.10".into(), ALL, 7);
+    env.vip = at("192.168.2.10".into(), VARS, 4);
+    let mut input = clean();
+    input.envs = vec![env.clone()];
+    let findings = check(&input);
+    let ha: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.rule == rules::HA_ENDPOINT)
+        .collect();
+    assert_eq!(ha.len(), 2, "{findings:#?}");
+    assert_finding(ha[0], Some("prod"), ALL, 7, Severity::Violation);
+    assert!(
+        ha[0].message.contains("the own address of k3s-prod-1"),
+        "{}",
+        ha[0]
+    );
+    assert!(
+        ha[1]
+            .message
+            .starts_with("an HA cluster (3 servers) with no HA endpoint"),
+        "{}",
+        ha[1]
+    );
+    // One server: no HA cluster to speak of; the endpoint on its node is still named.
+    env.nodes.truncate(1);
+    input.envs = vec![env];
+    let findings = check(&input);
+    assert_eq!(
+        findings
+            .iter()
+            .filter(|f| f.rule == rules::HA_ENDPOINT)
+            .count(),
+        1,
+        "{findings:#?}"
+    );
+    // Uses by kind: a steady-state client is a violation, a join a warning.
+    let mut env = prod();
+    for (kind, line) in [(ApiUseKind::SteadyState, 3), (ApiUseKind::Join, 9)] {
+        env.single_node_uses.push(SingleNodeUse {
+            at: loc("roles/x/templates/t.j2", line),
+            var: "first_server_ip".into(),
+            kind,
+            address: "192.168.2.10".into(),
+            node: "k3s-prod-1".into(),
+        });
+    }
+    input.envs = vec![env];
+    let findings = check(&input);
+    let ha: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.rule == rules::HA_ENDPOINT)
+        .collect();
+    assert_eq!(ha.len(), 2, "{findings:#?}");
+    assert_finding(
+        ha[0],
+        Some("prod"),
+        "roles/x/templates/t.j2",
+        3,
+        Severity::Violation,
+    );
+    assert_finding(
+        ha[1],
+        Some("prod"),
+        "roles/x/templates/t.j2",
+        9,
+        Severity::Warning,
+    );
+    assert_eq!(exit_code(&findings), 1);
+}

@@ -522,3 +522,196 @@ fn a_repo_init_configured_is_rehearsed_by_the_demo_when_its_port_is_a_variable()
         "{out}\n{err}"
     );
 }
+
+/// `CONFIG` with the seed-layout rules this repo has no counterpart of switched off.
+fn config_with(contract: &str) -> String {
+    format!("{CONFIG}contract:\n{contract}")
+}
+
+const KUBECONFIG_TEMPLATE: &str = "\
+apiVersion: v1
+kind: Config
+clusters:
+  - name: lab
+    cluster:
+      # server: https://{{ first_server_ip }}:6443 was the old way
+      server: https://{{ ADDRESS }}:6443
+contexts: []
+";
+
+#[test]
+fn check_judges_api_addresses_by_use_in_the_repos_own_names() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let off = "  site_playbook: false\n  cni_values_template: false\n  tls_sans: false\n";
+    let root = any_layout_repo(tmp.path(), &config_with(off));
+    let r = root.display().to_string();
+    let ansible = root.join("ansible");
+    let kubeconfig = ansible.join("roles/kubeconfig/templates/admin.yaml.j2");
+    let join = ansible.join("roles/k3s/tasks/main.yml");
+    std::fs::create_dir_all(kubeconfig.parent().expect("dir")).expect("mkdir");
+    std::fs::create_dir_all(join.parent().expect("dir")).expect("mkdir");
+    std::fs::write(
+        &join,
+        "- name: join\n  ansible.builtin.command: k3s server --server https://{{ first_server_ip }}:6443\n",
+    )
+    .expect("write");
+    let check = || {
+        let o = bin().args(["--repo", &r, "check"]).output().expect("run");
+        let (out, err) = text(&o);
+        (o.status.code(), format!("{out}{err}"))
+    };
+
+    // A kubeconfig the repo writes dials the founder's own address: a steady-state client
+    // of one node, a violation naming the variable, the node and the line; the join through
+    // the same variable is a warning.
+    std::fs::write(
+        &kubeconfig,
+        KUBECONFIG_TEMPLATE.replace("ADDRESS", "first_server_ip"),
+    )
+    .expect("write");
+    let (code, out) = check();
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("ansible/roles/kubeconfig/templates/admin.yaml.j2:7: [ha-endpoint] lab: first_server_ip renders to 10.20.0.11, the own address of cp1: a steady-state client dials it (a kubeconfig the repo writes): it loses the API while cp1 is down"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ansible/roles/k3s/tasks/main.yml:2: [ha-endpoint] warning: lab: first_server_ip renders to 10.20.0.11, the own address of cp1: only joins use it: no node can join while cp1 is down"),
+        "{out}"
+    );
+    // The commented-out line is not a use.
+    assert!(!out.contains("admin.yaml.j2:6"), "{out}");
+
+    // Through the VIP: the kubeconfig is HA; the join warning stays.
+    std::fs::write(
+        &kubeconfig,
+        KUBECONFIG_TEMPLATE.replace("ADDRESS", "cluster_vip"),
+    )
+    .expect("write");
+    let (code, out) = check();
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!out.contains("admin.yaml.j2"), "{out}");
+    assert!(out.contains("parity: clean (1 warning)"), "{out}");
+    // --json says the same, with the rules it did not judge and why.
+    let o = bin()
+        .args(["--repo", &r, "check", "--json"])
+        .output()
+        .expect("run");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(o.status.code(), Some(0), "{v}");
+    assert_eq!(v["warnings"], 1, "{v}");
+    let skipped: Vec<&str> = v["not_applicable"]
+        .as_array()
+        .expect("not_applicable")
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect();
+    assert_eq!(skipped.len(), 4, "{v}");
+    assert!(
+        skipped[0].starts_with("lab: not applicable: overlay-resolves"),
+        "{v}"
+    );
+    assert!(
+        skipped[3].starts_with("not applicable: tls-sans (no k3s_tls_sans list"),
+        "{v}"
+    );
+
+    // An environment whose endpoint and VIP both name a server: the CNI's endpoint is one
+    // node's, and the three-server cluster has no HA endpoint at all.
+    let single = config_with(off)
+        .replace("  vip: cluster_vip\n", "  vip: first_server_ip\n")
+        .replace(
+            "  endpoint: \"{{ cluster_vip }}\"\n",
+            "  endpoint: first_server_ip\n",
+        );
+    std::fs::write(root.join("hk-console.yaml"), single).expect("config");
+    let (code, out) = check();
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("[ha-endpoint] lab: first_server_ip (the API endpoint the CNI dials) renders to 10.20.0.11, the own address of cp1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("[ha-endpoint] lab: an HA cluster (3 servers) with no HA endpoint: first_server_ip is `10.20.0.11` and first_server_ip is `10.20.0.11`"),
+        "{out}"
+    );
+
+    // The k3s supervisor's load balancer on every node (127.0.0.1) is an HA endpoint: no
+    // single-node finding, and it need not be derived from the VIP.
+    let local = config_with(off).replace(
+        "  endpoint: \"{{ cluster_vip }}\"\n",
+        "  endpoint: \"{{ '127.0.0.1' }}\"\n",
+    );
+    std::fs::write(root.join("hk-console.yaml"), local).expect("config");
+    let (code, out) = check();
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!out.contains("endpoint-derived-from-vip"), "{out}");
+    assert!(!out.contains("(the API endpoint the CNI dials)"), "{out}");
+}
+
+#[test]
+fn the_contract_reads_the_repos_own_template_and_variables_where_config_says() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let contract = "  site_playbook: false\n  cni_values_template: roles/cni/templates/values.yaml.j2\n  tls_sans: api_sans\n";
+    let root = any_layout_repo(tmp.path(), &config_with(contract));
+    let r = root.display().to_string();
+    let template = root.join("ansible/roles/cni/templates/values.yaml.j2");
+    std::fs::create_dir_all(template.parent().expect("dir")).expect("mkdir");
+    let inventory = root.join("ansible/inventory.yml");
+    let with_sans = std::fs::read_to_string(&inventory).expect("read").replace(
+        "    cluster_name: lab\n",
+        "    cluster_name: lab\n    api_sans: [10.20.0.100, 10.20.0.11]\n",
+    );
+    std::fs::write(&inventory, with_sans).expect("write");
+    let check = || {
+        let o = bin().args(["--repo", &r, "check"]).output().expect("run");
+        let (out, err) = text(&o);
+        (o.status.code(), format!("{out}{err}"))
+    };
+    // The template consumes what `facts:` names the endpoint and the port: clean.
+    std::fs::write(
+        &template,
+        "k8sServiceHost: \"{{ cluster_vip }}\"\nk8sServicePort: \"{{ apiserver_port | default(6443) }}\"\n",
+    )
+    .expect("write");
+    let (code, out) = check();
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!out.contains("cilium-consumes"), "{out}");
+    assert!(!out.contains("tls-sans"), "{out}");
+    // It consumes the founder's variable instead: named in the repo's own names.
+    std::fs::write(
+        &template,
+        "k8sServiceHost: \"{{ first_server_ip }}\"\nk8sServicePort: \"{{ apiserver_port | default(6443) }}\"\n",
+    )
+    .expect("write");
+    let (code, out) = check();
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("ansible/roles/cni/templates/values.yaml.j2:1: [cilium-consumes-endpoint] k8sServiceHost consumes first_server_ip (the founder's own IP): every cilium-agent would depend on one node; it must consume {{ cluster_vip }}"),
+        "{out}"
+    );
+    // The SANs list it names lacks nothing; drop the VIP and it is named by its own name.
+    let without_vip = std::fs::read_to_string(&inventory).expect("read").replace(
+        "api_sans: [10.20.0.100, 10.20.0.11]",
+        "api_sans: [10.20.0.11]",
+    );
+    std::fs::write(&inventory, without_vip).expect("write");
+    let (_, out) = check();
+    assert!(
+        out.contains("[tls-sans] lab: api_sans [\"10.20.0.11\"] lacks the VIP 10.20.0.100"),
+        "{out}"
+    );
+    // A contract key that cannot be a place is refused at its line.
+    std::fs::write(
+        root.join("hk-console.yaml"),
+        config_with("  tls_sans: \"not a var\"\n"),
+    )
+    .expect("config");
+    let (code, out) = check();
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("hk-console.yaml:15:13:")
+            && out.contains("contract.tls_sans: `not a var` is not a variable name"),
+        "{out}"
+    );
+}

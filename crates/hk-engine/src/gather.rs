@@ -59,6 +59,7 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
         .ansible_dir
         .strip_prefix(&repo.root)
         .unwrap_or(&repo.ansible_dir);
+    let api_uses = ansible_api_uses(&repo.root, &repo.ansible_dir);
     let mut input = gather_view(&RepoView {
         root: &repo.root,
         ansible_dir,
@@ -70,6 +71,7 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
         engine_line: Some(choice.describe()),
         rel: &rel,
         contract: &repo.config.contract,
+        api_uses: &api_uses,
     });
     // The vaults each environment's servers load, tried with the configured password.
     for facts in &mut input.envs {
@@ -98,4 +100,55 @@ fn rel_to(root: &Path, path: &Path) -> PathBuf {
         }
     }
     path.to_path_buf()
+}
+
+/// The API URLs the Ansible directory's files write from a variable (playbooks, roles'
+/// tasks and templates): every `.yml`, `.yaml` and `.j2` under it, hidden directories
+/// skipped, in path order so the findings come in one order every run. Bounded: at most
+/// `MAX_FILES` files of at most `MAX_BYTES` each are read (an Ansible tree is far smaller).
+fn ansible_api_uses(root: &Path, ansible_dir: &Path) -> Vec<crate::checks::parity::ApiUse> {
+    const MAX_FILES: usize = 20_000;
+    const MAX_BYTES: u64 = 1 << 20;
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    let mut dirs = vec![ansible_dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let hidden = entry.file_name().to_string_lossy().starts_with('.');
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if hidden {
+                continue;
+            }
+            if kind.is_dir() {
+                dirs.push(path);
+            } else if kind.is_file()
+                && path
+                    .extension()
+                    .is_some_and(|e| e == "yml" || e == "yaml" || e == "j2")
+                && files.len() < MAX_FILES
+            {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut out = Vec::new();
+    for path in files {
+        if std::fs::metadata(&path).map_or(true, |m| m.len() > MAX_BYTES) {
+            continue;
+        }
+        let Ok(text) = crate::repo::read::read_to_string(&path) else {
+            continue;
+        };
+        out.extend(crate::checks::parity::api_uses_in(
+            &rel_to(root, &path),
+            &text,
+        ));
+    }
+    out
 }

@@ -71,6 +71,10 @@ pub mod rules {
     pub const VAULT_PLAINTEXT: &str = "vault-plaintext";
     /// A `/dev/BLOCKED-…` device placeholder (warning).
     pub const DEVICE_PLACEHOLDER: &str = "device-placeholder";
+    /// An API address that renders to one node's own address: a violation where a
+    /// steady-state client dials it (the CNI's endpoint, a kubeconfig the repo writes), a
+    /// warning where only joins use it; an HA cluster with no HA endpoint at all.
+    pub const HA_ENDPOINT: &str = "ha-endpoint";
     /// The environment's facts could not be derived (reported, never guessed).
     pub const ENV_FACTS: &str = "env-facts";
     /// Every HelmRelease under the Flux Kustomization's path that sets `k8sServiceHost` sets
@@ -91,6 +95,7 @@ pub mod rules {
     /// Every rule, in the order they are reported.
     pub const ALL: &[&str] = &[
         ENV_FACTS,
+        HA_ENDPOINT,
         OVERLAY_RESOLVES,
         OVERLAY_ENDPOINT,
         OVERLAY_VIP,
@@ -110,13 +115,70 @@ pub mod rules {
     ];
 }
 
-/// The variable names of the contract (Ansible side). Names, not values: the contract is
-/// written in these names in the infra repo's own docs.
-pub const VIP_VAR: &str = "kube_vip_address";
-pub const ENDPOINT_VAR: &str = "k3s_apiserver_endpoint";
-pub const FOUNDER_VAR: &str = "k3s_api_host";
 pub use crate::repo::config::TLS_SANS_VAR;
-pub const API_PORT_VAR: &str = "k3s_api_port";
+
+/// How the rules name each fact of the contract, and which variables a template consumes
+/// when it consumes that fact: hk-console.yaml's `facts:` (a server variable, or a Jinja
+/// expression over them) and `contract.tls_sans`, for one environment. The default is the
+/// seed repo's names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FactNames {
+    pub vip: String,
+    pub endpoint: String,
+    pub founder: String,
+    pub api_port: String,
+    pub tls_sans: String,
+}
+
+impl Default for FactNames {
+    fn default() -> Self {
+        use crate::repo::config::{FactKey, FactsConfig};
+        FactNames {
+            vip: FactsConfig::default_source(FactKey::Vip).into(),
+            endpoint: FactsConfig::default_source(FactKey::Endpoint).into(),
+            founder: FactsConfig::default_source(FactKey::Founder).into(),
+            api_port: FactsConfig::default_source(FactKey::ApiPort).into(),
+            tls_sans: TLS_SANS_VAR.into(),
+        }
+    }
+}
+
+/// The variables a fact's source stands for: the variable itself, or the first variable of
+/// each block of its expression (`{{ cluster_vip | default('') }}` stands for `cluster_vip`).
+fn source_ids(source: &str) -> Vec<String> {
+    if source.contains("{{") || source.contains("{%") {
+        jinja_blocks(source)
+            .iter()
+            .filter_map(|b| identifiers(b).next())
+            .collect()
+    } else {
+        vec![source.trim().to_string()]
+    }
+}
+
+/// How a template consumes the fact: `{{ var }}`, or the expression as written.
+fn consume_hint(source: &str) -> String {
+    if source.contains("{{") || source.contains("{%") {
+        source.to_string()
+    } else {
+        format!("{{{{ {source} }}}}")
+    }
+}
+
+/// Whether `raw` consumes any of `ids` in one of its Jinja blocks.
+fn references_any(raw: &str, ids: &[String]) -> bool {
+    ids.iter().any(|id| references(raw, id))
+}
+
+/// An address no single server owns alone: the k3s supervisor's client-side load balancer
+/// on every node (`127.0.0.1`, port 6444), which follows every server.
+fn is_node_local_balancer(address: &str) -> bool {
+    let a = address.trim();
+    a == "localhost"
+        || a.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The variables Ansible reads a connection or become password from: what a vault file
 /// holds that a play needs without naming it.
 pub const PASSWORD_VARS: [&str; 5] = [
@@ -285,6 +347,12 @@ pub struct Problem {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EnvFacts {
     pub name: String,
+    /// How hk-console.yaml names each fact for this environment (messages, and which
+    /// variables a template must consume).
+    pub names: FactNames,
+    /// Where the repo's Ansible files dial an API address that renders, for one of this
+    /// environment's servers, to one node's own address.
+    pub single_node_uses: Vec<SingleNodeUse>,
     /// The engine that built the overlay.
     pub engine: Engine,
     /// The overlay's effective K3S_API_HOST; `None` when the environment has no overlay.
@@ -297,7 +365,10 @@ pub struct EnvFacts {
     pub founder: Option<Located<String>>,
     /// Resolved `k3s_api_port`.
     pub api_port: Option<Located<String>>,
+    /// Its servers.
     pub nodes: Vec<NodeAddr>,
+    /// Its agents (hk-console.yaml `agents:`): nodes too, never an API endpoint.
+    pub agents: Vec<NodeAddr>,
     /// `k3s_apiserver_endpoint` as written (e.g. `{{ kube_vip_address }}`), once per distinct
     /// definition that wins for one of the servers.
     pub endpoint_raw: Vec<Located<String>>,
@@ -317,6 +388,81 @@ pub struct EnvFacts {
     /// Facts nobody can state (the HelmReleases behind a Flux feature not modelled...): each
     /// becomes a "cannot tell" finding.
     pub unknown: Vec<Problem>,
+}
+
+/// How an Ansible file uses an API address it writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApiUseKind {
+    /// A client that dials it for as long as the cluster runs (a kubeconfig's `server:`,
+    /// `kubectl config set-cluster --server`).
+    SteadyState,
+    /// A node joining the cluster (`--server`, `K3S_URL`, k3s's config `server:`).
+    Join,
+}
+
+/// One line of an Ansible file that writes an API URL from a variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiUse {
+    pub at: Loc,
+    /// The variable the URL's host consumes.
+    pub var: String,
+    pub kind: ApiUseKind,
+}
+
+/// An [`ApiUse`] whose variable renders to one node's own address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SingleNodeUse {
+    pub at: Loc,
+    pub var: String,
+    pub kind: ApiUseKind,
+    pub address: String,
+    /// The node that owns the address.
+    pub node: String,
+}
+
+/// The API URLs `text` (an Ansible file at `path`) writes from a variable, by kind: the
+/// `server:` of a kubeconfig (a file with `clusters:`) and `kubectl config set-cluster
+/// --server` are steady-state clients; `--server`, `K3S_URL=` and any other `server:` key
+/// (k3s's own config file) are joins. Comment lines are skipped.
+pub fn api_uses_in(path: &Path, text: &str) -> Vec<ApiUse> {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    let Some(re) = RE
+        .get_or_init(|| {
+            Regex::new(
+                r#"(--server[= ]+|K3S_URL=|(?:^|\s)server:\s*)["']?https?://\{\{\s*([A-Za-z_][A-Za-z0-9_]*)"#,
+            )
+            .ok()
+        })
+        .as_ref()
+    else {
+        return Vec::new();
+    };
+    let kubeconfig = text
+        .lines()
+        .any(|l| l.trim_start().starts_with("clusters:"));
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
+        for caps in re.captures_iter(line) {
+            let how = caps.get(1).map(|m| m.as_str()).unwrap_or_default();
+            let Some(var) = caps.get(2) else { continue };
+            let steady = line.contains("set-cluster")
+                || (kubeconfig && how.trim_start().starts_with("server:"));
+            out.push(ApiUse {
+                at: Loc::new(path, i + 1),
+                var: var.as_str().to_string(),
+                kind: if steady {
+                    ApiUseKind::SteadyState
+                } else {
+                    ApiUseKind::Join
+                },
+            });
+        }
+    }
+    out
 }
 
 /// Where the overlay's variable is supposed to land: Cilium's HelmRelease values.
@@ -512,6 +658,8 @@ pub fn to_json_report(input: &ParityInput, findings: &[Finding]) -> serde_json::
                 .into(),
         );
         map.insert("environments".into(), envs.into());
+        // What was not judged, and why: a rule skipped is said, in JSON as in text.
+        map.insert("not_applicable".into(), input.not_applicable.clone().into());
     }
     doc
 }
@@ -524,7 +672,15 @@ pub fn check(input: &ParityInput) -> Vec<Finding> {
         check_env(env, &input.off, &mut out);
     }
     if !input.off.contains(&rules::CILIUM_ENDPOINT) {
-        check_cilium_template(input.cilium_template.as_ref(), &mut out);
+        // The template is the repo's, shared by every environment: it consumes the endpoint
+        // when it consumes what any environment's `facts:` names it.
+        let default_names = [FactNames::default()];
+        let names: Vec<&FactNames> = if input.envs.is_empty() {
+            default_names.iter().collect()
+        } else {
+            input.envs.iter().map(|e| &e.names).collect()
+        };
+        check_cilium_template(input.cilium_template.as_ref(), &names, &mut out);
     }
     if !input.off.contains(&rules::SITE_ORDER) {
         check_site_order(input.site_yml.as_ref(), &mut out);
@@ -555,11 +711,12 @@ fn check_env(env: &EnvFacts, off: &[&str], out: &mut Vec<Finding>) {
             format!("{}: {}", p.fact, p.message),
         ));
     }
+    let n = &env.names;
     let explained = |fact: &str| env.problems.iter().any(|p| p.fact == fact);
     for (fact, present) in [
-        (VIP_VAR, env.vip.is_some()),
-        (ENDPOINT_VAR, env.endpoint.is_some()),
-        (FOUNDER_VAR, env.founder.is_some()),
+        (n.vip.as_str(), env.vip.is_some()),
+        (n.endpoint.as_str(), env.endpoint.is_some()),
+        (n.founder.as_str(), env.founder.is_some()),
     ] {
         if !present && !explained(fact) {
             out.push(v(
@@ -571,45 +728,55 @@ fn check_env(env: &EnvFacts, off: &[&str], out: &mut Vec<Finding>) {
     }
 
     check_overlay(env, out);
+    check_ha(env, out);
 
-    // The endpoint is derived from the VIP, never restated.
-    for raw in &env.endpoint_raw {
-        if !references(&raw.value, VIP_VAR) {
-            out.push(v(
-                rules::ENDPOINT_DERIVED,
-                &raw.at,
-                format!(
-                    "{ENDPOINT_VAR} is `{}`, restated instead of derived: write \"{{{{ {VIP_VAR} }}}}\" so the VIP, the SAN and the CNI endpoint move together",
-                    raw.value
-                ),
-            ));
+    let vip_ids = source_ids(&n.vip);
+    let local_balancer = env
+        .endpoint
+        .as_ref()
+        .is_some_and(|e| is_node_local_balancer(&e.value));
+    // The endpoint is derived from the VIP, never restated (unless it names the VIP's own
+    // variable, or is the k3s supervisor's load balancer on every node).
+    let same_source = source_ids(&n.endpoint)
+        .iter()
+        .any(|id| vip_ids.contains(id));
+    if !same_source && !local_balancer {
+        for raw in &env.endpoint_raw {
+            if !references_any(&raw.value, &vip_ids) {
+                out.push(v(
+                    rules::ENDPOINT_DERIVED,
+                    &raw.at,
+                    format!(
+                        "{} is `{}`, restated instead of derived: write \"{}\" so the VIP, the SAN and the CNI endpoint move together",
+                        n.endpoint,
+                        raw.value,
+                        consume_hint(&n.vip)
+                    ),
+                ));
+            }
         }
     }
     // The founder's address is its own, not the VIP.
-    for raw in &env.api_host_raw {
-        if references(&raw.value, VIP_VAR) {
-            out.push(v(
-                rules::API_HOST_NOT_VIP,
-                &raw.at,
-                format!(
-                    "{FOUNDER_VAR} is `{}`, derived from {VIP_VAR}: it must stay the founder's own IP (the cold-bootstrap join target; no VIP exists before the cluster does)",
-                    raw.value
-                ),
-            ));
-        }
+    let founder_is_vip = |raw: &Located<String>| references_any(&raw.value, &vip_ids);
+    for raw in env.api_host_raw.iter().filter(|r| founder_is_vip(r)) {
+        out.push(v(
+            rules::API_HOST_NOT_VIP,
+            &raw.at,
+            format!(
+                "{} is `{}`, derived from {}: it must stay the founder's own IP (the cold-bootstrap join target; no VIP exists before the cluster does)",
+                n.founder, raw.value, n.vip
+            ),
+        ));
     }
     if let (Some(founder), Some(vip)) = (&env.founder, &env.vip) {
-        let raw_already_reported = env
-            .api_host_raw
-            .iter()
-            .any(|raw| references(&raw.value, VIP_VAR));
+        let raw_already_reported = env.api_host_raw.iter().any(founder_is_vip);
         if founder.value == vip.value && !raw_already_reported {
             out.push(v(
                 rules::API_HOST_NOT_VIP,
                 &founder.at,
                 format!(
-                    "{FOUNDER_VAR} resolves to {}, the VIP ({VIP_VAR} at {}): it must be the founder's own IP, the cold-bootstrap join target",
-                    founder.value, vip.at
+                    "{} resolves to {}, the VIP ({} at {}): it must be the founder's own IP, the cold-bootstrap join target",
+                    n.founder, founder.value, n.vip, vip.at
                 ),
             ));
         }
@@ -626,18 +793,18 @@ fn check_env(env: &EnvFacts, off: &[&str], out: &mut Vec<Finding>) {
                         rules::TLS_SANS,
                         &sans.at,
                         format!(
-                            "{TLS_SANS_VAR} {:?} lacks {what} {}: clients dialling it fail certificate verification",
-                            sans.value, addr.value
+                            "{} {:?} lacks {what} {}: clients dialling it fail certificate verification",
+                            n.tls_sans, sans.value, addr.value
                         ),
                     ));
                 }
             }
         }
-    } else if !explained(TLS_SANS_VAR) && (env.vip.is_some() || env.founder.is_some()) {
+    } else if !explained(&n.tls_sans) && (env.vip.is_some() || env.founder.is_some()) {
         out.push(v(
             rules::TLS_SANS,
             &Loc::default(),
-            format!("{TLS_SANS_VAR} is not defined for this environment's servers; it must carry the VIP and the founder"),
+            format!("{} is not defined for this environment's servers; it must carry the VIP and the founder", n.tls_sans),
         ));
     }
 
@@ -707,6 +874,82 @@ fn check_env(env: &EnvFacts, off: &[&str], out: &mut Vec<Finding>) {
     }
 }
 
+/// HA by use: an API address that renders to one node's own address is that node's
+/// single-point dependency, whatever the variable is called; what dials it decides how bad.
+fn check_ha(env: &EnvFacts, out: &mut Vec<Finding>) {
+    let name = Some(env.name.as_str());
+    let n = &env.names;
+    let owner = |address: &str| {
+        env.nodes
+            .iter()
+            .chain(&env.agents)
+            .find(|node| node.address == address)
+            .map(|node| node.host.clone())
+    };
+    // The endpoint the CNI dials.
+    if let Some(endpoint) = &env.endpoint {
+        if let Some(node) = owner(&endpoint.value) {
+            out.push(finding(
+                rules::HA_ENDPOINT,
+                Severity::Violation,
+                name,
+                &endpoint.at,
+                format!(
+                    "{} (the API endpoint the CNI dials) renders to {}, the own address of {node}: every client of it loses the API with that one node (the 2026-09-06 single-node dependency); use the VIP or 127.0.0.1 (k3s's load balancer on every node)",
+                    n.endpoint, endpoint.value
+                ),
+            ));
+        }
+    }
+    for u in &env.single_node_uses {
+        let (severity, what) = match u.kind {
+            ApiUseKind::SteadyState => (
+                Severity::Violation,
+                format!("a steady-state client dials it (a kubeconfig the repo writes): it loses the API while {} is down", u.node),
+            ),
+            ApiUseKind::Join => (
+                Severity::Warning,
+                format!("only joins use it: no node can join while {} is down", u.node),
+            ),
+        };
+        out.push(finding(
+            rules::HA_ENDPOINT,
+            severity,
+            name,
+            &u.at,
+            format!(
+                "{} renders to {}, the own address of {}: {what}",
+                u.var, u.address, u.node
+            ),
+        ));
+    }
+    // Several servers and nothing that follows them all.
+    let servers = env.nodes.len();
+    let ha_vip = env
+        .vip
+        .as_ref()
+        .is_some_and(|vip| owner(&vip.value).is_none());
+    let ha_endpoint = env
+        .endpoint
+        .as_ref()
+        .is_some_and(|e| is_node_local_balancer(&e.value) || owner(&e.value).is_none());
+    if servers > 1 && !ha_vip && !ha_endpoint {
+        out.push(finding(
+            rules::HA_ENDPOINT,
+            Severity::Violation,
+            name,
+            &Loc::default(),
+            format!(
+                "an HA cluster ({servers} servers) with no HA endpoint: {} is {} and {} is {}; a VIP (kube-vip) or 127.0.0.1 (k3s's load balancer on every node) keeps the API when any one server goes",
+                n.vip,
+                env.vip.as_ref().map_or("not defined".to_string(), |v| format!("`{}`", v.value)),
+                n.endpoint,
+                env.endpoint.as_ref().map_or("not defined".to_string(), |v| format!("`{}`", v.value)),
+            ),
+        ));
+    }
+}
+
 fn check_overlay(env: &EnvFacts, out: &mut Vec<Finding>) {
     let name = Some(env.name.as_str());
     let v = |rule, at: &Loc, msg: String| finding(rule, Severity::Violation, name, at, msg);
@@ -736,20 +979,26 @@ fn check_overlay(env: &EnvFacts, out: &mut Vec<Finding>) {
                 rules::OVERLAY_ENDPOINT,
                 &at,
                 format!(
-                    "{var} is {} but {ENDPOINT_VAR} resolves to {} (defined at {}): Flux and Ansible would point Cilium at different API servers",
-                    overlay.value, endpoint.value, endpoint.at
+                    "{var} is {} but {} resolves to {} (defined at {}): Flux and Ansible would point Cilium at different API servers",
+                    overlay.value, env.names.endpoint, endpoint.value, endpoint.at
                 ),
             ));
         }
     }
     if let Some(vip) = &env.vip {
-        if overlay.value != vip.value {
+        // The k3s supervisor's balancer on every node is HA too, when the endpoint is it.
+        let on_local_balancer = is_node_local_balancer(&overlay.value)
+            && env
+                .endpoint
+                .as_ref()
+                .is_some_and(|e| e.value == overlay.value);
+        if overlay.value != vip.value && !on_local_balancer {
             out.push(v(
                 rules::OVERLAY_VIP,
                 &at,
                 format!(
-                    "{var} is {} but the control-plane VIP ({VIP_VAR} at {}) is {}: the CNI must dial the VIP to survive losing any one server",
-                    overlay.value, vip.at, vip.value
+                    "{var} is {} but the control-plane VIP ({} at {}) is {}: the CNI must dial the VIP to survive losing any one server",
+                    overlay.value, env.names.vip, vip.at, vip.value
                 ),
             ));
         }
@@ -766,7 +1015,7 @@ fn check_overlay(env: &EnvFacts, out: &mut Vec<Finding>) {
             env.founder
                 .as_ref()
                 .filter(|f| f.value == overlay.value)
-                .map(|_| format!("the founder ({FOUNDER_VAR})"))
+                .map(|_| format!("the founder ({})", env.names.founder))
         });
     if let Some(host) = node {
         out.push(v(
@@ -806,8 +1055,8 @@ fn check_helm(env: &EnvFacts, overlay: &OverlayValue, helm: &HelmFacts, out: &mu
                     name,
                     &Loc::new(hv.at.file.clone(), hv.at.line),
                     format!(
-                        "HelmRelease {} sets k8sServicePort to {}, but {API_PORT_VAR} is {} (defined at {})",
-                        hv.release, hv.value, port.value, port.at
+                        "HelmRelease {} sets k8sServicePort to {}, but {} is {} (defined at {})",
+                        hv.release, hv.value, env.names.api_port, port.value, port.at
                     ),
                 ));
             }
@@ -916,13 +1165,27 @@ fn identifiers(expr: &str) -> impl Iterator<Item = String> + '_ {
     out.into_iter()
 }
 
-fn check_cilium_template(template: Option<&TextFile>, out: &mut Vec<Finding>) {
+fn check_cilium_template(
+    template: Option<&TextFile>,
+    names: &[&FactNames],
+    out: &mut Vec<Finding>,
+) {
+    let ids = |pick: fn(&FactNames) -> &String| -> Vec<String> {
+        let mut ids: Vec<String> = names.iter().flat_map(|n| source_ids(pick(n))).collect();
+        ids.dedup();
+        ids
+    };
+    let endpoint_ids = ids(|n| &n.endpoint);
+    let founder_ids = ids(|n| &n.founder);
+    let port_ids = ids(|n| &n.api_port);
+    let first = names.first().copied().cloned().unwrap_or_default();
+    let endpoint = consume_hint(&first.endpoint);
     let v =
         |at: &Loc, msg: String| finding(rules::CILIUM_ENDPOINT, Severity::Violation, None, at, msg);
     let Some(file) = template else {
         out.push(v(
             &Loc::default(),
-            "no Cilium values template found (roles/cilium/templates/cilium-values.yaml.j2): cannot tell what k8sServiceHost consumes".into(),
+            "no CNI values template found: cannot tell what k8sServiceHost consumes".into(),
         ));
         return;
     };
@@ -954,28 +1217,38 @@ fn check_cilium_template(template: Option<&TextFile>, out: &mut Vec<Finding>) {
             .iter()
             .filter_map(|b| identifiers(b).next())
             .collect();
-        if first_ids.iter().any(|id| id == ENDPOINT_VAR) {
+        if first_ids.iter().any(|id| endpoint_ids.contains(id)) {
             continue;
         }
         let msg = if blocks.is_empty() {
-            format!("k8sServiceHost is the literal `{value}`: it must be {{{{ {ENDPOINT_VAR} }}}} so each environment's VIP lands there")
-        } else if first_ids.iter().any(|id| id == FOUNDER_VAR) {
-            format!("k8sServiceHost consumes {FOUNDER_VAR} (the founder's own IP): every cilium-agent would depend on one node; it must consume {ENDPOINT_VAR}")
+            format!("k8sServiceHost is the literal `{value}`: it must be {endpoint} so each environment's VIP lands there")
+        } else if first_ids.iter().any(|id| founder_ids.contains(id)) {
+            format!("k8sServiceHost consumes {} (the founder's own IP): every cilium-agent would depend on one node; it must consume {}", first.founder, first.endpoint)
         } else {
-            format!("k8sServiceHost is `{value}`: it must consume {ENDPOINT_VAR}")
+            format!(
+                "k8sServiceHost is `{value}`: it must consume {}",
+                first.endpoint
+            )
         };
         out.push(v(&at, msg));
     }
     if !seen {
         out.push(v(
             &Loc::new(file.path.clone(), 0),
-            format!("no k8sServiceHost key in the Cilium values template: kube-proxy replacement needs it, set to {{{{ {ENDPOINT_VAR} }}}}"),
+            format!("no k8sServiceHost key in the Cilium values template: kube-proxy replacement needs it, set to {endpoint}"),
         ));
     }
-    check_template_port(&file.path, text, out);
+    check_template_port(&file.path, text, &port_ids, &first.api_port, out);
 }
 
-fn check_template_port(path: &Path, text: &str, out: &mut Vec<Finding>) {
+fn check_template_port(
+    path: &Path,
+    text: &str,
+    port_ids: &[String],
+    port_name: &str,
+    out: &mut Vec<Finding>,
+) {
+    let port = consume_hint(port_name);
     static RE: OnceLock<Option<Regex>> = OnceLock::new();
     let Some(re) = RE
         .get_or_init(|| Regex::new(r"^\s*-?\s*k8sServicePort\s*:\s*(.*?)\s*(?:#.*)?$").ok())
@@ -994,18 +1267,20 @@ fn check_template_port(path: &Path, text: &str, out: &mut Vec<Finding>) {
         let consumes = jinja_blocks(value)
             .iter()
             .filter_map(|b| identifiers(b).next())
-            .any(|id| id == API_PORT_VAR);
+            .any(|id| port_ids.contains(&id));
         if !consumes {
             out.push(v(
                 &Loc::new(path, i + 1),
-                format!("k8sServicePort is `{value}`: it must be {{{{ {API_PORT_VAR} }}}}, the port the inventory names"),
+                format!(
+                    "k8sServicePort is `{value}`: it must be {port}, the port the inventory names"
+                ),
             ));
         }
     }
     if !seen {
         out.push(v(
             &Loc::new(path, 0),
-            format!("no k8sServicePort key in the Cilium values template: set it to {{{{ {API_PORT_VAR} }}}}"),
+            format!("no k8sServicePort key in the Cilium values template: set it to {port}"),
         ));
     }
 }
@@ -1131,6 +1406,8 @@ pub struct RepoView<'a> {
     pub rel: &'a dyn Fn(&Path) -> PathBuf,
     /// hk-console.yaml's `contract:` switches.
     pub contract: &'a crate::repo::config::ContractConfig,
+    /// The API URLs the repo's Ansible files write from a variable ([`api_uses_in`]).
+    pub api_uses: &'a [ApiUse],
 }
 
 /// Where the contract's two Ansible-side files live under the Ansible directory (kept with
@@ -1213,27 +1490,28 @@ pub fn gather_view(view: &RepoView<'_>) -> ParityInput {
     // hk-console.yaml's `contract:` switches: each rule it turns off is said once.
     let mut not_applicable: Vec<String> = not_applicable;
     let mut off = Vec::new();
+    let sans_var = view.contract.tls_sans_var();
     for (switch, rule, key, what) in [
         (
-            view.contract.site_playbook,
+            &view.contract.site_playbook,
             rules::SITE_ORDER,
             "site_playbook",
-            "no site playbook importing k3s, kube-vip and cilium",
+            "no site playbook importing k3s, kube-vip and cilium".to_string(),
         ),
         (
-            view.contract.cni_values_template,
+            &view.contract.cni_values_template,
             rules::CILIUM_ENDPOINT,
             "cni_values_template",
-            "no Cilium values template",
+            "no Cilium values template".to_string(),
         ),
         (
-            view.contract.tls_sans,
+            &view.contract.tls_sans,
             rules::TLS_SANS,
             "tls_sans",
-            "no k3s_tls_sans list on the servers",
+            format!("no {sans_var} list on the servers"),
         ),
     ] {
-        if switch == Some(false) {
+        if crate::repo::config::ContractConfig::is_off(switch) {
             off.push(rule);
             not_applicable.push(format!(
                 "not applicable: {rule} ({what}: `contract.{key}: false` in hk-console.yaml)"
@@ -1254,8 +1532,8 @@ pub fn gather_view(view: &RepoView<'_>) -> ParityInput {
                 facts
             })
             .collect(),
-        cilium_template: Some(text_file(CILIUM_TEMPLATE)),
-        site_yml: Some(text_file(SITE_PLAYBOOK)),
+        cilium_template: Some(text_file(view.contract.cni_values_template_path())),
+        site_yml: Some(text_file(view.contract.site_playbook_path())),
         engine_line: view.engine_line.clone(),
         not_applicable,
     }
@@ -1335,11 +1613,12 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         }
     }
 
-    // k3s_tls_sans, rendered per server; servers must agree, as for the other facts.
+    let sans_var = view.contract.tls_sans_var();
+    // The SANs list (`contract.tls_sans`, default k3s_tls_sans), rendered per server; servers must agree, as for the other facts.
     let mut sans: Option<Located<Vec<String>>> = None;
     let mut sans_failed = false;
     for (host, hv) in &host_vars {
-        let Some(resolved) = (view.resolved)(host, TLS_SANS_VAR) else {
+        let Some(resolved) = (view.resolved)(host, sans_var) else {
             continue;
         };
         let list = match resolved {
@@ -1348,7 +1627,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
             }
             Resolved::Value(other) => {
                 problems.push(Problem {
-                    fact: TLS_SANS_VAR.into(),
+                    fact: sans_var.into(),
                     message: format!("{host}: expected a list, found {other}"),
                     at: None,
                 });
@@ -1357,7 +1636,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
             }
             Resolved::Unrenderable { reason } => {
                 problems.push(Problem {
-                    fact: TLS_SANS_VAR.into(),
+                    fact: sans_var.into(),
                     message: format!("cannot be rendered for {host}: {reason}"),
                     at: None,
                 });
@@ -1367,14 +1646,14 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         };
         let at = hv
             .iter()
-            .find(|v| v.name == TLS_SANS_VAR)
+            .find(|v| v.name == sans_var)
             .map(|v| Loc::new((view.rel)(&v.file), v.line))
             .unwrap_or_default();
         match &sans {
             None => sans = Some(Located::new(list, at)),
             Some(first) if first.value != list => {
                 problems.push(Problem {
-                    fact: TLS_SANS_VAR.into(),
+                    fact: sans_var.into(),
                     message: format!(
                         "servers disagree: {:?} (from {}) vs {host}'s {:?}",
                         first.value, first.at, list
@@ -1438,8 +1717,65 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         None => None,
     };
 
+    let names = FactNames {
+        vip: env.vip.var.clone(),
+        endpoint: env.endpoint.var.clone(),
+        founder: env.founder.var.clone(),
+        api_port: env.api_port.var.clone(),
+        tls_sans: sans_var.to_string(),
+    };
+    // A fact from a variable: that variable's definitions as written; from an expression
+    // in hk-console.yaml: the expression itself, where it is written.
+    let raw_of = |f: &Fact| -> Vec<Located<String>> {
+        if f.var.contains("{{") || f.var.contains("{%") {
+            let at = f
+                .origin
+                .as_ref()
+                .map(|o| Loc::new((view.rel)(&o.file), o.line))
+                .unwrap_or_default();
+            vec![Located::new(f.var.clone(), at)]
+        } else {
+            raw_defs(&f.var)
+        }
+    };
+    let addr = |h: &crate::repo::env::EnvHost| NodeAddr {
+        host: h.name.clone(),
+        address: h.address.clone(),
+    };
+    let nodes: Vec<NodeAddr> = env.servers.iter().map(addr).collect();
+    let agents: Vec<NodeAddr> = env.agents.iter().map(addr).collect();
+    // The API URLs the Ansible files write, rendered for each server: the ones that name
+    // one node's own address.
+    let mut single_node_uses: Vec<SingleNodeUse> = Vec::new();
+    for u in view.api_uses {
+        for h in &env.servers {
+            let Some(Resolved::Value(value)) = (view.resolved)(&h.name, &u.var) else {
+                continue;
+            };
+            let Some(address) = json_text(&value) else {
+                continue;
+            };
+            let Some(node) = nodes.iter().chain(&agents).find(|n| n.address == address) else {
+                continue;
+            };
+            let hit = SingleNodeUse {
+                at: u.at.clone(),
+                var: u.var.clone(),
+                kind: u.kind,
+                address,
+                node: node.host.clone(),
+            };
+            if !single_node_uses.contains(&hit) {
+                single_node_uses.push(hit);
+            }
+        }
+    }
+
     EnvFacts {
         name: env.name.clone(),
+        names,
+        single_node_uses,
+        agents,
         engine: report.engine,
         overlay: Some(overlay),
         helm,
@@ -1447,16 +1783,9 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         vip: fact(&env.vip),
         founder: fact(&env.founder),
         api_port: fact(&env.api_port),
-        nodes: env
-            .servers
-            .iter()
-            .map(|h| NodeAddr {
-                host: h.name.clone(),
-                address: h.address.clone(),
-            })
-            .collect(),
-        endpoint_raw: raw_defs(ENDPOINT_VAR),
-        api_host_raw: raw_defs(FOUNDER_VAR),
+        nodes,
+        endpoint_raw: raw_of(&env.endpoint),
+        api_host_raw: raw_of(&env.founder),
         tls_sans: sans,
         vault,
         vault_locked: Vec::new(),

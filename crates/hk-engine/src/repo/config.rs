@@ -57,23 +57,87 @@ pub const SITE_PLAYBOOK: &str = "playbooks/site.yml";
 /// The server variable listing the API certificate's SANs (the `tls-sans` rule).
 pub const TLS_SANS_VAR: &str = "k3s_tls_sans";
 
-/// `contract:` in hk-console.yaml: the parity rules that read the seed repo's Ansible layout
-/// (its site playbook's order, its Cilium values template, `k3s_tls_sans`). A repo laid out
-/// otherwise says `false` for the ones it has no counterpart of; `check` then names them
-/// not applicable, with this file as the reason, instead of failing them. Unset: they
-/// apply, as they always did.
+/// `contract:` in hk-console.yaml: where the repo keeps the things the Ansible-side parity
+/// rules read (its site playbook, its CNI values template, the server variable listing the
+/// API certificate's SANs). Each key takes a path (or, for `tls_sans`, a variable name) when
+/// the repo keeps it elsewhere than the seed repo, or `false` when it has no counterpart:
+/// `check` then names the rule not applicable, with this file as the reason, instead of
+/// failing it. Unset (or `true`): the seed repo's place, and the rule applies.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContractConfig {
-    /// `false`: the repo has no site playbook importing k3s, kube-vip and cilium in order.
+    /// The site playbook importing k3s, kube-vip and cilium in order, under the Ansible
+    /// directory (default [`SITE_PLAYBOOK`]).
     #[serde(default)]
-    pub site_playbook: Option<bool>,
-    /// `false`: the repo renders no Cilium values template (roles/cilium/templates/...).
+    pub site_playbook: Option<ContractPart>,
+    /// The CNI values template whose `k8sServiceHost` must consume the endpoint, under the
+    /// Ansible directory (default [`CILIUM_TEMPLATE`]).
     #[serde(default)]
-    pub cni_values_template: Option<bool>,
-    /// `false`: the repo's servers keep no `k3s_tls_sans` list.
+    pub cni_values_template: Option<ContractPart>,
+    /// The server variable listing the API certificate's SANs (default [`TLS_SANS_VAR`]).
     #[serde(default)]
-    pub tls_sans: Option<bool>,
+    pub tls_sans: Option<ContractPart>,
+}
+
+/// One `contract:` key: `false` (no counterpart), `true` (the default place) or where.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum ContractPart {
+    Applies(bool),
+    At(String),
+}
+
+impl ContractConfig {
+    /// Whether `part` is switched off (`false`).
+    pub fn is_off(part: &Option<ContractPart>) -> bool {
+        matches!(part, Some(ContractPart::Applies(false)))
+    }
+
+    /// Where `part` is: the configured path or name, else `default`.
+    pub fn place<'a>(part: &'a Option<ContractPart>, default: &'a str) -> &'a str {
+        match part {
+            Some(ContractPart::At(p)) if !p.trim().is_empty() => p.trim(),
+            _ => default,
+        }
+    }
+
+    pub fn site_playbook_path(&self) -> &str {
+        Self::place(&self.site_playbook, SITE_PLAYBOOK)
+    }
+
+    pub fn cni_values_template_path(&self) -> &str {
+        Self::place(&self.cni_values_template, CILIUM_TEMPLATE)
+    }
+
+    pub fn tls_sans_var(&self) -> &str {
+        Self::place(&self.tls_sans, TLS_SANS_VAR)
+    }
+
+    /// The first key whose value cannot be used: its key and why.
+    fn invalid(&self) -> Option<(&'static str, String)> {
+        for (key, part) in [
+            ("site_playbook", &self.site_playbook),
+            ("cni_values_template", &self.cni_values_template),
+        ] {
+            if let Some(ContractPart::At(p)) = part {
+                if p.trim().is_empty() || Path::new(p.trim()).is_absolute() {
+                    return Some((
+                        key,
+                        format!("`{p}` is not a path under the Ansible directory (write it relative to it, or `false`)"),
+                    ));
+                }
+            }
+        }
+        if let Some(ContractPart::At(v)) = &self.tls_sans {
+            if !is_identifier(v.trim()) {
+                return Some((
+                    "tls_sans",
+                    format!("`{v}` is not a variable name (write the server variable that lists the SANs, or `false`)"),
+                ));
+            }
+        }
+        None
+    }
 }
 
 /// `cni:` in hk-console.yaml: where the CNI's agents run and what they are called, for the
@@ -450,6 +514,19 @@ impl Config {
                     message: format!("{}: {why}", keys.join(".")),
                 });
             }
+        }
+        // A contract path or variable that cannot be one would make its rule read nothing.
+        if let Some((k, why)) = config.contract.invalid() {
+            let mark = crate::yaml::parse_one(text)
+                .ok()
+                .and_then(|d| d.path(&["contract", k]).map(|n| n.mark))
+                .unwrap_or_default();
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                line: mark.line.max(1),
+                col: mark.col.max(1),
+                message: format!("contract.{k}: {why}"),
+            });
         }
         if config.environments.is_empty() {
             return Err(ConfigError::Invalid {

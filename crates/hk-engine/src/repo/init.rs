@@ -201,25 +201,28 @@ fn finish(
     // switched off in the proposal with the evidence, so `check` says "not applicable".
     let mut contract = base.contract.clone();
     let mut contract_why: Vec<String> = Vec::new();
-    let site = repo.ansible_dir.join(super::config::SITE_PLAYBOOK);
+    let site_rel = base.contract.site_playbook_path().to_string();
+    let site = repo.ansible_dir.join(&site_rel);
     if !site.is_file() {
-        contract.site_playbook = Some(false);
+        contract.site_playbook = Some(super::config::ContractPart::Applies(false));
         contract_why.push(format!(
             "site_playbook: no {} under {}: the site-order rule (k3s, kube-vip, cilium imported in that order) does not apply; delete the line if your site playbook is there",
-            super::config::SITE_PLAYBOOK,
+            site_rel,
             rel_display(root, &repo.ansible_dir)
         ));
     }
-    let template = repo.ansible_dir.join(super::config::CILIUM_TEMPLATE);
+    let template_rel = base.contract.cni_values_template_path().to_string();
+    let template = repo.ansible_dir.join(&template_rel);
     if !template.is_file() {
-        contract.cni_values_template = Some(false);
+        contract.cni_values_template = Some(super::config::ContractPart::Applies(false));
         contract_why.push(format!(
             "cni_values_template: no {} under {}: the rule that its k8sServiceHost consumes the endpoint does not apply",
-            super::config::CILIUM_TEMPLATE,
+            template_rel,
             rel_display(root, &repo.ansible_dir)
         ));
     }
-    let sans = super::config::TLS_SANS_VAR;
+    let sans = base.contract.tls_sans_var().to_string();
+    let sans = sans.as_str();
     let has_sans = envs.iter().any(|e| {
         repo.inventory
             .hosts_in(&e.cfg.servers)
@@ -228,7 +231,7 @@ fn finish(
             .any(|h| repo.resolve_var(h, sans).is_some())
     });
     if !has_sans {
-        contract.tls_sans = Some(false);
+        contract.tls_sans = Some(super::config::ContractPart::Applies(false));
         contract_why.push(format!(
             "tls_sans: no server defines `{sans}`: the rule that the API certificate carries the VIP and the founder does not apply"
         ));
@@ -253,12 +256,12 @@ fn finish(
         );
         for (why, key) in contract_why.iter().zip(
             [
-                (config.contract.site_playbook, "site_playbook"),
-                (config.contract.cni_values_template, "cni_values_template"),
-                (config.contract.tls_sans, "tls_sans"),
+                (&config.contract.site_playbook, "site_playbook"),
+                (&config.contract.cni_values_template, "cni_values_template"),
+                (&config.contract.tls_sans, "tls_sans"),
             ]
             .iter()
-            .filter(|(v, _)| *v == Some(false))
+            .filter(|(v, _)| super::config::ContractConfig::is_off(v))
             .map(|(_, k)| *k),
         ) {
             let _ = writeln!(text, "  # {why}");
