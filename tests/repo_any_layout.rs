@@ -473,9 +473,34 @@ steps:
 
 #[test]
 fn a_repo_init_configured_is_rehearsed_by_the_demo_when_its_port_is_a_variable() {
+    rehearse_init_configured(false);
+}
+
+/// The same with the inventory a directory (`inventory = inventory/` in ansible.cfg): the
+/// demo's connection variables go where Ansible loads them for that source, the
+/// directory's own `host_vars/`.
+#[test]
+fn a_repo_whose_inventory_is_a_directory_is_rehearsed_by_the_demo() {
+    rehearse_init_configured(true);
+}
+
+fn rehearse_init_configured(inventory_dir: bool) {
     let tmp = tempfile::tempdir().expect("tmp");
     let root = unconfigured_repo(tmp.path());
-    let inv = root.join("ansible/inventory.yml");
+    let mut inv = root.join("ansible/inventory.yml");
+    if inventory_dir {
+        let dir = root.join("ansible/inventory");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::rename(&inv, dir.join("hosts.yml")).expect("move");
+        inv = dir.join("hosts.yml");
+        let cfg = root.join("ansible/ansible.cfg");
+        let text = std::fs::read_to_string(&cfg).expect("read");
+        std::fs::write(
+            &cfg,
+            text.replace("inventory = inventory.yml", "inventory = inventory/"),
+        )
+        .expect("write");
+    }
     let text = std::fs::read_to_string(&inv).expect("read");
     std::fs::write(
         &inv,
@@ -498,8 +523,15 @@ fn a_repo_init_configured_is_rehearsed_by_the_demo_when_its_port_is_a_variable()
         cfg.contains("      api_port: apiserver_port\n"),
         "{cfg}\n{out}\n{err}"
     );
+    let at = if inventory_dir {
+        "ansible/inventory/hosts.yml:6:5"
+    } else {
+        "ansible/inventory.yml:6:5"
+    };
     assert!(
-        cfg.contains("# api_port: the API port: apiserver_port (6443, ansible/inventory.yml:6:5)"),
+        cfg.contains(&format!(
+            "# api_port: the API port: apiserver_port (6443, {at})"
+        )),
         "{cfg}"
     );
     // The demo moves this repo onto loopback (rewriting apiserver_port and the connection

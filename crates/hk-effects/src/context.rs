@@ -146,7 +146,10 @@ pub fn plan_env(repo: &Repo, env_name: &str, host: Option<&str>) -> Result<PlanE
     let api_port: u16 = port_text.parse().map_err(|_| ContextError::UnknownFact {
         env: env.name.clone(),
         what: "API port",
-        why: format!(": `k3s_api_port` is `{port_text}`, not a port number"),
+        why: format!(
+            ": `{}` is `{port_text}`, not a port number",
+            env.api_port.var
+        ),
     })?;
     // ansible-playbook runs in the ansible dir, so each source is given relative to it.
     let inventories = repo

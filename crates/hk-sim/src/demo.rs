@@ -622,10 +622,7 @@ async fn start_demo(
     write(&kh_path, &known_hosts)?;
 
     // Connection variables per host: host_vars beat the inventory and group_vars.
-    let inv_dir = repo
-        .inventory_path
-        .parent()
-        .map_or_else(|| dir.to_path_buf(), Path::to_path_buf);
+    let inv_dir = inventory_vars_base(&repo).unwrap_or_else(|| dir.to_path_buf());
     for (host, node) in &nodes {
         let mut keys: Vec<(String, String)> = vec![
             ("ansible_port".into(), node.addr().port().to_string()),
@@ -1088,16 +1085,24 @@ async fn follow_vip(
     }
 }
 
+/// Where Ansible loads the inventory's `host_vars/` from: beside an inventory file, inside
+/// an inventory directory.
+fn inventory_vars_base(repo: &Repo) -> Option<PathBuf> {
+    if repo.inventory_path.is_dir() {
+        Some(repo.inventory_path.clone())
+    } else {
+        repo.inventory_path.parent().map(Path::to_path_buf)
+    }
+}
+
 /// For each environment whose scenario state pins its VPN server (`vpn.pinned`), write that
 /// server into each of its gateways' `host_vars` as `vpn_egress_gateway_pia_remote` (the
 /// demo's copy: a value the repo had there is replaced, other keys kept), then read the repo
 /// again: the demo's repo says what its gateways run.
 fn pin_vpn_remotes(repo: Repo, scenario: &Scenario) -> Result<Repo, DemoError> {
     const VAR: &str = hk_engine::checks::vpn_remotes::REMOTE_VAR;
-    let vars_dir = repo
-        .inventory_path
-        .parent()
-        .map_or_else(|| repo.root.clone(), Path::to_path_buf)
+    let vars_dir = inventory_vars_base(&repo)
+        .unwrap_or_else(|| repo.root.clone())
         .join("host_vars");
     let mut wrote = false;
     for (i, env) in repo.environments.iter().enumerate() {

@@ -27,10 +27,12 @@ use super::env::HostFacts;
 use super::{Repo, RepoError};
 
 /// The variables the proposal reads as evidence.
-const VAR_SERVERS_GROUP: &str = "k3s_servers_group";
-const VAR_KUBECONFIG: &str = "cluster_kubeconfig_name";
-const VAR_VIP: &str = "kube_vip_address";
-const VAR_FOUNDER: &str = "k3s_api_host";
+/// The seed repo's variable naming each server's own group (evidence only: no fact).
+pub(crate) const VAR_SERVERS_GROUP: &str = "k3s_servers_group";
+/// The seed's names of the facts, as `facts:` defaults them.
+const VAR_KUBECONFIG: &str = super::config::VAR_KUBECONFIG;
+pub(crate) const VAR_VIP: &str = super::config::VAR_VIP;
+const VAR_FOUNDER: &str = super::config::VAR_FOUNDER;
 
 /// Environment names that read as "someone is at the keyboard anyway" (dev-like) and as
 /// "this is what people use" (prod-like).

@@ -68,7 +68,9 @@ pub(super) fn environments_by_group_names(
         return Vec::new();
     }
     notes.push(format!(
-        "no host sets `k3s_servers_group` or `kube_vip_address`: servers found by group name ({})",
+        "no host sets `{}` or `{}`: servers found by group name ({})",
+        super::VAR_SERVERS_GROUP,
+        super::VAR_VIP,
         outer.join(", ")
     ));
     if outer.len() > 1 {
