@@ -423,6 +423,48 @@ fn init_on_an_unfamiliar_repo_proposes_facts_and_agents_and_the_repo_then_checks
     }
     assert!(out.contains("site for lab: 13 steps, MUTATING"), "{out}");
     assert!(!out.contains("--limit w1"), "{out}");
+
+    // A playbook on the agents group scaffolds a runbook on role `agents`: its hosts come
+    // from whatever `agents:` names in the environment planned, one at a time.
+    std::fs::write(
+        root.join("ansible/workers.yml"),
+        "- hosts: workers\n  tasks:\n    - ansible.builtin.ping:\n",
+    )
+    .expect("playbook");
+    let o = bin()
+        .args([
+            "--repo",
+            &r,
+            "runbooks",
+            "new",
+            "--playbook",
+            "workers.yml",
+            "--id",
+            "workers",
+            "--out",
+            &root.join("runbooks/workers.yaml").display().to_string(),
+        ])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let rb = std::fs::read_to_string(root.join("runbooks/workers.yaml")).expect("written");
+    assert!(rb.contains("group: \"agents\""), "{rb}");
+    let o = bin()
+        .args(["--repo", &r, "plan", "workers", "--env", "lab"])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    for host in ["w1", "w2"] {
+        assert!(
+            out.contains(&format!(
+                "$ ansible-playbook -i inventory.yml workers.yml --limit {host}\n"
+            )),
+            "{host}\n{out}"
+        );
+    }
+    assert!(!out.contains("--limit cp1"), "{out}");
 }
 
 #[test]

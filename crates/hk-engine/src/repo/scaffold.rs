@@ -138,7 +138,7 @@ pub fn scaffold(repo: &Repo, playbook: &str, id: Option<&str>) -> Result<String,
     let _ = writeln!(t, "  group: {}", quote(&target));
     if serial {
         t.push_str(
-            "  # One node at a time: a play says `serial: 1`, or runs on servers (or on all).\n",
+            "  # One node at a time: a play says `serial: 1`, or runs on the cluster's nodes (servers, agents, or all).\n",
         );
         t.push_str("  serial: 1\n");
     }
@@ -440,12 +440,13 @@ fn map_hosts(repo: &Repo, play: &Play) -> Mapped {
     // The first environment role whose group `g` is, with the environments that say so.
     let role_of = |g: &str| -> Option<(&'static str, Vec<String>)> {
         type Is = fn(&super::env::Environment, &str) -> bool;
-        let roles: [(&'static str, Is); 3] = [
+        let roles: [(&'static str, Is); 4] = [
             ("servers", |e, g| e.servers_group == g),
             ("primary", |e, g| e.primary_group.get() == Some(g)),
             ("vpn_gateways", |e, g| {
                 e.vpn_gateways_group.as_deref() == Some(g)
             }),
+            ("agents", |e, g| e.agents_group.as_deref() == Some(g)),
         ];
         roles.into_iter().find_map(|(role, is)| {
             let envs: Vec<String> = repo
@@ -481,6 +482,7 @@ fn map_hosts(repo: &Repo, play: &Play) -> Mapped {
                 match role {
                     "servers" => "servers",
                     "primary" => "primary_group",
+                    "agents" => "agents",
                     _ => "vpn_gateways",
                 },
             )),
@@ -507,7 +509,7 @@ fn map_hosts(repo: &Repo, play: &Play) -> Mapped {
                 one_at_a_time: serial_one,
                 question: Some(if known {
                     format!(
-                        "hosts `{pattern}` is no environment's servers or VPN gateways group: the runbook targets that group as it is, in every environment{}",
+                        "hosts `{pattern}` is no environment's servers, agents or VPN gateways group: the runbook targets that group as it is, in every environment{}",
                         var.map(|v| format!(" (`{v}` is left to its default)")).unwrap_or_default()
                     )
                 } else {

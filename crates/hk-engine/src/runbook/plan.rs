@@ -960,6 +960,9 @@ impl Planner<'_> {
         if let Some(g) = &e.vpn_gateways {
             env_map.insert("vpn_gateways".into(), g.clone().into());
         }
+        if let Some(g) = &e.agents {
+            env_map.insert("agents".into(), g.clone().into());
+        }
         env_map.insert("primary_group".into(), e.primary_group.clone().into());
         if let Some(g) = &e.secondary_group {
             env_map.insert("secondary_group".into(), g.clone().into());

@@ -55,6 +55,7 @@ pub const ENV_TEMPLATE_KEYS: &[&str] = &[
     "name",
     "servers",
     "vpn_gateways",
+    "agents",
     "primary_group",
     "secondary_group",
     "vip",
