@@ -395,8 +395,11 @@ pub struct EnvConfig {
     pub facts: FactsConfig,
 }
 
+/// The seed repo's Ansible directory: the default of `ansible_dir:`.
+pub const DEFAULT_ANSIBLE_DIR: &str = "infra/ansible";
+
 fn default_ansible_dir() -> PathBuf {
-    PathBuf::from("infra/ansible")
+    PathBuf::from(DEFAULT_ANSIBLE_DIR)
 }
 
 /// The inventory when neither hk-console.yaml nor any ansible.cfg names one (Ansible's own
@@ -534,7 +537,7 @@ impl Config {
                 line: 1,
                 col: 1,
                 message:
-                    "`environments` is empty: name at least one, e.g. `prod: { servers: k3s_prod }`"
+                    "`environments` is empty: name at least one, e.g. `prod: { servers: control_plane }`"
                         .into(),
             });
         }

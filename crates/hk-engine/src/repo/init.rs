@@ -22,11 +22,14 @@ use std::path::{Path, PathBuf};
 mod layout;
 
 use super::ansible_cfg::{AnsibleCfg, AnsibleEnv};
-use super::config::{Config, EnvConfig, FactKey, CONFIG_FILE};
+use super::config::{Config, EnvConfig, FactKey, CONFIG_FILE, DEFAULT_INVENTORY};
 use super::env::HostFacts;
 use super::{Repo, RepoError};
 
 /// The variables the proposal reads as evidence.
+/// The group the seed repo's playbooks default to (`hosts: "{{ x | default('k3s_servers') }}"`):
+/// the environment whose servers it is, is the one people develop on.
+const SEED_PLAYBOOKS_SERVERS_GROUP: &str = "k3s_servers";
 /// The seed repo's variable naming each server's own group (evidence only: no fact).
 pub(crate) const VAR_SERVERS_GROUP: &str = "k3s_servers_group";
 /// The seed's names of the facts, as `facts:` defaults them.
@@ -48,7 +51,7 @@ pub enum InitError {
     NotADirectory { path: PathBuf },
     #[error("{path}: {CONFIG_FILE} already exists; init only proposes one for a repo without it\n  hint: move it aside to compare, or edit it by hand")]
     Exists { path: PathBuf },
-    #[error("{root}: no INI inventory found (looked for infra/ansible/inventory/hosts.ini, then any inventory/hosts.ini or hosts.ini up to {depth} directories down)\n  hint: write {CONFIG_FILE} by hand, naming `inventory:`")]
+    #[error("{root}: no INI inventory found (looked for {DEFAULT_INVENTORY}, then any inventory/hosts.ini or hosts.ini up to {depth} directories down)\n  hint: write {CONFIG_FILE} by hand, naming `inventory:`")]
     NoInventory { root: PathBuf, depth: usize },
     #[error("{0}")]
     Repo(#[from] RepoError),
@@ -304,7 +307,7 @@ struct ProposedEnv {
 /// The INI inventory: the default path, else every `hosts.ini` (preferring one under a
 /// directory called `inventory`) up to [`SEARCH_DEPTH`] levels down, sorted.
 fn find_inventory(root: &Path) -> Result<(PathBuf, Vec<PathBuf>), InitError> {
-    let default = PathBuf::from("infra/ansible/inventory/hosts.ini");
+    let default = PathBuf::from(DEFAULT_INVENTORY);
     if root.join(&default).is_file() {
         return Ok((default, Vec::new()));
     }
@@ -600,12 +603,13 @@ fn propose_env(
         why.insert("vault", vec![format!("{} exists", v.display())]);
     }
     let lower = name.to_ascii_lowercase();
-    let operator_present = DEV_LIKE.contains(&lower.as_str()) || f.group == "k3s_servers";
+    let operator_present =
+        DEV_LIKE.contains(&lower.as_str()) || f.group == SEED_PLAYBOOKS_SERVERS_GROUP;
     if operator_present {
         why.insert(
             "operator_present",
-            vec![if f.group == "k3s_servers" {
-                "its servers are `k3s_servers`, the playbooks' default group: a dev-like environment".to_string()
+            vec![if f.group == SEED_PLAYBOOKS_SERVERS_GROUP {
+                format!("its servers are `{SEED_PLAYBOOKS_SERVERS_GROUP}`, the playbooks' default group: a dev-like environment")
             } else {
                 format!("`{name}` reads as a dev-like environment")
             }],
