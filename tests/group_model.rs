@@ -62,6 +62,8 @@ mod runbooks_plan;
 mod runbooks_policy;
 #[path = "runbooks_shipped.rs"]
 mod runbooks_shipped;
+#[path = "seed_names.rs"]
+mod seed_names;
 
 // The helpers the files share, once for the binary (each file `use crate::...`s them).
 mod fs_common;
