@@ -37,7 +37,7 @@ pub(super) fn parse_toml(
             format!("not TOML: {}", e.message()),
         )
     })?;
-    let doc = table_node(table.get_ref(), 0, text).map_err(|(at, m)| err(at, m))?;
+    let doc = table_node(table.get_ref(), 0, &Lines::new(text)).map_err(|(at, m)| err(at, m))?;
     let Value::Map(entries) = &doc.value else {
         return Err(err(0, "not a TOML table".into()));
     };
@@ -153,36 +153,58 @@ fn group(r: &mut Reader, key: &Node, data: &Node) -> Result<(), InventoryError> 
     Ok(())
 }
 
-/// Line and column (1-based) of a byte offset.
-fn mark_at(text: &str, at: usize) -> Mark {
-    let mut end = at.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
+/// Line and column (1-based) of byte offsets in one text. The line starts are found once:
+/// counting newlines from the start for every value made a large file quadratic (600 hosts
+/// took 25 ms, 2,400 took 290 ms).
+struct Lines<'t> {
+    text: &'t str,
+    starts: Vec<usize>,
+}
+
+impl<'t> Lines<'t> {
+    fn new(text: &'t str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Lines { text, starts }
     }
-    let before = &text[..end];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    Mark { line, col }
+
+    fn mark(&self, at: usize) -> Mark {
+        let mut end = at.min(self.text.len());
+        while !self.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        // The last line starting at or before `end`.
+        let line = self.starts.partition_point(|&s| s <= end).max(1);
+        let start = self.starts[line - 1];
+        let col = self.text[start..end].chars().count() + 1;
+        Mark { line, col }
+    }
+}
+
+/// Line and column (1-based) of a byte offset (for the one-off error positions).
+fn mark_at(text: &str, at: usize) -> Mark {
+    Lines::new(text).mark(at)
 }
 
 type Refusal = (usize, String);
 
-fn table_node(table: &DeTable<'_>, at: usize, text: &str) -> Result<Node, Refusal> {
+fn table_node(table: &DeTable<'_>, at: usize, text: &Lines<'_>) -> Result<Node, Refusal> {
     let mut entries = Vec::with_capacity(table.len());
     for (k, v) in table {
         let key = Node {
             value: Value::Str(k.get_ref().to_string()),
-            mark: mark_at(text, k.span().start),
+            mark: text.mark(k.span().start),
         };
         entries.push((key, value_node(v, text)?));
     }
     Ok(Node {
         value: Value::Map(entries),
-        mark: mark_at(text, at),
+        mark: text.mark(at),
     })
 }
 
-fn value_node(v: &Spanned<DeValue<'_>>, text: &str) -> Result<Node, Refusal> {
+fn value_node(v: &Spanned<DeValue<'_>>, text: &Lines<'_>) -> Result<Node, Refusal> {
     let at = v.span().start;
     let value = match v.get_ref() {
         DeValue::String(s) => Value::Str(s.to_string()),
@@ -216,6 +238,34 @@ fn value_node(v: &Spanned<DeValue<'_>>, text: &str) -> Result<Node, Refusal> {
     };
     Ok(Node {
         value,
-        mark: mark_at(text, at),
+        mark: text.mark(at),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The newline count from the start, as the marks were computed before the index.
+    fn naive(text: &str, at: usize) -> (usize, usize) {
+        let mut end = at.min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let before = &text[..end];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        (line, col)
+    }
+
+    #[test]
+    fn the_line_index_gives_every_offset_the_mark_a_count_from_the_start_gives() {
+        let text = "[k3s]\nhosts = { \"nœud-1\" = {} }\n\n# é\nvars = { a = 1 }";
+        let lines = Lines::new(text);
+        for at in 0..=text.len() + 2 {
+            let m = lines.mark(at);
+            assert_eq!((m.line, m.col), naive(text, at), "offset {at}");
+        }
+        assert_eq!((lines.mark(0).line, lines.mark(0).col), (1, 1));
+    }
 }
