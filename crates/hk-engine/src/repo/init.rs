@@ -717,9 +717,15 @@ fn render(config: &Config, envs: &[ProposedEnv], notes: &[String], questions: &[
     );
     t.push_str("# as a variable or a Jinja expression (`vip: cluster_vip`, `api_port: \"{{ apiserver_port\n");
     t.push_str("# | default(6443) }}\"`); `agents:` names the worker group, `cni:` (namespace, selector,\n");
-    t.push_str("# container, daemonset) a CNI other than Cilium; `contract:` where the repo keeps its\n");
-    t.push_str("# site playbook, CNI values template and SANs variable (or `false`); `names:` the\n");
-    t.push_str("# kube-vip Lease, the VPN unit and interface, the Flux variable the CNI endpoint is in.\n");
+    t.push_str(
+        "# container, daemonset) a CNI other than Cilium; `contract:` where the repo keeps its\n",
+    );
+    t.push_str(
+        "# site playbook, CNI values template and SANs variable (or `false`); `names:` the\n",
+    );
+    t.push_str(
+        "# kube-vip Lease, the VPN unit and interface, the Flux variable the CNI endpoint is in.\n",
+    );
     t.push_str("# README: \"Another k3s Ansible layout\".\n");
     for n in notes {
         let _ = writeln!(t, "# NOTE: {n}");
