@@ -93,6 +93,7 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
             facts: Default::default(),
             cni: Default::default(),
             contract: Default::default(),
+            names: Default::default(),
         };
         let repo = Repo::load_with(root, base.clone())?;
         let mut origin = repo.inventory_origin.clone();
@@ -136,6 +137,7 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
         facts: Default::default(),
         cni: Default::default(),
         contract: Default::default(),
+        names: Default::default(),
     };
     let repo = Repo::load_with(root, base.clone())?;
     finish(root, base, repo, notes, questions)
@@ -630,6 +632,7 @@ fn propose_env(
             vault,
             agents: None,
             facts: Default::default(),
+            names: Default::default(),
         },
         why,
     }
