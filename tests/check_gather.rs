@@ -148,12 +148,7 @@ fn facts(
         resolved: &resolved,
         read: &read,
         flux: &|overlay: &Path, var: &str| {
-            hk_console::repo::flux::report(
-                Path::new("/repo"),
-                overlay,
-                &EngineChoice::Builtin,
-                var,
-            )
+            hk_console::repo::flux::report(Path::new("/repo"), overlay, &EngineChoice::Builtin, var)
         },
         engine_line: None,
         rel: &|p: &Path| {

@@ -417,7 +417,8 @@ fn fuzz_flux_overlay_reader() {
             root,
             overlay,
             hk_console::repo::config::DEFAULT_FLUX_API_HOST_VAR,
-        ).is_ok(),
+        )
+        .is_ok(),
         "the unmutated overlay reads"
     );
     // Seeds are tagged with the file they replace, so each mutant damages one file.
@@ -440,7 +441,8 @@ fn fuzz_flux_overlay_reader() {
             root,
             overlay,
             hk_console::repo::config::DEFAULT_FLUX_API_HOST_VAR,
-        ).is_ok();
+        )
+        .is_ok();
         std::fs::write(&files[i], &originals[i]).expect("restore");
         ok
     }));

@@ -496,7 +496,9 @@ mod watch_settings_tests {
             std::fs::write(d.path().join("hk-console.yaml"), config).expect("config");
             Repo::load(d.path()).expect("load repo")
         };
-        let r = write("names:\n  kube_vip_lease: my-cp-lock\nenvironments:\n  lab:\n    servers: lab\n");
+        let r = write(
+            "names:\n  kube_vip_lease: my-cp-lock\nenvironments:\n  lab:\n    servers: lab\n",
+        );
         assert_eq!(
             watch_settings(&r, "lab").expect("settings").lease_name,
             "my-cp-lock"

@@ -612,7 +612,11 @@ mod tests {
         let r = load(envs);
         let s = gateway_spec(&r, "lab", "g1").expect("spec");
         assert_eq!(
-            (s.service.as_str(), s.interface.as_str(), s.exit_ip_url.as_str()),
+            (
+                s.service.as_str(),
+                s.interface.as_str(),
+                s.exit_ip_url.as_str()
+            ),
             ("from-hostvar.service", "wg-host", DEFAULT_EXIT_IP_URL)
         );
         let r = load(&format!(
@@ -620,7 +624,11 @@ mod tests {
         ));
         let s = gateway_spec(&r, "lab", "g1").expect("spec");
         assert_eq!(
-            (s.service.as_str(), s.interface.as_str(), s.exit_ip_url.as_str()),
+            (
+                s.service.as_str(),
+                s.interface.as_str(),
+                s.exit_ip_url.as_str()
+            ),
             ("my-tunnel.service", "wg9", "http://10.0.0.1/ip")
         );
     }

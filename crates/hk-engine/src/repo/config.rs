@@ -344,8 +344,7 @@ impl NameKey {
         if value.is_empty() {
             return Some("is empty".into());
         }
-        if value.trim() != value || value.chars().any(|c| c.is_whitespace() || c.is_control())
-        {
+        if value.trim() != value || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Some(format!(
                 "`{}` holds whitespace or a control character (expected one word)",
                 value.escape_debug()
@@ -424,7 +423,6 @@ pub struct NamesConfig {
     #[serde(default)]
     pub flux_api_host_var: Option<String>,
 }
-
 
 impl NamesConfig {
     /// What this mapping itself says for `k` (no hostvar, no default).
@@ -662,8 +660,7 @@ impl Config {
             // A key written with no value (or null) reads as unset: it would silently
             // fall back to the default, so it is refused like a bad value.
             let written_empty = NameKey::ALL.into_iter().find(|&k| {
-                names.get(k).is_none()
-                    && doc.as_ref().and_then(|d| d.path(&at(k))).is_some()
+                names.get(k).is_none() && doc.as_ref().and_then(|d| d.path(&at(k))).is_some()
             });
             let bad = written_empty
                 .map(|k| {
@@ -852,7 +849,8 @@ mod tests {
         assert!(err.to_string().contains("`environments` is empty"), "{err}");
     }
 
-    const NAMES_ENVS: &str = "environments:\n  dev: { servers: k3s_dev }\n  prod:\n    servers: k3s_prod\n";
+    const NAMES_ENVS: &str =
+        "environments:\n  dev: { servers: k3s_dev }\n  prod:\n    servers: k3s_prod\n";
 
     #[test]
     fn names_default_to_the_seeds_and_an_environments_own_win_key_by_key() {
@@ -873,9 +871,16 @@ mod tests {
         assert_eq!(dev.get(NameKey::KubeVipLease), Some("my-cp-lock"));
         assert_eq!(prod.get(NameKey::KubeVipLease), Some("prod-cp-lock"));
         assert_eq!(prod.get(NameKey::FluxApiHostVar), Some("API_VIP"));
-        assert_eq!(prod.get(NameKey::VpnUnit), Some("openvpn-client@pia.service"));
+        assert_eq!(
+            prod.get(NameKey::VpnUnit),
+            Some("openvpn-client@pia.service")
+        );
         assert_eq!(prod.get(NameKey::VpnInterface), Some("wg0"));
-        assert_eq!(dev.get(NameKey::VpnInterface), None, "unset: hostvar, else default");
+        assert_eq!(
+            dev.get(NameKey::VpnInterface),
+            None,
+            "unset: hostvar, else default"
+        );
         assert_eq!(dev.or_default(NameKey::VpnInterface), "tun0");
         assert_eq!(prod.get(NameKey::VpnExitIpUrl), Some("http://10.0.0.1/ip"));
     }
@@ -906,7 +911,10 @@ mod tests {
         let e = in_prod("kube_vip_lease: My_Lock");
         assert!(e.contains("`My_Lock` is not a Lease name"), "{e}");
         let e = in_prod("kube_vip_lease: a,b");
-        assert!(e.contains("`a,b` is not a Lease name"), "a comma would split the field selector: {e}");
+        assert!(
+            e.contains("`a,b` is not a Lease name"),
+            "a comma would split the field selector: {e}"
+        );
         let e = in_prod("vpn_unit: -tunnel.service");
         assert!(e.contains("is not a systemd unit name"), "{e}");
         let e = in_prod("vpn_unit: \"tun;reboot\"");

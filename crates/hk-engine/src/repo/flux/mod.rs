@@ -33,7 +33,6 @@ pub use self::engine::{BinaryStyle, Engine, EngineChoice};
 use self::kustomize::Builder;
 use self::tree::{display_name, is_flux_kustomization, res_id, LNode, LVal};
 
-
 const FLUX_KS_GROUP: &str = "kustomize.toolkit.fluxcd.io/";
 const HELM_GROUP: &str = "helm.toolkit.fluxcd.io/";
 const KUSTOMIZE_GROUP: &str = "kustomize.config.k8s.io/";
@@ -361,12 +360,12 @@ pub fn report(root: &Path, overlay: &Path, choice: &EngineChoice, var: &str) -> 
         Ok((rel, res)) => {
             let value = postbuild::evaluate(&res, var, &rel).map(|value| match choice {
                 EngineChoice::Builtin => value,
-                _ => match traced(overlay)
-                    .and_then(|(rel, r)| postbuild::evaluate(&r, var, &rel))
-                {
-                    Ok(t) if t.value == value.value && t.set_by == value.set_by => t,
-                    _ => value,
-                },
+                _ => {
+                    match traced(overlay).and_then(|(rel, r)| postbuild::evaluate(&r, var, &rel)) {
+                        Ok(t) if t.value == value.value && t.set_by == value.set_by => t,
+                        _ => value,
+                    }
+                }
             });
             (value, res)
         }
