@@ -2,9 +2,10 @@
 //! one read-only look each, judged by `checks::live`.
 //!
 //! Owns: which hosts are gateways (the `vpn_gateways` group hk-console.yaml names per
-//! environment), what to look at on each (the host's RENDERED hostvars
-//! `vpn_egress_gateway_service` / `_interface` / `_exit_ip_url`, with the documented
-//! values as defaults only where the repo does not define them), the four commands sent
+//! environment), what to look at on each (hk-console.yaml `names.vpn_unit` /
+//! `vpn_interface` / `vpn_exit_ip_url`, else the host's RENDERED hostvars
+//! `vpn_egress_gateway_service` / `_interface` / `_exit_ip_url`, else the seed repo's
+//! names), the four commands sent
 //! (see [`Commands`]: `systemctl is-active`, `curl` through the tunnel interface and
 //! without it, `journalctl -u` over the window, every word shell-quoted), turning their
 //! output into a [`GatewayObs`], the one-shot [`look`] over all gateways at once, and the
