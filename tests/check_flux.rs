@@ -3,7 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use hk_console::repo::flux::{overlay_api_host, FluxError, OverlayValue, SetBy};
+use hk_console::repo::config::DEFAULT_FLUX_API_HOST_VAR;
+use hk_console::repo::flux::{effective_substitution, FluxError, OverlayValue, SetBy};
+
+/// The overlay's value of the seed's API host variable (hk-console.yaml's default).
+fn overlay_api_host(root: &Path, overlay: &Path) -> Result<OverlayValue, FluxError> {
+    effective_substitution(root, overlay, DEFAULT_FLUX_API_HOST_VAR)
+}
 
 fn fixture(case: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -407,7 +413,12 @@ fn a_helm_release_taking_values_from_elsewhere_is_cannot_tell_at_the_field() {
             "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: cilium\nspec:\n  valuesFrom:\n    - kind: ConfigMap\n      name: cilium-values\n  values:\n    k8sServiceHost: ${K3S_API_HOST}\n",
         ),
     ]);
-    let rep = report(r.path(), Path::new("clusters/prod"), &EngineChoice::Builtin);
+    let rep = report(
+        r.path(),
+        Path::new("clusters/prod"),
+        &EngineChoice::Builtin,
+        DEFAULT_FLUX_API_HOST_VAR,
+    );
     assert_eq!(
         rep.overlay.as_ref().map(|v| v.value.as_str()).ok(),
         Some("192.168.2.9")
@@ -436,7 +447,12 @@ fn a_flux_kustomization_patching_what_it_applies_is_cannot_tell_for_the_helm_val
         ),
         ("platform/hr.yaml", "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: cilium\nspec:\n  values:\n    k8sServiceHost: ${K3S_API_HOST}\n"),
     ]);
-    let rep = report(r.path(), Path::new("clusters/prod"), &EngineChoice::Builtin);
+    let rep = report(
+        r.path(),
+        Path::new("clusters/prod"),
+        &EngineChoice::Builtin,
+        DEFAULT_FLUX_API_HOST_VAR,
+    );
     match rep.helm.expect("helm").values {
         Err(e @ FluxError::CannotTell { .. }) => {
             assert!(e.to_string().contains("spec.patches"), "{e}");

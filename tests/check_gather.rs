@@ -130,6 +130,7 @@ fn facts(
         vault: vault.map(PathBuf::from),
         agents: None,
         facts: Default::default(),
+        names: Default::default(),
     };
     let envs = vec![derive("lab", &cfg, lab)];
     let files: BTreeMap<PathBuf, String> = files
@@ -152,8 +153,8 @@ fn facts(
         host_vars: &host_vars,
         resolved: &resolved,
         read: &read,
-        flux: &|overlay: &Path| {
-            hk_console::repo::flux::report(Path::new("/repo"), overlay, &EngineChoice::Builtin)
+        flux: &|overlay: &Path, var: &str| {
+            hk_console::repo::flux::report(Path::new("/repo"), overlay, &EngineChoice::Builtin, var)
         },
         engine_line: None,
         rel: &|p: &Path| {

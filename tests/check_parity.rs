@@ -432,7 +432,11 @@ fn every_rule_name_is_listed_once() {
 fn an_overlay_error_becomes_a_finding_at_its_place_without_repeating_it() {
     let root =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/check/flux/missing_resource");
-    let result = hk_console::repo::flux::overlay_api_host(&root, Path::new("clusters/prod"));
+    let result = hk_console::repo::flux::effective_substitution(
+        &root,
+        Path::new("clusters/prod"),
+        hk_console::repo::config::DEFAULT_FLUX_API_HOST_VAR,
+    );
     let mut input = clean();
     input.envs[0].overlay = Some(OverlayFact::from_result(Path::new("clusters/prod"), result));
     let findings = check(&input);

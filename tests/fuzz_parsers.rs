@@ -413,7 +413,12 @@ fn fuzz_flux_overlay_reader() {
         .collect();
     let overlay = Path::new("clusters/prod");
     assert!(
-        hk_console::repo::flux::overlay_api_host(root, overlay).is_ok(),
+        hk_console::repo::flux::effective_substitution(
+            root,
+            overlay,
+            hk_console::repo::config::DEFAULT_FLUX_API_HOST_VAR,
+        )
+        .is_ok(),
         "the unmutated overlay reads"
     );
     // Seeds are tagged with the file they replace, so each mutant damages one file.
@@ -432,7 +437,12 @@ fn fuzz_flux_overlay_reader() {
         };
         let i = usize::from(tag) % files.len();
         std::fs::write(&files[i], body).expect("write");
-        let ok = hk_console::repo::flux::overlay_api_host(root, overlay).is_ok();
+        let ok = hk_console::repo::flux::effective_substitution(
+            root,
+            overlay,
+            hk_console::repo::config::DEFAULT_FLUX_API_HOST_VAR,
+        )
+        .is_ok();
         std::fs::write(&files[i], &originals[i]).expect("restore");
         ok
     }));

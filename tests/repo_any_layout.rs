@@ -789,3 +789,137 @@ fn the_contract_reads_the_repos_own_template_and_variables_where_config_says() {
         "{out}"
     );
 }
+
+/// The sample repo with its Flux overlays carrying the API address in `API_VIP` instead of
+/// `K3S_API_HOST`, and `names` (a YAML mapping body, or "") as hk-console.yaml's `names:`;
+/// prod names its own Lease.
+fn renamed_sample(dir: &Path, names: &str) -> PathBuf {
+    let root = dir.join("homelab");
+    hk_console::sim::demo_repo::write_sample(&root).expect("sample");
+    for sub in ["clusters", "platform"] {
+        let mut stack = vec![root.join(sub)];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).expect("read dir").flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let text = std::fs::read_to_string(&p).expect("read");
+                    std::fs::write(&p, text.replace("K3S_API_HOST", "API_VIP")).expect("write");
+                }
+            }
+        }
+    }
+    let cfg_path = root.join("hk-console.yaml");
+    let cfg = std::fs::read_to_string(&cfg_path).expect("config");
+    let vault = "    vault: infra/ansible/inventory/group_vars/k3s_prod/vault.yml\n";
+    assert!(cfg.contains(vault), "{cfg}");
+    let cfg = cfg.replace(
+        vault,
+        &format!("{vault}    names: {{kube_vip_lease: prod-cp-lock}}\n"),
+    );
+    std::fs::write(&cfg_path, format!("{cfg}{names}")).expect("config");
+    root
+}
+
+const NAMES: &str = "\
+names:
+  kube_vip_lease: my-cp-lock
+  flux_api_host_var: API_VIP
+  vpn_unit: my-tunnel.service
+  vpn_interface: wg-egress
+  vpn_exit_ip_url: https://ip.example.net/plain
+";
+
+/// Issue 28: the names the panes and checks look for come from hk-console.yaml `names:`
+/// (the environment's over the top level's). `check` reads the overlay's `API_VIP`, and the
+/// demo of the repo (its simulated kube-vip and gateways taking the same names) shows the
+/// Lease and the unit the config names, never the seed's.
+#[test]
+fn hk_console_yaml_names_the_lease_the_vpn_unit_and_the_flux_variable() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    // Without `names:` the seed's variable is looked for, and the overlays lack it.
+    let root = renamed_sample(tmp.path(), "");
+    let r = root.display().to_string();
+    let o = bin().args(["--repo", &r, "check"]).output().expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(
+        out.contains("[overlay-resolves] prod: K3S_API_HOST is not set"),
+        "{out}"
+    );
+
+    std::fs::write(
+        root.join("hk-console.yaml"),
+        std::fs::read_to_string(root.join("hk-console.yaml")).expect("cfg") + NAMES,
+    )
+    .expect("config");
+    let o = bin().args(["--repo", &r, "check"]).output().expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("parity: clean"), "{out}");
+    assert!(!out.contains("K3S_API_HOST"), "{out}");
+
+    let o = bin().args(["--repo", &r, "envs"]).output().expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        out.contains("  names        kube_vip_lease prod-cp-lock   vpn_unit my-tunnel.service   vpn_interface wg-egress   vpn_exit_ip_url https://ip.example.net/plain   flux_api_host_var API_VIP\n"),
+        "{out}"
+    );
+    let o = bin()
+        .args(["--repo", &r, "envs", "--json"])
+        .output()
+        .expect("run");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v[0]["name"], "dev");
+    assert_eq!(v[0]["names"]["kube_vip_lease"], "my-cp-lock");
+    assert_eq!(v[1]["names"]["kube_vip_lease"], "prod-cp-lock");
+    assert_eq!(v[1]["names"]["flux_api_host_var"], "API_VIP");
+
+    // The simulation holds and runs what the console looks for.
+    let o = bin()
+        .args(["demo", "--repo", &r, "--once"])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    for needle in [
+        "ok       lease my-cp-lock: lease my-cp-lock held by k3s-dev-1",
+        "ok       lease prod-cp-lock: lease prod-cp-lock held by k3s-prod-1",
+        "ok       k3s-dev-3: my-tunnel.service is active on k3s-dev-3",
+        "ok       k3s-prod-3: my-tunnel.service is active on k3s-prod-3",
+        "k3s-dev-3 exits through wg-egress from",
+    ] {
+        assert!(out.contains(needle), "{needle}:\n{out}\n{err}");
+    }
+    for seed in ["plndr-cp-lock", "vpn-egress-tunnel", "tun0"] {
+        assert!(!out.contains(seed), "{seed}:\n{out}");
+    }
+
+    // A bad name is a config error naming the file, the key and the environment.
+    let cfg = std::fs::read_to_string(root.join("hk-console.yaml")).expect("cfg");
+    std::fs::write(
+        root.join("hk-console.yaml"),
+        cfg.replace(
+            "{kube_vip_lease: prod-cp-lock}",
+            "{flux_api_host_var: API-VIP}",
+        ),
+    )
+    .expect("config");
+    for args in [vec!["check"], vec!["envs"]] {
+        let o = bin()
+            .args(["--repo", &r])
+            .args(&args)
+            .output()
+            .expect("run");
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {out}\n{err}");
+        assert!(
+            err.contains("hk-console.yaml:")
+                && err.contains("environments.prod.names.flux_api_host_var (environment `prod`): `API-VIP` is not a Flux variable name"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

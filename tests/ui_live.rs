@@ -714,3 +714,35 @@ fn the_console_brings_a_critical_environment_into_view_until_the_operator_choose
         "the operator chose dev"
     );
 }
+
+/// Issue 28: the summary's next step looks at the Lease the environment's panes watch
+/// (hk-console.yaml `names.kube_vip_lease`, carried on its `EnvSummary`), not the seed's.
+#[test]
+fn the_next_step_looks_at_the_environments_own_lease() {
+    use hk_console::observe::summary::{Facet, NextStep, Objects};
+    let dir = tmp();
+    let mut parts = parts(dir.path());
+    let defaults = Objects::of(&hk_console::cluster::WatchSettings::default());
+    for e in &mut parts.environments {
+        if e.name == "prod" {
+            e.objects = Some(Objects {
+                lease_name: "my-cp-lock".into(),
+                ..defaults.clone()
+            });
+        }
+    }
+    let mut app = App::operate(parts, operate_caps(&[], &[]));
+    app.current_env = Some("prod".into());
+    app.handle_update(vip_stale_renew(ago(1_000)));
+    let s = app.summary();
+    let prod = s.envs.iter().find(|e| e.env == "prod").expect("prod");
+    match prod.facet(Facet::Vip).and_then(|f| f.next.clone()) {
+        Some(NextStep::Look(l)) => {
+            assert_eq!(
+                (l.object.kind.as_str(), l.object.name.as_str()),
+                ("Lease", "my-cp-lock")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}

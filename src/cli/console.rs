@@ -145,7 +145,14 @@ pub(super) fn console_on(
     let environments = repo
         .environments
         .iter()
-        .map(crate::ui::EnvSummary::from)
+        .map(|e| crate::ui::EnvSummary {
+            // The objects the panes watch, so a next step looks at the same ones (a repo
+            // whose settings cannot be read has that said by the panes themselves).
+            objects: crate::cluster::watch_settings(&repo, &e.name)
+                .ok()
+                .map(|s| crate::observe::summary::Objects::of(&s)),
+            ..crate::ui::EnvSummary::from(e)
+        })
         .collect();
     let mut notices = Vec::new();
     let overrides = if own_clusters {

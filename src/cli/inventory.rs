@@ -221,6 +221,11 @@ pub(super) fn print_env(repo: &Repo, env: &Environment) {
         );
     }
     outln!("  flux overlay {}", env.flux_overlay.display());
+    // hk-console.yaml `names:` where it renames something (unset: hostvars, else the seed's).
+    let named = hk_console_names(env);
+    if !named.is_empty() {
+        outln!("  names        {}", named.join("   "));
+    }
     if env.operator_present {
         outln!("  operator     must be present before anything mutates");
     }
@@ -230,6 +235,15 @@ pub(super) fn print_env(repo: &Repo, env: &Environment) {
     for p in &env.problems {
         outln!("  problem      {p}");
     }
+}
+
+/// The `names:` keys hk-console.yaml sets for `env`, as `key value`.
+fn hk_console_names(env: &Environment) -> Vec<String> {
+    use crate::repo::config::NameKey;
+    NameKey::ALL
+        .into_iter()
+        .filter_map(|k| env.names.get(k).map(|v| format!("{} {v}", k.key())))
+        .collect()
 }
 
 /// `inventory --host H --resolved --playbook P` (logic: repo::provenance). P is relative to

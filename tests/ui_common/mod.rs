@@ -65,6 +65,7 @@ pub fn envs() -> Vec<EnvSummary> {
             servers: ["k3s-dev-1", "k3s-dev-2", "k3s-dev-3"]
                 .map(String::from)
                 .to_vec(),
+            objects: None,
         },
         EnvSummary {
             name: "prod".into(),
@@ -74,6 +75,7 @@ pub fn envs() -> Vec<EnvSummary> {
             servers: ["k3s-prod-1", "k3s-prod-2", "k3s-prod-3"]
                 .map(String::from)
                 .to_vec(),
+            objects: None,
         },
     ]
 }

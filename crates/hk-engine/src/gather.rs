@@ -52,7 +52,7 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
     };
     let resolved = |host: &str, var: &str| repo.resolve_var(host, var);
     let read = |path: &Path| crate::repo::read::read_to_string(path).ok();
-    let flux = |overlay: &Path| report(&repo.root, overlay, choice);
+    let flux = |overlay: &Path, var: &str| report(&repo.root, overlay, choice, var);
     let rel = |path: &Path| rel_to(&repo.root, path);
     // Repo::ansible_dir is already under the root; the view wants it relative to the root.
     let ansible_dir = repo

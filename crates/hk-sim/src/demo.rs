@@ -588,7 +588,8 @@ async fn start_demo(
         let state = env_name
             .map(|e| state_of(e).on_server(position))
             .unwrap_or_default();
-        let mut node = build_node(&repo, host, &state, gateways.contains_key(host), &clock)?;
+        let gateway_of = gateways.get(host).map(String::as_str);
+        let mut node = build_node(&repo, host, &state, gateway_of, &clock)?;
         // The node's own idea of its address is where the demo placed it: what kubectl's
         // INTERNAL-IP and the inventory's ansible_host say.
         node.set_lan(
@@ -1153,7 +1154,8 @@ fn build_node(
     repo: &Repo,
     host: &str,
     state: &EnvState,
-    gateway: bool,
+    // The environment `host` is a VPN gateway of, if it is one.
+    gateway: Option<&str>,
     clock: &Clock,
 ) -> Result<NodeState, DemoError> {
     let mut n = NodeState::new(host, *clock);
@@ -1178,14 +1180,18 @@ fn build_node(
     if disks.io_pressure_avg10 > 1.0 {
         n.io_pressure = Psi::stalled(disks.io_pressure_avg10, disks.io_pressure_avg10 / 2.0);
     }
-    if gateway {
-        let unit = string_var(repo, host, "vpn_egress_gateway_service")
-            .unwrap_or_else(|| "vpn-egress-tunnel.service".into());
-        let interface =
-            string_var(repo, host, "vpn_egress_gateway_interface").unwrap_or_else(|| "tun0".into());
+    if let Some(env) = gateway {
+        // The unit, interface and exit-IP URL the console's VPN pane will look for, by the
+        // same rule (hk-console.yaml `names:`, else the gateway's hostvars, else the seed's).
+        let spec = hk_effects::observe::vpn::gateway_spec(repo, env, host)
+            .map_err(|e| DemoError::Start(format!("VPN gateway {host}: {e}")))?;
+        if !n.exit_ip_urls.contains(&spec.exit_ip_url) {
+            n.exit_ip_urls.push(spec.exit_ip_url.clone());
+        }
+        let unit = spec.service;
         let tunnel = VpnTunnel {
             unit: unit.clone(),
-            interface,
+            interface: spec.interface,
             exit_ip: state
                 .vpn
                 .tunnel_exit

@@ -401,9 +401,10 @@ impl Psi {
 /// The OpenVPN egress tunnel on a gateway node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VpnTunnel {
-    /// `vpn-egress-tunnel.service`.
+    /// The systemd unit (hk-console.yaml `names.vpn_unit`, by default
+    /// `vpn-egress-tunnel.service`).
     pub unit: String,
-    /// `tun0`.
+    /// The tunnel interface (`names.vpn_interface`, by default `tun0`).
     pub interface: String,
     /// The address traffic through the tunnel leaves at.
     pub exit_ip: IpAddr,
@@ -481,8 +482,9 @@ pub const JOURNAL_CAP: usize = 20_000;
 /// The tunnel unit's OpenVPN client config (`openvpn --config` of the unit's ExecStart).
 pub const EGRESS_CONF: &str = "/etc/openvpn/client/egress.conf";
 
-/// The default VPN unit name (the documented one).
-pub const VPN_UNIT: &str = "vpn-egress-tunnel.service";
+/// The seed repo's VPN unit, the default of hk-console.yaml `names.vpn_unit` (defined once,
+/// in the config; the demo runs whatever `gateway_spec` resolves for the repo).
+pub use hk_engine::repo::config::DEFAULT_VPN_UNIT as VPN_UNIT;
 
 /// A unit the node does not have, in systemd's words (`systemctl` prints it after
 /// `Failed to start X:`).

@@ -49,6 +49,10 @@ pub struct EnvSummary {
     pub problems: Vec<String>,
     /// The servers (the etcd members), for the gates' quorum arithmetic.
     pub servers: Vec<String>,
+    /// The names of the objects its next steps look at (its watch settings: the Lease
+    /// hk-console.yaml `names:` or the servers' hostvar names, `cni:`'s agents); `None`:
+    /// the defaults.
+    pub objects: Option<hk_effects::observe::summary::Objects>,
 }
 
 impl From<&Environment> for EnvSummary {
@@ -59,6 +63,7 @@ impl From<&Environment> for EnvSummary {
             vip: e.vip.get().map(str::to_string),
             problems: e.problems.iter().map(|p| p.to_string()).collect(),
             servers: e.servers.iter().map(|s| s.name.clone()).collect(),
+            objects: None,
         }
     }
 }
@@ -1749,10 +1754,16 @@ impl App {
 
     /// Every environment at a glance, worst first, each verdict with its next step.
     pub fn summary(&self) -> hk_effects::observe::summary::Summary {
-        let envs: Vec<(String, bool)> = self
+        let envs: Vec<_> = self
             .envs
             .iter()
-            .map(|e| (e.name.clone(), self.protected.contains(&e.name)))
+            .map(|e| {
+                (
+                    e.name.clone(),
+                    self.protected.contains(&e.name),
+                    e.objects.as_ref(),
+                )
+            })
             .collect();
         let runbooks: Vec<&hk_engine::runbook::schema::Runbook> =
             self.runbook_set.iter().map(|l| &l.runbook).collect();

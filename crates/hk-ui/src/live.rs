@@ -349,15 +349,18 @@ impl LiveState {
                 _ => None,
             },
             parity: None,
+            objects: None,
         }
     }
 }
 
 /// The all-environments strip from what the live sources last sent: `envs` are (name,
-/// protected) in hk-console.yaml's order; `parity`, the static check's findings when it ran.
+/// protected, the names of its objects when known) in hk-console.yaml's order; `parity`,
+/// the static check's findings when it ran; `objects`, the names for an environment
+/// without its own.
 pub fn summary(
     live: &LiveState,
-    envs: &[(String, bool)],
+    envs: &[(String, bool, Option<&hk_effects::observe::summary::Objects>)],
     parity: Option<&[hk_engine::checks::parity::Finding]>,
     runbooks: &[&hk_engine::runbook::schema::Runbook],
     objects: &hk_effects::observe::summary::Objects,
@@ -365,8 +368,9 @@ pub fn summary(
 ) -> hk_effects::observe::summary::Summary {
     let inputs: Vec<_> = envs
         .iter()
-        .map(|(name, protected)| {
+        .map(|(name, protected, own)| {
             let mut input = live.summary_input(name, *protected, now);
+            input.objects = *own;
             input.parity = parity.map(|fs| {
                 fs.iter()
                     .filter(|f| f.env.as_deref().is_none_or(|e| e == name))

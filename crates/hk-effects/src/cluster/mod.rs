@@ -20,6 +20,7 @@ use std::time::Duration;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use hk_engine::checks::live::{EnvTopology, Server};
+use hk_engine::repo::config::NameKey;
 use hk_engine::repo::Repo;
 
 pub mod convert;
@@ -109,8 +110,8 @@ impl std::fmt::Display for KubeTarget {
 pub enum ClusterError {
     #[error("no environment `{env}` in hk-console.yaml (known: {known})")]
     UnknownEnv { env: String, known: String },
-    #[error("environment `{env}`: its servers do not agree on one `cluster_kubeconfig_name`, so hk-console cannot tell which cluster it is; give --kubeconfig")]
-    NoKubeconfigName { env: String },
+    #[error("environment `{env}`: its servers do not agree on one `{var}` (hk-console.yaml `facts.kubeconfig`), so hk-console cannot tell which cluster it is; give --kubeconfig")]
+    NoKubeconfigName { env: String, var: String },
     #[error("environment `{env}`: kubeconfig {path} (from {origin}) does not exist: fetch it (the repo's scripts export it there) or give --kubeconfig")]
     KubeconfigMissing {
         env: String,
@@ -163,6 +164,7 @@ pub fn kube_target(repo: &Repo, env: &str, ov: &KubeOverrides) -> Result<KubeTar
             let name = environment.kubeconfig_name.get().ok_or_else(|| {
                 ClusterError::NoKubeconfigName {
                     env: env.to_string(),
+                    var: environment.kubeconfig_name.var.clone(),
                 }
             })?;
             let origin = match &environment.kubeconfig_name.origin {
@@ -301,8 +303,9 @@ pub fn env_topology(repo: &Repo, env: &str) -> Result<EnvTopology, ClusterError>
 
 /// The hostvar that names kube-vip's leader-election Lease (kube-vip's `vip_leasename`).
 pub const VAR_KUBE_VIP_LEASE: &str = "kube_vip_lease_name";
-/// kube-vip's default control-plane Lease name.
-pub const DEFAULT_KUBE_VIP_LEASE: &str = "plndr-cp-lock";
+/// The seed repo's Lease, the default of hk-console.yaml `names.kube_vip_lease` (defined
+/// once, in the config).
+pub use hk_engine::repo::config::DEFAULT_KUBE_VIP_LEASE;
 
 /// What the kube panes read and how often they look again. [`Default`] holds the documented
 /// defaults (kube-vip's Lease name, Cilium's labels and names); [`watch_settings`] takes the
@@ -334,12 +337,15 @@ pub struct WatchSettings {
     pub request_timeout: Duration,
 }
 
+/// Cilium's agent label: the default of hk-console.yaml `cni.selector`.
+pub const DEFAULT_CNI_SELECTOR: &str = "k8s-app=cilium";
+
 impl Default for WatchSettings {
     fn default() -> Self {
         WatchSettings {
             namespace: "kube-system".to_string(),
             lease_name: DEFAULT_KUBE_VIP_LEASE.to_string(),
-            agent_selector: "k8s-app=cilium".to_string(),
+            agent_selector: DEFAULT_CNI_SELECTOR.to_string(),
             agent_container: "cilium-agent".to_string(),
             daemonset: "cilium".to_string(),
             tick: Duration::from_secs(1),
@@ -353,12 +359,44 @@ impl Default for WatchSettings {
     }
 }
 
-/// The settings for `env`: the defaults, with the Lease name from the servers' hostvar
-/// [`VAR_KUBE_VIP_LEASE`] when the repo defines it (a server without it uses kube-vip's
-/// default). Servers that disagree, or a value that cannot be rendered, is an error naming
-/// the hosts: watching the wrong Lease would report a healthy VIP as unelected.
+/// The settings for `env`: the defaults, with the Lease name from hk-console.yaml
+/// `names.kube_vip_lease` (the environment's, else the top level's), else from the servers'
+/// hostvar [`VAR_KUBE_VIP_LEASE`] when the repo defines it (a server without it uses
+/// kube-vip's default). Servers that disagree, or a value that cannot be rendered, is an
+/// error naming the hosts: watching the wrong Lease would report a healthy VIP as
+/// unelected.
 pub fn watch_settings(repo: &Repo, env: &str) -> Result<WatchSettings, ClusterError> {
     let e = environment(repo, env)?;
+    let mut settings = WatchSettings::default();
+    // hk-console.yaml `names:` wins (checked as a Lease name when the file was read).
+    let lease = match e.names.get(NameKey::KubeVipLease) {
+        Some(name) => Some(name.to_string()),
+        None => lease_from_hostvars(repo, e)?,
+    };
+    if let Some(name) = lease {
+        settings.lease_name = name;
+    }
+    // hk-console.yaml `cni:`: the repo's CNI names over Cilium's.
+    let cni = &repo.config.cni;
+    let set = |field: &mut String, v: &Option<String>| {
+        if let Some(v) = v.as_ref().map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            *field = v.to_string();
+        }
+    };
+    set(&mut settings.namespace, &cni.namespace);
+    set(&mut settings.agent_selector, &cni.selector);
+    set(&mut settings.agent_container, &cni.container);
+    set(&mut settings.daemonset, &cni.daemonset);
+    Ok(settings)
+}
+
+/// The Lease the servers of `e` agree on by [`VAR_KUBE_VIP_LEASE`] (`None`: no server
+/// defines it), or the error naming the servers that disagree or cannot render it.
+fn lease_from_hostvars(
+    repo: &Repo,
+    e: &hk_engine::repo::env::Environment,
+) -> Result<Option<String>, ClusterError> {
+    let env = &e.name;
     let mut by_value: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for h in &e.servers {
         let name = match repo.resolve_var(&h.name, VAR_KUBE_VIP_LEASE) {
@@ -391,26 +429,12 @@ pub fn watch_settings(repo: &Repo, env: &str) -> Result<WatchSettings, ClusterEr
             .collect();
         return Err(ClusterError::Topology(format!(
             "environment `{env}`: servers disagree on `{VAR_KUBE_VIP_LEASE}` (undefined means \
-             kube-vip's default `{DEFAULT_KUBE_VIP_LEASE}`): {}",
+             kube-vip's default `{DEFAULT_KUBE_VIP_LEASE}`; hk-console.yaml `names.kube_vip_lease` \
+             would settle it): {}",
             parts.join("; ")
         )));
     }
-    let mut settings = WatchSettings::default();
-    if let Some(name) = by_value.into_keys().next() {
-        settings.lease_name = name;
-    }
-    // hk-console.yaml `cni:`: the repo's CNI names over Cilium's.
-    let cni = &repo.config.cni;
-    let set = |field: &mut String, v: &Option<String>| {
-        if let Some(v) = v.as_ref().map(|v| v.trim()).filter(|v| !v.is_empty()) {
-            *field = v.to_string();
-        }
-    };
-    set(&mut settings.namespace, &cni.namespace);
-    set(&mut settings.agent_selector, &cni.selector);
-    set(&mut settings.agent_container, &cni.container);
-    set(&mut settings.daemonset, &cni.daemonset);
-    Ok(settings)
+    Ok(by_value.into_keys().next())
 }
 
 #[cfg(test)]
@@ -466,6 +490,34 @@ mod watch_settings_tests {
             .to_string();
         assert!(e.contains("cannot be rendered for s1"), "{e}");
         assert!(watch_settings(&r, "prod").is_err());
+    }
+
+    #[test]
+    fn hk_console_yaml_names_the_lease_over_the_hostvar_and_the_default() {
+        // The servers disagree by hostvar; the config's name settles which Lease is watched.
+        let (d, _) = repo("kube_vip_lease_name: my-lock\n", "---\n");
+        let write = |config: &str| {
+            std::fs::write(d.path().join("hk-console.yaml"), config).expect("config");
+            Repo::load(d.path()).expect("load repo")
+        };
+        let r = write(
+            "names:\n  kube_vip_lease: my-cp-lock\nenvironments:\n  lab:\n    servers: lab\n",
+        );
+        assert_eq!(
+            watch_settings(&r, "lab").expect("settings").lease_name,
+            "my-cp-lock"
+        );
+        // The environment's own over the top level's.
+        let r = write("names:\n  kube_vip_lease: my-cp-lock\nenvironments:\n  lab:\n    servers: lab\n    names: {kube_vip_lease: lab-cp-lock}\n");
+        assert_eq!(
+            watch_settings(&r, "lab").expect("settings").lease_name,
+            "lab-cp-lock"
+        );
+        // Unset in the config: the hostvars decide again, and their disagreement says how to
+        // settle it.
+        let r = write("environments:\n  lab:\n    servers: lab\n");
+        let e = watch_settings(&r, "lab").expect_err("disagree").to_string();
+        assert!(e.contains("hk-console.yaml `names.kube_vip_lease`"), "{e}");
     }
 
     #[test]

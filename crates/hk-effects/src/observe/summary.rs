@@ -201,6 +201,9 @@ pub struct EnvInput<'a> {
     pub rollout: Option<&'a RolloutPane>,
     /// None: the static check has not run.
     pub parity: Option<Vec<&'a parity::Finding>>,
+    /// The names of this environment's objects (its watch settings: hk-console.yaml
+    /// `names:` and `cni:`, the servers' hostvars); `None`: those [`summarize`] is given.
+    pub objects: Option<&'a Objects>,
 }
 
 /// Names of the objects the looks go to (the watch settings of the environment).
@@ -225,13 +228,19 @@ impl Objects {
     }
 }
 
-/// Build the strip. `runbooks` are the loaded runbooks; environments sort worst first,
-/// then by the order given.
+/// Build the strip. `runbooks` are the loaded runbooks; `objects` the names looked at for an
+/// environment whose input names none; environments sort worst first, then by the order
+/// given.
 pub fn summarize(inputs: &[EnvInput<'_>], runbooks: &[&Runbook], objects: &Objects) -> Summary {
     let mut envs: Vec<(usize, EnvSummary)> = inputs
         .iter()
         .enumerate()
-        .map(|(i, inp)| (i, env_summary(inp, runbooks, objects)))
+        .map(|(i, inp)| {
+            (
+                i,
+                env_summary(inp, runbooks, inp.objects.unwrap_or(objects)),
+            )
+        })
         .collect();
     // Worst first; among equally bad ones, what the running platform says (a live critical)
     // before what the repo's files say (parity), then the one with more critical facets.
@@ -739,6 +748,49 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// The Lease a next step looks at is the environment's own (hk-console.yaml `names:`),
+    /// not the seed's.
+    #[test]
+    fn the_lease_looked_at_is_the_environments_own() {
+        let held = |env: &'static str| {
+            vec![verdict(
+                env,
+                Pane::VipLease,
+                Rule::LeaseFresh,
+                Severity::Critical,
+                "lease",
+            )]
+        };
+        let renamed = Objects {
+            lease_name: "my-cp-lock".into(),
+            ..objects()
+        };
+        let dev = EnvInput {
+            env: "dev",
+            verdicts: held("dev"),
+            objects: Some(&renamed),
+            ..EnvInput::default()
+        };
+        let prod = EnvInput {
+            env: "prod",
+            verdicts: held("prod"),
+            ..EnvInput::default()
+        };
+        let s = summarize(&[dev, prod], &[], &objects());
+        let looked_at = |env: &str| match s
+            .envs
+            .iter()
+            .find(|e| e.env == env)
+            .and_then(|e| e.facet(Facet::Vip))
+            .and_then(|f| f.next.clone())
+        {
+            Some(NextStep::Look(l)) => (l.object.kind, l.object.name),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(looked_at("dev"), ("Lease".into(), "my-cp-lock".into()));
+        assert_eq!(looked_at("prod"), ("Lease".into(), "plndr-cp-lock".into()));
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! one read-only look each, judged by `checks::live`.
 //!
 //! Owns: which hosts are gateways (the `vpn_gateways` group hk-console.yaml names per
-//! environment), what to look at on each (the host's RENDERED hostvars
-//! `vpn_egress_gateway_service` / `_interface` / `_exit_ip_url`, with the documented
-//! values as defaults only where the repo does not define them), the four commands sent
+//! environment), what to look at on each (hk-console.yaml `names.vpn_unit` /
+//! `vpn_interface` / `vpn_exit_ip_url`, else the host's RENDERED hostvars
+//! `vpn_egress_gateway_service` / `_interface` / `_exit_ip_url`, else the seed repo's
+//! names), the four commands sent
 //! (see [`Commands`]: `systemctl is-active`, `curl` through the tunnel interface and
 //! without it, `journalctl -u` over the window, every word shell-quoted), turning their
 //! output into a [`GatewayObs`], the one-shot [`look`] over all gateways at once, and the
@@ -32,6 +33,7 @@ use crate::exec::{CommandOutput, Executor, ReadOnly, SshOptions};
 use hk_engine::checks::live::{
     self, GatewayObs, GatewayPane, Look, Pane, Rule, Severity, Timestamp, Verdict, VpnPolicy,
 };
+use hk_engine::repo::config::NameKey;
 use hk_engine::repo::env::EnvProblem;
 use hk_engine::repo::Repo;
 
@@ -45,10 +47,13 @@ pub const VAR_SERVICE: &str = "vpn_egress_gateway_service";
 pub const VAR_INTERFACE: &str = "vpn_egress_gateway_interface";
 /// The hostvar naming the URL that answers with the caller's public IP.
 pub const VAR_EXIT_IP_URL: &str = "vpn_egress_gateway_exit_ip_url";
-/// The documented defaults (used only where the repo defines no value).
-pub const DEFAULT_SERVICE: &str = "vpn-egress-tunnel.service";
-pub const DEFAULT_INTERFACE: &str = "tun0";
-pub const DEFAULT_EXIT_IP_URL: &str = "https://ipinfo.io/ip";
+/// The seed repo's names, the defaults of hk-console.yaml `names.vpn_unit` /
+/// `names.vpn_interface` / `names.vpn_exit_ip_url` (defined once, in the config; used
+/// only where neither hk-console.yaml nor the gateway's hostvars name one).
+pub use hk_engine::repo::config::{
+    DEFAULT_VPN_EXIT_IP_URL as DEFAULT_EXIT_IP_URL, DEFAULT_VPN_INTERFACE as DEFAULT_INTERFACE,
+    DEFAULT_VPN_UNIT as DEFAULT_SERVICE,
+};
 
 /// What to look at on one gateway.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,11 +65,18 @@ pub struct GatewaySpec {
     pub exit_ip_url: String,
 }
 
-/// What to look at on `host` (a gateway of `env`), from its rendered hostvars.
+/// What to look at on `host` (a gateway of `env`): hk-console.yaml `names:` (the
+/// environment's, else the top level's; checked when the file was read), else the host's
+/// rendered hostvars, else the seed repo's names.
 pub fn gateway_spec(repo: &Repo, env: &str, host: &str) -> Result<GatewaySpec, HostVarError> {
-    let service = string_var(repo, host, VAR_SERVICE, DEFAULT_SERVICE)?;
-    let interface = string_var(repo, host, VAR_INTERFACE, DEFAULT_INTERFACE)?;
-    let exit_ip_url = string_var(repo, host, VAR_EXIT_IP_URL, DEFAULT_EXIT_IP_URL)?;
+    let names = repo.environment(env).map(|e| &e.names);
+    let named = |k: NameKey, var: &str, default: &str| match names.and_then(|n| n.get(k)) {
+        Some(v) => Ok(v.to_string()),
+        None => string_var(repo, host, var, default),
+    };
+    let service = named(NameKey::VpnUnit, VAR_SERVICE, DEFAULT_SERVICE)?;
+    let interface = named(NameKey::VpnInterface, VAR_INTERFACE, DEFAULT_INTERFACE)?;
+    let exit_ip_url = named(NameKey::VpnExitIpUrl, VAR_EXIT_IP_URL, DEFAULT_EXIT_IP_URL)?;
     check_word(host, VAR_SERVICE, &service)?;
     check_word(host, VAR_INTERFACE, &interface)?;
     check_word(host, VAR_EXIT_IP_URL, &exit_ip_url)?;
@@ -573,6 +585,52 @@ mod tests {
         assert_eq!(
             remote_command(&c.journal),
             "'journalctl' '-u' 'vpn-egress-tunnel.service' '--since' '-1800s' '-o' 'short-iso' '--no-pager'"
+        );
+    }
+
+    /// hk-console.yaml `names:` over the gateway's hostvars, the environment's over the top
+    /// level's, the hostvar over the seed's name.
+    #[test]
+    fn the_gateway_spec_takes_hk_console_yaml_names_first() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let inv = dir.path().join("infra/ansible/inventory");
+        std::fs::create_dir_all(inv.join("host_vars")).expect("mkdir");
+        std::fs::write(
+            inv.join("hosts.ini"),
+            "[lab]\ns1 ansible_host=127.0.10.1\n[gw]\ng1 ansible_host=127.0.10.9\n",
+        )
+        .expect("hosts");
+        std::fs::write(
+            inv.join("host_vars/g1.yml"),
+            "vpn_egress_gateway_service: from-hostvar.service\nvpn_egress_gateway_interface: wg-host\n",
+        )
+        .expect("g1");
+        let load = |config: &str| {
+            std::fs::write(dir.path().join("hk-console.yaml"), config).expect("config");
+            Repo::load(dir.path()).expect("load repo")
+        };
+        let envs = "environments:\n  lab:\n    servers: lab\n    vpn_gateways: gw\n";
+        let r = load(envs);
+        let s = gateway_spec(&r, "lab", "g1").expect("spec");
+        assert_eq!(
+            (
+                s.service.as_str(),
+                s.interface.as_str(),
+                s.exit_ip_url.as_str()
+            ),
+            ("from-hostvar.service", "wg-host", DEFAULT_EXIT_IP_URL)
+        );
+        let r = load(&format!(
+            "names:\n  vpn_unit: my-tunnel.service\n  vpn_exit_ip_url: http://10.0.0.1/ip\n{envs}    names: {{vpn_interface: wg9}}\n"
+        ));
+        let s = gateway_spec(&r, "lab", "g1").expect("spec");
+        assert_eq!(
+            (
+                s.service.as_str(),
+                s.interface.as_str(),
+                s.exit_ip_url.as_str()
+            ),
+            ("my-tunnel.service", "wg9", "http://10.0.0.1/ip")
         );
     }
 

@@ -1397,9 +1397,9 @@ pub struct RepoView<'a> {
     pub resolved: &'a dyn Fn(&str, &str) -> Option<crate::repo::resolve::Resolved>,
     /// A text file's content, `None` when it does not exist.
     pub read: &'a dyn Fn(&Path) -> Option<String>,
-    /// An environment's overlay (relative to `root`), built: its value and the HelmReleases
-    /// it feeds, with the engine used.
-    pub flux: &'a dyn Fn(&Path) -> OverlayReport,
+    /// An environment's overlay (relative to `root`), built for its API host variable: its
+    /// value and the HelmReleases it feeds, with the engine used.
+    pub flux: &'a dyn Fn(&Path, &str) -> OverlayReport,
     /// The one line saying which engine builds the overlays.
     pub engine_line: Option<String>,
     /// A path as findings name it: relative to the repo root when it lies inside it.
@@ -1690,7 +1690,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         }
     };
 
-    let report = (view.flux)(&env.flux_overlay);
+    let report = (view.flux)(&env.flux_overlay, env.flux_api_host_var());
     let overlay = OverlayFact::from_result(&env.flux_overlay, report.overlay);
     let mut unknown = Vec::new();
     let helm = match report.helm {

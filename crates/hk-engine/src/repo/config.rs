@@ -48,6 +48,11 @@ pub struct Config {
     /// Which of the seed's Ansible-side contract rules apply to this repo (all by default).
     #[serde(default)]
     pub contract: ContractConfig,
+    /// The names the live panes and checks look for (an environment's own `names:` wins,
+    /// key by key). Unset keys: the servers' hostvar where there is one, else the seed
+    /// repo's name ([`NameKey::default_value`]).
+    #[serde(default)]
+    pub names: NamesConfig,
 }
 
 /// Where the seed's contract rules look, under the Ansible directory (the layout the infra
@@ -338,6 +343,188 @@ fn is_identifier(s: &str) -> bool {
         && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
 }
 
+/// The seed repo's name, the default of hk-console.yaml `names.kube_vip_lease`: the Lease
+/// kube-vip's leader election holds (kube-vip's own default `vip_leasename`).
+pub const DEFAULT_KUBE_VIP_LEASE: &str = "plndr-cp-lock";
+/// The seed repo's name, the default of hk-console.yaml `names.vpn_unit`: the VPN
+/// gateway's tunnel systemd unit.
+pub const DEFAULT_VPN_UNIT: &str = "vpn-egress-tunnel.service";
+/// The seed repo's name, the default of hk-console.yaml `names.vpn_interface`: the tunnel's
+/// network interface.
+pub const DEFAULT_VPN_INTERFACE: &str = "tun0";
+/// The seed repo's name, the default of hk-console.yaml `names.vpn_exit_ip_url`: the URL
+/// that answers with the caller's public address.
+pub const DEFAULT_VPN_EXIT_IP_URL: &str = "https://ipinfo.io/ip";
+/// The seed repo's name, the default of hk-console.yaml `names.flux_api_host_var`: the
+/// Flux `postBuild` substitution variable carrying the API address Cilium dials.
+pub const DEFAULT_FLUX_API_HOST_VAR: &str = "K3S_API_HOST";
+
+/// Which name a [`NamesConfig`] key sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameKey {
+    KubeVipLease,
+    VpnUnit,
+    VpnInterface,
+    VpnExitIpUrl,
+    FluxApiHostVar,
+}
+
+impl NameKey {
+    pub const ALL: [NameKey; 5] = [
+        NameKey::KubeVipLease,
+        NameKey::VpnUnit,
+        NameKey::VpnInterface,
+        NameKey::VpnExitIpUrl,
+        NameKey::FluxApiHostVar,
+    ];
+
+    /// The key as hk-console.yaml writes it under `names:`.
+    pub fn key(self) -> &'static str {
+        match self {
+            NameKey::KubeVipLease => "kube_vip_lease",
+            NameKey::VpnUnit => "vpn_unit",
+            NameKey::VpnInterface => "vpn_interface",
+            NameKey::VpnExitIpUrl => "vpn_exit_ip_url",
+            NameKey::FluxApiHostVar => "flux_api_host_var",
+        }
+    }
+
+    /// The seed repo's name: what is looked for when neither hk-console.yaml nor a hostvar
+    /// says otherwise.
+    pub fn default_value(self) -> &'static str {
+        match self {
+            NameKey::KubeVipLease => DEFAULT_KUBE_VIP_LEASE,
+            NameKey::VpnUnit => DEFAULT_VPN_UNIT,
+            NameKey::VpnInterface => DEFAULT_VPN_INTERFACE,
+            NameKey::VpnExitIpUrl => DEFAULT_VPN_EXIT_IP_URL,
+            NameKey::FluxApiHostVar => DEFAULT_FLUX_API_HOST_VAR,
+        }
+    }
+
+    /// Why `value` cannot be this name, if it cannot. Each is checked as what it becomes: a
+    /// Lease name in a field selector, a unit and an interface as one word of a remote
+    /// command, a URL curl fetches, a variable Flux substitutes.
+    fn refuse(self, value: &str) -> Option<String> {
+        if value.is_empty() {
+            return Some("is empty".into());
+        }
+        if value.trim() != value || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Some(format!(
+                "`{}` holds whitespace or a control character (expected one word)",
+                value.escape_debug()
+            ));
+        }
+        match self {
+            NameKey::KubeVipLease => (!is_dns_subdomain(value)).then(|| {
+                format!("`{value}` is not a Lease name (lowercase letters, digits, `-` and `.`, starting and ending with a letter or digit, at most 253 characters)")
+            }),
+            NameKey::VpnUnit => {
+                let ok = !value.starts_with('-')
+                    && value
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || ":-_.@\\".contains(c));
+                (!ok).then(|| {
+                    format!("`{value}` is not a systemd unit name (ASCII letters, digits and `:-_.@\\`, not starting with `-`, e.g. `openvpn-client@pia.service`)")
+                })
+            }
+            NameKey::VpnInterface => {
+                let ok = value.len() <= 15
+                    && !value.starts_with('-')
+                    && value != "."
+                    && value != ".."
+                    && value
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+                (!ok).then(|| {
+                    format!("`{value}` is not a network interface name (at most 15 ASCII letters, digits and `-_.`, not starting with `-`, e.g. `wg0`)")
+                })
+            }
+            NameKey::VpnExitIpUrl => {
+                let ok = value
+                    .strip_prefix("https://")
+                    .or_else(|| value.strip_prefix("http://"))
+                    .is_some_and(|rest| !rest.is_empty());
+                (!ok).then(|| format!("`{value}` is not an http(s):// URL"))
+            }
+            NameKey::FluxApiHostVar => (!is_identifier(value)).then(|| {
+                format!("`{value}` is not a Flux variable name (^[_a-zA-Z][_a-zA-Z0-9]*$, e.g. `API_VIP`)")
+            }),
+        }
+    }
+}
+
+/// A Kubernetes object name (RFC 1123 subdomain), as the API server accepts it.
+fn is_dns_subdomain(s: &str) -> bool {
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    s.len() <= 253
+        && edge(s.chars().next())
+        && edge(s.chars().last())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+}
+
+/// `names:` in hk-console.yaml: the names the live panes and checks look for, where the
+/// repo's differ from the seed's. Each key set here wins over the servers' or gateways'
+/// hostvar of the same meaning (`kube_vip_lease_name`, `vpn_egress_gateway_service` /
+/// `_interface` / `_exit_ip_url`); unset, the hostvar, else [`NameKey::default_value`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamesConfig {
+    /// kube-vip's leader-election Lease (in the `cni.namespace`, kube-system by default).
+    #[serde(default)]
+    pub kube_vip_lease: Option<String>,
+    /// The VPN gateway's tunnel systemd unit.
+    #[serde(default)]
+    pub vpn_unit: Option<String>,
+    /// The VPN tunnel's network interface.
+    #[serde(default)]
+    pub vpn_interface: Option<String>,
+    /// The URL that answers with the caller's public address, fetched through the tunnel
+    /// and without it.
+    #[serde(default)]
+    pub vpn_exit_ip_url: Option<String>,
+    /// The Flux `postBuild` variable the parity contract compares with the VIP.
+    #[serde(default)]
+    pub flux_api_host_var: Option<String>,
+}
+
+impl NamesConfig {
+    /// What this mapping itself says for `k` (no hostvar, no default).
+    pub fn get(&self, k: NameKey) -> Option<&str> {
+        match k {
+            NameKey::KubeVipLease => self.kube_vip_lease.as_deref(),
+            NameKey::VpnUnit => self.vpn_unit.as_deref(),
+            NameKey::VpnInterface => self.vpn_interface.as_deref(),
+            NameKey::VpnExitIpUrl => self.vpn_exit_ip_url.as_deref(),
+            NameKey::FluxApiHostVar => self.flux_api_host_var.as_deref(),
+        }
+    }
+
+    /// This mapping's value for `k`, else the seed repo's name (for names no hostvar sets).
+    pub fn or_default(&self, k: NameKey) -> &str {
+        self.get(k).unwrap_or(k.default_value())
+    }
+
+    /// This mapping's keys over `outer`'s, key by key.
+    pub fn merged_over(&self, outer: &NamesConfig) -> NamesConfig {
+        let pick = |k: NameKey| self.get(k).or_else(|| outer.get(k)).map(str::to_string);
+        NamesConfig {
+            kube_vip_lease: pick(NameKey::KubeVipLease),
+            vpn_unit: pick(NameKey::VpnUnit),
+            vpn_interface: pick(NameKey::VpnInterface),
+            vpn_exit_ip_url: pick(NameKey::VpnExitIpUrl),
+            flux_api_host_var: pick(NameKey::FluxApiHostVar),
+        }
+    }
+
+    /// The first key whose value cannot be the name it sets: its key and why.
+    fn invalid(&self) -> Option<(NameKey, String)> {
+        NameKey::ALL
+            .into_iter()
+            .find_map(|k| k.refuse(self.get(k)?).map(|why| (k, why)))
+    }
+}
+
 /// `run_lock:` in hk-console.yaml.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -393,6 +580,9 @@ pub struct EnvConfig {
     /// This environment's own `facts:` (key by key over the top-level `facts:`).
     #[serde(default)]
     pub facts: FactsConfig,
+    /// This environment's own `names:` (key by key over the top-level `names:`).
+    #[serde(default)]
+    pub names: NamesConfig,
 }
 
 /// The seed repo's Ansible directory: the default of `ansible_dir:`.
@@ -530,6 +720,55 @@ impl Config {
                 col: mark.col.max(1),
                 message: format!("contract.{k}: {why}"),
             });
+        }
+        // A name the panes would look for in vain (or could not send) is refused here, at
+        // its line, naming the environment it is for.
+        let scopes = std::iter::once((None, &config.names)).chain(
+            config
+                .environments
+                .iter()
+                .map(|(n, e)| (Some(n.as_str()), &e.names)),
+        );
+        let doc = crate::yaml::parse_one(text).ok();
+        for (env, names) in scopes {
+            let at = |k: NameKey| -> Vec<&str> {
+                match env {
+                    None => vec!["names", k.key()],
+                    Some(n) => vec!["environments", n, "names", k.key()],
+                }
+            };
+            // A key written with no value (or null) reads as unset: it would silently
+            // fall back to the default, so it is refused like a bad value.
+            let written_empty = NameKey::ALL.into_iter().find(|&k| {
+                names.get(k).is_none() && doc.as_ref().and_then(|d| d.path(&at(k))).is_some()
+            });
+            let bad = written_empty
+                .map(|k| {
+                    (
+                        k,
+                        "has no value (write the name, or leave the key out for the default)"
+                            .to_string(),
+                    )
+                })
+                .or_else(|| names.invalid());
+            if let Some((k, why)) = bad {
+                let keys = at(k);
+                let mark = doc
+                    .as_ref()
+                    .and_then(|d| d.path(&keys))
+                    .map(|n| n.mark)
+                    .unwrap_or_default();
+                let scope = match env {
+                    None => "every environment".to_string(),
+                    Some(n) => format!("environment `{n}`"),
+                };
+                return Err(ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    line: mark.line.max(1),
+                    col: mark.col.max(1),
+                    message: format!("{} ({scope}): {why}", keys.join(".")),
+                });
+            }
         }
         if config.environments.is_empty() {
             return Err(ConfigError::Invalid {
@@ -688,5 +927,106 @@ mod tests {
     fn empty_environments_is_an_error() {
         let err = Config::parse(Path::new("c.yaml"), "environments: {}\n").expect_err("must fail");
         assert!(err.to_string().contains("`environments` is empty"), "{err}");
+    }
+
+    const NAMES_ENVS: &str =
+        "environments:\n  dev: { servers: k3s_dev }\n  prod:\n    servers: k3s_prod\n";
+
+    #[test]
+    fn names_default_to_the_seeds_and_an_environments_own_win_key_by_key() {
+        let c = Config::parse(Path::new("hk-console.yaml"), NAMES_ENVS).expect("valid");
+        assert_eq!(c.names, NamesConfig::default());
+        assert_eq!(
+            c.names.or_default(NameKey::FluxApiHostVar),
+            DEFAULT_FLUX_API_HOST_VAR
+        );
+        assert_eq!(DEFAULT_FLUX_API_HOST_VAR, "K3S_API_HOST");
+        assert_eq!(DEFAULT_KUBE_VIP_LEASE, "plndr-cp-lock");
+        let text = format!(
+            "names:\n  kube_vip_lease: my-cp-lock\n  flux_api_host_var: API_VIP\n  vpn_unit: openvpn-client@pia.service\n{NAMES_ENVS}    names:\n      kube_vip_lease: prod-cp-lock\n      vpn_interface: wg0\n      vpn_exit_ip_url: http://10.0.0.1/ip\n"
+        );
+        let c = Config::parse(Path::new("hk-console.yaml"), &text).expect("valid");
+        let dev = c.environments["dev"].names.merged_over(&c.names);
+        let prod = c.environments["prod"].names.merged_over(&c.names);
+        assert_eq!(dev.get(NameKey::KubeVipLease), Some("my-cp-lock"));
+        assert_eq!(prod.get(NameKey::KubeVipLease), Some("prod-cp-lock"));
+        assert_eq!(prod.get(NameKey::FluxApiHostVar), Some("API_VIP"));
+        assert_eq!(
+            prod.get(NameKey::VpnUnit),
+            Some("openvpn-client@pia.service")
+        );
+        assert_eq!(prod.get(NameKey::VpnInterface), Some("wg0"));
+        assert_eq!(
+            dev.get(NameKey::VpnInterface),
+            None,
+            "unset: hostvar, else default"
+        );
+        assert_eq!(dev.or_default(NameKey::VpnInterface), "tun0");
+        assert_eq!(prod.get(NameKey::VpnExitIpUrl), Some("http://10.0.0.1/ip"));
+    }
+
+    #[test]
+    fn a_bad_name_is_refused_naming_the_file_the_key_and_the_environment() {
+        let refused = |names_at_top: &str, names_in_prod: &str| {
+            let text = format!("{names_at_top}{NAMES_ENVS}{names_in_prod}");
+            Config::parse(Path::new("hk-console.yaml"), &text)
+                .expect_err("must be refused")
+                .to_string()
+        };
+        let in_prod = |kv: &str| refused("", &format!("    names:\n      {kv}\n"));
+        assert_eq!(
+            in_prod("flux_api_host_var: 1API"),
+            "hk-console.yaml:6:26: environments.prod.names.flux_api_host_var (environment `prod`): `1API` is not a Flux variable name (^[_a-zA-Z][_a-zA-Z0-9]*$, e.g. `API_VIP`)"
+        );
+        assert!(
+            in_prod("flux_api_host_var: API-VIP").contains("`API-VIP` is not a Flux variable name"),
+            "a dash is no variable character"
+        );
+        assert_eq!(
+            in_prod("kube_vip_lease: \"\""),
+            "hk-console.yaml:6:23: environments.prod.names.kube_vip_lease (environment `prod`): is empty"
+        );
+        let e = in_prod("kube_vip_lease: \"cp lock\"");
+        assert!(e.contains("holds whitespace"), "{e}");
+        let e = in_prod("kube_vip_lease: My_Lock");
+        assert!(e.contains("`My_Lock` is not a Lease name"), "{e}");
+        let e = in_prod("kube_vip_lease: a,b");
+        assert!(
+            e.contains("`a,b` is not a Lease name"),
+            "a comma would split the field selector: {e}"
+        );
+        let e = in_prod("vpn_unit: -tunnel.service");
+        assert!(e.contains("is not a systemd unit name"), "{e}");
+        let e = in_prod("vpn_unit: \"tun;reboot\"");
+        assert!(e.contains("is not a systemd unit name"), "{e}");
+        let e = in_prod("vpn_interface: a-very-long-interface");
+        assert!(e.contains("is not a network interface name"), "{e}");
+        let e = in_prod("vpn_exit_ip_url: ftp://x/ip");
+        assert!(e.contains("`ftp://x/ip` is not an http(s):// URL"), "{e}");
+        // At the top level it is every environment's.
+        assert_eq!(
+            refused("names:\n  vpn_interface: \"\"\n", ""),
+            "hk-console.yaml:2:18: names.vpn_interface (every environment): is empty"
+        );
+        // Written without a value, or as null: refused, not read as unset.
+        for v in ["", " ~", " null"] {
+            let e = refused(&format!("names:\n  kube_vip_lease:{v}\n"), "");
+            assert!(e.starts_with("hk-console.yaml:"), "{v}: {e}");
+            assert!(
+                e.ends_with("names.kube_vip_lease (every environment): has no value (write the name, or leave the key out for the default)"),
+                "{v}: {e}"
+            );
+        }
+        let e = refused("names:\n  flux_api_host_var: 7\n", "");
+        assert!(
+            e.contains("`7` is not a Flux variable name") || e.contains("expected a string"),
+            "{e}"
+        );
+        // Unknown keys are refused like everywhere else in the file.
+        let e = in_prod("lease: my-lock");
+        assert!(e.starts_with("hk-console.yaml:6:"), "{e}");
+        assert!(e.contains("unknown field `lease`"), "{e}");
+        let e = refused("names:\n  flux_var: X\n", "");
+        assert!(e.contains("unknown field `flux_var`"), "{e}");
     }
 }

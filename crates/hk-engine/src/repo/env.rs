@@ -14,7 +14,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::config::{EnvConfig, FactKey, FactSource, FactsConfig};
+use super::config::{EnvConfig, FactKey, FactSource, FactsConfig, NameKey, NamesConfig};
 use super::resolve::Resolved;
 use super::vars::Origin;
 
@@ -129,6 +129,9 @@ pub struct Environment {
     pub endpoint: Fact,
     pub api_port: Fact,
     pub kubeconfig_name: Fact,
+    /// hk-console.yaml `names:` for this environment (its own keys over the top level's):
+    /// what it says, no hostvar and no default applied.
+    pub names: NamesConfig,
     pub problems: Vec<EnvProblem>,
 }
 
@@ -136,6 +139,12 @@ impl Environment {
     /// Every node of the cluster: its servers, then its agents.
     pub fn node_ips(&self) -> impl Iterator<Item = &EnvHost> {
         self.servers.iter().chain(self.agents.iter())
+    }
+
+    /// The Flux `postBuild` variable the parity contract reads: hk-console.yaml
+    /// `names.flux_api_host_var`, else the seed repo's.
+    pub fn flux_api_host_var(&self) -> &str {
+        self.names.or_default(NameKey::FluxApiHostVar)
     }
 
     pub fn api_port_number(&self) -> Option<u16> {
@@ -325,6 +334,7 @@ pub fn derive(name: &str, cfg: &EnvConfig, src: &dyn HostFacts) -> Environment {
         endpoint,
         api_port,
         kubeconfig_name,
+        names: cfg.names.clone(),
         problems,
     }
 }
@@ -383,6 +393,7 @@ mod tests {
             vault: None,
             agents: None,
             facts: FactsConfig::default(),
+            names: NamesConfig::default(),
         }
     }
 

@@ -98,6 +98,7 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
             facts: Default::default(),
             cni: Default::default(),
             contract: Default::default(),
+            names: Default::default(),
         };
         let repo = Repo::load_with(root, base.clone())?;
         let mut origin = repo.inventory_origin.clone();
@@ -141,6 +142,7 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
         facts: Default::default(),
         cni: Default::default(),
         contract: Default::default(),
+        names: Default::default(),
     };
     let repo = Repo::load_with(root, base.clone())?;
     finish(root, base, repo, notes, questions)
@@ -639,6 +641,7 @@ fn propose_env(
             vault,
             agents: None,
             facts: Default::default(),
+            names: Default::default(),
         },
         why,
     }

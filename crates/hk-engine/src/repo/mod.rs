@@ -166,6 +166,7 @@ impl Repo {
                 // The environment's own facts over the top-level ones, key by key.
                 let mut cfg = cfg.clone();
                 cfg.facts = cfg.facts.merged_over(&repo.config.facts);
+                cfg.names = cfg.names.merged_over(&repo.config.names);
                 env::derive(name, &cfg, &repo)
             })
             .collect();

@@ -1,5 +1,6 @@
 //! Flux overlays: the EFFECTIVE value an overlay gives a `postBuild` substitution variable
-//! (`K3S_API_HOST` for the parity contract), and where in the repo it was set.
+//! (for the parity contract, the one hk-console.yaml `names.flux_api_host_var` names), and
+//! where in the repo it was set.
 //!
 //! Two engines build an overlay: the real kustomize when the operator has it ([`engine`]:
 //! `kustomize_bin:`, `kustomize` or `kubectl` on PATH), and the builtin one ([`kustomize`]),
@@ -31,9 +32,6 @@ pub use self::applied::{applied_objects, Applied};
 pub use self::engine::{BinaryStyle, Engine, EngineChoice};
 use self::kustomize::Builder;
 use self::tree::{display_name, is_flux_kustomization, res_id, LNode, LVal};
-
-/// The Flux substitution variable that carries the API server address Cilium dials.
-pub const API_HOST_VAR: &str = "K3S_API_HOST";
 
 const FLUX_KS_GROUP: &str = "kustomize.toolkit.fluxcd.io/";
 const HELM_GROUP: &str = "helm.toolkit.fluxcd.io/";
@@ -207,12 +205,6 @@ impl FluxError {
     }
 }
 
-/// The effective `K3S_API_HOST` of the overlay `overlay` (absolute, or relative to `root`),
-/// by the builtin engine.
-pub fn overlay_api_host(root: &Path, overlay: &Path) -> Result<OverlayValue, FluxError> {
-    effective_substitution(root, overlay, API_HOST_VAR)
-}
-
 /// The effective value of the Flux `postBuild` substitution variable `var` in an overlay, by
 /// the builtin engine.
 pub fn effective_substitution(
@@ -333,10 +325,11 @@ pub struct HelmReport {
     pub values: Result<(Vec<HelmValue>, Vec<HelmValue>), FluxError>,
 }
 
-/// The overlay's `K3S_API_HOST` and the HelmReleases it feeds, with the engine `choice` names.
+/// The overlay's API host variable `var` (an environment's `flux_api_host_var`) and the
+/// HelmReleases it feeds, with the engine `choice` names.
 /// With a real engine, values come from its build and positions from the builtin engine's
 /// trace of the same value (when it agrees); where they disagree the real one is right.
-pub fn report(root: &Path, overlay: &Path, choice: &EngineChoice) -> OverlayReport {
+pub fn report(root: &Path, overlay: &Path, choice: &EngineChoice, var: &str) -> OverlayReport {
     let engine = match choice {
         EngineChoice::Builtin => Engine::Builtin,
         _ => Engine::Kustomize,
@@ -351,7 +344,7 @@ pub fn report(root: &Path, overlay: &Path, choice: &EngineChoice) -> OverlayRepo
         }) => {
             // The place in the sources, from the builtin engine's trace when it fails too.
             let at = traced(overlay)
-                .and_then(|(rel, r)| postbuild::evaluate(&r, API_HOST_VAR, &rel))
+                .and_then(|(rel, r)| postbuild::evaluate(&r, var, &rel))
                 .err()
                 .and_then(|e| e.location())
                 .filter(|l| l.line > 0);
@@ -365,14 +358,14 @@ pub fn report(root: &Path, overlay: &Path, choice: &EngineChoice) -> OverlayRepo
         }
         Err(e) => (Err(e), Vec::new()),
         Ok((rel, res)) => {
-            let value = postbuild::evaluate(&res, API_HOST_VAR, &rel).map(|value| match choice {
+            let value = postbuild::evaluate(&res, var, &rel).map(|value| match choice {
                 EngineChoice::Builtin => value,
-                _ => match traced(overlay)
-                    .and_then(|(rel, r)| postbuild::evaluate(&r, API_HOST_VAR, &rel))
-                {
-                    Ok(t) if t.value == value.value && t.set_by == value.set_by => t,
-                    _ => value,
-                },
+                _ => {
+                    match traced(overlay).and_then(|(rel, r)| postbuild::evaluate(&r, var, &rel)) {
+                        Ok(t) if t.value == value.value && t.set_by == value.set_by => t,
+                        _ => value,
+                    }
+                }
             });
             (value, res)
         }
