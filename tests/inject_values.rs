@@ -54,6 +54,12 @@ fn ssh_command_vars() -> BTreeSet<String> {
             let command = step["command"].as_str().expect("command");
             for cap in expr.captures_iter(command) {
                 let inner = &cap[1];
+                // The VPN names are checked words before a runbook sees them (hk-console.yaml
+                // `names:` when read, the hostvars by the gateway look):
+                // `a_hostile_vpn_name_is_refused_before_any_plan` covers them.
+                if VPN_NAMES.contains(&inner.trim()) {
+                    continue;
+                }
                 let v = var.captures(inner).unwrap_or_else(|| {
                     panic!(
                         "{name}: ssh command uses `{{{{{inner}}}}}`: extend this test to cover it"
@@ -68,6 +74,63 @@ fn ssh_command_vars() -> BTreeSet<String> {
         "no ssh command uses a repo value: nothing tested"
     );
     out
+}
+
+/// The `env.*` VPN names the shipped ssh commands use, and the hostvar each comes from.
+const VPN_NAMES: &[&str] = &["env.vpn_unit", "env.vpn_interface", "env.vpn_exit_ip_url"];
+const VPN_HOSTVARS: &[(&str, &str)] = &[
+    ("env.vpn_unit", "vpn_egress_gateway_service"),
+    ("env.vpn_interface", "vpn_egress_gateway_interface"),
+    ("env.vpn_exit_ip_url", "vpn_egress_gateway_exit_ip_url"),
+];
+
+/// A hostile value in the hostvar a VPN name comes from never runs: the gateway look
+/// refuses what is not one word or URL (the name is then undefined and a plan that needs it
+/// fails, naming it), and what it lets through lands in a command as exactly one quoted
+/// shell word.
+#[test]
+fn a_hostile_vpn_name_is_refused_before_any_plan() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut refused = 0;
+    for (_, hostvar) in VPN_HOSTVARS {
+        for payload in [
+            "x; touch /tmp/owned #",
+            "$(touch /tmp/owned)",
+            "a\ntouch /tmp/owned",
+        ] {
+            let values = BTreeMap::from([(hostvar.to_string(), payload.to_string())]);
+            let repo = repo_with(&tmp.path().join(hostvar), &values);
+            let set = load_runbooks(None).expect("runbooks");
+            match plan_runbook(&repo, &set, "vpn-egress-verify", "dev", None) {
+                Err(e) => {
+                    refused += 1;
+                    // A gateway whose names do not pass leaves all three undefined: the
+                    // first the runbook uses is named.
+                    assert!(
+                        e.to_string().contains("env.vpn_") && e.to_string().contains("undefined"),
+                        "{hostvar}={payload:?}: {e}"
+                    );
+                }
+                Ok(p) => {
+                    let quoted = format!("'{payload}'");
+                    let mut used = false;
+                    for step in &p.steps {
+                        let Some(cmd) = step.command.as_ref().and_then(|c| c.last()) else {
+                            continue;
+                        };
+                        used |= cmd.contains(&quoted);
+                        assert!(
+                            !cmd.replace(&quoted, "").contains(payload),
+                            "{hostvar}={payload:?} unquoted in {cmd}"
+                        );
+                    }
+                    assert!(used, "{hostvar}={payload:?} reached no command: {p:?}");
+                }
+            }
+        }
+    }
+    // The newline is never a word: refused for every name.
+    assert!(refused >= VPN_HOSTVARS.len(), "{refused}");
 }
 
 /// A copy of the sample with `values` set for every host (host_vars win over group_vars).

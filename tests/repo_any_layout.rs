@@ -897,6 +897,58 @@ fn hk_console_yaml_names_the_lease_the_vpn_unit_and_the_flux_variable() {
         assert!(!out.contains(seed), "{seed}:\n{out}");
     }
 
+    // The shipped runbooks name the same objects (env.kube_vip_lease, env.vpn_unit, ...).
+    let o = bin()
+        .args([
+            "--repo",
+            &r,
+            "plan",
+            "cilium-endpoint-rollout",
+            "--env",
+            "prod",
+        ])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("lease-held kube-system/prod-cp-lock"), "{out}");
+    assert!(!out.contains("plndr-cp-lock"), "{out}");
+    let o = bin()
+        .args(["--repo", &r, "plan", "vpn-egress-verify", "--env", "dev"])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    for needle in [
+        "systemctl is-active my-tunnel.service",
+        "--interface wg-egress https://ip.example.net/plain",
+    ] {
+        assert!(out.contains(needle), "{needle}:\n{out}");
+    }
+    for seed in ["vpn-egress-tunnel", "tun0", "ipinfo.io"] {
+        assert!(!out.contains(seed), "{seed}:\n{out}");
+    }
+    // And run there: the simulated gateways answer the renamed unit, interface and URL.
+    let o = bin()
+        .args([
+            "demo",
+            "--repo",
+            &r,
+            "--headless",
+            "--run",
+            "vpn-egress-verify",
+            "--env",
+            "dev",
+        ])
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        format!("{out}{err}").contains("run vpn-egress-verify · dev · succeeded"),
+        "{out}\n{err}"
+    );
+
     // A bad name is a config error naming the file, the key and the environment.
     let cfg = std::fs::read_to_string(root.join("hk-console.yaml")).expect("cfg");
     std::fs::write(

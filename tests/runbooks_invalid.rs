@@ -171,7 +171,7 @@ const EXPECTED: &[(&str, &str)] = &[
     ),
     (
         "unknown-template-var.yaml",
-        "unknown-template-var.yaml:6:10: unknown template variable `env.vipp`\n  hint: the environment variables are env.name, env.servers, env.vpn_gateways, env.primary_group, env.secondary_group, env.vip, env.api_port",
+        "unknown-template-var.yaml:6:10: unknown template variable `env.vipp`\n  hint: the environment variables are env.name, env.servers, env.vpn_gateways, env.agents, env.primary_group, env.secondary_group, env.vip, env.api_port, env.kube_vip_lease, env.vpn_unit, env.vpn_interface, env.vpn_exit_ip_url",
     ),
     (
         "unknown-top-field.yaml",

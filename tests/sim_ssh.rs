@@ -402,7 +402,7 @@ async fn every_shipped_runbook_ssh_step_runs_on_the_sim_nodes() {
         if s.id.ends_with("exit-ip") {
             assert_eq!(
                 o.stdout,
-                format!("tun0={TUNNEL_EXIT} isp={ISP_EXIT}\n"),
+                format!("tunnel={TUNNEL_EXIT} isp={ISP_EXIT}\n"),
                 "{label}"
             );
         }
@@ -428,7 +428,7 @@ async fn every_shipped_runbook_ssh_step_runs_on_the_sim_nodes() {
         Some(1),
         "{leak_label}: a leak must fail: {o:?}"
     );
-    assert_eq!(o.stdout, format!("tun0={ISP_EXIT} isp={ISP_EXIT}\n"));
+    assert_eq!(o.stdout, format!("tunnel={ISP_EXIT} isp={ISP_EXIT}\n"));
     gw.state()
         .lock()
         .expect("lock")

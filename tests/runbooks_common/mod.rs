@@ -96,6 +96,7 @@ pub fn prod() -> PlanEnv {
         ansible_dir: "infra/ansible".into(),
         kubeconfig: Some(".cache/prod.kubeconfig".into()),
         host: None,
+        names: Default::default(),
     }
 }
 
@@ -115,5 +116,6 @@ pub fn dev() -> PlanEnv {
         ansible_dir: "infra/ansible".into(),
         kubeconfig: Some(".cache/dev.kubeconfig".into()),
         host: None,
+        names: Default::default(),
     }
 }

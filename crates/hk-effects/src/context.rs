@@ -9,10 +9,11 @@
 
 use std::path::{Path, PathBuf};
 
+use hk_engine::repo::config::NameKey;
 use hk_engine::repo::env::Environment;
 use hk_engine::repo::Repo;
 use hk_engine::runbook::embedded::{self, RunbookSet};
-use hk_engine::runbook::plan::{self, Plan, PlanEnv};
+use hk_engine::runbook::plan::{self, Plan, PlanEnv, PlanNames};
 use hk_engine::runbook::validate::Diagnostic;
 
 #[derive(Debug, thiserror::Error)]
@@ -181,7 +182,50 @@ pub fn plan_env(repo: &Repo, env_name: &str, host: Option<&str>) -> Result<PlanE
             .get()
             .map(|k| repo.root.join(".cache").join(k).display().to_string()),
         host: host.map(str::to_string),
+        names: plan_names(repo, env),
     })
+}
+
+/// The names of `env`'s live objects as the panes resolve them: the Lease from
+/// [`crate::cluster::watch_settings`], the VPN names from each gateway's
+/// [`crate::observe::vpn::gateway_spec`] (one value only when every gateway agrees). A name
+/// that cannot be resolved stays undefined, so a runbook using it fails to plan naming it.
+fn plan_names(repo: &Repo, env: &hk_engine::repo::env::Environment) -> PlanNames {
+    let lease = crate::cluster::watch_settings(repo, &env.name)
+        .ok()
+        .map(|s| s.lease_name);
+    let specs: Vec<Option<crate::observe::vpn::GatewaySpec>> = env
+        .vpn_gateways
+        .iter()
+        .map(|g| crate::observe::vpn::gateway_spec(repo, &env.name, &g.name).ok())
+        .collect();
+    let agreed = |pick: fn(&crate::observe::vpn::GatewaySpec) -> &String,
+                  key: NameKey,
+                  default: &str|
+     -> Option<String> {
+        // No gateways: what hk-console.yaml (or the default) names still applies.
+        if specs.is_empty() {
+            return Some(env.names.get(key).unwrap_or(default).to_string());
+        }
+        let mut values = specs.iter().map(|s| s.as_ref().map(pick));
+        let first = values.next()??.clone();
+        values.all(|v| v == Some(&first)).then_some(first)
+    };
+    use hk_engine::repo::config as c;
+    PlanNames {
+        kube_vip_lease: lease,
+        vpn_unit: agreed(|s| &s.service, NameKey::VpnUnit, c::DEFAULT_VPN_UNIT),
+        vpn_interface: agreed(
+            |s| &s.interface,
+            NameKey::VpnInterface,
+            c::DEFAULT_VPN_INTERFACE,
+        ),
+        vpn_exit_ip_url: agreed(
+            |s| &s.exit_ip_url,
+            NameKey::VpnExitIpUrl,
+            c::DEFAULT_VPN_EXIT_IP_URL,
+        ),
+    }
 }
 
 /// Plan one runbook for one environment.

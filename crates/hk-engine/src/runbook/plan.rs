@@ -281,6 +281,31 @@ use super::schema::{
 };
 use super::validate::template_vars;
 
+/// The names of the environment's live objects a runbook may name (`env.kube_vip_lease`,
+/// `env.vpn_unit`, `env.vpn_interface`, `env.vpn_exit_ip_url`): hk-console.yaml `names:`, else
+/// the hostvar, else the default, as the panes resolve them. `None` where the environment's
+/// hosts disagree or a value does not render: a runbook that needs it then fails to plan,
+/// naming it. [`Default`] is the seed repo's names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanNames {
+    pub kube_vip_lease: Option<String>,
+    pub vpn_unit: Option<String>,
+    pub vpn_interface: Option<String>,
+    pub vpn_exit_ip_url: Option<String>,
+}
+
+impl Default for PlanNames {
+    fn default() -> Self {
+        use crate::repo::config as c;
+        PlanNames {
+            kube_vip_lease: Some(c::DEFAULT_KUBE_VIP_LEASE.into()),
+            vpn_unit: Some(c::DEFAULT_VPN_UNIT.into()),
+            vpn_interface: Some(c::DEFAULT_VPN_INTERFACE.into()),
+            vpn_exit_ip_url: Some(c::DEFAULT_VPN_EXIT_IP_URL.into()),
+        }
+    }
+}
+
 /// What the planner needs to know about the environment a plan is for. The integrator
 /// builds it from hk-console.yaml and the hostvars of the environment's servers.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -315,6 +340,8 @@ pub struct PlanEnv {
     pub kubeconfig: Option<String>,
     /// For runbooks with `target.single: true`: the one host to run on.
     pub host: Option<String>,
+    /// The names of its live objects runbooks may name.
+    pub names: PlanNames,
 }
 
 /// What stops a run before its first step, named with where it is and what to do: what
@@ -962,6 +989,16 @@ impl Planner<'_> {
         }
         if let Some(g) = &e.agents {
             env_map.insert("agents".into(), g.clone().into());
+        }
+        for (key, value) in [
+            ("kube_vip_lease", &e.names.kube_vip_lease),
+            ("vpn_unit", &e.names.vpn_unit),
+            ("vpn_interface", &e.names.vpn_interface),
+            ("vpn_exit_ip_url", &e.names.vpn_exit_ip_url),
+        ] {
+            if let Some(v) = value {
+                env_map.insert(key.into(), v.clone().into());
+            }
         }
         env_map.insert("primary_group".into(), e.primary_group.clone().into());
         if let Some(g) = &e.secondary_group {

@@ -60,6 +60,10 @@ pub const ENV_TEMPLATE_KEYS: &[&str] = &[
     "secondary_group",
     "vip",
     "api_port",
+    "kube_vip_lease",
+    "vpn_unit",
+    "vpn_interface",
+    "vpn_exit_ip_url",
 ];
 
 /// Validate one runbook file. `file_name` is only used in the diagnostics.
