@@ -556,7 +556,7 @@ async fn vpn_egress_verify_halts_on_the_eviction_loop_and_passes_when_healthy(mo
     assert!(
         r.failed_output
             .iter()
-            .any(|l| l.starts_with("cannot read vpn-egress-tunnel.service's journal")),
+            .any(|l| l.starts_with("cannot read the tunnel unit's journal")),
         "{}",
         r.render()
     );

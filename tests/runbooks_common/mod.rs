@@ -96,7 +96,7 @@ pub fn prod() -> PlanEnv {
         ansible_dir: "infra/ansible".into(),
         kubeconfig: Some(".cache/prod.kubeconfig".into()),
         host: None,
-        names: Default::default(),
+        names: seed_names(),
     }
 }
 
@@ -116,6 +116,17 @@ pub fn dev() -> PlanEnv {
         ansible_dir: "infra/ansible".into(),
         kubeconfig: Some(".cache/dev.kubeconfig".into()),
         host: None,
-        names: Default::default(),
+        names: seed_names(),
+    }
+}
+
+/// The seed repo's names of the live objects (hk-console.yaml `names:` defaults).
+pub fn seed_names() -> hk_console::runbook::plan::PlanNames {
+    use hk_console::repo::config as c;
+    hk_console::runbook::plan::PlanNames {
+        kube_vip_lease: Some(c::DEFAULT_KUBE_VIP_LEASE.into()),
+        vpn_unit: Some(c::DEFAULT_VPN_UNIT.into()),
+        vpn_interface: Some(c::DEFAULT_VPN_INTERFACE.into()),
+        vpn_exit_ip_url: Some(c::DEFAULT_VPN_EXIT_IP_URL.into()),
     }
 }

@@ -188,18 +188,18 @@ pub fn plan_env(repo: &Repo, env_name: &str, host: Option<&str>) -> Result<PlanE
 
 /// The names of `env`'s live objects as the panes resolve them: the Lease from
 /// [`crate::cluster::watch_settings`], the VPN names from each gateway's
-/// [`crate::observe::vpn::gateway_spec`] (one value only when every gateway agrees). A name
+/// [`crate::gateway::gateway_spec`] (one value only when every gateway agrees). A name
 /// that cannot be resolved stays undefined, so a runbook using it fails to plan naming it.
 fn plan_names(repo: &Repo, env: &hk_engine::repo::env::Environment) -> PlanNames {
     let lease = crate::cluster::watch_settings(repo, &env.name)
         .ok()
         .map(|s| s.lease_name);
-    let specs: Vec<Option<crate::observe::vpn::GatewaySpec>> = env
+    let specs: Vec<Option<crate::gateway::GatewaySpec>> = env
         .vpn_gateways
         .iter()
-        .map(|g| crate::observe::vpn::gateway_spec(repo, &env.name, &g.name).ok())
+        .map(|g| crate::gateway::gateway_spec(repo, &env.name, &g.name).ok())
         .collect();
-    let agreed = |pick: fn(&crate::observe::vpn::GatewaySpec) -> &String,
+    let agreed = |pick: fn(&crate::gateway::GatewaySpec) -> &String,
                   key: NameKey,
                   default: &str|
      -> Option<String> {

@@ -11,4 +11,6 @@
 pub mod cluster;
 pub mod context;
 pub mod exec;
+pub mod gateway;
+pub mod hostvar;
 pub mod observe;

@@ -25,10 +25,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::hostvar::{http_url, string_var, HostVarError};
 use super::ssh_look::failed;
 use crate::exec::settings::{SshConfig, SshDefaults};
 use crate::exec::{CommandOutput, Executor, ReadOnly, SshOptions};
+use crate::hostvar::{http_url, string_var, HostVarError};
 use hk_engine::checks::live::{self, EtcdMemberObs, EtcdPane, EtcdPolicy, Look, Timestamp};
 use hk_engine::repo::Repo;
 

@@ -17,7 +17,8 @@
 pub mod etcd;
 pub mod feed;
 pub mod gate_look;
-pub mod hostvar;
+/// Kept here for the paths that name it: the helpers live in `crate::hostvar`.
+pub use crate::hostvar;
 pub mod look;
 pub mod once;
 pub mod snapshot;

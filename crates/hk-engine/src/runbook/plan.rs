@@ -283,27 +283,15 @@ use super::validate::template_vars;
 
 /// The names of the environment's live objects a runbook may name (`env.kube_vip_lease`,
 /// `env.vpn_unit`, `env.vpn_interface`, `env.vpn_exit_ip_url`): hk-console.yaml `names:`, else
-/// the hostvar, else the default, as the panes resolve them. `None` where the environment's
-/// hosts disagree or a value does not render: a runbook that needs it then fails to plan,
-/// naming it. [`Default`] is the seed repo's names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// the hostvar, else the seed repo's default, as the panes resolve them (the integrator fills
+/// them). `None` where the environment's hosts disagree or a value does not pass: a runbook
+/// that needs it then fails to plan, naming it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PlanNames {
     pub kube_vip_lease: Option<String>,
     pub vpn_unit: Option<String>,
     pub vpn_interface: Option<String>,
     pub vpn_exit_ip_url: Option<String>,
-}
-
-impl Default for PlanNames {
-    fn default() -> Self {
-        use crate::repo::config as c;
-        PlanNames {
-            kube_vip_lease: Some(c::DEFAULT_KUBE_VIP_LEASE.into()),
-            vpn_unit: Some(c::DEFAULT_VPN_UNIT.into()),
-            vpn_interface: Some(c::DEFAULT_VPN_INTERFACE.into()),
-            vpn_exit_ip_url: Some(c::DEFAULT_VPN_EXIT_IP_URL.into()),
-        }
-    }
 }
 
 /// What the planner needs to know about the environment a plan is for. The integrator
