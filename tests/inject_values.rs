@@ -104,10 +104,13 @@ fn a_hostile_vpn_name_is_refused_before_any_plan() {
             match plan_runbook(&repo, &set, "vpn-egress-verify", "dev", None) {
                 Err(e) => {
                     refused += 1;
-                    // A gateway whose names do not pass leaves all three undefined: the
-                    // first the runbook uses is named.
+                    // A gateway whose names do not pass leaves all three unknown: the first
+                    // the runbook uses is named, with the gateway, the hostvar and why.
+                    let e = e.to_string();
                     assert!(
-                        e.to_string().contains("env.vpn_") && e.to_string().contains("undefined"),
+                        e.contains("`env.vpn_unit` is not known for environment `dev`")
+                            && e.contains("k3s-dev-3")
+                            && e.contains(hostvar),
                         "{hostvar}={payload:?}: {e}"
                     );
                 }

@@ -975,3 +975,47 @@ fn hk_console_yaml_names_the_lease_the_vpn_unit_and_the_flux_variable() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// Gateways of one environment that name different units: `env.vpn_unit` is not known,
+/// and a runbook that needs it fails to plan saying which gateway says what.
+#[test]
+fn gateways_that_disagree_on_a_name_fail_the_plan_saying_who_says_what() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("homelab");
+    hk_console::sim::demo_repo::write_sample(&root).expect("sample");
+    let inv = root.join("infra/ansible/inventory/hosts.ini");
+    let text = std::fs::read_to_string(&inv).expect("read");
+    std::fs::write(
+        &inv,
+        text.replace(
+            "[vpn_egress_gateway]\nk3s-dev-3\n",
+            "[vpn_egress_gateway]\nk3s-dev-3\nk3s-dev-2\n",
+        ),
+    )
+    .expect("write");
+    let hv = root.join("infra/ansible/inventory/host_vars");
+    std::fs::create_dir_all(&hv).expect("mkdir");
+    std::fs::write(
+        hv.join("k3s-dev-2.yml"),
+        "vpn_egress_gateway_service: other-tunnel.service\n",
+    )
+    .expect("write");
+    let r = root.display().to_string();
+    let o = bin()
+        .args(["--repo", &r, "plan", "vpn-egress-verify", "--env", "dev"])
+        .output()
+        .expect("run");
+    let (out, err) = text_of(&o);
+    assert_ne!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        err.contains("`env.vpn_unit` is not known for environment `dev`: the gateways disagree: k3s-dev-2 say `other-tunnel.service`; k3s-dev-3 say `vpn-egress-tunnel.service`"),
+        "{out}\n{err}"
+    );
+    // A runbook that does not name the unit still plans.
+    let o = bin()
+        .args(["--repo", &r, "plan", "node-health", "--env", "dev"])
+        .output()
+        .expect("run");
+    let (out, err) = text_of(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+}

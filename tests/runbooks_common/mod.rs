@@ -128,5 +128,6 @@ pub fn seed_names() -> hk_console::runbook::plan::PlanNames {
         vpn_unit: Some(c::DEFAULT_VPN_UNIT.into()),
         vpn_interface: Some(c::DEFAULT_VPN_INTERFACE.into()),
         vpn_exit_ip_url: Some(c::DEFAULT_VPN_EXIT_IP_URL.into()),
+        unresolved: Default::default(),
     }
 }

@@ -189,42 +189,83 @@ pub fn plan_env(repo: &Repo, env_name: &str, host: Option<&str>) -> Result<PlanE
 /// The names of `env`'s live objects as the panes resolve them: the Lease from
 /// [`crate::cluster::watch_settings`], the VPN names from each gateway's
 /// [`crate::gateway::gateway_spec`] (one value only when every gateway agrees). A name
-/// that cannot be resolved stays undefined, so a runbook using it fails to plan naming it.
+/// that cannot be resolved stays undefined with its reason, so a runbook using it fails to
+/// plan saying why.
 fn plan_names(repo: &Repo, env: &hk_engine::repo::env::Environment) -> PlanNames {
-    let lease = crate::cluster::watch_settings(repo, &env.name)
-        .ok()
-        .map(|s| s.lease_name);
-    let specs: Vec<Option<crate::gateway::GatewaySpec>> = env
+    use hk_engine::repo::config as c;
+    let mut unresolved = std::collections::BTreeMap::new();
+    let lease = match crate::cluster::watch_settings(repo, &env.name) {
+        Ok(s) => Some(s.lease_name),
+        Err(e) => {
+            unresolved.insert("kube_vip_lease".to_string(), e.to_string());
+            None
+        }
+    };
+    let specs: Vec<(String, Result<crate::gateway::GatewaySpec, String>)> = env
         .vpn_gateways
         .iter()
-        .map(|g| crate::gateway::gateway_spec(repo, &env.name, &g.name).ok())
+        .map(|g| {
+            let spec =
+                crate::gateway::gateway_spec(repo, &env.name, &g.name).map_err(|e| e.to_string());
+            (g.name.clone(), spec)
+        })
         .collect();
-    let agreed = |pick: fn(&crate::gateway::GatewaySpec) -> &String,
-                  key: NameKey,
-                  default: &str|
+    let mut agreed = |key: &str,
+                      pick: fn(&crate::gateway::GatewaySpec) -> &String,
+                      name: NameKey,
+                      default: &str|
      -> Option<String> {
         // No gateways: what hk-console.yaml (or the default) names still applies.
         if specs.is_empty() {
-            return Some(env.names.get(key).unwrap_or(default).to_string());
+            return Some(env.names.get(name).unwrap_or(default).to_string());
         }
-        let mut values = specs.iter().map(|s| s.as_ref().map(pick));
-        let first = values.next()??.clone();
-        values.all(|v| v == Some(&first)).then_some(first)
+        let mut by_value: std::collections::BTreeMap<&String, Vec<&str>> = Default::default();
+        for (host, spec) in &specs {
+            match spec {
+                Ok(s) => by_value.entry(pick(s)).or_default().push(host),
+                Err(why) => {
+                    unresolved.insert(key.to_string(), why.clone());
+                    return None;
+                }
+            }
+        }
+        if by_value.len() > 1 {
+            let said: Vec<String> = by_value
+                .iter()
+                .map(|(v, hosts)| format!("{} say `{v}`", hosts.join(", ")))
+                .collect();
+            unresolved.insert(
+                key.to_string(),
+                format!("the gateways disagree: {}", said.join("; ")),
+            );
+            return None;
+        }
+        by_value.into_keys().next().cloned()
     };
-    use hk_engine::repo::config as c;
+    let vpn_unit = agreed(
+        "vpn_unit",
+        |s| &s.service,
+        NameKey::VpnUnit,
+        c::DEFAULT_VPN_UNIT,
+    );
+    let vpn_interface = agreed(
+        "vpn_interface",
+        |s| &s.interface,
+        NameKey::VpnInterface,
+        c::DEFAULT_VPN_INTERFACE,
+    );
+    let vpn_exit_ip_url = agreed(
+        "vpn_exit_ip_url",
+        |s| &s.exit_ip_url,
+        NameKey::VpnExitIpUrl,
+        c::DEFAULT_VPN_EXIT_IP_URL,
+    );
     PlanNames {
         kube_vip_lease: lease,
-        vpn_unit: agreed(|s| &s.service, NameKey::VpnUnit, c::DEFAULT_VPN_UNIT),
-        vpn_interface: agreed(
-            |s| &s.interface,
-            NameKey::VpnInterface,
-            c::DEFAULT_VPN_INTERFACE,
-        ),
-        vpn_exit_ip_url: agreed(
-            |s| &s.exit_ip_url,
-            NameKey::VpnExitIpUrl,
-            c::DEFAULT_VPN_EXIT_IP_URL,
-        ),
+        vpn_unit,
+        vpn_interface,
+        vpn_exit_ip_url,
+        unresolved,
     }
 }
 

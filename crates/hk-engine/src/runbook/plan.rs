@@ -274,7 +274,7 @@ pub struct BlastRadius {
 // ---------------------------------------------------------------------------------------
 // The planner.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use super::schema::{
     BetweenHosts, Disrupts, GateSpec, Play, Runbook, Scope, Step, StepSpec, Target, ENV_ROLES,
@@ -292,6 +292,9 @@ pub struct PlanNames {
     pub vpn_unit: Option<String>,
     pub vpn_interface: Option<String>,
     pub vpn_exit_ip_url: Option<String>,
+    /// Why a name is `None` (`vpn_unit` -> "k3s-dev-3: ..."): a runbook that needs it fails
+    /// with this reason, not only "undefined".
+    pub unresolved: BTreeMap<String, String>,
 }
 
 /// What the planner needs to know about the environment a plan is for. The integrator
@@ -968,8 +971,17 @@ impl Planner<'_> {
         // every run (the template parser hands them over in a hash set's).
         let used: std::collections::BTreeSet<String> =
             template_vars(text).map_err(err)?.into_iter().collect();
-        let mut env_map = serde_json::Map::new();
         let e = self.env;
+        // A live object's name the integrator could not resolve: said with its reason.
+        for (key, why) in &e.names.unresolved {
+            if used.contains(&format!("env.{key}")) {
+                return Err(err(format!(
+                    "`env.{key}` is not known for environment `{}`: {why}",
+                    e.name
+                )));
+            }
+        }
+        let mut env_map = serde_json::Map::new();
         env_map.insert("name".into(), e.name.clone().into());
         env_map.insert("servers".into(), e.servers.clone().into());
         if let Some(g) = &e.vpn_gateways {
