@@ -731,3 +731,34 @@ fn an_endpoint_on_one_node_and_a_cluster_without_ha_endpoint_are_violations() {
     );
     assert_eq!(exit_code(&findings), 1);
 }
+
+#[test]
+fn cilium_on_the_k3s_supervisor_balancer_is_ha_and_its_port_is_6444() {
+    let mut input = clean();
+    input.cilium_template = Some(TextFile {
+        path: "values.yaml.j2".into(),
+        text: Some("k8sServiceHost: \"127.0.0.1\"\nk8sServicePort: 6444\n".into()),
+    });
+    let findings = check(&input);
+    assert!(findings.is_empty(), "{findings:#?}");
+    // 6444 is the balancer's port, not any port: elsewhere it must be the API port.
+    input.cilium_template = Some(TextFile {
+        path: "values.yaml.j2".into(),
+        text: Some("k8sServiceHost: \"127.0.0.1\"\nk8sServicePort: 7443\n".into()),
+    });
+    let f = check(&input);
+    let f = only(&f, rules::CILIUM_PORT);
+    assert_finding(&f, None, "values.yaml.j2", 2, Severity::Violation);
+    input.cilium_template = Some(TextFile {
+        path: "values.yaml.j2".into(),
+        text: Some("k8sServiceHost: \"192.168.2.10\"\nk8sServicePort: 6444\n".into()),
+    });
+    let f = check(&input);
+    assert_eq!(
+        f.iter()
+            .filter(|f| f.rule == rules::CILIUM_ENDPOINT || f.rule == rules::CILIUM_PORT)
+            .count(),
+        2,
+        "{f:#?}"
+    );
+}

@@ -1205,6 +1205,9 @@ fn check_cilium_template(
         return;
     };
     let mut seen = false;
+    // Cilium pointed at k3s's supervisor balancer on its own node (127.0.0.1:6444), which
+    // follows every server: HA without a VIP, on every node alike.
+    let mut local_balancer = false;
     for (i, line) in text.lines().enumerate() {
         let Some(caps) = re.captures(line) else {
             continue;
@@ -1212,6 +1215,10 @@ fn check_cilium_template(
         seen = true;
         let at = Loc::new(file.path.clone(), i + 1);
         let value = caps.get(1).map(|m| m.as_str()).unwrap_or_default();
+        if is_node_local_balancer(value.trim_matches(|c| c == '"' || c == '\'')) {
+            local_balancer = true;
+            continue;
+        }
         let blocks = jinja_blocks(value);
         let first_ids: Vec<String> = blocks
             .iter()
@@ -1238,14 +1245,25 @@ fn check_cilium_template(
             format!("no k8sServiceHost key in the Cilium values template: kube-proxy replacement needs it, set to {endpoint}"),
         ));
     }
-    check_template_port(&file.path, text, &port_ids, &first.api_port, out);
+    check_template_port(
+        &file.path,
+        text,
+        &port_ids,
+        &first.api_port,
+        local_balancer,
+        out,
+    );
 }
+
+/// The port k3s's supervisor load balancer listens on, on every node.
+const SUPERVISOR_BALANCER_PORT: &str = "6444";
 
 fn check_template_port(
     path: &Path,
     text: &str,
     port_ids: &[String],
     port_name: &str,
+    local_balancer: bool,
     out: &mut Vec<Finding>,
 ) {
     let port = consume_hint(port_name);
@@ -1267,7 +1285,9 @@ fn check_template_port(
         let consumes = jinja_blocks(value)
             .iter()
             .filter_map(|b| identifiers(b).next())
-            .any(|id| port_ids.contains(&id));
+            .any(|id| port_ids.contains(&id))
+            || (local_balancer
+                && value.trim_matches(|c| c == '"' || c == '\'') == SUPERVISOR_BALANCER_PORT);
         if !consumes {
             out.push(v(
                 &Loc::new(path, i + 1),
