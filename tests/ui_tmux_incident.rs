@@ -102,9 +102,18 @@ fn the_approval_shows_the_endpoint_change(s: &str) {
 fn the_reconcile_approval_shows_the_endpoint_change_at_80x24() {
     let state = tempfile::tempdir().expect("temp dir");
     let tmux = demo("agents-on-node-ip", state.path(), "80", "24");
-    tmux.wait_until(Duration::from_secs(10), "prod in view", |s| {
-        s.contains("cilium-endpoint-rollout") && s.contains("prod")
-    });
+    // The strip's line, not the runbook list (which names the runbook from the first frame):
+    // `x` takes the worst environment's next step, and until prod is critical that can be
+    // dev's (its parity warnings open `:check`).
+    tmux.wait_until(
+        Duration::from_secs(10),
+        "prod critical with its runbook",
+        |s| {
+            s.lines()
+                .any(|l| l.contains("✗ prod") && l.contains("cilium-endpoint-rollout"))
+                && s.contains("hk-console ✗ prod critical")
+        },
+    );
     tmux.send(&["x"]);
     tmux.wait_for("cilium-endpoint-rollout on prod");
     tmux.send(&["s"]);
