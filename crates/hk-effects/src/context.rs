@@ -230,13 +230,12 @@ fn plan_names(repo: &Repo, env: &hk_engine::repo::env::Environment) -> PlanNames
             }
         }
         if by_value.len() > 1 {
-            let said: Vec<String> = by_value
-                .iter()
-                .map(|(v, hosts)| format!("{} say `{v}`", hosts.join(", ")))
-                .collect();
             unresolved.insert(
                 key.to_string(),
-                format!("the gateways disagree: {}", said.join("; ")),
+                format!(
+                    "the gateways disagree: {}",
+                    hk_engine::repo::env::who_says_what(&by_value)
+                ),
             );
             return None;
         }

@@ -109,34 +109,14 @@ fn rel_to(root: &Path, path: &Path) -> PathBuf {
 fn ansible_api_uses(root: &Path, ansible_dir: &Path) -> Vec<crate::checks::parity::ApiUse> {
     const MAX_FILES: usize = 20_000;
     const MAX_BYTES: u64 = 1 << 20;
-    let mut files: Vec<std::path::PathBuf> = Vec::new();
-    let mut dirs = vec![ansible_dir.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let hidden = entry.file_name().to_string_lossy().starts_with('.');
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if hidden {
-                continue;
-            }
-            if kind.is_dir() {
-                dirs.push(path);
-            } else if kind.is_file()
-                && path
+    let files = crate::repo::read::files_under(ansible_dir, MAX_FILES, &|e, is_dir| {
+        let path = e.path();
+        !e.file_name().to_string_lossy().starts_with('.')
+            && (is_dir
+                || path
                     .extension()
-                    .is_some_and(|e| e == "yml" || e == "yaml" || e == "j2")
-                && files.len() < MAX_FILES
-            {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
+                    .is_some_and(|x| x == "yml" || x == "yaml" || x == "j2"))
+    });
     let mut out = Vec::new();
     for path in files {
         if std::fs::metadata(&path).map_or(true, |m| m.len() > MAX_BYTES) {

@@ -423,15 +423,11 @@ fn lease_from_hostvars(
         by_value.entry(name).or_default().push(h.name.clone());
     }
     if by_value.len() > 1 {
-        let parts: Vec<String> = by_value
-            .iter()
-            .map(|(v, hosts)| format!("{} say `{v}`", hosts.join(", ")))
-            .collect();
         return Err(ClusterError::Topology(format!(
             "environment `{env}`: servers disagree on `{VAR_KUBE_VIP_LEASE}` (undefined means \
              kube-vip's default `{DEFAULT_KUBE_VIP_LEASE}`; hk-console.yaml `names.kube_vip_lease` \
              would settle it): {}",
-            parts.join("; ")
+            hk_engine::repo::env::who_says_what(&by_value)
         )));
     }
     Ok(by_value.into_keys().next())

@@ -243,23 +243,7 @@ fn word_line(text: &str, word: &str) -> Option<usize> {
 
 /// Regular files under `dir` (not following symbolic links), sorted, bounded.
 fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let Ok(ft) = e.file_type() else { continue };
-            if ft.is_dir() {
-                stack.push(e.path());
-            } else if ft.is_file() && out.len() < MAX_ROLE_FILES {
-                out.push(e.path());
-            }
-        }
-    }
-    out.sort();
-    out
+    crate::repo::read::files_under(dir, MAX_ROLE_FILES, &|_, _| true)
 }
 
 /// `path` relative to the repo root when it lies inside it.

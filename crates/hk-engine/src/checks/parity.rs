@@ -35,6 +35,9 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde::Serialize;
 
+// 127.0.0.1 is the k3s supervisor's load balancer on every node (port 6444), which follows
+// every server: the live agent check's reading of it.
+use crate::checks::live::{is_loopback_host, SUPERVISOR_LB_PORT};
 use crate::repo::flux::{Engine, FluxError, HelmValue, OverlayReport, OverlayValue};
 
 use crate::yaml::{self, Value};
@@ -168,15 +171,6 @@ fn consume_hint(source: &str) -> String {
 /// Whether `raw` consumes any of `ids` in one of its Jinja blocks.
 fn references_any(raw: &str, ids: &[String]) -> bool {
     ids.iter().any(|id| references(raw, id))
-}
-
-/// An address no single server owns alone: the k3s supervisor's client-side load balancer
-/// on every node (`127.0.0.1`, port 6444), which follows every server.
-fn is_node_local_balancer(address: &str) -> bool {
-    let a = address.trim();
-    a == "localhost"
-        || a.parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The variables Ansible reads a connection or become password from: what a vault file
@@ -734,7 +728,7 @@ fn check_env(env: &EnvFacts, off: &[&str], out: &mut Vec<Finding>) {
     let local_balancer = env
         .endpoint
         .as_ref()
-        .is_some_and(|e| is_node_local_balancer(&e.value));
+        .is_some_and(|e| is_loopback_host(&e.value));
     // The endpoint is derived from the VIP, never restated (unless it names the VIP's own
     // variable, or is the k3s supervisor's load balancer on every node).
     let same_source = source_ids(&n.endpoint)
@@ -932,7 +926,7 @@ fn check_ha(env: &EnvFacts, out: &mut Vec<Finding>) {
     let ha_endpoint = env
         .endpoint
         .as_ref()
-        .is_some_and(|e| is_node_local_balancer(&e.value) || owner(&e.value).is_none());
+        .is_some_and(|e| is_loopback_host(&e.value) || owner(&e.value).is_none());
     if servers > 1 && !ha_vip && !ha_endpoint {
         out.push(finding(
             rules::HA_ENDPOINT,
@@ -987,7 +981,7 @@ fn check_overlay(env: &EnvFacts, out: &mut Vec<Finding>) {
     }
     if let Some(vip) = &env.vip {
         // The k3s supervisor's balancer on every node is HA too, when the endpoint is it.
-        let on_local_balancer = is_node_local_balancer(&overlay.value)
+        let on_local_balancer = is_loopback_host(&overlay.value)
             && env
                 .endpoint
                 .as_ref()
@@ -1215,7 +1209,7 @@ fn check_cilium_template(
         seen = true;
         let at = Loc::new(file.path.clone(), i + 1);
         let value = caps.get(1).map(|m| m.as_str()).unwrap_or_default();
-        if is_node_local_balancer(value.trim_matches(|c| c == '"' || c == '\'')) {
+        if is_loopback_host(value.trim_matches(|c| c == '"' || c == '\'')) {
             local_balancer = true;
             continue;
         }
@@ -1255,9 +1249,6 @@ fn check_cilium_template(
     );
 }
 
-/// The port k3s's supervisor load balancer listens on, on every node.
-const SUPERVISOR_BALANCER_PORT: &str = "6444";
-
 fn check_template_port(
     path: &Path,
     text: &str,
@@ -1287,7 +1278,7 @@ fn check_template_port(
             .filter_map(|b| identifiers(b).next())
             .any(|id| port_ids.contains(&id))
             || (local_balancer
-                && value.trim_matches(|c| c == '"' || c == '\'') == SUPERVISOR_BALANCER_PORT);
+                && value.trim_matches(|c| c == '"' || c == '\'') == SUPERVISOR_LB_PORT);
         if !consumes {
             out.push(v(
                 &Loc::new(path, i + 1),

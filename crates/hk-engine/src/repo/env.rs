@@ -48,6 +48,19 @@ impl Fact {
     }
 }
 
+/// Hosts that disagree on one value, as every such message says it:
+/// "a, b say `x`; c say `y`", values in order.
+pub fn who_says_what<V: fmt::Display, H: AsRef<str>>(values: &BTreeMap<V, Vec<H>>) -> String {
+    values
+        .iter()
+        .map(|(value, hosts)| {
+            let hosts: Vec<&str> = hosts.iter().map(AsRef::as_ref).collect();
+            format!("{} say `{value}`", hosts.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Why a fact is unknown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -88,11 +101,7 @@ impl fmt::Display for EnvProblem {
             }
             EnvProblem::Missing { var } => write!(f, "no server defines `{var}`"),
             EnvProblem::Disagree { var, values } => {
-                let parts: Vec<String> = values
-                    .iter()
-                    .map(|(value, hosts)| format!("{} say `{value}`", hosts.join(", ")))
-                    .collect();
-                write!(f, "servers disagree on `{var}`: {}", parts.join("; "))
+                write!(f, "servers disagree on `{var}`: {}", who_says_what(values))
             }
             EnvProblem::Unrenderable { var, host, reason } => {
                 write!(f, "`{var}` cannot be rendered for {host}: {reason}")

@@ -2,7 +2,8 @@
 //!
 //! Owns: refusing what is not a regular file before reading it (a FIFO blocks forever, a
 //! device such as `/dev/zero` never ends), capping how many bytes are read, and saying where
-//! text that is not UTF-8 starts (file:line:col, not just the file).
+//! text that is not UTF-8 starts (file:line:col, not just the file); listing the regular
+//! files under a directory, bounded ([`files_under`]).
 //! Must not: parse anything, or read more than [`MAX_FILE_BYTES`] + 1 bytes of any file.
 
 use std::fs::File;
@@ -157,6 +158,35 @@ pub fn utf8_error_position(bytes: &[u8], at: usize) -> (usize, usize) {
     let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
     let col = std::str::from_utf8(&before[line_start..]).map_or(1, |s| s.chars().count() + 1);
     (line, col)
+}
+
+/// The regular files under `dir` (symbolic links not followed), sorted, at most `max` of
+/// them: `keep(entry, is_dir)` says which entries count (a directory it refuses is not
+/// entered). A directory that cannot be listed is skipped.
+pub fn files_under(
+    dir: &Path,
+    max: usize,
+    keep: &dyn Fn(&std::fs::DirEntry, bool) -> bool,
+) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                if keep(&e, true) {
+                    stack.push(e.path());
+                }
+            } else if ft.is_file() && out.len() < max && keep(&e, false) {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 #[cfg(test)]

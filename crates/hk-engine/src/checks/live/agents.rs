@@ -175,13 +175,17 @@ pub const SERVICE_HOST_VAR: &str = "KUBERNETES_SERVICE_HOST";
 /// servers run it on loopback; it forwards to every server it knows).
 pub const SUPERVISOR_LB_PORT: &str = "6444";
 
+/// Whether `host` names the node itself (`localhost`, a loopback address): where the k3s
+/// supervisor's load balancer listens on every node. The static parity check reads the same.
+pub fn is_loopback_host(host: &str) -> bool {
+    let h = host.trim();
+    h.eq_ignore_ascii_case("localhost") || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Whether `host`:`port` is the k3s supervisor's load balancer on the agent's own node.
 fn is_supervisor_lb(host: &Resolved, port: &Resolved) -> bool {
-    let loopback = |h: &str| {
-        h.eq_ignore_ascii_case("localhost") || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-    };
     matches!((host, port), (Resolved::Value { value: h }, Resolved::Value { value: p })
-        if loopback(h.trim()) && p.trim() == SUPERVISOR_LB_PORT)
+        if is_loopback_host(h) && p.trim() == SUPERVISOR_LB_PORT)
 }
 pub const SERVICE_PORT_VAR: &str = "KUBERNETES_SERVICE_PORT";
 
