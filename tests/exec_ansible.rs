@@ -184,8 +184,9 @@ async fn serial_steps_run_one_host_at_a_time_in_the_runbook_order() {
         let Ok(Classified::Mutating(m)) = classify(&s) else {
             panic!("an apply step mutates")
         };
+        let recorded = support::recorded_start(&s);
         let StepOutcome::Ansible { outcome, .. } = ex
-            .run_mutating(&m, &RunOptions::default())
+            .run_mutating(&m, &RunOptions::default(), &recorded.start)
             .await
             .expect("run")
         else {
@@ -255,13 +256,14 @@ async fn check_first_previews_before_the_real_run() {
         assert!(!c.dir.path().join(format!("{}.applied", n.name)).exists());
     }
 
-    let Ok(Classified::Mutating(real)) = classify(&step(2, StepKind::Ansible, None, true, apply))
-    else {
+    let apply_step = step(2, StepKind::Ansible, None, true, apply);
+    let Ok(Classified::Mutating(real)) = classify(&apply_step) else {
         panic!("the apply mutates")
     };
     let rw = Executor::mutating(pool, runner(&c), Redactor::none(), Mutating::grant("test"));
+    let recorded = support::recorded_start(&apply_step);
     let StepOutcome::Ansible { outcome, .. } = rw
-        .run_mutating(&real, &RunOptions::default())
+        .run_mutating(&real, &RunOptions::default(), &recorded.start)
         .await
         .expect("apply")
     else {

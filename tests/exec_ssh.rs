@@ -487,12 +487,8 @@ async fn executors_run_planned_steps_by_capability() {
     let Ok(Classified::ReadOnly(look)) = classify(&ssh_step(1, "node1", "hostname", false)) else {
         panic!("a read-only ssh step");
     };
-    let Ok(Classified::Mutating(change)) = classify(&ssh_step(
-        2,
-        "node1",
-        &format!("touch {}", marker.display()),
-        true,
-    )) else {
+    let change_step = ssh_step(2, "node1", &format!("touch {}", marker.display()), true);
+    let Ok(Classified::Mutating(change)) = classify(&change_step) else {
         panic!("a mutating ssh step");
     };
     let observe = Executor::read_only(pool.clone(), AnsibleRunner::from_env(), Redactor::none());
@@ -512,8 +508,21 @@ async fn executors_run_planned_steps_by_capability() {
         Redactor::none(),
         Mutating::grant("test"),
     );
+    // With the proof of another step's start record, nothing is started.
+    let other = support::recorded_start(&ssh_step(7, "node1", "true", true));
+    let refused = operate
+        .run_mutating(&change, &RunOptions::default(), &other.start)
+        .await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("start record is step 7's")),
+        "{refused:?}"
+    );
+    assert!(!marker.exists());
+    let recorded = support::recorded_start(&change_step);
     operate
-        .run_mutating(&change, &RunOptions::default())
+        .run_mutating(&change, &RunOptions::default(), &recorded.start)
         .await
         .expect("run");
     assert!(marker.exists());

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use hk_console::exec::process::AnsibleRunner;
 use hk_console::exec::{Executor, Mutating, Redactor};
+use hk_console::journal::{Header, Journal};
 use hk_console::runbook::machine::{
     Effect, Event, GateAnswer, Input, Run, RunOutcome, StepState, Timestamp,
 };
@@ -137,8 +138,16 @@ fn capabilities(c: &Cluster, observe: bool) -> Capabilities {
     }
 }
 
-/// Drives `run` to its end; returns every output line seen.
+/// Drives `run` to its end as the session does, journal before effect (each input
+/// journaled, each step's start recorded before its request leaves); returns every output
+/// line seen.
 async fn drive(run: &mut Run, caps: &Capabilities) -> Vec<String> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut journal = Journal::create(
+        dir.path(),
+        &Header::new(run.plan().clone(), run.mode(), "t", Timestamp(1)),
+    )
+    .expect("journal");
     let (tx, mut rx) = mpsc::channel::<ExecReply>(256);
     let mut output = Vec::new();
     let mut clock = 1u64;
@@ -147,11 +156,14 @@ async fn drive(run: &mut Run, caps: &Capabilities) -> Vec<String> {
     loop {
         while let Some(input) = (!pending.is_empty()).then(|| pending.remove(0)) {
             clock += 1;
-            let effects = run
-                .step(&Event {
-                    at: Timestamp(clock),
-                    input,
-                })
+            let effects = journal
+                .record(
+                    run,
+                    Event {
+                        at: Timestamp(clock),
+                        input,
+                    },
+                )
                 .expect("machine accepts");
             for e in effects {
                 match e {
@@ -181,6 +193,10 @@ async fn drive(run: &mut Run, caps: &Capabilities) -> Vec<String> {
                         let exec = caps
                             .executor_for(&step)
                             .expect("an executor for every step");
+                        clock += 1;
+                        let (_, start) = journal
+                            .record_start(run, Timestamp(clock), x.n(), x.attempt())
+                            .expect("start recorded");
                         in_flight += 1;
                         exec.handle(
                             ExecRequest::Execute {
@@ -189,6 +205,7 @@ async fn drive(run: &mut Run, caps: &Capabilities) -> Vec<String> {
                                 attempt: x.attempt(),
                                 authorised: x.authorised().to_vec(),
                                 env: run.plan().env.clone(),
+                                start,
                             },
                             tx.clone(),
                         );

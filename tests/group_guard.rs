@@ -14,6 +14,8 @@ mod guard_lock_offtask;
 mod guard_plan;
 #[path = "guard_run_lock.rs"]
 mod guard_run_lock;
+#[path = "journal_durable.rs"]
+mod journal_durable;
 #[path = "machine_resume.rs"]
 mod machine_resume;
 #[path = "runs_record.rs"]

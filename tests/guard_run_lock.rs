@@ -676,8 +676,8 @@ fn drive(
                 ExecRequest::Execute { step, attempt, .. } => {
                     assert!(!step.mutates, "driven past a mutating step: {}", step.n);
                     let n = step.n;
-                    let mut v = s.feed(Input::StepStarted { n, attempt }, now());
-                    v.extend(s.feed(
+                    // Its start is journaled already (before the request left).
+                    s.feed(
                         Input::StepFinished {
                             n,
                             attempt,
@@ -685,8 +685,7 @@ fn drive(
                             error: None,
                         },
                         now(),
-                    ));
-                    v
+                    )
                 }
                 ExecRequest::Verify { step, attempt, .. } => {
                     let n = step.n;
@@ -984,7 +983,6 @@ fn drive_one(
             SessionEffect::Request(r) => match *r {
                 ExecRequest::Execute { step, attempt, .. } => {
                     let n = step.n;
-                    out.extend(s.feed(Input::StepStarted { n, attempt }, now()));
                     out.extend(s.feed(
                         Input::StepFinished {
                             n,

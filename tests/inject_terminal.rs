@@ -189,10 +189,6 @@ fn host_output_and_a_journaled_error_reach_the_console_written_out() {
             let (n, attempt) = (step.n, *attempt);
             app.handle_exec(ExecReply::Outcome {
                 tag,
-                input: Input::StepStarted { n, attempt },
-            });
-            app.handle_exec(ExecReply::Outcome {
-                tag,
                 input: Input::StepFinished {
                     n,
                     attempt,

@@ -637,7 +637,22 @@ async fn reconcile(
     let progress = move |l: String| {
         let _ = lines.send(l);
     };
-    let r = flux::reconcile(client, &obj, Duration::from_secs(20), cancel, &progress).await;
+    let recorded = support::recorded_start(&step(
+        1,
+        StepKind::FluxReconcile,
+        None,
+        None,
+        Some(vec!["flux-reconcile".into()]),
+    ));
+    let r = flux::reconcile(
+        client,
+        &obj,
+        Duration::from_secs(20),
+        cancel,
+        &progress,
+        &recorded.start,
+    )
+    .await;
     (r, Instant::now())
 }
 
@@ -736,7 +751,14 @@ async fn flux_reconcile_fails_with_ready_false_and_refuses_without_rights() {
 
     // No such object: named, with the CRD it looked in.
     let missing = FluxObject::parse("kustomization/nothing", None).expect("object");
-    let e = flux::request(admin, &missing, "x")
+    let recorded = support::recorded_start(&step(
+        1,
+        StepKind::FluxReconcile,
+        None,
+        None,
+        Some(vec!["flux-reconcile".into()]),
+    ));
+    let e = flux::request(admin, &missing, "x", &recorded.start)
         .await
         .expect_err("missing");
     assert!(
@@ -865,7 +887,11 @@ async fn run_step(
         _ => panic!("run_step takes an Execute"),
     };
     e.handle(req, tx.clone());
-    let (mut lines, mut started) = (Vec::new(), false);
+    let mut lines = Vec::new();
+    // The session records a step's start before the request leaves, so an executor
+    // reports none: "started" is whether it got past its own refusals (which end
+    // "the step was not started").
+    let started = |input: &Input| !matches!(input, Input::StepFinished { error: Some(e), .. } if e.ends_with("the step was not started"));
     loop {
         let reply = tokio::time::timeout(Duration::from_secs(30), rx.recv())
             .await
@@ -881,8 +907,8 @@ async fn run_step(
             ExecReply::Outcome {
                 input: Input::StepStarted { .. },
                 ..
-            } => started = true,
-            ExecReply::Outcome { input, .. } => return (lines, started, input),
+            } => panic!("an executor reported a start: only the session records one"),
+            ExecReply::Outcome { input, .. } => return (lines, started(&input), input),
         }
     }
 }
@@ -915,6 +941,7 @@ fn execute_in(s: &PlannedStep, env: &str) -> ExecRequest {
         attempt: 1,
         authorised: vec![],
         env: env.into(),
+        start: support::recorded_start(s).start,
     }
 }
 

@@ -120,10 +120,6 @@ fn an_interrupted_run_reopened_shows_its_earlier_output_then_the_new_attempts() 
         else {
             panic!("step 1 should have gone to its executor");
         };
-        app.handle_exec(hk_console::session::exec::ExecReply::Outcome {
-            tag,
-            input: hk_console::runbook::machine::Input::StepStarted { n: step.n, attempt },
-        });
         for l in ["first attempt line 1", "first attempt line 2"] {
             app.handle_exec(hk_console::session::exec::ExecReply::Output {
                 tag,
@@ -265,16 +261,10 @@ fn the_active_run_is_listed_as_running_and_enter_goes_to_it() {
     app.handle_key(key('s'));
     while answer_gate(&mut app) {}
     // Step 1 has gone to its executor and started: the run is mid-step.
-    let Some(hk_console::session::exec::ExecRequest::Execute {
-        step, attempt, tag, ..
-    }) = app.outbox.pop_front()
+    let Some(hk_console::session::exec::ExecRequest::Execute { .. }) = app.outbox.pop_front()
     else {
         panic!("step 1 should have gone to its executor");
     };
-    app.handle_exec(hk_console::session::exec::ExecReply::Outcome {
-        tag,
-        input: hk_console::runbook::machine::Input::StepStarted { n: step.n, attempt },
-    });
     assert!(app.run_is_active());
     app.update(Action::Back);
     assert_eq!(app.screen, Screen::Home);

@@ -184,10 +184,6 @@ fn run_view_through_every_state_of_a_prod_run() {
     };
     assert_eq!(step.n, 2);
     app.now = Timestamp(T0.0 + 1_000);
-    app.handle_exec(hk_console::session::exec::ExecReply::Outcome {
-        tag,
-        input: Input::StepStarted { n: 2, attempt },
-    });
     for l in [
         "TASK [etcd-io-priority : Set the BFQ scheduler] ****",
         "--- before: /sys/block/sda/queue/scheduler",
@@ -387,13 +383,9 @@ fn ctrl_c_asks_before_cancelling_the_running_step_and_journals_it() {
     let mut app = operate_app(dir.path(), &[StepKind::ListHosts], &[]);
     app.open_runbook("node-health", Some("prod"), None);
     app.handle_key(key('s'));
-    let Some(ExecRequest::Execute { tag, attempt, .. }) = app.outbox.pop_front() else {
+    let Some(ExecRequest::Execute { .. }) = app.outbox.pop_front() else {
         panic!("step 1 out");
     };
-    app.handle_exec(hk_console::session::exec::ExecReply::Outcome {
-        tag,
-        input: Input::StepStarted { n: 1, attempt },
-    });
     app.handle_key(ctrl('c'));
     let frame = text(&render(&mut app, 100, 30));
     assert!(frame.contains("Cancel the running step 1"), "{frame}");
@@ -867,14 +859,10 @@ fn quitting_with_a_step_running_cancels_it_first_and_journals_both() {
     let mut app = operate_app(dir.path(), &[StepKind::ListHosts], &[]);
     app.open_runbook("node-health", Some("prod"), None);
     app.handle_key(key('s'));
-    let Some(ExecRequest::Execute { tag, attempt, .. }) = app.outbox.front().cloned() else {
+    let Some(ExecRequest::Execute { .. }) = app.outbox.front().cloned() else {
         panic!("step 1 out");
     };
     app.outbox.clear();
-    app.handle_exec(hk_console::session::exec::ExecReply::Outcome {
-        tag,
-        input: Input::StepStarted { n: 1, attempt },
-    });
     app.handle_key(key('q'));
     assert_eq!(app.handle_key(key('y')), Control::Quit);
     // What the loop does on Quit: cancel, then wait for the executor's answer.

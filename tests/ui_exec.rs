@@ -201,9 +201,9 @@ fn an_unrenderable_connection_variable_is_named_never_replaced() {
     );
 }
 
-/// Issue 25: the console's journal becomes unwritable (`chattr +i`) between a step's
-/// request and its start. The executor's "started" cannot be journaled: the run halts
-/// there, the status line says "the journal cannot be written: …; nothing more runs", the
+/// Issue 25: the console's journal becomes unwritable (`chattr +i`) while a step runs
+/// (its start is journaled before its request leaves). The executor's report of the
+/// process it started cannot be journaled: the run halts there, the status line says "the journal cannot be written: …; nothing more runs", the
 /// step is sent a Cancel (the executors' stop ladder), nothing new is requested after, and
 /// the journal is unchanged. Before, the refused event was only logged and the step went
 /// on unjournaled, shown running.
@@ -248,7 +248,14 @@ fn an_unwritable_journal_halts_the_console_run_and_says_so() {
     let before = std::fs::read(&journal).expect("journal");
     app.handle_exec(ExecReply::Outcome {
         tag,
-        input: Input::StepStarted { n, attempt },
+        input: Input::ProcessStarted {
+            n,
+            attempt,
+            pid: std::process::id(),
+            start_time: 1,
+            program: "ansible-playbook".into(),
+            marker: String::new(),
+        },
     });
     let status = app.status.clone().unwrap_or_default();
     assert!(

@@ -161,10 +161,6 @@ fn running_with_output(dir: &std::path::Path, search: bool) -> App {
     else {
         panic!("{req:?}")
     };
-    a.handle_exec(ExecReply::Outcome {
-        tag,
-        input: Input::StepStarted { n: step.n, attempt },
-    });
     for i in 0..60 {
         a.handle_exec(ExecReply::Output {
             tag,

@@ -43,10 +43,6 @@ fn app_with_output(dir: &std::path::Path) -> App {
     else {
         panic!("step 1 goes out");
     };
-    app.handle_exec(ExecReply::Outcome {
-        tag,
-        input: hk_console::runbook::machine::Input::StepStarted { n: step.n, attempt },
-    });
     for i in 0..LINES {
         app.handle_exec(ExecReply::Output {
             tag,

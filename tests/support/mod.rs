@@ -487,3 +487,43 @@ pub fn flux_bin() -> PathBuf {
     );
     bin
 }
+
+/// A step's start, recorded the only way there is: a journal in its own temporary
+/// directory records `step`'s `step-started` (a one-step plan of it, no gate), and hands
+/// back the proof an executor needs to start the step. Keep the value alive while the step
+/// runs (it holds the directory).
+pub struct RecordedStart {
+    _dir: tempfile::TempDir,
+    pub start: hk_console::journal::StartRecorded,
+}
+
+pub fn recorded_start(step: &hk_console::runbook::plan::PlannedStep) -> RecordedStart {
+    use hk_console::journal::{Header, Journal};
+    use hk_console::runbook::machine::{Effect, Event, Input, Mode, Run, Timestamp};
+    use hk_console::runbook::plan::Plan;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut one = step.clone();
+    one.gate = None;
+    let plan = Plan {
+        runbook: "recorded-start".into(),
+        env: "test".into(),
+        mutates: one.mutates,
+        steps: vec![one],
+    };
+    let mut j = Journal::create(
+        dir.path(),
+        &Header::new(plan.clone(), Mode::Operate, "test", Timestamp(1)),
+    )
+    .expect("journal");
+    let mut run = Run::new(plan).expect("a valid one-step plan");
+    let fx = j
+        .record(&mut run, Event::new(Timestamp(2), Input::Start))
+        .expect("start journaled");
+    let Some(Effect::Execute(x)) = fx.into_iter().find(|e| matches!(e, Effect::Execute(_))) else {
+        panic!("the one step's work goes out at the start");
+    };
+    let (_, start) = j
+        .record_start(&mut run, Timestamp(3), x.n(), x.attempt())
+        .expect("start recorded");
+    RecordedStart { _dir: dir, start }
+}

@@ -207,10 +207,6 @@ pub fn play_one(app: &mut App, output: &[&str]) -> Option<ExecRequest> {
     match &req {
         ExecRequest::Execute { step, attempt, .. } => {
             let (n, attempt) = (step.n, *attempt);
-            app.handle_exec(ExecReply::Outcome {
-                tag,
-                input: Input::StepStarted { n, attempt },
-            });
             for l in output {
                 app.handle_exec(ExecReply::Output {
                     tag,

@@ -2,7 +2,7 @@
 //! Home, the run view mid-run, Live and Check, on the fake homelab at T0.
 
 use hk_console::checks::parity::{Finding, Severity};
-use hk_console::runbook::machine::{Input, Timestamp};
+use hk_console::runbook::machine::Timestamp;
 use hk_console::session::exec::{ExecReply, ExecRequest};
 use hk_console::ui::action::Action;
 use hk_console::ui::app::{App, Screen};
@@ -85,10 +85,6 @@ pub fn mid_run(dir: &std::path::Path) -> App {
     else {
         panic!("step 2 goes to its executor: {:?}", a.status);
     };
-    a.handle_exec(ExecReply::Outcome {
-        tag,
-        input: Input::StepStarted { n: step.n, attempt },
-    });
     for l in [
         "TASK [etcd-io-priority : Set the BFQ scheduler] ****",
         "--- before: /sys/block/sda/queue/scheduler",

@@ -35,8 +35,51 @@ use crate::runbook::machine::{
 };
 use crate::runbook::plan::Plan;
 
-/// The journal format this build writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The journal format this build writes and the newest it reads. Format 2: each step's
+/// `step-started` (and each resume probe's `probe-started`) is recorded before its work
+/// leaves the console, so a start missing from the journal means the work never went out.
+/// Format 1 recorded the start after the work began; such journals still replay, where a
+/// missing start proves nothing.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// Proof that the record letting one piece of work begin is on disk: the `step-started`
+/// of step `n`'s attempt (or the `probe-started` of a resume probe, which runs as step
+/// `n`'s attempt 1), written and `fdatasync`'d. Only [`Journal::record_start`] and
+/// [`Journal::record_probe_start`] make one, after their append returned; its fields are
+/// private, so no other code can. Every executor request carries one, and the spawn of a
+/// mutating process, a mutating step's SSH command and a Kubernetes write each take it as
+/// an argument: work is reachable only from a durable record, and an append that failed
+/// made no proof, so nothing can start behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartRecorded {
+    journal: PathBuf,
+    seq: u64,
+    n: usize,
+    attempt: u32,
+}
+
+impl StartRecorded {
+    /// The step whose work this record lets begin.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// The attempt of that step.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+    /// The record's sequence number in its journal.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+    /// The journal it is in.
+    pub fn journal(&self) -> &Path {
+        &self.journal
+    }
+    /// Whether this is the start record of step `n`'s `attempt`.
+    pub fn covers(&self, n: usize, attempt: u32) -> bool {
+        self.n == n && self.attempt == attempt
+    }
+}
 
 /// The first line of every journal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -462,9 +505,28 @@ impl Journal {
             source: e.into(),
         })?;
         line.push(b'\n');
-        file.write_all(&line).map_err(io_err(&path))?;
-        file.sync_all().map_err(io_err(&path))?;
-        sync_dir(dir)?;
+        let durable = file
+            .write_all(&line)
+            .and_then(|()| file.sync_all())
+            .map_err(io_err(&path))
+            .and_then(|()| sync_dir(dir));
+        if let Err(e) = durable {
+            // A header that is not on disk began no run: the file goes, so nothing lists
+            // or offers a run that never started (nothing ran behind it).
+            drop(file);
+            if let Err(rm) = fs::remove_file(&path) {
+                return Err(JournalError::Io {
+                    path: path.clone(),
+                    source: std::io::Error::new(
+                        rm.kind(),
+                        format!("{e}; and this journal, whose header is not on disk, could not be removed: {rm}"),
+                    ),
+                });
+            }
+            // Best effort: the entry is gone from the directory either way once it syncs.
+            let _ = sync_dir(dir);
+            return Err(e);
+        }
         Ok(Journal {
             len: line.len() as u64,
             path,
@@ -680,11 +742,59 @@ impl Journal {
     /// and leaves `run` unchanged), append and fsync it, and only then apply it to `run` and
     /// hand back the effects to dispatch.
     pub fn record(&mut self, run: &mut Run, event: Event) -> Result<Vec<Effect>, JournalError> {
+        self.record_seq(run, event).map(|(effects, _)| effects)
+    }
+
+    fn record_seq(
+        &mut self,
+        run: &mut Run,
+        event: Event,
+    ) -> Result<(Vec<Effect>, u64), JournalError> {
         let mut next = run.clone();
         let effects = next.step(&event)?;
-        self.append(&event)?;
+        let seq = self.append(&event)?;
         *run = next;
-        Ok(effects)
+        Ok((effects, seq))
+    }
+
+    /// Record that step `n`'s `attempt` is handed to its executor, and return the proof
+    /// the executor needs to start it. The proof exists only once the line is on disk.
+    pub fn record_start(
+        &mut self,
+        run: &mut Run,
+        at: Timestamp,
+        n: usize,
+        attempt: u32,
+    ) -> Result<(Vec<Effect>, StartRecorded), JournalError> {
+        let (effects, seq) =
+            self.record_seq(run, Event::new(at, Input::StepStarted { n, attempt }))?;
+        Ok((
+            effects,
+            StartRecorded {
+                journal: self.path.clone(),
+                seq,
+                n,
+                attempt,
+            },
+        ))
+    }
+
+    /// Record that step `n`'s resume probe (step `probe`) is handed out, and return the
+    /// proof its executor needs (for `probe`'s attempt 1, how a probe runs).
+    pub fn record_probe_start(
+        &mut self,
+        run: &mut Run,
+        at: Timestamp,
+        n: usize,
+        probe: usize,
+    ) -> Result<StartRecorded, JournalError> {
+        let (_, seq) = self.record_seq(run, Event::new(at, Input::ProbeStarted { n, probe }))?;
+        Ok(StartRecorded {
+            journal: self.path.clone(),
+            seq,
+            n: probe,
+            attempt: 1,
+        })
     }
 }
 
@@ -770,6 +880,9 @@ fn read_journal_lines(path: &Path) -> Result<(RawJournal, Option<JournalError>),
             source,
         }
     })?;
+    if header.format < 2 {
+        run.set_starts_recorded_after();
+    }
     let mut records = Vec::with_capacity(lines.len().saturating_sub(1));
     let mut damage = None;
     for (idx, raw) in lines.iter().enumerate().skip(1) {
@@ -1263,5 +1376,171 @@ mod tests {
             .append(&Event::new(Timestamp(2), Input::Start))
             .expect_err("poisoned");
         assert!(matches!(err, JournalError::Poisoned { .. }), "{err}");
+    }
+
+    /// One mutating ansible step, no gate: its work goes out at the start.
+    fn one_apply_plan() -> Plan {
+        let mut plan = one_gate_plan();
+        plan.mutates = true;
+        let s = &mut plan.steps[0];
+        s.id = "apply".into();
+        s.kind = StepKind::Ansible;
+        s.mutates = true;
+        s.gate = None;
+        s.command = Some(vec!["ansible-playbook".into(), "site.yml".into()]);
+        plan
+    }
+
+    /// The proof a step's executor needs comes only from the start record's append: on a
+    /// full disk there is none, and the run has not moved.
+    #[test]
+    fn a_start_proof_exists_only_once_its_record_is_on_disk() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (mut journal, mut run) = Journal::begin_masked(
+            dir.path(),
+            one_apply_plan(),
+            Mode::Operate,
+            "op",
+            Timestamp(1),
+            &Redactor::none(),
+        )
+        .expect("begin");
+        let fx = journal
+            .record(&mut run, Event::new(Timestamp(2), Input::Start))
+            .expect("start");
+        let Some(Effect::Execute(x)) = fx.first() else {
+            panic!("{fx:?}");
+        };
+        let (_, start) = journal
+            .record_start(&mut run, Timestamp(3), x.n(), x.attempt())
+            .expect("recorded");
+        assert!(start.covers(1, 1) && !start.covers(1, 2) && !start.covers(2, 1));
+        assert_eq!(start.seq(), 2);
+        assert_eq!(start.journal(), journal.path());
+        let text = std::fs::read_to_string(journal.path()).expect("read");
+        assert!(
+            text.lines()
+                .last()
+                .is_some_and(|l| l.contains(r#""type":"step-started""#)),
+            "{text}"
+        );
+
+        // On a disk that takes nothing: no proof, and the step has not started.
+        let mut run = Run::new(one_apply_plan()).expect("plan");
+        run.step(&Event::new(Timestamp(2), Input::Start))
+            .expect("start");
+        let before = run.clone();
+        let mut full = Journal {
+            path: PathBuf::from("/dev/full"),
+            file: OpenOptions::new()
+                .append(true)
+                .open("/dev/full")
+                .expect("/dev/full"),
+            len: 0,
+            next_seq: 2,
+            poisoned: false,
+            output: None,
+            redactor: Redactor::none(),
+        };
+        let err = full
+            .record_start(&mut run, Timestamp(3), 1, 1)
+            .expect_err("the disk is full");
+        assert!(matches!(err, JournalError::Io { .. }), "{err}");
+        assert_eq!(run, before);
+    }
+
+    /// Format 2: a journal that ends with a step's work handed out but no start recorded
+    /// (the start's sync failed, or the console died before it) says the work never went
+    /// out: replayed and resumed, the step is interrupted *unstarted*, needing no probe.
+    /// The same lines under format 1 prove nothing (the start came after the work).
+    #[test]
+    fn a_missing_start_means_never_started_only_in_format_2() {
+        use crate::runbook::machine::StepState;
+        for format in [2, 1] {
+            let dir = tempfile::tempdir().expect("tmp");
+            let mut header = Header::new(one_apply_plan(), Mode::Operate, "op", Timestamp(1));
+            header.format = format;
+            let path = journal_path(dir.path(), &header.run_id);
+            let mut lines = serde_json::to_string(&header).expect("header");
+            lines.push('\n');
+            let start = Record {
+                seq: 1,
+                at: Timestamp(2),
+                input: Input::Start,
+            };
+            lines.push_str(&serde_json::to_string(&start).expect("record"));
+            lines.push('\n');
+            std::fs::write(&path, lines).expect("write");
+            let (_, replayed, _) = Journal::resume(&path, Timestamp(3)).expect("resume");
+            let rec = replayed.run.step_record(1).expect("step 1");
+            assert!(
+                matches!(rec.state, StepState::Interrupted { .. }),
+                "{:?}",
+                rec.state
+            );
+            assert_eq!(rec.never_started, format == 2, "format {format}");
+            if format == 2 {
+                assert!(
+                    rec.interrupted_why
+                        .as_deref()
+                        .is_some_and(|w| w.contains("never went out")),
+                    "{:?}",
+                    rec.interrupted_why
+                );
+            }
+        }
+    }
+
+    /// Format 2: an exit code (or a cancel) for a step whose start is not in the journal
+    /// is damage, not history: the journal is refused at that line.
+    #[test]
+    fn an_outcome_without_a_start_is_damage_in_format_2() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let header = Header::new(one_apply_plan(), Mode::Operate, "op", Timestamp(1));
+        let path = journal_path(dir.path(), &header.run_id);
+        let records = [
+            Input::Start,
+            Input::StepFinished {
+                n: 1,
+                attempt: 1,
+                exit_code: Some(0),
+                error: None,
+            },
+        ];
+        let mut text = serde_json::to_string(&header).expect("header");
+        text.push('\n');
+        for (i, input) in records.into_iter().enumerate() {
+            let r = Record {
+                seq: i as u64 + 1,
+                at: Timestamp(2 + i as u64),
+                input,
+            };
+            text.push_str(&serde_json::to_string(&r).expect("record"));
+            text.push('\n');
+        }
+        std::fs::write(&path, text).expect("write");
+        let (_, damage) = salvage(&path).expect("salvaged");
+        let damage = damage.expect("damaged");
+        assert_eq!(damage.line, 3, "{damage:?}");
+        assert!(
+            damage.what.contains("without a step-started"),
+            "{}",
+            damage.what
+        );
+        // "Could not be started" (no exit code, an error) is the one finish allowed.
+        let mut run = Run::new(one_apply_plan()).expect("plan");
+        run.step(&Event::new(Timestamp(2), Input::Start))
+            .expect("start");
+        run.step(&Event::new(
+            Timestamp(3),
+            Input::StepFinished {
+                n: 1,
+                attempt: 1,
+                exit_code: None,
+                error: Some("the run lock was lost; the step was not started".into()),
+            },
+        ))
+        .expect("a refusal before the start is history");
+        assert!(run.step_record(1).is_some_and(|r| r.never_started));
     }
 }

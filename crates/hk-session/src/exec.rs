@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
+use hk_engine::journal::StartRecorded;
 use hk_engine::runbook::machine::{Input, Mode};
 use hk_engine::runbook::plan::{PlannedStep, StepKind};
 
@@ -30,11 +31,14 @@ pub type RunTag = u64;
 /// What the app asks an executor to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExecRequest {
-    /// Run a step's work (from a machine `Execute`).
+    /// Run a step's work (from a machine `Execute`). `start` proves its `step-started`
+    /// (or a probe's `probe-started`) is on disk: only the journal makes one, after the
+    /// append returned, so no request for unrecorded work can be built.
     Execute {
         tag: RunTag,
         step: PlannedStep,
         attempt: u32,
+        start: StartRecorded,
         /// Flags the operator authorised (`-e FLAG=true`).
         authorised: Vec<String>,
         /// The run's environment (a step bound to no host still belongs to one cluster).
@@ -74,8 +78,9 @@ pub enum ExecReply {
         attempt: u32,
         line: String,
     },
-    /// An outcome to journal and feed to the machine (StepStarted, StepFinished,
-    /// VerifyResult, HostSetObserved, Cancelled).
+    /// An outcome to journal and feed to the machine (StepFinished, VerifyResult,
+    /// HostSetObserved, Cancelled, ProcessStarted). Never StepStarted: the session records
+    /// that before the request leaves.
     Outcome { tag: RunTag, input: Input },
 }
 
@@ -347,6 +352,38 @@ pub async fn executor_task(
             | ExecRequest::Verify { step, .. }
             | ExecRequest::Cancel { step, .. } => step.clone(),
         };
+        // A request whose start record is another step's never reaches an executor.
+        if let ExecRequest::Execute {
+            tag,
+            step,
+            attempt,
+            start,
+            ..
+        } = &req
+        {
+            if !start.covers(step.n, *attempt) {
+                let input = Input::StepFinished {
+                    n: step.n,
+                    attempt: *attempt,
+                    exit_code: None,
+                    error: Some(format!(
+                        "its start record (seq {}) is step {} attempt {}'s, not this one's; \
+                         the step was not started",
+                        start.seq(),
+                        start.n(),
+                        start.attempt()
+                    )),
+                };
+                if replies
+                    .send(ExecReply::Outcome { tag: *tag, input })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+        }
         match caps.executor_for(&step).map(Arc::clone) {
             Ok(e) => e.handle(req, replies.clone()),
             Err(why) => {

@@ -247,6 +247,16 @@ pub struct RunCore {
     /// Why the driver cancels, per step, when it is not the operator (a deadline): the
     /// executor only knows it was asked, so its `Cancelled` reason is given the cause here.
     cancel_causes: std::collections::BTreeMap<usize, String>,
+    /// Work the machine handed out whose `step-started` is being journaled: it becomes an
+    /// executor request only with the proof that record returns (journal before effect).
+    launching: std::collections::BTreeMap<(usize, u32), Launch>,
+}
+
+/// A step's work waiting for its start record.
+#[derive(Debug, Clone)]
+struct Launch {
+    step: PlannedStep,
+    authorised: Vec<String>,
 }
 
 /// One open run, and everything that drives it, on the executor set `X`: an
@@ -433,6 +443,7 @@ impl<X: Executors> RunSession<X> {
                 broken: None,
                 stopping: Vec::new(),
                 cancel_causes: Default::default(),
+                launching: Default::default(),
             },
             exec,
         }
@@ -780,15 +791,34 @@ impl<X: Executors> RunSession<X> {
                 return out;
             };
             tracing::info!(run = %j.path().display(), input = ?input, "journal");
-            match j.record(&mut self.core.run, Event::new(now, input.clone())) {
-                Ok(effects) => {
+            // A step's start is recorded through the one call that hands back the proof
+            // its executor needs: the request below exists only once the line is on disk.
+            let recorded = match &input {
+                Input::StepStarted { n, attempt }
+                    if self.core.launching.contains_key(&(*n, *attempt)) =>
+                {
+                    j.record_start(&mut self.core.run, now, *n, *attempt)
+                        .map(|(fx, start)| (fx, Some(start)))
+                }
+                _ => j
+                    .record(&mut self.core.run, Event::new(now, input.clone()))
+                    .map(|fx| (fx, None)),
+            };
+            match recorded {
+                Ok((effects, start)) => {
                     if let RunStatus::Active { n } | RunStatus::Halted { n } = self.run.status() {
                         out.push(SessionEffect::AtStep { n: *n });
+                    }
+                    if let Some(start) = start {
+                        self.launch(start, &mut out);
                     }
                     queue.extend(self.dispatch(effects, &mut out));
                 }
                 Err(e @ journal::JournalError::Machine(_)) => {
                     tracing::warn!(error = %e, "event refused");
+                    if let Input::StepStarted { n, attempt } = &input {
+                        self.core.launching.remove(&(*n, *attempt));
+                    }
                     out.push(SessionEffect::Notice(format!("not recorded: {e}")));
                     return out;
                 }
@@ -815,6 +845,8 @@ impl<X: Executors> RunSession<X> {
         let why = format!("the journal cannot be written: {e}; nothing more runs");
         tracing::error!(input = ?failed, "{why}");
         self.core.broken = Some(why.clone());
+        // Work whose start was not recorded never leaves: there is no proof to send it with.
+        self.core.launching.clear();
         // Requests made by this feed would start (or verify) work nothing can record.
         out.retain(|fx| {
             !matches!(fx, SessionEffect::Request(r)
@@ -886,6 +918,27 @@ impl<X: Executors> RunSession<X> {
         }
     }
 
+    /// Step work whose `step-started` is now on disk leaves for its executor, with the
+    /// proof of that record.
+    fn launch(&mut self, start: journal::StartRecorded, out: &mut Vec<SessionEffect>) {
+        let Some(l) = self.core.launching.remove(&(start.n(), start.attempt())) else {
+            return;
+        };
+        // The header a reopened run shows its output under too (one format).
+        out.push(SessionEffect::StepBegins {
+            n: l.step.n,
+            header: crate::record::step_header(&l.step),
+        });
+        out.push(SessionEffect::Request(Box::new(ExecRequest::Execute {
+            tag: self.tag,
+            attempt: start.attempt(),
+            authorised: l.authorised,
+            env: self.run.plan().env.clone(),
+            step: l.step,
+            start,
+        })));
+    }
+
     /// The machine's effects as session effects; returns the inputs to journal next.
     fn dispatch(&mut self, effects: Vec<Effect>, out: &mut Vec<SessionEffect>) -> Vec<Input> {
         let mut next = Vec::new();
@@ -925,19 +978,22 @@ impl<X: Executors> RunSession<X> {
                             continue;
                         }
                     }
-                    // The header a reopened run shows its output under too (one format).
-                    out.push(SessionEffect::StepBegins {
-                        n: step.n,
-                        header: crate::record::step_header(&step),
-                    });
                     match self.exec.executor_for(&step) {
-                        Ok(_) => out.push(SessionEffect::Request(Box::new(ExecRequest::Execute {
-                            tag,
-                            attempt: e.attempt(),
-                            authorised: e.authorised().to_vec(),
-                            env: self.run.plan().env.clone(),
-                            step,
-                        }))),
+                        Ok(_) => {
+                            // Journal before effect: the start is recorded first; the
+                            // request leaves with that record's proof (`launch`).
+                            self.core.launching.insert(
+                                (step.n, e.attempt()),
+                                Launch {
+                                    step: step.clone(),
+                                    authorised: e.authorised().to_vec(),
+                                },
+                            );
+                            next.push(Input::StepStarted {
+                                n: step.n,
+                                attempt: e.attempt(),
+                            });
+                        }
                         Err(why) => {
                             out.push(SessionEffect::Notice(format!(
                                 "step {} cannot be started: {why}",
@@ -1022,6 +1078,15 @@ impl<X: Executors> RunSession<X> {
                     self.core.stopping.retain(|s| s != n);
                 }
                 tracing::error!(input = ?input, "executor outcome not journaled: the journal is broken");
+                Vec::new()
+            }
+            ExecReply::Outcome {
+                input: Input::StepStarted { n, attempt },
+                ..
+            } => {
+                // Only the session records a start, before the work leaves; an executor
+                // saying so is out of turn and changes nothing.
+                tracing::warn!(n, attempt, "a step-started from an executor: ignored");
                 Vec::new()
             }
             ExecReply::Outcome { tag, input } if tag == self.tag => {

@@ -226,8 +226,27 @@ impl<X: Executors> RunSession<X> {
         let n = info.n;
         match self.exec.executor_for(&step) {
             Ok(_) => {
+                // Journal before effect, for the probe's command too: it leaves only with
+                // the proof that its `probe-started` is on disk.
+                let recorded = match self.core.journal.as_mut() {
+                    Some(j) => j.record_probe_start(&mut self.core.run, now, n, probe),
+                    None => return Vec::new(),
+                };
+                let start = match recorded {
+                    Ok(start) => start,
+                    Err(e) => {
+                        let mut out = Vec::new();
+                        if let Some(info) = self.core.resume.as_mut() {
+                            info.probe = ProbeRun::Done;
+                        }
+                        self.journal_failed(&e, &Input::ProbeStarted { n, probe }, now, &mut out);
+                        return out;
+                    }
+                };
                 let tag = next_tag();
-                info.probe = ProbeRun::Running { probe, tag };
+                if let Some(info) = self.core.resume.as_mut() {
+                    info.probe = ProbeRun::Running { probe, tag };
+                }
                 vec![
                     SessionEffect::Output(format!(
                         "── probe for step {n}: step {probe} · {} · {} ──",
@@ -240,6 +259,7 @@ impl<X: Executors> RunSession<X> {
                         attempt: 1,
                         authorised: Vec::new(),
                         env: self.core.run.plan().env.clone(),
+                        start,
                     })),
                 ]
             }

@@ -16,18 +16,40 @@
 //!
 //! ```compile_fail
 //! use hk_effects::exec::{Executor, ReadOnly, MutatingStep};
-//! async fn observe(ex: &Executor<ReadOnly>, step: &MutatingStep) {
+//! use hk_engine::journal::StartRecorded;
+//! async fn observe(ex: &Executor<ReadOnly>, step: &MutatingStep, start: &StartRecorded) {
 //!     // error[E0599]: no method named `run_mutating` for `Executor<ReadOnly>`
+//!     let _ = ex.run_mutating(step, &Default::default(), start).await;
+//! }
+//! ```
+//!
+//! # Journal before effect is a type
+//!
+//! A mutating step runs only with the proof that its start is on disk
+//! ([`StartRecorded`], which only the journal's `record_start` makes, after its fsync):
+//!
+//! ```compile_fail
+//! use hk_effects::exec::{Executor, Mutating, MutatingStep};
+//! async fn unrecorded(ex: &Executor<Mutating>, step: &MutatingStep) {
+//!     // error[E0061]: this method takes 3 arguments
 //!     let _ = ex.run_mutating(step, &Default::default()).await;
 //! }
 //! ```
 //!
-//! The same call with the capability compiles:
+//! and no code outside the journal can make one:
+//!
+//! ```compile_fail
+//! // error[E0451]: fields `journal`, `seq`, `n` and `attempt` are private
+//! let _ = hk_engine::journal::StartRecorded { journal: "x".into(), seq: 1, n: 1, attempt: 1 };
+//! ```
+//!
+//! The call with the capability and a proof compiles:
 //!
 //! ```no_run
 //! use hk_effects::exec::{Executor, Mutating, MutatingStep};
-//! async fn operate(ex: &Executor<Mutating>, step: &MutatingStep) {
-//!     let _ = ex.run_mutating(step, &Default::default()).await;
+//! use hk_engine::journal::StartRecorded;
+//! async fn operate(ex: &Executor<Mutating>, step: &MutatingStep, start: &StartRecorded) {
+//!     let _ = ex.run_mutating(step, &Default::default(), start).await;
 //! }
 //! ```
 
@@ -46,6 +68,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use hk_engine::journal::StartRecorded;
 use hk_engine::runbook::plan::{PlannedStep, StepKind};
 
 /// The redactor is crate-wide (`hk_engine::redact`: repo/ learns the secrets, exec/ masks them);
@@ -334,12 +357,33 @@ impl Executor<Mutating> {
         }
     }
 
-    /// Runs a step that changes hosts.
+    /// Runs a step that changes hosts. `start` is the proof that the step's start is
+    /// journaled (only the journal makes one, once the record is on disk): the spawn of a
+    /// mutating process and a mutating SSH command are reachable only through it, and a
+    /// proof for another step is refused before anything starts.
     pub async fn run_mutating(
         &self,
         step: &MutatingStep,
         opts: &RunOptions,
+        start: &StartRecorded,
     ) -> Result<StepOutcome, ExecError> {
+        let n = match &step.0 {
+            Work::Ssh { n, .. } | Work::Ansible { n, .. } => *n,
+        };
+        if start.n() != n {
+            let id = match &step.0 {
+                Work::Ssh { id, .. } | Work::Ansible { id, .. } => id.clone(),
+            };
+            return Err(ExecError::NotRunnable {
+                n,
+                id,
+                why: format!(
+                    "its start record is step {}'s (seq {}), not this step's: nothing was started",
+                    start.n(),
+                    start.seq()
+                ),
+            });
+        }
         self.run_work(&step.0, opts).await
     }
 }

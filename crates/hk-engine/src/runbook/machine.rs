@@ -175,7 +175,10 @@ pub enum Input {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<String>,
     },
-    /// The executor started the step's work.
+    /// The step's work is handed to its executor. Journaled (and fsync'd) by the session
+    /// BEFORE the work leaves it: the executor needs the proof of this record
+    /// (`journal::StartRecorded`) to start anything, so a journal without it says the work
+    /// never went out (journal format 2 on; see [`Run::starts_recorded_first`]).
     StepStarted { n: usize, attempt: u32 },
     /// The step's work ended. `error` says why it could not run or was killed, if it was.
     StepFinished {
@@ -249,6 +252,10 @@ pub enum Input {
         ok: bool,
         detail: String,
     },
+    /// Resuming an interrupted step: its read-only probe (step `probe`) is about to be
+    /// handed out. Journaled before the probe's command leaves the console, like
+    /// [`Input::StepStarted`] before a step's work: a record, not a transition.
+    ProbeStarted { n: usize, probe: usize },
     /// What the gate of step `n` showed of the live cluster when it was answered (the live
     /// blast radius, issue 29): journaled just before the answer, so the change record says
     /// what the operator saw. A record, not a transition.
@@ -291,6 +298,7 @@ impl Input {
             Input::ProcessEnded { .. } => "process-ended",
             Input::Abandoned { .. } => "abandoned",
             Input::ProbeResult { .. } => "probe-result",
+            Input::ProbeStarted { .. } => "probe-started",
             Input::RerunApproved { .. } => "rerun-approved",
             Input::MarkedDone { .. } => "marked-done",
             Input::RunLock { .. } => "run-lock",
@@ -662,6 +670,11 @@ pub enum MachineError {
     ReasonRequired { n: usize },
     #[error("step {probe} is not the probe of step {n}")]
     NotTheProbe { n: usize, probe: usize },
+    #[error(
+        "step {n}: a {input} without a step-started: this run records each start before its \
+         work leaves, so an outcome of work that never started is not true"
+    )]
+    OutcomeWithoutStart { n: usize, input: &'static str },
 }
 
 /// One run over a plan: the plan, the mode and every step's state.
@@ -676,6 +689,11 @@ pub struct Run {
     finished_at: Option<Timestamp>,
     /// Set only while [`Run::step_recorded`] applies an event read back from a journal.
     recorded: bool,
+    /// Whether every step's `step-started` was recorded before its work left (journal
+    /// format 2 on; every run this build makes). Then a step still `running` without a
+    /// start never went out, and a finish without a start is damage. Journals of format 1
+    /// recorded the start after the work began, so there it proves nothing.
+    starts_first: bool,
 }
 
 impl Run {
@@ -733,7 +751,20 @@ impl Run {
             started_at: None,
             finished_at: None,
             recorded: false,
+            starts_first: true,
         })
+    }
+
+    /// Whether this run records each step's start before the step's work leaves (true for
+    /// every run this build makes; false for a journal of format 1 read back).
+    pub fn starts_recorded_first(&self) -> bool {
+        self.starts_first
+    }
+
+    /// A run read back from a journal written before starts were recorded first (format
+    /// 1): a missing `step-started` proves nothing there.
+    pub(crate) fn set_starts_recorded_after(&mut self) {
+        self.starts_first = false;
     }
 
     /// Rebuild a run from its events (the journal's replay, without IO). Returns the index
@@ -888,6 +919,16 @@ impl Run {
                             })
                         }
                     }
+                }
+            }
+            Input::ProbeStarted { n, probe } => {
+                let i = self.index(*n)?;
+                self.undecided_here(i)?;
+                if probe_for(&self.plan, *n).map(|p| p.n) != Some(*probe) {
+                    return Err(MachineError::NotTheProbe {
+                        n: *n,
+                        probe: *probe,
+                    });
                 }
             }
             Input::ProbeResult {
@@ -1087,6 +1128,23 @@ impl Run {
                     cancel_requested: *cancel_requested,
                 };
                 self.steps[i].started_at = Some(at);
+            }
+            // This run records every start before the work leaves: an exit code, a
+            // cancellation or a verification of work whose start is not in the journal
+            // did not happen. Only "could not be started" (no exit code, an error) may end
+            // a step that never started.
+            (
+                StepState::Running { started: false, .. },
+                Input::StepFinished {
+                    exit_code: Some(_), ..
+                }
+                | Input::StepFinished { error: None, .. }
+                | Input::Cancelled { .. },
+            ) if self.starts_first => {
+                return Err(MachineError::OutcomeWithoutStart {
+                    n,
+                    input: input.name(),
+                });
             }
             (
                 StepState::Running {
@@ -1383,8 +1441,18 @@ impl Run {
             s => {
                 if let Some(during) = s.in_flight() {
                     self.steps[i].state = StepState::Interrupted { during };
-                    self.steps[i].interrupted_why =
-                        Some("the console stopped while it was in flight".into());
+                    // Its start is recorded before its work leaves: without one, nothing
+                    // went out, and what it changed is known (nothing).
+                    let unstarted =
+                        self.starts_first && matches!(s, StepState::Running { started: false, .. });
+                    self.steps[i].never_started = unstarted;
+                    self.steps[i].interrupted_why = Some(if unstarted {
+                        "the console stopped before the step's start was recorded: its work \
+                         never went out"
+                            .into()
+                    } else {
+                        "the console stopped while it was in flight".into()
+                    });
                     self.steps[i].finished_at = Some(at);
                     self.status = RunStatus::Halted { n };
                     fx.push(Effect::RunFinished {
@@ -1488,6 +1556,8 @@ impl Run {
             });
         }
         self.steps[i].state = StepState::Interrupted { during };
+        self.steps[i].never_started =
+            self.starts_first && matches!(state, StepState::Running { started: false, .. });
         self.steps[i].finished_at = Some(at);
         self.steps[i].interrupted_why = Some(format!("abandoned: {reason}"));
         self.steps[i].detail = Some(format!("abandoned: {reason}"));

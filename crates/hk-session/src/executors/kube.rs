@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::exec::{ExecReply, ExecRequest, RunTag, StepExecutor};
 use hk_effects::exec::kube::flux::{self, FluxObject};
 use hk_effects::exec::kube::wait::{self, Condition, WaitEnd, WaitOptions};
+use hk_engine::journal::StartRecorded;
 use hk_engine::runbook::machine::Input;
 use hk_engine::runbook::plan::{PlannedStep, StepKind};
 
@@ -51,6 +52,13 @@ struct KubeState {
     cancels: HashMap<Key, CancellationToken>,
     /// kube-wait verdicts, kept for the Verify that follows.
     ends: HashMap<Key, WaitEnd>,
+}
+
+/// What a step's work runs under: its cancel token, and the proof that its start is
+/// journaled (a Flux write takes it).
+struct Go {
+    cancel: CancellationToken,
+    start: StartRecorded,
 }
 
 /// `kube-wait` (read-only) or `flux-reconcile` (mutating) against the step's environment.
@@ -118,11 +126,11 @@ impl KubeExecutor {
         step: PlannedStep,
         attempt: u32,
         env: String,
-        cancel: CancellationToken,
+        go: Go,
         replies: mpsc::Sender<ExecReply>,
     ) {
         let (n, key) = (step.n, (tag, step.n, attempt));
-        let input = self.run(tag, &step, attempt, &env, &cancel, &replies).await;
+        let input = self.run(tag, &step, attempt, &env, &go, &replies).await;
         self.lock().cancels.remove(&key);
         let _ = replies
             .send(ExecReply::Outcome {
@@ -144,10 +152,10 @@ impl KubeExecutor {
         step: &PlannedStep,
         attempt: u32,
         run_env: &str,
-        cancel: &CancellationToken,
+        go: &Go,
         replies: &mpsc::Sender<ExecReply>,
     ) -> Result<Input, NotStarted> {
-        let n = step.n;
+        let (n, cancel, start) = (step.n, &go.cancel, &go.start);
         enum Work {
             Wait(Condition, Duration),
             Reconcile(FluxObject),
@@ -199,12 +207,6 @@ impl KubeExecutor {
                 reason: "stopped at the operator's request before it started".into(),
             });
         }
-        let _ = replies
-            .send(ExecReply::Outcome {
-                tag,
-                input: Input::StepStarted { n, attempt },
-            })
-            .await;
         // Progress lines go out in order, all of them before the outcome.
         let (line_tx, mut line_rx) = mpsc::unbounded_channel::<String>();
         let forward = {
@@ -268,7 +270,9 @@ impl KubeExecutor {
                 }
             }
             Work::Reconcile(obj) => {
-                match flux::reconcile(client, &obj, self.flux_timeout, cancel, &progress).await {
+                match flux::reconcile(client, &obj, self.flux_timeout, cancel, &progress, start)
+                    .await
+                {
                     Ok(r) => match r.end {
                         WaitEnd::Met(detail) => {
                             progress(format!("verdict: {detail}"));
@@ -329,12 +333,6 @@ impl KubeExecutor {
     ) -> Result<Input, NotStarted> {
         let n = step.n;
         let (client, _, _) = self.clusters.connect(env).await?;
-        let _ = replies
-            .send(ExecReply::Outcome {
-                tag,
-                input: Input::StepStarted { n, attempt },
-            })
-            .await;
         // What the overlay renders for the object: the repo's files, read off the workers.
         let rendered = {
             let clusters = Arc::clone(&self.clusters);
@@ -439,6 +437,7 @@ impl StepExecutor for KubeExecutor {
                 step,
                 attempt,
                 env,
+                start,
                 ..
             } => {
                 // Registered before the task runs, so a Cancel right behind finds it.
@@ -446,10 +445,14 @@ impl StepExecutor for KubeExecutor {
                 self.lock()
                     .cancels
                     .insert((tag, step.n, attempt), cancel.clone());
-                tokio::spawn(
-                    self.clone()
-                        .execute(tag, step, attempt, env, cancel, replies),
-                );
+                tokio::spawn(self.clone().execute(
+                    tag,
+                    step,
+                    attempt,
+                    env,
+                    Go { cancel, start },
+                    replies,
+                ));
             }
             ExecRequest::Verify { tag, step, attempt } => {
                 let input = self.verify(&step, (tag, step.n, attempt));

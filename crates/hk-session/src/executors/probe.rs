@@ -96,7 +96,6 @@ impl StepExecutor for ProbeExecutor {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .insert(key, cancel.clone());
-                    send(Input::StepStarted { n, attempt }).await;
                     let timeout = std::time::Duration::from_secs(expect.timeout_s.unwrap_or(5));
                     let t0 = std::time::Instant::now();
                     let result = tokio::select! {

@@ -2,7 +2,7 @@
 //! `Executor<ReadOnly>` / `Executor<Mutating>`, which already runs all three kinds.
 //!
 //! Owns: each request on its own task, output lines streamed back as they come, the
-//! outcome as journalable inputs (StepStarted, StepFinished, then on Verify a
+//! outcome as journalable inputs (StepFinished, then on Verify a
 //! HostSetObserved or VerifyResult), a Cancel tripping the step's token (exec's SIGINT ->
 //! SIGTERM -> SIGKILL ladder / channel close), answered with Cancelled.
 //! Must not: pick the capability. The builder hands a read-only adapter an
@@ -20,6 +20,7 @@ use hk_effects::exec::{
     self, ansible::ListHostsVerdict, Classified, Executor, Mutating, ReadOnly, RunOptions,
     StepOutcome,
 };
+use hk_engine::journal::StartRecorded;
 use hk_engine::runbook::machine::Input;
 use hk_engine::runbook::plan::{PlannedStep, StepKind};
 
@@ -89,6 +90,7 @@ impl RealExecutor {
         tag: RunTag,
         step: PlannedStep,
         attempt: u32,
+        start: StartRecorded,
         replies: mpsc::Sender<ExecReply>,
     ) {
         let key = (tag, step.n, attempt);
@@ -115,7 +117,6 @@ impl RealExecutor {
                 return;
             }
         };
-        send(Input::StepStarted { n, attempt }).await;
         let (sink_tx, mut sink_rx) = mpsc::unbounded_channel::<exec::OutputLine>();
         let forward = {
             let replies = replies.clone();
@@ -165,7 +166,7 @@ impl RealExecutor {
         let result = match (&self.which, &classified) {
             (Which::ReadOnly(e), Classified::ReadOnly(s)) => e.run(s, &opts).await,
             (Which::Mutating(e), Classified::ReadOnly(s)) => e.run(s, &opts).await,
-            (Which::Mutating(e), Classified::Mutating(s)) => e.run_mutating(s, &opts).await,
+            (Which::Mutating(e), Classified::Mutating(s)) => e.run_mutating(s, &opts, &start).await,
             (Which::ReadOnly(_), Classified::Mutating(_)) => Err(exec::ExecError::Mutates {
                 n,
                 id: step.id.clone(),
@@ -306,9 +307,13 @@ impl StepExecutor for RealExecutor {
     fn handle(&self, req: ExecRequest, replies: mpsc::Sender<ExecReply>) {
         match req {
             ExecRequest::Execute {
-                tag, step, attempt, ..
+                tag,
+                step,
+                attempt,
+                start,
+                ..
             } => {
-                tokio::spawn(self.clone().execute(tag, step, attempt, replies));
+                tokio::spawn(self.clone().execute(tag, step, attempt, start, replies));
             }
             ExecRequest::Verify { tag, step, attempt } => {
                 let input = self.verify(&step, (tag, step.n, attempt));

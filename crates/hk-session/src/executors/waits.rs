@@ -198,7 +198,6 @@ impl WaitExecutor {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, cancel.clone());
-        send(Input::StepStarted { n, attempt }).await;
         let timeout = Duration::from_secs(timeout_s);
         let deadline = tokio::time::Instant::now() + timeout;
         if self.kind == StepKind::RepoWait {

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use super::wait::{drive, feed, Feeds, Judgement, Mirror, WaitEnd, WaitError, Watched};
 use hk_engine::checks::live::Timestamp;
 use hk_engine::checks::release_diff;
+use hk_engine::journal::StartRecorded;
 
 /// The annotation `flux reconcile` sets; Flux's controllers reconcile when it changes.
 pub const REQUESTED_AT_ANNOTATION: &str = "reconcile.fluxcd.io/requestedAt";
@@ -264,10 +265,13 @@ fn api_error(obj: &FluxObject, doing: &str, e: kube::Error) -> WaitError {
 
 /// Set `reconcile.fluxcd.io/requestedAt` on the object (a merge PATCH of that annotation
 /// only). Reads it first: a missing or suspended object is refused before any write.
+/// A write: it takes the proof that its step's start is journaled (`_start`), so it is
+/// reachable only behind a durable record.
 pub async fn request(
     client: Client,
     obj: &FluxObject,
     requested_at: &str,
+    _start: &StartRecorded,
 ) -> Result<DynamicObject, WaitError> {
     let api = api(client, obj);
     let current = api
@@ -328,6 +332,7 @@ pub async fn reconcile(
     timeout: Duration,
     cancel: &CancellationToken,
     progress: &(dyn Fn(String) + Send + Sync),
+    start: &StartRecorded,
 ) -> Result<Reconciled, WaitError> {
     let requested_at = requested_at_now();
     if cancel.is_cancelled() {
@@ -338,7 +343,7 @@ pub async fn reconcile(
             },
         });
     }
-    request(client.clone(), obj, &requested_at).await?;
+    request(client.clone(), obj, &requested_at, start).await?;
     let what = obj.to_string();
     let mut feeds = Feeds::new();
     feeds.push(feed(
