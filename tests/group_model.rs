@@ -14,6 +14,8 @@ mod check_flux;
 mod check_gather;
 #[path = "check_kustomize_diff.rs"]
 mod check_kustomize_diff;
+#[path = "check_mode_derived.rs"]
+mod check_mode_derived;
 #[path = "check_parity.rs"]
 mod check_parity;
 #[path = "check_sample.rs"]

@@ -73,6 +73,9 @@ fn print_plan(plan: &Plan) {
         }
         if let Some(b) = &s.blast_radius {
             outln!("       blast radius: {}", b.summary);
+            for t in &b.runs_for_real {
+                outln!("       runs for real under --check: {}", t.line());
+            }
         }
         if let Some(at) = &s.declared_read_only {
             outln!(

@@ -1,7 +1,8 @@
 //! The planner's [`Topology`] over a loaded repo: groups and membership from the inventory,
 //! host and play variables as Ansible resolves them, where a variable was searched, and
-//! what would stop the run before step 1 (`checks::blockers` reads the files for that).
-//! Pure (the repo is already read): the planner in `runbook::plan` asks, this answers.
+//! what would stop the run before step 1 (`checks::blockers` reads the files for that), and
+//! what a playbook runs for real under `--check` (`repo::check_mode` reads the playbooks).
+//! The planner in `runbook::plan` stays pure: it asks, this answers.
 
 use crate::repo::Repo;
 use crate::runbook::plan::Topology;
@@ -41,6 +42,40 @@ impl Topology for Repo {
         hosts: &[String],
     ) -> Vec<crate::runbook::plan::Blocker> {
         crate::checks::blockers::for_plan(self, uses, hosts)
+    }
+
+    fn check_runs(&self, playbook: &str) -> crate::runbook::plan::CheckRuns {
+        use crate::repo::roles::{AnsibleEnv, RoleSearch};
+        use crate::runbook::plan::{CheckRuns, RealTask};
+        let search = RoleSearch::new(&self.ansible_dir, &AnsibleEnv::from_process());
+        let d = crate::repo::check_mode::derive(
+            &self.root,
+            &self.ansible_dir,
+            playbook,
+            &search,
+            &self.config.reviewed_read_only,
+        );
+        CheckRuns {
+            real: d
+                .real
+                .into_iter()
+                .map(|r| RealTask {
+                    at: format!("{}:{}", r.file, r.line),
+                    module: r.module,
+                    why: r.why,
+                })
+                .collect(),
+            reviewed: d
+                .reviewed
+                .into_iter()
+                .map(|r| {
+                    format!(
+                        "{}:{} ({}) reviewed read-only by {} at {}",
+                        r.file, r.line, r.module, r.by, r.at
+                    )
+                })
+                .collect(),
+        }
     }
 
     fn searched(&self, _host: &str, playbooks: &[String]) -> Vec<String> {

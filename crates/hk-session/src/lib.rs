@@ -1291,7 +1291,8 @@ impl ObserveSession {
     }
 
     /// The first step of the plan that changes systems, as the planner derived it: an
-    /// ansible step without `check: true`, an ssh or manual step not declared
+    /// ansible step without `check: true`, a `--check` preview whose playbook runs tasks
+    /// for real under --check (`check_mode: false` on a module that can write), an ssh or manual step not declared
     /// `mutates: false`, a flux-reconcile, every policy step the planner adds in front of
     /// one. A runbook's own `read_only: true` is never asked.
     pub fn first_mutating_step(&self) -> Option<&PlannedStep> {
@@ -1317,6 +1318,25 @@ impl ObserveSession {
         now: Timestamp,
     ) -> Result<Vec<SessionEffect>, NotOpened> {
         if let Some(s) = self.first_mutating_step() {
+            // A `--check` preview mutates when tasks in its playbook run for real under
+            // --check: the refusal names them (the planner derived them from the playbook).
+            let real = s
+                .blast_radius
+                .as_ref()
+                .map(|b| b.runs_for_real.as_slice())
+                .unwrap_or_default();
+            if !real.is_empty() {
+                let tasks: Vec<String> = real.iter().map(|t| t.line()).collect();
+                return Err(NotOpened(format!(
+                    "observe mode: step {} `{}` ({}) runs tasks for real under --check, \
+                     whatever the runbook says: {}; runbooks with a mutating step open as \
+                     plans only",
+                    s.n,
+                    s.id,
+                    s.kind.as_str(),
+                    tasks.join("; ")
+                )));
+            }
             return Err(NotOpened(format!(
                 "observe mode: step {} `{}` ({}) changes systems; runbooks with a \
                  mutating step open as plans only",

@@ -53,6 +53,76 @@ pub struct Config {
     /// repo's name ([`NameKey::default_value`]).
     #[serde(default)]
     pub names: NamesConfig,
+    /// Tasks that run for real under `--check` (`check_mode: false` on a module that can
+    /// write) which a person has read and vouches only look: each pinned to its file, line
+    /// and the sha256 of the task as written, so an edit voids the review
+    /// (`repo::check_mode`; docs/config.md).
+    #[serde(default)]
+    pub reviewed_read_only: Vec<ReviewedReadOnly>,
+}
+
+/// One entry of `reviewed_read_only:`: a `check_mode: false` task someone reviewed as
+/// read-only.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewedReadOnly {
+    /// The task file, relative to the repo root (as `hk-console plan` names it).
+    pub file: String,
+    /// The line the task starts on (its `- name:` line, as `hk-console plan` names it).
+    pub line: usize,
+    /// The sha256 (hex) of the task as written (`hk-console plan` prints it for an
+    /// unreviewed task): a changed task no longer matches, and is not reviewed.
+    pub sha256: String,
+    /// Who reviewed it.
+    pub by: String,
+    /// When (YYYY-MM-DD).
+    pub at: String,
+    /// The line of this entry in hk-console.yaml (set when the file is read).
+    #[serde(skip)]
+    pub config_line: usize,
+}
+
+impl ReviewedReadOnly {
+    /// Why this entry cannot be a review, if it cannot.
+    fn invalid(&self) -> Option<String> {
+        let f = self.file.trim();
+        if f.is_empty() {
+            return Some("`file` is empty (the task file, relative to the repo root)".into());
+        }
+        if Path::new(f).is_absolute() || f.split('/').any(|c| c == "..") {
+            return Some(format!(
+                "`file: {f}` must be relative to the repo root, inside it"
+            ));
+        }
+        if self.line == 0 {
+            return Some("`line: 0`: lines count from 1 (the task's `- name:` line)".into());
+        }
+        if self.sha256.len() != 64 || !self.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Some(format!(
+                "`sha256: {}` is not a sha256 (64 hex digits; `hk-console plan` prints the task's)",
+                self.sha256
+            ));
+        }
+        if self.by.trim().is_empty() {
+            return Some("`by` is empty: name who reviewed the task".into());
+        }
+        let date = self.at.as_bytes();
+        let is_date = date.len() == 10
+            && date.iter().enumerate().all(|(i, b)| {
+                if i == 4 || i == 7 {
+                    *b == b'-'
+                } else {
+                    b.is_ascii_digit()
+                }
+            });
+        if !is_date {
+            return Some(format!(
+                "`at: {}` is not a date (YYYY-MM-DD, when the task was reviewed)",
+                self.at
+            ));
+        }
+        None
+    }
 }
 
 /// Where the seed's contract rules look, under the Ansible directory (the layout the infra
@@ -770,6 +840,26 @@ impl Config {
                 });
             }
         }
+        // A review that cannot pin a task would vouch for nothing (or for anything):
+        // refused at its line.
+        let mut config = config;
+        let entries = doc
+            .as_ref()
+            .and_then(|d| d.get("reviewed_read_only"))
+            .and_then(crate::yaml::Node::as_seq)
+            .unwrap_or_default();
+        for (i, r) in config.reviewed_read_only.iter_mut().enumerate() {
+            let mark = entries.get(i).map(|n| n.mark).unwrap_or_default();
+            r.config_line = mark.line.max(1);
+            if let Some(why) = r.invalid() {
+                return Err(ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    line: mark.line.max(1),
+                    col: mark.col.max(1),
+                    message: format!("reviewed_read_only[{i}]: {why}"),
+                });
+            }
+        }
         if config.environments.is_empty() {
             return Err(ConfigError::Invalid {
                 path: path.to_path_buf(),
@@ -880,6 +970,60 @@ mod tests {
             err.to_string(),
             "x.yaml:2:3: `run_lock.duration_s: 3` is too short: at least 6 seconds (the lock is renewed every third of it)"
         );
+    }
+
+    #[test]
+    fn a_review_is_read_with_its_line_and_a_bad_one_is_refused_at_it() {
+        let sha = "a".repeat(64);
+        let entry = |file: &str, line: &str, sha: &str, by: &str, at: &str| {
+            format!(
+                "environments:\n  dev: {{ servers: s }}\nreviewed_read_only:\n  - file: {file}\n    line: {line}\n    sha256: {sha}\n    by: {by}\n    at: {at}\n"
+            )
+        };
+        let text = entry("a/b.yml", "3", &sha, "alice", "2026-12-01");
+        let c = Config::parse(Path::new("hk-console.yaml"), &text).expect("valid");
+        assert_eq!(c.reviewed_read_only.len(), 1);
+        assert_eq!(c.reviewed_read_only[0].config_line, 4);
+        assert_eq!(c.reviewed_read_only[0].by, "alice");
+        for (bad, says) in [
+            (
+                entry("a/b.yml", "3", "abc", "alice", "2026-12-01"),
+                "is not a sha256",
+            ),
+            (
+                entry("a/b.yml", "0", &sha, "alice", "2026-12-01"),
+                "`line: 0`",
+            ),
+            (
+                entry("a/b.yml", "3", &sha, "alice", "yesterday"),
+                "is not a date",
+            ),
+            (
+                entry("a/b.yml", "3", &sha, "\"\"", "2026-12-01"),
+                "`by` is empty",
+            ),
+            (
+                entry("/etc/x.yml", "3", &sha, "alice", "2026-12-01"),
+                "must be relative",
+            ),
+            (
+                entry("../x.yml", "3", &sha, "alice", "2026-12-01"),
+                "must be relative",
+            ),
+        ] {
+            let e = Config::parse(Path::new("hk-console.yaml"), &bad)
+                .expect_err(says)
+                .to_string();
+            assert!(
+                e.starts_with("hk-console.yaml:4:")
+                    && e.contains("reviewed_read_only[0]")
+                    && e.contains(says),
+                "{says}: {e}"
+            );
+        }
+        let unknown = text.replace("    by: alice", "    by: alice\n    why: trust me");
+        let e = Config::parse(Path::new("hk-console.yaml"), &unknown).expect_err("unknown key");
+        assert!(e.to_string().contains("unknown field `why`"), "{e}");
     }
 
     #[test]

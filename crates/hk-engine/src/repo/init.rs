@@ -99,6 +99,7 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
             cni: Default::default(),
             contract: Default::default(),
             names: Default::default(),
+            reviewed_read_only: Vec::new(),
         };
         let repo = Repo::load_with(root, base.clone())?;
         let mut origin = repo.inventory_origin.clone();
@@ -143,6 +144,7 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
         cni: Default::default(),
         contract: Default::default(),
         names: Default::default(),
+        reviewed_read_only: Vec::new(),
     };
     let repo = Repo::load_with(root, base.clone())?;
     finish(root, base, repo, notes, questions)

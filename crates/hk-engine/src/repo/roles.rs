@@ -122,6 +122,35 @@ impl RoleSearch {
     }
 }
 
+impl RoleSearch {
+    /// The directory of role `name` named from a playbook in `book_dir` (and, for a
+    /// dependency, by a role whose parent directory is `role_basedir`), as ansible-playbook
+    /// run in `ansible_dir` finds it; with the directories looked in, for messages.
+    /// Ansible's order (RoleDefinition._load_role_path): the playbook's roles/, the
+    /// roles_path, a dependent role's directory, the playbook's directory, then the name as
+    /// a path from the working directory.
+    pub fn find(
+        &self,
+        ansible_dir: &Path,
+        book_dir: &Path,
+        role_basedir: Option<&Path>,
+        name: &str,
+    ) -> (Option<PathBuf>, Vec<PathBuf>) {
+        let mut dirs = vec![book_dir.join("roles")];
+        dirs.extend(self.roles_path.iter().cloned());
+        if let Some(b) = role_basedir {
+            dirs.push(b.to_path_buf());
+        }
+        dirs.push(book_dir.to_path_buf());
+        let found = dirs
+            .iter()
+            .map(|d| d.join(name))
+            .chain(std::iter::once(ansible_dir.join(name)))
+            .find(|d| d.is_dir());
+        (found, dirs)
+    }
+}
+
 /// The roles of `playbooks` (paths relative to `ansible_dir`), searched for as
 /// ansible-playbook run there with this process's environment would.
 pub fn play_roles(ansible_dir: &Path, playbooks: &[String]) -> Result<PlayRoles, RoleError> {
@@ -302,20 +331,9 @@ impl Walk<'_> {
         if out.roles.iter().any(|(n, _)| n == name) {
             return Ok(());
         }
-        // Ansible's order (RoleDefinition._load_role_path): the playbook's roles/, the
-        // roles_path, a dependent role's directory, the playbook's directory, then the
-        // name as a path from the working directory.
-        let mut dirs = vec![at.book_dir.join("roles")];
-        dirs.extend(self.search.roles_path.iter().cloned());
-        if let Some(b) = at.role_basedir {
-            dirs.push(b.to_path_buf());
-        }
-        dirs.push(at.book_dir.to_path_buf());
-        let found = dirs
-            .iter()
-            .map(|d| d.join(name))
-            .chain(std::iter::once(self.ansible_dir.join(name)))
-            .find(|d| d.is_dir());
+        let (found, dirs) = self
+            .search
+            .find(self.ansible_dir, at.book_dir, at.role_basedir, name);
         let Some(dir) = found else {
             // `ns.collection.role`: a collection's, which is not read here.
             if name.split('.').count() >= 3 && !name.contains('/') {

@@ -269,6 +269,43 @@ pub struct BlastRadius {
     pub nodes: Option<usize>,
     /// The same, in one line with the numbers.
     pub summary: String,
+    /// On a `--check --diff` preview (and the gate before it): the tasks that run for real
+    /// under `--check` (`check_mode: false` on a module that can write, not reviewed), or
+    /// the parts of the playbook that could not be read. Derived from the playbook
+    /// ([`Topology::check_runs`]), never from the runbook's word. Absent in plans journaled
+    /// before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs_for_real: Vec<RealTask>,
+}
+
+/// A task that runs for real under `ansible-playbook --check`, as the plan carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RealTask {
+    /// `FILE:LINE` of the task (or of the include that could not be read).
+    pub at: String,
+    /// Its module (`ansible.builtin.shell`), or what could not be read.
+    pub module: String,
+    /// Why it runs for real (its `check_mode` and where it was set, the operator's
+    /// machine), or why the part could not be read.
+    pub why: String,
+}
+
+impl RealTask {
+    /// `FILE:LINE (module): why`, one line.
+    pub fn line(&self) -> String {
+        format!("{} ({}): {}", self.at, self.module, self.why)
+    }
+}
+
+/// What a playbook does under `--check`, as the planner asks it ([`Topology::check_runs`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckRuns {
+    /// Tasks that run for real: the preview mutates.
+    pub real: Vec<RealTask>,
+    /// `check_mode: false` tasks that are probes by a person's review, one line each
+    /// (`FILE:LINE (module) reviewed read-only by X at Y`): said in the plan, never silently.
+    pub reviewed: Vec<String>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -401,6 +438,13 @@ pub trait Topology {
     fn blockers(&self, uses: &[PlaybookUse], hosts: &[String]) -> Vec<Blocker> {
         let _ = (uses, hosts);
         Vec::new()
+    }
+    /// What `playbook` runs for real under `ansible-playbook --check`: derived from the
+    /// playbook as ansible-playbook resolves it (`repo::check_mode`). Default: nothing
+    /// known to run (a topology with no playbooks to read).
+    fn check_runs(&self, playbook: &str) -> CheckRuns {
+        let _ = playbook;
+        CheckRuns::default()
     }
     /// Where [`Topology::play_var`] looks, for a message naming the places searched.
     fn searched(&self, host: &str, playbooks: &[String]) -> Vec<String> {
@@ -660,8 +704,16 @@ fn expand_plan(runbook: &Runbook, env: &PlanEnv, topo: &dyn Topology) -> Result<
         .enumerate()
         .map(|(i, d)| PlannedStep { n: i + 1, ..d.step })
         .collect();
-    // A policy gate names the step it guards: the next mutating step after it.
+    // A policy gate names the step it guards: the next mutating step after it; a preview
+    // that runs tasks for real names itself.
     for i in 0..steps.len() {
+        if steps[i].gate.is_none() {
+            let n = steps[i].n;
+            if let Some(b) = steps[i].blast_radius.as_mut() {
+                b.step = n;
+            }
+            continue;
+        }
         if steps[i].blast_radius.is_some() {
             let guarded = steps[i + 1..].iter().find(|s| s.mutates).map(|s| s.n);
             if let (Some(b), Some(n)) = (steps[i].blast_radius.as_mut(), guarded) {
@@ -1253,14 +1305,67 @@ impl Planner<'_> {
                     } else {
                         step.id.clone()
                     };
-                    let mut s = base(StepKind::Ansible, false, String::new());
+                    // What the preview runs for real is derived from the playbook; the
+                    // runbook's `check:`/`read_only:` never overrides it.
+                    let runs = self.topo.check_runs(&play.playbook);
+                    let mutates = !runs.real.is_empty();
+                    let mut s = base(StepKind::Ansible, mutates, String::new());
                     s.id = id;
                     s.title = preview_title(&title, &play.playbook, &on);
+                    if !runs.reviewed.is_empty() {
+                        s.title = format!(
+                            "{} [check_mode: false probes {}]",
+                            s.title,
+                            runs.reviewed.join("; ")
+                        );
+                    }
                     s.command = Some(self.ansible_argv(&play, &["--check", "--diff"]));
                     s.cwd = Some(self.env.ansible_dir.clone());
                     s.expect = limit.clone();
                     if *check_first {
                         s.source = source;
+                    }
+                    if mutates {
+                        let first = &runs.real[0];
+                        s.title = format!(
+                            "{} [RUNS FOR REAL under --check: {}{}]",
+                            s.title,
+                            first.line(),
+                            match runs.real.len() {
+                                1 => String::new(),
+                                k => format!(" and {} more", k - 1),
+                            }
+                        );
+                        let mut radius = self.play_radius(&s.id, &play, h, target_hosts);
+                        radius.summary = format!(
+                            "the preview of {} runs {} task(s) for real under --check: {}",
+                            play.playbook,
+                            runs.real.len(),
+                            radius.summary
+                        );
+                        radius.runs_for_real = runs.real.clone();
+                        // The preview mutates: it gets the approval a mutation gets,
+                        // before it runs.
+                        let mut g = base(StepKind::Gate, false, String::new());
+                        g.id = format!("{}.approve-preview", s.id);
+                        g.title = format!(
+                            "Approve running {} under --check on {on}: {} task(s) in it run for real",
+                            play.playbook,
+                            runs.real.len()
+                        );
+                        g.gate = Some(Gate::ApproveDiff);
+                        g.source = Some(if self.env.protected {
+                            GateSource::Policy
+                        } else {
+                            GateSource::Runbook
+                        });
+                        g.blast_radius = Some(radius.clone());
+                        out.push(Draft {
+                            step: g,
+                            play: None,
+                        });
+                        radius.step = 0;
+                        s.blast_radius = Some(radius);
                     }
                     out.push(Draft {
                         step: s,
@@ -1518,6 +1623,7 @@ impl Planner<'_> {
             hosts,
             nodes: None,
             summary,
+            runs_for_real: Vec::new(),
         }
     }
 
@@ -1570,6 +1676,7 @@ impl Planner<'_> {
                     hosts,
                     nodes: None,
                     summary,
+                    runs_for_real: Vec::new(),
                 }),
                 declared_read_only: None,
             },
@@ -1639,6 +1746,7 @@ impl Planner<'_> {
                     hosts: Vec::new(),
                     nodes: Some(servers.len()),
                     summary,
+                    runs_for_real: Vec::new(),
                 }),
                 declared_read_only: None,
             },

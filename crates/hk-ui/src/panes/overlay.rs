@@ -562,6 +562,13 @@ fn approve_head<'a>(
             format!("Blast radius{from}: {}", b.summary),
             t.mutating(),
         )));
+        // A --check preview that runs tasks for real: each, with its file:line.
+        for task in &b.runs_for_real {
+            v.push(Line::from(Span::styled(
+                format!("Runs for real under --check: {}", task.line()),
+                t.mutating(),
+            )));
+        }
         v.extend(live_blast_lines(app, m.n, t));
     }
     let Some(a) = &app.active else { return v };

@@ -402,6 +402,16 @@ fn detail_lines(app: &App, a: &ActiveRun) -> Vec<StepLine> {
             Line::from(Span::styled(step_label(s), t.text())),
             Rank::Context,
         ));
+        // A --check preview that runs tasks for real says which, with file:line.
+        for task in s.blast_radius.iter().flat_map(|b| &b.runs_for_real) {
+            lines.push(StepLine::new(
+                Line::from(Span::styled(
+                    format!("runs for real under --check: {}", task.line()),
+                    t.mutating(),
+                )),
+                Rank::Useful,
+            ));
+        }
         if let Some(h) = &s.host {
             lines.push(StepLine::new(
                 Line::from(Span::styled(host_progress(a, h), t.focus())),
