@@ -150,6 +150,13 @@ fn a_prod_preview_that_runs_a_task_for_real_is_gated_and_shown_mutating() {
         .last()
         .unwrap_or_else(|| panic!("no approval before the preview: {plan:#?}"));
     assert_eq!(gate.blast_radius.as_ref().map(|b| b.step), Some(check.n));
+    // The hosts it runs on are confirmed before the operator is asked to let it run.
+    assert!(
+        plan.steps
+            .iter()
+            .any(|s| s.n < gate.n && s.kind == hk_console::runbook::plan::StepKind::ListHosts),
+        "no list-hosts before the preview's approval: {plan:#?}"
+    );
     // No mutating step comes between the gate and the preview.
     assert!(plan
         .steps

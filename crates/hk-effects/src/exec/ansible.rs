@@ -46,8 +46,11 @@ pub fn find_binary(name: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
     })
 }
 
-/// Whether an ansible-playbook argv only looks (`--check`, `--list-hosts`, `--syntax-check`,
-/// `--list-tasks`, `--list-tags`). Anything else changes hosts.
+/// Whether an ansible-playbook argv asks only to look (`--check`, `--list-hosts`,
+/// `--syntax-check`, `--list-tasks`, `--list-tags`). Anything else changes hosts. Necessary,
+/// not sufficient: under `--check` a task with `check_mode: false` still runs for real, so
+/// whether a preview changes anything is the planner's derivation from the playbook's tasks
+/// (`repo::check_mode`, the planned step's `mutates`), which `exec::classify` also requires.
 pub fn argv_is_read_only(argv: &[String]) -> bool {
     argv.iter().any(|a| {
         matches!(

@@ -98,8 +98,10 @@ impl From<SshError> for ExecError {
     }
 }
 
-/// A step proven not to change anything: `mutates: false` in the plan, and (for ansible)
-/// an argv that only looks (`--check`, `--list-hosts`, ...).
+/// A step proven not to change anything: `mutates: false` in the plan (for a `--check`
+/// preview, derived from its playbook's tasks: one that runs a `check_mode: false` task
+/// which can write is planned mutating), and (for ansible) an argv that only looks
+/// (`--check`, `--list-hosts`, ...).
 #[derive(Debug, Clone)]
 pub struct ReadOnlyStep(Work);
 

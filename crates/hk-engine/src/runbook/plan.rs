@@ -1360,9 +1360,11 @@ impl Planner<'_> {
                             GateSource::Runbook
                         });
                         g.blast_radius = Some(radius.clone());
+                        // Its play, so the host set is confirmed before this approval
+                        // (insert_safety_steps puts the list-hosts ahead of it).
                         out.push(Draft {
                             step: g,
-                            play: None,
+                            play: Some(play.clone()),
                         });
                         radius.step = 0;
                         s.blast_radius = Some(radius);
@@ -1796,7 +1798,11 @@ impl Planner<'_> {
             }
             // Any ansible run (a --check too) or mutating step on a host first confirms the host.
             // A step bound to no host and running no play (a flux reconcile) has no host set.
-            let eligible = s.kind == StepKind::Ansible || (s.mutates && s.host.is_some());
+            // The approval of a preview that runs tasks for real counts as that preview: its
+            // hosts are confirmed before the operator is asked to let it run.
+            let approves_preview = s.kind == StepKind::Gate && draft.play.is_some();
+            let eligible =
+                s.kind == StepKind::Ansible || approves_preview || (s.mutates && s.host.is_some());
             let needs_list = eligible && !guarded.contains(&s.host) && !listed.contains(&s.host);
             if eligible {
                 guarded.insert(s.host.clone());
