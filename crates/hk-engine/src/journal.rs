@@ -1222,11 +1222,18 @@ pub fn list_runs(dir: &Path) -> Result<RunList, JournalError> {
                 // terminal closed, SIGKILL, a crash) left it interrupted, resumable.
                 if outcome == RunOutcome::InProgress && held_by_a_console(&path) == Some(false) {
                     outcome = RunOutcome::Interrupted;
-                    why = Some(
-                        "no console holds this run any more (the one that ran it is gone); \
-                         open it to resume"
+                    why = Some(match &damage {
+                        // A damaged journal is never resumed: nothing offers it.
+                        Some(d) => format!(
+                            "no console holds this run any more, and its journal is damaged \
+                             at line {}: it is never resumed (what happened after that line is \
+                             unknown); open it to read it, and start a new run",
+                            d.line
+                        ),
+                        None => "no console holds this run any more (the one that ran it is \
+                                 gone); open it to resume"
                             .to_string(),
-                    );
+                    });
                 }
                 list.runs.push(RunSummary {
                     run_id: r.header.run_id.clone(),
@@ -1491,42 +1498,72 @@ mod tests {
         }
     }
 
-    /// Format 2: an exit code (or a cancel) for a step whose start is not in the journal
-    /// is damage, not history: the journal is refused at that line.
+    /// A damaged journal of a run no console holds is listed interrupted, but never as
+    /// something to open and resume (it is never resumed).
     #[test]
-    fn an_outcome_without_a_start_is_damage_in_format_2() {
+    fn a_damaged_run_is_never_offered_for_resume() {
         let dir = tempfile::tempdir().expect("tmp");
-        let header = Header::new(one_apply_plan(), Mode::Operate, "op", Timestamp(1));
+        let header = Header::new(one_gate_plan(), Mode::Operate, "op", Timestamp(1));
         let path = journal_path(dir.path(), &header.run_id);
-        let records = [
-            Input::Start,
-            Input::StepFinished {
-                n: 1,
-                attempt: 1,
-                exit_code: Some(0),
-                error: None,
-            },
-        ];
-        let mut text = serde_json::to_string(&header).expect("header");
-        text.push('\n');
-        for (i, input) in records.into_iter().enumerate() {
-            let r = Record {
-                seq: i as u64 + 1,
-                at: Timestamp(2 + i as u64),
-                input,
-            };
-            text.push_str(&serde_json::to_string(&r).expect("record"));
-            text.push('\n');
-        }
-        std::fs::write(&path, text).expect("write");
-        let (_, damage) = salvage(&path).expect("salvaged");
-        let damage = damage.expect("damaged");
-        assert_eq!(damage.line, 3, "{damage:?}");
-        assert!(
-            damage.what.contains("without a step-started"),
-            "{}",
-            damage.what
+        let start = Record {
+            seq: 1,
+            at: Timestamp(2),
+            input: Input::Start,
+        };
+        let text = format!(
+            "{}\n{}\nnot a record\n",
+            serde_json::to_string(&header).expect("header"),
+            serde_json::to_string(&start).expect("start")
         );
+        std::fs::write(&path, text).expect("write");
+        let list = list_runs(dir.path()).expect("listed");
+        let run = list.runs.first().expect("the damaged run is listed");
+        assert!(run.damage.is_some());
+        let why = run.why.as_deref().unwrap_or_default();
+        assert!(!why.contains("to resume"), "{why}");
+        assert!(why.contains("never resumed"), "{why}");
+    }
+
+    /// An exit code for a step whose start is not in the journal is damage, not history
+    /// (in every format: none journaled one without its start): the journal is refused
+    /// at that line, never listed `done`.
+    #[test]
+    fn an_outcome_without_a_start_is_damage() {
+        for format in [2, 1] {
+            let dir = tempfile::tempdir().expect("tmp");
+            let mut header = Header::new(one_apply_plan(), Mode::Operate, "op", Timestamp(1));
+            header.format = format;
+            let path = journal_path(dir.path(), &header.run_id);
+            let records = [
+                Input::Start,
+                Input::StepFinished {
+                    n: 1,
+                    attempt: 1,
+                    exit_code: Some(0),
+                    error: None,
+                },
+            ];
+            let mut text = serde_json::to_string(&header).expect("header");
+            text.push('\n');
+            for (i, input) in records.into_iter().enumerate() {
+                let r = Record {
+                    seq: i as u64 + 1,
+                    at: Timestamp(2 + i as u64),
+                    input,
+                };
+                text.push_str(&serde_json::to_string(&r).expect("record"));
+                text.push('\n');
+            }
+            std::fs::write(&path, text).expect("write");
+            let (_, damage) = salvage(&path).expect("salvaged");
+            let damage = damage.expect("damaged");
+            assert_eq!(damage.line, 3, "format {format}: {damage:?}");
+            assert!(
+                damage.what.contains("without a step-started"),
+                "{}",
+                damage.what
+            );
+        }
         // "Could not be started" (no exit code, an error) is the one finish allowed.
         let mut run = Run::new(one_apply_plan()).expect("plan");
         run.step(&Event::new(Timestamp(2), Input::Start))

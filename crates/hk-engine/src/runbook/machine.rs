@@ -671,8 +671,8 @@ pub enum MachineError {
     #[error("step {probe} is not the probe of step {n}")]
     NotTheProbe { n: usize, probe: usize },
     #[error(
-        "step {n}: a {input} without a step-started: this run records each start before its \
-         work leaves, so an outcome of work that never started is not true"
+        "step {n}: a {input} without a step-started: the outcome of work whose start was \
+         never recorded is not true"
     )]
     OutcomeWithoutStart { n: usize, input: &'static str },
 }
@@ -1129,17 +1129,25 @@ impl Run {
                 };
                 self.steps[i].started_at = Some(at);
             }
-            // This run records every start before the work leaves: an exit code, a
-            // cancellation or a verification of work whose start is not in the journal
-            // did not happen. Only "could not be started" (no exit code, an error) may end
-            // a step that never started.
+            // An exit code of work whose start is not in the journal did not happen (no
+            // format ever journaled one without its start). In a run that records every
+            // start before the work leaves (format 2), neither did a clean finish or a
+            // cancellation: only "could not be started" (no exit code, an error) may end a
+            // step that never started.
             (
                 StepState::Running { started: false, .. },
                 Input::StepFinished {
                     exit_code: Some(_), ..
-                }
-                | Input::StepFinished { error: None, .. }
-                | Input::Cancelled { .. },
+                },
+            ) => {
+                return Err(MachineError::OutcomeWithoutStart {
+                    n,
+                    input: input.name(),
+                });
+            }
+            (
+                StepState::Running { started: false, .. },
+                Input::StepFinished { error: None, .. } | Input::Cancelled { .. },
             ) if self.starts_first => {
                 return Err(MachineError::OutcomeWithoutStart {
                     n,
