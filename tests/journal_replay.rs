@@ -34,10 +34,12 @@ fn lines(path: &Path) -> Vec<String> {
 /// Drive a journaled run through `inputs` (all must be accepted).
 fn drive(journal: &mut Journal, run: &mut Run, inputs: Vec<Input>, t0: u64) {
     for (i, input) in inputs.into_iter().enumerate() {
-        let name = input.name();
-        journal
-            .record(run, ev(t0 + i as u64, input))
-            .unwrap_or_else(|e| panic!("input {i} ({name}) refused: {e}"));
+        for input in started_first(run, input) {
+            let name = input.name();
+            journal
+                .record(run, ev(t0 + i as u64, input))
+                .unwrap_or_else(|e| panic!("input {i} ({name}) refused: {e}"));
+        }
     }
 }
 

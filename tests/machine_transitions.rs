@@ -13,10 +13,12 @@ use machine_common::*;
 fn feed(run: &mut Run, inputs: Vec<Input>) -> Vec<Effect> {
     let mut last = Vec::new();
     for (i, input) in inputs.into_iter().enumerate() {
-        let name = input.name();
-        last = run
-            .step(&ev(1000 + i as u64, input))
-            .unwrap_or_else(|e| panic!("input {i} ({name}) refused: {e}"));
+        for input in started_first(run, input) {
+            let name = input.name();
+            last = run
+                .step(&ev(1000 + i as u64, input))
+                .unwrap_or_else(|e| panic!("input {i} ({name}) refused: {e}"));
+        }
     }
     last
 }

@@ -339,6 +339,12 @@ pub fn next_input(run: &Run, rng: &mut Rng) -> Input {
                     }
                     _ => approve(n),
                 },
+                // The session journals a step's start before its work leaves: an
+                // executor's outcome only ever follows it.
+                StepState::Running { started: false, .. } => match rng.below(10) {
+                    0 => Input::CancelRequested { n, by: "op".into() },
+                    _ => Input::StepStarted { n, attempt },
+                },
                 StepState::Running { started, .. } => match rng.below(10) {
                     0 => Input::CancelRequested { n, by: "op".into() },
                     1 => Input::Cancelled {
@@ -438,6 +444,35 @@ pub fn random_input(run: &Run, rng: &mut Rng) -> Input {
     }
 }
 
+/// `input` as the session feeds it: an executor's outcome for a step whose start is not
+/// journaled yet comes after that start (the session records it before the work leaves).
+/// A refusal that never started ("could not be started": no exit code, an error) stays
+/// alone, as the session sends it.
+pub fn started_first(run: &Run, input: Input) -> Vec<Input> {
+    let needs_start = match &input {
+        Input::StepFinished {
+            n,
+            exit_code,
+            error,
+            ..
+        } => (exit_code.is_some() || error.is_none()).then_some(*n),
+        Input::Cancelled { n, .. } => Some(*n),
+        _ => None,
+    };
+    match needs_start.and_then(|n| run.step_record(n).map(|r| (n, r))) {
+        Some((n, r)) if matches!(r.state, StepState::Running { started: false, .. }) => {
+            vec![
+                Input::StepStarted {
+                    n,
+                    attempt: r.attempt,
+                },
+                input,
+            ]
+        }
+        _ => vec![input],
+    }
+}
+
 /// A node-health journal by "alice" in `dir`, with `inputs` recorded one second apart
 /// after `at` (the header's time): the seed the journal damage tests start from.
 pub fn record_health_run(dir: &std::path::Path, at: u64, inputs: Vec<Input>) -> std::path::PathBuf {
@@ -447,10 +482,12 @@ pub fn record_health_run(dir: &std::path::Path, at: u64, inputs: Vec<Input>) -> 
     let header = Header::new(plan.clone(), Mode::Operate, "alice", Timestamp(at));
     let mut journal = Journal::create(dir, &header).expect("create");
     let mut run = Run::with_mode(plan, Mode::Operate).expect("plan");
-    for (i, input) in inputs.into_iter().enumerate() {
-        journal
-            .record(&mut run, ev(at + 1 + i as u64, input))
-            .expect("record");
+    let mut t = at;
+    for input in inputs {
+        for input in started_first(&run, input) {
+            t += 1;
+            journal.record(&mut run, ev(t, input)).expect("record");
+        }
     }
     journal.path().to_path_buf()
 }
