@@ -769,16 +769,21 @@ fn md_cell(s: &str) -> String {
     let one_line = s.replace(['\n', '\r'], " ");
     let shown = visible(&one_line);
     let mut out = String::with_capacity(shown.len() + 8);
-    for c in shown.chars() {
+    let mut prev = None;
+    for (i, c) in shown.chars().enumerate() {
         match c {
-            '\\' | '|' | '`' | '*' | '[' | ']' | '#' => {
+            '\\' | '|' | '`' | '*' | '#' => {
                 out.push('\\');
                 out.push(c);
             }
+            // Tags and autolinks need `<`: `[warn]` and `->` stay as they read.
             '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
+            // A link needs `](`; a reference definition needs a `[` that starts the line.
+            '(' if prev == Some(']') => out.push_str("\\("),
+            '[' if i == 0 => out.push_str("\\["),
             c => out.push(c),
         }
+        prev = Some(c);
     }
     out
 }
@@ -923,9 +928,10 @@ mod tests {
     fn markdown_cells_stay_in_their_cell() {
         assert_eq!(md_cell("a | b\nc"), "a \\| b c");
         assert_eq!(
-            md_cell("<img src=x> [l](u) `c` *e* # h"),
-            "&lt;img src=x&gt; \\[l\\](u) \\`c\\` \\*e\\* \\# h"
+            md_cell("<img src=x> [l](u) `c` *e* # h -> [warn]"),
+            "&lt;img src=x> [l]\\(u) \\`c\\` \\*e\\* \\# h -> [warn]"
         );
+        assert_eq!(md_cell("[r]: https://x"), "\\[r]: https://x");
         assert_eq!(md_code("a`b\nc"), "a'b c");
     }
 
@@ -993,8 +999,8 @@ mod tests {
                 assert!(!out.contains(c), "{name}: raw {c:?} in:\n{out}");
             }
             let shown = if name == "md" {
-                // Markdown escapes the backslashes and brackets of the written-out form.
-                "\\\\e\\]0;PWNED\\\\x07\\\\e\\[2J\\\\u{202e}"
+                // Markdown escapes the backslashes of the written-out form.
+                "\\\\e]0;PWNED\\\\x07\\\\e[2J\\\\u{202e}"
             } else {
                 "\\e]0;PWNED\\x07\\e[2J\\u{202e}"
             };
