@@ -909,9 +909,19 @@ fn each_signal_mid_step_journals_the_headless_run_abandoned_and_exits_by_it() {
             reason.contains(name) && reason.contains("headless run"),
             "{name}: {reason}"
         );
+        let ended = recs
+            .iter()
+            .find(|r| input_type(r) == "process-ended")
+            .unwrap_or_else(|| panic!("{name}: the apply's process end is journaled: {recs:#?}"));
+        let how = ended
+            .pointer("/input/how")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        // Issue 34: the process end says why it stopped in words that read ("stopped as
+        // the the headless run" before).
         assert!(
-            recs.iter().any(|r| input_type(r) == "process-ended"),
-            "{name}: the apply's process end is journaled: {recs:#?}"
+            how.starts_with(&format!("stopped: {reason}: ")) && !how.contains("the the"),
+            "{name}: {how}"
         );
         let left = demo_common::processes_mentioning(&dir_s);
         assert!(left.is_empty(), "{name}: left running: {left:#?}");

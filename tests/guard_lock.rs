@@ -187,7 +187,14 @@ async fn a_stale_lock_is_reported_and_taken_over_only_with_the_typed_answer() {
     assert_eq!(mark.by, "bob@console-b");
     assert_eq!(mark.by_run.as_deref(), Some(bob().run_id.as_str()));
     assert_eq!(mark.reason, "ann's laptop died");
-    assert_eq!(mark.at, Some(takeover.at));
+    // Issue 34: stamped when this console read it (its own clock), not with the taking
+    // console's clock: here both are this machine's, so no earlier than the take-over.
+    assert!(
+        mark.at.is_some_and(|t| t >= takeover.at),
+        "{:?} vs {:?}",
+        mark.at,
+        takeover.at
+    );
     assert_eq!(
         takeover_of(&admin, &bob().run_id).await.expect("read"),
         None,
@@ -275,4 +282,80 @@ async fn a_renewing_console_finds_out_when_its_lock_is_taken() {
             .as_deref(),
         Some("bob@console-b")
     );
+}
+
+/// A run lock Lease written by ANOTHER console (not through this process), holder `holder`,
+/// its renewTime `renewed_ms` by that console's clock, for `duration_s`.
+async fn foreign_lock(client: &kube::Client, holder: &str, renewed_ms: i64, duration_s: i32) {
+    let t = k8s_openapi::jiff::Timestamp::from_millisecond(renewed_ms).expect("time");
+    let l: Lease = serde_json::from_value(serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": LOCK_NAME, "namespace": LOCK_NAMESPACE,
+            "annotations": {RUN_ID_ANNOTATION: "20261203T080000000Z-etcd-io-priority-lab",
+                ENV_ANNOTATION: "lab", RUNBOOK_ANNOTATION: "etcd-io-priority"}},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration_s,
+            "leaseTransitions": 1,
+            "acquireTime": t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+            "renewTime": t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()},
+    }))
+    .expect("Lease");
+    Api::<Lease>::namespaced(client.clone(), LOCK_NAMESPACE)
+        .create(&kube::api::PostParams::default(), &l)
+        .await
+        .expect("create the foreign lock");
+}
+
+/// Issue 34: a console judged another console's lock stale by comparing its renewTime with
+/// the local wall clock, so a console 600 s ahead (`faketime -f +600s`) took over a lock
+/// renewed every 2 s. Freshness is what THIS console saw change: a record it has just
+/// seen for the first time is held, however old its renewTime reads; it turns stale only
+/// after being watched unchanged for its duration, and only then can it be taken over. A
+/// holder whose renewTime is far ahead of this machine is named, as information.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_is_stale_only_after_this_console_watched_it_unchanged() {
+    let server = ApiServer::start();
+    let admin = server.admin_client().await;
+    let wall = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+    // Renewed 10 min ago by its holder's clock (or this machine is 10 min ahead).
+    foreign_lock(&admin, "carol@console-c", wall - 600_000, 2).await;
+    match look(&admin).await.expect("look") {
+        LockState::Held { record } => assert_eq!(record.holder, "carol@console-c"),
+        other => panic!("first seen now: held, not {other:?}"),
+    }
+    match take_over(&admin, &bob(), 30, "lab", "carol's console looks dead").await {
+        Err(LockError::Held { record }) => assert_eq!(record.holder, "carol@console-c"),
+        other => panic!("a record first seen now is not taken over: {other:?}"),
+    }
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    let state = look(&admin).await.expect("look");
+    let LockState::Stale { record, age_ms } = &state else {
+        panic!("watched unchanged past its 2 s: stale, not {state:?}");
+    };
+    assert_eq!(record.holder, "carol@console-c");
+    assert!(
+        (2000..60_000).contains(age_ms),
+        "the age is what this console watched, not the holder's renewTime: {age_ms}"
+    );
+    let (_held, takeover) = take_over(&admin, &bob(), 30, "lab", "carol's console stopped")
+        .await
+        .expect("taken over once watched stale");
+    assert_eq!(takeover.previous.holder, "carol@console-c");
+
+    // A holder 600 s ahead of this machine, renewing: held, its clock named.
+    let server = ApiServer::start();
+    let admin = server.admin_client().await;
+    let wall = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+    foreign_lock(&admin, "dave@console-d", wall + 600_000, 30).await;
+    match look(&admin).await.expect("look") {
+        LockState::Held { record } => {
+            let note = record.clock_note.clone().unwrap_or_default();
+            let ahead: u64 = note
+                .strip_prefix("its renewTime is ")
+                .and_then(|r| r.split(" s ahead of this machine").next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{note}"));
+            assert!((540..=600).contains(&ahead), "{note}");
+        }
+        other => panic!("{other:?}"),
+    }
 }

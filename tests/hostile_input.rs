@@ -554,3 +554,44 @@ fn dry_run_is_refused_where_it_cannot_be_honoured() {
     );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
 }
+
+/// Issue 34: a Jinja loop of 10^8 iterations in an inventory value hung `envs`, `check`,
+/// `plan` and `observe --once` with no output. Every evaluation has a budget
+/// (`jinja.max_fuel`): each command (and `inventory --host --resolved`, which renders every
+/// variable) exits 2 naming the variable, its file:line and the limit, within the CPU limit.
+#[test]
+fn a_template_loop_spends_its_budget_and_is_a_named_error() {
+    let (_d, root) = repo();
+    let rel = "infra/ansible/inventory/group_vars/k3s_prod/vars.yml";
+    let path = root.join(rel);
+    let text = std::fs::read_to_string(&path).expect("read");
+    let bomb = "k3s_api_host: \"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}192.168.2.10\"";
+    assert!(text.contains("k3s_api_host: 192.168.2.10"), "{text}");
+    let text = text.replace("k3s_api_host: 192.168.2.10", bomb);
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("k3s_api_host:"))
+        .expect("the line")
+        + 1;
+    std::fs::write(&path, &text).expect("write");
+    let commands: &[&[&str]] = &[
+        &["envs"],
+        &["check"],
+        &["plan", "etcd-io-priority", "--env", "prod"],
+        &["observe", "--once"],
+        &["inventory", "--host", "k3s-prod-1", "--resolved"],
+    ];
+    for args in commands {
+        let out = run(&root, args);
+        let what = format!("hk-console {}", args.join(" "));
+        assert_eq!(out.code, Some(2), "{what}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("{rel}:{line}:"))
+                && out.stderr.contains("`k3s_api_host`")
+                && out.stderr.contains("limit jinja.max_fuel"),
+            "{what}: {}",
+            out.stderr
+        );
+        assert!(out.took < DEADLINE, "{what}: took {:?}", out.took);
+    }
+}

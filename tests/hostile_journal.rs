@@ -239,3 +239,221 @@ fn home_lists_damaged_runs_and_unreadable_journals_and_opens_them_read_only() {
     );
     assert_eq!(fs::read(&damaged).expect("read"), before);
 }
+
+/// `hk-console runs ARGS` with its state under `state`: (exit code, stdout, stderr).
+fn runs_cmd(
+    state: &Path,
+    args: &[&str],
+    stdout: std::process::Stdio,
+) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hk-console"))
+        .arg("runs")
+        .args(args)
+        .env("XDG_STATE_HOME", state)
+        .env_remove("HK_REPO")
+        .stdout(stdout)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run hk-console");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn piped() -> std::process::Stdio {
+    std::process::Stdio::piped()
+}
+
+/// What a journal's gate answer held in issue 34: it retitled and cleared the terminal.
+const ATTACK: &str = "mallory\u{1b}]0;PWNED\u{7}\u{1b}[2J\u{202e}";
+
+/// A run whose gate was answered by (and noted with) [`ATTACK`].
+fn hostile_run(dir: &Path) -> String {
+    use hk_console::runbook::machine::GateAnswer;
+    let path = record_health_run(
+        dir,
+        1_000,
+        vec![
+            Input::Start,
+            Input::GateAnswered {
+                n: 1,
+                answer: GateAnswer::Approved {
+                    by: ATTACK.into(),
+                    note: Some(format!("{ATTACK} | ### not a heading")),
+                },
+            },
+        ],
+    );
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .expect("run id")
+}
+
+/// Issue 34: `runs show` wrote a journal's control characters raw (text and md): they are
+/// written out, in every format; `runs list` too.
+#[test]
+fn runs_show_writes_out_a_journals_control_characters() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let runs = state.path().join("runs");
+    let id = hostile_run(&runs);
+    let dir = runs.to_str().expect("utf-8 path");
+    for format in ["text", "md", "json"] {
+        let (code, out, err) = runs_cmd(
+            state.path(),
+            &["show", &id, "--format", format, "--dir", dir],
+            piped(),
+        );
+        assert_eq!(code, Some(0), "{format}: {err}");
+        for c in ['\u{1b}', '\u{7}', '\u{202e}'] {
+            assert!(!out.contains(c), "{format}: raw {c:?} in:\n{out}");
+        }
+        assert!(
+            out.contains("PWNED"),
+            "{format}: the value is shown:\n{out}"
+        );
+    }
+    let (_, md, _) = runs_cmd(
+        state.path(),
+        &["show", &id, "--format", "md", "--dir", dir],
+        piped(),
+    );
+    assert!(
+        !md.lines()
+            .any(|l| l.starts_with("###") && l.contains("not a heading")),
+        "{md}"
+    );
+    let (code, list, err) = runs_cmd(state.path(), &["list", "--dir", dir], piped());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!list.contains('\u{1b}'), "{list}");
+}
+
+/// Issue 34: `runs list` / `runs show` panicked (exit 101) when stdout could not be
+/// written; like every other command they exit 2 saying so.
+#[test]
+fn runs_commands_say_they_cannot_write_to_a_full_stdout() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let runs = state.path().join("runs");
+    let id = hostile_run(&runs);
+    let dir = runs.to_str().expect("utf-8 path");
+    for args in [
+        vec!["list", "--dir", dir],
+        vec!["list", "--json", "--dir", dir],
+        vec!["show", id.as_str(), "--dir", dir],
+        vec!["show", id.as_str(), "--format", "md", "--dir", dir],
+    ] {
+        let full = fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let (code, _, err) = runs_cmd(state.path(), &args, full.into());
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot write to stdout") && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Issue 34: a journal that is a symlink (here to a file outside the runs directory, as
+/// `x.jsonl -> /etc/shadow`) had its target's bytes copied into the runs directory as
+/// `x.jsonl.damaged`. It is listed as refused, never read or copied.
+#[test]
+fn a_symlinked_journal_is_refused_and_never_copied() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let runs = state.path().join("runs");
+    hostile_run(&runs);
+    let secret = state.path().join("secret");
+    fs::write(&secret, "root:$6$secret-hash:19000:0:99999:7:::\n").expect("secret");
+    std::os::unix::fs::symlink(&secret, runs.join("x.jsonl")).expect("symlink");
+    let before: Vec<_> = fs::read_dir(&runs)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    let dir = runs.to_str().expect("utf-8 path");
+    for json in [false, true] {
+        let args = if json {
+            vec!["list", "--json", "--dir", dir]
+        } else {
+            vec!["list", "--dir", dir]
+        };
+        let (code, out, err) = runs_cmd(state.path(), &args, piped());
+        assert_eq!(code, Some(0), "{err}");
+        assert!(
+            out.contains("x.jsonl") && out.contains("a symlink, not a journal: refused"),
+            "{out}"
+        );
+        assert!(!out.contains("secret-hash"), "{out}");
+    }
+    let after: Vec<_> = fs::read_dir(&runs)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(before, after, "nothing was written into the runs directory");
+    assert!(!runs.join("x.jsonl.damaged").exists());
+    // The engine's own calls: salvage and the copy refuse the link too.
+    assert!(journal::salvage(&runs.join("x.jsonl")).is_err());
+    let copy = journal::keep_damaged_copy(&runs.join("x.jsonl"));
+    assert!(
+        copy.as_ref()
+            .is_err_and(|e| e.to_string().contains("a symlink, not a journal")),
+        "{copy:?}"
+    );
+    // An output log or journal opened for appending through a link is refused.
+    let appended = journal::open_private_append(&runs.join("x.jsonl"));
+    assert!(appended.is_err(), "appended through a symlink");
+    assert_eq!(
+        fs::read_to_string(&secret).expect("secret"),
+        "root:$6$secret-hash:19000:0:99999:7:::\n"
+    );
+}
+
+/// Issue 34: a runs directory that is a symlink was written through and its target
+/// chmod'ed to 0700; a `--dir` that does not exist read as "no runs" (exit 0).
+#[test]
+fn a_symlinked_or_missing_runs_directory_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let state = tempfile::tempdir().expect("tempdir");
+    let target = state.path().join("shared");
+    fs::create_dir(&target).expect("mkdir");
+    fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let link = state.path().join("runs-link");
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    let mode = || fs::metadata(&target).expect("stat").permissions().mode() & 0o777;
+
+    let (code, _, err) = runs_cmd(
+        state.path(),
+        &["list", "--dir", link.to_str().expect("utf-8")],
+        piped(),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("runs-link") && err.contains("a symlink"),
+        "{err}"
+    );
+
+    let made = journal::create_private_dir(&link);
+    assert!(
+        made.as_ref()
+            .is_err_and(|e| e.to_string().contains("a symlink, not a runs directory")),
+        "{made:?}"
+    );
+    assert!(journal::list_runs(&link).is_err());
+    assert!(journal::open_private_append(&link.join("r.out.jsonl")).is_err());
+    assert_eq!(mode(), 0o755, "the link's target was chmod'ed");
+    assert_eq!(
+        fs::read_dir(&target).expect("ls").count(),
+        0,
+        "written through"
+    );
+
+    let missing = state.path().join("no-such-runs");
+    let (code, out, err) = runs_cmd(
+        state.path(),
+        &["list", "--dir", missing.to_str().expect("utf-8")],
+        piped(),
+    );
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains("no-such-runs"), "{err}");
+}

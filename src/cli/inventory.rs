@@ -63,6 +63,8 @@ pub(super) fn inventory_cmd(
         }
         None => listing::list_json(&inventory),
     };
+    // A template that spent its budget (jinja.max_fuel) is a refusal, not a warning.
+    let mut spent: Option<String> = None;
     if resolved {
         let resolver = Resolver::new();
         let groups = std::sync::Arc::new(crate::repo::all_groups(&inventory));
@@ -80,6 +82,13 @@ pub(super) fn inventory_cmd(
                         }
                     }
                     Resolved::Unrenderable { reason } => {
+                        if crate::repo::resolve::is_out_of_fuel(&reason) && spent.is_none() {
+                            let at = inventory
+                                .host_vars(name)
+                                .and_then(|vs| vs.get(&var).map(|v| v.origin.to_string()))
+                                .unwrap_or_else(|| name.to_string());
+                            spent = Some(format!("{at}: `{var}` (for {name}): {reason}"));
+                        }
                         unrenderable.push(format!("{name}: {var}: cannot render: {reason}"))
                     }
                 }
@@ -99,6 +108,9 @@ pub(super) fn inventory_cmd(
                 }
             }
         }
+    }
+    if let Some(why) = spent {
+        return Err(Failure::msg(why));
     }
     print_json(&output)?;
     for u in &unrenderable {
@@ -319,6 +331,12 @@ pub(super) fn play_vars_cmd(
         let value = match &v.resolved {
             Some(Resolved::Value(r)) => r.clone(),
             Some(Resolved::Unrenderable { reason }) => {
+                if crate::repo::resolve::is_out_of_fuel(reason) {
+                    return Err(Failure::msg(format!(
+                        "{}: `{name}` (for {host}): {reason}",
+                        v.var.origin
+                    )));
+                }
                 unrenderable.push(format!("{host}: {name}: cannot render: {reason}"));
                 crate::repo::vars::listing_value(&v.var)
             }

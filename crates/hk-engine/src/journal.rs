@@ -271,18 +271,77 @@ pub fn state_dir() -> Result<PathBuf, JournalError> {
 
 /// Journals and logs quote hosts, commands and their output: they are the operator's
 /// alone. `dir` (and any parent made for it) is created 0700, and an existing `dir` is
-/// narrowed to 0700.
+/// narrowed to 0700. A `dir` that is a symlink is refused ([`SYMLINK_DIR_REFUSED`]): it is
+/// never written through nor its target chmod'ed. The mode is set on the directory opened
+/// without following a link (O_NOFOLLOW), so a link swapped in after the check is refused
+/// too, not chmod'ed through.
 pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    refuse_symlinked_dir(dir)?;
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_DIRECTORY)
+        .open(dir)
+        .map_err(|e| symlink_refusal(e, SYMLINK_DIR_REFUSED))?;
+    opened.set_permissions(fs::Permissions::from_mode(0o700))
+}
+
+/// What a runs directory (or a journal's directory) that is a symlink is refused with.
+pub const SYMLINK_DIR_REFUSED: &str =
+    "a symlink, not a runs directory: refused (never written through or chmod'ed; name the directory itself)";
+
+/// What a journal (or its output log) that is a symlink is refused with.
+pub const SYMLINK_JOURNAL_REFUSED: &str = "a symlink, not a journal: refused";
+
+/// Err when `dir` itself (its last component) is a symlink; a missing `dir` is no error.
+fn refuse_symlinked_dir(dir: &Path) -> std::io::Result<()> {
+    match fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            SYMLINK_DIR_REFUSED,
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// An open that met a symlink at the last component (O_NOFOLLOW's ELOOP), said as `what`.
+fn symlink_refusal(e: std::io::Error, what: &str) -> std::io::Error {
+    if e.raw_os_error() == Some(nix::libc::ELOOP) {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, what)
+    } else {
+        e
+    }
+}
+
+/// The whole of the file at `path`, opened without following a symlink (a journal that is
+/// a link to another file is refused, never read). The open is O_NONBLOCK too, so a FIFO
+/// swapped in after a type check cannot block the read on its open; anything but a
+/// regular file is refused once open.
+fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| symlink_refusal(e, SYMLINK_JOURNAL_REFUSED))?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file: not read as a journal",
+        ));
+    }
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// `path` opened for appending, created 0600 (an existing file is narrowed to 0600) in a
-/// private directory ([`create_private_dir`]).
+/// private directory ([`create_private_dir`]). A `path` that is a symlink is refused
+/// (O_NOFOLLOW: [`SYMLINK_JOURNAL_REFUSED`]), never appended to through it.
 pub fn open_private_append(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -292,7 +351,9 @@ pub fn open_private_append(path: &Path) -> std::io::Result<File> {
         .create(true)
         .append(true)
         .mode(0o600)
-        .open(path)?;
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| symlink_refusal(e, SYMLINK_JOURNAL_REFUSED))?;
     file.set_permissions(fs::Permissions::from_mode(0o600))?;
     Ok(file)
 }
@@ -837,7 +898,7 @@ fn read_journal(path: &Path) -> Result<RawJournal, JournalError> {
 /// run as the lines before it leave it, and the error the damaged line gives. A damaged
 /// header (nothing to rebuild from), a newer format or an IO failure is an error outright.
 fn read_journal_lines(path: &Path) -> Result<(RawJournal, Option<JournalError>), JournalError> {
-    let bytes = fs::read(path).map_err(io_err(path))?;
+    let bytes = read_no_follow(path).map_err(io_err(path))?;
     let corrupt = |line: usize, col: usize, what: String| JournalError::Corrupt {
         path: path.to_path_buf(),
         line,
@@ -996,7 +1057,9 @@ impl std::fmt::Display for Damage {
 /// before anything else touches it. A copy with the same bytes already there is reused, so
 /// listing the runs again does not pile copies up.
 pub fn keep_damaged_copy(path: &Path) -> Result<PathBuf, DamagedCopyError> {
-    let bytes = fs::read(path).map_err(|e| DamagedCopyError::io(path, e))?;
+    // Never through a symlink: a journal that is a link (to /etc/shadow, say) is not
+    // copied, so its target's bytes never land in the runs directory.
+    let bytes = read_no_follow(path).map_err(|e| DamagedCopyError::io(path, e))?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -1024,7 +1087,7 @@ pub fn keep_damaged_copy(path: &Path) -> Result<PathBuf, DamagedCopyError> {
                 return Ok(copy);
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                if fs::read(&copy).is_ok_and(|old| old == bytes) {
+                if read_no_follow(&copy).is_ok_and(|old| old == bytes) {
                     return Ok(copy);
                 }
             }
@@ -1150,8 +1213,13 @@ pub struct RunList {
     pub unreadable: Vec<JournalError>,
 }
 
-/// List the runs journaled in `dir`, newest first. A missing directory holds no runs.
+/// List the runs journaled in `dir`, newest first. A missing directory holds no runs (the
+/// caller refuses a missing directory the operator named). A `dir` that is a symlink is
+/// refused ([`SYMLINK_DIR_REFUSED`]): listing writes damaged copies into it. A journal
+/// that is a symlink is listed as refused ([`SYMLINK_JOURNAL_REFUSED`]), never read or
+/// copied.
 pub fn list_runs(dir: &Path) -> Result<RunList, JournalError> {
+    refuse_symlinked_dir(dir).map_err(io_err(dir))?;
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RunList::default()),
@@ -1170,9 +1238,20 @@ pub fn list_runs(dir: &Path) -> Result<RunList, JournalError> {
             continue;
         }
         // Looked at, not opened: opening a FIFO blocks until a writer comes. Anything but a
-        // regular file (a FIFO, a socket, a directory) is listed as unreadable, never hidden.
-        match fs::metadata(&path) {
+        // regular file (a FIFO, a socket, a directory, a symlink: not followed) is listed as
+        // unreadable, never hidden.
+        match fs::symlink_metadata(&path) {
             Ok(m) if m.is_file() => {}
+            Ok(m) if m.file_type().is_symlink() => {
+                list.unreadable.push(JournalError::Io {
+                    path,
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        SYMLINK_JOURNAL_REFUSED,
+                    ),
+                });
+                continue;
+            }
             Ok(m) => {
                 let what = if m.is_dir() {
                     "a directory"

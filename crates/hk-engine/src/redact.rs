@@ -143,6 +143,61 @@ impl Redactor {
     }
 }
 
+/// The shortest derived form masked: a shorter piece of base64 or a short case variant
+/// would match unrelated text too often to be worth masking.
+pub const MIN_FORM_LEN: usize = 8;
+
+/// Every form of a secret `value` the mask covers (docs/reliability.md, "What is masked and
+/// what is not"): the value; as it shows inside a JSON string; percent-encoded as in a URL;
+/// upper- and lower-cased (`| upper`, `| lower`); its base64 (`| b64encode`), whole and as
+/// it shows inside a longer base64 string at each of the three byte alignments (so
+/// `b64encode(user ~ ':' ~ pass)` is masked: the characters that encode the value's bytes
+/// alone, without the neighbours' bits). Derived forms shorter than [`MIN_FORM_LEN`] are
+/// left out (they would match unrelated text); the value itself is always in.
+pub fn forms_of(value: &str) -> Vec<String> {
+    let mut forms = vec![value.to_string()];
+    let mut derived = Vec::new();
+    let json = serde_json::Value::String(value.to_string()).to_string();
+    derived.push(json[1..json.len() - 1].to_string());
+    derived.push(percent_encoded(value));
+    derived.push(value.to_uppercase());
+    derived.push(value.to_lowercase());
+    let bytes = value.as_bytes();
+    derived.push(data_encoding::BASE64.encode(bytes));
+    for k in 0..3usize {
+        // `k` unknown bytes before the value: the first characters mix their bits with the
+        // value's (none at k = 0, 2 at k = 1, 3 at k = 2), and the characters past the
+        // value's last whole 6 bits mix with what follows.
+        let mut padded = vec![0u8; k];
+        padded.extend_from_slice(bytes);
+        let enc = data_encoding::BASE64_NOPAD.encode(&padded);
+        let skip = [0, 2, 3][k];
+        let end = (padded.len() * 8 / 6).min(enc.len());
+        if end > skip {
+            derived.push(enc[skip..end].to_string());
+        }
+    }
+    for f in derived {
+        if f.len() >= MIN_FORM_LEN && !forms.contains(&f) {
+            forms.push(f);
+        }
+    }
+    forms
+}
+
+/// `s` as a URL carries it: every byte but the unreserved ones (RFC 3986) as `%XX`.
+fn percent_encoded(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// A changed line of a unified diff as Ansible's `--diff` prints it. Ansible's own lines
 /// (`TASK [..]`, `ok: [host]`, the recap) never start with `+` or `-`.
 fn is_diff_line(line: &str) -> bool {
@@ -178,6 +233,46 @@ mod tests {
         assert_eq!(r.redact_truncated("pw=hunt"), format!("pw={MASK}"));
         assert_eq!(r.redact_truncated("pw=hunter2 x"), format!("pw={MASK} x"));
         assert_eq!(r.redact_truncated("all clear"), "all clear");
+    }
+
+    /// Issue 34: a transformed form of a vaulted value reached the output. The cheap ones
+    /// are masked: case, URL, and base64 inside a longer base64 string at every alignment,
+    /// as `b64encode(user ~ ':' ~ pass)` makes it (here with prefixes of 0 to 7 bytes and
+    /// something after the value too).
+    #[test]
+    fn case_url_and_embedded_base64_forms_are_masked() {
+        let secret = "sample-not-a-real-secret";
+        let r = Redactor::new(forms_of(secret));
+        assert_eq!(
+            r.redact("pw=SAMPLE-NOT-A-REAL-SECRET"),
+            format!("pw={MASK}")
+        );
+        let odd = Redactor::new(forms_of("p@ss w/rd:1"));
+        assert_eq!(
+            odd.redact("url: https://u:p%40ss%20w%2Frd%3A1@h/"),
+            format!("url: https://u:{MASK}@h/")
+        );
+        for user in ["", "a", "ad", "adm", "admi", "admin", "admin:", "operator"] {
+            for after in ["", "\n", "@lab"] {
+                let plain = format!("{user}:{secret}{after}");
+                let b64 = data_encoding::BASE64.encode(plain.as_bytes());
+                let shown = r.redact(&format!("Authorization: Basic {b64}"));
+                assert!(shown.contains(MASK), "{plain:?}: {shown}");
+                // The characters that encode the secret's bytes are gone: all but at most
+                // the 3 bytes at its edges that share characters with its neighbours.
+                let left = shown
+                    .trim_start_matches("Authorization: Basic ")
+                    .replace(MASK, "");
+                assert!(
+                    b64.len() - left.len() >= (secret.len() - 3) * 4 / 3,
+                    "{plain:?}: {shown}"
+                );
+            }
+        }
+        // Short derived forms are not masked: too likely to match anything.
+        assert!(forms_of("abcd")
+            .iter()
+            .all(|f| f == "abcd" || f.len() >= MIN_FORM_LEN));
     }
 
     #[test]

@@ -192,7 +192,10 @@ fn record_stop(
                 n,
                 attempt,
                 pid: stop.child.pid,
-                how: format!("stopped as the {reason}: {}", stop.describe()),
+                // The reason is a clause of its own ("the headless run was told to stop
+                // (SIGTERM)", "console lost its terminal (SIGHUP)"): said after a colon,
+                // never glued to an article ("stopped as the the headless run").
+                how: format!("stopped: {reason}: {}", stop.describe()),
             },
             now,
         ),

@@ -12,8 +12,17 @@
 //! acquisitions until the next take-over replaces it: only the last take-over is kept.
 //! Every write is a replace at the resourceVersion read (or a create), so two consoles
 //! racing for the lock cannot both win: the loser gets a conflict and reads the winner.
+//! Freshness is judged by what THIS console saw change, on its own monotonic clock (as
+//! client-go's leader election does): a held record is stale only when this console has
+//! watched it unchanged (holder, renewTime, leaseTransitions, resourceVersion) for longer
+//! than its duration ([`Watch`], [`judge_watched`]). The holder's timestamps are never
+//! compared with this machine's wall clock to decide: two consoles' clocks may disagree
+//! by minutes (a console under `faketime -f +600s` once took a lock renewed every 2 s).
+//! A console that has just started and seen the record once cannot call it stale until it
+//! has watched it unchanged for the duration. A renewTime far from this machine's clock is
+//! named ([`LockRecord::clock_note`]) as information, not as a verdict.
 //! Must not: decide when a run needs the lock (the session does), or judge cluster health.
-//! [`judge`] is pure; times come in.
+//! [`judge_watched`] and [`Watch`] are pure; times come in.
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -72,13 +81,19 @@ pub fn takeover_mark(lease: &Lease) -> Option<TakeoverMark> {
 }
 
 /// Whether run `run_id`'s lock was taken over: the Lease's mark, if it names that run.
-/// Read-only (one GET).
+/// Read-only (one GET). Its `at` is when THIS console read the mark (its own clock), not
+/// the time the taking console wrote: that console's clock may be far off, and an event
+/// carries the time it was observed.
 pub async fn takeover_of(client: &Client, run_id: &str) -> Result<Option<TakeoverMark>, LockError> {
     Ok(read(client)
         .await?
         .as_ref()
         .and_then(takeover_mark)
-        .filter(|m| m.from_run.as_deref() == Some(run_id)))
+        .filter(|m| m.from_run.as_deref() == Some(run_id))
+        .map(|m| TakeoverMark {
+            at: Some(now()),
+            ..m
+        }))
 }
 
 /// Who asks for the lock: `login@host` and the run.
@@ -122,6 +137,27 @@ pub struct LockRecord {
     pub since: Option<Timestamp>,
     pub renewed: Option<Timestamp>,
     pub duration_s: Option<u64>,
+    /// The holder's renewTime far from this machine's clock, said (information only: it
+    /// decides nothing), e.g. "its renewTime is 600 s ahead of this machine".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_note: Option<String>,
+}
+
+/// How far a renewTime may be from this machine's clock before it is named: a few seconds
+/// are the write's own delay.
+pub const CLOCK_NOTE_AFTER_S: u64 = 30;
+
+/// The note for a holder whose renewTime is far from this machine's `wall_now`.
+pub fn clock_note(renewed: Option<Timestamp>, wall_now: Timestamp) -> Option<String> {
+    let r = renewed?.0;
+    if r > wall_now.0 + CLOCK_NOTE_AFTER_S * 1000 {
+        Some(format!(
+            "its renewTime is {} s ahead of this machine (one of the two clocks is off; freshness is judged by what this console saw change, not by it)",
+            (r - wall_now.0) / 1000
+        ))
+    } else {
+        None
+    }
 }
 
 impl std::fmt::Display for LockRecord {
@@ -139,6 +175,9 @@ impl std::fmt::Display for LockRecord {
         if let Some(t) = self.renewed {
             write!(f, ", last renewed {}", clock(t))?;
         }
+        if let Some(n) = &self.clock_note {
+            write!(f, " ({n})")?;
+        }
         Ok(())
     }
 }
@@ -151,49 +190,133 @@ pub enum LockState {
     Free,
     /// Held, and renewed within its duration.
     Held { record: LockRecord },
-    /// Held by someone who stopped renewing: its last renewal is older than its duration.
+    /// Held by someone who stopped renewing: this console watched the record unchanged for
+    /// `age_ms`, longer than its duration.
     Stale { record: LockRecord, age_ms: u64 },
 }
 
-/// Judge a lock Lease at `now`. Stale: renew age strictly greater than the duration (a
-/// holder that never renewed counts from when it took the lock).
-pub fn judge(lease: Option<&Lease>, now: Timestamp) -> LockState {
-    let Some(l) = lease else {
-        return LockState::Free;
-    };
+/// What identifies one writing of the lock record: any renewal, take-over or release
+/// changes it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RecordKey {
+    pub uid: Option<String>,
+    pub holder: Option<String>,
+    pub renew_time: Option<String>,
+    pub transitions: Option<i32>,
+    pub resource_version: Option<String>,
+}
+
+impl RecordKey {
+    pub fn of(lease: &Lease) -> RecordKey {
+        let spec = lease.spec.as_ref();
+        RecordKey {
+            uid: lease.metadata.uid.clone(),
+            holder: spec.and_then(|s| s.holder_identity.clone()),
+            renew_time: spec
+                .and_then(|s| s.renew_time.as_ref())
+                .map(|t| t.0.to_string()),
+            transitions: spec.and_then(|s| s.lease_transitions),
+            resource_version: lease.metadata.resource_version.clone(),
+        }
+    }
+}
+
+/// What one console saw of the lock record over time, on its own monotonic clock: the
+/// record last seen and since when it has been seen unchanged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Watch {
+    seen: Option<(RecordKey, std::time::Instant)>,
+}
+
+impl Watch {
+    /// The record as seen at `at`: a record that differs from the last one seen starts a
+    /// new watch at `at`. Answers since when this record has been seen unchanged.
+    pub fn see(&mut self, key: RecordKey, at: std::time::Instant) -> std::time::Instant {
+        match &self.seen {
+            Some((k, since)) if *k == key => *since,
+            _ => {
+                self.seen = Some((key, at));
+                at
+            }
+        }
+    }
+}
+
+/// The one watch of this process (every look, take and write goes through it), keyed by
+/// the Lease's uid (unique per object and cluster): two clusters' locks are watched apart.
+fn process_watch() -> &'static std::sync::Mutex<std::collections::HashMap<String, Watch>> {
+    static W: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<String, Watch>>> =
+        std::sync::OnceLock::new();
+    W.get_or_init(Default::default)
+}
+
+/// Note `lease` as seen now by this process: since when it has been seen unchanged, on
+/// this process's monotonic clock.
+fn seen_now(lease: &Lease) -> std::time::Instant {
+    let at = std::time::Instant::now();
+    let mut all = process_watch().lock().unwrap_or_else(|p| p.into_inner());
+    all.entry(lease.metadata.uid.clone().unwrap_or_default())
+        .or_default()
+        .see(RecordKey::of(lease), at)
+}
+
+/// The record of a held lock (None: free), with the clock note against `wall_now`.
+fn record_of(lease: Option<&Lease>, wall_now: Timestamp) -> Option<LockRecord> {
+    let l = lease?;
     let spec = l.spec.as_ref();
-    let Some(holder) = spec
+    let holder = spec
         .and_then(|s| s.holder_identity.clone())
-        .filter(|h| !h.is_empty())
-    else {
-        return LockState::Free;
-    };
+        .filter(|h| !h.is_empty())?;
     let ann = l.metadata.annotations.as_ref();
     let a = |k: &str| ann.and_then(|m| m.get(k)).cloned();
-    let since = spec
-        .and_then(|s| s.acquire_time.as_ref())
-        .map(|t| convert::timestamp(&t.0));
     let renewed = spec
         .and_then(|s| s.renew_time.as_ref())
         .map(|t| convert::timestamp(&t.0));
-    let duration_s = spec
-        .and_then(|s| s.lease_duration_seconds)
-        .map(|d| u64::try_from(d).unwrap_or(0));
-    let record = LockRecord {
+    Some(LockRecord {
         holder,
         run_id: a(RUN_ID_ANNOTATION),
         runbook: a(RUNBOOK_ANNOTATION),
         env: a(ENV_ANNOTATION),
-        since,
+        since: spec
+            .and_then(|s| s.acquire_time.as_ref())
+            .map(|t| convert::timestamp(&t.0)),
         renewed,
-        duration_s,
+        duration_s: spec
+            .and_then(|s| s.lease_duration_seconds)
+            .map(|d| u64::try_from(d).unwrap_or(0)),
+        clock_note: clock_note(renewed, wall_now),
+    })
+}
+
+/// Judge a lock Lease this console has seen unchanged since `unchanged_since` (its own
+/// monotonic clock), at `now`. Stale: watched unchanged strictly longer than its duration
+/// (a record with no duration counts as 0 s). The wall-clock `wall_now` only words the
+/// clock note; it decides nothing.
+pub fn judge_watched(
+    lease: Option<&Lease>,
+    unchanged_since: std::time::Instant,
+    now: std::time::Instant,
+    wall_now: Timestamp,
+) -> LockState {
+    let Some(record) = record_of(lease, wall_now) else {
+        return LockState::Free;
     };
-    let last = renewed.or(since).map(|t| t.0).unwrap_or(0);
-    let age_ms = now.0.saturating_sub(last);
-    match duration_s {
-        Some(d) if age_ms <= d * 1000 => LockState::Held { record },
+    let watched = now.saturating_duration_since(unchanged_since);
+    let age_ms = u64::try_from(watched.as_millis()).unwrap_or(u64::MAX);
+    match record.duration_s {
+        Some(d) if age_ms <= d.saturating_mul(1000) => LockState::Held { record },
         _ => LockState::Stale { record, age_ms },
     }
+}
+
+/// The lock as this process sees it now: `lease` noted as seen, judged by how long this
+/// process has watched it unchanged.
+fn judge_now(lease: Option<&Lease>) -> LockState {
+    let since = match lease {
+        Some(l) => seen_now(l),
+        None => std::time::Instant::now(),
+    };
+    judge_watched(lease, since, std::time::Instant::now(), now())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -202,7 +325,7 @@ pub enum LockError {
     Unreachable(String),
     #[error("another console holds the run lock: {record}; a mutating run cannot start here until it ends (observe mode can)")]
     Held { record: Box<LockRecord> },
-    #[error("the run lock is stale: {record}, not renewed for {} s; take it over by typing the environment's name and a reason", age_ms / 1000)]
+    #[error("the run lock is stale: {record}, seen unchanged by this console for {} s; take it over by typing the environment's name and a reason", age_ms / 1000)]
     Stale {
         record: Box<LockRecord>,
         age_ms: u64,
@@ -240,9 +363,10 @@ async fn read(client: &Client) -> Result<Option<Lease>, LockError> {
         .map_err(|e| LockError::Unreachable(explain(&e)))
 }
 
-/// The lock now, read-only (one GET).
+/// The lock now, read-only (one GET), judged by what this process has seen of it: a
+/// record first seen now is held until it has been watched unchanged for its duration.
 pub async fn look(client: &Client) -> Result<LockState, LockError> {
-    Ok(judge(read(client).await?.as_ref(), now()))
+    Ok(judge_now(read(client).await?.as_ref()))
 }
 
 /// The Lease `me` holds from `at`, carrying over the object's metadata (name,
@@ -292,9 +416,13 @@ async fn write(client: &Client, lease: &Lease, create: bool) -> Result<Lease, Lo
         api(client).replace(LOCK_NAME, &pp, lease).await
     };
     match r {
-        Ok(l) => Ok(l),
+        Ok(l) => {
+            // Our own write, seen as written: the watch starts from it.
+            seen_now(&l);
+            Ok(l)
+        }
         Err(kube::Error::Api(s)) if s.code == 409 => {
-            match judge(read(client).await?.as_ref(), now()) {
+            match judge_now(read(client).await?.as_ref()) {
                 LockState::Held { record } => Err(LockError::Held {
                     record: Box::new(record),
                 }),
@@ -349,6 +477,7 @@ impl HeldLock {
             .await
         {
             Ok(l) => {
+                seen_now(&l);
                 self.lease = l;
                 Ok(())
             }
@@ -544,7 +673,7 @@ pub async fn acquire(
 ) -> Result<HeldLock, LockError> {
     let current = read(client).await?;
     let at = now();
-    let lease = match judge(current.as_ref(), at) {
+    let lease = match judge_now(current.as_ref()) {
         LockState::Free => {
             let l = claimed(current.as_ref(), me, duration_s, at, at)?;
             write(client, &l, current.is_none()).await?
@@ -600,7 +729,7 @@ pub async fn take_over(
     }
     let current = read(client).await?;
     let at = now();
-    let previous = match judge(current.as_ref(), at) {
+    let previous = match judge_now(current.as_ref()) {
         LockState::Stale { record, .. } => record,
         LockState::Held { record } => {
             return Err(LockError::Held {
@@ -674,26 +803,99 @@ mod tests {
     }
 
     #[test]
-    fn free_held_and_stale() {
-        let now = Timestamp(1_788_782_400_000);
-        assert_eq!(judge(None, now), LockState::Free);
-        assert_eq!(judge(Some(&lease(None, now.0, 60)), now), LockState::Free);
-        match judge(Some(&lease(Some("ann@lab"), now.0 - 60_000, 60)), now) {
+    fn free_held_and_stale_by_what_this_console_watched() {
+        use std::time::{Duration, Instant};
+        let wall = Timestamp(1_788_782_400_000);
+        let t0 = Instant::now();
+        assert_eq!(judge_watched(None, t0, t0, wall), LockState::Free);
+        assert_eq!(
+            judge_watched(Some(&lease(None, wall.0, 60)), t0, t0, wall),
+            LockState::Free
+        );
+        let l = lease(Some("ann@lab"), wall.0 - 600_000, 60);
+        // Renewed 10 min ago by the holder's clock, but first seen now: held. The holder's
+        // timestamps decide nothing.
+        match judge_watched(Some(&l), t0, t0, wall) {
             LockState::Held { record } => {
                 assert_eq!(record.holder, "ann@lab");
                 assert_eq!(record.run_id.as_deref(), Some("r1"));
             }
             other => panic!("{other:?}"),
         }
-        match judge(Some(&lease(Some("ann@lab"), now.0 - 60_001, 60)), now) {
+        assert!(matches!(
+            judge_watched(Some(&l), t0, t0 + Duration::from_secs(60), wall),
+            LockState::Held { .. }
+        ));
+        match judge_watched(Some(&l), t0, t0 + Duration::from_millis(60_001), wall) {
             LockState::Stale { record, age_ms } => {
                 assert_eq!(age_ms, 60_001);
                 assert_eq!(
                     record.to_string(),
-                    "ann@lab (run r1) since 2026-09-07T11:58:58.999Z, last renewed 11:58:59"
+                    "ann@lab (run r1) since 2026-09-07T11:49:59.000Z, last renewed 11:50:00"
                 );
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Issue 34: console C under `faketime -f +600s` called a lock renewed every 2 s stale
+    /// (its holder's renewTime was 10 min behind C's clock). Judged by what C watched: a
+    /// record that changes every 2 s is never stale however far the clocks disagree, and a
+    /// renewTime far ahead of this machine is named, not judged.
+    #[test]
+    fn a_foreign_clock_decides_nothing_what_changes_is_what_counts() {
+        use std::time::{Duration, Instant};
+        let t0 = Instant::now();
+        let mut watch = Watch::default();
+        // B renews every 2 s for 5 minutes; C (600 s ahead) looks every second.
+        let b_wall = 1_788_782_400_000u64;
+        let c_wall = |s: u64| Timestamp(b_wall + 600_000 + s * 1000);
+        for s in 0..300u64 {
+            let renewed = b_wall + (s / 2) * 2000;
+            let mut l = lease(Some("bob@console-b"), renewed, 15);
+            l.metadata.resource_version = Some(format!("{}", 100 + s / 2));
+            let at = t0 + Duration::from_secs(s);
+            let since = watch.see(RecordKey::of(&l), at);
+            match judge_watched(Some(&l), since, at, c_wall(s)) {
+                LockState::Held { .. } => {}
+                other => panic!("second {s}: {other:?}"),
+            }
+        }
+        // B stops (SIGSTOP): the record stops changing. Stale only after C watched it
+        // unchanged for the 15 s duration, counted from C's first sight of this record.
+        let mut l = lease(Some("bob@console-b"), b_wall + 300_000, 15);
+        l.metadata.resource_version = Some("999".into());
+        let first = t0 + Duration::from_secs(300);
+        let mut verdicts = Vec::new();
+        for s in [0u64, 10, 15, 16] {
+            let at = first + Duration::from_secs(s);
+            let since = watch.see(RecordKey::of(&l), at);
+            verdicts.push(matches!(
+                judge_watched(Some(&l), since, at, c_wall(300 + s)),
+                LockState::Stale { .. }
+            ));
+        }
+        assert_eq!(verdicts, vec![false, false, false, true]);
+        // A holder whose clock is 600 s ahead of this machine's is named, as information.
+        let ahead = lease(Some("carol@console-c"), b_wall + 600_000, 15);
+        match judge_watched(Some(&ahead), t0, t0, Timestamp(b_wall)) {
+            LockState::Held { record } => {
+                let note = record.clock_note.clone().unwrap_or_default();
+                assert!(
+                    note.starts_with("its renewTime is 600 s ahead of this machine"),
+                    "{note}"
+                );
+                assert!(record.to_string().contains("600 s ahead"), "{record}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // A console that has just started and seen the record once cannot call it stale.
+        let mut fresh = Watch::default();
+        let now = Instant::now();
+        let since = fresh.see(RecordKey::of(&l), now);
+        assert!(matches!(
+            judge_watched(Some(&l), since, now, c_wall(10_000)),
+            LockState::Held { .. }
+        ));
     }
 }

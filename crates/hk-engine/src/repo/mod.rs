@@ -40,6 +40,15 @@ pub enum RepoError {
     NoDefaultInventory { path: PathBuf, cfg: PathBuf },
     #[error("{path}: not a directory\n  hint: --repo (or HK_REPO) names the infra repo's top directory, the one holding hk-console.yaml")]
     NotADirectory { path: PathBuf },
+    /// A variable an environment is derived from spent its template budget
+    /// (`jinja.max_fuel`): refused, not shown as a value or a mere problem.
+    #[error("{at}: `{var}` (for {host}): {reason}")]
+    TemplateBudget {
+        at: String,
+        var: String,
+        host: String,
+        reason: String,
+    },
 }
 
 /// An infra repo, loaded: its config, its inventory, and its environments derived.
@@ -171,7 +180,32 @@ impl Repo {
                 env::derive(name, &cfg, &repo)
             })
             .collect();
+        repo.refuse_spent_budgets()?;
         Ok(repo)
+    }
+
+    /// An environment fact whose template ran out of its budget (`jinja.max_fuel`) is a
+    /// refusal naming the variable and where it is written: its value is unknown, and a
+    /// template that loops that long is not a value anything should be derived from.
+    fn refuse_spent_budgets(&self) -> Result<(), RepoError> {
+        for e in &self.environments {
+            for p in &e.problems {
+                if let env::EnvProblem::Unrenderable { var, host, reason } = p {
+                    if resolve::is_out_of_fuel(reason) {
+                        return Err(RepoError::TemplateBudget {
+                            at: self
+                                .origin(host, var)
+                                .map(|o| o.to_string())
+                                .unwrap_or_else(|| "hk-console.yaml".into()),
+                            var: var.clone(),
+                            host: host.clone(),
+                            reason: reason.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn environment(&self, name: &str) -> Option<&Environment> {

@@ -157,13 +157,9 @@ impl VaultScan {
             self.too_short += 1;
             return;
         }
-        let mut forms = vec![value.to_string()];
-        // As the value shows inside JSON (a module's result, a debug message).
-        let json = serde_json::Value::String(value.to_string()).to_string();
-        forms.push(json[1..json.len() - 1].to_string());
-        // As a Kubernetes Secret's data or any other base64 field carries it.
-        forms.push(data_encoding::BASE64.encode(value.as_bytes()));
-        for f in forms {
+        // The value and the forms it shows in (JSON, URL, case, base64 whole and inside a
+        // longer base64 string): crate::redact::forms_of.
+        for f in crate::redact::forms_of(value) {
             if !self.secrets.contains(&f) {
                 self.secrets.push(f);
             }
@@ -531,6 +527,18 @@ mod tests {
         assert_eq!(r.redact(line), format!("+{}", crate::redact::MASK));
         let b64 = data_encoding::BASE64.encode(b"sample-not-a-real-secret");
         assert!(!r.redact(&format!("password: {b64}")).contains(&b64));
+        // Issue 34: transformed forms of the real vaulted value: `| upper`, and
+        // `b64encode(user ~ ':' ~ pass)` (the value inside a longer base64 string).
+        assert_eq!(
+            r.redact("SAMPLE-NOT-A-REAL-SECRET"),
+            crate::redact::MASK.to_string()
+        );
+        for user in ["k3s", "admin", "operator"] {
+            let basic =
+                data_encoding::BASE64.encode(format!("{user}:sample-not-a-real-secret").as_bytes());
+            let shown = r.redact(&format!("Authorization: Basic {basic}"));
+            assert!(shown.contains(crate::redact::MASK), "{user}: {shown}");
+        }
         assert!(!format!("{s:?}").contains("sample-not"), "{s:?}");
 
         let locked = scan(&[ansible], None);

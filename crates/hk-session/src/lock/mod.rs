@@ -60,7 +60,7 @@ pub enum RunLockError {
     /// Its holder stopped renewing: shown with its last renewal; taking it over needs the
     /// environment's name typed and a reason. `resuming`: met by a resume, not a start
     /// (the words say what the take-over then lets go on).
-    #[error("{}the run lock of `{env}` is stale: {record}, not renewed for {} s; {}", if *resuming { "" } else { START_REFUSED }, age_ms / 1000, if *resuming { "taking it over (the environment's name typed and a reason) resumes the run" } else { "starting again asks to take it over (the environment's name typed and a reason)" })]
+    #[error("{}the run lock of `{env}` is stale: {record}, seen unchanged by this console for {} s; {}", if *resuming { "" } else { START_REFUSED }, age_ms / 1000, if *resuming { "taking it over (the environment's name typed and a reason) resumes the run" } else { "starting again asks to take it over (the environment's name typed and a reason)" })]
     Stale {
         env: String,
         record: Box<LockRecord>,
@@ -114,6 +114,7 @@ fn from_lock(env: &str, e: LockError) -> RunLockError {
                 since: None,
                 renewed: None,
                 duration_s: None,
+                clock_note: None,
             }),
         },
     }

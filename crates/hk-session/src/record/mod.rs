@@ -438,18 +438,23 @@ pub fn render_list(runs: &[ListedRun], unreadable: &[String]) -> String {
         let _ = write!(
             out,
             "{}  {:<11}  {} {} by {} ({})",
-            r.started, r.outcome, r.runbook, r.env, r.operator, r.run_id
+            r.started,
+            plain(&r.outcome),
+            plain(&r.runbook),
+            plain(&r.env),
+            plain(&r.operator),
+            plain(&r.run_id)
         );
         if let Some(w) = &r.why {
-            let _ = write!(out, "  ({w})");
+            let _ = write!(out, "  ({})", plain(w));
         }
         if let Some(d) = &r.damage {
-            let _ = write!(out, "  DAMAGED: {d}");
+            let _ = write!(out, "  DAMAGED: {}", plain(d));
         }
         out.push('\n');
     }
     for u in unreadable {
-        let _ = writeln!(out, "unreadable: {u}");
+        let _ = writeln!(out, "unreadable: {}", plain(u));
     }
     out
 }
@@ -460,7 +465,17 @@ fn on(host: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
-fn gate_line(g: &GateEntry) -> String {
+/// How a rendering writes a value that came from the journal: [`plain`] for the terminal,
+/// [`md_cell`] for Markdown.
+type Esc = fn(&str) -> String;
+
+/// A journal value for the terminal: every control and bidi character written out
+/// ([`visible`]; a line break too, so a note cannot forge a line of the record).
+fn plain(s: &str) -> String {
+    visible(s).into_owned()
+}
+
+fn gate_line(g: &GateEntry, esc: Esc) -> String {
     let from = match g.source.as_deref() {
         Some("policy") => " (from the gate policy)",
         _ => "",
@@ -469,9 +484,14 @@ fn gate_line(g: &GateEntry) -> String {
         .note
         .as_ref()
         .filter(|n| !n.trim().is_empty())
-        .map(|n| format!(": \"{n}\""))
+        .map(|n| format!(": \"{}\"", esc(n)))
         .unwrap_or_default();
-    format!("{}{from} answered by {} at {}{note}", g.kind, g.by, g.at)
+    format!(
+        "{}{from} answered by {} at {}{note}",
+        esc(&g.kind),
+        esc(&g.by),
+        g.at
+    )
 }
 
 impl RunRecord {
@@ -482,77 +502,78 @@ impl RunRecord {
     /// For the terminal.
     pub fn render_text(&self) -> String {
         let mut o = String::new();
-        let _ = writeln!(o, "{}", self.headline());
+        let _ = writeln!(o, "{}", plain(&self.headline()));
         let _ = writeln!(
             o,
             "run {} · {} mode · operator {} · started {}{}",
-            self.run_id,
-            self.mode,
-            self.operator,
+            plain(&self.run_id),
+            plain(&self.mode),
+            plain(&self.operator),
             self.started,
             self.finished
                 .map(|t| format!(" · finished {t}"))
                 .unwrap_or_default()
         );
-        let _ = writeln!(o, "journal {}", self.journal.display());
+        let _ = writeln!(o, "journal {}", plain(&self.journal.display().to_string()));
         if let Some(d) = &self.damage {
             let _ = writeln!(
                 o,
-                "DAMAGED JOURNAL: {d}; what follows is what the lines before it say"
+                "DAMAGED JOURNAL: {}; what follows is what the lines before it say",
+                plain(d)
             );
         }
         for w in &self.warnings {
-            let _ = writeln!(o, "warning: {w}");
+            let _ = writeln!(o, "warning: {}", plain(w));
         }
         if let Some(e) = &self.output_error {
-            let _ = writeln!(o, "output log unreadable: {e}");
+            let _ = writeln!(o, "output log unreadable: {}", plain(e));
         }
         for s in &self.steps {
             let _ = writeln!(
                 o,
                 "{:>3} {:<11} {:<14} {}{}{}",
                 s.n,
-                s.state,
-                s.kind,
-                s.title,
-                on(&s.host),
+                plain(&s.state),
+                plain(&s.kind),
+                plain(&s.title),
+                plain(&on(&s.host)),
                 if s.mutates { " [mutates]" } else { "" }
             );
             if let Some(r) = &s.reason {
-                let _ = writeln!(o, "      {r}");
+                let _ = writeln!(o, "      {}", plain(r));
             }
             if let Some(g) = &s.gate {
-                let _ = writeln!(o, "      gate: {}", gate_line(g));
+                let _ = writeln!(o, "      gate: {}", gate_line(g, plain));
             }
             if !s.gate_live.is_empty() {
                 let _ = writeln!(o, "      live at its gate:");
                 for l in &s.gate_live {
-                    let _ = writeln!(o, "        {l}");
+                    let _ = writeln!(o, "        {}", plain(l));
                 }
             }
             if let Some(d) = &s.detail {
-                let _ = writeln!(o, "      {d}");
+                let _ = writeln!(o, "      {}", plain(d));
             }
             if s.output_cut > 0 {
                 let _ = writeln!(o, "      | ... {} line(s) before", s.output_cut);
             }
             for l in &s.output {
-                let _ = writeln!(o, "      | {l}");
+                let _ = writeln!(o, "      | {}", plain(l));
             }
         }
         if !self.decisions.is_empty() {
             let _ = writeln!(o, "decisions:");
             for d in &self.decisions {
-                let _ = writeln!(o, "  {}", decision_line(d));
+                let _ = writeln!(o, "  {}", decision_line(d, plain));
             }
         }
         if let Some(e) = &self.events_error {
-            let _ = writeln!(o, "event trail unreadable: {e}");
+            let _ = writeln!(o, "event trail unreadable: {}", plain(e));
         }
         if !self.events.is_empty() {
             let _ = writeln!(o, "events during the run:");
             for e in &self.events {
-                let _ = writeln!(o, "  {}", event_line(e));
+                let _ = writeln!(o, "  {}", plain(&event_line(e)));
             }
         }
         o
@@ -561,10 +582,15 @@ impl RunRecord {
     /// For the infra repo's change log.
     pub fn render_md(&self) -> String {
         let mut o = String::new();
-        let _ = writeln!(o, "### {}", self.headline());
+        let _ = writeln!(o, "### {}", md_cell(&self.headline()));
         let _ = writeln!(o);
-        let _ = writeln!(o, "- run: `{}` ({} mode)", self.run_id, self.mode);
-        let _ = writeln!(o, "- operator: {}", self.operator);
+        let _ = writeln!(
+            o,
+            "- run: `{}` ({} mode)",
+            md_code(&self.run_id),
+            md_cell(&self.mode)
+        );
+        let _ = writeln!(o, "- operator: {}", md_cell(&self.operator));
         let _ = writeln!(o, "- started: {}", self.started);
         if let Some(t) = self.finished {
             let _ = writeln!(o, "- finished: {t}");
@@ -572,26 +598,31 @@ impl RunRecord {
         if let Some(d) = &self.damage {
             let _ = writeln!(
                 o,
-                "- **damaged journal**: {d}; the record shows what the lines before it say"
+                "- **damaged journal**: {}; the record shows what the lines before it say",
+                md_cell(d)
             );
         }
         for w in &self.warnings {
-            let _ = writeln!(o, "- warning: {w}");
+            let _ = writeln!(o, "- warning: {}", md_cell(w));
         }
         let _ = writeln!(o);
         let _ = writeln!(o, "| # | step | host | state | gate |");
         let _ = writeln!(o, "|---|---|---|---|---|");
         for s in &self.steps {
-            let gate = s.gate.as_ref().map(gate_line).unwrap_or_default();
+            let gate = s
+                .gate
+                .as_ref()
+                .map(|g| gate_line(g, md_cell))
+                .unwrap_or_default();
             let _ = writeln!(
                 o,
                 "| {} | {}{} | {} | {} | {} |",
                 s.n,
                 md_cell(&s.title),
                 if s.mutates { " **(mutates)**" } else { "" },
-                s.host.as_deref().unwrap_or("-"),
-                s.state,
-                md_cell(&gate)
+                md_cell(s.host.as_deref().unwrap_or("-")),
+                md_cell(&s.state),
+                gate
             );
         }
         let live: Vec<&StepEntry> = self
@@ -607,9 +638,16 @@ impl RunRecord {
                 let answered = s
                     .gate
                     .as_ref()
-                    .map(|g| format!("{} answered by {} at {}", g.kind, g.by, g.at))
+                    .map(|g| {
+                        format!(
+                            "{} answered by {} at {}",
+                            md_cell(&g.kind),
+                            md_cell(&g.by),
+                            g.at
+                        )
+                    })
                     .unwrap_or_else(|| "not answered".into());
-                let _ = writeln!(o, "Step {}{} ({answered}):", s.n, on(&s.host));
+                let _ = writeln!(o, "Step {}{} ({answered}):", s.n, md_cell(&on(&s.host)));
                 let _ = writeln!(o);
                 for l in &s.gate_live {
                     let _ = writeln!(o, "- {}", md_cell(l));
@@ -631,9 +669,9 @@ impl RunRecord {
                     o,
                     "- step {} ({}{}): {}: {}",
                     s.n,
-                    s.guard.as_deref().unwrap_or_default(),
-                    on(&s.host),
-                    s.state,
+                    md_cell(s.guard.as_deref().unwrap_or_default()),
+                    md_cell(&on(&s.host)),
+                    md_cell(&s.state),
                     md_cell(&verdict)
                 );
             }
@@ -643,7 +681,7 @@ impl RunRecord {
             let _ = writeln!(o, "#### Decisions");
             let _ = writeln!(o);
             for d in &self.decisions {
-                let _ = writeln!(o, "- {}", decision_line(d));
+                let _ = writeln!(o, "- {}", decision_line(d, md_cell));
             }
         }
         if self.events_error.is_some() || !self.events.is_empty() {
@@ -672,9 +710,9 @@ impl RunRecord {
                     o,
                     "Step {} `{}`{} ({}), {what}:",
                     s.n,
-                    s.id,
-                    on(&s.host),
-                    s.state
+                    md_code(&s.id),
+                    md_cell(&on(&s.host)),
+                    md_cell(&s.state)
                 );
                 if let Some(r) = &s.reason {
                     let _ = writeln!(o, "{}", md_cell(r));
@@ -686,7 +724,8 @@ impl RunRecord {
                         let _ = writeln!(o, "... {} line(s) before", s.output_cut);
                     }
                     for l in &s.output {
-                        let _ = writeln!(o, "{}", l.replace("```", "'''"));
+                        // A line of output cannot end the fence: backtick runs are broken up.
+                        let _ = writeln!(o, "{}", visible(l).replace('`', "'"));
                     }
                     let _ = writeln!(o, "```");
                 }
@@ -711,20 +750,48 @@ fn event_line(e: &hk_effects::observe::timeline::TrailEvent) -> String {
     )
 }
 
-fn decision_line(d: &Decision) -> String {
+fn decision_line(d: &Decision, esc: Esc) -> String {
     let step = d.step.map(|n| format!("step {n}: ")).unwrap_or_default();
     let note = d
         .note
         .as_ref()
         .filter(|n| !n.trim().is_empty())
-        .map(|n| format!(": \"{n}\""))
+        .map(|n| format!(": \"{}\"", esc(n)))
         .unwrap_or_default();
-    format!("{} {step}{} by {}{note}", d.at, d.what, d.by)
+    format!("{} {step}{} by {}{note}", d.at, esc(&d.what), esc(&d.by))
 }
 
-/// Text safe inside a Markdown table cell: one line, pipes escaped.
+/// A journal value safe inside Markdown (a table cell, a list item, a heading): one line,
+/// every control and bidi character written out ([`visible`]), and the characters
+/// Markdown acts on (table pipes, emphasis, code spans, links, HTML) escaped, so a value
+/// cannot end its cell, open a code block or a link, or hide itself in a tag.
 fn md_cell(s: &str) -> String {
-    s.replace('\n', " ").replace('|', "\\|")
+    let one_line = s.replace(['\n', '\r'], " ");
+    let shown = visible(&one_line);
+    let mut out = String::with_capacity(shown.len() + 8);
+    let mut prev = None;
+    for (i, c) in shown.chars().enumerate() {
+        match c {
+            '\\' | '|' | '`' | '*' | '#' => {
+                out.push('\\');
+                out.push(c);
+            }
+            // Tags and autolinks need `<`: `[warn]` and `->` stay as they read.
+            '<' => out.push_str("&lt;"),
+            // A link needs `](`; a reference definition needs a `[` that starts the line.
+            '(' if prev == Some(']') => out.push_str("\\("),
+            '[' if i == 0 => out.push_str("\\["),
+            c => out.push(c),
+        }
+        prev = Some(c);
+    }
+    out
+}
+
+/// A journal value inside a Markdown code span (`` `id` ``): one line, visible, and no
+/// backtick to end the span early.
+fn md_code(s: &str) -> String {
+    visible(&s.replace(['\n', '\r'], " ")).replace('`', "'")
 }
 
 /// Whether the run is over (the record is final).
@@ -822,7 +889,8 @@ pub fn show(dir: &Path, run: &str, format: Format) -> Result<String, RecordError
                 format!("{{\"error\": \"cannot serialise the record: {e}\"}}")
             });
             s.push('\n');
-            s
+            // The same JSON with the bidi and C1 characters serde_json leaves raw escaped.
+            hk_engine::text::json_visible(&s).into_owned()
         }
     })
 }
@@ -833,7 +901,7 @@ pub fn show_list(dir: &Path, json: bool) -> Result<String, RecordError> {
     let (runs, unreadable) = list(dir)?;
     if json {
         let v = serde_json::json!({ "runs": runs, "unreadable": unreadable });
-        Ok(format!("{v:#}\n"))
+        Ok(hk_engine::text::json_visible(&format!("{v:#}\n")).into_owned())
     } else if runs.is_empty() && unreadable.is_empty() {
         Ok(format!("no runs in {}\n", dir.display()))
     } else {
@@ -859,5 +927,101 @@ mod tests {
     #[test]
     fn markdown_cells_stay_in_their_cell() {
         assert_eq!(md_cell("a | b\nc"), "a \\| b c");
+        assert_eq!(
+            md_cell("<img src=x> [l](u) `c` *e* # h -> [warn]"),
+            "&lt;img src=x> [l]\\(u) \\`c\\` \\*e\\* \\# h -> [warn]"
+        );
+        assert_eq!(md_cell("[r]: https://x"), "\\[r]: https://x");
+        assert_eq!(md_code("a`b\nc"), "a'b c");
+    }
+
+    /// Issue 34: what a journal holds (a gate's `by` and note, a decision's note, a step's
+    /// title, the operator) reaches the terminal and the change log written out, never as
+    /// the control characters that retitle or clear a terminal or reorder text, and never
+    /// as Markdown that ends its table cell or starts a heading.
+    #[test]
+    fn journal_text_is_written_out_in_text_and_markdown() {
+        let attack = "ann\u{1b}]0;PWNED\u{7}\u{1b}[2J\u{202e}gnp.exe | x\n### forged";
+        let gate = GateEntry {
+            kind: "approve-diff".into(),
+            source: Some("runbook".into()),
+            by: attack.into(),
+            at: Timestamp(1_788_782_400_000),
+            note: Some(attack.into()),
+        };
+        let step = StepEntry {
+            n: 1,
+            id: "step`1".into(),
+            kind: "ansible".into(),
+            host: Some("k3s-prod-1".into()),
+            title: "apply".into(),
+            mutates: true,
+            state: "failed".into(),
+            reason: Some(attack.into()),
+            attempts: 1,
+            started: None,
+            finished: None,
+            exit_code: Some(2),
+            detail: Some(attack.into()),
+            gate: Some(gate),
+            gate_live: vec![attack.into()],
+            preview: false,
+            guard: None,
+            output: vec![format!("```{attack}")],
+            output_cut: 0,
+        };
+        let rec = RunRecord {
+            run_id: "r1".into(),
+            runbook: "rb".into(),
+            env: "prod".into(),
+            mode: "operate".into(),
+            operator: attack.into(),
+            started: Timestamp(1_788_782_400_000),
+            finished: None,
+            outcome: "failed".into(),
+            journal: PathBuf::from("/runs/r1.jsonl"),
+            damage: None,
+            warnings: vec![attack.into()],
+            output_error: None,
+            steps: vec![step],
+            decisions: vec![Decision {
+                at: Timestamp(1_788_782_400_000),
+                step: Some(1),
+                by: attack.into(),
+                what: "approved".into(),
+                note: Some(attack.into()),
+            }],
+            events: Vec::new(),
+            events_error: None,
+        };
+        for (name, out) in [("text", rec.render_text()), ("md", rec.render_md())] {
+            for c in ['\u{1b}', '\u{7}', '\u{202e}', '\r'] {
+                assert!(!out.contains(c), "{name}: raw {c:?} in:\n{out}");
+            }
+            let shown = if name == "md" {
+                // Markdown escapes the backslashes of the written-out form.
+                "\\\\e]0;PWNED\\\\x07\\\\e[2J\\\\u{202e}"
+            } else {
+                "\\e]0;PWNED\\x07\\e[2J\\u{202e}"
+            };
+            assert!(out.contains(shown), "{name}: {shown} not in:\n{out}");
+            // The attack's line break is written out: no line of the record starts with it.
+            assert!(
+                !out.lines().any(|l| l.starts_with("### forged")),
+                "{name}:\n{out}"
+            );
+        }
+        let md = rec.render_md();
+        let row = md
+            .lines()
+            .find(|l| l.starts_with("| 1 |"))
+            .expect("the step's row");
+        // Five cells: the row's own six pipes, every pipe of the data escaped.
+        let bare = row.replace("\\|", "");
+        assert_eq!(bare.matches('|').count(), 6, "{row}");
+        assert!(
+            !md.contains("\n```ann"),
+            "the output cannot end its fence:\n{md}"
+        );
     }
 }

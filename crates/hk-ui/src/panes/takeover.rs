@@ -250,6 +250,7 @@ mod tests {
                 since: Some(Timestamp(1_788_776_100_000)),
                 renewed: Some(Timestamp(1_788_776_160_000)),
                 duration_s: Some(60),
+                clock_note: None,
             },
             125_000,
         )
