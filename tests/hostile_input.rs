@@ -515,6 +515,40 @@ fn runbook_bombs_name_the_runbook_file() {
     }
 }
 
+/// A runbook's own template with a loop of 10^8 iterations stops at `jinja.max_fuel`
+/// (exit 2, naming the step and the limit) instead of planning for minutes.
+#[test]
+fn a_runbook_template_loop_stops_at_its_budget() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rb = dir.path().join("rb");
+    std::fs::create_dir_all(&rb).expect("mkdir");
+    std::fs::write(
+        rb.join("loop.yaml"),
+        "id: loop\ntitle: Loop\nread_only: true\nenvironments: [prod]\ntarget:\n  group: servers\nsteps:\n  - id: look\n    kind: ssh\n    mutates: false\n    command: \"echo {% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x\"\n",
+    )
+    .expect("runbook");
+    let start = Instant::now();
+    let out = Command::new("prlimit")
+        .arg(MEMORY_LIMIT)
+        .arg(CPU_LIMIT)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_hk-console"))
+        .arg("--runbooks")
+        .arg(&rb)
+        .args(["plan", "loop", "--env", "prod"])
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env_remove("HK_REPO")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("look") && stderr.contains("limit jinja.max_fuel"),
+        "{stderr}"
+    );
+    assert!(start.elapsed() < DEADLINE, "took {:?}", start.elapsed());
+}
+
 /// Guard against a test that cannot fail: the clean sample passes every command.
 #[test]
 fn the_clean_sample_is_not_refused() {

@@ -403,6 +403,22 @@ fn a_symlinked_journal_is_refused_and_never_copied() {
     // An output log or journal opened for appending through a link is refused.
     let appended = journal::open_private_append(&runs.join("x.jsonl"));
     assert!(appended.is_err(), "appended through a symlink");
+    // Resume and the output log reader refuse it too.
+    let resumed = journal::Journal::resume(&runs.join("x.jsonl"), journal::now());
+    assert!(
+        resumed
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("a symlink, not a journal")),
+        "resumed through a symlink"
+    );
+    std::os::unix::fs::symlink(&secret, runs.join("y.output.jsonl")).expect("symlink");
+    let output = journal::read_output(&runs.join("y.jsonl"));
+    assert!(
+        output
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("a symlink, not a journal")),
+        "{output:?}"
+    );
     assert_eq!(
         fs::read_to_string(&secret).expect("secret"),
         "root:$6$secret-hash:19000:0:99999:7:::\n"

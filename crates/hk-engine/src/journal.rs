@@ -498,8 +498,10 @@ pub struct OutputRecord {
 /// died mid-write) is dropped, and a file that does not exist is an empty log.
 pub fn read_output(journal: &Path) -> Result<Vec<OutputRecord>, JournalError> {
     let path = output_path(journal);
-    let text = match fs::read_to_string(&path) {
-        Ok(t) => t,
+    // Never through a link: an output log that is a symlink is refused, not read.
+    let text = match read_no_follow(&path) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map_err(|e| io_err(&path)(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io_err(&path)(e)),
     };
@@ -646,7 +648,9 @@ impl Journal {
         // like a torn tail and be cut off.
         let file = OpenOptions::new()
             .append(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
             .open(path)
+            .map_err(|e| symlink_refusal(e, SYMLINK_JOURNAL_REFUSED))
             .map_err(io_err(path))?;
         lock(&file, path)?;
         let raw = match read_journal(path) {

@@ -143,9 +143,13 @@ async fn loop_until_done(
                     app.status = Some(format!("could not stop on SIGTSTP: {e}"));
                 }
                 tui.resume()?;
+                app.now = hk_engine::journal::now();
                 dirty = true;
             }
             ev = events.next() => {
+                // What a key decides is journaled at the time it was pressed, not at the
+                // last tick's (after a SIGSTOP, that tick may be long gone).
+                app.now = hk_engine::journal::now();
                 let control = match ev {
                     Some(Ok(Event::Key(k))) => app.handle_key(k),
                     Some(Ok(Event::Mouse(m))) => app.handle_mouse(m),
@@ -192,6 +196,7 @@ async fn loop_until_done(
                 dirty = true;
             }
             Some((seq, result)) = look_rx.recv() => {
+                app.now = hk_engine::journal::now();
                 app.handle_look(seq, result);
                 dirty = true;
             }

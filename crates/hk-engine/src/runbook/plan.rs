@@ -1079,6 +1079,8 @@ impl Planner<'_> {
         }
         let mut jenv = minijinja::Environment::new();
         jenv.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        // A runbook's template is repo data too: bounded like the inventory's values.
+        jenv.set_fuel(Some(crate::repo::resolve::MAX_FUEL));
         jenv.add_filter(SHELL_RAW, |v: minijinja::Value| {
             minijinja::Value::from_object(RawShell(v.to_string()))
         });
@@ -1092,6 +1094,12 @@ impl Planner<'_> {
                     missing.sort();
                     return self.undefined(step, h, &missing);
                 }
+            }
+            if e.kind() == minijinja::ErrorKind::OutOfFuel {
+                return err(format!(
+                    "cannot render `{text}`: {}",
+                    crate::repo::resolve::out_of_fuel_reason()
+                ));
             }
             let detail = e
                 .detail()
