@@ -750,16 +750,19 @@ fn cancel_request_then_cancelled_fails_and_absorbs_a_late_finish() {
         .step(&ev(7000, finished(4, 1, 0)))
         .expect("absorbed")
         .is_empty());
-    assert!(run
-        .step(&ev(
-            7001,
-            Input::CancelRequested {
-                n: 4,
-                by: "op".into()
-            }
-        ))
-        .expect("absorbed")
-        .is_empty());
+    // The operator's cancel of a step that already ended is not absorbed (it would be
+    // journaled as a cancel that reached nothing): refused, the run unchanged.
+    let err = refused(
+        &mut run,
+        Input::CancelRequested {
+            n: 4,
+            by: "op".into(),
+        },
+    );
+    assert!(
+        matches!(err, MachineError::NothingToCancel { n: 4, .. }),
+        "{err:?}"
+    );
     assert_eq!(run, before);
 }
 
@@ -797,13 +800,35 @@ fn cancel_is_refused_where_nothing_runs() {
     );
     assert!(matches!(
         err,
-        MachineError::WrongState {
+        MachineError::NothingToCancel {
             n: 5,
             state: "pending",
-            ..
         }
     ));
     feed(&mut run, vec![finished(4, 1, 0), finished(5, 1, 0)]);
+    // Step 4 ended while a "cancel the running step 4?" question was on the screen: the
+    // cancel is refused (said, not journaled), never absorbed as if it had reached it.
+    let err = refused(
+        &mut run,
+        Input::CancelRequested {
+            n: 4,
+            by: "op".into(),
+        },
+    );
+    assert!(
+        matches!(
+            err,
+            MachineError::NothingToCancel {
+                n: 4,
+                state: "done"
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("nothing is running to cancel"),
+        "{err}"
+    );
     let err = refused(
         &mut run,
         Input::CancelRequested {
@@ -813,10 +838,9 @@ fn cancel_is_refused_where_nothing_runs() {
     );
     assert!(matches!(
         err,
-        MachineError::WrongState {
+        MachineError::NothingToCancel {
             n: 5,
             state: "verifying",
-            ..
         }
     ));
     let err = refused(

@@ -215,7 +215,8 @@ fn run_view_through_every_state_of_a_prod_run() {
         "assets/run-view.txt is stale: regenerate it from this frame"
     );
     assert!(frame.contains("node 1 of 3: k3s-prod-3"), "{frame}");
-    assert!(frame.contains("elapsed 12s"), "{frame}");
+    // Elapsed since its start was journaled, as the work was handed out (T0).
+    assert!(frame.contains("elapsed 13s"), "{frame}");
     assert!(frame.contains("next: 3"), "{frame}");
 
     app.handle_exec(hk_console::session::exec::ExecReply::Outcome {
@@ -409,6 +410,49 @@ fn ctrl_c_asks_before_cancelling_the_running_step_and_journals_it() {
     assert_eq!(app.handle_key(key('q')), Control::Continue);
     assert!(matches!(app.overlay, Some(Overlay::Confirm(_))));
     assert_eq!(app.handle_key(key('y')), Control::Quit);
+}
+
+/// Issue 38: the step ends while "Cancel the running step 1?" is on the screen; `y` then
+/// says there is nothing to cancel, sends no cancel, and journals none.
+#[test]
+fn a_cancel_that_reaches_no_running_step_is_said_and_not_journaled() {
+    use hk_console::session::exec::ExecReply;
+    let dir = tmp();
+    let mut app = operate_app(dir.path(), &[StepKind::ListHosts], &[]);
+    app.open_runbook("node-health", Some("prod"), None);
+    app.handle_key(key('s'));
+    let Some(ExecRequest::Execute { tag, attempt, .. }) = app.outbox.pop_front() else {
+        panic!("step 1 out");
+    };
+    app.handle_key(ctrl('c'));
+    assert!(text(&render(&mut app, 100, 30)).contains("Cancel the running step 1"));
+    // Meanwhile its executor finishes it: it goes on to its verification.
+    app.handle_exec(ExecReply::Outcome {
+        tag,
+        input: Input::StepFinished {
+            n: 1,
+            attempt,
+            exit_code: Some(0),
+            error: None,
+        },
+    });
+    app.outbox.clear();
+    app.handle_key(key('y'));
+    let status = app.status.clone().unwrap_or_default();
+    assert!(status.contains("nothing is running to cancel"), "{status}");
+    assert!(
+        !app.outbox
+            .iter()
+            .any(|r| matches!(r, ExecRequest::Cancel { .. })),
+        "{:?}",
+        app.outbox
+    );
+    assert!(
+        !journaled(dir.path())
+            .iter()
+            .any(|i| matches!(i, Input::CancelRequested { .. })),
+        "a cancel that reached nothing was journaled"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -778,16 +822,23 @@ fn replies_for_another_run_are_dropped() {
     });
     app.handle_exec(hk_console::session::exec::ExecReply::Outcome {
         tag: stale,
-        input: Input::StepStarted { n: 1, attempt },
+        input: Input::StepFinished {
+            n: 1,
+            attempt,
+            exit_code: Some(0),
+            error: None,
+        },
     });
     let a = app.active.as_ref().expect("run");
     assert_eq!(
         a.output.window(10).filter(|l| l.contains("gone")).count(),
         0
     );
+    // Still running: the stale finish moved nothing (its start is journaled, as the
+    // session records every start before the work leaves).
     assert!(matches!(
         a.run.step_record(1).expect("1").state,
-        StepState::Running { started: false, .. }
+        StepState::Running { started: true, .. }
     ));
 }
 

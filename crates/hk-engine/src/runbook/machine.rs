@@ -675,6 +675,10 @@ pub enum MachineError {
          never recorded is not true"
     )]
     OutcomeWithoutStart { n: usize, input: &'static str },
+    #[error(
+        "step {n} is {state}: nothing is running to cancel (it ended before the cancel reached it)"
+    )]
+    NothingToCancel { n: usize, state: &'static str },
 }
 
 /// One run over a plan: the plan, the mode and every step's state.
@@ -1052,6 +1056,19 @@ impl Run {
         let n = step.n;
         let state = self.steps[i].state.clone();
 
+        // An operator's cancel that reaches no running step (it ended, or moved on to its
+        // verification, while the question was on the screen) is said, never journaled as
+        // a cancel. Journals written before this rule absorbed such cancels on an ended
+        // step: they replay as they ran.
+        if matches!(input, Input::CancelRequested { .. })
+            && !matches!(state, StepState::Running { .. })
+            && !(self.recorded && state.is_terminal())
+        {
+            return Err(MachineError::NothingToCancel {
+                n,
+                state: state.name(),
+            });
+        }
         // Terminal states absorb late events: a finish after a cancel, a verification after an
         // abort, a gate answer racing an abort.
         if state.is_terminal() {
