@@ -537,3 +537,147 @@ fn a_tab_in_a_steps_output_reads_as_spaces_in_every_form_of_the_record() {
         assert!(!shown.contains('\u{1b}'), "ESC written out: {shown}");
     }
 }
+
+/// Issue 38: a run that got to its end past a quorum override, a step marked done over a
+/// failed probe, and a skipped read-back is "succeeded with overrides" everywhere (the
+/// run's outcome, `runs list`, the text, JSON and Markdown records), and the change log
+/// keeps every decision with who and why, in order: the interruption, the probe's NOT OK,
+/// the typed confirmations and each reason.
+#[test]
+fn a_run_with_overrides_says_so_and_keeps_every_decision_and_reason() {
+    use crate::machine_common::{approve, etcd_plan, typed};
+    use hk_console::journal::{self, Header, Journal};
+    use hk_console::runbook::machine::{
+        Event, GateAnswer, Input, Mode, Run, RunOutcome, Timestamp,
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let plan = etcd_plan();
+    let header = Header::new(plan.clone(), Mode::Operate, "op", Timestamp(1_000));
+    let mut j = Journal::create(dir.path(), &header).expect("journal");
+    let mut run = Run::new(plan).expect("plan");
+    let started = |n: usize| Input::StepStarted { n, attempt: 1 };
+    let finished = |n: usize, code: i32| Input::StepFinished {
+        n,
+        attempt: 1,
+        exit_code: Some(code),
+        error: None,
+    };
+    let observed = |n: usize, host: &str| Input::HostSetObserved {
+        n,
+        attempt: 1,
+        hosts: vec![host.into()],
+    };
+    let inputs = vec![
+        Input::Start,
+        Input::TypedText {
+            n: 1,
+            by: "op".into(),
+            text: "prod".into(),
+            note: Some("override quorum: k3s-prod-2 is being replaced".into()),
+        },
+        started(2),
+        finished(2, 0),
+        observed(2, "k3s-prod-3"),
+        typed(2, "1"),
+        started(3),
+        finished(3, 0),
+        approve(3),
+        started(4),
+        // The console dies mid-apply; the probe says the change is not there; the operator
+        // marks it done anyway, with a reason.
+        Input::Resumed,
+        Input::ProbeResult {
+            n: 4,
+            probe: 5,
+            ok: false,
+            detail: "the scheduler is not bfq".into(),
+        },
+        Input::MarkedDone {
+            n: 4,
+            by: "op".into(),
+            typed: "k3s-prod-3".into(),
+            reason: "set by hand from the console of the BMC".into(),
+        },
+        started(5),
+        finished(5, 1),
+        Input::Skip {
+            n: 5,
+            by: "op".into(),
+            reason: "read back by hand: [bfq]".into(),
+        },
+        started(6),
+        finished(6, 0),
+        observed(6, "k3s-prod-1"),
+        typed(6, "1"),
+        started(7),
+        finished(7, 0),
+        Input::GateAnswered {
+            n: 7,
+            answer: GateAnswer::Approved {
+                by: "op".into(),
+                note: None,
+            },
+        },
+        started(8),
+        finished(8, 0),
+        started(9),
+        finished(9, 0),
+        Input::VerifyResult {
+            n: 9,
+            attempt: 1,
+            ok: true,
+            detail: "[bfq]".into(),
+        },
+    ];
+    for (i, input) in inputs.into_iter().enumerate() {
+        let name = input.name();
+        j.record(&mut run, Event::new(Timestamp(2_000 + i as u64), input))
+            .unwrap_or_else(|e| panic!("input {i} ({name}): {e}"));
+    }
+    assert_eq!(run.outcome(), RunOutcome::SucceededWithOverrides);
+    let path = j.path().to_path_buf();
+    drop(j);
+
+    let listed = journal::list_runs(dir.path()).expect("list");
+    assert_eq!(listed.runs[0].outcome, RunOutcome::SucceededWithOverrides);
+    let replayed = journal::replay(&path).expect("replay");
+    let rec = record::build(&replayed, None, Ok(Vec::new()));
+    assert_eq!(rec.outcome, "succeeded with overrides");
+    let md = rec.render_md();
+    assert!(
+        md.lines()
+            .next()
+            .is_some_and(|l| l.contains("succeeded with overrides")),
+        "{md}"
+    );
+    for want in [
+        "#### Overrides",
+        "step 1: quorum override by op: k3s-prod-2 is being replaced",
+        "step 4: marked done by op (its probe said NOT OK: the scheduler is not bfq): set by hand from the console of the BMC",
+        "step 5: skipped by op: read back by hand: [bfq]",
+        "#### Decisions",
+        "resumed",
+        "probe",
+        "step 5 said NOT OK",
+        "marked-done",
+        "typed k3s-prod-3: set by hand from the console of the BMC",
+    ] {
+        assert!(md.contains(want), "missing {want:?} in:\n{md}");
+    }
+    // In order: the interruption, then the probe, then the decision on it.
+    let at = |s: &str| md.find(s).unwrap_or_else(|| panic!("{s} in {md}"));
+    assert!(
+        at("resumed") < at("step 5 said NOT OK") && at("step 5 said NOT OK") < at("marked-done")
+    );
+    let text = rec.render_text();
+    assert!(text.contains("overrides:"), "{text}");
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|l| l.contains("succeeded with overrides")),
+        "{text}"
+    );
+    let json = serde_json::to_value(&rec).expect("json");
+    assert_eq!(json["outcome"], "succeeded with overrides");
+    assert_eq!(json["overrides"].as_array().map(Vec::len), Some(3));
+}

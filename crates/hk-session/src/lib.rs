@@ -1029,7 +1029,7 @@ impl<X: Executors> RunSession<X> {
                 }
                 Effect::RunFinished { outcome } => {
                     out.push(SessionEffect::Notice(match &outcome {
-                        Outcome::Succeeded => "run succeeded".to_string(),
+                        Outcome::Succeeded => format!("run {}", self.run.outcome()),
                         other => format!("run {other}"),
                     }));
                     // Over for good (not halted at a step a retry can continue): its

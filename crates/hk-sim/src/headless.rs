@@ -699,7 +699,10 @@ fn summarise(
         runbook: a.run.plan().runbook.clone(),
         env,
         outcome: outcome.to_string(),
-        succeeded: outcome == RunOutcome::Succeeded,
+        succeeded: matches!(
+            outcome,
+            RunOutcome::Succeeded | RunOutcome::SucceededWithOverrides
+        ),
         journal,
         seconds: took.as_secs_f64(),
         steps,

@@ -417,6 +417,9 @@ impl fmt::Display for Outcome {
 #[serde(rename_all = "kebab-case")]
 pub enum RunOutcome {
     Succeeded,
+    /// Every step ended done or skipped, but the operator went past something on the way
+    /// (a step marked done, a skip, a quorum override): [`Run::overrides`] says what.
+    SucceededWithOverrides,
     Failed,
     Aborted,
     Interrupted,
@@ -427,6 +430,7 @@ impl fmt::Display for RunOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             RunOutcome::Succeeded => "succeeded",
+            RunOutcome::SucceededWithOverrides => "succeeded with overrides",
             RunOutcome::Failed => "failed",
             RunOutcome::Aborted => "aborted",
             RunOutcome::Interrupted => "interrupted",
@@ -543,6 +547,10 @@ pub struct StepRecord {
     /// An [`Execute`] for the current attempt left the machine: its work may have run.
     /// Derived from the events (set where the effect is built), never journaled.
     pub work_out: bool,
+    /// What the operator went past on this step, in order, with who and why: "marked done
+    /// by X: REASON" (and what its probe had said), "skipped by X: REASON", "quorum
+    /// override by X: REASON". Kept across attempts: it is the step's history.
+    pub overrides: Vec<String>,
     /// The executor said it never started the current attempt's work: it finished with an
     /// error before any `step-started` ("the step was not started"). Such a step changed
     /// nothing, so its resume decision needs no probe.
@@ -587,6 +595,7 @@ impl StepRecord {
             probe: None,
             work_out: false,
             never_started: false,
+            overrides: Vec::new(),
         }
     }
 }
@@ -679,6 +688,16 @@ pub enum MachineError {
         "step {n} is {state}: nothing is running to cancel (it ended before the cancel reached it)"
     )]
     NothingToCancel { n: usize, state: &'static str },
+}
+
+/// How an operator's answer to a gate overrides a refusal for lost quorum:
+/// `override quorum: REASON` (the live checks' `blast::OVERRIDE` is this).
+pub const QUORUM_OVERRIDE: &str = "override quorum:";
+
+/// The reason of a quorum override when `note` is one (REASON not empty).
+pub fn quorum_override_reason(note: &str) -> Option<&str> {
+    let why = note.trim().strip_prefix(QUORUM_OVERRIDE)?.trim();
+    (!why.is_empty()).then_some(why)
 }
 
 /// One run over a plan: the plan, the mode and every step's state.
@@ -830,6 +849,9 @@ impl Run {
     pub fn outcome(&self) -> RunOutcome {
         match &self.status {
             RunStatus::NotStarted | RunStatus::Active { .. } => RunOutcome::InProgress,
+            RunStatus::Succeeded if self.steps.iter().any(|r| !r.overrides.is_empty()) => {
+                RunOutcome::SucceededWithOverrides
+            }
             RunStatus::Succeeded => RunOutcome::Succeeded,
             RunStatus::Aborted { .. } => RunOutcome::Aborted,
             RunStatus::Halted { n } => match self.step_record(*n).map(|r| &r.state) {
@@ -837,6 +859,13 @@ impl Run {
                 _ => RunOutcome::Failed,
             },
         }
+    }
+
+    /// Every override of this run, in plan order: (step, what, who and why).
+    pub fn overrides(&self) -> Vec<(usize, String)> {
+        self.steps()
+            .flat_map(|(s, r)| r.overrides.iter().map(move |o| (s.n, o.clone())))
+            .collect()
     }
 
     /// Feed one event. On error the run is unchanged and nothing should be journaled.
@@ -992,6 +1021,14 @@ impl Run {
                 self.steps[i].state = StepState::Done;
                 self.steps[i].finished_at = Some(at);
                 self.steps[i].detail = Some(format!("marked done by {by}: {reason}"));
+                let probe = match &self.steps[i].probe {
+                    Some(p) if !p.ok => format!(" (its probe said NOT OK: {})", p.detail),
+                    Some(_) => String::new(),
+                    None => " (no probe ran)".into(),
+                };
+                self.steps[i]
+                    .overrides
+                    .push(format!("marked done by {by}{probe}: {reason}"));
                 self.finished_at = None;
                 self.advance(i + 1, at, &mut fx);
             }
@@ -1394,6 +1431,11 @@ impl Run {
         at: Timestamp,
         fx: &mut Vec<Effect>,
     ) {
+        if let Some(why) = note.as_deref().and_then(quorum_override_reason) {
+            self.steps[i]
+                .overrides
+                .push(format!("quorum override by {by}: {why}"));
+        }
         let record = GateRecord {
             by: by.to_string(),
             at,
@@ -1738,6 +1780,9 @@ impl Run {
         self.steps[i].state = StepState::Skipped {
             reason: format!("skipped by {by}: {reason}"),
         };
+        self.steps[i]
+            .overrides
+            .push(format!("skipped by {by}: {reason}"));
         self.steps[i].finished_at = Some(at);
         if resume_after {
             self.finished_at = None;

@@ -126,6 +126,9 @@ pub struct RunRecord {
     /// Why the output log could not be read, if it could not (the record is still shown).
     pub output_error: Option<String>,
     pub steps: Vec<StepEntry>,
+    /// What the operator went past, per step (marked done, skipped, quorum overridden),
+    /// with who and why: any makes the outcome "succeeded with overrides".
+    pub overrides: Vec<String>,
     pub decisions: Vec<Decision>,
     /// What changed on the platform while the run was active (the Live screen's event
     /// trail for its environment), in time order.
@@ -211,8 +214,38 @@ fn decision_of<'a>(
         Input::TypedText { n, by, note, .. } => (Some(*n), by, "typed", note.clone()),
         Input::Skip { n, by, reason } => (Some(*n), by, "skipped", Some(reason.clone())),
         Input::RetryApproved { n, by } => (Some(*n), by, "retry", None),
-        Input::RerunApproved { n, by, .. } => (Some(*n), by, "rerun", None),
-        Input::MarkedDone { n, by, .. } => (Some(*n), by, "marked-done", None),
+        Input::RerunApproved { n, by, typed } => {
+            (Some(*n), by, "rerun", Some(format!("typed {typed}")))
+        }
+        Input::MarkedDone {
+            n,
+            by,
+            typed,
+            reason,
+        } => (
+            Some(*n),
+            by,
+            "marked-done",
+            Some(format!("typed {typed}: {reason}")),
+        ),
+        // What the console learnt and how the run stopped are in the same order as what
+        // the operator decided on them.
+        Input::ProbeResult {
+            n,
+            probe,
+            ok,
+            detail,
+        } => (
+            Some(*n),
+            "hk-console",
+            "probe",
+            Some(format!(
+                "step {probe} said {}: {detail}",
+                if *ok { "OK" } else { "NOT OK" }
+            )),
+        ),
+        Input::Abandoned { reason } => (None, operator, "abandoned", Some(reason.clone())),
+        Input::Resumed => (None, operator, "resumed", None),
         Input::CancelRequested { n, by } => (Some(*n), by, "cancel", None),
         Input::Abort { by, reason } => (None, by, "aborted", Some(reason.clone())),
         Input::RunLock { note } => {
@@ -339,6 +372,12 @@ pub fn build(
         warnings: r.warnings.iter().map(|w| w.to_string()).collect(),
         output_error,
         steps,
+        overrides: r
+            .run
+            .overrides()
+            .into_iter()
+            .map(|(n, what)| format!("step {n}: {what}"))
+            .collect(),
         decisions,
         events: Vec::new(),
         events_error: None,
@@ -561,6 +600,12 @@ impl RunRecord {
                 let _ = writeln!(o, "      | {}", plain(l));
             }
         }
+        if !self.overrides.is_empty() {
+            let _ = writeln!(o, "overrides:");
+            for v in &self.overrides {
+                let _ = writeln!(o, "  {}", plain(v));
+            }
+        }
         if !self.decisions.is_empty() {
             let _ = writeln!(o, "decisions:");
             for d in &self.decisions {
@@ -674,6 +719,14 @@ impl RunRecord {
                     md_cell(&s.state),
                     md_cell(&verdict)
                 );
+            }
+        }
+        if !self.overrides.is_empty() {
+            let _ = writeln!(o);
+            let _ = writeln!(o, "#### Overrides");
+            let _ = writeln!(o);
+            for v in &self.overrides {
+                let _ = writeln!(o, "- {}", md_cell(v));
             }
         }
         if !self.decisions.is_empty() {
@@ -984,6 +1037,7 @@ mod tests {
             warnings: vec![attack.into()],
             output_error: None,
             steps: vec![step],
+            overrides: Vec::new(),
             decisions: vec![Decision {
                 at: Timestamp(1_788_782_400_000),
                 step: Some(1),

@@ -220,7 +220,8 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
             let style: Style = match r.outcome {
                 RunOutcome::Succeeded => t.ok(),
                 RunOutcome::Failed | RunOutcome::Aborted => t.critical(),
-                RunOutcome::Interrupted => t.warn(),
+                // Never green: the operator went past something on the way.
+                RunOutcome::Interrupted | RunOutcome::SucceededWithOverrides => t.warn(),
                 RunOutcome::InProgress => t.running(),
             };
             let active = app.is_active_run(r);

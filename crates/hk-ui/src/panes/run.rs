@@ -128,7 +128,7 @@ fn status_text(run: &Run) -> String {
         RunStatus::NotStarted => "not started".into(),
         RunStatus::Active { n } => format!("at step {n}"),
         RunStatus::Halted { n } => format!("HALTED at step {n}"),
-        RunStatus::Succeeded => "succeeded".into(),
+        RunStatus::Succeeded => run.outcome().to_string(),
         RunStatus::Aborted { by, reason } => format!("aborted by {by}: {reason}"),
     }
 }

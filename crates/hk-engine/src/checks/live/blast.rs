@@ -56,8 +56,9 @@ fn line(severity: Severity, text: String) -> BlastLine {
 }
 
 /// What the operator types in the gate's note to go on past a blocking line: this prefix,
-/// then the reason (journaled with the answer, shown in the change record).
-pub const OVERRIDE: &str = "override quorum:";
+/// then the reason (journaled with the answer, shown in the change record). The machine's,
+/// which counts such an answer among the run's overrides.
+pub const OVERRIDE: &str = crate::runbook::machine::QUORUM_OVERRIDE;
 
 /// Whether `lines` hold a blocking one.
 pub fn blocks(lines: &[BlastLine]) -> bool {
@@ -66,10 +67,7 @@ pub fn blocks(lines: &[BlastLine]) -> bool {
 
 /// The override's reason when `note` is one (`override quorum: REASON`, REASON not empty).
 pub fn override_reason(note: &str) -> Option<&str> {
-    note.trim()
-        .strip_prefix(OVERRIDE)
-        .map(str::trim)
-        .filter(|r| !r.is_empty())
+    crate::runbook::machine::quorum_override_reason(note)
 }
 
 /// The refusal the gate shows when a blocking line holds and no override was typed.
