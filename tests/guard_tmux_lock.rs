@@ -172,6 +172,12 @@ async fn a_stale_lock_gets_the_take_over_prompt_in_the_real_console() {
     tmux.send(&[":"]);
     tmux.send(&["run packages-baseline dev k3s-dev-2", "Enter"]);
     tmux.wait_for("s starts the run");
+    // First sight: this console has not yet watched the record unchanged for its 1 s
+    // duration (Ann's clock decides nothing), so it is held, and the console says when
+    // it would call it stale (the whole message is in the log, M).
+    tmux.send(&["s"]);
+    tmux.wait_for("another console holds the run lock of `dev`: ann@console-a");
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     tmux.send(&["s"]);
     let s = tmux.wait_for("is STALE");
     println!("{s}");

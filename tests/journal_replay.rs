@@ -460,7 +460,7 @@ fn mid_file_corruption_is_an_error_naming_file_and_line() {
 
     // A newer format is refused rather than misread.
     let mut ls = original.clone();
-    ls[0] = ls[0].replacen("\"format\":1", "\"format\":99", 1);
+    ls[0] = ls[0].replacen("\"format\":2", "\"format\":99", 1);
     write(&ls);
     let err = journal::replay(&path).expect_err("format");
     assert!(

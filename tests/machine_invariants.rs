@@ -15,7 +15,9 @@ fn safety_rules_hold_for_generated_sequences() {
     let mut executes_total = 0usize;
     let mut retried_executes = 0usize;
     for plan in all_plans() {
-        for seed in 0..400 {
+        // 450 seeds: outcomes of work whose start was never recorded are refused now, so
+        // fewer sequences fail and retry; more seeds keep the machine as exercised.
+        for seed in 0..450 {
             let mut rng = Rng::new(seed);
             let mut run = Run::new(plan.clone()).expect("plan");
             // Steps that failed or were interrupted and have not had a RetryApproved since.

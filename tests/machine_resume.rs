@@ -17,12 +17,14 @@ fn feed(
 ) -> Vec<Effect> {
     let mut last = Vec::new();
     for input in inputs {
-        let name = input.name();
-        let e = ev(2000 + events.len() as u64, input);
-        last = run
-            .step(&e)
-            .unwrap_or_else(|err| panic!("{name} refused: {err}"));
-        events.push(e);
+        for input in started_first(run, input) {
+            let name = input.name();
+            let e = ev(2000 + events.len() as u64, input);
+            last = run
+                .step(&e)
+                .unwrap_or_else(|err| panic!("{name} refused: {err}"));
+            events.push(e);
+        }
     }
     last
 }

@@ -341,10 +341,7 @@ pub fn next_input(run: &Run, rng: &mut Rng) -> Input {
                 },
                 // The session journals a step's start before its work leaves: an
                 // executor's outcome only ever follows it.
-                StepState::Running { started: false, .. } => match rng.below(10) {
-                    0 => Input::CancelRequested { n, by: "op".into() },
-                    _ => Input::StepStarted { n, attempt },
-                },
+                StepState::Running { started: false, .. } => Input::StepStarted { n, attempt },
                 StepState::Running { started, .. } => match rng.below(10) {
                     0 => Input::CancelRequested { n, by: "op".into() },
                     1 => Input::Cancelled {

@@ -323,7 +323,7 @@ fn judge_now(lease: Option<&Lease>) -> LockState {
 pub enum LockError {
     #[error("the cluster could not be asked for the run lock {LOCK_NAMESPACE}/{LOCK_NAME}: {0}")]
     Unreachable(String),
-    #[error("another console holds the run lock: {record}; a mutating run cannot start here until it ends (observe mode can)")]
+    #[error("another console holds the run lock: {record}; a mutating run cannot start here until it ends (observe mode can). This console calls a lock stale only once it has seen its record unchanged for the lock's duration, on this machine's own clock: try again after that to be offered the take-over")]
     Held { record: Box<LockRecord> },
     #[error("the run lock is stale: {record}, seen unchanged by this console for {} s; take it over by typing the environment's name and a reason", age_ms / 1000)]
     Stale {

@@ -140,26 +140,9 @@ const MAGIC_GROUPS: &str = "groups";
 /// deepest render well inside a 2 MiB thread stack.
 pub const MAX_CHAIN: usize = 64;
 
-/// What one evaluation of a template from the repo may spend (`jinja.max_fuel`): minijinja
-/// instructions, each loop iteration, lookup and filter call one or a few. Ansible's
-/// variables spend tens; a loop of 10^8 iterations (`{% for i in range(100000) %}{% for j
-/// in range(100000) %}`) would run for minutes: it stops here with a named error. Each
-/// render has its own budget, so a chain of variables (at most [`MAX_CHAIN`] deep) spends at
-/// most that many budgets. A budget spent on a nested loop is about 0.1 s of a debug
-/// build's CPU (measured: 3 servers each spending it, `envs` 0.3 s user).
-pub const MAX_FUEL: u64 = 100_000;
-
-/// What a template that spent its budget is refused with.
-pub fn out_of_fuel_reason() -> String {
-    format!(
-        "its evaluation took more than {MAX_FUEL} steps (limit jinja.max_fuel): stopped, as a loop this long would not end in useful time"
-    )
-}
-
-/// Whether a rendering failed because a template spent its budget ([`out_of_fuel_reason`]).
-pub fn is_out_of_fuel(reason: &str) -> bool {
-    reason.contains("(limit jinja.max_fuel)")
-}
+// The budget of one evaluation (`jinja.max_fuel`) is the text module's, shared with the
+// planner's runbook templates (runbook/ may not import repo/).
+pub use crate::text::{is_out_of_fuel, out_of_fuel_reason, MAX_FUEL};
 
 fn is_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%")

@@ -1080,7 +1080,7 @@ impl Planner<'_> {
         let mut jenv = minijinja::Environment::new();
         jenv.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
         // A runbook's template is repo data too: bounded like the inventory's values.
-        jenv.set_fuel(Some(crate::repo::resolve::MAX_FUEL));
+        jenv.set_fuel(Some(crate::text::MAX_FUEL));
         jenv.add_filter(SHELL_RAW, |v: minijinja::Value| {
             minijinja::Value::from_object(RawShell(v.to_string()))
         });
@@ -1098,7 +1098,7 @@ impl Planner<'_> {
             if e.kind() == minijinja::ErrorKind::OutOfFuel {
                 return err(format!(
                     "cannot render `{text}`: {}",
-                    crate::repo::resolve::out_of_fuel_reason()
+                    crate::text::out_of_fuel_reason()
                 ));
             }
             let detail = e

@@ -197,7 +197,14 @@ pub(crate) fn template_vars(text: &str) -> Result<HashSet<String>, String> {
             .unwrap_or_else(|| e.to_string());
         format!("template syntax error: {detail}")
     })?;
-    Ok(tmpl.undeclared_variables(true))
+    // minijinja's own globals (`range`, `dict`, `namespace`, ...) are functions every
+    // template has, not variables a step must be given.
+    let globals: HashSet<&str> = env.globals().map(|(name, _)| name).collect();
+    Ok(tmpl
+        .undeclared_variables(true)
+        .into_iter()
+        .filter(|v| !globals.contains(v.split('.').next().unwrap_or_default()))
+        .collect())
 }
 
 /// Where a runbook splices repo text into a shell command unquoted (the `shell_raw`
