@@ -755,6 +755,8 @@ pub struct View {
 struct ViewState {
     holder: Option<String>,
     ready: BTreeMap<String, bool>,
+    /// The servers that died (`holder-dies`): their k3s, etcd member included, is gone.
+    dead: std::collections::BTreeSet<String>,
 }
 
 impl View {
@@ -770,6 +772,15 @@ impl View {
     /// Whether node `name` is Ready (`None`: no such node).
     pub fn node_ready(&self, name: &str) -> Option<bool> {
         self.lock().ready.get(name).copied()
+    }
+
+    /// Whether server `name` died (its etcd member with it).
+    pub fn dead(&self, name: &str) -> bool {
+        self.lock().dead.contains(name)
+    }
+
+    fn set_dead(&self, name: &str) {
+        self.lock().dead.insert(name.to_string());
     }
 
     fn set_holder(&self, holder: &str) {
@@ -1639,6 +1650,9 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
                 let h = self.holder;
                 if let Some(d) = self.dead.get_mut(h) {
                     *d = true;
+                }
+                if let Some((name, _)) = self.env.servers.get(h) {
+                    self.view.set_dead(name);
                 }
                 // The fault's contract (and the console's incident drill) has the node
                 // NotReady at once rather than after the node-monitor grace period; its

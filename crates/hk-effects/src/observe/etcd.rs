@@ -132,6 +132,9 @@ pub struct EtcdProbe {
     pub command_timeout: Duration,
     /// Per environment, its cluster's client and settings: quorum is read through it.
     api: BTreeMap<String, (kube::Client, crate::cluster::WatchSettings)>,
+    /// Per host, since when its member has not answered (its first failed look after the
+    /// last one that answered): what "not answering since" says.
+    silent_since: std::sync::Mutex<BTreeMap<String, Timestamp>>,
 }
 
 impl std::fmt::Debug for EtcdProbe {
@@ -170,6 +173,7 @@ impl EtcdProbe {
             curl_max_time: Duration::from_secs(5),
             command_timeout: Duration::from_secs(10),
             api: BTreeMap::new(),
+            silent_since: std::sync::Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -319,7 +323,24 @@ impl EtcdProbe {
         };
         let (observed, api) = tokio::join!(futures::future::join_all(looks), api);
         let now = hk_engine::journal::now();
-        let mut pane = live::etcd(env, &observed, &self.policy);
+        let since = {
+            let mut silent = self
+                .silent_since
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for m in &observed {
+                match m.metrics {
+                    Look::Seen { .. } => {
+                        silent.remove(&m.host);
+                    }
+                    Look::CouldNotLook { .. } => {
+                        silent.entry(m.host.clone()).or_insert(now);
+                    }
+                }
+            }
+            silent.clone()
+        };
+        let mut pane = live::etcd_since(env, &observed, &self.policy, &since);
         if let Some(api) = api {
             live::judge_quorum(&mut pane, &api);
         }
