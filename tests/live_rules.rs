@@ -1374,6 +1374,7 @@ fn healthy_snapshot() -> Snapshot {
                 ),
             ]),
         )],
+        etcd: vec![],
     }
 }
 

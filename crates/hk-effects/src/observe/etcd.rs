@@ -295,6 +295,18 @@ impl EtcdProbe {
         env: &str,
         cancel: &CancellationToken,
     ) -> (EtcdPane, Timestamp) {
+        self.look_via(repo, env, self.api.get(env), cancel).await
+    }
+
+    /// [`EtcdProbe::look`] with quorum read through `api` (a client the caller built for
+    /// `env`, as `observe --once` does), or not at all (`None`).
+    pub async fn look_via(
+        &self,
+        repo: &Repo,
+        env: &str,
+        api: Option<&(kube::Client, crate::cluster::WatchSettings)>,
+        cancel: &CancellationToken,
+    ) -> (EtcdPane, Timestamp) {
         let specs = match members(repo, env) {
             Ok(s) => s,
             Err(why) => {
@@ -313,7 +325,7 @@ impl EtcdProbe {
         let looks = specs.iter().map(|s| self.observe(s, cancel));
         let servers: Vec<String> = specs.iter().map(|s| s.host.clone()).collect();
         let api = async {
-            match self.api.get(env) {
+            match api {
                 Some((client, settings)) => tokio::select! {
                     a = Self::api_look(client, settings, &servers) => Some(a),
                     _ = cancel.cancelled() => None,
