@@ -32,6 +32,10 @@ mod sim_kubectl_real;
 mod sim_kubectl_ssa;
 #[path = "sim_lifecycle.rs"]
 mod sim_lifecycle;
+#[path = "sim_once.rs"]
+mod sim_once;
+#[path = "sim_quorum.rs"]
+mod sim_quorum;
 #[path = "sim_ssh.rs"]
 mod sim_ssh;
 #[path = "sim_tools.rs"]

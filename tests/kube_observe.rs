@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use hk_console::checks::live::{Endpoint, Rule, Severity, Snapshot};
+use hk_console::checks::live::{Endpoint, Pane, Rule, Severity, Snapshot, Verdict};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -109,6 +109,42 @@ fn snapshot(out: &Output) -> Snapshot {
     })
 }
 
+/// Every verdict but the etcd pane's: this file's repos name servers no SSH reaches (the
+/// fixture is an API server alone), so their etcd members are always could-not-look.
+fn kube_verdicts(s: &Snapshot) -> Vec<Verdict> {
+    s.verdicts()
+        .into_iter()
+        .filter(|v| v.pane != Pane::Etcd)
+        .collect()
+}
+
+/// The etcd pane of `env` in `s` says each of `servers` could not be looked at, and names
+/// no leader: nothing vouched for that was not seen.
+fn etcd_not_seen(s: &Snapshot, env: &str, servers: &[&str]) {
+    let p = s
+        .etcd
+        .iter()
+        .find(|p| p.env == env)
+        .unwrap_or_else(|| panic!("no etcd pane for {env}: {s:?}"));
+    assert_eq!(p.leader, None, "{p:?}");
+    for h in servers {
+        assert!(
+            p.verdicts.iter().any(|v| v.rule == Rule::CouldNotLook
+                && v.subject == format!("member {h}")
+                && v.message.starts_with(&format!("{h} not answering"))),
+            "{h}: {:?}",
+            p.verdicts
+        );
+    }
+    assert!(
+        p.verdicts
+            .iter()
+            .all(|v| v.severity != Severity::Ok || v.rule == Rule::EtcdQuorum),
+        "{:?}",
+        p.verdicts
+    );
+}
+
 fn show(out: &Output) -> String {
     format!(
         "exit {:?}\nstdout:\n{}\nstderr:\n{}",
@@ -162,11 +198,14 @@ async fn once_exits_0_healthy_then_1_on_a_node_address_agent() {
     let dir = tempfile::tempdir().expect("temp dir");
     let repo = write_repo(&dir.path().join("repo"), server.port, &observer, None);
 
-    // Healthy: exit 0, the JSON snapshot has the four panes of lab only.
+    // Healthy: the JSON snapshot has the four kube panes of lab, all ok, and its etcd pane,
+    // which could not look (no SSH reaches s1..s3 here): exit 2, not a clean 0.
     let out = observe(&repo, &["--json", "--env", "lab"], None);
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     let s = snapshot(&out);
-    assert_eq!(s.exit_code(), 0);
+    assert_eq!(s.exit_code(), 2);
+    assert_eq!(hk_console::checks::live::exit_code(&kube_verdicts(&s)), 0);
+    etcd_not_seen(&s, "lab", &["s1", "s2", "s3"]);
     assert_eq!(
         (
             s.vip_lease.len(),
@@ -185,7 +224,7 @@ async fn once_exits_0_healthy_then_1_on_a_node_address_agent() {
         .all(|a| a.endpoint == Endpoint::Vip));
     assert_eq!(s.nodes[0].nodes.len(), 3);
     assert!(
-        s.verdicts()
+        kube_verdicts(&s)
             .iter()
             .all(|v| v.severity == Severity::Ok && v.env == "lab"),
         "{:?}",
@@ -194,7 +233,7 @@ async fn once_exits_0_healthy_then_1_on_a_node_address_agent() {
 
     // The same, for a human: holder, pods and nodes named, severities shown.
     let out = observe(&repo, &["--env", "lab"], None);
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     let t = text(&out.stdout);
     eprintln!("observe --once --env lab (healthy):\n{t}");
     for want in [
@@ -204,7 +243,12 @@ async fn once_exits_0_healthy_then_1_on_a_node_address_agent() {
         "cilium-s2 on s2",
         "node s3",
         "ok       lease plndr-cp-lock",
-        "0 critical, 0 warn, 0 unknown, 0 could not look",
+        "etcd  3 member(s)  no leader seen",
+        "s1 not answering",
+        // The three members' metrics and the three servers' IO pressure; quorum unknown:
+        // the fixture's observer may not GET /readyz/etcd (403), and says so.
+        "quorum not known: /readyz/etcd could not be read",
+        "0 critical, 0 warn, 1 unknown, 6 could not look",
     ] {
         assert!(t.contains(want), "missing {want:?} in:\n{t}");
     }
@@ -228,8 +272,7 @@ async fn once_exits_0_healthy_then_1_on_a_node_address_agent() {
         "{}",
         missing.message
     );
-    assert!(s
-        .verdicts()
+    assert!(kube_verdicts(&s)
         .iter()
         .filter(|v| v.env == "lab")
         .all(|v| v.severity == Severity::Ok));
@@ -316,10 +359,26 @@ async fn once_exits_0_healthy_then_1_on_a_node_address_agent() {
     server.audit_settle().await;
     let writes = server.writes_by(OBSERVER_USER);
     assert!(writes.is_empty(), "observer wrote: {writes:?}");
-    let codes = server.status_codes_by(OBSERVER_USER);
+    // The etcd pane's quorum look GETs /readyz/etcd, which this fixture's observer role
+    // does not grant: refused (403), and the pane says "quorum not known" (above). Apart
+    // from it: nothing refused, one LIST each, no watch.
+    let all = server.requests_by(OBSERVER_USER);
+    let (readyz, rest): (Vec<_>, Vec<_>) = all
+        .iter()
+        .partition(|e| e["requestURI"].as_str() == Some("/readyz/etcd"));
+    assert_eq!(readyz.len(), 6, "one quorum look a run: {readyz:?}");
+    assert!(
+        readyz
+            .iter()
+            .all(|e| e["verb"] == "get" && e["responseStatus"]["code"] == 403),
+        "{readyz:?}"
+    );
+    let codes: Vec<i64> = rest
+        .iter()
+        .filter_map(|e| e["responseStatus"]["code"].as_i64())
+        .collect();
     assert!(!codes.is_empty() && !codes.contains(&403), "{codes:?}");
-    let verbs: Vec<String> = server
-        .requests_by(OBSERVER_USER)
+    let verbs: Vec<String> = rest
         .iter()
         .filter_map(|e| e["verb"].as_str().map(str::to_string))
         .collect();
@@ -327,8 +386,9 @@ async fn once_exits_0_healthy_then_1_on_a_node_address_agent() {
         verbs.iter().all(|v| v == "list"),
         "one LIST each, no watch: {verbs:?}"
     );
-    // 6 runs reached lab's API server, five LISTs each.
-    assert_eq!(verbs.len(), 6 * 5, "{verbs:?}");
+    // 6 runs reached lab's API server: five LISTs each for the kube panes, one of the
+    // nodes for the etcd pane's quorum.
+    assert_eq!(verbs.len(), 6 * 6, "{verbs:?}");
 }
 
 /// A kubeconfig for a server on 127.0.0.1:`port`.
@@ -364,7 +424,7 @@ fn once_exits_2_when_the_api_does_not_answer() {
     let out = observe(&repo, &["--json", "--env", "lab"], None);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     let s = snapshot(&out);
-    let all = s.verdicts();
+    let all = kube_verdicts(&s);
     assert!(
         all.iter().all(|v| v.severity != Severity::Critical),
         "{all:?}"
@@ -393,7 +453,8 @@ fn once_exits_2_when_the_api_does_not_answer() {
     let out = observe(&repo, &["--env", "lab"], None);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(
-        text(&out.stdout).contains("4 could not look"),
+        // lease, agents, rollout, nodes, and lab's etcd: 3 members and 3 servers.
+        text(&out.stdout).contains("10 could not look"),
         "{}",
         show(&out)
     );
@@ -432,8 +493,14 @@ async fn once_exits_2_when_the_cluster_reached_is_not_the_environments() {
         "{}",
         show(&out)
     );
+    // (Exit 2 for lab's etcd, which no SSH reaches here; no other complaint.)
     let out = observe(&repo, &["--env", "lab", "--kubeconfig", &kc_arg], None);
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        text(&out.stdout).contains("6 could not look"),
+        "{}",
+        show(&out)
+    );
     assert!(!text(&out.stderr).contains("is not"), "{}", show(&out));
 }
 

@@ -984,6 +984,55 @@ fn steady_tunnel_is_ok() {
         .contains("158.173.241.20"));
 }
 
+/// Issue 38: after vpn-eviction-fix ended the loop, the pane still said `! restarts every
+/// ~4s (33 in the last 30m)` a minute after the last restart. Flapping is what the unit does
+/// now: a loop that stopped (quiet for longer than three of its periods, and at least 30 s)
+/// is no warning, and the verdict says until when it restarted.
+#[test]
+fn a_loop_that_stopped_is_not_flapping_now() {
+    let times: Vec<(String, String)> = (0..33)
+        .map(|i| {
+            let t = 22 * 3600 + 59 * 60 + i * 4;
+            let hms = |s: u32| format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+            (hms(t), hms(t + 3))
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = times
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let lines = journal("k3s-prod-3", &refs, PIA, "10.72.192.7");
+    // The last (re)connect at 23:01:08; looked at a minute later.
+    let later = at("2026-09-12T23:02:08+0000");
+    let g = vpn_gateway(
+        &gateway("prod", "k3s-prod-3", lines.clone()),
+        later,
+        &VpnPolicy::default(),
+    );
+    assert_eq!(g.connects.len(), 33);
+    let flap = one(&g.verdicts, Rule::VpnFlapping);
+    assert_eq!(flap.severity, Severity::Ok, "{}", flap.message);
+    assert!(!flap.message.contains("restarts every"), "{}", flap.message);
+    assert!(
+        flap.message.contains("until 23:01:08") && flap.message.contains("none since"),
+        "{}",
+        flap.message
+    );
+    // While it still restarts (4 s after the last), it is flapping.
+    let g = vpn_gateway(
+        &gateway("prod", "k3s-prod-3", lines),
+        at("2026-09-12T23:01:12+0000"),
+        &VpnPolicy::default(),
+    );
+    let flap = one(&g.verdicts, Rule::VpnFlapping);
+    assert_eq!(flap.severity, Severity::Warn, "{}", flap.message);
+    assert!(
+        flap.message.contains("restarts every ~4s"),
+        "{}",
+        flap.message
+    );
+}
+
 #[test]
 fn slow_reconnects_are_not_flapping() {
     // Three connects 10 minutes apart: reconnects, not flapping.
@@ -1075,9 +1124,11 @@ fn systemd_restarts_count_when_openvpn_never_completes() {
     let f = parse_journal(&lines);
     assert_eq!(f.connects.len(), 3);
     assert_eq!(f.stops.len(), 3);
+    // Looked at while it still restarts (25 s after the last; 4 minutes later it would
+    // have stopped: see a_loop_that_stopped_is_not_flapping_now).
     let g = vpn_gateway(
         &gateway("dev", "k3s-dev-3", lines),
-        now_0912(),
+        at("2026-09-12T22:59:30+0000"),
         &VpnPolicy::default(),
     );
     let v = one(&g.verdicts, Rule::VpnFlapping);
@@ -1374,6 +1425,7 @@ fn healthy_snapshot() -> Snapshot {
                 ),
             ]),
         )],
+        etcd: vec![],
     }
 }
 

@@ -322,3 +322,66 @@ async fn two_of_three_members_down_is_no_quorum_through_the_api() {
         "{gate:?}"
     );
 }
+
+/// One `holder-dies` (issue 38): the dead server's etcd member stops answering and the two
+/// left elect a leader. The pane, read over SSH and through prod's API, names the new
+/// leader from the members that answer, says the dead one is "not answering since", and
+/// nothing says the dead node leads (the console once showed `✓ k3s-prod-1 leads (3 of 3
+/// members seen)` while it was NotReady).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holder_is_never_the_etcd_leader() {
+    use hk_console::cluster::WatchSettings;
+    let (_dir, d) = start("healthy").await;
+    let t = kube_target(&d.repo, "prod", &KubeOverrides::default()).expect("target");
+    let c = client(&t).await.expect("client");
+    let p = probe(&d).with_api("prod", c, WatchSettings::default());
+    let cancel = CancellationToken::new();
+    let (calm, _) = p.look(&d.repo, "prod", &cancel).await;
+    assert_eq!(calm.leader.as_deref(), Some("k3s-prod-1"), "{calm:#?}");
+    let said = d
+        .fault_injector()
+        .inject("prod", "holder-dies")
+        .expect("accepted");
+    assert!(said.contains("k3s-prod-1"), "{said}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let pane = loop {
+        let (pane, _) = p.look(&d.repo, "prod", &cancel).await;
+        // Never, on any look after the fault landed, the dead node as leader with it down.
+        let down = pane
+            .verdicts
+            .iter()
+            .any(|v| v.rule == Rule::EtcdQuorum && v.subject == "member k3s-prod-1");
+        if down {
+            assert_ne!(pane.leader.as_deref(), Some("k3s-prod-1"), "{pane:#?}");
+        }
+        if pane.leader.as_deref() == Some("k3s-prod-2") && down {
+            break pane;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no new leader 10 s after {said}: {pane:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    for v in &pane.verdicts {
+        assert!(!v.message.contains("k3s-prod-1 leads"), "{v}");
+    }
+    let silent = pane
+        .verdicts
+        .iter()
+        .find(|v| v.rule == Rule::CouldNotLook && v.subject == "member k3s-prod-1")
+        .unwrap_or_else(|| panic!("the dead member's verdict: {:#?}", pane.verdicts));
+    assert!(
+        silent
+            .message
+            .starts_with("k3s-prod-1 not answering since "),
+        "{silent}"
+    );
+    let leader = pane
+        .verdicts
+        .iter()
+        .find(|v| v.rule == Rule::EtcdLeader)
+        .expect("a leader verdict");
+    assert_eq!(leader.severity, Severity::Ok, "{leader}");
+    assert_eq!(leader.message, "k3s-prod-2 leads (2 of 3 members seen)");
+}

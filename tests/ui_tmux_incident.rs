@@ -326,6 +326,28 @@ fn two_holder_dies_turn_etcd_red_with_quorum_named() {
     tmux.send(&[":"]);
     tmux.send(&["fault prod holder-dies", "Enter"]);
     tmux.wait_for("k3s-prod-1 (lease holder) died");
+    // The panes' column (the timeline is the right-hand 48 at 160), wrapped lines joined.
+    let panes = |s: &str| {
+        s.lines()
+            .map(|l| l.chars().take(112).collect::<String>().replace('│', " "))
+            .collect::<Vec<_>>()
+            .join(" ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    // Issue 38: the dead holder's member does not answer and is never the leader; the
+    // two left elected k3s-prod-2 (within one etcd look, 15 s).
+    let s = tmux.wait_until(
+        Duration::from_secs(30),
+        "k3s-prod-2 leading etcd and k3s-prod-1 not answering",
+        |s| {
+            let p = panes(s);
+            p.contains("k3s-prod-2 leads (2 of 3 members seen)")
+                && p.contains("k3s-prod-1 not answering since")
+        },
+    );
+    assert!(!panes(&s).contains("k3s-prod-1 leads"), "{s}");
     tmux.wait_until(
         Duration::from_secs(40),
         "the lease moved to k3s-prod-2",
@@ -338,16 +360,6 @@ fn two_holder_dies_turn_etcd_red_with_quorum_named() {
     let etcd_red = |s: &str| {
         s.lines()
             .any(|l| l.contains("prod") && l.contains("etcd ✗"))
-    };
-    // The panes' column (the timeline is the right-hand 48 at 160), wrapped lines joined.
-    let panes = |s: &str| {
-        s.lines()
-            .map(|l| l.chars().take(112).collect::<String>().replace('│', " "))
-            .collect::<Vec<_>>()
-            .join(" ")
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
     };
     let named = "2 of 3 members down (k3s-prod-1 NotReady, k3s-prod-2 NotReady): no quorum";
     let s = tmux.wait_until(
@@ -402,6 +414,13 @@ fn a_frozen_api_server_turns_the_strip_stale_within_15_s() {
         "the VIP lease ✓ on the second console",
         |s| vip_line(s).starts_with(" VIP lease  ✓"),
     );
+    // The SSH-polled panes too (issue 38: they stayed ✓ on a frozen homelab): seen ✓ first,
+    // so their turning is the freeze's doing.
+    console.wait_until(
+        Duration::from_secs(40),
+        "VPN ✓ and etcd ✓ on the second console's strip",
+        |s| s.contains("VPN ✓") && s.contains("etcd ✓"),
+    );
     // The demo process: the tmux pane's shell's child (`env` execs hk-console).
     let shell = demo.run(&["display", "-p", "-t", "e2e", "#{pane_pid}"]);
     let out = std::process::Command::new("pgrep")
@@ -429,13 +448,29 @@ fn a_frozen_api_server_turns_the_strip_stale_within_15_s() {
     };
     let s = console.wait_until(Duration::from_secs(20), "the VIP lease stale since", stale);
     let took = frozen.elapsed();
-    signal("-CONT");
     println!("frozen API server: the second console's strip stale {took:?} after SIGSTOP");
     assert!(took < Duration::from_secs(15), "{took:?}\n{s}");
     for pane in [" Agent env ", " Nodes "] {
         let l = s.lines().find(|l| l.starts_with(pane)).unwrap_or_default();
         assert!(!l.contains('✓'), "{pane}: {l}\n{s}");
     }
+    // Nothing ✓ from a source that stopped answering: the VPN gateways and the etcd
+    // members (polled over SSH every 15 s, a look bounded by 25 s) are `?` within one
+    // refresh budget (40 s) of their last answer, which came at most 15 s before the freeze.
+    let s = console.wait_until(
+        Duration::from_secs(60),
+        "VPN and etcd no longer ✓ on the strip",
+        |s| {
+            !s.contains("VPN ✓")
+                && !s.contains("etcd ✓")
+                && s.contains("etcd ?")
+                && s.contains("VPN ?")
+        },
+    );
+    let took = frozen.elapsed();
+    signal("-CONT");
+    println!("frozen homelab: VPN and etcd `?` {took:?} after SIGSTOP");
+    assert!(took < Duration::from_secs(45), "{took:?}\n{s}");
     console.send(&["q"]);
     demo.send(&["q"]);
 }

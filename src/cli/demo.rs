@@ -144,11 +144,18 @@ pub(super) fn demo_cmd(
             &crate::exec::settings::SshConfig::empty(),
             &crate::exec::settings::SshDefaults::from_env(),
         );
+        let etcd = crate::observe::etcd::EtcdProbe::for_repo_with(
+            &demo.repo,
+            demo.ssh_options(),
+            &crate::exec::settings::SshConfig::empty(),
+            &crate::exec::settings::SshDefaults::from_env(),
+        );
         let taken = rt.block_on(crate::observe::snapshot::take(
             &demo.repo,
             &names,
             &crate::cluster::KubeOverrides::default(),
             &gateways,
+            &etcd,
         ));
         if json {
             print_json(&taken.snapshot)?;

@@ -42,8 +42,9 @@ pub(super) fn once(
     let (overrides, _) = kube_overrides(cli, &repo, env, false)?;
     let gateways =
         crate::observe::vpn::Gateways::for_repo(&repo, crate::context::ssh_options(&repo));
+    let etcd = crate::observe::etcd::EtcdProbe::for_repo(&repo, crate::context::ssh_options(&repo));
     let taken = rt.block_on(crate::observe::snapshot::take(
-        &repo, &names, &overrides, &gateways,
+        &repo, &names, &overrides, &gateways, &etcd,
     ));
 
     if json {
@@ -110,6 +111,7 @@ pub(super) fn render_snapshot(
         .chain(s.agent_env.iter().map(|p| p.env.as_str()))
         .chain(s.nodes.iter().map(|p| p.env.as_str()))
         .chain(s.vpn.iter().map(|p| p.env.as_str()))
+        .chain(s.etcd.iter().map(|p| p.env.as_str()))
     {
         if !envs.contains(&e) {
             envs.push(e);
@@ -162,6 +164,14 @@ pub(super) fn render_snapshot(
                 "  Nodes{}",
                 counted(&p.verdicts, p.nodes.len(), "node(s)")
             );
+            verdicts(&mut out, &p.verdicts);
+        }
+        for p in s.etcd.iter().filter(|p| p.env == env) {
+            let leader = match &p.leader {
+                Some(l) => format!("  leader {l}"),
+                None => "  no leader seen".to_string(),
+            };
+            let _ = writeln!(out, "  etcd  {} member(s){leader}", p.members.len());
             verdicts(&mut out, &p.verdicts);
         }
     }

@@ -755,6 +755,8 @@ pub struct View {
 struct ViewState {
     holder: Option<String>,
     ready: BTreeMap<String, bool>,
+    /// The servers that died (`holder-dies`): their k3s, etcd member included, is gone.
+    dead: std::collections::BTreeSet<String>,
 }
 
 impl View {
@@ -770,6 +772,15 @@ impl View {
     /// Whether node `name` is Ready (`None`: no such node).
     pub fn node_ready(&self, name: &str) -> Option<bool> {
         self.lock().ready.get(name).copied()
+    }
+
+    /// Whether server `name` died (its etcd member with it).
+    pub fn dead(&self, name: &str) -> bool {
+        self.lock().dead.contains(name)
+    }
+
+    fn set_dead(&self, name: &str) {
+        self.lock().dead.insert(name.to_string());
     }
 
     fn set_holder(&self, holder: &str) {
@@ -1167,8 +1178,11 @@ pub async fn run<C: ClusterApi + Clone + 'static>(
         let next_fault = faults.peek().map(|(at, _)| start + *at);
         tokio::select! {
             _ = cancel.cancelled() => return,
-            _ = renew.tick() => c.renew().await,
-            _ = kubelets.tick() => c.renew_node_leases().await,
+            // Without etcd's quorum nothing is committed: kube-vip can neither renew nor
+            // take its Lease, no kubelet renews its node Lease and no controller posts a
+            // status (on a real API server as on the built-in one, whose store refuses).
+            _ = renew.tick(), if c.has_quorum() => c.renew().await,
+            _ = kubelets.tick(), if c.has_quorum() => c.renew_node_leases().await,
             f = async {
                 match live.as_mut() {
                     Some(rx) => rx.recv().await,
@@ -1178,7 +1192,8 @@ pub async fn run<C: ClusterApi + Clone + 'static>(
                 Some(ClusterInput::Fault(f)) => c.fault(&f).await,
                 Some(ClusterInput::K3sStarted { server }) => c.k3s_starts(server),
                 Some(ClusterInput::K3sStopped { server }) => c.k3s_stops(server),
-                Some(ClusterInput::VipCrashes { server }) => c.vip_crashes(server).await,
+                Some(ClusterInput::VipCrashes { server }) if c.has_quorum() => c.vip_crashes(server).await,
+                Some(ClusterInput::VipCrashes { .. }) => {}
                 None => live = None,
             },
             _ = async {
@@ -1192,6 +1207,7 @@ pub async fn run<C: ClusterApi + Clone + 'static>(
                 }
             }
             feed = changes.next() => match feed {
+                Feed::Change(_) | Feed::Missed if !c.has_quorum() => {}
                 Feed::Change(e) => c.react(&e).await,
                 Feed::Missed => c.ensure_pods().await,
                 Feed::Closed => return,
@@ -1288,6 +1304,13 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             state,
             cancel,
         }
+    }
+
+    /// Whether a majority of the servers' etcd members lives: only then does etcd commit,
+    /// and only then may a controller write.
+    fn has_quorum(&self) -> bool {
+        let n = self.dead.len();
+        n == 0 || (n - self.dead.iter().filter(|d| **d).count()) > n / 2
     }
 
     fn logs(&self) -> Option<&Logs> {
@@ -1636,24 +1659,34 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
         let now = jiff::Timestamp::now();
         match f {
             Fault::HolderDies => {
+                // The node's death is written as it dies, while etcd can still commit
+                // (the fault's contract: NotReady at once); after that, if its member was
+                // the one quorum needed, nothing more is.
+                let could_write = self.has_quorum();
                 let h = self.holder;
                 if let Some(d) = self.dead.get_mut(h) {
                     *d = true;
                 }
+                if let Some((name, _)) = self.env.servers.get(h) {
+                    self.view.set_dead(name);
+                }
                 // The fault's contract (and the console's incident drill) has the node
                 // NotReady at once rather than after the node-monitor grace period; its
                 // pods go unready with it, as the node lifecycle controller marks them.
-                if !self.not_ready[h] {
+                if could_write && !self.not_ready[h] {
                     self.node_not_ready(h).await;
                 }
-                self.etcd_quorum();
-                if self.t.service_endpoints {
+                if could_write && self.t.service_endpoints {
                     let _ = self
                         .t
                         .api
                         .apply(kubernetes_endpoints(&self.env, &self.dead))
                         .await;
                 }
+                self.etcd_quorum();
+            }
+            Fault::AgentDrifts { .. } if !self.has_quorum() => {
+                tracing::info!(env = %self.env.name, "simulated cluster: no quorum: the agent cannot be recreated");
             }
             Fault::AgentDrifts { server } => {
                 let i = server.saturating_sub(1);
@@ -1671,9 +1704,8 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
 
     /// etcd: each server is a member, a dead one is down; with a majority down the
     /// members left cannot commit, and the built-in server answers as a real one would
-    /// (see `Store::set_no_quorum`). The controllers themselves go on writing to the store:
-    /// a real cluster's kubelets and kube-vip could not, so its node and lease states would
-    /// freeze where the simulation's still move (not modelled).
+    /// (see `Store::set_no_quorum`). The controllers write nothing more either (see
+    /// [`Controllers::has_quorum`]), on either API server.
     fn etcd_quorum(&self) {
         let Some(store) = &self.t.quorum else {
             return;

@@ -764,6 +764,12 @@ async fn start_demo(
                 }
             });
         }
+        let members: Vec<(String, Arc<Mutex<NodeState>>)> = sim_env
+            .servers
+            .iter()
+            .filter_map(|(h, _)| nodes.get(h).map(|n| (h.clone(), n.state())))
+            .collect();
+        tokio::spawn(follow_etcd(members, view.clone(), cancel.clone()));
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         for (i, (host, _)) in sim_env.servers.iter().enumerate() {
             if let Some(node) = nodes.get(host) {
@@ -1082,6 +1088,44 @@ async fn follow_vip(
         let held = (view.lease_holder().as_deref() == Some(host.as_str())).then_some(vip);
         if let Ok(mut n) = state.lock() {
             n.vip_held = held;
+        }
+    }
+}
+
+/// Keep the servers' etcd members in step with their deaths: a dead server's member stops
+/// (its metrics listener refuses); while a majority lives, a leader that died is replaced
+/// by the first live member (an election); without a majority no member leads and none
+/// sees a leader, as etcd's own members report it.
+async fn follow_etcd(
+    members: Vec<(String, Arc<Mutex<NodeState>>)>,
+    view: cluster::View,
+    cancel: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(K3S_LOOK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let alive: Vec<bool> = members.iter().map(|(h, _)| !view.dead(h)).collect();
+        let quorum = alive.iter().filter(|a| **a).count() > members.len() / 2;
+        let leads = |s: &Arc<Mutex<NodeState>>| s.lock().is_ok_and(|n| n.etcd_leader);
+        let leader = if !quorum {
+            None
+        } else {
+            members
+                .iter()
+                .zip(&alive)
+                .position(|((_, s), a)| *a && leads(s))
+                .or_else(|| alive.iter().position(|a| *a))
+        };
+        for (i, ((_, s), a)) in members.iter().zip(&alive).enumerate() {
+            if let Ok(mut n) = s.lock() {
+                n.etcd_up = *a;
+                n.etcd_leader = *a && leader == Some(i);
+                n.etcd_has_leader = *a && quorum;
+            }
         }
     }
 }

@@ -1033,7 +1033,7 @@ fn curl(s: &NodeState, args: &[String]) -> Output {
     // k3s's etcd metrics listener on the server's loopback: served while k3s runs.
     if url_norm == "http://127.0.0.1:2381/metrics" {
         return match s.units.get("k3s.service") {
-            Some(u) if u.state == UnitState::Active => Output::ok(s.etcd_metrics()),
+            Some(u) if u.state == UnitState::Active && s.etcd_up => Output::ok(s.etcd_metrics()),
             _ => error(
                 7,
                 "Failed to connect to 127.0.0.1 port 2381 after 0 ms: Connection refused".into(),

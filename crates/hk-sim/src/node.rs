@@ -465,6 +465,12 @@ pub struct NodeState {
     /// Whether this server's etcd member leads (its `/metrics` says
     /// `etcd_server_is_leader 1`); the demo makes each environment's first server the leader.
     pub etcd_leader: bool,
+    /// Whether this server's etcd member runs (false: the server died, its metrics
+    /// listener refuses).
+    pub etcd_up: bool,
+    /// Whether this member sees a leader (`etcd_server_has_leader`): false once a majority
+    /// of the members is down and no election can be won.
+    pub etcd_has_leader: bool,
     /// The control-plane VIP while this server's kube-vip holds the Lease: kube-vip adds it
     /// to the default interface as a /32 and removes it when leadership goes.
     pub vip_held: Option<Ipv4Addr>,
@@ -558,6 +564,8 @@ impl NodeState {
             lan_gateway: Ipv4Addr::new(192, 0, 2, 1),
             mac: mac_for(hostname),
             etcd_leader: false,
+            etcd_up: true,
+            etcd_has_leader: true,
             vip_held: None,
         };
         for (name, desc) in [
@@ -846,12 +854,13 @@ impl NodeState {
              # TYPE etcd_server_is_leader gauge\n",
         );
         out.push_str(&format!(
-            "etcd_server_is_leader {}\netcd_server_has_leader 1\n\
+            "etcd_server_is_leader {}\netcd_server_has_leader {}\n\
              etcd_server_leader_changes_seen_total 1\n\
              etcd_mvcc_db_total_size_in_bytes 25165824\n\
              etcd_server_quota_backend_bytes 2147483648\n\
              # TYPE etcd_disk_wal_fsync_duration_seconds histogram\n",
-            u8::from(self.etcd_leader)
+            u8::from(self.etcd_leader),
+            u8::from(self.etcd_has_leader)
         ));
         let bounds = [
             0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048,

@@ -30,9 +30,12 @@ pub enum LiveKind {
 /// any kind; so a frozen server's panes turn stale within this (+ one heartbeat), under the
 /// 15 s issue 26 asks, while a quiet but answering one's never do.
 pub const STALE_AFTER_MS: u64 = 12_000;
-/// The VPN look is polled over SSH (every look is sent, changed or not): stale when the
-/// latest look is older than this.
-pub const VPN_STALE_AFTER_MS: u64 = 90_000;
+/// The VPN and etcd looks are polled over SSH (every look is sent, changed or not): stale
+/// when the latest look is older than one refresh budget (the poll period and the look's
+/// own bound, `observe::sources::SSH_REFRESH_BUDGET`): a frozen homelab's VPN and etcd turn
+/// `?` with their age as soon as a look that answers would have arrived.
+pub const VPN_STALE_AFTER_MS: u64 =
+    hk_effects::observe::sources::SSH_REFRESH_BUDGET.as_secs() * 1000;
 
 impl LiveKind {
     pub const ALL: [LiveKind; 6] = [

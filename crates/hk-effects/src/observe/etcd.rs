@@ -132,6 +132,9 @@ pub struct EtcdProbe {
     pub command_timeout: Duration,
     /// Per environment, its cluster's client and settings: quorum is read through it.
     api: BTreeMap<String, (kube::Client, crate::cluster::WatchSettings)>,
+    /// Per host, since when its member has not answered (its first failed look after the
+    /// last one that answered): what "not answering since" says.
+    silent_since: std::sync::Mutex<BTreeMap<String, Timestamp>>,
 }
 
 impl std::fmt::Debug for EtcdProbe {
@@ -170,6 +173,7 @@ impl EtcdProbe {
             curl_max_time: Duration::from_secs(5),
             command_timeout: Duration::from_secs(10),
             api: BTreeMap::new(),
+            silent_since: std::sync::Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -291,6 +295,18 @@ impl EtcdProbe {
         env: &str,
         cancel: &CancellationToken,
     ) -> (EtcdPane, Timestamp) {
+        self.look_via(repo, env, self.api.get(env), cancel).await
+    }
+
+    /// [`EtcdProbe::look`] with quorum read through `api` (a client the caller built for
+    /// `env`, as `observe --once` does), or not at all (`None`).
+    pub async fn look_via(
+        &self,
+        repo: &Repo,
+        env: &str,
+        api: Option<&(kube::Client, crate::cluster::WatchSettings)>,
+        cancel: &CancellationToken,
+    ) -> (EtcdPane, Timestamp) {
         let specs = match members(repo, env) {
             Ok(s) => s,
             Err(why) => {
@@ -309,7 +325,7 @@ impl EtcdProbe {
         let looks = specs.iter().map(|s| self.observe(s, cancel));
         let servers: Vec<String> = specs.iter().map(|s| s.host.clone()).collect();
         let api = async {
-            match self.api.get(env) {
+            match api {
                 Some((client, settings)) => tokio::select! {
                     a = Self::api_look(client, settings, &servers) => Some(a),
                     _ = cancel.cancelled() => None,
@@ -319,7 +335,24 @@ impl EtcdProbe {
         };
         let (observed, api) = tokio::join!(futures::future::join_all(looks), api);
         let now = hk_engine::journal::now();
-        let mut pane = live::etcd(env, &observed, &self.policy);
+        let since = {
+            let mut silent = self
+                .silent_since
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for m in &observed {
+                match m.metrics {
+                    Look::Seen { .. } => {
+                        silent.remove(&m.host);
+                    }
+                    Look::CouldNotLook { .. } => {
+                        silent.entry(m.host.clone()).or_insert(now);
+                    }
+                }
+            }
+            silent.clone()
+        };
+        let mut pane = live::etcd_since(env, &observed, &self.policy, &since);
         if let Some(api) = api {
             live::judge_quorum(&mut pane, &api);
         }

@@ -2,12 +2,14 @@
 //! print.
 //!
 //! Owns: [`take`]: the kube panes of each environment (one LIST per source, concurrently)
-//! and every VPN gateway over SSH, judged; and the check that the cluster each environment
+//! and every VPN gateway and etcd member over SSH (quorum through the environment's API
+//! endpoint, as the console reads it), judged; and the check that the cluster each environment
 //! was read from is that environment's (one of its servers is a node there).
 //! Must not: print, or decide an exit code (the command does, from what is returned).
 
 use super::once;
 use crate::cluster::{self, KubeOverrides};
+use crate::observe::etcd::EtcdProbe;
 use crate::observe::vpn::Gateways;
 use hk_engine::checks::live::{EnvTopology, NodesPane, Snapshot};
 use hk_engine::repo::Repo;
@@ -31,7 +33,10 @@ pub async fn take(
     names: &[String],
     overrides: &KubeOverrides,
     gateways: &Gateways,
+    etcd: &EtcdProbe,
 ) -> Taken {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let cancel = &cancel;
     // What each environment needs before anything is asked of a cluster.
     let mut problems: Vec<String> = Vec::new();
     let mut jobs = Vec::new();
@@ -47,24 +52,39 @@ pub async fn take(
         }
     }
     let looks = jobs.into_iter().map(|(topo, settings, target)| async move {
-        let (shown, panes) = match target {
+        let (shown, panes, etcd_pane) = match target {
             Ok(target) => {
                 let shown = target.to_string();
                 match cluster::client(&target).await {
-                    Ok(c) => (shown, once::look_once(&c, &topo, &settings).await),
-                    Err(e) => (
-                        shown,
-                        once::could_not_look(&topo, &settings, &e.to_string()).await,
-                    ),
+                    Ok(c) => {
+                        let api = (c.clone(), settings.clone());
+                        let (panes, (pane, _)) = futures::join!(
+                            once::look_once(&c, &topo, &settings),
+                            etcd.look_via(repo, &topo.env, Some(&api), cancel)
+                        );
+                        (shown, panes, pane)
+                    }
+                    Err(e) => {
+                        let why = e.to_string();
+                        let (panes, (pane, _)) = futures::join!(
+                            once::could_not_look(&topo, &settings, &why),
+                            etcd.look_via(repo, &topo.env, None, cancel)
+                        );
+                        (shown, panes, pane)
+                    }
                 }
             }
-            Err(e) => (
-                "no kubeconfig".to_string(),
-                once::could_not_look(&topo, &settings, &e.to_string()).await,
-            ),
+            Err(e) => {
+                let why = e.to_string();
+                let (panes, (pane, _)) = futures::join!(
+                    once::could_not_look(&topo, &settings, &why),
+                    etcd.look_via(repo, &topo.env, None, cancel)
+                );
+                ("no kubeconfig".to_string(), panes, pane)
+            }
         };
         let wrong = not_this_cluster(&topo, &panes.nodes, &shown);
-        (shown, panes, wrong)
+        (shown, panes, etcd_pane, wrong)
     });
     let (looks, vpn) = futures::join!(
         futures::future::join_all(looks),
@@ -74,12 +94,13 @@ pub async fn take(
         problems,
         ..Taken::default()
     };
-    for (target, panes, wrong) in looks {
+    for (target, panes, etcd, wrong) in looks {
         taken.targets.push((panes.vip.env.clone(), target));
         if let Some(why) = wrong {
             taken.wrong_cluster.push(why);
         }
         panes.add_to(&mut taken.snapshot);
+        taken.snapshot.etcd.push(etcd);
     }
     taken.snapshot.vpn = vpn.gateways;
     taken.snapshot.vpn_across = vpn.across;

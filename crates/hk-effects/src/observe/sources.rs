@@ -17,8 +17,20 @@ use crate::exec::SshOptions;
 use crate::observe::feed::Update;
 use hk_engine::repo::Repo;
 
-/// How often the VPN gateways are looked at (each look is several SSH commands per host).
-const VPN_PERIOD: Duration = Duration::from_secs(15);
+/// How often the VPN gateways and the etcd members are looked at (each look is several SSH
+/// commands per host).
+pub const VPN_PERIOD: Duration = Duration::from_secs(15);
+
+/// The longest one SSH look may take: the connection (`SshOptions`' 10 s connect timeout),
+/// then its commands side by side, the slowest bounded by the VPN look's 15 s (the etcd
+/// look's are 10 s).
+pub const SSH_LOOK_BOUND: Duration = Duration::from_secs(25);
+
+/// One refresh of an SSH-polled pane: a look starts at most [`VPN_PERIOD`] after the one
+/// before it started and ends within [`SSH_LOOK_BOUND`], so a source that answers sends
+/// something at least this often. Longer silence is a source that stopped answering.
+pub const SSH_REFRESH_BUDGET: Duration =
+    Duration::from_secs(VPN_PERIOD.as_secs() + SSH_LOOK_BOUND.as_secs());
 
 /// The live sources, started.
 pub struct Started {

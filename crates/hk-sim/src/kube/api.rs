@@ -69,19 +69,35 @@ impl ClusterApi for Store {
     }
 
     async fn apply(&self, obj: Value) -> Result<Value, SimError> {
+        self.committable()?;
         Ok((*Store::apply(self, obj)?).clone())
     }
 
     async fn merge_patch(&self, r: &ObjRef, patch: Value) -> Result<Value, SimError> {
+        self.committable()?;
         Ok((*Store::merge_patch(self, r, patch)?).clone())
     }
 
     async fn patch_status(&self, r: &ObjRef, status: Value) -> Result<Value, SimError> {
+        self.committable()?;
         Ok((*Store::patch_status(self, r, status)?).clone())
     }
 
     async fn remove(&self, r: &ObjRef) -> Result<(), SimError> {
+        self.committable()?;
         Store::remove(self, r).map(|_| ())
+    }
+}
+
+impl Store {
+    /// A write through the store commits only while etcd has a quorum: without one it
+    /// fails as the real server's does (etcd's request timeout), for the simulated
+    /// controllers as for a client. No Lease renewed, no status posted.
+    fn committable(&self) -> Result<(), SimError> {
+        match self.no_quorum() {
+            None => Ok(()),
+            Some(_) => Err(SimError::Api(super::status::ApiError::etcd_timeout())),
+        }
     }
 }
 

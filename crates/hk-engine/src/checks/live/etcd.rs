@@ -3,9 +3,11 @@
 //! `/readyz/etcd` through the API endpoint and the servers' Ready conditions counted
 //! against a majority of the members.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
-use super::{could_not, ConditionStatus, Look, Pane, Rule, Severity, Verdict};
+use super::{could_not, ConditionStatus, Look, Pane, Rule, Severity, Timestamp, Verdict};
 /// `/readyz/etcd` of the API server the environment's endpoint reaches.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "etcd")]
@@ -282,6 +284,18 @@ pub fn human_fsync(ms: f64) -> String {
 /// a member without a leader is critical), each member's WAL fsync p99 and DB size against
 /// its quota, and each server's IO pressure (the documented starvation sign).
 pub fn etcd(env: &str, members: &[EtcdMemberObs], policy: &EtcdPolicy) -> EtcdPane {
+    etcd_since(env, members, policy, &BTreeMap::new())
+}
+
+/// [`etcd`] with, per host, since when its member has not answered (its first failed look
+/// after the last one that answered, as the poller remembers it): a member that does not
+/// answer is said to be "not answering since" then, and is never the leader.
+pub fn etcd_since(
+    env: &str,
+    members: &[EtcdMemberObs],
+    policy: &EtcdPolicy,
+    silent_since: &BTreeMap<String, Timestamp>,
+) -> EtcdPane {
     let v = |rule, sev, subject: String, msg: String| {
         Verdict::new(Pane::Etcd, rule, sev, env, subject, msg)
     };
@@ -297,8 +311,16 @@ pub fn etcd(env: &str, members: &[EtcdMemberObs], policy: &EtcdPolicy) -> EtcdPa
         let subject = format!("member {}", m.host);
         match &m.metrics {
             Look::CouldNotLook { reason } => {
-                pane.verdicts
-                    .push(could_not(Pane::Etcd, env, &subject, reason));
+                let since = silent_since
+                    .get(&m.host)
+                    .map(|t| format!(" since {}", super::clock(*t)))
+                    .unwrap_or_default();
+                pane.verdicts.push(v(
+                    Rule::CouldNotLook,
+                    Severity::Unknown,
+                    subject.clone(),
+                    format!("{} not answering{since}: {reason}", m.host),
+                ));
             }
             Look::Seen { value } => {
                 seen += 1;
@@ -554,6 +576,23 @@ pub fn judge_quorum(pane: &mut EtcdPane, api: &EtcdApiObs) {
     };
     let failed = verdict.severity == Severity::Critical;
     out.insert(0, verdict);
+    // A member counted down is never the leader, whatever its last metrics said: its
+    // node stopped posting, and its etcd (the same k3s process) cannot lead a cluster.
+    if let (Some(l), Some(d)) = (pane.leader.clone(), &down) {
+        if let Some((_, why)) = d.iter().find(|(h, _)| *h == l) {
+            pane.leader = None;
+            for x in pane
+                .verdicts
+                .iter_mut()
+                .filter(|x| x.rule == Rule::EtcdLeader)
+            {
+                x.severity = Severity::Unknown;
+                x.message = format!(
+                    "no leader known: {l}'s metrics say it leads, but {l} is {why} and counted down"
+                );
+            }
+        }
+    }
     if failed {
         for l in pane
             .verdicts
@@ -861,5 +900,68 @@ etcd_disk_wal_fsync_duration_seconds_count 100\n";
             },
         );
         assert_eq!(quorum_of(&blind).severity, Severity::Unknown);
+    }
+
+    /// The 2026 drill: the holder died. Its node is NotReady and its metrics (the last
+    /// ones, or a member that still thinks so) say it leads: it is not the leader, and
+    /// nothing says it leads.
+    #[test]
+    fn a_member_counted_down_is_never_the_leader() {
+        let mut p = three();
+        judge_quorum(
+            &mut p,
+            &EtcdApiObs {
+                readyz: Look::seen(EtcdReady::Ok),
+                servers_ready: ready(&["k3s-prod-1"]),
+            },
+        );
+        assert_eq!(p.leader, None, "{:#?}", p.verdicts);
+        let l = p
+            .verdicts
+            .iter()
+            .find(|v| v.rule == Rule::EtcdLeader)
+            .expect("a leader verdict");
+        assert_eq!(l.severity, Severity::Unknown, "{l}");
+        assert!(!l.message.contains("k3s-prod-1 leads"), "{l}");
+        assert!(l.message.contains("k3s-prod-1 is NotReady"), "{l}");
+    }
+
+    /// A member that does not answer says since when, and a leader is only ever one of
+    /// the members that answered.
+    #[test]
+    fn a_silent_member_is_not_answering_since_and_never_leads() {
+        let mut dead = member("k3s-prod-1", true, Some(2.0), 0.1);
+        dead.metrics = Look::could_not("k3s-prod-1: `curl` exited 7");
+        let since = BTreeMap::from([("k3s-prod-1".to_string(), Timestamp(1_780_000_000_000))]);
+        let p = etcd_since(
+            "prod",
+            &[
+                dead,
+                member("k3s-prod-2", true, Some(2.0), 0.1),
+                member("k3s-prod-3", false, Some(2.0), 0.1),
+            ],
+            &EtcdPolicy::default(),
+            &since,
+        );
+        assert_eq!(p.leader.as_deref(), Some("k3s-prod-2"));
+        let silent = p
+            .verdicts
+            .iter()
+            .find(|v| v.subject == "member k3s-prod-1")
+            .expect("the silent member's verdict");
+        assert_eq!(silent.severity, Severity::Unknown);
+        assert_eq!(
+            silent.message,
+            format!(
+                "k3s-prod-1 not answering since {}: k3s-prod-1: `curl` exited 7",
+                crate::time::clock(Timestamp(1_780_000_000_000))
+            )
+        );
+        let l = p
+            .verdicts
+            .iter()
+            .find(|v| v.rule == Rule::EtcdLeader)
+            .expect("a leader verdict");
+        assert_eq!(l.message, "k3s-prod-2 leads (2 of 3 members seen)");
     }
 }

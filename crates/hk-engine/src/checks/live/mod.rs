@@ -233,6 +233,9 @@ pub struct Snapshot {
     /// [`vpn_across`] over all gateways of all environments.
     pub vpn_across: Vec<Verdict>,
     pub nodes: Vec<NodesPane>,
+    /// The etcd members of each environment, over SSH, with quorum through its API.
+    #[serde(default)]
+    pub etcd: Vec<EtcdPane>,
 }
 
 impl Snapshot {
@@ -253,6 +256,7 @@ impl Snapshot {
         all.extend(self.vpn.iter().flat_map(|p| p.verdicts.iter().cloned()));
         all.extend(self.vpn_across.iter().cloned());
         all.extend(self.nodes.iter().flat_map(|p| p.verdicts.iter().cloned()));
+        all.extend(self.etcd.iter().flat_map(|p| p.verdicts.iter().cloned()));
         all
     }
 

@@ -90,6 +90,10 @@ fn approx(ms: u64) -> String {
     }
 }
 
+/// A flapping unit counts as stopped once quiet for three of its periods, never sooner
+/// than this.
+pub const FLAP_STOPPED_FLOOR_MS: u64 = 30_000;
+
 /// Judge one gateway: service state, leak, flapping.
 pub fn vpn_gateway(obs: &GatewayObs, now: Timestamp, policy: &VpnPolicy) -> GatewayPane {
     let env = obs.env.as_str();
@@ -201,7 +205,33 @@ pub fn vpn_gateway(obs: &GatewayObs, now: Timestamp, policy: &VpnPolicy) -> Gate
                 .collect();
             pane.connect_period_ms = median_interval(&pane.connects);
             let n = pane.connects.len();
+            // Flapping is what the unit does now: a loop whose last (re)connect is further
+            // back than three of its periods (and at least 30 s) has stopped.
+            let quiet_ms = pane
+                .connects
+                .last()
+                .map(|t| now.0.saturating_sub(t.0))
+                .unwrap_or(u64::MAX);
+            let stopped = |p: u64| quiet_ms > p.saturating_mul(3).max(FLAP_STOPPED_FLOOR_MS);
             match pane.connect_period_ms {
+                Some(p)
+                    if n >= policy.flap_min_connects
+                        && p <= policy.flap_max_period_ms
+                        && stopped(p) =>
+                {
+                    let last = pane.connects.last().copied().unwrap_or(now);
+                    pane.verdicts.push(v(
+                        Rule::VpnFlapping,
+                        Severity::Ok,
+                        format!(
+                            "{svc} on {host} restarted every {} until {} ({n} in the last {}); none since ({})",
+                            approx(p),
+                            clock(last),
+                            human_ms(policy.window_ms),
+                            human_ms(quiet_ms)
+                        ),
+                    ));
+                }
                 Some(p) if n >= policy.flap_min_connects && p <= policy.flap_max_period_ms => {
                     let shown: Vec<String> = pane
                         .connects
