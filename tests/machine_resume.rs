@@ -677,7 +677,9 @@ fn every_way_a_mutating_step_ends_after_its_work_went_out_needs_the_decision() {
     .into_iter()
     .enumerate()
     {
-        run.step(&ev(3000 + i as u64, input)).expect("accepted");
+        for input in started_first(&run, input) {
+            run.step(&ev(3000 + i as u64, input)).expect("accepted");
+        }
     }
     assert!(run.needs_decision(4), "verification failed");
     assert_eq!(
@@ -797,8 +799,11 @@ fn journals_written_before_the_rule_replay_their_retry_as_it_ran() {
         replayed.step_record(4).map(|r| (&r.state, r.attempt)),
         Some((StepState::Running { .. }, 2))
     ));
-    // And what comes after it live follows the rule again.
+    // And what comes after it live follows the rule again (its start first, as the
+    // session journals it).
     let mut live = replayed.clone();
+    live.step(&ev(5001, Input::StepStarted { n: 4, attempt: 2 }))
+        .expect("started");
     live.step(&ev(
         5001,
         Input::StepFinished {
