@@ -554,7 +554,16 @@ async fn a_drop_during_a_command_is_reported_not_retried() {
     let marker = c.dir.path().join("ran");
     let cmd = format!("echo x >> {}; sleep 20", marker.display());
     let task = tokio::spawn(async move { p2.exec("node1", &cmd, &opts()).await });
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Drop the connection once the command is running on the node (its marker written),
+    // not after a fixed wait: on a loaded machine 800 ms was once not enough to start it.
+    let t0 = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the command never started on the node"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     c.nodes[0].kill();
     let res = tokio::time::timeout(Duration::from_secs(10), task)
         .await
