@@ -15,11 +15,16 @@
 //! tests (`hk_console::repo`, `hk_console::session`, ...).
 
 pub mod cli;
+pub mod rehearsal;
 
 pub use hk_effects::{cluster, context, exec, observe};
 pub use hk_engine::{checks, gather, journal, redact, repo, runbook, text, time, yaml};
 pub use hk_session as session;
 pub use hk_session::record;
-pub use hk_sim as sim;
+/// The simulation, and the demo's rehearsals composed over it (`sim::headless`).
+pub mod sim {
+    pub use crate::rehearsal as headless;
+    pub use hk_sim::*;
+}
 pub use hk_ui as ui;
 pub use hk_ui::tui;

@@ -15,7 +15,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("hk-effects", &["hk-engine"]),
     ("hk-session", &["hk-engine", "hk-effects"]),
     ("hk-ui", &["hk-engine", "hk-effects", "hk-session"]),
-    ("hk-sim", &["hk-engine", "hk-effects", "hk-session"]),
+    // The simulation drives no run: the run driver is the session's (its headless driver
+    // included), and the demo's rehearsals are composed in the binary (src/rehearsal.rs).
+    ("hk-sim", &["hk-engine", "hk-effects"]),
     (
         "hk-console",
         &["hk-engine", "hk-effects", "hk-session", "hk-ui", "hk-sim"],

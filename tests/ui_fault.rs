@@ -33,7 +33,7 @@ impl FaultSink for RecordingSink {
             .push((env.to_string(), words.to_string()));
         match words {
             "holder-dies" => Ok(format!("{env}: k3s-{env}-1 (lease holder) died")),
-            other => Err(FaultRefused::NotAFault(format!(
+            other => Err(FaultRefused(format!(
                 "unknown fault `{other}`: expected one of holder-dies"
             ))),
         }

@@ -183,7 +183,9 @@ pub(super) fn demo_cmd(
         Extras {
             notices: std::iter::once(banner).chain(reopened).collect(),
             exec: demo.exec_setup(),
-            faults: Some(std::sync::Arc::new(demo.fault_injector())),
+            faults: Some(std::sync::Arc::new(crate::rehearsal::DemoFaults(
+                demo.fault_injector(),
+            ))),
             runs_dir: Some(demo.dir.join("runs")),
             own_clusters: true,
             // Without --dir the directory and its journals go with the console: the quit

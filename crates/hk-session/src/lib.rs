@@ -29,6 +29,7 @@
 pub mod exec;
 pub mod executors;
 pub mod fault;
+pub mod headless;
 pub mod lock;
 pub mod pump;
 pub mod resume;

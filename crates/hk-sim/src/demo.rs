@@ -14,7 +14,6 @@
 //! One file (over 800 lines): the start order of the pieces (repo, API servers, nodes, keys) is
 //! one sequence whose every step checks loopback; it is read top to bottom.
 
-use hk_session::fault::FaultRefused;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -237,21 +236,39 @@ impl FaultInjector {
     }
 }
 
-impl hk_session::fault::FaultSink for FaultInjector {
-    fn inject(&self, env: &str, words: &str) -> Result<String, FaultRefused> {
-        FaultInjector::inject(self, env, words)
-    }
-
-    fn usage(&self) -> String {
-        FaultInjector::usage(self)
-    }
-
-    fn fault_names(&self) -> Vec<String> {
+impl FaultInjector {
+    /// The fault names (for the console's tab completion).
+    pub fn fault_names(&self) -> Vec<String> {
         scenario::FAULTS
             .iter()
             .map(|(n, _)| (*n).to_string())
             .collect()
     }
+}
+
+/// Why a fault changed nothing: the line the console shows for it (through the binary's
+/// adapter to the session's plain fault port).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultRefused {
+    #[error("no environment `{env}` in the simulation (known: {known})")]
+    UnknownEnv { env: String, known: String },
+    /// The words are not a fault (unknown name, missing or extra argument): what was
+    /// expected.
+    #[error("{0}")]
+    NotAFault(String),
+    #[error("{env}: the kube-vip Lease `{lease}` has no holder; no holder can die")]
+    NoHolder { env: String, lease: String },
+    #[error("agent-drifts {server}: {env} has servers 1 to {count} ({have})")]
+    NoSuchServer {
+        env: String,
+        server: usize,
+        count: usize,
+        have: String,
+    },
+    #[error("{env} has no VPN gateway in the inventory; {fault} has nothing to act on")]
+    NoGateway { env: String, fault: String },
+    #[error("{env}: the simulation has stopped; nothing changed")]
+    Stopped { env: String },
 }
 
 /// The tunnel unit on each gateway fails (`up` false) or starts (`up` true), now. One line
@@ -1331,8 +1348,8 @@ impl Demo {
     /// What the console's executors (console and headless runs alike) change for the demo:
     /// trust only the demo's host keys, ignore `~/.ssh/config`, judge a rollout stuck
     /// after [`Demo::stuck_after`], and soak the health gate in the scenario's time scale.
-    pub fn exec_setup(&self) -> hk_session::executors::ExecSetup {
-        hk_session::executors::ExecSetup {
+    pub fn exec_setup(&self) -> hk_effects::exec::ExecSetup {
+        hk_effects::exec::ExecSetup {
             ssh: Some(self.ssh_options()),
             ignore_ssh_config: true,
             stuck_after: Some(self.stuck_after()),

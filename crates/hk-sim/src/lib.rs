@@ -16,8 +16,6 @@
 //! - [`daemonset`]: the DaemonSet controller's status, over the controllers' one interface.
 //! - [`flux`]: Flux's helm-controller, written over the controllers' one interface.
 //! - [`fs`]: a node's in-memory file tree (what scp, sftp and redirections write).
-//! - [`headless`]: `demo --headless --run`: a runbook driven through the console app by a
-//!   simulated operator, its journal summarised.
 pub mod apiserver;
 pub mod cluster;
 pub mod coreutils;
@@ -27,7 +25,6 @@ pub mod demo_repo;
 pub mod flux;
 pub mod flux_applied;
 pub mod fs;
-pub mod headless;
 pub mod kube;
 pub mod login;
 pub mod node;

@@ -79,6 +79,23 @@ pub use process::{AnsibleOutcome, AnsibleRunner, ChildId, OutputLine, Stream};
 pub use settings::ConnectSettings;
 pub use ssh::{CommandOutput, SshError, SshOptions, SshPool};
 
+/// Where the executors depart from the operator's own settings. The default is none: the
+/// repo's known_hosts and OpenSSH's, `~/.ssh/config`, each environment's stuck threshold.
+#[derive(Debug, Clone, Default)]
+pub struct ExecSetup {
+    /// SSH options instead of the repo's (the demo trusts only its own known_hosts).
+    pub ssh: Option<SshOptions>,
+    /// Do not read `~/.ssh/config` (the demo's hosts are its own; an operator's
+    /// `Host 127.*` block must not redirect them).
+    pub ignore_ssh_config: bool,
+    /// kube-wait's stuck-rollout threshold instead of the environment's (the demo scales
+    /// it with its scenario's time compression).
+    pub stuck_after: Option<std::time::Duration>,
+    /// The health gate's stable_for and soak divided by this (the demo's scenario time
+    /// scale); `None`: real time.
+    pub time_scale: Option<u32>,
+}
+
 /// Errors carrying out a step.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {

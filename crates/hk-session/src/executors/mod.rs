@@ -20,7 +20,6 @@ pub mod real;
 pub mod waits;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use hk_effects::cluster::KubeOverrides;
 use hk_effects::exec::{self, AnsibleRunner, Executor, Mutating, SshPool};
@@ -96,22 +95,9 @@ pub fn capabilities_with_clusters(
     capabilities_with(repo, observe, clusters, &ExecSetup::default())
 }
 
-/// Where the executors depart from the operator's own settings. The default is none: the
-/// repo's known_hosts and OpenSSH's, `~/.ssh/config`, each environment's stuck threshold.
-#[derive(Debug, Clone, Default)]
-pub struct ExecSetup {
-    /// SSH options instead of the repo's (the demo trusts only its own known_hosts).
-    pub ssh: Option<hk_effects::exec::SshOptions>,
-    /// Do not read `~/.ssh/config` (the demo's hosts are its own; an operator's
-    /// `Host 127.*` block must not redirect them).
-    pub ignore_ssh_config: bool,
-    /// kube-wait's stuck-rollout threshold instead of the environment's (the demo scales
-    /// it with its scenario's time compression).
-    pub stuck_after: Option<Duration>,
-    /// The health gate's stable_for and soak divided by this (the demo's scenario time
-    /// scale); `None`: real time.
-    pub time_scale: Option<u32>,
-}
+/// Where the executors depart from the operator's own settings (defined with the effects it
+/// configures, so the simulation can say what it needs without the session).
+pub use hk_effects::exec::ExecSetup;
 
 /// [`capabilities_with_clusters`] with `setup` applied.
 pub fn capabilities_with(

@@ -1,16 +1,20 @@
-//! `hk-console demo --headless --run RUNBOOK`: one runbook driven through the console's own
-//! [`App`] against the simulation, with no terminal, and its journal summarised.
+//! A run with no terminal: one runbook driven through the same [`Session`] the console
+//! drives, its gates answered by an [`Operator`], and its journal summarised. `hk-console
+//! demo --headless --run RUNBOOK` uses it with the [`Scripted`] operator against the
+//! simulated homelab; the tests use it to rehearse end to end.
 //!
-//! Owns: the loop between the app and the executor task (the same requests and replies the
-//! console's event loop carries), the simulated operator who answers each gate the way the
-//! runbook asks (types the host count the list-hosts step printed, types the environment's
-//! name, approves, confirms a manual step), and the summary of the journal it leaves. Its
-//! way out is the console's: SIGTERM, SIGHUP and SIGINT journal the run abandoned with the
-//! true cause and stop the children (`hk_session::supervise`); the deadline is journaled as
-//! itself; a journal that cannot be written stops the run at once.
-//! Must not: run anywhere but a [`Demo`]: the operator it simulates says yes to every gate,
-//! so it is a rehearsal and an end-to-end test, never a way to run prod unattended. It
-//! retries nothing: a failed step halts the run there, as it would for a person.
+//! Owns: the loop between the session and the executor task (the same requests and replies
+//! the console's event loop carries), asking the operator at each gate, and the summary of
+//! the journal it leaves. Its way out is the console's: SIGTERM, SIGHUP and SIGINT journal the
+//! run abandoned with the true cause and stop the children ([`crate::supervise`]); the
+//! deadline is journaled as itself; a journal that cannot be written stops the run at once.
+//! Before any gate of a step that changes hosts it takes the live blast radius, and a step
+//! the live look refuses (quorum, the last Ready server) is aborted: no operator here can
+//! override it (the console's person types `override quorum:` in the gate's note).
+//! Must not: be handed anything but a rehearsal target. The [`Scripted`] operator says yes to
+//! every gate, so the binary composes it only for `demo` (its target: the demo's repo and
+//! executor setup), never for a real environment. It retries nothing: a failed step halts
+//! the run there, as it would for a person.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -19,19 +23,63 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::demo::Demo;
+use crate::exec::ExecRequest;
+use crate::executors::{capabilities_with, Clusters, ExecSetup};
+use crate::pump::Pump;
+use crate::{supervise, RepoPlans, RunCore, Session, SessionEffect};
 use hk_effects::cluster::KubeOverrides;
 use hk_engine::repo::Repo;
 use hk_engine::runbook::embedded::RunbookSet;
 use hk_engine::runbook::machine::{GateAnswer, Input, RunOutcome, RunStatus, StepState};
 use hk_engine::runbook::plan::Gate;
-use hk_session::exec::ExecRequest;
-use hk_session::executors::{capabilities_with, Clusters};
-use hk_session::pump::Pump;
-use hk_session::{supervise, RepoPlans, RunCore, Session, SessionEffect};
 
-/// Who answers the gates of a headless run, as the journal records it.
+/// Who the [`Scripted`] operator is, as the journal records it.
 pub const OPERATOR: &str = "simulated-operator";
+
+/// Where a headless run goes: the repo it plans from and what its executors change there.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The repo's root (the demo's copy of the sample, or a rehearsal's).
+    pub repo: PathBuf,
+    /// The executors' setup (the demo: its own known_hosts, scaled times).
+    pub setup: ExecSetup,
+}
+
+/// Who answers a headless run's gates. The live refusal is not theirs to answer: a step
+/// the live look refuses is aborted before the operator is asked.
+pub trait Operator {
+    /// The name the journal records for every answer.
+    fn name(&self) -> &str;
+    /// The answer to step `n`'s open `gate`, as a person reading the modal would give it.
+    fn answer(&mut self, run: &RunCore, n: usize, gate: &Gate) -> Input;
+}
+
+/// The rehearsal's operator: types the host count the list-hosts step printed, types the
+/// phrase asked, approves and confirms. Never overrides anything.
+#[derive(Debug, Clone)]
+pub struct Scripted {
+    name: String,
+    note: String,
+}
+
+impl Default for Scripted {
+    fn default() -> Self {
+        Self {
+            name: OPERATOR.into(),
+            note: "answered by hk-console demo --headless (simulated operator)".into(),
+        }
+    }
+}
+
+impl Operator for Scripted {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn answer(&mut self, run: &RunCore, n: usize, gate: &Gate) -> Input {
+        answer(run, n, gate, &self.name, &self.note)
+    }
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -61,7 +109,7 @@ pub enum HeadlessError {
     /// A signal ended the run: journaled abandoned with this reason, children stopped.
     #[error("{reason}; the run was journaled abandoned and its children stopped")]
     Signalled {
-        signal: hk_session::supervise::Caught,
+        signal: supervise::Caught,
         reason: String,
     },
 }
@@ -160,6 +208,8 @@ struct Driver {
     at: Option<usize>,
     /// The last thing the session said.
     said: Option<String>,
+    /// Who answers (the journal's name for the operator's aborts).
+    by: String,
 }
 
 /// How many lines of the halted step's output the report keeps.
@@ -205,70 +255,48 @@ impl Driver {
     }
 }
 
-/// Drive `req` through the console's run session on `demo`, journaling under `runs_dir`.
-/// `progress` gets one line per step change and per gate answered, as they happen. A
-/// mutating run takes the cluster's run lock on the demo's cluster, as the console does.
+/// How a headless run is opened.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct How {
+    /// As `hk-console observe` would: the executors are the read-only set only, so a
+    /// runbook with a mutating step is refused at start ([`HeadlessError::Start`], naming
+    /// the step) and a read-only one runs through `Executor<ReadOnly>`, journaled in observe
+    /// mode.
+    pub observe: bool,
+    /// `--no-cluster-lock`: the run takes no lock, and its journal says so.
+    pub no_cluster_lock: bool,
+}
+
+/// Drive `req` through the console's run session on `target`, journaling under `runs_dir`,
+/// its gates answered by `operator`. `progress` gets one line per step change and per gate
+/// answered, as they happen. A mutating run takes the cluster's run lock, as the console
+/// does (unless `how.no_cluster_lock`).
 pub async fn drive(
-    demo: &Demo,
+    target: &Target,
     runbooks: RunbookSet,
     req: &HeadlessRun,
     runs_dir: &Path,
+    how: How,
+    operator: &mut dyn Operator,
     progress: impl FnMut(&str),
 ) -> Result<Report, HeadlessError> {
-    drive_as(demo, runbooks, req, runs_dir, false, false, progress).await
-}
-
-/// [`drive`] as `hk-console observe` would: the executors are the read-only set only, so a
-/// runbook with a mutating step is refused at start ([`HeadlessError::Start`], naming the
-/// step) and a read-only one runs through `Executor<ReadOnly>`, journaled in observe mode.
-pub async fn drive_observe(
-    demo: &Demo,
-    runbooks: RunbookSet,
-    req: &HeadlessRun,
-    runs_dir: &Path,
-    progress: impl FnMut(&str),
-) -> Result<Report, HeadlessError> {
-    drive_as(demo, runbooks, req, runs_dir, true, false, progress).await
-}
-
-/// [`drive`], with `no_cluster_lock` (`--no-cluster-lock`: the run takes no lock, and its
-/// journal says so).
-pub async fn drive_with_lock(
-    demo: &Demo,
-    runbooks: RunbookSet,
-    req: &HeadlessRun,
-    runs_dir: &Path,
-    no_cluster_lock: bool,
-    progress: impl FnMut(&str),
-) -> Result<Report, HeadlessError> {
-    drive_as(
-        demo,
-        runbooks,
-        req,
-        runs_dir,
-        false,
+    let How {
+        observe,
         no_cluster_lock,
-        progress,
-    )
-    .await
-}
-
-async fn drive_as(
-    demo: &Demo,
-    runbooks: RunbookSet,
-    req: &HeadlessRun,
-    runs_dir: &Path,
-    observe: bool,
-    no_cluster_lock: bool,
-    progress: impl FnMut(&str),
-) -> Result<Report, HeadlessError> {
+    } = how;
     let open_err = |why: String| HeadlessError::Open {
         runbook: req.runbook.clone(),
         why,
     };
-    let repo = Repo::load(&demo.dir).map_err(|e| open_err(e.to_string()))?;
+    let repo = Repo::load(&target.repo).map_err(|e| open_err(e.to_string()))?;
+    // The live look at a gate dials as the executors do.
+    let ssh = target
+        .setup
+        .ssh
+        .clone()
+        .unwrap_or_else(|| hk_effects::context::ssh_options(&repo));
     let clusters = Arc::new(Clusters::for_repo(&repo, &KubeOverrides::default()));
-    let (caps, notices) = capabilities_with(&repo, observe, clusters, &demo.exec_setup());
+    let (caps, notices) = capabilities_with(&repo, observe, clusters, &target.setup);
     // Progress names steps by their titles, where a runbook may have pasted a secret.
     let mask = caps.read_only().redactor().without_withholding();
     // The summary printed at the end names steps by their titles too.
@@ -278,7 +306,7 @@ async fn drive_as(
     for n in &notices {
         progress(&format!("notice: {n}"));
     }
-    let locking = Arc::new(hk_session::lock::RunLocking::for_repo(
+    let locking = Arc::new(crate::lock::RunLocking::for_repo(
         &repo,
         &KubeOverrides::default(),
         no_cluster_lock,
@@ -286,7 +314,7 @@ async fn drive_as(
     // As the console opens it: the repo's first environment is the current one.
     let current = repo.environments.first().map(|e| e.name.clone());
     let plans = RepoPlans { repo };
-    let (plan, env) = hk_session::plan_runbook(
+    let (plan, env) = crate::plan_runbook(
         &runbooks,
         &plans,
         &req.runbook,
@@ -296,7 +324,7 @@ async fn drive_as(
     )
     .map_err(|e| open_err(e.0))?;
     let caps = Arc::new(caps);
-    let session = Session::plan(plan, &caps, OPERATOR, Some(locking))
+    let session = Session::plan(plan, &caps, operator.name(), Some(locking))
         .map_err(|e| open_err(format!("cannot run `{}` for `{env}`: {e}", req.runbook)))?;
     let mut d = Driver {
         session,
@@ -305,6 +333,7 @@ async fn drive_as(
         output: BTreeMap::new(),
         at: None,
         said: None,
+        by: operator.name().to_string(),
     };
     // Each step's (state, attempt) as last reported: every step starts pending.
     let mut seen: Vec<(&'static str, u32)> = d
@@ -334,7 +363,7 @@ async fn drive_as(
     let env = d.session.run.plan().env.clone();
     progress(&format!(
         "{}: {} for {env}, journal {}",
-        OPERATOR,
+        operator.name(),
         req.runbook,
         journal.display()
     ));
@@ -385,7 +414,7 @@ async fn drive_as(
             // the last Ready server) is refused, and this operator never overrides.
             if !observe {
                 if let Some(lines) =
-                    live_blast_at_gate(&d.session, n, &plans.repo, demo.ssh_options()).await
+                    live_blast_at_gate(&d.session, n, &plans.repo, ssh.clone()).await
                 {
                     let journaled = hk_engine::checks::live::blast::journal_lines(&lines);
                     for l in &journaled {
@@ -408,10 +437,11 @@ async fn drive_as(
                     }
                 }
             }
-            let input = answer(&d.session, n, &gate);
+            let input = operator.answer(&d.session, n, &gate);
             progress(&format!(
-                "step {n}: gate {} answered by {OPERATOR}",
-                gate_name(&gate)
+                "step {n}: gate {} answered by {}",
+                gate_name(&gate),
+                operator.name()
             ));
             d.feed(input);
             continue;
@@ -531,7 +561,7 @@ async fn stop_after_broken_journal(d: &mut Driver, pump: &mut Pump) {
 /// Journal an abort by the simulated operator.
 fn abort(d: &mut Driver, reason: &str) {
     d.feed(Input::Abort {
-        by: OPERATOR.into(),
+        by: d.by.clone(),
         reason: reason.into(),
     });
 }
@@ -571,10 +601,10 @@ async fn live_blast_at_gate(
     ))
 }
 
-/// What the simulated operator answers to step `n`'s gate: what a person reading the
-/// modal would type or press.
-fn answer(session: &RunCore, n: usize, gate: &Gate) -> Input {
-    let note = Some("answered by hk-console demo --headless (simulated operator)".to_string());
+/// What the scripted operator answers to step `n`'s gate: what a person reading the modal
+/// would type or press.
+fn answer(session: &RunCore, n: usize, gate: &Gate, by: &str, note: &str) -> Input {
+    let note = Some(note.to_string());
     match gate {
         Gate::ConfirmHosts { expected } => {
             // The count of the hosts the list-hosts step printed, as shown in the modal.
@@ -585,14 +615,14 @@ fn answer(session: &RunCore, n: usize, gate: &Gate) -> Input {
                 .map_or(expected.len(), Vec::len);
             Input::TypedText {
                 n,
-                by: OPERATOR.into(),
+                by: by.into(),
                 text: shown.to_string(),
                 note,
             }
         }
         Gate::TypedConfirm { phrase } => Input::TypedText {
             n,
-            by: OPERATOR.into(),
+            by: by.into(),
             text: phrase.clone(),
             note,
         },
@@ -600,7 +630,7 @@ fn answer(session: &RunCore, n: usize, gate: &Gate) -> Input {
             Input::GateAnswered {
                 n,
                 answer: GateAnswer::Approved {
-                    by: OPERATOR.into(),
+                    by: by.into(),
                     note,
                 },
             }
