@@ -18,7 +18,7 @@ pub mod cli;
 pub mod rehearsal;
 
 pub use hk_effects::{cluster, context, exec, observe};
-pub use hk_engine::{checks, gather, journal, redact, repo, runbook, text, time, yaml};
+pub use hk_engine::{checks, gather, guard, journal, redact, repo, runbook, text, time, yaml};
 pub use hk_session as session;
 pub use hk_session::record;
 /// The simulation, and the demo's rehearsals composed over it (`sim::headless`).

@@ -294,6 +294,90 @@ fn every_crate_takes_the_workspace_lints_and_dependencies() {
 /// one fails: the console's panes hold their own state types (the check view, the host picker,
 /// the takeover modal, the look view) that `app` keeps, and draw from `app`; cutting it means
 /// moving those types out of `panes`, left for a later change.
+/// A source file's text.
+fn source(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Calls that do IO or read the clock, as they are spelled in the sources.
+const IO_OR_CLOCK: &[&str] = &[
+    "std::fs",
+    "fs::read",
+    "fs::write",
+    "File::open",
+    "File::create",
+    "std::process",
+    "Command::new",
+    "std::env::var",
+    "Instant::now",
+    "SystemTime::now",
+    "Timestamp::now",
+    "time::now(",
+    "journal::now(",
+    "TcpStream",
+    "TcpListener",
+    "UdpSocket",
+    "std::thread::sleep",
+];
+
+/// Every `.rs` file under `dir`, with its text up to its `#[cfg(test)]` module (tests may
+/// make files; the code under test may not).
+fn sources_without_tests(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(&d)
+            .unwrap_or_else(|e| panic!("{}: {e}", d.display()))
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = source(&p);
+                let code = match text.find("#[cfg(test)]") {
+                    Some(i) => text[..i].to_string(),
+                    None => text,
+                };
+                out.push((p, code));
+            }
+        }
+    }
+    out
+}
+
+/// The engine's modules that say they are PURE do no IO and read no clock: the run machine
+/// and planner (`runbook/`), every gate's decision (`guard/`), the rules (`checks/`). What
+/// they judge is handed in (the repo read by `repo`, files by `gather`, the clock by the
+/// caller, the live look by the effects).
+#[test]
+fn the_engines_pure_modules_do_no_io_and_read_no_clock() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/hk-engine/src");
+    let mut found = Vec::new();
+    for module in ["runbook", "guard", "checks"] {
+        let files = sources_without_tests(&src.join(module));
+        assert!(!files.is_empty(), "no sources under {module}/");
+        for (path, code) in files {
+            for (no, line) in code.lines().enumerate() {
+                let line = line.split("//").next().unwrap_or_default();
+                for call in IO_OR_CLOCK {
+                    if line.contains(call) {
+                        found.push(format!("{}:{}: {call}", path.display(), no + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "IO or a clock in a pure module: {found:#?}"
+    );
+    // The reader sees them where they are: the journal reads the clock and writes files.
+    let journal = source(&src.join("journal.rs"));
+    assert!(IO_OR_CLOCK.iter().any(|c| journal.contains(c)));
+}
+
 #[test]
 fn no_import_circles_inside_a_crate() {
     let known: &[(&str, &[&str])] = &[

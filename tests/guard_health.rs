@@ -10,11 +10,11 @@ use crate::support;
 
 use std::time::Duration;
 
-use hk_console::checks::health::{unhealthy, EtcdReady};
 use hk_console::checks::live::{EnvTopology, Look};
 use hk_console::cluster::health_probe::{look_before_disruption, snapshot};
 use hk_console::cluster::WatchSettings;
 use hk_console::exec::kube::wait::{self, Condition, WaitEnd, WaitOptions};
+use hk_console::guard::health::{unhealthy, EtcdReady};
 use hk_console::runbook::plan::{HealthGate, NodeDisruption};
 use kube::Client;
 use support::apiserver::*;

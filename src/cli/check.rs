@@ -4,9 +4,9 @@
 use std::collections::BTreeSet;
 
 use super::{load_repo, print_json, Cli, CmdResult, Failure, Status};
-use crate::checks::blockers::kinds;
 use crate::checks::parity;
 use crate::context::{load_runbooks, plan_runbook, ContextError};
+use crate::repo::blockers::kinds;
 use crate::repo::Repo;
 use crate::runbook::embedded::RunbookSet;
 use crate::runbook::plan::{Blocker, PlanError};

@@ -77,7 +77,7 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
     for facts in &mut input.envs {
         if let Some(env) = repo.environment(&facts.name) {
             let hosts: Vec<String> = env.servers.iter().map(|s| s.name.clone()).collect();
-            facts.vault_locked = crate::checks::blockers::vault_locked(repo, &hosts);
+            facts.vault_locked = crate::repo::blockers::vault_locked(repo, &hosts);
         }
     }
     input

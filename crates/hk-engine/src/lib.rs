@@ -21,6 +21,7 @@
 
 pub mod checks;
 pub mod gather;
+pub mod guard;
 pub mod journal;
 pub mod redact;
 pub mod repo;

@@ -1,6 +1,6 @@
 //! The planner's [`Topology`] over a loaded repo: groups and membership from the inventory,
 //! host and play variables as Ansible resolves them, where a variable was searched, and
-//! what would stop the run before step 1 (`checks::blockers` reads the files for that), and
+//! what would stop the run before step 1 (`repo::blockers` reads the files for that), and
 //! what a playbook runs for real under `--check` (`repo::check_mode` reads the playbooks).
 //! The planner in `runbook::plan` stays pure: it asks, this answers.
 
@@ -41,7 +41,7 @@ impl Topology for Repo {
         uses: &[crate::runbook::plan::PlaybookUse],
         hosts: &[String],
     ) -> Vec<crate::runbook::plan::Blocker> {
-        crate::checks::blockers::for_plan(self, uses, hosts)
+        crate::repo::blockers::for_plan(self, uses, hosts)
     }
 
     fn check_runs(&self, playbook: &str) -> crate::runbook::plan::CheckRuns {

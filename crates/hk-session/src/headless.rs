@@ -416,7 +416,7 @@ pub async fn drive(
                 if let Some(lines) =
                     live_blast_at_gate(&d.session, n, &plans.repo, ssh.clone()).await
                 {
-                    let journaled = hk_engine::checks::live::blast::journal_lines(&lines);
+                    let journaled = hk_engine::guard::blast::journal_lines(&lines);
                     for l in &journaled {
                         progress(&format!("step {n}: live: {l}"));
                     }
@@ -429,7 +429,7 @@ pub async fn drive(
                             "step {n}'s gate is refused: {}; the simulated operator does not \
                              override (in the console: `{} REASON` in the gate's note)",
                             why.text,
-                            hk_engine::checks::live::blast::OVERRIDE
+                            hk_engine::guard::blast::OVERRIDE
                         );
                         progress(&reason);
                         abort(&mut d, &reason);
@@ -573,8 +573,8 @@ async fn live_blast_at_gate(
     n: usize,
     repo: &Repo,
     ssh: hk_effects::exec::SshOptions,
-) -> Option<Vec<hk_engine::checks::live::blast::BlastLine>> {
-    use hk_engine::checks::live::blast::{live_blast, LivePanes, Seen};
+) -> Option<Vec<hk_engine::guard::blast::BlastLine>> {
+    use hk_engine::guard::blast::{live_blast, LivePanes, Seen};
     let plan = session.run.plan();
     let step = plan.steps.iter().find(|s| s.n == n)?;
     let hosts = &step.blast_radius.as_ref()?.hosts;

@@ -1582,21 +1582,7 @@ impl Session {
 pub const OBSERVE_STARTS_NOTHING: &str =
     "observe mode: open a runbook first; only a runbook whose every step only looks can start";
 
-/// Whether `input` is an operator's go-ahead: what moves a run on toward more work (and is
-/// refused while its lock is lost). A rejection, a cancel or an abort only stops things.
-fn goes_ahead(input: &Input) -> bool {
-    matches!(
-        input,
-        Input::GateAnswered {
-            answer: hk_engine::runbook::machine::GateAnswer::Approved { .. },
-            ..
-        } | Input::TypedText { .. }
-            | Input::RetryApproved { .. }
-            | Input::RerunApproved { .. }
-            | Input::MarkedDone { .. }
-            | Input::Skip { .. }
-    )
-}
+use hk_engine::guard::lock::goes_ahead;
 
 pub(crate) fn step_of(run: &Run, n: usize) -> Option<PlannedStep> {
     run.plan().steps.iter().find(|s| s.n == n).cloned()

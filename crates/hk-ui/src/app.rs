@@ -954,7 +954,7 @@ impl App {
         // now, leaves etcd without quorum goes on only with a typed override and its
         // reason in the note (journaled with the answer).
         if let Some(refused) = self.live_refusal(n) {
-            if hk_engine::checks::live::blast::override_reason(&note).is_none() {
+            if hk_engine::guard::blast::override_reason(&note).is_none() {
                 m.error = Some(refused);
                 self.overlay = Some(Overlay::Gate(m));
                 return Control::Continue;
@@ -966,7 +966,7 @@ impl App {
         if let Some(lines) = self.live_blast(n).filter(|l| !l.is_empty()) {
             self.feed(Input::GateShown {
                 n,
-                lines: hk_engine::checks::live::blast::journal_lines(&lines),
+                lines: hk_engine::guard::blast::journal_lines(&lines),
             });
         }
         if gate_is_typed(&m.gate) {
@@ -987,13 +987,13 @@ impl App {
     /// radius of the hosts the step guards (`None`: nothing blocks, or no step, or the step
     /// changes no host).
     fn live_refusal(&self, n: usize) -> Option<String> {
-        hk_engine::checks::live::blast::refusal(&self.live_blast(n)?)
+        hk_engine::guard::blast::refusal(&self.live_blast(n)?)
     }
 
     /// The live blast radius of the hosts step `n` of the open run changes, as the live
     /// panes show it now (`None`: no run, no such step, or it changes no host). What the
     /// gate shows and what its answer is refused on are this one reading.
-    pub fn live_blast(&self, n: usize) -> Option<Vec<hk_engine::checks::live::blast::BlastLine>> {
+    pub fn live_blast(&self, n: usize) -> Option<Vec<hk_engine::guard::blast::BlastLine>> {
         let plan = self.active.as_ref()?.run.plan();
         let step = plan.steps.iter().find(|s| s.n == n)?;
         let hosts = &step.blast_radius.as_ref()?.hosts;
@@ -1012,7 +1012,7 @@ impl App {
     /// Before the run starts: where its plan takes the environment's VIP holder and etcd
     /// leader, as the live panes see them now (issue 29; `None`: no run, started, or it
     /// changes fewer than two hosts).
-    pub fn holder_advice(&self) -> Option<hk_engine::checks::live::blast::BlastLine> {
+    pub fn holder_advice(&self) -> Option<hk_engine::guard::blast::BlastLine> {
         let a = self.active.as_ref()?;
         if !matches!(
             a.run.status(),

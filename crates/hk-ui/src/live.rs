@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 
 use hk_effects::observe::feed::{Feed, Update, VpnLook, ALL_ENVS};
-use hk_engine::checks::live::{blast, GatewayPane, Rule, Severity, Verdict};
+use hk_engine::checks::live::{GatewayPane, Rule, Severity, Verdict};
+use hk_engine::guard::blast;
 use hk_engine::runbook::machine::Timestamp;
 
 /// What a source sends: the four kube kinds come from one watcher task per environment, the
@@ -322,7 +323,7 @@ impl LiveState {
                     severity: Severity::Unknown,
                     message: format!(
                         "stale since {}: {}",
-                        hk_engine::checks::health::clock(*since),
+                        hk_engine::guard::health::clock(*since),
                         v.message
                     ),
                     ..v

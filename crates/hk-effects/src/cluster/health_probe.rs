@@ -6,7 +6,7 @@
 //! environment's API endpoint), [`wait_healthy`] (looks until the gate passes, the timeout
 //! or a cancel) and [`look_before_disruption`].
 //! Must not: write anything (only GET/LIST; tests/guard_health.rs counts the writes in the
-//! real API server's audit log), or judge (that is `checks::health`).
+//! real API server's audit log), or judge (that is `guard::health`).
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -20,11 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::explain;
 use super::{convert, WatchSettings};
-use hk_engine::checks::health::{
+use hk_engine::checks::live::{EnvTopology, Look, Rule};
+use hk_engine::guard::health::{
     disruption, ClusterSnapshot, DisruptionVerdict, EtcdReady, GateState, GateWatch, HealthNode,
     LeaseLook,
 };
-use hk_engine::checks::live::{EnvTopology, Look, Rule};
 use hk_engine::runbook::plan::{HealthGate, NodeDisruption};
 use hk_engine::time::now;
 

@@ -32,8 +32,8 @@ use serde::{Deserialize, Serialize};
 
 use super::convert;
 use super::explain;
-use hk_engine::checks::health::clock;
 use hk_engine::checks::live::Timestamp;
+use hk_engine::guard::health::clock;
 use hk_engine::time::now;
 
 /// The Lease's name and namespace.

@@ -5,7 +5,7 @@
 //! Owns: [`look`], the VIP lease and nodes panes (one LIST each, as `observe --once`) and
 //! the etcd pane (the members over SSH and quorum through the API endpoint, as the console's
 //! etcd poller) of one environment, taken together. Must not: judge what the step may do
-//! (that is `checks::live::blast`'s), or write anything.
+//! (that is `guard::blast`'s), or write anything.
 
 use tokio_util::sync::CancellationToken;
 

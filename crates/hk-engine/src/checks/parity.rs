@@ -183,7 +183,7 @@ pub const PASSWORD_VARS: [&str; 5] = [
     "ansible_ssh_pass",
 ];
 /// A value starting with this is a device that has not been decided yet.
-pub const DEVICE_PLACEHOLDER_PREFIX: &str = "/dev/BLOCKED-";
+pub use crate::repo::blockers::DEVICE_PLACEHOLDER_PREFIX;
 /// The playbooks `site.yml` must import, in this order (by file stem; `_` and `-` alike).
 pub const SITE_ORDER: [&str; 3] = ["k3s", "kube-vip", "cilium"];
 
@@ -371,7 +371,7 @@ pub struct EnvFacts {
     /// Resolved `k3s_tls_sans`.
     pub tls_sans: Option<Located<Vec<String>>>,
     pub vault: VaultState,
-    /// Vaults the servers load that no configured password opens (`checks::blockers`).
+    /// Vaults the servers load that no configured password opens (`repo::blockers`).
     pub vault_locked: Vec<crate::runbook::plan::Blocker>,
     /// Raw string vars that apply to the environment's servers (deduplicated by definition).
     pub vars: Vec<VarFact>,

@@ -2,6 +2,7 @@
 //! vars files, Flux overlays and templates; resolving Jinja; deriving environments.
 //! Must not: run ansible, talk to hosts, or decrypt vaulted files.
 pub mod ansible_cfg;
+pub mod blockers;
 pub mod check_mode;
 pub mod config;
 pub mod env;

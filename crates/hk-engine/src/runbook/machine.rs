@@ -31,6 +31,7 @@
 //! state, a reader could no longer check in one place that every input is answered in every
 //! state, which the replay-equality tests rely on.
 
+use super::gate as guard;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
@@ -1137,33 +1138,18 @@ impl Run {
                 GateAnswer::Rejected { by, reason } => {
                     self.fail(i, format!("gate rejected by {by}: {reason}"), at, fx);
                 }
-                GateAnswer::Approved { by, note } => match &step.gate {
-                    Some(Gate::TypedConfirm { .. }) | Some(Gate::ConfirmHosts { .. }) => {
+                GateAnswer::Approved { by, note } => match guard::by_approval(step.gate.as_ref()) {
+                    guard::ByApproval::NeedsTyping => {
                         return Err(MachineError::GateNeedsTypedText { n });
                     }
-                    _ => self.pass_gate(i, *phase, by, note.clone(), at, fx),
+                    guard::ByApproval::Opens => self.pass_gate(i, *phase, by, note.clone(), at, fx),
                 },
             },
             (StepState::AwaitingGate { phase }, Input::TypedText { by, text, note, .. }) => {
-                let verdict = match &step.gate {
-                    Some(Gate::TypedConfirm { phrase }) => {
-                        if text == phrase {
-                            Ok(())
-                        } else {
-                            Err(format!(
-                                "typed {text:?}, which is not the confirmation phrase"
-                            ))
-                        }
-                    }
-                    Some(Gate::ConfirmHosts { expected }) => match text.trim().parse::<usize>() {
-                        Ok(count) if count == expected.len() => Ok(()),
-                        Ok(count) => Err(format!(
-                            "typed {count}, but the step lists {} host(s); count them again",
-                            expected.len()
-                        )),
-                        Err(_) => Err(format!("typed {text:?}; type the number of hosts listed")),
-                    },
-                    _ => return Err(MachineError::GateNotTyped { n }),
+                let verdict = match guard::typed(step.gate.as_ref(), text) {
+                    guard::Typed::Opens => Ok(()),
+                    guard::Typed::DoesNotOpen(why) => Err(why),
+                    guard::Typed::NotAsked => return Err(MachineError::GateNotTyped { n }),
                 };
                 match verdict {
                     Ok(()) => self.pass_gate(i, *phase, by, note.clone(), at, fx),

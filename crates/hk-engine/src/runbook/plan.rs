@@ -373,7 +373,7 @@ pub struct PlanEnv {
 }
 
 /// What stops a run before its first step, named with where it is and what to do: what
-/// ansible-playbook itself would stop on (`checks::blockers` finds them over a repo).
+/// ansible-playbook itself would stop on (`repo::blockers` finds them over a repo).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Blocker {
     /// `missing-playbook`, `role-not-found`, `playbook-unreadable`, `vault-locked`,

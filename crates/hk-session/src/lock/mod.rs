@@ -17,6 +17,7 @@
 //! mutate (the plan says), or write anything in observe mode (an observe session never
 //! calls here: it cannot start a run).
 
+use hk_engine::guard::lock as guard;
 use kube::Client;
 
 mod calls;
@@ -748,13 +749,8 @@ impl SessionLock {
     /// this run), lapsed (nothing goes out until a renewal succeeds), or renewals failing.
     pub fn trouble(&self) -> Option<String> {
         let held = self.held.as_ref()?;
-        match held.standing() {
-            Standing::Lost { now_held_by, .. } => Some(format!(
-                "the run lock was lost: {now_held_by} holds it now · {LOST_STOPS}"
-            )),
-            Standing::Lapsed { for_s } => Some(lapsed_why(for_s)),
-            Standing::Held => held.trouble(),
-        }
+        let standing = held.standing();
+        guard::stop(&guarded(&standing)).or_else(|| held.trouble())
     }
 
     /// Before anything goes ahead in the run (an approval, an Execute of a mutating step):
@@ -765,45 +761,46 @@ impl SessionLock {
         let Some(held) = self.held.as_ref() else {
             return LockCheck::default();
         };
-        match held.standing() {
-            Standing::Held => LockCheck::default(),
-            Standing::Lapsed { for_s } => LockCheck {
-                stop: Some(lapsed_why(for_s)),
-                note: None,
-            },
-            Standing::Lost { now_held_by, mark } => {
-                let note = (!self.loss_noted).then(|| match mark {
-                    Some(m) => RunLockNote::TakenOverBy {
-                        by: m.by,
-                        by_run: m.by_run,
-                        reason: m.reason,
-                        at: m.at,
-                    },
-                    None => RunLockNote::Lost {
-                        now_held_by: now_held_by.clone(),
-                    },
-                });
-                self.loss_noted = true;
-                LockCheck {
-                    stop: Some(format!(
-                        "the run lock was lost: {now_held_by} holds it now · {LOST_STOPS}"
-                    )),
-                    note,
-                }
-            }
+        let standing = held.standing();
+        let Some(stop) = guard::stop(&guarded(&standing)) else {
+            return LockCheck::default();
+        };
+        // The first time a loss is seen, its note for the journal: who took it over and why,
+        // else who holds it now.
+        let note = match standing {
+            Standing::Lost { now_held_by, mark } if !self.loss_noted => Some(match mark {
+                Some(m) => RunLockNote::TakenOverBy {
+                    by: m.by,
+                    by_run: m.by_run,
+                    reason: m.reason,
+                    at: m.at,
+                },
+                None => RunLockNote::Lost { now_held_by },
+            }),
+            _ => None,
+        };
+        if note.is_some() {
+            self.loss_noted = true;
+        }
+        LockCheck {
+            stop: Some(stop),
+            note,
         }
     }
 }
 
-/// What a lost lock means for the run, said wherever the loss is.
-pub const LOST_STOPS: &str = "nothing more runs in this run (A aborts it)";
-
-fn lapsed_why(for_s: u64) -> String {
-    format!(
-        "the run lock was not renewed for {for_s} s, longer than it lasts: another console may \
-         hold it now; nothing runs until a renewal succeeds"
-    )
+/// The renewer's standing as the guard's lock rule reads it.
+fn guarded(standing: &Standing) -> guard::Standing {
+    match standing {
+        Standing::Held => guard::Standing::Held,
+        Standing::Lapsed { for_s } => guard::Standing::Lapsed { for_s: *for_s },
+        Standing::Lost { now_held_by, .. } => guard::Standing::Lost {
+            now_held_by: now_held_by.clone(),
+        },
+    }
 }
+
+pub use hk_engine::guard::lock::LOST_STOPS;
 
 /// What [`SessionLock::check`] found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -648,7 +648,7 @@ fn spans(l: &StripLine, t: &Theme) -> Vec<Span<'static>> {
     if l.stale {
         let since = l
             .since
-            .map(|s| format!(" since {}", hk_engine::checks::health::clock(s)))
+            .map(|s| format!(" since {}", hk_engine::guard::health::clock(s)))
             .unwrap_or_default();
         v.push(Span::styled(
             format!("stale{since} ({}) · ", age(l.age_ms)),

@@ -221,7 +221,7 @@ fn age_tag(t: &Theme, l: &Look) -> Vec<Span<'static>> {
         vec![Span::styled(
             format!(
                 "stale since {} ({})",
-                hk_engine::checks::health::clock(l.vouched),
+                hk_engine::guard::health::clock(l.vouched),
                 age(l.age_ms)
             ),
             t.warn(),

@@ -11,7 +11,8 @@ use crate::pointer;
 use crate::theme::Theme;
 use crossterm::event::KeyCode;
 use hk_effects::exec::ansible;
-use hk_engine::checks::live::{blast, Severity};
+use hk_engine::checks::live::Severity;
+use hk_engine::guard::blast;
 use hk_engine::runbook::plan::{Gate, GateSource, PlannedStep, StepKind};
 
 use super::centered;

@@ -44,7 +44,6 @@ use serde::{Deserialize, Serialize};
 pub use crate::runbook::machine::Timestamp;
 
 mod agents;
-pub mod blast;
 mod etcd;
 mod journald;
 mod nodes;
@@ -181,7 +180,7 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    fn new(
+    pub(crate) fn new(
         pane: Pane,
         rule: Rule,
         severity: Severity,

@@ -3,7 +3,7 @@
 //! does a node carry before a step takes it away ([`disruption`], `disrupts: node`).
 //!
 //! Owns: the [`ClusterSnapshot`] those verdicts read (nodes with the time their Ready
-//! condition last changed, the cilium-agents as the agent-env rule of [`super::live`]
+//! condition last changed, the cilium-agents as the agent-env rule of [`crate::checks::live`]
 //! classified them, `/readyz/etcd` through the API endpoint, the kube-vip Lease) and the
 //! rules, with causes that name the node, the pod and the time.
 //! Must not: do IO or read the clock: every time comes in with the snapshot. Gathering the
@@ -13,7 +13,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::live::{AgentRow, ConditionStatus, Endpoint, EnvTopology, Look, Timestamp};
+use crate::checks::live::{AgentRow, ConditionStatus, Endpoint, EnvTopology, Look, Timestamp};
 
 /// A node as the gate reads it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,7 +36,7 @@ pub struct LeaseLook {
     pub duration_s: Option<u64>,
 }
 
-pub use super::live::EtcdReady;
+pub use crate::checks::live::EtcdReady;
 
 /// One look at an environment's cluster, at `at`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -194,11 +194,13 @@ pub fn unhealthy(topo: &EnvTopology, snap: &ClusterSnapshot) -> Vec<String> {
     causes
 }
 
-fn describe(r: &super::live::Resolved) -> String {
+fn describe(r: &crate::checks::live::Resolved) -> String {
     match r {
-        super::live::Resolved::Value { value } => format!("KUBERNETES_SERVICE_HOST={value}"),
-        super::live::Resolved::Unset => "KUBERNETES_SERVICE_HOST is not set".into(),
-        super::live::Resolved::Unresolvable { reason } => reason.clone(),
+        crate::checks::live::Resolved::Value { value } => {
+            format!("KUBERNETES_SERVICE_HOST={value}")
+        }
+        crate::checks::live::Resolved::Unset => "KUBERNETES_SERVICE_HOST is not set".into(),
+        crate::checks::live::Resolved::Unresolvable { reason } => reason.clone(),
     }
 }
 

@@ -5,10 +5,11 @@
 //! Owns: [`live_blast`], from the latest VIP, etcd and nodes panes of the environment, each
 //! with its age. A pane not seen, or seen too long ago, makes its facts `unknown` with the
 //! age, never fine.
-//! Must not: decide whether the step may run (the gates and the run machine do), or read
-//! anything itself (the caller hands in the panes).
+//! A line that `blocks` is the quorum refusal: the gate is not passed until the operator
+//! types [`OVERRIDE`] with a reason (the run machine holds that answer to it).
+//! Must not: read anything itself (the caller hands in the panes).
 
-use super::{EtcdPane, NodesPane, Severity, VipLeasePane};
+use crate::checks::live::{EtcdPane, NodesPane, Severity, VipLeasePane};
 use crate::time::{span_ms, Style};
 
 /// A pane as the caller has it: seen (with how long ago its source last vouched for it, and
@@ -349,10 +350,10 @@ fn quorum(hosts: &[String], servers: &[String], panes: &LivePanes<'_>) -> Option
                 .iter()
                 .find(|r| &r.name == *s)
                 .and_then(|r| r.ready.as_ref())
-                .is_some_and(|r| matches!(r, super::ConditionStatus::True));
+                .is_some_and(|r| matches!(r, crate::checks::live::ConditionStatus::True));
             let counted_down = etcd.verdicts.iter().any(|v| {
                 v.severity == Severity::Critical
-                    && v.rule == super::Rule::EtcdQuorum
+                    && v.rule == crate::checks::live::Rule::EtcdQuorum
                     && v.subject == format!("member {s}")
             });
             !ready || counted_down
@@ -407,8 +408,8 @@ fn list(hosts: &[&String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{ConditionStatus, NodeRow, Pane, Rule, Verdict};
     use super::*;
+    use crate::checks::live::{ConditionStatus, NodeRow, Pane, Rule, Verdict};
 
     fn servers() -> Vec<String> {
         ["k3s-prod-1", "k3s-prod-2", "k3s-prod-3"]

@@ -4,7 +4,7 @@
 //! Owns: the blockers of a runbook's playbooks on the hosts it plans for: a playbook that
 //! does not exist, a role ansible-playbook will not find (the playbook's FILE:LINE), a
 //! whole-file vault it loads for those hosts that no configured password opens, and a
-//! device placeholder (`/dev/BLOCKED-…`, [`parity::DEVICE_PLACEHOLDER_PREFIX`]) those
+//! device placeholder (`/dev/BLOCKED-…`, [`DEVICE_PLACEHOLDER_PREFIX`]) those
 //! hosts hold for a variable the playbooks (or their roles) use when run without `--tags`.
 //! Each says what to do. Also [`vault_locked`], the vault part alone, which `check` reports
 //! per environment.
@@ -15,7 +15,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::parity::DEVICE_PLACEHOLDER_PREFIX;
+/// The value a device variable holds until the operator names the real disk (the seed
+/// writes `/dev/BLOCKED-…`): a play that uses it would format a device that is not there.
+pub const DEVICE_PLACEHOLDER_PREFIX: &str = "/dev/BLOCKED-";
 use crate::repo::roles::RoleError;
 use crate::repo::vault::{self, Opens};
 use crate::repo::Repo;
