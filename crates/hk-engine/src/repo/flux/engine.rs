@@ -3,7 +3,8 @@
 //! otherwise. The real one runs as Flux runs it (load restrictions off), and a directory
 //! without a kustomization file is listed as Flux generates one.
 //!
-//! Owns: [`EngineChoice`] (finding the binary), running it, reading its output.
+//! Owns: [`EngineChoice`] (finding the binary), running it (killed past [`BUILD_LIMIT`]),
+//! reading its output.
 //! Must not: run anything but `kustomize build` / `kubectl kustomize` on a local directory.
 
 use std::ffi::OsString;
@@ -186,10 +187,10 @@ fn run(
         .arg("LoadRestrictionsNone")
         .arg(dir);
     let rel = builder.rel(dir);
-    let output = cmd.output().map_err(|e| FluxError::EngineFailed {
+    let output = output_within(&mut cmd, BUILD_LIMIT).map_err(|e| FluxError::EngineFailed {
         dir: rel.clone(),
         engine: program.display().to_string(),
-        message: format!("cannot run it: {e}"),
+        message: e,
         at: None,
     })?;
     if !output.status.success() {
@@ -226,6 +227,68 @@ fn run(
         .collect())
 }
 
+/// How long one `kustomize build` may take before it is killed and the build named as
+/// failed (a hung binary must not hang `check`).
+pub const BUILD_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Run `cmd` to its end, its output read; past `limit` it is killed and the error says so.
+fn output_within(
+    cmd: &mut Command,
+    limit: std::time::Duration,
+) -> Result<std::process::Output, String> {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run it: {e}"))?;
+    // Both pipes drained on their own threads, so a large build cannot block on a full pipe.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let started = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() >= limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "it did not finish within {} s; it was killed",
+                    limit.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            Err(e) => return Err(format!("cannot wait for it: {e}")),
+        }
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
+}
+
 /// kubectl logs through klog (`E1203 06:47:52.037629   13827 run.go:72] "command failed"
 /// err=...`): keep the message, not the timestamp and pid.
 fn strip_log_prefix(line: &str) -> &str {
@@ -247,5 +310,33 @@ fn zero_lines(n: &mut LNode) {
         super::tree::LVal::Seq(items) => items.iter_mut().for_each(zero_lines),
         super::tree::LVal::Map(entries) => entries.iter_mut().for_each(|(_, v)| zero_lines(v)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_build_that_hangs_is_killed_and_named() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo partial; sleep 30"]);
+        let t = Instant::now();
+        let got = output_within(&mut cmd, Duration::from_millis(300));
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        let err = got.err().unwrap_or_default();
+        assert!(err.contains("did not finish within"), "{err}");
+    }
+
+    #[test]
+    fn a_build_that_ends_gives_its_output_and_status() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo out; echo err >&2; exit 3"]);
+        let got =
+            output_within(&mut cmd, Duration::from_secs(20)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got.stdout, b"out\n");
+        assert_eq!(got.stderr, b"err\n");
+        assert_eq!(got.status.code(), Some(3));
     }
 }
