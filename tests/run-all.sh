@@ -13,8 +13,9 @@
 #     simulation's k9s test drives (tests/sim_k9s.rs).
 #   - flux built by tests/flux/build.sh (needs Go) into target/flux-bin: the real Flux CLI
 #     the simulation's Flux test drives (tests/sim_flux.rs).
-# Then: cargo fmt --check, cargo clippy -D warnings, and every test binary of the workspace
-# (tests/run-tests.py: what `cargo test --workspace --all-targets` runs, several at a time).
+# Then: cargo fmt --check, and every test binary of the workspace (tests/run-tests.py: what
+# `cargo test --workspace --all-targets` runs, several at a time) with cargo clippy -D warnings
+# run beside them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -143,15 +144,17 @@ fi
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy --workspace --all-targets -- -D warnings"
-cargo clippy --workspace --all-targets --quiet -- -D warnings
-
 # What `cargo test --workspace --all-targets --no-fail-fast` runs, the test binaries side by
 # side (HK_TEST_JOBS at a time, default 3): most of them wait on a simulated clock or a real
 # process, and cargo would run them one after another (docs/perf.md, "The test suite").
-step "cargo test (tests/run-tests.py)"
+# Clippy runs beside them once they are built, in its own target directory (so it takes no
+# lock the tests' build holds), on the cores the waiting tests leave idle; a warning fails
+# the run as a failed test does.
+step "cargo test (tests/run-tests.py) with cargo clippy -D warnings alongside"
 rc=0
-python3 tests/run-tests.py || rc=$?
+python3 tests/run-tests.py --alongside \
+  "CARGO_TARGET_DIR='${PWD}/target/clippy' cargo clippy --workspace --all-targets --quiet -- -D warnings" \
+  || rc=$?
 step "done (exit $rc)"
 printf '    [total: %ds]\n' $(( $(date +%s) - T_START ))
 exit "$rc"

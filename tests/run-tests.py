@@ -19,7 +19,12 @@ Why not cargo-nextest: it would be one more tool to build on a fresh machine, an
 every test in its own process, which the suite's per-binary fixtures (one etcd per binary,
 exec_supervise's stop-all-children) are not written for.
 
-usage: tests/run-tests.py [--jobs N] [--limit SECONDS] [-- ARGS for cargo's build]
+`--alongside CMD` starts CMD (a shell command) once the build is done and runs it beside the
+test binaries (tests/run-all.sh runs clippy there, in its own target directory, on the cores
+the waiting tests leave idle); its output is printed when it ends and a non-zero exit fails
+the run like a failed binary.
+
+usage: tests/run-tests.py [--jobs N] [--limit SECONDS] [--alongside CMD] [-- ARGS for cargo's build]
 """
 
 import argparse
@@ -96,6 +101,31 @@ def run_one(label, exe, pkg_dir, pkg, limit):
 RUNNING = set()
 
 
+def cpu_times():
+    """(busy, total) jiffies of every core, from /proc/stat (None where there is none)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def run_alongside(cmd):
+    """Run the shell command `cmd`; (exit code, wall seconds, output)."""
+    start = time.monotonic()
+    p = subprocess.Popen(cmd, shell=True, cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         start_new_session=True)
+    RUNNING.add(p)
+    try:
+        out = p.communicate()[0].decode("utf-8", "replace")
+    finally:
+        RUNNING.discard(p)
+    return p.returncode, time.monotonic() - start, out
+
+
 def stop(signum, _frame):
     """Ctrl-C or SIGTERM: stop every test binary's process group, then exit as signalled."""
     for p in list(RUNNING):
@@ -118,6 +148,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("HK_TEST_JOBS", "3")))
     ap.add_argument("--limit", type=int, default=1200, help="seconds one binary may run")
+    ap.add_argument("--alongside", help="a shell command run beside the tests, after the build")
     ap.add_argument("cargo_args", nargs="*")
     a = ap.parse_args()
 
@@ -141,7 +172,12 @@ def main():
 
     lock = threading.Lock()
     results = []
-    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+    cpu0 = cpu_times()
+    run0 = time.monotonic()
+    beside = None
+    with ThreadPoolExecutor(max_workers=max(1, a.jobs) + (1 if a.alongside else 0)) as pool:
+        if a.alongside:
+            beside = pool.submit(run_alongside, a.alongside)
         futs = [pool.submit(run_one, *b, a.limit) for b in bins]
         for f in as_completed(futs):
             label, exe, code, timed_out, wall, text = f.result()
@@ -150,6 +186,14 @@ def main():
                 sys.stdout.write(text)
                 sys.stdout.flush()
             results.append((label, code, timed_out, wall, text))
+        tests_wall = time.monotonic() - run0
+        cpu1 = cpu_times()
+        beside_code = 0
+        if beside is not None:
+            beside_code, beside_wall, beside_out = beside.result()
+            print(f"\n     Alongside: {a.alongside}  [{beside_wall:.1f} s, exit {beside_code}]",
+                  flush=True)
+            sys.stdout.write(beside_out)
 
     passed = failed = ignored = 0
     for _, _, _, _, text in results:
@@ -164,7 +208,13 @@ def main():
         state = "KILLED (limit)" if timed_out else ("ok" if code == 0 else f"FAILED (exit {code})")
         print(f"  {wall:8.1f} s  {label}  {state}")
     print(f"run-tests: {len(results)} binaries, {passed} passed, {failed} failed, {ignored} ignored; "
-          f"build {built:.0f} s, total {total:.0f} s, {a.jobs} at a time")
+          f"build {built:.0f} s, tests {tests_wall:.0f} s, total {total:.0f} s, {a.jobs} at a time")
+    if cpu0 and cpu1 and cpu1[1] > cpu0[1]:
+        busy = 100.0 * (cpu1[0] - cpu0[0]) / (cpu1[1] - cpu0[1])
+        print(f"run-tests: the cores were {busy:.0f}% busy while the tests ran"
+              + (" (with the command alongside)" if a.alongside else ""))
+    if beside_code != 0:
+        bad.append(("alongside: " + a.alongside, beside_code, False, 0.0, ""))
     if bad:
         print("run-tests: FAILED: " + ", ".join(r[0] for r in bad))
     os.makedirs(os.path.dirname(TIMES), exist_ok=True)
