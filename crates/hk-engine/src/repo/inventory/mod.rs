@@ -1220,9 +1220,18 @@ mod tests {
                 .expect("chmod");
             let err = Inventory::load(&script).expect_err("script").to_string();
             assert!(
-                err.contains("inv.py:1: an executable file: Ansible's `script` inventory plugin"),
+                err.contains("inv.py:1: an executable file with a `#!` line: Ansible's `script` inventory plugin"),
                 "{err}"
             );
+            // No `#!` line: the script plugin cannot run it, Ansible reads it as YAML.
+            let generated = write(
+                "hosts.yaml",
+                "all:\n  children:\n    servers:\n      hosts:\n        a:\n",
+            );
+            std::fs::set_permissions(&generated, std::fs::Permissions::from_mode(0o755))
+                .expect("chmod");
+            let inv = Inventory::load(&generated).expect("a static inventory with the run bit");
+            assert!(inv.host_vars("a").is_some());
         }
     }
 

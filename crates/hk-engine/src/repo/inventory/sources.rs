@@ -142,13 +142,18 @@ impl Inventory {
             }
             other => InventoryError::Refused(other),
         })?;
-        if is_executable(path) {
+        // Ansible's `script` plugin takes an executable file first and runs it. A file with
+        // no `#!` line cannot be run (execve says ENOEXEC), so the plugin fails and Ansible
+        // reads the file with the next plugin, as a static inventory: so does hk-console.
+        // One with a `#!` line is a program whose output decides the hosts: never run here.
+        if is_executable(path) && bytes.starts_with(b"#!") {
             return Err(InventoryError::Syntax {
                 file: path.to_path_buf(),
                 line: 1,
-                message: "an executable file: Ansible's `script` inventory plugin would RUN it \
-                          and take the hosts from its output; hk-console runs no inventory \
-                          script, so it is refused (chmod -x it if it is a static inventory)"
+                message: "an executable file with a `#!` line: Ansible's `script` inventory \
+                          plugin would RUN it and take the hosts from its output; hk-console \
+                          runs no inventory script, so it is refused (chmod -x it if it is a \
+                          static inventory)"
                     .into(),
             });
         }
