@@ -28,6 +28,7 @@
 //! repo view to those facts are one contract; a rule and the fact it reads are changed
 //! together, and the IO is already outside (`crate::gather`).
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -347,6 +348,9 @@ pub struct EnvFacts {
     /// Where the repo's Ansible files dial an API address that renders, for one of this
     /// environment's servers, to one node's own address.
     pub single_node_uses: Vec<SingleNodeUse>,
+    /// The seed's fact variables (the mapping's defaults) this repo neither defines for
+    /// these servers nor uses anywhere: no counterpart, so their absence is no finding.
+    pub no_counterpart: Vec<String>,
     /// The engine that built the overlay.
     pub engine: Engine,
     /// The overlay's effective K3S_API_HOST; `None` when the environment has no overlay.
@@ -458,6 +462,54 @@ pub fn api_uses_in(path: &Path, text: &str) -> Vec<ApiUse> {
     }
     out
 }
+
+/// Every variable name a text uses: identifiers inside `{{ }}` and `{% %}`, and on the
+/// condition lines (`when:`, `that:`, `failed_when:`, `changed_when:`, `until:`) Ansible
+/// evaluates as Jinja. A key a vars file defines is not a use of it.
+pub fn vars_used_in(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut words = |expr: &str| {
+        for w in expr.split(|c: char| !ident(c)) {
+            if w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+                out.insert(w.to_string());
+            }
+        }
+    };
+    for line in text.lines() {
+        let t = line.trim_start().trim_start_matches("- ");
+        if t.starts_with('#') {
+            continue;
+        }
+        for key in ["when:", "that:", "failed_when:", "changed_when:", "until:"] {
+            if let Some(rest) = t.strip_prefix(key) {
+                words(rest);
+            }
+        }
+        for (open, close) in [("{{", "}}"), ("{%", "%}")] {
+            let mut rest = line;
+            while let Some(start) = rest.find(open) {
+                let after = &rest[start + 2..];
+                let end = after.find(close).unwrap_or(after.len());
+                words(&after[..end]);
+                rest = &after[end..];
+            }
+        }
+    }
+    out
+}
+
+/// The seed repo's variable names for the environment facts: the mapping's defaults. A
+/// repo that neither defines nor uses one has no counterpart of it, and its absence is no
+/// finding.
+const SEED_FACT_VARS: &[&str] = &[
+    crate::repo::config::VAR_PRIMARY_GROUP,
+    crate::repo::config::VAR_FOUNDER,
+    crate::repo::config::VAR_VIP,
+    crate::repo::config::VAR_ENDPOINT,
+    crate::repo::config::VAR_API_PORT,
+    crate::repo::config::VAR_KUBECONFIG,
+];
 
 /// Where the overlay's variable is supposed to land: Cilium's HelmRelease values.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -712,7 +764,7 @@ fn check_env(env: &EnvFacts, off: &[&str], out: &mut Vec<Finding>) {
         (n.endpoint.as_str(), env.endpoint.is_some()),
         (n.founder.as_str(), env.founder.is_some()),
     ] {
-        if !present && !explained(fact) {
+        if !present && !explained(fact) && !env.no_counterpart.iter().any(|v| v == fact) {
             out.push(v(
                 rules::ENV_FACTS,
                 &Loc::default(),
@@ -927,7 +979,21 @@ fn check_ha(env: &EnvFacts, out: &mut Vec<Finding>) {
         .endpoint
         .as_ref()
         .is_some_and(|e| is_loopback_host(&e.value) || owner(&e.value).is_none());
-    if servers > 1 && !ha_vip && !ha_endpoint {
+    let unmapped = |var: &str| env.no_counterpart.iter().any(|v| v == var);
+    if servers > 1 && !ha_vip && !ha_endpoint && unmapped(&n.vip) && unmapped(&n.endpoint) {
+        // Neither fact has a counterpart here: what the clients dial is not known from the
+        // seed's names, so nothing is concluded from their absence.
+        out.push(finding(
+            rules::HA_ENDPOINT,
+            Severity::CannotTell,
+            name,
+            &Loc::default(),
+            format!(
+                "an HA cluster ({servers} servers): this repo neither defines nor uses {} or {}; map the variables its clients dial under `facts:` in hk-console.yaml (vip, endpoint) so the HA rule can be checked",
+                n.vip, n.endpoint
+            ),
+        ));
+    } else if servers > 1 && !ha_vip && !ha_endpoint {
         out.push(finding(
             rules::HA_ENDPOINT,
             Severity::Violation,
@@ -1419,6 +1485,8 @@ pub struct RepoView<'a> {
     pub contract: &'a crate::repo::config::ContractConfig,
     /// The API URLs the repo's Ansible files write from a variable ([`api_uses_in`]).
     pub api_uses: &'a [ApiUse],
+    /// Every variable the repo's Ansible files use ([`vars_used_in`]).
+    pub used_vars: &'a BTreeSet<String>,
 }
 
 /// Where the contract's two Ansible-side files live under the Ansible directory (kept with
@@ -1586,6 +1654,21 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         // The gateway group is not part of this contract.
         .filter(|p| p.fact != "vpn_gateways")
         .collect();
+    // A seed default no server defines and nothing in the repo uses: the repo has no
+    // counterpart of that fact (it is unknown, said once by the rules that need it).
+    let no_counterpart: Vec<String> = env
+        .problems
+        .iter()
+        .filter_map(|p| match p {
+            EnvProblem::Missing { var }
+                if SEED_FACT_VARS.contains(&var.as_str()) && !view.used_vars.contains(var) =>
+            {
+                Some(var.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    problems.retain(|p| !no_counterpart.contains(&p.fact));
 
     let host_vars: Vec<(String, Vec<RawVar>)> = env
         .servers
@@ -1786,6 +1869,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         name: env.name.clone(),
         names,
         single_node_uses,
+        no_counterpart,
         agents,
         engine: report.engine,
         overlay: Some(overlay),
