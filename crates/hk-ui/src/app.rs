@@ -18,12 +18,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
-use tui_textarea::TextArea;
 
 use hk_effects::exec::process::StopReport;
 use hk_effects::observe::feed::Update;
 use hk_engine::journal::{self, RunSummary};
-use hk_engine::repo::env::Environment;
 use hk_engine::runbook::embedded::RunbookSet;
 use hk_engine::runbook::machine::{GateAnswer, Input, Mode, RunOutcome, Timestamp};
 use hk_engine::runbook::plan::Gate;
@@ -34,146 +32,31 @@ use super::live::LiveState;
 use super::output::OutputBuffer;
 use super::theme::{Theme, ThemeSet, ThemeWarning};
 use hk_session::exec::{Capabilities, ExecReply, ExecRequest, ReadOnlyExecutors};
-use hk_session::{supervise, Opened, RunCore, Session, SessionEffect};
+use hk_session::{supervise, Opened, Session, SessionEffect};
 
 /// Plans a runbook for an environment: the session's port, implemented over the repo (its
 /// `PlanEnv`s and `Topology`); tests use a fake inventory.
 pub use hk_session::PlanSource;
 
-/// An environment as the home screen lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnvSummary {
-    pub name: String,
-    pub hosts: usize,
-    pub vip: Option<String>,
-    pub problems: Vec<String>,
-    /// The servers (the etcd members), for the gates' quorum arithmetic.
-    pub servers: Vec<String>,
-    /// The names of the objects its next steps look at (its watch settings: the Lease
-    /// hk-console.yaml `names:` or the servers' hostvar names, `cni:`'s agents); `None`:
-    /// the defaults.
-    pub objects: Option<hk_effects::observe::summary::Objects>,
-}
+// The state's types, where the app's users have always found them.
+pub use crate::state::check::CheckView;
+use crate::state::field::single_line;
+pub use crate::state::field::GateField;
+pub use crate::state::look::{LookOverlay, LookRequest, LookView};
+pub use crate::state::overlay::{
+    gate_is_typed, Confirm, GateModal, Overlay, ReasonFor, ResumeModal, ResumeStage,
+};
+pub use crate::state::picker::HostPicker;
+pub use crate::state::run::ActiveRun;
+pub use crate::state::screens::{EnvSummary, HomeFocus, RunFocus, RunbookSummary, Screen};
+pub use crate::state::takeover::{TakeoverKey, TakeoverModal};
 
-impl From<&Environment> for EnvSummary {
-    fn from(e: &Environment) -> Self {
-        EnvSummary {
-            name: e.name.clone(),
-            hosts: e.servers.len(),
-            vip: e.vip.get().map(str::to_string),
-            problems: e.problems.iter().map(|p| p.to_string()).collect(),
-            servers: e.servers.iter().map(|s| s.name.clone()).collect(),
-            objects: None,
-        }
-    }
-}
+mod access;
+mod check_screen;
+mod looks;
+mod views;
 
-/// A runbook as the home screen lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunbookSummary {
-    pub id: String,
-    pub title: String,
-    pub mutates: bool,
-    pub environments: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Screen {
-    Home,
-    Run,
-    /// Every live pane of the current environment in detail (read-only by nature).
-    Live,
-    /// The static parity check's findings, file:line (read-only).
-    Check,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HomeFocus {
-    Environments,
-    Runbooks,
-    Runs,
-}
-
-/// Which pane of the run view has the arrow keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunFocus {
-    Steps,
-    Output,
-}
-
-/// Which field of a gate modal has the keyboard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GateField {
-    Answer,
-    Note,
-}
-
-/// An open gate, as a modal.
-#[derive(Debug)]
-pub struct GateModal {
-    pub n: usize,
-    pub gate: Gate,
-    /// The typed answer (count of hosts, environment name).
-    pub answer: TextArea<'static>,
-    /// Optional free-text note journaled with the answer, typed or approval (or the reason
-    /// of a rejection).
-    pub note: TextArea<'static>,
-    pub field: GateField,
-    /// Why the last answer did not open the gate.
-    pub error: Option<String>,
-    /// Diff scroll (approve-diff).
-    pub scroll: u16,
-}
-
-impl GateModal {
-    fn new(n: usize, gate: Gate) -> Self {
-        let typed = gate_is_typed(&gate);
-        let mut m = GateModal {
-            n,
-            gate,
-            answer: single_line(),
-            note: single_line(),
-            field: if typed {
-                GateField::Answer
-            } else {
-                GateField::Note
-            },
-            error: None,
-            scroll: 0,
-        };
-        m.show_cursor();
-        m
-    }
-
-    /// Move the keyboard to `field`; only the field that has it shows a cursor, so it is
-    /// clear where typing goes.
-    pub fn focus(&mut self, field: GateField) {
-        self.field = field;
-        self.show_cursor();
-    }
-
-    fn show_cursor(&mut self) {
-        let on = ratatui::style::Style::default().add_modifier(ratatui::style::Modifier::REVERSED);
-        let off = ratatui::style::Style::default();
-        let (a, n) = match self.field {
-            GateField::Answer => (on, off),
-            GateField::Note => (off, on),
-        };
-        self.answer.set_cursor_style(a);
-        self.note.set_cursor_style(n);
-    }
-}
-
-/// Gates opened by typed text rather than an approval.
-pub fn gate_is_typed(g: &Gate) -> bool {
-    matches!(g, Gate::TypedConfirm { .. } | Gate::ConfirmHosts { .. })
-}
-
-fn single_line() -> TextArea<'static> {
-    let mut t = TextArea::default();
-    t.set_cursor_line_style(ratatui::style::Style::default());
-    t
-}
+pub use views::CheckScreenView;
 
 /// What the status line says while a gate the operator hid with Esc is still open.
 fn gate_reminder_text(n: usize) -> String {
@@ -202,108 +85,6 @@ fn scrolled(at: usize, action: &Action, height: u16, max: usize) -> usize {
     }
 }
 
-/// A yes/no question.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Confirm {
-    /// Quit while a run is active.
-    Quit,
-    /// Cancel the running step (Ctrl-C).
-    CancelStep { n: usize },
-}
-
-/// A question answered with a reason.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReasonFor {
-    Abort,
-    Skip { n: usize },
-}
-
-/// Which part of the resume decision the modal is at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResumeStage {
-    /// What is known, and the choices (or, while its process runs: wait or stop).
-    Choose,
-    /// Re-run: type the environment's name.
-    Rerun,
-    /// Mark done: type the host (or environment) and a reason.
-    MarkDone,
-}
-
-/// The resume decision over an interrupted step that changes systems, as a modal.
-#[derive(Debug)]
-pub struct ResumeModal {
-    pub n: usize,
-    pub stage: ResumeStage,
-    pub typed: TextArea<'static>,
-    pub reason: TextArea<'static>,
-    /// `Answer`: the typed confirmation; `Note`: the reason.
-    pub field: GateField,
-    pub error: Option<String>,
-}
-
-impl ResumeModal {
-    fn new(n: usize) -> Self {
-        ResumeModal {
-            n,
-            stage: ResumeStage::Choose,
-            typed: single_line(),
-            reason: single_line(),
-            field: GateField::Answer,
-            error: None,
-        }
-    }
-}
-
-#[derive(Debug)]
-pub enum Overlay {
-    Help,
-    /// The resume decision over an interrupted step that changes systems.
-    Resume(Box<ResumeModal>),
-    /// Taking over a stale run lock (its holder stopped renewing).
-    Takeover(Box<crate::panes::takeover::TakeoverModal>),
-    Gate(Box<GateModal>),
-    Confirm(Confirm),
-    Reason {
-        why: ReasonFor,
-        text: Box<TextArea<'static>>,
-        error: Option<String>,
-    },
-    Command {
-        text: Box<TextArea<'static>>,
-        error: Option<String>,
-    },
-    /// Every status line of this session, whole and wrapped (`M`, `:messages`).
-    Messages,
-    /// The `/` filter being typed.
-    Filter {
-        text: Box<TextArea<'static>>,
-    },
-    /// A read-only look at the object a verdict names (events, logs, describe).
-    Look(Box<super::looks::LookOverlay>),
-    /// Which host a runbook that runs on one host should be planned for.
-    HostPicker(Box<super::panes::picker::HostPicker>),
-}
-
-/// The run open in the run view: its session, and what the screen keeps of it.
-#[derive(Debug)]
-pub struct ActiveRun {
-    /// The run itself, driven by the session (read through `Deref`: `a.run`, `a.journal`).
-    pub session: Session,
-    pub output: OutputBuffer,
-    /// Absolute output line (dropped + len) at which each step's output began.
-    pub step_output_start: BTreeMap<usize, u64>,
-    /// The step list's selection (index into the plan).
-    pub selected: usize,
-}
-
-/// The screen reads the run through its session; only the session changes it.
-impl std::ops::Deref for ActiveRun {
-    type Target = RunCore;
-    fn deref(&self) -> &RunCore {
-        &self.session
-    }
-}
-
 /// What the app wants the loop to do after an update.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {
@@ -313,63 +94,63 @@ pub enum Control {
 
 /// Everything the UI shows, and the only thing that changes it.
 pub struct App {
-    pub screen: Screen,
-    pub overlay: Option<Overlay>,
-    pub home_focus: HomeFocus,
-    pub run_focus: RunFocus,
-    pub env_sel: usize,
-    pub runbook_sel: usize,
-    pub run_sel: usize,
+    screen: Screen,
+    overlay: Option<Overlay>,
+    home_focus: HomeFocus,
+    run_focus: RunFocus,
+    env_sel: usize,
+    runbook_sel: usize,
+    run_sel: usize,
     /// The environment runbooks open in.
-    pub current_env: Option<String>,
-    pub envs: Vec<EnvSummary>,
-    pub runbooks: Vec<RunbookSummary>,
+    current_env: Option<String>,
+    envs: Vec<EnvSummary>,
+    runbooks: Vec<RunbookSummary>,
     runbook_set: RunbookSet,
     plans: Arc<dyn PlanSource>,
-    pub runs: Vec<RunSummary>,
-    pub runs_error: Option<String>,
-    pub runs_dir: Option<PathBuf>,
-    pub active: Option<ActiveRun>,
+    runs: Vec<RunSummary>,
+    runs_error: Option<String>,
+    runs_dir: Option<PathBuf>,
+    active: Option<ActiveRun>,
     /// The runbook last asked for that cannot start: its blockers, shown by the run view
     /// in place of steps (no run exists to start past them). Cleared when a plan opens.
-    pub blocked: Option<hk_session::Blocked>,
-    pub live: LiveState,
+    blocked: Option<hk_session::Blocked>,
+    live: LiveState,
     /// Where Back (or `l`) leaves the Live screen to.
-    pub live_from: Screen,
+    live_from: Screen,
     /// The Live screen's first shown line.
-    pub live_scroll: usize,
+    live_scroll: usize,
     /// How many lines the Live screen laid out when last drawn (the scroll bound): the
     /// view reports it, so the state never asks the view to lay text out.
-    pub live_lines: std::cell::Cell<usize>,
-    pub theme: Theme,
-    pub themes: ThemeSet,
-    pub theme_warnings: Vec<ThemeWarning>,
-    pub keymaps: Keymaps,
+    live_lines: std::cell::Cell<usize>,
+    theme: Theme,
+    themes: ThemeSet,
+    theme_warnings: Vec<ThemeWarning>,
+    keymaps: Keymaps,
     caps: Arc<Capabilities>,
     /// Where `:fault` goes; `None` outside the simulated demo.
     faults: Option<Arc<dyn super::FaultSink>>,
     /// Requests for the executor task; the loop drains it after every update.
-    pub outbox: VecDeque<ExecRequest>,
-    pub operator: String,
-    pub now: Timestamp,
+    outbox: VecDeque<ExecRequest>,
+    operator: String,
+    now: Timestamp,
     /// The `/` filter: narrows the home lists, searches the output in the run view.
-    pub filter: Option<String>,
+    filter: Option<String>,
     /// The output line (absolute number) `n`/`N` last jumped to; cleared with the filter.
-    pub search_at: Option<u64>,
+    search_at: Option<u64>,
     /// One line of feedback at the bottom (errors, refusals, what just happened).
-    pub status: Option<String>,
-    pub width: u16,
-    pub height: u16,
+    status: Option<String>,
+    width: u16,
+    height: u16,
     /// What changed on the platform this session (the Live screen's timeline).
-    pub timeline: hk_effects::observe::timeline::Timeline,
+    timeline: hk_effects::observe::timeline::Timeline,
     /// Environments marked `protected: true`.
-    pub protected: Vec<String>,
+    protected: Vec<String>,
     /// The static check's last result and how to run it again.
-    pub check: crate::panes::check::CheckView,
-    pub checker: Option<Checker>,
+    check: CheckView,
+    checker: Option<Checker>,
     /// `--no-cluster-lock`: mutating runs go without the cluster's run lock (a banner line
     /// on every frame says so).
-    pub no_cluster_lock: bool,
+    no_cluster_lock: bool,
     /// How mutating runs take the cluster's run lock (given to each operate session at its
     /// construction, asked off the UI task: [`App::lock_outbox`]). Set once, from
     /// [`AppParts::locking`], before any run can be opened (the `run` command's start
@@ -378,47 +159,47 @@ pub struct App {
     /// What quitting loses, where the journals do not outlive the console (the demo's
     /// throwaway directory): the quit question says this instead of "the journal keeps
     /// the run".
-    pub runs_discarded: Option<String>,
+    runs_discarded: Option<String>,
     /// Calls on the cluster's run lock, for the loop's pump to run off the UI task; their
     /// answers come back to [`App::handle_lock`].
-    pub lock_outbox: VecDeque<hk_session::lock::LockJob>,
+    lock_outbox: VecDeque<hk_session::lock::LockJob>,
     /// Takes the looks a next step opens; `None`: no cluster to look at (dry run, sample).
-    pub looker: Option<Arc<dyn hk_effects::observe::look::LookSource>>,
+    looker: Option<Arc<dyn hk_effects::observe::look::LookSource>>,
     /// Looks asked for, for the loop to take off the UI task (`(which overlay, what)`).
-    pub look_outbox: VecDeque<super::looks::LookRequest>,
+    look_outbox: VecDeque<LookRequest>,
     /// Numbers each opened look, so an answer for a closed one is dropped.
-    pub look_seq: u64,
+    look_seq: u64,
     /// Where Back (or `c`) leaves the Check screen to.
-    pub check_from: Screen,
+    check_from: Screen,
     /// The Check screen's first shown line.
-    pub check_scroll: usize,
+    check_scroll: usize,
     /// The last `:` line refused and why: the next `:` shows the reason, Up recalls it.
-    pub refused_command: Option<(String, String)>,
+    refused_command: Option<(String, String)>,
     /// Every status line this console showed, oldest first, with when (`M` or `:messages`
     /// reads them whole: the status line cuts a long one at the terminal's width).
-    pub messages: VecDeque<(Timestamp, String)>,
+    messages: VecDeque<(Timestamp, String)>,
     /// The operator chose the environment in view (e, Enter on Home, `:env`): the console
     /// no longer brings the worst one into view by itself.
-    pub env_chosen: bool,
+    env_chosen: bool,
     /// When the run list was last read (Home re-reads it on the tick while in view).
-    pub runs_read_at: Timestamp,
+    runs_read_at: Timestamp,
     /// The gate the status line reminds of (hidden with Esc, still open): the reminder goes
     /// when that gate closes, however it closes.
-    pub gate_reminder: Option<usize>,
+    gate_reminder: Option<usize>,
     /// The help overlay's first shown line (it scrolls where the terminal is short).
-    pub help_scroll: usize,
+    help_scroll: usize,
     /// The messages overlay's first shown line.
-    pub messages_scroll: usize,
+    messages_scroll: usize,
     /// How far the open help or messages overlay can scroll, as last drawn (the view
     /// reports it, as it does `live_lines`).
-    pub overlay_scroll_max: std::cell::Cell<usize>,
+    overlay_scroll_max: std::cell::Cell<usize>,
     /// The run view's output: long lines wrap (on) or are cut with a marker (off); `w`.
-    pub output_wrap: bool,
+    output_wrap: bool,
     /// Where a mouse click acts on the last frame drawn (the view registers them).
-    pub zones: super::pointer::Zones,
+    zones: super::pointer::Zones,
     /// How many rows the Check screen's findings took when last drawn (its scroll bound,
     /// reported by the view as `live_lines` is).
-    pub check_rows: std::cell::Cell<usize>,
+    check_rows: std::cell::Cell<usize>,
 }
 
 /// The `:` commands, for Tab.
@@ -428,7 +209,7 @@ const COMMANDS: &[&str] = &[
 
 /// What the app is built from.
 /// Runs the static parity check (the repo read afresh each time) for the Check screen.
-pub type Checker = Arc<dyn Fn() -> crate::panes::check::CheckView + Send + Sync>;
+pub type Checker = Arc<dyn Fn() -> CheckView + Send + Sync>;
 
 pub struct AppParts {
     pub environments: Vec<EnvSummary>,
@@ -523,7 +304,7 @@ impl App {
             height: 0,
             timeline: hk_effects::observe::timeline::Timeline::default(),
             protected: Vec::new(),
-            check: crate::panes::check::CheckView::default(),
+            check: CheckView::default(),
             checker: None,
             no_cluster_lock: false,
             locking: parts.locking,
@@ -1561,9 +1342,9 @@ impl App {
         if let Some(a) = self.active.as_ref() {
             if let Some((record, age_ms)) = a.session.stale_lock().cloned() {
                 let env = a.run.plan().env.clone();
-                self.overlay = Some(Overlay::Takeover(Box::new(
-                    crate::panes::takeover::TakeoverModal::new(&env, record, age_ms),
-                )));
+                self.overlay = Some(Overlay::Takeover(Box::new(TakeoverModal::new(
+                    &env, record, age_ms,
+                ))));
             }
         }
         self.status = Some(why);
@@ -1608,12 +1389,7 @@ impl App {
         }
     }
 
-    fn takeover_key(
-        &mut self,
-        mut m: Box<crate::panes::takeover::TakeoverModal>,
-        key: KeyEvent,
-    ) -> Control {
-        use crate::panes::takeover::TakeoverKey;
+    fn takeover_key(&mut self, mut m: Box<TakeoverModal>, key: KeyEvent) -> Control {
         match m.key(key) {
             TakeoverKey::Asking => self.overlay = Some(Overlay::Takeover(m)),
             TakeoverKey::Cancelled => {
@@ -2372,7 +2148,7 @@ impl App {
     /// The picker for `id` when planning it without a host is refused for want of one:
     /// the planner's own list of the target group's hosts. `None`: anything else (it
     /// plans, or fails for another reason `open_runbook` will say).
-    fn host_choice(&self, id: &str, env: Option<&str>) -> Option<super::panes::picker::HostPicker> {
+    fn host_choice(&self, id: &str, env: Option<&str>) -> Option<HostPicker> {
         use hk_engine::runbook::plan::PlanError;
         use hk_session::PlanSourceError;
         if self.run_is_active() {
@@ -2397,7 +2173,7 @@ impl App {
                     .filter(|h| !h.is_empty())
                     .map(str::to_string)
                     .collect();
-                (!hosts.is_empty()).then(|| super::panes::picker::HostPicker {
+                (!hosts.is_empty()).then(|| HostPicker {
                     runbook: id.to_string(),
                     env,
                     group,
@@ -2409,11 +2185,7 @@ impl App {
         }
     }
 
-    fn picker_key(
-        &mut self,
-        mut p: Box<super::panes::picker::HostPicker>,
-        key: KeyEvent,
-    ) -> Control {
+    fn picker_key(&mut self, mut p: Box<HostPicker>, key: KeyEvent) -> Control {
         match key.code {
             KeyCode::Esc => {
                 self.status = Some(format!("`{}`: no host picked, nothing planned", p.runbook));
