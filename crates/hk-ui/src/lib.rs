@@ -1,7 +1,8 @@
 //! The interactive console (ratatui + crossterm + tokio).
 //!
-//! Owns: the app state and its one `Action` enum ([`app`], [`action`]), keymaps per screen
-//! ([`keymap`]), drawing ([`view`], one file per pane under `panes/`), themes ([`theme`]),
+//! Owns: the state's types ([`state`]), the app that changes them and its one `Action`
+//! enum ([`app`], [`action`]), keymaps per screen ([`keymap`]), drawing ([`view`], one file
+//! per pane under `panes/`, each from a borrowed view the app lends), themes ([`theme`]),
 //! the live panes' state ([`live`]), the output ring ([`output`]), the event loop
 //! ([`event_loop`]), the simulation's fault port ([`FaultSink`], `:fault`) and the entry
 //! point [`run`], which runs on the caller's tokio runtime. The terminal itself (raw mode,
