@@ -51,19 +51,19 @@ fn journals(dir: &std::path::Path) -> usize {
 /// lock is being taken, with the call queued for the pump.
 fn press_start(app: &mut App, runs: &std::path::Path) {
     app.open_runbook("etcd-io-priority", Some("prod"), None);
-    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    assert_eq!(app.screen(), Screen::Run, "{:?}", app.status());
     let t = Instant::now();
     app.handle_key(key('s'));
     let took = t.elapsed();
     println!("s answered in {took:?}");
     assert!(took < Duration::from_millis(200), "{took:?}");
     assert_eq!(
-        app.status.as_deref(),
+        app.status(),
         Some("taking the run lock on prod…"),
         "{:?}",
-        app.status
+        app.status()
     );
-    assert_eq!(app.lock_outbox.len(), 1);
+    assert_eq!(app.lock_outbox().len(), 1);
     assert_eq!(
         journals(runs),
         0,
@@ -89,7 +89,7 @@ async fn a_cluster_that_never_answers_does_not_freeze_the_console() {
     press_start(&mut app, dir.path());
 
     let mut locks = LockPump::default();
-    locks.run(&mut app.lock_outbox);
+    locks.run(app.lock_outbox_mut());
     let asked = Instant::now();
     // The loop a console runs: a tick draws a frame and takes a key while the answer is
     // on its way. The longest gap between two ticks is what an operator would feel.
@@ -118,13 +118,13 @@ async fn a_cluster_that_never_answers_does_not_freeze_the_console() {
     assert!(frames >= 20, "{frames}");
     assert!(waited >= LOCK_CALL_TIMEOUT, "{waited:?}");
     app.handle_lock(answer);
-    let said = app.status.clone().unwrap_or_default();
+    let said = app.status().map(str::to_string).unwrap_or_default();
     println!("{said}");
     assert!(
         said.starts_with("the run does not start: the cluster did not answer within 8 s"),
         "{said}"
     );
-    let a = app.active.as_ref().expect("the plan stays open");
+    let a = app.active().expect("the plan stays open");
     assert!(a.journal.is_none(), "the run did not start");
     assert_eq!(journals(dir.path()), 0);
     held.abort();
@@ -140,18 +140,18 @@ async fn a_closed_port_refuses_the_start_naming_why() {
     let mut app = console(dir.path(), port);
     press_start(&mut app, dir.path());
     let mut locks = LockPump::default();
-    locks.run(&mut app.lock_outbox);
+    locks.run(app.lock_outbox_mut());
     let t = Instant::now();
     let answer = locks.recv().await.expect("an answer");
     println!("refused after {:?}", t.elapsed());
     app.handle_lock(answer);
-    let said = app.status.clone().unwrap_or_default();
+    let said = app.status().map(str::to_string).unwrap_or_default();
     println!("{said}");
     assert!(said.starts_with("the run does not start: "), "{said}");
     assert!(said.contains("--no-cluster-lock"), "{said}");
-    assert!(app.active.as_ref().expect("plan").journal.is_none());
+    assert!(app.active().expect("plan").journal.is_none());
     assert_eq!(journals(dir.path()), 0);
     // A second `s` asks again (nothing is left pending).
     app.handle_key(key('s'));
-    assert_eq!(app.lock_outbox.len(), 1, "{:?}", app.status);
+    assert_eq!(app.lock_outbox().len(), 1, "{:?}", app.status());
 }

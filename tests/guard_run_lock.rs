@@ -478,20 +478,19 @@ async fn answer_locks(
     app: &mut hk_console::ui::app::App,
     locks: &mut hk_console::session::pump::LockPump,
 ) {
-    while !app.lock_outbox.is_empty() {
-        locks.run(&mut app.lock_outbox);
+    while !app.lock_outbox().is_empty() {
+        locks.run(app.lock_outbox_mut());
         let answer = tokio::time::timeout(Duration::from_secs(20), locks.recv())
             .await
             .expect("the lock call answers")
             .expect("an answer");
-        app.now = hk_console::journal::now();
+        app.set_now(hk_console::journal::now());
         app.handle_lock(answer);
     }
 }
 
 fn frame(app: &mut hk_console::ui::app::App, w: u16, h: u16) -> String {
-    app.width = w;
-    app.height = h;
+    app.update(hk_console::ui::action::Action::Resize(w, h));
     let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).expect("term");
     t.draw(|f| hk_console::ui::view::draw(f, app))
         .expect("draw");
@@ -529,20 +528,20 @@ async fn a_resume_on_a_stale_lock_gets_the_take_over_prompt_and_a_lost_lock_show
     let ann = ann_left_a_stale_lock(&c).await;
     let mut app = console_app(&d, journal.parent().expect("runs dir"));
     let mut locks = hk_console::session::pump::LockPump::default();
-    assert_eq!(app.runs.len(), 1, "{:?}", app.runs_error);
+    assert_eq!(app.runs().len(), 1, "{:?}", app.runs_error());
     app.update(Action::FocusNext); // runbooks -> runs
     app.update(Action::Open);
-    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
-    let said = app.status.clone().unwrap_or_default();
+    assert_eq!(app.screen(), Screen::Run, "{:?}", app.status());
+    let said = app.status().map(str::to_string).unwrap_or_default();
     assert_eq!(
         said,
         format!("run {run_id}: taking the run lock on dev to resume it…")
     );
-    assert_eq!(app.lock_outbox.len(), 1);
+    assert_eq!(app.lock_outbox().len(), 1);
     answer_locks(&mut app, &mut locks).await;
 
     // Stale: the take-over prompt, in the resume's words.
-    let said = app.status.clone().unwrap_or_default();
+    let said = app.status().map(str::to_string).unwrap_or_default();
     println!("{said}");
     assert!(
         said.starts_with(&format!("run {run_id}: not resumed: the run lock of `dev` is stale: ann@console-a running etcd-io-priority")),
@@ -556,7 +555,7 @@ async fn a_resume_on_a_stale_lock_gets_the_take_over_prompt_and_a_lost_lock_show
         !said.contains("starting again") && !said.contains("does not start"),
         "{said}"
     );
-    assert!(matches!(app.overlay, Some(Overlay::Takeover(_))));
+    assert!(matches!(app.overlay(), Some(Overlay::Takeover(_))));
     let f = frame(&mut app, 160, 45);
     println!("{f}");
     for fact in [
@@ -573,7 +572,7 @@ async fn a_resume_on_a_stale_lock_gets_the_take_over_prompt_and_a_lost_lock_show
     press(&mut app, KeyCode::Tab);
     typed(&mut app, "ann's laptop died");
     press(&mut app, KeyCode::Enter);
-    match &app.overlay {
+    match &app.overlay() {
         Some(Overlay::Takeover(m)) => assert!(
             m.error
                 .as_deref()
@@ -583,7 +582,7 @@ async fn a_resume_on_a_stale_lock_gets_the_take_over_prompt_and_a_lost_lock_show
         ),
         other => panic!("the prompt left: {other:?}"),
     }
-    assert!(app.lock_outbox.is_empty());
+    assert!(app.lock_outbox().is_empty());
     assert_eq!(holder(&lease(&c).await).as_deref(), Some("ann@console-a"));
 
     // The right name: taken over, and the run resumes.
@@ -593,15 +592,15 @@ async fn a_resume_on_a_stale_lock_gets_the_take_over_prompt_and_a_lost_lock_show
     }
     typed(&mut app, "dev");
     press(&mut app, KeyCode::Enter);
-    assert_eq!(app.lock_outbox.len(), 1, "{:?}", app.status);
+    assert_eq!(app.lock_outbox().len(), 1, "{:?}", app.status());
     answer_locks(&mut app, &mut locks).await;
-    println!("{:?}", app.status);
+    println!("{:?}", app.status());
     assert!(
-        !matches!(app.overlay, Some(Overlay::Takeover(_))),
+        !matches!(app.overlay(), Some(Overlay::Takeover(_))),
         "{:?}",
-        app.status
+        app.status()
     );
-    let a = app.active.as_ref().expect("the run");
+    let a = app.active().expect("the run");
     assert!(a.journal.is_some() && !a.view_only, "resumed");
     let me = this_console();
     let l = lease(&c).await;

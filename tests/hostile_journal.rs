@@ -207,9 +207,10 @@ fn home_lists_damaged_runs_and_unreadable_journals_and_opens_them_read_only() {
 
     let mut app = app(dir.path());
     let frame = ui_common::text(&ui_common::render(&mut app, 140, 34));
-    assert_eq!(app.runs.len(), 2);
+    assert_eq!(app.runs().len(), 2);
     assert_eq!(
-        app.runs[0].path, damaged,
+        app.runs()[0].path,
+        damaged,
         "the interrupted (damaged) run stays first"
     );
     assert!(frame.contains("damaged at line 5"), "{frame}");
@@ -226,13 +227,13 @@ fn home_lists_damaged_runs_and_unreadable_journals_and_opens_them_read_only() {
     let before = fs::read(&damaged).expect("read");
     app.update(hk_console::ui::action::Action::FocusNext);
     app.update(hk_console::ui::action::Action::Open);
-    assert_eq!(app.screen, Screen::Run);
-    let a = app.active.as_ref().expect("opened");
+    assert_eq!(app.screen(), Screen::Run);
+    let a = app.active().expect("opened");
     assert!(
         a.view_only && a.journal.is_none(),
         "read-only, no journal open"
     );
-    let status = app.status.clone().unwrap_or_default();
+    let status = app.status().map(str::to_string).unwrap_or_default();
     assert!(
         status.contains("damaged at line 5") && status.contains("never resumed"),
         "{status}"

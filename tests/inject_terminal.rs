@@ -181,7 +181,7 @@ fn host_output_and_a_journaled_error_reach_the_console_written_out() {
         if answer_gate(&mut app) {
             continue;
         }
-        let Some(req) = app.outbox.pop_front() else {
+        let Some(req) = app.outbox_mut().pop_front() else {
             break;
         };
         let tag = req.tag();
@@ -199,7 +199,7 @@ fn host_output_and_a_journaled_error_reach_the_console_written_out() {
             failed = true;
             break;
         }
-        app.outbox.push_front(req);
+        app.outbox_mut().push_front(req);
         play_one(&mut app, &[]);
     }
     assert!(failed, "no second step ran");
@@ -243,7 +243,7 @@ fn a_journaled_gate_note_is_shown_written_out() {
         assert_clean_frame("the gate with the note", &render(&mut app, w, h));
     }
     app.handle_key(code(KeyCode::Enter));
-    assert!(app.overlay.is_none(), "the gate opened");
+    assert!(app.overlay().is_none(), "the gate opened");
     let runs = hk_console::journal::list_runs(dir.path()).expect("runs");
     let replay =
         hk_console::journal::replay(&runs.runs.first().expect("journaled").path).expect("replays");

@@ -171,14 +171,13 @@ fn the_event_trail_seen_while_a_run_is_active_is_in_its_record() {
     app.handle_update(vip("prod", "k3s-prod-2", at(2)));
     app.handle_update(vip("dev", "k3s-dev-1", at(2)));
     app.handle_update(nodes_update("prod", at(3)));
-    assert_eq!(app.timeline.len(), 1);
+    assert_eq!(app.timeline().len(), 1);
 
     app.open_runbook("node-health", Some("prod"), None);
-    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    assert_eq!(app.screen(), Screen::Run, "{:?}", app.status());
     app.handle_key(key('s'));
     let journal = app
-        .active
-        .as_ref()
+        .active()
         .and_then(|a| a.journal.as_ref())
         .map(|j| j.path().to_path_buf())
         .expect("the run started");
@@ -196,13 +195,13 @@ fn the_event_trail_seen_while_a_run_is_active_is_in_its_record() {
         }
     }
     assert!(
-        !app.active.as_ref().expect("run").is_active(),
+        !app.active().expect("run").is_active(),
         "node-health did not end: {:?}",
-        app.status
+        app.status()
     );
     // After the run: the timeline has it, the record does not.
     app.handle_update(vip("prod", "k3s-prod-1", at(30)));
-    assert_eq!(app.timeline.len(), 5);
+    assert_eq!(app.timeline().len(), 5);
 
     let rec = record::load_path(&journal).expect("record");
     assert_eq!(rec.events_error, None);
@@ -294,14 +293,13 @@ fn a_run_whose_console_is_gone_is_listed_interrupted_not_in_progress() {
     app.open_runbook("node-health", Some("prod"), None);
     app.handle_key(key('s'));
     let journal = app
-        .active
-        .as_ref()
+        .active()
         .and_then(|a| a.journal.as_ref())
         .map(|j| j.path().to_path_buf())
         .expect("the run started");
     // Up to its first gate: nothing in flight, the run waits on the operator.
     for _ in 0..50 {
-        if app.active.as_ref().and_then(|a| a.open_gate()).is_some() {
+        if app.active().and_then(|a| a.open_gate()).is_some() {
             break;
         }
         if play_one(&mut app, &["ok"]).is_none() {
@@ -309,9 +307,9 @@ fn a_run_whose_console_is_gone_is_listed_interrupted_not_in_progress() {
         }
     }
     assert!(
-        app.active.as_ref().and_then(|a| a.open_gate()).is_some(),
+        app.active().and_then(|a| a.open_gate()).is_some(),
         "node-health reaches a gate: {:?}",
-        app.status
+        app.status()
     );
     let runs = journal.parent().expect("runs dir").to_path_buf();
     let (code, live, err) = runs_list(&runs);
@@ -356,8 +354,7 @@ fn runs_list_reads_journals_only_and_never_blocks_on_a_fifo() {
     app.open_runbook("node-health", Some("prod"), None);
     app.handle_key(key('s'));
     let journal = app
-        .active
-        .as_ref()
+        .active()
         .and_then(|a| a.journal.as_ref())
         .map(|j| j.path().to_path_buf())
         .expect("the run started");
@@ -438,15 +435,14 @@ fn a_run_whose_lock_was_taken_over_is_listed_interrupted_naming_the_taker() {
     app.handle_key(key('s'));
     // Up to its first gate: nothing in flight, the run waits on the operator.
     for _ in 0..50 {
-        if app.active.as_ref().and_then(|a| a.open_gate()).is_some()
+        if app.active().and_then(|a| a.open_gate()).is_some()
             || play_one(&mut app, &["ok"]).is_none()
         {
             break;
         }
     }
     let (journal, plan) = app
-        .active
-        .as_ref()
+        .active()
         .and_then(|a| {
             a.journal
                 .as_ref()
@@ -503,11 +499,10 @@ fn a_tab_in_a_steps_output_reads_as_spaces_in_every_form_of_the_record() {
     let dir = tempfile::tempdir().expect("tmp");
     let mut app = App::operate(parts(dir.path()), operate_caps(&ALL_KINDS, &[]));
     app.open_runbook("node-health", Some("prod"), None);
-    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    assert_eq!(app.screen(), Screen::Run, "{:?}", app.status());
     app.handle_key(key('s'));
     let journal = app
-        .active
-        .as_ref()
+        .active()
         .and_then(|a| a.journal.as_ref())
         .map(|j| j.path().to_path_buf())
         .expect("the run started");

@@ -20,7 +20,7 @@ fn console(dir: &std::path::Path) -> App {
 
 /// Every line the output pane holds now.
 fn pane(app: &App) -> Vec<String> {
-    let a = app.active.as_ref().expect("a run is open");
+    let a = app.active().expect("a run is open");
     a.output
         .window(a.output.len())
         .map(str::to_string)
@@ -31,14 +31,14 @@ fn pane(app: &App) -> Vec<String> {
 fn run_node_health(dir: &std::path::Path) -> Vec<String> {
     let mut app = console(dir);
     app.open_runbook("node-health", Some("prod"), None);
-    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    assert_eq!(app.screen(), Screen::Run, "{:?}", app.status());
     app.handle_key(key('s'));
     let mut printed = Vec::new();
     for _ in 0..200 {
         if answer_gate(&mut app) {
             continue;
         }
-        let Some(req) = app.outbox.front() else {
+        let Some(req) = app.outbox().front() else {
             break;
         };
         let lines = match req {
@@ -52,7 +52,7 @@ fn run_node_health(dir: &std::path::Path) -> Vec<String> {
         let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
         play_one(&mut app, &refs);
     }
-    let a = app.active.as_ref().expect("run");
+    let a = app.active().expect("run");
     assert!(
         a.run
             .steps()
@@ -71,17 +71,17 @@ fn recent_runs_opens_a_finished_run_with_its_output() {
 
     // Another console on the same runs directory.
     let mut app = console(dir.path());
-    assert_eq!(app.runs.len(), 1);
-    assert_eq!(app.runs[0].outcome, RunOutcome::Succeeded);
+    assert_eq!(app.runs().len(), 1);
+    assert_eq!(app.runs()[0].outcome, RunOutcome::Succeeded);
     app.update(Action::FocusNext); // runbooks -> runs
     app.update(Action::Open);
-    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    assert_eq!(app.screen(), Screen::Run, "{:?}", app.status());
     let shown = pane(&app);
     for l in &printed {
         assert!(shown.contains(l), "`{l}` is not in the pane: {shown:#?}");
     }
     // Each step's lines sit under the header the live run printed.
-    let a = app.active.as_ref().expect("run");
+    let a = app.active().expect("run");
     for (p, _) in a.run.steps() {
         if let Some(at) = shown
             .iter()
@@ -91,7 +91,7 @@ fn recent_runs_opens_a_finished_run_with_its_output() {
         }
     }
     // What `runs show` prints of each step's output is in the pane: one record.
-    let rec = record::load_path(&app.runs[0].path).expect("record");
+    let rec = record::load_path(&app.runs()[0].path).expect("record");
     let tails: Vec<&String> = rec.steps.iter().flat_map(|s| &s.output).collect();
     assert!(!tails.is_empty());
     for l in tails {
@@ -116,7 +116,7 @@ fn an_interrupted_run_reopened_shows_its_earlier_output_then_the_new_attempts() 
         while answer_gate(&mut app) {}
         let Some(hk_console::session::exec::ExecRequest::Execute {
             step, attempt, tag, ..
-        }) = app.outbox.pop_front()
+        }) = app.outbox_mut().pop_front()
         else {
             panic!("step 1 should have gone to its executor");
         };
@@ -130,11 +130,11 @@ fn an_interrupted_run_reopened_shows_its_earlier_output_then_the_new_attempts() 
         }
     }
     let mut app = console(dir.path());
-    assert_eq!(app.runs[0].outcome, RunOutcome::Interrupted);
-    let path = app.runs[0].path.clone();
+    assert_eq!(app.runs()[0].outcome, RunOutcome::Interrupted);
+    let path = app.runs()[0].path.clone();
     app.update(Action::FocusNext);
     app.update(Action::Open);
-    let a = app.active.as_ref().expect("resumed");
+    let a = app.active().expect("resumed");
     assert!(a.journal.is_some(), "an interrupted run reopens for resume");
     let shown = pane(&app);
     let at = shown
@@ -153,7 +153,7 @@ fn an_interrupted_run_reopened_shows_its_earlier_output_then_the_new_attempts() 
     assert!(retry > at + 1, "{shown:#?}");
     // Reopened again, the log's two attempts are told apart.
     let log = journal::read_output(&path).expect("output log");
-    let a = app.active.as_ref().expect("run");
+    let a = app.active().expect("run");
     let grouped = record::console_output(&a.run.plan().steps, &log);
     assert_eq!(grouped.len(), 2, "{grouped:#?}");
     assert!(grouped[1].header.ends_with("attempt 2"), "{grouped:#?}");
@@ -197,22 +197,22 @@ fn a_failed_change_reopened_from_recent_runs_is_decided_not_retried() {
                 break;
             }
         }
-        let a = app.active.as_ref().expect("run");
+        let a = app.active().expect("run");
         let &RunStatus::Halted { n } = a.run.status() else {
-            panic!("not halted: {:?} ({:?})", a.run.status(), app.status);
+            panic!("not halted: {:?} ({:?})", a.run.status(), app.status());
         };
         assert!(a.run.plan().steps.iter().any(|s| s.n == n && s.mutates));
         n
     };
     let mut app = console(dir.path());
-    assert_eq!(app.runs[0].outcome, RunOutcome::Failed);
-    let path = app.runs[0].path.clone();
+    assert_eq!(app.runs()[0].outcome, RunOutcome::Failed);
+    let path = app.runs()[0].path.clone();
     app.update(Action::FocusNext);
     app.update(Action::Open);
     assert!(
-        matches!(&app.overlay, Some(Overlay::Resume(m)) if m.n == apply),
+        matches!(&app.overlay(), Some(Overlay::Resume(m)) if m.n == apply),
         "{:?}",
-        app.status
+        app.status()
     );
     let frame = text(&render(&mut app, 160, 45));
     assert!(
@@ -224,26 +224,25 @@ fn a_failed_change_reopened_from_recent_runs_is_decided_not_retried() {
     let before = std::fs::read_to_string(&path).expect("journal");
     app.handle_key(key('r'));
     assert!(
-        matches!(&app.overlay, Some(Overlay::Resume(_))),
+        matches!(&app.overlay(), Some(Overlay::Resume(_))),
         "{:?}",
-        app.status
+        app.status()
     );
     assert!(
-        app.status
-            .as_deref()
+        app.status()
             .is_some_and(|s| s.contains("not re-run on one key")),
         "{:?}",
-        app.status
+        app.status()
     );
     assert_eq!(std::fs::read_to_string(&path).expect("journal"), before);
-    assert!(app.outbox.is_empty(), "{:?}", app.outbox);
+    assert!(app.outbox().is_empty(), "{:?}", app.outbox());
     // The typed re-run: from the preview, never the apply first.
     app.handle_key(key('R'));
     type_str(&mut app, "prod");
     app.handle_key(code(crossterm::event::KeyCode::Enter));
     let text = std::fs::read_to_string(&path).expect("journal");
     assert!(text.contains(r#""type":"rerun-approved""#), "{text}");
-    let first = app.outbox.front().expect("the preview goes out");
+    let first = app.outbox().front().expect("the preview goes out");
     assert!(
         matches!(first, ExecRequest::Execute { step, .. } if !step.mutates && step.n < apply),
         "{first:?}"
@@ -261,14 +260,14 @@ fn the_active_run_is_listed_as_running_and_enter_goes_to_it() {
     app.handle_key(key('s'));
     while answer_gate(&mut app) {}
     // Step 1 has gone to its executor and started: the run is mid-step.
-    let Some(hk_console::session::exec::ExecRequest::Execute { .. }) = app.outbox.pop_front()
+    let Some(hk_console::session::exec::ExecRequest::Execute { .. }) = app.outbox_mut().pop_front()
     else {
         panic!("step 1 should have gone to its executor");
     };
     assert!(app.run_is_active());
     app.update(Action::Back);
-    assert_eq!(app.screen, Screen::Home);
-    assert_eq!(app.runs.len(), 1, "the journal is listed");
+    assert_eq!(app.screen(), Screen::Home);
+    assert_eq!(app.runs().len(), 1, "the journal is listed");
     let frame = text(&render(&mut app, 160, 45));
     let row = frame
         .lines()
@@ -279,16 +278,13 @@ fn the_active_run_is_listed_as_running_and_enter_goes_to_it() {
     assert!(!row.contains("interrupted"), "{row}");
     app.update(Action::FocusNext); // runbooks -> runs
     app.update(Action::Open);
-    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    assert_eq!(app.screen(), Screen::Run, "{:?}", app.status());
     assert!(
-        !app.status
-            .as_deref()
-            .unwrap_or_default()
-            .contains("a run is active"),
+        !app.status().unwrap_or_default().contains("a run is active"),
         "{:?}",
-        app.status
+        app.status()
     );
-    let a = app.active.as_ref().expect("still the same run");
+    let a = app.active().expect("still the same run");
     assert!(a.journal.is_some() && a.session.is_active());
 }
 
@@ -300,7 +296,7 @@ fn the_quit_question_says_what_a_throwaway_demo_loses() {
     fn quit_question(discarded: Option<&str>) -> String {
         let dir = tempfile::tempdir().expect("tmp");
         let mut app = console(dir.path());
-        app.runs_discarded = discarded.map(str::to_string);
+        app.set_runs_discarded(discarded.map(str::to_string));
         app.open_runbook("node-health", Some("prod"), None);
         app.handle_key(key('s'));
         while answer_gate(&mut app) {}

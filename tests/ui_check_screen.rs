@@ -33,10 +33,10 @@ fn app(dir: &std::path::Path) -> App {
     let mut a = App::operate(parts(dir), operate_caps(&ALL_KINDS, &ALL_KINDS));
     let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let seen = Arc::clone(&runs);
-    a.checker = Some(Arc::new(move || {
+    a.set_checker(Some(Arc::new(move || {
         seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         view()
-    }));
+    })));
     a
 }
 
@@ -46,7 +46,7 @@ fn c_opens_the_findings_with_file_and_line_and_back_returns() {
     let mut a = app(dir.path());
     a.run_check();
     a.handle_key(key('c'));
-    assert_eq!(a.screen, Screen::Check);
+    assert_eq!(a.screen(), Screen::Check);
     let s = text(&render(&mut a, 160, 45));
     assert!(
         s.contains("platform/cilium/helmrelease.yaml:20: [helmrelease-port-equals-api-port]"),
@@ -54,27 +54,27 @@ fn c_opens_the_findings_with_file_and_line_and_back_returns() {
     );
     assert!(s.contains("· check"), "the header names the screen:\n{s}");
     a.handle_key(code(KeyCode::Esc));
-    assert_eq!(a.screen, Screen::Home);
+    assert_eq!(a.screen(), Screen::Home);
     // From Live, back to Live.
     a.handle_key(key('l'));
-    assert_eq!(a.screen, Screen::Live);
+    assert_eq!(a.screen(), Screen::Live);
     a.handle_key(key('c'));
-    assert_eq!(a.screen, Screen::Check);
+    assert_eq!(a.screen(), Screen::Check);
     a.handle_key(key('c'));
-    assert_eq!(a.screen, Screen::Live);
+    assert_eq!(a.screen(), Screen::Live);
 }
 
 #[test]
 fn colon_check_runs_it_again_and_shows_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut a = app(dir.path());
-    assert!(a.check.findings.is_none());
+    assert!(a.check().findings.is_none());
     a.handle_key(key(':'));
     type_str(&mut a, "check");
     a.handle_key(code(KeyCode::Enter));
-    assert_eq!(a.screen, Screen::Check);
-    assert!(a.check.findings.is_some(), "the check ran");
-    let said = a.status.clone().unwrap_or_default();
+    assert_eq!(a.screen(), Screen::Check);
+    assert!(a.check().findings.is_some(), "the check ran");
+    let said = a.status().map(str::to_string).unwrap_or_default();
     assert!(said.contains("1 violation"), "{said}");
 }
 
@@ -90,9 +90,9 @@ fn a_filter_on_the_check_screen_is_its_own() {
     let s = text(&render(&mut a, 160, 45));
     assert!(!s.contains("helmrelease.yaml:20"), "filtered out:\n{s}");
     a.handle_key(key('c'));
-    assert_eq!(a.screen, Screen::Home);
+    assert_eq!(a.screen(), Screen::Home);
     assert!(
-        a.filter.is_none(),
+        a.filter().is_none(),
         "the Check screen's filter stays with it"
     );
     let s = text(&render(&mut a, 160, 45));

@@ -92,9 +92,9 @@ fn home_lists_envs_runbooks_and_runs_with_the_interrupted_one_first() {
     let mut app = operate_app(dir.path(), &[], &[]);
     let frame = text(&render(&mut app, 120, 34));
     insta::assert_snapshot!("home", frame);
-    assert_eq!(app.runs.len(), 2);
+    assert_eq!(app.runs().len(), 2);
     assert_eq!(
-        app.runs[0].outcome,
+        app.runs()[0].outcome,
         hk_console::runbook::machine::RunOutcome::Interrupted,
         "the interrupted run comes first although it is older"
     );
@@ -110,8 +110,8 @@ fn resuming_the_interrupted_run_journals_it_and_shows_the_step_interrupted() {
     let mut app = operate_app(dir.path(), &[StepKind::ListHosts], &[]);
     app.update(hk_console::ui::action::Action::FocusNext); // runbooks -> runs
     app.update(hk_console::ui::action::Action::Open);
-    assert_eq!(app.screen, Screen::Run);
-    let a = app.active.as_ref().expect("resumed run");
+    assert_eq!(app.screen(), Screen::Run);
+    let a = app.active().expect("resumed run");
     assert!(a.journal.is_some(), "a resumed run is open for changes");
     let (_, rec) = a.run.steps().next().expect("step 1");
     assert!(
@@ -122,7 +122,7 @@ fn resuming_the_interrupted_run_journals_it_and_shows_the_step_interrupted() {
     // Retry: journaled, and the step's work goes out again.
     app.update(hk_console::ui::action::Action::Retry);
     assert!(matches!(
-        app.outbox.front(),
+        app.outbox().front(),
         Some(ExecRequest::Execute { attempt: 2, .. })
     ));
 }
@@ -138,7 +138,7 @@ fn etcd_app(dir: &std::path::Path) -> App {
         &[],
     );
     app.open_runbook("etcd-io-priority", Some("prod"), None);
-    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    assert_eq!(app.screen(), Screen::Run, "{:?}", app.status());
     app
 }
 
@@ -168,22 +168,22 @@ fn run_view_through_every_state_of_a_prod_run() {
     type_str(&mut app, "3");
     app.handle_key(code(KeyCode::Enter));
     assert!(
-        matches!(&app.overlay, Some(Overlay::Gate(m)) if m.error.as_deref().is_some_and(|e| e.contains("count them again")))
+        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.error.as_deref().is_some_and(|e| e.contains("count them again")))
     );
     app.handle_key(code(KeyCode::Backspace));
     type_str(&mut app, "1");
     app.handle_key(code(KeyCode::Enter));
-    assert!(app.overlay.is_none(), "the gate opened");
+    assert!(app.overlay().is_none(), "the gate opened");
 
     // Step 2: the check run, caught while running.
     let Some(ExecRequest::Execute {
         step, attempt, tag, ..
-    }) = app.outbox.pop_front()
+    }) = app.outbox_mut().pop_front()
     else {
         panic!("step 2 should have gone to its executor");
     };
     assert_eq!(step.n, 2);
-    app.now = Timestamp(T0.0 + 1_000);
+    app.set_now(Timestamp(T0.0 + 1_000));
     for l in [
         "TASK [etcd-io-priority : Set the BFQ scheduler] ****",
         "--- before: /sys/block/sda/queue/scheduler",
@@ -199,7 +199,7 @@ fn run_view_through_every_state_of_a_prod_run() {
             line: l.into(),
         });
     }
-    app.now = Timestamp(T0.0 + 13_000);
+    app.set_now(Timestamp(T0.0 + 13_000));
     let frame = text(&render(&mut app, 120, 36));
     insta::assert_snapshot!("run_running", frame);
     // The README's text capture of the run view is this frame; keep them the same.
@@ -239,10 +239,10 @@ fn run_view_through_every_state_of_a_prod_run() {
     let frame = text(&render(&mut app, 120, 36));
     insta::assert_snapshot!("run_failed_no_executor", frame);
     assert!(frame.contains("no executor for ansible yet"), "{frame}");
-    let a = app.active.as_ref().expect("run");
+    let a = app.active().expect("run");
     assert_eq!(a.run.status(), &RunStatus::Halted { n: 4 });
     assert!(
-        !app.outbox
+        !app.outbox()
             .iter()
             .any(|r| matches!(r, ExecRequest::Execute { step, .. } if step.n == 4)),
         "a step with no executor is never handed out"
@@ -253,7 +253,7 @@ fn run_view_through_every_state_of_a_prod_run() {
     insta::assert_snapshot!("abort_reason", text(&render(&mut app, 120, 36)));
     app.handle_key(code(KeyCode::Enter));
     assert!(
-        matches!(&app.overlay, Some(Overlay::Reason { error: Some(_), .. })),
+        matches!(&app.overlay(), Some(Overlay::Reason { error: Some(_), .. })),
         "empty reason refused"
     );
     type_str(&mut app, "disk decision pending");
@@ -297,7 +297,7 @@ fn typed_confirm_needs_the_environment_name() {
     type_str(&mut app, "prod");
     app.handle_key(code(KeyCode::Enter));
     // The gate opened; the next step (list-hosts) has no executor: it is not started.
-    let a = app.active.as_ref().expect("run");
+    let a = app.active().expect("run");
     let states: Vec<&StepState> = a.run.steps().map(|(_, r)| &r.state).collect();
     assert_eq!(states[0], &StepState::Done);
     assert!(
@@ -327,7 +327,7 @@ fn operator_present_records_who_and_when() {
     assert!(frame.contains("alice") && frame.contains("2026-09-07T10:15:00.000Z"));
     type_str(&mut app, "at the desk");
     app.handle_key(code(KeyCode::Enter));
-    let a = app.active.as_ref().expect("run");
+    let a = app.active().expect("run");
     let rec = a.run.step_record(3).expect("step 3");
     let g = rec.gate.as_ref().expect("gate record");
     assert_eq!((g.by.as_str(), g.at), ("alice", T0));
@@ -345,7 +345,7 @@ fn authorise_and_confirm_done_and_reject() {
     // Reject with a reason: the step fails with it, journaled.
     type_str(&mut app, "not today");
     app.handle_key(ctrl('r'));
-    let a = app.active.as_ref().expect("run");
+    let a = app.active().expect("run");
     assert!(
         matches!(&a.run.step_record(2).expect("2").state, StepState::Failed { reason } if reason.contains("not today"))
     );
@@ -355,7 +355,7 @@ fn authorise_and_confirm_done_and_reject() {
     app.open_runbook("reprovision-node", Some("dev"), Some("k3s-dev-2"));
     app.handle_key(key('s'));
     insta::assert_snapshot!("gate_confirm_done", text(&render(&mut app, 100, 30)));
-    assert!(matches!(&app.overlay, Some(Overlay::Gate(_))));
+    assert!(matches!(&app.overlay(), Some(Overlay::Gate(_))));
 }
 
 #[test]
@@ -366,7 +366,7 @@ fn help_is_generated_from_the_keymap() {
     let frame = text(&render(&mut app, 100, 34));
     insta::assert_snapshot!("help_run", frame);
     let rows = app
-        .keymaps
+        .keymaps()
         .get(hk_console::ui::keymap::KeyMode::Run)
         .expect("run keymap")
         .help_rows();
@@ -375,7 +375,7 @@ fn help_is_generated_from_the_keymap() {
         assert!(frame.contains(&keys), "help misses keys `{keys}`");
     }
     app.handle_key(code(KeyCode::Esc));
-    assert!(app.overlay.is_none());
+    assert!(app.overlay().is_none());
 }
 
 #[test]
@@ -384,18 +384,18 @@ fn ctrl_c_asks_before_cancelling_the_running_step_and_journals_it() {
     let mut app = operate_app(dir.path(), &[StepKind::ListHosts], &[]);
     app.open_runbook("node-health", Some("prod"), None);
     app.handle_key(key('s'));
-    let Some(ExecRequest::Execute { .. }) = app.outbox.pop_front() else {
+    let Some(ExecRequest::Execute { .. }) = app.outbox_mut().pop_front() else {
         panic!("step 1 out");
     };
     app.handle_key(ctrl('c'));
     let frame = text(&render(&mut app, 100, 30));
     assert!(frame.contains("Cancel the running step 1"), "{frame}");
     app.handle_key(key('n'));
-    assert!(app.outbox.is_empty(), "no means no");
+    assert!(app.outbox().is_empty(), "no means no");
     app.handle_key(ctrl('c'));
     app.handle_key(key('y'));
     assert!(matches!(
-        app.outbox.front(),
+        app.outbox().front(),
         Some(ExecRequest::Cancel { .. })
     ));
     play_one(&mut app, &[]);
@@ -408,7 +408,7 @@ fn ctrl_c_asks_before_cancelling_the_running_step_and_journals_it() {
         .any(|i| matches!(i, Input::Cancelled { n: 1, .. })));
     // q while the run is halted asks first.
     assert_eq!(app.handle_key(key('q')), Control::Continue);
-    assert!(matches!(app.overlay, Some(Overlay::Confirm(_))));
+    assert!(matches!(app.overlay(), Some(Overlay::Confirm(_))));
     assert_eq!(app.handle_key(key('y')), Control::Quit);
 }
 
@@ -421,7 +421,7 @@ fn a_cancel_that_reaches_no_running_step_is_said_and_not_journaled() {
     let mut app = operate_app(dir.path(), &[StepKind::ListHosts], &[]);
     app.open_runbook("node-health", Some("prod"), None);
     app.handle_key(key('s'));
-    let Some(ExecRequest::Execute { tag, attempt, .. }) = app.outbox.pop_front() else {
+    let Some(ExecRequest::Execute { tag, attempt, .. }) = app.outbox_mut().pop_front() else {
         panic!("step 1 out");
     };
     app.handle_key(ctrl('c'));
@@ -436,16 +436,16 @@ fn a_cancel_that_reaches_no_running_step_is_said_and_not_journaled() {
             error: None,
         },
     });
-    app.outbox.clear();
+    app.outbox_mut().clear();
     app.handle_key(key('y'));
-    let status = app.status.clone().unwrap_or_default();
+    let status = app.status().map(str::to_string).unwrap_or_default();
     assert!(status.contains("nothing is running to cancel"), "{status}");
     assert!(
-        !app.outbox
+        !app.outbox()
             .iter()
             .any(|r| matches!(r, ExecRequest::Cancel { .. })),
         "{:?}",
-        app.outbox
+        app.outbox()
     );
     assert!(
         !journaled(dir.path())
@@ -498,16 +498,16 @@ fn observe_app_cannot_reach_a_mutating_executor() {
         "a mutating executor is refused as read-only"
     );
 
-    let ids: Vec<String> = app.runbooks.iter().map(|r| r.id.clone()).collect();
+    let ids: Vec<String> = app.runbooks().iter().map(|r| r.id.clone()).collect();
     let mut opened = 0;
     let mut mutating_steps = 0;
     let mut read_only_plans = 0;
     for id in ids {
         for env in ["dev", "prod"] {
             let host = (id == "reprovision-node").then(|| format!("k3s-{env}-2"));
-            app.active = None;
+            app.close_run();
             app.open_runbook(&id, Some(env), host.as_deref());
-            let Some(a) = app.active.as_ref() else {
+            let Some(a) = app.active() else {
                 continue;
             };
             opened += 1;
@@ -528,17 +528,18 @@ fn observe_app_cannot_reach_a_mutating_executor() {
             }
             app.handle_key(key('s'));
             assert!(
-                app.status
-                    .as_deref()
-                    .is_some_and(|s| s.contains("plans only")),
+                app.status().is_some_and(|s| s.contains("plans only")),
                 "{id}/{env}: {:?}",
-                app.status
+                app.status()
             );
             app.handle_key(key('r'));
             app.handle_key(code(KeyCode::Enter));
-            assert!(app.outbox.is_empty(), "{id}/{env}: a request left the app");
-            assert!(app.overlay.is_none(), "{id}/{env}: a gate was asked");
-            let a = app.active.as_ref().expect("run");
+            assert!(
+                app.outbox().is_empty(),
+                "{id}/{env}: a request left the app"
+            );
+            assert!(app.overlay().is_none(), "{id}/{env}: a gate was asked");
+            let a = app.active().expect("run");
             assert_eq!(a.run.status(), &RunStatus::NotStarted, "{id}/{env}");
             assert!(a.journal.is_none());
         }
@@ -569,15 +570,15 @@ fn observe_app_starts_a_runbook_whose_every_step_only_looks() {
     let dir = tmp();
     let mut app = App::observe(parts(dir.path()), read_only_recorders(&ALL_KINDS));
     app.open_runbook("vpn-egress-verify", Some("prod"), None);
-    let a = app.active.as_ref().expect("plan");
+    let a = app.active().expect("plan");
     assert!(a.run.plan().steps.iter().all(|s| !s.mutates));
     app.handle_key(key('s'));
-    let a = app.active.as_ref().expect("run");
-    assert!(a.journal.is_some(), "{:?}", app.status);
+    let a = app.active().expect("run");
+    assert!(a.journal.is_some(), "{:?}", app.status());
     assert_eq!(a.run.mode(), Mode::Observe);
     assert!(!matches!(a.run.status(), RunStatus::NotStarted));
-    assert!(!app.outbox.is_empty(), "the first step was handed out");
-    for req in &app.outbox {
+    assert!(!app.outbox().is_empty(), "the first step was handed out");
+    for req in app.outbox() {
         if let ExecRequest::Execute { step, .. } = req {
             assert!(!step.mutates, "step {} mutates", step.n);
         }
@@ -595,7 +596,7 @@ fn switching_to_observe_drops_the_mutating_executors() {
     app.update(hk_console::ui::action::Action::Command("observe".into()));
     assert!(app.is_observe());
     assert!(!app.capabilities().can_mutate());
-    let a = app.active.as_ref().expect("plan reopened");
+    let a = app.active().expect("plan reopened");
     assert_eq!(a.run.mode(), Mode::Observe);
 }
 
@@ -614,7 +615,7 @@ fn build_app_opens_the_start_screen() {
         },
     );
     assert!(app.is_observe());
-    assert_eq!(app.screen, Screen::Run);
+    assert_eq!(app.screen(), Screen::Run);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -647,7 +648,7 @@ fn tiny_terminals_degrade_without_panicking() {
         app.handle_key(code(KeyCode::Esc));
         app.update(hk_console::ui::action::Action::Back);
         render(&mut app, w, h);
-        app.screen = Screen::Run;
+        app.set_screen(Screen::Run);
     }
 }
 
@@ -663,8 +664,8 @@ fn command_line_runs_switches_env_and_theme_and_completes() {
     let frame = text(&render(&mut app, 100, 30));
     assert!(frame.contains("theme high-contrast"), "{frame}");
     app.handle_key(code(KeyCode::Enter));
-    assert_eq!(app.theme.name, "high-contrast");
-    assert!(app.theme_warnings.is_empty());
+    assert_eq!(app.theme().name, "high-contrast");
+    assert!(app.theme_warnings().is_empty());
 
     app.handle_key(key(':'));
     type_str(&mut app, "env nowhere");
@@ -674,13 +675,13 @@ fn command_line_runs_switches_env_and_theme_and_completes() {
     app.handle_key(code(KeyCode::Esc));
 
     app.update(hk_console::ui::action::Action::Command("env prod".into()));
-    assert_eq!(app.current_env.as_deref(), Some("prod"));
+    assert_eq!(app.current_env(), Some("prod"));
     app.update(hk_console::ui::action::Action::Command(
         "run etcd-io-priority".into(),
     ));
-    assert_eq!(app.screen, Screen::Run);
+    assert_eq!(app.screen(), Screen::Run);
     assert_eq!(
-        app.active.as_ref().map(|a| a.run.plan().env.as_str()),
+        app.active().map(|a| a.run.plan().env.as_str()),
         Some("prod")
     );
     assert_eq!(
@@ -783,12 +784,12 @@ fn slash_filters_the_home_lists_and_searches_the_output() {
     // Enter opens the one runbook the filter left, not the first of the full list.
     app.handle_key(code(KeyCode::Enter));
     assert_eq!(
-        app.active.as_ref().map(|a| a.run.plan().runbook.as_str()),
+        app.active().map(|a| a.run.plan().runbook.as_str()),
         Some("etcd-io-priority")
     );
     // The Home filter stays with Home: the run view opens unfiltered (it once hid the
     // apply's output); a filter typed here searches the output.
-    assert!(app.filter.is_none());
+    assert!(app.filter().is_none());
     app.handle_key(key('s'));
     let lines: Vec<String> = (0..500).map(|i| format!("line {i}")).collect();
     let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
@@ -810,7 +811,7 @@ fn replies_for_another_run_are_dropped() {
     let mut app = operate_app(dir.path(), &[StepKind::ListHosts], &[]);
     app.open_runbook("node-health", Some("prod"), None);
     app.handle_key(key('s'));
-    let Some(ExecRequest::Execute { tag, attempt, .. }) = app.outbox.pop_front() else {
+    let Some(ExecRequest::Execute { tag, attempt, .. }) = app.outbox_mut().pop_front() else {
         panic!("step 1 out");
     };
     let stale = tag + 1_000;
@@ -829,7 +830,7 @@ fn replies_for_another_run_are_dropped() {
             error: None,
         },
     });
-    let a = app.active.as_ref().expect("run");
+    let a = app.active().expect("run");
     assert_eq!(
         a.output.window(10).filter(|l| l.contains("gone")).count(),
         0
@@ -848,14 +849,14 @@ fn tab_moves_the_arrows_from_the_steps_to_the_output() {
     let mut app = operate_app(dir.path(), &[StepKind::ListHosts], &[]);
     app.open_runbook("node-health", Some("prod"), None);
     app.handle_key(key('j'));
-    assert_eq!(app.active.as_ref().map(|a| a.selected), Some(1));
+    assert_eq!(app.active().map(|a| a.selected), Some(1));
     app.handle_key(key('s'));
     let lines: Vec<String> = (0..100).map(|i| format!("out {i}")).collect();
     let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
     play_one(&mut app, &refs);
     play_one(&mut app, &[]); // verification: the confirm-hosts gate opens
-    assert!(matches!(app.overlay, Some(Overlay::Gate(_))));
-    let selected = app.active.as_ref().map(|a| a.selected);
+    assert!(matches!(app.overlay(), Some(Overlay::Gate(_))));
+    let selected = app.active().map(|a| a.selected);
     assert_eq!(
         selected,
         Some(0),
@@ -865,7 +866,7 @@ fn tab_moves_the_arrows_from_the_steps_to_the_output() {
     app.handle_key(code(KeyCode::Tab));
     app.handle_key(key('k'));
     app.handle_key(key('k'));
-    let a = app.active.as_ref().expect("run");
+    let a = app.active().expect("run");
     assert_eq!(
         Some(a.selected),
         selected,
@@ -874,7 +875,7 @@ fn tab_moves_the_arrows_from_the_steps_to_the_output() {
     assert!(!a.output.follow);
     assert_eq!(a.output.below(), 2);
     app.handle_key(key('G'));
-    assert!(app.active.as_ref().expect("run").output.follow);
+    assert!(app.active().expect("run").output.follow);
 }
 
 #[test]
@@ -890,11 +891,11 @@ fn observe_mode_opens_an_interrupted_run_to_look_at_and_writes_nothing() {
     let mut app = App::observe(parts(dir.path()), ReadOnlyExecutors::default());
     app.update(hk_console::ui::action::Action::FocusNext); // runbooks -> runs
     app.update(hk_console::ui::action::Action::Open);
-    let a = app.active.as_ref().expect("opened");
+    let a = app.active().expect("opened");
     assert!(a.view_only && a.journal.is_none());
     app.handle_key(key('r'));
     app.handle_key(key('A'));
-    assert!(app.outbox.is_empty());
+    assert!(app.outbox().is_empty());
     let after: Vec<String> = journal::list_runs(dir.path())
         .expect("list")
         .runs
@@ -910,16 +911,16 @@ fn quitting_with_a_step_running_cancels_it_first_and_journals_both() {
     let mut app = operate_app(dir.path(), &[StepKind::ListHosts], &[]);
     app.open_runbook("node-health", Some("prod"), None);
     app.handle_key(key('s'));
-    let Some(ExecRequest::Execute { .. }) = app.outbox.front().cloned() else {
+    let Some(ExecRequest::Execute { .. }) = app.outbox().front().cloned() else {
         panic!("step 1 out");
     };
-    app.outbox.clear();
+    app.outbox_mut().clear();
     app.handle_key(key('q'));
     assert_eq!(app.handle_key(key('y')), Control::Quit);
     // What the loop does on Quit: cancel, then wait for the executor's answer.
     assert!(app.cancel_in_flight(), "there is a step to wait for");
     assert!(matches!(
-        app.outbox.front(),
+        app.outbox().front(),
         Some(ExecRequest::Cancel { .. })
     ));
     play_one(&mut app, &[]);
@@ -941,7 +942,7 @@ fn a_typed_gate_takes_an_optional_note_that_is_journaled_and_replayed() {
     app.handle_key(key('s'));
     play_one(&mut app, &["      k3s-prod-3"]);
     play_one(&mut app, &[]); // verify: the host set matches, the confirm-hosts gate opens
-    assert!(matches!(app.overlay, Some(Overlay::Gate(_))));
+    assert!(matches!(app.overlay(), Some(Overlay::Gate(_))));
     // The answer, Tab to the note, the note, Tab back: typing goes to the answer again.
     type_str(&mut app, "7");
     app.handle_key(code(KeyCode::Tab));
@@ -949,7 +950,7 @@ fn a_typed_gate_takes_an_optional_note_that_is_journaled_and_replayed() {
     app.handle_key(code(KeyCode::Tab));
     app.handle_key(code(KeyCode::Backspace));
     type_str(&mut app, "1");
-    let Some(Overlay::Gate(m)) = &app.overlay else {
+    let Some(Overlay::Gate(m)) = &app.overlay() else {
         panic!("the gate is open");
     };
     assert_eq!(m.answer.lines().join(""), "1");
@@ -965,7 +966,7 @@ fn a_typed_gate_takes_an_optional_note_that_is_journaled_and_replayed() {
         "the hint says how: {frame}"
     );
     app.handle_key(code(KeyCode::Enter));
-    assert!(app.overlay.is_none(), "the gate opened");
+    assert!(app.overlay().is_none(), "the gate opened");
 
     let note = Some("counted twice".to_string());
     let inputs = journaled(dir.path());
@@ -979,8 +980,7 @@ fn a_typed_gate_takes_an_optional_note_that_is_journaled_and_replayed() {
         "{inputs:?}"
     );
     let live = app
-        .active
-        .as_ref()
+        .active()
         .and_then(|a| a.run.step_record(1))
         .and_then(|r| r.gate.clone())
         .expect("gate record");
@@ -1003,7 +1003,7 @@ fn n_and_shift_n_jump_the_scrollback_between_matches_of_the_search() {
     app.handle_key(key('s'));
     // A small ring so lines are dropped: 1000 lines through a 300-line ring, far more than
     // the window shows. Line i is absolute line i; the ring keeps 700..999.
-    app.active.as_mut().expect("run").output =
+    app.active_mut().expect("run").output =
         hk_console::ui::output::OutputBuffer::with_capacity(300);
     let lines: Vec<String> = (0..1000)
         .map(|i| {
@@ -1016,15 +1016,12 @@ fn n_and_shift_n_jump_the_scrollback_between_matches_of_the_search() {
         .collect();
     let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
     play_one(&mut app, &refs); // the verification stays outstanding: no gate on top
-    assert!(app.overlay.is_none());
+    assert!(app.overlay().is_none());
 
     // No search yet: n says how to start one and moves nothing.
     app.handle_key(key('n'));
-    assert!(app
-        .status
-        .as_deref()
-        .is_some_and(|s| s.contains("no search")));
-    assert!(app.active.as_ref().expect("run").output.follow);
+    assert!(app.status().is_some_and(|s| s.contains("no search")));
+    assert!(app.active().expect("run").output.follow);
 
     app.handle_key(key('/'));
     type_str(&mut app, "error");
@@ -1032,7 +1029,7 @@ fn n_and_shift_n_jump_the_scrollback_between_matches_of_the_search() {
     let frame = text(&render(&mut app, 120, 40));
     assert!(frame.contains("/error: 3 matching"), "{frame}");
 
-    let bottom = |app: &App| app.active.as_ref().expect("run").output.window_bottom();
+    let bottom = |app: &App| app.active().expect("run").output.window_bottom();
     for (k, want_line, want_status) in [
         ('N', 907, "match 3 of 3"),
         ('N', 807, "match 2 of 3"),
@@ -1043,11 +1040,11 @@ fn n_and_shift_n_jump_the_scrollback_between_matches_of_the_search() {
     ] {
         app.handle_key(key(k));
         assert_eq!(bottom(&app), Some(want_line), "after {k}");
-        assert_eq!(app.search_at, Some(want_line));
-        let status = app.status.clone().unwrap_or_default();
+        assert_eq!(app.search_at(), Some(want_line));
+        let status = app.status().map(str::to_string).unwrap_or_default();
         assert_eq!(status, format!("/error: {want_status}"));
     }
-    assert!(!app.active.as_ref().expect("run").output.follow);
+    assert!(!app.active().expect("run").output.follow);
     // The status line says where we are; the filtered output ends at the current match.
     let frame = text(&render(&mut app, 120, 40));
     assert!(frame.contains("/error: match 2 of 3"), "{frame}");
@@ -1057,7 +1054,7 @@ fn n_and_shift_n_jump_the_scrollback_between_matches_of_the_search() {
     );
     // Esc clears the search; the scrollback stays at the match, with its context around it.
     app.handle_key(code(KeyCode::Esc));
-    assert!(app.filter.is_none() && app.search_at.is_none());
+    assert!(app.filter().is_none() && app.search_at().is_none());
     let frame = text(&render(&mut app, 120, 40));
     assert!(
         frame.contains("line 807 ERROR")
@@ -1071,10 +1068,7 @@ fn n_and_shift_n_jump_the_scrollback_between_matches_of_the_search() {
     app.handle_key(code(KeyCode::Enter));
     app.handle_key(key('n'));
     assert_eq!(bottom(&app), Some(807));
-    assert!(app
-        .status
-        .as_deref()
-        .is_some_and(|s| s.contains("no matching line")));
+    assert!(app.status().is_some_and(|s| s.contains("no matching line")));
     // The help overlay lists both keys, from the keymap.
     app.handle_key(key('?'));
     let frame = text(&render(&mut app, 120, 40));
@@ -1090,7 +1084,7 @@ fn home_lists_name_the_rows_out_of_sight() {
     let dir = tmp();
     let mut app = operate_app(dir.path(), &[], &[]);
     let frame = text(&render(&mut app, 80, 24));
-    let shown = app.runbooks.len();
+    let shown = app.runbooks().len();
     assert!(shown > 5, "the sample ships {shown} runbooks");
     assert!(frame.contains("↓ 4 more"), "{frame}");
     let big = text(&render(&mut app, 160, 45));

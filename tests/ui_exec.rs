@@ -32,7 +32,7 @@ async fn pump(
 ) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     while !done(app) {
-        while let Some(r) = app.outbox.pop_front() {
+        while let Some(r) = app.outbox_mut().pop_front() {
             req_tx.send(r).await.expect("executor task alive");
         }
         match tokio::time::timeout_at(deadline, rep_rx.recv()).await {
@@ -40,9 +40,8 @@ async fn pump(
             Ok(None) => panic!("executor task ended"),
             Err(_) => panic!(
                 "timed out; status {:?}; output:\n{}",
-                app.status,
-                app.active
-                    .as_ref()
+                app.status(),
+                app.active()
                     .map(|a| a.output.window(40).collect::<Vec<_>>().join("\n"))
                     .unwrap_or_default()
             ),
@@ -60,7 +59,7 @@ async fn real_list_hosts_feeds_the_confirm_hosts_gate() {
     p.plans = Arc::new(RepoPlans { repo });
     let mut app = App::operate(p, caps);
     app.open_runbook("node-health", Some("prod"), None);
-    assert!(app.active.is_some(), "{:?}", app.status);
+    assert!(app.active().is_some(), "{:?}", app.status());
     app.handle_key(key('s'));
 
     let (req_tx, req_rx) = mpsc::channel(64);
@@ -71,8 +70,8 @@ async fn real_list_hosts_feeds_the_confirm_hosts_gate() {
         rep_tx,
     ));
     pump(&mut app, &req_tx, &mut rep_rx, |a| {
-        matches!(a.overlay, Some(Overlay::Gate(_)))
-            || a.active.as_ref().is_some_and(|r| {
+        matches!(a.overlay(), Some(Overlay::Gate(_)))
+            || a.active().is_some_and(|r| {
                 r.run
                     .step_record(1)
                     .is_some_and(|s| matches!(s.state, StepState::Failed { .. }))
@@ -80,7 +79,7 @@ async fn real_list_hosts_feeds_the_confirm_hosts_gate() {
     })
     .await;
 
-    let a = app.active.as_ref().expect("run");
+    let a = app.active().expect("run");
     let rec = a.run.step_record(1).expect("step 1");
     assert!(
         matches!(rec.state, StepState::AwaitingGate { .. }),
@@ -94,7 +93,7 @@ async fn real_list_hosts_feeds_the_confirm_hosts_gate() {
         a.output.window(100).any(|l| l.contains("hosts (3)")),
         "ansible's own output streamed into the pane"
     );
-    let Some(Overlay::Gate(m)) = &app.overlay else {
+    let Some(Overlay::Gate(m)) = &app.overlay() else {
         panic!("gate modal");
     };
     assert!(matches!(m.gate, Gate::ConfirmHosts { .. }));
@@ -105,12 +104,12 @@ async fn real_list_hosts_feeds_the_confirm_hosts_gate() {
     // executor; abort before anything else runs against hosts that do not exist.
     type_str(&mut app, "3");
     app.handle_key(code(crossterm::event::KeyCode::Enter));
-    let a = app.active.as_ref().expect("run");
+    let a = app.active().expect("run");
     assert_eq!(
         a.run.step_record(1).map(|r| r.state.clone()),
         Some(StepState::Done)
     );
-    app.outbox.clear();
+    app.outbox_mut().clear();
     app.update(hk_console::ui::action::Action::Command("q".into()));
     task.abort();
     let runs = hk_console::journal::list_runs(dir.path()).expect("runs");
@@ -216,12 +215,14 @@ fn an_unwritable_journal_halts_the_console_run_and_says_so() {
     app.open_runbook("node-health", Some("prod"), None);
     app.handle_key(key('s'));
     let journal = app
-        .active
-        .as_ref()
+        .active()
         .and_then(|a| a.journal.as_ref())
         .map(|j| j.path().to_path_buf())
         .expect("the run started");
-    let req = app.outbox.pop_front().expect("the first step's request");
+    let req = app
+        .outbox_mut()
+        .pop_front()
+        .expect("the first step's request");
     let ExecRequest::Execute {
         tag, step, attempt, ..
     } = req
@@ -257,19 +258,19 @@ fn an_unwritable_journal_halts_the_console_run_and_says_so() {
             marker: String::new(),
         },
     });
-    let status = app.status.clone().unwrap_or_default();
+    let status = app.status().map(str::to_string).unwrap_or_default();
     assert!(
         status.contains("the journal cannot be written")
             && status.contains("Operation not permitted")
             && status.contains("nothing more runs"),
         "{status}"
     );
-    let sent: Vec<ExecRequest> = app.outbox.drain(..).collect();
+    let sent: Vec<ExecRequest> = app.outbox_mut().drain(..).collect();
     assert!(
         matches!(sent.as_slice(), [ExecRequest::Cancel { step, .. }] if step.n == n),
         "the step is stopped, nothing else is asked: {sent:?}"
     );
-    assert!(app.active.as_ref().is_some_and(|a| a.still_stopping()));
+    assert!(app.active().is_some_and(|a| a.still_stopping()));
     // The executor stops it; that and whatever comes next journal nothing, ask nothing.
     app.handle_exec(ExecReply::Outcome {
         tag,
@@ -279,9 +280,9 @@ fn an_unwritable_journal_halts_the_console_run_and_says_so() {
             reason: "stopped".into(),
         },
     });
-    assert!(app.active.as_ref().is_some_and(|a| !a.still_stopping()));
+    assert!(app.active().is_some_and(|a| !a.still_stopping()));
     app.handle_key(key('s'));
-    assert!(app.outbox.is_empty(), "{:?}", app.outbox);
+    assert!(app.outbox().is_empty(), "{:?}", app.outbox());
     assert_eq!(std::fs::read(&journal).expect("journal"), before);
     // On screen for good, not only on the status line the next notice replaces.
     let screen = text(&render(&mut app, 160, 40));
@@ -291,11 +292,10 @@ fn an_unwritable_journal_halts_the_console_run_and_says_so() {
         "{screen}"
     );
     assert!(
-        app.active
-            .as_ref()
+        app.active()
             .and_then(|a| a.journal_broken())
             .is_some_and(|w| w.contains("nothing more runs")),
         "{:?}",
-        app.status
+        app.status()
     );
 }

@@ -62,12 +62,12 @@ fn demo_app(dir: &std::path::Path, sink: &Arc<RecordingSink>) -> App {
 
 /// Type `:LINE` and Enter, as the operator does.
 fn command(app: &mut App, line: &str) {
-    if matches!(app.overlay, Some(Overlay::Command { .. })) {
+    if matches!(app.overlay(), Some(Overlay::Command { .. })) {
         app.handle_key(code(KeyCode::Esc));
     }
     app.handle_key(key(':'));
     assert!(
-        matches!(app.overlay, Some(Overlay::Command { .. })),
+        matches!(app.overlay(), Some(Overlay::Command { .. })),
         "`:` opens the command line"
     );
     type_str(app, line);
@@ -77,21 +77,24 @@ fn command(app: &mut App, line: &str) {
 /// A refused command: the prompt closed, the status line says why, and the next `:` opens
 /// an empty prompt with the reason, Up bringing back the line. The recalled line and reason (None: not refused).
 fn command_error(app: &mut App) -> Option<(String, Option<String>)> {
-    app.refused_command.as_ref()?;
-    assert!(app.overlay.is_none(), "a refused command closes the prompt");
-    let said = app.status.clone().unwrap_or_default();
-    let (_, why) = app.refused_command.clone().expect("refused");
+    app.refused_command()?;
+    assert!(
+        app.overlay().is_none(),
+        "a refused command closes the prompt"
+    );
+    let said = app.status().map(str::to_string).unwrap_or_default();
+    let (_, why) = app.refused_command().cloned().expect("refused");
     assert!(said.contains(&why), "the status line says why: {said}");
     app.handle_key(key(':'));
     // The prompt opens empty (what is typed next is a new command); Up recalls the line.
-    match &app.overlay {
+    match &app.overlay() {
         Some(Overlay::Command { text, .. }) => {
             assert_eq!(text.lines().join(""), "", "the prompt opens empty")
         }
         other => panic!("`:` opens the command line: {other:?}"),
     }
     app.handle_key(code(KeyCode::Up));
-    let recalled = match &app.overlay {
+    let recalled = match &app.overlay() {
         Some(Overlay::Command { text, error }) => Some((text.lines().join(" "), error.clone())),
         _ => None,
     };
@@ -109,11 +112,8 @@ fn fault_reaches_the_sink_and_its_reply_is_on_the_status_line() {
         sink.calls(),
         vec![("prod".to_string(), "holder-dies".to_string())]
     );
-    assert!(app.overlay.is_none(), "the command line closes");
-    assert_eq!(
-        app.status.as_deref(),
-        Some("prod: k3s-prod-1 (lease holder) died")
-    );
+    assert!(app.overlay().is_none(), "the command line closes");
+    assert_eq!(app.status(), Some("prod: k3s-prod-1 (lease holder) died"));
     let screen = text(&render(&mut app, 120, 30));
     assert!(
         screen.contains("prod: k3s-prod-1 (lease holder) died"),
@@ -159,7 +159,7 @@ fn without_a_sink_fault_is_refused_as_demo_only() {
     );
     // The status line holds the refusal, never a success.
     assert_eq!(
-        app.status.as_deref(),
+        app.status(),
         Some("✗ :fault prod holder-dies: `:fault` works only in the simulated demo (hk-console demo)")
     );
 }

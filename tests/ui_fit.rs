@@ -13,7 +13,7 @@ fn no_host_name_is_cut_in_the_plan_at_120_columns_and_more() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut a = App::operate(parts(dir.path()), operate_caps(&ALL_KINDS, &ALL_KINDS));
     a.open_runbook("etcd-io-priority", Some("prod"), None);
-    let plan = a.active.as_ref().expect("plan open").run.plan().clone();
+    let plan = a.active().expect("plan open").run.plan().clone();
     let with_host: Vec<_> = plan.steps.iter().filter(|s| s.host.is_some()).collect();
     assert!(
         with_host.len() >= 6,

@@ -21,7 +21,7 @@ fn at_the_approval(dir: &std::path::Path, recap: &str) -> App {
         ),
     );
     app.open_runbook("etcd-io-priority", Some("prod"), None);
-    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    assert_eq!(app.screen(), Screen::Run, "{:?}", app.status());
     app.handle_key(key('s'));
     play_one(
         &mut app,
@@ -36,7 +36,7 @@ fn at_the_approval(dir: &std::path::Path, recap: &str) -> App {
     play_one(&mut app, &[]); // verify: the host set matches
     type_str(&mut app, "1");
     app.handle_key(code(KeyCode::Enter));
-    assert!(app.overlay.is_none(), "the host count opened the gate");
+    assert!(app.overlay().is_none(), "the host count opened the gate");
     let req = play_one(
         &mut app,
         &[
@@ -58,7 +58,7 @@ fn at_the_approval(dir: &std::path::Path, recap: &str) -> App {
     );
     while play_one(&mut app, &[]).is_some() {}
     assert!(
-        matches!(&app.overlay, Some(Overlay::Gate(m)) if m.n == 3),
+        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 3),
         "the approval is open"
     );
     app
@@ -88,7 +88,7 @@ fn a_check_run_that_skipped_tasks_says_so_above_the_fold() {
         dir.path(),
         "k3s-prod-3 : ok=1 changed=0 unreachable=0 failed=0 skipped=2 rescued=0 ignored=0",
     );
-    let warn = app.theme.warn().fg;
+    let warn = app.theme().warn().fg;
     for (w, h, name) in [
         (160, 45, "gate_preview_skipped_160x45"),
         (80, 24, "gate_preview_skipped_80x24"),
@@ -160,8 +160,8 @@ fn the_approval_names_the_vip_holder_the_etcd_leader_and_the_quorum_left() {
         quiet.contains("? unknown: no live look at the VIP lease, etcd or the nodes yet"),
         "{quiet}"
     );
-    for u in live::prod_cluster("k3s-prod-3", "k3s-prod-3", &[], app.now) {
-        app.live.apply(u);
+    for u in live::prod_cluster("k3s-prod-3", "k3s-prod-3", &[], app.now()) {
+        app.live_mut().apply(u);
     }
     let frame = render(&mut app, 160, 45);
     let screen = text(&frame);
@@ -173,13 +173,13 @@ fn the_approval_names_the_vip_holder_the_etcd_leader_and_the_quorum_left() {
         assert!(screen.contains(want), "{want}\n{screen}");
     }
     let (_, style) = find(&frame, "! k3s-prod-3 holds the VIP lease").expect("the holder line");
-    assert_eq!(style.fg, app.theme.warn().fg, "the holder is a warning");
+    assert_eq!(style.fg, app.theme().warn().fg, "the holder is a warning");
     insta::assert_snapshot!("gate_live_blast_160x45", screen);
     insta::assert_snapshot!("gate_live_blast_80x24", text(&render(&mut app, 80, 24)));
 
     // One server already down: disrupting k3s-prod-3 leaves one of three.
-    for u in live::prod_cluster("k3s-prod-2", "k3s-prod-2", &["k3s-prod-1"], app.now) {
-        app.live.apply(u);
+    for u in live::prod_cluster("k3s-prod-2", "k3s-prod-2", &["k3s-prod-1"], app.now()) {
+        app.live_mut().apply(u);
     }
     let screen = text(&render(&mut app, 160, 45));
     for want in [
@@ -193,7 +193,7 @@ fn the_approval_names_the_vip_holder_the_etcd_leader_and_the_quorum_left() {
     // Enter alone is refused: the gate stays, naming why and how to override.
     app.handle_key(code(KeyCode::Enter));
     assert!(
-        matches!(&app.overlay, Some(Overlay::Gate(m)) if m.n == 3),
+        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 3),
         "the approval is still open"
     );
     let screen = text(&render(&mut app, 160, 45));
@@ -204,13 +204,15 @@ fn the_approval_names_the_vip_holder_the_etcd_leader_and_the_quorum_left() {
     // A note that is no override is refused too.
     type_str(&mut app, "looks fine");
     app.handle_key(code(KeyCode::Enter));
-    assert!(matches!(&app.overlay, Some(Overlay::Gate(m)) if m.n == 3));
+    assert!(matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 3));
     // Snapshot the refusal before the clock moves.
     let refused = text(&render(&mut app, 80, 24));
     assert!(refused.contains("refused"), "{refused}");
 
     // A minute later with nothing new: the kube panes are stale, their facts unknown.
-    app.now = hk_console::runbook::machine::Timestamp(app.now.0 + 60_000);
+    app.set_now(hk_console::runbook::machine::Timestamp(
+        app.now().0 + 60_000,
+    ));
     let screen = text(&render(&mut app, 160, 45));
     assert!(
         screen.contains("? VIP lease holder: unknown (the last look is 1m old, stale)"),
@@ -234,18 +236,18 @@ fn a_step_that_would_lose_quorum_needs_a_typed_override_which_is_journaled() {
         dir.path(),
         "k3s-prod-3 : ok=3 changed=1 unreachable=0 failed=0 skipped=0 rescued=0 ignored=0",
     );
-    for u in live::prod_cluster("k3s-prod-2", "k3s-prod-2", &["k3s-prod-1"], app.now) {
-        app.live.apply(u);
+    for u in live::prod_cluster("k3s-prod-2", "k3s-prod-2", &["k3s-prod-1"], app.now()) {
+        app.live_mut().apply(u);
     }
     app.handle_key(code(KeyCode::Enter));
     assert!(
-        matches!(&app.overlay, Some(Overlay::Gate(m)) if m.n == 3 && m.error.as_deref().is_some_and(|e| e.starts_with("refused:"))),
+        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 3 && m.error.as_deref().is_some_and(|e| e.starts_with("refused:"))),
         "refused without an override"
     );
     let reason = "override quorum: k3s-prod-1 is being replaced, prod traffic drained";
     type_str(&mut app, reason);
     app.handle_key(code(KeyCode::Enter));
-    assert!(app.overlay.is_none(), "the override passes the gate");
+    assert!(app.overlay().is_none(), "the override passes the gate");
     let journals: Vec<String> = walk(dir.path())
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
@@ -350,9 +352,9 @@ fn a_blocked_runbook_shows_its_blockers_in_the_run_view_and_cannot_start() {
     p.plans = std::sync::Arc::new(BlockedPlans);
     let mut app = App::operate(p, operate_caps(&ALL_KINDS, &ALL_KINDS));
     app.open_runbook("etcd-io-priority", Some("prod"), None);
-    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
-    assert!(app.active.is_none());
-    let status = app.status.clone().unwrap_or_default();
+    assert_eq!(app.screen(), Screen::Run, "{:?}", app.status());
+    assert!(app.active().is_none());
+    let status = app.status().map(str::to_string).unwrap_or_default();
     assert!(
         status.contains("cannot start on `prod`: 2 blockers before step 1"),
         "{status}"
@@ -369,8 +371,8 @@ fn a_blocked_runbook_shows_its_blockers_in_the_run_view_and_cannot_start() {
         assert!(screen.contains(want), "missing {want:?} in:\n{screen}");
     }
     app.handle_key(key('s'));
-    assert!(app.active.is_none(), "nothing to start past the blockers");
-    let status = app.status.clone().unwrap_or_default();
+    assert!(app.active().is_none(), "nothing to start past the blockers");
+    let status = app.status().map(str::to_string).unwrap_or_default();
     assert!(status.contains("fix the blockers listed"), "{status}");
     assert!(
         !text(&render(&mut app, 120, 30)).contains("running"),
@@ -392,7 +394,7 @@ fn the_plan_says_where_it_takes_the_vip_holder() {
         ),
     );
     app.open_runbook("etcd-io-priority", Some("prod"), None);
-    assert_eq!(app.screen, Screen::Run, "{:?}", app.status);
+    assert_eq!(app.screen(), Screen::Run, "{:?}", app.status());
     let screen = text(&render(&mut app, 160, 45));
     assert!(
         screen.contains("live: which of these hosts holds the VIP and leads etcd: VIP lease"),
@@ -402,8 +404,8 @@ fn the_plan_says_where_it_takes_the_vip_holder() {
         app.holder_advice().map(|l| l.text),
         Some("which of these hosts holds the VIP and leads etcd: VIP lease holder: unknown (no look yet)".into())
     );
-    for u in live::prod_cluster("k3s-prod-1", "k3s-prod-1", &[], app.now) {
-        app.live.apply(u);
+    for u in live::prod_cluster("k3s-prod-1", "k3s-prod-1", &[], app.now()) {
+        app.live_mut().apply(u);
     }
     let frame = render(&mut app, 160, 45);
     let screen = text(&frame);
@@ -418,14 +420,14 @@ fn the_plan_says_where_it_takes_the_vip_holder() {
     let (_, style) = find(&frame, "live: k3s-prod-1 holds").expect("the line");
     assert_eq!(
         style.fg,
-        app.theme.warn().fg,
+        app.theme().warn().fg,
         "the holder early is a warning"
     );
     insta::assert_snapshot!("plan_holder_160x45", screen);
     insta::assert_snapshot!("plan_holder_80x24", text(&render(&mut app, 80, 24)));
     // Held by node 2, taken last: said plainly.
-    for u in live::prod_cluster("k3s-prod-2", "k3s-prod-2", &[], app.now) {
-        app.live.apply(u);
+    for u in live::prod_cluster("k3s-prod-2", "k3s-prod-2", &[], app.now()) {
+        app.live_mut().apply(u);
     }
     assert_eq!(
         app.holder_advice().map(|l| l.text),

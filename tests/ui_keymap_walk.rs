@@ -22,7 +22,7 @@ fn app(dir: &std::path::Path) -> App {
 
 /// What the operator can see change.
 fn fingerprint(a: &App) -> String {
-    let run = a.active.as_ref().map(|r| {
+    let run = a.active().map(|r| {
         format!(
             "{:?} sel={} out={:?} steps={:?}",
             r.run.status(),
@@ -36,23 +36,23 @@ fn fingerprint(a: &App) -> String {
     });
     format!(
         "{:?} {:?} {:?} {:?} {} {} {} {:?} {:?} {:?} {:?} {} {} {} {:?} wrap={} help={}",
-        a.screen,
-        a.overlay,
-        a.home_focus,
-        a.run_focus,
-        a.env_sel,
-        a.runbook_sel,
-        a.run_sel,
-        a.current_env,
-        a.status,
-        a.filter,
-        a.search_at,
-        a.live_scroll,
-        a.check_scroll,
-        a.outbox.len(),
+        a.screen(),
+        a.overlay(),
+        a.home_focus(),
+        a.run_focus(),
+        a.home_selection().0,
+        a.home_selection().1,
+        a.home_selection().2,
+        a.current_env(),
+        a.status(),
+        a.filter(),
+        a.search_at(),
+        a.live_scroll(),
+        a.check_scroll(),
+        a.outbox().len(),
         run,
-        a.output_wrap,
-        a.help_scroll
+        a.output_wrap(),
+        a.help_scroll()
     )
 }
 
@@ -85,9 +85,9 @@ fn event(k: &Key) -> KeyEvent {
 /// Home with the selection in the middle of the runbooks and a filter that matches all.
 fn home(dir: &std::path::Path, action: &Action) -> App {
     let mut a = app(dir);
-    a.runbook_sel = 2;
+    a.select_home(hk_console::ui::app::HomeFocus::Runbooks, 2);
     if *action == Action::Back {
-        a.filter = Some("e".into());
+        a.set_filter(Some("e".into()));
     }
     a
 }
@@ -96,7 +96,7 @@ fn home(dir: &std::path::Path, action: &Action) -> App {
 fn plan_open(dir: &std::path::Path) -> App {
     let mut a = app(dir);
     a.open_runbook("node-health", Some("dev"), None);
-    assert_eq!(a.screen, Screen::Run);
+    assert_eq!(a.screen(), Screen::Run);
     a
 }
 
@@ -113,14 +113,17 @@ fn hidden_gate(dir: &std::path::Path) -> App {
     let mut a = started(dir);
     // Play up to the first gate the run asks.
     for _ in 0..10 {
-        if matches!(a.overlay, Some(Overlay::Gate(_))) {
+        if matches!(a.overlay(), Some(Overlay::Gate(_))) {
             break;
         }
         play_one(&mut a, &["hosts (1):", "  k3s-prod-3"]);
     }
-    assert!(matches!(a.overlay, Some(Overlay::Gate(_))), "a gate opens");
+    assert!(
+        matches!(a.overlay(), Some(Overlay::Gate(_))),
+        "a gate opens"
+    );
     a.handle_key(code(KeyCode::Esc));
-    assert!(a.overlay.is_none());
+    assert!(a.overlay().is_none());
     a
 }
 
@@ -129,7 +132,7 @@ fn halted(dir: &std::path::Path) -> App {
     let mut a = app(dir);
     a.open_runbook("node-health", Some("dev"), None);
     a.update(Action::StartRun);
-    let req = a.outbox.pop_front().expect("execute");
+    let req = a.outbox_mut().pop_front().expect("execute");
     let ExecRequest::Execute {
         tag, step, attempt, ..
     } = req
@@ -145,7 +148,7 @@ fn halted(dir: &std::path::Path) -> App {
             error: None,
         },
     });
-    a.status = None;
+    a.set_status(None);
     a
 }
 
@@ -154,7 +157,7 @@ fn running_with_output(dir: &std::path::Path, search: bool) -> App {
     let mut a = app(dir);
     a.open_runbook("node-health", Some("dev"), None);
     a.update(Action::StartRun);
-    let req = a.outbox.pop_front().expect("execute");
+    let req = a.outbox_mut().pop_front().expect("execute");
     let ExecRequest::Execute {
         tag, step, attempt, ..
     } = req
@@ -174,9 +177,9 @@ fn running_with_output(dir: &std::path::Path, search: bool) -> App {
         });
     }
     if search {
-        a.filter = Some("match".into());
+        a.set_filter(Some("match".into()));
     }
-    a.status = None;
+    a.set_status(None);
     a
 }
 
@@ -195,14 +198,14 @@ fn scenario(mode: KeyMode, action: &Action, dir: &std::path::Path) -> Option<App
         (KeyMode::Run, Action::PageDown) => {
             // Scrolled up, so there is somewhere to page down to.
             let mut a = running_with_output(dir, false);
-            if let Some(r) = a.active.as_mut() {
+            if let Some(r) = a.active_mut() {
                 r.output.scroll_up(40);
             }
             a
         }
         (KeyMode::Run, Action::Up | Action::Top) => {
             let mut a = plan_open(dir);
-            if let Some(r) = a.active.as_mut() {
+            if let Some(r) = a.active_mut() {
                 r.selected = 2;
             }
             a
@@ -211,14 +214,14 @@ fn scenario(mode: KeyMode, action: &Action, dir: &std::path::Path) -> Option<App
         (KeyMode::Live, a) => {
             let mut x = home(dir, a);
             x.update(Action::Live);
-            x.live_scroll = 1;
+            x.set_live_scroll(1);
             x
         }
         (KeyMode::Check, a) => {
             let mut x = home(dir, a);
             x.update(Action::Check);
             // Findings enough to scroll through, one line down already.
-            x.check = hk_console::ui::panes::check::CheckView {
+            x.set_check(hk_console::ui::panes::check::CheckView {
                 findings: Some(Ok((1..=40)
                     .map(|i| hk_console::checks::parity::Finding {
                         rule: "k3s-api-host",
@@ -231,8 +234,8 @@ fn scenario(mode: KeyMode, action: &Action, dir: &std::path::Path) -> Option<App
                     .collect())),
                 engine_line: None,
                 ran_at: None,
-            };
-            x.check_scroll = 1;
+            });
+            x.set_check_scroll(1);
             x
         }
         (KeyMode::Help, _) => {
@@ -241,7 +244,7 @@ fn scenario(mode: KeyMode, action: &Action, dir: &std::path::Path) -> Option<App
             // A short terminal, help drawn once and scrolled one line: every reading key
             // has somewhere to go.
             let _ = ui_common::render(&mut x, 80, 12);
-            x.help_scroll = 1;
+            x.set_help_scroll(1);
             x
         }
     };
@@ -274,7 +277,7 @@ fn every_key_help_lists_does_something_on_every_screen() {
                 assert!(
                     control == Control::Quit || before != after,
                     "{mode:?}: `{k}` ({what}) did nothing.\nstatus: {:?}",
-                    a.status
+                    a.status()
                 );
                 checked += 1;
             }
@@ -290,8 +293,8 @@ fn enter_reopens_a_hidden_gate() {
     let mut a = hidden_gate(dir.path());
     a.handle_key(code(KeyCode::Enter));
     assert!(
-        matches!(a.overlay, Some(Overlay::Gate(_))),
+        matches!(a.overlay(), Some(Overlay::Gate(_))),
         "{:?}",
-        a.status
+        a.status()
     );
 }

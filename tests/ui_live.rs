@@ -29,7 +29,7 @@ fn ago(ms: u64) -> Timestamp {
 /// An operating console on the prod environment at T0, fed `updates` in order.
 fn app_with(dir: &std::path::Path, updates: Vec<Update>) -> App {
     let mut app = App::operate(parts(dir), operate_caps(&[], &[]));
-    app.current_env = Some("prod".into());
+    app.set_current_env(Some("prod".into()));
     for u in updates {
         app.handle_update(u);
     }
@@ -90,7 +90,7 @@ const STATES: [&str; 7] = [
 ];
 
 fn strip_text(app: &App, pane: StripPane) -> String {
-    strip_lines(app)
+    strip_lines(&app.live_view())
         .into_iter()
         .find(|l| l.pane == pane)
         .map(|l| l.text)
@@ -119,7 +119,7 @@ fn strip_glyph(b: &TestBackend, title: &str) -> (String, Option<Color>) {
 
 fn open_live(app: &mut App) {
     app.handle_key(key('l'));
-    assert_eq!(app.screen, Screen::Live);
+    assert_eq!(app.screen(), Screen::Live);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -169,7 +169,7 @@ fn no_quorum_and_stale_at_three_sizes() {
                             .starts_with("✗ etcd ")
                     })
                     .unwrap_or_else(|| panic!("no etcd section:\n{whole}"));
-                app.live_scroll = at.saturating_sub(2);
+                app.set_live_scroll(at.saturating_sub(2));
             }
             let frame = text(&render(&mut app, w, h));
             insta::assert_snapshot!(format!("issue26_{name}_{w}x{h}"), frame);
@@ -305,7 +305,7 @@ fn the_2026_09_06_incident_is_critical_and_names_the_node() {
     );
     // Dev is healthy: its strip says so.
     app.handle_key(key('e'));
-    assert_eq!(app.current_env.as_deref(), Some("dev"));
+    assert_eq!(app.current_env(), Some("dev"));
     assert_eq!(
         strip_text(&app, StripPane::Agents),
         "3/3 agents on the VIP · rollout: rolled out"
@@ -339,7 +339,7 @@ fn the_eviction_loop_names_both_gateways_in_both_environments() {
     let dir = tmp();
     let mut app = app_with(dir.path(), state("eviction_loop"));
     for env in ["prod", "dev"] {
-        app.current_env = Some(env.into());
+        app.set_current_env(Some(env.into()));
         let line = strip_text(&app, StripPane::Vpn);
         assert!(
             line.starts_with("EVICTION LOOP dev/k3s-dev-3 + prod/k3s-prod-3 · "),
@@ -352,7 +352,7 @@ fn the_eviction_loop_names_both_gateways_in_both_environments() {
             ("✗".to_string(), Some(Theme::fallback().palette.critical))
         );
     }
-    app.current_env = Some("prod".into());
+    app.set_current_env(Some("prod".into()));
     open_live(&mut app);
     let frame = text(&render(&mut app, 150, 64));
     for needle in [
@@ -478,14 +478,20 @@ fn warnings_leaks_and_unready_nodes_take_their_colour() {
 fn stale_thresholds_per_kind() {
     let dir = tmp();
     let mut app = app_with(dir.path(), vec![nodes_update("prod", ago(STALE_AFTER_MS))]);
-    assert!(!strip_lines(&app)[3].stale, "at the threshold: still fresh");
-    app.now = Timestamp(T0.0 + 1);
-    assert!(strip_lines(&app)[3].stale, "past it: stale");
+    assert!(
+        !strip_lines(&app.live_view())[3].stale,
+        "at the threshold: still fresh"
+    );
+    app.set_now(Timestamp(T0.0 + 1));
+    assert!(strip_lines(&app.live_view())[3].stale, "past it: stale");
 
     let mut app = app_with(dir.path(), vec![vpn_healthy(ago(STALE_AFTER_MS + 1))]);
-    assert!(!strip_lines(&app)[2].stale, "the VPN poll may be older");
-    app.now = Timestamp(T0.0 - STALE_AFTER_MS + VPN_STALE_AFTER_MS + 1);
-    assert!(strip_lines(&app)[2].stale);
+    assert!(
+        !strip_lines(&app.live_view())[2].stale,
+        "the VPN poll may be older"
+    );
+    app.set_now(Timestamp(T0.0 - STALE_AFTER_MS + VPN_STALE_AFTER_MS + 1));
+    assert!(strip_lines(&app.live_view())[2].stale);
 }
 
 /// The kube watcher sends a pane only when it changed: an agent pane from ten minutes ago
@@ -498,7 +504,7 @@ fn an_unchanged_pane_holds_while_its_environments_watcher_talks() {
         dir.path(),
         vec![agents("prod", ago(600_000)), vip("prod", ago(1_000))],
     );
-    let line = &strip_lines(&app)[1];
+    let line = &strip_lines(&app.live_view())[1];
     assert_eq!((line.stale, line.age_ms), (false, 1_000), "{line:?}");
     open_live(&mut app);
     let frame = text(&render(&mut app, 150, 64));
@@ -509,8 +515,8 @@ fn an_unchanged_pane_holds_while_its_environments_watcher_talks() {
     // dev's watcher says nothing for prod.
     app.handle_update(vip("dev", Timestamp(T0.0)));
     // The prod watcher falls silent: everything it vouched for goes stale together.
-    app.now = Timestamp(T0.0 + STALE_AFTER_MS);
-    assert!(strip_lines(&app)[0].stale && strip_lines(&app)[1].stale);
+    app.set_now(Timestamp(T0.0 + STALE_AFTER_MS));
+    assert!(strip_lines(&app.live_view())[0].stale && strip_lines(&app.live_view())[1].stale);
 }
 
 #[test]
@@ -528,38 +534,34 @@ fn latest_per_environment_and_kind_and_older_updates_change_nothing() {
     app.handle_update(rollout_done("prod", ago(1_000)));
     assert!(strip_text(&app, StripPane::Agents).ends_with("rollout: rolled out"));
     // Another environment's updates stay there.
-    app.current_env = Some("dev".into());
+    app.set_current_env(Some("dev".into()));
     assert_eq!(strip_text(&app, StripPane::Agents), "no data yet");
-    assert_eq!(app.live.len(), 2);
+    assert_eq!(app.live().len(), 2);
 }
 
 #[test]
 fn l_opens_the_live_screen_from_home_and_run_and_goes_back() {
     let dir = tmp();
     let mut app = app_with(dir.path(), state("healthy"));
-    app.filter = Some("etcd".into());
+    app.set_filter(Some("etcd".into()));
     open_live(&mut app);
     assert!(text(&render(&mut app, 120, 40)).contains("hk-console env prod · live"));
     app.handle_key(code(crossterm::event::KeyCode::Esc));
-    assert_eq!(app.screen, Screen::Home, "esc leaves the Live screen");
-    assert_eq!(
-        app.filter.as_deref(),
-        Some("etcd"),
-        "the home filter is kept"
-    );
+    assert_eq!(app.screen(), Screen::Home, "esc leaves the Live screen");
+    assert_eq!(app.filter(), Some("etcd"), "the home filter is kept");
 
     app.open_runbook("node-health", Some("prod"), None);
-    assert_eq!(app.screen, Screen::Run);
+    assert_eq!(app.screen(), Screen::Run);
     open_live(&mut app);
     app.handle_key(key('l'));
     assert_eq!(
-        app.screen,
+        app.screen(),
         Screen::Run,
         "l again goes back where it came from"
     );
 
     app.update(hk_console::ui::action::Action::Command("live".into()));
-    assert_eq!(app.screen, Screen::Live);
+    assert_eq!(app.screen(), Screen::Live);
     assert_eq!(app.complete("li"), "live ");
 }
 
@@ -576,10 +578,10 @@ fn help_lists_the_live_bindings_from_the_keymap() {
     assert!(home_help.contains("live panes in detail"), "{home_help}");
     open_live(&mut app);
     app.handle_key(key('?'));
-    assert!(matches!(app.overlay, Some(Overlay::Help)));
+    assert!(matches!(app.overlay(), Some(Overlay::Help)));
     let frame = text(&render(&mut app, 120, 40));
     let rows = app
-        .keymaps
+        .keymaps()
         .get(KeyMode::Live)
         .expect("live keymap")
         .help_rows();
@@ -597,7 +599,7 @@ fn help_lists_the_live_bindings_from_the_keymap() {
 fn the_live_screen_works_in_observe_mode() {
     let dir = tmp();
     let mut app = App::observe(parts(dir.path()), read_only_recorders(&[]));
-    app.current_env = Some("prod".into());
+    app.set_current_env(Some("prod".into()));
     for u in state("incident_2026_09_06") {
         app.handle_update(u);
     }
@@ -608,7 +610,7 @@ fn the_live_screen_works_in_observe_mode() {
         "{frame}"
     );
     assert!(frame.contains("✗ node IP of k3s-prod-1"), "{frame}");
-    assert!(app.outbox.is_empty());
+    assert!(app.outbox().is_empty());
 }
 
 #[test]
@@ -618,18 +620,18 @@ fn scrolling_stays_within_the_screen() {
     open_live(&mut app);
     render(&mut app, 60, 15);
     app.handle_key(key('G'));
-    let bottom = app.live_scroll;
+    let bottom = app.live_scroll();
     assert!(bottom > 20, "{bottom}");
     app.handle_key(key('j'));
-    assert_eq!(app.live_scroll, bottom, "no scrolling past the end");
+    assert_eq!(app.live_scroll(), bottom, "no scrolling past the end");
     let frame = text(&render(&mut app, 60, 15));
     assert!(frame.contains(&format!("of {}", bottom + 1)), "{frame}");
     app.handle_key(key('g'));
-    assert_eq!(app.live_scroll, 0);
+    assert_eq!(app.live_scroll(), 0);
     app.handle_key(key('j'));
-    assert_eq!(app.live_scroll, 1);
+    assert_eq!(app.live_scroll(), 1);
     app.handle_key(key('e'));
-    assert_eq!(app.live_scroll, 0, "a new environment starts at the top");
+    assert_eq!(app.live_scroll(), 0, "a new environment starts at the top");
 }
 
 #[test]
@@ -638,7 +640,7 @@ fn without_colour_the_glyphs_still_say_how_bad() {
     let mut p = parts(dir.path());
     p.no_color = true;
     let mut app = App::operate(p, operate_caps(&[], &[]));
-    app.current_env = Some("prod".into());
+    app.set_current_env(Some("prod".into()));
     for u in state("could_not_look") {
         app.handle_update(u);
     }
@@ -669,23 +671,15 @@ fn every_builtin_theme_sets_every_slot() {
 fn the_console_brings_a_critical_environment_into_view_until_the_operator_chooses() {
     let dir = tmp();
     let mut app = App::operate(parts(dir.path()), operate_caps(&[], &[]));
-    assert_eq!(
-        app.current_env.as_deref(),
-        Some("dev"),
-        "opens on the first"
-    );
+    assert_eq!(app.current_env(), Some("dev"), "opens on the first");
     for u in healthy_all(3_000) {
         app.handle_update(u);
     }
-    assert_eq!(
-        app.current_env.as_deref(),
-        Some("dev"),
-        "nothing critical: stays"
-    );
+    assert_eq!(app.current_env(), Some("dev"), "nothing critical: stays");
     // prod's agents dial a node's own address (2026-09-06): prod comes into view.
     app.handle_update(agents_on_node_ip(ago(1_000)));
-    assert_eq!(app.current_env.as_deref(), Some("prod"));
-    let said = app.status.clone().unwrap_or_default();
+    assert_eq!(app.current_env(), Some("prod"));
+    let said = app.status().map(str::to_string).unwrap_or_default();
     assert!(
         said.contains("prod is critical: showing prod (was dev"),
         "{said}"
@@ -694,7 +688,7 @@ fn the_console_brings_a_critical_environment_into_view_until_the_operator_choose
     assert!(s.contains("Live · prod"), "{s}");
     // `:run` with no environment names the one it planned for.
     app.open_runbook("cilium-endpoint-rollout", None, None);
-    let said = app.status.clone().unwrap_or_default();
+    let said = app.status().map(str::to_string).unwrap_or_default();
     assert!(
         said.starts_with("planned for `prod`, the environment in view"),
         "{said}"
@@ -704,16 +698,12 @@ fn the_console_brings_a_critical_environment_into_view_until_the_operator_choose
     let mut app = App::operate(parts(dir.path()), operate_caps(&[], &[]));
     app.handle_key(key('e'));
     app.handle_key(key('e'));
-    assert_eq!(app.current_env.as_deref(), Some("dev"));
+    assert_eq!(app.current_env(), Some("dev"));
     for u in healthy_all(3_000) {
         app.handle_update(u);
     }
     app.handle_update(agents_on_node_ip(ago(1_000)));
-    assert_eq!(
-        app.current_env.as_deref(),
-        Some("dev"),
-        "the operator chose dev"
-    );
+    assert_eq!(app.current_env(), Some("dev"), "the operator chose dev");
 }
 
 /// Issue 28: the summary's next step looks at the Lease the environment's panes watch
@@ -733,7 +723,7 @@ fn the_next_step_looks_at_the_environments_own_lease() {
         }
     }
     let mut app = App::operate(parts, operate_caps(&[], &[]));
-    app.current_env = Some("prod".into());
+    app.set_current_env(Some("prod".into()));
     app.handle_update(vip_stale_renew(ago(1_000)));
     let s = app.summary();
     let prod = s.envs.iter().find(|e| e.env == "prod").expect("prod");

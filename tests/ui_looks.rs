@@ -47,7 +47,7 @@ fn app(dir: &std::path::Path) -> App {
 }
 
 fn shown(app: &App) -> Option<LookKind> {
-    match &app.overlay {
+    match &app.overlay() {
         Some(Overlay::Look(o)) => o.shown_kind(),
         _ => None,
     }
@@ -57,14 +57,14 @@ fn shown(app: &App) -> Option<LookKind> {
 fn answers_fill_the_look_in_its_order_and_stale_ones_are_dropped() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut a = app(dir.path());
-    a.looker = Some(Arc::new(NoLooks));
+    a.set_looker(Some(Arc::new(NoLooks)));
     a.open_look(pod_look());
-    let asked: Vec<LookKind> = a.look_outbox.iter().map(|r| r.kind).collect();
+    let asked: Vec<LookKind> = a.look_outbox().iter().map(|r| r.kind).collect();
     assert_eq!(
         asked,
         vec![LookKind::Events, LookKind::Logs, LookKind::Describe]
     );
-    let seq = a.look_outbox[0].seq;
+    let seq = a.look_outbox()[0].seq;
     // Logs answer first: shown, as the best there is so far.
     a.handle_look(
         seq,
@@ -98,7 +98,7 @@ fn answers_fill_the_look_in_its_order_and_stale_ones_are_dropped() {
     assert_eq!(shown(&a), Some(LookKind::Describe));
     // Esc closes it; the screen under it is as it was.
     a.handle_key(code(KeyCode::Esc));
-    assert!(a.overlay.is_none());
+    assert!(a.overlay().is_none());
 }
 
 #[test]
@@ -110,9 +110,9 @@ fn without_a_cluster_the_look_says_so_and_opens_nothing() {
         Capabilities::Operate { .. }
     ));
     a.open_look(pod_look());
-    assert!(a.overlay.is_none());
-    assert!(a.look_outbox.is_empty());
-    let said = a.status.clone().unwrap_or_default();
+    assert!(a.overlay().is_none());
+    assert!(a.look_outbox().is_empty());
+    let said = a.status().map(str::to_string).unwrap_or_default();
     assert!(
         said.contains("pod cilium-g2-n2") && said.contains("no cluster"),
         "{said}"

@@ -59,29 +59,29 @@ fn planner_hosts(id: &str, env: &str) -> Vec<String> {
 }
 
 fn select_runbook(a: &mut App, id: &str) {
-    a.home_focus = HomeFocus::Runbooks;
-    a.runbook_sel = a
+    let sel = a
         .visible_runbooks()
         .iter()
         .position(|r| r.id == id)
         .unwrap_or_else(|| panic!("{id} listed"));
+    a.select_home(HomeFocus::Runbooks, sel);
 }
 
 #[test]
 fn a_single_host_runbook_opens_a_picker_of_the_planners_hosts() {
     let dir = tempfile::tempdir().expect("tmp");
     let mut a = app(dir.path());
-    a.current_env = Some("prod".into());
+    a.set_current_env(Some("prod".into()));
     select_runbook(&mut a, "reprovision-node");
     a.handle_key(code(KeyCode::Enter));
-    let Some(Overlay::HostPicker(p)) = &a.overlay else {
-        panic!("no picker: {:?}", a.status);
+    let Some(Overlay::HostPicker(p)) = &a.overlay() else {
+        panic!("no picker: {:?}", a.status());
     };
     let want = planner_hosts("reprovision-node", "prod");
     assert!(want.len() >= 2, "{want:?}");
     assert_eq!(p.hosts, want, "the planner's own hosts");
     assert_eq!(p.env, "prod");
-    assert!(a.active.is_none(), "nothing planned yet");
+    assert!(a.active().is_none(), "nothing planned yet");
     for (w, h) in [(120, 40), (80, 24), (60, 15)] {
         let frame = text(&render(&mut a, w, h));
         for host in &want {
@@ -93,9 +93,9 @@ fn a_single_host_runbook_opens_a_picker_of_the_planners_hosts() {
     // Down, enter: the plan is for the second host.
     a.handle_key(code(KeyCode::Down));
     a.handle_key(code(KeyCode::Enter));
-    assert!(a.overlay.is_none());
-    assert_eq!(a.screen, Screen::Run, "{:?}", a.status);
-    let plan = a.active.as_ref().expect("planned").run.plan().clone();
+    assert!(a.overlay().is_none());
+    assert_eq!(a.screen(), Screen::Run, "{:?}", a.status());
+    let plan = a.active().expect("planned").run.plan().clone();
     assert_eq!(plan.env, "prod");
     let hosts: Vec<&str> = plan
         .steps
@@ -113,27 +113,28 @@ fn esc_on_the_picker_plans_nothing_and_says_so() {
     a.handle_key(key(':'));
     type_str(&mut a, "run reprovision-node dev");
     a.handle_key(code(KeyCode::Enter));
-    let Some(Overlay::HostPicker(p)) = &a.overlay else {
-        panic!(":run without a host opens the picker: {:?}", a.status);
+    let Some(Overlay::HostPicker(p)) = &a.overlay() else {
+        panic!(":run without a host opens the picker: {:?}", a.status());
     };
     assert_eq!(p.hosts, planner_hosts("reprovision-node", "dev"));
     a.handle_key(code(KeyCode::Esc));
-    assert!(a.overlay.is_none());
-    assert!(a.active.is_none());
-    assert_eq!(a.screen, Screen::Home);
-    let said = a.status.clone().unwrap_or_default();
+    assert!(a.overlay().is_none());
+    assert!(a.active().is_none());
+    assert_eq!(a.screen(), Screen::Home);
+    let said = a.status().map(str::to_string).unwrap_or_default();
     assert!(said.contains("no host picked"), "{said}");
     // A runbook that plans without a host opens at once, no picker.
     select_runbook(&mut a, "node-health");
     a.handle_key(code(KeyCode::Enter));
-    assert_eq!(a.screen, Screen::Run, "{:?}", a.status);
+    assert_eq!(a.screen(), Screen::Run, "{:?}", a.status());
 }
 
 #[test]
 fn a_click_selects_a_list_row_and_a_second_click_opens_it() {
     let dir = tempfile::tempdir().expect("tmp");
     let mut a = app(dir.path());
-    a.home_focus = HomeFocus::Environments;
+    let (env_sel, _, _) = a.home_selection();
+    a.select_home(HomeFocus::Environments, env_sel);
     let frame = text(&render(&mut a, 120, 40));
     let id = "node-health";
     let want = a
@@ -141,39 +142,39 @@ fn a_click_selects_a_list_row_and_a_second_click_opens_it() {
         .iter()
         .position(|r| r.id == id)
         .expect("listed");
-    assert_ne!(a.runbook_sel, want, "starts elsewhere");
+    assert_ne!(a.home_selection().1, want, "starts elsewhere");
     let (col, row) = find(&frame, id);
     click_at(&mut a, col, row);
     assert_eq!(
-        a.home_focus,
+        a.home_focus(),
         HomeFocus::Runbooks,
         "the click focuses the list"
     );
-    assert_eq!(a.runbook_sel, want);
-    assert_eq!(a.screen, Screen::Home, "one click only selects");
+    assert_eq!(a.home_selection().1, want);
+    assert_eq!(a.screen(), Screen::Home, "one click only selects");
     // The environments list: a click on prod's row selects it.
     let (col, row) = find(&frame, "prod    ");
     click_at(&mut a, col, row);
-    assert_eq!(a.home_focus, HomeFocus::Environments);
-    assert_eq!(a.env_sel, 1);
+    assert_eq!(a.home_focus(), HomeFocus::Environments);
+    assert_eq!(a.home_selection().0, 1);
     // Back to the runbook, clicked twice: opened as enter would.
     let frame = text(&render(&mut a, 120, 40));
     let (col, row) = find(&frame, id);
     click_at(&mut a, col, row);
     click_at(&mut a, col, row);
-    assert_eq!(a.screen, Screen::Run, "{:?}", a.status);
+    assert_eq!(a.screen(), Screen::Run, "{:?}", a.status());
     // In the run view a click on a step row selects that step.
     let frame = text(&render(&mut a, 120, 40));
     let (col, row) = find(&frame, " 2 r ");
     click_at(&mut a, col, row);
-    assert_eq!(a.active.as_ref().expect("run").selected, 1);
+    assert_eq!(a.active().expect("run").selected, 1);
 }
 
 #[test]
 fn clicks_on_a_picker_row_and_on_buttons_act_as_their_keys() {
     let dir = tempfile::tempdir().expect("tmp");
     let mut a = app(dir.path());
-    a.current_env = Some("prod".into());
+    a.set_current_env(Some("prod".into()));
     select_runbook(&mut a, "reprovision-node");
     a.handle_key(code(KeyCode::Enter));
     let frame = text(&render(&mut a, 120, 40));
@@ -181,40 +182,49 @@ fn clicks_on_a_picker_row_and_on_buttons_act_as_their_keys() {
     let (col, row) = find(&frame, &format!("  {}", hosts[2]));
     click_at(&mut a, col + 2, row);
     assert!(
-        matches!(&a.overlay, Some(Overlay::HostPicker(p)) if p.sel == 2),
+        matches!(&a.overlay(), Some(Overlay::HostPicker(p)) if p.sel == 2),
         "a click selects the row"
     );
     // With the picker open, a click on the screen under it does nothing.
-    let before = (a.home_focus, a.runbook_sel, a.env_sel);
+    let before = (a.home_focus(), a.home_selection().1, a.home_selection().0);
     click_at(&mut a, 1, 2);
-    assert_eq!(before, (a.home_focus, a.runbook_sel, a.env_sel));
-    assert!(matches!(a.overlay, Some(Overlay::HostPicker(_))));
+    assert_eq!(
+        before,
+        (a.home_focus(), a.home_selection().1, a.home_selection().0)
+    );
+    assert!(matches!(a.overlay(), Some(Overlay::HostPicker(_))));
     // "esc cancel" is a button.
     let (col, row) = find(&frame, "esc cancel");
     click_at(&mut a, col + 1, row);
-    assert!(a.overlay.is_none(), "esc clicked");
-    assert!(a.active.is_none());
+    assert!(a.overlay().is_none(), "esc clicked");
+    assert!(a.active().is_none());
 
     // A gate's buttons: esc hide, then (reopened) ctrl-r reject.
     a.open_runbook("etcd-io-priority", Some("prod"), None);
     a.update(Action::StartRun);
     for _ in 0..10 {
-        if matches!(a.overlay, Some(Overlay::Gate(_))) {
+        if matches!(a.overlay(), Some(Overlay::Gate(_))) {
             break;
         }
         play_one(&mut a, &["hosts (1):", "  k3s-prod-3"]);
     }
-    assert!(matches!(a.overlay, Some(Overlay::Gate(_))), "a gate opens");
+    assert!(
+        matches!(a.overlay(), Some(Overlay::Gate(_))),
+        "a gate opens"
+    );
     let frame = text(&render(&mut a, 120, 40));
     let (col, row) = find(&frame, "esc hide");
     click_at(&mut a, col, row);
-    assert!(a.overlay.is_none(), "esc hide clicked: {frame}");
+    assert!(a.overlay().is_none(), "esc hide clicked: {frame}");
     a.handle_key(code(KeyCode::Enter));
-    assert!(matches!(a.overlay, Some(Overlay::Gate(_))), "enter reopens");
+    assert!(
+        matches!(a.overlay(), Some(Overlay::Gate(_))),
+        "enter reopens"
+    );
     let frame = text(&render(&mut a, 120, 40));
     let (col, row) = find(&frame, "ctrl-r reject");
     click_at(&mut a, col + 3, row);
-    let status = a.active.as_ref().expect("run").run.status().clone();
+    let status = a.active().expect("run").run.status().clone();
     assert!(
         matches!(
             status,
@@ -227,9 +237,9 @@ fn clicks_on_a_picker_row_and_on_buttons_act_as_their_keys() {
     // A question's buttons: quit asks (a run is active), "y yes" quits.
     a.update(Action::Quit);
     assert!(
-        matches!(a.overlay, Some(Overlay::Confirm(_))),
+        matches!(a.overlay(), Some(Overlay::Confirm(_))),
         "{:?}",
-        a.status
+        a.status()
     );
     let frame = text(&render(&mut a, 120, 40));
     let (col, row) = find(&frame, "y yes");
@@ -241,7 +251,7 @@ fn clicks_on_a_picker_row_and_on_buttons_act_as_their_keys() {
 fn a_click_on_a_look_tab_switches_to_it() {
     use hk_console::observe::look::LookResult;
     use hk_console::observe::summary::{Look, LookKind, ObjectRef};
-    use hk_console::ui::looks::LookOverlay;
+    use hk_console::ui::app::LookOverlay;
     use hk_console::ui::panes::look::LookView;
     let dir = tempfile::tempdir().expect("tmp");
     let mut a = app(dir.path());
@@ -250,7 +260,7 @@ fn a_click_on_a_look_tab_switches_to_it() {
         title: format!("{kind:?} pod kube-system/cilium-x"),
         lines: Ok(vec![line.to_string()]),
     };
-    a.overlay = Some(Overlay::Look(Box::new(LookOverlay {
+    a.set_overlay(Some(Overlay::Look(Box::new(LookOverlay {
         seq: 1,
         look: Look {
             env: "prod".into(),
@@ -272,7 +282,7 @@ fn a_click_on_a_look_tab_switches_to_it() {
         },
         scroll: 0,
         picked: None,
-    })));
+    }))));
     let frame = text(&render(&mut a, 120, 40));
     assert!(frame.contains("Warning BackOff"), "{frame}");
     let (col, row) = find(&frame, " g logs ");
@@ -280,7 +290,7 @@ fn a_click_on_a_look_tab_switches_to_it() {
     let frame = text(&render(&mut a, 120, 40));
     assert!(frame.contains("level=error msg=dial"), "{frame}");
     assert!(
-        matches!(&a.overlay, Some(Overlay::Look(o)) if o.view.shown == 1),
+        matches!(&a.overlay(), Some(Overlay::Look(o)) if o.view.shown == 1),
         "the logs tab is shown"
     );
 }

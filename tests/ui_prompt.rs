@@ -13,7 +13,7 @@ fn app(dir: &std::path::Path) -> App {
 }
 
 fn prompt_hint(a: &App) -> Option<String> {
-    match &a.overlay {
+    match &a.overlay() {
         Some(Overlay::Command { error, .. }) => error.clone(),
         _ => None,
     }
@@ -26,14 +26,14 @@ fn a_refused_command_closes_the_prompt_and_later_keys_reach_the_screen() {
     a.handle_key(key(':'));
     type_str(&mut a, "nope");
     a.handle_key(code(KeyCode::Enter));
-    assert!(a.overlay.is_none(), "{:?}", a.overlay);
-    let said = a.status.clone().unwrap_or_default();
+    assert!(a.overlay().is_none(), "{:?}", a.overlay());
+    let said = a.status().map(str::to_string).unwrap_or_default();
     assert!(said.contains("unknown command `nope`"), "{said}");
     let s = text(&render(&mut a, 120, 40));
     assert!(s.contains("unknown command `nope`"), "{s}");
     // `l` now opens the Live screen: it is not typed into a prompt nobody sees.
     a.handle_key(key('l'));
-    assert_eq!(a.screen, Screen::Live);
+    assert_eq!(a.screen(), Screen::Live);
 }
 
 #[test]
@@ -58,7 +58,7 @@ fn tab_shows_the_candidates() {
     a.handle_key(key(':'));
     type_str(&mut a, "chec");
     a.handle_key(code(KeyCode::Tab));
-    match &a.overlay {
+    match &a.overlay() {
         Some(Overlay::Command { text, error }) => {
             assert_eq!(text.lines().join(""), "check ");
             assert_eq!(error, &None);
@@ -74,11 +74,12 @@ fn a_home_filter_does_not_follow_into_the_run() {
     a.handle_key(key('/'));
     type_str(&mut a, "node");
     a.handle_key(code(KeyCode::Enter));
-    assert_eq!(a.filter.as_deref(), Some("node"));
+    assert_eq!(a.filter(), Some("node"));
     a.handle_key(code(KeyCode::Enter));
-    assert_eq!(a.screen, Screen::Run, "{:?}", a.status);
+    assert_eq!(a.screen(), Screen::Run, "{:?}", a.status());
     assert_eq!(
-        a.filter, None,
+        a.filter(),
+        None,
         "the run's output is not filtered by Home's /node"
     );
 }
@@ -90,7 +91,7 @@ fn after_a_refusal_the_next_command_is_typed_fresh_and_esc_forgets_it() {
     a.handle_key(key(':'));
     type_str(&mut a, "env staging");
     a.handle_key(code(KeyCode::Enter));
-    assert!(a.overlay.is_none());
+    assert!(a.overlay().is_none());
     a.handle_key(code(KeyCode::Esc));
     // The next `:` opens empty, the refusal in sight: what is typed is a new command, not
     // `env stagingrun node-health`.
@@ -100,15 +101,15 @@ fn after_a_refusal_the_next_command_is_typed_fresh_and_esc_forgets_it() {
     let s = text(&render(&mut a, 120, 40));
     assert!(s.contains("↑ brings back `:env staging`"), "{s}");
     type_str(&mut a, "run node-health prod");
-    match &a.overlay {
+    match &a.overlay() {
         Some(Overlay::Command { text, .. }) => {
             assert_eq!(text.lines().join(""), "run node-health prod")
         }
         other => panic!("{other:?}"),
     }
     a.handle_key(code(KeyCode::Enter));
-    assert_eq!(a.screen, Screen::Run, "{:?}", a.status);
-    assert!(a.refused_command.is_none());
+    assert_eq!(a.screen(), Screen::Run, "{:?}", a.status());
+    assert!(a.refused_command().is_none());
 
     // Refused again; this time Esc in the prompt forgets it: the prompt after that is clean.
     a.handle_key(key(':'));
@@ -116,7 +117,7 @@ fn after_a_refusal_the_next_command_is_typed_fresh_and_esc_forgets_it() {
     a.handle_key(code(KeyCode::Enter));
     a.handle_key(key(':'));
     a.handle_key(code(KeyCode::Up));
-    match &a.overlay {
+    match &a.overlay() {
         Some(Overlay::Command { text, .. }) => assert_eq!(text.lines().join(""), "env staging"),
         other => panic!("Up recalls the refused line: {other:?}"),
     }
@@ -124,7 +125,7 @@ fn after_a_refusal_the_next_command_is_typed_fresh_and_esc_forgets_it() {
     a.handle_key(key(':'));
     assert_eq!(prompt_hint(&a), None, "Esc cleared the refusal");
     a.handle_key(code(KeyCode::Up));
-    match &a.overlay {
+    match &a.overlay() {
         Some(Overlay::Command { text, .. }) => assert_eq!(text.lines().join(""), ""),
         other => panic!("{other:?}"),
     }
@@ -152,7 +153,7 @@ fn help_scrolls_and_every_message_can_be_read_whole_at_80x24() {
     let s = text(&render(&mut a, 80, 24));
     assert!(s.contains("more below"), "g is back at the top: {s}");
     a.handle_key(code(KeyCode::Esc));
-    assert!(a.overlay.is_none());
+    assert!(a.overlay().is_none());
 
     // A message wider than the terminal: cut on the status line, which says where to
     // read it; M shows it whole, with every runbook it lists.
@@ -160,7 +161,7 @@ fn help_scrolls_and_every_message_can_be_read_whole_at_80x24() {
     type_str(&mut a, "run cilium-rollout");
     a.handle_key(code(KeyCode::Enter));
     a.keep_status();
-    let said = a.status.clone().expect("refused");
+    let said = a.status().map(str::to_string).expect("refused");
     assert!(said.len() > 80, "{said}");
     let s = text(&render(&mut a, 80, 24));
     assert!(s.contains("M: read it whole"), "{s}");
@@ -170,9 +171,9 @@ fn help_scrolls_and_every_message_can_be_read_whole_at_80x24() {
     );
     a.handle_key(key('M'));
     assert!(
-        matches!(a.overlay, Some(Overlay::Messages)),
+        matches!(a.overlay(), Some(Overlay::Messages)),
         "{:?}",
-        a.overlay
+        a.overlay()
     );
     let s = text(&render(&mut a, 80, 24));
     for id in [
@@ -190,12 +191,12 @@ fn the_reminder_of_a_hidden_gate_goes_when_the_gate_is_answered() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut a = app(dir.path());
     a.open_runbook("etcd-io-priority", Some("prod"), None);
-    assert_eq!(a.screen, Screen::Run, "{:?}", a.status);
+    assert_eq!(a.screen(), Screen::Run, "{:?}", a.status());
     a.handle_key(key('s'));
     // Play until the first gate, hide it, read the reminder.
     let mut hidden = None;
     for _ in 0..50 {
-        if let Some(Overlay::Gate(m)) = &a.overlay {
+        if let Some(Overlay::Gate(m)) = &a.overlay() {
             hidden = Some(m.n);
             break;
         }
@@ -206,21 +207,18 @@ fn the_reminder_of_a_hidden_gate_goes_when_the_gate_is_answered() {
     let n = hidden.expect("a gate opened");
     a.handle_key(code(KeyCode::Esc));
     assert_eq!(
-        a.status.as_deref(),
+        a.status(),
         Some(format!("gate of step {n} still open: enter to answer").as_str())
     );
     // Enter brings it back; answered, the run goes on and the reminder is gone.
     a.handle_key(code(KeyCode::Enter));
-    assert!(answer_gate(&mut a), "{:?}", a.overlay);
+    assert!(answer_gate(&mut a), "{:?}", a.overlay());
     let s = text(&render(&mut a, 160, 45));
     assert!(!s.contains("still open"), "{s}");
     assert!(
-        !a.status
-            .as_deref()
-            .unwrap_or_default()
-            .contains("still open"),
+        !a.status().unwrap_or_default().contains("still open"),
         "{:?}",
-        a.status
+        a.status()
     );
 }
 
@@ -230,8 +228,8 @@ fn home_lists_a_run_that_ended_elsewhere_without_leaving_home() {
     use hk_console::ui::action::Action;
     let dir = tempfile::tempdir().expect("tempdir");
     let mut home = app(dir.path());
-    assert_eq!(home.screen, Screen::Home);
-    assert!(home.runs.is_empty());
+    assert_eq!(home.screen(), Screen::Home);
+    assert!(home.runs().is_empty());
     // Another console on the same runs directory runs node-health to its end.
     let mut other = app(dir.path());
     other.open_runbook("node-health", Some("prod"), None);
@@ -247,11 +245,11 @@ fn home_lists_a_run_that_ended_elsewhere_without_leaving_home() {
     assert!(!other.run_is_active(), "node-health ended");
     // Home, never left, lists it within a few seconds of ticks.
     for s in 1..=5u64 {
-        home.now = Timestamp(T0.0 + s * 1000);
+        home.set_now(Timestamp(T0.0 + s * 1000));
         home.update(Action::Tick);
     }
-    assert_eq!(home.runs.len(), 1, "{:?}", home.runs);
-    assert_eq!(home.runs[0].outcome, RunOutcome::Succeeded);
+    assert_eq!(home.runs().len(), 1, "{:?}", home.runs());
+    assert_eq!(home.runs()[0].outcome, RunOutcome::Succeeded);
     let s = text(&render(&mut home, 160, 45));
     assert!(s.contains("node-health"), "{s}");
 }

@@ -16,7 +16,7 @@ fn every_screen_at_every_size() {
         for (w, h) in SIZES {
             let dir = tempfile::tempdir().expect("tmp");
             let mut a = screen(dir.path(), which);
-            assert_eq!(a.screen, which);
+            assert_eq!(a.screen(), which);
             let frame = text(&render(&mut a, w, h));
             let name = format!("{which:?}").to_lowercase();
             insta::assert_snapshot!(format!("{name}_{w}x{h}"), frame);
@@ -53,12 +53,12 @@ fn step_pane_keeps_host_next_and_command_at_80x24() {
 fn w_toggles_wrapping_the_output() {
     let dir = tempfile::tempdir().expect("tmp");
     let mut a = mid_run(dir.path());
-    assert!(a.output_wrap, "output wraps by default");
+    assert!(a.output_wrap(), "output wraps by default");
     let frame = text(&render(&mut a, 80, 24));
     assert!(frame.contains("w:wrap"), "{frame}");
     assert!(frame.contains("the read-back follows in step 5"), "{frame}");
     a.handle_key(key('w'));
-    assert!(!a.output_wrap);
+    assert!(!a.output_wrap());
     let frame = text(&render(&mut a, 80, 24));
     assert!(frame.contains("w:cut (1 cut …)"), "{frame}");
     let verdict = frame
@@ -68,6 +68,6 @@ fn w_toggles_wrapping_the_output() {
     assert!(verdict.contains("…│"), "cut with a marker: {verdict}");
     assert!(!frame.contains("follows in step 5"), "{frame}");
     a.handle_key(key('w'));
-    assert!(a.output_wrap);
+    assert!(a.output_wrap());
     assert!(text(&render(&mut a, 80, 24)).contains("the read-back follows in step 5"));
 }

@@ -39,7 +39,7 @@ fn app_with_output(dir: &std::path::Path) -> App {
     app.handle_key(key('s'));
     let Some(ExecRequest::Execute {
         tag, step, attempt, ..
-    }) = app.outbox.pop_front()
+    }) = app.outbox_mut().pop_front()
     else {
         panic!("step 1 goes out");
     };
@@ -51,7 +51,7 @@ fn app_with_output(dir: &std::path::Path) -> App {
             line: line(i),
         });
     }
-    app.current_env = Some("prod".into());
+    app.set_current_env(Some("prod".into()));
     feed_live(&mut app);
     app
 }
@@ -74,7 +74,7 @@ fn feed_live(app: &mut App) {
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut app = app_with_output(dir.path());
-    let a = app.active.as_ref().expect("run");
+    let a = app.active().expect("run");
     eprintln!(
         "output ring: {} lines held of {} pushed, {} dropped; heap {} bytes now, text bound {} bytes",
         a.output.len(),
@@ -90,7 +90,7 @@ fn bench(c: &mut Criterion) {
         })
     });
     // Scrolled back: the window is taken from the middle of the ring.
-    if let Some(a) = app.active.as_mut() {
+    if let Some(a) = app.active_mut() {
         a.output.scroll_up(10_000);
     }
     c.bench_function("draw run view 160x48, scrolled 10k lines back", |b| {
@@ -100,11 +100,10 @@ fn bench(c: &mut Criterion) {
     });
     // The Live screen, every pane full.
     let mut live = App::operate(parts(dir.path()), operate_caps(&[], &[]));
-    live.current_env = Some("prod".into());
+    live.set_current_env(Some("prod".into()));
     feed_live(&mut live);
-    live.screen = Screen::Live;
-    live.width = 160;
-    live.height = 48;
+    live.set_screen(Screen::Live);
+    live.update(hk_console::ui::action::Action::Resize(160, 48));
     c.bench_function("draw Live screen 160x48, every pane full", |b| {
         b.iter(|| {
             term.draw(|f| view::draw(f, black_box(&live)))

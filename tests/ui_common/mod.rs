@@ -162,8 +162,7 @@ pub fn operate_caps(ro_kinds: &[StepKind], mut_kinds: &[StepKind]) -> Capabiliti
 /// Draw one frame of `app` at `w` x `h` and return the backend (its Display is the text
 /// grid insta stores).
 pub fn render(app: &mut App, w: u16, h: u16) -> TestBackend {
-    app.width = w;
-    app.height = h;
+    app.update(hk_console::ui::action::Action::Resize(w, h));
     let mut term = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
     term.draw(|f| view::draw(f, app)).expect("draw");
     term.backend().clone()
@@ -202,7 +201,7 @@ pub fn type_str(app: &mut App, s: &str) {
 /// `output` lines, finished with the expected exit code; verification passes (a list-hosts
 /// step lists exactly the expected hosts). Returns the request played, if any.
 pub fn play_one(app: &mut App, output: &[&str]) -> Option<ExecRequest> {
-    let req = app.outbox.pop_front()?;
+    let req = app.outbox_mut().pop_front()?;
     let tag = req.tag();
     match &req {
         ExecRequest::Execute { step, attempt, .. } => {
@@ -266,7 +265,7 @@ pub fn play_one(app: &mut App, output: &[&str]) -> Option<ExecRequest> {
 
 /// Answer the open gate modal correctly through the keyboard.
 pub fn answer_gate(app: &mut App) -> bool {
-    let Some(Overlay::Gate(m)) = &app.overlay else {
+    let Some(Overlay::Gate(m)) = &app.overlay() else {
         return false;
     };
     let answer = match &m.gate {

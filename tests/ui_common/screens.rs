@@ -66,7 +66,7 @@ pub fn incident_app(dir: &std::path::Path) -> App {
     for u in updates {
         a.handle_update(u);
     }
-    a.check = check_view();
+    a.set_check(check_view());
     a
 }
 
@@ -74,16 +74,16 @@ pub fn incident_app(dir: &std::path::Path) -> App {
 pub fn mid_run(dir: &std::path::Path) -> App {
     let mut a = incident_app(dir);
     a.open_runbook("etcd-io-priority", Some("prod"), None);
-    assert_eq!(a.screen, Screen::Run, "{:?}", a.status);
+    assert_eq!(a.screen(), Screen::Run, "{:?}", a.status());
     a.update(Action::StartRun);
     play_one(&mut a, &["hosts (1):", "  k3s-prod-3"]);
     play_one(&mut a, &[]);
     answer_gate(&mut a);
     let Some(ExecRequest::Execute {
         step, attempt, tag, ..
-    }) = a.outbox.pop_front()
+    }) = a.outbox_mut().pop_front()
     else {
-        panic!("step 2 goes to its executor: {:?}", a.status);
+        panic!("step 2 goes to its executor: {:?}", a.status());
     };
     for l in [
         "TASK [etcd-io-priority : Set the BFQ scheduler] ****",
@@ -101,8 +101,8 @@ pub fn mid_run(dir: &std::path::Path) -> App {
             line: l.into(),
         });
     }
-    a.now = Timestamp(T0.0 + 13_000);
-    a.status = None;
+    a.set_now(Timestamp(T0.0 + 13_000));
+    a.set_status(None);
     a
 }
 

@@ -3,177 +3,63 @@
 //! Owns: the one [`App`] the event loop updates and the views draw from: the selection,
 //! the overlays (gate modals, the resume decision, confirmations, help, command line), the
 //! open run's output ring ([`ActiveRun`]), the status line. The run itself is its
-//! [`RunSession`]'s: the app forwards every operator answer and executor reply to it and
-//! shows the [`SessionEffect`]s that come back (requests queue in [`App::outbox`] for the
-//! loop's pump).
+//! [`hk_session::RunSession`]'s: the app forwards every operator answer and executor reply
+//! to it and shows the [`hk_session::SessionEffect`]s that come back (requests queue in
+//! [`App::outbox`] for the loop's pump).
 //! Must not: journal, dispatch or decide anything about a run (the session does), do
 //! terminal IO, await, or talk to hosts. Time comes in through [`App::now`], set by the
 //! loop's tick, so tests are deterministic.
 //!
-//! One file (over 800 lines): `update` is one match over the app's state and the overlays it
-//! opens; the pieces that grew apart live beside it (looks.rs, check_screen.rs, panes/).
+//! The state's types live in `crate::state`; `App`'s fields are private, and the app is
+//! split by concern into child modules that share them: `keys` (one handler per overlay,
+//! the mouse), `run` (opening, starting, a session's effects), `live`, `resume`, `picker`,
+//! `looks`, `check_screen`, `command`, `messages`; `views` lends each pane the small view it
+//! draws from, `access` is what the loop, the composition root and tests read and set.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
-use tui_textarea::TextArea;
-
-use hk_effects::exec::process::StopReport;
-use hk_effects::observe::feed::Update;
 use hk_engine::journal::{self, RunSummary};
-use hk_engine::repo::env::Environment;
 use hk_engine::runbook::embedded::RunbookSet;
-use hk_engine::runbook::machine::{GateAnswer, Input, Mode, RunOutcome, Timestamp};
-use hk_engine::runbook::plan::Gate;
+use hk_engine::runbook::machine::{Input, Mode, RunOutcome, Timestamp};
 
 use super::action::Action;
-use super::keymap::{Key, KeyMode, Keymaps};
+use super::keymap::{KeyMode, Keymaps};
 use super::live::LiveState;
-use super::output::OutputBuffer;
 use super::theme::{Theme, ThemeSet, ThemeWarning};
-use hk_session::exec::{Capabilities, ExecReply, ExecRequest, ReadOnlyExecutors};
-use hk_session::{supervise, Opened, RunCore, Session, SessionEffect};
+use hk_session::exec::{Capabilities, ExecRequest, ReadOnlyExecutors};
 
 /// Plans a runbook for an environment: the session's port, implemented over the repo (its
 /// `PlanEnv`s and `Topology`); tests use a fake inventory.
 pub use hk_session::PlanSource;
 
-/// An environment as the home screen lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnvSummary {
-    pub name: String,
-    pub hosts: usize,
-    pub vip: Option<String>,
-    pub problems: Vec<String>,
-    /// The servers (the etcd members), for the gates' quorum arithmetic.
-    pub servers: Vec<String>,
-    /// The names of the objects its next steps look at (its watch settings: the Lease
-    /// hk-console.yaml `names:` or the servers' hostvar names, `cni:`'s agents); `None`:
-    /// the defaults.
-    pub objects: Option<hk_effects::observe::summary::Objects>,
-}
+// The state's types, where the app's users have always found them.
+pub use crate::state::check::CheckView;
+use crate::state::field::single_line;
+pub use crate::state::field::GateField;
+pub use crate::state::look::{LookOverlay, LookRequest, LookView};
+pub use crate::state::overlay::{
+    gate_is_typed, Confirm, GateModal, Overlay, ReasonFor, ResumeModal, ResumeStage,
+};
+pub use crate::state::picker::HostPicker;
+pub use crate::state::run::ActiveRun;
+pub use crate::state::screens::{EnvSummary, HomeFocus, RunFocus, RunbookSummary, Screen};
+pub use crate::state::takeover::{TakeoverKey, TakeoverModal};
 
-impl From<&Environment> for EnvSummary {
-    fn from(e: &Environment) -> Self {
-        EnvSummary {
-            name: e.name.clone(),
-            hosts: e.servers.len(),
-            vip: e.vip.get().map(str::to_string),
-            problems: e.problems.iter().map(|p| p.to_string()).collect(),
-            servers: e.servers.iter().map(|s| s.name.clone()).collect(),
-            objects: None,
-        }
-    }
-}
+mod access;
+mod check_screen;
+mod command;
+mod keys;
+mod live;
+mod looks;
+mod messages;
+mod picker;
+mod resume;
+mod run;
+mod views;
 
-/// A runbook as the home screen lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunbookSummary {
-    pub id: String,
-    pub title: String,
-    pub mutates: bool,
-    pub environments: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Screen {
-    Home,
-    Run,
-    /// Every live pane of the current environment in detail (read-only by nature).
-    Live,
-    /// The static parity check's findings, file:line (read-only).
-    Check,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HomeFocus {
-    Environments,
-    Runbooks,
-    Runs,
-}
-
-/// Which pane of the run view has the arrow keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunFocus {
-    Steps,
-    Output,
-}
-
-/// Which field of a gate modal has the keyboard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GateField {
-    Answer,
-    Note,
-}
-
-/// An open gate, as a modal.
-#[derive(Debug)]
-pub struct GateModal {
-    pub n: usize,
-    pub gate: Gate,
-    /// The typed answer (count of hosts, environment name).
-    pub answer: TextArea<'static>,
-    /// Optional free-text note journaled with the answer, typed or approval (or the reason
-    /// of a rejection).
-    pub note: TextArea<'static>,
-    pub field: GateField,
-    /// Why the last answer did not open the gate.
-    pub error: Option<String>,
-    /// Diff scroll (approve-diff).
-    pub scroll: u16,
-}
-
-impl GateModal {
-    fn new(n: usize, gate: Gate) -> Self {
-        let typed = gate_is_typed(&gate);
-        let mut m = GateModal {
-            n,
-            gate,
-            answer: single_line(),
-            note: single_line(),
-            field: if typed {
-                GateField::Answer
-            } else {
-                GateField::Note
-            },
-            error: None,
-            scroll: 0,
-        };
-        m.show_cursor();
-        m
-    }
-
-    /// Move the keyboard to `field`; only the field that has it shows a cursor, so it is
-    /// clear where typing goes.
-    pub fn focus(&mut self, field: GateField) {
-        self.field = field;
-        self.show_cursor();
-    }
-
-    fn show_cursor(&mut self) {
-        let on = ratatui::style::Style::default().add_modifier(ratatui::style::Modifier::REVERSED);
-        let off = ratatui::style::Style::default();
-        let (a, n) = match self.field {
-            GateField::Answer => (on, off),
-            GateField::Note => (off, on),
-        };
-        self.answer.set_cursor_style(a);
-        self.note.set_cursor_style(n);
-    }
-}
-
-/// Gates opened by typed text rather than an approval.
-pub fn gate_is_typed(g: &Gate) -> bool {
-    matches!(g, Gate::TypedConfirm { .. } | Gate::ConfirmHosts { .. })
-}
-
-fn single_line() -> TextArea<'static> {
-    let mut t = TextArea::default();
-    t.set_cursor_line_style(ratatui::style::Style::default());
-    t
-}
+pub use views::CheckScreenView;
 
 /// What the status line says while a gate the operator hid with Esc is still open.
 fn gate_reminder_text(n: usize) -> String {
@@ -186,124 +72,6 @@ const RUNS_REREAD_MS: u64 = 3_000;
 /// How many status lines the messages log keeps (the oldest go first).
 pub const MESSAGES_KEPT: usize = 500;
 
-/// A scroll position moved by one of the reading keys, within `0..=max` (what the view
-/// last drew).
-fn scrolled(at: usize, action: &Action, height: u16, max: usize) -> usize {
-    let page = usize::from(height.saturating_sub(6)).max(1);
-    let at = at.min(max);
-    match action {
-        Action::Up => at.saturating_sub(1),
-        Action::Down => at.saturating_add(1).min(max),
-        Action::PageUp => at.saturating_sub(page),
-        Action::PageDown => at.saturating_add(page).min(max),
-        Action::Top => 0,
-        Action::Bottom => max,
-        _ => at,
-    }
-}
-
-/// A yes/no question.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Confirm {
-    /// Quit while a run is active.
-    Quit,
-    /// Cancel the running step (Ctrl-C).
-    CancelStep { n: usize },
-}
-
-/// A question answered with a reason.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReasonFor {
-    Abort,
-    Skip { n: usize },
-}
-
-/// Which part of the resume decision the modal is at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResumeStage {
-    /// What is known, and the choices (or, while its process runs: wait or stop).
-    Choose,
-    /// Re-run: type the environment's name.
-    Rerun,
-    /// Mark done: type the host (or environment) and a reason.
-    MarkDone,
-}
-
-/// The resume decision over an interrupted step that changes systems, as a modal.
-#[derive(Debug)]
-pub struct ResumeModal {
-    pub n: usize,
-    pub stage: ResumeStage,
-    pub typed: TextArea<'static>,
-    pub reason: TextArea<'static>,
-    /// `Answer`: the typed confirmation; `Note`: the reason.
-    pub field: GateField,
-    pub error: Option<String>,
-}
-
-impl ResumeModal {
-    fn new(n: usize) -> Self {
-        ResumeModal {
-            n,
-            stage: ResumeStage::Choose,
-            typed: single_line(),
-            reason: single_line(),
-            field: GateField::Answer,
-            error: None,
-        }
-    }
-}
-
-#[derive(Debug)]
-pub enum Overlay {
-    Help,
-    /// The resume decision over an interrupted step that changes systems.
-    Resume(Box<ResumeModal>),
-    /// Taking over a stale run lock (its holder stopped renewing).
-    Takeover(Box<crate::panes::takeover::TakeoverModal>),
-    Gate(Box<GateModal>),
-    Confirm(Confirm),
-    Reason {
-        why: ReasonFor,
-        text: Box<TextArea<'static>>,
-        error: Option<String>,
-    },
-    Command {
-        text: Box<TextArea<'static>>,
-        error: Option<String>,
-    },
-    /// Every status line of this session, whole and wrapped (`M`, `:messages`).
-    Messages,
-    /// The `/` filter being typed.
-    Filter {
-        text: Box<TextArea<'static>>,
-    },
-    /// A read-only look at the object a verdict names (events, logs, describe).
-    Look(Box<super::looks::LookOverlay>),
-    /// Which host a runbook that runs on one host should be planned for.
-    HostPicker(Box<super::panes::picker::HostPicker>),
-}
-
-/// The run open in the run view: its session, and what the screen keeps of it.
-#[derive(Debug)]
-pub struct ActiveRun {
-    /// The run itself, driven by the session (read through `Deref`: `a.run`, `a.journal`).
-    pub session: Session,
-    pub output: OutputBuffer,
-    /// Absolute output line (dropped + len) at which each step's output began.
-    pub step_output_start: BTreeMap<usize, u64>,
-    /// The step list's selection (index into the plan).
-    pub selected: usize,
-}
-
-/// The screen reads the run through its session; only the session changes it.
-impl std::ops::Deref for ActiveRun {
-    type Target = RunCore;
-    fn deref(&self) -> &RunCore {
-        &self.session
-    }
-}
-
 /// What the app wants the loop to do after an update.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {
@@ -313,63 +81,63 @@ pub enum Control {
 
 /// Everything the UI shows, and the only thing that changes it.
 pub struct App {
-    pub screen: Screen,
-    pub overlay: Option<Overlay>,
-    pub home_focus: HomeFocus,
-    pub run_focus: RunFocus,
-    pub env_sel: usize,
-    pub runbook_sel: usize,
-    pub run_sel: usize,
+    screen: Screen,
+    overlay: Option<Overlay>,
+    home_focus: HomeFocus,
+    run_focus: RunFocus,
+    env_sel: usize,
+    runbook_sel: usize,
+    run_sel: usize,
     /// The environment runbooks open in.
-    pub current_env: Option<String>,
-    pub envs: Vec<EnvSummary>,
-    pub runbooks: Vec<RunbookSummary>,
+    current_env: Option<String>,
+    envs: Vec<EnvSummary>,
+    runbooks: Vec<RunbookSummary>,
     runbook_set: RunbookSet,
     plans: Arc<dyn PlanSource>,
-    pub runs: Vec<RunSummary>,
-    pub runs_error: Option<String>,
-    pub runs_dir: Option<PathBuf>,
-    pub active: Option<ActiveRun>,
+    runs: Vec<RunSummary>,
+    runs_error: Option<String>,
+    runs_dir: Option<PathBuf>,
+    active: Option<ActiveRun>,
     /// The runbook last asked for that cannot start: its blockers, shown by the run view
     /// in place of steps (no run exists to start past them). Cleared when a plan opens.
-    pub blocked: Option<hk_session::Blocked>,
-    pub live: LiveState,
+    blocked: Option<hk_session::Blocked>,
+    live: LiveState,
     /// Where Back (or `l`) leaves the Live screen to.
-    pub live_from: Screen,
+    live_from: Screen,
     /// The Live screen's first shown line.
-    pub live_scroll: usize,
+    live_scroll: usize,
     /// How many lines the Live screen laid out when last drawn (the scroll bound): the
     /// view reports it, so the state never asks the view to lay text out.
-    pub live_lines: std::cell::Cell<usize>,
-    pub theme: Theme,
-    pub themes: ThemeSet,
-    pub theme_warnings: Vec<ThemeWarning>,
-    pub keymaps: Keymaps,
+    live_lines: std::cell::Cell<usize>,
+    theme: Theme,
+    themes: ThemeSet,
+    theme_warnings: Vec<ThemeWarning>,
+    keymaps: Keymaps,
     caps: Arc<Capabilities>,
     /// Where `:fault` goes; `None` outside the simulated demo.
     faults: Option<Arc<dyn super::FaultSink>>,
     /// Requests for the executor task; the loop drains it after every update.
-    pub outbox: VecDeque<ExecRequest>,
-    pub operator: String,
-    pub now: Timestamp,
+    outbox: VecDeque<ExecRequest>,
+    operator: String,
+    now: Timestamp,
     /// The `/` filter: narrows the home lists, searches the output in the run view.
-    pub filter: Option<String>,
+    filter: Option<String>,
     /// The output line (absolute number) `n`/`N` last jumped to; cleared with the filter.
-    pub search_at: Option<u64>,
+    search_at: Option<u64>,
     /// One line of feedback at the bottom (errors, refusals, what just happened).
-    pub status: Option<String>,
-    pub width: u16,
-    pub height: u16,
+    status: Option<String>,
+    width: u16,
+    height: u16,
     /// What changed on the platform this session (the Live screen's timeline).
-    pub timeline: hk_effects::observe::timeline::Timeline,
+    timeline: hk_effects::observe::timeline::Timeline,
     /// Environments marked `protected: true`.
-    pub protected: Vec<String>,
+    protected: Vec<String>,
     /// The static check's last result and how to run it again.
-    pub check: crate::panes::check::CheckView,
-    pub checker: Option<Checker>,
+    check: CheckView,
+    checker: Option<Checker>,
     /// `--no-cluster-lock`: mutating runs go without the cluster's run lock (a banner line
     /// on every frame says so).
-    pub no_cluster_lock: bool,
+    no_cluster_lock: bool,
     /// How mutating runs take the cluster's run lock (given to each operate session at its
     /// construction, asked off the UI task: [`App::lock_outbox`]). Set once, from
     /// [`AppParts::locking`], before any run can be opened (the `run` command's start
@@ -378,57 +146,52 @@ pub struct App {
     /// What quitting loses, where the journals do not outlive the console (the demo's
     /// throwaway directory): the quit question says this instead of "the journal keeps
     /// the run".
-    pub runs_discarded: Option<String>,
+    runs_discarded: Option<String>,
     /// Calls on the cluster's run lock, for the loop's pump to run off the UI task; their
     /// answers come back to [`App::handle_lock`].
-    pub lock_outbox: VecDeque<hk_session::lock::LockJob>,
+    lock_outbox: VecDeque<hk_session::lock::LockJob>,
     /// Takes the looks a next step opens; `None`: no cluster to look at (dry run, sample).
-    pub looker: Option<Arc<dyn hk_effects::observe::look::LookSource>>,
+    looker: Option<Arc<dyn hk_effects::observe::look::LookSource>>,
     /// Looks asked for, for the loop to take off the UI task (`(which overlay, what)`).
-    pub look_outbox: VecDeque<super::looks::LookRequest>,
+    look_outbox: VecDeque<LookRequest>,
     /// Numbers each opened look, so an answer for a closed one is dropped.
-    pub look_seq: u64,
+    look_seq: u64,
     /// Where Back (or `c`) leaves the Check screen to.
-    pub check_from: Screen,
+    check_from: Screen,
     /// The Check screen's first shown line.
-    pub check_scroll: usize,
+    check_scroll: usize,
     /// The last `:` line refused and why: the next `:` shows the reason, Up recalls it.
-    pub refused_command: Option<(String, String)>,
+    refused_command: Option<(String, String)>,
     /// Every status line this console showed, oldest first, with when (`M` or `:messages`
     /// reads them whole: the status line cuts a long one at the terminal's width).
-    pub messages: VecDeque<(Timestamp, String)>,
+    messages: VecDeque<(Timestamp, String)>,
     /// The operator chose the environment in view (e, Enter on Home, `:env`): the console
     /// no longer brings the worst one into view by itself.
-    pub env_chosen: bool,
+    env_chosen: bool,
     /// When the run list was last read (Home re-reads it on the tick while in view).
-    pub runs_read_at: Timestamp,
+    runs_read_at: Timestamp,
     /// The gate the status line reminds of (hidden with Esc, still open): the reminder goes
     /// when that gate closes, however it closes.
-    pub gate_reminder: Option<usize>,
+    gate_reminder: Option<usize>,
     /// The help overlay's first shown line (it scrolls where the terminal is short).
-    pub help_scroll: usize,
+    help_scroll: usize,
     /// The messages overlay's first shown line.
-    pub messages_scroll: usize,
+    messages_scroll: usize,
     /// How far the open help or messages overlay can scroll, as last drawn (the view
     /// reports it, as it does `live_lines`).
-    pub overlay_scroll_max: std::cell::Cell<usize>,
+    overlay_scroll_max: std::cell::Cell<usize>,
     /// The run view's output: long lines wrap (on) or are cut with a marker (off); `w`.
-    pub output_wrap: bool,
+    output_wrap: bool,
     /// Where a mouse click acts on the last frame drawn (the view registers them).
-    pub zones: super::pointer::Zones,
+    zones: super::pointer::Zones,
     /// How many rows the Check screen's findings took when last drawn (its scroll bound,
     /// reported by the view as `live_lines` is).
-    pub check_rows: std::cell::Cell<usize>,
+    check_rows: std::cell::Cell<usize>,
 }
-
-/// The `:` commands, for Tab.
-const COMMANDS: &[&str] = &[
-    "run", "env", "theme", "check", "observe", "live", "fault", "help", "messages", "q",
-];
 
 /// What the app is built from.
 /// Runs the static parity check (the repo read afresh each time) for the Check screen.
-pub type Checker = Arc<dyn Fn() -> crate::panes::check::CheckView + Send + Sync>;
+pub type Checker = Arc<dyn Fn() -> CheckView + Send + Sync>;
 
 pub struct AppParts {
     pub environments: Vec<EnvSummary>,
@@ -523,7 +286,7 @@ impl App {
             height: 0,
             timeline: hk_effects::observe::timeline::Timeline::default(),
             protected: Vec::new(),
-            check: crate::panes::check::CheckView::default(),
+            check: CheckView::default(),
             checker: None,
             no_cluster_lock: false,
             locking: parts.locking,
@@ -667,370 +430,7 @@ impl App {
     }
 
     // ----------------------------------------------------------------------------------
-    // Input.
-
-    /// A key from the terminal: to the overlay's text field, else through the keymap.
-    pub fn handle_key(&mut self, key: KeyEvent) -> Control {
-        if key.kind != crossterm::event::KeyEventKind::Press {
-            return Control::Continue;
-        }
-        let bound = Key::from_event(&key);
-        match self.overlay.take() {
-            Some(Overlay::Help) => {
-                let Some(k) = bound else {
-                    self.overlay = Some(Overlay::Help);
-                    return Control::Continue;
-                };
-                // Help has its own small keymap; anything it does not bind leaves it open.
-                match self.keymaps.get(KeyMode::Help).and_then(|m| m.get(&k)) {
-                    Some(Action::Back) => self.help_scroll = 0,
-                    Some(a) => {
-                        self.help_scroll = scrolled(
-                            self.help_scroll,
-                            a,
-                            self.height,
-                            self.overlay_scroll_max.get(),
-                        );
-                        self.overlay = Some(Overlay::Help);
-                    }
-                    None => self.overlay = Some(Overlay::Help),
-                }
-                Control::Continue
-            }
-            Some(other) => self.overlay_key(other, key),
-            None => {
-                let Some(k) = bound else {
-                    return Control::Continue;
-                };
-                let action = self
-                    .keymaps
-                    .get(self.key_mode())
-                    .and_then(|m| m.get(&k))
-                    .cloned();
-                match action {
-                    Some(a) => self.update(a),
-                    None => Control::Continue,
-                }
-            }
-        }
-    }
-
-    /// The mouse: a left click selects a list row or presses the button under it
-    /// ([`App::click`]); the wheel scrolls the output (the Live screen, on it).
-    pub fn handle_mouse(&mut self, ev: MouseEvent) -> Control {
-        if let MouseEventKind::Down(crossterm::event::MouseButton::Left) = ev.kind {
-            return self.click(ev.column, ev.row);
-        }
-        if self.screen == Screen::Live {
-            match ev.kind {
-                MouseEventKind::ScrollUp => self.scroll_live(-3),
-                MouseEventKind::ScrollDown => self.scroll_live(3),
-                _ => {}
-            }
-            return Control::Continue;
-        }
-        if let Some(a) = self.active.as_mut() {
-            match ev.kind {
-                MouseEventKind::ScrollUp => a.output.scroll_up(3),
-                MouseEventKind::ScrollDown => a.output.scroll_down(3),
-                _ => {}
-            }
-        }
-        Control::Continue
-    }
-
-    fn overlay_key(&mut self, overlay: Overlay, key: KeyEvent) -> Control {
-        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        // Ctrl-C in any overlay closes it (an open gate stays open in the run, as with Esc);
-        // a second Ctrl-C then asks about the running step or quitting.
-        let key = if ctrl && key.code == KeyCode::Char('c') {
-            KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)
-        } else {
-            key
-        };
-        match overlay {
-            Overlay::Help => Control::Continue,
-            Overlay::Messages => {
-                match key.code {
-                    KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('M') => {
-                        self.messages_scroll = 0;
-                        return Control::Continue;
-                    }
-                    _ => {
-                        if let Some(k) = Key::from_event(&key) {
-                            if let Some(a) = self.keymaps.get(KeyMode::Help).and_then(|m| m.get(&k))
-                            {
-                                self.messages_scroll = scrolled(
-                                    self.messages_scroll,
-                                    a,
-                                    self.height,
-                                    self.overlay_scroll_max.get(),
-                                );
-                            }
-                        }
-                    }
-                }
-                self.overlay = Some(Overlay::Messages);
-                Control::Continue
-            }
-            Overlay::Look(l) => self.look_key(l, key),
-            Overlay::HostPicker(p) => self.picker_key(p, key),
-            Overlay::Resume(m) => self.resume_key(m, key),
-            Overlay::Takeover(m) => self.takeover_key(m, key),
-            Overlay::Confirm(c) => match key.code {
-                KeyCode::Char('y') | KeyCode::Char('Y') => match c {
-                    Confirm::Quit => Control::Quit,
-                    Confirm::CancelStep { n } => {
-                        let by = self.operator.clone();
-                        self.feed(Input::CancelRequested { n, by });
-                        Control::Continue
-                    }
-                },
-                KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc => Control::Continue,
-                _ => {
-                    self.overlay = Some(Overlay::Confirm(c));
-                    Control::Continue
-                }
-            },
-            Overlay::Reason {
-                why,
-                mut text,
-                error,
-            } => match key.code {
-                KeyCode::Esc => Control::Continue,
-                KeyCode::Enter => {
-                    let reason = text.lines().join(" ").trim().to_string();
-                    if reason.is_empty() {
-                        self.overlay = Some(Overlay::Reason {
-                            why,
-                            text,
-                            error: Some("a reason is required; it goes into the journal".into()),
-                        });
-                        return Control::Continue;
-                    }
-                    let by = self.operator.clone();
-                    match why {
-                        ReasonFor::Abort => self.feed(Input::Abort { by, reason }),
-                        ReasonFor::Skip { n } => self.feed(Input::Skip { n, by, reason }),
-                    }
-                    Control::Continue
-                }
-                _ => {
-                    text.input(key);
-                    self.overlay = Some(Overlay::Reason { why, text, error });
-                    Control::Continue
-                }
-            },
-            Overlay::Filter { mut text } => match key.code {
-                KeyCode::Esc => Control::Continue,
-                KeyCode::Enter => {
-                    let f = text.lines().join(" ").trim().to_string();
-                    self.filter = (!f.is_empty()).then_some(f);
-                    self.search_at = None;
-                    self.env_sel = 0;
-                    self.runbook_sel = 0;
-                    self.run_sel = 0;
-                    Control::Continue
-                }
-                _ => {
-                    text.input(key);
-                    self.overlay = Some(Overlay::Filter { text });
-                    Control::Continue
-                }
-            },
-            Overlay::Command { mut text, error } => match key.code {
-                KeyCode::Esc => {
-                    // Esc clears: the refused line is not offered again.
-                    self.refused_command = None;
-                    Control::Continue
-                }
-                KeyCode::Up if text.lines().iter().all(|l| l.is_empty()) => {
-                    let mut t = single_line();
-                    if let Some((line, _)) = &self.refused_command {
-                        t.insert_str(line.trim());
-                    }
-                    self.overlay = Some(Overlay::Command {
-                        text: Box::new(t),
-                        error,
-                    });
-                    Control::Continue
-                }
-                KeyCode::Enter => {
-                    let line = text.lines().join(" ");
-                    self.update(Action::Command(line))
-                }
-                KeyCode::Tab => {
-                    let line = text.lines().join(" ");
-                    let completed = self.complete(&line);
-                    // More than one way on: show them (as a shell's second Tab would).
-                    let options = self.candidates(&completed);
-                    let error = if options.len() > 1 {
-                        Some(format!("tab: {}", options.join("  ")))
-                    } else if options.is_empty() && completed == line {
-                        error
-                    } else {
-                        None
-                    };
-                    let mut t = single_line();
-                    t.insert_str(&completed);
-                    self.overlay = Some(Overlay::Command {
-                        text: Box::new(t),
-                        error,
-                    });
-                    Control::Continue
-                }
-                _ => {
-                    text.input(key);
-                    self.overlay = Some(Overlay::Command { text, error });
-                    Control::Continue
-                }
-            },
-            Overlay::Gate(mut m) => {
-                match key.code {
-                    KeyCode::Esc => {
-                        self.status = Some(gate_reminder_text(m.n));
-                        self.gate_reminder = Some(m.n);
-                        return Control::Continue;
-                    }
-                    // Typed gates have two fields, the typed answer and the note: Tab moves
-                    // between them. Approval gates have only the note.
-                    KeyCode::Tab | KeyCode::BackTab => {
-                        if gate_is_typed(&m.gate) {
-                            let next = match m.field {
-                                GateField::Answer => GateField::Note,
-                                GateField::Note => GateField::Answer,
-                            };
-                            m.focus(next);
-                        }
-                    }
-                    KeyCode::Char('r') if ctrl => {
-                        let reason = m.note.lines().join(" ").trim().to_string();
-                        let reason = if reason.is_empty() {
-                            "rejected at the gate".to_string()
-                        } else {
-                            reason
-                        };
-                        let by = self.operator.clone();
-                        let n = m.n;
-                        self.feed(Input::GateAnswered {
-                            n,
-                            answer: GateAnswer::Rejected { by, reason },
-                        });
-                        return Control::Continue;
-                    }
-                    KeyCode::Enter => return self.submit_gate(m),
-                    KeyCode::Up if matches!(m.gate, Gate::ApproveDiff) => {
-                        m.scroll = m.scroll.saturating_sub(1)
-                    }
-                    KeyCode::Down if matches!(m.gate, Gate::ApproveDiff) => {
-                        m.scroll = m.scroll.saturating_add(1)
-                    }
-                    KeyCode::PageUp if matches!(m.gate, Gate::ApproveDiff) => {
-                        m.scroll = m.scroll.saturating_sub(10)
-                    }
-                    KeyCode::PageDown if matches!(m.gate, Gate::ApproveDiff) => {
-                        m.scroll = m.scroll.saturating_add(10)
-                    }
-                    _ => match m.field {
-                        GateField::Answer => {
-                            m.answer.input(key);
-                        }
-                        GateField::Note => {
-                            m.note.input(key);
-                        }
-                    },
-                }
-                self.overlay = Some(Overlay::Gate(m));
-                Control::Continue
-            }
-        }
-    }
-
-    fn submit_gate(&mut self, mut m: Box<GateModal>) -> Control {
-        let by = self.operator.clone();
-        let n = m.n;
-        let note = m.note.lines().join(" ").trim().to_string();
-        // Issue 29: a step whose hosts' disruption, given the health the live panes see
-        // now, leaves etcd without quorum goes on only with a typed override and its
-        // reason in the note (journaled with the answer).
-        if let Some(refused) = self.live_refusal(n) {
-            if hk_engine::guard::blast::override_reason(&note).is_none() {
-                m.error = Some(refused);
-                self.overlay = Some(Overlay::Gate(m));
-                return Control::Continue;
-            }
-        }
-        let note = (!note.is_empty()).then_some(note);
-        // What the gate showed of the live cluster goes into the journal with the answer
-        // (the change record says what the operator saw).
-        if let Some(lines) = self.live_blast(n).filter(|l| !l.is_empty()) {
-            self.feed(Input::GateShown {
-                n,
-                lines: hk_engine::guard::blast::journal_lines(&lines),
-            });
-        }
-        if gate_is_typed(&m.gate) {
-            let text = m.answer.lines().join("").trim().to_string();
-            // Keep the modal up; a wrong answer comes back as GateNotPassed and is shown.
-            self.overlay = Some(Overlay::Gate(m));
-            self.feed(Input::TypedText { n, by, text, note });
-        } else {
-            self.feed(Input::GateAnswered {
-                n,
-                answer: GateAnswer::Approved { by, note },
-            });
-        }
-        Control::Continue
-    }
-
-    /// Why the gate of step `n` refuses to pass without an override, from the live blast
-    /// radius of the hosts the step guards (`None`: nothing blocks, or no step, or the step
-    /// changes no host).
-    fn live_refusal(&self, n: usize) -> Option<String> {
-        hk_engine::guard::blast::refusal(&self.live_blast(n)?)
-    }
-
-    /// The live blast radius of the hosts step `n` of the open run changes, as the live
-    /// panes show it now (`None`: no run, no such step, or it changes no host). What the
-    /// gate shows and what its answer is refused on are this one reading.
-    pub fn live_blast(&self, n: usize) -> Option<Vec<hk_engine::guard::blast::BlastLine>> {
-        let plan = self.active.as_ref()?.run.plan();
-        let step = plan.steps.iter().find(|s| s.n == n)?;
-        let hosts = &step.blast_radius.as_ref()?.hosts;
-        if hosts.is_empty() {
-            return None;
-        }
-        let servers = self
-            .envs
-            .iter()
-            .find(|e| e.name == plan.env)
-            .map(|e| e.servers.clone())
-            .unwrap_or_default();
-        Some(self.live.blast(&plan.env, hosts, &servers, self.now))
-    }
-
-    /// Before the run starts: where its plan takes the environment's VIP holder and etcd
-    /// leader, as the live panes see them now (issue 29; `None`: no run, started, or it
-    /// changes fewer than two hosts).
-    pub fn holder_advice(&self) -> Option<hk_engine::guard::blast::BlastLine> {
-        let a = self.active.as_ref()?;
-        if !matches!(
-            a.run.status(),
-            hk_engine::runbook::machine::RunStatus::NotStarted
-        ) {
-            return None;
-        }
-        let plan = a.run.plan();
-        let mut order: Vec<String> = Vec::new();
-        for s in plan.steps.iter().filter(|s| s.mutates) {
-            if let Some(h) = &s.host {
-                if !order.contains(h) {
-                    order.push(h.clone());
-                }
-            }
-        }
-        self.live.holder_in_order(&plan.env, &order, self.now)
-    }
+    // Actions (keys reach them through the keymap, in `keys`).
 
     /// Apply one action.
     pub fn update(&mut self, action: Action) -> Control {
@@ -1056,42 +456,13 @@ impl App {
                     return Control::Quit;
                 }
             }
-            Action::Back => {
-                // The Live screen has no filter: Back leaves it (a home filter stays).
-                if self.overlay.is_none()
-                    && self.screen != Screen::Live
-                    && self.filter.take().is_some()
-                {
-                    self.search_at = None;
-                    return Control::Continue;
-                }
-                if self.overlay.take().is_none() {
-                    match self.screen {
-                        Screen::Run => {
-                            self.screen = Screen::Home;
-                            self.refresh_runs();
-                        }
-                        Screen::Live => self.leave_live(),
-                        Screen::Check => self.leave_check(),
-                        Screen::Home => {}
-                    }
-                }
-            }
+            Action::Back => self.back(),
             Action::Help => {
                 self.help_scroll = 0;
                 self.overlay = Some(Overlay::Help)
             }
             Action::Messages => self.open_messages(),
-            Action::CommandLine => {
-                // The prompt opens empty, as a shell's does: what the operator types next is
-                // a new command, never appended to the refused one. The refusal stays in
-                // sight (the prompt's title names its line), and Up brings the line back to be fixed.
-                let error = self.refused_command.as_ref().map(|(_, why)| why.clone());
-                self.overlay = Some(Overlay::Command {
-                    text: Box::new(single_line()),
-                    error,
-                })
-            }
+            Action::CommandLine => self.open_command_line(),
             Action::Up => self.move_sel(-1),
             Action::Down => self.move_sel(1),
             Action::PageUp => self.page(-1),
@@ -1112,46 +483,11 @@ impl App {
                 }
             }
             Action::Open => self.open_selected(),
-            Action::NextEnv => {
-                if !self.envs.is_empty() {
-                    let i = self
-                        .current_env
-                        .as_ref()
-                        .and_then(|c| self.envs.iter().position(|e| &e.name == c))
-                        .map_or(0, |i| (i + 1) % self.envs.len());
-                    self.current_env = Some(self.envs[i].name.clone());
-                    self.env_chosen = true;
-                    self.env_sel = i;
-                    self.live_scroll = 0;
-                }
-            }
+            Action::NextEnv => self.next_env(),
             Action::StartRun => self.start_run(),
             Action::Interrupt => return self.interrupt(),
-            Action::Abort => {
-                if self.run_is_active() {
-                    self.overlay = Some(Overlay::Reason {
-                        why: ReasonFor::Abort,
-                        text: Box::new(single_line()),
-                        error: None,
-                    });
-                } else {
-                    self.status = Some("no active run to abort".into());
-                }
-            }
-            Action::Retry => match self.halted_step() {
-                Some(n) if self.needs_decision(n) => {
-                    self.status = Some(format!(
-                        "step {n} changes systems and its work went out without ending done: \
-                         it is not re-run on one key; decide here"
-                    ));
-                    self.open_resume(n);
-                }
-                Some(n) => {
-                    let by = self.operator.clone();
-                    self.feed(Input::RetryApproved { n, by });
-                }
-                None => self.status = Some("nothing to retry: the run is not halted".into()),
-            },
+            Action::Abort => self.ask_abort(),
+            Action::Retry => self.retry(),
             Action::Skip => match self.halted_step() {
                 Some(n) => {
                     self.overlay = Some(Overlay::Reason {
@@ -1167,33 +503,117 @@ impl App {
                     a.output.toggle_follow();
                 }
             }
-            Action::ToggleWrap => {
-                self.output_wrap = !self.output_wrap;
-                self.status = Some(
-                    if self.output_wrap {
-                        "output: long lines wrap (w: cut them)"
-                    } else {
-                        "output: long lines are cut, marked … (w: wrap them)"
-                    }
-                    .into(),
-                );
-            }
+            Action::ToggleWrap => self.toggle_wrap(),
             Action::Observe => self.enter_observe(),
             Action::Live => self.toggle_live(),
             Action::Check => self.toggle_check(),
             Action::NextStep => self.take_next_step(),
-            Action::Filter => {
-                let mut t = single_line();
-                if let Some(f) = &self.filter {
-                    t.insert_str(f);
-                }
-                self.overlay = Some(Overlay::Filter { text: Box::new(t) });
-            }
+            Action::Filter => self.open_filter(),
             Action::NextMatch => self.jump_match(true),
             Action::PrevMatch => self.jump_match(false),
             Action::Command(line) => return self.command(&line),
         }
         Control::Continue
+    }
+
+    /// Back: clears a filter first (the Live screen has none: Back leaves it, a home
+    /// filter stays), else closes the overlay, else leaves the screen.
+    fn back(&mut self) {
+        if self.overlay.is_none() && self.screen != Screen::Live && self.filter.take().is_some() {
+            self.search_at = None;
+            return;
+        }
+        if self.overlay.take().is_none() {
+            match self.screen {
+                Screen::Run => {
+                    self.screen = Screen::Home;
+                    self.refresh_runs();
+                }
+                Screen::Live => self.leave_live(),
+                Screen::Check => self.leave_check(),
+                Screen::Home => {}
+            }
+        }
+    }
+
+    /// `:`: the prompt opens empty, as a shell's does: what the operator types next is a
+    /// new command, never appended to the refused one. The refusal stays in sight (the
+    /// prompt's title names its line), and Up brings the line back to be fixed.
+    fn open_command_line(&mut self) {
+        let error = self.refused_command.as_ref().map(|(_, why)| why.clone());
+        self.overlay = Some(Overlay::Command {
+            text: Box::new(single_line()),
+            error,
+        })
+    }
+
+    /// `e`: the next environment, chosen (the console no longer follows the worst).
+    fn next_env(&mut self) {
+        if !self.envs.is_empty() {
+            let i = self
+                .current_env
+                .as_ref()
+                .and_then(|c| self.envs.iter().position(|e| &e.name == c))
+                .map_or(0, |i| (i + 1) % self.envs.len());
+            self.current_env = Some(self.envs[i].name.clone());
+            self.env_chosen = true;
+            self.env_sel = i;
+            self.live_scroll = 0;
+        }
+    }
+
+    /// `A`: ask the reason to abort the active run.
+    fn ask_abort(&mut self) {
+        if self.run_is_active() {
+            self.overlay = Some(Overlay::Reason {
+                why: ReasonFor::Abort,
+                text: Box::new(single_line()),
+                error: None,
+            });
+        } else {
+            self.status = Some("no active run to abort".into());
+        }
+    }
+
+    /// `r`: retry the halted step, unless it changes systems and its work went out (then
+    /// the resume decision, never a re-run on one key).
+    fn retry(&mut self) {
+        match self.halted_step() {
+            Some(n) if self.needs_decision(n) => {
+                self.status = Some(format!(
+                    "step {n} changes systems and its work went out without ending done: \
+                     it is not re-run on one key; decide here"
+                ));
+                self.open_resume(n);
+            }
+            Some(n) => {
+                let by = self.operator.clone();
+                self.feed(Input::RetryApproved { n, by });
+            }
+            None => self.status = Some("nothing to retry: the run is not halted".into()),
+        }
+    }
+
+    /// `w`: long output lines wrap, or are cut with a marker.
+    fn toggle_wrap(&mut self) {
+        self.output_wrap = !self.output_wrap;
+        self.status = Some(
+            if self.output_wrap {
+                "output: long lines wrap (w: cut them)"
+            } else {
+                "output: long lines are cut, marked … (w: wrap them)"
+            }
+            .into(),
+        );
+    }
+
+    /// `/`: the filter prompt, holding the filter there is.
+    fn open_filter(&mut self) {
+        let mut t = single_line();
+        if let Some(f) = &self.filter {
+            t.insert_str(f);
+        }
+        self.overlay = Some(Overlay::Filter { text: Box::new(t) });
     }
 
     /// `n` / `N`: move the output's scrollback to the next (newer) or previous (older) line
@@ -1392,753 +812,10 @@ impl App {
         }
     }
 
-    // ----------------------------------------------------------------------------------
-    // Runs: the session drives them; the app shows what it says and forwards answers.
-
-    /// Plan runbook `id` for `env` (or the current environment, or the runbook's only one)
-    /// and show the plan. Nothing is journaled until it is started.
-    pub fn open_runbook(&mut self, id: &str, env: Option<&str>, host: Option<&str>) {
-        let env_named = env;
-        if self.run_is_active() {
-            self.status = Some("a run is active: finish or abort it (A) first".into());
-            self.screen = Screen::Run;
-            return;
-        }
-        let opened = hk_session::plan_runbook_or_blocked(
-            &self.runbook_set,
-            self.plans.as_ref(),
-            id,
-            env,
-            self.current_env.as_deref(),
-            host,
-        );
-        let (plan, env) = match opened {
-            Ok(p) => p,
-            Err((e, blocked)) => {
-                self.status = Some(e.0);
-                if let Some(b) = blocked {
-                    // Shown where the run would be: what stops it, before any gate.
-                    self.blocked = Some(b);
-                    self.screen = Screen::Run;
-                }
-                return;
-            }
-        };
-        self.blocked = None;
-        let session = match Session::plan(plan, &self.caps, &self.operator, self.session_locking())
-        {
-            Ok(s) => s,
-            Err(e) => {
-                self.status = Some(format!("cannot run `{id}` for `{env}`: {e}"));
-                return;
-            }
-        };
-        let notice = session.opened_notice();
-        // No environment named, and the runbook has several: say which one it was planned
-        // for, and how to plan another; never a silent pick.
-        let several = self
-            .runbook_set
-            .get(id)
-            .is_some_and(|l| l.environments.len() > 1);
-        let notice = if env_named.is_none() && several {
-            format!(
-                "planned for `{env}`, the environment in view (`:run {id} ENV` for another); {notice}"
-            )
-        } else {
-            notice.to_string()
-        };
-        self.current_env = Some(env);
-        self.set_active(session);
-        self.status = Some(notice);
-    }
-
-    fn set_active(&mut self, session: Session) {
-        self.active = Some(ActiveRun {
-            session,
-            output: OutputBuffer::default(),
-            step_output_start: BTreeMap::new(),
-            selected: 0,
-        });
-        self.screen = Screen::Run;
-        self.overlay = None;
-        // A filter belongs to the pane it was typed on: a Home filter never hides output.
-        self.filter = None;
-        self.search_at = None;
-    }
-
-    fn open_journal(&mut self, path: PathBuf, outcome: RunOutcome) {
-        if self.run_is_active() {
-            self.status = Some("a run is active: finish or abort it (A) first".into());
-            return;
-        }
-        match Session::open_journal(
-            &path,
-            outcome,
-            &self.caps,
-            &self.operator,
-            self.now,
-            self.session_locking(),
-        ) {
-            Ok(Opened { session, effects }) => {
-                self.set_active(session);
-                self.show_output_log(&path);
-                self.apply(effects);
-                // A resume refused on a stale lock: the take-over prompt (a take-over
-                // resumes the run).
-                if self
-                    .active
-                    .as_ref()
-                    .is_some_and(|a| a.session.stale_lock().is_some())
-                {
-                    let said = self.status.clone().unwrap_or_default();
-                    self.lock_refused(said);
-                }
-            }
-            Err(e) => self.status = Some(e.0),
-        }
-    }
-
-    /// A run reopened from Recent runs shows the output its log holds (what `runs show`
-    /// reads), each step's lines under the header the live run printed; a resumed run's new
-    /// output follows. An unreadable log is said in the pane, never shown as "no output".
-    fn show_output_log(&mut self, journal_path: &std::path::Path) {
-        let Some(a) = self.active.as_mut() else {
-            return;
-        };
-        match journal::read_output(journal_path) {
-            Ok(log) => {
-                for s in hk_session::record::console_output(&a.run.plan().steps, &log) {
-                    let total = a.output.dropped() + a.output.len() as u64;
-                    a.step_output_start.insert(s.n, total);
-                    a.output.push(&s.header);
-                    for l in &s.lines {
-                        a.output.push(l);
-                    }
-                }
-            }
-            Err(e) => a.output.push(&format!("output log unreadable: {e}")),
-        }
-    }
-
-    /// The run lock as a session takes it here: off the UI task (the loop's pump runs the
-    /// calls), so a cluster that does not answer never freezes the screen.
-    fn session_locking(&self) -> Option<Arc<hk_session::lock::RunLocking>> {
-        self.locking.as_ref().map(|l| {
-            if l.is_off_task() {
-                Arc::clone(l)
-            } else {
-                Arc::new(l.as_ref().clone().off_the_ui_task())
-            }
-        })
-    }
-
-    fn start_run(&mut self) {
-        let Some(a) = self.active.as_mut() else {
-            // Wording only: with no run open, nothing starts in either mode.
-            self.status = Some(if self.is_observe() {
-                hk_session::OBSERVE_STARTS_NOTHING.into()
-            } else if let Some(b) = &self.blocked {
-                format!(
-                    "`{}` cannot start on `{}`: fix the blockers listed, then open it again",
-                    b.runbook, b.env
-                )
-            } else {
-                "open a runbook first".into()
-            });
-            return;
-        };
-        match a.session.start(self.runs_dir.as_deref(), self.now) {
-            Ok(fx) => self.apply(fx),
-            Err(e) => self.lock_refused(e.0),
-        }
-    }
-
-    /// A start or resume refused (by the lock, among others): say why; a stale lock opens
-    /// the take-over prompt with its holder, since and last renewal (the environment's
-    /// name and a reason take it over).
-    fn lock_refused(&mut self, why: String) {
-        self.take_lock_jobs();
-        if let Some(a) = self.active.as_ref() {
-            if let Some((record, age_ms)) = a.session.stale_lock().cloned() {
-                let env = a.run.plan().env.clone();
-                self.overlay = Some(Overlay::Takeover(Box::new(
-                    crate::panes::takeover::TakeoverModal::new(&env, record, age_ms),
-                )));
-            }
-        }
-        self.status = Some(why);
-    }
-
-    /// The answer to a run lock call the pump ran off the UI task: the start or resume it
-    /// held goes on, or the refusal is shown (a refused take-over stays in its prompt).
-    pub fn handle_lock(&mut self, answer: hk_session::lock::LockAnswer) {
-        let Some(a) = self.active.as_mut() else {
-            // The run it was for is closed: what it took goes back.
-            if let Some(job) = answer.orphan_release() {
-                self.lock_outbox.push_back(job);
-            }
-            return;
-        };
-        let taking_over = matches!(self.overlay, Some(Overlay::Takeover(_)));
-        match a
-            .session
-            .lock_answered(answer, self.runs_dir.as_deref(), self.now)
-        {
-            Ok(fx) => {
-                if taking_over && a.session.stale_lock().is_none() {
-                    self.overlay = None;
-                }
-                self.apply(fx);
-            }
-            Err(e) if taking_over => {
-                self.take_lock_jobs();
-                if let Some(Overlay::Takeover(m)) = self.overlay.as_mut() {
-                    m.error = Some(e.0.clone());
-                }
-                self.status = Some(e.0);
-            }
-            Err(e) => self.lock_refused(e.0),
-        }
-    }
-
-    /// The active session's lock calls, to the loop's pump.
-    fn take_lock_jobs(&mut self) {
-        if let Some(a) = self.active.as_mut() {
-            self.lock_outbox.extend(a.session.take_lock_jobs());
-        }
-    }
-
-    fn takeover_key(
-        &mut self,
-        mut m: Box<crate::panes::takeover::TakeoverModal>,
-        key: KeyEvent,
-    ) -> Control {
-        use crate::panes::takeover::TakeoverKey;
-        match m.key(key) {
-            TakeoverKey::Asking => self.overlay = Some(Overlay::Takeover(m)),
-            TakeoverKey::Cancelled => {
-                self.status = Some("the stale run lock was left as it is".into());
-            }
-            TakeoverKey::TakeOver { typed, reason } => {
-                let Some(a) = self.active.as_mut() else {
-                    return Control::Continue;
-                };
-                match a.session.take_over_and_start(
-                    self.runs_dir.as_deref(),
-                    self.now,
-                    &typed,
-                    &reason,
-                ) {
-                    Ok(fx) => {
-                        // Asked off the UI task: the prompt stays (saying so) until the
-                        // answer comes.
-                        if a.session.lock.pending.is_some() {
-                            m.error = None;
-                            self.overlay = Some(Overlay::Takeover(m));
-                        }
-                        self.apply(fx);
-                    }
-                    Err(e) => {
-                        m.error = Some(e.0);
-                        self.overlay = Some(Overlay::Takeover(m));
-                    }
-                }
-            }
-        }
-        Control::Continue
-    }
-
-    /// Forward `input` (an operator's answer) to the session, and show what it did.
-    pub fn feed(&mut self, input: Input) {
-        let Some(a) = self.active.as_mut() else {
-            return;
-        };
-        let fx = a.session.feed(input, self.now);
-        self.apply(fx);
-    }
-
-    /// Show what the session did: the gate and decision overlays, the output ring, the
-    /// status line, the selection; queue its requests for the loop's pump.
-    fn apply(&mut self, effects: Vec<SessionEffect>) {
-        for fx in effects {
-            match fx {
-                SessionEffect::AskGate { n, gate } => {
-                    self.overlay = Some(Overlay::Gate(Box::new(GateModal::new(n, gate))));
-                }
-                SessionEffect::GateNotPassed { n, why } => match self.overlay.as_mut() {
-                    Some(Overlay::Gate(m)) if m.n == n => m.error = Some(why),
-                    _ => self.status = Some(format!("step {n}: {why}")),
-                },
-                SessionEffect::Request(req) => self.outbox.push_back(*req),
-                SessionEffect::StepBegins { n, header } => {
-                    if let Some(a) = self.active.as_mut() {
-                        let total = a.output.dropped() + a.output.len() as u64;
-                        a.step_output_start.insert(n, total);
-                        a.output.push(&header);
-                    }
-                }
-                SessionEffect::Output(line) => {
-                    if let Some(a) = self.active.as_mut() {
-                        a.output.push(&line);
-                    }
-                }
-                // The step list's selection follows the run to the step it is at.
-                SessionEffect::AtStep { n } => {
-                    if let Some(a) = self.active.as_mut() {
-                        if let Some(i) = a.run.plan().steps.iter().position(|s| s.n == n) {
-                            a.selected = i;
-                        }
-                    }
-                }
-                SessionEffect::Notice(said) => self.status = Some(said),
-                SessionEffect::Finished { .. } => {
-                    if matches!(self.overlay, Some(Overlay::Gate(_))) {
-                        self.overlay = None;
-                    }
-                    // The run's new state is what Home lists now.
-                    self.refresh_runs();
-                }
-                SessionEffect::AskDecision { n } => {
-                    self.overlay = Some(Overlay::Resume(Box::new(ResumeModal::new(n))));
-                }
-            }
-        }
-        // The lock calls the session asked for (a start's, a resume's, a release's) go
-        // to the pump.
-        self.take_lock_jobs();
-        // A gate modal whose gate has closed (answered, or the step moved on) goes away.
-        if let (Some(Overlay::Gate(m)), Some(a)) = (&self.overlay, &self.active) {
-            if !a.session.gate_is_open(m.n) {
-                self.overlay = None;
-            }
-        }
-        // And so does the reminder that it was open: a status line true at every frame.
-        if let Some(n) = self.gate_reminder {
-            let open = self
-                .active
-                .as_ref()
-                .is_some_and(|a| a.session.gate_is_open(n));
-            if !open {
-                if self.status.as_deref() == Some(gate_reminder_text(n).as_str()) {
-                    self.status = None;
-                }
-                self.gate_reminder = None;
-            }
-        }
-    }
-
-    /// A reply from the executors, to the session. Stale replies (another run) are dropped.
-    pub fn handle_exec(&mut self, reply: ExecReply) {
-        let Some(a) = self.active.as_mut() else {
-            return;
-        };
-        let fx = a.session.handle_reply(reply, self.now);
-        self.apply(fx);
-    }
-
     /// Run the static parity check now (at start and on `:check`).
     pub fn run_check(&mut self) {
         if let Some(c) = self.checker.clone() {
             self.check = c();
-        }
-    }
-
-    /// The environment the strip expands: the one a run is on during the run, else the
-    /// selected one.
-    pub fn strip_env(&self) -> Option<&str> {
-        self.active
-            .as_ref()
-            .map(|a| a.run.plan().env.as_str())
-            .or(self.current_env.as_deref())
-    }
-
-    /// Every environment at a glance, worst first, each verdict with its next step.
-    pub fn summary(&self) -> hk_effects::observe::summary::Summary {
-        let envs: Vec<_> = self
-            .envs
-            .iter()
-            .map(|e| {
-                (
-                    e.name.clone(),
-                    self.protected.contains(&e.name),
-                    e.objects.as_ref(),
-                )
-            })
-            .collect();
-        let runbooks: Vec<&hk_engine::runbook::schema::Runbook> =
-            self.runbook_set.iter().map(|l| &l.runbook).collect();
-        let parity = match &self.check.findings {
-            Some(Ok(f)) => Some(f.as_slice()),
-            _ => None,
-        };
-        let objects = hk_effects::observe::summary::Objects::of(
-            &hk_effects::cluster::WatchSettings::default(),
-        );
-        super::live::summary(&self.live, &envs, parity, &runbooks, &objects, self.now)
-    }
-
-    /// `x`: take the next step of the worst environment that has one: open the runbook's
-    /// plan for that environment (nothing runs until `s`), or say what to look at.
-    fn take_next_step(&mut self) {
-        use hk_effects::observe::summary::NextStep;
-        let s = self.summary();
-        // On a run's screen its environment's verdicts come first (the pod a halted step
-        // names); elsewhere the worst environment's.
-        let run_env = self
-            .active
-            .as_ref()
-            .filter(|_| self.screen == Screen::Run)
-            .map(|a| a.run.plan().env.clone());
-        let of_run = run_env.and_then(|r| {
-            s.env(&r)
-                .and_then(|e| e.first_next().map(|n| (e.env.clone(), n.clone())))
-        });
-        let Some((env, next)) = of_run.or_else(|| {
-            s.envs
-                .iter()
-                .find_map(|e| e.first_next().map(|n| (e.env.clone(), n.clone())))
-        }) else {
-            self.status = Some("no verdict asks for a next step".into());
-            return;
-        };
-        match next {
-            NextStep::Runbook { id, env: on, .. } => self.open_runbook(&id, Some(&on), None),
-            NextStep::Check { .. } => {
-                self.open_check();
-                self.status = Some(format!("{env}: the parity findings, file:line"));
-            }
-            NextStep::Look(l) => self.open_look(l),
-        }
-    }
-
-    /// A live source's update: kept as the latest of its environment and kind (an update
-    /// older than the one held changes nothing).
-    pub fn handle_update(&mut self, update: Update) {
-        let changed = self.timeline.observe(&update);
-        // While a run is active, what changed goes into its record too.
-        if let Some(a) = self.active.as_mut().filter(|_| !changed.is_empty()) {
-            if let Err(e) = a.session.record_trail(&changed) {
-                self.status = Some(format!("⚠ event trail not kept with the run: {e}"));
-            }
-        }
-        if !self.live.apply(update) {
-            tracing::debug!("live update older than the one held: ignored");
-        }
-        self.follow_the_worst();
-    }
-
-    /// Until the operator chooses an environment, the console looks at the one in the
-    /// worst state: an environment turning critical while another is in view is brought into
-    /// view (never during a run, never over the operator's own choice), and the status line
-    /// says so.
-    fn follow_the_worst(&mut self) {
-        if self.env_chosen || self.active.is_some() {
-            return;
-        }
-        let rank = |app: &App, env: &str| {
-            crate::live::worst_of(app.live.env_verdicts(env).iter()).map(|s| s.rank())
-        };
-        let Some(worst) = self
-            .envs
-            .iter()
-            .filter(|e| {
-                rank(self, &e.name) == Some(hk_engine::checks::live::Severity::Critical.rank())
-            })
-            .map(|e| e.name.clone())
-            .next()
-        else {
-            return;
-        };
-        let here = self.current_env.as_deref().and_then(|c| rank(self, c));
-        if here == Some(hk_engine::checks::live::Severity::Critical.rank())
-            || self.current_env.as_deref() == Some(worst.as_str())
-        {
-            return;
-        }
-        let from = self.current_env.clone().unwrap_or_default();
-        self.current_env = Some(worst.clone());
-        if let Some(i) = self.envs.iter().position(|e| e.name == worst) {
-            self.env_sel = i;
-        }
-        self.live_scroll = 0;
-        let said =
-            format!("✗ {worst} is critical: showing {worst} (was {from}; e: next environment)");
-        // The status line may hold what must be read first (the demo's SIMULATED notice, a
-        // config warning): then this goes to the messages (M), and the header and strip show
-        // the environment.
-        if self.status.is_none() {
-            self.status = Some(said);
-        } else {
-            self.keep_status();
-            self.log_message(said);
-        }
-    }
-
-    /// `l`: open the Live screen, or leave it.
-    fn toggle_live(&mut self) {
-        if self.screen == Screen::Live {
-            self.leave_live();
-        } else {
-            self.live_from = self.screen;
-            self.screen = Screen::Live;
-            self.live_scroll = 0;
-        }
-    }
-
-    fn leave_live(&mut self) {
-        // A run opened from the Live screen (`:run`) is not left behind a stale return.
-        self.screen = match self.live_from {
-            Screen::Run if self.active.is_some() => Screen::Run,
-            _ => Screen::Home,
-        };
-        if self.screen == Screen::Home {
-            self.refresh_runs();
-        }
-    }
-
-    /// Scroll the Live screen by `d` lines, within its content at the current width.
-    fn scroll_live(&mut self, d: isize) {
-        let last = self.live_lines.get().saturating_sub(1);
-        let next = self.live_scroll.saturating_add_signed(d);
-        self.live_scroll = next.min(last);
-    }
-
-    // ----------------------------------------------------------------------------------
-    // Messages: every status line, readable whole.
-
-    /// Keep the status line in the messages log if it is new (the loop calls this after
-    /// every event, so a message replaced before the next frame is kept too).
-    pub fn keep_status(&mut self) {
-        let Some(s) = self.status.as_ref() else {
-            return;
-        };
-        if self.messages.back().is_some_and(|(_, last)| last == s) {
-            return;
-        }
-        let s = s.clone();
-        self.log_message(s);
-    }
-
-    /// One line into the messages log, now, the oldest going past [`MESSAGES_KEPT`].
-    fn log_message(&mut self, text: String) {
-        if self.messages.len() == MESSAGES_KEPT {
-            self.messages.pop_front();
-        }
-        self.messages.push_back((self.now, text));
-    }
-
-    /// The messages overlay, on its newest messages.
-    fn open_messages(&mut self) {
-        self.keep_status();
-        self.messages_scroll = usize::MAX;
-        self.overlay = Some(Overlay::Messages);
-    }
-
-    // ----------------------------------------------------------------------------------
-    // The command line.
-
-    fn command(&mut self, line: &str) -> Control {
-        let mut words = line.split_whitespace();
-        let cmd = words.next().unwrap_or("");
-        let arg = words.next();
-        let arg2 = words.next();
-        let arg3 = words.next();
-        // A refusal closes the prompt (the keys after it go to the screen again) and says
-        // why on the status line; the next `:` brings the line back to be fixed.
-        let fail = |app: &mut App, msg: String| {
-            app.overlay = None;
-            app.status = Some(format!("✗ :{}: {msg}", line.trim()));
-            app.refused_command = Some((line.to_string(), msg));
-        };
-        self.refused_command = None;
-        match (cmd, arg) {
-            ("q" | "quit" | "q!", _) => return self.update(Action::Quit),
-            ("run", Some(id)) => match arg3 {
-                Some(host) => self.open_runbook(id, arg2, Some(host)),
-                None => self.open_runbook_or_pick(id, arg2),
-            },
-            ("run", None) => fail(self, "usage: :run RUNBOOK [ENV [HOST]]".into()),
-            ("env", Some(name)) => {
-                if self.envs.iter().any(|e| e.name == name) {
-                    self.current_env = Some(name.to_string());
-                    self.env_chosen = true;
-                    self.status = Some(format!("environment: {name}"));
-                } else {
-                    let have: Vec<&str> = self.envs.iter().map(|e| e.name.as_str()).collect();
-                    fail(
-                        self,
-                        format!("no environment `{name}` (have: {})", have.join(", ")),
-                    );
-                }
-            }
-            ("theme", Some(name)) => {
-                let (theme, warnings) = self.themes.load(name, self.theme.no_color);
-                self.theme = theme;
-                self.theme_warnings = warnings;
-                // With warnings, leave the status line to them.
-                self.status = self
-                    .theme_warnings
-                    .is_empty()
-                    .then(|| format!("theme: {}", self.theme.name));
-            }
-            ("fault", _) => {
-                let rest: Vec<&str> = line.split_whitespace().skip(2).collect();
-                if let Err(msg) = self.fault(arg, &rest.join(" ")) {
-                    fail(self, msg);
-                }
-            }
-            ("observe", _) => self.enter_observe(),
-            ("live", _) => {
-                if self.screen != Screen::Live {
-                    self.toggle_live();
-                }
-            }
-            ("help", _) => {
-                self.help_scroll = 0;
-                self.overlay = Some(Overlay::Help)
-            }
-            ("messages" | "msg", _) => self.open_messages(),
-            ("check", _) => {
-                if self.checker.is_none() {
-                    fail(self, "no repo to check".into());
-                } else {
-                    self.run_check();
-                    self.open_check();
-                    self.status = Some(match &self.check.findings {
-                        Some(Ok(f)) => hk_engine::checks::parity::summary(f),
-                        Some(Err(e)) => format!("the check could not run: {e}"),
-                        None => "the check did not run".into(),
-                    });
-                }
-            }
-            ("", _) => {}
-            _ => fail(
-                self,
-                format!(
-                    "unknown command `{}`: try run, env, theme, check, observe, live, help{}, q",
-                    line.trim(),
-                    if self.faults.is_some() { ", fault" } else { "" }
-                ),
-            ),
-        }
-        Control::Continue
-    }
-
-    /// `:fault ENV FAULT [ARG]`: to the simulation's fault injector, never in observe mode.
-    /// Ok: what happened is on the status line; Err: the message for the command line.
-    fn fault(&mut self, env: Option<&str>, words: &str) -> Result<(), String> {
-        let Some(sink) = self.faults.clone() else {
-            // Wording only: an observe console holds no sink at all.
-            return Err(if self.is_observe() {
-                "observe mode changes nothing, not even the simulation".into()
-            } else {
-                "`:fault` works only in the simulated demo (hk-console demo)".into()
-            });
-        };
-        let Some(env) = env else {
-            return Err(sink.usage());
-        };
-        self.status = Some(sink.inject(env, words).map_err(|e| e.to_string())?);
-        Ok(())
-    }
-
-    /// What Tab could complete `line` with at the word it ends in.
-    pub fn candidates(&self, line: &str) -> Vec<String> {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let ends_space = line.ends_with(' ') || words.is_empty();
-        let (prefix, options): (&str, Vec<String>) = match (words.as_slice(), ends_space) {
-            ([], _) => ("", COMMANDS.iter().map(|s| s.to_string()).collect()),
-            ([c], false) => (c, COMMANDS.iter().map(|s| s.to_string()).collect()),
-            ([c], true) | ([c, _], false) => {
-                let prefix = if ends_space { "" } else { words[1] };
-                let options = match *c {
-                    "run" => self.runbooks.iter().map(|r| r.id.clone()).collect(),
-                    "env" | "fault" => self.envs.iter().map(|e| e.name.clone()).collect(),
-                    "theme" => self.themes.names().map(str::to_string).collect(),
-                    _ => Vec::new(),
-                };
-                (prefix, options)
-            }
-            (["run", _], true) | (["run", _, _], false) => {
-                let prefix = if ends_space { "" } else { words[2] };
-                (prefix, self.envs.iter().map(|e| e.name.clone()).collect())
-            }
-            (["fault", _], true) | (["fault", _, _], false) => {
-                let prefix = if ends_space { "" } else { words[2] };
-                let options = self
-                    .faults
-                    .as_ref()
-                    .map(|f| f.fault_names())
-                    .unwrap_or_default();
-                (prefix, options)
-            }
-            _ => ("", Vec::new()),
-        };
-        options
-            .into_iter()
-            .filter(|o| o.starts_with(prefix))
-            .collect()
-    }
-
-    /// Tab on the command line: complete the command, then its argument (`:fault`: its
-    /// environment, then the fault).
-    pub fn complete(&self, line: &str) -> String {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let ends_space = line.ends_with(' ');
-        let pick = |prefix: &str, options: Vec<String>| -> Option<String> {
-            let m: Vec<String> = options
-                .into_iter()
-                .filter(|o| o.starts_with(prefix))
-                .collect();
-            match m.as_slice() {
-                [one] => Some(one.clone()),
-                [] => None,
-                many => {
-                    // The longest common prefix.
-                    let first = &many[0];
-                    let len = (0..first.len())
-                        .take_while(|&i| {
-                            many.iter()
-                                .all(|o| o.as_bytes().get(i) == first.as_bytes().get(i))
-                        })
-                        .count();
-                    Some(first[..len].to_string())
-                }
-            }
-        };
-        match (words.as_slice(), ends_space) {
-            ([], _) => line.to_string(),
-            ([c], false) => pick(c, COMMANDS.iter().map(|s| s.to_string()).collect()).map_or(
-                line.to_string(),
-                |c| {
-                    if COMMANDS.contains(&c.as_str()) {
-                        format!("{c} ")
-                    } else {
-                        c
-                    }
-                },
-            ),
-            ([c], true) | ([c, _], false) => {
-                let prefix = if ends_space { "" } else { words[1] };
-                let options: Vec<String> = match *c {
-                    "run" => self.runbooks.iter().map(|r| r.id.clone()).collect(),
-                    "env" => self.envs.iter().map(|e| e.name.clone()).collect(),
-                    "theme" => self.themes.names().map(str::to_string).collect(),
-                    "fault" => self.envs.iter().map(|e| e.name.clone()).collect(),
-                    _ => Vec::new(),
-                };
-                pick(prefix, options).map_or(line.to_string(), |a| format!("{c} {a}"))
-            }
-            (["fault", env], true) | (["fault", env, _], false) => {
-                let prefix = if ends_space { "" } else { words[2] };
-                let options = self
-                    .faults
-                    .as_ref()
-                    .map(|f| f.fault_names())
-                    .unwrap_or_default();
-                pick(prefix, options).map_or(line.to_string(), |a| format!("fault {env} {a}"))
-            }
-            _ => line.to_string(),
         }
     }
 
@@ -2166,321 +843,5 @@ impl App {
             }
         }
         self.status = Some("observe mode: read-only; nothing can change".into());
-    }
-}
-
-impl App {
-    // ----------------------------------------------------------------------------------
-    // Abandoning: the console goes away without finishing (the session journals it).
-
-    /// The console is going away (lost terminal, SIGTERM, panic) and `stops` is what the
-    /// ladder did to the supervised children: the session journals the run as abandoned.
-    pub fn abandon(&mut self, reason: &str, stops: &[StopReport]) {
-        let session = self.active.as_mut().map(|a| &mut a.session);
-        let fx = supervise::abandon(session, reason, stops, self.now);
-        self.apply(fx);
-    }
-
-    /// [`App::abandon`] with the ladder run here, after the abandonment is journaled.
-    pub fn abandon_and_stop(
-        &mut self,
-        reason: &str,
-        int_grace: std::time::Duration,
-        term_grace: std::time::Duration,
-    ) {
-        let session = self.active.as_mut().map(|a| &mut a.session);
-        let fx = supervise::abandon_and_stop(session, reason, int_grace, term_grace, self.now);
-        self.apply(fx);
-    }
-
-    // ----------------------------------------------------------------------------------
-    // Resuming an interrupted step that changes systems: the session decides what is
-    // known and journals the decision; the app shows the modal and reads its keys.
-
-    /// Whether step `n` is an interrupted step that changes systems (decided on, never
-    /// retried on one key).
-    pub fn needs_decision(&self, n: usize) -> bool {
-        self.active
-            .as_ref()
-            .is_some_and(|a| a.session.needs_decision(n))
-    }
-
-    fn open_resume(&mut self, n: usize) {
-        if let Some(a) = self.active.as_mut() {
-            let fx = a.session.open_resume(n, self.now);
-            self.apply(fx);
-        }
-    }
-
-    fn resume_tick(&mut self) {
-        if let Some(a) = self.active.as_mut() {
-            // A lost run lock is journaled when it is learnt (the banner shows it too).
-            let mut fx = a.session.lock_tick(self.now);
-            fx.extend(a.session.resume_tick(self.now));
-            self.apply(fx);
-        }
-    }
-
-    /// `K`: the stop ladder on the interrupted step's process.
-    fn stop_resumed_process(&mut self) {
-        if let Some(a) = self.active.as_mut() {
-            let fx = a.session.stop_resumed_process();
-            self.apply(fx);
-        }
-    }
-
-    /// `w`: wait for the interrupted step's process to end.
-    fn wait_for_process(&mut self) {
-        if let Some(a) = self.active.as_mut() {
-            let fx = a.session.wait_for_process();
-            self.apply(fx);
-        }
-    }
-
-    fn resume_key(&mut self, mut m: Box<ResumeModal>, key: KeyEvent) -> Control {
-        let n = m.n;
-        let (alive, probing) = match self.active.as_ref().and_then(|a| a.resume.as_ref()) {
-            Some(i) => (i.process_may_run(), i.probing()),
-            None => (false, false),
-        };
-        match (m.stage, key.code) {
-            (_, KeyCode::Esc) if m.stage != ResumeStage::Choose => {
-                m.stage = ResumeStage::Choose;
-                m.error = None;
-            }
-            (_, KeyCode::Esc) => {
-                self.status = Some(format!(
-                    "step {n} waits for a decision: enter shows it again"
-                ));
-                return Control::Continue;
-            }
-            // While its process runs, the only choices are to wait for it or stop it.
-            (ResumeStage::Choose, KeyCode::Char('w')) if alive => self.wait_for_process(),
-            (ResumeStage::Choose, KeyCode::Char('K')) if alive => self.stop_resumed_process(),
-            (ResumeStage::Choose, _) if alive => {
-                m.error = Some(
-                    "its process still runs: w waits for it, K stops it; nothing else until \
-                     it is gone"
-                        .into(),
-                );
-            }
-            (ResumeStage::Choose, _) if probing => {
-                m.error = Some("the probe is running; its result comes first".into());
-            }
-            (ResumeStage::Choose, KeyCode::Char('R')) => {
-                m.stage = ResumeStage::Rerun;
-                m.typed = single_line();
-                m.field = GateField::Answer;
-                m.error = None;
-            }
-            (ResumeStage::Choose, KeyCode::Char('D')) => {
-                m.stage = ResumeStage::MarkDone;
-                m.typed = single_line();
-                m.reason = single_line();
-                m.field = GateField::Answer;
-                m.error = None;
-            }
-            (ResumeStage::Choose, KeyCode::Char('A')) => {
-                self.overlay = Some(Overlay::Reason {
-                    why: ReasonFor::Abort,
-                    text: Box::new(single_line()),
-                    error: None,
-                });
-                return Control::Continue;
-            }
-            (ResumeStage::Choose, _) => {
-                m.error = Some("R re-run · D mark done · A abort · esc hide".into());
-            }
-            (ResumeStage::MarkDone, KeyCode::Tab | KeyCode::BackTab) => {
-                m.field = match m.field {
-                    GateField::Answer => GateField::Note,
-                    GateField::Note => GateField::Answer,
-                };
-            }
-            (ResumeStage::Rerun, KeyCode::Enter) => {
-                let typed = m.typed.lines().join("").trim().to_string();
-                let by = self.operator.clone();
-                self.overlay = Some(Overlay::Resume(m));
-                self.decide(Input::RerunApproved { n, by, typed });
-                return Control::Continue;
-            }
-            (ResumeStage::MarkDone, KeyCode::Enter) => {
-                let typed = m.typed.lines().join("").trim().to_string();
-                let reason = m.reason.lines().join(" ").trim().to_string();
-                let by = self.operator.clone();
-                self.overlay = Some(Overlay::Resume(m));
-                self.decide(Input::MarkedDone {
-                    n,
-                    by,
-                    typed,
-                    reason,
-                });
-                return Control::Continue;
-            }
-            (_, _) => match m.field {
-                GateField::Answer => {
-                    m.typed.input(key);
-                }
-                GateField::Note => {
-                    m.reason.input(key);
-                }
-            },
-        }
-        self.overlay = Some(Overlay::Resume(m));
-        Control::Continue
-    }
-
-    /// Journal a resume decision; a refusal stays in the modal, saying why.
-    fn decide(&mut self, input: Input) {
-        let Some(a) = self.active.as_mut() else {
-            return;
-        };
-        match a.session.decide(input, self.now) {
-            Err(why) => {
-                if let Some(Overlay::Resume(m)) = self.overlay.as_mut() {
-                    m.error = Some(why.to_string());
-                }
-            }
-            Ok(fx) => {
-                self.overlay = None;
-                self.apply(fx);
-            }
-        }
-    }
-}
-
-impl App {
-    // ----------------------------------------------------------------------------------
-    // The host picker and mouse clicks.
-
-    /// Open runbook `id` (in `env`, or as [`App::open_runbook`] picks it); a runbook that
-    /// runs on one host of a group opens the host picker first, over the hosts the
-    /// planner itself names, instead of refusing with "name it".
-    pub fn open_runbook_or_pick(&mut self, id: &str, env: Option<&str>) {
-        match self.host_choice(id, env) {
-            Some(p) => {
-                self.status = Some(format!(
-                    "`{}` runs on one host of `{}` in {}: pick it (enter), esc cancels",
-                    p.runbook, p.group, p.env
-                ));
-                self.overlay = Some(Overlay::HostPicker(Box::new(p)));
-            }
-            None => self.open_runbook(id, env, None),
-        }
-    }
-
-    /// The picker for `id` when planning it without a host is refused for want of one:
-    /// the planner's own list of the target group's hosts. `None`: anything else (it
-    /// plans, or fails for another reason `open_runbook` will say).
-    fn host_choice(&self, id: &str, env: Option<&str>) -> Option<super::panes::picker::HostPicker> {
-        use hk_engine::runbook::plan::PlanError;
-        use hk_session::PlanSourceError;
-        if self.run_is_active() {
-            return None;
-        }
-        let rb = self.runbook_set.get(id)?;
-        // The environment as the session picks it (named, the current one, the only one).
-        let env = match env {
-            Some(e) => e.to_string(),
-            None => match self.current_env.as_deref() {
-                Some(c) if rb.environments.iter().any(|e| e == c) => c.to_string(),
-                _ if rb.environments.len() == 1 => rb.environments[0].clone(),
-                _ => return None,
-            },
-        };
-        match self.plans.plan(rb, &env, None) {
-            Err(PlanSourceError::Plan(PlanError::NoHostChosen { group, hosts, .. })) => {
-                // The planner joins the group's members with ", " (host names hold no
-                // comma or space).
-                let hosts: Vec<String> = hosts
-                    .split(", ")
-                    .filter(|h| !h.is_empty())
-                    .map(str::to_string)
-                    .collect();
-                (!hosts.is_empty()).then(|| super::panes::picker::HostPicker {
-                    runbook: id.to_string(),
-                    env,
-                    group,
-                    hosts,
-                    sel: 0,
-                })
-            }
-            _ => None,
-        }
-    }
-
-    fn picker_key(
-        &mut self,
-        mut p: Box<super::panes::picker::HostPicker>,
-        key: KeyEvent,
-    ) -> Control {
-        match key.code {
-            KeyCode::Esc => {
-                self.status = Some(format!("`{}`: no host picked, nothing planned", p.runbook));
-                return Control::Continue;
-            }
-            KeyCode::Enter => {
-                if let Some(host) = p.selected().map(str::to_string) {
-                    self.open_runbook(&p.runbook, Some(&p.env), Some(&host));
-                }
-                return Control::Continue;
-            }
-            KeyCode::Up | KeyCode::Char('k') => p.step(-1),
-            KeyCode::Down | KeyCode::Char('j') => p.step(1),
-            KeyCode::Home | KeyCode::Char('g') => p.sel = 0,
-            KeyCode::End | KeyCode::Char('G') => p.step(isize::MAX / 2),
-            _ => {}
-        }
-        self.overlay = Some(Overlay::HostPicker(p));
-        Control::Continue
-    }
-
-    /// A left click at (`col`, `row`): on a list row, select it (and focus its pane); on
-    /// the row already selected, open it as enter does; on a button, press its key. With
-    /// an overlay open only the overlay's rows and buttons take clicks.
-    pub fn click(&mut self, col: u16, row: u16) -> Control {
-        use super::pointer::{Click, ListId};
-        let Some(click) = self.zones.at(col, row, self.overlay.is_some()) else {
-            return Control::Continue;
-        };
-        let enter = KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE);
-        match click {
-            Click::Key(k) => return self.handle_key(k),
-            Click::Row { list, index } => match list {
-                ListId::Hosts => {
-                    if let Some(Overlay::HostPicker(p)) = self.overlay.as_mut() {
-                        if p.sel == index {
-                            return self.handle_key(enter);
-                        }
-                        p.sel = index.min(p.hosts.len().saturating_sub(1));
-                    }
-                }
-                ListId::Steps => {
-                    self.run_focus = RunFocus::Steps;
-                    if let Some(a) = self.active.as_mut() {
-                        a.selected = index.min(a.run.plan().steps.len().saturating_sub(1));
-                    }
-                }
-                ListId::Environments | ListId::Runbooks | ListId::Runs => {
-                    let focus = match list {
-                        ListId::Environments => HomeFocus::Environments,
-                        ListId::Runbooks => HomeFocus::Runbooks,
-                        _ => HomeFocus::Runs,
-                    };
-                    let sel = match focus {
-                        HomeFocus::Environments => &mut self.env_sel,
-                        HomeFocus::Runbooks => &mut self.runbook_sel,
-                        HomeFocus::Runs => &mut self.run_sel,
-                    };
-                    let again = self.home_focus == focus && *sel == index;
-                    *sel = index;
-                    self.home_focus = focus;
-                    if again {
-                        self.open_selected();
-                    }
-                }
-            },
-        }
-        Control::Continue
     }
 }

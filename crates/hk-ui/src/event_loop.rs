@@ -140,16 +140,16 @@ async fn loop_until_done(
                 tui.suspend()?;
                 // SIGSTOP cannot be caught: the process stops here until SIGCONT.
                 if let Err(e) = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP) {
-                    app.status = Some(format!("could not stop on SIGTSTP: {e}"));
+                    app.set_status(Some(format!("could not stop on SIGTSTP: {e}")));
                 }
                 tui.resume()?;
-                app.now = hk_engine::journal::now();
+                app.set_now(hk_engine::journal::now());
                 dirty = true;
             }
             ev = events.next() => {
                 // What a key decides is journaled at the time it was pressed, not at the
                 // last tick's (after a SIGSTOP, that tick may be long gone).
-                app.now = hk_engine::journal::now();
+                app.set_now(hk_engine::journal::now());
                 let control = match ev {
                     Some(Ok(Event::Key(k))) => app.handle_key(k),
                     Some(Ok(Event::Mouse(m))) => app.handle_mouse(m),
@@ -169,7 +169,7 @@ async fn loop_until_done(
                 }
             }
             _ = tick.tick() => {
-                app.now = hk_engine::journal::now();
+                app.set_now(hk_engine::journal::now());
                 app.update(Action::Tick);
                 dirty = true;
             }
@@ -178,25 +178,25 @@ async fn loop_until_done(
                 dirty = false;
             }
             Some(r) = pump.recv() => {
-                app.now = hk_engine::journal::now();
+                app.set_now(hk_engine::journal::now());
                 app.handle_exec(r);
                 dirty = true;
             }
             obs = observations.recv(), if obs_open => match obs {
                 Some(u) => {
-                    app.now = hk_engine::journal::now();
+                    app.set_now(hk_engine::journal::now());
                     app.handle_update(u);
                     dirty = true;
                 }
                 None => obs_open = false,
             },
             Some(answer) = locks.recv() => {
-                app.now = hk_engine::journal::now();
+                app.set_now(hk_engine::journal::now());
                 app.handle_lock(answer);
                 dirty = true;
             }
             Some((seq, result)) = look_rx.recv() => {
-                app.now = hk_engine::journal::now();
+                app.set_now(hk_engine::journal::now());
                 app.handle_look(seq, result);
                 dirty = true;
             }
@@ -213,8 +213,8 @@ async fn loop_until_done(
         }
         // Hand queued requests over without ever blocking the loop: what does not fit now
         // stays queued for the next turn.
-        while let Some(req) = app.look_outbox.pop_front() {
-            let Some(looker) = app.looker.clone() else {
+        while let Some((req, looker)) = app.next_look() {
+            let Some(looker) = looker else {
                 break;
             };
             let tx = look_tx.clone();
@@ -226,9 +226,9 @@ async fn loop_until_done(
         }
         // The run lock's calls go off the UI task too: a cluster that does not answer
         // must not hold the screen.
-        locks.run(&mut app.lock_outbox);
-        if let Err(closed) = pump.flush(&mut app.outbox) {
-            app.status = Some(closed.to_string());
+        locks.run(app.lock_outbox_mut());
+        if let Err(closed) = pump.flush(app.outbox_mut()) {
+            app.set_status(Some(closed.to_string()));
         }
     };
     Ok(ending)

@@ -1,7 +1,8 @@
 //! The interactive console (ratatui + crossterm + tokio).
 //!
-//! Owns: the app state and its one `Action` enum ([`app`], [`action`]), keymaps per screen
-//! ([`keymap`]), drawing ([`view`], one file per pane under `panes/`), themes ([`theme`]),
+//! Owns: the state's types ([`state`]), the app that changes them and its one `Action`
+//! enum ([`app`], [`action`]), keymaps per screen ([`keymap`]), drawing ([`view`], one file
+//! per pane under `panes/`, each from a borrowed view the app lends), themes ([`theme`]),
 //! the live panes' state ([`live`]), the output ring ([`output`]), the event loop
 //! ([`event_loop`]), the simulation's fault port ([`FaultSink`], `:fault`) and the entry
 //! point [`run`], which runs on the caller's tokio runtime. The terminal itself (raw mode,
@@ -11,15 +12,14 @@
 //! or touch the journal (the session does).
 pub mod action;
 pub mod app;
-pub mod check_screen;
 pub mod config;
 pub mod event_loop;
 pub mod keymap;
 pub mod live;
-pub mod looks;
 pub mod output;
 pub mod panes;
 pub mod pointer;
+pub mod state;
 pub mod theme;
 pub mod tui;
 pub mod view;
@@ -167,26 +167,18 @@ pub async fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
         locking: opts.locking,
     };
     let mut app = build_app(parts, opts.capabilities, &opts.start);
-    app.protected = opts.protected;
-    app.checker = opts.checker;
-    app.no_cluster_lock = opts.no_cluster_lock;
-    app.runs_discarded = opts.runs_discarded;
-    app.looker = opts.looker;
+    app.set_protected(opts.protected);
+    app.set_checker(opts.checker);
+    app.set_no_cluster_lock(opts.no_cluster_lock);
+    app.set_runs_discarded(opts.runs_discarded);
+    app.set_looker(opts.looker);
     app.run_check();
-    if !opts.notices.is_empty() {
-        for n in &opts.notices {
-            tracing::warn!(notice = %n, "console setup");
-        }
-        // A bad theme or config file stays first: the status line would otherwise hide it.
-        let mut all: Vec<String> = app.theme_warnings.iter().map(|w| w.to_string()).collect();
-        all.extend(opts.notices.iter().cloned());
-        let warned = format!("⚠ {}", all.join("; "));
-        // What the start screen just said (e.g. "s starts the run") stays first.
-        app.status = Some(match app.status.take() {
-            Some(said) => format!("{said} · {warned}"),
-            None => warned,
-        });
+    for n in &opts.notices {
+        tracing::warn!(notice = %n, "console setup");
     }
+    // A bad theme or config file stays first: the status line would otherwise hide it;
+    // what the start screen just said (e.g. "s starts the run") stays before both.
+    app.add_setup_notices(&opts.notices);
     {
         // Without a source the receiver's sender lives as long as the loop, so the branch
         // simply never fires instead of spinning on a closed channel.
@@ -196,7 +188,7 @@ pub async fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
         let result = event_loop::run_loop(&mut tui, &mut app, observations).await;
         tui.exit()?;
         result?;
-        let succeeded = app.active.as_ref().is_none_or(|a| a.session.left_clean());
+        let succeeded = app.active().is_none_or(|a| a.session.left_clean());
         Ok(if succeeded {
             ExitStatus::Clean
         } else {

@@ -211,7 +211,7 @@ impl LiveState {
 impl LiveState {
     /// The live blast radius of disrupting `hosts` of `env` (whose etcd members are
     /// `servers`) as the panes show it at `now`: a stale pane's facts are unknown with its
-    /// age (`checks::live::blast`).
+    /// age (`guard::blast`).
     pub fn blast(
         &self,
         env: &str,
@@ -223,7 +223,7 @@ impl LiveState {
     }
 
     /// Where a plan that changes `order` (in its order) takes `env`'s VIP holder and etcd
-    /// leader, as the panes show them at `now` (`checks::live::blast::holder_in_order`).
+    /// leader, as the panes show them at `now` (`guard::blast::holder_in_order`).
     pub fn holder_in_order(
         &self,
         env: &str,

@@ -136,7 +136,7 @@ pub fn draw_buttons(
             spans.push(Span::styled(" · ", style));
             x = x.saturating_add(3);
         }
-        let w = u16::try_from(crate::panes::fit::width(label)).unwrap_or(u16::MAX);
+        let w = u16::try_from(Span::raw(label.as_str()).width()).unwrap_or(u16::MAX);
         if let Some(k) = key {
             let right = area.right();
             let shown = w.min(right.saturating_sub(x));

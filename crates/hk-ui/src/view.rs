@@ -1,8 +1,9 @@
 //! Drawing: the whole frame from `&App`, nothing else.
 //!
 //! Owns: the frame's layout (observe banner, title, the screen, the live strip, the status
-//! line, overlays on top) and how it degrades on small terminals (the live strip folds to
-//! one line, then goes; nothing panics at any size). Each pane draws in `panes/`.
+//! line, overlays on top) and how it degades on small terminals (the live strip folds to
+//! one line, then goes; nothing panics at any size). Each pane draws in `panes/`, from the
+//! small view of the app's state the app lends it (`App::home_view`, ...).
 //! Must not: change state, do IO or read the clock (ages use `app.now`).
 
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -19,13 +20,14 @@ const FULL_STRIP_MIN_HEIGHT: u16 = 24;
 pub fn draw(f: &mut Frame, app: &App) {
     let area = f.area();
     // Clicks act on what this frame shows: the panes register their rows and buttons anew.
-    app.zones.clear();
-    f.render_widget(Block::default().style(app.theme.background()), area);
+    app.zones().clear();
+    f.render_widget(Block::default().style(app.theme().background()), area);
     if area.width < 10 || area.height < 4 {
         f.render_widget(Paragraph::new("hk-console: terminal too small"), area);
         return;
     }
-    let banner = panes::banner::lines(app);
+    let banner_view = app.banner_view();
+    let banner = panes::banner::lines(&banner_view);
     let strip = if area.height >= FULL_STRIP_MIN_HEIGHT {
         5
     } else if area.height >= 10 {
@@ -59,34 +61,35 @@ pub fn draw(f: &mut Frame, app: &App) {
 
     draw_title(f, title_area, app, &summary);
     if all > 0 {
-        panes::strip::draw(f, all_area, &all_view, &app.theme);
+        panes::strip::draw(f, all_area, &all_view, app.theme());
     }
-    match app.screen {
-        Screen::Home => panes::home::draw(f, body, app),
-        Screen::Run => panes::run::draw(f, body, app),
-        Screen::Live => panes::live_screen::draw(f, body, app),
+    match app.screen() {
+        Screen::Home => panes::home::draw(f, body, &app.home_view()),
+        Screen::Run => panes::run::draw(f, body, &app.run_view(&summary)),
+        Screen::Live => panes::live_screen::draw(f, body, &app.live_screen_view()),
         Screen::Check => {
+            let c = app.check_screen_view();
             let rows = panes::check::draw(
                 f,
                 body,
-                &app.check,
-                app.filter.as_deref().unwrap_or_default(),
-                u16::try_from(app.check_scroll).unwrap_or(u16::MAX),
-                &app.theme,
+                c.check,
+                c.filter.unwrap_or_default(),
+                u16::try_from(c.scroll).unwrap_or(u16::MAX),
+                app.theme(),
             );
-            app.check_rows.set(rows);
+            c.rows.set(rows);
         }
     }
     if strip == 5 {
-        panes::live::draw(f, strip_area, app);
+        panes::live::draw(f, strip_area, &app.live_view());
     } else if strip == 1 {
-        panes::live::draw_summary(f, strip_area, app);
+        panes::live::draw_summary(f, strip_area, &app.live_view());
     }
     draw_status(f, status_area, app);
-    panes::overlay::draw(f, area, app);
+    panes::overlay::draw(f, area, &app.overlay_view());
     // Last, so no overlay can hide it.
     if banner > 0 {
-        panes::banner::draw(f, banner_area, app);
+        panes::banner::draw(f, banner_area, &banner_view, app.theme());
     }
     scrub(f.buffer_mut());
 }
@@ -122,27 +125,27 @@ fn draw_title(
     app: &App,
     summary: &hk_effects::observe::summary::Summary,
 ) {
-    let t = &app.theme;
+    let t = app.theme();
     let mut spans = vec![Span::styled(" hk-console ", t.title())];
     // A critical verdict anywhere turns the header red, naming the environment.
     if let Some(alert) = panes::strip::header_alert(summary) {
         spans.push(Span::styled(format!("{alert} "), t.critical()));
     }
-    if let Some(env) = &app.current_env {
+    if let Some(env) = app.current_env() {
         spans.push(Span::styled("env ", t.text()));
-        let st = if app.protected.contains(env) {
+        let st = if app.is_protected(env) {
             t.warn()
         } else {
             t.text()
         };
         spans.push(Span::styled(format!("{env} "), st));
     }
-    match app.screen {
+    match app.screen() {
         Screen::Home => spans.push(Span::styled("· home", t.muted())),
         Screen::Live => spans.push(Span::styled("· live", t.muted())),
         Screen::Check => spans.push(Span::styled("· check", t.muted())),
         Screen::Run => {
-            if let Some(a) = &app.active {
+            if let Some(a) = app.active() {
                 let p = a.run.plan();
                 spans.push(Span::styled(
                     format!("· {} on {}", p.runbook, p.env),
@@ -156,9 +159,9 @@ fn draw_title(
 }
 
 fn draw_status(f: &mut Frame, area: Rect, app: &App) {
-    let t = &app.theme;
+    let t = app.theme();
     // What just happened wins; otherwise a config or theme problem stays in view.
-    let line = if let Some(s) = &app.status {
+    let line = if let Some(s) = app.status() {
         // A message wider than the terminal is cut, and says where to read it whole.
         let w = usize::from(area.width);
         if super::panes::fit::width(s) > w {
@@ -169,10 +172,10 @@ fn draw_status(f: &mut Frame, area: Rect, app: &App) {
                 Span::styled(WHOLE, t.muted()),
             ])
         } else {
-            Line::from(Span::styled(s.clone(), t.text()))
+            Line::from(Span::styled(s.to_string(), t.text()))
         }
-    } else if let Some(w) = app.theme_warnings.first() {
-        let more = app.theme_warnings.len() - 1;
+    } else if let Some(w) = app.theme_warnings().first() {
+        let more = app.theme_warnings().len() - 1;
         let extra = if more > 0 {
             format!(" (+{more} more)")
         } else {

@@ -6,37 +6,49 @@ use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use crate::app::App;
+use crate::state::run::ActiveRun;
+use crate::theme::Theme;
 use hk_session::lock::NO_LOCK_BANNER;
 
 pub const TEXT: &str = "OBSERVE MODE · read-only · nothing here can change the platform";
 
-/// The banner lines `app` shows, in order.
-fn texts(app: &App) -> Vec<String> {
+/// What the banners are drawn from.
+#[derive(Clone, Copy)]
+pub struct BannerView<'a> {
+    /// The console is in observe mode.
+    pub observe: bool,
+    /// `--no-cluster-lock` was given.
+    pub no_cluster_lock: bool,
+    /// The open run (its lock's trouble).
+    pub active: Option<&'a ActiveRun>,
+}
+
+/// The banner lines `b` shows, in order.
+fn texts(b: &BannerView) -> Vec<String> {
     let mut v = Vec::new();
-    if app.is_observe() {
+    if b.observe {
         v.push(TEXT.to_string());
     }
-    if app.no_cluster_lock {
+    if b.no_cluster_lock {
         v.push(NO_LOCK_BANNER.to_string());
     }
     // A run that lost its lock mid-run may share the environment with another console's:
     // the operator sees it at once, not when the run's journal is read afterwards.
-    if let Some(t) = app.active.as_ref().and_then(|a| a.session.lock.trouble()) {
+    if let Some(t) = b.active.and_then(|a| a.session.lock.trouble()) {
         v.push(format!("RUN LOCK: {t}"));
     }
     v
 }
 
 /// How many lines the banners take.
-pub fn lines(app: &App) -> u16 {
-    u16::try_from(texts(app).len()).unwrap_or(u16::MAX)
+pub fn lines(b: &BannerView) -> u16 {
+    u16::try_from(texts(b).len()).unwrap_or(u16::MAX)
 }
 
-pub fn draw(f: &mut Frame, area: Rect, app: &App) {
-    let lines: Vec<Line> = texts(app)
+pub fn draw(f: &mut Frame, area: Rect, b: &BannerView, theme: &Theme) {
+    let lines: Vec<Line> = texts(b)
         .into_iter()
         .map(|t| Line::from(format!(" {t}")))
         .collect();
-    f.render_widget(Paragraph::new(lines).style(app.theme.banner()), area);
+    f.render_widget(Paragraph::new(lines).style(theme.banner()), area);
 }

@@ -15,16 +15,7 @@ use hk_engine::checks::parity::{self, Finding};
 
 use super::live::glyph;
 
-/// A parity check's result as the console keeps it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CheckView {
-    /// None: not run yet; Err: could not run (the reason).
-    pub findings: Option<Result<Vec<Finding>, String>>,
-    /// `kustomize v5.8.1` / `builtin engine` line of the check.
-    pub engine_line: Option<String>,
-    /// `HH:MM:SS` it ran at.
-    pub ran_at: Option<String>,
-}
+pub use crate::state::check::CheckView;
 
 /// The live severity the strip gives a finding.
 pub fn severity(f: &Finding) -> Severity {

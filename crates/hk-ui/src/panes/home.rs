@@ -10,17 +10,51 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph, Wrap};
 use ratatui::Frame;
 
-use crate::app::{App, HomeFocus};
 use crate::pointer::ListId;
+use crate::state::screens::{EnvSummary, HomeFocus, RunbookSummary};
+use crate::theme::Theme;
+use hk_engine::journal::RunSummary;
 use hk_engine::runbook::machine::{Mode, RunOutcome};
+
+use super::Ctx;
+
+/// What Home draws: its three lists, their selections and the filter.
+pub struct HomeView<'a> {
+    pub cx: Ctx<'a>,
+    pub envs: &'a [EnvSummary],
+    /// The environment runbooks open in.
+    pub current_env: Option<&'a str>,
+    pub focus: HomeFocus,
+    pub env_sel: usize,
+    pub runbook_sel: usize,
+    pub run_sel: usize,
+    /// The runbooks the list shows (the `/` filter applied), of `runbooks_total`.
+    pub runbooks: Vec<&'a RunbookSummary>,
+    pub runbooks_total: usize,
+    /// The runs the list shows (the `/` filter applied), of `runs_total`.
+    pub runs: Vec<&'a RunSummary>,
+    pub runs_total: usize,
+    pub runs_error: Option<&'a str>,
+    pub filter: Option<&'a str>,
+    /// The journal of the run this console drives right now (it is running, not
+    /// interrupted).
+    pub active_journal: Option<&'a std::path::Path>,
+}
+
+impl HomeView<'_> {
+    /// Whether `r` is the run this console drives right now.
+    fn is_active_run(&self, r: &RunSummary) -> bool {
+        self.active_journal == Some(r.path.as_path())
+    }
+}
 
 /// The rows of a bordered list pane: where clicks select.
 fn inner(area: Rect) -> Rect {
     Block::default().borders(Borders::ALL).inner(area)
 }
 
-pub fn draw(f: &mut Frame, area: Rect, app: &App) {
-    let env_h = (app.envs.len() as u16 + 2).clamp(3, 8);
+pub fn draw(f: &mut Frame, area: Rect, v: &HomeView) {
+    let env_h = (v.envs.len() as u16 + 2).clamp(3, 8);
     let [envs, rest] =
         Layout::vertical([Constraint::Length(env_h), Constraint::Min(0)]).areas(area);
     let [runbooks, runs] = if rest.width >= 100 {
@@ -28,13 +62,12 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     } else {
         Layout::vertical([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(rest)
     };
-    draw_envs(f, envs, app);
-    draw_runbooks(f, runbooks, app);
-    draw_runs(f, runs, app);
+    draw_envs(f, envs, v);
+    draw_runbooks(f, runbooks, v);
+    draw_runs(f, runs, v);
 }
 
-fn block<'a>(app: &App, title: &'a str, focused: bool) -> Block<'a> {
-    let t = &app.theme;
+fn block<'a>(t: &Theme, title: &'a str, focused: bool) -> Block<'a> {
     Block::default()
         .borders(Borders::ALL)
         .border_style(if focused { t.focus() } else { t.border() })
@@ -67,7 +100,7 @@ pub fn more_marker(len: usize, offset: usize, rows: usize) -> Option<String> {
 pub(crate) fn draw_more(
     f: &mut Frame,
     area: Rect,
-    app: &App,
+    t: &Theme,
     len: usize,
     offset: usize,
     rows: usize,
@@ -85,21 +118,21 @@ pub(crate) fn draw_more(
         width: w,
         height: 1,
     };
-    f.render_widget(Paragraph::new(Span::styled(text, app.theme.warn())), at);
+    f.render_widget(Paragraph::new(Span::styled(text, t.warn())), at);
 }
 
 fn inner_rows(area: Rect) -> usize {
     usize::from(area.height.saturating_sub(2))
 }
 
-fn draw_envs(f: &mut Frame, area: Rect, app: &App) {
-    let t = &app.theme;
-    let focused = app.home_focus == HomeFocus::Environments;
-    let items: Vec<ListItem> = app
+fn draw_envs(f: &mut Frame, area: Rect, v: &HomeView) {
+    let t = v.cx.theme;
+    let focused = v.focus == HomeFocus::Environments;
+    let items: Vec<ListItem> = v
         .envs
         .iter()
         .map(|e| {
-            let current = app.current_env.as_deref() == Some(e.name.as_str());
+            let current = v.current_env == Some(e.name.as_str());
             let mut spans = vec![
                 Span::styled(if current { "● " } else { "  " }, t.focus()),
                 Span::styled(format!("{:<8}", e.name), t.text()),
@@ -127,28 +160,28 @@ fn draw_envs(f: &mut Frame, area: Rect, app: &App) {
     } else {
         items
     };
-    let mut st = list_state(app.env_sel, app.envs.len(), focused);
+    let mut st = list_state(v.env_sel, v.envs.len(), focused);
     f.render_stateful_widget(
         List::new(items)
-            .block(block(app, " Environments ", focused))
+            .block(block(t, " Environments ", focused))
             .highlight_style(t.selected()),
         area,
         &mut st,
     );
-    draw_more(f, area, app, app.envs.len(), st.offset(), inner_rows(area));
-    app.zones.rows(
+    draw_more(f, area, t, v.envs.len(), st.offset(), inner_rows(area));
+    v.cx.zones.rows(
         inner(area),
         ListId::Environments,
         st.offset(),
-        app.envs.len(),
+        v.envs.len(),
         false,
     );
 }
 
-fn draw_runbooks(f: &mut Frame, area: Rect, app: &App) {
-    let t = &app.theme;
-    let focused = app.home_focus == HomeFocus::Runbooks;
-    let visible = app.visible_runbooks();
+fn draw_runbooks(f: &mut Frame, area: Rect, v: &HomeView) {
+    let t = v.cx.theme;
+    let focused = v.focus == HomeFocus::Runbooks;
+    let visible = &v.runbooks;
     let width = visible.iter().map(|r| r.id.len()).max().unwrap_or(0);
     let items: Vec<ListItem> = visible
         .iter()
@@ -158,10 +191,9 @@ fn draw_runbooks(f: &mut Frame, area: Rect, app: &App) {
             } else {
                 ("read-only", t.read_only())
             };
-            let usable = app
+            let usable = v
                 .current_env
-                .as_ref()
-                .is_none_or(|c| r.environments.contains(c));
+                .is_none_or(|c| r.environments.iter().any(|e| e == c));
             let id_style = if usable { t.text() } else { t.muted() };
             ListItem::new(Line::from(vec![
                 Span::styled(format!("{:<width$}  ", r.id), id_style),
@@ -170,24 +202,24 @@ fn draw_runbooks(f: &mut Frame, area: Rect, app: &App) {
             ]))
         })
         .collect();
-    let mut st = list_state(app.runbook_sel, visible.len(), focused);
-    let title = match &app.filter {
+    let mut st = list_state(v.runbook_sel, visible.len(), focused);
+    let title = match v.filter {
         Some(flt) => format!(
             " Runbooks  /{flt}  ({} of {}) ",
             visible.len(),
-            app.runbooks.len()
+            v.runbooks_total
         ),
         None => " Runbooks  (enter: open in env, e: next env) ".to_string(),
     };
     f.render_stateful_widget(
         List::new(items)
-            .block(block(app, &title, focused))
+            .block(block(t, &title, focused))
             .highlight_style(t.selected()),
         area,
         &mut st,
     );
-    draw_more(f, area, app, visible.len(), st.offset(), inner_rows(area));
-    app.zones.rows(
+    draw_more(f, area, t, visible.len(), st.offset(), inner_rows(area));
+    v.cx.zones.rows(
         inner(area),
         ListId::Runbooks,
         st.offset(),
@@ -196,17 +228,20 @@ fn draw_runbooks(f: &mut Frame, area: Rect, app: &App) {
     );
 }
 
-fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
-    let t = &app.theme;
-    let focused = app.home_focus == HomeFocus::Runs;
-    let b = block(app, " Recent runs ", focused);
-    let visible = app.visible_runs();
+fn draw_runs(f: &mut Frame, area: Rect, v: &HomeView) {
+    let t = v.cx.theme;
+    let focused = v.focus == HomeFocus::Runs;
+    let b = block(t, " Recent runs ", focused);
+    let visible = &v.runs;
     if visible.is_empty() {
-        let msg = app.runs_error.clone().unwrap_or_else(|| match &app.filter {
-            Some(flt) if !app.runs.is_empty() => format!("no run matches /{flt}"),
-            _ => "no runs journaled yet".into(),
-        });
-        let style = if app.runs_error.is_some() {
+        let msg = v
+            .runs_error
+            .map(str::to_string)
+            .unwrap_or_else(|| match v.filter {
+                Some(flt) if v.runs_total > 0 => format!("no run matches /{flt}"),
+                _ => "no runs journaled yet".into(),
+            });
+        let style = if v.runs_error.is_some() {
             t.warn()
         } else {
             t.muted()
@@ -224,7 +259,7 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
                 RunOutcome::Interrupted | RunOutcome::SucceededWithOverrides => t.warn(),
                 RunOutcome::InProgress => t.running(),
             };
-            let active = app.is_active_run(r);
+            let active = v.is_active_run(r);
             // The journal of the run driven right now reads as unfinished, like an
             // interrupted one; it is neither interrupted nor to be resumed.
             let outcome = if active {
@@ -263,12 +298,12 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
         })
         .collect();
 
-    let mut st = list_state(app.run_sel, visible.len(), focused);
+    let mut st = list_state(v.run_sel, visible.len(), focused);
     // Journals that could not be read at all are named even when other runs exist (an
     // interrupted run must never simply disappear): wrapped below the list.
     let inner = b.inner(area);
     f.render_widget(b, area);
-    let list_area = match &app.runs_error {
+    let list_area = match v.runs_error {
         Some(err) if inner.width > 0 && inner.height > 1 => {
             let msg = format!("⚠ {err}");
             let width = usize::from(inner.width);
@@ -292,17 +327,10 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
         list_area,
         &mut st,
     );
-    app.zones
+    v.cx.zones
         .rows(list_area, ListId::Runs, st.offset(), len, false);
     // The rows the list area (not the whole pane: error lines may sit below it) leaves out.
-    draw_more(
-        f,
-        area,
-        app,
-        len,
-        st.offset(),
-        usize::from(list_area.height),
-    );
+    draw_more(f, area, t, len, st.offset(), usize::from(list_area.height));
 }
 
 #[cfg(test)]

@@ -17,8 +17,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 use ratatui::Frame;
 
-use crate::app::App;
-use crate::live::{blind_reasons, could_not_look, has_rule, worst_of, EnvVpn, LiveKind, Look};
+use crate::live::{
+    blind_reasons, could_not_look, has_rule, worst_of, EnvVpn, LiveKind, LiveState, Look,
+};
 use crate::theme::Theme;
 use hk_effects::observe::feed::Feed;
 use hk_engine::checks::live::{
@@ -102,18 +103,28 @@ pub struct StripLine {
     pub since: Option<hk_engine::checks::live::Timestamp>,
 }
 
-/// The strip lines of the current environment at `app.now`.
-pub fn strip_lines(app: &App) -> Vec<StripLine> {
-    let env = app.strip_env().unwrap_or_default();
+/// What the strip draws: the live panes' latest, of one environment, now.
+#[derive(Clone, Copy)]
+pub struct LiveView<'a> {
+    pub live: &'a LiveState,
+    /// The environment the strip expands (the run's, else the one in view).
+    pub env: Option<&'a str>,
+    pub now: hk_engine::runbook::machine::Timestamp,
+    pub theme: &'a Theme,
+}
+
+/// The strip lines of the view's environment at its `now`.
+pub fn strip_lines(lv: &LiveView) -> Vec<StripLine> {
+    let env = lv.env.unwrap_or_default();
     StripPane::ALL
         .iter()
-        .map(|p| strip_line(app, env, *p))
+        .map(|p| strip_line(lv, env, *p))
         .collect()
 }
 
-fn looks<'a>(app: &'a App, env: &str, kind: LiveKind) -> Option<(Look<'a>, Option<Look<'a>>)> {
-    app.live
-        .shown(env, kind, app.now)
+fn looks<'a>(lv: &LiveView<'a>, env: &str, kind: LiveKind) -> Option<(Look<'a>, Option<Look<'a>>)> {
+    lv.live
+        .shown(env, kind, lv.now)
         .seen()
         .map(|s| (s.latest, s.last_good))
 }
@@ -159,9 +170,9 @@ fn with_blind_part(text: String, verdicts: &[Verdict]) -> String {
     }
 }
 
-fn strip_line(app: &App, env: &str, pane: StripPane) -> StripLine {
+fn strip_line(lv: &LiveView, env: &str, pane: StripPane) -> StripLine {
     match pane {
-        StripPane::Vip => match looks(app, env, LiveKind::Vip) {
+        StripPane::Vip => match looks(lv, env, LiveKind::Vip) {
             None => no_data(pane),
             Some((l, good)) => {
                 let Feed::Vip(p) = &l.update.feed else {
@@ -176,8 +187,8 @@ fn strip_line(app: &App, env: &str, pane: StripPane) -> StripLine {
             }
         },
         StripPane::Agents => {
-            let agents = looks(app, env, LiveKind::Agents);
-            let rollout = looks(app, env, LiveKind::Rollout);
+            let agents = looks(lv, env, LiveKind::Agents);
+            let rollout = looks(lv, env, LiveKind::Rollout);
             if agents.is_none() && rollout.is_none() {
                 return no_data(pane);
             }
@@ -229,7 +240,7 @@ fn strip_line(app: &App, env: &str, pane: StripPane) -> StripLine {
                 &seen,
             )
         }
-        StripPane::Vpn => match looks(app, env, LiveKind::Vpn) {
+        StripPane::Vpn => match looks(lv, env, LiveKind::Vpn) {
             None => no_data(pane),
             Some((l, _)) => {
                 let Feed::Vpn(look) = &l.update.feed else {
@@ -245,7 +256,7 @@ fn strip_line(app: &App, env: &str, pane: StripPane) -> StripLine {
                 )
             }
         },
-        StripPane::Nodes => match looks(app, env, LiveKind::Nodes) {
+        StripPane::Nodes => match looks(lv, env, LiveKind::Nodes) {
             None => no_data(pane),
             Some((l, good)) => {
                 let Feed::Nodes(p) = &l.update.feed else {
@@ -663,10 +674,10 @@ fn spans(l: &StripLine, t: &Theme) -> Vec<Span<'static>> {
 }
 
 /// The full strip: a rule with the environment, then one line per pane.
-pub fn draw(f: &mut Frame, area: Rect, app: &App) {
-    let t = &app.theme;
-    let env = app.strip_env().unwrap_or("no environment");
-    let lines: Vec<Line> = strip_lines(app)
+pub fn draw(f: &mut Frame, area: Rect, lv: &LiveView) {
+    let t = lv.theme;
+    let env = lv.env.unwrap_or("no environment");
+    let lines: Vec<Line> = strip_lines(lv)
         .iter()
         .map(|l| Line::from(spans(l, t)))
         .collect();
@@ -727,9 +738,9 @@ fn summary_spans(lines: &[StripLine], t: &Theme, detail: Detail) -> Vec<Span<'st
 
 /// One line for small terminals: each pane's few words in its worst verdict's colour; where
 /// the width is short, calm panes lose their words first, then every pane.
-pub fn draw_summary(f: &mut Frame, area: Rect, app: &App) {
-    let t = &app.theme;
-    let lines = strip_lines(app);
+pub fn draw_summary(f: &mut Frame, area: Rect, lv: &LiveView) {
+    let t = lv.theme;
+    let lines = strip_lines(lv);
     let width = usize::from(area.width);
     let spans = [Detail::All, Detail::Problems, Detail::Glyphs]
         .into_iter()

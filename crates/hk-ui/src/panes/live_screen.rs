@@ -16,8 +16,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 use ratatui::Frame;
 
-use crate::app::App;
-use crate::live::{worst_of, EnvVpn, LiveKind, Look, Shown};
+use crate::live::{worst_of, EnvVpn, LiveKind, LiveState, Look, Shown};
 use crate::theme::Theme;
 use hk_effects::observe::feed::Feed;
 use hk_engine::checks::live::{
@@ -29,6 +28,21 @@ use super::age;
 use super::live::{glyph, style};
 
 type Lines = Vec<Line<'static>>;
+
+/// What the Live screen draws: the environment in view, the live panes' latest, the
+/// session's event trail, and where it is scrolled to.
+pub struct LiveScreenView<'a> {
+    pub live: &'a LiveState,
+    /// The environment in view.
+    pub env: Option<&'a str>,
+    pub timeline: &'a hk_effects::observe::timeline::Timeline,
+    pub now: hk_engine::runbook::machine::Timestamp,
+    pub theme: &'a Theme,
+    /// The first shown line.
+    pub scroll: usize,
+    /// How many lines were laid out: the screen reports it back as the scroll bound.
+    pub lines: &'a std::cell::Cell<usize>,
+}
 
 /// The etcd member table's width on this screen (every column; the screen scrolls).
 const ETCD_TABLE_WIDTH: usize = 100;
@@ -46,30 +60,30 @@ const TIMELINE_SIDE_WIDTH: u16 = 48;
 
 /// The Live screen: every pane of the environment in detail, and the session's event trail
 /// (what changed and when).
-pub fn draw(f: &mut Frame, area: Rect, app: &App) {
+pub fn draw(f: &mut Frame, area: Rect, sv: &LiveScreenView) {
     if area.width >= TIMELINE_SIDE_MIN_WIDTH {
         let [p, t] =
             Layout::horizontal([Constraint::Min(1), Constraint::Length(TIMELINE_SIDE_WIDTH)])
                 .areas(area);
-        draw_panes(f, p, app, false);
-        super::timeline::draw(f, t, &app.timeline, "", &app.theme);
+        draw_panes(f, p, sv, false);
+        super::timeline::draw(f, t, sv.timeline, "", sv.theme);
     } else {
-        draw_panes(f, area, app, true);
+        draw_panes(f, area, sv, true);
     }
 }
 
-fn draw_panes(f: &mut Frame, area: Rect, app: &App, with_trail: bool) {
-    let t = &app.theme;
-    let mut all = lines(app, inner_width(area.width));
+fn draw_panes(f: &mut Frame, area: Rect, sv: &LiveScreenView, with_trail: bool) {
+    let t = sv.theme;
+    let mut all = lines(sv, inner_width(area.width));
     if with_trail {
         all.push(Line::from(""));
-        trail_section(&mut all, app, inner_width(area.width));
+        trail_section(&mut all, sv, inner_width(area.width));
     }
     // What was laid out goes back to the state as the scroll bound.
-    app.live_lines.set(all.len());
+    sv.lines.set(all.len());
     let visible = usize::from(area.height.saturating_sub(2));
-    let top = app.live_scroll.min(all.len().saturating_sub(1));
-    let env = app.current_env.as_deref().unwrap_or("no environment");
+    let top = sv.scroll.min(all.len().saturating_sub(1));
+    let env = sv.env.unwrap_or("no environment");
     let mut title = vec![Span::styled(format!(" Live · {env} "), t.title())];
     title.push(Span::styled(
         "e: next env · j/k scroll · esc back ",
@@ -94,7 +108,7 @@ fn draw_panes(f: &mut Frame, area: Rect, app: &App, with_trail: bool) {
         );
     }
     if with_trail {
-        if let Some(e) = app.timeline.events().next_back() {
+        if let Some(e) = sv.timeline.events().next_back() {
             let w = usize::from(area.width.saturating_sub(4));
             let newest = format!(" newest: {} {} {} ", e.clock(), e.env, e.text);
             block = block.title_bottom(
@@ -111,9 +125,9 @@ fn draw_panes(f: &mut Frame, area: Rect, app: &App, with_trail: bool) {
 }
 
 /// Every line of the screen, wrapped to `width`.
-pub fn lines(app: &App, width: usize) -> Lines {
-    let t = &app.theme;
-    let env = app.current_env.as_deref().unwrap_or_default();
+pub fn lines(sv: &LiveScreenView, width: usize) -> Lines {
+    let t = sv.theme;
+    let env = sv.env.unwrap_or_default();
     let mut out = Lines::new();
     if env.is_empty() {
         out.push(Line::from(Span::styled(
@@ -134,22 +148,22 @@ pub fn lines(app: &App, width: usize) -> Lines {
         if i > 0 {
             out.push(Line::from(""));
         }
-        section(&mut out, app, env, title, kind, width);
+        section(&mut out, sv, env, title, kind, width);
     }
     out
 }
 
 /// The event trail as the screen's last section (narrow terminals): every event, newest
 /// first, wrapped.
-fn trail_section(out: &mut Lines, app: &App, width: usize) {
-    let t = &app.theme;
+fn trail_section(out: &mut Lines, sv: &LiveScreenView, width: usize) {
+    let t = sv.theme;
     out.push(Line::from(Span::styled(
-        format!("Timeline · {} this session", app.timeline.len()),
+        format!("Timeline · {} this session", sv.timeline.len()),
         t.title(),
     )));
-    let rows = app.timeline.len().max(1) * 4 + 1;
+    let rows = sv.timeline.len().max(1) * 4 + 1;
     out.extend(super::timeline::lines(
-        &app.timeline,
+        sv.timeline,
         rows,
         width.saturating_sub(2),
         "",
@@ -157,9 +171,16 @@ fn trail_section(out: &mut Lines, app: &App, width: usize) {
     ));
 }
 
-fn section(out: &mut Lines, app: &App, env: &str, title: &str, kind: LiveKind, width: usize) {
-    let t = &app.theme;
-    let seen = match app.live.shown(env, kind, app.now) {
+fn section(
+    out: &mut Lines,
+    sv: &LiveScreenView,
+    env: &str,
+    title: &str,
+    kind: LiveKind,
+    width: usize,
+) {
+    let t = sv.theme;
+    let seen = match sv.live.shown(env, kind, sv.now) {
         Shown::NoData => {
             out.push(heading(
                 t,

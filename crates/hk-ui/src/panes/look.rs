@@ -1,7 +1,7 @@
 //! The look pane: the read-only look a next step opened (an object's events, a pod's last
 //! log lines, a describe-like view), wrapped, with the keys that switch between them.
 //!
-//! Owns: the layout of [`LookResult`]s. Must not: take the look (that is `observe::look`).
+//! Owns: the layout of [`hk_effects::observe::look::LookResult`]s. Must not: take the look (that is `observe::look`).
 
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -9,17 +9,9 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
 use crate::theme::Theme;
-use hk_effects::observe::look::LookResult;
 use hk_effects::observe::summary::LookKind;
 
-/// What the pane holds: the looks taken so far (one per kind) and which is shown.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LookView {
-    pub results: Vec<LookResult>,
-    pub shown: usize,
-    /// Still being taken.
-    pub pending: Vec<LookKind>,
-}
+pub use crate::state::look::LookView;
 
 pub fn key_of(k: LookKind) -> (&'static str, &'static str) {
     match k {

@@ -1,4 +1,7 @@
-//! One file per pane; each draws from `&App` into its area and does nothing else.
+//! One file per pane; each draws into its area from a small borrowed view of what it shows
+//! (a [`Ctx`] and the pane's own view struct, which the app lends), and does nothing else.
+//! Must not: import `app` (the panes know the state's types, `crate::state`, and nothing
+//! of the loop that changes them).
 pub mod banner;
 pub mod check;
 pub mod etcd;
@@ -17,6 +20,18 @@ pub mod takeover;
 pub mod timeline;
 
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
+
+use crate::pointer::Zones;
+use crate::theme::Theme;
+use hk_engine::runbook::machine::Timestamp;
+
+/// What every pane draws with: the theme, the clock (ages), and where its clicks land.
+#[derive(Clone, Copy)]
+pub struct Ctx<'a> {
+    pub theme: &'a Theme,
+    pub zones: &'a Zones,
+    pub now: Timestamp,
+}
 
 /// Age as `5s`, `2m05s`, `1h03m`.
 pub fn age(ms: u64) -> String {

@@ -6,8 +6,12 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 use ratatui::Frame;
 use tui_textarea::TextArea;
 
-use crate::app::{gate_is_typed, App, Confirm, GateField, GateModal, Overlay, ReasonFor};
+use crate::keymap::{KeyMode, Keymaps};
 use crate::pointer;
+use crate::state::field::GateField;
+use crate::state::overlay::{gate_is_typed, Confirm, GateModal, Overlay, ReasonFor};
+use crate::state::run::ActiveRun;
+use crate::state::screens::Screen;
 use crate::theme::Theme;
 use crossterm::event::KeyCode;
 use hk_effects::exec::ansible;
@@ -15,27 +19,51 @@ use hk_engine::checks::live::Severity;
 use hk_engine::guard::blast;
 use hk_engine::runbook::plan::{Gate, GateSource, PlannedStep, StepKind};
 
-use super::centered;
+use super::{centered, Ctx};
 
-pub fn draw(f: &mut Frame, area: Rect, app: &App) {
-    match &app.overlay {
+/// What the overlays draw from: the one open, and what each of them shows.
+pub struct OverlayView<'a> {
+    pub cx: Ctx<'a>,
+    pub overlay: Option<&'a Overlay>,
+    /// The screen under it (the help lists its keys).
+    pub screen: Screen,
+    pub keymaps: &'a Keymaps,
+    pub key_mode: KeyMode,
+    pub help_scroll: usize,
+    /// Every status line of the session, oldest first, with when.
+    pub messages: &'a std::collections::VecDeque<(hk_engine::runbook::machine::Timestamp, String)>,
+    pub messages_scroll: usize,
+    /// How far the open help or messages overlay can scroll, as drawn (reported back).
+    pub scroll_max: &'a std::cell::Cell<usize>,
+    /// The last `:` line refused and why.
+    pub refused_command: Option<&'a (String, String)>,
+    /// What quitting loses, where the journals do not outlive the console.
+    pub runs_discarded: Option<&'a str>,
+    pub operator: &'a str,
+    pub active: Option<&'a ActiveRun>,
+    /// The live blast radius of the open gate's step, as the live panes see it now.
+    pub gate_blast: Option<Vec<blast::BlastLine>>,
+}
+
+pub fn draw(f: &mut Frame, area: Rect, ov: &OverlayView) {
+    match ov.overlay {
         None => {}
-        Some(Overlay::Help) => draw_help(f, area, app),
-        Some(Overlay::Messages) => draw_messages(f, area, app),
-        Some(Overlay::HostPicker(p)) => super::picker::draw(f, area, app, p),
+        Some(Overlay::Help) => draw_help(f, area, ov),
+        Some(Overlay::Messages) => draw_messages(f, area, ov),
+        Some(Overlay::HostPicker(p)) => super::picker::draw(f, area, &ov.cx, p),
         Some(Overlay::Look(o)) => {
             // Most of the screen: log lines and events are long.
             let w = area.width.saturating_sub(4).max(20);
             let h = area.height.saturating_sub(4).max(6);
             let r = centered(area, w, h);
-            super::look::draw(f, r, &o.view, o.scroll, &app.theme);
+            super::look::draw(f, r, &o.view, o.scroll, ov.cx.theme);
             // The tabs (first line, in view when not scrolled) are buttons for their keys.
             if o.scroll == 0 && r.height > 2 {
                 let mut x = r.x + 1;
                 for (label, k, _) in super::look::tabs(&o.view) {
                     let tw = u16::try_from(super::fit::width(&label)).unwrap_or(u16::MAX);
                     let tw = tw.min(r.right().saturating_sub(1).saturating_sub(x));
-                    app.zones.add(
+                    ov.cx.zones.add(
                         Rect::new(x, r.y + 1, tw, 1),
                         pointer::Click::Key(crossterm::event::KeyEvent::from(KeyCode::Char(k))),
                         true,
@@ -44,27 +72,27 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 }
             }
         }
-        Some(Overlay::Resume(m)) => super::resume::draw(f, area, app, m),
-        Some(Overlay::Takeover(m)) => super::takeover::draw(f, area, app, m),
-        Some(Overlay::Gate(m)) => draw_gate(f, area, app, m),
-        Some(Overlay::Confirm(c)) => draw_confirm(f, area, app, c),
+        Some(Overlay::Resume(m)) => super::resume::draw(f, area, &ov.cx, ov.active, m),
+        Some(Overlay::Takeover(m)) => super::takeover::draw(f, area, &ov.cx, m),
+        Some(Overlay::Gate(m)) => draw_gate(f, area, ov, m),
+        Some(Overlay::Confirm(c)) => draw_confirm(f, area, ov, c),
         Some(Overlay::Reason { why, text, error }) => {
-            draw_reason(f, area, app, *why, text, error.as_deref())
+            draw_reason(f, area, ov, *why, text, error.as_deref())
         }
         Some(Overlay::Command { text, error }) => {
-            let title = match &app.refused_command {
+            let title = match ov.refused_command {
                 Some((line, _)) => format!(
                     " : command (tab completes; ↑ brings back `:{}`) ",
                     hk_engine::text::visible(line.trim())
                 ),
                 None => " : command (tab completes) ".to_string(),
             };
-            draw_command(f, area, app, text, error.as_deref(), &title)
+            draw_command(f, area, ov, text, error.as_deref(), &title)
         }
         Some(Overlay::Filter { text }) => draw_command(
             f,
             area,
-            app,
+            ov,
             text,
             None,
             " / filter (lists on home, output in a run; enter apply, esc cancel) ",
@@ -80,11 +108,11 @@ fn modal_block<'a>(t: &Theme, title: String) -> Block<'a> {
         .style(t.background())
 }
 
-fn draw_help(f: &mut Frame, area: Rect, app: &App) {
-    let t = &app.theme;
-    let rows = app
+fn draw_help(f: &mut Frame, area: Rect, ov: &OverlayView) {
+    let t = ov.cx.theme;
+    let rows = ov
         .keymaps
-        .get(app.screen_key_mode())
+        .get(ov.key_mode)
         .map(|m| m.help_rows())
         .unwrap_or_default();
     let key_w = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
@@ -120,30 +148,30 @@ fn draw_help(f: &mut Frame, area: Rect, app: &App) {
             lines.push(Line::from(Span::styled(part, t.muted())));
         }
     }
-    let title = format!(" Help · {} ", screen_name(app));
-    draw_scrolling(f, area, app, w, title, lines, app.help_scroll);
+    let title = format!(" Help · {} ", screen_name(ov));
+    draw_scrolling(f, area, ov, w, title, lines, ov.help_scroll);
 }
 
 /// The screen's name for a title, in words.
-fn screen_name(app: &App) -> &'static str {
-    match app.screen {
-        crate::app::Screen::Home => "Home",
-        crate::app::Screen::Run => "Run",
-        crate::app::Screen::Live => "Live",
-        crate::app::Screen::Check => "Check",
+fn screen_name(ov: &OverlayView) -> &'static str {
+    match ov.screen {
+        Screen::Home => "Home",
+        Screen::Run => "Run",
+        Screen::Live => "Live",
+        Screen::Check => "Check",
     }
 }
 
 /// Every status line of the session, oldest first, each whole (wrapped) with its time.
-fn draw_messages(f: &mut Frame, area: Rect, app: &App) {
-    let t = &app.theme;
+fn draw_messages(f: &mut Frame, area: Rect, ov: &OverlayView) {
+    let t = ov.cx.theme;
     let w = area.width.saturating_sub(4).max(20);
     let inner_w = usize::from(w.min(area.width).saturating_sub(2)).max(1);
     let mut lines: Vec<Line> = Vec::new();
-    if app.messages.is_empty() {
+    if ov.messages.is_empty() {
         lines.push(Line::from(Span::styled(" no messages yet", t.muted())));
     }
-    for (at, m) in &app.messages {
+    for (at, m) in ov.messages {
         let clock = hk_engine::time::clock(*at);
         let pad = clock.chars().count() + 2;
         let text = hk_engine::text::visible(m);
@@ -162,8 +190,8 @@ fn draw_messages(f: &mut Frame, area: Rect, app: &App) {
             ]));
         }
     }
-    let title = format!(" Messages ({}) · esc closes ", app.messages.len());
-    draw_scrolling(f, area, app, w, title, lines, app.messages_scroll);
+    let title = format!(" Messages ({}) · esc closes ", ov.messages.len());
+    draw_scrolling(f, area, ov, w, title, lines, ov.messages_scroll);
 }
 
 /// A modal of `lines` (already wrapped to its width) that scrolls when the terminal is too
@@ -171,19 +199,19 @@ fn draw_messages(f: &mut Frame, area: Rect, app: &App) {
 fn draw_scrolling(
     f: &mut Frame,
     area: Rect,
-    app: &App,
+    ov: &OverlayView,
     w: u16,
     title: String,
     lines: Vec<Line>,
     scroll: usize,
 ) {
-    let t = &app.theme;
+    let t = ov.cx.theme;
     let total = lines.len();
     let h = u16::try_from(total + 2).unwrap_or(u16::MAX);
     let r = centered(area, w, h);
     let shown = usize::from(r.height.saturating_sub(2));
     let max = total.saturating_sub(shown);
-    app.overlay_scroll_max.set(max);
+    ov.scroll_max.set(max);
     let top = scroll.min(max);
     let below = total.saturating_sub(top + shown);
     let title = if max == 0 {
@@ -205,10 +233,10 @@ fn draw_scrolling(
     f.render_widget(Paragraph::new(visible).block(modal_block(t, title)), r);
 }
 
-fn draw_confirm(f: &mut Frame, area: Rect, app: &App, c: &Confirm) {
-    let t = &app.theme;
+fn draw_confirm(f: &mut Frame, area: Rect, ov: &OverlayView, c: &Confirm) {
+    let t = ov.cx.theme;
     let text = match c {
-        Confirm::Quit => match &app.runs_discarded {
+        Confirm::Quit => match ov.runs_discarded {
             Some(lost) => format!(
                 "A run is in progress. Quit anyway? A running step is cancelled first; {lost}."
             ),
@@ -217,9 +245,8 @@ fn draw_confirm(f: &mut Frame, area: Rect, app: &App, c: &Confirm) {
                 .to_string(),
         },
         Confirm::CancelStep { n } => {
-            let what = app
+            let what = ov
                 .active
-                .as_ref()
                 .and_then(|a| a.run.plan().steps.iter().find(|s| s.n == *n))
                 .map_or(String::new(), |s| {
                     format!(
@@ -246,7 +273,7 @@ fn draw_confirm(f: &mut Frame, area: Rect, app: &App, c: &Confirm) {
     pointer::draw_buttons(
         f,
         keys,
-        &app.zones,
+        ov.cx.zones,
         &[
             ("y yes".into(), pointer::key(KeyCode::Char('y'))),
             ("n no".into(), pointer::key(KeyCode::Char('n'))),
@@ -268,12 +295,12 @@ fn draw_input(f: &mut Frame, area: Rect, t: &Theme, label: &str, text: &TextArea
 fn draw_reason(
     f: &mut Frame,
     area: Rect,
-    app: &App,
+    ov: &OverlayView,
     why: ReasonFor,
     text: &TextArea,
     error: Option<&str>,
 ) {
-    let t = &app.theme;
+    let t = ov.cx.theme;
     let title = match why {
         ReasonFor::Abort => " Abort the run ".to_string(),
         ReasonFor::Skip { n } => format!(" Skip step {n} "),
@@ -292,7 +319,7 @@ fn draw_reason(
     pointer::draw_buttons(
         f,
         msg,
-        &app.zones,
+        ov.cx.zones,
         &[
             ("Why? (journaled)".into(), None),
             ("enter confirm".into(), pointer::key(KeyCode::Enter)),
@@ -309,12 +336,12 @@ fn draw_reason(
 fn draw_command(
     f: &mut Frame,
     area: Rect,
-    app: &App,
+    ov: &OverlayView,
     text: &TextArea,
     error: Option<&str>,
     title: &str,
 ) {
-    let t = &app.theme;
+    let t = ov.cx.theme;
     let h = if error.is_some() { 4 } else { 3 };
     let r = Rect {
         x: area.x,
@@ -333,21 +360,19 @@ fn draw_command(
     }
 }
 
-fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
-    let t = &app.theme;
-    let step = app
+fn draw_gate(f: &mut Frame, area: Rect, ov: &OverlayView, m: &GateModal) {
+    let t = ov.cx.theme;
+    let step = ov
         .active
-        .as_ref()
         .and_then(|a| a.run.plan().steps.iter().find(|s| s.n == m.n));
     let host = step
         .and_then(|s| s.host.clone())
         .map_or(String::new(), |h| format!(" · {h}"));
-    let env = app
+    let env = ov
         .active
-        .as_ref()
         .map_or(String::new(), |a| a.run.plan().env.clone());
     let (name, mut body): (&str, Vec<Line>) = match &m.gate {
-        Gate::ConfirmHosts { expected } => ("confirm hosts", hosts_body(app, m.n, expected, t)),
+        Gate::ConfirmHosts { expected } => ("confirm hosts", hosts_body(ov, m.n, expected, t)),
         Gate::TypedConfirm { phrase } => {
             let mut body = vec![
                 Line::from(Span::styled(
@@ -356,7 +381,7 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
                 )),
                 Line::from(Span::styled(format!("Type `{phrase}` to go on."), t.text())),
             ];
-            body.extend(live_blast_lines(app, m.n, t));
+            body.extend(live_blast_lines(ov, t));
             ("typed confirm", body)
         }
         Gate::OperatorPresent => (
@@ -367,7 +392,7 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
                     t.text(),
                 )),
                 Line::from(Span::styled(
-                    format!("Recorded as {} at {} (UTC).", app.operator, app.now),
+                    format!("Recorded as {} at {} (UTC).", ov.operator, ov.cx.now),
                     t.muted(),
                 )),
             ],
@@ -385,8 +410,8 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
         Gate::ApproveDiff => {
             // What the approval covers and what the preview could not show come first, so
             // they are above the fold on a small terminal; the preview's lines follow.
-            let mut body = approve_head(app, step, m, t);
-            body.extend(diff_body(app, m, t));
+            let mut body = approve_head(ov, step, m, t);
+            body.extend(diff_body(ov, m, t));
             // A Flux reconcile's approval reviews a look at the cluster, not a diff.
             let rolls = step
                 .and_then(|s| s.blast_radius.as_ref())
@@ -498,13 +523,12 @@ fn draw_gate(f: &mut Frame, area: Rect, app: &App, m: &GateModal) {
         &m.note,
         m.field == GateField::Note,
     );
-    pointer::draw_buttons(f, keys_a, &app.zones, &keys, t.muted());
+    pointer::draw_buttons(f, keys_a, ov.cx.zones, &keys, t.muted());
 }
 
-fn hosts_body<'a>(app: &App, n: usize, expected: &[String], t: &Theme) -> Vec<Line<'a>> {
-    let observed = app
+fn hosts_body<'a>(ov: &OverlayView, n: usize, expected: &[String], t: &Theme) -> Vec<Line<'a>> {
+    let observed = ov
         .active
-        .as_ref()
         .and_then(|a| a.run.step_record(n))
         .and_then(|r| r.observed_hosts.clone());
     let mut v = vec![Line::from(Span::styled(
@@ -548,7 +572,7 @@ fn hosts_body<'a>(app: &App, n: usize, expected: &[String], t: &Theme) -> Vec<Li
 /// ansible preview (skipped tasks, unreachable or failed hosts, no recap) in the warning
 /// colour.
 fn approve_head<'a>(
-    app: &App,
+    ov: &OverlayView,
     step: Option<&PlannedStep>,
     m: &GateModal,
     t: &Theme,
@@ -570,9 +594,9 @@ fn approve_head<'a>(
                 t.mutating(),
             )));
         }
-        v.extend(live_blast_lines(app, m.n, t));
+        v.extend(live_blast_lines(ov, t));
     }
-    let Some(a) = &app.active else { return v };
+    let Some(a) = ov.active else { return v };
     let Some((&from_n, &start)) = a.step_output_start.range(..=m.n).next_back() else {
         return v;
     };
@@ -600,15 +624,15 @@ fn approve_head<'a>(
 
 /// The live blast radius of step `n`'s hosts (issue 29, `App::live_blast`) as gate lines:
 /// each fact unknown with its age when its pane is stale or was never seen.
-fn live_blast_lines<'a>(app: &App, n: usize, t: &Theme) -> Vec<Line<'a>> {
-    let Some(lines) = app.live_blast(n) else {
+fn live_blast_lines<'a>(ov: &OverlayView, t: &Theme) -> Vec<Line<'a>> {
+    let Some(lines) = ov.gate_blast.as_deref() else {
         return Vec::new();
     };
     let mut out = vec![Line::from(Span::styled(
         "Live, now (what the Live screen sees):",
         t.text(),
     ))];
-    let refused = blast::refusal(&lines);
+    let refused = blast::refusal(lines);
     for l in lines {
         let (mark, style) = match l.severity {
             Severity::Ok => ("  ", t.muted()),
@@ -624,8 +648,8 @@ fn live_blast_lines<'a>(app: &App, n: usize, t: &Theme) -> Vec<Line<'a>> {
     out
 }
 
-fn diff_body<'a>(app: &'a App, m: &GateModal, t: &Theme) -> Vec<Line<'a>> {
-    let Some(a) = &app.active else {
+fn diff_body<'a>(ov: &OverlayView<'a>, m: &GateModal, t: &Theme) -> Vec<Line<'a>> {
+    let Some(a) = ov.active else {
         return Vec::new();
     };
     // The diff is what the check run printed: this step's output if it ran one, else the

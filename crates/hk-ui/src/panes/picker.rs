@@ -8,37 +8,13 @@ use ratatui::Frame;
 
 use crossterm::event::KeyCode;
 
-use crate::app::App;
 use crate::pointer::{self, ListId};
+use crate::state::picker::HostPicker;
 
-use super::centered;
+use super::{centered, Ctx};
 
-/// The open picker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostPicker {
-    pub runbook: String,
-    pub env: String,
-    /// The target group the runbook takes one host of.
-    pub group: String,
-    /// The group's hosts, as the planner listed them.
-    pub hosts: Vec<String>,
-    pub sel: usize,
-}
-
-impl HostPicker {
-    pub fn selected(&self) -> Option<&str> {
-        self.hosts.get(self.sel).map(String::as_str)
-    }
-
-    /// Move the selection by `d`, within the list.
-    pub fn step(&mut self, d: isize) {
-        let last = self.hosts.len().saturating_sub(1);
-        self.sel = self.sel.saturating_add_signed(d).min(last);
-    }
-}
-
-pub fn draw(f: &mut Frame, area: Rect, app: &App, p: &HostPicker) {
-    let t = &app.theme;
+pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx, p: &HostPicker) {
+    let t = cx.theme;
     let widest = p
         .hosts
         .iter()
@@ -103,12 +79,12 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, p: &HostPicker) {
             );
         }
     }
-    app.zones
+    cx.zones
         .rows(list_a, ListId::Hosts, st.offset(), p.hosts.len(), true);
     pointer::draw_buttons(
         f,
         keys_a,
-        &app.zones,
+        cx.zones,
         &[
             ("enter plan for it".into(), pointer::key(KeyCode::Enter)),
             ("↑↓ move".into(), None),

@@ -8,16 +8,19 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
-use crate::app::{App, GateField, ResumeModal, ResumeStage};
 use crate::pointer;
+use crate::state::field::GateField;
+use crate::state::overlay::{ResumeModal, ResumeStage};
+use crate::state::run::ActiveRun;
 use hk_engine::runbook::machine::{self, StepState};
 use hk_session::resume::{ProbeRun, ProcessCheck, ResumeInfo};
 
-use super::centered;
+use super::{centered, Ctx};
 
-pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &ResumeModal) {
-    let t = &app.theme;
-    let Some(a) = app.active.as_ref() else {
+/// The modal over the open run `active` (nothing without one).
+pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx, active: Option<&ActiveRun>, m: &ResumeModal) {
+    let t = cx.theme;
+    let Some(a) = active else {
         return;
     };
     let info: Option<&ResumeInfo> = a.resume.as_ref();
@@ -225,7 +228,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, m: &ResumeModal) {
             height: 1,
             ..btns
         };
-        pointer::draw_buttons(f, at, &app.zones, std::slice::from_ref(button), t.focus());
+        pointer::draw_buttons(f, at, cx.zones, std::slice::from_ref(button), t.focus());
     }
     let input =
         |f: &mut Frame, area: Rect, label: &str, text: &tui_textarea::TextArea, on: bool| {

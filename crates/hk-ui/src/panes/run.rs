@@ -6,12 +6,45 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph};
 use ratatui::Frame;
 
-use crate::app::{ActiveRun, App, RunFocus};
+use crate::state::run::ActiveRun;
+use crate::state::screens::RunFocus;
 use crate::theme::Theme;
 use hk_engine::runbook::machine::{Run, RunStatus, StepRecord, StepState, Timestamp};
 use hk_engine::runbook::plan::PlannedStep;
 
-use super::age;
+use super::{age, Ctx};
+
+/// What the run view draws: the open run (or the blockers of the runbook that cannot
+/// start), the pane in focus, the output's search and wrapping.
+pub struct RunView<'a> {
+    pub cx: Ctx<'a>,
+    pub active: Option<&'a ActiveRun>,
+    /// The runbook last asked for that cannot start, shown in place of steps.
+    pub blocked: Option<&'a hk_session::Blocked>,
+    /// What can run here (a step's blocker).
+    pub caps: &'a hk_session::exec::Capabilities,
+    pub focus: RunFocus,
+    /// The `/` search over the output, and the match `n`/`N` last jumped to.
+    pub filter: Option<&'a str>,
+    pub search_at: Option<u64>,
+    pub output_wrap: bool,
+    /// A gate modal is up over the run.
+    pub gate_shown: bool,
+    /// The `--runbooks` file that replaced the shipped runbook of the run, if one did.
+    pub overrides_shipped: Option<&'a str>,
+    /// Before the run starts: where its plan takes the VIP holder and the etcd leader.
+    pub holder_advice: Option<hk_engine::guard::blast::BlastLine>,
+    /// Every environment at a glance (the next step of the run's environment).
+    pub summary: &'a hk_effects::observe::summary::Summary,
+}
+
+impl RunView<'_> {
+    /// The next step of the open run's environment, if its verdicts ask for one.
+    fn run_env_next(&self) -> Option<&hk_effects::observe::summary::NextStep> {
+        let env = &self.active?.run.plan().env;
+        self.summary.env(env)?.first_next()
+    }
+}
 
 /// The glyph and style of a step state.
 pub fn glyph(state: &StepState, t: &Theme) -> (&'static str, Style) {
@@ -31,16 +64,16 @@ pub fn glyph(state: &StepState, t: &Theme) -> (&'static str, Style) {
     }
 }
 
-pub fn draw(f: &mut Frame, area: Rect, app: &App) {
-    let Some(a) = &app.active else {
-        match &app.blocked {
-            Some(b) => draw_blocked(f, area, app, b),
+pub fn draw(f: &mut Frame, area: Rect, rv: &RunView) {
+    let Some(a) = rv.active else {
+        match rv.blocked {
+            Some(b) => draw_blocked(f, area, rv, b),
             None => f.render_widget(Paragraph::new("no run open"), area),
         }
         return;
     };
     if area.width < 90 {
-        draw_narrow(f, area, app, a);
+        draw_narrow(f, area, rv, a);
         return;
     }
     let [left, right] = if area.width >= 120 {
@@ -54,7 +87,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     } else {
         Layout::horizontal([Constraint::Percentage(42), Constraint::Percentage(58)]).areas(area)
     };
-    draw_steps(f, left, app, a);
+    draw_steps(f, left, rv, a);
     // Output keeps a third of a tall column; on a short one it shrinks to one line so
     // the step's host, what comes next and its command stay in view.
     let out_min = if right.height >= 20 {
@@ -62,17 +95,17 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     } else {
         3
     };
-    let detail_h = detail_height(app, a, right.width, right.height.saturating_sub(out_min));
+    let detail_h = detail_height(rv, a, right.width, right.height.saturating_sub(out_min));
     let [detail, output] =
         Layout::vertical([Constraint::Length(detail_h), Constraint::Min(0)]).areas(right);
-    draw_detail(f, detail, app, a);
-    draw_output(f, output, app, a);
+    draw_detail(f, detail, rv, a);
+    draw_output(f, output, rv, a);
 }
 
 /// A runbook that cannot start: every blocker with where it is and what to do, wrapped to
 /// the width (nothing cut), in place of the steps. There is no run, so nothing to start.
-fn draw_blocked(f: &mut Frame, area: Rect, app: &App, b: &hk_session::Blocked) {
-    let t = &app.theme;
+fn draw_blocked(f: &mut Frame, area: Rect, rv: &RunView, b: &hk_session::Blocked) {
+    let t = rv.cx.theme;
     let w = usize::from(area.width.saturating_sub(2)).max(10);
     let mut lines: Vec<Line> = vec![Line::styled(
         format!(
@@ -108,8 +141,8 @@ fn draw_blocked(f: &mut Frame, area: Rect, app: &App, b: &hk_session::Blocked) {
 /// Below 90 columns the plan, the step and the output are stacked. The step pane is
 /// budgeted first (what it needs, leaving the plan and the output one row each: at 80x24
 /// its host, "next" and command stay in view), then the plan and the output share the rest.
-fn draw_narrow(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
-    let detail_h = detail_height(app, a, area.width, area.height.saturating_sub(6));
+fn draw_narrow(f: &mut Frame, area: Rect, rv: &RunView, a: &ActiveRun) {
+    let detail_h = detail_height(rv, a, area.width, area.height.saturating_sub(6));
     let rest = area.height.saturating_sub(detail_h);
     let steps_h = (rest * 45 / 100).max(3.min(rest));
     let [steps, detail, output] = Layout::vertical([
@@ -118,9 +151,9 @@ fn draw_narrow(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
         Constraint::Min(0),
     ])
     .areas(area);
-    draw_steps(f, steps, app, a);
-    draw_detail(f, detail, app, a);
-    draw_output(f, output, app, a);
+    draw_steps(f, steps, rv, a);
+    draw_detail(f, detail, rv, a);
+    draw_output(f, output, rv, a);
 }
 
 fn status_text(run: &Run) -> String {
@@ -133,8 +166,8 @@ fn status_text(run: &Run) -> String {
     }
 }
 
-fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
-    let t = &app.theme;
+fn draw_steps(f: &mut Frame, area: Rect, rv: &RunView, a: &ActiveRun) {
+    let t = rv.cx.theme;
     let run = &a.run;
     // A run whose journal broke is halted whatever its last recorded state says.
     let status = match a.journal_broken() {
@@ -143,11 +176,11 @@ fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
     };
     let mut title = format!(" {} · {} · {} ", run.plan().runbook, run.plan().env, status);
     if let Some(start) = run.started_at() {
-        let end = run.finished_at().unwrap_or(app.now);
+        let end = run.finished_at().unwrap_or(rv.cx.now);
         title.push_str(&format!("· {} ", age(end.0.saturating_sub(start.0))));
     }
     // A `--runbooks` file with a shipped id is not the runbook the operator knows.
-    if app.overrides_shipped(&run.plan().runbook).is_some() {
+    if rv.overrides_shipped.is_some() {
         title.push_str("· overrides the shipped runbook ");
     }
     let host_w = host_width(a);
@@ -180,13 +213,13 @@ fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
                     t.focus(),
                 ));
             }
-            let blocker = app
-                .capabilities()
+            let blocker = rv
+                .caps
                 .blocker(s)
                 .filter(|_| r.state == StepState::Pending)
                 .map(|why| format!("  ({why})"))
                 .unwrap_or_default();
-            let took = elapsed(r, app.now).map_or(String::new(), |e| format!("  {e}"));
+            let took = elapsed(r, rv.cx.now).map_or(String::new(), |e| format!("  {e}"));
             // What does not fit ends in `…`: the title keeps at least its first columns,
             // a blocker the rest (the Step pane says it whole), the elapsed time stays;
             // a title is never cut inside a host name (the host column has it whole).
@@ -215,7 +248,7 @@ fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
     st.select(Some(
         a.selected.min(run.plan().steps.len().saturating_sub(1)),
     ));
-    let border = if app.run_focus == RunFocus::Steps {
+    let border = if rv.focus == RunFocus::Steps {
         t.focus()
     } else {
         t.border()
@@ -237,12 +270,12 @@ fn draw_steps(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
     super::home::draw_more(
         f,
         area,
-        app,
+        rv.cx.theme,
         run.plan().steps.len(),
         st.offset(),
         usize::from(inner.height),
     );
-    app.zones.rows(
+    rv.cx.zones.rows(
         Block::default().borders(Borders::ALL).inner(area),
         crate::pointer::ListId::Steps,
         st.offset(),
@@ -344,8 +377,8 @@ impl StepLine {
 }
 
 /// The Step pane's lines, every one whole (wrapping comes later, at the pane's width).
-fn detail_lines(app: &App, a: &ActiveRun) -> Vec<StepLine> {
-    let t = &app.theme;
+fn detail_lines(rv: &RunView, a: &ActiveRun) -> Vec<StepLine> {
+    let t = rv.cx.theme;
     let mut lines: Vec<StepLine> = Vec::new();
     // Stays on screen (the status line is overwritten by the next notice).
     if let Some(why) = a.journal_broken() {
@@ -355,7 +388,7 @@ fn detail_lines(app: &App, a: &ActiveRun) -> Vec<StepLine> {
         ));
     }
     // Before the run starts: where the plan takes the VIP holder and the etcd leader.
-    if let Some(l) = app.holder_advice() {
+    if let Some(l) = rv.holder_advice.as_ref() {
         use hk_engine::checks::live::Severity;
         let style = match l.severity {
             Severity::Ok => t.muted(),
@@ -392,7 +425,7 @@ fn detail_lines(app: &App, a: &ActiveRun) -> Vec<StepLine> {
                     },
                 ),
                 Span::styled(
-                    elapsed(r, app.now).map_or(String::new(), |e| format!("  elapsed {e}")),
+                    elapsed(r, rv.cx.now).map_or(String::new(), |e| format!("  elapsed {e}")),
                     t.muted(),
                 ),
             ]),
@@ -436,7 +469,7 @@ fn detail_lines(app: &App, a: &ActiveRun) -> Vec<StepLine> {
                 }
             }
         }
-        if let Some(why) = app.capabilities().blocker(s) {
+        if let Some(why) = rv.caps.blocker(s) {
             lines.push(StepLine::new(
                 Line::from(Span::styled(format!("cannot start: {why}"), t.warn())),
                 Rank::Essential,
@@ -472,8 +505,7 @@ fn detail_lines(app: &App, a: &ActiveRun) -> Vec<StepLine> {
                 Rank::Useful,
             ));
         }
-        let waiting_gate = matches!(r.state, StepState::AwaitingGate { .. })
-            && !matches!(app.overlay, Some(crate::app::Overlay::Gate(_)));
+        let waiting_gate = matches!(r.state, StepState::AwaitingGate { .. }) && !rv.gate_shown;
         if waiting_gate && !a.view_only && a.journal.is_some() {
             lines.push(StepLine::new(
                 Line::from(Span::styled("gate waiting: enter answers it", t.warn())),
@@ -498,7 +530,7 @@ fn detail_lines(app: &App, a: &ActiveRun) -> Vec<StepLine> {
                 Rank::Essential,
             ));
             // What explains the halt is one key away: the look at the object it names.
-            if let Some(hk_effects::observe::summary::NextStep::Look(l)) = app.run_env_next() {
+            if let Some(hk_effects::observe::summary::NextStep::Look(l)) = rv.run_env_next() {
                 lines.push(StepLine::new(
                     Line::from(Span::styled(
                         format!(
@@ -562,13 +594,13 @@ fn detail_lines(app: &App, a: &ActiveRun) -> Vec<StepLine> {
 /// The Step pane's height at `width` columns, at most `max` (borders included): its lines
 /// as [`fit_detail`] fits them into that, so no row is left empty while the output could
 /// have it; at least 3 where there is room.
-fn detail_height(app: &App, a: &ActiveRun, width: u16, max: u16) -> u16 {
+fn detail_height(rv: &RunView, a: &ActiveRun, width: u16, max: u16) -> u16 {
     let w = usize::from(width.saturating_sub(2)).max(1);
     let rows = fit_detail(
-        detail_lines(app, a),
+        detail_lines(rv, a),
         w,
         usize::from(max.saturating_sub(2)),
-        &app.theme,
+        rv.cx.theme,
     )
     .len();
     u16::try_from(rows)
@@ -655,11 +687,11 @@ fn fit_detail(lines: Vec<StepLine>, w: usize, rows: usize, t: &Theme) -> Vec<Lin
     out
 }
 
-fn draw_detail(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
-    let t = &app.theme;
+fn draw_detail(f: &mut Frame, area: Rect, rv: &RunView, a: &ActiveRun) {
+    let t = rv.cx.theme;
     let w = usize::from(area.width.saturating_sub(2));
     let rows = usize::from(area.height.saturating_sub(2));
-    let lines = fit_detail(detail_lines(app, a), w, rows, t);
+    let lines = fit_detail(detail_lines(rv, a), w, rows, t);
     f.render_widget(
         Paragraph::new(lines).block(
             Block::default()
@@ -741,19 +773,19 @@ pub fn hard_wrap(s: &str, w: usize) -> Vec<String> {
     rows
 }
 
-fn draw_output(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
-    let t = &app.theme;
+fn draw_output(f: &mut Frame, area: Rect, rv: &RunView, a: &ActiveRun) {
+    let t = rv.cx.theme;
     let o = &a.output;
     let inner_h = usize::from(area.height.saturating_sub(2));
     let inner_w = usize::from(area.width.saturating_sub(2)).max(1);
-    let (lines, matches): (Vec<(String, Style)>, Option<usize>) = match &app.filter {
+    let (lines, matches): (Vec<(String, Style)>, Option<usize>) = match rv.filter {
         Some(flt) => {
             let (v, n) = o.matching_numbered(inner_h, flt);
             // The match `n`/`N` jumped to stands out among the others.
             let lines = v
                 .into_iter()
                 .map(|(abs, l)| {
-                    let style = if app.search_at == Some(abs) {
+                    let style = if rv.search_at == Some(abs) {
                         t.selected()
                     } else {
                         t.text()
@@ -770,9 +802,9 @@ fn draw_output(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
             None,
         ),
     };
-    let (lines, cut) = output_rows(&lines, inner_w, inner_h, app.output_wrap, t);
+    let (lines, cut) = output_rows(&lines, inner_w, inner_h, rv.output_wrap, t);
     let mut title = format!(" Output  {} lines", o.len());
-    if let (Some(flt), Some(n)) = (&app.filter, matches) {
+    if let (Some(flt), Some(n)) = (rv.filter, matches) {
         title.push_str(&format!("  /{flt}: {n} matching"));
     }
     if o.dropped() > 0 {
@@ -780,7 +812,7 @@ fn draw_output(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
     }
     title.push_str(if o.follow { "  follow" } else { "  scrolled" });
     // Whether long lines wrap or are cut (and how many are cut in view): `w` toggles.
-    if app.output_wrap {
+    if rv.output_wrap {
         title.push_str("  w:wrap ");
     } else if cut > 0 {
         title.push_str(&format!("  w:cut ({cut} cut …) "));
@@ -795,7 +827,7 @@ fn draw_output(f: &mut Frame, area: Rect, app: &App, a: &ActiveRun) {
     } else {
         Paragraph::new(lines)
     };
-    let border = if app.run_focus == RunFocus::Output {
+    let border = if rv.focus == RunFocus::Output {
         t.focus()
     } else {
         t.border()

@@ -1,66 +1,19 @@
-//! The look overlay's state and keys: a next step that is a look (`x` on a verdict naming
-//! a pod, node, lease or DaemonSet) opens it, every kind of look it lists is asked for at
-//! once, and the answers fill it as they come.
+//! The look overlay's keys: a next step that is a look (`x` on a verdict naming a pod,
+//! node, lease or DaemonSet) opens it, every kind of look it lists is asked for at once,
+//! and the answers fill it as they come.
 //!
-//! Owns: [`LookOverlay`] (which look, what came back, the scroll), the requests queued for
-//! the event loop ([`LookRequest`]) and the app's side of it ([`App::open_look`],
-//! [`App::handle_look`], the overlay's keys). Must not: take a look (the loop awaits the
-//! [`hk_effects::observe::look::LookSource`] off the UI task) or write anything.
+//! Owns: the app's side of it ([`App::open_look`], [`App::handle_look`], the overlay's
+//! keys); its state ([`LookOverlay`], the queued [`LookRequest`]s) is `state::look`'s.
+//! Must not: take a look (the loop awaits the [`hk_effects::observe::look::LookSource`]
+//! off the UI task) or write anything.
 
 use crossterm::event::{KeyCode, KeyEvent};
 
 use hk_effects::observe::look::LookResult;
 use hk_effects::observe::summary::{Look, LookKind};
 
-use super::app::{App, Control, Overlay};
-use super::panes::look::LookView;
-
-/// A look for the loop to take; `seq` names the overlay it is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LookRequest {
-    pub seq: u64,
-    pub look: Look,
-    pub kind: LookKind,
-}
-
-/// The open look.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LookOverlay {
-    pub seq: u64,
-    pub look: Look,
-    pub view: LookView,
-    pub scroll: u16,
-    /// The kind the operator picked (`e`/`g`/`d`), answered yet or not: it is shown as
-    /// soon as it is in, and other answers coming in no longer move the view.
-    pub picked: Option<LookKind>,
-}
-
-impl LookOverlay {
-    /// The kind shown, if its answer is in.
-    pub fn shown_kind(&self) -> Option<LookKind> {
-        self.view.results.get(self.view.shown).map(|r| r.kind)
-    }
-
-    fn show(&mut self, kind: LookKind) -> bool {
-        match self.view.results.iter().position(|r| r.kind == kind) {
-            Some(i) => {
-                self.view.shown = i;
-                self.scroll = 0;
-                true
-            }
-            None => false,
-        }
-    }
-}
-
-fn kind_of_key(c: char) -> Option<LookKind> {
-    match c {
-        'e' => Some(LookKind::Events),
-        'g' => Some(LookKind::Logs),
-        'd' => Some(LookKind::Describe),
-        _ => None,
-    }
-}
+use super::{App, Control, Overlay};
+use crate::state::look::{kind_of_key, LookOverlay, LookRequest, LookView};
 
 impl App {
     /// The next step of the open run's environment, if its verdicts ask for one.

@@ -4,7 +4,7 @@
 //! Owns: the app's side of the screen. Must not: run the check (`App::run_check` does,
 //! through the checker the console was given) or draw (`panes::check`).
 
-use super::app::{App, Screen};
+use super::{App, Screen};
 
 impl App {
     /// Open the Check screen (the check's last result; `:check` runs it again first).
