@@ -372,6 +372,53 @@ fn the_engines_pure_modules_do_no_io_and_read_no_clock() {
     assert!(IO_OR_CLOCK.iter().any(|c| journal.contains(c)));
 }
 
+/// The console's words: its commands and key hints. Keys are configurable and the console
+/// draws its own hints; no layer below it may say them.
+const CONSOLE_WORDS: &[&str] = &[":env", ":run ", ":fault ", "press ", "Press "];
+
+/// The session, the effects and the engine speak no console words: no `:env`, no "press",
+/// no "s starts the run" (a key followed by what it does), in their code outside tests.
+#[test]
+fn the_layers_below_the_console_speak_no_console_words() {
+    let key_hint = regex::Regex::new(
+        r#"\b[a-zA-Z] (starts|aborts|opens|retries|skips|marks|cancels|quits|takes)\b"#,
+    )
+    .expect("regex");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let mut found = Vec::new();
+    for krate in ["hk-session", "hk-effects", "hk-engine"] {
+        for (path, code) in sources_without_tests(&root.join(krate).join("src")) {
+            for (no, line) in code.lines().enumerate() {
+                let t = line.trim_start();
+                if t.starts_with("//") {
+                    continue;
+                }
+                // Only what the code says: string literals.
+                for lit in line.split('"').skip(1).step_by(2) {
+                    let hit = CONSOLE_WORDS
+                        .iter()
+                        .find(|w| lit.contains(*w))
+                        .map(|w| w.to_string())
+                        .or_else(|| key_hint.find(lit).map(|m| m.as_str().to_string()));
+                    if let Some(w) = hit {
+                        found.push(format!("{}:{}: {w:?} in {lit:?}", path.display(), no + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "console words below the console: {found:#?}"
+    );
+    // The reader finds them where they belong: the console's own run view.
+    let ui = source(&root.join("hk-ui/src/app/run.rs"));
+    assert!(ui
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .any(|l| key_hint.is_match(l)));
+}
 
 /// No import circles between a crate's modules (top-level modules, and one level below), read
 /// from the sources' `crate::` and `super::` paths (test modules aside). The simulation's six

@@ -12,7 +12,7 @@ use crate::tmux_common;
 use std::path::Path;
 use std::process::Command;
 
-use hk_console::session::lock::NO_LOCK_BANNER;
+use hk_console::ui::panes::banner::NO_LOCK_BANNER;
 use tmux_common::Tmux;
 
 fn shell_quote(p: &Path) -> String {

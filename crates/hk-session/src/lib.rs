@@ -179,7 +179,7 @@ pub fn plan_runbook_or_blocked(
             _ if rb.environments.len() == 1 => rb.environments[0].clone(),
             Some(c) => {
                 return Err(refused(NotOpened(format!(
-                    "`{id}` is not for `{c}` (it is for: {}); pick one with :env or e",
+                    "`{id}` is not for `{c}` (it is for: {}); choose one of those environments",
                     rb.environments.join(", ")
                 ))))
             }
@@ -1187,9 +1187,9 @@ impl OperateSession {
         Ok(s)
     }
 
-    /// What to say once a plan is open.
-    pub fn opened_notice(&self) -> &'static str {
-        "s starts the run"
+    /// What an open plan can do (the console words it, with its own keys).
+    pub fn can_start(&self) -> CanStart {
+        CanStart::Yes
     }
 
     /// Start the plan. The one path by which a mutating run begins. Asked off the
@@ -1283,11 +1283,11 @@ impl ObserveSession {
         Self::plan_in_mode(plan, exec, operator)
     }
 
-    /// What to say once a plan is open.
-    pub fn opened_notice(&self) -> &'static str {
+    /// What an open plan can do in observe mode: start, when every step only looks.
+    pub fn can_start(&self) -> CanStart {
         match (self.first_mutating_step(), self.first_unverified_step()) {
-            (None, None) => "observe mode: every step only looks; s starts the run",
-            _ => "observe mode: the plan opens to look at only",
+            (None, None) => CanStart::ObserveAllLook,
+            _ => CanStart::ObserveLookOnly,
         }
     }
 
@@ -1469,8 +1469,8 @@ impl Session {
         }
     }
 
-    pub fn opened_notice(&self) -> &'static str {
-        each!(self, s => s.opened_notice())
+    pub fn can_start(&self) -> CanStart {
+        each!(self, s => s.can_start())
     }
 
     /// [`RunSession::lock_answered`] (observe asks nothing: what an answer took goes back).
@@ -1517,7 +1517,9 @@ impl Session {
     ) -> Result<Vec<SessionEffect>, NotOpened> {
         match self {
             Session::Operate(s) => s.take_over_and_start(runs_dir, now, typed, reason),
-            Session::Observe(_) => Err(NotOpened(OBSERVE_STARTS_NOTHING.into())),
+            Session::Observe(_) => Err(NotOpened(
+                "observe mode starts no take-over: nothing here changes the platform".into(),
+            )),
         }
     }
 
@@ -1578,9 +1580,16 @@ impl Session {
     }
 }
 
-/// What observe says to `s` with no run open.
-pub const OBSERVE_STARTS_NOTHING: &str =
-    "observe mode: open a runbook first; only a runbook whose every step only looks can start";
+/// What an open plan can do, for the console to say in its own words and keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CanStart {
+    /// The plan can start.
+    Yes,
+    /// Observe mode, and every step only looks: it can start.
+    ObserveAllLook,
+    /// Observe mode, and a step changes systems: the plan opens to look at only.
+    ObserveLookOnly,
+}
 
 use hk_engine::guard::lock::goes_ahead;
 

@@ -20,7 +20,7 @@ pub enum Standing {
 }
 
 /// What a lost lock means for the run, said wherever the loss is.
-pub const LOST_STOPS: &str = "nothing more runs in this run (A aborts it)";
+pub const LOST_STOPS: &str = "nothing more runs in this run; abort it";
 
 /// Why nothing may go ahead now, if anything.
 pub fn stop(standing: &Standing) -> Option<String> {

@@ -42,10 +42,6 @@ impl LockPolicy {
     }
 }
 
-/// The banner line every frame shows while the lock is off.
-pub const NO_LOCK_BANNER: &str =
-    "NO CLUSTER RUN LOCK · --no-cluster-lock · another console may run here too";
-
 /// Why a mutating run did not start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RunLockError {

@@ -40,7 +40,20 @@ impl App {
         let (plan, env) = match opened {
             Ok(p) => p,
             Err((e, blocked)) => {
-                self.status = Some(e.0);
+                // The runbook is not for the environment in view: say how to pick another.
+                let other_env = env.is_none()
+                    && self.runbook_set.get(id).is_some_and(|l| {
+                        l.environments.len() > 1
+                            && !self
+                                .current_env
+                                .as_deref()
+                                .is_some_and(|c| l.environments.iter().any(|e| e == c))
+                    });
+                self.status = Some(if other_env {
+                    format!("{} (:env or e)", e.0)
+                } else {
+                    e.0
+                });
                 if let Some(b) = blocked {
                     // Shown where the run would be: what stops it, before any gate.
                     self.blocked = Some(b);
@@ -58,7 +71,13 @@ impl App {
                 return;
             }
         };
-        let notice = session.opened_notice();
+        let notice = match session.can_start() {
+            hk_session::CanStart::Yes => "s starts the run",
+            hk_session::CanStart::ObserveAllLook => {
+                "observe mode: every step only looks; s starts the run"
+            }
+            hk_session::CanStart::ObserveLookOnly => "observe mode: the plan opens to look at only",
+        };
         // No environment named, and the runbook has several: say which one it was planned
         // for, and how to plan another; never a silent pick.
         let several = self
@@ -161,7 +180,7 @@ impl App {
         let Some(a) = self.active.as_mut() else {
             // Wording only: with no run open, nothing starts in either mode.
             self.status = Some(if self.is_observe() {
-                hk_session::OBSERVE_STARTS_NOTHING.into()
+                OBSERVE_STARTS_NOTHING.into()
             } else if let Some(b) = &self.blocked {
                 format!(
                     "`{}` cannot start on `{}`: fix the blockers listed, then open it again",
@@ -321,3 +340,7 @@ impl App {
         self.apply(fx);
     }
 }
+
+/// What observe says to a start with no run open.
+pub(crate) const OBSERVE_STARTS_NOTHING: &str =
+    "observe mode: open a runbook first; only a runbook whose every step only looks can start";

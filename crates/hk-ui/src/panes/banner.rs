@@ -8,9 +8,11 @@ use ratatui::Frame;
 
 use crate::state::run::ActiveRun;
 use crate::theme::Theme;
-use hk_session::lock::NO_LOCK_BANNER;
-
 pub const TEXT: &str = "OBSERVE MODE · read-only · nothing here can change the platform";
+
+/// The banner line every frame shows while mutating runs take no cluster run lock.
+pub const NO_LOCK_BANNER: &str =
+    "NO CLUSTER RUN LOCK · --no-cluster-lock · another console may run here too";
 
 /// What the banners are drawn from.
 #[derive(Clone, Copy)]
