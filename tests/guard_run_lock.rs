@@ -256,7 +256,7 @@ async fn a_stale_lock_is_taken_over_only_with_the_typed_answer_and_both_runs_see
     let (repo, caps, locking) = console_parts(&d);
     let set = hk_console::runbook::embedded::load(&[]).expect("runbooks");
     let plans = hk_console::session::RepoPlans { repo };
-    let (plan, _) = hk_console::session::plan_runbook(
+    let (plan, _) = hk_console::session::open_plan(
         &set,
         &plans,
         "packages-baseline",
@@ -786,7 +786,7 @@ async fn a_lost_lock_stops_the_next_gate_and_every_mutating_step_and_is_journale
     ));
     let set = hk_console::runbook::embedded::load(&[]).expect("runbooks");
     let plans = hk_console::session::RepoPlans { repo };
-    let (plan, _) = hk_console::session::plan_runbook(
+    let (plan, _) = hk_console::session::open_plan(
         &set,
         &plans,
         "packages-baseline",

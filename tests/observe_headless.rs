@@ -13,7 +13,7 @@ use hk_console::repo::Repo;
 use hk_console::runbook::machine::{Mode, RunOutcome};
 use hk_console::session::exec::{Executors, NoExecutor};
 use hk_console::session::executors::{capabilities_with, Clusters};
-use hk_console::session::{plan_runbook, RepoPlans, Session};
+use hk_console::session::{open_plan, RepoPlans, Session};
 use hk_console::sim::demo::{self, Demo};
 use hk_console::sim::headless::{drive_observe, HeadlessError, HeadlessRun};
 
@@ -86,7 +86,7 @@ async fn observe_refuses_a_mutating_runbook_naming_its_first_mutating_step() {
     // The step the planner itself marks mutating first, for the refusal to name.
     let repo = Repo::load(&d.dir).expect("demo repo");
     let plans = RepoPlans { repo };
-    let (plan, _) = plan_runbook(
+    let (plan, _) = open_plan(
         &runbooks(),
         &plans,
         "etcd-io-priority",
@@ -146,7 +146,7 @@ async fn the_observe_sessions_executors_hold_no_mutating_executor() {
     for loaded in runbooks().iter() {
         for env in ["dev", "prod"] {
             let host = (loaded.runbook.id == "reprovision-node").then(|| format!("k3s-{env}-2"));
-            let Ok((plan, _)) = plan_runbook(
+            let Ok((plan, _)) = open_plan(
                 &runbooks(),
                 &plans,
                 &loaded.runbook.id,

@@ -268,7 +268,7 @@ fn plan_names(repo: &Repo, env: &hk_engine::repo::env::Environment) -> PlanNames
     }
 }
 
-/// Plan one runbook for one environment.
+/// Plan one runbook, by its id, for one environment.
 pub fn plan_runbook(
     repo: &Repo,
     runbooks: &RunbookSet,
@@ -282,6 +282,18 @@ pub fn plan_runbook(
             id: runbook_id.to_string(),
             known: runbooks.ids().collect::<Vec<_>>().join(", "),
         })?;
+    plan_for(repo, runbook, env_name, host)
+}
+
+/// Plan `runbook` for one environment: the environment's facts, then the planner. The one
+/// place a plan is made (the commands through [`plan_runbook`], the session through its
+/// `RepoPlans`).
+pub fn plan_for(
+    repo: &Repo,
+    runbook: &hk_engine::runbook::schema::Runbook,
+    env_name: &str,
+    host: Option<&str>,
+) -> Result<Plan, ContextError> {
     let env = plan_env(repo, env_name, host)?;
     Ok(plan::plan(runbook, &env, repo)?)
 }

@@ -314,7 +314,7 @@ pub async fn drive(
     // As the console opens it: the repo's first environment is the current one.
     let current = repo.environments.first().map(|e| e.name.clone());
     let plans = RepoPlans { repo };
-    let (plan, env) = crate::plan_runbook(
+    let (plan, env) = crate::open_plan(
         &runbooks,
         &plans,
         &req.runbook,

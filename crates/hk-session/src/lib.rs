@@ -125,8 +125,10 @@ impl PlanSource for RepoPlans {
         env: &str,
         host: Option<&str>,
     ) -> Result<Plan, PlanSourceError> {
-        let penv = hk_effects::context::plan_env(&self.repo, env, host)?;
-        Ok(hk_engine::runbook::plan::plan(runbook, &penv, &self.repo)?)
+        hk_effects::context::plan_for(&self.repo, runbook, env, host).map_err(|e| match e {
+            hk_effects::context::ContextError::Plan(p) => PlanSourceError::Plan(p),
+            other => PlanSourceError::Env(other),
+        })
     }
 }
 
@@ -141,7 +143,7 @@ pub struct Blocked {
 
 /// Plan runbook `id` for `env`, else the `current` environment when the runbook is for it,
 /// else the runbook's only one. Returns the plan and the environment it is for.
-pub fn plan_runbook(
+pub fn open_plan(
     runbooks: &RunbookSet,
     plans: &dyn PlanSource,
     id: &str,
@@ -149,11 +151,11 @@ pub fn plan_runbook(
     current: Option<&str>,
     host: Option<&str>,
 ) -> Result<(Plan, String), NotOpened> {
-    plan_runbook_or_blocked(runbooks, plans, id, env, current, host).map_err(|(e, _)| e)
+    open_plan_or_blocked(runbooks, plans, id, env, current, host).map_err(|(e, _)| e)
 }
 
-/// [`plan_runbook`], and when the planner refused for blockers, those too.
-pub fn plan_runbook_or_blocked(
+/// [`open_plan`], and when the planner refused for blockers, those too.
+pub fn open_plan_or_blocked(
     runbooks: &RunbookSet,
     plans: &dyn PlanSource,
     id: &str,

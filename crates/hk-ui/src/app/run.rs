@@ -29,7 +29,7 @@ impl App {
             self.screen = Screen::Run;
             return;
         }
-        let opened = hk_session::plan_runbook_or_blocked(
+        let opened = hk_session::open_plan_or_blocked(
             &self.runbook_set,
             self.plans.as_ref(),
             id,
