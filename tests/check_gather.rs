@@ -146,10 +146,6 @@ fn facts(
             hk_console::checks::parity::api_uses_in(p.strip_prefix("/repo").unwrap_or(p), t)
         })
         .collect();
-    let used_vars: std::collections::BTreeSet<String> = files
-        .values()
-        .flat_map(|t| hk_console::checks::parity::vars_used_in(t))
-        .collect();
     gather_view(&RepoView {
         root: Path::new("/repo"),
         ansible_dir: Path::new("ansible"),
@@ -168,7 +164,6 @@ fn facts(
         },
         contract: &Default::default(),
         api_uses: &api_uses,
-        used_vars: &used_vars,
     })
 }
 

@@ -78,7 +78,7 @@ fn an_environment_without_a_vip_cannot_be_planned_for() {
     let text = err.to_string();
     assert!(matches!(err, ContextError::UnknownFact { .. }), "{text}");
     assert!(
-        text.starts_with("cannot plan for `lab`: its primary group is unknown: no server defines `k3s_primary_group`"),
+        text.starts_with("cannot plan for `lab`: its primary group is unknown: this repo neither defines nor uses `k3s_primary_group` (the seed's name); map its own variable under `facts:`"),
         "{text}"
     );
 }

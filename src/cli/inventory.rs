@@ -247,6 +247,12 @@ pub(super) fn print_env(repo: &Repo, env: &Environment) {
     for p in &env.problems {
         outln!("  problem      {p}");
     }
+    if !env.no_counterpart.is_empty() {
+        outln!(
+            "  unmapped     {} (the seed's names: this repo neither defines nor uses them; map its own under `facts:`)",
+            env.no_counterpart.join(", ")
+        );
+    }
 }
 
 /// The `names:` keys hk-console.yaml sets for `env`, as `key value`.

@@ -116,7 +116,12 @@ fn known_fact<'a>(
         ContextError::UnknownFact {
             env: env.name.clone(),
             what,
-            why: if related.is_empty() {
+            why: if env.no_counterpart.contains(&fact.var) {
+                format!(
+                    ": this repo neither defines nor uses `{}` (the seed's name); map its own variable under `facts:` in hk-console.yaml",
+                    fact.var
+                )
+            } else if related.is_empty() {
                 format!(" (`{}` has no value)", fact.var)
             } else {
                 format!(": {}", related.join("; "))

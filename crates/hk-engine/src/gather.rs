@@ -59,7 +59,7 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
         .ansible_dir
         .strip_prefix(&repo.root)
         .unwrap_or(&repo.ansible_dir);
-    let (api_uses, used_vars) = ansible_api_uses(&repo.root, &repo.ansible_dir);
+    let api_uses = ansible_api_uses(&repo.root, &repo.ansible_dir);
     let mut input = gather_view(&RepoView {
         root: &repo.root,
         ansible_dir,
@@ -72,7 +72,6 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
         rel: &rel,
         contract: &repo.config.contract,
         api_uses: &api_uses,
-        used_vars: &used_vars,
     });
     // The vaults each environment's servers load, tried with the configured password.
     for facts in &mut input.envs {
@@ -107,14 +106,7 @@ fn rel_to(root: &Path, path: &Path) -> PathBuf {
 /// tasks and templates): every `.yml`, `.yaml` and `.j2` under it, hidden directories
 /// skipped, in path order so the findings come in one order every run. Bounded: at most
 /// `MAX_FILES` files of at most `MAX_BYTES` each are read (an Ansible tree is far smaller).
-/// The API URLs the repo's Ansible files write from a variable, and every variable they use.
-fn ansible_api_uses(
-    root: &Path,
-    ansible_dir: &Path,
-) -> (
-    Vec<crate::checks::parity::ApiUse>,
-    std::collections::BTreeSet<String>,
-) {
+fn ansible_api_uses(root: &Path, ansible_dir: &Path) -> Vec<crate::checks::parity::ApiUse> {
     const MAX_FILES: usize = 20_000;
     const MAX_BYTES: u64 = 1 << 20;
     let files = crate::repo::read::files_under(ansible_dir, MAX_FILES, &|e, is_dir| {
@@ -126,7 +118,6 @@ fn ansible_api_uses(
                     .is_some_and(|x| x == "yml" || x == "yaml" || x == "j2"))
     });
     let mut out = Vec::new();
-    let mut used = std::collections::BTreeSet::new();
     for path in files {
         if std::fs::metadata(&path).map_or(true, |m| m.len() > MAX_BYTES) {
             continue;
@@ -138,7 +129,6 @@ fn ansible_api_uses(
             &rel_to(root, &path),
             &text,
         ));
-        used.extend(crate::checks::parity::vars_used_in(&text));
     }
-    (out, used)
+    out
 }

@@ -28,7 +28,6 @@
 //! repo view to those facts are one contract; a rule and the fact it reads are changed
 //! together, and the IO is already outside (`crate::gather`).
 
-use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -186,7 +185,7 @@ pub const PASSWORD_VARS: [&str; 5] = [
 /// A value starting with this is a device that has not been decided yet.
 pub use crate::repo::blockers::DEVICE_PLACEHOLDER_PREFIX;
 /// The playbooks `site.yml` must import, in this order (by file stem; `_` and `-` alike).
-pub const SITE_ORDER: [&str; 3] = ["k3s", "kube-vip", "cilium"];
+pub use crate::repo::playbook::SITE_ORDER;
 
 /// A place in the repo; `line` 0 means "the file as a whole".
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Default)]
@@ -462,54 +461,6 @@ pub fn api_uses_in(path: &Path, text: &str) -> Vec<ApiUse> {
     }
     out
 }
-
-/// Every variable name a text uses: identifiers inside `{{ }}` and `{% %}`, and on the
-/// condition lines (`when:`, `that:`, `failed_when:`, `changed_when:`, `until:`) Ansible
-/// evaluates as Jinja. A key a vars file defines is not a use of it.
-pub fn vars_used_in(text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
-    let mut words = |expr: &str| {
-        for w in expr.split(|c: char| !ident(c)) {
-            if w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
-                out.insert(w.to_string());
-            }
-        }
-    };
-    for line in text.lines() {
-        let t = line.trim_start().trim_start_matches("- ");
-        if t.starts_with('#') {
-            continue;
-        }
-        for key in ["when:", "that:", "failed_when:", "changed_when:", "until:"] {
-            if let Some(rest) = t.strip_prefix(key) {
-                words(rest);
-            }
-        }
-        for (open, close) in [("{{", "}}"), ("{%", "%}")] {
-            let mut rest = line;
-            while let Some(start) = rest.find(open) {
-                let after = &rest[start + 2..];
-                let end = after.find(close).unwrap_or(after.len());
-                words(&after[..end]);
-                rest = &after[end..];
-            }
-        }
-    }
-    out
-}
-
-/// The seed repo's variable names for the environment facts: the mapping's defaults. A
-/// repo that neither defines nor uses one has no counterpart of it, and its absence is no
-/// finding.
-const SEED_FACT_VARS: &[&str] = &[
-    crate::repo::config::VAR_PRIMARY_GROUP,
-    crate::repo::config::VAR_FOUNDER,
-    crate::repo::config::VAR_VIP,
-    crate::repo::config::VAR_ENDPOINT,
-    crate::repo::config::VAR_API_PORT,
-    crate::repo::config::VAR_KUBECONFIG,
-];
 
 /// Where the overlay's variable is supposed to land: Cilium's HelmRelease values.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -1362,15 +1313,6 @@ fn check_template_port(
     }
 }
 
-fn normalise_playbook(name: &str) -> String {
-    let base = name.rsplit('/').next().unwrap_or(name);
-    let stem = base
-        .strip_suffix(".yml")
-        .or_else(|| base.strip_suffix(".yaml"))
-        .unwrap_or(base);
-    stem.replace('_', "-")
-}
-
 fn check_site_order(site: Option<&TextFile>, out: &mut Vec<Finding>) {
     let v = |at: &Loc, msg: String| finding(rules::SITE_ORDER, Severity::Violation, None, at, msg);
     let Some(file) = site else {
@@ -1397,7 +1339,7 @@ fn check_site_order(site: Option<&TextFile>, out: &mut Vec<Finding>) {
             return;
         }
     };
-    let Value::Seq(entries) = &doc.value else {
+    let Value::Seq(_) = &doc.value else {
         out.push(v(
             &Loc::new(file.path.clone(), doc.mark.line),
             "site.yml is not a list of plays: expected `- import_playbook: k3s.yml` entries".into(),
@@ -1405,15 +1347,7 @@ fn check_site_order(site: Option<&TextFile>, out: &mut Vec<Finding>) {
         return;
     };
     // (normalised playbook name, line) in file order.
-    let imports: Vec<(String, usize)> = entries
-        .iter()
-        .filter_map(|e| {
-            let node = e
-                .get("import_playbook")
-                .or_else(|| e.get("ansible.builtin.import_playbook"))?;
-            Some((normalise_playbook(node.as_str()?), node.mark.line))
-        })
-        .collect();
+    let imports = crate::repo::playbook::imports(text).unwrap_or_default();
     let position = |want: &str| imports.iter().position(|(n, _)| n == want);
     let mut present: Vec<(&str, usize, usize)> = Vec::new();
     for want in SITE_ORDER {
@@ -1485,8 +1419,6 @@ pub struct RepoView<'a> {
     pub contract: &'a crate::repo::config::ContractConfig,
     /// The API URLs the repo's Ansible files write from a variable ([`api_uses_in`]).
     pub api_uses: &'a [ApiUse],
-    /// Every variable the repo's Ansible files use ([`vars_used_in`]).
-    pub used_vars: &'a BTreeSet<String>,
 }
 
 /// Where the contract's two Ansible-side files live under the Ansible directory (kept with
@@ -1654,21 +1586,9 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         // The gateway group is not part of this contract.
         .filter(|p| p.fact != "vpn_gateways")
         .collect();
-    // A seed default no server defines and nothing in the repo uses: the repo has no
-    // counterpart of that fact (it is unknown, said once by the rules that need it).
-    let no_counterpart: Vec<String> = env
-        .problems
-        .iter()
-        .filter_map(|p| match p {
-            EnvProblem::Missing { var }
-                if SEED_FACT_VARS.contains(&var.as_str()) && !view.used_vars.contains(var) =>
-            {
-                Some(var.clone())
-            }
-            _ => None,
-        })
-        .collect();
-    problems.retain(|p| !no_counterpart.contains(&p.fact));
+    // The seed defaults the repo has no counterpart of (neither defined nor used): unknown,
+    // said once by the rules that need them.
+    let no_counterpart = env.no_counterpart.clone();
 
     let host_vars: Vec<(String, Vec<RawVar>)> = env
         .servers

@@ -142,6 +142,10 @@ pub struct Environment {
     /// what it says, no hostvar and no default applied.
     pub names: NamesConfig,
     pub problems: Vec<EnvProblem>,
+    /// The seed's fact variables (the mapping's defaults) no server defines and no Ansible
+    /// file of the repo uses: the repo has no counterpart of them, so they are unknown and
+    /// no problem (set when the repo is loaded).
+    pub no_counterpart: Vec<String>,
 }
 
 impl Environment {
@@ -345,6 +349,7 @@ pub fn derive(name: &str, cfg: &EnvConfig, src: &dyn HostFacts) -> Environment {
         kubeconfig_name,
         names: cfg.names.clone(),
         problems,
+        no_counterpart: Vec::new(),
     }
 }
 

@@ -51,7 +51,7 @@ pub enum InitError {
     NotADirectory { path: PathBuf },
     #[error("{path}: {CONFIG_FILE} already exists; init only proposes one for a repo without it\n  hint: move it aside to compare, or edit it by hand")]
     Exists { path: PathBuf },
-    #[error("{root}: no INI inventory found (looked for {DEFAULT_INVENTORY}, then any inventory/hosts.ini or hosts.ini up to {depth} directories down)\n  hint: write {CONFIG_FILE} by hand, naming `inventory:`")]
+    #[error("{root}: no inventory found (looked for {DEFAULT_INVENTORY}, then hosts.ini, hosts.yml, hosts.yaml, inventory.yml, inventory.yaml or inventory.ini up to {depth} directories down)\n  hint: write {CONFIG_FILE} by hand, naming `inventory:`")]
     NoInventory { root: PathBuf, depth: usize },
     #[error("{0}")]
     Repo(#[from] RepoError),
@@ -86,8 +86,11 @@ pub fn propose(root: &Path) -> Result<Proposal, InitError> {
     let mut notes: Vec<String> = Vec::new();
     let mut questions: Vec<String> = Vec::new();
     // The inventory ansible-playbook would use: an ansible.cfg's `inventory =` (or
-    // ANSIBLE_INVENTORY) first, as the repo's own runs do; a hosts.ini search only without.
-    if let Some(dir) = cfg_dir_naming_inventory(root) {
+    // ANSIBLE_INVENTORY) first, as the repo's own runs do; a search only without.
+    let mut missing = Vec::new();
+    let named = cfg_dir_naming_inventory(root, &mut missing);
+    notes.extend(missing);
+    if let Some(dir) = named {
         let base = Config {
             ansible_dir: dir.clone(),
             inventory: None,
@@ -212,12 +215,28 @@ fn finish(
     let mut contract_why: Vec<String> = Vec::new();
     let site_rel = base.contract.site_playbook_path().to_string();
     let site = repo.ansible_dir.join(&site_rel);
+    // The rule orders three imported playbooks; a site playbook that imports none of them
+    // (its plays apply roles, as most k3s repos do) has no counterpart of it.
+    let site_imports = crate::repo::read::read_to_string(&site)
+        .ok()
+        .and_then(|t| super::playbook::imports(&t));
+    let imports_ordered = site_imports.as_ref().is_some_and(|i| {
+        i.iter()
+            .any(|(n, _)| super::playbook::SITE_ORDER.contains(&n.as_str()))
+    });
     if !site.is_file() {
         contract.site_playbook = Some(super::config::ContractPart::Applies(false));
         contract_why.push(format!(
             "site_playbook: no {} under {}: the site-order rule (k3s, kube-vip, cilium imported in that order) does not apply; delete the line if your site playbook is there",
             site_rel,
             rel_display(root, &repo.ansible_dir)
+        ));
+    } else if !imports_ordered {
+        contract.site_playbook = Some(super::config::ContractPart::Applies(false));
+        contract_why.push(format!(
+            "site_playbook: {}/{} imports no k3s, kube-vip or cilium playbook (its plays apply roles): the site-order rule does not apply",
+            rel_display(root, &repo.ansible_dir),
+            site_rel,
         ));
     }
     let template_rel = base.contract.cni_values_template_path().to_string();
@@ -308,8 +327,19 @@ struct ProposedEnv {
     why: BTreeMap<&'static str, Vec<String>>,
 }
 
-/// The INI inventory: the default path, else every `hosts.ini` (preferring one under a
-/// directory called `inventory`) up to [`SEARCH_DEPTH`] levels down, sorted.
+/// Inventory file names a repo's README tells its users to create or copy.
+const INVENTORY_NAMES: &[&str] = &[
+    "hosts.ini",
+    "hosts.yml",
+    "hosts.yaml",
+    "inventory.yml",
+    "inventory.yaml",
+    "inventory.ini",
+];
+
+/// The inventory: the default path, else every file named like one ([`INVENTORY_NAMES`]) up
+/// to [`SEARCH_DEPTH`] levels down, the likeliest first: not a sample or an example, under
+/// a directory called `inventory`, the shallowest, then by name.
 fn find_inventory(root: &Path) -> Result<(PathBuf, Vec<PathBuf>), InitError> {
     let default = PathBuf::from(DEFAULT_INVENTORY);
     if root.join(&default).is_file() {
@@ -325,20 +355,33 @@ fn find_inventory(root: &Path) -> Result<(PathBuf, Vec<PathBuf>), InitError> {
             let name = e.file_name();
             let Ok(ft) = e.file_type() else { continue };
             let child = rel.join(&name);
-            if ft.is_dir() && depth < SEARCH_DEPTH && !SKIP_DIRS.iter().any(|d| name == *d) {
+            if ft.is_dir()
+                && depth < SEARCH_DEPTH
+                && !SKIP_DIRS.iter().any(|d| name == *d)
+                && !name.to_string_lossy().starts_with('.')
+            {
                 stack.push((child, depth + 1));
-            } else if ft.is_file() && name == "hosts.ini" {
+            } else if ft.is_file() && INVENTORY_NAMES.iter().any(|n| name == *n) {
                 hits.push(child);
             }
         }
     }
-    // Under an `inventory` directory first, then the shallowest, then by name.
+    let dirs = |p: &Path| -> Vec<String> {
+        p.parent()
+            .map(|d| {
+                d.components()
+                    .map(|c| c.as_os_str().to_string_lossy().to_lowercase())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     hits.sort_by_key(|p| {
-        let in_inventory = p
-            .parent()
-            .and_then(Path::file_name)
-            .is_some_and(|n| n == "inventory");
-        (!in_inventory, p.components().count(), p.clone())
+        let ds = dirs(p);
+        let sample = ds
+            .iter()
+            .any(|d| d.contains("sample") || d.contains("example") || d == "molecule");
+        let in_inventory = ds.iter().any(|d| d == "inventory" || d == "inventories");
+        (sample, !in_inventory, p.components().count(), p.clone())
     });
     let mut it = hits.into_iter();
     match it.next() {
@@ -352,7 +395,7 @@ fn find_inventory(root: &Path) -> Result<(PathBuf, Vec<PathBuf>), InitError> {
 
 /// The shallowest directory (the root first, then `ansible/`-like ones up to three levels
 /// down) whose ansible.cfg names an inventory, as ansible-playbook run there would read it.
-fn cfg_dir_naming_inventory(root: &Path) -> Option<PathBuf> {
+fn cfg_dir_naming_inventory(root: &Path, missing: &mut Vec<String>) -> Option<PathBuf> {
     let env = AnsibleEnv::from_process();
     let mut level: Vec<PathBuf> = vec![PathBuf::new()];
     for _ in 0..=3 {
@@ -362,8 +405,21 @@ fn cfg_dir_naming_inventory(root: &Path) -> Option<PathBuf> {
             let abs = root.join(rel);
             if abs.join("ansible.cfg").is_file() {
                 let cfg = AnsibleCfg::load(&abs, &env);
-                if cfg.get("inventory").is_some() {
-                    return Some(rel.clone());
+                if let Some((named, _line)) = cfg.get("inventory") {
+                    // A README that passes `-i` on every run may leave ansible.cfg naming
+                    // a file it never makes: then the search decides, and says why.
+                    let exists = named
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|p| !p.is_empty())
+                        .any(|p| abs.join(p).exists());
+                    if exists {
+                        return Some(rel.clone());
+                    }
+                    missing.push(format!(
+                        "{}: `inventory = {named}` names nothing that exists (the README's runs pass -i): the inventory was searched for instead",
+                        rel.join("ansible.cfg").display()
+                    ));
                 }
             }
             for e in std::fs::read_dir(&abs).into_iter().flatten().flatten() {

@@ -10,11 +10,13 @@ pub mod flux;
 pub mod init;
 pub mod inventory;
 pub mod listing;
+pub mod playbook;
 pub mod provenance;
 pub mod read;
 pub mod resolve;
 pub mod roles;
 pub mod scaffold;
+pub mod uses;
 pub mod vars;
 pub mod vault;
 
@@ -181,8 +183,40 @@ impl Repo {
                 env::derive(name, &cfg, &repo)
             })
             .collect();
+        repo.set_aside_absent_defaults();
         repo.refuse_spent_budgets()?;
         Ok(repo)
+    }
+
+    /// A seed default no server defines and no Ansible file of the repo uses is no problem:
+    /// the repo has no counterpart of that fact (`Environment::no_counterpart`). Read only
+    /// when some environment misses one.
+    fn set_aside_absent_defaults(&mut self) {
+        let absent = |p: &env::EnvProblem| matches!(p, env::EnvProblem::Missing { var } if uses::SEED_FACT_VARS.contains(&var.as_str()));
+        if !self
+            .environments
+            .iter()
+            .any(|e| e.problems.iter().any(absent))
+        {
+            return;
+        }
+        let used = uses::vars_used_under(&self.ansible_dir);
+        for e in &mut self.environments {
+            let (aside, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut e.problems)
+                .into_iter()
+                .partition(|p| match p {
+                    env::EnvProblem::Missing { var } => absent(p) && !used.contains(var),
+                    _ => false,
+                });
+            e.problems = kept;
+            e.no_counterpart = aside
+                .into_iter()
+                .filter_map(|p| match p {
+                    env::EnvProblem::Missing { var } => Some(var),
+                    _ => None,
+                })
+                .collect();
+        }
     }
 
     /// An environment fact whose template ran out of its budget (`jinja.max_fuel`) is a
