@@ -24,9 +24,30 @@ const SERVER_LIKE: &[&str] = &[
     "master",
 ];
 const AGENT_LIKE: &[&str] = &["worker", "agent"];
+/// Agent groups named by a word too common to match inside other names (`turingpi_nodes`
+/// is every node): these only as the whole group name.
+const AGENT_NAMES: &[&str] = &["node", "nodes", "minion", "minions"];
 /// Where a k3s repo's templates use the API's address: the VIP in the certificate, the
 /// address agents join, kube-vip's manifest.
-const VIP_USES: &[&str] = &["--tls-san", "--server", "vip_address", "address"];
+const VIP_USES: &[&str] = &[
+    "--tls-san",
+    "--server",
+    "K3S_URL",
+    "k8sServiceHost",
+    "KUBERNETES_SERVICE_HOST",
+    "vip_address",
+    "address",
+];
+/// The uses that say a variable is the API address clients dial or kube-vip announces
+/// (`address` alone is also a BGP peer's, a load balancer pool's...).
+const API_USES: &[&str] = &[
+    "--tls-san",
+    "--server",
+    "K3S_URL",
+    "k8sServiceHost",
+    "KUBERNETES_SERVICE_HOST",
+    "vip_address",
+];
 /// k3s's own API port, when the repo has no variable for it.
 const K3S_DEFAULT_PORT: u16 = 6443;
 /// Files larger than this are not read when looking for uses (no template is).
@@ -252,9 +273,19 @@ fn choose(
         .iter()
         .filter(|(v, _)| used.contains_key(v))
         .collect();
-    let pick = match (candidates, used_ones.as_slice()) {
-        ([one], _) => Some(one),
-        (_, [one]) => Some(*one),
+    // Used where an API client dials it (`--server`, K3S_URL, k8sServiceHost) or the API
+    // certificate names it (`--tls-san`): stronger than any other use.
+    let api_ones: Vec<&(String, String)> = candidates
+        .iter()
+        .filter(|(v, _)| {
+            used.get(v)
+                .is_some_and(|us| us.iter().any(|u| API_USES.contains(&u.keyword)))
+        })
+        .collect();
+    let pick = match (candidates, api_ones.as_slice(), used_ones.as_slice()) {
+        ([one], _, _) => Some(one),
+        (_, [one], _) => Some(*one),
+        (_, [], [one]) => Some(*one),
         _ => None,
     };
     let shown = |(v, why): &(String, String)| {
@@ -452,7 +483,7 @@ pub(super) fn propose_agents(repo: &Repo, e: &mut ProposedEnv, questions: &mut V
         .inventory
         .group_names()
         .into_iter()
-        .filter(|g| like(g, AGENT_LIKE))
+        .filter(|g| like(g, AGENT_LIKE) || AGENT_NAMES.contains(&g.to_ascii_lowercase().as_str()))
         .filter_map(|g| {
             let hs = repo.inventory.hosts_in(&g).unwrap_or_default();
             (!hs.is_empty() && hs.iter().all(|h| !servers.contains(h))).then_some((g, hs))
