@@ -164,6 +164,7 @@ fn facts(
         },
         contract: &Default::default(),
         api_uses: &api_uses,
+        render: &|h: &str, t: &str| HostFacts::rendered(lab, h, t),
     })
 }
 

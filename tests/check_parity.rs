@@ -606,8 +606,8 @@ fn api_urls_are_read_by_use_and_comments_are_not_uses() {
             .map(|u| (u.var.as_str(), u.kind))
             .collect::<Vec<_>>(),
         [
-            ("a", ApiUseKind::Join),
-            ("b", ApiUseKind::Join),
+            ("a", ApiUseKind::AgentJoin),
+            ("b", ApiUseKind::AgentJoin),
             ("c", ApiUseKind::SteadyState)
         ]
     );

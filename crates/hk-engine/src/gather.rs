@@ -51,6 +51,8 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
             .unwrap_or_default()
     };
     let resolved = |host: &str, var: &str| repo.resolve_var(host, var);
+    let render =
+        |host: &str, template: &str| crate::repo::env::HostFacts::rendered(repo, host, template);
     let read = |path: &Path| crate::repo::read::read_to_string(path).ok();
     let flux = |overlay: &Path, var: &str| report(&repo.root, overlay, choice, var);
     let rel = |path: &Path| rel_to(&repo.root, path);
@@ -59,7 +61,17 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
         .ansible_dir
         .strip_prefix(&repo.root)
         .unwrap_or(&repo.ansible_dir);
-    let api_uses = ansible_api_uses(&repo.root, &repo.ansible_dir);
+    // The Ansible side, and the manifests beside it (a k3s HelmChart, a Flux HelmRelease)
+    // when the Ansible directory is a part of the repo.
+    let mut api_uses = ansible_api_uses(&repo.root, &repo.ansible_dir);
+    if repo.ansible_dir != repo.root {
+        let ansible = repo.ansible_dir.clone();
+        api_uses.extend(
+            ansible_api_uses(&repo.root, &repo.root)
+                .into_iter()
+                .filter(|u| !repo.root.join(&u.at.file).starts_with(&ansible)),
+        );
+    }
     let mut input = gather_view(&RepoView {
         root: &repo.root,
         ansible_dir,
@@ -72,6 +84,7 @@ pub fn parity_input_with(repo: &Repo, choice: &EngineChoice) -> ParityInput {
         rel: &rel,
         contract: &repo.config.contract,
         api_uses: &api_uses,
+        render: &render,
     });
     // The vaults each environment's servers load, tried with the configured password.
     for facts in &mut input.envs {

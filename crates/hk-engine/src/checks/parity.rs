@@ -347,6 +347,9 @@ pub struct EnvFacts {
     /// Where the repo's Ansible files dial an API address that renders, for one of this
     /// environment's servers, to one node's own address.
     pub single_node_uses: Vec<SingleNodeUse>,
+    /// Where the repo configures an API client with an address that cannot be rendered
+    /// here: what it dials is not known.
+    pub unrendered_uses: Vec<UnrenderedUse>,
     /// The seed's fact variables (the mapping's defaults) this repo neither defines for
     /// these servers nor uses anywhere: no counterpart, so their absence is no finding.
     pub no_counterpart: Vec<String>,
@@ -394,20 +397,38 @@ pub enum ApiUseKind {
     /// A client that dials it for as long as the cluster runs (a kubeconfig's `server:`,
     /// `kubectl config set-cluster --server`).
     SteadyState,
-    /// A node joining the cluster (`--server`, `K3S_URL`, k3s's config `server:`).
+    /// A server joining the cluster (`k3s server --server`, a server's config `server:`):
+    /// needed only while it joins.
     Join,
+    /// An agent's server (`k3s agent --server`, `K3S_URL`, an agent role's `server:`): the
+    /// agent dials it on every start to learn the servers, so an agent that restarts while
+    /// that one node is down cannot reach the API.
+    AgentJoin,
 }
 
-/// One line of an Ansible file that writes an API URL from a variable.
+/// One line of a repo file that configures an API client: the address it dials.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiUse {
     pub at: Loc,
-    /// The variable the URL's host consumes.
+    /// What the address is written as: a variable's name (`{{ var }}`), a Jinja expression
+    /// (`{{ hostvars[groups['server'][0]]['ansible_host'] }}`), or a literal address.
     pub var: String,
+    pub how: ApiValue,
     pub kind: ApiUseKind,
 }
 
-/// An [`ApiUse`] whose variable renders to one node's own address.
+/// How an [`ApiUse`]'s address is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiValue {
+    /// `{{ name }}`: one variable.
+    Var,
+    /// `{{ any other expression }}`: rendered per host as Ansible would.
+    Template,
+    /// An address written out.
+    Literal,
+}
+
+/// An [`ApiUse`] whose address renders to one node's own address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SingleNodeUse {
     pub at: Loc,
@@ -418,16 +439,31 @@ pub struct SingleNodeUse {
     pub node: String,
 }
 
-/// The API URLs `text` (an Ansible file at `path`) writes from a variable, by kind: the
-/// `server:` of a kubeconfig (a file with `clusters:`) and `kubectl config set-cluster
-/// --server` are steady-state clients; `--server`, `K3S_URL=` and any other `server:` key
-/// (k3s's own config file) are joins. Comment lines are skipped.
+/// An [`ApiUse`] whose address cannot be rendered without the hosts (gathered facts, a
+/// lookup): what it dials is not known here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnrenderedUse {
+    pub at: Loc,
+    pub var: String,
+    pub kind: ApiUseKind,
+    pub why: String,
+    /// The expression takes the first host of a group (`groups[...][0]`): one node, whatever
+    /// its address renders to.
+    pub first_of_group: bool,
+}
+
+/// The API addresses `text` (a repo file at `path`) configures a client with, by kind: the
+/// `server:` of a kubeconfig (a file with `clusters:`), `kubectl config set-cluster
+/// --server`, and the CNI's `k8sServiceHost` / `KUBERNETES_SERVICE_HOST` are steady-state
+/// clients; `--server`, `K3S_URL=` and any other `server:` key (k3s's own config file) are
+/// joins. Each address as written: one variable, a Jinja expression, or a literal. Comment
+/// lines are skipped.
 pub fn api_uses_in(path: &Path, text: &str) -> Vec<ApiUse> {
     static RE: OnceLock<Option<Regex>> = OnceLock::new();
     let Some(re) = RE
         .get_or_init(|| {
             Regex::new(
-                r#"(--server[= ]+|K3S_URL=|(?:^|\s)server:\s*)["']?https?://\{\{\s*([A-Za-z_][A-Za-z0-9_]*)"#,
+                r#"(--server[= ]+|K3S_URL=|(?:^|\s)server:\s*)["']?https?://(\{\{.*?\}\}|\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)|(k8sServiceHost["']?\s*[:=]\s*|KUBERNETES_SERVICE_HOST["']?\s*[:=]\s*)["']?(\{\{.*?\}\}|[0-9A-Fa-f:.]+|[A-Za-z0-9.-]+)"#,
             )
             .ok()
         })
@@ -435,6 +471,10 @@ pub fn api_uses_in(path: &Path, text: &str) -> Vec<ApiUse> {
     else {
         return Vec::new();
     };
+    static VAR: OnceLock<Option<Regex>> = OnceLock::new();
+    let simple = VAR
+        .get_or_init(|| Regex::new(r"^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$").ok())
+        .as_ref();
     let kubeconfig = text
         .lines()
         .any(|l| l.trim_start().starts_with("clusters:"));
@@ -444,15 +484,40 @@ pub fn api_uses_in(path: &Path, text: &str) -> Vec<ApiUse> {
             continue;
         }
         for caps in re.captures_iter(line) {
-            let how = caps.get(1).map(|m| m.as_str()).unwrap_or_default();
-            let Some(var) = caps.get(2) else { continue };
-            let steady = line.contains("set-cluster")
+            let (how, value, cni) = match (caps.get(1), caps.get(2), caps.get(3), caps.get(4)) {
+                (Some(h), Some(v), _, _) => (h.as_str(), v.as_str(), false),
+                (_, _, Some(h), Some(v)) => (h.as_str(), v.as_str(), true),
+                _ => continue,
+            };
+            let value = value.trim_start_matches('[').trim_end_matches(']');
+            // A port or a placeholder is not an address (`k8sServiceHost: auto`).
+            if value.is_empty() || value == "auto" || value == "localhost" && !cni {
+                continue;
+            }
+            let (var, how_written) = if let Some(c) = simple.and_then(|r| r.captures(value)) {
+                (
+                    c.get(1).map_or(value, |m| m.as_str()).to_string(),
+                    ApiValue::Var,
+                )
+            } else if value.starts_with("{{") {
+                (value.to_string(), ApiValue::Template)
+            } else {
+                (value.to_string(), ApiValue::Literal)
+            };
+            let steady = cni
+                || line.contains("set-cluster")
                 || (kubeconfig && how.trim_start().starts_with("server:"));
+            let agent = how.starts_with("K3S_URL")
+                || line.contains("k3s agent")
+                || path.to_string_lossy().contains("agent");
             out.push(ApiUse {
                 at: Loc::new(path, i + 1),
-                var: var.as_str().to_string(),
+                var,
+                how: how_written,
                 kind: if steady {
                     ApiUseKind::SteadyState
+                } else if agent {
+                    ApiUseKind::AgentJoin
                 } else {
                     ApiUseKind::Join
                 },
@@ -898,7 +963,9 @@ fn check_ha(env: &EnvFacts, out: &mut Vec<Finding>) {
             ));
         }
     }
-    for u in &env.single_node_uses {
+    // On a one-server cluster the server's own address is the endpoint, not a dependency.
+    let one_server = env.nodes.len() <= 1;
+    for u in env.single_node_uses.iter().filter(|_| !one_server) {
         let (severity, what) = match u.kind {
             ApiUseKind::SteadyState => (
                 Severity::Violation,
@@ -907,6 +974,10 @@ fn check_ha(env: &EnvFacts, out: &mut Vec<Finding>) {
             ApiUseKind::Join => (
                 Severity::Warning,
                 format!("only joins use it: no node can join while {} is down", u.node),
+            ),
+            ApiUseKind::AgentJoin => (
+                Severity::Violation,
+                format!("the agents dial it on every start: an agent that restarts while {} is down cannot reach the API (the 2026-09-06 single-node dependency)", u.node),
             ),
         };
         out.push(finding(
@@ -919,6 +990,32 @@ fn check_ha(env: &EnvFacts, out: &mut Vec<Finding>) {
                 u.var, u.address, u.node
             ),
         ));
+    }
+    for u in &env.unrendered_uses {
+        let (severity, message) = if u.first_of_group && !one_server {
+            match u.kind {
+                ApiUseKind::SteadyState => (
+                    Severity::Violation,
+                    format!("`{}` is the first host of a group, one node whatever it renders to: a steady-state client dials it and loses the API with that node", u.var),
+                ),
+                ApiUseKind::Join => (
+                    Severity::Warning,
+                    format!("`{}` is the first host of a group, one node whatever it renders to: only joins use it, and no node can join while it is down", u.var),
+                ),
+                ApiUseKind::AgentJoin => (
+                    Severity::Violation,
+                    format!("`{}` is the first host of a group, one node whatever it renders to: the agents dial it on every start and cannot reach the API while it is down", u.var),
+                ),
+            }
+        } else if u.first_of_group {
+            continue;
+        } else {
+            (
+                Severity::CannotTell,
+                format!("`{}` (an API address a client dials) cannot be rendered here: {}; whether it is one node's address cannot be told", u.var, u.why),
+            )
+        };
+        out.push(finding(rules::HA_ENDPOINT, severity, name, &u.at, message));
     }
     // Several servers and nothing that follows them all.
     let servers = env.nodes.len();
@@ -1417,8 +1514,10 @@ pub struct RepoView<'a> {
     pub rel: &'a dyn Fn(&Path) -> PathBuf,
     /// hk-console.yaml's `contract:` switches.
     pub contract: &'a crate::repo::config::ContractConfig,
-    /// The API URLs the repo's Ansible files write from a variable ([`api_uses_in`]).
+    /// The API addresses the repo's files configure clients with ([`api_uses_in`]).
     pub api_uses: &'a [ApiUse],
+    /// A Jinja expression rendered against a host's variables, as Ansible would.
+    pub render: &'a dyn Fn(&str, &str) -> crate::repo::resolve::Resolved,
 }
 
 /// Where the contract's two Ansible-side files live under the Ansible directory (kept with
@@ -1761,14 +1860,43 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
     // The API URLs the Ansible files write, rendered for each server: the ones that name
     // one node's own address.
     let mut single_node_uses: Vec<SingleNodeUse> = Vec::new();
+    let mut unrendered_uses: Vec<UnrenderedUse> = Vec::new();
     for u in view.api_uses {
         for h in &env.servers {
-            let Some(Resolved::Value(value)) = (view.resolved)(&h.name, &u.var) else {
-                continue;
+            let got = match u.how {
+                ApiValue::Literal => {
+                    Some(Resolved::Value(serde_json::Value::String(u.var.clone())))
+                }
+                ApiValue::Var => (view.resolved)(&h.name, &u.var),
+                ApiValue::Template => Some((view.render)(&h.name, &u.var)),
+            };
+            let value = match got {
+                Some(Resolved::Value(value)) => value,
+                Some(Resolved::Unrenderable { reason }) => {
+                    let miss = UnrenderedUse {
+                        at: u.at.clone(),
+                        var: u.var.clone(),
+                        kind: u.kind,
+                        why: reason.clone(),
+                        first_of_group: [u.var.as_str(), reason.as_str()]
+                            .iter()
+                            .any(|t| t.contains("groups[") && t.contains("][0]")),
+                    };
+                    if !unrendered_uses.iter().any(|m| m.at == miss.at) {
+                        unrendered_uses.push(miss);
+                    }
+                    continue;
+                }
+                _ => continue,
             };
             let Some(address) = json_text(&value) else {
                 continue;
             };
+            // `ipwrap` writes an IPv6 address in brackets for the URL.
+            let address = address
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string();
             let Some(node) = nodes.iter().chain(&agents).find(|n| n.address == address) else {
                 continue;
             };
@@ -1789,6 +1917,7 @@ fn gather_env(view: &RepoView<'_>, env: &crate::repo::env::Environment) -> EnvFa
         name: env.name.clone(),
         names,
         single_node_uses,
+        unrendered_uses,
         no_counterpart,
         agents,
         engine: report.engine,

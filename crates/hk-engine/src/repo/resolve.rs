@@ -196,6 +196,14 @@ fn mandatory(v: Value) -> Result<Value, minijinja::Error> {
     }
 }
 
+/// `ansible.utils.ipwrap`: an IPv6 address in brackets (for a URL), anything else as it is.
+fn ipwrap(v: Value) -> Value {
+    match v.as_str() {
+        Some(s) if s.parse::<std::net::Ipv6Addr>().is_ok() => Value::from(format!("[{s}]")),
+        _ => v,
+    }
+}
+
 impl Resolver {
     pub fn new() -> Self {
         let mut env = Environment::new();
@@ -205,6 +213,8 @@ impl Resolver {
         env.add_filter("ternary", ternary);
         env.add_filter("regex_replace", regex_replace);
         env.add_filter("mandatory", mandatory);
+        env.add_filter("ansible.utils.ipwrap", ipwrap);
+        env.add_filter("ipwrap", ipwrap);
         Resolver { env: Arc::new(env) }
     }
 
