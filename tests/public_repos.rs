@@ -116,16 +116,30 @@ fn violations_at(findings: &[String], at: &str) -> Vec<String> {
 
 /// A one-server repo: its server's own address is the agents' endpoint (no finding); with
 /// more servers the same address is a single-node dependency at that file and line.
-fn one_server_then_three(
-    name: &str,
-    inventory: &str,
-    servers_from: &str,
-    servers_to: &str,
-    agent_file: &str,
-    agent_from: &str,
-    server_address: &str,
+struct OneServer<'a> {
+    name: &'a str,
+    inventory: &'a str,
+    /// The inventory's server lines, and the same with two more servers.
+    servers_from: &'a str,
+    servers_to: &'a str,
+    /// Where the agents' endpoint is written, what it says, and its line.
+    agent_file: &'a str,
+    agent_from: &'a str,
     agent_line: usize,
-) {
+    server_address: &'a str,
+}
+
+fn one_server_then_three(case: OneServer) {
+    let OneServer {
+        name,
+        inventory,
+        servers_from,
+        servers_to,
+        agent_file,
+        agent_from,
+        agent_line,
+        server_address,
+    } = case;
     let tmp = tempfile::tempdir().expect("tmp");
     let root = set_up(tmp.path(), name);
     let env = init(&root);
@@ -158,30 +172,30 @@ fn one_server_then_three(
 
 #[test]
 fn canhbk_one_server_then_three() {
-    one_server_then_three(
-        "canhbk--k3s-ansible",
-        "inventory.yml",
-        "        192.16.35.11:\n",
-        "        192.16.35.11:\n        192.16.35.14:\n        192.16.35.15:\n",
-        "roles/k3s_agent/templates/k3s-agent.service.j2",
-        "{{ api_endpoint }}",
-        "192.16.35.11",
-        29,
-    );
+    one_server_then_three(OneServer {
+        name: "canhbk--k3s-ansible",
+        inventory: "inventory.yml",
+        servers_from: "        192.16.35.11:\n",
+        servers_to: "        192.16.35.11:\n        192.16.35.14:\n        192.16.35.15:\n",
+        agent_file: "roles/k3s_agent/templates/k3s-agent.service.j2",
+        agent_from: "{{ api_endpoint }}",
+        agent_line: 29,
+        server_address: "192.16.35.11",
+    });
 }
 
 #[test]
 fn elemental_lf_one_server_then_three() {
-    one_server_then_three(
-        "elemental-lf--k3s-ansible",
-        "inventory/my-cluster/hosts.ini",
-        "[server]\n192.168.1.26\n",
-        "[server]\n192.168.1.26\n192.168.1.27\n192.168.1.28\n",
-        "roles/k3s/agent/templates/k3s-agent.service.j2",
-        "{{ apiserver_endpoint }}",
-        "192.168.1.26",
-        39,
-    );
+    one_server_then_three(OneServer {
+        name: "elemental-lf--k3s-ansible",
+        inventory: "inventory/my-cluster/hosts.ini",
+        servers_from: "[server]\n192.168.1.26\n",
+        servers_to: "[server]\n192.168.1.26\n192.168.1.27\n192.168.1.28\n",
+        agent_file: "roles/k3s/agent/templates/k3s-agent.service.j2",
+        agent_from: "{{ apiserver_endpoint }}",
+        agent_line: 39,
+        server_address: "192.168.1.26",
+    });
 }
 
 /// The techno-tim lineage: three servers, kube-vip's VIP in `apiserver_endpoint` (used by
