@@ -37,6 +37,39 @@ step() {
   printf '\n==> %s\n' "$*"
 }
 
+# The Go-built tools (kube-apiserver and etcd, kustomize, k9s, flux) are kept beside the
+# user's caches, keyed by everything their build reads (the Go version, the build script, its
+# go.mod and go.sum): a clean clone on a machine that built the same inputs before takes them
+# from there instead of relinking them (about a minute of CI's budget, docs/perf.md). A new
+# input, or a new machine, builds them with the script as before; only a finished build is
+# ever kept (the `.built` stamp is written after the script succeeded).
+TOOL_CACHE="${HK_TOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hk-console/tools}"
+# go_tool NAME VAR SCRIPT_DIR: build (or take from the cache) the tool of SCRIPT_DIR/build.sh
+# into $VAR when VAR is unset, else into VAR as given (the script's own up-to-date check).
+go_tool() {
+  local name=$1 var=$2 dir=$3 key cached
+  if [ -n "${!var:-}" ]; then
+    bash "$dir/build.sh"
+    return
+  fi
+  key=$( { go version; for f in build.sh go.mod go.sum; do [ ! -f "$dir/$f" ] || cat "$dir/$f"; done; } \
+    | sha256sum | cut -c1-16)
+  cached="$TOOL_CACHE/$name-$key"
+  export "$var=$cached"
+  if [ -f "$cached/.built" ]; then
+    echo "$name: built before from the same inputs, in $cached"
+  else
+    rm -rf "$cached"
+    bash "$dir/build.sh"
+    touch "$cached/.built"
+  fi
+  # Where the tests look when the variable is unset (a plain `cargo test` after this script).
+  mkdir -p target
+  if [ -L "target/$name-bin" ] || [ ! -e "target/$name-bin" ]; then
+    ln -sfn "$cached" "target/$name-bin"
+  fi
+}
+
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust (https://rustup.rs) first" >&2
   exit 2
@@ -94,9 +127,8 @@ fi
 openssl version || true
 
 step "etcd and kube-apiserver for the kube tests"
-export HK_APISERVER_BIN_DIR="${HK_APISERVER_BIN_DIR:-$PWD/target/apiserver-bin}"
 if command -v go >/dev/null 2>&1; then
-  bash tests/apiserver/build.sh
+  go_tool apiserver HK_APISERVER_BIN_DIR tests/apiserver
 else
   echo "go not found: install Go (https://go.dev/dl), then 'bash tests/apiserver/build.sh'" >&2
 fi
@@ -106,9 +138,8 @@ fi
 # tests/kustomize/go.mod (needs Go) into target/kustomize-bin; the builtin engine is compared
 # with it on every overlay variant. Without Go those tests FAIL with the same hint.
 step "kustomize for the parity tests"
-export HK_KUSTOMIZE_BIN_DIR="${HK_KUSTOMIZE_BIN_DIR:-$PWD/target/kustomize-bin}"
 if command -v go >/dev/null 2>&1; then
-  bash tests/kustomize/build.sh
+  go_tool kustomize HK_KUSTOMIZE_BIN_DIR tests/kustomize
 else
   echo "go not found: install Go (https://go.dev/dl), then 'bash tests/kustomize/build.sh'" >&2
 fi
@@ -120,9 +151,8 @@ fi
 # wall on a loaded 2-core machine (554 s of CPU; module cache warm). Without Go the test
 # FAILS with the same hint.
 step "k9s for the simulation's k9s test"
-export HK_K9S_BIN_DIR="${HK_K9S_BIN_DIR:-$PWD/target/k9s-bin}"
 if command -v go >/dev/null 2>&1; then
-  bash tests/k9s/build.sh
+  go_tool k9s HK_K9S_BIN_DIR tests/k9s
 else
   echo "go not found: install Go (https://go.dev/dl), then 'bash tests/k9s/build.sh'" >&2
 fi
@@ -133,9 +163,8 @@ fi
 # servers. Cached: rebuilt only when build.sh changes (with a warm Go build cache: ~5 s).
 # Without Go the test FAILS with the same hint.
 step "flux for the simulation's Flux test"
-export HK_FLUX_BIN_DIR="${HK_FLUX_BIN_DIR:-$PWD/target/flux-bin}"
 if command -v go >/dev/null 2>&1; then
-  bash tests/flux/build.sh
+  go_tool flux HK_FLUX_BIN_DIR tests/flux
 else
   echo "go not found: install Go (https://go.dev/dl), then 'bash tests/flux/build.sh'" >&2
 fi

@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -81,13 +82,21 @@ def run_one(label, exe, pkg_dir, pkg, limit):
         p = subprocess.Popen([exe], cwd=pkg_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, start_new_session=True)
         RUNNING.add(p)
+        timed_out = False
         try:
-            code = p.wait(timeout=limit)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            code = p.wait()
-            timed_out = True
+            # wait4, not wait: the binary's CPU time with every child it waited for
+            # (ansible-playbook, kustomize, the console it drove), for the table.
+            while True:
+                pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    break
+                if not timed_out and time.monotonic() - start > limit:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    timed_out = True
+                time.sleep(0.1)
+            code = os.waitstatus_to_exitcode(status)
+            p.returncode = code
+            cpu = usage.ru_utime + usage.ru_stime
         finally:
             RUNNING.discard(p)
         wall = time.monotonic() - start
@@ -95,7 +104,7 @@ def run_one(label, exe, pkg_dir, pkg, limit):
         text = out.read().decode("utf-8", "replace")
     if timed_out:
         text += f"\nrun-tests: {label} ran past its limit of {limit} s and was killed\n"
-    return label, exe, code, timed_out, wall, text
+    return label, exe, code, timed_out, wall, cpu, text
 
 
 RUNNING = set()
@@ -173,6 +182,7 @@ def main():
     lock = threading.Lock()
     results = []
     cpu0 = cpu_times()
+    ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     run0 = time.monotonic()
     beside = None
     with ThreadPoolExecutor(max_workers=max(1, a.jobs) + (1 if a.alongside else 0)) as pool:
@@ -180,12 +190,13 @@ def main():
             beside = pool.submit(run_alongside, a.alongside)
         futs = [pool.submit(run_one, *b, a.limit) for b in bins]
         for f in as_completed(futs):
-            label, exe, code, timed_out, wall, text = f.result()
+            label, exe, code, timed_out, wall, cpu, text = f.result()
             with lock:
-                print(f"\n     Running {label} ({exe})  [{wall:.1f} s, exit {code}]", flush=True)
+                print(f"\n     Running {label} ({exe})  [{wall:.1f} s, cpu {cpu:.1f} s, "
+                      f"exit {code}]", flush=True)
                 sys.stdout.write(text)
                 sys.stdout.flush()
-            results.append((label, code, timed_out, wall, text))
+            results.append((label, code, timed_out, wall, text, cpu))
         tests_wall = time.monotonic() - run0
         cpu1 = cpu_times()
         beside_code = 0
@@ -196,17 +207,23 @@ def main():
             sys.stdout.write(beside_out)
 
     passed = failed = ignored = 0
-    for _, _, _, _, text in results:
+    for _, _, _, _, text, _ in results:
         for m in re.finditer(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", text):
             passed += int(m.group(1))
             failed += int(m.group(2))
             ignored += int(m.group(3))
     bad = [r for r in results if r[1] != 0]
     total = time.monotonic() - t0
-    print("\nrun-tests: wall time per binary (longest first)")
-    for label, code, timed_out, wall, _ in sorted(results, key=lambda r: -r[3]):
+    print("\nrun-tests: wall and CPU time per binary (CPU: the binary and the children it "
+          "waited for; longest first)")
+    for label, code, timed_out, wall, _, cpu in sorted(results, key=lambda r: -r[3]):
         state = "KILLED (limit)" if timed_out else ("ok" if code == 0 else f"FAILED (exit {code})")
-        print(f"  {wall:8.1f} s  {label}  {state}")
+        print(f"  {wall:8.1f} s  cpu {cpu:7.1f} s  {label}  {state}")
+    ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    spent = (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime)
+    in_bins = sum(r[5] for r in results)
+    print(f"run-tests: {spent:.0f} s of CPU while the tests ran: {in_bins:.0f} s in the test "
+          f"binaries, {spent - in_bins:.0f} s in the command alongside")
     print(f"run-tests: {len(results)} binaries, {passed} passed, {failed} failed, {ignored} ignored; "
           f"build {built:.0f} s, tests {tests_wall:.0f} s, total {total:.0f} s, {a.jobs} at a time")
     if cpu0 and cpu1 and cpu1[1] > cpu0[1]:
@@ -214,7 +231,7 @@ def main():
         print(f"run-tests: the cores were {busy:.0f}% busy while the tests ran"
               + (" (with the command alongside)" if a.alongside else ""))
     if beside_code != 0:
-        bad.append(("alongside: " + a.alongside, beside_code, False, 0.0, ""))
+        bad.append(("alongside: " + a.alongside, beside_code, False, 0.0, "", 0.0))
     if bad:
         print("run-tests: FAILED: " + ", ".join(r[0] for r in bad))
     os.makedirs(os.path.dirname(TIMES), exist_ok=True)
