@@ -176,13 +176,14 @@ cargo fmt --all -- --check
 # What `cargo test --workspace --all-targets --no-fail-fast` runs, the test binaries side by
 # side (HK_TEST_JOBS at a time, default 3): most of them wait on a simulated clock or a real
 # process, and cargo would run them one after another (docs/perf.md, "The test suite").
-# Clippy runs beside them once they are built, in its own target directory (so it takes no
-# lock the tests' build holds), on the cores the waiting tests leave idle; a warning fails
-# the run as a failed test does.
+# Clippy runs beside them once they are built, on the cores the waiting tests leave idle,
+# in the same target directory: the build is over by then (the tests run executables, not
+# cargo), and the build scripts and proc-macros it compiled (ring's C, syn, serde_derive...)
+# serve clippy as they are; a warning fails the run as a failed test does.
 step "cargo test (tests/run-tests.py) with cargo clippy -D warnings alongside"
 rc=0
 python3 tests/run-tests.py --alongside \
-  "CARGO_TARGET_DIR='${PWD}/target/clippy' cargo clippy --workspace --all-targets --quiet -- -D warnings" \
+  "cargo clippy --workspace --all-targets --quiet -- -D warnings" \
   || rc=$?
 step "done (exit $rc)"
 printf '    [total: %ds]\n' $(( $(date +%s) - T_START ))

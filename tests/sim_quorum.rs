@@ -132,8 +132,49 @@ async fn no_write_without_quorum(mode: Mode) {
         .and_then(Value::as_str)
         .map(str::to_string);
     assert_eq!(holder.as_deref(), Some("k3s-prod-2"), "{mode}: {after:#?}");
+
+    // A run started now is refused for what is wrong: quorum, not the lock, and no bypass
+    // offered (without the lock every write the run makes fails the same way). Only the
+    // built-in server refuses the write: on a real kube-apiserver the simulated deaths do
+    // not reach the real etcd (docs/simulation.md), so its lock would be taken.
+    if mode == Mode::BuiltIn {
+        let client = kube_client(&d, "prod").await;
+        let me = hk_console::cluster::lock::Claimant {
+            holder: "tester@sim-quorum".into(),
+            run_id: "20261206T200000000Z-etcd-io-priority-prod".into(),
+            runbook: "etcd-io-priority".into(),
+            env: "prod".into(),
+        };
+        let policy = hk_console::session::lock::LockPolicy::Cluster { duration_s: 60 };
+        let refused = hk_console::session::lock::take(Ok(client), &me, &policy)
+            .await
+            .expect_err("no run lock without quorum");
+        let said = refused.to_string();
+        assert!(
+            matches!(
+                refused,
+                hk_console::session::lock::RunLockError::NoQuorum { .. }
+            ),
+            "{said}"
+        );
+        assert!(
+            said.contains("etcd has no quorum") && said.contains("`prod`"),
+            "{said}"
+        );
+        assert!(!said.contains("--no-cluster-lock"), "{said}");
+    }
 }
 both_modes!(no_write_without_quorum);
+
+/// A kube client on `env`'s API server as the demo's kubeconfig reaches it.
+async fn kube_client(d: &hk_console::sim::demo::Demo, env: &str) -> kube::Client {
+    let ov = hk_console::cluster::KubeOverrides::default();
+    let target = hk_console::cluster::kube_target(&d.repo, env, &ov)
+        .unwrap_or_else(|e| panic!("{env}'s kubeconfig: {e}"));
+    hk_console::cluster::client(&target)
+        .await
+        .unwrap_or_else(|e| panic!("{env}'s client: {e}"))
+}
 
 /// The control for the case above: with quorum the same window does see writes (kube-vip's
 /// renewals and the kubelets'), so an unchanged snapshot there means something.

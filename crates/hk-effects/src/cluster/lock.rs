@@ -323,6 +323,10 @@ fn judge_now(lease: Option<&Lease>) -> LockState {
 pub enum LockError {
     #[error("the cluster could not be asked for the run lock {LOCK_NAMESPACE}/{LOCK_NAME}: {0}")]
     Unreachable(String),
+    /// The API server answered, but its datastore could not: etcd without quorum or without
+    /// a leader. No write succeeds (the lock's, or any a run makes) until etcd has one again.
+    #[error("the cluster's etcd cannot write: the API server answered {0}")]
+    NoQuorum(String),
     #[error("another console holds the run lock: {record}; a mutating run cannot start here until it ends (observe mode can). This console calls a lock stale only once it has seen its record unchanged for the lock's duration, on this machine's own clock: try again after that to be offered the take-over")]
     Held { record: Box<LockRecord> },
     #[error("the run lock is stale: {record}, seen unchanged by this console for {} s; take it over by typing the environment's name and a reason", age_ms / 1000)]
@@ -345,6 +349,16 @@ pub struct Takeover {
     pub at: Timestamp,
 }
 
+/// A failed call on the lock, named: the datastore refusing (an `etcdserver:` answer, as
+/// kube-apiserver relays etcd's own errors: request timed out, no leader, leader changed)
+/// is etcd without quorum, not an unreachable cluster.
+fn failed(e: &kube::Error) -> LockError {
+    match e {
+        kube::Error::Api(s) if s.message.contains("etcdserver:") => LockError::NoQuorum(explain(e)),
+        _ => LockError::Unreachable(explain(e)),
+    }
+}
+
 fn api(client: &Client) -> Api<Lease> {
     Api::namespaced(client.clone(), LOCK_NAMESPACE)
 }
@@ -357,10 +371,7 @@ fn micro(t: Timestamp) -> Result<MicroTime, LockError> {
 }
 
 async fn read(client: &Client) -> Result<Option<Lease>, LockError> {
-    api(client)
-        .get_opt(LOCK_NAME)
-        .await
-        .map_err(|e| LockError::Unreachable(explain(&e)))
+    api(client).get_opt(LOCK_NAME).await.map_err(|e| failed(&e))
 }
 
 /// The lock now, read-only (one GET), judged by what this process has seen of it: a
@@ -435,7 +446,7 @@ async fn write(client: &Client, lease: &Lease, create: bool) -> Result<Lease, Lo
                 )),
             }
         }
-        Err(e) => Err(LockError::Unreachable(explain(&e))),
+        Err(e) => Err(failed(&e)),
     }
 }
 
@@ -488,7 +499,7 @@ impl HeldLock {
                 };
                 Err(LockError::Lost { now_held_by })
             }
-            Err(e) => Err(LockError::Unreachable(explain(&e))),
+            Err(e) => Err(failed(&e)),
         }
     }
 
@@ -519,7 +530,7 @@ impl HeldLock {
                 };
                 Err(LockError::Lost { now_held_by })
             }
-            Err(e) => Err(LockError::Unreachable(explain(&e))),
+            Err(e) => Err(failed(&e)),
         }
     }
 }
@@ -800,6 +811,35 @@ mod tests {
                 ..LeaseSpec::default()
             }),
         }
+    }
+
+    #[test]
+    fn an_etcdserver_answer_is_no_quorum_anything_else_unreachable() {
+        let status = |code: u16, message: &str| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                message: message.into(),
+                ..kube::core::Status::default()
+            }))
+        };
+        for m in [
+            "etcdserver: request timed out",
+            "etcdserver: no leader",
+            "etcdserver: leader changed",
+        ] {
+            match failed(&status(500, m)) {
+                LockError::NoQuorum(why) => assert!(why.contains(m), "{why}"),
+                other => panic!("{m}: {other}"),
+            }
+        }
+        assert!(matches!(
+            failed(&status(500, "Internal error occurred: admission webhook")),
+            LockError::Unreachable(_)
+        ));
+        assert!(matches!(
+            failed(&status(403, "leases is forbidden")),
+            LockError::Unreachable(_)
+        ));
     }
 
     #[test]

@@ -48,6 +48,11 @@ pub enum RunLockError {
     /// The cluster could not be asked: the run does not start.
     #[error("the run does not start: {why} (the cluster's run lock could not be taken; `--no-cluster-lock` runs without it, journaled)")]
     Unreachable { why: String },
+    /// The cluster answered but its etcd cannot write (no quorum, no leader): the run does
+    /// not start, and going without the lock would not help (every write a run makes fails
+    /// the same way), so no bypass is offered.
+    #[error("the run does not start: etcd has no quorum (or no leader) in `{env}`: {why}. Nothing can be written to the cluster, the run lock included, until it has; the etcd pane names the members down")]
+    NoQuorum { env: String, why: String },
     /// Another console holds it and renews it.
     #[error("the run does not start: another console holds the run lock of `{env}`: {record}")]
     Held {
@@ -90,6 +95,10 @@ impl RunLockError {
 fn from_lock(env: &str, e: LockError) -> RunLockError {
     match e {
         LockError::Unreachable(why) => RunLockError::Unreachable { why },
+        LockError::NoQuorum(why) => RunLockError::NoQuorum {
+            env: env.to_string(),
+            why,
+        },
         LockError::Held { record } => RunLockError::Held {
             env: env.to_string(),
             record,
