@@ -659,6 +659,52 @@ fn blockers_stop_the_plan_and_every_one_is_named() {
     assert!(plan(&shipped("etcd-io-priority"), &prod(), &homelab()).is_ok());
 }
 
+/// A one-host runbook whose target group holds exactly one host plans on it without being
+/// told (issue 38: `plan vpn-eviction-fix --env prod` refused with one candidate); with two
+/// or more the host must still be named, and a named host must still be in the group.
+#[test]
+fn the_only_host_that_qualifies_is_taken_and_two_must_be_named() {
+    let topo = homelab();
+    for (env, gateway) in [(prod(), "k3s-prod-3"), (dev(), "k3s-dev-3")] {
+        let p = plan(&shipped("vpn-eviction-fix"), &env, &topo)
+            .unwrap_or_else(|e| panic!("{}: {e}", env.name));
+        let listed: Vec<&PlannedStep> = p
+            .steps
+            .iter()
+            .filter(|s| s.kind == StepKind::ListHosts)
+            .collect();
+        assert!(
+            !listed.is_empty(),
+            "the host set is still confirmed: {p:#?}"
+        );
+        for s in &listed {
+            assert!(
+                argv(s).contains(&format!("--limit {gateway}")),
+                "{}",
+                argv(s)
+            );
+        }
+        let applies: Vec<String> = p
+            .steps
+            .iter()
+            .filter(|s| s.kind == StepKind::Ansible)
+            .map(argv)
+            .collect();
+        assert!(!applies.is_empty(), "{p:#?}");
+        for a in &applies {
+            assert!(a.contains(&format!("--limit {gateway}")), "{a}");
+        }
+    }
+    // Three servers: nothing to take, the operator names one.
+    let err = plan(&shipped("packages-baseline"), &prod(), &topo).expect_err("three servers");
+    assert!(matches!(err, PlanError::NoHostChosen { .. }), "{err}");
+    // A named host outside the one-host group is refused as before.
+    let mut env = prod();
+    env.host = Some("k3s-prod-1".into());
+    let err = plan(&shipped("vpn-eviction-fix"), &env, &topo).expect_err("not a gateway");
+    assert!(matches!(err, PlanError::HostNotInTarget { .. }), "{err}");
+}
+
 /// Every undefined variable a template needs, sorted, in one error.
 #[test]
 fn every_undefined_variable_is_named_sorted() {

@@ -352,6 +352,13 @@ async fn agents_on_node_ip_end_on_the_vip_one_node_at_a_time(mode: Mode) {
     let mut last_updated = 0;
     let mut seen = 0;
     for o in out.iter().filter(|o| o.n == rolled.n) {
+        // A status the controller wrote for the spec before the reconcile counts the old
+        // template's pods (3/3 of it): kube-wait says so, and the new rollout's count starts
+        // from 0 after it (seen on a loaded machine: the wait looked before the controller
+        // had observed the new spec).
+        if o.line.contains("(controller at generation") {
+            continue;
+        }
         let Some((counts, _)) = o.line.split_once(" unavailable") else {
             continue;
         };

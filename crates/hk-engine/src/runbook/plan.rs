@@ -875,7 +875,13 @@ impl Planner<'_> {
             });
         }
         let hosts = if target.single {
-            let Some(host) = &self.env.host else {
+            // Where exactly one host qualifies there is nothing to choose: the plan takes
+            // it (its host-set confirmation, typed, still comes first in the run).
+            let only = match members.as_slice() {
+                [one] => Some(one),
+                _ => None,
+            };
+            let Some(host) = self.env.host.as_ref().or(only) else {
                 return Err(PlanError::NoHostChosen {
                     runbook: rb(),
                     group,
