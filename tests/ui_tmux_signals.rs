@@ -274,6 +274,99 @@ fn sigterm_during_an_apply_leaves_no_child_and_journals_it() {
     hup_or_term("TERM");
 }
 
+/// The terminal goes away under the console (its tmux server killed: the pane's pty closes)
+/// while an apply runs: the console journals the run abandoned, stops the apply and exits.
+/// Once, a console this suite left behind (ui_tmux_incident's rollout-stuck) was found
+/// spinning in crossterm's reader on its dead terminal, inside the event loop's poll: 12
+/// minutes at 80% CPU, deaf to SIGHUP and SIGTERM until SIGKILL. This test did not make the
+/// old loop spin in 7 tries (the SIGHUP won the race each time); it holds the ending itself.
+#[test]
+fn a_terminal_that_goes_away_ends_the_console_and_its_apply() {
+    let base = tempfile::tempdir().expect("tmp");
+    let (tmux, demo) = start_apply(base.path(), "gone");
+    let pid = console_pid(&demo);
+    drop(tmux);
+    let alive = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|st| st.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
+            .is_some_and(|zombie| !zombie)
+    };
+    let t0 = Instant::now();
+    while alive(pid) {
+        if t0.elapsed() > Duration::from_secs(15) {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("the console outlived its terminal by 15 s (then SIGKILLed): {stat}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!(
+        "the console exited {:?} after its terminal went",
+        t0.elapsed()
+    );
+    wait_no_children(&demo, "terminal gone");
+    let text = std::fs::read_to_string(journal_of(&demo.join("runs"))).expect("journal");
+    assert!(
+        text.contains(r#""type":"abandoned","reason":"console lost its terminal"#),
+        "{text}"
+    );
+}
+
+/// The same without a SIGHUP: the console on a terminal that is not its controlling one
+/// (its own session, standard input and output on a pty's slave), whose master is then
+/// closed. Nothing signals it; it must see the hang-up and exit. (The old loop passed this
+/// too: there the read fails rather than returning end-of-file. It holds the ending.)
+#[test]
+fn a_terminal_that_hangs_up_without_a_signal_ends_the_console() {
+    let base = tempfile::tempdir().expect("tmp");
+    let script = r#"
+import fcntl, os, select, struct, subprocess, sys, termios, time
+bin, demo, state = sys.argv[1:4]
+m, s = os.openpty()
+fcntl.ioctl(m, termios.TIOCSWINSZ, struct.pack("HHHH", 45, 160, 0, 0))
+env = dict(os.environ, XDG_STATE_HOME=state, XDG_CONFIG_HOME=state, TERM="xterm-256color")
+p = subprocess.Popen([bin, "demo", "--dir", demo], stdin=s, stdout=s, stderr=s,
+                     start_new_session=True, env=env)
+os.close(s)
+seen, t0 = b"", time.time()
+while b"SIMULATED homelab" not in seen:
+    if time.time() - t0 > 60:
+        print("never drew its banner"); p.kill(); sys.exit(3)
+    r, _, _ = select.select([m], [], [], 0.5)
+    if r:
+        try:
+            seen = (seen + os.read(m, 65536))[-200000:]
+        except OSError:
+            break
+os.close(m)
+t1 = time.time()
+try:
+    code = p.wait(timeout=15)
+    print(f"exited {code} {time.time() - t1:.1f}s after the hang-up")
+except subprocess.TimeoutExpired:
+    cpu = open(f"/proc/{p.pid}/stat").read().split()[13:15]
+    p.kill()
+    print(f"still running 15 s after the hang-up (utime, stime ticks: {cpu}); killed")
+    sys.exit(1)
+"#;
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_hk-console"))
+        .arg(base.path().join("demo"))
+        .arg(base.path().join("state"))
+        .output()
+        .expect("python3");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("exited"), "{said}");
+}
+
 /// SIGKILL: nothing of the console runs to clean up; the parent-death signal and the
 /// lifeline take the group down. The restarted console then shows the interrupted step,
 /// probes, refuses `r`, and a process of it still alive (one that ignores SIGINT, written

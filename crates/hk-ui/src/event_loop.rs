@@ -1,7 +1,8 @@
 //! The console's event loop: terminal events, ticks, frames, executor replies and live
 //! updates, into the app; the app's requests out through the session's pump.
 //!
-//! Owns: [`run_loop`], a `tokio::select!` over crossterm's `EventStream`, a tick (clocks,
+//! Owns: [`run_loop`], a `tokio::select!` over the terminal's input (read on a thread of its
+//! own, [`terminal_input`]), a tick (clocks,
 //! ages), a frame interval (draws coalesced: at most one per frame, only when something
 //! changed), the pump's replies, the live updates and the signals that make the console go
 //! (`session::supervise::Signals`). Quitting with a step in flight waits (bounded) for it
@@ -15,8 +16,8 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossterm::event::{Event, EventStream};
-use futures::{FutureExt, StreamExt};
+use crossterm::event::Event;
+use futures::FutureExt;
 use tokio::sync::mpsc;
 
 use crate::tui::Tui;
@@ -89,6 +90,51 @@ pub async fn run_loop(
     }
 }
 
+/// The terminal's input, read on a thread of its own and handed over a channel; the
+/// channel ends after the first error.
+///
+/// Not crossterm's `EventStream` on the loop's task: on a terminal whose other end went away
+/// (a closed tmux pane, an ssh session dropped) crossterm 0.28's reader loops forever on
+/// reads of 0 bytes (crossterm-rs/crossterm#793, a fix proposed in #1067) inside the poll,
+/// so the loop never got back to its signals: an orphaned console burnt a core and did not
+/// answer SIGHUP or SIGTERM (seen: 9 min of CPU left behind by a tmux test). On a thread of
+/// its own a spinning read stops nothing else, and [`hung_up`] sees the hang-up.
+fn terminal_input() -> io::Result<mpsc::Receiver<io::Result<Event>>> {
+    let (tx, rx) = mpsc::channel(64);
+    std::thread::Builder::new()
+        .name("terminal-input".into())
+        .spawn(move || loop {
+            let read = crossterm::event::read();
+            let failed = read.is_err();
+            if tx.blocking_send(read).is_err() || failed {
+                break;
+            }
+        })?;
+    Ok(rx)
+}
+
+/// Whether the terminal on standard input has hung up (its other end closed), asked
+/// without reading. False where standard input is no terminal (crossterm then reads
+/// /dev/tty, whose end SIGHUP reports).
+fn hung_up() -> bool {
+    use std::io::IsTerminal;
+    use std::os::fd::AsFd;
+    let stdin = io::stdin();
+    if !stdin.is_terminal() {
+        return false;
+    }
+    let mut fds = [nix::poll::PollFd::new(
+        stdin.as_fd(),
+        nix::poll::PollFlags::POLLIN,
+    )];
+    match nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO) {
+        Ok(_) => fds[0].revents().is_some_and(|r| {
+            r.intersects(nix::poll::PollFlags::POLLHUP | nix::poll::PollFlags::POLLNVAL)
+        }),
+        Err(_) => false,
+    }
+}
+
 /// How the loop ended.
 enum Ending {
     /// The operator quit.
@@ -111,7 +157,7 @@ async fn loop_until_done(
     ))?;
     let mut pump = Pump::spawn(Arc::clone(app.capabilities()));
     let mut locks = LockPump::default();
-    let mut events = EventStream::new();
+    let mut events = terminal_input()?;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut frame = tokio::time::interval(FRAME);
@@ -146,7 +192,7 @@ async fn loop_until_done(
                 app.set_now(hk_engine::journal::now());
                 dirty = true;
             }
-            ev = events.next() => {
+            ev = events.recv() => {
                 // What a key decides is journaled at the time it was pressed, not at the
                 // last tick's (after a SIGSTOP, that tick may be long gone).
                 app.set_now(hk_engine::journal::now());
@@ -169,6 +215,9 @@ async fn loop_until_done(
                 }
             }
             _ = tick.tick() => {
+                if hung_up() {
+                    break abandon(&mut pump, app, "console lost its terminal (it hung up)");
+                }
                 app.set_now(hk_engine::journal::now());
                 app.update(Action::Tick);
                 dirty = true;
