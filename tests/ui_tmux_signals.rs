@@ -307,9 +307,16 @@ fn a_terminal_that_goes_away_ends_the_console_and_its_apply() {
     );
     wait_no_children(&demo, "terminal gone");
     let text = std::fs::read_to_string(journal_of(&demo.join("runs"))).expect("journal");
+    // Whichever the console meets first: the hang-up (its SIGHUP, or its input ending), or
+    // a frame it cannot write to the gone terminal (EIO). Either is journaled as the cause.
     assert!(
-        text.contains(r#""type":"abandoned","reason":"console lost its terminal"#),
+        text.contains(r#""type":"abandoned","reason":"console lost its terminal"#)
+            || text.contains(r#""type":"abandoned","reason":"the console's terminal failed"#),
         "{text}"
+    );
+    assert!(
+        text.contains(r#""type":"process-ended""#),
+        "how the apply's process was stopped is journaled:\n{text}"
     );
 }
 
