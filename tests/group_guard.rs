@@ -24,6 +24,7 @@ mod runs_record;
 mod runs_reopen;
 
 // The helpers the files share, once for the binary (each file `use crate::...`s them).
+mod demo_common;
 mod machine_common;
 mod runbooks_common;
 mod support;

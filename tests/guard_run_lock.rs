@@ -13,6 +13,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::demo_common::client;
 use hk_console::cluster::lock::{self, Claimant, LOCK_NAME, LOCK_NAMESPACE, RUN_ID_ANNOTATION};
 use hk_console::cluster::KubeOverrides;
 use hk_console::record;
@@ -28,12 +29,6 @@ fn require_ansible() {
         "ansible-playbook not found: {}",
         hk_console::exec::ansible::INSTALL_HINT
     );
-}
-
-async fn client(d: &Demo, env: &str) -> kube::Client {
-    let t = hk_console::cluster::kube_target(&d.repo, env, &KubeOverrides::default())
-        .expect("the demo's kubeconfig");
-    hk_console::cluster::client(&t).await.expect("client")
 }
 
 async fn lease(c: &kube::Client) -> Option<Lease> {

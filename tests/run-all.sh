@@ -44,8 +44,9 @@ step() {
 # input, or a new machine, builds them with the script as before; only a finished build is
 # ever kept (the `.built` stamp is written after the script succeeded).
 TOOL_CACHE="${HK_TOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hk-console/tools}"
-# go_tool NAME VAR SCRIPT_DIR: build (or take from the cache) the tool of SCRIPT_DIR/build.sh
-# into $VAR when VAR is unset, else into VAR as given (the script's own up-to-date check).
+# go_tool NAME VAR SCRIPT_DIR: with VAR set, SCRIPT_DIR/build.sh builds into it as given (the
+# script's own up-to-date check); unset, VAR is exported as the cache directory of these
+# inputs, built there by the script unless a finished build is there already.
 go_tool() {
   local name=$1 var=$2 dir=$3 key cached
   if [ -n "${!var:-}" ]; then

@@ -138,7 +138,7 @@ async fn no_write_without_quorum(mode: Mode) {
     // built-in server refuses the write: on a real kube-apiserver the simulated deaths do
     // not reach the real etcd (docs/simulation.md), so its lock would be taken.
     if mode == Mode::BuiltIn {
-        let client = kube_client(&d, "prod").await;
+        let client = demo_common::client(&d, "prod").await;
         let me = hk_console::cluster::lock::Claimant {
             holder: "tester@sim-quorum".into(),
             run_id: "20261206T200000000Z-etcd-io-priority-prod".into(),
@@ -165,16 +165,6 @@ async fn no_write_without_quorum(mode: Mode) {
     }
 }
 both_modes!(no_write_without_quorum);
-
-/// A kube client on `env`'s API server as the demo's kubeconfig reaches it.
-async fn kube_client(d: &hk_console::sim::demo::Demo, env: &str) -> kube::Client {
-    let ov = hk_console::cluster::KubeOverrides::default();
-    let target = hk_console::cluster::kube_target(&d.repo, env, &ov)
-        .unwrap_or_else(|e| panic!("{env}'s kubeconfig: {e}"));
-    hk_console::cluster::client(&target)
-        .await
-        .unwrap_or_else(|e| panic!("{env}'s client: {e}"))
-}
 
 /// The control for the case above: with quorum the same window does see writes (kube-vip's
 /// renewals and the kubelets'), so an unchanged snapshot there means something.

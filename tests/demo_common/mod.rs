@@ -67,6 +67,19 @@ pub fn kubectl(kc: &Path, args: &[&str]) -> (String, String, Option<i32>) {
     )
 }
 
+/// A kube client on `env`'s API server in the demo `d`, as the demo's kubeconfig reaches it.
+pub async fn client(d: &demo::Demo, env: &str) -> kube::Client {
+    let target = hk_console::cluster::kube_target(
+        &d.repo,
+        env,
+        &hk_console::cluster::KubeOverrides::default(),
+    )
+    .unwrap_or_else(|e| panic!("{env}'s kubeconfig in the demo: {e}"));
+    hk_console::cluster::client(&target)
+        .await
+        .unwrap_or_else(|e| panic!("{env}'s client: {e}"))
+}
+
 /// Which API server a demo runs its simulated controllers on: the built-in one, or a real
 /// kube-apiserver and etcd (`demo --apiserver DIR`). Tests that hold in both run once per mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
