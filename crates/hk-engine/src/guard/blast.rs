@@ -205,10 +205,38 @@ pub fn live_blast(hosts: &[String], servers: &[String], panes: &LivePanes<'_>) -
             }
         }
     }
+    out.extend(preflight(hosts, servers, panes));
     if let Some(q) = quorum(hosts, servers, panes) {
         out.push(q);
     }
     out
+}
+
+/// etcd's pre-flight (issue 39) when the step disrupts a server: each finding of the etcd
+/// pane's client view, the refusing ones blocking like the quorum arithmetic does.
+fn preflight(hosts: &[String], servers: &[String], panes: &LivePanes<'_>) -> Vec<BlastLine> {
+    if !hosts.iter().any(|h| servers.contains(h)) {
+        return Vec::new();
+    }
+    let Some(etcd) = panes.etcd.fresh() else {
+        return Vec::new();
+    };
+    match &etcd.client {
+        None => vec![line(
+            Severity::Unknown,
+            "etcd pre-flight: not run (etcd's client API was not read for this environment)"
+                .to_string(),
+        )],
+        Some(view) => view
+            .preflight
+            .iter()
+            .map(|f| BlastLine {
+                severity: f.severity,
+                text: format!("etcd pre-flight: {}", f.text),
+                blocks: f.blocks,
+            })
+            .collect(),
+    }
 }
 
 /// "1st", "2nd", "3rd", "4th"... of a 1-based position.
@@ -429,6 +457,8 @@ mod tests {
             env: "prod".into(),
             members: Vec::new(),
             leader: Some(leader.into()),
+            // etcd's client API read, nothing found.
+            client: Some(Default::default()),
             verdicts: down
                 .iter()
                 .map(|h| {
@@ -481,6 +511,48 @@ mod tests {
 
     fn texts(v: &[BlastLine]) -> Vec<String> {
         v.iter().map(|l| l.text.clone()).collect()
+    }
+
+    #[test]
+    fn an_etcd_preflight_refusal_blocks_a_step_on_a_server_only() {
+        let (v, n) = (vip("k3s-prod-1"), nodes(&[]));
+        let mut e = etcd("k3s-prod-1", &[]);
+        let learner = "m4 (4) is a learner, not yet a voting member: finish or remove it first";
+        e.client = Some(crate::checks::live::EtcdClientView {
+            preflight: vec![
+                crate::checks::live::Finding {
+                    severity: Severity::Critical,
+                    blocks: true,
+                    text: learner.into(),
+                },
+                crate::checks::live::Finding {
+                    severity: Severity::Warn,
+                    blocks: false,
+                    text: "k3s-prod-2's disk: slow".into(),
+                },
+            ],
+            ..Default::default()
+        });
+        let panes = all_fresh(&v, &e, &n);
+        let lines = live_blast(&["k3s-prod-3".to_string()], &servers(), &panes);
+        assert!(blocks(&lines), "{lines:#?}");
+        assert_eq!(
+            refusal(&lines).as_deref(),
+            Some(format!("refused: etcd pre-flight: {learner}. To go on anyway, type `override quorum: REASON` in the note (journaled).").as_str())
+        );
+        assert!(texts(&lines).contains(&"etcd pre-flight: k3s-prod-2's disk: slow".to_string()));
+        // An agent's step disrupts no member: no pre-flight.
+        let lines = live_blast(&["k3s-prod-agent-1".to_string()], &servers(), &panes);
+        assert!(!blocks(&lines), "{lines:#?}");
+        // etcd's client API not read: said, not passed, not blocking.
+        e.client = None;
+        let panes = all_fresh(&v, &e, &n);
+        let lines = live_blast(&["k3s-prod-3".to_string()], &servers(), &panes);
+        assert!(!blocks(&lines));
+        assert!(texts(&lines).contains(
+            &"etcd pre-flight: not run (etcd's client API was not read for this environment)"
+                .to_string()
+        ));
     }
 
     #[test]

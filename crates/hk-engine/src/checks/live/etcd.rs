@@ -249,6 +249,10 @@ pub struct EtcdPane {
     /// The member whose metrics say it leads (None: none seen leading).
     pub leader: Option<String>,
     pub verdicts: Vec<Verdict>,
+    /// What the members answered on etcd's client API (membership, status, alarms) and the
+    /// pre-flight judged from it; None where it was not read.
+    #[serde(default)]
+    pub client: Option<super::EtcdClientView>,
 }
 
 /// `24.0 MiB`-style size.
@@ -304,6 +308,7 @@ pub fn etcd_since(
         members: Vec::new(),
         leader: None,
         verdicts: Vec::new(),
+        client: None,
     };
     let mut leaders = Vec::new();
     let mut seen = 0usize;

@@ -45,6 +45,7 @@ pub use crate::runbook::machine::Timestamp;
 
 mod agents;
 mod etcd;
+mod etcd_client;
 mod journald;
 mod nodes;
 mod rollout;
@@ -53,6 +54,7 @@ mod vpn;
 
 pub use agents::*;
 pub use etcd::*;
+pub use etcd_client::*;
 pub use journald::*;
 pub use nodes::*;
 pub use rollout::*;
@@ -165,6 +167,16 @@ pub enum Rule {
     /// Enough members up for etcd to commit: `/readyz/etcd` through the API endpoint and
     /// the servers' Ready conditions, counted against a majority.
     EtcdQuorum,
+    /// etcd's membership as its members list it: agreed, no learner, no unstarted member,
+    /// more than two voters, each a server of the environment (`etcd_client`).
+    EtcdMembership,
+    /// A member's own status: it answers, sees the one leader, reports no error, few leader
+    /// changes, DB under its quota, WAL fsync within bounds.
+    EtcdStatus,
+    /// An etcd alarm (NOSPACE, CORRUPT).
+    EtcdAlarm,
+    /// A linearizable read answered within its deadline.
+    EtcdQuorumRead,
 }
 
 /// One judged fact. `subject` names what it is about (a pod, a host, a lease); `message`
