@@ -45,9 +45,23 @@ async fn healthy_etcd_has_one_leader_per_environment_and_calm_disks() {
             assert_eq!(metrics.db_size_bytes, Some(25_165_824));
             assert!(m.io_pressure.expect("psi seen").some_avg10 < 1.0);
         }
-        // One connection per server, reused by both commands.
+        // One connection per server, reused by every command.
         for m in &pane.members {
             assert_eq!(p.connects(&m.host), 1, "{}", m.host);
+        }
+        // etcd's client API, read through `sudo -n curl` with k3s's own certificates: the
+        // three members agree, the founder's member leads, nothing refuses a step.
+        let view = pane.client.as_ref().expect("etcd's client API read");
+        assert_eq!(view.members.len(), 3, "{view:#?}");
+        assert_eq!(view.member_of.len(), 3, "{view:#?}");
+        assert_eq!(view.leader_host.as_deref(), Some(founder.as_str()));
+        assert!(
+            view.preflight.iter().all(|f| !f.blocks),
+            "{:#?}",
+            view.preflight
+        );
+        for m in &view.members {
+            assert!(m.name.starts_with(&format!("k3s-{env}-")), "{m:?}");
         }
     }
 }
@@ -384,4 +398,21 @@ async fn a_dead_holder_is_never_the_etcd_leader() {
         .expect("a leader verdict");
     assert_eq!(leader.severity, Severity::Ok, "{leader}");
     assert_eq!(leader.message, "k3s-prod-2 leads (2 of 3 members seen)");
+    // etcd's own word: the two that answer follow k3s-prod-2; the pre-flight refuses to
+    // disrupt another server while k3s-prod-1's member does not answer.
+    let view = pane.client.as_ref().expect("etcd's client API read");
+    assert_eq!(view.leader_host.as_deref(), Some("k3s-prod-2"), "{view:#?}");
+    let refusals: Vec<&str> = view
+        .preflight
+        .iter()
+        .filter(|f| f.blocks)
+        .map(|f| f.text.as_str())
+        .collect();
+    assert!(
+        refusals.iter().any(
+            |t| t.starts_with("k3s-prod-1's etcd member not answering since ")
+                && t.contains("Couldn't connect to server")
+        ),
+        "{refusals:#?}"
+    );
 }

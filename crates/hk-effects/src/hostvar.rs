@@ -39,6 +39,12 @@ pub enum HostVarError {
         var: String,
         value: String,
     },
+    #[error("{host}: `{var}` is {value}, expected a boolean (true/false, yes/no)")]
+    NotABool {
+        host: String,
+        var: String,
+        value: String,
+    },
     #[error("{host}: `{var}` is {value:?}, expected an http(s):// URL")]
     NotHttpUrl {
         host: String,
@@ -68,6 +74,36 @@ pub fn string_var(
             var: var.to_string(),
             reason,
         }),
+    }
+}
+
+/// One boolean hostvar of `host`, as Ansible reads one (`true`/`false`, and the strings
+/// yes/no/true/false in any case), or `default` when the repo does not define it.
+pub fn bool_var(repo: &Repo, host: &str, var: &str, default: bool) -> Result<bool, HostVarError> {
+    let err = |value: String, reason: Option<String>| match reason {
+        Some(reason) => HostVarError::Unrenderable {
+            host: host.to_string(),
+            var: var.to_string(),
+            reason,
+        },
+        None => HostVarError::NotABool {
+            host: host.to_string(),
+            var: var.to_string(),
+            value,
+        },
+    };
+    match repo.resolve_var(host, var) {
+        None => Ok(default),
+        Some(Resolved::Value(serde_json::Value::Bool(b))) => Ok(b),
+        Some(Resolved::Value(serde_json::Value::String(s))) => {
+            match s.trim().to_ascii_lowercase().as_str() {
+                "true" | "yes" | "on" | "1" => Ok(true),
+                "false" | "no" | "off" | "0" => Ok(false),
+                _ => Err(err(format!("{s:?}"), None)),
+            }
+        }
+        Some(Resolved::Value(other)) => Err(err(other.to_string(), None)),
+        Some(Resolved::Unrenderable { reason }) => Err(err(String::new(), Some(reason))),
     }
 }
 

@@ -27,7 +27,7 @@ use super::apiserver::{RealApiServer, RealCluster};
 use super::cluster::{self, ClusterInput, SimEnv};
 use super::demo_repo::{self, AddressPlan};
 use super::kube::{SimKube, SimKubeConfig};
-use super::node::{Clock, NodeState, Psi, UnitState, VpnTunnel};
+use super::node::{Clock, NodeState, Psi, SimEtcd, UnitState, VpnTunnel};
 use super::scenario::{self, EnvState, Fault, Scenario};
 use super::ssh::{SimNode, SimNodeSpec};
 use hk_engine::repo::Repo;
@@ -619,6 +619,10 @@ async fn start_demo(
             .environments
             .iter()
             .any(|e| e.servers.first().is_some_and(|s| &s.name == host));
+        if let Some(env) = env_of.get(host).and_then(|e| repo.environment(e)) {
+            node.etcd = Some(sim_etcd(env, host, &plan.hosts));
+            write_k3s_etcd_tls(&mut node);
+        }
         let sim = SimNode::start(SimNodeSpec {
             name: host.clone(),
             address: IpAddr::V4(*addr),
@@ -1109,6 +1113,75 @@ async fn follow_vip(
     }
 }
 
+/// A stable 64-bit id from text (FNV-1a): etcd's member and cluster ids are random; the
+/// demo's are the same on every start.
+fn stable_id(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// `host`'s etcd member in `env`: every server of the environment a member, named as k3s
+/// names them (`<hostname>-<8 hex>`), on its planned address; the first server leads.
+fn sim_etcd(
+    env: &hk_engine::repo::env::Environment,
+    host: &str,
+    addrs: &BTreeMap<String, Ipv4Addr>,
+) -> SimEtcd {
+    let members: Vec<(u64, String, String, String)> = env
+        .servers
+        .iter()
+        .map(|s| {
+            let id = stable_id(&format!("{}/{}", env.name, s.name));
+            let addr = addrs
+                .get(&s.name)
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| s.address.clone());
+            (
+                id,
+                format!("{}-{:08x}", s.name, id as u32),
+                format!("https://{addr}:2380"),
+                format!("https://{addr}:2379"),
+            )
+        })
+        .collect();
+    SimEtcd {
+        cluster_id: stable_id(&env.name),
+        member_id: stable_id(&format!("{}/{host}", env.name)),
+        leader: members.first().map(|m| m.0),
+        members,
+        term: 2,
+        applied: 1_000,
+        alarms: Vec::new(),
+    }
+}
+
+/// k3s's etcd CA and client certificate on a server, root's only (0600), as k3s writes
+/// them: the etcd look reads them through `sudo -n`.
+fn write_k3s_etcd_tls(node: &mut NodeState) {
+    let now = node.now_ms();
+    let dir = crate::node::K3S_ETCD_TLS_DIR;
+    for d in [
+        "/var/lib/rancher/k3s/server",
+        "/var/lib/rancher/k3s/server/tls",
+        dir,
+    ] {
+        let _ = node.fs.mkdir(d, 0o700, 0, now);
+    }
+    for (file, what) in [
+        ("server-ca.crt", "CERTIFICATE"),
+        ("client.crt", "CERTIFICATE"),
+        ("client.key", "EC PRIVATE KEY"),
+    ] {
+        let path = format!("{dir}/{file}");
+        let text = format!(
+            "-----BEGIN {what}-----\n(the demo's stand-in: no TLS is spoken here)\n-----END {what}-----\n"
+        );
+        let _ = node.fs.write(&path, text.as_bytes(), false, 0, now);
+        let _ = node.fs.chmod(&path, 0o600, 0);
+    }
+}
+
 /// Keep the servers' etcd members in step with their deaths: a dead server's member stops
 /// (its metrics listener refuses); while a majority lives, a leader that died is replaced
 /// by the first live member (an election); without a majority no member leads and none
@@ -1137,11 +1210,29 @@ async fn follow_etcd(
                 .position(|((_, s), a)| *a && leads(s))
                 .or_else(|| alive.iter().position(|a| *a))
         };
+        let leader_id = leader.and_then(|i| {
+            members[i]
+                .1
+                .lock()
+                .ok()
+                .and_then(|n| n.etcd.as_ref().map(|e| e.member_id))
+        });
         for (i, ((_, s), a)) in members.iter().zip(&alive).enumerate() {
             if let Ok(mut n) = s.lock() {
                 n.etcd_up = *a;
                 n.etcd_leader = *a && leader == Some(i);
                 n.etcd_has_leader = *a && quorum;
+                if let Some(e) = n.etcd.as_mut() {
+                    let follows = leader_id.filter(|_| *a);
+                    if follows.is_some() && follows != e.leader {
+                        // An election: a new term.
+                        e.term += 1;
+                    }
+                    e.leader = follows;
+                    if follows.is_some() {
+                        e.applied += 1;
+                    }
+                }
             }
         }
     }

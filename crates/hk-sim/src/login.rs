@@ -353,7 +353,7 @@ fn utility(
     Some(match name {
         "systemctl" => systemctl(s, args),
         "journalctl" => journalctl(s, args),
-        "curl" => curl(s, args),
+        "curl" => curl(s, cx, args),
         "cat" => cat(s, cx, args, stdin),
         "grep" => grep(s, cx, args, stdin),
         "head" | "tail" => head_tail(s, cx, name == "head", args, stdin),
@@ -957,21 +957,32 @@ fn journalctl(s: &NodeState, args: &[String]) -> Output {
 
 // ---- curl ----
 
-fn curl(s: &NodeState, args: &[String]) -> Output {
+fn curl(s: &NodeState, cx: &Cx, args: &[String]) -> Output {
     let mut fail = false;
     let mut silent = false;
     let mut show_error = false;
     let mut interface = None;
     let mut url = None;
+    let mut method = None;
+    let mut data = None;
+    // --cacert, --cert, --key
+    let mut tls: [Option<String>; 3] = [None, None, None];
     let mut k = 0;
     while let Some(a) = args.get(k) {
         match a.as_str() {
-            "--interface" | "--max-time" | "-m" | "--connect-timeout" | "--retry" => {
-                if args.get(k + 1).is_none() {
+            "--interface" | "--max-time" | "-m" | "--connect-timeout" | "--retry" | "-X"
+            | "--request" | "-d" | "--data" | "--cacert" | "--cert" | "--key" => {
+                let Some(v) = args.get(k + 1) else {
                     return Output::fail(2, format!("curl: option {a}: requires parameter\n"));
-                }
-                if a == "--interface" {
-                    interface = args.get(k + 1).cloned();
+                };
+                match a.as_str() {
+                    "--interface" => interface = Some(v.clone()),
+                    "-X" | "--request" => method = Some(v.clone()),
+                    "-d" | "--data" => data = Some(v.clone()),
+                    "--cacert" => tls[0] = Some(v.clone()),
+                    "--cert" => tls[1] = Some(v.clone()),
+                    "--key" => tls[2] = Some(v.clone()),
+                    _ => {}
                 }
                 k += 1;
             }
@@ -1030,6 +1041,63 @@ fn curl(s: &NodeState, args: &[String]) -> Output {
         return error(6, format!("Could not resolve host: {host}"));
     }
     let url_norm = url.trim_end_matches('/');
+    // etcd's client API (its JSON gateway) on the server's loopback: TLS with client
+    // certificates, served while k3s runs.
+    if let Some(path) = url_norm.strip_prefix("https://127.0.0.1:2379") {
+        let up = matches!(s.units.get("k3s.service"), Some(u) if u.state == UnitState::Active)
+            && s.etcd_up;
+        let Some(member) = s.etcd.as_ref().filter(|_| up) else {
+            return error(
+                7,
+                "Failed to connect to 127.0.0.1 port 2379 after 0 ms: Couldn't connect to server"
+                    .into(),
+            );
+        };
+        let readable = |p: &str| s.read_path(&normalize(cx.cwd, p), cx.uid).is_ok();
+        match &tls {
+            [None, ..] => {
+                return error(
+                    60,
+                    "SSL certificate problem: unable to get local issuer certificate".into(),
+                )
+            }
+            [Some(ca), ..] if !readable(ca) => {
+                return error(77, format!("error setting certificate file: {ca}"))
+            }
+            [_, None, _] | [_, _, None] => {
+                // etcd asks every client for a certificate (k3s: client-cert-auth).
+                return error(
+                    56,
+                    "OpenSSL SSL_read: OpenSSL/3.0.17: error:0A00045C:SSL routines::tlsv13 alert certificate required, errno 0".into(),
+                );
+            }
+            [_, Some(cert), _] if !readable(cert) => {
+                return error(
+                    58,
+                    format!("could not load PEM client certificate from {cert}, OpenSSL error error:8000000D:system library::Permission denied, (no key found, wrong pass phrase, or wrong file format?)"),
+                )
+            }
+            [_, _, Some(key)] if !readable(key) => {
+                return error(
+                    58,
+                    format!("unable to set private key file: '{key}' type PEM"),
+                )
+            }
+            _ => {}
+        }
+        if method
+            .as_deref()
+            .unwrap_or(if data.is_some() { "POST" } else { "GET" })
+            != "POST"
+        {
+            // The gateway serves its v3 API on POST only.
+            return Output::ok(r#"{"code":5,"message":"Not Found"}"#);
+        }
+        return match member.answer(path, s.etcd_db_size()) {
+            Some(body) => Output::ok(body),
+            None => Output::ok(r#"{"code":5,"message":"Not Found"}"#),
+        };
+    }
     // k3s's etcd metrics listener on the server's loopback: served while k3s runs.
     if url_norm == "http://127.0.0.1:2381/metrics" {
         return match s.units.get("k3s.service") {

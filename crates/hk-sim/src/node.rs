@@ -471,6 +471,8 @@ pub struct NodeState {
     /// Whether this member sees a leader (`etcd_server_has_leader`): false once a majority
     /// of the members is down and no election can be won.
     pub etcd_has_leader: bool,
+    /// This server's etcd member as etcd's client API shows it (servers only).
+    pub etcd: Option<SimEtcd>,
     /// The control-plane VIP while this server's kube-vip holds the Lease: kube-vip adds it
     /// to the default interface as a /32 and removes it when leadership goes.
     pub vip_held: Option<Ipv4Addr>,
@@ -481,6 +483,97 @@ const OS_RELEASE: &str =
 VERSION_ID=\"12\"\nVERSION=\"12 (bookworm)\"\nVERSION_CODENAME=bookworm\nID=debian\n\
 HOME_URL=\"https://www.debian.org/\"\nSUPPORT_URL=\"https://www.debian.org/support\"\n\
 BUG_REPORT_URL=\"https://bugs.debian.org/\"\n";
+
+/// Where k3s keeps etcd's CA and its own etcd client certificate (`--data-dir` default).
+pub const K3S_ETCD_TLS_DIR: &str = "/var/lib/rancher/k3s/server/tls/etcd";
+
+/// One server's etcd member, as etcd's client API (its JSON gateway on the client port)
+/// answers for it. The demo sets who the members are; `follow_etcd` keeps the leader, the
+/// term and the applied index in step with the servers' deaths.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SimEtcd {
+    pub cluster_id: u64,
+    pub member_id: u64,
+    /// Every member: (id, name, peer URL, client URL).
+    pub members: Vec<(u64, String, String, String)>,
+    /// The leader this member follows (None: it sees none).
+    pub leader: Option<u64>,
+    pub term: u64,
+    pub applied: u64,
+    /// Raised alarms: (member id, NOSPACE | CORRUPT).
+    pub alarms: Vec<(u64, String)>,
+}
+
+impl SimEtcd {
+    fn header(&self) -> serde_json::Value {
+        serde_json::json!({
+            "cluster_id": self.cluster_id.to_string(),
+            "member_id": self.member_id.to_string(),
+            "revision": self.applied.to_string(),
+            "raft_term": self.term.to_string(),
+        })
+    }
+
+    /// The gateway's answer to `POST path` (an etcd 3.6 member's JSON, uint64s as strings,
+    /// zero values left out); None for a path the model does not serve.
+    pub fn answer(&self, path: &str, db_size: u64) -> Option<String> {
+        use serde_json::json;
+        let no_leader = || json!({"code": 14, "message": "etcdserver: request timed out"});
+        let v = match path {
+            "/v3/cluster/member/list" => json!({
+                "header": self.header(),
+                "members": self.members.iter().map(|(id, name, peer, client)| json!({
+                    "ID": id.to_string(),
+                    "name": name,
+                    "peerURLs": [peer],
+                    "clientURLs": [client],
+                })).collect::<Vec<_>>(),
+            }),
+            "/v3/maintenance/status" => {
+                let mut v = json!({
+                    "header": self.header(),
+                    "version": "3.6.4",
+                    "dbSize": db_size.to_string(),
+                    "raftIndex": self.applied.to_string(),
+                    "raftTerm": self.term.to_string(),
+                    "raftAppliedIndex": self.applied.to_string(),
+                    "dbSizeInUse": (db_size / 2).to_string(),
+                    "storageVersion": "3.6.0",
+                    "downgradeInfo": {},
+                });
+                let mut errors: Vec<String> = Vec::new();
+                match self.leader {
+                    Some(l) => v["leader"] = json!(l.to_string()),
+                    None => errors.push("etcdserver: no leader".into()),
+                }
+                for (m, a) in &self.alarms {
+                    errors.push(format!("memberID:{m} alarm:{a} "));
+                }
+                if !errors.is_empty() {
+                    v["errors"] = json!(errors);
+                }
+                v
+            }
+            "/v3/maintenance/alarm" => {
+                let mut v = json!({"header": self.header()});
+                if !self.alarms.is_empty() {
+                    v["alarms"] = json!(self
+                        .alarms
+                        .iter()
+                        .map(|(m, a)| json!({"memberID": m.to_string(), "alarm": a}))
+                        .collect::<Vec<_>>());
+                }
+                v
+            }
+            "/v3/kv/range" => match self.leader {
+                Some(_) => json!({"header": self.header()}),
+                None => no_leader(),
+            },
+            _ => return None,
+        };
+        Some(v.to_string())
+    }
+}
 
 /// Journal records a node keeps (the oldest go first).
 pub const JOURNAL_CAP: usize = 20_000;
@@ -566,6 +659,7 @@ impl NodeState {
             etcd_leader: false,
             etcd_up: true,
             etcd_has_leader: true,
+            etcd: None,
             vip_held: None,
         };
         for (name, desc) in [
@@ -837,6 +931,11 @@ impl NodeState {
         up.then_some(v)
     }
 
+    /// The member's DB size (what its metrics and its status both say).
+    pub fn etcd_db_size(&self) -> u64 {
+        25_165_824
+    }
+
     /// The etcd member's Prometheus metrics: leadership from [`NodeState::etcd_leader`], WAL
     /// fsync latencies that follow the IO pressure (a starved disk makes every fsync wait:
     /// idle ~2 ms, 11% PSI ~1 s at the tail), a fixed 24 MiB DB of a 2 GiB quota.
@@ -856,11 +955,12 @@ impl NodeState {
         out.push_str(&format!(
             "etcd_server_is_leader {}\netcd_server_has_leader {}\n\
              etcd_server_leader_changes_seen_total 1\n\
-             etcd_mvcc_db_total_size_in_bytes 25165824\n\
+             etcd_mvcc_db_total_size_in_bytes {}\n\
              etcd_server_quota_backend_bytes 2147483648\n\
              # TYPE etcd_disk_wal_fsync_duration_seconds histogram\n",
             u8::from(self.etcd_leader),
-            u8::from(self.etcd_has_leader)
+            u8::from(self.etcd_has_leader),
+            self.etcd_db_size()
         ));
         let bounds = [
             0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048,

@@ -38,6 +38,112 @@ pub const VAR_METRICS_URL: &str = "etcd_metrics_url";
 pub const DEFAULT_METRICS_URL: &str = "http://127.0.0.1:2381/metrics";
 /// The kernel's IO pressure file.
 pub const PSI_FILE: &str = "/proc/pressure/io";
+/// The hostvar naming a server's etcd client URL (its own member's).
+pub const VAR_CLIENT_URL: &str = "etcd_client_url";
+/// k3s's default: etcd's client listener on the server's loopback.
+pub const DEFAULT_CLIENT_URL: &str = "https://127.0.0.1:2379";
+/// The hostvar naming the directory of the server's etcd client certificates.
+pub const VAR_TLS_DIR: &str = "etcd_tls_dir";
+/// k3s's default (`--data-dir` /var/lib/rancher/k3s): the CA etcd serves with and the
+/// client certificate k3s itself uses against etcd.
+pub const DEFAULT_TLS_DIR: &str = "/var/lib/rancher/k3s/server/tls/etcd";
+/// The hostvar saying whether the reads go through `sudo -n` (k3s keeps the client key
+/// readable by root only); default true.
+pub const VAR_CLIENT_BECOME: &str = "etcd_client_become";
+/// The key the quorum read asks for (it need not exist: etcd answers a linearizable read
+/// only through a leader with a quorum).
+pub const QUORUM_READ_KEY: &str = "hk-console/quorum-read";
+/// How long the quorum read may take (Talos's: a member failing a quorum read within 15 s
+/// refuses an upgrade).
+pub const QUORUM_READ_DEADLINE: Duration = Duration::from_secs(15);
+
+/// Where one server's member is asked, and with which certificates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientSpec {
+    pub url: String,
+    pub cacert: String,
+    pub cert: String,
+    pub key: String,
+    /// Run `curl` under `sudo -n` (never prompting: a password it would need is a named
+    /// could-not-look).
+    pub become_root: bool,
+}
+
+/// The member's client-API reads, as argv: `curl` with the server's etcd client
+/// certificates, POSTing etcd's gateway (every one a read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCommands {
+    pub members: Vec<String>,
+    pub status: Vec<String>,
+    pub alarms: Vec<String>,
+    pub quorum_read: Vec<String>,
+}
+
+impl ClientCommands {
+    pub fn new(spec: &ClientSpec, max_time: Duration) -> Self {
+        let curl = |max: Duration, body: &str, path: &str| -> Vec<String> {
+            let sudo: &[&str] = if spec.become_root {
+                &["sudo", "-n"]
+            } else {
+                &[]
+            };
+            let mut argv: Vec<String> = sudo.iter().map(|s| s.to_string()).collect();
+            argv.extend(
+                [
+                    "curl",
+                    "-sS",
+                    "--max-time",
+                    &max.as_secs().max(1).to_string(),
+                    "--cacert",
+                    &spec.cacert,
+                    "--cert",
+                    &spec.cert,
+                    "--key",
+                    &spec.key,
+                    "-X",
+                    "POST",
+                    "-d",
+                    body,
+                    &format!("{}{path}", spec.url.trim_end_matches('/')),
+                ]
+                .map(str::to_string),
+            );
+            argv
+        };
+        let key = data_encoding::BASE64.encode(QUORUM_READ_KEY.as_bytes());
+        ClientCommands {
+            members: curl(max_time, "{}", "/v3/cluster/member/list"),
+            status: curl(max_time, "{}", "/v3/maintenance/status"),
+            // An empty request is action GET (0): the alarms raised.
+            alarms: curl(max_time, "{}", "/v3/maintenance/alarm"),
+            quorum_read: curl(
+                QUORUM_READ_DEADLINE,
+                &format!("{{\"key\":\"{key}\"}}"),
+                "/v3/kv/range",
+            ),
+        }
+    }
+}
+
+/// How `host`'s member is asked: `etcd_client_url` (an https URL; k3s's etcd takes only
+/// TLS clients) and the certificates in `etcd_tls_dir`, k3s's defaults where the repo
+/// names neither. A value that cannot be rendered or is no URL is an error naming the host
+/// and the variable.
+pub fn client_spec(repo: &Repo, host: &str) -> Result<ClientSpec, HostVarError> {
+    let url = string_var(repo, host, VAR_CLIENT_URL, DEFAULT_CLIENT_URL)?;
+    crate::hostvar::check_word(host, VAR_CLIENT_URL, &url)?;
+    let url = http_url(host, VAR_CLIENT_URL, url)?;
+    let dir = string_var(repo, host, VAR_TLS_DIR, DEFAULT_TLS_DIR)?;
+    crate::hostvar::check_word(host, VAR_TLS_DIR, &dir)?;
+    let dir = dir.trim_end_matches('/');
+    Ok(ClientSpec {
+        url,
+        cacert: format!("{dir}/server-ca.crt"),
+        cert: format!("{dir}/client.crt"),
+        key: format!("{dir}/client.key"),
+        become_root: crate::hostvar::bool_var(repo, host, VAR_CLIENT_BECOME, true)?,
+    })
+}
 
 /// The two read-only commands of one member's look, as argv.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +174,8 @@ pub struct MemberSpec {
     pub address: String,
     /// The metrics URL, or why it cannot be worked out (a could-not-look for the metrics).
     pub metrics_url: Result<String, HostVarError>,
+    /// Where its member's client API is asked, or why that cannot be worked out.
+    pub client: Result<ClientSpec, HostVarError>,
 }
 
 /// The metrics URL of `host`: its rendered `etcd_metrics_url`, the k3s default where the
@@ -116,6 +224,7 @@ pub fn members(repo: &Repo, env: &str) -> Result<Vec<MemberSpec>, MembersError> 
             host: s.name.clone(),
             address: s.address.clone(),
             metrics_url: metrics_url(repo, &s.name),
+            client: client_spec(repo, &s.name),
         })
         .collect())
 }
@@ -135,6 +244,10 @@ pub struct EtcdProbe {
     /// Per host, since when its member has not answered (its first failed look after the
     /// last one that answered): what "not answering since" says.
     silent_since: std::sync::Mutex<BTreeMap<String, Timestamp>>,
+    /// The pre-flight's thresholds.
+    pub preflight: live::PreflightPolicy,
+    /// Per host, its member's leader-change counter as seen over the pre-flight's window.
+    leader_changes: std::sync::Mutex<BTreeMap<String, Vec<(Timestamp, u64)>>>,
 }
 
 impl std::fmt::Debug for EtcdProbe {
@@ -174,6 +287,8 @@ impl EtcdProbe {
             command_timeout: Duration::from_secs(10),
             api: BTreeMap::new(),
             silent_since: std::sync::Mutex::new(BTreeMap::new()),
+            preflight: live::PreflightPolicy::default(),
+            leader_changes: std::sync::Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -247,15 +362,25 @@ impl EtcdProbe {
         look.run(&self.exec, host, argv, cancel).await
     }
 
-    /// Everything seen on one member. Never fails: what could not be seen is a
-    /// could-not-look naming the host.
-    pub async fn observe(&self, spec: &MemberSpec, cancel: &CancellationToken) -> EtcdMemberObs {
+    /// Everything seen on one member: its metrics and IO pressure, and what it answers on
+    /// etcd's client API. Never fails: what could not be seen is a could-not-look naming
+    /// the host.
+    pub async fn observe(
+        &self,
+        spec: &MemberSpec,
+        cancel: &CancellationToken,
+    ) -> (EtcdMemberObs, live::EtcdClientObs) {
         let host = spec.host.as_str();
-        let unseen = |why: String| EtcdMemberObs {
-            host: spec.host.clone(),
-            address: spec.address.clone(),
-            metrics: Look::could_not(why.clone()),
-            io_pressure: Look::could_not(why),
+        let unseen = |why: String| {
+            (
+                EtcdMemberObs {
+                    host: spec.host.clone(),
+                    address: spec.address.clone(),
+                    metrics: Look::could_not(why.clone()),
+                    io_pressure: Look::could_not(why.clone()),
+                },
+                client_unseen(host, &why),
+            )
         };
         let connected = match self.unreachable.get(host) {
             Some(why) => Err(why.clone()),
@@ -278,12 +403,71 @@ impl EtcdProbe {
             }
         };
         let psi = async { psi_look(host, &psi_cmd, self.run(host, &psi_cmd, cancel).await) };
-        let (metrics, io_pressure) = tokio::join!(metrics, psi);
-        EtcdMemberObs {
-            host: spec.host.clone(),
-            address: spec.address.clone(),
-            metrics,
-            io_pressure,
+        let client = async {
+            match &spec.client {
+                Err(why) => client_unseen(host, &why.to_string()),
+                Ok(c) => self.client_look(host, c, cancel).await,
+            }
+        };
+        let (metrics, io_pressure, client) = tokio::join!(metrics, psi, client);
+        (
+            EtcdMemberObs {
+                host: spec.host.clone(),
+                address: spec.address.clone(),
+                metrics,
+                io_pressure,
+            },
+            client,
+        )
+    }
+
+    /// The member's four client-API reads, concurrently over the one connection.
+    async fn client_look(
+        &self,
+        host: &str,
+        spec: &ClientSpec,
+        cancel: &CancellationToken,
+    ) -> live::EtcdClientObs {
+        let c = ClientCommands::new(spec, self.curl_max_time);
+        let quorum_look = super::ssh_look::ReadOnlyLook {
+            id: "etcd-quorum-read",
+            title: "etcd quorum read",
+            timeout: QUORUM_READ_DEADLINE + Duration::from_secs(5),
+        };
+        let (members, status, alarms, quorum_read) = tokio::join!(
+            async {
+                client_answer(host, &c.members, self.run(host, &c.members, cancel).await).and_then(
+                    |t| {
+                        live::parse_member_list(&t).map_err(|e| format!("{host}: member list: {e}"))
+                    },
+                )
+            },
+            async {
+                client_answer(host, &c.status, self.run(host, &c.status, cancel).await).and_then(
+                    |t| live::parse_status(&t).map_err(|e| format!("{host}: status: {e}")),
+                )
+            },
+            async {
+                client_answer(host, &c.alarms, self.run(host, &c.alarms, cancel).await).and_then(
+                    |t| live::parse_alarms(&t).map_err(|e| format!("{host}: alarms: {e}")),
+                )
+            },
+            async {
+                let r = quorum_look
+                    .run(&self.exec, host, &c.quorum_read, cancel)
+                    .await;
+                client_answer(host, &c.quorum_read, r).and_then(|t| {
+                    live::parse_range(&t).map_err(|e| format!("{host}: quorum read: {e}"))
+                })
+            },
+        );
+        live::EtcdClientObs {
+            host: host.to_string(),
+            members: look(members),
+            status: look(status),
+            alarms: look(alarms),
+            quorum_read: look(quorum_read),
+            leader_changes: None,
         }
     }
 
@@ -333,8 +517,29 @@ impl EtcdProbe {
                 None => None,
             }
         };
-        let (observed, api) = tokio::join!(futures::future::join_all(looks), api);
+        let (both, api) = tokio::join!(futures::future::join_all(looks), api);
+        let (observed, mut client): (Vec<EtcdMemberObs>, Vec<live::EtcdClientObs>) =
+            both.into_iter().unzip();
         let now = hk_engine::journal::now();
+        {
+            let mut history = self
+                .leader_changes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let window = self.preflight.leader_changes_window_ms;
+            for (m, c) in observed.iter().zip(client.iter_mut()) {
+                let Some(n) = m.metrics.as_seen().and_then(|x| x.leader_changes) else {
+                    continue;
+                };
+                let samples = history.entry(m.host.clone()).or_default();
+                samples.push((now, n));
+                // Keep the window and the last sample before it.
+                let start = now.0.saturating_sub(window);
+                let keep_from = samples.iter().rposition(|(t, _)| t.0 <= start).unwrap_or(0);
+                samples.drain(..keep_from);
+                c.leader_changes = live::leader_changes(samples, window);
+            }
+        }
         let since = {
             let mut silent = self
                 .silent_since
@@ -353,6 +558,7 @@ impl EtcdProbe {
             silent.clone()
         };
         let mut pane = live::etcd_since(env, &observed, &self.policy, &since);
+        live::judge_members(&mut pane, &client, &self.preflight, &since);
         if let Some(api) = api {
             live::judge_quorum(&mut pane, &api);
         }
@@ -397,6 +603,45 @@ pub fn metrics_look(
         Ok(m) => Look::seen(m),
         Err(e) => Look::could_not(format!("{host}: `{}`: {e}", argv.join(" "))),
     }
+}
+
+fn look<T>(r: Result<T, String>) -> Look<T> {
+    match r {
+        Ok(v) => Look::seen(v),
+        Err(why) => Look::could_not(why),
+    }
+}
+
+/// Every client-API read of `host` failed for one reason (no connection, no URL).
+fn client_unseen(host: &str, why: &str) -> live::EtcdClientObs {
+    live::EtcdClientObs {
+        host: host.to_string(),
+        members: Look::could_not(why),
+        status: Look::could_not(why),
+        alarms: Look::could_not(why),
+        quorum_read: Look::could_not(why),
+        leader_changes: None,
+    }
+}
+
+/// A client-API `curl`'s answer: its output when it exited 0 (etcd's own errors come back
+/// as a JSON body, which the parsers name), else why not, naming the host and the command.
+pub fn client_answer(
+    host: &str,
+    argv: &[String],
+    result: Result<CommandOutput, String>,
+) -> Result<String, String> {
+    let out = result?;
+    if out.exit_status != Some(0) || out.exit_signal.is_some() {
+        return Err(failed(host, argv, &out));
+    }
+    if out.stdout_truncated {
+        return Err(format!(
+            "{host}: `{}` printed more than the SSH output cap",
+            argv.join(" ")
+        ));
+    }
+    Ok(out.stdout)
 }
 
 /// `cat /proc/pressure/io`: exit 0 with PSI text = seen; a kernel without PSI (no such
