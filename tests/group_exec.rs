@@ -4,6 +4,8 @@
 //! per file, and their tests share the binary's threads. Each file stays a module under
 //! its own name (`exec::FILE::test`).
 
+#[path = "etcd_real.rs"]
+mod etcd_real;
 #[path = "exec_ansible.rs"]
 mod exec_ansible;
 #[path = "exec_cli_trust.rs"]

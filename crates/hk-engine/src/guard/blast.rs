@@ -9,7 +9,7 @@
 //! types [`OVERRIDE`] with a reason (the run machine holds that answer to it).
 //! Must not: read anything itself (the caller hands in the panes).
 
-use crate::checks::live::{EtcdPane, NodesPane, Severity, VipLeasePane};
+use crate::checks::live::{EtcdPane, NodesPane, Rule, Severity, VipLeasePane};
 use crate::time::{span_ms, Style};
 
 /// A pane as the caller has it: seen (with how long ago its source last vouched for it, and
@@ -191,7 +191,22 @@ pub fn live_blast(hosts: &[String], servers: &[String], panes: &LivePanes<'_>) -
                     format!("etcd: no leader seen; whether {h} leads is unknown"),
                 )),
             }
-            for v in etcd.verdicts.iter().filter(|v| names(&v.subject, h)) {
+            // etcd's client-API findings come once, as the pre-flight's lines (below).
+            let client_rule = |v: &&crate::checks::live::Verdict| {
+                etcd.client.is_some()
+                    && (matches!(
+                        v.rule,
+                        Rule::EtcdMembership
+                            | Rule::EtcdStatus
+                            | Rule::EtcdAlarm
+                            | Rule::EtcdQuorumRead
+                    ) || v.subject.starts_with(crate::checks::live::CLIENT_SUBJECT))
+            };
+            for v in etcd
+                .verdicts
+                .iter()
+                .filter(|v| names(&v.subject, h) && !client_rule(v))
+            {
                 if v.severity != Severity::Ok {
                     out.push(line(v.severity, about(h, &v.message)));
                 }

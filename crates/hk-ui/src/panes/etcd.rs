@@ -55,9 +55,24 @@ pub fn table(p: &EtcdPane, width: usize, t: &Theme) -> Vec<Line<'static>> {
             .into_iter()
             .flatten()
             .reduce(Severity::worst);
+        // The role in etcd's own word (its status) where its client API was read.
+        let said = p.client.as_ref().and_then(|c| {
+            c.status.get(&m.host).map(|s| {
+                if c.leader_id.is_some()
+                    && s.leader == c.leader_id
+                    && c.leader_host.as_deref() == Some(m.host.as_str())
+                {
+                    "leader"
+                } else if s.learner {
+                    "learner"
+                } else {
+                    "follower"
+                }
+            })
+        });
         let (role, db, fsync) = match &m.metrics {
             Some(x) => (
-                if x.is_leader { "leader" } else { "follower" },
+                said.unwrap_or(if x.is_leader { "leader" } else { "follower" }),
                 x.db_size_bytes
                     .map(live::human_bytes)
                     .unwrap_or_else(|| "?".into()),
@@ -115,10 +130,15 @@ pub fn verdict_lines(p: &EtcdPane, t: &Theme) -> Vec<Line<'static>> {
         out.push(Line::styled(
             format!(
                 "✓ {}",
-                p.leader
-                    .as_deref()
-                    .map(|l| format!("{l} leads; every member's disk keeps up"))
-                    .unwrap_or_else(|| "nothing to report".into())
+                match (p.leader.as_deref(), p.client.as_ref()) {
+                    (Some(l), Some(c)) => format!(
+                        "{l} leads (term {}); {} voting members agree, no alarm, quorum reads answer; every member's disk keeps up",
+                        c.status.get(l).map(|s| s.raft_term.to_string()).unwrap_or_else(|| "?".into()),
+                        c.members.iter().filter(|m| !m.learner).count()
+                    ),
+                    (Some(l), None) => format!("{l} leads; every member's disk keeps up"),
+                    (None, _) => "nothing to report".into(),
+                }
             ),
             t.ok(),
         ));

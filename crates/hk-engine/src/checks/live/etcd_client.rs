@@ -350,6 +350,10 @@ impl EtcdClientView {
     }
 }
 
+/// The subject of a verdict about a member's client API that could not be read
+/// (`etcd-client HOST`): the gate shows it as a pre-flight line, not again as the host's.
+pub const CLIENT_SUBJECT: &str = "etcd-client ";
+
 /// One pre-flight finding: refusing (`blocks`) or shown only.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
@@ -434,8 +438,8 @@ pub fn judge_members(
                     .map(|t| format!(" since {}", clock(*t)))
                     .unwrap_or_default();
                 refuse(
-                    Rule::EtcdStatus,
-                    format!("member {}", o.host),
+                    Rule::CouldNotLook,
+                    format!("{CLIENT_SUBJECT}{}", o.host),
                     format!("{}'s etcd member not answering{since}: {reason}", o.host),
                 );
             }
@@ -449,8 +453,8 @@ pub fn judge_members(
     for o in obs {
         if let (Look::CouldNotLook { reason }, Some(_)) = (&o.members, o.status.as_seen()) {
             refuse(
-                Rule::EtcdMembership,
-                format!("member {}", o.host),
+                Rule::CouldNotLook,
+                format!("{CLIENT_SUBJECT}{}", o.host),
                 format!("{}'s member list could not be read: {reason}", o.host),
             );
         }
@@ -613,8 +617,8 @@ pub fn judge_members(
     for o in obs {
         if let (Look::CouldNotLook { reason }, Some(_)) = (&o.alarms, o.status.as_seen()) {
             refuse(
-                Rule::EtcdAlarm,
-                format!("member {}", o.host),
+                Rule::CouldNotLook,
+                format!("{CLIENT_SUBJECT}{}", o.host),
                 format!("{}'s alarms could not be read: {reason}", o.host),
             );
         }
@@ -716,6 +720,26 @@ pub fn judge_members(
         pane.leader = Some(h.clone());
     }
     for (rule, subject, f) in &findings {
+        if *rule == Rule::CouldNotLook {
+            // What could not be read is unknown on the pane (and refuses in the gate); where
+            // the member's metrics could not be read either, the pane says so already.
+            let host = subject.trim_start_matches(CLIENT_SUBJECT);
+            let metrics_seen = pane
+                .members
+                .iter()
+                .any(|m| m.host == host && m.metrics.is_some());
+            if metrics_seen {
+                pane.verdicts.push(Verdict::new(
+                    Pane::Etcd,
+                    Rule::CouldNotLook,
+                    Severity::Unknown,
+                    &env,
+                    subject.clone(),
+                    f.text.clone(),
+                ));
+            }
+            continue;
+        }
         pane.verdicts.push(Verdict::new(
             Pane::Etcd,
             *rule,

@@ -1,0 +1,562 @@
+//! etcd read as etcd (issue 39) against a REAL three-member etcd cluster: the etcd the kube
+//! tests build (tests/apiserver/build.sh), one member per server address (127.0.0.11-13),
+//! client TLS with client certificates (minted here with openssl), reached the way the
+//! console reaches a k3s server's member: over REAL OpenSSH to the server, `curl` there with
+//! the member's client certificate.
+//!
+//! What is real: etcd (membership, leadership and its transfer, learners, alarms, quotas,
+//! quorum), its JSON gateway, TLS, sshd, curl, hk-console's probe and its judging. What the
+//! hostvars point elsewhere than a k3s server would: each member's client URL (on k3s, the
+//! server's own 127.0.0.1:2379; here three members share one machine, so each has its own
+//! address) and the certificate directory. `etcd_client_become: false`: the tests run as the
+//! user that owns the certificates, and this machine has no sudo.
+//!
+//! Each refusal of the pre-flight is produced by etcd itself: a learner added, a member
+//! stopped, two members gone (a quorum read that times out), a member removed (two voting
+//! members), a quota small enough that writes raise NOSPACE.
+
+use crate::support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hk_console::checks::live::{EtcdClientView, EtcdPane};
+use hk_console::exec::settings::{SshConfig, SshDefaults};
+use hk_console::observe::etcd::EtcdProbe;
+use hk_console::repo::Repo;
+use tokio_util::sync::CancellationToken;
+
+use support::{Cluster, ADDRS};
+
+const HOSTS: [&str; 3] = ["k3s-prod-1", "k3s-prod-2", "k3s-prod-3"];
+
+struct Member {
+    name: String,
+    addr: &'static str,
+    client: u16,
+    peer: u16,
+    metrics: u16,
+    child: Option<Child>,
+}
+
+impl Member {
+    fn client_url(&self) -> String {
+        format!("https://{}:{}", self.addr, self.client)
+    }
+}
+
+/// Three sshd servers, three etcd members, and an infra repo naming them.
+struct Lab {
+    cluster: Cluster,
+    dir: PathBuf,
+    members: Vec<Member>,
+    root: PathBuf,
+}
+
+fn etcd_bin() -> PathBuf {
+    support::apiserver::bin_dir().join("etcd")
+}
+
+fn port(addr: &str) -> u16 {
+    std::net::TcpListener::bind((addr, 0))
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (the test setup installs it)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, a serving certificate per member (its address and 127.0.0.1, where its peers
+/// dial from), and the client certificate the console uses: k3s's file names.
+fn pki(dir: &Path) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let mut a = vec!["req", "-x509"];
+    a.extend(ec);
+    a.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "server-ca.crt",
+        "-subj",
+        "/CN=etcd-server-ca",
+        "-days",
+        "2",
+    ]);
+    openssl(dir, &a);
+    let sign = |name: &str, subj: &str, ext: &str| {
+        std::fs::write(dir.join(format!("{name}.ext")), ext).expect("ext");
+        let mut a = vec!["req"];
+        a.extend(ec);
+        let (key, csr, crt, extf) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.crt"),
+            format!("{name}.ext"),
+        );
+        a.extend(["-keyout", &key, "-out", &csr, "-subj", subj]);
+        openssl(dir, &a);
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "server-ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &crt,
+                "-days",
+                "2",
+                "-extfile",
+                &extf,
+            ],
+        );
+    };
+    for (i, addr) in ADDRS.iter().enumerate() {
+        sign(
+            &format!("member{}", i + 1),
+            &format!("/CN=member{}", i + 1),
+            &format!(
+                "subjectAltName=IP:{addr},IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n"
+            ),
+        );
+    }
+    sign("client", "/CN=etcd-client", "extendedKeyUsage=clientAuth\n");
+}
+
+impl Lab {
+    /// `quota`: etcd's --quota-backend-bytes for every member (None: etcd's default).
+    fn start(quota: Option<u64>) -> Lab {
+        let cluster = Cluster::start();
+        let dir = cluster.dir.path().join("etcd");
+        std::fs::create_dir_all(&dir).expect("etcd dir");
+        pki(&dir);
+        let mut members: Vec<Member> = ADDRS
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| Member {
+                name: format!("member{}", i + 1),
+                addr,
+                client: port(addr),
+                peer: port(addr),
+                metrics: port(addr),
+                child: None,
+            })
+            .collect();
+        let initial: Vec<String> = members
+            .iter()
+            .map(|m| format!("{}=https://{}:{}", m.name, m.addr, m.peer))
+            .collect();
+        let initial = initial.join(",");
+        for m in &mut members {
+            let d = |f: &str| dir.join(f).display().to_string();
+            let cert = d(&format!("{}.crt", m.name));
+            let key = d(&format!("{}.key", m.name));
+            let mut args = vec![
+                format!("--name={}", m.name),
+                format!("--data-dir={}", d(&format!("{}.data", m.name))),
+                format!("--listen-client-urls={}", m.client_url()),
+                format!("--advertise-client-urls={}", m.client_url()),
+                format!("--listen-peer-urls=https://{}:{}", m.addr, m.peer),
+                format!(
+                    "--initial-advertise-peer-urls=https://{}:{}",
+                    m.addr, m.peer
+                ),
+                format!("--listen-metrics-urls=http://{}:{}", m.addr, m.metrics),
+                format!("--initial-cluster={initial}"),
+                format!("--cert-file={cert}"),
+                format!("--key-file={key}"),
+                format!("--trusted-ca-file={}", d("server-ca.crt")),
+                "--client-cert-auth".into(),
+                format!("--peer-cert-file={cert}"),
+                format!("--peer-key-file={key}"),
+                format!("--peer-trusted-ca-file={}", d("server-ca.crt")),
+                "--peer-client-cert-auth".into(),
+                "--unsafe-no-fsync=true".into(),
+                "--log-level=error".into(),
+            ];
+            if let Some(q) = quota {
+                args.push(format!("--quota-backend-bytes={q}"));
+            }
+            let log = std::fs::File::create(dir.join(format!("{}.log", m.name))).expect("log");
+            m.child = Some(
+                Command::new(etcd_bin())
+                    .args(&args)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(log)
+                    .spawn()
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "{}: {e} (tests/apiserver/build.sh builds it)",
+                            etcd_bin().display()
+                        )
+                    }),
+            );
+        }
+        let root = cluster.dir.path().join("repo");
+        let inv = root.join("inventory");
+        std::fs::create_dir_all(&inv).expect("inventory dir");
+        std::fs::write(
+            root.join("hk-console.yaml"),
+            "inventory: inventory/hosts.ini\nknown_hosts: known_hosts\nenvironments:\n  prod: { servers: prod_servers }\n",
+        )
+        .expect("hk-console.yaml");
+        let mut ini = String::from("[prod_servers]\n");
+        for (i, h) in HOSTS.iter().enumerate() {
+            let (n, m) = (&cluster.nodes[i], &members[i]);
+            ini.push_str(&format!(
+                "{h} ansible_host={} ansible_port={} ansible_user={} ansible_ssh_private_key_file={} \
+                 etcd_client_url={} etcd_metrics_url=http://{}:{}/metrics etcd_tls_dir={} etcd_client_become=false\n",
+                n.addr,
+                n.port,
+                Cluster::user(),
+                cluster.client_key.display(),
+                m.client_url(),
+                m.addr,
+                m.metrics,
+                dir.display(),
+            ));
+        }
+        std::fs::write(inv.join("hosts.ini"), ini).expect("hosts.ini");
+        std::fs::copy(&cluster.known_hosts, root.join("known_hosts")).expect("known_hosts");
+        let lab = Lab {
+            cluster,
+            dir,
+            members,
+            root,
+        };
+        lab.wait(|| {
+            lab.api(0, "/v3/kv/range", r#"{"key":"aw=="}"#)
+                .contains("header")
+        });
+        lab
+    }
+
+    fn repo(&self) -> Repo {
+        Repo::load(&self.root).expect("load the lab's repo")
+    }
+
+    fn probe(&self, repo: &Repo) -> EtcdProbe {
+        let defaults = SshDefaults {
+            user: Cluster::user(),
+            home: self.cluster.dir.path().join("home"),
+        };
+        EtcdProbe::for_repo_with(
+            repo,
+            hk_console::context::ssh_options(repo),
+            &SshConfig::empty(),
+            &defaults,
+        )
+    }
+
+    /// etcd's gateway on member `i`, from the test (not through the console).
+    fn api(&self, i: usize, path: &str, body: &str) -> String {
+        let d = |f: &str| self.dir.join(f).display().to_string();
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "10", "--cacert", &d("server-ca.crt")])
+            .args(["--cert", &d("client.crt"), "--key", &d("client.key")])
+            .args(["-X", "POST", "-d", body])
+            .arg(format!("{}{path}", self.members[i].client_url()))
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    }
+
+    fn wait(&self, mut ok: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ok() {
+            assert!(
+                Instant::now() < deadline,
+                "etcd did not get there in 30 s; logs:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn logs(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| {
+                let t = std::fs::read_to_string(self.dir.join(format!("{}.log", m.name)))
+                    .unwrap_or_default();
+                let tail: Vec<&str> = t.lines().rev().take(5).collect();
+                format!("{}: {}", m.name, tail.join("\n"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn stop(&mut self, i: usize) {
+        if let Some(mut c) = self.members[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// The member id (decimal, as the gateway writes it) of member `i`.
+    fn id(&self, i: usize) -> String {
+        let s = self.api(i, "/v3/maintenance/status", "{}");
+        let v: serde_json::Value = serde_json::from_str(&s).expect("status JSON");
+        v["header"]["member_id"]
+            .as_str()
+            .expect("member_id")
+            .to_string()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.stop(i);
+        }
+    }
+}
+
+async fn look(p: &EtcdProbe, repo: &Repo) -> EtcdPane {
+    let (pane, _) = p.look(repo, "prod", &CancellationToken::new()).await;
+    pane
+}
+
+fn view(p: &EtcdPane) -> &EtcdClientView {
+    p.client
+        .as_ref()
+        .unwrap_or_else(|| panic!("etcd's client API not read: {p:#?}"))
+}
+
+fn refusals(p: &EtcdPane) -> Vec<String> {
+    view(p)
+        .preflight
+        .iter()
+        .filter(|f| f.blocks)
+        .map(|f| f.text.clone())
+        .collect()
+}
+
+fn refused_with(p: &EtcdPane, want: &str) {
+    let r = refusals(p);
+    assert!(
+        r.iter().any(|t| t.contains(want)),
+        "want a refusal containing {want:?}, got {r:#?}"
+    );
+}
+
+/// The healthy cluster: three members agree, etcd names the leader the metrics name, the
+/// pre-flight passes; leadership moved by etcd's own API is seen on the next look, with a
+/// new raft term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_cluster_is_read_as_etcd_and_its_leader_move_is_seen() {
+    let lab = Lab::start(None);
+    let repo = lab.repo();
+    let p = lab.probe(&repo);
+    let pane = look(&p, &repo).await;
+    let v = view(&pane);
+    assert_eq!(refusals(&pane), Vec::<String>::new(), "{pane:#?}");
+    assert_eq!(v.members.len(), 3);
+    // etcd lists its members by id.
+    let mut names: Vec<&str> = v.members.iter().map(|m| m.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, vec!["member1", "member2", "member3"]);
+    assert_eq!(v.member_of.len(), 3, "each server's own member found: {v:#?}");
+    let leader = v.leader_host.clone().expect("etcd names a leader");
+    let by_metrics: Vec<&str> = pane
+        .members
+        .iter()
+        .filter(|m| m.metrics.as_ref().is_some_and(|x| x.is_leader))
+        .map(|m| m.host.as_str())
+        .collect();
+    assert_eq!(
+        by_metrics,
+        vec![leader.as_str()],
+        "metrics and status agree"
+    );
+    let term = v.status[&leader].raft_term;
+    for h in HOSTS {
+        assert!(v.lag(h).is_some_and(|l| l < 10), "{h} caught up: {v:#?}");
+    }
+
+    // Move the leadership to another member with etcd's own API (sent to the leader).
+    let from = HOSTS.iter().position(|h| *h == leader).expect("a lab host");
+    let to = (from + 1) % 3;
+    let said = lab.api(
+        from,
+        "/v3/maintenance/transfer-leadership",
+        &format!(r#"{{"targetID":"{}"}}"#, lab.id(to)),
+    );
+    assert!(said.contains("header") || said.trim() == "{}", "{said}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let moved = loop {
+        let pane = look(&p, &repo).await;
+        if view(&pane).leader_host.as_deref() == Some(HOSTS[to]) {
+            break pane;
+        }
+        assert!(Instant::now() < deadline, "no move seen: {pane:#?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(moved.leader.as_deref(), Some(HOSTS[to]));
+    assert!(view(&moved).status[HOSTS[to]].raft_term > term);
+}
+
+/// Every refusal the pre-flight has for membership and quorum, each produced by etcd: a
+/// learner added, a member stopped, two members gone (the quorum read times out), a stopped
+/// member removed (two voting members left).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_itself_produces_each_membership_and_quorum_refusal() {
+    let mut lab = Lab::start(None);
+    let repo = lab.repo();
+    let p = lab.probe(&repo);
+
+    // A learner (added, never started): etcd lists it unstarted and as a learner. etcd
+    // refuses to add one until its members have been connected a while: retried.
+    let mut added = String::new();
+    lab.wait(|| {
+        added = lab.api(
+            0,
+            "/v3/cluster/member/add",
+            r#"{"peerURLs":["https://127.0.0.14:2380"],"isLearner":true}"#,
+        );
+        added.contains("\"member\"")
+    });
+    let pane = look(&p, &repo).await;
+    refused_with(&pane, "is listed but has not started");
+    let learner: serde_json::Value = serde_json::from_str(&added).expect("member add JSON");
+    let id = learner["member"]["ID"]
+        .as_str()
+        .expect("learner id")
+        .to_string();
+    let removed = lab.api(
+        0,
+        "/v3/cluster/member/remove",
+        &format!(r#"{{"ID":"{id}"}}"#),
+    );
+    assert!(removed.contains("header"), "{removed}");
+    let pane = look(&p, &repo).await;
+    assert_eq!(
+        refusals(&pane),
+        Vec::<String>::new(),
+        "learner removed: {pane:#?}"
+    );
+
+    // One member stopped: it does not answer; the two left still serve quorum reads.
+    lab.stop(2);
+    let pane = look(&p, &repo).await;
+    refused_with(&pane, "k3s-prod-3's etcd member not answering");
+    assert!(
+        !refusals(&pane)
+            .iter()
+            .any(|t| t.contains("quorum read through k3s-prod-1")),
+        "{:#?}",
+        refusals(&pane)
+    );
+
+    // Removed from the membership: two voting members, losing either loses quorum.
+    let id3 = {
+        let l = lab.api(0, "/v3/cluster/member/list", "{}");
+        let v: serde_json::Value = serde_json::from_str(&l).expect("list JSON");
+        v["members"]
+            .as_array()
+            .expect("members")
+            .iter()
+            .find(|m| m["name"] == "member3")
+            .and_then(|m| m["ID"].as_str())
+            .expect("member3's id")
+            .to_string()
+    };
+    lab.wait(|| {
+        lab.api(
+            0,
+            "/v3/cluster/member/remove",
+            &format!(r#"{{"ID":"{id3}"}}"#),
+        )
+        .contains("header")
+    });
+    let pane = look(&p, &repo).await;
+    refused_with(&pane, "only 2 voting members");
+
+    // Then a second member gone: no quorum; the read through the last one times out.
+    lab.stop(1);
+    let started = Instant::now();
+    let pane = look(&p, &repo).await;
+    eprintln!("look without quorum took {:?}", started.elapsed());
+    refused_with(
+        &pane,
+        "a quorum read through k3s-prod-1 did not answer within 15s",
+    );
+    refused_with(&pane, "k3s-prod-2's etcd member not answering");
+}
+
+/// A quota small enough that writes raise etcd's NOSPACE alarm: the pre-flight refuses on
+/// the alarm and on the DB against its quota, both as etcd reports them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_quota_raises_nospace_and_the_preflight_refuses() {
+    let lab = Lab::start(Some(512 * 1024));
+    let repo = lab.repo();
+    let p = lab.probe(&repo);
+    let pane = look(&p, &repo).await;
+    assert_eq!(refusals(&pane), Vec::<String>::new(), "{pane:#?}");
+    // 64 KiB values under distinct keys until etcd refuses the write.
+    let value = data_encoding::BASE64.encode(&vec![b'x'; 64 * 1024]);
+    let mut refused = String::new();
+    for k in 0..64 {
+        let key = data_encoding::BASE64.encode(format!("fill/{k}").as_bytes());
+        let said = lab.api(
+            0,
+            "/v3/kv/put",
+            &format!(r#"{{"key":"{key}","value":"{value}"}}"#),
+        );
+        if !said.contains("header") {
+            refused = said;
+            break;
+        }
+    }
+    assert!(
+        refused.contains("database space exceeded"),
+        "etcd never refused a write: {refused}"
+    );
+    let pane = look(&p, &repo).await;
+    refused_with(&pane, "alarm NOSPACE raised on");
+    refused_with(&pane, "quota (");
+}
+
+/// Without `etcd_client_become: false` the reads go through `sudo -n`: on a server without
+/// sudo (this machine) that is a named failure, never a pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_through_sudo_fail_loudly_where_sudo_is_missing() {
+    if Path::new("/usr/bin/sudo").exists() {
+        eprintln!("this machine has sudo: the missing-sudo case cannot be produced here");
+        return;
+    }
+    let lab = Lab::start(None);
+    let hosts = lab.root.join("inventory/hosts.ini");
+    let ini = std::fs::read_to_string(&hosts).expect("hosts.ini");
+    std::fs::write(&hosts, ini.replace(" etcd_client_become=false", "")).expect("write");
+    let repo = lab.repo();
+    let p = lab.probe(&repo);
+    let pane = look(&p, &repo).await;
+    refused_with(&pane, "k3s-prod-1's etcd member not answering");
+    let r = refusals(&pane).join("\n");
+    assert!(r.contains("sudo"), "{r}");
+}
