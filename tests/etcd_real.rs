@@ -380,7 +380,11 @@ async fn a_real_cluster_is_read_as_etcd_and_its_leader_move_is_seen() {
     let mut names: Vec<&str> = v.members.iter().map(|m| m.name.as_str()).collect();
     names.sort();
     assert_eq!(names, vec!["member1", "member2", "member3"]);
-    assert_eq!(v.member_of.len(), 3, "each server's own member found: {v:#?}");
+    assert_eq!(
+        v.member_of.len(),
+        3,
+        "each server's own member found: {v:#?}"
+    );
     let leader = v.leader_host.clone().expect("etcd names a leader");
     let by_metrics: Vec<&str> = pane
         .members

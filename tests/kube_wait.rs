@@ -92,9 +92,11 @@ fn start_wait(client: Client, condition: &str, timeout_s: u64, stuck_after: Dura
     let cancel = CancellationToken::new();
     let c = cancel.clone();
     let task = tokio::spawn(async move {
+        // The real API server alone: no SSH to its servers, so the API's view only.
         let opts = WaitOptions {
             timeout: Duration::from_secs(timeout_s),
             stuck_after,
+            etcd: None,
         };
         let progress = move |l: String| {
             let _ = tx.send(l);

@@ -460,6 +460,49 @@ fn etcd_member(host: &str, address: IpAddr, leader: bool) -> EtcdMemberObs {
     }
 }
 
+/// What each server's member answers on etcd's client API when all of `servers` are
+/// members, agree, and follow `leader`'s: member i+1 on server i, no alarm, quorum reads
+/// answered.
+pub fn etcd_client(servers: &[&str], leader: &str) -> Vec<EtcdClientObs> {
+    let id = |h: &str| servers.iter().position(|s| *s == h).map(|i| i as u64 + 1);
+    let list = EtcdMemberList {
+        cluster_id: 7,
+        answered_by: 1,
+        members: servers
+            .iter()
+            .map(|s| EtcdMemberInfo {
+                id: id(s).unwrap_or(0),
+                name: format!("{s}-0a1b2c3d"),
+                peer_urls: vec![format!("https://{s}:2380")],
+                client_urls: vec![format!("https://{s}:2379")],
+                learner: false,
+            })
+            .collect(),
+    };
+    servers
+        .iter()
+        .map(|s| EtcdClientObs {
+            host: s.to_string(),
+            members: Look::seen(list.clone()),
+            status: Look::seen(EtcdStatus {
+                member_id: id(s).unwrap_or(0),
+                leader: id(leader),
+                raft_term: 2,
+                raft_index: 1_000,
+                applied_index: 1_000,
+                db_size: 25_165_824,
+                db_size_in_use: None,
+                learner: false,
+                errors: vec![],
+                version: "3.6.4".into(),
+            }),
+            alarms: Look::seen(vec![]),
+            quorum_read: Look::seen(()),
+            leader_changes: None,
+        })
+        .collect()
+}
+
 /// prod after `holder-dies` twice: k3s-prod-1 and k3s-prod-2 NotReady, `/readyz/etcd`
 /// through the VIP 500 (the simulated server's words), k3s-prod-1's last metrics still
 /// saying it leads, the lease on k3s-prod-2 not yet expired, no rollout running. The nodes,
@@ -527,6 +570,13 @@ pub fn prod_cluster(holder: &str, leader: &str, not_ready: &[&str], at: Timestam
         .map(|s| etcd_member(&s.name, s.address, s.name == leader))
         .collect();
     let mut pane = etcd("prod", &members, &EtcdPolicy::default());
+    let names: Vec<&str> = t.servers.iter().map(|s| s.name.as_str()).collect();
+    judge_members(
+        &mut pane,
+        &etcd_client(&names, leader),
+        &PreflightPolicy::default(),
+        &BTreeMap::new(),
+    );
     judge_quorum(
         &mut pane,
         &EtcdApiObs {

@@ -170,6 +170,7 @@ pub async fn snapshot(
         agents,
         etcd,
         lease,
+        etcd_members: None,
     }
 }
 
@@ -188,6 +189,7 @@ pub async fn wait_healthy(
     gate: &HealthGate,
     time_scale: u32,
     timeout: Duration,
+    etcd: Option<&crate::observe::etcd::EtcdSource>,
     cancel: &CancellationToken,
     progress: &(dyn Fn(String) + Send + Sync),
 ) -> WaitEnd {
@@ -199,11 +201,16 @@ pub async fn wait_healthy(
         .max(Duration::from_millis(100));
     let deadline = tokio::time::Instant::now() + timeout;
     progress(format!(
-        "{}: health gate after {} before {}: every node Ready, every cilium-agent Ready on the VIP {}, /readyz/etcd ok, the VIP lease holder unchanged for {} s, then healthy for {} s (up to {} s)",
+        "{}: health gate after {} before {}: every node Ready, every cilium-agent Ready on the VIP {}, /readyz/etcd ok, {}the VIP lease holder unchanged for {} s, then healthy for {} s (up to {} s)",
         topo.env,
         gate.after,
         gate.before,
         topo.vip,
+        if etcd.is_some() {
+            format!("etcd's members agreeing on one leader and caught up within {} entries, no alarm, ", hk_engine::guard::health::CATCH_UP_ENTRIES)
+        } else {
+            String::new()
+        },
         stable.as_secs_f32(),
         soak.as_secs_f32(),
         timeout.as_secs()
@@ -221,7 +228,17 @@ pub async fn wait_healthy(
             _ = tokio::time::sleep_until(deadline) => {
                 return WaitEnd::TimedOut { after: timeout, last }
             }
-            s = snapshot(client, topo, settings) => s,
+            s = async {
+                let members = async {
+                    match etcd {
+                        Some(e) => Some(e.read(&topo.env, cancel).await),
+                        None => None,
+                    }
+                };
+                let (mut snap, members) = tokio::join!(snapshot(client, topo, settings), members);
+                snap.etcd_members = members;
+                snap
+            } => s,
         };
         let state = watch.observe(topo, &snap);
         let line = state.to_string();

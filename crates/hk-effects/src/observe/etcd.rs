@@ -491,7 +491,19 @@ impl EtcdProbe {
         api: Option<&(kube::Client, crate::cluster::WatchSettings)>,
         cancel: &CancellationToken,
     ) -> (EtcdPane, Timestamp) {
-        let specs = match members(repo, env) {
+        self.look_members(env, members(repo, env), api, cancel)
+            .await
+    }
+
+    /// [`EtcdProbe::look_via`] on members worked out before (`members(repo, env)`).
+    pub async fn look_members(
+        &self,
+        env: &str,
+        specs: Result<Vec<MemberSpec>, MembersError>,
+        api: Option<&(kube::Client, crate::cluster::WatchSettings)>,
+        cancel: &CancellationToken,
+    ) -> (EtcdPane, Timestamp) {
+        let specs = match specs {
             Ok(s) => s,
             Err(why) => {
                 let mut pane = live::etcd(env, &[], &self.policy);
@@ -563,6 +575,56 @@ impl EtcdProbe {
             live::judge_quorum(&mut pane, &api);
         }
         (pane, now)
+    }
+}
+
+/// What a health gate reads etcd's members with (issue 39): the probe, and each
+/// environment's members as the repo names them when the source was made.
+#[derive(Clone)]
+pub struct EtcdSource {
+    pub probe: Arc<EtcdProbe>,
+    members: BTreeMap<String, Result<Vec<MemberSpec>, MembersError>>,
+}
+
+impl std::fmt::Debug for EtcdSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdSource")
+            .field("envs", &self.members.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl EtcdSource {
+    pub fn new(repo: &Repo, probe: Arc<EtcdProbe>) -> Self {
+        EtcdSource {
+            probe,
+            members: repo
+                .environments
+                .iter()
+                .map(|e| (e.name.clone(), members(repo, &e.name)))
+                .collect(),
+        }
+    }
+
+    /// `env`'s members read as etcd: the client view, or why it could not be had.
+    pub async fn read(&self, env: &str, cancel: &CancellationToken) -> Look<live::EtcdClientView> {
+        let specs = self.members.get(env).cloned().unwrap_or_else(|| {
+            Err(MembersError::UnknownEnv {
+                env: env.to_string(),
+                known: self.members.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
+        });
+        let (pane, _) = self.probe.look_members(env, specs, None, cancel).await;
+        match pane.client {
+            Some(view) => Look::seen(view),
+            None => Look::could_not(
+                pane.verdicts
+                    .iter()
+                    .find(|v| v.rule == live::Rule::CouldNotLook)
+                    .map(|v| v.message.clone())
+                    .unwrap_or_else(|| format!("{env}: etcd's members were not read")),
+            ),
+        }
     }
 }
 

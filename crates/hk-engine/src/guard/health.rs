@@ -49,7 +49,16 @@ pub struct ClusterSnapshot {
     pub etcd: Look<EtcdReady>,
     /// `Seen(None)`: there is no such Lease.
     pub lease: Look<Option<LeaseLook>>,
+    /// etcd read from its members (issue 39): None where the gate was given no way to read
+    /// them (its summary says so); a look that failed is a cause, never a pass.
+    #[serde(default)]
+    pub etcd_members: Option<Look<crate::checks::live::EtcdClientView>>,
 }
+
+/// How far (in raft entries) a member's applied index may trail the leader's and still be
+/// caught up: the looks at the members are not simultaneous, and a busy cluster applies
+/// tens of entries a second; a member restarted from a snapshot trails by thousands.
+pub const CATCH_UP_ENTRIES: u64 = 100;
 
 /// `HH:MM:SS` (UTC), as the operator reads it on a clock.
 pub fn clock(t: Timestamp) -> String {
@@ -158,6 +167,34 @@ pub fn unhealthy(topo: &EnvTopology, snap: &ClusterSnapshot) -> Vec<String> {
             "/readyz/etcd through the API endpoint is not ok: {detail}"
         )),
     }
+    match &snap.etcd_members {
+        None => {}
+        Some(Look::CouldNotLook { reason }) => {
+            causes.push(format!("could not read etcd's members: {reason}"))
+        }
+        Some(Look::Seen { value }) => {
+            for f in value.preflight.iter().filter(|f| f.blocks) {
+                causes.push(format!("etcd: {}", f.text));
+            }
+            if let (Some(leader), Some(lead)) = (
+                value.leader_host.as_deref(),
+                value
+                    .leader_host
+                    .as_deref()
+                    .and_then(|h| value.status.get(h)),
+            ) {
+                for (host, st) in &value.status {
+                    let behind = lead.applied_index.saturating_sub(st.applied_index);
+                    if behind > CATCH_UP_ENTRIES {
+                        causes.push(format!(
+                            "etcd: {host}'s member has applied {} of the leader's ({leader}) {}: {behind} entries behind, still catching up (at most {CATCH_UP_ENTRIES})",
+                            st.applied_index, lead.applied_index
+                        ));
+                    }
+                }
+            }
+        }
+    }
     match &snap.lease {
         Look::CouldNotLook { reason } => {
             causes.push(format!("could not look at the VIP lease: {reason}"))
@@ -235,6 +272,8 @@ pub struct GateWatch {
     pub soak_ms: u64,
     healthy_since: Option<Timestamp>,
     holder: Option<(String, Timestamp)>,
+    /// etcd's leader (its server) as last seen: a change restarts the soak.
+    etcd_leader: Option<String>,
 }
 
 impl GateWatch {
@@ -244,6 +283,7 @@ impl GateWatch {
             soak_ms,
             healthy_since: None,
             holder: None,
+            etcd_leader: None,
         }
     }
 
@@ -275,9 +315,25 @@ impl GateWatch {
             self.healthy_since = None;
             return GateState::Unhealthy { causes };
         }
+        // No leader change during the soak: a new etcd leader starts it again.
+        let etcd = snap.etcd_members.as_ref().and_then(Look::as_seen);
+        let leader_now = etcd.and_then(|v| v.leader_host.clone());
+        let mut moved = None;
+        if let (Some(before), Some(now_l)) = (&self.etcd_leader, &leader_now) {
+            if before != now_l {
+                moved = Some(format!(
+                    "etcd's leader moved from {before} to {now_l} at {}: the soak starts again",
+                    clock(now)
+                ));
+                self.healthy_since = None;
+            }
+        }
+        if leader_now.is_some() {
+            self.etcd_leader = leader_now;
+        }
         let since = *self.healthy_since.get_or_insert(now);
         let healthy_for = now.0.saturating_sub(since.0);
-        let mut waiting = Vec::new();
+        let mut waiting: Vec<String> = moved.into_iter().collect();
         if let Some((holder, held_since)) = &self.holder {
             let held = now.0.saturating_sub(held_since.0);
             if held < self.stable_for_ms {
@@ -299,9 +355,18 @@ impl GateWatch {
         }
         if waiting.is_empty() {
             let holder = self.holder.as_ref().map(|(h, _)| h.as_str()).unwrap_or("?");
+            let members = match (&snap.etcd_members, etcd) {
+                (_, Some(v)) => format!(
+                    "etcd's {} members caught up on {} and no leader change during the soak",
+                    v.status.len(),
+                    v.leader_host.as_deref().unwrap_or("?")
+                ),
+                (None, _) => "etcd's members not read (this gate has no SSH look at them)".into(),
+                (Some(_), None) => "etcd's members not read".into(),
+            };
             GateState::Passed {
                 summary: format!(
-                    "every node Ready, every cilium-agent Ready on the VIP {}, /readyz/etcd ok, the VIP lease held by {holder} for at least {}, healthy for {}",
+                    "every node Ready, every cilium-agent Ready on the VIP {}, /readyz/etcd ok, {members}, the VIP lease held by {holder} for at least {}, healthy for {}",
                     topo.vip,
                     secs(self.stable_for_ms),
                     secs(healthy_for)
@@ -530,6 +595,99 @@ mod tests {
                 acquire_time: Some(Timestamp(NOON - 3_600_000)),
                 duration_s: Some(5),
             })),
+            etcd_members: None,
+        }
+    }
+
+    /// etcd's members as read from them: k3s-prod-N's member is N, `leader` leads, each
+    /// member has applied `applied[i]` entries.
+    fn members(leader: usize, applied: [u64; 3]) -> crate::checks::live::EtcdClientView {
+        use crate::checks::live::{EtcdClientView, EtcdStatus};
+        let mut v = EtcdClientView::default();
+        for (i, a) in applied.iter().enumerate() {
+            let host = format!("k3s-prod-{}", i + 1);
+            v.member_of.insert(host.clone(), i as u64 + 1);
+            v.status.insert(
+                host,
+                EtcdStatus {
+                    member_id: i as u64 + 1,
+                    leader: Some(leader as u64),
+                    raft_term: 2,
+                    raft_index: *a,
+                    applied_index: *a,
+                    db_size: 1,
+                    db_size_in_use: None,
+                    learner: false,
+                    errors: vec![],
+                    version: "3.6.4".into(),
+                },
+            );
+        }
+        v.leader_id = Some(leader as u64);
+        v.leader_host = Some(format!("k3s-prod-{leader}"));
+        v
+    }
+
+    #[test]
+    fn the_gate_waits_for_a_restarted_member_to_catch_up_and_restarts_the_soak_on_a_leader_move() {
+        let topo = prod();
+        let with = |at: u64, v: crate::checks::live::EtcdClientView| {
+            let mut s = healthy(at);
+            s.etcd_members = Some(Look::seen(v));
+            s
+        };
+        // k3s-prod-3 back from a restart, 4,000 entries behind the leader: not yet.
+        let causes = unhealthy(&topo, &with(NOON, members(1, [10_000, 10_000, 6_000])));
+        assert_eq!(
+            causes,
+            vec!["etcd: k3s-prod-3's member has applied 6000 of the leader's (k3s-prod-1) 10000: 4000 entries behind, still catching up (at most 100)".to_string()]
+        );
+        // Within the distance: caught up.
+        assert!(unhealthy(&topo, &with(NOON, members(1, [10_050, 10_000, 9_990]))).is_empty());
+        // A pre-flight refusal is a cause too.
+        let mut v = members(1, [1, 1, 1]);
+        v.preflight.push(crate::checks::live::Finding {
+            severity: crate::checks::live::Severity::Critical,
+            blocks: true,
+            text: "alarm NOSPACE raised on k3s-prod-2".into(),
+        });
+        assert_eq!(
+            unhealthy(&topo, &with(NOON, v)),
+            vec!["etcd: alarm NOSPACE raised on k3s-prod-2".to_string()]
+        );
+        let mut s = healthy(NOON);
+        s.etcd_members = Some(Look::could_not("k3s-prod-1: ssh: connection refused"));
+        assert_eq!(
+            unhealthy(&topo, &s),
+            vec!["could not read etcd's members: k3s-prod-1: ssh: connection refused".to_string()]
+        );
+
+        // The soak: a leader move in the middle starts it again.
+        let mut gate = GateWatch::new(0, 60_000);
+        let m = |l| members(l, [5, 5, 5]);
+        assert!(matches!(
+            gate.observe(&topo, &with(NOON, m(1))),
+            GateState::Waiting { .. }
+        ));
+        match gate.observe(&topo, &with(NOON + 50_000, m(2))) {
+            GateState::Waiting { why } => assert!(
+                why.starts_with("etcd's leader moved from k3s-prod-1 to k3s-prod-2 at 12:00:50: the soak starts again"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            gate.observe(&topo, &with(NOON + 100_000, m(2))),
+            GateState::Waiting { .. }
+        ));
+        match gate.observe(&topo, &with(NOON + 111_000, m(2))) {
+            GateState::Passed { summary } => assert!(
+                summary.contains(
+                    "etcd's 3 members caught up on k3s-prod-2 and no leader change during the soak"
+                ),
+                "{summary}"
+            ),
+            other => panic!("{other:?}"),
         }
     }
 

@@ -74,6 +74,8 @@ pub struct KubeExecutor {
     /// it (1 against a real cluster).
     time_scale: u32,
     flux_timeout: Duration,
+    /// Where the health gate reads etcd's members (issue 39); None: the API's view only.
+    etcd: Option<hk_effects::observe::etcd::EtcdSource>,
     state: Arc<Mutex<KubeState>>,
 }
 
@@ -93,6 +95,7 @@ impl KubeExecutor {
             stuck_after: None,
             time_scale: 1,
             flux_timeout: flux::DEFAULT_TIMEOUT,
+            etcd: None,
             state: Arc::default(),
         }
     }
@@ -106,6 +109,12 @@ impl KubeExecutor {
     /// Run the health gate's waits `scale` times faster (the demo's scenario time scale).
     pub fn with_time_scale(mut self, scale: u32) -> Self {
         self.time_scale = scale.max(1);
+        self
+    }
+
+    /// Read etcd's members in the health gate between hosts through `source`.
+    pub fn with_etcd(mut self, source: hk_effects::observe::etcd::EtcdSource) -> Self {
+        self.etcd = Some(source);
         self
     }
 
@@ -234,6 +243,7 @@ impl KubeExecutor {
                 if let Some(d) = self.stuck_after {
                     opts.stuck_after = d;
                 }
+                opts.etcd = self.etcd.clone();
                 match wait::wait_scaled(
                     client,
                     &topology,

@@ -177,7 +177,19 @@ pub fn capabilities_with(
     let kube = clusters.usable().then(|| Arc::clone(&clusters));
     match &kube {
         Some(c) => {
-            let mut wait = KubeExecutor::kube_wait(Arc::clone(c));
+            // The health gate reads etcd's members over SSH as the etcd pane does, with the
+            // same settings as every other connection to the servers.
+            let probe = hk_effects::observe::etcd::EtcdProbe::for_repo_with(
+                repo,
+                setup
+                    .ssh
+                    .clone()
+                    .unwrap_or_else(|| hk_effects::context::ssh_options(repo)),
+                &ssh_config,
+                &defaults,
+            );
+            let etcd = hk_effects::observe::etcd::EtcdSource::new(repo, Arc::new(probe));
+            let mut wait = KubeExecutor::kube_wait(Arc::clone(c)).with_etcd(etcd);
             if let Some(d) = setup.stuck_after {
                 wait = wait.with_stuck_after(d);
             }

@@ -385,10 +385,12 @@ pub use crate::cluster::WaitEnd;
 pub struct WaitError(pub String);
 
 /// Timeout and stuck threshold of one wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct WaitOptions {
     pub timeout: Duration,
     pub stuck_after: Duration,
+    /// Where the health gate reads etcd's members (None: it reads only the API's view).
+    pub etcd: Option<crate::observe::etcd::EtcdSource>,
 }
 
 impl WaitOptions {
@@ -397,6 +399,7 @@ impl WaitOptions {
         WaitOptions {
             timeout,
             stuck_after: settings.stuck_after,
+            etcd: None,
         }
     }
 }
@@ -807,6 +810,7 @@ pub async fn wait_scaled(
                 gate,
                 time_scale,
                 opts.timeout,
+                opts.etcd.as_ref(),
                 cancel,
                 progress,
             )
