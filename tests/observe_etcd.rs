@@ -416,3 +416,59 @@ async fn a_dead_holder_is_never_the_etcd_leader() {
         "{refusals:#?}"
     );
 }
+
+/// `:fault prod etcd-learner-added`: a learner that never started joins prod's membership
+/// (a server join that stopped half way). Writes go on, the nodes stay Ready: only etcd's
+/// own member list says it, and the pre-flight refuses to disrupt a server until it is
+/// gone (`etcd-learner-removed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_joined_learner_is_seen_only_by_etcd_and_refuses_the_preflight() {
+    let (_dir, d) = start("healthy").await;
+    let p = probe(&d);
+    let cancel = CancellationToken::new();
+    let faults = d.fault_injector();
+    let said = faults
+        .inject("prod", "etcd-learner-added")
+        .expect("accepted");
+    assert!(said.contains("added as a learner"), "{said}");
+    let (pane, _) = p.look(&d.repo, "prod", &cancel).await;
+    let view = pane.client.as_ref().expect("etcd's client API read");
+    assert_eq!(view.members.len(), 4, "{view:#?}");
+    let refusals: Vec<&str> = view
+        .preflight
+        .iter()
+        .filter(|f| f.blocks)
+        .map(|f| f.text.as_str())
+        .collect();
+    assert!(
+        refusals
+            .iter()
+            .any(|t| t.starts_with("unstarted member ") && t.contains("has not started")),
+        "{refusals:#?}"
+    );
+    // The pane says it too, critical; dev is untouched.
+    assert!(
+        pane.verdicts.iter().any(|v| v.rule == Rule::EtcdMembership
+            && v.severity == Severity::Critical
+            && v.message.contains("192.0.2.250")),
+        "{:#?}",
+        pane.verdicts
+    );
+    let (dev, _) = p.look(&d.repo, "dev", &cancel).await;
+    assert!(!dev.client.as_ref().expect("dev read").refuses(), "{dev:#?}");
+
+    let said = faults
+        .inject("prod", "etcd-learner-removed")
+        .expect("accepted");
+    assert!(said.contains("removed"), "{said}");
+    let again = faults
+        .inject("prod", "etcd-learner-removed")
+        .expect("accepted");
+    assert!(again.contains("nothing changed"), "{again}");
+    let (pane, _) = p.look(&d.repo, "prod", &cancel).await;
+    assert!(
+        !pane.client.as_ref().expect("read").refuses(),
+        "{:#?}",
+        pane.client
+    );
+}

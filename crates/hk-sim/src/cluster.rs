@@ -1697,8 +1697,10 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
                         .await;
                 }
             }
-            // The tunnel is the SSH side's; the cluster has nothing to do.
-            Fault::VpnDown | Fault::VpnUp => {}
+            // The tunnel and etcd's membership are the SSH side's; the cluster has nothing
+            // to do.
+            Fault::VpnDown | Fault::VpnUp | Fault::EtcdLearnerAdded | Fault::EtcdLearnerRemoved => {
+            }
         }
     }
 

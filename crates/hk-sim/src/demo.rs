@@ -125,6 +125,8 @@ struct EnvFaults {
     cluster: UnboundedSender<ClusterInput>,
     /// The VPN gateways' (host, state).
     gateways: Vec<(String, Arc<Mutex<NodeState>>)>,
+    /// The servers' (host, state): their etcd members.
+    members: Vec<(String, Arc<Mutex<NodeState>>)>,
 }
 
 /// Injects faults into a running simulation, one typed line at a time (`:fault prod
@@ -214,6 +216,11 @@ impl FaultInjector {
                     e.sim.vip
                 )
             }
+            Fault::EtcdLearnerAdded | Fault::EtcdLearnerRemoved => {
+                let said = set_learner(&e.members, matches!(fault, Fault::EtcdLearnerAdded));
+                tracing::info!(env, fault = fault.name(), said = %said, "fault injected");
+                return Ok(format!("{env}: {said}"));
+            }
             Fault::VpnDown | Fault::VpnUp => {
                 if e.gateways.is_empty() {
                     return Err(FaultRefused::NoGateway {
@@ -269,6 +276,40 @@ pub enum FaultRefused {
     NoGateway { env: String, fault: String },
     #[error("{env}: the simulation has stopped; nothing changed")]
     Stopped { env: String },
+}
+
+/// The unstarted learner's id and peer URL in `members`' etcd (the next address after the
+/// last member's, as a server being joined would have).
+const LEARNER_PEER: &str = "https://192.0.2.250:2380";
+
+/// Add (`added`) or remove an unstarted learner in every member's view of the membership.
+/// One line saying what happened, or that it already was so.
+fn set_learner(members: &[(String, Arc<Mutex<NodeState>>)], added: bool) -> String {
+    let mut changed = 0;
+    let mut learner_id = None;
+    for (_, state) in members {
+        let Ok(mut n) = state.lock() else { continue };
+        let Some(e) = n.etcd.as_mut() else { continue };
+        let id = stable_id(&format!("{}/learner", e.cluster_id));
+        learner_id = Some(id);
+        let has = e.learners.iter().any(|(l, _)| *l == id);
+        if added && !has {
+            e.learners.push((id, LEARNER_PEER.to_string()));
+            changed += 1;
+        } else if !added && has {
+            e.learners.retain(|(l, _)| *l != id);
+            changed += 1;
+        }
+    }
+    match (learner_id, added, changed) {
+        (None, _, _) => "no server has an etcd member; nothing changed".into(),
+        (Some(id), true, 0) => format!("learner {id:x} is already a member; nothing changed"),
+        (Some(id), true, _) => format!(
+            "etcd member {id:x} added as a learner at {LEARNER_PEER}, never started (a join that stopped half way)"
+        ),
+        (Some(id), false, 0) => format!("no learner {id:x} to remove; nothing changed"),
+        (Some(id), false, _) => format!("learner {id:x} removed from etcd's membership"),
+    }
 }
 
 /// The tunnel unit on each gateway fails (`up` false) or starts (`up` true), now. One line
@@ -771,7 +812,10 @@ async fn start_demo(
             let up = match fault {
                 Fault::VpnDown => false,
                 Fault::VpnUp => true,
-                Fault::HolderDies | Fault::AgentDrifts { .. } => continue,
+                Fault::HolderDies
+                | Fault::AgentDrifts { .. }
+                | Fault::EtcdLearnerAdded
+                | Fault::EtcdLearnerRemoved => continue,
             };
             let gws = gateways.clone();
             let at = *at;
@@ -790,7 +834,25 @@ async fn start_demo(
             .iter()
             .filter_map(|(h, _)| nodes.get(h).map(|n| (h.clone(), n.state())))
             .collect();
-        tokio::spawn(follow_etcd(members, view.clone(), cancel.clone()));
+        for (at, fault) in &faults {
+            let added = match fault {
+                Fault::EtcdLearnerAdded => true,
+                Fault::EtcdLearnerRemoved => false,
+                _ => continue,
+            };
+            let m = members.clone();
+            let at = *at;
+            let c = cancel.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = c.cancelled() => {}
+                    _ = tokio::time::sleep(at) => {
+                        set_learner(&m, added);
+                    }
+                }
+            });
+        }
+        tokio::spawn(follow_etcd(members.clone(), view.clone(), cancel.clone()));
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         for (i, (host, _)) in sim_env.servers.iter().enumerate() {
             if let Some(node) = nodes.get(host) {
@@ -812,6 +874,7 @@ async fn start_demo(
                 lease_duration_s: state.lease_duration_s,
                 cluster: tx,
                 gateways,
+                members,
             },
         );
         let real_client = real
@@ -1153,6 +1216,7 @@ fn sim_etcd(
         term: 2,
         applied: 1_000,
         alarms: Vec::new(),
+        learners: Vec::new(),
     }
 }
 

@@ -502,6 +502,8 @@ pub struct SimEtcd {
     pub applied: u64,
     /// Raised alarms: (member id, NOSPACE | CORRUPT).
     pub alarms: Vec<(u64, String)>,
+    /// Learners added and never started: (id, peer URL); listed without a name.
+    pub learners: Vec<(u64, String)>,
 }
 
 impl SimEtcd {
@@ -520,15 +522,35 @@ impl SimEtcd {
         use serde_json::json;
         let no_leader = || json!({"code": 14, "message": "etcdserver: request timed out"});
         let v = match path {
-            "/v3/cluster/member/list" => json!({
-                "header": self.header(),
-                "members": self.members.iter().map(|(id, name, peer, client)| json!({
-                    "ID": id.to_string(),
-                    "name": name,
-                    "peerURLs": [peer],
-                    "clientURLs": [client],
-                })).collect::<Vec<_>>(),
-            }),
+            "/v3/cluster/member/list" => {
+                let mut members: Vec<(u64, serde_json::Value)> = self
+                    .members
+                    .iter()
+                    .map(|(id, name, peer, client)| {
+                        (
+                            *id,
+                            json!({
+                                "ID": id.to_string(),
+                                "name": name,
+                                "peerURLs": [peer],
+                                "clientURLs": [client],
+                            }),
+                        )
+                    })
+                    .collect();
+                for (id, peer) in &self.learners {
+                    members.push((
+                        *id,
+                        json!({"ID": id.to_string(), "peerURLs": [peer], "isLearner": true}),
+                    ));
+                }
+                // etcd lists its members by id.
+                members.sort_by_key(|(id, _)| *id);
+                json!({
+                    "header": self.header(),
+                    "members": members.into_iter().map(|(_, m)| m).collect::<Vec<_>>(),
+                })
+            }
             "/v3/maintenance/status" => {
                 let mut v = json!({
                     "header": self.header(),

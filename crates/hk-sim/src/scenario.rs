@@ -263,6 +263,11 @@ pub enum Fault {
     VpnDown,
     /// The tunnel unit of the environment's gateway is started again (undoes `vpn-down`).
     VpnUp,
+    /// A member is added to the environment's etcd as a learner and never starts (a server
+    /// join that stopped half way): writes go on, the membership is no longer clean.
+    EtcdLearnerAdded,
+    /// The learner is removed again (undoes `etcd-learner-added`).
+    EtcdLearnerRemoved,
 }
 
 /// Every fault by its kebab name (what `fault:` says in a scenario and `:fault` types), with
@@ -272,6 +277,8 @@ pub const FAULTS: &[(&str, Option<&str>)] = &[
     ("agent-drifts", Some("server")),
     ("vpn-down", None),
     ("vpn-up", None),
+    ("etcd-learner-added", None),
+    ("etcd-learner-removed", None),
 ];
 
 impl Fault {
@@ -282,6 +289,8 @@ impl Fault {
             Fault::AgentDrifts { .. } => "agent-drifts",
             Fault::VpnDown => "vpn-down",
             Fault::VpnUp => "vpn-up",
+            Fault::EtcdLearnerAdded => "etcd-learner-added",
+            Fault::EtcdLearnerRemoved => "etcd-learner-removed",
         }
     }
 

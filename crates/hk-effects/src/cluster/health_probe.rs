@@ -30,6 +30,16 @@ use hk_engine::time::now;
 
 use super::WaitEnd;
 
+/// Where the health gate reads etcd's members from (the etcd look's `EtcdSource`, over
+/// SSH): a port, so the gate does not reach into the look.
+pub trait EtcdMembers: std::fmt::Debug + Send + Sync {
+    fn read<'a>(
+        &'a self,
+        env: &'a str,
+        cancel: &'a CancellationToken,
+    ) -> futures::future::BoxFuture<'a, Look<hk_engine::checks::live::EtcdClientView>>;
+}
+
 async fn list<K>(api: Api<K>, lp: ListParams, what: &str, settings: &WatchSettings) -> Look<Vec<K>>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug,
@@ -189,7 +199,7 @@ pub async fn wait_healthy(
     gate: &HealthGate,
     time_scale: u32,
     timeout: Duration,
-    etcd: Option<&crate::observe::etcd::EtcdSource>,
+    etcd: Option<&dyn EtcdMembers>,
     cancel: &CancellationToken,
     progress: &(dyn Fn(String) + Send + Sync),
 ) -> WaitEnd {

@@ -628,6 +628,16 @@ impl EtcdSource {
     }
 }
 
+impl crate::cluster::health_probe::EtcdMembers for EtcdSource {
+    fn read<'a>(
+        &'a self,
+        env: &'a str,
+        cancel: &'a CancellationToken,
+    ) -> futures::future::BoxFuture<'a, Look<live::EtcdClientView>> {
+        Box::pin(EtcdSource::read(self, env, cancel))
+    }
+}
+
 /// Every server of every environment of the repo (each once).
 fn all_servers(repo: &Repo) -> Vec<String> {
     let mut hosts: Vec<String> = repo

@@ -75,7 +75,7 @@ pub struct KubeExecutor {
     time_scale: u32,
     flux_timeout: Duration,
     /// Where the health gate reads etcd's members (issue 39); None: the API's view only.
-    etcd: Option<hk_effects::observe::etcd::EtcdSource>,
+    etcd: Option<Arc<dyn hk_effects::cluster::health_probe::EtcdMembers>>,
     state: Arc<Mutex<KubeState>>,
 }
 
@@ -113,7 +113,10 @@ impl KubeExecutor {
     }
 
     /// Read etcd's members in the health gate between hosts through `source`.
-    pub fn with_etcd(mut self, source: hk_effects::observe::etcd::EtcdSource) -> Self {
+    pub fn with_etcd(
+        mut self,
+        source: Arc<dyn hk_effects::cluster::health_probe::EtcdMembers>,
+    ) -> Self {
         self.etcd = Some(source);
         self
     }

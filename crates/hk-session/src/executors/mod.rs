@@ -188,7 +188,10 @@ pub fn capabilities_with(
                 &ssh_config,
                 &defaults,
             );
-            let etcd = hk_effects::observe::etcd::EtcdSource::new(repo, Arc::new(probe));
+            let etcd = Arc::new(hk_effects::observe::etcd::EtcdSource::new(
+                repo,
+                Arc::new(probe),
+            ));
             let mut wait = KubeExecutor::kube_wait(Arc::clone(c)).with_etcd(etcd);
             if let Some(d) = setup.stuck_after {
                 wait = wait.with_stuck_after(d);

@@ -390,7 +390,7 @@ pub struct WaitOptions {
     pub timeout: Duration,
     pub stuck_after: Duration,
     /// Where the health gate reads etcd's members (None: it reads only the API's view).
-    pub etcd: Option<crate::observe::etcd::EtcdSource>,
+    pub etcd: Option<std::sync::Arc<dyn crate::cluster::health_probe::EtcdMembers>>,
 }
 
 impl WaitOptions {
@@ -810,7 +810,7 @@ pub async fn wait_scaled(
                 gate,
                 time_scale,
                 opts.timeout,
-                opts.etcd.as_ref(),
+                opts.etcd.as_deref(),
                 cancel,
                 progress,
             )
