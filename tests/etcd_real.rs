@@ -445,7 +445,7 @@ async fn etcd_itself_produces_each_membership_and_quorum_refusal() {
         added.contains("\"member\"")
     });
     let pane = look(&p, &repo).await;
-    refused_with(&pane, "is listed but has not started");
+    refused_with(&pane, "is a learner that has not started");
     let learner: serde_json::Value = serde_json::from_str(&added).expect("member add JSON");
     let id = learner["member"]["ID"]
         .as_str()

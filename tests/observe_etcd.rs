@@ -455,7 +455,10 @@ async fn a_half_joined_learner_is_seen_only_by_etcd_and_refuses_the_preflight() 
         pane.verdicts
     );
     let (dev, _) = p.look(&d.repo, "dev", &cancel).await;
-    assert!(!dev.client.as_ref().expect("dev read").refuses(), "{dev:#?}");
+    assert!(
+        !dev.client.as_ref().expect("dev read").refuses(),
+        "{dev:#?}"
+    );
 
     let said = faults
         .inject("prod", "etcd-learner-removed")

@@ -148,6 +148,10 @@ fn a_full_preview_shows_no_warning_and_an_unreachable_host_is_named() {
 /// with another server already down, the arithmetic says quorum is lost. Facts from a stale
 /// look are unknown with their age. (Each line is matched by its start, which begins a row
 /// of the gate whatever the wrapping.)
+fn texts(lines: Vec<hk_console::guard::blast::BlastLine>) -> Vec<String> {
+    lines.into_iter().map(|l| l.text).collect()
+}
+
 #[test]
 fn the_approval_names_the_vip_holder_the_etcd_leader_and_the_quorum_left() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -401,8 +405,8 @@ fn the_plan_says_where_it_takes_the_vip_holder() {
         "{screen}"
     );
     assert_eq!(
-        app.holder_advice().map(|l| l.text),
-        Some("which of these hosts holds the VIP and leads etcd: VIP lease holder: unknown (no look yet)".into())
+        texts(app.holder_advice()),
+        vec!["which of these hosts holds the VIP and leads etcd: VIP lease holder: unknown (no look yet)".to_string()]
     );
     for u in live::prod_cluster("k3s-prod-1", "k3s-prod-1", &[], app.now()) {
         app.live_mut().apply(u);
@@ -414,8 +418,8 @@ fn the_plan_says_where_it_takes_the_vip_holder() {
         "{screen}"
     );
     assert_eq!(
-        app.holder_advice().map(|l| l.text),
-        Some("k3s-prod-1 holds the VIP lease and leads etcd now; the plan takes it 2nd of 3: taking it last moves the VIP once (the runbook's target.order sets the order)".into())
+        texts(app.holder_advice()),
+        vec!["k3s-prod-1 holds the VIP lease and leads etcd now; the plan takes it 2nd of 3: taking it last moves the VIP once (the runbook's target.order sets the order)".to_string()]
     );
     let (_, style) = find(&frame, "live: k3s-prod-1 holds").expect("the line");
     assert_eq!(
@@ -430,15 +434,33 @@ fn the_plan_says_where_it_takes_the_vip_holder() {
         app.live_mut().apply(u);
     }
     assert_eq!(
-        app.holder_advice().map(|l| l.text),
-        Some(
+        texts(app.holder_advice()),
+        vec![
             "k3s-prod-2 holds the VIP lease and leads etcd now; the plan takes it last (3rd of 3)"
-                .into()
-        )
+                .to_string()
+        ]
     );
+    // Issue 39: what etcd's pre-flight refuses now is said with the plan, before any gate.
+    for u in live::prod_cluster_with("k3s-prod-2", "k3s-prod-2", &[], app.now(), true) {
+        app.live_mut().apply(u);
+    }
+    let advice = texts(app.holder_advice());
+    assert_eq!(advice.len(), 2, "{advice:#?}");
+    assert!(
+        advice[1].starts_with("etcd pre-flight: unstarted member 63 at https://192.0.2.250:2380 is a learner that has not started"),
+        "{advice:#?}"
+    );
+    let screen = text(&render(&mut app, 80, 24));
+    assert!(
+        screen.contains("live: etcd pre-flight: unstarted member 63"),
+        "{screen}"
+    );
+    for u in live::prod_cluster("k3s-prod-2", "k3s-prod-2", &[], app.now()) {
+        app.live_mut().apply(u);
+    }
     // Started, the line goes (the gates say it per host from then on).
     app.handle_key(key('s'));
-    assert!(app.holder_advice().is_none());
+    assert!(app.holder_advice().is_empty());
     let screen = text(&render(&mut app, 160, 45));
     assert!(!screen.contains("live: k3s-prod-2 holds"), "{screen}");
 }

@@ -557,6 +557,18 @@ pub fn etcd_no_quorum(at: Timestamp) -> Vec<Update> {
 /// `not_ready` NotReady), and its nodes (`not_ready` NotReady), at `at`: what the gates'
 /// live blast radius reads.
 pub fn prod_cluster(holder: &str, leader: &str, not_ready: &[&str], at: Timestamp) -> Vec<Update> {
+    prod_cluster_with(holder, leader, not_ready, at, false)
+}
+
+/// [`prod_cluster`] with, when `learner`, an unstarted learner in etcd's membership (a
+/// server join that stopped half way): only etcd's own member list shows it.
+pub fn prod_cluster_with(
+    holder: &str,
+    leader: &str,
+    not_ready: &[&str],
+    at: Timestamp,
+    learner: bool,
+) -> Vec<Update> {
     let t = topo("prod");
     let mut obs = node_obs("prod");
     for n in obs.iter_mut() {
@@ -571,9 +583,23 @@ pub fn prod_cluster(holder: &str, leader: &str, not_ready: &[&str], at: Timestam
         .collect();
     let mut pane = etcd("prod", &members, &EtcdPolicy::default());
     let names: Vec<&str> = t.servers.iter().map(|s| s.name.as_str()).collect();
+    let mut client = etcd_client(&names, leader);
+    if learner {
+        for c in client.iter_mut() {
+            if let Look::Seen { value } = &mut c.members {
+                value.members.push(EtcdMemberInfo {
+                    id: 99,
+                    name: String::new(),
+                    peer_urls: vec!["https://192.0.2.250:2380".into()],
+                    client_urls: vec![],
+                    learner: true,
+                });
+            }
+        }
+    }
     judge_members(
         &mut pane,
-        &etcd_client(&names, leader),
+        &client,
         &PreflightPolicy::default(),
         &BTreeMap::new(),
     );

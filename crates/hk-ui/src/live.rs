@@ -233,6 +233,18 @@ impl LiveState {
         blast::holder_in_order(order, &self.blast_panes(env, now))
     }
 
+    /// The etcd pre-flight's refusing lines for a plan that changes `order` in `env`
+    /// (`guard::blast::plan_refusals`).
+    pub fn plan_refusals(
+        &self,
+        env: &str,
+        order: &[String],
+        servers: &[String],
+        now: Timestamp,
+    ) -> Vec<blast::BlastLine> {
+        blast::plan_refusals(order, servers, &self.blast_panes(env, now))
+    }
+
     /// The VIP, etcd and nodes panes of `env` as the blast radius reads them at `now`.
     fn blast_panes(&self, env: &str, now: Timestamp) -> blast::LivePanes<'_> {
         fn pick<'f, T>(

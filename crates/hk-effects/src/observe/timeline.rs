@@ -44,6 +44,9 @@ pub enum TrailKind {
     VpnState,
     VpnReconnected,
     EtcdLeader,
+    /// etcd's own view (membership, status, alarms, quorum reads): a finding raised or
+    /// cleared.
+    EtcdMembers,
     IoPressure,
     /// A verdict's severity changed (any pane) where no more specific kind says it.
     Verdict,
@@ -519,6 +522,45 @@ fn diff_etcd(at: Timestamp, a: &EtcdPane, b: &EtcdPane) -> Vec<TrailEvent> {
             format!("etcd leader is {y}"),
         )),
         _ => {}
+    }
+    // etcd's own findings: each one raised, each one gone.
+    let findings = |p: &EtcdPane| -> Vec<(Severity, String)> {
+        p.verdicts
+            .iter()
+            .filter(|v| {
+                matches!(
+                    v.rule,
+                    Rule::EtcdMembership
+                        | Rule::EtcdStatus
+                        | Rule::EtcdAlarm
+                        | Rule::EtcdQuorumRead
+                ) && v.severity != Severity::Ok
+            })
+            .map(|v| (v.severity, v.message.clone()))
+            .collect()
+    };
+    let (before, now) = (findings(a), findings(b));
+    for (sev, text) in &now {
+        if !before.iter().any(|(_, t)| t == text) {
+            out.push(ev(
+                at,
+                env,
+                TrailKind::EtcdMembers,
+                *sev,
+                format!("etcd: {text}"),
+            ));
+        }
+    }
+    for (_, text) in &before {
+        if !now.iter().any(|(_, t)| t == text) {
+            out.push(ev(
+                at,
+                env,
+                TrailKind::EtcdMembers,
+                Severity::Ok,
+                format!("etcd: no longer: {text}"),
+            ));
+        }
     }
     for v in b.verdicts.iter().filter(|v| v.rule == Rule::EtcdIoPressure) {
         let Some(p) = a

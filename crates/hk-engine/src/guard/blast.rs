@@ -227,6 +227,20 @@ pub fn live_blast(hosts: &[String], servers: &[String], panes: &LivePanes<'_>) -
     out
 }
 
+/// What the plan view says before a run starts that changes `order`: the pre-flight's
+/// refusing lines when the plan changes a server (each gate before a server will hold on
+/// them until they clear or are overridden). Empty when nothing refuses now.
+pub fn plan_refusals(
+    order: &[String],
+    servers: &[String],
+    panes: &LivePanes<'_>,
+) -> Vec<BlastLine> {
+    preflight(order, servers, panes)
+        .into_iter()
+        .filter(|l| l.blocks)
+        .collect()
+}
+
 /// etcd's pre-flight (issue 39) when the step disrupts a server: each finding of the etcd
 /// pane's client view, the refusing ones blocking like the quorum arithmetic does.
 fn preflight(hosts: &[String], servers: &[String], panes: &LivePanes<'_>) -> Vec<BlastLine> {
@@ -556,6 +570,10 @@ mod tests {
             Some(format!("refused: etcd pre-flight: {learner}. To go on anyway, type `override quorum: REASON` in the note (journaled).").as_str())
         );
         assert!(texts(&lines).contains(&"etcd pre-flight: k3s-prod-2's disk: slow".to_string()));
+        assert_eq!(
+            texts(&plan_refusals(&servers(), &servers(), &panes)),
+            vec![format!("etcd pre-flight: {learner}")]
+        );
         // An agent's step disrupts no member: no pre-flight.
         let lines = live_blast(&["k3s-prod-agent-1".to_string()], &servers(), &panes);
         assert!(!blocks(&lines), "{lines:#?}");

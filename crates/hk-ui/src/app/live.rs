@@ -38,15 +38,18 @@ impl App {
     }
 
     /// Before the run starts: where its plan takes the environment's VIP holder and etcd
-    /// leader, as the live panes see them now (issue 29; `None`: no run, started, or it
-    /// changes fewer than two hosts).
-    pub fn holder_advice(&self) -> Option<hk_engine::guard::blast::BlastLine> {
-        let a = self.active.as_ref()?;
+    /// leader, as the live panes see them now (issue 29; none when there is no run, it has
+    /// started, or it changes fewer than two hosts), then what etcd's pre-flight refuses
+    /// now (issue 39).
+    pub fn holder_advice(&self) -> Vec<hk_engine::guard::blast::BlastLine> {
+        let Some(a) = self.active.as_ref() else {
+            return Vec::new();
+        };
         if !matches!(
             a.run.status(),
             hk_engine::runbook::machine::RunStatus::NotStarted
         ) {
-            return None;
+            return Vec::new();
         }
         let plan = a.run.plan();
         let mut order: Vec<String> = Vec::new();
@@ -57,7 +60,23 @@ impl App {
                 }
             }
         }
-        self.live.holder_in_order(&plan.env, &order, self.now)
+        let servers = self
+            .envs
+            .iter()
+            .find(|e| e.name == plan.env)
+            .map(|e| e.servers.clone())
+            .unwrap_or_default();
+        // Where the plan takes the holder, then what etcd's pre-flight refuses now.
+        let mut out: Vec<_> = self
+            .live
+            .holder_in_order(&plan.env, &order, self.now)
+            .into_iter()
+            .collect();
+        out.extend(
+            self.live
+                .plan_refusals(&plan.env, &order, &servers, self.now),
+        );
+        out
     }
 
     /// The environment the strip expands: the one a run is on during the run, else the

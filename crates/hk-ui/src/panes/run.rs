@@ -33,7 +33,7 @@ pub struct RunView<'a> {
     /// The `--runbooks` file that replaced the shipped runbook of the run, if one did.
     pub overrides_shipped: Option<&'a str>,
     /// Before the run starts: where its plan takes the VIP holder and the etcd leader.
-    pub holder_advice: Option<hk_engine::guard::blast::BlastLine>,
+    pub holder_advice: Vec<hk_engine::guard::blast::BlastLine>,
     /// Every environment at a glance (the next step of the run's environment).
     pub summary: &'a hk_effects::observe::summary::Summary,
 }
@@ -388,7 +388,7 @@ fn detail_lines(rv: &RunView, a: &ActiveRun) -> Vec<StepLine> {
         ));
     }
     // Before the run starts: where the plan takes the VIP holder and the etcd leader.
-    if let Some(l) = rv.holder_advice.as_ref() {
+    for l in &rv.holder_advice {
         use hk_engine::checks::live::Severity;
         let style = match l.severity {
             Severity::Ok => t.muted(),
@@ -396,7 +396,7 @@ fn detail_lines(rv: &RunView, a: &ActiveRun) -> Vec<StepLine> {
             Severity::Critical => t.critical(),
         };
         // The holder taken early is what the operator should see even on a small terminal.
-        let rank = if l.severity == Severity::Warn {
+        let rank = if l.severity == Severity::Warn || l.blocks {
             Rank::Essential
         } else {
             Rank::Useful

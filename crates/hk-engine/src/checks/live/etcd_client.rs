@@ -494,10 +494,17 @@ pub fn judge_members(
                 refuse(
                     Rule::EtcdMembership,
                     format!("member {:x}", m.id),
-                    format!(
-                        "{} is listed but has not started: etcd counts it for quorum",
-                        m.label()
-                    ),
+                    if m.learner {
+                        format!(
+                            "{} is a learner that has not started (a join that stopped half way): finish or remove it first",
+                            m.label()
+                        )
+                    } else {
+                        format!(
+                            "{} is listed but has not started: etcd counts it for quorum",
+                            m.label()
+                        )
+                    },
                 );
             } else if m.learner {
                 refuse(
@@ -957,7 +964,7 @@ etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"} 100\n";
                     x.members = Look::seen(parse_member_list(LIST_LEARNER).expect("l"));
                 }
             },
-            "has not started",
+            "is a learner that has not started",
         );
         case(
             &|o| o[0].alarms = Look::seen(parse_alarms(ALARMS_NOSPACE).expect("a")),
