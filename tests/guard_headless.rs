@@ -213,6 +213,21 @@ async fn etcd_io_priority_holds_at_the_health_gate_while_node_1_is_not_ready(mod
         md.contains("health gate between hosts on k3s-prod-1"),
         "{md}"
     );
+    // Issue 39: each apply on a server says how long prod's VIP did not answer while it
+    // ran (this role restarts nothing: it answered throughout); the read-back, read-only,
+    // probes nothing.
+    for (n, host) in [(4, "k3s-prod-3"), (10, "k3s-prod-1"), (16, "k3s-prod-2")] {
+        let out = output_of(journal, n);
+        let vip = out
+            .iter()
+            .find(|l| l.starts_with("VIP "))
+            .unwrap_or_else(|| panic!("step {n} on {host}: no VIP line in {out:#?}"));
+        assert!(
+            vip.contains(": answered all ") && vip.ends_with(" probes during this step"),
+            "{vip}"
+        );
+    }
+    assert!(!output_of(journal, 5).iter().any(|l| l.starts_with("VIP ")));
 }
 
 both_modes!(the_cilium_preview_shows_the_endpoint_the_reconcile_changes);

@@ -26,5 +26,6 @@ pub mod sources;
 pub mod ssh_look;
 pub mod summary;
 pub mod timeline;
+pub mod vip_outage;
 pub mod vpn;
 pub mod watch;

@@ -14,6 +14,7 @@
 pub mod blast;
 pub mod health;
 pub mod lock;
+pub mod outage;
 /// The operator gate rule, applied by the run machine to every answer (written beside the
 /// plan's `Gate`, below the guard, so the machine imports nothing above it).
 pub use crate::runbook::gate as operator;

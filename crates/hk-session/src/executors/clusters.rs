@@ -103,6 +103,19 @@ impl Clusters {
         Clusters { envs }
     }
 
+    /// Each server's environment VIP and API port (`VIP:PORT`), for the environments whose
+    /// topology could be read: what a mutating step on that server probes while it runs.
+    pub fn vip_by_server(&self) -> std::collections::BTreeMap<String, std::net::SocketAddr> {
+        self.envs
+            .values()
+            .filter_map(|c| c.topology.as_ref().ok())
+            .flat_map(|t| {
+                let vip = std::net::SocketAddr::new(t.vip, t.api_port);
+                t.servers.iter().map(move |s| (s.name.clone(), vip))
+            })
+            .collect()
+    }
+
     /// Whether any environment has a kubeconfig to reach.
     pub fn usable(&self) -> bool {
         self.envs.values().any(|c| c.target.is_ok())

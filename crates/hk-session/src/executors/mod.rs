@@ -215,8 +215,11 @@ pub fn capabilities_with(
         Mutating::grant("interactive console (operate mode)"),
     ));
     let mut mutating = MutatingExecutors::default();
+    let vips = clusters.vip_by_server();
     for kind in [StepKind::Ansible, StepKind::Ssh] {
-        mutating.add(Arc::new(RealExecutor::mutating(kind, Arc::clone(&mu_exec))));
+        mutating.add(Arc::new(
+            RealExecutor::mutating(kind, Arc::clone(&mu_exec)).with_vips(vips.clone()),
+        ));
     }
     match kube {
         Some(c) => mutating.add(Arc::new(KubeExecutor::flux_reconcile(c))),

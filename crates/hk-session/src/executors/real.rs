@@ -51,6 +51,9 @@ pub struct RealExecutor {
     kind: StepKind,
     which: Which,
     state: Arc<Mutex<State>>,
+    /// Each server's environment `VIP:PORT`: a mutating step on a server probes it while
+    /// it runs and says how long it did not answer (issue 39).
+    vips: Arc<std::collections::BTreeMap<String, std::net::SocketAddr>>,
 }
 
 impl std::fmt::Debug for RealExecutor {
@@ -68,6 +71,7 @@ impl RealExecutor {
             kind,
             which: Which::ReadOnly(exec),
             state: Arc::default(),
+            vips: Arc::default(),
         }
     }
 
@@ -76,7 +80,30 @@ impl RealExecutor {
             kind,
             which: Which::Mutating(exec),
             state: Arc::default(),
+            vips: Arc::default(),
         }
+    }
+
+    /// Probe the VIP of a server's environment while a mutating step on it runs.
+    pub fn with_vips(
+        mut self,
+        vips: std::collections::BTreeMap<String, std::net::SocketAddr>,
+    ) -> Self {
+        self.vips = Arc::new(vips);
+        self
+    }
+
+    /// The VIP a mutating step probes: its environment's, when one of its hosts is a server.
+    fn vip_for(&self, step: &PlannedStep) -> Option<std::net::SocketAddr> {
+        let hosts = step
+            .blast_radius
+            .as_ref()
+            .map(|b| b.hosts.clone())
+            .unwrap_or_default();
+        step.host
+            .iter()
+            .chain(hosts.iter())
+            .find_map(|h| self.vips.get(h).copied())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -163,6 +190,16 @@ impl RealExecutor {
             sink: Some(sink_tx),
             spawned: Some(spawn_tx),
         };
+        // While a mutating step on a server runs, its VIP is probed several times a second.
+        let watch = match &classified {
+            Classified::Mutating(_) => self.vip_for(&step).map(|vip| {
+                hk_effects::observe::vip_outage::VipWatch::start(
+                    vip,
+                    hk_effects::observe::vip_outage::EVERY,
+                )
+            }),
+            Classified::ReadOnly(_) => None,
+        };
         let result = match (&self.which, &classified) {
             (Which::ReadOnly(e), Classified::ReadOnly(s)) => e.run(s, &opts).await,
             (Which::Mutating(e), Classified::ReadOnly(s)) => e.run(s, &opts).await,
@@ -177,6 +214,18 @@ impl RealExecutor {
         // whole; bounded, in case a sender clone outlives the run somewhere below.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), forward).await;
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), spawned).await;
+        if let Some(w) = watch {
+            // The step's last output line: how long its environment's VIP did not answer.
+            let line = w.finish().await.line();
+            let _ = replies
+                .send(ExecReply::Output {
+                    tag,
+                    n,
+                    attempt,
+                    line,
+                })
+                .await;
+        }
         self.lock().cancels.remove(&key);
         if cancel.is_cancelled() {
             send(Input::Cancelled {
