@@ -401,6 +401,7 @@ async fn a_real_cluster_is_read_as_etcd_and_its_leader_move_is_seen() {
     for h in HOSTS {
         assert!(v.lag(h).is_some_and(|l| l < 10), "{h} caught up: {v:#?}");
     }
+    measure_against_openssh(&lab, &p, &repo).await;
 
     // Move the leadership to another member with etcd's own API (sent to the leader).
     let from = HOSTS.iter().position(|h| *h == leader).expect("a lab host");
@@ -422,6 +423,83 @@ async fn a_real_cluster_is_read_as_etcd_and_its_leader_move_is_seen() {
     };
     assert_eq!(moved.leader.as_deref(), Some(HOSTS[to]));
     assert!(view(&moved).status[HOSTS[to]].raft_term > term);
+}
+
+/// What one look costs (docs/perf.md, "etcd read as etcd"): the console's look at three
+/// members (six reads each, over one kept connection per server, concurrently) against the
+/// same reads as a script would make them, one OpenSSH `ssh host CMD` per read, in turn, in
+/// the same run on the same machines. Printed; asserted only to have seen every read.
+async fn measure_against_openssh(lab: &Lab, p: &EtcdProbe, repo: &Repo) {
+    let started = Instant::now();
+    let pane = look(p, repo).await;
+    let console = started.elapsed();
+    assert_eq!(refusals(&pane), Vec::<String>::new());
+    let words = |argv: &[String]| {
+        argv.iter()
+            .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let started = Instant::now();
+    let mut reads = 0;
+    for (i, n) in lab.cluster.nodes.iter().enumerate() {
+        let spec = hk_console::observe::etcd::client_spec(repo, HOSTS[i]).expect("spec");
+        let c = hk_console::observe::etcd::ClientCommands::new(&spec, Duration::from_secs(5));
+        let metrics = format!(
+            "http://{}:{}/metrics",
+            lab.members[i].addr, lab.members[i].metrics
+        );
+        let m = hk_console::observe::etcd::Commands::new(&metrics, Duration::from_secs(5));
+        for argv in [
+            &c.members,
+            &c.status,
+            &c.alarms,
+            &c.quorum_read,
+            &m.metrics,
+            &m.psi,
+        ] {
+            let out = Command::new("ssh")
+                .args([
+                    "-F",
+                    "/dev/null",
+                    "-o",
+                    "BatchMode=yes",
+                    "-o",
+                    "IdentitiesOnly=yes",
+                ])
+                .args(["-o", "ControlMaster=no", "-o", "ControlPath=none"])
+                .args(["-o", "StrictHostKeyChecking=yes"])
+                .arg("-o")
+                .arg(format!(
+                    "UserKnownHostsFile={}",
+                    lab.cluster.known_hosts.display()
+                ))
+                .arg("-i")
+                .arg(&lab.cluster.client_key)
+                .arg("-p")
+                .arg(n.port.to_string())
+                .arg(format!("{}@{}", Cluster::user(), n.addr))
+                .arg(words(argv))
+                .stdin(Stdio::null())
+                .output()
+                .expect("ssh");
+            assert!(
+                out.status.success(),
+                "{argv:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            reads += 1;
+        }
+    }
+    let openssh = started.elapsed();
+    assert_eq!(reads, 18);
+    eprintln!(
+        "etcd look, 3 members x 6 reads: hk-console {} ms (connections kept, reads concurrent); \
+         OpenSSH one ssh per read, in turn {} ms; ratio {:.1}x",
+        console.as_millis(),
+        openssh.as_millis(),
+        openssh.as_secs_f64() / console.as_secs_f64().max(1e-9)
+    );
 }
 
 /// Every refusal the pre-flight has for membership and quorum, each produced by etcd: a

@@ -722,8 +722,25 @@ pub fn judge_members(
         }
     }
     findings.extend(shown);
-    // etcd's own leader replaces the one the metrics suggest.
+    // etcd's own leader replaces the one the metrics suggest, and the leader verdict says
+    // so where the two differ (metrics a look behind a move, or none leading in them).
     if let Some(h) = &view.leader_host {
+        if pane.leader.as_deref() != Some(h.as_str()) {
+            let before = pane.leader.clone();
+            for v in pane
+                .verdicts
+                .iter_mut()
+                .filter(|v| v.rule == Rule::EtcdLeader)
+            {
+                v.severity = Severity::Ok;
+                v.message = match &before {
+                    Some(m) => {
+                        format!("{h} leads (etcd's status; {m}'s metrics still said it led)")
+                    }
+                    None => format!("{h} leads (etcd's status; no member's metrics said so)"),
+                };
+            }
+        }
         pane.leader = Some(h.clone());
     }
     for (rule, subject, f) in &findings {
@@ -931,6 +948,18 @@ etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"} 100\n";
         assert_eq!(refusals(&p), Vec::<String>::new());
         // The metrics said no one leads; etcd's status says k3s-prod-1's member does.
         assert_eq!(p.leader.as_deref(), Some("k3s-prod-1"));
+        let lv = p
+            .verdicts
+            .iter()
+            .find(|v| v.rule == Rule::EtcdLeader)
+            .expect("leader verdict");
+        assert_eq!(
+            (lv.severity, lv.message.as_str()),
+            (
+                Severity::Ok,
+                "k3s-prod-1 leads (etcd's status; no member's metrics said so)"
+            )
+        );
         let v = p.client.as_ref().expect("view");
         assert_eq!(v.lag("k3s-prod-3"), Some(0));
         assert!(p
