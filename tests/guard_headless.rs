@@ -903,6 +903,28 @@ fn each_signal_mid_step_journals_the_headless_run_abandoned_and_exits_by_it() {
         // its end can be journaled too). Step 1 is the list-hosts prefetch, over in half a
         // second: a run signalled between it and the apply's process has nothing in flight
         // (a CI run under load signalled there).
+        if sig == Signal::SIGTERM {
+            // Issue 38: a second demo on the directory this one holds is refused, naming
+            // the holder, and changes nothing under it.
+            let marker = dir.join(".hk-demo.lock");
+            let before = std::fs::read_to_string(&marker).expect("the lock file");
+            let second = std::process::Command::new(env!("CARGO_BIN_EXE_hk-console"))
+                .args(["demo", "--once", "--dir", &dir_s])
+                .env("XDG_STATE_HOME", state.path())
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("a second demo");
+            let err = String::from_utf8_lossy(&second.stderr);
+            assert_eq!(second.status.code(), Some(2), "{err}");
+            assert!(
+                err.contains(&format!(
+                    "is held by a running demo (pid {})",
+                    h.child.id()
+                )) && err.contains("nothing was changed"),
+                "{err}"
+            );
+            assert_eq!(std::fs::read_to_string(&marker).expect("lock"), before);
+        }
         demo_common::until(60, "a step's process journaled, its step in flight", || {
             journal_in(&dir.join("runs")).filter(|j| process_in_flight(j))
         });

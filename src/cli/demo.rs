@@ -46,6 +46,8 @@ pub(super) fn demo_cmd(
     apiserver: Option<&Path>,
 ) -> CmdResult {
     let mut reopened = None;
+    // Held until `demo` returns: a second demo on this directory is refused meanwhile.
+    let mut _held = None;
     let dir = match dir {
         Some(d) => {
             // A demo directory is reopened (journals kept) so a crash and its resume can be
@@ -62,6 +64,10 @@ pub(super) fn demo_cmd(
                     ));
                 }
             }
+            _held = Some(
+                crate::sim::demo_repo::hold_dir(d)
+                    .map_err(|why| Failure::msg(format!("demo: {why}")))?,
+            );
             DemoDir {
                 path: d.to_path_buf(),
                 keep: true,

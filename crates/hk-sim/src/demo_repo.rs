@@ -61,6 +61,51 @@ fn marker_text(source: Option<&Path>) -> String {
 /// reopened, its `runs/` (the journals) untouched, so a crash and its resume can be
 /// rehearsed across starts; a marked one that simulated another repo, or any other
 /// directory that is not empty, is refused with the reason and left as it is.
+/// The lock a running demo holds on its directory (`flock`, released when the process
+/// ends however it ends), its pid written inside.
+pub const DEMO_LOCK: &str = ".hk-demo.lock";
+
+/// Hold `dir` for this demo while the returned file lives: a second demo on a directory a
+/// running demo holds would write its repo copy and kubeconfigs again under it (the first
+/// console then resumes onto ports that are gone). Refused naming the holder's pid; nothing
+/// in the directory is changed.
+pub fn hold_dir(dir: &Path) -> Result<std::fs::File, String> {
+    use std::io::{Seek, Write};
+    let path = dir.join(DEMO_LOCK);
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let pid = std::fs::read_to_string(&path).unwrap_or_default();
+            let pid = pid.trim();
+            return Err(format!(
+                "{} is held by a running demo ({}): a second demo would write its repo copy and kubeconfigs again under it; stop that one or name another directory (nothing was changed)",
+                dir.display(),
+                if pid.is_empty() {
+                    "its pid not yet written".to_string()
+                } else {
+                    format!("pid {pid}")
+                }
+            ));
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(format!("cannot lock {}: {e}", path.display()))
+        }
+    }
+    let pid = std::process::id().to_string();
+    f.set_len(0)
+        .and_then(|()| f.rewind())
+        .and_then(|()| f.write_all(pid.as_bytes()))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(f)
+}
+
 pub fn claim_dir(dir: &Path, source: Option<&Path>) -> Result<Claimed, String> {
     let shown = dir.display();
     let empty = match std::fs::read_dir(dir) {
