@@ -540,3 +540,37 @@ fn plan_refuses_a_host_the_runbook_cannot_honour() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+/// Issue 38: `demo --dir D`, quit, `demo --dir D` again: the reopened copy moves every
+/// port-derived value together onto the new simulation (the Flux release's
+/// `k8sServicePort` once stayed at the repo's 6443 while `k3s_api_port` moved), so `check`
+/// on it is as clean as on a fresh demo's copy, and the demo's own host_vars are written
+/// once, not stacked.
+#[test]
+fn a_reopened_demo_directory_is_as_clean_as_a_fresh_one() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path().join("demo");
+    let d_s = d.display().to_string();
+    for round in ["fresh", "reopened"] {
+        let o = bin()
+            .args(["demo", "--once", "--dir", &d_s])
+            .env("XDG_STATE_HOME", tmp.path().join("state"))
+            .output()
+            .expect("demo --once");
+        assert_eq!(o.status.code(), Some(0), "{round}: {}", text(&o.stderr));
+        let o = run(&["--repo", &d_s, "check"]);
+        let stdout = text(&o.stdout);
+        assert!(
+            stdout.contains("parity: clean"),
+            "{round}: {stdout}\n{}",
+            text(&o.stderr)
+        );
+    }
+    let vars = std::fs::read_to_string(d.join("infra/ansible/inventory/host_vars/k3s-prod-1.yml"))
+        .expect("the demo's host_vars");
+    assert_eq!(
+        vars.matches("# Written by hk-console demo").count(),
+        1,
+        "{vars}"
+    );
+}

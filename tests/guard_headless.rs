@@ -917,10 +917,8 @@ fn each_signal_mid_step_journals_the_headless_run_abandoned_and_exits_by_it() {
             let err = String::from_utf8_lossy(&second.stderr);
             assert_eq!(second.status.code(), Some(2), "{err}");
             assert!(
-                err.contains(&format!(
-                    "is held by a running demo (pid {})",
-                    h.child.id()
-                )) && err.contains("nothing was changed"),
+                err.contains(&format!("is held by a running demo (pid {})", h.child.id()))
+                    && err.contains("nothing was changed"),
                 "{err}"
             );
             assert_eq!(std::fs::read_to_string(&marker).expect("lock"), before);

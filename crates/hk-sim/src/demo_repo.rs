@@ -567,6 +567,51 @@ pub fn verify_loopback(repo: &Repo) -> Result<(), DemoRepoError> {
     }
 }
 
+/// What an earlier demo on a reopened directory wrote beside the repo copy: the `host_vars`
+/// files that hold only its connection variables (it writes them with this header, and the
+/// fresh copy has no such file). Removed before the copy is read, so its API port is the
+/// repo's again and every port-derived value moves together onto the new simulation (the
+/// Flux release's `k8sServicePort` once stayed at the repo's port while `k3s_api_port` moved,
+/// and parity failed on the reopened copy).
+fn forget_earlier_demo(dir: &Path, fresh: &[PathBuf]) -> Result<(), DemoRepoError> {
+    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(d) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => {
+                    let name = e.file_name();
+                    if name != "runs" && name != ".ssh" && name != ".cache" {
+                        walk(&p, out);
+                    }
+                }
+                Ok(t) if t.is_file() => out.push(p),
+                _ => {}
+            }
+        }
+    }
+    let mut all = Vec::new();
+    walk(dir, &mut all);
+    for p in all {
+        let rel = p.strip_prefix(dir).unwrap_or(&p).to_path_buf();
+        let in_host_vars = rel.components().any(|c| c.as_os_str() == "host_vars");
+        if !in_host_vars || fresh.contains(&rel) {
+            continue;
+        }
+        let ours = std::fs::read_to_string(&p)
+            .is_ok_and(|t| t.starts_with("# Written by hk-console demo: "));
+        if ours {
+            std::fs::remove_file(&p).map_err(|source| DemoRepoError::Write {
+                path: p.clone(),
+                source,
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Write the sample under `dir`, move it onto loopback, reload it and check it.
 pub fn prepare(dir: &Path) -> Result<(Repo, AddressPlan), DemoRepoError> {
     prepare_from(dir, None)
@@ -586,6 +631,7 @@ pub fn prepare_from(
             sample_files().iter().map(|(rel, _)| rel.into()).collect()
         }
     };
+    forget_earlier_demo(dir, &files)?;
     let origin = Repo::load(dir).map_err(|e| match source {
         Some(src) => DemoRepoError::Source {
             path: src.to_path_buf(),
