@@ -311,14 +311,47 @@ fn the_quit_question_says_what_a_throwaway_demo_loses() {
             .join(" ")
     }
     let lost = "this demo's directory, its journals with it, is deleted when the console \
-                exits, so the run cannot be resumed (`demo --dir DIR` keeps them)";
+                exits: no run in it can be resumed or shown again (`demo --dir DIR` keeps them)";
     let said = quit_question(Some(lost));
     assert!(said.contains("Quit anyway?"), "{said}");
-    assert!(said.contains("so the run cannot be resumed"), "{said}");
+    assert!(said.contains("no run in it can be resumed"), "{said}");
     assert!(!said.contains("resume it from Home"), "{said}");
     let said = quit_question(None);
     assert!(
         said.contains("the journal keeps the run (resume it from Home)"),
         "{said}"
+    );
+}
+
+/// Issue 38: quitting a throwaway demo whose run has finished asked nothing, although its
+/// journals go with it. With journals in the directory `q` asks, naming how many and the
+/// loss; `n` keeps the console; with none it quits at once.
+#[test]
+fn quitting_a_throwaway_demo_with_finished_runs_names_the_journals_lost() {
+    let lost = "this demo's directory, its journals with it, is deleted when the console \
+                exits: no run in it can be resumed or shown again (`demo --dir DIR` keeps them)";
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = console(dir.path());
+    app.set_runs_discarded(Some(lost.to_string()));
+    assert_eq!(app.runs().len(), 0);
+    assert!(
+        matches!(app.update(Action::Quit), hk_console::ui::app::Control::Quit),
+        "no journal: nothing is lost, no question"
+    );
+    run_node_health(dir.path());
+    let mut app = console(dir.path());
+    app.set_runs_discarded(Some(lost.to_string()));
+    app.refresh_runs();
+    assert_eq!(app.runs().len(), 1, "the finished run's journal");
+    app.handle_key(key('q'));
+    let frame = text(&render(&mut app, 80, 24))
+        .replace(['│', '┌', '┐', '└', '┘', '─'], " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        frame.contains("Quit? This demo's directory and its 1 run journal(s) are")
+            && frame.contains("deleted when the console exits (`demo --dir DIR` keeps them)."),
+        "{frame}"
     );
 }

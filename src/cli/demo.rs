@@ -198,7 +198,7 @@ pub(super) fn demo_cmd(
             // question must not promise a resume from Home.
             runs_discarded: (!dir.keep).then(|| {
                 "this demo's directory, its journals with it, is deleted when the console \
-                 exits, so the run cannot be resumed (`demo --dir DIR` keeps them)"
+                 exits: no run in it can be resumed or shown again (`demo --dir DIR` keeps them)"
                     .to_string()
             }),
         },

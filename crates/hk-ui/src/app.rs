@@ -450,7 +450,10 @@ impl App {
                 self.height = h;
             }
             Action::Quit => {
-                if self.run_is_active() {
+                // Asked when a run is in flight, and when quitting deletes journals (a demo
+                // without --dir): the question names the loss either way.
+                if self.run_is_active() || (self.runs_discarded.is_some() && !self.runs.is_empty())
+                {
                     self.overlay = Some(Overlay::Confirm(Confirm::Quit));
                 } else {
                     return Control::Quit;

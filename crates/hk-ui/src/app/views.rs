@@ -155,6 +155,8 @@ impl App {
             scroll_max: &self.overlay_scroll_max,
             refused_command: self.refused_command.as_ref(),
             runs_discarded: self.runs_discarded.as_deref(),
+            run_active: self.run_is_active(),
+            journals: self.runs.len(),
             operator: &self.operator,
             active: self.active.as_ref(),
             gate_blast: match &self.overlay {

@@ -39,6 +39,10 @@ pub struct OverlayView<'a> {
     pub refused_command: Option<&'a (String, String)>,
     /// What quitting loses, where the journals do not outlive the console.
     pub runs_discarded: Option<&'a str>,
+    /// Whether a run is in flight (the quit question says so), and how many run journals
+    /// the console's runs directory holds.
+    pub run_active: bool,
+    pub journals: usize,
     pub operator: &'a str,
     pub active: Option<&'a ActiveRun>,
     /// The live blast radius of the open gate's step, as the live panes see it now.
@@ -237,6 +241,13 @@ fn draw_confirm(f: &mut Frame, area: Rect, ov: &OverlayView, c: &Confirm) {
     let t = ov.cx.theme;
     let text = match c {
         Confirm::Quit => match ov.runs_discarded {
+            // Short: the modal is four lines of 62 at 80x24, and the way to keep them must
+            // show.
+            Some(_) if !ov.run_active => format!(
+                "Quit? This demo's directory and its {} run journal(s) are deleted when the \
+                 console exits (`demo --dir DIR` keeps them).",
+                ov.journals
+            ),
             Some(lost) => format!(
                 "A run is in progress. Quit anyway? A running step is cancelled first; {lost}."
             ),
