@@ -805,6 +805,32 @@ fn slash_filters_the_home_lists_and_searches_the_output() {
     );
 }
 
+/// Issue 38: `/` filters as it is typed (k9s does; it once waited for Enter), and Esc in
+/// the prompt clears the filter.
+#[test]
+fn slash_filters_as_it_is_typed_and_esc_clears() {
+    let dir = tmp();
+    let mut app = operate_app(dir.path(), &[StepKind::ListHosts], &[]);
+    app.update(hk_console::ui::action::Action::Command("env prod".into()));
+    app.handle_key(key('/'));
+    type_str(&mut app, "ETC");
+    assert_eq!(app.filter(), Some("ETC"));
+    let frame = text(&render(&mut app, 120, 34));
+    assert!(frame.contains("(1 of 9)"), "{frame}");
+    assert!(!frame.contains("node-health"), "{frame}");
+    app.handle_key(code(KeyCode::Backspace));
+    app.handle_key(code(KeyCode::Backspace));
+    app.handle_key(code(KeyCode::Backspace));
+    assert_eq!(app.filter(), None, "an emptied prompt filters nothing");
+    type_str(&mut app, "vpn");
+    assert_eq!(app.filter(), Some("vpn"));
+    app.handle_key(code(KeyCode::Esc));
+    assert!(app.overlay().is_none());
+    assert_eq!(app.filter(), None, "Esc clears the filter");
+    let frame = text(&render(&mut app, 120, 34));
+    assert!(frame.contains("node-health"), "{frame}");
+}
+
 #[test]
 fn replies_for_another_run_are_dropped() {
     let dir = tmp();

@@ -216,20 +216,30 @@ impl App {
 
     /// The `/` filter being typed: Enter applies it (the selections start over), Esc
     /// leaves the filter as it was.
+    /// The `/` prompt filters as it is typed (as k9s does): each key applies what the
+    /// prompt holds; Enter keeps it and closes the prompt, Esc clears the filter.
     fn filter_key(&mut self, mut text: Box<TextArea<'static>>, key: KeyEvent) -> Control {
+        let apply = |app: &mut Self, f: Option<String>| {
+            app.filter = f;
+            app.search_at = None;
+            app.env_sel = 0;
+            app.runbook_sel = 0;
+            app.run_sel = 0;
+        };
         match key.code {
-            KeyCode::Esc => Control::Continue,
+            KeyCode::Esc => {
+                apply(self, None);
+                Control::Continue
+            }
             KeyCode::Enter => {
                 let f = text.lines().join(" ").trim().to_string();
-                self.filter = (!f.is_empty()).then_some(f);
-                self.search_at = None;
-                self.env_sel = 0;
-                self.runbook_sel = 0;
-                self.run_sel = 0;
+                apply(self, (!f.is_empty()).then_some(f));
                 Control::Continue
             }
             _ => {
                 text.input(key);
+                let f = text.lines().join(" ").trim().to_string();
+                apply(self, (!f.is_empty()).then_some(f));
                 self.overlay = Some(Overlay::Filter { text });
                 Control::Continue
             }
