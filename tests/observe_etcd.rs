@@ -14,6 +14,15 @@ use hk_console::observe::etcd::EtcdProbe;
 use hk_console::sim::demo;
 use tokio_util::sync::CancellationToken;
 
+/// The pre-flight's refusing findings, in words.
+fn refusals(view: &hk_console::checks::live::EtcdClientView) -> Vec<&str> {
+    view.preflight
+        .iter()
+        .filter(|f| f.blocks)
+        .map(|f| f.text.as_str())
+        .collect()
+}
+
 fn probe(d: &demo::Demo) -> EtcdProbe {
     EtcdProbe::for_repo_with(
         &d.repo,
@@ -402,12 +411,7 @@ async fn a_dead_holder_is_never_the_etcd_leader() {
     // disrupt another server while k3s-prod-1's member does not answer.
     let view = pane.client.as_ref().expect("etcd's client API read");
     assert_eq!(view.leader_host.as_deref(), Some("k3s-prod-2"), "{view:#?}");
-    let refusals: Vec<&str> = view
-        .preflight
-        .iter()
-        .filter(|f| f.blocks)
-        .map(|f| f.text.as_str())
-        .collect();
+    let refusals = refusals(view);
     assert!(
         refusals.iter().any(
             |t| t.starts_with("k3s-prod-1's etcd member not answering since ")
@@ -434,12 +438,7 @@ async fn a_half_joined_learner_is_seen_only_by_etcd_and_refuses_the_preflight() 
     let (pane, _) = p.look(&d.repo, "prod", &cancel).await;
     let view = pane.client.as_ref().expect("etcd's client API read");
     assert_eq!(view.members.len(), 4, "{view:#?}");
-    let refusals: Vec<&str> = view
-        .preflight
-        .iter()
-        .filter(|f| f.blocks)
-        .map(|f| f.text.as_str())
-        .collect();
+    let refusals = refusals(view);
     assert!(
         refusals
             .iter()

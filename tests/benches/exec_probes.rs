@@ -8,7 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use hk_console::exec::ssh::ExecOptions;
@@ -50,25 +50,9 @@ async fn russh_round(c: &Cluster, probes: usize) -> (Duration, Duration) {
 fn openssh_round(c: &Cluster, probes: usize) -> Duration {
     let t0 = Instant::now();
     for _ in 0..probes {
-        for n in &c.nodes {
-            let st = Command::new("ssh")
-                .args([
-                    "-F",
-                    "/dev/null",
-                    "-o",
-                    "BatchMode=yes",
-                    "-o",
-                    "IdentitiesOnly=yes",
-                ])
-                .args(["-o", "ControlMaster=no", "-o", "ControlPath=none"])
-                .args(["-o", "StrictHostKeyChecking=yes"])
-                .arg("-o")
-                .arg(format!("UserKnownHostsFile={}", c.known_hosts.display()))
-                .arg("-i")
-                .arg(&c.client_key)
-                .arg("-p")
-                .arg(n.port.to_string())
-                .arg(format!("{}@{}", Cluster::user(), n.addr))
+        for (i, n) in c.nodes.iter().enumerate() {
+            let st = c
+                .openssh(i)
                 .arg(PROBE)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())

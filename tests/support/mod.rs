@@ -320,6 +320,32 @@ impl Cluster {
         .expect("settings")
     }
 
+    /// OpenSSH's own `ssh` to node `i` as a script would run it: no config file, no
+    /// agent, no connection sharing, this cluster's host keys only. The remote command is
+    /// the caller's to add.
+    pub fn openssh(&self, i: usize) -> std::process::Command {
+        let n = &self.nodes[i];
+        let mut c = std::process::Command::new("ssh");
+        c.args([
+            "-F",
+            "/dev/null",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+        ])
+        .args(["-o", "ControlMaster=no", "-o", "ControlPath=none"])
+        .args(["-o", "StrictHostKeyChecking=yes"])
+        .arg("-o")
+        .arg(format!("UserKnownHostsFile={}", self.known_hosts.display()))
+        .arg("-i")
+        .arg(&self.client_key)
+        .arg("-p")
+        .arg(n.port.to_string())
+        .arg(format!("{}@{}", Self::user(), n.addr));
+        c
+    }
+
     /// Options trusting exactly this cluster's host keys, no agent, quick reconnects.
     pub fn options(&self) -> SshOptions {
         let mut o = SshOptions::with_known_hosts(vec![self.known_hosts.clone()]);

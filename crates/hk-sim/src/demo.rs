@@ -278,6 +278,9 @@ pub enum FaultRefused {
     Stopped { env: String },
 }
 
+/// Some nodes' (host, state), as the faults that act over SSH take them.
+type NodeStates = [(String, Arc<Mutex<NodeState>>)];
+
 /// The unstarted learner's id and peer URL in `members`' etcd (the next address after the
 /// last member's, as a server being joined would have).
 const LEARNER_PEER: &str = "https://192.0.2.250:2380";
@@ -807,48 +810,34 @@ async fn start_demo(
                     .collect()
             })
             .unwrap_or_default();
-        // The SSH side of the faults.
-        for (at, fault) in &faults {
-            let up = match fault {
-                Fault::VpnDown => false,
-                Fault::VpnUp => true,
-                Fault::HolderDies
-                | Fault::AgentDrifts { .. }
-                | Fault::EtcdLearnerAdded
-                | Fault::EtcdLearnerRemoved => continue,
-            };
-            let gws = gateways.clone();
-            let at = *at;
-            let c = cancel.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = c.cancelled() => {}
-                    _ = tokio::time::sleep(at) => {
-                        set_tunnels(&gws, up);
-                    }
-                }
-            });
-        }
         let members: Vec<(String, Arc<Mutex<NodeState>>)> = sim_env
             .servers
             .iter()
             .filter_map(|(h, _)| nodes.get(h).map(|n| (h.clone(), n.state())))
             .collect();
+        // The SSH side of the faults: the gateways' tunnels, the servers' etcd membership.
         for (at, fault) in &faults {
-            let added = match fault {
-                Fault::EtcdLearnerAdded => true,
-                Fault::EtcdLearnerRemoved => false,
-                _ => continue,
+            let (nodes_of, act): (_, fn(&NodeStates)) = match fault {
+                Fault::VpnDown => (gateways.clone(), |g| {
+                    set_tunnels(g, false);
+                }),
+                Fault::VpnUp => (gateways.clone(), |g| {
+                    set_tunnels(g, true);
+                }),
+                Fault::EtcdLearnerAdded => (members.clone(), |m| {
+                    set_learner(m, true);
+                }),
+                Fault::EtcdLearnerRemoved => (members.clone(), |m| {
+                    set_learner(m, false);
+                }),
+                Fault::HolderDies | Fault::AgentDrifts { .. } => continue,
             };
-            let m = members.clone();
             let at = *at;
             let c = cancel.clone();
             tokio::spawn(async move {
                 tokio::select! {
                     _ = c.cancelled() => {}
-                    _ = tokio::time::sleep(at) => {
-                        set_learner(&m, added);
-                    }
+                    _ = tokio::time::sleep(at) => act(&nodes_of),
                 }
             });
         }

@@ -184,7 +184,7 @@ pub fn unhealthy(topo: &EnvTopology, snap: &ClusterSnapshot) -> Vec<String> {
                     .and_then(|h| value.status.get(h)),
             ) {
                 for (host, st) in &value.status {
-                    let behind = lead.applied_index.saturating_sub(st.applied_index);
+                    let behind = value.lag(host).unwrap_or(0);
                     if behind > CATCH_UP_ENTRIES {
                         causes.push(format!(
                             "etcd: {host}'s member has applied {} of the leader's ({leader}) {}: {behind} entries behind, still catching up (at most {CATCH_UP_ENTRIES})",

@@ -95,14 +95,10 @@ impl RealExecutor {
 
     /// The VIP a mutating step probes: its environment's, when one of its hosts is a server.
     fn vip_for(&self, step: &PlannedStep) -> Option<std::net::SocketAddr> {
-        let hosts = step
-            .blast_radius
-            .as_ref()
-            .map(|b| b.hosts.clone())
-            .unwrap_or_default();
+        let radius = step.blast_radius.iter().flat_map(|b| b.hosts.iter());
         step.host
             .iter()
-            .chain(hosts.iter())
+            .chain(radius)
             .find_map(|h| self.vips.get(h).copied())
     }
 

@@ -28,13 +28,17 @@ impl App {
         if hosts.is_empty() {
             return None;
         }
-        let servers = self
-            .envs
-            .iter()
-            .find(|e| e.name == plan.env)
-            .map(|e| e.servers.clone())
-            .unwrap_or_default();
+        let servers = self.servers_of(&plan.env);
         Some(self.live.blast(&plan.env, hosts, &servers, self.now))
+    }
+
+    /// The etcd members of `env`: its servers, as the repo names them.
+    fn servers_of(&self, env: &str) -> Vec<String> {
+        self.envs
+            .iter()
+            .find(|e| e.name == env)
+            .map(|e| e.servers.clone())
+            .unwrap_or_default()
     }
 
     /// Before the run starts: where its plan takes the environment's VIP holder and etcd
@@ -60,12 +64,7 @@ impl App {
                 }
             }
         }
-        let servers = self
-            .envs
-            .iter()
-            .find(|e| e.name == plan.env)
-            .map(|e| e.servers.clone())
-            .unwrap_or_default();
+        let servers = self.servers_of(&plan.env);
         // Where the plan takes the holder, then what etcd's pre-flight refuses now.
         let mut out: Vec<_> = self
             .live
