@@ -44,6 +44,13 @@ impl Member {
     fn client_url(&self) -> String {
         format!("https://{}:{}", self.addr, self.client)
     }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
 
 /// Three sshd servers, three etcd members, and an infra repo naming them.
@@ -146,6 +153,128 @@ fn pki(dir: &Path) {
     sign("client", "/CN=etcd-client", "extendedKeyUsage=clientAuth\n");
 }
 
+/// Three members on ADDRS, on ports chosen free now, each under its own child process.
+fn spawn_members(dir: &Path, quota: Option<u64>) -> Vec<Member> {
+    let mut members: Vec<Member> = ADDRS
+        .iter()
+        .enumerate()
+        .map(|(i, addr)| Member {
+            name: format!("member{}", i + 1),
+            addr,
+            client: port(addr),
+            peer: port(addr),
+            metrics: port(addr),
+            child: None,
+        })
+        .collect();
+    let initial: Vec<String> = members
+        .iter()
+        .map(|m| format!("{}=https://{}:{}", m.name, m.addr, m.peer))
+        .collect();
+    let initial = initial.join(",");
+    for m in &mut members {
+        let d = |f: &str| dir.join(f).display().to_string();
+        let cert = d(&format!("{}.crt", m.name));
+        let key = d(&format!("{}.key", m.name));
+        let mut args = vec![
+            format!("--name={}", m.name),
+            format!("--data-dir={}", d(&format!("{}.data", m.name))),
+            format!("--listen-client-urls={}", m.client_url()),
+            format!("--advertise-client-urls={}", m.client_url()),
+            format!("--listen-peer-urls=https://{}:{}", m.addr, m.peer),
+            format!(
+                "--initial-advertise-peer-urls=https://{}:{}",
+                m.addr, m.peer
+            ),
+            format!("--listen-metrics-urls=http://{}:{}", m.addr, m.metrics),
+            format!("--initial-cluster={initial}"),
+            format!("--cert-file={cert}"),
+            format!("--key-file={key}"),
+            format!("--trusted-ca-file={}", d("server-ca.crt")),
+            "--client-cert-auth".into(),
+            format!("--peer-cert-file={cert}"),
+            format!("--peer-key-file={key}"),
+            format!("--peer-trusted-ca-file={}", d("server-ca.crt")),
+            "--peer-client-cert-auth".into(),
+            "--unsafe-no-fsync=true".into(),
+            "--log-level=error".into(),
+        ];
+        if let Some(q) = quota {
+            args.push(format!("--quota-backend-bytes={q}"));
+        }
+        let log = std::fs::File::create(dir.join(format!("{}.log", m.name))).expect("log");
+        m.child = Some(
+            Command::new(etcd_bin())
+                .args(&args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "{}: {e} (tests/apiserver/build.sh builds it)",
+                        etcd_bin().display()
+                    )
+                }),
+        );
+    }
+    members
+}
+
+/// Wait until member 1 serves a quorum read; Err with every member's log tail when one
+/// exits first or 30 s pass.
+fn until_serving(dir: &Path, members: &mut [Member]) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if gateway(
+            dir,
+            &members[0].client_url(),
+            "/v3/kv/range",
+            r#"{"key":"aw=="}"#,
+        )
+        .contains("header")
+        {
+            return Ok(());
+        }
+        let exited = members.iter_mut().any(|m| {
+            m.child
+                .as_mut()
+                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))))
+        });
+        if exited || Instant::now() > deadline {
+            return Err(logs(dir, members));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// etcd's gateway at `url`, from the test (not through the console).
+fn gateway(dir: &Path, url: &str, path: &str, body: &str) -> String {
+    let d = |f: &str| dir.join(f).display().to_string();
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--cacert", &d("server-ca.crt")])
+        .args(["--cert", &d("client.crt"), "--key", &d("client.key")])
+        .args(["-X", "POST", "-d", body])
+        .arg(format!("{url}{path}"))
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// The last lines of each member's log.
+fn logs(dir: &Path, members: &[Member]) -> String {
+    members
+        .iter()
+        .map(|m| {
+            let t =
+                std::fs::read_to_string(dir.join(format!("{}.log", m.name))).unwrap_or_default();
+            let tail: Vec<&str> = t.lines().rev().take(5).collect();
+            format!("{}: {}", m.name, tail.join("\n"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 impl Lab {
     /// `quota`: etcd's --quota-backend-bytes for every member (None: etcd's default).
     fn start(quota: Option<u64>) -> Lab {
@@ -153,68 +282,23 @@ impl Lab {
         let dir = cluster.dir.path().join("etcd");
         std::fs::create_dir_all(&dir).expect("etcd dir");
         pki(&dir);
-        let mut members: Vec<Member> = ADDRS
-            .iter()
-            .enumerate()
-            .map(|(i, addr)| Member {
-                name: format!("member{}", i + 1),
-                addr,
-                client: port(addr),
-                peer: port(addr),
-                metrics: port(addr),
-                child: None,
-            })
-            .collect();
-        let initial: Vec<String> = members
-            .iter()
-            .map(|m| format!("{}=https://{}:{}", m.name, m.addr, m.peer))
-            .collect();
-        let initial = initial.join(",");
-        for m in &mut members {
-            let d = |f: &str| dir.join(f).display().to_string();
-            let cert = d(&format!("{}.crt", m.name));
-            let key = d(&format!("{}.key", m.name));
-            let mut args = vec![
-                format!("--name={}", m.name),
-                format!("--data-dir={}", d(&format!("{}.data", m.name))),
-                format!("--listen-client-urls={}", m.client_url()),
-                format!("--advertise-client-urls={}", m.client_url()),
-                format!("--listen-peer-urls=https://{}:{}", m.addr, m.peer),
-                format!(
-                    "--initial-advertise-peer-urls=https://{}:{}",
-                    m.addr, m.peer
-                ),
-                format!("--listen-metrics-urls=http://{}:{}", m.addr, m.metrics),
-                format!("--initial-cluster={initial}"),
-                format!("--cert-file={cert}"),
-                format!("--key-file={key}"),
-                format!("--trusted-ca-file={}", d("server-ca.crt")),
-                "--client-cert-auth".into(),
-                format!("--peer-cert-file={cert}"),
-                format!("--peer-key-file={key}"),
-                format!("--peer-trusted-ca-file={}", d("server-ca.crt")),
-                "--peer-client-cert-auth".into(),
-                "--unsafe-no-fsync=true".into(),
-                "--log-level=error".into(),
-            ];
-            if let Some(q) = quota {
-                args.push(format!("--quota-backend-bytes={q}"));
+        // A port chosen free can be taken by another test's lab (they share these
+        // addresses) before etcd binds it: the cluster is started again on new ports.
+        let mut members = Vec::new();
+        for attempt in 1..=5 {
+            members = spawn_members(&dir, quota);
+            match until_serving(&dir, &mut members) {
+                Ok(()) => break,
+                Err(logs) if attempt < 5 && logs.contains("address already in use") => {
+                    for m in &mut members {
+                        m.stop();
+                    }
+                    for m in &members {
+                        let _ = std::fs::remove_dir_all(dir.join(format!("{}.data", m.name)));
+                    }
+                }
+                Err(logs) => panic!("etcd did not serve in 30 s; logs:\n{logs}"),
             }
-            let log = std::fs::File::create(dir.join(format!("{}.log", m.name))).expect("log");
-            m.child = Some(
-                Command::new(etcd_bin())
-                    .args(&args)
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(log)
-                    .spawn()
-                    .unwrap_or_else(|e| {
-                        panic!(
-                            "{}: {e} (tests/apiserver/build.sh builds it)",
-                            etcd_bin().display()
-                        )
-                    }),
-            );
         }
         let root = cluster.dir.path().join("repo");
         let inv = root.join("inventory");
@@ -242,17 +326,12 @@ impl Lab {
         }
         std::fs::write(inv.join("hosts.ini"), ini).expect("hosts.ini");
         std::fs::copy(&cluster.known_hosts, root.join("known_hosts")).expect("known_hosts");
-        let lab = Lab {
+        Lab {
             cluster,
             dir,
             members,
             root,
-        };
-        lab.wait(|| {
-            lab.api(0, "/v3/kv/range", r#"{"key":"aw=="}"#)
-                .contains("header")
-        });
-        lab
+        }
     }
 
     fn repo(&self) -> Repo {
@@ -274,15 +353,7 @@ impl Lab {
 
     /// etcd's gateway on member `i`, from the test (not through the console).
     fn api(&self, i: usize, path: &str, body: &str) -> String {
-        let d = |f: &str| self.dir.join(f).display().to_string();
-        let out = Command::new("curl")
-            .args(["-sS", "--max-time", "10", "--cacert", &d("server-ca.crt")])
-            .args(["--cert", &d("client.crt"), "--key", &d("client.key")])
-            .args(["-X", "POST", "-d", body])
-            .arg(format!("{}{path}", self.members[i].client_url()))
-            .output()
-            .expect("curl");
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+        gateway(&self.dir, &self.members[i].client_url(), path, body)
     }
 
     fn wait(&self, mut ok: impl FnMut() -> bool) {
@@ -298,23 +369,11 @@ impl Lab {
     }
 
     fn logs(&self) -> String {
-        self.members
-            .iter()
-            .map(|m| {
-                let t = std::fs::read_to_string(self.dir.join(format!("{}.log", m.name)))
-                    .unwrap_or_default();
-                let tail: Vec<&str> = t.lines().rev().take(5).collect();
-                format!("{}: {}", m.name, tail.join("\n"))
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        logs(&self.dir, &self.members)
     }
 
     fn stop(&mut self, i: usize) {
-        if let Some(mut c) = self.members[i].child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.members[i].stop();
     }
 
     /// The member id (decimal, as the gateway writes it) of member `i`.
@@ -442,8 +501,8 @@ async fn measure_against_openssh(lab: &Lab, p: &EtcdProbe, repo: &Repo) {
     };
     let started = Instant::now();
     let mut reads = 0;
-    for (i, n) in lab.cluster.nodes.iter().enumerate() {
-        let spec = hk_console::observe::etcd::client_spec(repo, HOSTS[i]).expect("spec");
+    for (i, host) in HOSTS.iter().enumerate() {
+        let spec = hk_console::observe::etcd::client_spec(repo, host).expect("spec");
         let c = hk_console::observe::etcd::ClientCommands::new(&spec, Duration::from_secs(5));
         let metrics = format!(
             "http://{}:{}/metrics",
@@ -458,27 +517,9 @@ async fn measure_against_openssh(lab: &Lab, p: &EtcdProbe, repo: &Repo) {
             &m.metrics,
             &m.psi,
         ] {
-            let out = Command::new("ssh")
-                .args([
-                    "-F",
-                    "/dev/null",
-                    "-o",
-                    "BatchMode=yes",
-                    "-o",
-                    "IdentitiesOnly=yes",
-                ])
-                .args(["-o", "ControlMaster=no", "-o", "ControlPath=none"])
-                .args(["-o", "StrictHostKeyChecking=yes"])
-                .arg("-o")
-                .arg(format!(
-                    "UserKnownHostsFile={}",
-                    lab.cluster.known_hosts.display()
-                ))
-                .arg("-i")
-                .arg(&lab.cluster.client_key)
-                .arg("-p")
-                .arg(n.port.to_string())
-                .arg(format!("{}@{}", Cluster::user(), n.addr))
+            let out = lab
+                .cluster
+                .openssh(i)
                 .arg(words(argv))
                 .stdin(Stdio::null())
                 .output()
