@@ -40,6 +40,8 @@ mod sim_quorum;
 mod sim_ssh;
 #[path = "sim_tools.rs"]
 mod sim_tools;
+#[path = "sim_userland.rs"]
+mod sim_userland;
 
 // The helpers the files share, once for the binary (each file `use crate::...`s them).
 mod demo_common;

@@ -4,6 +4,7 @@
 #     ansible-playbook the parity and executor tests compare against.
 #   - openssh-server (apt), for the exec tests' sshd nodes on 127.0.0.11-13.
 #   - tmux (apt), for the end-to-end tests that drive the real binary in a terminal.
+#   - bubblewrap (apt), the sandbox of the simulated nodes' real userland (tests/sim_userland.rs).
 #   - etcd and kube-apiserver built from tests/apiserver/go.mod (needs Go) into
 #     target/apiserver-bin, and openssl (apt) for their certificates: the kube tests' real
 #     API server (tests/support/apiserver.rs).
@@ -112,6 +113,19 @@ if ! command -v tmux >/dev/null 2>&1; then
   fi
 fi
 tmux -V
+
+# --- the simulated nodes' real userland (crates/hk-sim/src/userland.rs): each node's
+# commands run the machine's own sh, coreutils and python3 in a bubblewrap sandbox.
+step "bubblewrap for the simulated nodes' real userland"
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap
+  else
+    echo "bubblewrap missing: run 'apt-get install -y bubblewrap' as root" >&2
+  fi
+fi
+bwrap --version
 
 # --- kube tests (tests/kube_*.rs): a real kube-apiserver over a real etcd on 127.0.0.1.
 # build.sh skips the build when the binaries are newer than go.mod/go.sum; a cold build

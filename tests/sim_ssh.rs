@@ -771,6 +771,7 @@ async fn two_nodes_on_two_addresses_at_once_and_only_loopback() {
             authorized_keys: vec![key.clone()],
             state: Arc::new(Mutex::new(NodeState::new("outside", Clock::fixed(T0)))),
             host_key: None,
+            userland: None,
         })
         .await
         .err()

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use hk_console::sim::node::NodeState;
 use hk_console::sim::ssh::{parse_authorized_keys, SimNode, SimNodeSpec};
+use hk_console::sim::userland::{Sandbox, Userland};
 
 use super::keygen;
 
@@ -29,6 +30,18 @@ impl SimNodes {
         address: impl Fn(usize) -> IpAddr,
         state: impl Fn(&str) -> NodeState,
     ) -> SimNodes {
+        Self::start_with(prefix, names, address, state, None).await
+    }
+
+    /// [`SimNodes::start`] with each node's commands in its real userland (`sandbox`), its
+    /// root under `dir/nodes/NAME`.
+    pub async fn start_with(
+        prefix: &str,
+        names: &[&str],
+        address: impl Fn(usize) -> IpAddr,
+        state: impl Fn(&str) -> NodeState,
+        sandbox: Option<Sandbox>,
+    ) -> SimNodes {
         let dir = tempfile::Builder::new()
             .prefix(prefix)
             .tempdir()
@@ -39,13 +52,29 @@ impl SimNodes {
         let authorized = parse_authorized_keys(&pubkey, "id_ed25519.pub").expect("key");
         let mut nodes = Vec::new();
         for (i, name) in names.iter().enumerate() {
+            let state = Arc::new(Mutex::new(state(name)));
+            let userland = match &sandbox {
+                Some(s) => Some(
+                    Userland::create(
+                        s.clone(),
+                        &dir.path().join("nodes").join(name),
+                        name,
+                        address(i),
+                        state.clone(),
+                    )
+                    .await
+                    .expect("node userland"),
+                ),
+                None => None,
+            };
             let node = SimNode::start(SimNodeSpec {
                 name: name.to_string(),
                 address: address(i),
                 port: 0,
                 authorized_keys: authorized.clone(),
-                state: Arc::new(Mutex::new(state(name))),
+                state,
                 host_key: None,
+                userland,
             })
             .await
             .expect("start sim node");

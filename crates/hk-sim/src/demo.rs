@@ -674,6 +674,7 @@ async fn start_demo(
             authorized_keys: vec![public.clone()],
             state: Arc::new(Mutex::new(node)),
             host_key: None,
+            userland: None,
         })
         .await
         .map_err(|e| DemoError::Start(e.to_string()))?;

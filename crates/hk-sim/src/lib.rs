@@ -8,6 +8,8 @@
 //! - [`apiserver`]: `demo --apiserver`: a real etcd and kube-apiserver per environment.
 //! - [`cluster`]: one simulated k3s cluster's objects and controllers on that server.
 //! - [`ssh`]: the simulated nodes' SSH servers (russh server side), one per inventory host.
+//! - [`userland`]: a node's real userland (the machine's own programs in a bubblewrap
+//!   sandbox per node), where its exec, shell and sftp channels run when it has one.
 //! - [`node`]: a node's simulated state.
 //! - [`login`]: one login on a node: the shell's System over its state, and the node's own
 //!   utilities (systemctl, journalctl, curl, ...).
@@ -33,6 +35,7 @@ pub mod scp;
 pub mod sftp;
 pub mod shell;
 pub mod ssh;
+pub mod userland;
 
 #[cfg(test)]
 mod probe_answers;

@@ -388,6 +388,18 @@ fn utility(
     })
 }
 
+/// A node's unit manager, called by name from outside the emulated shell: what a real
+/// userland's `systemctl`/`journalctl` shims ask the simulation ([`super::userland`]), so
+/// a playbook's `systemctl restart k3s` acts on the same units the console's probes read.
+/// Only these two tools; anything else is `None`.
+pub fn unit_tool(s: &mut NodeState, name: &str, args: &[String]) -> Option<Output> {
+    match name {
+        "systemctl" => Some(systemctl(s, args)),
+        "journalctl" => Some(journalctl(s, args)),
+        _ => None,
+    }
+}
+
 /// An option or operand form the utility does not model: exit 2, named.
 fn unsupported(name: &str, args: &[String], what: &str) -> Output {
     let _ = args;
@@ -580,6 +592,8 @@ fn prop_value(s: &NodeState, unit: &str, prop: &str) -> Option<String> {
         "ActiveState" => u.map(|u| u.state.as_str()).unwrap_or("inactive").into(),
         "SubState" => u.map(|u| u.state.sub_state()).unwrap_or("dead").into(),
         "LoadState" => if u.is_some() { "loaded" } else { "not-found" }.into(),
+        // Every unit the simulation has is enabled at boot (k3s, kube-vip, the tunnel).
+        "UnitFileState" => if u.is_some() { "enabled" } else { "" }.into(),
         "NRestarts" => u.map(|u| u.restarts).unwrap_or(0).to_string(),
         "MainPID" => u
             .filter(|u| u.state == UnitState::Active)
@@ -601,10 +615,28 @@ fn prop_value(s: &NodeState, unit: &str, prop: &str) -> Option<String> {
     })
 }
 
+/// What `systemctl show UNIT` prints without `-p`: every property the simulation models
+/// (systemd prints some 250; Ansible's systemd module reads these).
+const SHOWN_PROPERTIES: [&str; 11] = [
+    "Id",
+    "Names",
+    "Description",
+    "LoadState",
+    "ActiveState",
+    "SubState",
+    "UnitFileState",
+    "MainPID",
+    "NRestarts",
+    "IOWeight",
+    "ActiveEnterTimestamp",
+];
+
 fn systemctl_show(s: &NodeState, flags: &[String], props: &[String], units: &[String]) -> Output {
-    if props.is_empty() {
-        return unsupported("systemctl", &[], "show without -p PROPERTY");
+    if props.is_empty() && units.is_empty() {
+        return unsupported("systemctl", &[], "show of the manager itself");
     }
+    let all: Vec<String> = SHOWN_PROPERTIES.iter().map(|p| p.to_string()).collect();
+    let props = if props.is_empty() { &all[..] } else { props };
     let value_only = flags.iter().any(|f| f == "--value");
     let mut out = String::new();
     let targets: Vec<String> = if units.is_empty() {

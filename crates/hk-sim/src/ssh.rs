@@ -14,7 +14,12 @@
 //!
 //! Owns: [`SimNode`] (start, address, host key, known_hosts line, counters, stop),
 //! [`SimNodeSpec`], [`parse_authorized_keys`], [`generate_host_key`].
-//! Must not: listen on anything but a loopback address, or run a command on the real host.
+//! A node made with a real userland ([`SimNodeSpec::userland`]) runs every exec, shell and
+//! `sftp` channel as a process in its sandbox instead ([`super::userland::bridge`]: the
+//! real `sh -c`, `scp -t`, `sftp-server`, streamed both ways).
+//!
+//! Must not: listen on anything but a loopback address, or run a command on the real host
+//! outside a node's sandbox.
 //!
 //! One file (over 800 lines): the russh handler's channel bookkeeping (exec, shell, subsystems
 //! and their close) is one state machine; SCP and SFTP live in their own files.
@@ -37,6 +42,7 @@ use super::node::NodeState;
 use super::scp::{self, ScpRequest};
 use super::sftp::SftpSession;
 use super::shell::{incomplete, Ending, Output};
+use super::userland::{self, Userland};
 use hk_effects::exec::known_hosts;
 
 /// What can go wrong starting a simulated node.
@@ -89,6 +95,9 @@ pub struct SimNodeSpec {
     pub state: Arc<Mutex<NodeState>>,
     /// None = a fresh ed25519 key.
     pub host_key: Option<PrivateKey>,
+    /// Some = the node's commands, shells and sftp run in its real userland (a sandbox of
+    /// the machine's own programs, [`super::userland`]); None = the emulated shell.
+    pub userland: Option<Arc<Userland>>,
 }
 
 /// Counters a test or the demo can read.
@@ -110,6 +119,7 @@ struct Shared {
     stats: Stats,
     /// The next pseudo-terminal number (`tty` on a `ssh -tt` session says /dev/pts/N).
     next_pts: std::sync::atomic::AtomicU32,
+    userland: Option<Arc<Userland>>,
 }
 
 impl Shared {
@@ -215,6 +225,7 @@ impl SimNode {
             authorized: spec.authorized_keys,
             stats: Stats::default(),
             next_pts: std::sync::atomic::AtomicU32::new(0),
+            userland: spec.userland,
         });
         let stop = CancellationToken::new();
         tokio::spawn(accept_loop(listener, config, shared.clone(), stop.clone()));
@@ -413,6 +424,27 @@ impl Conn {
             .fetch_sub(gone, Ordering::SeqCst);
     }
 
+    /// Runs `argv` in the node's real userland over this channel ([`userland::bridge`]).
+    fn in_userland(
+        &mut self,
+        userland: Arc<Userland>,
+        channel: ChannelId,
+        argv: Vec<String>,
+        session: &mut Session,
+    ) -> Result<(), russh::Error> {
+        let ctl = self.ctl(channel);
+        let (pty, cancel, closed) = (ctl.pty, ctl.cancel.clone(), ctl.closed.clone());
+        let Some(rx) = ctl.output.take() else {
+            return session.channel_failure(channel);
+        };
+        let handle = session.handle();
+        tokio::spawn(async move {
+            userland::bridge(userland, argv, pty, rx, cancel, handle, channel).await;
+            closed.store(true, Ordering::SeqCst);
+        });
+        Ok(())
+    }
+
     fn forget(&mut self, channel: ChannelId) -> Option<ChannelCtl> {
         let ctl = self.channels.remove(&channel)?;
         self.shared
@@ -450,7 +482,7 @@ async fn collect_stdin(rx: &mut UnboundedReceiver<Vec<u8>>) -> Vec<u8> {
 }
 
 /// On a pty there is one stream and the terminal turns `\n` into `\r\n`.
-fn pty_text(data: &[u8]) -> Vec<u8> {
+pub(crate) fn pty_text(data: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(data.len());
     for &b in data {
         if b == b'\n' {
@@ -578,7 +610,7 @@ async fn interactive(
 }
 
 /// Sends what a finished command produced, then its ending, EOF and close.
-async fn finish(
+pub(crate) async fn finish(
     handle: server::Handle,
     channel: ChannelId,
     stdout: Vec<u8>,
@@ -683,6 +715,10 @@ impl server::Handler for Conn {
     ) -> Result<(), Self::Error> {
         self.opened.remove(&channel);
         session.channel_success(channel)?;
+        if let Some(u) = self.shared.userland.clone() {
+            let argv = u.login_shell();
+            return self.in_userland(u, channel, argv, session);
+        }
         let ctl = self.ctl(channel);
         let pty = ctl.pty;
         let cancel = ctl.cancel.clone();
@@ -707,6 +743,12 @@ impl server::Handler for Conn {
         session: &mut Session,
     ) -> Result<(), Self::Error> {
         let opened = self.opened.remove(&channel);
+        if let (Some(u), "sftp") = (self.shared.userland.clone(), name) {
+            // OpenSSH's own sftp server, in the node's sandbox, over the channel's data.
+            session.channel_success(channel)?;
+            let argv = vec![userland::SFTP_SERVER.to_string()];
+            return self.in_userland(u, channel, argv, session);
+        }
         match (name, opened) {
             ("sftp", Some(ch)) => {
                 // The sftp server reads the channel itself; Handler::data must not queue it.
@@ -737,6 +779,16 @@ impl server::Handler for Conn {
         session.channel_success(channel)?;
         self.shared.stats.commands.fetch_add(1, Ordering::SeqCst);
         let command = String::from_utf8_lossy(data).to_string();
+        if let Some(u) = self.shared.userland.clone() {
+            if let Ok(mut s) = self.shared.state.lock() {
+                if s.commands.len() >= 1000 {
+                    s.commands.remove(0);
+                }
+                s.commands.push(command.clone());
+            }
+            let argv = u.shell_command(&command);
+            return self.in_userland(u, channel, argv, session);
+        }
         let ctl = self.ctl(channel);
         let cancel = ctl.cancel.clone();
         let pty = ctl.pty;

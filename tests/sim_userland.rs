@@ -1,0 +1,315 @@
+//! A simulated node's real userland (issue 37): the node's commands run the machine's own
+//! programs in a bubblewrap sandbox per node, so real Ansible modules run on it, while its
+//! units stay the simulation's. Tried with OpenSSH's `ssh` and the real `ansible-playbook`.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use hk_console::sim::node::{Clock, NodeState};
+use hk_console::sim::userland::{self, Unavailable};
+
+use crate::support;
+use support::sim_nodes::{ansible_inventory, SimNodes};
+
+const T0: u64 = 1_788_000_000_000;
+
+async fn nodes(names: &[&str]) -> SimNodes {
+    let sandbox = userland::find_sandbox()
+        .await
+        .expect("the test command installs bubblewrap; user namespaces are allowed here");
+    SimNodes::start_with(
+        "hk-userland-",
+        names,
+        |i| IpAddr::V4(Ipv4Addr::new(127, 0, 9, 11 + i as u8)),
+        |name| NodeState::new(name, Clock::fixed(T0)),
+        Some(sandbox),
+    )
+    .await
+}
+
+fn ssh(s: &SimNodes, node: usize, command: &str) -> std::process::Output {
+    let n = &s.nodes[node];
+    Command::new("ssh")
+        .args([
+            "-F",
+            "/dev/null",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+        ])
+        .arg("-o")
+        .arg(format!("UserKnownHostsFile={}", s.known_hosts.display()))
+        .arg("-i")
+        .arg(&s.key)
+        .arg("-p")
+        .arg(n.addr().port().to_string())
+        .arg(format!("ops@{}", n.addr().ip()))
+        .arg(command)
+        .stdin(Stdio::null())
+        .output()
+        .expect("ssh")
+}
+
+fn text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Each node is its own machine: its hostname, its own writable /etc and /root kept across
+/// logins, the host's system read-only, nothing of the operator's files visible; the units
+/// answer from the simulation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_is_its_own_machine_and_cannot_touch_the_host() {
+    let s = nodes(&["ul-a", "ul-b"]).await;
+    let here = std::env::current_dir().expect("cwd");
+    let o = tokio::task::block_in_place(|| {
+        ssh(
+            &s,
+            0,
+            &format!(
+                "hostname; id -u; echo one > /etc/hk-mark; cat /etc/hostname; \
+                 touch /usr/hk-x 2>&1 || true; ls {} 2>&1 || true; \
+                 python3 -c 'import socket; print(\"py\", socket.gethostname())'",
+                here.display()
+            ),
+        )
+    });
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines[0], "ul-a", "{t}");
+    assert_eq!(lines[1], "0", "{t}");
+    assert_eq!(lines[2], "ul-a", "{t}");
+    assert!(t.contains("Read-only file system"), "{t}");
+    assert!(
+        t.contains("No such file or directory"),
+        "the repo is visible in a node: {t}"
+    );
+    assert!(t.contains("py ul-a"), "{t}");
+    // Kept in the node's own root, not on the host, not on the other node.
+    let root_a = s.dir.path().join("nodes/ul-a");
+    assert_eq!(
+        std::fs::read_to_string(root_a.join("etc/hk-mark")).expect("mark"),
+        "one\n"
+    );
+    assert!(!Path::new("/etc/hk-mark").exists());
+    assert!(!Path::new("/usr/hk-x").exists());
+    let o = tokio::task::block_in_place(|| ssh(&s, 1, "cat /etc/hk-mark; hostname"));
+    let t = text(&o);
+    assert!(t.contains("No such file"), "{t}");
+    assert!(t.contains("ul-b"), "{t}");
+    // The next login on ul-a still has it.
+    let o = tokio::task::block_in_place(|| ssh(&s, 0, "cat /etc/hk-mark"));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "one\n");
+    // systemctl is the simulation's: a restart there is a restart the console sees.
+    let o = tokio::task::block_in_place(|| {
+        ssh(
+            &s,
+            0,
+            "sudo -n systemctl restart k3s && systemctl is-active k3s",
+        )
+    });
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert_eq!(t.trim(), "active");
+    let st = s.nodes[0].state();
+    let st = st.lock().expect("lock");
+    assert_eq!(st.units["k3s.service"].restarts, 1, "{t}");
+    assert!(st.commands.iter().any(|c| c == "systemctl restart k3s"));
+}
+
+/// The real Ansible modules run on the simulated nodes: facts, command, file, template,
+/// lineinfile, copy, stat, wait_for, assert, systemd (the simulation's unit); in check mode
+/// nothing is written and the diff is Ansible's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ansible_modules_run_on_nodes_with_a_real_userland() {
+    let s = nodes(&["ul-s1", "ul-s2"]).await;
+    let d = s.dir.path();
+    std::fs::write(
+        d.join("hosts.ini"),
+        ansible_inventory(&s.nodes, &s.key, &s.known_hosts),
+    )
+    .expect("inventory");
+    std::fs::write(
+        d.join("config.yaml.j2"),
+        "# {{ ansible_managed | default('managed') }}\nnode-name: {{ inventory_hostname }}\n\
+         tls-san:\n  - {{ ansible_facts.hostname }}\n",
+    )
+    .expect("template");
+    std::fs::write(
+        d.join("site.yml"),
+        r#"---
+- name: A server's config, with real modules
+  hosts: sim
+  gather_facts: true
+  become: true
+  tasks:
+    - name: The facts are the node's
+      ansible.builtin.assert:
+        that:
+          - ansible_facts.hostname == inventory_hostname
+          - ansible_facts.user_id == 'root'
+    - name: uname
+      ansible.builtin.command: uname -n
+      register: un
+      changed_when: false
+      check_mode: false
+    - name: Its own name
+      ansible.builtin.assert:
+        that: un.stdout == inventory_hostname
+    - name: Config directory
+      ansible.builtin.file:
+        path: /etc/rancher/k3s
+        state: directory
+        mode: "0755"
+    - name: Config
+      ansible.builtin.template:
+        src: config.yaml.j2
+        dest: /etc/rancher/k3s/config.yaml
+        mode: "0600"
+    - name: The unit's environment
+      ansible.builtin.lineinfile:
+        path: /etc/default/k3s
+        regexp: "^K3S_NODE_NAME="
+        line: "K3S_NODE_NAME={{ inventory_hostname }}"
+        create: true
+        mode: "0644"
+    - name: Read back
+      ansible.builtin.stat:
+        path: /etc/rancher/k3s/config.yaml
+      register: st
+    - name: Written
+      ansible.builtin.assert:
+        that: st.stat.exists and st.stat.mode == '0600'
+      when: not ansible_check_mode
+    - name: Its SSH port answers
+      ansible.builtin.wait_for:
+        host: "{{ ansible_host }}"
+        port: "{{ ansible_port }}"
+        timeout: 5
+    - name: Restart k3s
+      ansible.builtin.systemd:
+        name: k3s
+        state: restarted
+- name: One node only
+  hosts: ul-s2
+  gather_facts: false
+  tasks:
+    - name: A file on ul-s2
+      ansible.builtin.copy:
+        content: "only here\n"
+        dest: /root/only-here
+"#,
+    )
+    .expect("playbook");
+    let _ = std::fs::create_dir_all(d.join("cp"));
+    let run = |extra: &[&str]| {
+        let mut cmd = Command::new(support::ansible_bin_dir().join("ansible-playbook"));
+        cmd.current_dir(d)
+            .args(["-i", "hosts.ini", "site.yml"])
+            .args(extra)
+            .env("ANSIBLE_HOME", d.join("ansible-home"))
+            .env("ANSIBLE_LOCAL_TEMP", d.join("local-tmp"))
+            .env("ANSIBLE_SSH_CONTROL_PATH_DIR", d.join("cp"))
+            .env("ANSIBLE_HOST_KEY_CHECKING", "True")
+            .env("ANSIBLE_RETRY_FILES_ENABLED", "False")
+            .env("ANSIBLE_NOCOLOR", "1")
+            .stdin(Stdio::null());
+        let out = tokio::task::block_in_place(|| cmd.output().expect("ansible-playbook"));
+        let t = text(&out);
+        (out.status.code(), t)
+    };
+    let config = |n: &str| d.join("nodes").join(n).join("etc/rancher/k3s/config.yaml");
+
+    // Check mode: Ansible's own diff, nothing written, no unit restarted.
+    let (code, t) = run(&["--check", "--diff"]);
+    assert_eq!(code, Some(0), "{t}");
+    assert!(t.contains("+node-name: ul-s1"), "{t}");
+    assert!(
+        !config("ul-s1").exists(),
+        "check mode wrote the config: {t}"
+    );
+    for n in &s.nodes {
+        assert_eq!(
+            n.state().lock().expect("lock").units["k3s.service"].restarts,
+            0,
+            "{t}"
+        );
+    }
+
+    // Apply: written in each node's own root, the unit restarted in the simulation.
+    let (code, t) = run(&[]);
+    assert_eq!(code, Some(0), "{t}");
+    for (i, n) in ["ul-s1", "ul-s2"].iter().enumerate() {
+        let c = std::fs::read_to_string(config(n)).expect("config written");
+        assert!(c.contains(&format!("node-name: {n}\n")), "{c}");
+        assert!(c.contains(&format!("  - {n}\n")), "{c}");
+        let env = d.join("nodes").join(n).join("etc/default/k3s");
+        let env = std::fs::read_to_string(env).expect("environment file");
+        assert_eq!(env, format!("K3S_NODE_NAME={n}\n"));
+        assert_eq!(
+            s.nodes[i].state().lock().expect("lock").units["k3s.service"].restarts,
+            1,
+            "{t}"
+        );
+    }
+    assert!(d.join("nodes/ul-s2/root/only-here").exists(), "{t}");
+    assert!(!d.join("nodes/ul-s1/root/only-here").exists(), "{t}");
+    assert!(
+        !Path::new("/etc/rancher/k3s/config.yaml").exists(),
+        "written on the host"
+    );
+    let recap = t.split("PLAY RECAP").nth(1).expect("recap");
+    assert!(
+        recap.contains("ul-s1") && recap.contains("failed=0"),
+        "{recap}"
+    );
+
+    // Again: the template, the line and the copy are in place; only the restart changes.
+    let (code, t) = run(&[]);
+    assert_eq!(code, Some(0), "{t}");
+    let recap = t.split("PLAY RECAP").nth(1).expect("recap");
+    for n in ["ul-s1", "ul-s2"] {
+        let line = recap
+            .lines()
+            .find(|l| l.starts_with(n))
+            .expect("recap line");
+        assert!(
+            line.contains("changed=1 ") && line.contains("failed=0"),
+            "{line}\n{t}"
+        );
+    }
+}
+
+/// Where no sandbox can be made, the reason and the fix; never a command run on the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_sandbox_is_a_named_refusal() {
+    let empty = tempfile::tempdir().expect("tempdir");
+    let e = userland::find_sandbox_in(&empty.path().display().to_string())
+        .await
+        .expect_err("no bwrap there");
+    assert!(matches!(e, Unavailable::NoBwrap { .. }), "{e}");
+    assert!(e.to_string().contains("apt-get install bubblewrap"), "{e}");
+    // A bwrap that cannot make a user namespace (what bwrap prints where they are off).
+    let fake = empty.path().join("bwrap");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n",
+    )
+    .expect("fake");
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("mode");
+    let e = userland::find_sandbox_in(&empty.path().display().to_string())
+        .await
+        .expect_err("no namespaces");
+    assert!(matches!(e, Unavailable::NoNamespaces { .. }), "{e}");
+    assert!(
+        e.to_string().contains("non-privileged user namespaces"),
+        "{e}"
+    );
+}
