@@ -313,3 +313,93 @@ async fn no_sandbox_is_a_named_refusal() {
         "{e}"
     );
 }
+
+/// A public repo's own rolling playbook, unedited (canhbk--k3s-ansible's reboot.yml, its
+/// agents' play: gather_facts, `ansible.builtin.reboot`, serial 1): Gathering Facts on each
+/// node, the real reboot module finding `shutdown` where it looks on a Debian host, each
+/// node going down (SSH refused, k3s stopped) and back with a new boot id, one node at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_repos_reboot_playbook_reboots_one_node_at_a_time() {
+    let s = nodes(&["ag-1", "ag-2", "sv-1"]).await;
+    let d = s.dir.path();
+    let repo = d.join("repo");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/public-repos/canhbk--k3s-ansible"),
+        &repo,
+    );
+    let inv = ansible_inventory(&s.nodes, &s.key, &s.known_hosts)
+        .replacen("[sim]\n", "[all_nodes]\n", 1)
+        .replace("[sim:vars]", "[all_nodes:vars]")
+        + "\n[agent]\nag-1\nag-2\n\n[server]\nsv-1\n";
+    std::fs::write(repo.join("hosts.ini"), inv).expect("inventory");
+    let boot_ids: Vec<String> = s
+        .nodes
+        .iter()
+        .map(|n| n.state().lock().expect("lock").boot_id())
+        .collect();
+    let _ = std::fs::create_dir_all(d.join("cp"));
+    let mut cmd = Command::new(support::ansible_bin_dir().join("ansible-playbook"));
+    cmd.current_dir(&repo)
+        .args([
+            "-i",
+            "hosts.ini",
+            "playbooks/reboot.yml",
+            "--limit",
+            "agent",
+        ])
+        .env("ANSIBLE_HOME", d.join("ansible-home"))
+        .env("ANSIBLE_LOCAL_TEMP", d.join("local-tmp"))
+        .env("ANSIBLE_SSH_CONTROL_PATH_DIR", d.join("cp"))
+        .env("ANSIBLE_RETRY_FILES_ENABLED", "False")
+        .env("ANSIBLE_NOCOLOR", "1")
+        .stdin(Stdio::null());
+    let started = std::time::Instant::now();
+    let out = tokio::task::block_in_place(|| cmd.output().expect("ansible-playbook"));
+    let t = text(&out);
+    eprintln!("{t}");
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(120),
+        "{t}"
+    );
+    // One node at a time: ag-1's reboot done before ag-2's facts are gathered.
+    let at = |needle: &str| t.find(needle).unwrap_or_else(|| panic!("{needle}: {t}"));
+    let facts_2 = t
+        .match_indices("TASK [Gathering Facts]")
+        .nth(1)
+        .map(|(i, _)| i)
+        .expect("a second batch");
+    assert!(at("changed: [ag-1]") < facts_2, "{t}");
+    assert!(at("changed: [ag-2]") > facts_2, "{t}");
+    for (i, n) in s.nodes.iter().enumerate() {
+        let st = n.state();
+        let st = st.lock().expect("lock");
+        let rebooted = n.name().starts_with("ag-");
+        assert_eq!(st.boots, u32::from(rebooted), "{}: {t}", n.name());
+        assert_eq!(st.boot_id() != boot_ids[i], rebooted, "{}", n.name());
+        assert!(!st.down, "{}", n.name());
+        // k3s went down with the node and came back with it.
+        let k3s = &st.units["k3s.service"];
+        assert_eq!(k3s.state.as_str(), "active", "{}", n.name());
+        if rebooted {
+            assert!(
+                st.journal.iter().any(|e| e.message == "Rebooting."),
+                "{}",
+                n.name()
+            );
+        }
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir").flatten() {
+        let (s, d) = (e.path(), to.join(e.file_name()));
+        if e.file_type().expect("type").is_dir() {
+            copy_tree(&s, &d);
+        } else {
+            std::fs::copy(&s, &d).expect("copy");
+        }
+    }
+}

@@ -394,10 +394,62 @@ fn utility(
 /// Only these two tools; anything else is `None`.
 pub fn unit_tool(s: &mut NodeState, name: &str, args: &[String]) -> Option<Output> {
     match name {
+        "systemctl" if args.first().is_some_and(|a| a == "reboot") => {
+            Some(power(s, "reboot", &args[1..]))
+        }
         "systemctl" => Some(systemctl(s, args)),
         "journalctl" => Some(journalctl(s, args)),
+        "shutdown" | "reboot" | "poweroff" | "halt" => Some(power(s, name, args)),
         _ => None,
     }
+}
+
+/// `shutdown -r [TIME] [MESSAGE]`, `reboot`, `systemctl reboot`: a reboot asked for at
+/// TIME (`now`, `+M` minutes, `0`), carried out by the node's time keeper
+/// ([`NodeState::reboot_at_ms`]). Powering off is not modelled: refused, named.
+fn power(s: &mut NodeState, name: &str, args: &[String]) -> Output {
+    let now = s.now_ms();
+    let mut reboot = name == "reboot";
+    let mut delay_ms = 0;
+    let mut cancel = false;
+    let mut seen_time = false;
+    for a in args {
+        match a.as_str() {
+            "-r" | "--reboot" => reboot = true,
+            "-c" => cancel = true,
+            "-h" | "-P" | "--poweroff" | "-H" | "--halt" => reboot = false,
+            "-f" | "--force" | "--no-wall" | "-q" => {}
+            "now" if !seen_time => seen_time = true,
+            t if !seen_time && t.strip_prefix('+').unwrap_or(t).parse::<u64>().is_ok() => {
+                seen_time = true;
+                let m: u64 = t.strip_prefix('+').unwrap_or(t).parse().unwrap_or(0);
+                delay_ms = m * 60_000;
+            }
+            t if t.starts_with('-') => return unsupported(name, args, &format!("option {t}")),
+            // The wall message.
+            _ => seen_time = true,
+        }
+    }
+    if cancel {
+        s.reboot_at_ms = None;
+        return Output::ok("");
+    }
+    if !reboot {
+        return Output::unsimulated(&format!(
+            "{name} without a reboot (powering a simulated node off)"
+        ));
+    }
+    let at = now + delay_ms;
+    s.reboot_at_ms = Some(at);
+    s.log(now, "", "systemd-logind", "System is rebooting.");
+    Output::ok(if delay_ms > 0 {
+        format!(
+            "Reboot scheduled for {}, use 'shutdown -c' to cancel.\n",
+            format_short_iso(at)
+        )
+    } else {
+        String::new()
+    })
 }
 
 /// An option or operand form the utility does not model: exit 2, named.

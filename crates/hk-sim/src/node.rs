@@ -383,7 +383,7 @@ impl Psi {
         }
     }
 
-    fn render(&self) -> String {
+    pub fn render(&self) -> String {
         format!(
             "some avg10={:.2} avg60={:.2} avg300={:.2} total={}\nfull avg10={:.2} avg60={:.2} avg300={:.2} total={}\n",
             self.some_avg10,
@@ -476,6 +476,13 @@ pub struct NodeState {
     /// The control-plane VIP while this server's kube-vip holds the Lease: kube-vip adds it
     /// to the default interface as a /32 and removes it when leadership goes.
     pub vip_held: Option<Ipv4Addr>,
+    /// A reboot asked for (`shutdown -r`, `reboot`, `systemctl reboot`) and when it goes
+    /// down; whoever runs the node's time ([`super::userland`]) carries it out.
+    pub reboot_at_ms: Option<u64>,
+    /// Between a reboot's shutdown and the next boot: no unit runs, SSH refuses.
+    pub down: bool,
+    /// Boots since the simulation started (each one a new boot id, even on a stopped clock).
+    pub boots: u32,
 }
 
 const OS_RELEASE: &str =
@@ -683,6 +690,9 @@ impl NodeState {
             etcd_has_leader: true,
             etcd: None,
             vip_held: None,
+            reboot_at_ms: None,
+            down: false,
+            boots: 0,
         };
         for (name, desc) in [
             ("system.slice", "System Slice"),
@@ -850,6 +860,60 @@ impl NodeState {
             self.log_vpn_connect(at_ms + 100);
         }
         Ok(())
+    }
+
+    /// This boot's id (`/proc/sys/kernel/random/boot_id`): a new one after each boot, the
+    /// same for the whole of one (derived from the host name and the boot time).
+    pub fn boot_id(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&self.hostname, self.boot_ms, self.boots).hash(&mut h);
+        let a = h.finish();
+        (a, "boot").hash(&mut h);
+        let b = h.finish();
+        format!(
+            "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0x0fff,
+            0x8000 | ((b >> 48) & 0x3fff),
+            b & 0xffff_ffff_ffff
+        )
+    }
+
+    /// A reboot's first half at `at_ms`: every running unit stopped (k3s with it, so the
+    /// cluster sees the server go), the node down. Returns the units to start at boot.
+    pub fn shut_down(&mut self, at_ms: u64) -> Vec<String> {
+        let running: Vec<String> = self
+            .units
+            .iter()
+            .filter(|(_, u)| u.state == UnitState::Active)
+            .map(|(n, _)| n.clone())
+            .collect();
+        self.log(at_ms, "", "systemd-logind", "The system will reboot now!");
+        for u in running.iter().rev() {
+            let _ = self.stop_unit_at(u, at_ms);
+        }
+        self.log(at_ms + 40, "", "systemd-shutdown[1]", "Rebooting.");
+        self.reboot_at_ms = None;
+        self.down = true;
+        running
+    }
+
+    /// A reboot's second half: a new boot at `at_ms` (a new boot id), `units` started.
+    pub fn boot(&mut self, at_ms: u64, units: &[String]) {
+        self.boot_ms = at_ms;
+        self.boots += 1;
+        self.down = false;
+        self.log(
+            at_ms,
+            "",
+            "kernel",
+            &format!("Linux version {}", self.kernel_release),
+        );
+        for u in units {
+            let _ = self.start_unit_at(u, at_ms + 500);
+        }
     }
 
     /// Stops a unit at `at_ms` (journal: `Stopping`, `Stopped`).

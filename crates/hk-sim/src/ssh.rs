@@ -128,6 +128,11 @@ impl Shared {
         format!("/dev/pts/{}", self.next_pts.fetch_add(1, Ordering::SeqCst))
     }
 
+    /// Between a reboot's shutdown and its boot.
+    fn down(&self) -> bool {
+        self.state.lock().is_ok_and(|s| s.down)
+    }
+
     fn authorizes(&self, key: &PublicKey) -> bool {
         self.authorized
             .iter()
@@ -331,6 +336,11 @@ async fn accept_loop(
                 continue;
             }
         };
+        if shared.down() {
+            // Rebooting: nothing listens on port 22 until it is up again.
+            drop(socket);
+            continue;
+        }
         let _ = socket.set_nodelay(true);
         shared.stats.sessions.fetch_add(1, Ordering::SeqCst);
         let handler = Conn {
@@ -341,16 +351,29 @@ async fn accept_loop(
         };
         let config = config.clone();
         let stop = stop.clone();
+        let node = shared.clone();
         tokio::spawn(async move {
             let Ok(session) = server::run_stream(config, socket, handler).await else {
                 return;
             };
             let handle = session.handle();
+            let goes_down = async {
+                let mut tick = tokio::time::interval(Duration::from_millis(200));
+                while !node.down() {
+                    tick.tick().await;
+                }
+            };
             tokio::select! {
                 _ = session => {}
                 _ = stop.cancelled() => {
                     let _ = handle
                         .disconnect(Disconnect::ByApplication, "simulated node stopped".into(), String::new())
+                        .await;
+                }
+                () = goes_down => {
+                    // A reboot ends every session (sshd is stopped with the rest).
+                    let _ = handle
+                        .disconnect(Disconnect::ByApplication, "the node is rebooting".into(), String::new())
                         .await;
                 }
             }

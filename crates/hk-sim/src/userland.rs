@@ -196,6 +196,10 @@ pub struct Userland {
     socket_dir: PathBuf,
     /// The login shell of the node's root (from its /etc/passwd).
     shell: String,
+    /// The node's state: its boot id and IO pressure are read at each command's start.
+    state: Arc<Mutex<NodeState>>,
+    /// The host's own unit and power programs, each covered by the node's shim.
+    covered: Vec<(PathBuf, PathBuf)>,
     /// Commands started in this userland.
     commands: AtomicU32,
     stop: CancellationToken,
@@ -250,14 +254,22 @@ impl Userland {
         )
         .map_err(io("writing", &etc))?;
         let local = root.join("usr/local");
-        for (path, text, mode) in [
-            ("sbin/systemctl", UNIT_SHIM, 0o755),
-            ("sbin/journalctl", UNIT_SHIM, 0o755),
-            ("bin/sudo", SUDO_SHIM, 0o755),
-        ] {
-            let p = local.join(path);
+        let mut covered = Vec::new();
+        for (name, text) in SHIMS {
+            let dir = if name == "sudo" { "bin" } else { "sbin" };
+            let p = local.join(dir).join(name);
             write(&p, text).map_err(io("writing", &p))?;
-            set_mode(&p, mode).map_err(io("setting the mode of", &p))?;
+            set_mode(&p, 0o755).map_err(io("setting the mode of", &p))?;
+            // The host's own program of that name (what a module that searches /sbin and
+            // /usr/bin first would find) is covered by the shim inside the sandbox.
+            for host_dir in ["/usr/bin", "/usr/sbin", "/bin", "/sbin"] {
+                let host = Path::new(host_dir).join(name);
+                let real_dir = std::fs::symlink_metadata(host_dir).is_ok_and(|m| m.is_dir());
+                let file = std::fs::symlink_metadata(&host).is_ok_and(|m| m.is_file());
+                if real_dir && file {
+                    covered.push((p.clone(), host));
+                }
+            }
         }
         let shell = login_shell(&etc.join("passwd"));
         let seq = SOCKET_DIRS.fetch_add(1, Ordering::SeqCst);
@@ -269,13 +281,15 @@ impl Userland {
         let socket = socket_dir.join("units.sock");
         let listener = UnixListener::bind(&socket).map_err(io("listening on", &socket))?;
         let stop = CancellationToken::new();
-        tokio::spawn(serve_units(listener, state, stop.clone()));
+        tokio::spawn(serve_units(listener, state.clone(), stop.clone()));
         Ok(Arc::new(Userland {
             sandbox,
             hostname: hostname.to_string(),
             root: root.to_path_buf(),
             socket_dir,
             shell,
+            state,
+            covered,
             commands: AtomicU32::new(0),
             stop,
         }))
@@ -300,10 +314,44 @@ impl Userland {
                 .arg(Path::new("/").join(d));
         }
         c.arg("--bind").arg(&self.socket_dir).arg("/run/hk-sim");
+        for (shim, host) in &self.covered {
+            c.arg("--ro-bind").arg(shim).arg(host);
+        }
+        // What the kernel would say of this node: its boot id and its IO pressure.
+        let (boot_id, psi) = {
+            let s = self
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            (format!("{}\n", s.boot_id()), s.io_pressure.render())
+        };
+        for (name, text, at) in [
+            ("boot_id", boot_id, "/proc/sys/kernel/random/boot_id"),
+            ("pressure-io", psi, "/proc/pressure/io"),
+        ] {
+            if Path::new(at).exists() {
+                if let Some(file) = self.kernel_file(name, &text) {
+                    c.arg("--ro-bind").arg(file).arg(at);
+                }
+            }
+        }
         c.args(["--chdir", "/root", "--"]).args(argv);
         c.kill_on_drop(true);
         self.commands.fetch_add(1, Ordering::SeqCst);
         c
+    }
+
+    /// `text` in a fresh file of the node's kernel view (renamed into place, so a command
+    /// already started keeps the one it bound).
+    fn kernel_file(&self, name: &str, text: &str) -> Option<PathBuf> {
+        let dir = self.socket_dir.join("kernel");
+        std::fs::create_dir_all(&dir).ok()?;
+        let seq = self.commands.load(Ordering::SeqCst);
+        let tmp = dir.join(format!(".{name}.{seq}"));
+        let file = dir.join(name);
+        std::fs::write(&tmp, text).ok()?;
+        std::fs::rename(&tmp, &file).ok()?;
+        Some(file)
     }
 
     /// What sshd runs for an exec request: the user's login shell with `-c`.
@@ -392,10 +440,23 @@ fn copy_etc(from: &Path, to: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// The node's `systemctl` and `journalctl`: they ask the simulation, which owns the units.
+/// The node's own programs for what the simulation owns, by name.
+const SHIMS: [(&str, &str); 7] = [
+    ("systemctl", UNIT_SHIM),
+    ("journalctl", UNIT_SHIM),
+    ("shutdown", UNIT_SHIM),
+    ("reboot", UNIT_SHIM),
+    ("poweroff", UNIT_SHIM),
+    ("halt", UNIT_SHIM),
+    ("sudo", SUDO_SHIM),
+];
+
+/// The node's `systemctl`, `journalctl` and power programs: they ask the simulation, which
+/// owns the units and the node's boots.
 const UNIT_SHIM: &str = r#"#!/usr/bin/python3
-# hk-sim: this node's units (k3s, kube-vip, the VPN tunnel) are the simulation's; this
-# client asks it through the node's unit socket, as systemctl asks systemd over D-Bus.
+# hk-sim: this node's units (k3s, kube-vip, the VPN tunnel) and its reboots are the
+# simulation's; this client asks it through the node's unit socket, as systemctl asks
+# systemd over D-Bus.
 import json, os, socket, sys
 s = socket.socket(socket.AF_UNIX)
 try:
@@ -470,6 +531,37 @@ async fn answer_unit(stream: UnixStream, state: Arc<Mutex<NodeState>>) -> io::Re
     write.shutdown().await
 }
 
+/// How long a rebooting node stays down (simulated time; at least [`REBOOT_DOWN_MIN`]).
+const REBOOT_DOWN_MS: u64 = 8_000;
+/// The least real time a node stays down, so a client sees it gone even on a stopped clock.
+const REBOOT_DOWN_MIN: Duration = Duration::from_secs(1);
+
+/// Carries out the reboot the node asked for: down at its time, every running unit stopped
+/// (SSH refuses meanwhile), up again with a new boot id and those units started.
+async fn reboot(state: Arc<Mutex<NodeState>>) {
+    let lock = |s: &Arc<Mutex<NodeState>>| {
+        s.lock()
+            .map_err(|_| ())
+            .map(|g| (g.reboot_at_ms, g.clock, g.now_ms()))
+    };
+    let Ok((Some(at), clock, now)) = lock(&state) else {
+        return;
+    };
+    tokio::time::sleep(clock.real_duration(at.saturating_sub(now))).await;
+    let units = match state.lock() {
+        Ok(mut s) if s.reboot_at_ms.is_some() => {
+            let now = s.now_ms();
+            s.shut_down(now)
+        }
+        _ => return,
+    };
+    tokio::time::sleep(clock.real_duration(REBOOT_DOWN_MS).max(REBOOT_DOWN_MIN)).await;
+    if let Ok(mut s) = state.lock() {
+        let now = s.now_ms();
+        s.boot(now, &units);
+    }
+}
+
 fn unit_reply(state: &Arc<Mutex<NodeState>>, argv: &[String]) -> UnitReply {
     let Some((name, args)) = argv.split_first() else {
         return UnitReply {
@@ -485,7 +577,12 @@ fn unit_reply(state: &Arc<Mutex<NodeState>>, argv: &[String]) -> UnitReply {
         s.commands.remove(0);
     }
     s.commands.push(argv.join(" "));
-    match login::unit_tool(&mut s, name, args) {
+    let pending = s.reboot_at_ms.is_some();
+    let out = login::unit_tool(&mut s, name, args);
+    if !pending && s.reboot_at_ms.is_some() {
+        tokio::spawn(reboot(state.clone()));
+    }
+    match out {
         Some(out) => UnitReply {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
