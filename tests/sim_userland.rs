@@ -403,3 +403,90 @@ fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+fn demo(args: &[&str], path: Option<&str>) -> std::process::Output {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hk-console"));
+    cmd.arg("demo")
+        .args(args)
+        .env("XDG_STATE_HOME", tmp.path().join("state"))
+        .env("XDG_CONFIG_HOME", tmp.path().join("config"))
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    if let Some(p) = path {
+        cmd.env("PATH", p);
+    }
+    cmd.output().expect("hk-console demo")
+}
+
+/// `demo --userland`: the console's own probes meet the nodes' real programs. Its etcd
+/// pane is read by each server's real `curl` with the certificates in its k3s data dir,
+/// from the member's real TLS listener on its address; a runbook's SSH steps and its
+/// check-mode preview run there. The VPN exit is read by real `curl` too, which has no
+/// tunnel interface in a sandbox that shares the host's network: it says so, not ✓.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_with_a_real_userland_reads_etcd_for_real_and_runs_a_runbook() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("demo");
+    let dir_s = dir.display().to_string();
+    let o = tokio::task::block_in_place(|| {
+        demo(
+            &[
+                "--userland",
+                "--headless",
+                "--run",
+                "node-health",
+                "--env",
+                "dev",
+                "--dir",
+                &dir_s,
+            ],
+            None,
+        )
+    });
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("run node-health · dev · succeeded"), "{t}");
+    assert!(
+        t.contains("each node runs this machine's own programs"),
+        "{t}"
+    );
+    // The servers' etcd client certificates are real files in their own roots.
+    let key = dir.join("nodes/k3s-dev-1/var/lib/rancher/k3s/server/tls/etcd/client.key");
+    let pem = std::fs::read_to_string(&key).expect("client.key");
+    assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----"), "{pem}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&key).expect("meta").permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+
+    let o = tokio::task::block_in_place(|| demo(&["--userland", "--once", "--json"], None));
+    let t = text(&o);
+    let snap: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {t}"));
+    let etcd = snap["etcd"].as_array().unwrap_or_else(|| panic!("{t}"));
+    assert_eq!(etcd.len(), 2, "{t}");
+    let all = serde_json::to_string(&snap).expect("json");
+    for env in ["dev", "prod"] {
+        assert!(
+            all.contains(&format!("k3s-{env}-1 leads (3 of 3 members seen)")),
+            "{env}: {t}"
+        );
+    }
+    assert!(all.contains("quorum reads answer"), "{t}");
+    // No tunnel interface in the sandbox: the real curl's own error, never a green exit.
+    assert!(all.contains("curl exited 6"), "{t}");
+    assert_ne!(o.status.code(), Some(0), "{t}");
+}
+
+/// No bubblewrap: `demo --userland` does not start, names the program and how to get it,
+/// and exits 2 before it starts anything.
+#[test]
+fn the_demo_without_a_sandbox_says_why_and_starts_nothing() {
+    let o = demo(&["--userland", "--once"], Some("/nonexistent"));
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("needs bubblewrap (`bwrap`)"), "{t}");
+    assert!(t.contains("apt-get install bubblewrap"), "{t}");
+    assert!(!t.contains("SIMULATED homelab"), "{t}");
+}

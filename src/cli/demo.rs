@@ -44,6 +44,7 @@ pub(super) fn demo_cmd(
     json: bool,
     dir: Option<&Path>,
     apiserver: Option<&Path>,
+    options: crate::sim::demo::Options,
 ) -> CmdResult {
     let mut reopened = None;
     // Held until `demo` returns: a second demo on this directory is refused meanwhile.
@@ -89,11 +90,12 @@ pub(super) fn demo_cmd(
         errln!("demo: {said}");
     }
     // The simulation runs on the command's runtime for as long as `demo` is held.
-    let demo = rt.block_on(crate::sim::demo::start_with(
+    let demo = rt.block_on(crate::sim::demo::start_opts(
         scenario,
         &dir.path,
         cli.repo.as_deref(),
         apiserver,
+        options,
     ))?;
     if let DemoMode::Headless(req) = &mode {
         let runbooks = super::runbooks_of(cli)?;

@@ -298,6 +298,13 @@ pub enum Command {
         /// asks a kubelet; the simulation runs none).
         #[arg(long, value_name = "DIR", conflicts_with = "list")]
         apiserver: Option<PathBuf>,
+        /// Each simulated node runs this machine's own programs (sh, coreutils, python3,
+        /// scp, sftp-server) in a bubblewrap sandbox of its own, so the playbooks' real
+        /// Ansible modules run on it; its units, reboots and etcd stay the simulation's.
+        /// Needs `bwrap` and user namespaces: without them the demo does not start, and says
+        /// why.
+        #[arg(long, conflicts_with = "list")]
+        userland: bool,
     },
     /// Propose hk-console.yaml for a repo that has none, from its inventory and Flux tree,
     /// every choice commented with its evidence (file:line) and every ambiguity asked as a
@@ -521,9 +528,16 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
         // No command on a terminal opens the console; piped, the overview. With no infra
         // repo named, there is no cluster to reach: the console opens on the simulated
         // homelab instead of the bundled sample's documentation addresses.
-        None if console::possible() && cli.repo.is_none() => {
-            demo::demo_cmd(cli, rt, "healthy", DemoMode::Console, false, None, None)
-        }
+        None if console::possible() && cli.repo.is_none() => demo::demo_cmd(
+            cli,
+            rt,
+            "healthy",
+            DemoMode::Console,
+            false,
+            None,
+            None,
+            Default::default(),
+        ),
         None if console::possible() => console::console(cli, rt, StartScreen::Home, false, None),
         None => check::overview(cli),
         Some(Command::Run { runbook, env, host }) => {
@@ -571,6 +585,7 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
             host,
             timeout,
             apiserver,
+            userland,
             ..
         }) => {
             let req = crate::sim::headless::HeadlessRun {
@@ -587,6 +602,9 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
                 *json,
                 dir.as_deref(),
                 apiserver.as_deref(),
+                crate::sim::demo::Options {
+                    userland: *userland,
+                },
             )
         }
         Some(Command::Demo {
@@ -595,6 +613,7 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
             json,
             dir,
             apiserver,
+            userland,
             ..
         }) => {
             if *json && !*once {
@@ -613,6 +632,9 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
                 *json,
                 dir.as_deref(),
                 apiserver.as_deref(),
+                crate::sim::demo::Options {
+                    userland: *userland,
+                },
             )
         }
         Some(Command::Inventory {

@@ -30,6 +30,8 @@ use super::kube::{SimKube, SimKubeConfig};
 use super::node::{Clock, NodeState, Psi, SimEtcd, UnitState, VpnTunnel};
 use super::scenario::{self, EnvState, Fault, Scenario};
 use super::ssh::{SimNode, SimNodeSpec};
+use super::userland::{self, Sandbox, Userland};
+use hk_effects::observe::etcd as etcd_vars;
 use hk_engine::repo::Repo;
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +64,10 @@ pub struct Demo {
     pub real: Option<RealApis>,
     /// Inventory host -> its simulated SSH node.
     pub nodes: BTreeMap<String, SimNode>,
+    /// Whether the nodes run a real userland (`demo --userland`).
+    pub userland: bool,
+    /// With a real userland: each server's etcd endpoints, served while the demo lives.
+    _etcd_endpoints: Vec<super::etcd_endpoint::EtcdEndpoint>,
     cancel: CancellationToken,
     injector: FaultInjector,
 }
@@ -96,10 +102,15 @@ impl Demo {
     /// The line the console's banner shows.
     pub fn banner(&self) -> String {
         format!(
-            "SIMULATED homelab, scenario `{}`: {} (nothing leaves this machine; repo {})",
+            "SIMULATED homelab, scenario `{}`: {} (nothing leaves this machine; repo {}{})",
             self.scenario_name,
             self.scenario.description.trim(),
-            self.dir.display()
+            self.dir.display(),
+            if self.userland {
+                "; each node runs this machine's own programs in a sandbox of its own"
+            } else {
+                ""
+            }
         )
     }
 
@@ -468,14 +479,34 @@ pub async fn start_with(
     source: Option<&Path>,
     apiserver: Option<&Path>,
 ) -> Result<Demo, DemoError> {
-    start_demo(name, dir, source, apiserver).await
+    start_demo(name, dir, source, apiserver, Options::default()).await
 }
 
 /// [`start`] on a copy of the operator's repo `source` (`demo --repo DIR`) instead of the
 /// bundled sample: its environments, hosts, groups and variables, moved onto loopback. A
 /// scenario naming an environment that repo does not define is refused, naming it.
 pub async fn start_from(name: &str, dir: &Path, source: Option<&Path>) -> Result<Demo, DemoError> {
-    start_demo(name, dir, source, None).await
+    start_demo(name, dir, source, None, Options::default()).await
+}
+
+/// How the demo's parts are made, beyond the scenario and the repo.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// `demo --userland`: every node's commands run in a real userland (the machine's own
+    /// programs in a bubblewrap sandbox per node, [`super::userland`]); each server's etcd
+    /// endpoints are real listeners on its address ([`super::etcd_endpoint`]).
+    pub userland: bool,
+}
+
+/// [`start_with`] and [`Options`].
+pub async fn start_opts(
+    name: &str,
+    dir: &Path,
+    source: Option<&Path>,
+    apiserver: Option<&Path>,
+    options: Options,
+) -> Result<Demo, DemoError> {
+    start_demo(name, dir, source, apiserver, options).await
 }
 
 async fn start_demo(
@@ -483,8 +514,18 @@ async fn start_demo(
     dir: &Path,
     source: Option<&Path>,
     apiserver: Option<&Path>,
+    options: Options,
 ) -> Result<Demo, DemoError> {
     let scenario = scenario::load(name)?;
+    // Whether the nodes can have a real userland is known before anything starts.
+    let sandbox = match options.userland {
+        true => Some(
+            userland::find_sandbox()
+                .await
+                .map_err(|e| DemoError::Start(format!("demo --userland: {e}")))?,
+        ),
+        false => None,
+    };
     let (repo, plan) = demo_repo::prepare_from(dir, source)?;
     let repo = pin_vpn_remotes(repo, &scenario)?;
     let unknown = scenario.unknown_environments(&repo.environment_names());
@@ -561,6 +602,8 @@ async fn start_demo(
     }
     let mut kubes = BTreeMap::new();
     let mut api_ports: BTreeMap<String, u16> = BTreeMap::new();
+    // Environment -> its admin kubeconfig (what a server's own kubectl is given).
+    let mut admin_kubeconfigs: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut sim_envs = Vec::new();
     for env in &repo.environments {
         let kc_path = |env: &hk_engine::repo::env::Environment| {
@@ -577,6 +620,7 @@ async fn start_demo(
                 DemoError::Start(format!("environment `{}`: no API server started", env.name))
             })?;
             let kc = kc_path(env)?;
+            admin_kubeconfigs.insert(env.name.clone(), kc.clone());
             let ro = readonly_path(&kc);
             server
                 .write_kubeconfig(&kc)
@@ -603,6 +647,7 @@ async fn start_demo(
             DemoError::Start(format!("environment `{}`: no API server started", env.name))
         })?;
         let kc = kc_path(env)?;
+        admin_kubeconfigs.insert(env.name.clone(), kc.clone());
         let ro = readonly_path(&kc);
         kube.write_kubeconfig(&kc)
             .and_then(|()| kube.write_readonly_kubeconfig(&ro))
@@ -625,6 +670,11 @@ async fn start_demo(
 
     // One SSH node per host, each with the state its environment's scenario gives it.
     let mut nodes = BTreeMap::new();
+    // With a real userland: each server's etcd endpoints, and the host_vars that point the
+    // console's probes at them.
+    let mut etcd_endpoints = Vec::new();
+    let mut endpoint_vars: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    let kubectl = sandbox.as_ref().and_then(|_| host_kubectl(apiserver));
     let mut known_hosts = String::new();
     let gateways: BTreeMap<String, String> = repo
         .environments
@@ -667,14 +717,42 @@ async fn start_demo(
             node.etcd = Some(sim_etcd(env, host, &plan.hosts));
             write_k3s_etcd_tls(&mut node);
         }
+        let state = Arc::new(Mutex::new(node));
+        let userland = match &sandbox {
+            Some(sb) => {
+                let env = env_of.get(host).cloned();
+                let (u, endpoint) = node_userland(
+                    sb,
+                    dir,
+                    host,
+                    *addr,
+                    &state,
+                    env.as_ref().and_then(|e| admin_kubeconfigs.get(e)),
+                    kubectl.as_deref(),
+                )
+                .await?;
+                if let Some(e) = endpoint {
+                    endpoint_vars.insert(
+                        host.clone(),
+                        vec![
+                            (etcd_vars::VAR_CLIENT_URL.into(), e.client_url.clone()),
+                            (etcd_vars::VAR_METRICS_URL.into(), e.metrics_url.clone()),
+                        ],
+                    );
+                    etcd_endpoints.push(e);
+                }
+                Some(u)
+            }
+            None => None,
+        };
         let sim = SimNode::start(SimNodeSpec {
             name: host.clone(),
             address: IpAddr::V4(*addr),
             port: 0,
             authorized_keys: vec![public.clone()],
-            state: Arc::new(Mutex::new(node)),
+            state,
             host_key: None,
-            userland: None,
+            userland,
         })
         .await
         .map_err(|e| DemoError::Start(e.to_string()))?;
@@ -717,6 +795,7 @@ async fn start_demo(
             }
             keys.push((var, port.to_string()));
         }
+        keys.extend(endpoint_vars.get(host).cloned().unwrap_or_default());
         // A host the repo reaches by name (no address to rewrite) is pointed at its node.
         if string_var(&repo, host, "ansible_host").as_deref()
             != Some(node.addr().ip().to_string().as_str())
@@ -975,6 +1054,8 @@ async fn start_demo(
         kubes,
         real,
         nodes,
+        userland: options.userland,
+        _etcd_endpoints: etcd_endpoints,
         cancel,
         injector: FaultInjector {
             envs: Arc::new(injected),
@@ -1234,6 +1315,79 @@ fn write_k3s_etcd_tls(node: &mut NodeState) {
         let _ = node.fs.write(&path, text.as_bytes(), false, 0, now);
         let _ = node.fs.chmod(&path, 0o600, 0);
     }
+}
+
+/// A node's real userland under `dir/nodes/HOST`, seeded with what the simulation gave the
+/// node; on a server also its etcd endpoints (their certificates in its k3s data dir, where
+/// the console's probe reads them) and, when the machine has one, `kubectl` with the
+/// environment's admin kubeconfig where k3s puts it (`/etc/rancher/k3s/k3s.yaml`, and
+/// root's `~/.kube/config`).
+async fn node_userland(
+    sandbox: &Sandbox,
+    dir: &Path,
+    host: &str,
+    addr: Ipv4Addr,
+    state: &Arc<Mutex<NodeState>>,
+    kubeconfig: Option<&PathBuf>,
+    kubectl: Option<&Path>,
+) -> Result<(Arc<Userland>, Option<super::etcd_endpoint::EtcdEndpoint>), DemoError> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        DemoError::Start(format!("demo --userland: node {host}: {what}: {e}"))
+    };
+    let root = dir.join("nodes").join(host);
+    let u = Userland::create(
+        sandbox.clone(),
+        &root,
+        host,
+        IpAddr::V4(addr),
+        state.clone(),
+    )
+    .await
+    .map_err(|e| fail("making its root", &e))?;
+    let server = {
+        let s = state.lock().map_err(|_| fail("its state", &"poisoned"))?;
+        u.seed_from(&s).map_err(|e| fail("seeding its root", &e))?;
+        s.etcd.is_some()
+    };
+    if !server {
+        return Ok((u, None));
+    }
+    let endpoint = super::etcd_endpoint::start(IpAddr::V4(addr), state.clone())
+        .await
+        .map_err(|e| fail("its etcd endpoints", &e))?;
+    let tls = crate::node::K3S_ETCD_TLS_DIR;
+    for (file, pem) in [
+        ("server-ca.crt", &endpoint.ca_pem),
+        ("client.crt", &endpoint.client_cert_pem),
+        ("client.key", &endpoint.client_key_pem),
+    ] {
+        u.write_file(&format!("{tls}/{file}"), pem.as_bytes(), 0o600)
+            .map_err(|e| fail("writing its etcd certificates", &e))?;
+    }
+    if let Some(kc) = kubeconfig {
+        let text = std::fs::read(kc).map_err(|e| fail("reading the kubeconfig", &e))?;
+        for at in ["/etc/rancher/k3s/k3s.yaml", "/root/.kube/config"] {
+            u.write_file(at, &text, 0o600)
+                .map_err(|e| fail("writing its kubeconfig", &e))?;
+        }
+    }
+    if let Some(k) = kubectl {
+        u.add_program(k)
+            .map_err(|e| fail("giving it kubectl", &e))?;
+    }
+    Ok((u, Some(endpoint)))
+}
+
+/// The machine's `kubectl` (`--apiserver`'s directory first, then PATH), which a userland
+/// server gets as k3s gives one; None: the servers have none, and say so when asked.
+fn host_kubectl(apiserver: Option<&Path>) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    apiserver
+        .map(Path::to_path_buf)
+        .into_iter()
+        .chain(std::env::split_paths(&path))
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
 }
 
 /// Keep the servers' etcd members in step with their deaths: a dead server's member stops

@@ -463,6 +463,14 @@ impl Fs {
         }
     }
 
+    /// Every regular file: its path, mode and content (what a node's real root is seeded
+    /// with, [`super::userland`]).
+    pub fn regular_files(&self) -> impl Iterator<Item = (&str, u32, &[u8])> {
+        self.entries
+            .iter()
+            .filter_map(|(p, e)| e.data.as_deref().map(|d| (p.as_str(), e.mode, d)))
+    }
+
     /// The names directly inside a directory, sorted.
     pub fn list(&self, path: &str, uid: u32) -> FsResult<Vec<String>> {
         let e = self.entries.get(path).ok_or(FsError::NotFound)?;

@@ -10,6 +10,8 @@
 //! - [`ssh`]: the simulated nodes' SSH servers (russh server side), one per inventory host.
 //! - [`userland`]: a node's real userland (the machine's own programs in a bubblewrap
 //!   sandbox per node), where its exec, shell and sftp channels run when it has one.
+//! - [`etcd_endpoint`]: a server's etcd client and metrics endpoints as real listeners,
+//!   for a node with a real userland (its real `curl` reaches them).
 //! - [`node`]: a node's simulated state.
 //! - [`login`]: one login on a node: the shell's System over its state, and the node's own
 //!   utilities (systemctl, journalctl, curl, ...).
@@ -24,6 +26,7 @@ pub mod coreutils;
 pub mod daemonset;
 pub mod demo;
 pub mod demo_repo;
+pub mod etcd_endpoint;
 pub mod flux;
 pub mod flux_applied;
 pub mod fs;

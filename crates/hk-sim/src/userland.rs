@@ -200,6 +200,9 @@ pub struct Userland {
     state: Arc<Mutex<NodeState>>,
     /// The host's own unit and power programs, each covered by the node's shim.
     covered: Vec<(PathBuf, PathBuf)>,
+    /// Host programs the node has too (read-only, in its /usr/local/bin): `kubectl` on a
+    /// server, as k3s puts one there.
+    programs: Mutex<Vec<(PathBuf, PathBuf)>>,
     /// Commands started in this userland.
     commands: AtomicU32,
     stop: CancellationToken,
@@ -290,6 +293,7 @@ impl Userland {
             shell,
             state,
             covered,
+            programs: Mutex::new(Vec::new()),
             commands: AtomicU32::new(0),
             stop,
         }))
@@ -298,6 +302,58 @@ impl Userland {
     /// The node's root directory on the host.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The host's program `host` in the node's /usr/local/bin under its own name,
+    /// read-only (the same binary, not a copy).
+    pub fn add_program(&self, host: &Path) -> io::Result<()> {
+        let name = host
+            .file_name()
+            .ok_or_else(|| io::Error::other(format!("{} names no file", host.display())))?;
+        let at = Path::new("/usr/local/bin").join(name);
+        // The mount point, in the node's own /usr/local.
+        std::fs::write(self.root.join("usr/local/bin").join(name), b"")?;
+        if let Ok(mut p) = self.programs.lock() {
+            p.push((host.to_path_buf(), at));
+        }
+        Ok(())
+    }
+
+    /// Seeds the node's root with the files the simulation gave the node (its k3s data
+    /// dir, its configuration), where the root has none yet; `/proc`, `/sys` and `/dev`
+    /// stay the kernel's.
+    pub fn seed_from(&self, state: &NodeState) -> io::Result<()> {
+        for (path, mode, data) in state.fs.regular_files() {
+            let rel = path.trim_start_matches('/');
+            let owned = NODE_DIRS
+                .iter()
+                .any(|d| rel == *d || rel.starts_with(&format!("{d}/")));
+            if !owned {
+                continue;
+            }
+            let to = self.root.join(rel);
+            if to.exists() {
+                continue;
+            }
+            if let Some(dir) = to.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::write(&to, data)?;
+            set_mode(&to, mode & 0o7777)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at `path` in the node's root (mode `mode`, parents 0700 as k3s makes
+    /// its data dir).
+    pub fn write_file(&self, path: &str, data: &[u8], mode: u32) -> io::Result<()> {
+        let to = self.root.join(path.trim_start_matches('/'));
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let _ = std::fs::remove_file(&to);
+        std::fs::write(&to, data)?;
+        set_mode(&to, mode)
     }
 
     /// How many commands (exec channels, shells, sftp servers) this userland started.
@@ -316,6 +372,11 @@ impl Userland {
         c.arg("--bind").arg(&self.socket_dir).arg("/run/hk-sim");
         for (shim, host) in &self.covered {
             c.arg("--ro-bind").arg(shim).arg(host);
+        }
+        if let Ok(programs) = self.programs.lock() {
+            for (host, at) in programs.iter() {
+                c.arg("--ro-bind").arg(host).arg(at);
+            }
         }
         // What the kernel would say of this node: its boot id and its IO pressure.
         let (boot_id, psi) = {
