@@ -22,6 +22,13 @@ impl Drop for DemoDir {
     }
 }
 
+/// How the simulation's parts are made: `--apiserver DIR` and `--userland`.
+#[derive(Default)]
+pub(super) struct SimParts<'a> {
+    pub apiserver: Option<&'a Path>,
+    pub options: crate::sim::demo::Options,
+}
+
 /// What `hk-console demo` does once the simulation runs.
 pub(super) enum DemoMode {
     /// The console on the demo repo.
@@ -43,9 +50,9 @@ pub(super) fn demo_cmd(
     mode: DemoMode,
     json: bool,
     dir: Option<&Path>,
-    apiserver: Option<&Path>,
-    options: crate::sim::demo::Options,
+    sim: SimParts<'_>,
 ) -> CmdResult {
+    let SimParts { apiserver, options } = sim;
     let mut reopened = None;
     // Held until `demo` returns: a second demo on this directory is refused meanwhile.
     let mut _held = None;

@@ -535,7 +535,6 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
             DemoMode::Console,
             false,
             None,
-            None,
             Default::default(),
         ),
         None if console::possible() => console::console(cli, rt, StartScreen::Home, false, None),
@@ -601,9 +600,11 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
                 DemoMode::Headless(req),
                 *json,
                 dir.as_deref(),
-                apiserver.as_deref(),
-                crate::sim::demo::Options {
-                    userland: *userland,
+                demo::SimParts {
+                    apiserver: apiserver.as_deref(),
+                    options: crate::sim::demo::Options {
+                        userland: *userland,
+                    },
                 },
             )
         }
@@ -631,9 +632,11 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
                 mode,
                 *json,
                 dir.as_deref(),
-                apiserver.as_deref(),
-                crate::sim::demo::Options {
-                    userland: *userland,
+                demo::SimParts {
+                    apiserver: apiserver.as_deref(),
+                    options: crate::sim::demo::Options {
+                        userland: *userland,
+                    },
                 },
             )
         }
