@@ -490,3 +490,59 @@ fn the_demo_without_a_sandbox_says_why_and_starts_nothing() {
     assert!(t.contains("apt-get install bubblewrap"), "{t}");
     assert!(!t.contains("SIMULATED homelab"), "{t}");
 }
+
+/// The sandbox needs no privilege: as an ordinary user (the suite drops root to `nobody`
+/// for this test when it runs as root), `demo --userland` makes every node's root, and the
+/// console's probes run there: each server's etcd read by its own curl with its own
+/// certificates, which belong to that user.
+#[test]
+fn the_sandbox_works_for_an_unprivileged_user() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path();
+    let root = nix::unistd::Uid::effective().is_root();
+    let mut cmd = if root {
+        std::os::unix::fs::chown(home, Some(65534), Some(65534)).expect("chown");
+        std::fs::set_permissions(home, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("mode");
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(env!("CARGO_BIN_EXE_hk-console"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_hk-console"))
+    };
+    let dir = home.join("demo");
+    let o = cmd
+        .args(["demo", "--userland", "--once", "--dir"])
+        .arg(&dir)
+        .env("HOME", home)
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("hk-console");
+    let t = text(&o);
+    for env in ["dev", "prod"] {
+        assert!(
+            t.contains(&format!("k3s-{env}-1 leads (3 of 3 members seen)")),
+            "{env}: {t}"
+        );
+    }
+    let key = dir.join("nodes/k3s-prod-2/var/lib/rancher/k3s/server/tls/etcd/client.key");
+    let meta = std::fs::metadata(&key).unwrap_or_else(|e| panic!("{e}: {t}"));
+    let uid = std::os::unix::fs::MetadataExt::uid(&meta);
+    assert_eq!(
+        uid,
+        if root {
+            65534
+        } else {
+            nix::unistd::Uid::effective().as_raw()
+        }
+    );
+    let tls = key.parent().expect("dir");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(tls).expect("meta").permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o700, "k3s keeps its tls dir to itself");
+}

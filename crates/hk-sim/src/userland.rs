@@ -335,8 +335,22 @@ impl Userland {
             if to.exists() {
                 continue;
             }
-            if let Some(dir) = to.parent() {
-                std::fs::create_dir_all(dir)?;
+            // Its directories as the simulation has them (k3s's data dir is 0700).
+            let mut at = String::new();
+            for part in rel
+                .split('/')
+                .collect::<Vec<_>>()
+                .split_last()
+                .map_or(&[][..], |x| x.1)
+            {
+                at.push('/');
+                at.push_str(part);
+                let dir = self.root.join(at.trim_start_matches('/'));
+                if !dir.exists() {
+                    std::fs::create_dir(&dir)?;
+                    let mode = state.fs.stat(&at).map_or(0o755, |st| st.mode & 0o7777);
+                    set_mode(&dir, mode)?;
+                }
             }
             std::fs::write(&to, data)?;
             set_mode(&to, mode & 0o7777)?;
@@ -349,7 +363,11 @@ impl Userland {
     pub fn write_file(&self, path: &str, data: &[u8], mode: u32) -> io::Result<()> {
         let to = self.root.join(path.trim_start_matches('/'));
         if let Some(dir) = to.parent() {
-            std::fs::create_dir_all(dir)?;
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
         }
         let _ = std::fs::remove_file(&to);
         std::fs::write(&to, data)?;
