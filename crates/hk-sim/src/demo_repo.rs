@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
+use hk_engine::repo::env::EnvProblem;
 use hk_engine::repo::Repo;
 
 mod table {
@@ -393,9 +394,13 @@ pub fn planned_gateway(host: Ipv4Addr) -> Ipv4Addr {
     Ipv4Addr::new(a, b, c, 254)
 }
 
+/// Where Ansible connects to `host`: its `ansible_host`, else its inventory name (Ansible's
+/// own default), when either is an address.
 fn host_address(repo: &Repo, host: &str) -> Option<IpAddr> {
-    let v = repo.resolve_var(host, "ansible_host")?;
-    v.value()?.as_str()?.parse().ok()
+    match repo.resolve_var(host, "ansible_host") {
+        Some(v) => v.value()?.as_str()?.parse().ok(),
+        None => host.parse().ok(),
+    }
 }
 
 /// Replace every whole IPv4 address of `plan.rewrite` in every file of the sample under
@@ -544,7 +549,14 @@ pub fn verify_loopback(repo: &Repo) -> Result<(), DemoRepoError> {
     }
     for env in &repo.environments {
         for fact in [&env.vip, &env.founder, &env.endpoint] {
+            // A variable no server defines names no address: nothing of it can be dialled.
+            // One that cannot be rendered, or on which servers disagree, might: refused.
+            let undefined = !env.problems.iter().any(|p| {
+                matches!(p, EnvProblem::Unrenderable { var, .. } | EnvProblem::Disagree { var, .. }
+                    if *var == fact.var)
+            });
             match fact.get().map(|v| v.parse::<IpAddr>()) {
+                None if undefined => {}
                 Some(Ok(ip)) if ip.is_loopback() => {}
                 Some(Ok(ip)) => bad.push(format!("{} {}={ip}", env.name, fact.var)),
                 Some(Err(_)) => bad.push(format!(
@@ -655,6 +667,17 @@ pub fn prepare_from(
         .collect();
     rewrite_files(dir, &files, &plan)?;
     plan.files = files;
+    // A host named by its address was renamed with it (the inventory's own text moved).
+    plan.hosts = std::mem::take(&mut plan.hosts)
+        .into_iter()
+        .map(|(host, addr)| match host.parse::<IpAddr>() {
+            Ok(old) => (
+                plan.rewrite.get(&old).map_or(host, |new| new.to_string()),
+                addr,
+            ),
+            Err(_) => (host, addr),
+        })
+        .collect();
     let repo = Repo::load(dir).map_err(|e| DemoRepoError::Load(e.to_string()))?;
     verify_loopback(&repo)?;
     Ok((repo, plan))
