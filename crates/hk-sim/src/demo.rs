@@ -415,11 +415,12 @@ const API_PORT_TRIES: usize = 20;
 async fn start_api_servers(
     repo: &Repo,
     plan: &AddressPlan,
+    fixed: Option<u16>,
 ) -> Result<BTreeMap<String, SimKube>, DemoError> {
     let mut last = None;
     for _ in 0..API_PORT_TRIES {
         let mut started: BTreeMap<String, SimKube> = BTreeMap::new();
-        let mut port = 0;
+        let mut port = fixed.unwrap_or(0);
         let mut taken = None;
         for env in &repo.environments {
             let vip = plan.vips[&env.name];
@@ -435,6 +436,13 @@ async fn start_api_servers(
                 Err(super::kube::SimError::Bind { addr, source })
                     if source.kind() == std::io::ErrorKind::AddrInUse =>
                 {
+                    if fixed.is_some() {
+                        return Err(DemoError::Start(format!(
+                            "the repo's API port is {port} (no variable holds it, so the demo \
+                             serves on it as the repo's clients will dial it), and {addr} is \
+                             taken: {source} (another demo on this repo?)"
+                        )));
+                    }
                     taken = Some(format!("{addr}: {source}"));
                     break;
                 }
@@ -591,7 +599,7 @@ async fn start_demo(
             r.servers.values().next().map(|s| s.addr.port()),
         ),
         None => {
-            let started = start_api_servers(&repo, &plan).await?;
+            let started = start_api_servers(&repo, &plan, fixed_api_port(&repo)?).await?;
             let port = started.values().next().map(|k| k.addr().port());
             (started, port)
         }
@@ -786,14 +794,22 @@ async fn start_demo(
                 .environment(e)
                 .map(|env| env.api_port.var.clone())
                 .unwrap_or_else(|| hk_engine::repo::env::VAR_API_PORT.to_string());
-            if !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            let served = repo
+                .environment(e)
+                .and_then(|env| env.api_port.get())
+                .is_some_and(|p| p == port.to_string());
+            let expression = !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if expression && !served {
                 return Err(DemoError::Start(format!(
                     "environment `{e}`: facts.api_port is the expression `{var}`; the demo \
                      points the API port at its simulated server by rewriting a variable, so \
                      name the variable that holds the port"
                 )));
             }
-            keys.push((var, port.to_string()));
+            // An expression the demo serves as it renders stays as the repo wrote it.
+            if !expression {
+                keys.push((var, port.to_string()));
+            }
         }
         keys.extend(endpoint_vars.get(host).cloned().unwrap_or_default());
         // A host the repo reaches by name (no address to rewrite) is pointed at its node.
@@ -1388,6 +1404,48 @@ fn host_kubectl(apiserver: Option<&Path>) -> Option<PathBuf> {
         .chain(std::env::split_paths(&path))
         .map(|d| d.join("kubectl"))
         .find(|p| p.is_file())
+}
+
+/// The one port every environment's API server must listen on when the repo's API port is
+/// no variable the demo can point elsewhere (`facts.api_port` an expression, k3s's default
+/// `{{ 6443 }}` say): that port, served as the repo's clients will dial it. None: every
+/// environment names a variable (the demo picks a free port and rewrites it). Environments
+/// that disagree, or a port that does not render, are refused.
+fn fixed_api_port(repo: &Repo) -> Result<Option<u16>, DemoError> {
+    let mut fixed = BTreeMap::new();
+    for env in &repo.environments {
+        let var = &env.api_port.var;
+        if var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let port = env
+            .api_port
+            .get()
+            .and_then(|p| p.parse::<u16>().ok())
+            .ok_or_else(|| {
+                DemoError::Start(format!(
+                    "environment `{}`: facts.api_port is the expression `{var}`, which renders \
+                     to no port ({:?})",
+                    env.name,
+                    env.api_port.get()
+                ))
+            })?;
+        fixed.insert(port, env.name.clone());
+    }
+    match fixed.len() {
+        0 => Ok(None),
+        1 if fixed.len() == repo.environments.len() || repo.environments.len() == 1 => {
+            Ok(fixed.into_keys().next())
+        }
+        _ => Err(DemoError::Start(format!(
+            "the environments' API ports cannot share one simulated port: {}",
+            repo.environments
+                .iter()
+                .map(|e| format!("{}: {}", e.name, e.api_port.var))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
 }
 
 /// Keep the servers' etcd members in step with their deaths: a dead server's member stops
