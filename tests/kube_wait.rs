@@ -315,15 +315,18 @@ async fn node_lease_and_agents_pass_on_the_change_they_wait_for() {
         WatchSettings::default().stuck_after,
     );
     w.until("k3s-dev-2 NotReady").await;
-    let t0 = Instant::now();
+    // Ready from before the wait, with no kubelet heard from since: not the node back.
     set_node_ready(&admin, "k3s-dev-2", true).await;
+    w.until("k3s-dev-2 says Ready, but").await;
+    let t0 = Instant::now();
+    renew_node_lease(&admin, "k3s-dev-2").await;
     let (end, at, _) = w.end().await;
     assert!(
-        matches!(&end, WaitEnd::Met(d) if d.contains("k3s-dev-2 Ready")),
+        matches!(&end, WaitEnd::Met(d) if d.contains("k3s-dev-2 Ready") && d.contains("renewed its Lease")),
         "{end:?}"
     );
     println!(
-        "MEASURED node-ready: Ready write sent -> wait returned: {} ms",
+        "MEASURED node-ready: kubelet Lease renewal sent -> wait returned: {} ms",
         ms(at.saturating_duration_since(t0))
     );
     assert!(at.saturating_duration_since(t0) < Duration::from_secs(3));
@@ -485,10 +488,13 @@ async fn an_unreachable_api_server_times_out_naming_the_error() {
     let (end, _, lines) = w.end().await;
     match &end {
         WaitEnd::TimedOut { last, .. } => {
+            // Its watches (the node, and its kubelet's Lease) each name what failed.
             assert!(
-                last.contains("cannot watch node k3s-dev-1 (retrying)"),
+                last.contains("cannot watch node k3s-dev-1 (retrying)")
+                    || last.contains("cannot watch lease kube-node-lease/k3s-dev-1 (retrying)"),
                 "{last}"
             );
+            assert!(last.contains("(Connect)"), "{last}");
         }
         other => panic!("{other:?} {lines:?}"),
     }
@@ -1033,7 +1039,9 @@ async fn the_console_runs_kube_steps_on_each_environments_cluster() {
         let admin = admin.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(1500)).await;
+            // The kubelet back: Ready posted and its Lease renewed.
             set_node_ready(&admin, "k3s-dev-2", true).await;
+            renew_node_lease(&admin, "k3s-dev-2").await;
         })
     };
     let (lines, started, input) = run_step(&e, execute(&node_step), None).await;

@@ -789,6 +789,32 @@ pub async fn set_node_ready(client: &Client, name: &str, ready: bool) -> Node {
         .unwrap_or_else(|e| panic!("set Ready={ready} on node {name}: {e}"))
 }
 
+/// The kubelet's heartbeat: node `name`'s Lease in kube-node-lease renewed now (created
+/// with the namespace the first time), as a kubelet that is up does every 10 s.
+pub async fn renew_node_lease(client: &Client, name: &str) -> Lease {
+    let _ = Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "kube-node-lease"}}))
+                .expect("namespace"),
+        )
+        .await;
+    Api::<Lease>::namespaced(client.clone(), "kube-node-lease")
+        .patch(
+            name,
+            &PatchParams::apply("hk-test-kubelet").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": name, "namespace": "kube-node-lease"},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": 40,
+                         "renewTime": Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}
+            })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("renew the kubelet Lease of {name}: {e}"))
+}
+
 /// The kube-vip leader-election Lease.
 #[derive(Clone, Debug)]
 pub struct VipLease {

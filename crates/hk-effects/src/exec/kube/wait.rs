@@ -301,6 +301,46 @@ pub fn judge_node(topo: &EnvTopology, node: &str, found: Option<&Node>) -> Judge
     }
 }
 
+/// Where each kubelet renews its Lease.
+pub const NODE_LEASE_NS: &str = "kube-node-lease";
+
+/// `node-ready` as a wait judges it: [`judge_node`], and the node's kubelet heard from
+/// (its Lease renewed) since the wait began at `since_ms`. A node's Ready condition stays
+/// True for the node-monitor grace period after its kubelet stopped: read right after a
+/// reboot, it is the node before the reboot, not the node back.
+pub fn judge_node_since(
+    topo: &EnvTopology,
+    node: &str,
+    found: Option<&Node>,
+    lease: Option<&Lease>,
+    since_ms: u64,
+) -> Judgement {
+    let ready = judge_node(topo, node, found);
+    let Judgement::Met { detail } = ready else {
+        return ready;
+    };
+    let renewed = lease
+        .and_then(|l| l.spec.as_ref())
+        .and_then(|s| s.renew_time.as_ref())
+        .map(|t| t.0);
+    match renewed {
+        Some(t) if u64::try_from(t.as_millisecond()).unwrap_or(0) >= since_ms => Judgement::Met {
+            detail: format!(
+                "{detail}; its kubelet renewed its Lease at {}",
+                t.strftime("%H:%M:%S")
+            ),
+        },
+        Some(t) => pending(format!(
+            "{node} says Ready, but its kubelet has not renewed its Lease since this wait began \
+             (last at {}): waiting to hear from it",
+            t.strftime("%H:%M:%S")
+        )),
+        None => pending(format!(
+            "{node} says Ready, but it has no kubelet Lease {NODE_LEASE_NS}/{node} renewed yet"
+        )),
+    }
+}
+
 /// `agents-dial-vip`: the agent env pane's summary over every agent pod; met when it is ok
 /// (at least one agent, all dialling the VIP).
 pub fn judge_agents(
@@ -630,6 +670,9 @@ struct ConditionWatch {
     config_maps: Mirror<ConfigMap>,
     nodes: Mirror<Node>,
     leases: Mirror<Lease>,
+    /// When the wait began (ms since the epoch): `node-ready` wants its kubelet heard from
+    /// after it.
+    since_ms: u64,
 }
 
 fn by_name(name: &str) -> watcher::Config {
@@ -648,12 +691,22 @@ impl ConditionWatch {
                 format!("daemonset {namespace}/{name}"),
                 Seen::DaemonSet,
             )),
-            Condition::NodeReady { node } => feeds.push(feed(
-                Api::<Node>::all(c.clone()),
-                by_name(node),
-                format!("node {node}"),
-                Seen::Node,
-            )),
+            Condition::NodeReady { node } => {
+                feeds.push(feed(
+                    Api::<Node>::all(c.clone()),
+                    by_name(node),
+                    format!("node {node}"),
+                    Seen::Node,
+                ));
+                // The kubelet's heartbeat: a Ready condition outlives a kubelet that stopped
+                // (for the node-monitor grace period), its Lease renewals do not.
+                feeds.push(feed(
+                    Api::<Lease>::namespaced(c.clone(), NODE_LEASE_NS),
+                    by_name(node),
+                    format!("lease {NODE_LEASE_NS}/{node}"),
+                    Seen::Lease,
+                ));
+            }
             Condition::AgentsDialVip => {
                 let (ns, selector) = (&self.settings.namespace, &self.settings.agent_selector);
                 feeds.push(feed(
@@ -733,7 +786,7 @@ impl Watched for ConditionWatch {
             Condition::DaemonSetRolledOut { .. } => {
                 self.daemonsets.synced() && (!self.pods_watched || self.pods.synced())
             }
-            Condition::NodeReady { .. } => self.nodes.synced(),
+            Condition::NodeReady { .. } => self.nodes.synced() && self.leases.synced(),
             Condition::AgentsDialVip => self.pods.synced() && self.config_maps.synced(),
             Condition::LeaseHeld { .. } => self.leases.synced(),
             Condition::HealthBetweenHosts(_) | Condition::NodeDisruption(_) => false,
@@ -754,7 +807,13 @@ impl Watched for ConditionWatch {
                     self.stuck_after,
                 )
             }
-            Condition::NodeReady { node } => judge_node(&self.topo, node, self.nodes.get(node)),
+            Condition::NodeReady { node } => judge_node_since(
+                &self.topo,
+                node,
+                self.nodes.get(node),
+                self.leases.get(node),
+                self.since_ms,
+            ),
             Condition::AgentsDialVip => {
                 let pods: Vec<&Pod> = self.pods.all().collect();
                 let cms: Vec<&ConfigMap> = self.config_maps.all().collect();
@@ -837,6 +896,7 @@ pub async fn wait_scaled(
         config_maps: Mirror::default(),
         nodes: Mirror::default(),
         leases: Mirror::default(),
+        since_ms: u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0),
     };
     let feeds = w.feeds();
     let first = format!(
