@@ -546,3 +546,258 @@ fn the_sandbox_works_for_an_unprivileged_user() {
     );
     assert_eq!(mode & 0o777, 0o700, "k3s keeps its tls dir to itself");
 }
+
+/// The cost of the sandbox, measured (docs/perf.md, "Simulated nodes with a real userland"):
+/// one playbook of real modules (facts, file, template, lineinfile, stat, command) on three
+/// sandboxed simulated nodes against the same playbook on three loopback OpenSSH sshd nodes
+/// running the host's own Python, in the same run, alternated, twice each (the best of each). A sandbox
+/// start per command is the only difference the playbook sees; it must stay a small factor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_playbook_on_sandboxed_nodes_against_openssh_nodes() {
+    let sim = nodes(&["pf-1", "pf-2", "pf-3"]).await;
+    let real = tokio::task::block_in_place(support::Cluster::start);
+    let d = sim.dir.path();
+    std::fs::write(
+        d.join("config.yaml.j2"),
+        "node-name: {{ inventory_hostname }}\nfacts-host: {{ ansible_facts.hostname }}\n",
+    )
+    .expect("template");
+    let play = d.join("perf.yml");
+    std::fs::write(
+        &play,
+        r#"---
+- name: Real modules
+  hosts: all
+  gather_facts: true
+  tasks:
+    - name: Work dir
+      ansible.builtin.file:
+        path: "{{ work }}"
+        state: directory
+        mode: "0700"
+    - name: Config
+      ansible.builtin.template:
+        src: config.yaml.j2
+        dest: "{{ work }}/config.yaml"
+        mode: "0600"
+    - name: Environment
+      ansible.builtin.lineinfile:
+        path: "{{ work }}/env"
+        regexp: "^NODE="
+        line: "NODE={{ inventory_hostname }}"
+        create: true
+        mode: "0600"
+    - name: Read back
+      ansible.builtin.stat:
+        path: "{{ work }}/config.yaml"
+    - name: uname
+      ansible.builtin.command: uname -n
+      changed_when: false
+"#,
+    )
+    .expect("playbook");
+    let sim_inv = d.join("sim.ini");
+    std::fs::write(
+        &sim_inv,
+        ansible_inventory(&sim.nodes, &sim.key, &sim.known_hosts)
+            + "ansible_python_interpreter=/usr/bin/python3\nwork=/root/perf\n",
+    )
+    .expect("inventory");
+    let real_inv = real.write_inventory();
+    let real_work = real.dir.path().join("work");
+    std::fs::write(
+        &real_inv,
+        std::fs::read_to_string(&real_inv).expect("inventory")
+            + &format!(
+                "work={}/{{{{ inventory_hostname }}}}\n",
+                real_work.display()
+            ),
+    )
+    .expect("inventory");
+    let run = |inv: &Path, env: &[(String, String)]| {
+        let mut cmd = Command::new(support::ansible_bin_dir().join("ansible-playbook"));
+        cmd.current_dir(d)
+            .arg("-i")
+            .arg(inv)
+            .arg(&play)
+            .env("ANSIBLE_PIPELINING", "True")
+            .env("ANSIBLE_RETRY_FILES_ENABLED", "False")
+            .env("ANSIBLE_NOCOLOR", "1")
+            .stdin(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let started = std::time::Instant::now();
+        let out = tokio::task::block_in_place(|| cmd.output().expect("ansible-playbook"));
+        let took = started.elapsed();
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{t}");
+        assert!(t.contains("failed=0"), "{t}");
+        took
+    };
+    let sim_env: Vec<(String, String)> = vec![
+        (
+            "ANSIBLE_HOME".into(),
+            d.join("ansible-home").display().to_string(),
+        ),
+        (
+            "ANSIBLE_LOCAL_TEMP".into(),
+            d.join("local-tmp").display().to_string(),
+        ),
+        (
+            "ANSIBLE_SSH_CONTROL_PATH_DIR".into(),
+            d.join("cp").display().to_string(),
+        ),
+    ];
+    let _ = std::fs::create_dir_all(d.join("cp"));
+    let real_env = real.ansible_env();
+    let (mut s, mut r) = (Vec::new(), Vec::new());
+    for _ in 0..2 {
+        s.push(run(&sim_inv, &sim_env));
+        r.push(run(&real_inv, &real_env));
+    }
+    s.sort();
+    r.sort();
+    let ratio = s[0].as_secs_f64() / r[0].as_secs_f64();
+    eprintln!(
+        "userland perf: sandboxed sim nodes {s:?} (best {:?}), OpenSSH nodes {r:?} (best {:?}), ratio {ratio:.2}",
+        s[0], r[0]
+    );
+    // Written on each sandboxed node's own root, not on the host.
+    assert!(d.join("nodes/pf-2/root/perf/config.yaml").exists());
+    assert!(ratio < 4.0, "the sandbox costs {ratio:.2}x an OpenSSH node");
+}
+
+/// A public repo's own playbook rehearsed through the console's gates (issue 37's "done"):
+/// myles-coleman--k3s-ansible, unedited but for its README's first step, `init --write`
+/// and the one fact the plan asks the operator for, with the operator's runbook around the
+/// repo's `reboot.yml` (gather_facts, `ansible.builtin.reboot`, no serial of its own): the
+/// host confirmed, the blast radius read, Ansible's own check-mode preview, the reboot for
+/// real on one server's sandbox, and the health gate seeing the node NotReady and back only
+/// once its kubelet is heard from again (a Ready from before the reboot does not count).
+#[test]
+fn a_public_repos_reboot_is_rehearsed_through_the_gates() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let repo = tmp.path().join("myles-coleman");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/public-repos/myles-coleman--k3s-ansible"),
+        &repo,
+    );
+    let sh = Command::new("sh")
+        .arg("SETUP.sh")
+        .current_dir(&repo)
+        .output()
+        .expect("SETUP.sh");
+    assert!(sh.status.success(), "{}", text(&sh));
+    let hk = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_hk-console"))
+            .arg("--repo")
+            .arg(&repo)
+            .args(args)
+            .env("XDG_STATE_HOME", tmp.path().join("state"))
+            .env("XDG_CONFIG_HOME", tmp.path().join("config"))
+            .env("NO_COLOR", "1")
+            .env_remove("HK_REPO")
+            .stdin(Stdio::null())
+            .output()
+            .expect("hk-console")
+    };
+    let o = hk(&["init", "--write"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // What `plan` asks for on this repo (it has no k3s_primary_group): the operator's word.
+    let cfg = repo.join("hk-console.yaml");
+    let mapping = std::fs::read_to_string(&cfg).expect("hk-console.yaml");
+    assert!(mapping.contains("    facts:\n"), "{mapping}");
+    std::fs::write(
+        &cfg,
+        mapping.replacen(
+            "    facts:\n",
+            "    facts:\n      primary_group: \"{{ 'master' }}\"\n",
+            1,
+        ),
+    )
+    .expect("write");
+    std::fs::create_dir_all(repo.join("runbooks")).expect("runbooks");
+    std::fs::write(
+        repo.join("runbooks/reboot-one-server.yaml"),
+        r#"id: reboot-one-server
+title: Reboot one server (the repo's reboot.yml)
+environments: [master]
+target:
+  group: servers
+  single: true
+steps:
+  - id: list-hosts
+    kind: list-hosts
+    playbook: reboot.yml
+  - id: reboot
+    kind: ansible
+    title: "reboot.yml on {{ host }}"
+    disrupts: node
+    playbook: reboot.yml
+    check_first: true
+  - id: node-ready
+    kind: kube-wait
+    condition: "node-ready {{ host }}"
+    timeout_s: 300
+"#,
+    )
+    .expect("runbook");
+    let dir = tmp.path().join("demo");
+    let dir_s = dir.display().to_string();
+    // The repo names its hosts by address: in the demo's copy the second server is
+    // 127.0.10.2 (not the VIP holder).
+    let o = hk(&[
+        "demo",
+        "--userland",
+        "--headless",
+        "--run",
+        "reboot-one-server",
+        "--env",
+        "master",
+        "--host",
+        "127.0.10.2",
+        "--dir",
+        &dir_s,
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("run reboot-one-server · master · succeeded"),
+        "{t}"
+    );
+    assert!(t.contains("reboot.yml on 127.0.10.2 [mutates]"), "{t}");
+    let runs = dir.join("runs");
+    let output = std::fs::read_dir(&runs)
+        .expect("runs")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".output.jsonl"))
+        .expect("the run's output");
+    let lines: Vec<String> = std::fs::read_to_string(&output)
+        .expect("output")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["line"].as_str().map(str::to_string))
+        .collect();
+    let at = |needle: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no `{needle}` in\n{}", lines.join("\n")))
+    };
+    // The real modules ran on the node: facts, then the reboot (previewed, then applied).
+    assert!(at("TASK [Gathering Facts]") < at("ok: [127.0.10.2]"));
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l.contains("changed: [127.0.10.2]"))
+            .count()
+            >= 2
+    );
+    // The health gate saw it go and come back, the kubelet heard from after the reboot.
+    let not_ready = at("127.0.10.2 NotReady");
+    let back = at("its kubelet renewed its Lease at");
+    assert!(not_ready < back, "{}", lines.join("\n"));
+}

@@ -610,8 +610,10 @@ async fn answer_unit(stream: UnixStream, state: Arc<Mutex<NodeState>>) -> io::Re
     write.shutdown().await
 }
 
-/// How long a rebooting node stays down (simulated time; at least [`REBOOT_DOWN_MIN`]).
-const REBOOT_DOWN_MS: u64 = 8_000;
+/// How long a rebooting node stays down (simulated time; at least [`REBOOT_DOWN_MIN`]): a
+/// server's reboot, long enough that its kubelet's silence (this, then k3s's start) passes
+/// the node-monitor grace period, so the cluster marks it NotReady as a real one does.
+const REBOOT_DOWN_MS: u64 = 45_000;
 /// The least real time a node stays down, so a client sees it gone even on a stopped clock.
 const REBOOT_DOWN_MIN: Duration = Duration::from_secs(1);
 
