@@ -301,8 +301,9 @@ pub enum Command {
         /// Each simulated node runs this machine's own programs (sh, coreutils, python3,
         /// scp, sftp-server) in a bubblewrap sandbox of its own, so the playbooks' real
         /// Ansible modules run on it; its units, reboots and etcd stay the simulation's.
-        /// Needs `bwrap` and user namespaces: without them the demo does not start, and says
-        /// why.
+        /// Not yet modelled there: the VPN tunnel (the exit probe fails, red) and the block
+        /// devices (/sys/block). Needs `bwrap` and user namespaces: without them the demo
+        /// does not start, and says why (docs/userland.md).
         #[arg(long, conflicts_with = "list")]
         userland: bool,
     },

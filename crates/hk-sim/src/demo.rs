@@ -107,7 +107,8 @@ impl Demo {
             self.scenario.description.trim(),
             self.dir.display(),
             if self.userland {
-                "; each node runs this machine's own programs in a sandbox of its own"
+                "; each node runs this machine's own programs in a sandbox of its own, \
+                 without a VPN tunnel or block devices yet"
             } else {
                 ""
             }

@@ -7,7 +7,8 @@
 //! - [`kube`]: the simulated Kubernetes API server (TLS, real JSON, list/watch).
 //! - [`apiserver`]: `demo --apiserver`: a real etcd and kube-apiserver per environment.
 //! - [`cluster`]: one simulated k3s cluster's objects and controllers on that server.
-//! - [`ssh`]: the simulated nodes' SSH servers (russh server side), one per inventory host.
+//! - [`ssh`]: the simulated nodes' SSH servers (russh server side), one per inventory host;
+//!   [`channel`]: how one of their channels ends.
 //! - [`userland`]: a node's real userland (the machine's own programs in a bubblewrap
 //!   sandbox per node), where its exec, shell and sftp channels run when it has one.
 //! - [`etcd_endpoint`]: a server's etcd client and metrics endpoints as real listeners,
@@ -21,6 +22,7 @@
 //! - [`flux`]: Flux's helm-controller, written over the controllers' one interface.
 //! - [`fs`]: a node's in-memory file tree (what scp, sftp and redirections write).
 pub mod apiserver;
+pub mod channel;
 pub mod cluster;
 pub mod coreutils;
 pub mod daemonset;

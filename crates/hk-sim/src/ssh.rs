@@ -37,6 +37,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_util::sync::CancellationToken;
 
+use super::channel::{finish, pty_text};
 use super::login::NodeSession;
 use super::node::NodeState;
 use super::scp::{self, ScpRequest};
@@ -504,18 +505,6 @@ async fn collect_stdin(rx: &mut UnboundedReceiver<Vec<u8>>) -> Vec<u8> {
     }
 }
 
-/// On a pty there is one stream and the terminal turns `\n` into `\r\n`.
-pub(crate) fn pty_text(data: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(data.len());
-    for &b in data {
-        if b == b'\n' {
-            v.push(b'\r');
-        }
-        v.push(b);
-    }
-    v
-}
-
 /// The SCP protocol's replies, as channel data.
 struct ChannelOut {
     handle: server::Handle,
@@ -630,36 +619,6 @@ async fn interactive(
         Ending::Exit(status),
     )
     .await;
-}
-
-/// Sends what a finished command produced, then its ending, EOF and close.
-pub(crate) async fn finish(
-    handle: server::Handle,
-    channel: ChannelId,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    ending: Ending,
-) {
-    if !stdout.is_empty() {
-        let _ = handle.data(channel, stdout).await;
-    }
-    if !stderr.is_empty() {
-        let _ = handle.extended_data(channel, 1, stderr).await;
-    }
-    match ending {
-        Ending::Exit(s) => {
-            let _ = handle
-                .exit_status_request(channel, u32::try_from(s & 0xff).unwrap_or(255))
-                .await;
-        }
-        Ending::Killed => {
-            let _ = handle
-                .exit_signal_request(channel, Sig::KILL, false, String::new(), String::new())
-                .await;
-        }
-    }
-    let _ = handle.eof(channel).await;
-    let _ = handle.close(channel).await;
 }
 
 impl server::Handler for Conn {

@@ -701,7 +701,7 @@ pub(crate) async fn bridge(
                 "sim: node {}: could not start its sandbox: {e}\n",
                 userland.hostname
             );
-            super::ssh::finish(
+            super::channel::finish(
                 handle,
                 channel,
                 Vec::new(),
@@ -735,7 +735,7 @@ pub(crate) async fn bridge(
                     Ok(n) => {
                         let data = buf[..n].to_vec();
                         let sent = if pty {
-                            handle.data(channel, super::ssh::pty_text(&data)).await
+                            handle.data(channel, super::channel::pty_text(&data)).await
                         } else if ext {
                             handle.extended_data(channel, 1, data).await
                         } else {
@@ -787,7 +787,7 @@ pub(crate) async fn bridge(
         Ok(s) => Ending::Exit(s.code().unwrap_or(255)),
         Err(_) => Ending::Exit(255),
     };
-    super::ssh::finish(handle, channel, Vec::new(), Vec::new(), ending).await;
+    super::channel::finish(handle, channel, Vec::new(), Vec::new(), ending).await;
 }
 
 /// Where a node's sandboxed unit socket is, as the node sees it (for messages and tests).
