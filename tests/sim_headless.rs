@@ -710,3 +710,145 @@ async fn vpn_eviction_fix_waits_for_the_repo_edit_then_applies_and_the_loop_stop
     );
     assert_eq!(v.gateways.len(), 2, "{v:#?}");
 }
+
+fn out_text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A public repo's own playbook rehearsed through the console's gates (issue 37's "done"):
+/// myles-coleman--k3s-ansible, unedited but for its README's first step, `init --write`
+/// and the one fact the plan asks the operator for, with the operator's runbook around the
+/// repo's `reboot.yml` (gather_facts, `ansible.builtin.reboot`, no serial of its own): the
+/// host confirmed, the blast radius read, Ansible's own check-mode preview, the reboot for
+/// real on one server's sandbox, and the health gate seeing the node NotReady and back only
+/// once its kubelet is heard from again (a Ready from before the reboot does not count).
+#[test]
+fn a_public_repos_reboot_is_rehearsed_through_the_gates() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let repo = tmp.path().join("myles-coleman");
+    demo_common::copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/public-repos/myles-coleman--k3s-ansible"),
+        &repo,
+    );
+    let sh = std::process::Command::new("sh")
+        .arg("SETUP.sh")
+        .current_dir(&repo)
+        .output()
+        .expect("SETUP.sh");
+    assert!(sh.status.success(), "{}", out_text(&sh));
+    let hk = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hk-console"))
+            .arg("--repo")
+            .arg(&repo)
+            .args(args)
+            .env("XDG_STATE_HOME", tmp.path().join("state"))
+            .env("XDG_CONFIG_HOME", tmp.path().join("config"))
+            .env("NO_COLOR", "1")
+            .env_remove("HK_REPO")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("hk-console")
+    };
+    let o = hk(&["init", "--write"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out_text(&o));
+    // What `plan` asks for on this repo (it has no k3s_primary_group): the operator's word.
+    let cfg = repo.join("hk-console.yaml");
+    let mapping = std::fs::read_to_string(&cfg).expect("hk-console.yaml");
+    assert!(mapping.contains("    facts:\n"), "{mapping}");
+    std::fs::write(
+        &cfg,
+        mapping.replacen(
+            "    facts:\n",
+            "    facts:\n      primary_group: \"{{ 'master' }}\"\n",
+            1,
+        ),
+    )
+    .expect("write");
+    std::fs::create_dir_all(repo.join("runbooks")).expect("runbooks");
+    std::fs::write(
+        repo.join("runbooks/reboot-one-server.yaml"),
+        r#"id: reboot-one-server
+title: Reboot one server (the repo's reboot.yml)
+environments: [master]
+target:
+  group: servers
+  single: true
+steps:
+  - id: list-hosts
+    kind: list-hosts
+    playbook: reboot.yml
+  - id: reboot
+    kind: ansible
+    title: "reboot.yml on {{ host }}"
+    disrupts: node
+    playbook: reboot.yml
+    check_first: true
+  - id: node-ready
+    kind: kube-wait
+    condition: "node-ready {{ host }}"
+    timeout_s: 300
+"#,
+    )
+    .expect("runbook");
+    let dir = tmp.path().join("demo");
+    let dir_s = dir.display().to_string();
+    // The repo names its hosts by address: in the demo's copy the second server is
+    // 127.0.10.2 (not the VIP holder).
+    let o = hk(&[
+        "demo",
+        "--userland",
+        "--headless",
+        "--run",
+        "reboot-one-server",
+        "--env",
+        "master",
+        "--host",
+        "127.0.10.2",
+        "--dir",
+        &dir_s,
+    ]);
+    let t = out_text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("run reboot-one-server · master · succeeded"),
+        "{t}"
+    );
+    assert!(t.contains("reboot.yml on 127.0.10.2 [mutates]"), "{t}");
+    let runs = dir.join("runs");
+    let output = std::fs::read_dir(&runs)
+        .expect("runs")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".output.jsonl"))
+        .expect("the run's output");
+    let lines: Vec<String> = std::fs::read_to_string(&output)
+        .expect("output")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["line"].as_str().map(str::to_string))
+        .collect();
+    let at = |needle: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no `{needle}` in\n{}", lines.join("\n")))
+    };
+    // The real modules ran on the node: facts, then the reboot (previewed, then applied).
+    assert!(at("TASK [Gathering Facts]") < at("ok: [127.0.10.2]"));
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l.contains("changed: [127.0.10.2]"))
+            .count()
+            >= 2
+    );
+    // The health gate saw it go and come back, the kubelet heard from after the reboot.
+    let not_ready = at("127.0.10.2 NotReady");
+    let back = at("its kubelet renewed its Lease at");
+    assert!(not_ready < back, "{}", lines.join("\n"));
+}

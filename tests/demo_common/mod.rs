@@ -256,3 +256,17 @@ pub fn until<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
+
+/// `from` copied to `to`, every file and directory (a fixture repo into a test's own dir).
+#[allow(dead_code)]
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir").flatten() {
+        let (s, d) = (e.path(), to.join(e.file_name()));
+        if e.file_type().expect("type").is_dir() {
+            copy_tree(&s, &d);
+        } else {
+            std::fs::copy(&s, &d).expect("copy");
+        }
+    }
+}
