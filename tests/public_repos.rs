@@ -309,3 +309,44 @@ fn gilesknap_is_refused_with_the_reason() {
     );
     assert!(!root.join("hk-console.yaml").exists());
 }
+
+/// The primary group (whose first host the other servers join) where no variable names
+/// it: found by the repo's own `groups[EXPR][0]`, the expression written as the fact, and
+/// `envs` renders it to the servers' group, as Ansible would for these hosts.
+#[test]
+fn init_finds_the_first_servers_group_by_its_use() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (name, expr, group) in [
+        (
+            "myles-coleman--k3s-ansible",
+            "group_name_master | default('master')",
+            "master",
+        ),
+        (
+            "kriegalex--k3s-ansible",
+            "group_name_master | default('k3s_servers')",
+            "k3s_servers",
+        ),
+        ("elemental-lf--k3s-ansible", "'server'", "server"),
+        ("canhbk--k3s-ansible", "'server'", "server"),
+    ] {
+        let root = set_up(tmp.path(), name);
+        let env = init(&root);
+        let mapping = std::fs::read_to_string(root.join("hk-console.yaml")).expect("mapping");
+        assert!(
+            mapping.contains(&format!("primary_group: \"{{{{ {expr} }}}}\"")),
+            "{name}:\n{mapping}"
+        );
+        assert!(
+            mapping.contains(&format!(
+                "the repo takes its first server as groups[{expr}][0] at "
+            )),
+            "{name}:\n{mapping}"
+        );
+        assert!(
+            !mapping.contains("facts.primary_group: no variable names a group of servers"),
+            "{name}: still asked\n{mapping}"
+        );
+        assert_eq!(env["primary_group"]["value"], group, "{name}: {env}");
+    }
+}

@@ -720,8 +720,8 @@ fn out_text(o: &std::process::Output) -> String {
 }
 
 /// A public repo's own playbook rehearsed through the console's gates (issue 37's "done"):
-/// myles-coleman--k3s-ansible, unedited but for its README's first step, `init --write`
-/// and the one fact the plan asks the operator for, with the operator's runbook around the
+/// myles-coleman--k3s-ansible, unedited but for its README's first step and `init --write`
+/// (which finds its first server's group by the repo's own use), with the operator's runbook around the
 /// repo's `reboot.yml` (gather_facts, `ansible.builtin.reboot`, no serial of its own): the
 /// host confirmed, the blast radius read, Ansible's own check-mode preview, the reboot for
 /// real on one server's sandbox, and the health gate seeing the node NotReady and back only
@@ -756,19 +756,12 @@ fn a_public_repos_reboot_is_rehearsed_through_the_gates() {
     };
     let o = hk(&["init", "--write"]);
     assert_eq!(o.status.code(), Some(0), "{}", out_text(&o));
-    // What `plan` asks for on this repo (it has no k3s_primary_group): the operator's word.
-    let cfg = repo.join("hk-console.yaml");
-    let mapping = std::fs::read_to_string(&cfg).expect("hk-console.yaml");
-    assert!(mapping.contains("    facts:\n"), "{mapping}");
-    std::fs::write(
-        &cfg,
-        mapping.replacen(
-            "    facts:\n",
-            "    facts:\n      primary_group: \"{{ 'master' }}\"\n",
-            1,
-        ),
-    )
-    .expect("write");
+    // Its first server's group, found by the repo's own use (`groups[...][0]`), not asked.
+    let mapping = std::fs::read_to_string(repo.join("hk-console.yaml")).expect("hk-console.yaml");
+    assert!(
+        mapping.contains("primary_group: \"{{ group_name_master | default('master') }}\""),
+        "{mapping}"
+    );
     std::fs::create_dir_all(repo.join("runbooks")).expect("runbooks");
     std::fs::write(
         repo.join("runbooks/reboot-one-server.yaml"),

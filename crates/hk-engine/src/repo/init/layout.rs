@@ -189,6 +189,30 @@ struct Use {
 /// [`VIP_USES`] (`--tls-san {{ cluster_vip }}`).
 fn uses(repo: &Repo, vars: &BTreeSet<String>) -> BTreeMap<String, Vec<Use>> {
     let mut out: BTreeMap<String, Vec<Use>> = BTreeMap::new();
+    for (rel, text) in text_files(repo) {
+        for (i, line) in text.lines().enumerate() {
+            if !line.contains("{{") {
+                continue;
+            }
+            let Some(keyword) = VIP_USES.iter().find(|k| line.contains(*k)) else {
+                continue;
+            };
+            for v in vars {
+                if jinja_mentions(line, v) {
+                    out.entry(v.clone()).or_default().push(Use {
+                        at: format!("{rel}:{}", i + 1),
+                        keyword,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The repo's playbooks, roles and templates (not its inventory or variable files), each
+/// with its path relative to the repo, in path order.
+fn text_files(repo: &Repo) -> Vec<(String, String)> {
     let inventory_dir = repo.inventory_path.parent().map(Path::to_path_buf);
     let mut stack: Vec<(PathBuf, usize)> = vec![(repo.ansible_dir.clone(), 0)];
     let mut files: Vec<PathBuf> = Vec::new();
@@ -217,33 +241,40 @@ fn uses(repo: &Repo, vars: &BTreeSet<String>) -> BTreeMap<String, Vec<Use>> {
         }
     }
     files.sort();
-    for f in files {
-        let Ok(text) = std::fs::read_to_string(&f) else {
-            continue;
-        };
-        let rel = f
-            .strip_prefix(&repo.root)
-            .unwrap_or(&f)
-            .display()
-            .to_string();
+    files
+        .into_iter()
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(&f).ok()?;
+            let rel = f
+                .strip_prefix(&repo.root)
+                .unwrap_or(&f)
+                .display()
+                .to_string();
+            Some((rel, text))
+        })
+        .collect()
+}
+
+/// The expressions the repo indexes `groups[...][0]` with (its first server, the one the
+/// others join), each with where it is used, most used first.
+fn first_of_group_uses(repo: &Repo) -> Vec<(String, Vec<String>)> {
+    let Ok(re) = regex::Regex::new(r"groups\[\s*([^\]\[]+?)\s*\]\s*\[\s*0\s*\]") else {
+        return Vec::new();
+    };
+    let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (rel, text) in text_files(repo) {
         for (i, line) in text.lines().enumerate() {
-            if !line.contains("{{") {
-                continue;
-            }
-            let Some(keyword) = VIP_USES.iter().find(|k| line.contains(*k)) else {
-                continue;
-            };
-            for v in vars {
-                if jinja_mentions(line, v) {
-                    out.entry(v.clone()).or_default().push(Use {
-                        at: format!("{rel}:{}", i + 1),
-                        keyword,
-                    });
-                }
+            for c in re.captures_iter(line) {
+                found
+                    .entry(c[1].trim().to_string())
+                    .or_default()
+                    .push(format!("{rel}:{}", i + 1));
             }
         }
     }
-    out
+    let mut v: Vec<(String, Vec<String>)> = found.into_iter().collect();
+    v.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
+    v
 }
 
 /// Whether `var` appears as a whole name inside a `{{ ... }}` of `line`.
@@ -439,6 +470,15 @@ pub(super) fn propose_facts(repo: &Repo, e: &mut ProposedEnv, questions: &mut Ve
         &used,
         "the primary server's group",
     );
+    // No variable names it: the group the repo's own playbooks take their first server
+    // from (`groups[group_name_master | default('master')][0]`), found by its use.
+    let (p, w, q) = match (p, q) {
+        (None, None) => match by_use_primary(repo, &first, &members) {
+            Some((expr, why)) => (Some(format!("{{{{ {expr} }}}}")), vec![why], None),
+            None => (None, w, None),
+        },
+        other => (other.0, w, other.1),
+    };
     let pq = q.or_else(|| p.is_none().then(|| "facts.primary_group: no variable names a group of servers: which group holds the first server?".to_string()));
     set(FactKey::PrimaryGroup, p, w, pq, &mut facts);
     let (port, w, q) = choose("api_port", &port_cands, &used, "the API port");
@@ -471,6 +511,34 @@ pub(super) fn propose_facts(repo: &Repo, e: &mut ProposedEnv, questions: &mut Ve
     if !why.is_empty() {
         e.why.insert("facts", why);
     }
+}
+
+/// The primary group by its use: the most used `groups[EXPR][0]` whose EXPR renders, for
+/// the first server, to a group of servers only. Its source (EXPR) and why.
+fn by_use_primary(repo: &Repo, first: &str, members: &[String]) -> Option<(String, String)> {
+    use crate::repo::env::HostFacts;
+    for (expr, at) in first_of_group_uses(repo) {
+        let Some(group) = repo.rendered(first, &format!("{{{{ {expr} }}}}")).as_text() else {
+            continue;
+        };
+        let hosts = repo.inventory.hosts_in(&group).unwrap_or_default();
+        if hosts.is_empty() || !hosts.iter().all(|h| members.contains(h)) {
+            continue;
+        }
+        let more = match at.len() {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        return Some((
+            expr.clone(),
+            format!(
+                "primary_group: `{expr}` renders to `{group}` (servers only); the repo takes its \
+                 first server as groups[{expr}][0] at {}{more}",
+                at[0]
+            ),
+        ));
+    }
+    None
 }
 
 /// `agents:` when one agent-like group (`workers`, `k3s_agents`) holds no server.
