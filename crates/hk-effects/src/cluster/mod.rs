@@ -237,17 +237,36 @@ pub async fn client(target: &KubeTarget) -> Result<kube::Client, ClusterError> {
     })
 }
 
+/// Why `var` (what the live panes need as `what`) is unknown, as the inventory says it:
+/// servers disagreeing (who says what), a value that cannot be rendered, or no server
+/// defining it at all, with where to map it.
+fn unknown_fact(e: &hk_engine::repo::env::Environment, env: &str, var: &str, what: &str) -> String {
+    use hk_engine::repo::env::EnvProblem;
+    let why = e
+        .problems
+        .iter()
+        .find(|p| match p {
+            EnvProblem::Disagree { var: v, .. }
+            | EnvProblem::Unrenderable { var: v, .. }
+            | EnvProblem::Missing { var: v } => v == var,
+            _ => false,
+        })
+        .map_or_else(|| format!("no server defines `{var}`"), ToString::to_string);
+    format!(
+        "environment `{env}`: {why}; the live panes need {what} (map the repo's own variable \
+         or expression for it under the environment's `facts:` in hk-console.yaml)"
+    )
+}
+
 /// The environment as the live rules need it: VIP, API port and servers with addresses.
 /// Unknown facts are an error naming what is missing (a rule judged against a guessed VIP
 /// would be worse than no rule).
 pub fn env_topology(repo: &Repo, env: &str) -> Result<EnvTopology, ClusterError> {
     let e = environment(repo, env)?;
-    let vip_text = e.vip.get().ok_or_else(|| {
-        ClusterError::Topology(format!(
-            "environment `{env}`: its servers do not agree on `{}`; the live panes need the VIP",
-            e.vip.var
-        ))
-    })?;
+    let vip_text = e
+        .vip
+        .get()
+        .ok_or_else(|| ClusterError::Topology(unknown_fact(e, env, &e.vip.var, "the VIP")))?;
     let vip: IpAddr = vip_text.parse().map_err(|_| {
         ClusterError::Topology(format!(
             "environment `{env}`: `{}` is `{vip_text}`, expected an IP address",
@@ -255,10 +274,7 @@ pub fn env_topology(repo: &Repo, env: &str) -> Result<EnvTopology, ClusterError>
         ))
     })?;
     let port_text = e.api_port.get().ok_or_else(|| {
-        ClusterError::Topology(format!(
-            "environment `{env}`: its servers do not agree on `{}`; the live panes need the API port",
-            e.api_port.var
-        ))
+        ClusterError::Topology(unknown_fact(e, env, &e.api_port.var, "the API port"))
     })?;
     let api_port: u16 = port_text.parse().map_err(|_| {
         ClusterError::Topology(format!(
