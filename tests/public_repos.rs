@@ -350,3 +350,26 @@ fn init_finds_the_first_servers_group_by_its_use() {
         assert_eq!(env["primary_group"]["value"], group, "{name}: {env}");
     }
 }
+
+/// The built-in runbooks are written for the sample's `prod` and `dev`: on a repo whose
+/// environments are its own, `runbooks list` does not offer them as its runbooks; it names
+/// them apart, and `--json` says `applies: false`.
+#[test]
+fn runbooks_list_does_not_offer_the_samples_runbooks_to_another_repo() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = set_up(tmp.path(), "myles-coleman--k3s-ansible");
+    init(&root);
+    let o = run(&root, &["runbooks", "list"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    let (offered, apart) = text
+        .split_once("not for this repo (its environments: master): ")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(!offered.contains("etcd-io-priority"), "{text}");
+    assert!(apart.contains("etcd-io-priority (prod)"), "{text}");
+    let o = run(&root, &["runbooks", "list", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let rows = v.as_array().expect("rows");
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| r["applies"] == false), "{v}");
+}

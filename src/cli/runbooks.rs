@@ -9,6 +9,21 @@ use crate::runbook::validate::validate_text;
 
 pub(super) fn list(cli: &Cli, json: bool) -> CmdResult {
     let set = super::runbooks_of(cli)?;
+    // The repo's environments, where it loads: a runbook for none of them cannot run here
+    // (the built-in ones are written for the sample's `prod` and `dev`).
+    let envs: Option<Vec<String>> = super::repo_root(cli.repo.as_deref())
+        .ok()
+        .and_then(|root| crate::repo::Repo::load(&root).ok())
+        .map(|r| {
+            r.environment_names()
+                .into_iter()
+                .map(str::to_string)
+                .collect()
+        });
+    let applies = |rb: &crate::runbook::schema::Runbook| {
+        envs.as_ref()
+            .is_none_or(|names| rb.environments.iter().any(|e| names.contains(e)))
+    };
     if json {
         let rows: Vec<serde_json::Value> = set
             .iter()
@@ -24,14 +39,21 @@ pub(super) fn list(cli: &Cli, json: bool) -> CmdResult {
                     // and what it replaced.
                     "origin": l.origin.describe(),
                     "replaced": l.replaced.as_ref().map(|o| o.describe()),
+                    // False: written for environments this repo does not have.
+                    "applies": applies(&l.runbook),
                 })
             })
             .collect();
         print_json(&rows)?;
         return Ok(Status::Clean);
     }
+    let mut elsewhere: Vec<String> = Vec::new();
     for l in set.iter() {
         let rb = &l.runbook;
+        if !applies(rb) {
+            elsewhere.push(format!("{} ({})", rb.id, rb.environments.join(",")));
+            continue;
+        }
         // A replaced shipped id must not look like the shipped runbook.
         // Which layer won, and what it replaced: built-in < the repo's runbooks/ <
         // --runbooks.
@@ -59,6 +81,13 @@ pub(super) fn list(cli: &Cli, json: bool) -> CmdResult {
             },
             rb.environments.join(","),
             rb.title
+        );
+    }
+    if !elsewhere.is_empty() {
+        outln!(
+            "not for this repo (its environments: {}): {}",
+            envs.as_deref().unwrap_or_default().join(", "),
+            elsewhere.join(", ")
         );
     }
     Ok(Status::Clean)
