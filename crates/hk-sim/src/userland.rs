@@ -230,8 +230,10 @@ impl Userland {
                 source,
             }
         };
+        // Reopened, the root holds what the node's own commands left: nothing is made,
+        // written or chmod-ed through a link they planted.
         for d in NODE_DIRS {
-            let p = root.join(d);
+            let p = inside(root, d).map_err(io("checking", root))?;
             std::fs::create_dir_all(&p).map_err(io("creating", &p))?;
         }
         for d in [
@@ -241,18 +243,21 @@ impl Userland {
             "var/log",
             "run/systemd/system",
         ] {
-            let p = root.join(d);
+            let p = inside(root, d).map_err(io("checking", root))?;
             std::fs::create_dir_all(&p).map_err(io("creating", &p))?;
         }
-        set_mode(&root.join("tmp"), 0o1777).map_err(io("setting the mode of", root))?;
-        set_mode(&root.join("var/tmp"), 0o1777).map_err(io("setting the mode of", root))?;
+        for d in ["tmp", "var/tmp"] {
+            let p = inside(root, d).map_err(io("checking", root))?;
+            set_mode(&p, 0o1777).map_err(io("setting the mode of", &p))?;
+        }
         let etc = root.join("etc");
         if !etc.join("passwd").exists() {
             copy_etc(Path::new("/etc"), &etc).map_err(io("copying the host's /etc into", &etc))?;
         }
-        write(&etc.join("hostname"), &format!("{hostname}\n")).map_err(io("writing", &etc))?;
+        write(root, "etc/hostname", &format!("{hostname}\n")).map_err(io("writing", &etc))?;
         write(
-            &etc.join("hosts"),
+            root,
+            "etc/hosts",
             &format!("127.0.0.1\tlocalhost\n{address}\t{hostname}\n::1\tlocalhost ip6-localhost\n"),
         )
         .map_err(io("writing", &etc))?;
@@ -261,7 +266,7 @@ impl Userland {
         for (name, text) in SHIMS {
             let dir = if name == "sudo" { "bin" } else { "sbin" };
             let p = local.join(dir).join(name);
-            write(&p, text).map_err(io("writing", &p))?;
+            write(root, &format!("usr/local/{dir}/{name}"), text).map_err(io("writing", &p))?;
             set_mode(&p, 0o755).map_err(io("setting the mode of", &p))?;
             // The host's own program of that name (what a module that searches /sbin and
             // /usr/bin first would find) is covered by the shim inside the sandbox.
@@ -276,10 +281,14 @@ impl Userland {
         }
         let shell = login_shell(&etc.join("passwd"));
         let seq = SOCKET_DIRS.fetch_add(1, Ordering::SeqCst);
-        let socket_dir =
-            std::env::temp_dir().join(format!("hk-units-{}-{seq}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&socket_dir);
-        std::fs::create_dir_all(&socket_dir).map_err(io("creating", &socket_dir))?;
+        // A fresh name made here (create_dir fails on anything already there, a link
+        // another user planted in the shared temp dir included).
+        let socket_dir = std::env::temp_dir().join(format!(
+            "hk-units-{}-{seq}-{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir(&socket_dir).map_err(io("creating", &socket_dir))?;
         set_mode(&socket_dir, 0o700).map_err(io("setting the mode of", &socket_dir))?;
         let socket = socket_dir.join("units.sock");
         let listener = UnixListener::bind(&socket).map_err(io("listening on", &socket))?;
@@ -332,7 +341,8 @@ impl Userland {
                 continue;
             }
             let to = self.root.join(rel);
-            if to.exists() {
+            no_links_below(&self.root, rel)?;
+            if std::fs::symlink_metadata(&to).is_ok() {
                 continue;
             }
             // Its directories as the simulation has them (k3s's data dir is 0700).
@@ -361,7 +371,9 @@ impl Userland {
     /// Writes `data` at `path` in the node's root (mode `mode`, parents 0700 as k3s makes
     /// its data dir).
     pub fn write_file(&self, path: &str, data: &[u8], mode: u32) -> io::Result<()> {
-        let to = self.root.join(path.trim_start_matches('/'));
+        let rel = path.trim_start_matches('/');
+        no_links_below(&self.root, rel)?;
+        let to = self.root.join(rel);
         if let Some(dir) = to.parent() {
             use std::os::unix::fs::DirBuilderExt;
             std::fs::DirBuilder::new()
@@ -370,7 +382,14 @@ impl Userland {
                 .create(dir)?;
         }
         let _ = std::fs::remove_file(&to);
-        std::fs::write(&to, data)?;
+        {
+            use std::io::Write;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&to)?
+                .write_all(data)?;
+        }
         set_mode(&to, mode)
     }
 
@@ -387,7 +406,9 @@ impl Userland {
                 .arg(self.root.join(d))
                 .arg(Path::new("/").join(d));
         }
-        c.arg("--bind").arg(&self.socket_dir).arg("/run/hk-sim");
+        // Read-only: the node connects to its unit socket (a socket needs no write access to
+        // its mount), and cannot plant a link where the simulation writes its kernel files.
+        c.arg("--ro-bind").arg(&self.socket_dir).arg("/run/hk-sim");
         for (shim, host) in &self.covered {
             c.arg("--ro-bind").arg(shim).arg(host);
         }
@@ -451,15 +472,49 @@ impl Drop for Userland {
     }
 }
 
+/// `root/rel`, refused when any part of `rel` (the last one too) is a symbolic link.
+fn inside(root: &Path, rel: &str) -> io::Result<PathBuf> {
+    no_links_below(root, &format!("{rel}/-"))?;
+    Ok(root.join(rel))
+}
+
+/// Refuses `rel` under `root` when one of its directories is a symbolic link: a node's
+/// root is written by its own commands, and the simulation writes nothing through a link
+/// one of them made (it could point anywhere the operator can write).
+fn no_links_below(root: &Path, rel: &str) -> io::Result<()> {
+    let mut at = root.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    for part in parts.iter().take(parts.len().saturating_sub(1)) {
+        at.push(part);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(io::Error::other(format!(
+                "{} is a symbolic link in the node's root: the simulation writes nothing \
+                 through it",
+                at.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn set_mode(p: &Path, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
 }
 
-fn write(p: &Path, text: &str) -> io::Result<()> {
-    // A file copied read-only from the host's /etc must still be replaceable.
-    let _ = std::fs::remove_file(p);
-    std::fs::write(p, text)
+/// `text` as the new file `root/rel`: whatever was there goes first (a file copied
+/// read-only from the host's /etc must still be replaceable; a link is removed, never
+/// followed), and the file is made new.
+fn write(root: &Path, rel: &str, text: &str) -> io::Result<()> {
+    let p = inside(root, rel.rsplit_once('/').map_or("", |x| x.0))?
+        .join(rel.rsplit_once('/').map_or(rel, |x| x.1));
+    let _ = std::fs::remove_file(&p);
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&p)?
+        .write_all(text.as_bytes())
 }
 
 /// Root's login shell in a passwd file, else `/bin/sh`.
@@ -493,6 +548,9 @@ fn copy_etc(from: &Path, to: &Path) -> io::Result<()> {
         let Ok(entries) = std::fs::read_dir(&src) else {
             continue;
         };
+        if std::fs::symlink_metadata(&dst).is_ok_and(|m| m.file_type().is_symlink()) {
+            continue;
+        }
         std::fs::create_dir_all(&dst)?;
         for entry in entries.flatten() {
             let rel = rel.join(entry.file_name());
@@ -501,6 +559,10 @@ fn copy_etc(from: &Path, to: &Path) -> io::Result<()> {
             }
             let Ok(ft) = entry.file_type() else { continue };
             let (s, d) = (from.join(&rel), to.join(&rel));
+            // What the node already has stays (and is never written through).
+            if std::fs::symlink_metadata(&d).is_ok() {
+                continue;
+            }
             if ft.is_symlink() {
                 if let Ok(target) = std::fs::read_link(&s) {
                     let _ = std::os::unix::fs::symlink(target, &d);
