@@ -35,6 +35,31 @@ pub fn clip(s: &str, w: usize) -> String {
     out
 }
 
+/// A line's spans cut to at most `w` columns, the cut marked with `…` in the style of the
+/// span it falls in (a line the terminal would cut silently at its edge).
+pub fn clip_spans(spans: Vec<Span<'static>>, w: usize) -> Vec<Span<'static>> {
+    let total: usize = spans.iter().map(|s| s.width()).sum();
+    if total <= w {
+        return spans;
+    }
+    let mut out = Vec::new();
+    let mut used = 0;
+    for s in spans {
+        let sw = s.width();
+        if used + sw < w {
+            used += sw;
+            out.push(s);
+            continue;
+        }
+        let room = w - used;
+        if room > 0 {
+            out.push(Span::styled(clip(&s.content, room), s.style));
+        }
+        break;
+    }
+    out
+}
+
 /// `s` cut to at most `w` columns as [`clip`] cuts it, except never inside one of
 /// `whole` (host names): a cut that would fall inside one moves to its start, so the name
 /// is shown whole or not at all.
@@ -106,6 +131,24 @@ pub fn widest<'a>(items: impl IntoIterator<Item = &'a str>, min: usize) -> usize
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_of_spans_is_cut_with_a_mark_in_the_span_it_falls_in() {
+        use ratatui::style::{Color, Style};
+        let red = Style::default().fg(Color::Red);
+        let spans = vec![
+            Span::raw(" VIP lease  "),
+            Span::styled("✓ held by k3s-dev-1", red),
+            Span::raw(" · 0s ago"),
+        ];
+        let cut = clip_spans(spans.clone(), 20);
+        let text: String = cut.iter().map(|s| s.content.as_ref()).collect();
+        assert_eq!(width(&text), 20, "{text}");
+        assert!(text.ends_with('…'), "{text}");
+        assert_eq!(cut.last().map(|s| s.style), Some(red));
+        // Wide enough: unchanged.
+        assert_eq!(clip_spans(spans.clone(), 80), spans);
+    }
 
     #[test]
     fn clip_marks_what_it_cut() {

@@ -677,9 +677,10 @@ fn spans(l: &StripLine, t: &Theme) -> Vec<Span<'static>> {
 pub fn draw(f: &mut Frame, area: Rect, lv: &LiveView) {
     let t = lv.theme;
     let env = lv.env.unwrap_or("no environment");
+    // A line wider than the strip ends in `…` rather than at the terminal's edge.
     let lines: Vec<Line> = strip_lines(lv)
         .iter()
-        .map(|l| Line::from(spans(l, t)))
+        .map(|l| Line::from(super::fit::clip_spans(spans(l, t), usize::from(area.width))))
         .collect();
     f.render_widget(
         Paragraph::new(lines).block(
