@@ -529,12 +529,29 @@ fn next_step(
             let starving = all
                 .iter()
                 .any(|v| v.rule == Rule::EtcdIoPressure && v.severity == worst.severity);
-            let fix = if starving {
-                by_ssh_read(runbooks, env, "/sys/block/", true)
-            } else {
-                None
-            };
-            fix.or_else(|| by_ssh_read(runbooks, env, "/proc/pressure/io", false))
+            if starving {
+                return by_ssh_read(runbooks, env, "/sys/block/", true)
+                    .or_else(|| by_ssh_read(runbooks, env, "/proc/pressure/io", false));
+            }
+            if worst.rule == Rule::EtcdIoPressure {
+                return by_ssh_read(runbooks, env, "/proc/pressure/io", false);
+            }
+            // One member's trouble (not answering, its own errors, its disk): its node. A
+            // finding about the membership, an alarm or the leader is no node's, and no
+            // runbook here changes it: no step is offered rather than one that cannot help.
+            let node = worst
+                .subject
+                .strip_prefix("member ")
+                .or_else(|| worst.subject.strip_prefix("server "));
+            node.map(|n| {
+                look(
+                    env,
+                    "Node",
+                    None,
+                    n,
+                    vec![LookKind::Describe, LookKind::Events],
+                )
+            })
         }
         Facet::Nodes => {
             let node = worst
@@ -681,6 +698,38 @@ mod tests {
         }
         assert_eq!(s.envs[1].worst(), Some(Severity::Ok));
         assert_eq!(s.envs[1].facet(Facet::Etcd).and_then(|f| f.severity), None);
+    }
+
+    /// An etcd finding no runbook here changes (a learner, members disagreeing) offers no
+    /// step; one member's trouble offers a look at its node; never node-health for them
+    /// (issue 38: `etcd ✗` on a membership finding suggested node-health).
+    #[test]
+    fn etcd_membership_findings_offer_no_runbook_that_cannot_change_them() {
+        let rbs = runbooks();
+        let refs: Vec<&Runbook> = rbs.iter().collect();
+        let next_for = |rule, subject: &str| {
+            let prod = EnvInput {
+                env: "prod",
+                verdicts: vec![verdict(
+                    "prod",
+                    Pane::Etcd,
+                    rule,
+                    Severity::Critical,
+                    subject,
+                )],
+                ..EnvInput::default()
+            };
+            let s = summarize(&[prod], &refs, &objects());
+            s.envs[0].facet(Facet::Etcd).and_then(|f| f.next.clone())
+        };
+        assert_eq!(next_for(Rule::EtcdMembership, "membership"), None);
+        match next_for(Rule::EtcdStatus, "member k3s-prod-2") {
+            Some(NextStep::Look(l)) => {
+                assert_eq!(l.object.kind, "Node");
+                assert_eq!(l.object.name, "k3s-prod-2");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
