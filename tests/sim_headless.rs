@@ -709,6 +709,12 @@ async fn vpn_eviction_fix_waits_for_the_repo_edit_then_applies_and_the_loop_stop
         v.across
     );
     assert_eq!(v.gateways.len(), 2, "{v:#?}");
+    // Each on its own server now: its own exit and tunnel address, as the verdict says
+    // (issue 38: both gateways still showed one tunnel and one exit after the fix).
+    let (a, b) = (&v.gateways[0], &v.gateways[1]);
+    assert!(a.tunnel_exit.is_some() && a.tunnel_addr.is_some(), "{a:#?}");
+    assert_ne!(a.tunnel_exit, b.tunnel_exit, "{v:#?}");
+    assert_ne!(a.tunnel_addr, b.tunnel_addr, "{v:#?}");
 }
 
 fn out_text(o: &std::process::Output) -> String {

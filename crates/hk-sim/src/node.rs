@@ -415,6 +415,25 @@ pub struct VpnTunnel {
     pub netmask: Ipv4Addr,
 }
 
+/// What a VPN server gives a client that connects to it: the exit its traffic leaves at
+/// (TEST-NET-3, one per server) and a tunnel address from that server's own pool, both
+/// derived from the server's address so two servers never hand out the same.
+pub fn server_assigns(server: SocketAddr) -> (IpAddr, Ipv4Addr) {
+    let n: u32 = match server.ip() {
+        IpAddr::V4(a) => u32::from(a),
+        IpAddr::V6(a) => a
+            .segments()
+            .iter()
+            .fold(0u32, |h, s| h.rotate_left(5) ^ u32::from(*s)),
+    };
+    let last = u8::try_from(n % 250).unwrap_or(0) + 1;
+    let pool = u8::try_from((n / 250) % 200).unwrap_or(0) + 20;
+    (
+        IpAddr::V4(Ipv4Addr::new(203, 0, 113, last)),
+        Ipv4Addr::new(10, pool, last, 6),
+    )
+}
+
 /// Everything a simulated node knows about itself.
 #[derive(Debug, Clone)]
 pub struct NodeState {
@@ -854,6 +873,13 @@ impl NodeState {
             // openvpn reads its config when it starts: a changed `remote` takes effect now.
             if let Some(server) = self.configured_vpn_server() {
                 if let Some(v) = self.vpn.as_mut() {
+                    if v.server != server {
+                        // Another server: its own exit, and the address it pushes from its
+                        // own pool (the one before belonged to the old server).
+                        let (exit, tunnel) = server_assigns(server);
+                        v.exit_ip = exit;
+                        v.tunnel_addr = tunnel;
+                    }
                     v.server = server;
                 }
             }
