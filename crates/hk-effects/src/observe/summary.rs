@@ -485,6 +485,27 @@ fn next_step(
                     .iter()
                     .any(|r| matches!(r.endpoint, Endpoint::NodeAddress { .. }))
             });
+            // Some agents on the VIP and some on a node's address: the drifted pods were
+            // started from another config than the rest, and a rollout of what the cluster
+            // already says changes nothing (issue 38: its preview said `unchanged`, then it
+            // waited 300 s). The drifted pod is what must go: look at it.
+            let drifted = inp.agents.and_then(|a| {
+                let on_vip = a.agents.iter().any(|r| r.endpoint == Endpoint::Vip);
+                let first = a
+                    .agents
+                    .iter()
+                    .find(|r| matches!(r.endpoint, Endpoint::NodeAddress { .. }));
+                on_vip.then_some(first).flatten()
+            });
+            if let Some(r) = drifted {
+                return Some(agent_pod(
+                    env,
+                    ns,
+                    &r.pod,
+                    &objects.agent_container,
+                    vec![LookKind::Describe, LookKind::Events, LookKind::Logs],
+                ));
+            }
             if on_node_ip {
                 if let Some(n) = agents_fixer(runbooks, env) {
                     return Some(n);
@@ -628,6 +649,60 @@ mod tests {
             env: env.into(),
             subject: subject.into(),
             message: format!("{subject} is {sev}"),
+        }
+    }
+
+    /// One agent drifted onto its node's address while the others dial the VIP: what the
+    /// cluster says is already the VIP, so a rollout of it changes nothing; the drifted pod
+    /// is offered (issue 38: `:fault prod agent-drifts 2` suggested cilium-endpoint-rollout,
+    /// whose preview said `unchanged` before it waited 300 s).
+    #[test]
+    fn a_drifted_agent_offers_its_pod_not_a_rollout_that_changes_nothing() {
+        let rbs = runbooks();
+        let refs: Vec<&Runbook> = rbs.iter().collect();
+        let row = |pod: &str, endpoint: Endpoint| AgentRow {
+            pod: pod.into(),
+            node: Some("k3s-prod-2".into()),
+            phase: "Running".into(),
+            ready: true,
+            host: Resolved::Unset,
+            port: Resolved::Unset,
+            endpoint,
+        };
+        let agents = AgentEnvPane {
+            env: "prod".into(),
+            agents: vec![
+                row("cilium-a", Endpoint::Vip),
+                row(
+                    "cilium-b",
+                    Endpoint::NodeAddress {
+                        node: "k3s-prod-2".into(),
+                        address: "192.168.2.11".into(),
+                    },
+                ),
+                row("cilium-c", Endpoint::Vip),
+            ],
+            verdicts: vec![],
+        };
+        let prod = EnvInput {
+            env: "prod",
+            verdicts: vec![verdict(
+                "prod",
+                Pane::AgentEnv,
+                Rule::AgentsSummary,
+                Severity::Critical,
+                "agents",
+            )],
+            agents: Some(&agents),
+            ..EnvInput::default()
+        };
+        let s = summarize(&[prod], &refs, &objects());
+        match s.envs[0].facet(Facet::Agents).and_then(|f| f.next.clone()) {
+            Some(NextStep::Look(l)) => {
+                assert_eq!(l.object.kind, "Pod");
+                assert_eq!(l.object.name, "cilium-b");
+            }
+            other => panic!("{other:?}"),
         }
     }
 
