@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use super::apiserver::{RealApiServer, RealCluster};
+use super::apiserver::{MemberSpec, RealApiServer, RealCluster};
 use super::cluster::{self, ClusterInput, SimEnv};
 use super::demo_repo::{self, AddressPlan};
 use super::kube::{SimKube, SimKubeConfig};
@@ -66,8 +66,8 @@ pub struct Demo {
     injector: FaultInjector,
 }
 
-/// `demo --apiserver`'s real API servers: one per environment, over one etcd. The servers
-/// are dropped (stopped) before the etcd.
+/// `demo --apiserver`'s real API servers: one per environment, each over its environment's
+/// etcd (a member per server). The servers are dropped (stopped) before the etcd.
 #[derive(Debug)]
 pub struct RealApis {
     pub servers: BTreeMap<String, RealApiServer>,
@@ -981,8 +981,9 @@ async fn start_demo(
     })
 }
 
-/// `demo --apiserver DIR`: etcd, then every environment's kube-apiserver on its VIP, all
-/// on one port (the repo names one API port for every environment), started together.
+/// `demo --apiserver DIR`: each environment's etcd (a member per server), then every
+/// environment's kube-apiserver on its VIP over its own etcd, all on one port (the repo
+/// names one API port for every environment), started together.
 async fn start_real(
     bin: &Path,
     dir: &Path,
@@ -994,8 +995,29 @@ async fn start_real(
         .iter()
         .map(|e| IpAddr::V4(plan.vips[&e.name]))
         .collect();
+    // One etcd member per server of each environment, named after it, on its address.
+    let etcds: Vec<(String, Vec<MemberSpec>)> = repo
+        .environments
+        .iter()
+        .map(|e| {
+            let members = e
+                .servers
+                .iter()
+                .map(|s| MemberSpec {
+                    name: s.name.clone(),
+                    ip: IpAddr::V4(
+                        plan.hosts
+                            .get(&s.name)
+                            .copied()
+                            .unwrap_or(Ipv4Addr::LOCALHOST),
+                    ),
+                })
+                .collect();
+            (e.name.clone(), members)
+        })
+        .collect();
     let t0 = std::time::Instant::now();
-    let cluster = RealCluster::start(bin, &dir.join(".apiserver"), &vips).await?;
+    let cluster = RealCluster::start(bin, &dir.join(".apiserver"), &vips, &etcds).await?;
     let port = super::apiserver::common_free_port(&vips).ok_or_else(|| {
         DemoError::Start("demo --apiserver: no port free on every environment's VIP".into())
     })?;
@@ -1012,9 +1034,10 @@ async fn start_real(
         servers.insert(s.env.clone(), s);
     }
     tracing::info!(
-        "demo --apiserver: etcd and {} kube-apiserver(s) serving after {:?}",
+        "demo --apiserver: etcd and {} kube-apiserver(s) serving after {:?} (etcd after {:?})",
         servers.len(),
-        t0.elapsed()
+        t0.elapsed(),
+        cluster.etcd_startup
     );
     Ok(RealApis { servers, cluster })
 }
