@@ -2,8 +2,8 @@
 //! own real etcd cluster (one member per server, named after it, on its address), on
 //! loopback, in place of the built-in API server; the simulated controllers then write
 //! through a kube client ([`super::kube::api::KubeApi`]) so every kubectl and k9s view is
-//! the real server's, and quorum is etcd's own (a member can be stopped and started
-//! again: [`EtcdMembers::stop`], [`EtcdMembers::start`]).
+//! the real server's, and quorum is etcd's own: a server that goes down takes its member
+//! with it ([`EtcdMembers::stop`], [`EtcdMembers::start`]).
 //!
 //! Owns: checking DIR (both binaries there and executable), the throwaway PKI (rcgen: a
 //! CA, a serving certificate for 127.0.0.1 and every VIP, a service-account key), the

@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use super::apiserver::{MemberSpec, RealApiServer, RealCluster};
+use super::apiserver::{EtcdMembers, MemberSpec, RealApiServer, RealCluster};
 use super::cluster::{self, ClusterInput, SimEnv};
 use super::demo_repo::{self, AddressPlan};
 use super::kube::{SimKube, SimKubeConfig};
@@ -843,9 +843,25 @@ async fn start_demo(
         }
         tokio::spawn(follow_etcd(members.clone(), view.clone(), cancel.clone()));
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        // --apiserver: the environment's real etcd members, which its servers' faults stop.
+        let etcd_members = real
+            .as_ref()
+            .and_then(|r| r.cluster.etcd(&sim_env.name))
+            .cloned();
         for (i, (host, _)) in sim_env.servers.iter().enumerate() {
             if let Some(node) = nodes.get(host) {
-                tokio::spawn(watch_k3s(node.state(), i, tx.clone(), cancel.clone()));
+                let member = etcd_members.clone().map(|m| RealMember {
+                    members: m,
+                    host: host.clone(),
+                    view: view.clone(),
+                });
+                tokio::spawn(watch_k3s(
+                    node.state(),
+                    i,
+                    member,
+                    tx.clone(),
+                    cancel.clone(),
+                ));
                 tokio::spawn(follow_vip(
                     node.state(),
                     host.clone(),
@@ -873,8 +889,10 @@ async fn start_demo(
         match (real_client, kubes.get(&sim_env.name)) {
             (Some(client), _) => {
                 let changes = cluster::Changes::watch(&client, &cancel);
+                let mut target = cluster::Target::real(client);
+                target.members = etcd_members;
                 tokio::spawn(cluster::run(
-                    cluster::Target::real(client),
+                    target,
                     changes,
                     view,
                     sim_env,
@@ -1122,13 +1140,48 @@ fn sim_env_of(
 /// How often the demo looks at a server's k3s.service for a (re)start or a stop.
 const K3S_LOOK: Duration = Duration::from_millis(200);
 
+/// A server's real etcd member (`demo --apiserver`): k3s embeds it, so it stops and starts
+/// with the server's k3s.service, and never starts on a server that died.
+struct RealMember {
+    members: EtcdMembers,
+    host: String,
+    view: cluster::View,
+}
+
+impl RealMember {
+    /// The member follows its k3s: `Some(true)` started, `Some(false)` stopped, `None`
+    /// restarted (stopped, then started).
+    fn follow(&self, started: Option<bool>) {
+        let said = match started {
+            Some(false) => self.members.stop(&self.host).map(|_| ()),
+            _ if self.view.dead(&self.host) => Ok(()),
+            Some(true) => self.members.start(&self.host).map(|_| ()),
+            None => self
+                .members
+                .stop(&self.host)
+                .and_then(|_| self.members.start(&self.host))
+                .map(|_| ()),
+        };
+        if let Err(why) = said {
+            tracing::warn!(
+                "demo --apiserver: {}'s etcd member with its k3s: {why}",
+                self.host
+            );
+        }
+    }
+}
+
 /// Tell the cluster of server `server` (0-based) what commands on the node did to its
 /// k3s.service: each (re)start (a new ActiveEnterTimestamp) and each stop. The node is
 /// the SSH side's and the controllers the cluster's; this look is the one wire between
 /// them, so a playbook's `systemctl restart k3s` has the effect a real one has on the VIP.
+/// With `--apiserver`, the server's real etcd `member` stops and starts with it, here and
+/// not in the controllers: a write they wait on without quorum must not hold a member's
+/// start back.
 async fn watch_k3s(
     state: Arc<Mutex<NodeState>>,
     server: usize,
+    member: Option<RealMember>,
     tx: UnboundedSender<ClusterInput>,
     cancel: CancellationToken,
 ) {
@@ -1148,15 +1201,22 @@ async fn watch_k3s(
             _ = tick.tick() => {}
         }
         let now = look(&state);
-        let said = match (was, now) {
+        let (said, started) = match (was, now) {
             (Some((true, before)), Some((true, since))) if since != before => {
-                Some(ClusterInput::K3sStarted { server })
+                (Some(ClusterInput::K3sStarted { server }), None)
             }
-            (Some((false, _)) | None, Some((true, _))) => Some(ClusterInput::K3sStarted { server }),
-            (Some((true, _)), Some((false, _)) | None) => Some(ClusterInput::K3sStopped { server }),
-            _ => None,
+            (Some((false, _)) | None, Some((true, _))) => {
+                (Some(ClusterInput::K3sStarted { server }), Some(true))
+            }
+            (Some((true, _)), Some((false, _)) | None) => {
+                (Some(ClusterInput::K3sStopped { server }), Some(false))
+            }
+            _ => (None, None),
         };
         was = now;
+        if let (Some(m), Some(_)) = (&member, &said) {
+            m.follow(started);
+        }
         if let Some(input) = said {
             if tx.send(input).is_err() {
                 return;
@@ -1258,7 +1318,8 @@ fn write_k3s_etcd_tls(node: &mut NodeState) {
     }
 }
 
-/// Keep the servers' etcd members in step with their deaths: a dead server's member stops
+/// Keep the servers' etcd members in step with their deaths and their k3s.service's stops
+/// (k3s embeds the member): a dead or stopped server's member stops
 /// (its metrics listener refuses); while a majority lives, a leader that died is replaced
 /// by the first live member (an election); without a majority no member leads and none
 /// sees a leader, as etcd's own members report it.
@@ -1274,7 +1335,7 @@ async fn follow_etcd(
             _ = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let alive: Vec<bool> = members.iter().map(|(h, _)| !view.dead(h)).collect();
+        let alive: Vec<bool> = members.iter().map(|(h, _)| !view.member_down(h)).collect();
         let quorum = alive.iter().filter(|a| **a).count() > members.len() / 2;
         let leads = |s: &Arc<Mutex<NodeState>>| s.lock().is_ok_and(|n| n.etcd_leader);
         let leader = if !quorum {
