@@ -505,10 +505,6 @@ pub struct MemberSpec {
     pub ip: IpAddr,
 }
 
-/// The ports etcd takes on a k3s server (client, peer): tried first on the server's own
-/// address, so the members' URLs read as a k3s cluster's do.
-const ETCD_PORTS: (u16, u16) = (2379, 2380);
-
 /// How many times a cluster is started again on new ports when one of its ports was taken
 /// between choosing and binding it (another demo or test on the same addresses).
 const ETCD_CLUSTER_TRIES: usize = 5;
@@ -555,17 +551,21 @@ impl Member {
     }
 }
 
-/// Where the members listen: each on its server's address, on etcd's own ports there on a
-/// first try when both are free, else on ports free there now; on 127.0.0.1 when its
-/// address has none. No two members get the same address and port.
-fn place_members(specs: &[MemberSpec], first_try: bool) -> Option<Vec<(IpAddr, u16, u16)>> {
+/// Where the members listen: each on its server's address, on ports free there now; on
+/// 127.0.0.1 when its address has none. No two members get the same address and port.
+///
+/// Never etcd's own 2379/2380, though they would read as k3s's: every demo puts its
+/// servers on the same addresses, so a port a stopped member left would be the next demo's
+/// first choice, and this demo's kube-apiserver would then reach that demo's etcd. A
+/// random port is taken again by chance only.
+fn place_members(specs: &[MemberSpec]) -> Option<Vec<(IpAddr, u16, u16)>> {
     let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let mut taken: Vec<(IpAddr, u16)> = Vec::new();
     let mut out = Vec::new();
     for s in specs {
-        let placed = pick_ports(s.ip, first_try, &taken)
+        let placed = pick_ports(s.ip, &taken)
             .map(|(c, p)| (s.ip, c, p))
-            .or_else(|| pick_ports(lo, first_try, &taken).map(|(c, p)| (lo, c, p)))?;
+            .or_else(|| pick_ports(lo, &taken).map(|(c, p)| (lo, c, p)))?;
         taken.push((placed.0, placed.1));
         taken.push((placed.0, placed.2));
         out.push(placed);
@@ -573,15 +573,8 @@ fn place_members(specs: &[MemberSpec], first_try: bool) -> Option<Vec<(IpAddr, u
     Some(out)
 }
 
-/// A client and a peer port free on `ip` now and not in `taken`: etcd's own on a first
-/// try when both are.
-fn pick_ports(ip: IpAddr, first_try: bool, taken: &[(IpAddr, u16)]) -> Option<(u16, u16)> {
-    let free =
-        |port: u16| !taken.contains(&(ip, port)) && std::net::TcpListener::bind((ip, port)).is_ok();
-    let (c, p) = ETCD_PORTS;
-    if first_try && free(c) && free(p) {
-        return Some((c, p));
-    }
+/// A client and a peer port free on `ip` now and not in `taken`.
+fn pick_ports(ip: IpAddr, taken: &[(IpAddr, u16)]) -> Option<(u16, u16)> {
     let one = |not: u16| {
         (0..20)
             .filter_map(|_| free_port(ip))
@@ -624,8 +617,8 @@ impl EtcdCluster {
             return Err(ApiServerError::NotLoopback(s.ip));
         }
         let mut last = None;
-        for attempt in 1..=ETCD_CLUSTER_TRIES {
-            let Some(places) = place_members(specs, attempt == 1) else {
+        for _ in 0..ETCD_CLUSTER_TRIES {
+            let Some(places) = place_members(specs) else {
                 return Err(ApiServerError::Setup {
                     env: env.to_string(),
                     what: "its etcd".into(),
