@@ -1401,3 +1401,156 @@ pub fn common_free_port(ips: &[IpAddr]) -> Option<u16> {
     }
     None
 }
+
+/// How one plain-HTTP call to a real etcd member failed, in the words curl would use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpFail {
+    /// Nothing listens there (the member is stopped).
+    Refused,
+    /// No (whole) answer within the time given.
+    TimedOut,
+    /// Anything else on the way: the reason.
+    Other(String),
+}
+
+/// `METHOD url` with `body` (JSON) over plain HTTP/1.0 to a loopback member, blocking, at
+/// most `timeout` in all: the answer's status and body. For a member's gateway and metrics
+/// (`http://IP:PORT/PATH`, what [`EtcdMembers::client_url`] gives).
+pub fn http_call(
+    url: &str,
+    method: &str,
+    body: Option<&str>,
+    timeout: Duration,
+) -> Result<(u16, String), HttpFail> {
+    use std::io::{Read, Write};
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| HttpFail::Other(format!("{url}: not an http:// URL")))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let addr: SocketAddr = authority
+        .parse()
+        .map_err(|_| HttpFail::Other(format!("{url}: not IP:PORT")))?;
+    if !addr.ip().is_loopback() {
+        return Err(HttpFail::Other(format!("{url}: not a loopback address")));
+    }
+    let deadline = Instant::now() + timeout;
+    let left = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    };
+    let io = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => HttpFail::TimedOut,
+        std::io::ErrorKind::ConnectionRefused => HttpFail::Refused,
+        _ => HttpFail::Other(e.to_string()),
+    };
+    let mut s = std::net::TcpStream::connect_timeout(&addr, left()).map_err(io)?;
+    s.set_write_timeout(Some(left())).map_err(io)?;
+    let body = body.unwrap_or("");
+    let req = format!(
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).map_err(io)?;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        s.set_read_timeout(Some(left())).map_err(io)?;
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(e)),
+        }
+        if Instant::now() >= deadline {
+            return Err(HttpFail::TimedOut);
+        }
+    }
+    let text = String::from_utf8_lossy(&answer);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| HttpFail::Other(format!("{url}: an answer without headers")))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse::<u16>().ok())
+        .ok_or_else(|| HttpFail::Other(format!("{url}: no status in {:?}", head.lines().next())))?;
+    Ok((status, body.to_string()))
+}
+
+impl EtcdMembers {
+    /// etcd's gateway `path` with `body`, asked of the first member that answers: its
+    /// answer's body. Blocking, at most `timeout` a member.
+    pub fn call(&self, path: &str, body: &str, timeout: Duration) -> Result<String, String> {
+        let urls: Vec<String> = {
+            let c = self.lock();
+            c.members
+                .iter()
+                .filter(|m| m.run.as_ref().is_some_and(Watched::alive))
+                .map(Member::client_url)
+                .collect()
+        };
+        let mut why = String::from("no member runs");
+        for url in urls {
+            match http_call(&format!("{url}{path}"), "POST", Some(body), timeout) {
+                Ok((200, answer)) => return Ok(answer),
+                Ok((code, answer)) => why = format!("{url}{path}: {code} {}", answer.trim()),
+                Err(e) => why = format!("{url}{path}: {e:?}"),
+            }
+        }
+        Err(why)
+    }
+
+    /// Add an unstarted learner at `peer` (a join that stopped half way), through etcd's
+    /// own API: its id (decimal, as etcd writes it), or `None` when one is there already.
+    pub fn add_learner(&self, peer: &str) -> Result<Option<String>, String> {
+        if self.learner(peer)?.is_some() {
+            return Ok(None);
+        }
+        let said = self.call(
+            "/v3/cluster/member/add",
+            &serde_json::json!({"peerURLs": [peer], "isLearner": true}).to_string(),
+            Duration::from_secs(10),
+        )?;
+        let v: Value = serde_json::from_str(&said).map_err(|e| format!("{e}: {said}"))?;
+        v.pointer("/member/ID")
+            .and_then(Value::as_str)
+            .map(|id| Some(id.to_string()))
+            .ok_or_else(|| format!("etcd did not add the learner: {said}"))
+    }
+
+    /// Remove the learner at `peer` through etcd's own API: its id, or `None` when there
+    /// is none.
+    pub fn remove_learner(&self, peer: &str) -> Result<Option<String>, String> {
+        let Some(id) = self.learner(peer)? else {
+            return Ok(None);
+        };
+        let said = self.call(
+            "/v3/cluster/member/remove",
+            &serde_json::json!({"ID": id}).to_string(),
+            Duration::from_secs(10),
+        )?;
+        if !said.contains("header") {
+            return Err(format!("etcd did not remove the learner: {said}"));
+        }
+        Ok(Some(id))
+    }
+
+    /// The id of the member whose peer URL is `peer`, as etcd lists it.
+    fn learner(&self, peer: &str) -> Result<Option<String>, String> {
+        let said = self.call("/v3/cluster/member/list", "{}", Duration::from_secs(10))?;
+        let v: Value = serde_json::from_str(&said).map_err(|e| format!("{e}: {said}"))?;
+        Ok(v["members"].as_array().and_then(|ms| {
+            ms.iter()
+                .find(|m| {
+                    m["peerURLs"]
+                        .as_array()
+                        .is_some_and(|p| p.iter().any(|u| u == peer))
+                })
+                .and_then(|m| m["ID"].as_str().map(str::to_string))
+        }))
+    }
+}

@@ -127,6 +127,8 @@ struct EnvFaults {
     gateways: Vec<(String, Arc<Mutex<NodeState>>)>,
     /// The servers' (host, state): their etcd members.
     members: Vec<(String, Arc<Mutex<NodeState>>)>,
+    /// `--apiserver`: the environment's real etcd members (learners are added there).
+    etcd: Option<EtcdMembers>,
 }
 
 /// Injects faults into a running simulation, one typed line at a time (`:fault prod
@@ -217,7 +219,11 @@ impl FaultInjector {
                 )
             }
             Fault::EtcdLearnerAdded | Fault::EtcdLearnerRemoved => {
-                let said = set_learner(&e.members, matches!(fault, Fault::EtcdLearnerAdded));
+                let added = matches!(fault, Fault::EtcdLearnerAdded);
+                let said = match &e.etcd {
+                    Some(real) => set_real_learner(real, added),
+                    None => set_learner(&e.members, added),
+                };
                 tracing::info!(env, fault = fault.name(), said = %said, "fault injected");
                 return Ok(format!("{env}: {said}"));
             }
@@ -284,6 +290,27 @@ type NodeStates = [(String, Arc<Mutex<NodeState>>)];
 /// The unstarted learner's id and peer URL in `members`' etcd (the next address after the
 /// last member's, as a server being joined would have).
 const LEARNER_PEER: &str = "https://192.0.2.250:2380";
+
+/// `--apiserver`: add (`added`) or remove the unstarted learner in the real etcd, through
+/// its own API. One line saying what happened, or that it already was so.
+fn set_real_learner(etcd: &EtcdMembers, added: bool) -> String {
+    let said = if added {
+        etcd.add_learner(LEARNER_PEER)
+    } else {
+        etcd.remove_learner(LEARNER_PEER)
+    };
+    match (said, added) {
+        (Ok(Some(id)), true) => format!(
+            "etcd member {id} added as a learner at {LEARNER_PEER}, never started (a join that stopped half way; etcd's own membership)"
+        ),
+        (Ok(None), true) => {
+            format!("a learner at {LEARNER_PEER} is already a member; nothing changed")
+        }
+        (Ok(Some(id)), false) => format!("learner {id} removed from etcd's membership"),
+        (Ok(None), false) => format!("no learner at {LEARNER_PEER} to remove; nothing changed"),
+        (Err(why), _) => format!("etcd refused: {why}; nothing changed"),
+    }
+}
 
 /// Add (`added`) or remove an unstarted learner in every member's view of the membership.
 /// One line saying what happened, or that it already was so.
@@ -665,6 +692,11 @@ async fn start_demo(
             .any(|e| e.servers.first().is_some_and(|s| &s.name == host));
         if let Some(env) = env_of.get(host).and_then(|e| repo.environment(e)) {
             node.etcd = Some(sim_etcd(env, host, &plan.hosts));
+            // --apiserver: etcd's client API on the server is its real member's.
+            node.etcd_real = real
+                .as_ref()
+                .and_then(|r| r.cluster.etcd(&env.name))
+                .and_then(|m| m.client_url(host));
             write_k3s_etcd_tls(&mut node);
         }
         let sim = SimNode::start(SimNodeSpec {
@@ -815,8 +847,33 @@ async fn start_demo(
             .iter()
             .filter_map(|(h, _)| nodes.get(h).map(|n| (h.clone(), n.state())))
             .collect();
+        // --apiserver: the environment's real etcd members, which its servers' faults stop
+        // and where its learners are added.
+        let etcd_members = real
+            .as_ref()
+            .and_then(|r| r.cluster.etcd(&sim_env.name))
+            .cloned();
         // The SSH side of the faults: the gateways' tunnels, the servers' etcd membership.
         for (at, fault) in &faults {
+            if let (Some(etcd), Fault::EtcdLearnerAdded | Fault::EtcdLearnerRemoved) =
+                (&etcd_members, fault)
+            {
+                let (etcd, at, c) = (etcd.clone(), *at, cancel.clone());
+                let added = matches!(fault, Fault::EtcdLearnerAdded);
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = c.cancelled() => {}
+                        _ = tokio::time::sleep(at) => {
+                            let said = tokio::task::spawn_blocking(move || {
+                                set_real_learner(&etcd, added)
+                            })
+                            .await;
+                            tracing::info!("scenario: {said:?}");
+                        }
+                    }
+                });
+                continue;
+            }
             let (nodes_of, act): (_, fn(&NodeStates)) = match fault {
                 Fault::VpnDown => (gateways.clone(), |g| {
                     set_tunnels(g, false);
@@ -843,11 +900,6 @@ async fn start_demo(
         }
         tokio::spawn(follow_etcd(members.clone(), view.clone(), cancel.clone()));
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        // --apiserver: the environment's real etcd members, which its servers' faults stop.
-        let etcd_members = real
-            .as_ref()
-            .and_then(|r| r.cluster.etcd(&sim_env.name))
-            .cloned();
         for (i, (host, _)) in sim_env.servers.iter().enumerate() {
             if let Some(node) = nodes.get(host) {
                 let member = etcd_members.clone().map(|m| RealMember {
@@ -880,6 +932,7 @@ async fn start_demo(
                 cluster: tx,
                 gateways,
                 members,
+                etcd: etcd_members.clone(),
             },
         );
         let real_client = real
