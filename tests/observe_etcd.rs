@@ -640,4 +640,19 @@ async fn with_apiserver_the_etcd_pane_reads_each_servers_real_member() {
             .any(|t| t.contains("k3s-prod-2's etcd member not answering")),
         "{r:#?}"
     );
+    // A membership change etcd cannot commit now: the fault (the console's `:fault`, which
+    // waits on it) answers within its few seconds, saying so, and adds nothing.
+    let asked = std::time::Instant::now();
+    let said = faults
+        .inject("prod", "etcd-learner-added")
+        .expect("accepted");
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{said} after {:?}",
+        asked.elapsed()
+    );
+    assert!(
+        said.contains("has not answered") || said.contains("etcd refused"),
+        "{said}"
+    );
 }

@@ -1498,6 +1498,10 @@ impl EtcdMembers {
             match http_call(&format!("{url}{path}"), "POST", Some(body), timeout) {
                 Ok((200, answer)) => return Ok(answer),
                 Ok((code, answer)) => why = format!("{url}{path}: {code} {}", answer.trim()),
+                // No answer in time: the next member (same cluster) would be no quicker.
+                Err(HttpFail::TimedOut) => {
+                    return Err(format!("{url}{path}: no answer within {timeout:?}"))
+                }
                 Err(e) => why = format!("{url}{path}: {e:?}"),
             }
         }

@@ -221,7 +221,7 @@ impl FaultInjector {
             Fault::EtcdLearnerAdded | Fault::EtcdLearnerRemoved => {
                 let added = matches!(fault, Fault::EtcdLearnerAdded);
                 let said = match &e.etcd {
-                    Some(real) => set_real_learner(real, added),
+                    Some(real) => set_real_learner_within(real, added, LEARNER_WAIT),
                     None => set_learner(&e.members, added),
                 };
                 tracing::info!(env, fault = fault.name(), said = %said, "fault injected");
@@ -290,6 +290,28 @@ type NodeStates = [(String, Arc<Mutex<NodeState>>)];
 /// The unstarted learner's id and peer URL in `members`' etcd (the next address after the
 /// last member's, as a server being joined would have).
 const LEARNER_PEER: &str = "https://192.0.2.250:2380";
+
+/// How long a live learner fault waits for the real etcd's answer: the console's `:fault`
+/// waits on it, and an etcd without quorum answers a membership change only when it
+/// gives up.
+const LEARNER_WAIT: Duration = Duration::from_secs(3);
+
+/// [`set_real_learner`] on a thread of its own, its answer waited for at most `wait`; then
+/// a line saying etcd has not answered yet (the change goes on, and is made if etcd does).
+fn set_real_learner_within(etcd: &EtcdMembers, added: bool, wait: Duration) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let etcd = etcd.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(set_real_learner(&etcd, added));
+    });
+    rx.recv_timeout(wait).unwrap_or_else(|_| {
+        format!(
+            "etcd has not answered within {} s (has it quorum?); the learner is {} if and when it does",
+            wait.as_secs(),
+            if added { "added" } else { "removed" }
+        )
+    })
+}
 
 /// `--apiserver`: add (`added`) or remove the unstarted learner in the real etcd, through
 /// its own API. One line saying what happened, or that it already was so.
