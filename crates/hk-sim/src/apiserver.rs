@@ -505,10 +505,6 @@ pub struct MemberSpec {
     pub ip: IpAddr,
 }
 
-/// How many times a cluster is started again on new ports when one of its ports was taken
-/// between choosing and binding it (another demo or test on the same addresses).
-const ETCD_CLUSTER_TRIES: usize = 5;
-
 /// One member of a real etcd cluster: its command line is fixed at the start, so the member
 /// can be stopped and started again on its data (a server going down and coming back).
 struct Member {
@@ -595,138 +591,94 @@ pub struct EtcdCluster {
 }
 
 impl EtcdCluster {
-    /// Start `specs`' members with their data and logs under `dir`, and wait until every
-    /// one of them is healthy (a leader elected, a quorum read served), at most `timeout`.
-    /// A port taken before etcd bound it: the whole cluster again, on new ports.
-    pub async fn start(
+    /// Start `specs`' members, their data and logs under `dir`, on ports free now; no wait
+    /// ([`EtcdCluster::wait_healthy`] does).
+    pub fn spawn(
         bin: &Path,
         dir: &Path,
         env: &str,
         specs: &[MemberSpec],
-        timeout: Duration,
     ) -> Result<EtcdCluster, ApiServerError> {
-        let t0 = Instant::now();
+        let setup = |why: &str| ApiServerError::Setup {
+            env: env.to_string(),
+            what: "its etcd".into(),
+            why: why.into(),
+        };
         if specs.is_empty() {
-            return Err(ApiServerError::Setup {
-                env: env.to_string(),
-                what: "its etcd".into(),
-                why: "the environment has no server to run a member on".into(),
-            });
+            return Err(setup("the environment has no server to run a member on"));
         }
         if let Some(s) = specs.iter().find(|s| !s.ip.is_loopback()) {
             return Err(ApiServerError::NotLoopback(s.ip));
         }
-        let mut last = None;
-        for _ in 0..ETCD_CLUSTER_TRIES {
-            let Some(places) = place_members(specs) else {
-                return Err(ApiServerError::Setup {
-                    env: env.to_string(),
-                    what: "its etcd".into(),
-                    why: "no free ports for its members, on their servers' addresses or 127.0.0.1"
-                        .into(),
-                });
-            };
-            let initial: Vec<String> = specs
-                .iter()
-                .zip(&places)
-                .map(|(s, (ip, _, peer))| {
-                    format!("{}=http://{}", s.name, SocketAddr::new(*ip, *peer))
-                })
-                .collect();
-            let mut cluster = EtcdCluster {
-                env: env.to_string(),
-                bin: bin.to_path_buf(),
-                members: Vec::new(),
-                shut: false,
-            };
-            for (s, (ip, client, peer)) in specs.iter().zip(places) {
-                let mdir = dir.join(&s.name);
-                std::fs::create_dir_all(&mdir).map_err(|source| ApiServerError::Write {
-                    path: mdir.clone(),
-                    source,
-                })?;
-                let mut m = Member {
-                    name: s.name.clone(),
-                    ip,
-                    client,
-                    peer,
-                    args: Vec::new(),
-                    dir: mdir,
-                    run: None,
-                    runs: 0,
-                };
-                m.args = vec![
-                    format!("--name={}", m.name),
-                    format!("--data-dir={}", m.dir.join("data").display()),
-                    format!("--listen-client-urls={}", m.client_url()),
-                    format!("--advertise-client-urls={}", m.client_url()),
-                    format!("--listen-peer-urls={}", m.peer_url()),
-                    format!("--initial-advertise-peer-urls={}", m.peer_url()),
-                    format!("--initial-cluster={}", initial.join(",")),
-                    "--initial-cluster-state=new".into(),
-                    format!("--initial-cluster-token=hk-console-demo-{env}"),
-                    // A throwaway store on a shared disk: durability buys nothing here.
-                    "--unsafe-no-fsync=true".into(),
-                    "--log-level=warn".into(),
-                ];
-                cluster.members.push(m);
-            }
-            for m in &mut cluster.members {
-                m.spawn(bin)?;
-            }
-            let why = loop {
-                let mut healthy = 0;
-                for m in &cluster.members {
-                    if etcd_healthy_at(SocketAddr::new(m.ip, m.client)).await {
-                        healthy += 1;
-                    }
-                }
-                if healthy == cluster.members.len() {
-                    tracing::info!(
-                        "demo --apiserver: {env}'s etcd ({} members: {}) serves after {:?}",
-                        cluster.members.len(),
-                        cluster.urls().join(", "),
-                        t0.elapsed()
-                    );
-                    return Ok(cluster);
-                }
-                if let Some(m) = cluster
-                    .members
-                    .iter()
-                    .find(|m| !m.run.as_ref().is_some_and(Watched::alive))
-                {
-                    break format!("member {} exited", m.name);
-                }
-                if t0.elapsed() > timeout {
-                    break format!(
-                        "not healthy after {}",
-                        hk_engine::time::span(timeout, hk_engine::time::Style::Words)
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            };
-            let tail = cluster.tails(20);
-            let urls = cluster.urls().join(",");
-            drop(cluster);
-            for s in specs {
-                let _ = std::fs::remove_dir_all(dir.join(&s.name));
-            }
-            let err = ApiServerError::EtcdDown {
-                url: urls,
-                why,
-                tail: tail.clone(),
-            };
-            if !tail.contains("address already in use") || t0.elapsed() > timeout {
-                return Err(err);
-            }
-            tracing::info!("demo --apiserver: {env}'s etcd: a port was taken; again on new ports");
-            last = Some(err);
-        }
-        Err(last.unwrap_or_else(|| ApiServerError::Setup {
+        let places = place_members(specs).ok_or_else(|| {
+            setup("no free ports for its members, on their servers' addresses or 127.0.0.1")
+        })?;
+        let initial: Vec<String> = specs
+            .iter()
+            .zip(&places)
+            .map(|(s, (ip, _, peer))| format!("{}=http://{}", s.name, SocketAddr::new(*ip, *peer)))
+            .collect();
+        let mut cluster = EtcdCluster {
             env: env.to_string(),
-            what: "its etcd".into(),
-            why: "no attempt was made".into(),
-        }))
+            bin: bin.to_path_buf(),
+            members: Vec::new(),
+            shut: false,
+        };
+        for (s, (ip, client, peer)) in specs.iter().zip(places) {
+            let mdir = dir.join(&s.name);
+            std::fs::create_dir_all(&mdir).map_err(|source| ApiServerError::Write {
+                path: mdir.clone(),
+                source,
+            })?;
+            let mut m = Member {
+                name: s.name.clone(),
+                ip,
+                client,
+                peer,
+                args: Vec::new(),
+                dir: mdir,
+                run: None,
+                runs: 0,
+            };
+            m.args = vec![
+                format!("--name={}", m.name),
+                format!("--data-dir={}", m.dir.join("data").display()),
+                format!("--listen-client-urls={}", m.client_url()),
+                format!("--advertise-client-urls={}", m.client_url()),
+                format!("--listen-peer-urls={}", m.peer_url()),
+                format!("--initial-advertise-peer-urls={}", m.peer_url()),
+                format!("--initial-cluster={}", initial.join(",")),
+                "--initial-cluster-state=new".into(),
+                format!("--initial-cluster-token=hk-console-demo-{env}"),
+                // A throwaway store on a shared disk: durability buys nothing here.
+                "--unsafe-no-fsync=true".into(),
+                "--log-level=warn".into(),
+            ];
+            cluster.members.push(m);
+        }
+        for m in &mut cluster.members {
+            m.spawn(bin)?;
+        }
+        Ok(cluster)
+    }
+
+    /// What waiting for its health needs, copied out (it is shared behind a lock).
+    fn watch(&self) -> HealthWatch {
+        HealthWatch {
+            env: self.env.clone(),
+            members: self
+                .members
+                .iter()
+                .map(|m| {
+                    (
+                        m.name.clone(),
+                        SocketAddr::new(m.ip, m.client),
+                        m.run.as_ref().map(Watched::pid),
+                        m.log(),
+                    )
+                })
+                .collect(),
+        }
     }
 
     /// The members' client URLs, in the servers' order.
@@ -734,17 +686,78 @@ impl EtcdCluster {
         self.members.iter().map(Member::client_url).collect()
     }
 
-    /// The last `n` lines of every member's log, each under its name.
-    fn tails(&self, n: usize) -> String {
-        self.members
-            .iter()
-            .map(|m| format!("[{}]\n{}", m.name, log_tail(&m.log(), n)))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
     fn member(&mut self, name: &str) -> Option<&mut Member> {
         self.members.iter_mut().find(|m| m.name == name)
+    }
+}
+
+/// One etcd cluster's members as its start is waited on: (name, client address, pid,
+/// log).
+struct HealthWatch {
+    env: String,
+    members: Vec<(String, SocketAddr, Option<u32>, PathBuf)>,
+}
+
+impl HealthWatch {
+    /// Wait until every member is healthy (a leader elected, a quorum read served), until
+    /// `timeout` after `t0`. Err names why, with every member's log tail (a port taken
+    /// before etcd bound it says `address already in use` there: see [`port_taken`]).
+    async fn wait(&self, t0: Instant, timeout: Duration) -> Result<(), ApiServerError> {
+        let why = loop {
+            let mut healthy = 0;
+            for (_, addr, _, _) in &self.members {
+                if etcd_healthy_at(*addr).await {
+                    healthy += 1;
+                }
+            }
+            if healthy == self.members.len() {
+                tracing::info!(
+                    "demo --apiserver: {}'s etcd ({} members) serves after {:?}",
+                    self.env,
+                    self.members.len(),
+                    t0.elapsed()
+                );
+                return Ok(());
+            }
+            if let Some((name, ..)) = self
+                .members
+                .iter()
+                .find(|(_, _, pid, _)| !pid.is_some_and(alive))
+            {
+                break format!("member {name} exited");
+            }
+            if t0.elapsed() > timeout {
+                break format!(
+                    "not healthy after {}",
+                    hk_engine::time::span(timeout, hk_engine::time::Style::Words)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        Err(ApiServerError::EtcdDown {
+            url: self
+                .members
+                .iter()
+                .map(|(_, a, _, _)| format!("http://{a}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            why,
+            tail: self
+                .members
+                .iter()
+                .map(|(name, _, _, log)| format!("[{name}]\n{}", log_tail(log, 20)))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        })
+    }
+}
+
+/// Whether `e` says a port was taken by another process between choosing and binding it
+/// (then the servers are started again on new ports).
+pub fn port_taken(e: &ApiServerError) -> bool {
+    match e {
+        ApiServerError::EtcdDown { tail, .. } => tail.contains("address already in use"),
+        _ => false,
     }
 }
 
@@ -975,6 +988,9 @@ pub struct RealCluster {
     /// Holds the whole directory: its watchdog removes it (PKI, tokens, the members' data)
     /// once this is dropped or hk-console is gone. Stopped last.
     keeper: Option<Watched>,
+    /// When [`RealCluster::spawn`] began.
+    started: Instant,
+    /// How long the etcds took to serve (set by the demo from [`RealCluster::wait_etcds`]).
     pub etcd_startup: Duration,
 }
 
@@ -1053,15 +1069,14 @@ pub async fn ready(client: &kube::Client) -> Result<(), String> {
 impl RealCluster {
     /// Check `bin_dir`, make the PKI and tokens under `dir` (a directory of its own,
     /// removed when this is dropped) for API servers on `ips`, and start one etcd cluster
-    /// per environment of `etcds` (environment, its servers' members), all at once, each
-    /// until every member serves. Must run inside a tokio runtime.
-    pub async fn start(
+    /// per environment of `etcds` (environment, its servers' members), without waiting for
+    /// them: [`RealCluster::wait_etcds`] does, while the API servers start.
+    pub fn spawn(
         bin_dir: &Path,
         dir: &Path,
         ips: &[IpAddr],
         etcds: &[(String, Vec<MemberSpec>)],
     ) -> Result<RealCluster, ApiServerError> {
-        let t0 = Instant::now();
         let bins = Binaries::find(bin_dir)?;
         if let Some(ip) = ips
             .iter()
@@ -1102,35 +1117,49 @@ impl RealCluster {
                 },
             ],
         )?;
-        let dirs: Vec<PathBuf> = etcds
-            .iter()
-            .map(|(env, _)| dir.join(format!("etcd-{env}")))
-            .collect();
-        let started =
-            futures::future::join_all(etcds.iter().zip(&dirs).map(|((env, members), d)| {
-                EtcdCluster::start(&bins.etcd, d, env, members, ETCD_TIMEOUT)
-            }))
-            .await;
-        let mut clusters = std::collections::BTreeMap::new();
-        for ((env, _), c) in etcds.iter().zip(started) {
-            clusters.insert(env.clone(), EtcdMembers::new(c?));
-        }
-        tracing::info!(
-            "demo --apiserver: {} etcd cluster(s) serve after {:?}",
-            clusters.len(),
-            t0.elapsed()
-        );
-        Ok(RealCluster {
+        let mut cluster = RealCluster {
             bins,
             dir: dir.to_path_buf(),
             pki,
             token_file,
             admin_token,
             readonly_token,
-            etcds: clusters,
+            etcds: std::collections::BTreeMap::new(),
             keeper: Some(keeper),
-            etcd_startup: t0.elapsed(),
-        })
+            started: Instant::now(),
+            etcd_startup: Duration::ZERO,
+        };
+        for (env, members) in etcds {
+            let c = EtcdCluster::spawn(
+                &cluster.bins.etcd,
+                &dir.join(format!("etcd-{env}")),
+                env,
+                members,
+            )?;
+            cluster.etcds.insert(env.clone(), EtcdMembers::new(c));
+        }
+        Ok(cluster)
+    }
+
+    /// Wait until every environment's etcd serves (every member healthy), all at once, at
+    /// most a minute from [`RealCluster::spawn`]: how long that took.
+    pub async fn wait_etcds(&self) -> Result<Duration, ApiServerError> {
+        let clusters: Vec<Arc<Mutex<EtcdCluster>>> =
+            self.etcds.values().map(|e| e.inner.clone()).collect();
+        let waits = clusters.iter().map(|c| async move {
+            // The members' places never change while it starts: look at a copy of them.
+            let watch = c.lock().unwrap_or_else(PoisonError::into_inner).watch();
+            watch.wait(self.started, ETCD_TIMEOUT).await
+        });
+        for r in futures::future::join_all(waits).await {
+            r?;
+        }
+        let took = self.started.elapsed();
+        tracing::info!(
+            "demo --apiserver: {} etcd cluster(s) serve after {took:?}",
+            self.etcds.len()
+        );
+        Ok(took)
     }
 
     /// `env`'s etcd members.

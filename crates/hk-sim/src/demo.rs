@@ -1110,30 +1110,44 @@ async fn start_real(
         })
         .collect();
     let t0 = std::time::Instant::now();
-    let cluster = RealCluster::start(bin, &dir.join(".apiserver"), &vips, &etcds).await?;
-    let port = super::apiserver::common_free_port(&vips).ok_or_else(|| {
-        DemoError::Start("demo --apiserver: no port free on every environment's VIP".into())
-    })?;
-    let started = futures::future::join_all(repo.environments.iter().map(|e| {
-        cluster.start_apiserver(
-            &e.name,
-            SocketAddr::new(IpAddr::V4(plan.vips[&e.name]), port),
-        )
-    }))
-    .await;
-    let mut servers = BTreeMap::new();
-    for s in started {
-        let s = s?;
-        servers.insert(s.env.clone(), s);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let mut cluster = RealCluster::spawn(bin, &dir.join(".apiserver"), &vips, &etcds)?;
+        let port = super::apiserver::common_free_port(&vips).ok_or_else(|| {
+            DemoError::Start("demo --apiserver: no port free on every environment's VIP".into())
+        })?;
+        // The API servers start while etcd elects its leaders (each waits for its etcd).
+        let apis = futures::future::try_join_all(repo.environments.iter().map(|e| {
+            cluster.start_apiserver(
+                &e.name,
+                SocketAddr::new(IpAddr::V4(plan.vips[&e.name]), port),
+            )
+        }));
+        match futures::future::try_join(cluster.wait_etcds(), apis).await {
+            Ok((etcd_took, started)) => {
+                cluster.etcd_startup = etcd_took;
+                let servers: BTreeMap<String, RealApiServer> =
+                    started.into_iter().map(|s| (s.env.clone(), s)).collect();
+                tracing::info!(
+                    "demo --apiserver: etcd and {} kube-apiserver(s) serving after {:?} (etcd after {etcd_took:?})",
+                    servers.len(),
+                    t0.elapsed(),
+                );
+                return Ok(RealApis { servers, cluster });
+            }
+            // A member's port taken by another process before etcd bound it: everything
+            // again, on new ports.
+            Err(e) if super::apiserver::port_taken(&e) && tries < REAL_START_TRIES => {
+                tracing::info!("demo --apiserver: {e}; starting again on new ports");
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
-    tracing::info!(
-        "demo --apiserver: etcd and {} kube-apiserver(s) serving after {:?} (etcd after {:?})",
-        servers.len(),
-        t0.elapsed(),
-        cluster.etcd_startup
-    );
-    Ok(RealApis { servers, cluster })
 }
+
+/// How many times `demo --apiserver` starts its servers again when a port was taken.
+const REAL_START_TRIES: usize = 4;
 
 /// Where the demo writes `env`'s kubeconfig: `.cache/NAME` inside the demo's copy of the
 /// repo, as the console reads it. The directory is made if the repo has none (a fresh clone
