@@ -296,6 +296,9 @@ const LEARNER_PEER: &str = "https://192.0.2.250:2380";
 /// gives up.
 const LEARNER_WAIT: Duration = Duration::from_secs(3);
 
+/// How long a learner change is retried while etcd calls its cluster unhealthy.
+const LEARNER_RETRY: Duration = Duration::from_secs(15);
+
 /// [`set_real_learner`] on a thread of its own, its answer waited for at most `wait`; then
 /// a line saying etcd has not answered yet (the change goes on, and is made if etcd does).
 fn set_real_learner_within(etcd: &EtcdMembers, added: bool, wait: Duration) -> String {
@@ -316,10 +319,21 @@ fn set_real_learner_within(etcd: &EtcdMembers, added: bool, wait: Duration) -> S
 /// `--apiserver`: add (`added`) or remove the unstarted learner in the real etcd, through
 /// its own API. One line saying what happened, or that it already was so.
 fn set_real_learner(etcd: &EtcdMembers, added: bool) -> String {
-    let said = if added {
-        etcd.add_learner(LEARNER_PEER)
-    } else {
-        etcd.remove_learner(LEARNER_PEER)
+    // etcd refuses a membership change while its members have not been connected a while
+    // (`unhealthy cluster`: just started, or a leader just moved); a join retries.
+    let t0 = std::time::Instant::now();
+    let said = loop {
+        let said = if added {
+            etcd.add_learner(LEARNER_PEER)
+        } else {
+            etcd.remove_learner(LEARNER_PEER)
+        };
+        match &said {
+            Err(why) if why.contains("unhealthy cluster") && t0.elapsed() < LEARNER_RETRY => {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            _ => break said,
+        }
     };
     match (said, added) {
         (Ok(Some(id)), true) => format!(
