@@ -354,3 +354,55 @@ async fn two_members_down_then_one_back(mode: Mode) {
         .unwrap_or_else(|e| panic!("{mode}: quorum back, yet: {e}"));
 }
 both_modes!(two_members_down_then_one_back);
+
+/// `--apiserver`: `systemctl restart k3s` on a server restarts its real etcd member (a new
+/// process on the same data), which rejoins: the cluster serves with all three again and a
+/// Lease write commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_k3s_restart_restarts_its_real_member_which_rejoins() {
+    let (_dir, d) = demo_common::start_in(Mode::Real, "healthy").await;
+    let etcd = d
+        .real
+        .as_ref()
+        .and_then(|r| r.cluster.etcd("prod"))
+        .expect("prod's real etcd")
+        .clone();
+    let host = "k3s-prod-3";
+    let before = etcd.pid(host).expect("the member runs");
+    {
+        let state = d.node_state(host).expect("node");
+        let mut n = state.lock().expect("node state");
+        let now = n.now_ms();
+        n.restart_unit_at("k3s.service", now)
+            .expect("k3s.service restarts");
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let after = loop {
+        match etcd.pid(host) {
+            Some(p) if p != before => break p,
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "{host}'s member never restarted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        !std::path::Path::new(&format!("/proc/{before}/cmdline")).exists()
+            || std::fs::read_to_string(format!("/proc/{before}/stat"))
+                .is_ok_and(|s| s.contains(") Z ")),
+        "the old member {before} is gone"
+    );
+    // Rejoined: its own /health says it sees a leader and serves a quorum read.
+    let url = etcd.client_url(host).expect("its URL");
+    let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().expect("IP:PORT");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !hk_console::sim::apiserver::etcd_healthy_at(addr).await {
+        assert!(
+            Instant::now() < deadline,
+            "{host}'s member (pid {after}) not healthy within 20 s of its restart"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    acquire(&d, "hk-test-after-restart", Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("a write after the member's restart: {e}"));
+}

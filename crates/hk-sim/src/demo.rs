@@ -1281,13 +1281,16 @@ impl RealMember {
 /// With `--apiserver`, the server's real etcd `member` stops and starts with it, here and
 /// not in the controllers: a write they wait on without quorum must not hold a member's
 /// start back.
-async fn watch_k3s(
+///
+/// The unit is looked at first when this is called, not when the task first runs: a
+/// change made right after the demo started (before its tasks ran) is not missed.
+fn watch_k3s(
     state: Arc<Mutex<NodeState>>,
     server: usize,
     member: Option<RealMember>,
     tx: UnboundedSender<ClusterInput>,
     cancel: CancellationToken,
-) {
+) -> impl std::future::Future<Output = ()> {
     let look = |s: &Arc<Mutex<NodeState>>| {
         s.lock().ok().and_then(|n| {
             n.units
@@ -1296,33 +1299,35 @@ async fn watch_k3s(
         })
     };
     let mut was = look(&state);
-    let mut tick = tokio::time::interval(K3S_LOOK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let now = look(&state);
-        let (said, started) = match (was, now) {
-            (Some((true, before)), Some((true, since))) if since != before => {
-                (Some(ClusterInput::K3sStarted { server }), None)
+    async move {
+        let mut tick = tokio::time::interval(K3S_LOOK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tick.tick() => {}
             }
-            (Some((false, _)) | None, Some((true, _))) => {
-                (Some(ClusterInput::K3sStarted { server }), Some(true))
+            let now = look(&state);
+            let (said, started) = match (was, now) {
+                (Some((true, before)), Some((true, since))) if since != before => {
+                    (Some(ClusterInput::K3sStarted { server }), None)
+                }
+                (Some((false, _)) | None, Some((true, _))) => {
+                    (Some(ClusterInput::K3sStarted { server }), Some(true))
+                }
+                (Some((true, _)), Some((false, _)) | None) => {
+                    (Some(ClusterInput::K3sStopped { server }), Some(false))
+                }
+                _ => (None, None),
+            };
+            was = now;
+            if let (Some(m), Some(_)) = (&member, &said) {
+                m.follow(started);
             }
-            (Some((true, _)), Some((false, _)) | None) => {
-                (Some(ClusterInput::K3sStopped { server }), Some(false))
-            }
-            _ => (None, None),
-        };
-        was = now;
-        if let (Some(m), Some(_)) = (&member, &said) {
-            m.follow(started);
-        }
-        if let Some(input) = said {
-            if tx.send(input).is_err() {
-                return;
+            if let Some(input) = said {
+                if tx.send(input).is_err() {
+                    return;
+                }
             }
         }
     }
