@@ -474,3 +474,198 @@ async fn a_half_joined_learner_is_seen_only_by_etcd_and_refuses_the_preflight() 
         pane.client
     );
 }
+
+/// etcd's gateway on member `host` of prod's REAL etcd (`demo --apiserver`), from the test.
+fn real_gateway(d: &demo::Demo, host: &str, path: &str, body: &str) -> serde_json::Value {
+    let etcd = d
+        .real
+        .as_ref()
+        .and_then(|r| r.cluster.etcd("prod"))
+        .expect("prod's real etcd");
+    let url = etcd.client_url(host).expect("a member per server");
+    let (code, text) = hk_console::sim::apiserver::http_call(
+        &format!("{url}{path}"),
+        "POST",
+        Some(body),
+        Duration::from_secs(10),
+    )
+    .unwrap_or_else(|e| panic!("{url}{path}: {e:?}"));
+    assert_eq!(code, 200, "{url}{path}: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{url}{path}: {e}: {text}"))
+}
+
+/// `demo --apiserver`: each server's etcd endpoint (`sudo -n curl https://127.0.0.1:2379`
+/// over SSH, as the console asks it) answers from that server's REAL member. The pane
+/// names the members etcd names (the hosts), the leader etcd elected (the metrics' and the
+/// status' agree), and a leadership moved with etcd's own API is seen with a higher raft
+/// term; a learner fault adds a real learner, which the pre-flight refuses; with two
+/// members stopped (their k3s) the quorum read through the last one times out and the
+/// pre-flight refuses on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_apiserver_the_etcd_pane_reads_each_servers_real_member() {
+    let (_dir, d) = demo_common::start_in(demo_common::Mode::Real, "healthy").await;
+    let p = probe(&d);
+    let cancel = CancellationToken::new();
+    let (pane, _) = p.look(&d.repo, "prod", &cancel).await;
+    let view = pane.client.as_ref().expect("etcd's client API read");
+    assert!(refusals(view).is_empty(), "{view:#?}");
+    let mut names: Vec<&str> = view.members.iter().map(|m| m.name.as_str()).collect();
+    names.sort();
+    // etcd's own names (the model's are `k3s-prod-1-xxxxxxxx`).
+    assert_eq!(
+        names,
+        ["k3s-prod-1", "k3s-prod-2", "k3s-prod-3"],
+        "{view:#?}"
+    );
+    assert_eq!(view.member_of.len(), 3, "{view:#?}");
+    for m in &view.members {
+        assert!(
+            m.client_urls
+                .iter()
+                .all(|u| u.starts_with("http://127.0.11.")),
+            "the real member's URLs: {m:?}"
+        );
+    }
+    let leader = view.leader_host.clone().expect("etcd names a leader");
+    assert_eq!(pane.leader.as_deref(), Some(leader.as_str()), "{pane:#?}");
+    // The real member's own status says the same leader.
+    let status = real_gateway(&d, &leader, "/v3/maintenance/status", "{}");
+    assert_eq!(status["leader"], status["header"]["member_id"], "{status}");
+    let term = view.status[&leader].raft_term;
+
+    // Leadership moved with etcd's own API, asked of the member that leads now (etcd may
+    // have moved it on its own since the look).
+    let hosts = ["k3s-prod-1", "k3s-prod-2", "k3s-prod-3"];
+    let id_of = |h: &str| {
+        real_gateway(&d, h, "/v3/maintenance/status", "{}")["header"]["member_id"]
+            .as_str()
+            .expect("member_id")
+            .to_string()
+    };
+    let ids: Vec<String> = hosts.iter().map(|h| id_of(h)).collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let to = loop {
+        let now = real_gateway(&d, hosts[0], "/v3/maintenance/status", "{}");
+        let at = ids.iter().position(|id| now["leader"] == id.as_str());
+        if let Some(from) = at {
+            let to = (from + 1) % 3;
+            let url = d
+                .real
+                .as_ref()
+                .and_then(|r| r.cluster.etcd("prod"))
+                .and_then(|e| e.client_url(hosts[from]))
+                .expect("the leader's URL");
+            let said = hk_console::sim::apiserver::http_call(
+                &format!("{url}/v3/maintenance/transfer-leadership"),
+                "POST",
+                Some(&format!(r#"{{"targetID":"{}"}}"#, ids[to])),
+                Duration::from_secs(10),
+            );
+            if matches!(&said, Ok((200, _))) {
+                break hosts[to];
+            }
+            eprintln!("transfer-leadership from {}: {said:?}", hosts[from]);
+        }
+        assert!(std::time::Instant::now() < deadline, "no transfer: {now}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let moved = loop {
+        let (pane, _) = p.look(&d.repo, "prod", &cancel).await;
+        let v = pane.client.clone().expect("read");
+        if v.leader_host.as_deref() == Some(to) && pane.leader.as_deref() == Some(to) {
+            break v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the move to {to} never seen: {pane:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert!(moved.status[to].raft_term > term, "{moved:#?}");
+
+    // A learner, in etcd's own membership. Right after a leadership move etcd may not
+    // answer within the fault's few seconds (the change goes on): asked again until it is
+    // a member.
+    let faults = d.fault_injector();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let said = faults
+            .inject("prod", "etcd-learner-added")
+            .expect("accepted");
+        if said.contains("added as a learner") || said.contains("already a member") {
+            break;
+        }
+        eprintln!("etcd-learner-added: {said}");
+        assert!(
+            said.contains("has not answered") && std::time::Instant::now() < deadline,
+            "{said}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let list = real_gateway(&d, to, "/v3/cluster/member/list", "{}");
+    assert_eq!(list["members"].as_array().map(Vec::len), Some(4), "{list}");
+    let (pane, _) = p.look(&d.repo, "prod", &cancel).await;
+    let view = pane.client.as_ref().expect("read");
+    assert!(
+        refusals(view).iter().any(|t| t.contains("has not started")),
+        "{view:#?}"
+    );
+    let said = faults
+        .inject("prod", "etcd-learner-removed")
+        .expect("accepted");
+    assert!(said.contains("removed"), "{said}");
+    let (pane, _) = p.look(&d.repo, "prod", &cancel).await;
+    assert!(
+        refusals(pane.client.as_ref().expect("read")).is_empty(),
+        "{pane:#?}"
+    );
+
+    // Two members stopped with their k3s: the last one cannot answer a quorum read.
+    let left = "k3s-prod-1";
+    for host in ["k3s-prod-2", "k3s-prod-3"] {
+        let state = d.node_state(host).expect("node");
+        let mut n = state.lock().expect("state");
+        let now = n.now_ms();
+        n.stop_unit_at("k3s.service", now).expect("k3s.service");
+    }
+    let etcd = d
+        .real
+        .as_ref()
+        .and_then(|r| r.cluster.etcd("prod"))
+        .expect("prod's etcd");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while etcd.pid("k3s-prod-2").is_some() || etcd.pid("k3s-prod-3").is_some() {
+        assert!(std::time::Instant::now() < deadline, "members still run");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(etcd.pid(left).is_some());
+    let (pane, _) = p.look(&d.repo, "prod", &cancel).await;
+    let view = pane.client.as_ref().expect("read");
+    let r = refusals(view);
+    assert!(
+        r.iter()
+            .any(|t| t.contains(&format!("a quorum read through {left} did not answer"))),
+        "{r:#?}"
+    );
+    assert!(
+        r.iter()
+            .any(|t| t.contains("k3s-prod-2's etcd member not answering")),
+        "{r:#?}"
+    );
+    // A membership change etcd cannot commit now: the fault (the console's `:fault`, which
+    // waits on it) answers within its few seconds, saying so, and adds nothing.
+    let asked = std::time::Instant::now();
+    let said = faults
+        .inject("prod", "etcd-learner-added")
+        .expect("accepted");
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{said} after {:?}",
+        asked.elapsed()
+    );
+    assert!(
+        said.contains("has not answered") || said.contains("etcd refused"),
+        "{said}"
+    );
+}

@@ -180,9 +180,13 @@ async fn kubectl_sees_the_simulated_cluster_on_the_real_apiserver() {
         .servers
         .values()
         .map(|s| s.pid())
-        .chain([real.cluster.etcd_pid()])
+        .chain(real.cluster.etcd_pids())
         .collect();
-    assert_eq!(pids.len(), 3, "two kube-apiservers and one etcd");
+    assert_eq!(
+        pids.len(),
+        8,
+        "two kube-apiservers and an etcd member per server (three each)"
+    );
     let kc = demo_common::kubeconfig(&dir, "prod");
     let kc2 = kc.clone();
     tokio::task::spawn_blocking(move || {

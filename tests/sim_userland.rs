@@ -713,3 +713,34 @@ async fn a_link_planted_in_a_node_root_is_never_followed() {
     );
     assert_eq!(std::fs::read_dir(&outside).expect("outside").count(), 0);
 }
+
+/// `--userland` with `--apiserver`: each server's real etcd member is what its real curl
+/// asks (the demo's host_vars point the console's probe at the member itself), so the
+/// etcd pane is etcd's own answer end to end.
+#[test]
+fn with_real_etcd_members_a_userland_server_reads_its_own_member() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("demo");
+    let bin = support::apiserver::bin_dir();
+    let o = demo(
+        &[
+            "--userland",
+            "--apiserver",
+            &bin.display().to_string(),
+            "--once",
+            "--dir",
+            &dir.display().to_string(),
+        ],
+        None,
+    );
+    let t = text(&o);
+    let vars = std::fs::read_to_string(dir.join("infra/ansible/inventory/host_vars/k3s-dev-1.yml"))
+        .expect("host_vars");
+    let url = vars
+        .lines()
+        .find_map(|l| l.strip_prefix("etcd_client_url: "))
+        .unwrap_or_else(|| panic!("{vars}"));
+    assert!(url.starts_with("http://127.0.10.1:"), "{vars}");
+    assert!(t.contains("leads (3 of 3 members seen)"), "{t}");
+    assert!(t.contains("quorum reads answer"), "{t}");
+}

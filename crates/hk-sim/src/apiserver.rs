@@ -1,12 +1,15 @@
-//! `demo --apiserver DIR`: a REAL kube-apiserver per environment, over one real etcd, on
+//! `demo --apiserver DIR`: a REAL kube-apiserver per environment, over that environment's
+//! own real etcd cluster (one member per server, named after it, on its address), on
 //! loopback, in place of the built-in API server; the simulated controllers then write
 //! through a kube client ([`super::kube::api::KubeApi`]) so every kubectl and k9s view is
-//! the real server's.
+//! the real server's, and quorum is etcd's own: a server that goes down takes its member
+//! with it ([`EtcdMembers::stop`], [`EtcdMembers::start`]).
 //!
 //! Owns: checking DIR (both binaries there and executable), the throwaway PKI (rcgen: a
 //! CA, a serving certificate for 127.0.0.1 and every VIP, a service-account key), the
-//! static tokens (an admin in system:masters, a read-only user), starting etcd and each
-//! kube-apiserver under a watchdog, waiting for them to serve, installing the CRDs the
+//! static tokens (an admin in system:masters, a read-only user), starting each
+//! environment's etcd members ([`EtcdCluster`]: again on new ports when one was taken) and
+//! each kube-apiserver under a watchdog, stopping and starting a member on the demo's word, waiting for them to serve, installing the CRDs the
 //! built-in server serves (HelmRelease, Kustomization: generated from
 //! [`super::kube::resources::crds`]) and the read-only user's RBAC, and the kubeconfigs.
 //! Must not: listen anywhere but loopback, leave a process behind (see the watchdog), or
@@ -21,12 +24,15 @@
 //! Processes: each binary runs under a `sh` watchdog whose stdin is a pipe from this
 //! process. When the pipe closes (the [`RealCluster`] dropped, or hk-console gone in any
 //! way, SIGKILL included) the watchdog SIGKILLs its binary, waits for it and removes its
-//! directory. So no etcd or kube-apiserver outlives the demo.
+//! directory. So no etcd or kube-apiserver outlives the demo. A member's watchdog has a
+//! directory of its run only (its data outlives a stop, for the next start); the whole
+//! directory is a keeper's, a `sleep` under a watchdog of its own, stopped last.
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -130,8 +136,9 @@ impl Binaries {
 /// `sh -c WATCHDOG sh DIR LOG PROGRAM ARGS...`: runs the program in the background with its
 /// output in LOG, prints its pid, then waits for end of input on stdin. At EOF (our end
 /// closed: dropped, or this process gone however it went) it SIGKILLs the program, reaps
-/// it and removes DIR. Terminal signals are ignored so a Ctrl-C cannot take the watchdog
-/// away before its program.
+/// it and removes DIR (again, a few times, while something still writes into it: the
+/// watchdogs of one demo all stop at once). Terminal signals are ignored so a Ctrl-C cannot
+/// take the watchdog away before its program.
 const WATCHDOG: &str = r#"dir=$1; log=$2; shift 2
 trap '' INT HUP QUIT TERM
 "$@" </dev/null >>"$log" 2>&1 &
@@ -140,7 +147,11 @@ echo "$child"
 cat >/dev/null
 kill -KILL "$child" 2>/dev/null
 wait "$child" 2>/dev/null
-rm -rf "$dir"
+for try in 1 2 3 4 5; do
+  rm -rf "$dir" 2>/dev/null
+  [ -e "$dir" ] || break
+  sleep 1
+done
 "#;
 
 /// A program under its watchdog. Dropping it kills the program and removes its directory,
@@ -201,6 +212,12 @@ impl Watched {
 
     pub fn alive(&self) -> bool {
         alive(self.pid)
+    }
+
+    /// Tell the watchdog to stop its program now, without waiting (dropping it waits): so
+    /// many can be stopped at once.
+    pub fn release(&mut self) {
+        drop(self.stdin.take());
     }
 }
 
@@ -480,6 +497,403 @@ pub async fn start_etcd<T>(
     })
 }
 
+/// One member of an environment's etcd, as the demo asks for it: named after its server,
+/// listening on that server's own (loopback) address when a port is free there.
+#[derive(Debug, Clone)]
+pub struct MemberSpec {
+    pub name: String,
+    pub ip: IpAddr,
+}
+
+/// One member of a real etcd cluster: its command line is fixed at the start, so the member
+/// can be stopped and started again on its data (a server going down and coming back).
+struct Member {
+    name: String,
+    ip: IpAddr,
+    client: u16,
+    peer: u16,
+    /// Its directory: `data/`, `etcd.log`, and one directory per run for its watchdog.
+    dir: PathBuf,
+    args: Vec<String>,
+    /// The running process; `None` while stopped.
+    run: Option<Watched>,
+    runs: usize,
+}
+
+impl Member {
+    fn client_url(&self) -> String {
+        format!("http://{}", SocketAddr::new(self.ip, self.client))
+    }
+
+    fn peer_url(&self) -> String {
+        format!("http://{}", SocketAddr::new(self.ip, self.peer))
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.join("etcd.log")
+    }
+
+    /// Start the member's process (its watchdog's directory is this run's own, so stopping
+    /// it leaves the data for the next run).
+    fn spawn(&mut self, bin: &Path) -> Result<(), ApiServerError> {
+        self.runs += 1;
+        let run_dir = self.dir.join(format!("run-{}", self.runs));
+        std::fs::create_dir_all(&run_dir).map_err(|source| ApiServerError::Write {
+            path: run_dir.clone(),
+            source,
+        })?;
+        self.run = Some(Watched::spawn(&run_dir, &self.log(), bin, &self.args)?);
+        Ok(())
+    }
+}
+
+/// Where the members listen: each on its server's address, on ports free there now; on
+/// 127.0.0.1 when its address has none. No two members get the same address and port.
+///
+/// Never etcd's own 2379/2380, though they would read as k3s's: every demo puts its
+/// servers on the same addresses, so a port a stopped member left would be the next demo's
+/// first choice, and this demo's kube-apiserver would then reach that demo's etcd. A
+/// random port is taken again by chance only.
+fn place_members(specs: &[MemberSpec]) -> Option<Vec<(IpAddr, u16, u16)>> {
+    let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let mut taken: Vec<(IpAddr, u16)> = Vec::new();
+    let mut out = Vec::new();
+    for s in specs {
+        let placed = pick_ports(s.ip, &taken)
+            .map(|(c, p)| (s.ip, c, p))
+            .or_else(|| pick_ports(lo, &taken).map(|(c, p)| (lo, c, p)))?;
+        taken.push((placed.0, placed.1));
+        taken.push((placed.0, placed.2));
+        out.push(placed);
+    }
+    Some(out)
+}
+
+/// A client and a peer port free on `ip` now and not in `taken`.
+fn pick_ports(ip: IpAddr, taken: &[(IpAddr, u16)]) -> Option<(u16, u16)> {
+    let one = |not: u16| {
+        (0..20)
+            .filter_map(|_| free_port(ip))
+            .find(|port| *port != not && !taken.contains(&(ip, *port)))
+    };
+    let c = one(0)?;
+    Some((c, one(c)?))
+}
+
+/// A real etcd cluster, one member per server of an environment, each under its own
+/// watchdog. Members are stopped (killed) and started again by name.
+pub struct EtcdCluster {
+    env: String,
+    bin: PathBuf,
+    members: Vec<Member>,
+    /// Stopped for good (the demo's end): no member starts again.
+    shut: bool,
+}
+
+impl EtcdCluster {
+    /// Start `specs`' members, their data and logs under `dir`, on ports free now; no wait
+    /// ([`EtcdCluster::wait_healthy`] does).
+    pub fn spawn(
+        bin: &Path,
+        dir: &Path,
+        env: &str,
+        specs: &[MemberSpec],
+    ) -> Result<EtcdCluster, ApiServerError> {
+        let setup = |why: &str| ApiServerError::Setup {
+            env: env.to_string(),
+            what: "its etcd".into(),
+            why: why.into(),
+        };
+        if specs.is_empty() {
+            return Err(setup("the environment has no server to run a member on"));
+        }
+        if let Some(s) = specs.iter().find(|s| !s.ip.is_loopback()) {
+            return Err(ApiServerError::NotLoopback(s.ip));
+        }
+        let places = place_members(specs).ok_or_else(|| {
+            setup("no free ports for its members, on their servers' addresses or 127.0.0.1")
+        })?;
+        let initial: Vec<String> = specs
+            .iter()
+            .zip(&places)
+            .map(|(s, (ip, _, peer))| format!("{}=http://{}", s.name, SocketAddr::new(*ip, *peer)))
+            .collect();
+        let mut cluster = EtcdCluster {
+            env: env.to_string(),
+            bin: bin.to_path_buf(),
+            members: Vec::new(),
+            shut: false,
+        };
+        for (s, (ip, client, peer)) in specs.iter().zip(places) {
+            let mdir = dir.join(&s.name);
+            std::fs::create_dir_all(&mdir).map_err(|source| ApiServerError::Write {
+                path: mdir.clone(),
+                source,
+            })?;
+            let mut m = Member {
+                name: s.name.clone(),
+                ip,
+                client,
+                peer,
+                args: Vec::new(),
+                dir: mdir,
+                run: None,
+                runs: 0,
+            };
+            m.args = vec![
+                format!("--name={}", m.name),
+                format!("--data-dir={}", m.dir.join("data").display()),
+                format!("--listen-client-urls={}", m.client_url()),
+                format!("--advertise-client-urls={}", m.client_url()),
+                format!("--listen-peer-urls={}", m.peer_url()),
+                format!("--initial-advertise-peer-urls={}", m.peer_url()),
+                format!("--initial-cluster={}", initial.join(",")),
+                "--initial-cluster-state=new".into(),
+                format!("--initial-cluster-token=hk-console-demo-{env}"),
+                // A throwaway store on a shared disk: durability buys nothing here.
+                "--unsafe-no-fsync=true".into(),
+                "--log-level=warn".into(),
+            ];
+            cluster.members.push(m);
+        }
+        for m in &mut cluster.members {
+            m.spawn(bin)?;
+        }
+        Ok(cluster)
+    }
+
+    /// What waiting for its health needs, copied out (it is shared behind a lock).
+    fn watch(&self) -> HealthWatch {
+        HealthWatch {
+            env: self.env.clone(),
+            members: self
+                .members
+                .iter()
+                .map(|m| {
+                    (
+                        m.name.clone(),
+                        SocketAddr::new(m.ip, m.client),
+                        m.run.as_ref().map(Watched::pid),
+                        m.log(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The members' client URLs, in the servers' order.
+    pub fn urls(&self) -> Vec<String> {
+        self.members.iter().map(Member::client_url).collect()
+    }
+
+    fn member(&mut self, name: &str) -> Option<&mut Member> {
+        self.members.iter_mut().find(|m| m.name == name)
+    }
+}
+
+/// One etcd cluster's members as its start is waited on: (name, client address, pid,
+/// log).
+struct HealthWatch {
+    env: String,
+    members: Vec<(String, SocketAddr, Option<u32>, PathBuf)>,
+}
+
+impl HealthWatch {
+    /// Wait until every member is healthy (a leader elected, a quorum read served), until
+    /// `timeout` after `t0`. Err names why, with every member's log tail (a port taken
+    /// before etcd bound it says `address already in use` there: see [`port_taken`]).
+    async fn wait(&self, t0: Instant, timeout: Duration) -> Result<(), ApiServerError> {
+        let why = loop {
+            let mut healthy = 0;
+            for (_, addr, _, _) in &self.members {
+                if etcd_healthy_at(*addr).await {
+                    healthy += 1;
+                }
+            }
+            if healthy == self.members.len() {
+                tracing::info!(
+                    "demo --apiserver: {}'s etcd ({} members) serves after {:?}",
+                    self.env,
+                    self.members.len(),
+                    t0.elapsed()
+                );
+                return Ok(());
+            }
+            if let Some((name, ..)) = self
+                .members
+                .iter()
+                .find(|(_, _, pid, _)| !pid.is_some_and(alive))
+            {
+                break format!("member {name} exited");
+            }
+            if t0.elapsed() > timeout {
+                break format!(
+                    "not healthy after {}",
+                    hk_engine::time::span(timeout, hk_engine::time::Style::Words)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        Err(ApiServerError::EtcdDown {
+            url: self
+                .members
+                .iter()
+                .map(|(_, a, _, _)| format!("http://{a}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            why,
+            tail: self
+                .members
+                .iter()
+                .map(|(name, _, _, log)| format!("[{name}]\n{}", log_tail(log, 20)))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        })
+    }
+}
+
+/// Whether `e` says a port was taken by another process between choosing and binding it
+/// (then the servers are started again on new ports).
+pub fn port_taken(e: &ApiServerError) -> bool {
+    match e {
+        ApiServerError::EtcdDown { tail, .. } => tail.contains("address already in use"),
+        _ => false,
+    }
+}
+
+impl EtcdCluster {
+    /// Every member told to stop at once, then each waited for; none starts again.
+    fn shut(&mut self) {
+        self.shut = true;
+        for m in &mut self.members {
+            if let Some(r) = m.run.as_mut() {
+                r.release();
+            }
+        }
+        for m in &mut self.members {
+            drop(m.run.take());
+        }
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        self.shut();
+    }
+}
+
+/// What [`EtcdMembers::stop`] and [`EtcdMembers::start`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberChange {
+    Stopped,
+    Started,
+    /// It already was so; nothing changed.
+    Already,
+}
+
+/// An environment's real etcd members, shared: the demo's faults stop a server's member
+/// and start it again. Cheap to clone.
+#[derive(Clone)]
+pub struct EtcdMembers {
+    inner: Arc<Mutex<EtcdCluster>>,
+}
+
+impl std::fmt::Debug for EtcdMembers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = self.lock();
+        f.debug_struct("EtcdMembers")
+            .field("env", &c.env)
+            .field("urls", &c.urls())
+            .finish()
+    }
+}
+
+impl EtcdMembers {
+    pub fn new(cluster: EtcdCluster) -> EtcdMembers {
+        EtcdMembers {
+            inner: Arc::new(Mutex::new(cluster)),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, EtcdCluster> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The members' names (their servers'), in order.
+    pub fn names(&self) -> Vec<String> {
+        self.lock().members.iter().map(|m| m.name.clone()).collect()
+    }
+
+    /// Every member's client URL (what kube-apiserver's --etcd-servers lists).
+    pub fn urls(&self) -> Vec<String> {
+        self.lock().urls()
+    }
+
+    /// The client URL of the member named `name`.
+    pub fn client_url(&self, name: &str) -> Option<String> {
+        self.lock().member(name).map(|m| m.client_url())
+    }
+
+    /// The pid of member `name` while it runs.
+    pub fn pid(&self, name: &str) -> Option<u32> {
+        self.lock()
+            .member(name)
+            .and_then(|m| m.run.as_ref().filter(|r| r.alive()).map(Watched::pid))
+    }
+
+    /// Every running member's pid.
+    pub fn pids(&self) -> Vec<u32> {
+        self.lock()
+            .members
+            .iter()
+            .filter_map(|m| m.run.as_ref().map(Watched::pid))
+            .collect()
+    }
+
+    /// Stop member `name` (SIGKILL, as a server losing power: its peers and clients see
+    /// their connections close). Its data stays for [`EtcdMembers::start`].
+    pub fn stop(&self, name: &str) -> Result<MemberChange, String> {
+        let mut c = self.lock();
+        let env = c.env.clone();
+        let m = c
+            .member(name)
+            .ok_or_else(|| format!("{env}'s etcd has no member {name}"))?;
+        match m.run.take() {
+            Some(run) => {
+                drop(run);
+                tracing::info!("demo --apiserver: {env}'s etcd member {name} stopped");
+                Ok(MemberChange::Stopped)
+            }
+            None => Ok(MemberChange::Already),
+        }
+    }
+
+    /// Start member `name` again on its data (it rejoins its cluster). Running already (and
+    /// alive): nothing changes.
+    pub fn start(&self, name: &str) -> Result<MemberChange, String> {
+        let mut c = self.lock();
+        let (env, bin) = (c.env.clone(), c.bin.clone());
+        if c.shut {
+            return Err(format!("{env}'s etcd has been stopped with the demo"));
+        }
+        let m = c
+            .member(name)
+            .ok_or_else(|| format!("{env}'s etcd has no member {name}"))?;
+        if m.run.as_ref().is_some_and(Watched::alive) {
+            return Ok(MemberChange::Already);
+        }
+        drop(m.run.take());
+        m.spawn(&bin).map_err(|e| e.to_string())?;
+        tracing::info!("demo --apiserver: {env}'s etcd member {name} started again");
+        Ok(MemberChange::Started)
+    }
+
+    /// Stop every member for good (the demo's end), all at once: no start after this.
+    fn shut(&self) {
+        self.lock().shut();
+    }
+}
+
 /// Poll until the kube-apiserver `pid` serves `client` ([`ready`]): Err naming why when
 /// it exits or `timeout` passes.
 pub async fn wait_ready(client: &kube::Client, pid: u32, timeout: Duration) -> Result<(), String> {
@@ -559,8 +973,9 @@ impl RealApiServer {
     }
 }
 
-/// The demo's real API servers: one etcd, one kube-apiserver per environment. Dropping it
-/// stops them all (and removes their files).
+/// The demo's real etcd clusters: one per environment, one member per server of it, for
+/// that environment's kube-apiserver ([`RealCluster::start_apiserver`]). Dropping it stops
+/// them all (and removes their files).
 pub struct RealCluster {
     bins: Binaries,
     dir: PathBuf,
@@ -568,29 +983,36 @@ pub struct RealCluster {
     token_file: PathBuf,
     admin_token: String,
     readonly_token: String,
-    etcd_url: String,
-    /// Taken and stopped first when this is dropped.
-    etcd: Option<Watched>,
+    /// Environment -> its etcd members.
+    etcds: std::collections::BTreeMap<String, EtcdMembers>,
+    /// Holds the whole directory: its watchdog removes it (PKI, tokens, the members' data)
+    /// once this is dropped or hk-console is gone. Stopped last.
+    keeper: Option<Watched>,
+    /// When [`RealCluster::spawn`] began.
+    started: Instant,
+    /// How long the etcds took to serve (set by the demo from [`RealCluster::wait_etcds`]).
     pub etcd_startup: Duration,
 }
 
 impl std::fmt::Debug for RealCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RealCluster")
-            .field("etcd", &self.etcd_url)
-            .field("etcd_pid", &self.etcd_pid())
+            .field("etcds", &self.etcds)
             .finish_non_exhaustive()
     }
 }
 
 /// `GET /health` over plain HTTP/1.0: etcd answers `{"health":"true",...}` when it serves.
 pub async fn etcd_healthy(port: u16) -> bool {
+    etcd_healthy_at(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)).await
+}
+
+/// [`etcd_healthy`] for a member on `addr`.
+pub async fn etcd_healthy_at(addr: SocketAddr) -> bool {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let look = async {
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()?;
-        s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(format!("GET /health HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
             .await
             .ok()?;
         let mut body = String::new();
@@ -646,66 +1068,108 @@ pub async fn ready(client: &kube::Client) -> Result<(), String> {
 
 impl RealCluster {
     /// Check `bin_dir`, make the PKI and tokens under `dir` (a directory of its own,
-    /// removed when etcd stops) for servers on `ips`, and start etcd. Must run inside a
-    /// tokio runtime.
-    pub async fn start(
+    /// removed when this is dropped) for API servers on `ips`, and start one etcd cluster
+    /// per environment of `etcds` (environment, its servers' members), without waiting for
+    /// them: [`RealCluster::wait_etcds`] does, while the API servers start.
+    pub fn spawn(
         bin_dir: &Path,
         dir: &Path,
         ips: &[IpAddr],
+        etcds: &[(String, Vec<MemberSpec>)],
     ) -> Result<RealCluster, ApiServerError> {
-        let t0 = Instant::now();
         let bins = Binaries::find(bin_dir)?;
-        if let Some(ip) = ips.iter().find(|ip| !ip.is_loopback()) {
+        if let Some(ip) = ips
+            .iter()
+            .chain(etcds.iter().flat_map(|(_, m)| m.iter().map(|m| &m.ip)))
+            .find(|ip| !ip.is_loopback())
+        {
             return Err(ApiServerError::NotLoopback(*ip));
         }
-        // etcd goes last (after the API servers), so its watchdog removes the whole
-        // directory: the PKI and tokens too, even when hk-console was SIGKILLed.
-        let (etcd, (pki, token_file, admin_token, readonly_token)) =
-            start_etcd(&bins.etcd, dir, "hk-console-demo", ETCD_TIMEOUT, |dir| {
-                let pki = make_pki(dir, ips)?;
-                let (admin, readonly) = (random_hex(24), random_hex(24));
-                let token_file = dir.join("tokens.csv");
-                write_token_file(
-                    &token_file,
-                    &[
-                        StaticToken {
-                            token: &admin,
-                            user: ADMIN_USER,
-                            uid: ADMIN_USER,
-                            groups: &["system:masters"],
-                        },
-                        StaticToken {
-                            token: &readonly,
-                            user: READONLY_USER,
-                            uid: READONLY_USER,
-                            groups: &[],
-                        },
-                    ],
-                )?;
-                Ok((pki, token_file, admin, readonly))
-            })
-            .await?;
-        tracing::info!(
-            "demo --apiserver: etcd serves on {} after {:?}",
-            etcd.url,
-            t0.elapsed()
-        );
-        Ok(RealCluster {
+        std::fs::create_dir_all(dir).map_err(|source| ApiServerError::Write {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        // First, so that whatever follows is removed with the directory even when
+        // hk-console is SIGKILLed half way.
+        let keeper = Watched::spawn(
+            dir,
+            &dir.join("keeper.log"),
+            Path::new("/bin/sh"),
+            &["-c".into(), "exec sleep 2147483647".into()],
+        )?;
+        let pki = make_pki(dir, ips)?;
+        let (admin_token, readonly_token) = (random_hex(24), random_hex(24));
+        let token_file = dir.join("tokens.csv");
+        write_token_file(
+            &token_file,
+            &[
+                StaticToken {
+                    token: &admin_token,
+                    user: ADMIN_USER,
+                    uid: ADMIN_USER,
+                    groups: &["system:masters"],
+                },
+                StaticToken {
+                    token: &readonly_token,
+                    user: READONLY_USER,
+                    uid: READONLY_USER,
+                    groups: &[],
+                },
+            ],
+        )?;
+        let mut cluster = RealCluster {
             bins,
             dir: dir.to_path_buf(),
             pki,
             token_file,
             admin_token,
             readonly_token,
-            etcd_url: etcd.url,
-            etcd: Some(etcd.proc),
-            etcd_startup: t0.elapsed(),
-        })
+            etcds: std::collections::BTreeMap::new(),
+            keeper: Some(keeper),
+            started: Instant::now(),
+            etcd_startup: Duration::ZERO,
+        };
+        for (env, members) in etcds {
+            let c = EtcdCluster::spawn(
+                &cluster.bins.etcd,
+                &dir.join(format!("etcd-{env}")),
+                env,
+                members,
+            )?;
+            cluster.etcds.insert(env.clone(), EtcdMembers::new(c));
+        }
+        Ok(cluster)
     }
 
-    /// The etcd's pid.
-    pub fn etcd_pid(&self) -> u32 {
-        self.etcd.as_ref().map_or(0, |e| e.pid)
+    /// Wait until every environment's etcd serves (every member healthy), all at once, at
+    /// most a minute from [`RealCluster::spawn`]: how long that took.
+    pub async fn wait_etcds(&self) -> Result<Duration, ApiServerError> {
+        let clusters: Vec<Arc<Mutex<EtcdCluster>>> =
+            self.etcds.values().map(|e| e.inner.clone()).collect();
+        let waits = clusters.iter().map(|c| async move {
+            // The members' places never change while it starts: look at a copy of them.
+            let watch = c.lock().unwrap_or_else(PoisonError::into_inner).watch();
+            watch.wait(self.started, ETCD_TIMEOUT).await
+        });
+        for r in futures::future::join_all(waits).await {
+            r?;
+        }
+        let took = self.started.elapsed();
+        tracing::info!(
+            "demo --apiserver: {} etcd cluster(s) serve after {took:?}",
+            self.etcds.len()
+        );
+        Ok(took)
+    }
+
+    /// `env`'s etcd members.
+    pub fn etcd(&self, env: &str) -> Option<&EtcdMembers> {
+        self.etcds.get(env)
+    }
+
+    /// Every running etcd member's pid, of every environment.
+    pub fn etcd_pids(&self) -> Vec<u32> {
+        self.etcds.values().flat_map(EtcdMembers::pids).collect()
     }
 
     /// Start `env`'s kube-apiserver on `bind` (a loopback address; port 0 = a free one),
@@ -724,6 +1188,12 @@ impl RealCluster {
             what: what.to_string(),
             why,
         };
+        let etcd_urls = self
+            .etcds
+            .get(env)
+            .ok_or_else(|| setup("its etcd", "no etcd cluster was started for it".into()))?
+            .urls()
+            .join(",");
         let mut last = None;
         for _ in 0..3 {
             let port = match bind.port() {
@@ -739,9 +1209,9 @@ impl RealCluster {
             })?;
             let log = dir.join("kube-apiserver.log");
             let args = ApiServerFlags {
-                etcd_url: &self.etcd_url,
-                // Environments share the etcd, never each other's objects.
-                etcd_prefix: &format!("/hk-console-demo/{env}"),
+                etcd_url: &etcd_urls,
+                // The environment's own etcd; k3s's prefix.
+                etcd_prefix: "/registry",
                 bind: bind.ip(),
                 port,
                 cert_dir: &dir.join("certs"),
@@ -935,8 +1405,13 @@ async fn readonly_rbac(client: &kube::Client) -> Result<(), String> {
 
 impl Drop for RealCluster {
     fn drop(&mut self) {
-        // Its watchdog removes the whole directory once etcd is dead; this makes sure.
-        drop(self.etcd.take());
+        // Every member told at once, each waited for; then the keeper, whose watchdog
+        // removes the whole directory; this makes sure.
+        for e in self.etcds.values() {
+            e.shut();
+        }
+        self.etcds.clear();
+        drop(self.keeper.take());
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -954,4 +1429,161 @@ pub fn common_free_port(ips: &[IpAddr]) -> Option<u16> {
         }
     }
     None
+}
+
+/// How one plain-HTTP call to a real etcd member failed, in the words curl would use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpFail {
+    /// Nothing listens there (the member is stopped).
+    Refused,
+    /// No (whole) answer within the time given.
+    TimedOut,
+    /// Anything else on the way: the reason.
+    Other(String),
+}
+
+/// `METHOD url` with `body` (JSON) over plain HTTP/1.0 to a loopback member, blocking, at
+/// most `timeout` in all: the answer's status and body. For a member's gateway and metrics
+/// (`http://IP:PORT/PATH`, what [`EtcdMembers::client_url`] gives).
+pub fn http_call(
+    url: &str,
+    method: &str,
+    body: Option<&str>,
+    timeout: Duration,
+) -> Result<(u16, String), HttpFail> {
+    use std::io::{Read, Write};
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| HttpFail::Other(format!("{url}: not an http:// URL")))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let addr: SocketAddr = authority
+        .parse()
+        .map_err(|_| HttpFail::Other(format!("{url}: not IP:PORT")))?;
+    if !addr.ip().is_loopback() {
+        return Err(HttpFail::Other(format!("{url}: not a loopback address")));
+    }
+    let deadline = Instant::now() + timeout;
+    let left = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    };
+    let io = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => HttpFail::TimedOut,
+        std::io::ErrorKind::ConnectionRefused => HttpFail::Refused,
+        _ => HttpFail::Other(e.to_string()),
+    };
+    let mut s = std::net::TcpStream::connect_timeout(&addr, left()).map_err(io)?;
+    s.set_write_timeout(Some(left())).map_err(io)?;
+    let body = body.unwrap_or("");
+    let req = format!(
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).map_err(io)?;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        s.set_read_timeout(Some(left())).map_err(io)?;
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(e)),
+        }
+        if Instant::now() >= deadline {
+            return Err(HttpFail::TimedOut);
+        }
+    }
+    let text = String::from_utf8_lossy(&answer);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| HttpFail::Other(format!("{url}: an answer without headers")))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse::<u16>().ok())
+        .ok_or_else(|| HttpFail::Other(format!("{url}: no status in {:?}", head.lines().next())))?;
+    Ok((status, body.to_string()))
+}
+
+impl EtcdMembers {
+    /// etcd's gateway `path` with `body`, asked of the first member that answers: its
+    /// answer's body. Blocking, at most `timeout` a member.
+    pub fn call(&self, path: &str, body: &str, timeout: Duration) -> Result<String, String> {
+        let urls: Vec<String> = {
+            let c = self.lock();
+            c.members
+                .iter()
+                .filter(|m| m.run.as_ref().is_some_and(Watched::alive))
+                .map(Member::client_url)
+                .collect()
+        };
+        let mut why = String::from("no member runs");
+        for url in urls {
+            match http_call(&format!("{url}{path}"), "POST", Some(body), timeout) {
+                Ok((200, answer)) => return Ok(answer),
+                Ok((code, answer)) => why = format!("{url}{path}: {code} {}", answer.trim()),
+                // No answer in time: the next member (same cluster) would be no quicker.
+                Err(HttpFail::TimedOut) => {
+                    return Err(format!("{url}{path}: no answer within {timeout:?}"))
+                }
+                Err(e) => why = format!("{url}{path}: {e:?}"),
+            }
+        }
+        Err(why)
+    }
+
+    /// Add an unstarted learner at `peer` (a join that stopped half way), through etcd's
+    /// own API: its id (decimal, as etcd writes it), or `None` when one is there already.
+    pub fn add_learner(&self, peer: &str) -> Result<Option<String>, String> {
+        if self.learner(peer)?.is_some() {
+            return Ok(None);
+        }
+        let said = self.call(
+            "/v3/cluster/member/add",
+            &serde_json::json!({"peerURLs": [peer], "isLearner": true}).to_string(),
+            Duration::from_secs(10),
+        )?;
+        let v: Value = serde_json::from_str(&said).map_err(|e| format!("{e}: {said}"))?;
+        v.pointer("/member/ID")
+            .and_then(Value::as_str)
+            .map(|id| Some(id.to_string()))
+            .ok_or_else(|| format!("etcd did not add the learner: {said}"))
+    }
+
+    /// Remove the learner at `peer` through etcd's own API: its id, or `None` when there
+    /// is none.
+    pub fn remove_learner(&self, peer: &str) -> Result<Option<String>, String> {
+        let Some(id) = self.learner(peer)? else {
+            return Ok(None);
+        };
+        let said = self.call(
+            "/v3/cluster/member/remove",
+            &serde_json::json!({"ID": id}).to_string(),
+            Duration::from_secs(10),
+        )?;
+        if !said.contains("header") {
+            return Err(format!("etcd did not remove the learner: {said}"));
+        }
+        Ok(Some(id))
+    }
+
+    /// The id of the member whose peer URL is `peer`, as etcd lists it.
+    fn learner(&self, peer: &str) -> Result<Option<String>, String> {
+        let said = self.call("/v3/cluster/member/list", "{}", Duration::from_secs(10))?;
+        let v: Value = serde_json::from_str(&said).map_err(|e| format!("{e}: {said}"))?;
+        Ok(v["members"].as_array().and_then(|ms| {
+            ms.iter()
+                .find(|m| {
+                    m["peerURLs"]
+                        .as_array()
+                        .is_some_and(|p| p.iter().any(|u| u == peer))
+                })
+                .and_then(|m| m["ID"].as_str().map(str::to_string))
+        }))
+    }
 }

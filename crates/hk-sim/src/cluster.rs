@@ -35,6 +35,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use super::apiserver::EtcdMembers;
 use super::kube::api::{ClusterApi, KubeApi};
 use super::kube::events::{self, Involved, Source};
 use super::kube::logs::Logs;
@@ -709,9 +710,14 @@ pub struct Target<C> {
     /// its own address, and would undo the simulation's).
     pub service_endpoints: bool,
     /// Where etcd's quorum is modelled: the built-in server's store (its `/readyz/etcd`
-    /// and client writes fail without it). A real kube-apiserver runs over one real etcd
-    /// that the simulated servers' deaths do not reach: `None` there.
+    /// and client writes fail without it). A real kube-apiserver runs over a real etcd,
+    /// which keeps or loses its quorum itself: `None` there.
     pub quorum: Option<Store>,
+    /// `demo --apiserver`: the environment's real etcd, a member per server. A server that
+    /// dies takes its member down (its k3s.service's stops and starts are the demo's
+    /// `watch_k3s`'s), and etcd itself, not the simulation, then decides whether a write
+    /// commits.
+    pub members: Option<EtcdMembers>,
 }
 
 impl std::fmt::Debug for Target<Store> {
@@ -728,6 +734,7 @@ impl Target<Store> {
             quorum: Some(store.clone()),
             api: store,
             service_endpoints: true,
+            members: None,
         }
     }
 }
@@ -740,6 +747,7 @@ impl Target<KubeApi> {
             logs: None,
             service_endpoints: false,
             quorum: None,
+            members: None,
         }
     }
 }
@@ -757,6 +765,8 @@ struct ViewState {
     ready: BTreeMap<String, bool>,
     /// The servers that died (`holder-dies`): their k3s, etcd member included, is gone.
     dead: std::collections::BTreeSet<String>,
+    /// The servers whose k3s.service is stopped: their etcd member with it (k3s embeds it).
+    k3s_stopped: std::collections::BTreeSet<String>,
 }
 
 impl View {
@@ -779,8 +789,23 @@ impl View {
         self.lock().dead.contains(name)
     }
 
+    /// Whether server `name`'s etcd member is down: the server died or its k3s is stopped.
+    pub fn member_down(&self, name: &str) -> bool {
+        let v = self.lock();
+        v.dead.contains(name) || v.k3s_stopped.contains(name)
+    }
+
     fn set_dead(&self, name: &str) {
         self.lock().dead.insert(name.to_string());
+    }
+
+    fn set_k3s_stopped(&self, name: &str, stopped: bool) {
+        let mut v = self.lock();
+        if stopped {
+            v.k3s_stopped.insert(name.to_string());
+        } else {
+            v.k3s_stopped.remove(name);
+        }
     }
 
     fn set_holder(&self, holder: &str) {
@@ -1180,7 +1205,8 @@ pub async fn run<C: ClusterApi + Clone + 'static>(
             _ = cancel.cancelled() => return,
             // Without etcd's quorum nothing is committed: kube-vip can neither renew nor
             // take its Lease, no kubelet renews its node Lease and no controller posts a
-            // status (on a real API server as on the built-in one, whose store refuses).
+            // status (the built-in server's store refuses; over a real etcd the
+            // controllers try, and etcd refuses).
             _ = renew.tick(), if c.has_quorum() => c.renew().await,
             _ = kubelets.tick(), if c.has_quorum() => c.renew_node_leases().await,
             f = async {
@@ -1307,10 +1333,28 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
     }
 
     /// Whether a majority of the servers' etcd members lives: only then does etcd commit,
-    /// and only then may a controller write.
+    /// and only then may a controller write. Over a real etcd (`demo --apiserver`) etcd
+    /// itself decides: the controllers write, and without quorum the write fails there.
     fn has_quorum(&self) -> bool {
+        if self.t.members.is_some() {
+            return true;
+        }
         let n = self.dead.len();
-        n == 0 || (n - self.dead.iter().filter(|d| **d).count()) > n / 2
+        n == 0 || (n - self.members_down().len()) > n / 2
+    }
+
+    /// The servers whose etcd member is down: dead, or their k3s stopped (k3s embeds it).
+    fn members_down(&self) -> Vec<&str> {
+        self.env
+            .servers
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| {
+                self.dead.get(*i).copied().unwrap_or(false)
+                    || self.k3s.get(*i) == Some(&K3s::Stopped)
+            })
+            .map(|(_, (name, _))| name.as_str())
+            .collect()
     }
 
     fn logs(&self) -> Option<&Logs> {
@@ -1507,6 +1551,9 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             *k = K3s::Starting {
                 until: tokio::time::Instant::now() + Duration::from_secs(K3S_START_S),
             };
+            // Its etcd member is up again at once (it starts before the API server).
+            self.view.set_k3s_stopped(&self.env.servers[i].0, false);
+            self.etcd_quorum();
             tracing::info!(
                 env = %self.env.name,
                 server = %self.env.servers[i].0,
@@ -1520,6 +1567,8 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
     fn k3s_stops(&mut self, i: usize) {
         if let Some(k) = self.k3s.get_mut(i) {
             *k = K3s::Stopped;
+            self.view.set_k3s_stopped(&self.env.servers[i].0, true);
+            self.etcd_quorum();
         }
     }
 
@@ -1683,6 +1732,12 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
                         .apply(kubernetes_endpoints(&self.env, &self.dead))
                         .await;
                 }
+                // Its real etcd member dies with it (after its death was written).
+                if let (Some(m), Some((name, _))) = (&self.t.members, self.env.servers.get(h)) {
+                    if let Err(why) = m.stop(name) {
+                        tracing::warn!("simulated cluster: {name}'s etcd member: {why}");
+                    }
+                }
                 self.etcd_quorum();
             }
             Fault::AgentDrifts { .. } if !self.has_quorum() => {
@@ -1713,13 +1768,7 @@ impl<C: ClusterApi + Clone + 'static> Controllers<C> {
             return;
         };
         let n = self.dead.len();
-        let down: Vec<&str> = self
-            .dead
-            .iter()
-            .zip(&self.env.servers)
-            .filter(|(d, _)| **d)
-            .map(|(_, (name, _))| name.as_str())
-            .collect();
+        let down = self.members_down();
         let why = (n > 0 && n - down.len() < n / 2 + 1).then(|| {
             format!(
                 "{} of {n} etcd members down ({}): no quorum",

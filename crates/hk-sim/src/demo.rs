@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use super::apiserver::{RealApiServer, RealCluster};
+use super::apiserver::{EtcdMembers, MemberSpec, RealApiServer, RealCluster};
 use super::cluster::{self, ClusterInput, SimEnv};
 use super::demo_repo::{self, AddressPlan};
 use super::kube::{SimKube, SimKubeConfig};
@@ -72,8 +72,8 @@ pub struct Demo {
     injector: FaultInjector,
 }
 
-/// `demo --apiserver`'s real API servers: one per environment, over one etcd. The servers
-/// are dropped (stopped) before the etcd.
+/// `demo --apiserver`'s real API servers: one per environment, each over its environment's
+/// etcd (a member per server). The servers are dropped (stopped) before the etcd.
 #[derive(Debug)]
 pub struct RealApis {
     pub servers: BTreeMap<String, RealApiServer>,
@@ -139,6 +139,8 @@ struct EnvFaults {
     gateways: Vec<(String, Arc<Mutex<NodeState>>)>,
     /// The servers' (host, state): their etcd members.
     members: Vec<(String, Arc<Mutex<NodeState>>)>,
+    /// `--apiserver`: the environment's real etcd members (learners are added there).
+    etcd: Option<EtcdMembers>,
 }
 
 /// Injects faults into a running simulation, one typed line at a time (`:fault prod
@@ -229,7 +231,11 @@ impl FaultInjector {
                 )
             }
             Fault::EtcdLearnerAdded | Fault::EtcdLearnerRemoved => {
-                let said = set_learner(&e.members, matches!(fault, Fault::EtcdLearnerAdded));
+                let added = matches!(fault, Fault::EtcdLearnerAdded);
+                let said = match &e.etcd {
+                    Some(real) => set_real_learner_within(real, added, LEARNER_WAIT),
+                    None => set_learner(&e.members, added),
+                };
                 tracing::info!(env, fault = fault.name(), said = %said, "fault injected");
                 return Ok(format!("{env}: {said}"));
             }
@@ -296,6 +302,63 @@ type NodeStates = [(String, Arc<Mutex<NodeState>>)];
 /// The unstarted learner's id and peer URL in `members`' etcd (the next address after the
 /// last member's, as a server being joined would have).
 const LEARNER_PEER: &str = "https://192.0.2.250:2380";
+
+/// How long a live learner fault waits for the real etcd's answer: the console's `:fault`
+/// waits on it, and an etcd without quorum answers a membership change only when it
+/// gives up.
+const LEARNER_WAIT: Duration = Duration::from_secs(3);
+
+/// How long a learner change is retried while etcd calls its cluster unhealthy.
+const LEARNER_RETRY: Duration = Duration::from_secs(15);
+
+/// [`set_real_learner`] on a thread of its own, its answer waited for at most `wait`; then
+/// a line saying etcd has not answered yet (the change goes on, and is made if etcd does).
+fn set_real_learner_within(etcd: &EtcdMembers, added: bool, wait: Duration) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let etcd = etcd.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(set_real_learner(&etcd, added));
+    });
+    rx.recv_timeout(wait).unwrap_or_else(|_| {
+        format!(
+            "etcd has not answered within {} s (has it quorum?); the learner is {} if and when it does",
+            wait.as_secs(),
+            if added { "added" } else { "removed" }
+        )
+    })
+}
+
+/// `--apiserver`: add (`added`) or remove the unstarted learner in the real etcd, through
+/// its own API. One line saying what happened, or that it already was so.
+fn set_real_learner(etcd: &EtcdMembers, added: bool) -> String {
+    // etcd refuses a membership change while its members have not been connected a while
+    // (`unhealthy cluster`: just started, or a leader just moved); a join retries.
+    let t0 = std::time::Instant::now();
+    let said = loop {
+        let said = if added {
+            etcd.add_learner(LEARNER_PEER)
+        } else {
+            etcd.remove_learner(LEARNER_PEER)
+        };
+        match &said {
+            Err(why) if why.contains("unhealthy cluster") && t0.elapsed() < LEARNER_RETRY => {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            _ => break said,
+        }
+    };
+    match (said, added) {
+        (Ok(Some(id)), true) => format!(
+            "etcd member {id} added as a learner at {LEARNER_PEER}, never started (a join that stopped half way; etcd's own membership)"
+        ),
+        (Ok(None), true) => {
+            format!("a learner at {LEARNER_PEER} is already a member; nothing changed")
+        }
+        (Ok(Some(id)), false) => format!("learner {id} removed from etcd's membership"),
+        (Ok(None), false) => format!("no learner at {LEARNER_PEER} to remove; nothing changed"),
+        (Err(why), _) => format!("etcd refused: {why}; nothing changed"),
+    }
+}
 
 /// Add (`added`) or remove an unstarted learner in every member's view of the membership.
 /// One line saying what happened, or that it already was so.
@@ -724,13 +787,18 @@ async fn start_demo(
             .any(|e| e.servers.first().is_some_and(|s| &s.name == host));
         if let Some(env) = env_of.get(host).and_then(|e| repo.environment(e)) {
             node.etcd = Some(sim_etcd(env, host, &plan.hosts));
+            // --apiserver: etcd's client API on the server is its real member's.
+            node.etcd_real = real
+                .as_ref()
+                .and_then(|r| r.cluster.etcd(&env.name))
+                .and_then(|m| m.client_url(host));
             write_k3s_etcd_tls(&mut node);
         }
         let state = Arc::new(Mutex::new(node));
         let userland = match &sandbox {
             Some(sb) => {
                 let env = env_of.get(host).cloned();
-                let (u, endpoint) = node_userland(
+                let (u, endpoint, urls) = node_userland(
                     sb,
                     dir,
                     host,
@@ -740,16 +808,16 @@ async fn start_demo(
                     kubectl.as_deref(),
                 )
                 .await?;
-                if let Some(e) = endpoint {
+                if let Some((client, metrics)) = urls {
                     endpoint_vars.insert(
                         host.clone(),
                         vec![
-                            (etcd_vars::VAR_CLIENT_URL.into(), e.client_url.clone()),
-                            (etcd_vars::VAR_METRICS_URL.into(), e.metrics_url.clone()),
+                            (etcd_vars::VAR_CLIENT_URL.into(), client),
+                            (etcd_vars::VAR_METRICS_URL.into(), metrics),
                         ],
                     );
-                    etcd_endpoints.push(e);
                 }
+                etcd_endpoints.extend(endpoint);
                 Some(u)
             }
             None => None,
@@ -912,8 +980,33 @@ async fn start_demo(
             .iter()
             .filter_map(|(h, _)| nodes.get(h).map(|n| (h.clone(), n.state())))
             .collect();
+        // --apiserver: the environment's real etcd members, which its servers' faults stop
+        // and where its learners are added.
+        let etcd_members = real
+            .as_ref()
+            .and_then(|r| r.cluster.etcd(&sim_env.name))
+            .cloned();
         // The SSH side of the faults: the gateways' tunnels, the servers' etcd membership.
         for (at, fault) in &faults {
+            if let (Some(etcd), Fault::EtcdLearnerAdded | Fault::EtcdLearnerRemoved) =
+                (&etcd_members, fault)
+            {
+                let (etcd, at, c) = (etcd.clone(), *at, cancel.clone());
+                let added = matches!(fault, Fault::EtcdLearnerAdded);
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = c.cancelled() => {}
+                        _ = tokio::time::sleep(at) => {
+                            let said = tokio::task::spawn_blocking(move || {
+                                set_real_learner(&etcd, added)
+                            })
+                            .await;
+                            tracing::info!("scenario: {said:?}");
+                        }
+                    }
+                });
+                continue;
+            }
             let (nodes_of, act): (_, fn(&NodeStates)) = match fault {
                 Fault::VpnDown => (gateways.clone(), |g| {
                     set_tunnels(g, false);
@@ -942,7 +1035,18 @@ async fn start_demo(
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         for (i, (host, _)) in sim_env.servers.iter().enumerate() {
             if let Some(node) = nodes.get(host) {
-                tokio::spawn(watch_k3s(node.state(), i, tx.clone(), cancel.clone()));
+                let member = etcd_members.clone().map(|m| RealMember {
+                    members: m,
+                    host: host.clone(),
+                    view: view.clone(),
+                });
+                tokio::spawn(watch_k3s(
+                    node.state(),
+                    i,
+                    member,
+                    tx.clone(),
+                    cancel.clone(),
+                ));
                 tokio::spawn(follow_vip(
                     node.state(),
                     host.clone(),
@@ -961,6 +1065,7 @@ async fn start_demo(
                 cluster: tx,
                 gateways,
                 members,
+                etcd: etcd_members.clone(),
             },
         );
         let real_client = real
@@ -970,8 +1075,10 @@ async fn start_demo(
         match (real_client, kubes.get(&sim_env.name)) {
             (Some(client), _) => {
                 let changes = cluster::Changes::watch(&client, &cancel);
+                let mut target = cluster::Target::real(client);
+                target.members = etcd_members;
                 tokio::spawn(cluster::run(
-                    cluster::Target::real(client),
+                    target,
                     changes,
                     view,
                     sim_env,
@@ -1080,8 +1187,9 @@ async fn start_demo(
     })
 }
 
-/// `demo --apiserver DIR`: etcd, then every environment's kube-apiserver on its VIP, all
-/// on one port (the repo names one API port for every environment), started together.
+/// `demo --apiserver DIR`: each environment's etcd (a member per server), then every
+/// environment's kube-apiserver on its VIP over its own etcd, all on one port (the repo
+/// names one API port for every environment), started together.
 async fn start_real(
     bin: &Path,
     dir: &Path,
@@ -1093,30 +1201,66 @@ async fn start_real(
         .iter()
         .map(|e| IpAddr::V4(plan.vips[&e.name]))
         .collect();
+    // One etcd member per server of each environment, named after it, on its address.
+    let etcds: Vec<(String, Vec<MemberSpec>)> = repo
+        .environments
+        .iter()
+        .map(|e| {
+            let members = e
+                .servers
+                .iter()
+                .map(|s| MemberSpec {
+                    name: s.name.clone(),
+                    ip: IpAddr::V4(
+                        plan.hosts
+                            .get(&s.name)
+                            .copied()
+                            .unwrap_or(Ipv4Addr::LOCALHOST),
+                    ),
+                })
+                .collect();
+            (e.name.clone(), members)
+        })
+        .collect();
     let t0 = std::time::Instant::now();
-    let cluster = RealCluster::start(bin, &dir.join(".apiserver"), &vips).await?;
-    let port = super::apiserver::common_free_port(&vips).ok_or_else(|| {
-        DemoError::Start("demo --apiserver: no port free on every environment's VIP".into())
-    })?;
-    let started = futures::future::join_all(repo.environments.iter().map(|e| {
-        cluster.start_apiserver(
-            &e.name,
-            SocketAddr::new(IpAddr::V4(plan.vips[&e.name]), port),
-        )
-    }))
-    .await;
-    let mut servers = BTreeMap::new();
-    for s in started {
-        let s = s?;
-        servers.insert(s.env.clone(), s);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let mut cluster = RealCluster::spawn(bin, &dir.join(".apiserver"), &vips, &etcds)?;
+        let port = super::apiserver::common_free_port(&vips).ok_or_else(|| {
+            DemoError::Start("demo --apiserver: no port free on every environment's VIP".into())
+        })?;
+        // The API servers start while etcd elects its leaders (each waits for its etcd).
+        let apis = futures::future::try_join_all(repo.environments.iter().map(|e| {
+            cluster.start_apiserver(
+                &e.name,
+                SocketAddr::new(IpAddr::V4(plan.vips[&e.name]), port),
+            )
+        }));
+        match futures::future::try_join(cluster.wait_etcds(), apis).await {
+            Ok((etcd_took, started)) => {
+                cluster.etcd_startup = etcd_took;
+                let servers: BTreeMap<String, RealApiServer> =
+                    started.into_iter().map(|s| (s.env.clone(), s)).collect();
+                tracing::info!(
+                    "demo --apiserver: etcd and {} kube-apiserver(s) serving after {:?} (etcd after {etcd_took:?})",
+                    servers.len(),
+                    t0.elapsed(),
+                );
+                return Ok(RealApis { servers, cluster });
+            }
+            // A member's port taken by another process before etcd bound it: everything
+            // again, on new ports.
+            Err(e) if super::apiserver::port_taken(&e) && tries < REAL_START_TRIES => {
+                tracing::info!("demo --apiserver: {e}; starting again on new ports");
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
-    tracing::info!(
-        "demo --apiserver: etcd and {} kube-apiserver(s) serving after {:?}",
-        servers.len(),
-        t0.elapsed()
-    );
-    Ok(RealApis { servers, cluster })
 }
+
+/// How many times `demo --apiserver` starts its servers again when a port was taken.
+const REAL_START_TRIES: usize = 4;
 
 /// Where the demo writes `env`'s kubeconfig: `.cache/NAME` inside the demo's copy of the
 /// repo, as the console reads it. The directory is made if the repo has none (a fresh clone
@@ -1198,16 +1342,54 @@ fn sim_env_of(
 /// How often the demo looks at a server's k3s.service for a (re)start or a stop.
 const K3S_LOOK: Duration = Duration::from_millis(200);
 
+/// A server's real etcd member (`demo --apiserver`): k3s embeds it, so it stops and starts
+/// with the server's k3s.service, and never starts on a server that died.
+struct RealMember {
+    members: EtcdMembers,
+    host: String,
+    view: cluster::View,
+}
+
+impl RealMember {
+    /// The member follows its k3s: `Some(true)` started, `Some(false)` stopped, `None`
+    /// restarted (stopped, then started).
+    fn follow(&self, started: Option<bool>) {
+        let said = match started {
+            Some(false) => self.members.stop(&self.host).map(|_| ()),
+            _ if self.view.dead(&self.host) => Ok(()),
+            Some(true) => self.members.start(&self.host).map(|_| ()),
+            None => self
+                .members
+                .stop(&self.host)
+                .and_then(|_| self.members.start(&self.host))
+                .map(|_| ()),
+        };
+        if let Err(why) = said {
+            tracing::warn!(
+                "demo --apiserver: {}'s etcd member with its k3s: {why}",
+                self.host
+            );
+        }
+    }
+}
+
 /// Tell the cluster of server `server` (0-based) what commands on the node did to its
 /// k3s.service: each (re)start (a new ActiveEnterTimestamp) and each stop. The node is
 /// the SSH side's and the controllers the cluster's; this look is the one wire between
 /// them, so a playbook's `systemctl restart k3s` has the effect a real one has on the VIP.
-async fn watch_k3s(
+/// With `--apiserver`, the server's real etcd `member` stops and starts with it, here and
+/// not in the controllers: a write they wait on without quorum must not hold a member's
+/// start back.
+///
+/// The unit is looked at first when this is called, not when the task first runs: a
+/// change made right after the demo started (before its tasks ran) is not missed.
+fn watch_k3s(
     state: Arc<Mutex<NodeState>>,
     server: usize,
+    member: Option<RealMember>,
     tx: UnboundedSender<ClusterInput>,
     cancel: CancellationToken,
-) {
+) -> impl std::future::Future<Output = ()> {
     let look = |s: &Arc<Mutex<NodeState>>| {
         s.lock().ok().and_then(|n| {
             n.units
@@ -1216,26 +1398,35 @@ async fn watch_k3s(
         })
     };
     let mut was = look(&state);
-    let mut tick = tokio::time::interval(K3S_LOOK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let now = look(&state);
-        let said = match (was, now) {
-            (Some((true, before)), Some((true, since))) if since != before => {
-                Some(ClusterInput::K3sStarted { server })
+    async move {
+        let mut tick = tokio::time::interval(K3S_LOOK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tick.tick() => {}
             }
-            (Some((false, _)) | None, Some((true, _))) => Some(ClusterInput::K3sStarted { server }),
-            (Some((true, _)), Some((false, _)) | None) => Some(ClusterInput::K3sStopped { server }),
-            _ => None,
-        };
-        was = now;
-        if let Some(input) = said {
-            if tx.send(input).is_err() {
-                return;
+            let now = look(&state);
+            let (said, started) = match (was, now) {
+                (Some((true, before)), Some((true, since))) if since != before => {
+                    (Some(ClusterInput::K3sStarted { server }), None)
+                }
+                (Some((false, _)) | None, Some((true, _))) => {
+                    (Some(ClusterInput::K3sStarted { server }), Some(true))
+                }
+                (Some((true, _)), Some((false, _)) | None) => {
+                    (Some(ClusterInput::K3sStopped { server }), Some(false))
+                }
+                _ => (None, None),
+            };
+            was = now;
+            if let (Some(m), Some(_)) = (&member, &said) {
+                m.follow(started);
+            }
+            if let Some(input) = said {
+                if tx.send(input).is_err() {
+                    return;
+                }
             }
         }
     }
@@ -1347,7 +1538,7 @@ async fn node_userland(
     state: &Arc<Mutex<NodeState>>,
     kubeconfig: Option<&PathBuf>,
     kubectl: Option<&Path>,
-) -> Result<(Arc<Userland>, Option<super::etcd_endpoint::EtcdEndpoint>), DemoError> {
+) -> Result<NodeUserland, DemoError> {
     let fail = |what: &str, e: &dyn std::fmt::Display| {
         DemoError::Start(format!("demo --userland: node {host}: {what}: {e}"))
     };
@@ -1361,13 +1552,30 @@ async fn node_userland(
     )
     .await
     .map_err(|e| fail("making its root", &e))?;
-    let server = {
+    let (server, real) = {
         let s = state.lock().map_err(|_| fail("its state", &"poisoned"))?;
         u.seed_from(&s).map_err(|e| fail("seeding its root", &e))?;
-        s.etcd.is_some()
+        (s.etcd.is_some(), s.etcd_real.clone())
     };
     if !server {
-        return Ok((u, None));
+        return Ok((u, None, None));
+    }
+    if let Some(k) = kubectl {
+        u.add_program(k)
+            .map_err(|e| fail("giving it kubectl", &e))?;
+    }
+    if let Some(kc) = kubeconfig {
+        let text = std::fs::read(kc).map_err(|e| fail("reading the kubeconfig", &e))?;
+        for at in ["/etc/rancher/k3s/k3s.yaml", "/root/.kube/config"] {
+            u.write_file(at, &text, 0o600)
+                .map_err(|e| fail("writing its kubeconfig", &e))?;
+        }
+    }
+    // With --apiserver the server has a real etcd member of its own: its real curl asks
+    // that member itself (plain HTTP on the server's address), metrics included.
+    if let Some(url) = real {
+        let metrics = format!("{url}/metrics");
+        return Ok((u, None, Some((url, metrics))));
     }
     let endpoint = super::etcd_endpoint::start(IpAddr::V4(addr), state.clone())
         .await
@@ -1381,19 +1589,17 @@ async fn node_userland(
         u.write_file(&format!("{tls}/{file}"), pem.as_bytes(), 0o600)
             .map_err(|e| fail("writing its etcd certificates", &e))?;
     }
-    if let Some(kc) = kubeconfig {
-        let text = std::fs::read(kc).map_err(|e| fail("reading the kubeconfig", &e))?;
-        for at in ["/etc/rancher/k3s/k3s.yaml", "/root/.kube/config"] {
-            u.write_file(at, &text, 0o600)
-                .map_err(|e| fail("writing its kubeconfig", &e))?;
-        }
-    }
-    if let Some(k) = kubectl {
-        u.add_program(k)
-            .map_err(|e| fail("giving it kubectl", &e))?;
-    }
-    Ok((u, Some(endpoint)))
+    let urls = (endpoint.client_url.clone(), endpoint.metrics_url.clone());
+    Ok((u, Some(endpoint), Some(urls)))
 }
+
+/// A node's userland, its etcd endpoints when the demo serves them, and the client and
+/// metrics URLs its etcd is read at (servers only).
+type NodeUserland = (
+    Arc<Userland>,
+    Option<super::etcd_endpoint::EtcdEndpoint>,
+    Option<(String, String)>,
+);
 
 /// The machine's `kubectl` (`--apiserver`'s directory first, then PATH), which a userland
 /// server gets as k3s gives one; None: the servers have none, and say so when asked.
@@ -1449,7 +1655,8 @@ fn fixed_api_port(repo: &Repo) -> Result<Option<u16>, DemoError> {
     }
 }
 
-/// Keep the servers' etcd members in step with their deaths: a dead server's member stops
+/// Keep the servers' etcd members in step with their deaths and their k3s.service's stops
+/// (k3s embeds the member): a dead or stopped server's member stops
 /// (its metrics listener refuses); while a majority lives, a leader that died is replaced
 /// by the first live member (an election); without a majority no member leads and none
 /// sees a leader, as etcd's own members report it.
@@ -1465,7 +1672,7 @@ async fn follow_etcd(
             _ = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let alive: Vec<bool> = members.iter().map(|(h, _)| !view.dead(h)).collect();
+        let alive: Vec<bool> = members.iter().map(|(h, _)| !view.member_down(h)).collect();
         let quorum = alive.iter().filter(|a| **a).count() > members.len() / 2;
         let leads = |s: &Arc<Mutex<NodeState>>| s.lock().is_ok_and(|n| n.etcd_leader);
         let leader = if !quorum {

@@ -5,7 +5,8 @@
 //! - [`demo_repo`]: the embedded sample moved onto loopback.
 //! - [`scenario`]: the scenario files and their parser.
 //! - [`kube`]: the simulated Kubernetes API server (TLS, real JSON, list/watch).
-//! - [`apiserver`]: `demo --apiserver`: a real etcd and kube-apiserver per environment.
+//! - [`apiserver`]: `demo --apiserver`: per environment a real etcd (a member per server) and
+//!   a kube-apiserver over it.
 //! - [`cluster`]: one simulated k3s cluster's objects and controllers on that server.
 //! - [`ssh`]: the simulated nodes' SSH servers (russh server side), one per inventory host;
 //!   [`channel`]: how one of their channels ends.

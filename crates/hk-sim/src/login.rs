@@ -205,6 +205,20 @@ impl System for NodeSession {
         };
         let uid = self.effective_uid();
         let cwd = self.cwd.clone();
+        if base == "curl" {
+            // Decided under the node's lock; a real etcd member asked outside it.
+            return self
+                .with_state(|s| {
+                    let cx = Cx {
+                        user: &user,
+                        uid,
+                        cwd: &cwd,
+                    };
+                    curl(s, &cx, args)
+                })
+                .map(Curl::run)
+                .map(loud_on_unmodelled_paths);
+        }
         self.with_state(|s| {
             let cx = Cx {
                 user: &user,
@@ -353,7 +367,7 @@ fn utility(
     Some(match name {
         "systemctl" => systemctl(s, args),
         "journalctl" => journalctl(s, args),
-        "curl" => curl(s, cx, args),
+        "curl" => curl(s, cx, args).run(),
         "cat" => cat(s, cx, args, stdin),
         "grep" => grep(s, cx, args, stdin),
         "head" | "tail" => head_tail(s, cx, name == "head", args, stdin),
@@ -1041,7 +1055,121 @@ fn journalctl(s: &NodeState, args: &[String]) -> Output {
 
 // ---- curl ----
 
-fn curl(s: &NodeState, cx: &Cx, args: &[String]) -> Output {
+/// How long a `curl` given no `--max-time` waits for a real member, at most.
+const CURL_NO_MAX_TIME: Duration = Duration::from_secs(300);
+
+/// What `curl` does: answered from the model, or asked of the server's real etcd member
+/// (`demo --apiserver`), which is done outside the node's lock: a member without quorum
+/// may take the whole `--max-time`.
+enum Curl {
+    Done(Output),
+    Forward(Forward),
+}
+
+impl Curl {
+    fn run(self) -> Output {
+        match self {
+            Curl::Done(o) => o,
+            Curl::Forward(f) => f.run(),
+        }
+    }
+}
+
+/// One call to a real etcd member on behalf of the server's `curl`.
+struct Forward {
+    url: String,
+    method: &'static str,
+    body: Option<String>,
+    max_time: Duration,
+    /// The port the command dialled on 127.0.0.1, for curl's words.
+    port: u16,
+    silent: bool,
+    show_error: bool,
+    /// For the metrics: the simulated text, whose leadership lines the member's replace.
+    metrics: Option<String>,
+}
+
+/// The leadership lines etcd's metrics carry, read from the real member.
+const LEADERSHIP: [&str; 3] = [
+    "etcd_server_is_leader",
+    "etcd_server_has_leader",
+    "etcd_server_leader_changes_seen_total",
+];
+
+impl Forward {
+    fn run(self) -> Output {
+        let t0 = Instant::now();
+        let said = super::apiserver::http_call(
+            &self.url,
+            self.method,
+            self.body.as_deref(),
+            self.max_time,
+        );
+        let ms = t0.elapsed().as_millis();
+        let error = |code: i32, msg: String| {
+            let text = if !self.silent || self.show_error {
+                format!("curl: ({code}) {msg}\n")
+            } else {
+                String::new()
+            };
+            Output::fail(code, text)
+        };
+        use super::apiserver::HttpFail;
+        match said {
+            Ok((_, body)) => match &self.metrics {
+                None => Output::ok(body),
+                Some(sim) => Output::ok(with_leadership_of(sim, &body)),
+            },
+            Err(HttpFail::Refused) => error(
+                7,
+                format!(
+                    "Failed to connect to 127.0.0.1 port {} after {ms} ms: Couldn't connect to server",
+                    self.port
+                ),
+            ),
+            Err(HttpFail::TimedOut) => error(
+                28,
+                format!("Operation timed out after {ms} milliseconds with 0 bytes received"),
+            ),
+            Err(HttpFail::Other(why)) => error(56, format!("Recv failure: {why}")),
+        }
+    }
+}
+
+/// The simulated metrics `sim` with each leadership line ([`LEADERSHIP`]) as the real
+/// member's `real` metrics say it.
+fn with_leadership_of(sim: &str, real: &str) -> String {
+    let value = |name: &str| {
+        real.lines().find_map(|l| {
+            l.strip_prefix(name)
+                .and_then(|r| r.strip_prefix(' '))
+                .map(str::trim)
+        })
+    };
+    let mut out = String::with_capacity(sim.len());
+    for line in sim.lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        match (LEADERSHIP.contains(&name), value(name)) {
+            (true, Some(v)) => out.push_str(&format!("{name} {v}")),
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn curl(s: &NodeState, cx: &Cx, args: &[String]) -> Curl {
+    let mut forward = None;
+    let out = curl_model(s, cx, args, &mut forward);
+    match forward {
+        Some(f) => Curl::Forward(f),
+        None => Curl::Done(out),
+    }
+}
+
+/// `curl` as the model answers it; where the server's real etcd member answers instead,
+/// `forward` is set (and the output is nothing).
+fn curl_model(s: &NodeState, cx: &Cx, args: &[String], forward: &mut Option<Forward>) -> Output {
     let mut fail = false;
     let mut silent = false;
     let mut show_error = false;
@@ -1049,6 +1177,7 @@ fn curl(s: &NodeState, cx: &Cx, args: &[String]) -> Output {
     let mut url = None;
     let mut method = None;
     let mut data = None;
+    let mut max_time = None;
     // --cacert, --cert, --key
     let mut tls: [Option<String>; 3] = [None, None, None];
     let mut k = 0;
@@ -1066,6 +1195,17 @@ fn curl(s: &NodeState, cx: &Cx, args: &[String]) -> Output {
                     "--cacert" => tls[0] = Some(v.clone()),
                     "--cert" => tls[1] = Some(v.clone()),
                     "--key" => tls[2] = Some(v.clone()),
+                    "--max-time" | "-m" => {
+                        let Some(t) = v.parse::<f64>().ok().filter(|t| *t > 0.0) else {
+                            return Output::fail(
+                                2,
+                                format!(
+                                    "curl: option {a}: expected a proper numerical parameter\n"
+                                ),
+                            );
+                        };
+                        max_time = Some(Duration::from_secs_f64(t.min(86_400.0)));
+                    }
                     _ => {}
                 }
                 k += 1;
@@ -1177,6 +1317,19 @@ fn curl(s: &NodeState, cx: &Cx, args: &[String]) -> Output {
             // The gateway serves its v3 API on POST only.
             return Output::ok(r#"{"code":5,"message":"Not Found"}"#);
         }
+        if let Some(real) = &s.etcd_real {
+            *forward = Some(Forward {
+                url: format!("{}{path}", real.trim_end_matches('/')),
+                method: "POST",
+                body: Some(data.clone().unwrap_or_default()),
+                max_time: max_time.unwrap_or(CURL_NO_MAX_TIME),
+                port: 2379,
+                silent,
+                show_error,
+                metrics: None,
+            });
+            return Output::ok("");
+        }
         return match member.answer(path, s.etcd_db_size()) {
             Some(body) => Output::ok(body),
             None => Output::ok(r#"{"code":5,"message":"Not Found"}"#),
@@ -1185,7 +1338,22 @@ fn curl(s: &NodeState, cx: &Cx, args: &[String]) -> Output {
     // k3s's etcd metrics listener on the server's loopback: served while k3s runs.
     if url_norm == "http://127.0.0.1:2381/metrics" {
         return match s.units.get("k3s.service") {
-            Some(u) if u.state == UnitState::Active && s.etcd_up => Output::ok(s.etcd_metrics()),
+            Some(u) if u.state == UnitState::Active && s.etcd_up => {
+                if let Some(real) = &s.etcd_real {
+                    *forward = Some(Forward {
+                        url: format!("{}/metrics", real.trim_end_matches('/')),
+                        method: "GET",
+                        body: None,
+                        max_time: max_time.unwrap_or(CURL_NO_MAX_TIME),
+                        port: 2381,
+                        silent,
+                        show_error,
+                        metrics: Some(s.etcd_metrics()),
+                    });
+                    return Output::ok("");
+                }
+                Output::ok(s.etcd_metrics())
+            }
             _ => error(
                 7,
                 "Failed to connect to 127.0.0.1 port 2381 after 0 ms: Connection refused".into(),

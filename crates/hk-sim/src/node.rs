@@ -492,6 +492,10 @@ pub struct NodeState {
     pub etcd_has_leader: bool,
     /// This server's etcd member as etcd's client API shows it (servers only).
     pub etcd: Option<SimEtcd>,
+    /// `demo --apiserver`: this server's REAL etcd member's client URL (plain HTTP on
+    /// loopback). etcd's client API on the server (`curl https://127.0.0.1:2379/...`) is
+    /// then that member's answer, and the metrics' leadership its own.
+    pub etcd_real: Option<String>,
     /// The control-plane VIP while this server's kube-vip holds the Lease: kube-vip adds it
     /// to the default interface as a /32 and removes it when leadership goes.
     pub vip_held: Option<Ipv4Addr>,
@@ -708,6 +712,7 @@ impl NodeState {
             etcd_up: true,
             etcd_has_leader: true,
             etcd: None,
+            etcd_real: None,
             vip_held: None,
             reboot_at_ms: None,
             down: false,
