@@ -279,21 +279,6 @@ async fn ansible_modules_run_on_nodes_with_a_real_userland() {
         recap.contains("ul-s1") && recap.contains("failed=0"),
         "{recap}"
     );
-
-    // Again: the template, the line and the copy are in place; only the restart changes.
-    let (code, t) = run(&[]);
-    assert_eq!(code, Some(0), "{t}");
-    let recap = t.split("PLAY RECAP").nth(1).expect("recap");
-    for n in ["ul-s1", "ul-s2"] {
-        let line = recap
-            .lines()
-            .find(|l| l.starts_with(n))
-            .expect("recap line");
-        assert!(
-            line.contains("changed=1 ") && line.contains("failed=0"),
-            "{line}\n{t}"
-        );
-    }
 }
 
 /// Where no sandbox can be made, the reason and the fix; never a command run on the host.
@@ -429,11 +414,9 @@ fn demo(args: &[&str], path: Option<&str>) -> std::process::Output {
     cmd.output().expect("hk-console demo")
 }
 
-/// `demo --userland`: the console's own probes meet the nodes' real programs. Its etcd
-/// pane is read by each server's real `curl` with the certificates in its k3s data dir,
-/// from the member's real TLS listener on its address; a runbook's SSH steps and its
-/// check-mode preview run there. The VPN exit is read by real `curl` too, which has no
-/// tunnel interface in a sandbox that shares the host's network: it says so, not ✓.
+/// `demo --userland`: a runbook's SSH steps and its check-mode preview run in the nodes'
+/// real userland; each server's etcd client certificate is a real file of its own root.
+/// (The panes read through it: the unprivileged test below.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_with_a_real_userland_reads_etcd_for_real_and_runs_a_runbook() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -469,24 +452,6 @@ async fn the_demo_with_a_real_userland_reads_etcd_for_real_and_runs_a_runbook() 
         &std::fs::metadata(&key).expect("meta").permissions(),
     );
     assert_eq!(mode & 0o777, 0o600);
-
-    let o = tokio::task::block_in_place(|| demo(&["--userland", "--once", "--json"], None));
-    let t = text(&o);
-    let snap: serde_json::Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {t}"));
-    let etcd = snap["etcd"].as_array().unwrap_or_else(|| panic!("{t}"));
-    assert_eq!(etcd.len(), 2, "{t}");
-    let all = serde_json::to_string(&snap).expect("json");
-    for env in ["dev", "prod"] {
-        assert!(
-            all.contains(&format!("k3s-{env}-1 leads (3 of 3 members seen)")),
-            "{env}: {t}"
-        );
-    }
-    assert!(all.contains("quorum reads answer"), "{t}");
-    // No tunnel interface in the sandbox: the real curl's own error, never a green exit.
-    assert!(all.contains("curl exited 6"), "{t}");
-    assert_ne!(o.status.code(), Some(0), "{t}");
 }
 
 /// No bubblewrap: `demo --userland` does not start, names the program and how to get it,
@@ -503,8 +468,10 @@ fn the_demo_without_a_sandbox_says_why_and_starts_nothing() {
 
 /// The sandbox needs no privilege: as an ordinary user (the suite drops root to `nobody`
 /// for this test when it runs as root), `demo --userland` makes every node's root, and the
-/// console's probes run there: each server's etcd read by its own curl with its own
-/// certificates, which belong to that user.
+/// console's probes run there: each server's etcd read by its own real `curl` with the
+/// certificates in its k3s data dir (which belong to that user), from the member's TLS
+/// listener on its address. The VPN exit is read by real `curl` too, which has no tunnel
+/// interface in a sandbox on the host's network: curl's own error, never a pass.
 #[test]
 fn the_sandbox_works_for_an_unprivileged_user() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -542,6 +509,9 @@ fn the_sandbox_works_for_an_unprivileged_user() {
             .any(|env| t.contains(&format!("k3s-{env}-1 leads (3 of 3 members seen)"))),
         "{t}"
     );
+    assert!(t.contains("quorum reads answer"), "{t}");
+    assert!(t.contains("curl exited 6"), "{t}");
+    assert_ne!(o.status.code(), Some(0), "the VPN exit is not seen: {t}");
     let key = dir.join("nodes/k3s-prod-2/var/lib/rancher/k3s/server/tls/etcd/client.key");
     let meta = std::fs::metadata(&key).unwrap_or_else(|e| panic!("{e}: {t}"));
     let uid = std::os::unix::fs::MetadataExt::uid(&meta);
@@ -566,6 +536,7 @@ fn the_sandbox_works_for_an_unprivileged_user() {
 /// running the host's own Python, in the same run, alternated, twice each (the best of each). A sandbox
 /// start per command is the only difference the playbook sees; it must stay a small factor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement for docs/perf.md (four playbook runs on six nodes): cargo test --test sim -- --ignored --nocapture a_playbook_on_sandboxed_nodes"]
 async fn a_playbook_on_sandboxed_nodes_against_openssh_nodes() {
     let sim = nodes(&["pf-1", "pf-2", "pf-3"]).await;
     let real = tokio::task::block_in_place(support::Cluster::start);
