@@ -639,7 +639,14 @@ async fn a_full_quota_raises_nospace_and_the_preflight_refuses() {
     let repo = lab.repo();
     let p = lab.probe(&repo);
     let pane = look(&p, &repo).await;
-    assert_eq!(refusals(&pane), Vec::<String>::new(), "{pane:#?}");
+    // Before the writes: no alarm and a DB well inside its quota. (Not "no refusal at all":
+    // on a loaded machine a fresh member's real WAL fsync can pass the pre-flight's 1 s,
+    // which is that rule working, not this test's concern; seen once in a full run.)
+    let about_space: Vec<String> = refusals(&pane)
+        .into_iter()
+        .filter(|r| r.contains("alarm") || r.contains("quota"))
+        .collect();
+    assert_eq!(about_space, Vec::<String>::new(), "{pane:#?}");
     // 64 KiB values under distinct keys until etcd refuses the write.
     let value = data_encoding::BASE64.encode(&vec![b'x'; 64 * 1024]);
     let mut refused = String::new();

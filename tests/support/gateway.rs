@@ -150,7 +150,13 @@ pub fn install(cluster: &mut Cluster) -> Vec<GatewayTools> {
         let home = node.dir.join("gw-home");
         std::fs::create_dir_all(&home).expect("stand-in home");
         let config = node.dir.join("sshd_config");
-        let mut text = std::fs::read_to_string(&config).expect("node sshd_config");
+        // sshd takes the first SetEnv line: the node's own (its HOME) gives way to this one.
+        let mut text: String = std::fs::read_to_string(&config)
+            .expect("node sshd_config")
+            .lines()
+            .filter(|l| !l.starts_with("SetEnv "))
+            .map(|l| format!("{l}\n"))
+            .collect();
         text.push_str(&format!(
             "SetEnv PATH={}:/usr/bin:/bin HOME={}\n",
             bin.display(),

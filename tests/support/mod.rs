@@ -88,7 +88,16 @@ impl Node {
         }
     }
 
+    /// The login's home as the test node gives it (`SetEnv HOME`): a directory of the node's
+    /// own, so a login does not run the machine user's shell start-up. Root's `~/.bashrc`
+    /// here runs `pyenv init` and so `pyenv rehash`, whose lock, left behind by a login
+    /// killed mid-way, made every later login wait 60 s (the suite went red on it once).
+    fn home(&self) -> PathBuf {
+        self.dir.join("home")
+    }
+
     fn write_config(&self, authorized: &Path) {
+        let _ = std::fs::create_dir_all(self.home());
         std::fs::write(
             &self.config,
             format!(
@@ -96,7 +105,9 @@ impl Node {
                  AuthorizedKeysFile {auth}\nStrictModes no\nPubkeyAuthentication yes\n\
                  PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
                  PermitRootLogin prohibit-password\nLogLevel DEBUG1\nMaxSessions 100\n\
-                 MaxStartups 100:30:200\nSubsystem sftp internal-sftp\n",
+                 MaxStartups 100:30:200\nSubsystem sftp internal-sftp\n\
+                 SetEnv HOME={home}\n",
+                home = self.home().display(),
                 port = self.port,
                 addr = self.addr,
                 hk = self.dir.join("ssh_host_ed25519_key").display(),
