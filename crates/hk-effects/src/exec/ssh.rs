@@ -373,6 +373,9 @@ impl SshPool {
             }
         };
         channel.exec(true, command).await.map_err(chan_err)?;
+        // No input for the command (as `ssh -n`): its stdin closes at once, so a command
+        // that reads it ends instead of waiting, and the far side need not wait for data.
+        channel.eof().await.map_err(chan_err)?;
 
         let cap = self.options.max_output;
         let mut out = Collector::new(cap, &opts.redactor, opts.sink.as_ref());
