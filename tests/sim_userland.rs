@@ -318,7 +318,7 @@ async fn a_public_repos_reboot_playbook_reboots_one_node_at_a_time() {
     let s = nodes(&["ag-1", "ag-2", "sv-1"]).await;
     let d = s.dir.path();
     let repo = d.join("repo");
-    copy_tree(
+    crate::demo_common::copy_tree(
         &Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/public-repos/canhbk--k3s-ansible"),
         &repo,
@@ -383,18 +383,6 @@ async fn a_public_repos_reboot_playbook_reboots_one_node_at_a_time() {
                 "{}",
                 n.name()
             );
-        }
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read_dir").flatten() {
-        let (s, d) = (e.path(), to.join(e.file_name()));
-        if e.file_type().expect("type").is_dir() {
-            copy_tree(&s, &d);
-        } else {
-            std::fs::copy(&s, &d).expect("copy");
         }
     }
 }
