@@ -583,8 +583,17 @@ async fn etcd_itself_produces_each_membership_and_quorum_refusal() {
         "learner removed: {pane:#?}"
     );
 
-    // One member stopped: it does not answer; the two left still serve quorum reads.
+    // One member stopped: it does not answer; the two left still serve quorum reads. If it
+    // was the leader, the two left elect another first (etcd's election timeout, longer on a
+    // loaded machine: CI's stop 43 looked mid-election and read "leader changed"); the look
+    // is taken once both answer a quorum read and the alarm list, both raft requests.
     lab.stop(2);
+    lab.wait(|| {
+        (0..2).all(|i| {
+            lab.api(i, "/v3/kv/range", r#"{"key":"AA=="}"#).contains("header")
+                && lab.api(i, "/v3/maintenance/alarm", "{}").contains("header")
+        })
+    });
     let pane = look(&p, &repo).await;
     refused_with(&pane, "k3s-prod-3's etcd member not answering");
     assert!(

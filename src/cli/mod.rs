@@ -42,25 +42,44 @@ impl From<Status> for ExitCode {
 /// An error the operator can act on: printed with its chain of causes, exit 2. Any error
 /// type converts with `?` and keeps its sources; [`Failure::msg`] is what a command says
 /// itself. Not an `Error` itself, so that the blanket conversion does not overlap `From<T>
-/// for T` (the same shape as eyre's report, which it carries).
-pub struct Failure(color_eyre::eyre::Report);
+/// for T`.
+///
+/// It carries the error and nothing else: no backtrace. A refusal is an answer, not a crash,
+/// and its message never prints one; an eyre report captured and symbolized one whenever
+/// `RUST_BACKTRACE` was set (0.6 s of CPU on every refusal of a debug build). Panics keep
+/// theirs (color-eyre's panic hook).
+pub struct Failure(Box<dyn std::error::Error + Send + Sync + 'static>);
+
+/// What a command says itself, as an error without a source.
+#[derive(Debug)]
+struct Said(String);
+
+impl std::fmt::Display for Said {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Said {}
 
 impl Failure {
     pub fn msg(message: impl Into<String>) -> Failure {
-        Failure(color_eyre::eyre::Report::msg(message.into()))
+        Failure(Box::new(Said(message.into())))
     }
 
     /// The message, then each cause the message does not already quote, one per line.
     pub fn render(&self) -> String {
         let mut out = self.0.to_string();
         let mut said = out.clone();
-        for cause in self.0.chain().skip(1) {
-            let c = cause.to_string();
+        let mut cause = self.0.source();
+        while let Some(e) = cause {
+            let c = e.to_string();
             if !said.contains(&c) {
                 out.push_str("\n  caused by: ");
                 out.push_str(&c);
             }
             said.push_str(&c);
+            cause = e.source();
         }
         out
     }
@@ -68,7 +87,7 @@ impl Failure {
 
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for Failure {
     fn from(e: E) -> Self {
-        Failure(color_eyre::eyre::Report::new(e))
+        Failure(Box::new(e))
     }
 }
 
