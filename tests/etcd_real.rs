@@ -590,7 +590,8 @@ async fn etcd_itself_produces_each_membership_and_quorum_refusal() {
     lab.stop(2);
     lab.wait(|| {
         (0..2).all(|i| {
-            lab.api(i, "/v3/kv/range", r#"{"key":"AA=="}"#).contains("header")
+            lab.api(i, "/v3/kv/range", r#"{"key":"AA=="}"#)
+                .contains("header")
                 && lab.api(i, "/v3/maintenance/alarm", "{}").contains("header")
         })
     });
