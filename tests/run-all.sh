@@ -15,8 +15,7 @@
 #   - flux built by tests/flux/build.sh (needs Go) into target/flux-bin: the real Flux CLI
 #     the simulation's Flux test drives (tests/sim_flux.rs).
 # Then: cargo fmt --check, and every test binary of the workspace (tests/run-tests.py: what
-# `cargo test --workspace --all-targets` runs, several at a time) with cargo clippy -D warnings
-# run beside them.
+# `cargo test --workspace --all-targets` runs, several at a time), built by clippy -D warnings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -199,16 +198,12 @@ cargo fmt --all -- --check
 # What `cargo test --workspace --all-targets --no-fail-fast` runs, the test binaries side by
 # side (HK_TEST_JOBS at a time, default 3): most of them wait on a simulated clock or a real
 # process, and cargo would run them one after another (docs/perf.md, "The test suite").
-# Clippy runs beside them once they are built, on the cores the waiting tests leave idle,
-# in the same target directory: the build is over by then (the tests run executables, not
-# cargo), and the build scripts and proc-macros it compiled (ring's C, syn, serde_derive...)
-# serve clippy as they are. It runs niced: the tests wait on clocks and deadlines, clippy on
-# nothing, so it takes what the tests leave. A warning fails the run as a failed test does.
-step "cargo test (tests/run-tests.py) with cargo clippy -D warnings alongside"
+# Clippy is in the build: the workspace's crates are compiled by clippy-driver with
+# -D warnings, every target as `cargo clippy --all-targets` checks them, so a warning fails
+# the build and nothing is compiled twice (tests/run-tests.py, build()).
+step "cargo test (tests/run-tests.py), built with clippy -D warnings"
 rc=0
-python3 tests/run-tests.py --alongside \
-  "nice -n 10 cargo clippy --workspace --all-targets --quiet -- -D warnings" \
-  || rc=$?
+python3 tests/run-tests.py --clippy "-D warnings" || rc=$?
 step "done (exit $rc)"
 printf '    [total: %ds]\n' $(( $(date +%s) - T_START ))
 exit "$rc"

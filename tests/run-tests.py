@@ -27,7 +27,12 @@ test binaries (tests/run-all.sh runs clippy there, in its own target directory, 
 the waiting tests leave idle); its output is printed when it ends and a non-zero exit fails
 the run like a failed binary.
 
-usage: tests/run-tests.py [--jobs N] [--limit SECONDS] [--alongside CMD] [-- ARGS for cargo's build]
+`--clippy ARGS` builds the workspace's own crates with clippy-driver, ARGS its arguments
+(tests/run-all.sh: "-D warnings"): the build that makes the test binaries is also clippy's
+check of every target (see build()).
+
+usage: tests/run-tests.py [--jobs N] [--limit SECONDS] [--alongside CMD] [--clippy ARGS]
+                          [-- ARGS for cargo's build]
 """
 
 import argparse
@@ -35,6 +40,7 @@ import json
 import os
 import re
 import resource
+import shlex
 import signal
 import subprocess
 import sys
@@ -48,13 +54,38 @@ TIMES = os.path.join(ROOT, "target", "test-times.json")
 SHIPPED_TIMES = os.path.join(ROOT, "tests", "test-times.json")
 
 
-def build(extra):
-    """Build every test target; return [(label, executable, package dir, package name)]."""
+def clippy_driver():
+    """The toolchain's clippy-driver (the one `cargo clippy` runs), or exit naming the fix."""
+    try:
+        sysroot = subprocess.run(["rustc", "--print", "sysroot"], capture_output=True,
+                                 text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit(f"run-tests: cannot ask rustc for its sysroot: {e}")
+    driver = os.path.join(sysroot, "bin", "clippy-driver")
+    if not os.access(driver, os.X_OK):
+        sys.exit(f"run-tests: --clippy: {driver} not found: `rustup component add clippy`")
+    return driver
+
+
+def build(extra, clippy=None):
+    """Build every test target; return [(label, executable, package dir, package name)].
+
+    With `clippy` (its arguments, e.g. "-D warnings"), the workspace's own crates are compiled
+    by clippy-driver, as `cargo clippy` has them checked: the same driver, the same lints, the
+    same targets (`--all-targets`), passed the way cargo-clippy passes them
+    (RUSTC_WORKSPACE_WRAPPER, CLIPPY_ARGS). It lints while it compiles, so one build gives the
+    test binaries and clippy's verdict: a lint denied fails the build, printed as any
+    compiler error. A separate `cargo clippy` compiled every crate a second time (286 s of
+    CPU in CI stop 43, a fifth of the run, docs/perf.md "CI's budget")."""
     cmd = [
         "cargo", "test", "--workspace", "--all-targets", "--no-run",
         "--message-format=json-render-diagnostics",
     ] + extra
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    env = dict(os.environ)
+    if clippy is not None:
+        env["RUSTC_WORKSPACE_WRAPPER"] = clippy_driver()
+        env["CLIPPY_ARGS"] = "".join(f"{arg}__CLIPPY_HACKERY__" for arg in shlex.split(clippy))
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
     found = []
     for line in proc.stdout:
         try:
@@ -170,11 +201,13 @@ def main():
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("HK_TEST_JOBS", "3")))
     ap.add_argument("--limit", type=int, default=1200, help="seconds one binary may run")
     ap.add_argument("--alongside", help="a shell command run beside the tests, after the build")
+    ap.add_argument("--clippy", metavar="ARGS",
+                    help="compile the workspace's crates with clippy, these its arguments")
     ap.add_argument("cargo_args", nargs="*")
     a = ap.parse_args()
 
     t0 = time.monotonic()
-    bins = build(a.cargo_args)
+    bins = build(a.cargo_args, a.clippy)
     built = time.monotonic() - t0
     print(f"run-tests: {len(bins)} test binaries built in {built:.0f} s; running {a.jobs} at a time, "
           f"and beside them the ones that wait ({', '.join(sorted(WAITING))})", flush=True)
