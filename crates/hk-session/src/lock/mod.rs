@@ -201,9 +201,12 @@ pub async fn take(
         LockPolicy::Cluster { duration_s } => *duration_s,
     };
     let client = client.map_err(|why| RunLockError::Unreachable { why })?;
-    let held = lock::acquire(&client, me, duration_s)
-        .await
-        .map_err(|e| from_lock(&me.env, e))?;
+    let held = named(
+        &client,
+        &me.env,
+        tokio::time::timeout(LOCK_CALLS_BOUND, lock::acquire(&client, me, duration_s)).await,
+    )
+    .await?;
     let note = RunLockNote::Taken {
         holder: me.holder.clone(),
         duration_s,
@@ -229,9 +232,16 @@ pub async fn take_over(
     reason: &str,
 ) -> Result<(RunLock, RunLockNote), RunLockError> {
     let client = client.map_err(|why| RunLockError::Unreachable { why })?;
-    let (held, t) = lock::take_over(&client, me, duration_s, typed, reason)
-        .await
-        .map_err(|e| from_lock(&me.env, e))?;
+    let (held, t) = named(
+        &client,
+        &me.env,
+        tokio::time::timeout(
+            LOCK_CALLS_BOUND,
+            lock::take_over(&client, me, duration_s, typed, reason),
+        )
+        .await,
+    )
+    .await?;
     let note = RunLockNote::TookOver {
         from: t.previous.holder,
         from_run: t.previous.run_id,
@@ -250,10 +260,71 @@ pub async fn take_over(
     ))
 }
 
+/// How long the lock's own calls may take, inside [`LOCK_CALL_TIMEOUT`], before the API
+/// server's etcd check is asked why they did not answer ([`ETCD_CHECK_BOUND`]).
+const LOCK_CALLS_BOUND: std::time::Duration = std::time::Duration::from_secs(6);
+
+/// How long `/readyz/etcd` may take when a lock call failed to answer.
+const ETCD_CHECK_BOUND: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A lock call's outcome, its failure named for what it is. The built-in API server
+/// answers etcd's own error at once (`etcdserver: ...`: no quorum). A real kube-apiserver
+/// over an etcd without quorum holds the call until its own request timeout (a minute) and
+/// then closes the connection: unanswered, it reads as an unreachable cluster. So when a
+/// call does not answer, or the connection fails, the API server's own etcd check
+/// (`/readyz/etcd`, which answers within its health-check timeout) is asked: failing, the
+/// run does not start for want of quorum, with both answers quoted; ok or unanswered, the
+/// cluster is unreachable as before.
+async fn named<T>(
+    client: &Client,
+    env: &str,
+    outcome: Result<Result<T, LockError>, tokio::time::error::Elapsed>,
+) -> Result<T, RunLockError> {
+    let why = match outcome {
+        Ok(Ok(t)) => return Ok(t),
+        Ok(Err(LockError::Unreachable(why))) => why,
+        Ok(Err(e)) => return Err(from_lock(env, e)),
+        Err(_) => format!(
+            "the run lock's calls did not answer within {} s",
+            LOCK_CALLS_BOUND.as_secs()
+        ),
+    };
+    let settings = hk_effects::cluster::WatchSettings {
+        request_timeout: ETCD_CHECK_BOUND,
+        ..Default::default()
+    };
+    match hk_effects::cluster::health_probe::readyz_etcd(client, &settings).await {
+        hk_engine::checks::live::Look::Seen {
+            value: hk_engine::checks::live::EtcdReady::Failed { detail },
+        } => Err(RunLockError::NoQuorum {
+            env: env.to_string(),
+            why: format!(
+                "{why}, and the API server's /readyz/etcd fails: {}",
+                etcd_lines(&detail)
+            ),
+        }),
+        _ => Err(RunLockError::Unreachable { why }),
+    }
+}
+
+/// The lines of a `/readyz` answer about etcd (`[-]etcd failed: ...`), or all of it.
+fn etcd_lines(detail: &str) -> String {
+    let lines: Vec<&str> = detail
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.contains("etcd"))
+        .collect();
+    if lines.is_empty() {
+        detail.trim().to_string()
+    } else {
+        lines.join("; ")
+    }
+}
+
 /// How long a lock call may take before the cluster counts as unreachable. The calls run
 /// where the operator asked to start (a GET and a write, milliseconds on a LAN); this
 /// bounds how long a console waits on a cluster that does not answer.
-pub const LOCK_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(8);
+pub const LOCK_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What a console (or a headless run) locks with: the policy, the lock's duration and how
 /// to reach each environment's cluster (the kubeconfig the executors use).
