@@ -214,8 +214,9 @@ async fn etcd_io_priority_holds_at_the_health_gate_while_node_1_is_not_ready(mod
         "{md}"
     );
     // Issue 39: each apply on a server says how long prod's VIP did not answer while it
-    // ran (this role restarts nothing: it answered throughout); the read-back, read-only,
-    // probes nothing.
+    // ran (this role restarts nothing: it answered throughout) and who held the VIP's
+    // Lease once it ended (read from the cluster, a prod server); the read-back,
+    // read-only, probes nothing.
     for (n, host) in [(4, "k3s-prod-3"), (10, "k3s-prod-1"), (16, "k3s-prod-2")] {
         let out = output_of(journal, n);
         let vip = out
@@ -223,7 +224,11 @@ async fn etcd_io_priority_holds_at_the_health_gate_while_node_1_is_not_ready(mod
             .find(|l| l.starts_with("VIP "))
             .unwrap_or_else(|| panic!("step {n} on {host}: no VIP line in {out:#?}"));
         assert!(
-            vip.contains(": answered all ") && vip.ends_with(" probes during this step"),
+            vip.contains(": answered all ")
+                && vip.contains(
+                    " probes during this step; the Lease kube-system/plndr-cp-lock held by k3s-prod-"
+                )
+                && vip.ends_with(" after it"),
             "{vip}"
         );
     }

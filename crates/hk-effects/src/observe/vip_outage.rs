@@ -16,6 +16,52 @@ use tokio_util::sync::CancellationToken;
 /// unanswered (a dead holder drops SYNs rather than refusing them).
 pub const EVERY: Duration = Duration::from_millis(200);
 
+/// How long reading the Lease's holder may take once the step has ended.
+pub const LEASE_READ_BOUND: Duration = Duration::from_secs(3);
+
+/// What a mutating step on a server probes: its environment's `VIP:PORT`, and where the
+/// VIP's Lease is read once the step ends (the kubeconfig and the Lease's name), or why it
+/// cannot be.
+#[derive(Debug, Clone)]
+pub struct VipTarget {
+    pub addr: SocketAddr,
+    pub lease: Result<(crate::cluster::KubeTarget, crate::cluster::WatchSettings), String>,
+}
+
+impl VipTarget {
+    /// `NAMESPACE/NAME` of the Lease, or `the VIP's Lease` where its name is unknown.
+    pub fn lease_name(&self) -> String {
+        match &self.lease {
+            Ok((_, s)) => format!("{}/{}", s.namespace, s.lease_name),
+            Err(_) => "of the VIP".into(),
+        }
+    }
+
+    /// Who holds the Lease now (one GET, bounded by [`LEASE_READ_BOUND`]).
+    pub async fn holder(&self) -> Result<Option<String>, String> {
+        let (target, settings) = self.lease.as_ref().map_err(Clone::clone)?;
+        let read = async {
+            let client = crate::cluster::client(target)
+                .await
+                .map_err(|e| e.to_string())?;
+            let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+                kube::Api::namespaced(client, &settings.namespace);
+            let lease = api
+                .get_opt(&settings.lease_name)
+                .await
+                .map_err(|e| crate::cluster::explain(&e))?;
+            Ok(lease
+                .and_then(|l| l.spec)
+                .and_then(|s| s.holder_identity)
+                .filter(|h| !h.is_empty()))
+        };
+        match tokio::time::timeout(LEASE_READ_BOUND, read).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {} s", LEASE_READ_BOUND.as_secs())),
+        }
+    }
+}
+
 /// A running prober.
 pub struct VipWatch {
     vip: SocketAddr,

@@ -67,6 +67,17 @@ impl VipOutage {
         }
     }
 
+    /// [`VipOutage::line`] and who held the VIP's Lease (`lease`, `NAMESPACE/NAME`) once the
+    /// step ended: the holder, no holder, or why it could not be read (never left out).
+    pub fn line_with_holder(&self, lease: &str, holder: &Result<Option<String>, String>) -> String {
+        let after = match holder {
+            Ok(Some(h)) => format!("the Lease {lease} held by {h} after it"),
+            Ok(None) => format!("the Lease {lease} held by no one after it"),
+            Err(why) => format!("who held the Lease {lease} after it could not be read: {why}"),
+        };
+        format!("{}; {after}", self.line())
+    }
+
     /// The line the step's output and its record carry.
     pub fn line(&self) -> String {
         if self.probes == 0 {
@@ -107,6 +118,27 @@ impl VipOutage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lease_holder_after_is_said_whatever_was_read() {
+        let o = summarize("10.0.0.9:6443", &probes("++..++"));
+        let lease = "kube-system/plndr-cp-lock";
+        assert!(o
+            .line_with_holder(lease, &Ok(Some("k3s-prod-2".into())))
+            .ends_with("; the Lease kube-system/plndr-cp-lock held by k3s-prod-2 after it"));
+        assert!(o
+            .line_with_holder(lease, &Ok(None))
+            .ends_with("held by no one after it"));
+        let unread = o.line_with_holder(lease, &Err("no answer within 3 s".into()));
+        assert!(
+            unread.starts_with("VIP 10.0.0.9:6443: did not answer for"),
+            "{unread}"
+        );
+        assert!(
+            unread.ends_with("after it could not be read: no answer within 3 s"),
+            "{unread}"
+        );
+    }
 
     fn probes(pattern: &str) -> Vec<Probe> {
         // One char per 200 ms from noon: `+` answered, `.` not.

@@ -104,14 +104,25 @@ impl Clusters {
     }
 
     /// Each server's environment VIP and API port (`VIP:PORT`), for the environments whose
-    /// topology could be read: what a mutating step on that server probes while it runs.
-    pub fn vip_by_server(&self) -> std::collections::BTreeMap<String, std::net::SocketAddr> {
+    /// topology could be read: what a mutating step on that server probes while it runs,
+    /// with where the VIP's Lease is read once the step ends.
+    pub fn vip_by_server(
+        &self,
+    ) -> std::collections::BTreeMap<String, hk_effects::observe::vip_outage::VipTarget> {
         self.envs
             .values()
-            .filter_map(|c| c.topology.as_ref().ok())
-            .flat_map(|t| {
-                let vip = std::net::SocketAddr::new(t.vip, t.api_port);
-                t.servers.iter().map(move |s| (s.name.clone(), vip))
+            .filter_map(|c| c.topology.as_ref().ok().map(|t| (c, t)))
+            .flat_map(|(c, t)| {
+                let target = hk_effects::observe::vip_outage::VipTarget {
+                    addr: std::net::SocketAddr::new(t.vip, t.api_port),
+                    lease: match (&c.target, &c.settings) {
+                        (Ok(k), Ok(s)) => Ok((k.clone(), s.clone())),
+                        (Err(why), _) | (_, Err(why)) => Err(why.clone()),
+                    },
+                };
+                t.servers
+                    .iter()
+                    .map(move |s| (s.name.clone(), target.clone()))
             })
             .collect()
     }

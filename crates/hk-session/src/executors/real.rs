@@ -53,7 +53,7 @@ pub struct RealExecutor {
     state: Arc<Mutex<State>>,
     /// Each server's environment `VIP:PORT`: a mutating step on a server probes it while
     /// it runs and says how long it did not answer (issue 39).
-    vips: Arc<std::collections::BTreeMap<String, std::net::SocketAddr>>,
+    vips: Arc<std::collections::BTreeMap<String, hk_effects::observe::vip_outage::VipTarget>>,
 }
 
 impl std::fmt::Debug for RealExecutor {
@@ -87,19 +87,19 @@ impl RealExecutor {
     /// Probe the VIP of a server's environment while a mutating step on it runs.
     pub fn with_vips(
         mut self,
-        vips: std::collections::BTreeMap<String, std::net::SocketAddr>,
+        vips: std::collections::BTreeMap<String, hk_effects::observe::vip_outage::VipTarget>,
     ) -> Self {
         self.vips = Arc::new(vips);
         self
     }
 
     /// The VIP a mutating step probes: its environment's, when one of its hosts is a server.
-    fn vip_for(&self, step: &PlannedStep) -> Option<std::net::SocketAddr> {
+    fn vip_for(&self, step: &PlannedStep) -> Option<hk_effects::observe::vip_outage::VipTarget> {
         let radius = step.blast_radius.iter().flat_map(|b| b.hosts.iter());
         step.host
             .iter()
             .chain(radius)
-            .find_map(|h| self.vips.get(h).copied())
+            .find_map(|h| self.vips.get(h).cloned())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -189,10 +189,11 @@ impl RealExecutor {
         // While a mutating step on a server runs, its VIP is probed several times a second.
         let watch = match &classified {
             Classified::Mutating(_) => self.vip_for(&step).map(|vip| {
-                hk_effects::observe::vip_outage::VipWatch::start(
-                    vip,
+                let w = hk_effects::observe::vip_outage::VipWatch::start(
+                    vip.addr,
                     hk_effects::observe::vip_outage::EVERY,
-                )
+                );
+                (w, vip)
             }),
             Classified::ReadOnly(_) => None,
         };
@@ -210,9 +211,11 @@ impl RealExecutor {
         // whole; bounded, in case a sender clone outlives the run somewhere below.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), forward).await;
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), spawned).await;
-        if let Some(w) = watch {
-            // The step's last output line: how long its environment's VIP did not answer.
-            let line = w.finish().await.line();
+        if let Some((w, vip)) = watch {
+            // The step's last output line: how long its environment's VIP did not answer,
+            // and who held the VIP's Lease once it ended.
+            let outage = w.finish().await;
+            let line = outage.line_with_holder(&vip.lease_name(), &vip.holder().await);
             let _ = replies
                 .send(ExecReply::Output {
                     tag,
