@@ -324,7 +324,7 @@ fn etcd_lines(detail: &str) -> String {
 /// How long a lock call may take before the cluster counts as unreachable. The calls run
 /// where the operator asked to start (a GET and a write, milliseconds on a LAN); this
 /// bounds how long a console waits on a cluster that does not answer.
-pub const LOCK_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub const LOCK_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(12);
 
 /// What a console (or a headless run) locks with: the policy, the lock's duration and how
 /// to reach each environment's cluster (the kubeconfig the executors use).
