@@ -6,7 +6,7 @@
 
 use crate::ui_common;
 
-use hk_console::ui::app::Screen;
+use hk_console::ui::app::{App, Screen};
 use ui_common::screens::*;
 use ui_common::*;
 
@@ -70,4 +70,52 @@ fn w_toggles_wrapping_the_output() {
     a.handle_key(key('w'));
     assert!(a.output_wrap());
     assert!(text(&render(&mut a, 80, 24)).contains("the read-back follows in step 5"));
+}
+
+/// A repo whose environments are not the sample's (a public repo's `master`): Home does not
+/// offer the built-in runbooks, written for `prod` and `dev`, and says how many it left out
+/// and how to make one; a runbook of the repo's own is listed, the count in the title.
+#[test]
+fn home_offers_only_the_runbooks_for_the_repos_environments() {
+    use hk_console::runbook::embedded;
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut p = parts(dir.path());
+    let mut master = envs().remove(1);
+    master.name = "master".into();
+    p.environments = vec![master];
+    let builtins = embedded::load(&[]).expect("shipped").iter().count();
+    let mut a = App::operate(p, operate_caps(&ALL_KINDS, &ALL_KINDS));
+    assert!(a.visible_runbooks().is_empty());
+    assert_eq!(a.runbooks_elsewhere(), builtins);
+    let frame = text(&render(&mut a, 80, 24));
+    assert!(
+        frame.contains(&format!(
+            "no runbook for this repo's environments ({builtins}"
+        )),
+        "{frame}"
+    );
+    assert!(!frame.contains("etcd-io-priority"), "{frame}");
+
+    // With one of its own.
+    let own = "id: reboot-one-server\ntitle: Reboot one server\nenvironments: [master]\n\
+               target:\n  group: servers\n  single: true\nsteps:\n  - id: list-hosts\n    \
+               kind: list-hosts\n    playbook: reboot.yml\n";
+    let mut p = parts(dir.path());
+    let mut master = envs().remove(1);
+    master.name = "master".into();
+    p.environments = vec![master];
+    p.runbooks =
+        embedded::load(&[("reboot-one-server.yaml".into(), own.into())]).expect("runbooks load");
+    let mut a = App::operate(p, operate_caps(&ALL_KINDS, &ALL_KINDS));
+    let ids: Vec<&str> = a.visible_runbooks().iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["reboot-one-server"]);
+    let frame = text(&render(&mut a, 80, 24));
+    assert!(
+        frame.contains(&format!("Runbooks  ({builtins} for other envs hidden;")),
+        "{frame}"
+    );
+    assert!(
+        frame.contains("reboot-one-server  read-only  [master]"),
+        "{frame}"
+    );
 }

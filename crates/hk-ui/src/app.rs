@@ -371,12 +371,33 @@ impl App {
         }
     }
 
-    /// The runbooks the home list shows (the `/` filter applied).
+    /// Whether `r` is written for one of the repo's environments (with none loaded, every
+    /// runbook is). The built-in runbooks name the sample's `prod` and `dev`: on a repo whose
+    /// environments are others, they cannot run there and the list does not offer them
+    /// (`runbooks list` names them apart).
+    fn for_this_repo(&self, r: &RunbookSummary) -> bool {
+        self.envs.is_empty()
+            || r.environments
+                .iter()
+                .any(|e| self.envs.iter().any(|s| &s.name == e))
+    }
+
+    /// The runbooks the home list shows: those for the repo's environments, the `/` filter
+    /// applied.
     pub fn visible_runbooks(&self) -> Vec<&RunbookSummary> {
         self.runbooks
             .iter()
+            .filter(|r| self.for_this_repo(r))
             .filter(|r| self.matches_filter(&[&r.id, &r.title]))
             .collect()
+    }
+
+    /// How many runbooks are written for none of the repo's environments (not listed).
+    pub fn runbooks_elsewhere(&self) -> usize {
+        self.runbooks
+            .iter()
+            .filter(|r| !self.for_this_repo(r))
+            .count()
     }
 
     /// The runs the home list shows (the `/` filter applied).

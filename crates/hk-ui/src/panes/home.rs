@@ -28,9 +28,13 @@ pub struct HomeView<'a> {
     pub env_sel: usize,
     pub runbook_sel: usize,
     pub run_sel: usize,
-    /// The runbooks the list shows (the `/` filter applied), of `runbooks_total`.
+    /// The runbooks the list shows (the `/` filter applied), of `runbooks_total` (those
+    /// for the repo's environments).
     pub runbooks: Vec<&'a RunbookSummary>,
     pub runbooks_total: usize,
+    /// Runbooks written for none of the repo's environments: not listed, counted in the
+    /// title.
+    pub runbooks_elsewhere: usize,
     /// The runs the list shows (the `/` filter applied), of `runs_total`.
     pub runs: Vec<&'a RunSummary>,
     pub runs_total: usize,
@@ -202,14 +206,34 @@ fn draw_runbooks(f: &mut Frame, area: Rect, v: &HomeView) {
             ]))
         })
         .collect();
+    if visible.is_empty() && v.filter.is_none() && v.runbooks_elsewhere > 0 {
+        let msg = format!(
+            "no runbook for this repo's environments ({} written for others, e.g. the \
+             built-in ones for prod and dev); `hk-console runbooks new --playbook P` \
+             scaffolds one from a playbook",
+            v.runbooks_elsewhere
+        );
+        f.render_widget(
+            Paragraph::new(Span::styled(msg, t.muted()))
+                .wrap(Wrap { trim: true })
+                .block(block(t, " Runbooks ", focused)),
+            area,
+        );
+        return;
+    }
     let mut st = list_state(v.runbook_sel, visible.len(), focused);
+    let elsewhere = match v.runbooks_elsewhere {
+        0 => String::new(),
+        n => format!("{n} for other envs hidden; "),
+    };
     let title = match v.filter {
         Some(flt) => format!(
-            " Runbooks  /{flt}  ({} of {}) ",
+            " Runbooks  /{flt}  ({} of {}; {elsewhere}) ",
             visible.len(),
             v.runbooks_total
-        ),
-        None => " Runbooks  (enter: open in env, e: next env) ".to_string(),
+        )
+        .replace("; ) ", ") "),
+        None => format!(" Runbooks  ({elsewhere}enter: open in env, e: next env) "),
     };
     f.render_stateful_widget(
         List::new(items)
