@@ -1306,12 +1306,25 @@ fn sim_env_of(
     api_port: u16,
     time_scale: u32,
 ) -> Result<SimEnv, DemoError> {
-    let vip = plan.vips[&env.name];
+    let planned = |what: &str, name: &str, addr: Option<&Ipv4Addr>| {
+        addr.copied().ok_or_else(|| {
+            DemoError::Start(format!(
+                "environment `{}`: {what} {name} has no address in the demo's plan",
+                env.name
+            ))
+        })
+    };
+    let vip = planned("the VIP of", &env.name, plan.vips.get(&env.name))?;
     let servers: Vec<(String, Ipv4Addr)> = env
         .servers
         .iter()
-        .map(|h| (h.name.clone(), plan.hosts[&h.name]))
-        .collect();
+        .map(|h| {
+            Ok((
+                h.name.clone(),
+                planned("server", &h.name, plan.hosts.get(&h.name))?,
+            ))
+        })
+        .collect::<Result<_, DemoError>>()?;
     let founder = env
         .founder
         .get()

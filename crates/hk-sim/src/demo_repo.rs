@@ -536,11 +536,123 @@ fn is_quad_char(b: u8) -> bool {
     b.is_ascii_digit() || b == b'.'
 }
 
+/// A host's connection plugin as Ansible resolves it (`None`: not set, ssh).
+fn connection(repo: &Repo, host: &str) -> Option<String> {
+    repo.resolve_var(host, "ansible_connection")
+        .and_then(|r| r.value()?.as_str().map(str::to_string))
+}
+
+/// The directory of the first inventory source: where Ansible reads `host_vars/` for it.
+fn inventory_dir(repo: &Repo) -> Option<PathBuf> {
+    let first = repo
+        .inventory_sources
+        .first()
+        .unwrap_or(&repo.inventory_path);
+    if first.is_dir() {
+        Some(first.clone())
+    } else {
+        first.parent().map(Path::to_path_buf)
+    }
+}
+
+/// Hosts Ansible reaches by no address the plan can move (named by a DNS name or
+/// `localhost`, with no `ansible_host`), or runs on the controller itself
+/// (`ansible_connection: local`, e.g. a repo's `localhost` for its local plays): in the demo
+/// each one is a simulated node of its own. A `host_vars/HOST.yml` beside the inventory
+/// gives it its planned loopback address, and for a local connection SSH and the node's
+/// own `python3` (its interpreter was the controller's); Ansible's precedence puts
+/// inventory `host_vars/` over the inventory file's host variables, so Ansible and
+/// hk-console both read the node's address. Nothing of a rehearsal runs on this machine.
+/// Returns the files written (relative to `dir`). A host that already has a `host_vars`
+/// file there is refused by name (the demo does not edit the repo's own variables).
+fn give_nodes(dir: &Path, repo: &Repo, plan: &AddressPlan) -> Result<Vec<PathBuf>, DemoRepoError> {
+    let mut written = Vec::new();
+    let Some(inv_dir) = inventory_dir(repo) else {
+        return Ok(written);
+    };
+    for host in repo.inventory.hosts() {
+        let local = connection(repo, &host).as_deref() == Some("local");
+        // The rewrite moves dotted quads; an IPv6 address is the node's in its host_vars.
+        let moved = matches!(host_address(repo, &host), Some(IpAddr::V4(_)));
+        if !local && moved {
+            continue;
+        }
+        let Some(addr) = plan.hosts.get(&host) else {
+            continue;
+        };
+        let vars = inv_dir.join("host_vars");
+        let mut text = format!(
+            "# Written by hk-console demo, in the demo's copy only: in the repo, {host}\n\
+             # {}. Here it is a simulated node of its own,\n\
+             # so a rehearsal runs nothing on this machine.\n\
+             ansible_host: {addr}\n",
+            match (local, host_address(repo, &host)) {
+                (true, _) => "runs on the controller (ansible_connection: local)".to_string(),
+                (false, Some(ip)) => format!("is reached at {ip}, which the demo does not rewrite"),
+                (false, None) => "has no address to move onto loopback".to_string(),
+            }
+        );
+        if local {
+            text.push_str(
+                "ansible_connection: ssh\n# The repo's interpreter was the controller's own.\n\
+                 ansible_python_interpreter: /usr/bin/python3\n",
+            );
+        }
+        let existing = ["", ".yml", ".yaml", ".json"]
+            .iter()
+            .map(|ext| vars.join(format!("{host}{ext}")))
+            .find(|p| p.exists());
+        let path = match existing {
+            Some(d) if d.is_dir() => d.join("zz-hk-console-demo.yml"),
+            Some(f) => {
+                return Err(DemoRepoError::NotLoopback(format!(
+                    "refusing to start: {host} {} and its {} is the repo's own: the demo does not edit it (give it an `ansible_host`)",
+                    if local {
+                        "runs on the controller (ansible_connection: local)"
+                    } else {
+                        "has no ansible_host address"
+                    },
+                    f.strip_prefix(dir).unwrap_or(&f).display()
+                )))
+            }
+            None => vars.join(format!("{host}.yml")),
+        };
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| DemoRepoError::Write {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        std::fs::write(&path, text).map_err(|source| DemoRepoError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        written.push(path.strip_prefix(dir).unwrap_or(&path).to_path_buf());
+    }
+    Ok(written)
+}
+
 /// After the rewrite: every host's `ansible_host` and every environment's VIP, founder and
-/// API endpoint must be a loopback address, or the demo refuses to start.
+/// API endpoint must be a loopback address, or the demo refuses to start. A host whose
+/// connection is not SSH (local, docker, ...) would run its tasks on this machine, whatever
+/// its address: refused too.
 pub fn verify_loopback(repo: &Repo) -> Result<(), DemoRepoError> {
     let mut bad = Vec::new();
     for host in repo.inventory.hosts() {
+        match connection(repo, &host).as_deref() {
+            None
+            | Some(
+                "ssh"
+                | "ansible.builtin.ssh"
+                | "paramiko"
+                | "paramiko_ssh"
+                | "ansible.builtin.paramiko_ssh"
+                | "smart",
+            ) => {}
+            Some(other) => bad.push(format!(
+                "{host} ansible_connection={other} (runs on this machine, not a node)"
+            )),
+        }
         match host_address(repo, &host) {
             Some(ip) if ip.is_loopback() => {}
             Some(ip) => bad.push(format!("{host} ansible_host={ip}")),
@@ -666,16 +778,20 @@ pub fn prepare_from(
         .filter_map(|e| e.api_port.get().map(|p| (e.name.clone(), p.to_string())))
         .collect();
     rewrite_files(dir, &files, &plan)?;
+    let given = give_nodes(dir, &origin, &plan)?;
     plan.files = files;
-    // A host named by its address was renamed with it (the inventory's own text moved).
+    plan.files.extend(given);
+    // A host named by its IPv4 address was renamed with it (the inventory's own text
+    // moved); one named by an IPv6 address keeps its name (the rewrite moves dotted quads
+    // only) and reaches its node through the host_vars `give_nodes` wrote.
     plan.hosts = std::mem::take(&mut plan.hosts)
         .into_iter()
         .map(|(host, addr)| match host.parse::<IpAddr>() {
-            Ok(old) => (
+            Ok(old @ IpAddr::V4(_)) => (
                 plan.rewrite.get(&old).map_or(host, |new| new.to_string()),
                 addr,
             ),
-            Err(_) => (host, addr),
+            _ => (host, addr),
         })
         .collect();
     let repo = Repo::load(dir).map_err(|e| DemoRepoError::Load(e.to_string()))?;
