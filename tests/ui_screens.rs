@@ -81,7 +81,7 @@ fn home_offers_only_the_runbooks_for_the_repos_environments() {
     let dir = tempfile::tempdir().expect("tmp");
     let mut p = parts(dir.path());
     let mut master = envs().remove(1);
-    master.name = "master".into();
+    master.name = "k3s_cluster".into();
     p.environments = vec![master];
     let builtins = embedded::load(&[]).expect("shipped").iter().count();
     let mut a = App::operate(p, operate_caps(&ALL_KINDS, &ALL_KINDS));
@@ -95,6 +95,8 @@ fn home_offers_only_the_runbooks_for_the_repos_environments() {
         "{frame}"
     );
     assert!(!frame.contains("etcd-io-priority"), "{frame}");
+    // A name longer than the sample's keeps its gap before the host count.
+    assert!(frame.contains("● k3s_cluster  3 hosts"), "{frame}");
 
     // With one of its own.
     let own = "id: reboot-one-server\ntitle: Reboot one server\nenvironments: [master]\n\

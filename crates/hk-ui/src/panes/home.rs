@@ -132,6 +132,15 @@ fn inner_rows(area: Rect) -> usize {
 fn draw_envs(f: &mut Frame, area: Rect, v: &HomeView) {
     let t = v.cx.theme;
     let focused = v.focus == HomeFocus::Environments;
+    // The names' column: as wide as the longest (a public repo's `k3s_cluster` ran into its
+    // host count), at least the sample's eight.
+    let width = v
+        .envs
+        .iter()
+        .map(|e| e.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(6);
     let items: Vec<ListItem> = v
         .envs
         .iter()
@@ -139,7 +148,7 @@ fn draw_envs(f: &mut Frame, area: Rect, v: &HomeView) {
             let current = v.current_env == Some(e.name.as_str());
             let mut spans = vec![
                 Span::styled(if current { "● " } else { "  " }, t.focus()),
-                Span::styled(format!("{:<8}", e.name), t.text()),
+                Span::styled(format!("{:<width$}  ", e.name), t.text()),
                 Span::styled(format!("{} hosts  ", e.hosts), t.text()),
                 Span::styled("VIP ", t.muted()),
                 match &e.vip {
