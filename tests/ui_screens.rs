@@ -111,6 +111,8 @@ fn home_offers_only_the_runbooks_for_the_repos_environments() {
     let mut a = App::operate(p, operate_caps(&ALL_KINDS, &ALL_KINDS));
     let ids: Vec<&str> = a.visible_runbooks().iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["reboot-one-server"]);
+    // `:run` completes the same list.
+    assert_eq!(a.candidates("run "), ["reboot-one-server"]);
     let frame = text(&render(&mut a, 80, 24));
     assert!(
         frame.contains(&format!("Runbooks  ({builtins} for other envs hidden;")),

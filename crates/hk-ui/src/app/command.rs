@@ -128,7 +128,12 @@ impl App {
             ([c], true) | ([c, _], false) => {
                 let prefix = if ends_space { "" } else { words[1] };
                 let options = match *c {
-                    "run" => self.runbooks.iter().map(|r| r.id.clone()).collect(),
+                    "run" => self
+                        .runbooks
+                        .iter()
+                        .filter(|r| self.for_this_repo(r))
+                        .map(|r| r.id.clone())
+                        .collect(),
                     "env" | "fault" => self.envs.iter().map(|e| e.name.clone()).collect(),
                     "theme" => self.themes.names().map(str::to_string).collect(),
                     _ => Vec::new(),
@@ -197,7 +202,12 @@ impl App {
             ([c], true) | ([c, _], false) => {
                 let prefix = if ends_space { "" } else { words[1] };
                 let options: Vec<String> = match *c {
-                    "run" => self.runbooks.iter().map(|r| r.id.clone()).collect(),
+                    "run" => self
+                        .runbooks
+                        .iter()
+                        .filter(|r| self.for_this_repo(r))
+                        .map(|r| r.id.clone())
+                        .collect(),
                     "env" => self.envs.iter().map(|e| e.name.clone()).collect(),
                     "theme" => self.themes.names().map(str::to_string).collect(),
                     "fault" => self.envs.iter().map(|e| e.name.clone()).collect(),
