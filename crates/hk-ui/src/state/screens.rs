@@ -25,7 +25,17 @@ impl From<&Environment> for EnvSummary {
     fn from(e: &Environment) -> Self {
         EnvSummary {
             name: e.name.clone(),
-            hosts: e.servers.len(),
+            // Every host of the environment, once: servers, agents and VPN gateways (a
+            // gateway is often a server too). It counted the servers only: kriegalex's
+            // three servers and two agents showed as "3 hosts".
+            hosts: e
+                .servers
+                .iter()
+                .chain(&e.agents)
+                .chain(&e.vpn_gateways)
+                .map(|h| h.name.as_str())
+                .collect::<std::collections::BTreeSet<_>>()
+                .len(),
             vip: e.vip.get().map(str::to_string),
             problems: e.problems.iter().map(|p| p.to_string()).collect(),
             servers: e.servers.iter().map(|s| s.name.clone()).collect(),
