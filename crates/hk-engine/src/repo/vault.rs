@@ -24,7 +24,7 @@ pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 /// At most this many files are looked at under the ansible dir.
 pub const MAX_FILES: usize = 20_000;
 /// The ansible-vault key derivation's rounds (fixed by the format).
-const PBKDF2_ROUNDS: u32 = 10_000;
+const PBKDF2_ROUNDS: std::num::NonZeroU32 = std::num::NonZeroU32::new(10_000).expect("non-zero");
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum VaultError {
@@ -72,7 +72,16 @@ pub fn decrypt(text: &str, password: &[u8]) -> Result<Vec<u8>, VaultError> {
     let mut data = hex(cipher, "ciphertext")?;
 
     let mut keys = [0u8; 80];
-    pbkdf2::pbkdf2_hmac::<sha2::Sha256>(password, &salt, PBKDF2_ROUNDS, &mut keys);
+    // ring's PBKDF2: one non-generic function, compiled optimized in every profile. The
+    // RustCrypto one is generic and was instantiated here, unoptimized in debug builds:
+    // ~0.25 s per vault opened, in every test and CLI run that loads a repo with a vault.
+    ring::pbkdf2::derive(
+        ring::pbkdf2::PBKDF2_HMAC_SHA256,
+        PBKDF2_ROUNDS,
+        &salt,
+        password,
+        &mut keys,
+    );
     let (cipher_key, rest) = keys.split_at(32);
     let (hmac_key, iv) = rest.split_at(32);
 
