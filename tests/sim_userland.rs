@@ -703,3 +703,63 @@ fn with_real_etcd_members_a_userland_server_reads_its_own_member() {
     assert!(t.contains("leads (3 of 3 members seen)"), "{t}");
     assert!(t.contains("quorum reads answer"), "{t}");
 }
+
+/// Commands that start together on one node while its IO pressure changes each bind the
+/// kernel view their start saw. The view was one file renamed over at each command's
+/// start: a command starting beside another had its file replaced mid-setup and bwrap
+/// failed ("Unable to find /newroot/proc/pressure/io (deleted) in mount table"), which the
+/// etcd pre-flight read as a member whose alarms could not be read (CI, 2026-12-07). Here
+/// each command is built and started while the one before is still setting up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_started_together_each_read_their_own_kernel_view() {
+    let sandbox = userland::find_sandbox()
+        .await
+        .expect("the test command installs bubblewrap");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = std::sync::Arc::new(std::sync::Mutex::new(NodeState::new(
+        "busy-1",
+        Clock::fixed(T0),
+    )));
+    let u = userland::Userland::create(
+        sandbox,
+        &tmp.path().join("busy-1"),
+        "busy-1",
+        IpAddr::V4(Ipv4Addr::new(127, 0, 9, 31)),
+        state.clone(),
+    )
+    .await
+    .expect("a node's userland");
+    // Beside them, commands are built without end (each build writes the view its start
+    // would see), the pressure changing each time: the view's files change under the
+    // commands setting up, as a busy node's do.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (u, state, stop) = (u.clone(), state.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                state.lock().expect("lock").io_pressure.some_avg10 = f64::from(i % 97);
+                drop(u.command(&u.shell_command("true")));
+                i += 1;
+            }
+        })
+    };
+    let mut children = Vec::new();
+    for _ in 0..60 {
+        let mut c = u.command(&u.shell_command("cat /proc/pressure/io"));
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        children.push(c.spawn().expect("bwrap"));
+    }
+    for (i, c) in children.into_iter().enumerate() {
+        let o = c.wait_with_output().await.expect("output");
+        let t = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.status.code(), Some(0), "command {i}: {t}");
+        assert!(t.starts_with("some avg10="), "command {i}: {t}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    churn.join().expect("churn");
+}

@@ -205,6 +205,8 @@ pub struct Userland {
     programs: Mutex<Vec<(PathBuf, PathBuf)>>,
     /// Commands started in this userland.
     commands: AtomicU32,
+    /// Files written into the kernel view, for their temporary names.
+    kernel_writes: AtomicU32,
     stop: CancellationToken,
 }
 
@@ -304,6 +306,7 @@ impl Userland {
             covered,
             programs: Mutex::new(Vec::new()),
             commands: AtomicU32::new(0),
+            kernel_writes: AtomicU32::new(0),
             stop,
         }))
     }
@@ -441,17 +444,46 @@ impl Userland {
         c
     }
 
-    /// `text` in a fresh file of the node's kernel view (renamed into place, so a command
-    /// already started keeps the one it bound).
+    /// `text` in a file of the node's kernel view, named by its content and never replaced:
+    /// a command binds the file its text names. It was one file renamed over at each
+    /// command's start, and a command starting beside another (the etcd probe's reads run
+    /// together) had the file it was binding replaced mid-setup: bwrap failed with "Unable
+    /// to find /newroot/proc/pressure/io (deleted) in mount table" (CI, 2026-12-07). Files of
+    /// another content are removed once a minute old: a command binds its file within
+    /// milliseconds, and keeps it bound once started.
     fn kernel_file(&self, name: &str, text: &str) -> Option<PathBuf> {
+        use std::hash::{Hash, Hasher};
         let dir = self.socket_dir.join("kernel");
         std::fs::create_dir_all(&dir).ok()?;
-        let seq = self.commands.load(Ordering::SeqCst);
-        let tmp = dir.join(format!(".{name}.{seq}"));
-        let file = dir.join(name);
-        std::fs::write(&tmp, text).ok()?;
-        std::fs::rename(&tmp, &file).ok()?;
-        Some(file)
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut h);
+        let file = dir.join(format!("{name}.{:016x}.{}", h.finish(), text.len()));
+        if !file.exists() {
+            let seq = self.kernel_writes.fetch_add(1, Ordering::SeqCst);
+            let tmp = dir.join(format!(".{name}.{seq}"));
+            std::fs::write(&tmp, text).ok()?;
+            // A link, not a rename: it never replaces a file of the same name that another
+            // command wrote meanwhile (and may be binding).
+            let _ = std::fs::hard_link(&tmp, &file);
+            let _ = std::fs::remove_file(&tmp);
+        }
+        let prefix = format!("{name}.");
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                let p = e.path();
+                let ours = e.file_name().to_string_lossy().starts_with(&prefix);
+                let old = e
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age > Duration::from_secs(60));
+                if ours && old && p != file {
+                    let _ = std::fs::remove_file(&p);
+                }
+            }
+        }
+        file.exists().then_some(file)
     }
 
     /// What sshd runs for an exec request: the user's login shell with `-c`.
