@@ -172,7 +172,26 @@ fn open_logs(t: &Tmux, home: &Path, pod: &str) {
     std::thread::sleep(Duration::from_millis(300));
     t.send(&["-l", pod]);
     t.send(&["Enter"]);
-    std::thread::sleep(Duration::from_millis(500));
+    // `l` opens the logs of the selected row: only once the filter has left `pod` the one
+    // agent row (under CI's load a fixed pause was too short once, and `l` opened another
+    // agent's logs).
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        let s = t.screen();
+        // Rows, not the title (which quotes the filter): an agent's row says Running.
+        let agents: Vec<&str> = s
+            .lines()
+            .filter(|l| l.contains("cilium-g") && l.contains("Running"))
+            .collect();
+        if agents.len() == 1 && agents[0].contains(pod) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pods view never came down to {pod}:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     t.send(&["l"]);
 }
 
