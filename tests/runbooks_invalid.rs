@@ -118,6 +118,10 @@ const EXPECTED: &[(&str, &str)] = &[
         "order-duplicate-host.yaml:5:35: host `k3s-prod-3` is named twice in order\n  hint: an order names every target host exactly once",
     ),
     (
+        "order-unknown-word.yaml",
+        "order-unknown-word.yaml:5:10: order `agents_first` is not a named order\n  hint: a list of hosts, a map environment -> list of hosts, or one of: servers_first",
+    ),
+    (
         "order-unknown-env.yaml",
         "order-unknown-env.yaml:7:5: order names environment `staging`, which the runbook is not meant for\n  hint: environments: [prod]",
     ),

@@ -725,3 +725,73 @@ fn every_undefined_variable_is_named_sorted() {
         );
     }
 }
+
+/// `order: servers_first` on a group holding servers and agents, listed agents first in
+/// the inventory: the servers one at a time, then the agents, each part in inventory
+/// order; a host the inventory gains is in the next plan (nothing is named in the runbook
+/// to go stale).
+#[test]
+fn servers_first_puts_the_environments_servers_before_its_other_hosts() {
+    let rb = parse(
+        "id: rolling
+environments: [prod]
+target:
+  group: cluster
+  serial: 1
+  order: servers_first
+steps:
+  - id: apply
+    kind: ansible
+    playbook: playbooks/node-baseline.yml
+",
+    );
+    let env = PlanEnv {
+        agents: Some("agents".into()),
+        ..prod()
+    };
+    let topo = homelab()
+        .group("agents", &["k3s-prod-a1", "k3s-prod-a2"])
+        .group(
+            "cluster",
+            &[
+                "k3s-prod-a1",
+                "k3s-prod-2",
+                "k3s-prod-a2",
+                "k3s-prod-1",
+                "k3s-prod-3",
+            ],
+        );
+    let p = plan(&rb, &env, &topo).expect("plans");
+    assert_eq!(
+        host_order(&p),
+        [
+            "k3s-prod-2",
+            "k3s-prod-1",
+            "k3s-prod-3",
+            "k3s-prod-a1",
+            "k3s-prod-a2"
+        ]
+    );
+    assert_listed_before_first_mutation(&p);
+    let topo = homelab().group(
+        "cluster",
+        &[
+            "k3s-prod-a1",
+            "k3s-prod-2",
+            "k3s-prod-a9",
+            "k3s-prod-1",
+            "k3s-prod-3",
+        ],
+    );
+    let p = plan(&rb, &env, &topo).expect("plans");
+    assert_eq!(
+        host_order(&p),
+        [
+            "k3s-prod-2",
+            "k3s-prod-1",
+            "k3s-prod-3",
+            "k3s-prod-a1",
+            "k3s-prod-a9"
+        ]
+    );
+}

@@ -430,7 +430,7 @@ pub enum RunbooksCommand {
         /// The runbook id (default: from the playbook's file name).
         #[arg(long)]
         id: Option<String>,
-        /// Write it here (refused if the file exists) instead of to stdout.
+        /// Write it here, relative to the repo's top directory (its folders made; refused if the file exists), instead of to stdout.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },

@@ -155,6 +155,14 @@ pub(super) fn new(
         None => outln!("{}", text.trim_end()),
         Some(path) => {
             use std::io::Write as _;
+            // Relative to the repo, like --playbook is to its Ansible directory: the runbook
+            // belongs to the repo whatever directory the command was typed in.
+            let path = &repo.root.join(path);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    Failure::msg(format!("{}: cannot create the folder: {e}", dir.display()))
+                })?;
+            }
             // create_new: an existing file (the operator's edited runbook) is never replaced.
             let mut f = std::fs::OpenOptions::new()
                 .write(true)

@@ -61,6 +61,9 @@ struct Mapped {
     /// A templated `hosts: "{{ VAR | default(...) }}"`: VAR, to be set per environment.
     var: Option<(String, &'static str)>,
     one_at_a_time: bool,
+    /// The group holds an environment's servers and other hosts (its agents): the runbook
+    /// takes the servers first, one at a time, then the others (`order: servers_first`).
+    servers_first: bool,
     question: Option<String>,
 }
 
@@ -90,11 +93,26 @@ pub fn scaffold(repo: &Repo, playbook: &str, id: Option<&str>) -> Result<String,
         }
         questions.extend(u.questions.iter().cloned());
     }
-    // The target: the first play's group; a play elsewhere gets `only_on:`.
-    let target = mapped
-        .first()
-        .map(|(_, _, m)| m.group.clone())
-        .unwrap_or_else(|| "servers".into());
+    // The target: a group holding every play's hosts where the plays run on several
+    // groups of the cluster (servers, then agents: each host runs the plays that name
+    // it); else the first play's group, and a play elsewhere gets `only_on:`.
+    let cover = covering_group(repo, &units);
+    if let Some((g, envs)) = &cover {
+        questions.push(format!(
+            "the plays run on different groups of the cluster; `{g}` holds them all in {}: the runbook takes its servers one at a time, then its other hosts one at a time, each host running the plays that name it",
+            envs.join(", ")
+        ));
+        for (_, _, m) in &mut mapped {
+            m.envs = Some(envs.clone());
+        }
+    }
+    let target = match &cover {
+        Some((g, _)) => g.clone(),
+        None => mapped
+            .first()
+            .map(|(_, _, m)| m.group.clone())
+            .unwrap_or_else(|| "servers".into()),
+    };
     let serial = mapped.iter().any(|(_, _, m)| m.one_at_a_time);
     let mut envs: Vec<String> = all_envs.clone();
     for (_, _, m) in &mapped {
@@ -142,6 +160,16 @@ pub fn scaffold(repo: &Repo, playbook: &str, id: Option<&str>) -> Result<String,
         );
         t.push_str("  serial: 1\n");
     }
+    if cover.is_some()
+        || mapped
+            .iter()
+            .any(|(_, _, m)| m.servers_first && m.group == target)
+    {
+        t.push_str(
+            "  # The environment's servers first, one at a time, then its other hosts (resolved at plan time).\n",
+        );
+        t.push_str("  order: servers_first\n");
+    }
     t.push_str("steps:\n");
     for (i, u) in units.iter().enumerate() {
         if u.plays.is_empty() {
@@ -175,7 +203,9 @@ pub fn scaffold(repo: &Repo, playbook: &str, id: Option<&str>) -> Result<String,
             Some(g) if groups.iter().all(|x| x == g) && **g != target => Some((*g).clone()),
             _ => None,
         };
-        let mixed = groups.iter().any(|g| **g != target) && only_on.is_none();
+        // Under a covering target every host runs the plays that name it: nothing to split.
+        let only_on = only_on.filter(|_| cover.is_none());
+        let mixed = cover.is_none() && groups.iter().any(|g| **g != target) && only_on.is_none();
         let mut vars: Vec<(String, &'static str)> = Vec::new();
         for (_, _, m) in &plays {
             if let Some(v) = &m.var {
@@ -430,6 +460,7 @@ fn map_hosts(repo: &Repo, play: &Play) -> Mapped {
             envs: None,
             var: None,
             one_at_a_time: true,
+            servers_first: false,
             question: Some(format!(
                 "hosts {} is a template hk-console cannot read: the runbook targets the environment's servers, one at a time; set the play's variables in extra_vars",
                 quote(&play.hosts)
@@ -464,6 +495,7 @@ fn map_hosts(repo: &Repo, play: &Play) -> Mapped {
             envs: None,
             var: None,
             one_at_a_time: true,
+            servers_first: false,
             question: Some(format!(
                 "hosts: all is every host of the inventory ({} hosts, every environment's): the runbook runs it on the environment's servers, one at a time with --limit; is that what you want?",
                 repo.inventory.hosts().len()
@@ -487,11 +519,13 @@ fn map_hosts(repo: &Repo, play: &Play) -> Mapped {
                 },
             )),
             one_at_a_time: serial_one || role != "vpn_gateways",
+            servers_first: false,
             question: None,
         },
         (Some((role, envs)), None) => Mapped {
             group: role.into(),
             one_at_a_time: serial_one || role != "vpn_gateways",
+            servers_first: false,
             question: Some(format!(
                 "hosts `{pattern}` is the {role} group of {} only: the play runs there whatever environment is chosen, so the runbook is for {} only",
                 envs.join(", "),
@@ -500,6 +534,25 @@ fn map_hosts(repo: &Repo, play: &Play) -> Mapped {
             envs: Some(envs),
             var: None,
         },
+        (None, var) if !mixed_envs(repo, &pattern).is_empty() => {
+            let envs = mixed_envs(repo, &pattern);
+            let serial = match play.serial.as_deref() {
+                Some(s) => format!("the play says `serial: {s}`"),
+                None => "the play says no `serial:`, so Ansible would take them all at once".into(),
+            };
+            Mapped {
+                group: pattern.clone(),
+                one_at_a_time: true,
+                servers_first: true,
+                question: Some(format!(
+                    "hosts `{pattern}` holds the servers and other nodes of {}: the runbook takes the servers one at a time, then the others one at a time ({serial}){}",
+                    envs.join(", "),
+                    var.map(|v| format!("; `{v}` is left to its default")).unwrap_or_default()
+                )),
+                envs: Some(envs),
+                var: None,
+            }
+        }
         (None, var) => {
             let known = repo.inventory.has_group(&pattern);
             Mapped {
@@ -507,6 +560,7 @@ fn map_hosts(repo: &Repo, play: &Play) -> Mapped {
                 envs: None,
                 var: None,
                 one_at_a_time: serial_one,
+                servers_first: false,
                 question: Some(if known {
                     format!(
                         "hosts `{pattern}` is no environment's servers, agents or VPN gateways group: the runbook targets that group as it is, in every environment{}",
@@ -520,6 +574,82 @@ fn map_hosts(repo: &Repo, play: &Play) -> Mapped {
             }
         }
     }
+}
+
+/// Where the plays (localhost's aside) run on two or more inventory groups whose hosts
+/// together are exactly an inventory group's (not `all`) that holds an environment's
+/// servers and other hosts: that group and those environments.
+fn covering_group(repo: &Repo, units: &[Unit]) -> Option<(String, Vec<String>)> {
+    let mut patterns: Vec<String> = Vec::new();
+    for p in units.iter().flat_map(|u| &u.plays) {
+        let pattern = match templated_default(&p.hosts) {
+            Some((_, g)) => g,
+            None => p.hosts.trim().to_string(),
+        };
+        if is_localhost(&pattern) {
+            continue;
+        }
+        if !repo.inventory.has_group(&pattern) {
+            // A host pattern or a template: hk-console cannot tell what it covers.
+            return None;
+        }
+        if !patterns.contains(&pattern) {
+            patterns.push(pattern);
+        }
+    }
+    if patterns.len() < 2 {
+        return None;
+    }
+    let mut union: Vec<String> = Vec::new();
+    for g in &patterns {
+        for h in repo.inventory.hosts_in(g).unwrap_or_default() {
+            if !union.contains(&h) {
+                union.push(h);
+            }
+        }
+    }
+    union.sort();
+    repo.inventory
+        .group_names()
+        .into_iter()
+        .filter(|g| g != "all" && g != "ungrouped")
+        .filter(|g| {
+            let mut hosts = repo.inventory.hosts_in(g).unwrap_or_default();
+            hosts.sort();
+            hosts == union
+        })
+        .map(|g| {
+            let envs = mixed_envs(repo, &g);
+            (g, envs)
+        })
+        .find(|(_, envs)| !envs.is_empty())
+}
+
+/// `localhost` as a play's `hosts:` (Ansible's implicit localhost, the controller).
+fn is_localhost(pattern: &str) -> bool {
+    matches!(pattern, "localhost" | "127.0.0.1" | "::1")
+}
+
+/// The environments whose servers are all in `group`, which also holds other hosts of
+/// the inventory (agents, or anything else): a play there disrupts the control plane and
+/// more.
+fn mixed_envs(repo: &Repo, group: &str) -> Vec<String> {
+    let Some(members) = repo.inventory.hosts_in(group) else {
+        return Vec::new();
+    };
+    repo.environments
+        .iter()
+        .filter(|e| {
+            let servers = repo
+                .inventory
+                .hosts_in(&e.servers_group)
+                .unwrap_or_default();
+            !servers.is_empty()
+                && servers.iter().all(|h| members.contains(h))
+                && members.iter().any(|h| !servers.contains(h))
+        })
+        .map(|e| e.name.clone())
+        .collect()
 }
 
 #[cfg(test)]

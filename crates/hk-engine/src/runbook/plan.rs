@@ -314,7 +314,8 @@ pub struct CheckRuns {
 use std::collections::{BTreeMap, HashSet};
 
 use super::schema::{
-    BetweenHosts, Disrupts, GateSpec, Play, Runbook, Scope, Step, StepSpec, Target, ENV_ROLES,
+    BetweenHosts, Disrupts, GateSpec, Order, Play, Runbook, Scope, Step, StepSpec, Target,
+    ENV_ROLES,
 };
 use super::validate::template_vars;
 
@@ -922,6 +923,13 @@ impl Planner<'_> {
                 }
             }
             order.to_vec()
+        } else if target.order == Some(Order::ServersFirst) {
+            // The environment's servers group as the inventory resolves it: a target that
+            // holds none of them is ordered as it is, and says nothing wrong by that.
+            let servers = self.topo.hosts_in(&self.env.servers).unwrap_or_default();
+            let (first, rest): (Vec<String>, Vec<String>) =
+                members.into_iter().partition(|h| servers.contains(h));
+            first.into_iter().chain(rest).collect()
         } else {
             members
         };

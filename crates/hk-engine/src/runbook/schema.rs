@@ -39,7 +39,8 @@ pub struct RawTarget {
     /// Hosts at a time. hk-console only runs one node at a time, so only 1 is accepted.
     #[serde(default)]
     pub serial: Option<u64>,
-    /// The exact order: a list of hosts, or a map environment -> list of hosts.
+    /// The exact order: a list of hosts, a map environment -> list of hosts, or
+    /// `servers_first` (the environment's servers, then the target's other hosts).
     #[serde(default)]
     pub order: Option<RawOrder>,
     /// A group, or the name of a host var that names the group, every target must be in.
@@ -118,7 +119,12 @@ pub const DISRUPTS_VALUES: &[&str] = &["node"];
 pub enum RawOrder {
     List(Vec<String>),
     PerEnv(std::collections::BTreeMap<String, Vec<String>>),
+    /// A named order: only [`ORDER_KEYWORDS`] are accepted.
+    Keyword(String),
 }
+
+/// The named orders `target.order:` accepts.
+pub const ORDER_KEYWORDS: &[&str] = &["servers_first"];
 
 /// One step as written: a kind plus the optional fields; which fields a kind allows and
 /// requires is checked by the validator (see [`KindRules`]).
@@ -385,6 +391,10 @@ pub struct Target {
 pub enum Order {
     List(Vec<String>),
     PerEnv(Vec<(String, Vec<String>)>),
+    /// The target's hosts that are the environment's servers, in inventory order, then
+    /// the others, in inventory order: resolved at plan time, so a host added to the
+    /// inventory is in the plan, never silently left out.
+    ServersFirst,
 }
 
 impl Order {
@@ -396,6 +406,7 @@ impl Order {
                 .iter()
                 .find(|(e, _)| e == env)
                 .map(|(_, h)| h.as_slice()),
+            Order::ServersFirst => None,
         }
     }
 }

@@ -645,7 +645,21 @@ impl Validator {
             super::schema::RawOrder::PerEnv(map) => {
                 Order::PerEnv(map.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             }
+            // Checked below: an unknown name is an error at its line.
+            super::schema::RawOrder::Keyword(_) => Order::ServersFirst,
         });
+        if let Some(super::schema::RawOrder::Keyword(word)) = &t.order {
+            if !super::schema::ORDER_KEYWORDS.contains(&word.as_str()) {
+                self.push(
+                    at("order"),
+                    format!("order `{word}` is not a named order"),
+                    Some(&format!(
+                        "a list of hosts, a map environment -> list of hosts, or one of: {}",
+                        super::schema::ORDER_KEYWORDS.join(", ")
+                    )),
+                );
+            }
+        }
         if let (Some(order), Some(order_node)) = (&order, node.get("order")) {
             if t.single {
                 self.push(
