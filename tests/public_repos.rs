@@ -373,3 +373,223 @@ fn runbooks_list_does_not_offer_the_samples_runbooks_to_another_repo() {
     assert!(!rows.is_empty());
     assert!(rows.iter().all(|r| r["applies"] == false), "{v}");
 }
+
+/// ansible-playbook of the test setup (`HK_ANSIBLE_BIN_DIR`, PATH, /opt/hk-venv/bin).
+fn ansible_playbook() -> PathBuf {
+    let dirs = hk_console::exec::ansible::search_dirs();
+    hk_console::exec::ansible::find_binary("ansible-playbook", &dirs).unwrap_or_else(|| {
+        panic!(
+            "ansible-playbook not found: {}",
+            hk_console::exec::ansible::INSTALL_HINT
+        )
+    })
+}
+
+/// The hosts the real ansible-playbook lists for one plan step's `--list-hosts` command,
+/// every play's together (a play that names none of them lists none).
+fn ansible_lists(root: &Path, step: &serde_json::Value) -> Vec<String> {
+    let argv: Vec<&str> = step["command"]
+        .as_array()
+        .expect("command")
+        .iter()
+        .map(|a| a.as_str().expect("arg"))
+        .collect();
+    assert_eq!(argv[0], "ansible-playbook", "{step}");
+    let home = root.join(".hk-test-home");
+    std::fs::create_dir_all(&home).expect("home");
+    let o = Command::new(ansible_playbook())
+        .args(&argv[1..])
+        .current_dir(root.join(step["cwd"].as_str().unwrap_or(".")))
+        .env("HOME", &home)
+        .env("ANSIBLE_LOCAL_TEMP", home.join("tmp"))
+        .env("ANSIBLE_NOCOLOR", "1")
+        .env_remove("ANSIBLE_CONFIG")
+        .env_remove("ANSIBLE_INVENTORY")
+        .output()
+        .expect("ansible-playbook");
+    assert!(o.status.success(), "{argv:?}\n{}", out(&o));
+    let plays = hk_console::exec::ansible::parse_list_hosts(
+        &String::from_utf8_lossy(&o.stdout),
+        &String::from_utf8_lossy(&o.stderr),
+    )
+    .unwrap_or_else(|e| panic!("{argv:?}: {e}\n{}", out(&o)));
+    let mut hosts: Vec<String> = plays.into_iter().flat_map(|p| p.hosts).collect();
+    hosts.dedup();
+    hosts
+}
+
+/// `runbooks new` on each repo's own rolling playbook (a reboot or an upgrade whose
+/// `hosts:` is the whole cluster, or a play on the servers then one on the agents), as an
+/// operator types it from another directory with `--out runbooks/...` (relative to the
+/// repo, the folder made): the runbook takes the servers one at a time, then the agents one
+/// at a time; it validates; and where the repo can be planned, the plan's mutating steps
+/// are each server, then each agent, once, and for each the real ansible-playbook's
+/// `--list-hosts` with the plan's own command lists exactly that host.
+#[test]
+fn scaffolds_of_rolling_playbooks_take_the_servers_one_at_a_time_then_the_agents() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (name, playbook, target, planned) in [
+        (
+            "kriegalex--k3s-ansible",
+            "playbooks/reboot.yml",
+            "k3s_cluster",
+            true,
+        ),
+        (
+            "myles-coleman--k3s-ansible",
+            "reboot.yml",
+            "k3s_cluster",
+            true,
+        ),
+        // Two plays, `server` (serial 1) then `agent`: before, the runbook targeted the
+        // servers only and the agents' play matched no host of any step.
+        (
+            "canhbk--k3s-ansible",
+            "playbooks/upgrade.yml",
+            "k3s_cluster",
+            false,
+        ),
+        (
+            "canhbk--k3s-ansible",
+            "playbooks/reboot.yml",
+            "k3s_cluster",
+            false,
+        ),
+    ] {
+        let root = tmp
+            .path()
+            .join(format!("{name}-{}", playbook.replace('/', "-")));
+        copy_dir(&fixture(name), &root);
+        let o = Command::new("sh")
+            .arg("SETUP.sh")
+            .current_dir(&root)
+            .output()
+            .expect("sh");
+        assert!(o.status.success(), "{name}: SETUP.sh\n{}", out(&o));
+        let env = init(&root);
+        let env_name = env["name"].as_str().expect("env name").to_string();
+        let servers = names(&env["servers"]);
+        let agents = names(&env["agents"]);
+        assert!(!servers.is_empty() && !agents.is_empty(), "{name}: {env}");
+
+        let o = bin()
+            .current_dir(tmp.path())
+            .arg("--repo")
+            .arg(&root)
+            .args(["runbooks", "new", "--playbook", playbook, "--id", "rolling"])
+            .args(["--out", "runbooks/rolling.yaml"])
+            .output()
+            .expect("runbooks new");
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", out(&o));
+        let file = root.join("runbooks/rolling.yaml");
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{name}: {} not written: {e}", file.display()));
+        for line in [
+            &format!("  group: \"{target}\"") as &str,
+            "  serial: 1",
+            "  order: servers_first",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{name}: no `{line}`\n{text}"
+            );
+        }
+        assert!(!text.contains("scope: once"), "{name}:\n{text}");
+        let o = run(
+            &root,
+            &["runbooks", "validate", file.to_str().expect("utf8")],
+        );
+        assert_eq!(o.status.code(), Some(0), "{name}: {text}\n{}", out(&o));
+        if !planned {
+            continue;
+        }
+        let o = run(&root, &["plan", "rolling", "--env", &env_name, "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{name}: {text}\n{}", out(&o));
+        let plan: serde_json::Value = serde_json::from_slice(&o.stdout).expect("plan json");
+        let steps = plan["steps"].as_array().expect("steps");
+        let mutated: Vec<&str> = steps
+            .iter()
+            .filter(|s| s["mutates"] == true)
+            .map(|s| s["host"].as_str().expect("a per-host step"))
+            .collect();
+        let want: Vec<&str> = servers.iter().chain(&agents).map(String::as_str).collect();
+        assert_eq!(mutated, want, "{name}: servers one at a time, then agents");
+        let listed: Vec<&serde_json::Value> =
+            steps.iter().filter(|s| s["kind"] == "list-hosts").collect();
+        assert_eq!(listed.len(), want.len(), "{name}: {plan}");
+        for step in listed {
+            let host = step["host"].as_str().expect("host");
+            assert_eq!(
+                ansible_lists(&root, step),
+                vec![host.to_string()],
+                "{name}: {step}"
+            );
+        }
+    }
+}
+
+/// kriegalex's ansible.cfg names `vault_password_file = .vault_pass`, which its README has
+/// the operator create. Without it the real ansible-playbook stops before any play (even a
+/// `--list-hosts`); `check` says so at the ansible.cfg line (it said "parity: clean"), and
+/// the plan of a runbook on the repo's playbook is blocked with the same reason.
+#[test]
+fn a_missing_vault_password_file_is_named_as_ansible_playbook_meets_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = set_up(tmp.path(), "kriegalex--k3s-ansible");
+    init(&root);
+    let (code, findings, _) = check(&root);
+    assert_eq!(code, Some(0), "{findings:#?}");
+    std::fs::remove_file(root.join(".vault_pass")).expect("rm .vault_pass");
+
+    let home = root.join(".hk-test-home");
+    std::fs::create_dir_all(&home).expect("home");
+    let o = Command::new(ansible_playbook())
+        .args(["playbooks/reboot.yml", "--list-hosts"])
+        .current_dir(&root)
+        .env("HOME", &home)
+        .env("ANSIBLE_LOCAL_TEMP", home.join("tmp"))
+        .env("ANSIBLE_NOCOLOR", "1")
+        .env_remove("ANSIBLE_CONFIG")
+        .env_remove("ANSIBLE_VAULT_PASSWORD_FILE")
+        .output()
+        .expect("ansible-playbook");
+    assert!(!o.status.success(), "{}", out(&o));
+    assert!(
+        out(&o).contains("The vault password file") && out(&o).contains("was not found"),
+        "{}",
+        out(&o)
+    );
+
+    let (code, findings, text) = check(&root);
+    assert_eq!(code, Some(1), "{text}");
+    let named: Vec<&String> = findings
+        .iter()
+        .filter(|f| f.starts_with("ansible.cfg:4: [vault-locked] ") && f.contains(".vault_pass"))
+        .collect();
+    assert_eq!(named.len(), 1, "{text}");
+    assert!(
+        named[0].contains("ansible-playbook stops before any play"),
+        "{text}"
+    );
+
+    std::fs::create_dir_all(root.join("runbooks")).expect("mkdir");
+    let o = run(
+        &root,
+        &[
+            "runbooks",
+            "new",
+            "--playbook",
+            "playbooks/reboot.yml",
+            "--out",
+            "runbooks/r.yaml",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let o = run(&root, &["plan", "reboot", "--env", "k3s_cluster"]);
+    assert_ne!(o.status.code(), Some(0), "{}", out(&o));
+    assert!(
+        out(&o).contains("[vault-locked]") && out(&o).contains(".vault_pass"),
+        "{}",
+        out(&o)
+    );
+}

@@ -111,6 +111,32 @@ pub fn vault_locked(repo: &Repo, hosts: &[String]) -> Vec<Blocker> {
 
 fn vault_locked_in(repo: &Repo, hosts: &[String], book_dirs: &BTreeSet<PathBuf>) -> Vec<Blocker> {
     let rel = |p: &Path| rel_to(&repo.root, p);
+    // A configured password file that is not there stops ansible-playbook before its first
+    // play, whether anything is vaulted or not (ansible-core 2.19: "[ERROR]: The vault
+    // password file ... was not found"; tests/public_repos.rs runs it).
+    if let Some((file, source)) = vault::password_file_source(&repo.ansible_dir) {
+        if std::fs::symlink_metadata(&file).is_err() {
+            let (at, named) = match source {
+                Some((cfg, line)) => (
+                    format!("{}:{line}", rel(&cfg)),
+                    format!("`vault_password_file` of {}", rel(&cfg)),
+                ),
+                None => (rel(&file), "ANSIBLE_VAULT_PASSWORD_FILE".to_string()),
+            };
+            return vec![Blocker {
+                kind: kinds::VAULT_LOCKED.into(),
+                at,
+                message: format!(
+                    "the vault password file {} ({named}) is not there: ansible-playbook stops before any play with \"The vault password file ... was not found\", whether anything is vaulted or not",
+                    rel(&file)
+                ),
+                fix: format!(
+                    "create {} as the repo's README says (the vault's password, one line), or remove {named}",
+                    rel(&file)
+                ),
+            }];
+        }
+    }
     if vault::identity_list_configured(&repo.ansible_dir) {
         return Vec::new();
     }

@@ -215,6 +215,28 @@ pub fn password_file(ansible_dir: &Path) -> Option<PathBuf> {
     }
 }
 
+/// [`password_file`] and where it is configured: the ansible.cfg file and line of
+/// `vault_password_file`, or None for `ANSIBLE_VAULT_PASSWORD_FILE`.
+pub fn password_file_source(ansible_dir: &Path) -> Option<(PathBuf, Option<(PathBuf, usize)>)> {
+    let env = AnsibleEnv::from_process();
+    if let Some(p) = &env.vault_password_file {
+        return Some((env.expand(&p.to_string_lossy(), ansible_dir), None));
+    }
+    let cfg = AnsibleCfg::load(ansible_dir, &env);
+    match cfg.get("vault_password_file") {
+        Some((v, line)) if !v.is_empty() => Some((
+            cfg.path(v),
+            Some((
+                cfg.file
+                    .clone()
+                    .unwrap_or_else(|| ansible_dir.join("ansible.cfg")),
+                line,
+            )),
+        )),
+        _ => None,
+    }
+}
+
 /// A regular file read whole, refused past [`MAX_FILE_BYTES`] or when it is not a
 /// regular file (a FIFO would block, a device would never end).
 fn read_capped(path: &Path) -> Result<String, String> {
