@@ -519,6 +519,7 @@ fn scaffolds_of_rolling_playbooks_take_the_servers_one_at_a_time_then_the_agents
         assert_eq!(listed.len(), want.len(), "{name}: {plan}");
         for step in listed {
             let host = step["host"].as_str().expect("host");
+            assert_eq!(step["expect"]["hosts"], serde_json::json!([host]), "{step}");
             assert_eq!(
                 ansible_lists(&root, step),
                 vec![host.to_string()],
@@ -526,6 +527,94 @@ fn scaffolds_of_rolling_playbooks_take_the_servers_one_at_a_time_then_the_agents
             );
         }
     }
+}
+
+/// A playbook whose first plays run on the controller (kriegalex's base_storage.yml:
+/// `hosts: ansible_local`, whose one host is `localhost` with `ansible_connection: local`)
+/// and whose last runs on the servers. The scaffold targeted `ansible_local`, one host at
+/// a time, so the servers' play never ran. Now the controller's plays are a step of their
+/// own, once, `--limit ansible_local`, first as in the playbook; then the servers one at a
+/// time. The real ansible-playbook lists, for each list-hosts step of the plan, exactly
+/// the hosts the plan expects. On myles-coleman's site.yml, whose localhost is Ansible's
+/// implicit one (no `--limit` selects it), the scaffold says its two plays there do not run.
+#[test]
+fn scaffolds_give_the_controllers_plays_steps_of_their_own() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = set_up(tmp.path(), "kriegalex--k3s-ansible");
+    init(&root);
+    let o = run(
+        &root,
+        &[
+            "runbooks",
+            "new",
+            "--playbook",
+            "playbooks/base_storage.yml",
+            "--out",
+            "runbooks/bs.yaml",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let text = std::fs::read_to_string(root.join("runbooks/bs.yaml")).expect("written");
+    assert!(
+        text.contains("  group: \"servers\"\n  # One node"),
+        "{text}"
+    );
+    let o = run(
+        &root,
+        &["plan", "base-storage", "--env", "k3s_cluster", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{text}\n{}", out(&o));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).expect("plan json");
+    let steps = plan["steps"].as_array().expect("steps");
+    let order: Vec<String> = steps
+        .iter()
+        .filter(|s| s["mutates"] == true)
+        .map(|s| {
+            format!(
+                "{} {}",
+                s["id"].as_str().unwrap_or(""),
+                s["host"].as_str().unwrap_or("-")
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "apply-controller.check -",
+            "apply-controller -",
+            "apply.check k3s-server1",
+            "apply k3s-server1",
+            "apply.check k3s-server2",
+            "apply k3s-server2",
+            "apply.check k3s-server3",
+            "apply k3s-server3",
+        ],
+        "{plan}"
+    );
+    for step in steps.iter().filter(|s| s["kind"] == "list-hosts") {
+        let want: Vec<String> =
+            serde_json::from_value(step["expect"]["hosts"].clone()).expect("hosts");
+        assert_eq!(ansible_lists(&root, step), want, "{step}");
+    }
+    assert_eq!(
+        steps
+            .iter()
+            .find(|s| s["id"] == "list-hosts-controller")
+            .map(|s| &s["expect"]["hosts"]),
+        Some(&serde_json::json!(["localhost"])),
+        "{plan}"
+    );
+
+    let root = set_up(tmp.path(), "myles-coleman--k3s-ansible");
+    init(&root);
+    let o = run(&root, &["runbooks", "new", "--playbook", "site.yml"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.contains("# QUESTION: the plays on localhost (site.yml:58, site.yml:73) do not run in this runbook"),
+        "{text}"
+    );
+    assert!(!text.contains("controller\n    kind"), "{text}");
 }
 
 /// kriegalex's ansible.cfg names `vault_password_file = .vault_pass`, which its README has

@@ -87,16 +87,22 @@ pub fn scaffold(repo: &Repo, playbook: &str, id: Option<&str>) -> Result<String,
 
     let mut questions: Vec<String> = Vec::new();
     let mut mapped: Vec<(usize, Play, Mapped)> = Vec::new();
+    // Plays on the controller (this machine) are no node's: they are kept out of the
+    // target and get steps of their own.
+    let mut controller: Vec<(usize, Play, Controller)> = Vec::new();
     for (i, u) in units.iter().enumerate() {
         for p in &u.plays {
-            mapped.push((i, p.clone(), map_hosts(repo, p)));
+            match controller_of(repo, p) {
+                Some(c) => controller.push((i, p.clone(), c)),
+                None => mapped.push((i, p.clone(), map_hosts(repo, p))),
+            }
         }
         questions.extend(u.questions.iter().cloned());
     }
     // The target: a group holding every play's hosts where the plays run on several
     // groups of the cluster (servers, then agents: each host runs the plays that name
     // it); else the first play's group, and a play elsewhere gets `only_on:`.
-    let cover = covering_group(repo, &units);
+    let cover = covering_group(repo, &mapped);
     if let Some((g, envs)) = &cover {
         questions.push(format!(
             "the plays run on different groups of the cluster; `{g}` holds them all in {}: the runbook takes its servers one at a time, then its other hosts one at a time, each host running the plays that name it",
@@ -152,9 +158,11 @@ pub fn scaffold(repo: &Repo, playbook: &str, id: Option<&str>) -> Result<String,
     let _ = writeln!(t, "id: {id}");
     let _ = writeln!(t, "title: {}", quote(&format!("{stem} (scaffolded)")));
     let _ = writeln!(t, "environments: [{}]", envs.join(", "));
-    t.push_str("target:\n");
-    let _ = writeln!(t, "  group: {}", quote(&target));
-    if serial {
+    if !mapped.is_empty() {
+        t.push_str("target:\n");
+        let _ = writeln!(t, "  group: {}", quote(&target));
+    }
+    if serial && !mapped.is_empty() {
         t.push_str(
             "  # One node at a time: a play says `serial: 1`, or runs on the cluster's nodes (servers, agents, or all).\n",
         );
@@ -171,11 +179,32 @@ pub fn scaffold(repo: &Repo, playbook: &str, id: Option<&str>) -> Result<String,
         t.push_str("  order: servers_first\n");
     }
     t.push_str("steps:\n");
+    let numbered = units.iter().filter(|u| !u.plays.is_empty()).count() > 1;
     for (i, u) in units.iter().enumerate() {
         if u.plays.is_empty() {
             continue;
         }
+        let n = if numbered {
+            format!("-{}", i + 1)
+        } else {
+            String::new()
+        };
+        let ctl: Vec<&(usize, Play, Controller)> =
+            controller.iter().filter(|(j, ..)| *j == i).collect();
         let plays: Vec<&(usize, Play, Mapped)> = mapped.iter().filter(|(j, ..)| *j == i).collect();
+        let ctl_text = controller_steps(&u.file, &n, &ctl, &plays);
+        // In the playbook's order: the controller's plays first where its first play is.
+        let ctl_first = match (ctl.first(), plays.first()) {
+            (Some(c), Some(p)) => c.1.line < p.1.line,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        if ctl_first {
+            t.push_str(&ctl_text);
+        }
+        if plays.is_empty() {
+            continue;
+        }
         for (_, p, m) in &plays {
             let _ = writeln!(
                 t,
@@ -192,7 +221,8 @@ pub fn scaffold(repo: &Repo, playbook: &str, id: Option<&str>) -> Result<String,
                     .map(|s| format!(", serial {s}"))
                     .unwrap_or_default()
             );
-            if let Some(q) = &m.question {
+            // Under a covering target the first question says where each play runs.
+            if let Some(q) = m.question.as_ref().filter(|_| cover.is_none()) {
                 let _ = writeln!(t, "  # QUESTION: {q}");
             }
         }
@@ -214,11 +244,6 @@ pub fn scaffold(repo: &Repo, playbook: &str, id: Option<&str>) -> Result<String,
                 }
             }
         }
-        let n = if units.iter().filter(|u| !u.plays.is_empty()).count() > 1 {
-            format!("-{}", i + 1)
-        } else {
-            String::new()
-        };
         let file = &u.file;
         let scope = if serial { "" } else { "    scope: once\n" };
         let (confirm, on) = if serial {
@@ -267,6 +292,9 @@ pub fn scaffold(repo: &Repo, playbook: &str, id: Option<&str>) -> Result<String,
         t.push_str(&common);
         t.push_str("    # A --check --diff preview, approved, before it changes anything.\n");
         t.push_str("    check_first: true\n");
+        if !ctl_first {
+            t.push_str(&ctl_text);
+        }
     }
     t.push_str(
         "  # QUESTION: how do you know it worked? Add a read-back (kind: ssh with expect:, or\n  # kind: probe) here; see docs/runbooks.md.\n",
@@ -579,16 +607,13 @@ fn map_hosts(repo: &Repo, play: &Play) -> Mapped {
 /// Where the plays (localhost's aside) run on two or more inventory groups whose hosts
 /// together are exactly an inventory group's (not `all`) that holds an environment's
 /// servers and other hosts: that group and those environments.
-fn covering_group(repo: &Repo, units: &[Unit]) -> Option<(String, Vec<String>)> {
+fn covering_group(repo: &Repo, plays: &[(usize, Play, Mapped)]) -> Option<(String, Vec<String>)> {
     let mut patterns: Vec<String> = Vec::new();
-    for p in units.iter().flat_map(|u| &u.plays) {
+    for (_, p, _) in plays {
         let pattern = match templated_default(&p.hosts) {
             Some((_, g)) => g,
             None => p.hosts.trim().to_string(),
         };
-        if is_localhost(&pattern) {
-            continue;
-        }
         if !repo.inventory.has_group(&pattern) {
             // A host pattern or a template: hk-console cannot tell what it covers.
             return None;
@@ -625,9 +650,124 @@ fn covering_group(repo: &Repo, units: &[Unit]) -> Option<(String, Vec<String>)> 
         .find(|(_, envs)| !envs.is_empty())
 }
 
-/// `localhost` as a play's `hosts:` (Ansible's implicit localhost, the controller).
-fn is_localhost(pattern: &str) -> bool {
-    matches!(pattern, "localhost" | "127.0.0.1" | "::1")
+/// A play on the controller: `Some(limit)` selects its hosts with `--limit` (an inventory
+/// group or host whose every host has `ansible_connection: local`); `None` is Ansible's
+/// implicit localhost, which no `--limit` can select (ansible-playbook stops with "...
+/// leaves us with no hosts to target" when `localhost` is not in the inventory).
+#[derive(Debug, Clone)]
+struct Controller {
+    limit: Option<String>,
+}
+
+fn controller_of(repo: &Repo, play: &Play) -> Option<Controller> {
+    let pattern = play.hosts.trim();
+    if pattern.contains("{{") || pattern.contains([',', ':', '!', '&', '*']) {
+        return None;
+    }
+    let hosts = match repo.inventory.hosts_in(pattern) {
+        Some(h) => h,
+        None if repo.inventory.hosts().iter().any(|h| h == pattern) => vec![pattern.to_string()],
+        None if matches!(pattern, "localhost" | "127.0.0.1" | "::1") => {
+            return Some(Controller { limit: None })
+        }
+        None => return None,
+    };
+    let local = |h: &String| {
+        repo.resolve_var(h, "ansible_connection")
+            .and_then(|r| r.value()?.as_str().map(str::to_string))
+            .as_deref()
+            == Some("local")
+    };
+    (!hosts.is_empty() && hosts.iter().all(local)).then(|| Controller {
+        limit: Some(pattern.to_string()),
+    })
+}
+
+/// The steps (and questions) of one playbook's plays on the controller: a list-hosts and
+/// a previewed ansible step, once, limited to the controller's hosts, which skips the
+/// plays on nodes (their hosts are not in the limit); or, on the implicit localhost, the
+/// question of how to run them.
+fn controller_steps(
+    file: &str,
+    n: &str,
+    ctl: &[&(usize, Play, Controller)],
+    node_plays: &[&(usize, Play, Mapped)],
+) -> String {
+    let mut t = String::new();
+    if ctl.is_empty() {
+        return t;
+    }
+    let mut limits: Vec<&str> = Vec::new();
+    for (_, p, c) in ctl {
+        let _ = writeln!(
+            t,
+            "  # play {}:{}{}: hosts {} (the controller: this machine, not a node)",
+            p.file,
+            p.line,
+            p.name
+                .as_deref()
+                .map(|n| format!(" \"{n}\""))
+                .unwrap_or_default(),
+            quote(&p.hosts),
+        );
+        if let Some(l) = &c.limit {
+            if !limits.contains(&l.as_str()) {
+                limits.push(l);
+            }
+        }
+    }
+    let implicit: Vec<String> = ctl
+        .iter()
+        .filter(|(_, _, c)| c.limit.is_none())
+        .map(|(_, p, _)| format!("{}:{}", p.file, p.line))
+        .collect();
+    if !implicit.is_empty() {
+        let _ = writeln!(
+            t,
+            "  # QUESTION: the plays on localhost ({}) do not run in this runbook: `--limit HOST` matches none of their hosts, and ansible-playbook refuses `--limit localhost` while localhost is not in the inventory; add it (with ansible_connection: local) to give them steps of their own",
+            implicit.join(", ")
+        );
+    }
+    if limits.is_empty() {
+        return t;
+    }
+    let limit = limits.join(",");
+    if !node_plays.is_empty() {
+        let first_ctl = ctl.first().map(|c| c.1.line).unwrap_or(0);
+        let last_ctl = ctl.last().map(|c| c.1.line).unwrap_or(0);
+        if node_plays
+            .iter()
+            .any(|p| p.1.line > first_ctl && p.1.line < last_ctl)
+        {
+            let _ = writeln!(
+                t,
+                "  # QUESTION: {file} alternates between the controller and the nodes; the runbook runs all of the controller's plays here, together: is that order safe?"
+            );
+        }
+    }
+    let _ = writeln!(t, "  - id: list-hosts{n}-controller");
+    t.push_str("    kind: list-hosts\n    scope: once\n");
+    let _ = writeln!(
+        t,
+        "    title: {}",
+        quote(&format!(
+            "Confirm {file} --limit {limit} runs only on the controller"
+        ))
+    );
+    let _ = writeln!(t, "    playbook: {}", quote(file));
+    let _ = writeln!(t, "    limit: {}", quote(&limit));
+    let _ = writeln!(t, "  - id: apply{n}-controller");
+    t.push_str("    kind: ansible\n    scope: once\n");
+    let _ = writeln!(
+        t,
+        "    title: {}",
+        quote(&format!("Run {file}'s plays on the controller ({limit})"))
+    );
+    let _ = writeln!(t, "    playbook: {}", quote(file));
+    let _ = writeln!(t, "    limit: {}", quote(&limit));
+    t.push_str("    # A --check --diff preview, approved, before it changes anything.\n");
+    t.push_str("    check_first: true\n");
+    t
 }
 
 /// The environments whose servers are all in `group`, which also holds other hosts of
