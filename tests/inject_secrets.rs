@@ -4,8 +4,10 @@
 //! then halts on the apply. The console's executors mask every vaulted value, learned with
 //! the repo's vault password file: no vaulted value reaches the output ring (the screen's
 //! lines of the halted step), the journal, the run's output file or the log, and the masks
-//! are there where the secret was. Without a password hk-console can read (a password
-//! script it does not run), the diff lines are withheld and say why.
+//! are there where the secret was. A password file that is a script is run as Ansible
+//! runs it, and its password masks the same way. Without a password hk-console can use (a
+//! vault identity list, which it does not evaluate), the diff lines are withheld and say
+//! why.
 //! Needs ansible-playbook (HK_ANSIBLE_BIN_DIR, PATH or /opt/hk-venv/bin): fails, not skips.
 
 use std::path::{Path, PathBuf};
@@ -92,11 +94,22 @@ fn playbook(dest: &Path, say: bool) -> String {
     p
 }
 
+/// How the demo's ansible.cfg gives the vault password.
+#[derive(Clone, Copy, PartialEq)]
+enum Password {
+    /// `vault_password_file` naming the sample's plain file.
+    File,
+    /// `vault_password_file` naming an executable that prints it.
+    Script,
+    /// `vault_identity_list = default@FILE`, no `vault_password_file`.
+    IdentityList,
+}
+
 async fn run_on_demo(
     tmp: &Path,
     check_line: &str,
     say: bool,
-    script_password: bool,
+    script_password: Password,
 ) -> (Report, PathBuf) {
     run_runbook_on_demo(
         tmp,
@@ -111,7 +124,7 @@ async fn run_runbook_on_demo(
     tmp: &Path,
     runbook: &str,
     say: bool,
-    script_password: bool,
+    script_password: Password,
 ) -> (Report, PathBuf) {
     require_ansible();
     let d: Demo = demo::start("healthy", &tmp.join("repo"))
@@ -123,8 +136,23 @@ async fn run_runbook_on_demo(
         playbook(&tmp.join("pia.auth"), say),
     )
     .expect("playbook");
-    if script_password {
-        // Ansible runs an executable password file; hk-console does not.
+    if script_password == Password::IdentityList {
+        let pw_file = d.dir.join(".vault-pass-sample");
+        let cfg = ansible_dir.join("ansible.cfg");
+        let text = std::fs::read_to_string(&cfg).expect("ansible.cfg");
+        let line = "vault_password_file = ../../.vault-pass-sample";
+        assert!(text.contains(line), "{text}");
+        std::fs::write(
+            &cfg,
+            text.replace(
+                line,
+                &format!("vault_identity_list = default@{}", pw_file.display()),
+            ),
+        )
+        .expect("ansible.cfg");
+    }
+    if script_password == Password::Script {
+        // Ansible runs an executable password file, and so does hk-console.
         let pw_file = d.dir.join(".vault-pass-sample");
         let pw = std::fs::read_to_string(&pw_file).expect("password");
         std::fs::write(&pw_file, format!("#!/bin/sh\necho '{}'\n", pw.trim())).expect("script");
@@ -190,8 +218,22 @@ fn assert_no_secret(what: &str, text: &str) {
 async fn vaulted_values_are_masked_through_a_preview_and_an_apply() {
     let log = log_file();
     let tmp = tempfile::tempdir().expect("tmp");
-    let (report, runs) = run_on_demo(tmp.path(), "check_first: true", true, false).await;
+    let (report, runs) = run_on_demo(tmp.path(), "check_first: true", true, Password::File).await;
+    assert_masked_through_preview_and_apply(tmp.path(), &report, &runs, log);
+}
 
+/// The same, with the password from a script (as an operator's password manager gives it):
+/// hk-console runs it as ansible-playbook does and masks with what it printed (it said
+/// "a script, which hk-console does not run" and withheld every diff line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_script_is_run_and_its_vaulted_values_are_masked() {
+    let log = log_file();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (report, runs) = run_on_demo(tmp.path(), "check_first: true", true, Password::Script).await;
+    assert_masked_through_preview_and_apply(tmp.path(), &report, &runs, log);
+}
+
+fn assert_masked_through_preview_and_apply(tmp: &Path, report: &Report, runs: &Path, log: &Path) {
     // The preview ran and was approved; the apply halted on the failing task.
     assert!(!report.succeeded, "{}", report.render());
     let by_id = |id: &str| {
@@ -225,7 +267,7 @@ async fn vaulted_values_are_masked_through_a_preview_and_an_apply() {
     );
 
     // The run's files: the journal and the output file (with the preview's diff).
-    let files = files_under(&runs);
+    let files = files_under(runs);
     assert!(files.len() >= 2, "{files:?}");
     let mut saw_masked_diff = false;
     for (path, text) in &files {
@@ -237,7 +279,7 @@ async fn vaulted_values_are_masked_through_a_preview_and_an_apply() {
         "no masked diff line in the run's files: the preview's diff was not there"
     );
     // The apply's first task wrote the real values: they did flow through ansible.
-    let written = std::fs::read_to_string(tmp.path().join("pia.auth")).expect("written");
+    let written = std::fs::read_to_string(tmp.join("pia.auth")).expect("written");
     assert!(written.contains(SECRET), "{written}");
 
     // The log.
@@ -249,7 +291,8 @@ async fn vaulted_values_are_masked_through_a_preview_and_an_apply() {
 async fn without_a_password_hk_console_reads_the_diff_is_withheld() {
     let log = log_file();
     let tmp = tempfile::tempdir().expect("tmp");
-    let (report, runs) = run_on_demo(tmp.path(), "check: true", false, true).await;
+    let (report, runs) =
+        run_on_demo(tmp.path(), "check: true", false, Password::IdentityList).await;
     assert!(report.succeeded, "{}", report.render());
     let files = files_under(&runs);
     let mut withheld = 0;
@@ -258,7 +301,7 @@ async fn without_a_password_hk_console_reads_the_diff_is_withheld() {
         withheld += text.matches(WITHHELD).count();
         if text.contains(WITHHELD) {
             assert!(
-                text.contains("is a script, which hk-console does not run"),
+                text.contains("no vault password file"),
                 "{}: the withheld line does not say why:\n{text}",
                 path.display()
             );
@@ -306,7 +349,7 @@ steps:
     check: true
 "#
     );
-    let (report, runs) = run_runbook_on_demo(tmp.path(), &runbook, false, false).await;
+    let (report, runs) = run_runbook_on_demo(tmp.path(), &runbook, false, Password::File).await;
     assert!(report.succeeded, "{}", report.render());
     // The summary a headless run prints names the step by its title: masked there too.
     let summary = report.render();

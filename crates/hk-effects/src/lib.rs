@@ -14,3 +14,4 @@ pub mod exec;
 pub mod gateway;
 pub mod hostvar;
 pub mod observe;
+pub mod vault_script;

@@ -49,7 +49,10 @@ pub(crate) fn read_only_ssh(
             }
         }
     }
-    let redactor = hk_engine::repo::vault::scan_repo(repo).redactor();
+    let redactor = hk_engine::repo::vault::scan_repo_running(repo, &|p| {
+        crate::vault_script::run(p, &repo.ansible_dir)
+    })
+    .redactor();
     let exec = Executor::read_only(pool, AnsibleRunner::from_env(), redactor);
     (exec, unreachable)
 }

@@ -340,9 +340,24 @@ fn candidate_files(roots: &[PathBuf], scan: &mut VaultScan) -> Vec<PathBuf> {
     out
 }
 
+/// Runs an executable vault password file as ansible-playbook does (its standard output,
+/// line ends stripped, is the password). The engine runs nothing: the caller that may
+/// (hk-effects' `vault_script`) hands one in.
+pub type ScriptRunner<'a> = &'a dyn Fn(&Path) -> Result<String, String>;
+
 /// Scan `roots` for vaulted content and decrypt it with the password in
-/// `password_file` (if any) to learn what to mask.
+/// `password_file` (if any) to learn what to mask. A password file that is a script is
+/// not run: its vaulted values are unknown ([`scan_running`] runs it).
 pub fn scan(roots: &[PathBuf], password_file: Option<&Path>) -> VaultScan {
+    scan_running(roots, password_file, None)
+}
+
+/// [`scan`], with `runner` for a password file that is a script.
+pub fn scan_running(
+    roots: &[PathBuf],
+    password_file: Option<&Path>,
+    runner: Option<ScriptRunner<'_>>,
+) -> VaultScan {
     let mut scan = VaultScan::default();
     let mut texts: Vec<(PathBuf, bool, String)> = Vec::new();
     for file in candidate_files(roots, &mut scan) {
@@ -379,10 +394,18 @@ pub fn scan(roots: &[PathBuf], password_file: Option<&Path>) -> VaultScan {
     if texts.is_empty() {
         // Nothing vaulted, yet the password itself stays a secret wherever it shows.
         if let Some(p) = password_file {
-            if std::fs::metadata(p).is_ok_and(|m| !is_executable(&m)) {
-                if let Ok(t) = read_capped(p) {
-                    scan.learn(t.trim());
+            match std::fs::metadata(p) {
+                Ok(m) if is_executable(&m) => {
+                    if let Some(Ok(pw)) = runner.map(|run| run(p)) {
+                        scan.learn(&pw);
+                    }
                 }
+                Ok(_) => {
+                    if let Ok(t) = read_capped(p) {
+                        scan.learn(t.trim());
+                    }
+                }
+                Err(_) => {}
             }
         }
         return scan;
@@ -393,13 +416,25 @@ pub fn scan(roots: &[PathBuf], password_file: Option<&Path>) -> VaultScan {
             return scan;
         }
         Some(p) => match std::fs::metadata(p) {
-            Ok(m) if is_executable(&m) => {
-                scan.locked = Some(format!(
-                    "the vault password file {} is a script, which hk-console does not run: the vaulted values are unknown",
-                    p.display()
-                ));
-                return scan;
-            }
+            Ok(m) if is_executable(&m) => match runner {
+                Some(run) => match run(p) {
+                    Ok(pw) => pw,
+                    Err(e) => {
+                        scan.locked = Some(format!(
+                            "the vault password script {} failed: {e}: the vaulted values are unknown",
+                            p.display()
+                        ));
+                        return scan;
+                    }
+                },
+                None => {
+                    scan.locked = Some(format!(
+                        "the vault password file {} is a script, which hk-console does not run: the vaulted values are unknown",
+                        p.display()
+                    ));
+                    return scan;
+                }
+            },
             _ => match read_capped(p) {
                 Ok(t) => t.trim().to_string(),
                 Err(e) => {
@@ -495,6 +530,17 @@ fn is_executable(m: &std::fs::Metadata) -> bool {
 /// The scan for a loaded repo: its ansible dir, its inventory's directory and each
 /// environment's vault file, with the password file ansible-playbook would use.
 pub fn scan_repo(repo: &super::Repo) -> VaultScan {
+    let pw = password_file(&repo.ansible_dir);
+    scan(&repo_roots(repo), pw.as_deref())
+}
+
+/// [`scan_repo`], running a password file that is a script with `runner`.
+pub fn scan_repo_running(repo: &super::Repo, runner: ScriptRunner<'_>) -> VaultScan {
+    let pw = password_file(&repo.ansible_dir);
+    scan_running(&repo_roots(repo), pw.as_deref(), Some(runner))
+}
+
+fn repo_roots(repo: &super::Repo) -> Vec<PathBuf> {
     let mut roots = vec![repo.ansible_dir.clone()];
     if let Some(dir) = repo.inventory_path.parent() {
         if !dir.starts_with(&repo.ansible_dir) {
@@ -506,8 +552,7 @@ pub fn scan_repo(repo: &super::Repo) -> VaultScan {
             roots.push(repo.root.join(v));
         }
     }
-    let pw = password_file(&repo.ansible_dir);
-    scan(&roots, pw.as_deref())
+    roots
 }
 
 #[cfg(test)]

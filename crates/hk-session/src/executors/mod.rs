@@ -137,7 +137,10 @@ pub fn capabilities_with(
     // The vaulted values, learned with the repo's vault password only to be masked in
     // every line either executor shows, journals or logs (or, without the password, every
     // diff line withheld).
-    let vault = hk_engine::repo::vault::scan_repo(repo);
+    // A password file that is a script is run as ansible-playbook runs it.
+    let vault = hk_engine::repo::vault::scan_repo_running(repo, &|p| {
+        hk_effects::vault_script::run(p, &repo.ansible_dir)
+    });
     if let Some(why) = &vault.locked {
         warnings.push(format!(
             "vault: {why}; every --diff line is withheld from the screen and the run's files"
