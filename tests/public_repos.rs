@@ -682,3 +682,47 @@ fn a_missing_vault_password_file_is_named_as_ansible_playbook_meets_it() {
         out(&o)
     );
 }
+
+/// The overview (`hk-console` with no command and no terminal) ends with a next step that
+/// can be taken on this repo: it said `plan etcd-io-priority --env prod` on every repo,
+/// which refuses where there is no `prod`. With no runbook for the repo's environments it
+/// says how to scaffold one; once one is in the repo's runbooks/, it names that runbook's
+/// plan, and that command plans (exit 0).
+#[test]
+fn the_overviews_next_step_can_be_taken_on_the_repo() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = set_up(tmp.path(), "kriegalex--k3s-ansible");
+    init(&root);
+    let next = |root: &Path| {
+        let o = run(root, &[]);
+        let text = out(&o);
+        text.lines()
+            .find(|l| l.starts_with("Next: "))
+            .unwrap_or_else(|| panic!("no Next line:\n{text}"))
+            .to_string()
+    };
+    let line = next(&root);
+    assert!(
+        line.starts_with("Next: hk-console runbooks new --playbook PLAYBOOK --out runbooks/"),
+        "{line}"
+    );
+    let o = run(
+        &root,
+        &[
+            "runbooks",
+            "new",
+            "--playbook",
+            "playbooks/reboot.yml",
+            "--out",
+            "runbooks/reboot.yaml",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let line = next(&root);
+    assert!(
+        line.starts_with("Next: hk-console plan reboot --env k3s_cluster "),
+        "{line}"
+    );
+    let o = run(&root, &["plan", "reboot", "--env", "k3s_cluster"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+}

@@ -42,8 +42,28 @@ pub(super) fn overview(cli: &Cli) -> CmdResult {
     let status = print_check(&repo, None, &runbooks)?;
     outln!("\n== Runbooks");
     super::runbooks::list(cli, false)?;
-    outln!("\nNext: hk-console plan etcd-io-priority --env prod    (a plan runs nothing)");
+    outln!("\n{}", next_step(&repo, &super::runbooks_of(cli)?));
     Ok(status)
+}
+
+/// The overview's next step: the plan of a runbook written for one of the repo's
+/// environments, or (a repo that has none yet) how to scaffold one. It named the sample's
+/// `etcd-io-priority --env prod` on every repo, which refuses on a repo without `prod`.
+fn next_step(repo: &Repo, set: &RunbookSet) -> String {
+    let names = repo.environment_names();
+    let found = set.iter().find_map(|l| {
+        let rb = &l.runbook;
+        rb.environments
+            .iter()
+            .find(|e| names.contains(&e.as_str()))
+            .map(|env| (rb.id.clone(), env.clone()))
+    });
+    match found {
+        Some((id, env)) => {
+            format!("Next: hk-console plan {id} --env {env}    (a plan runs nothing)")
+        }
+        None => "Next: hk-console runbooks new --playbook PLAYBOOK --out runbooks/NAME.yaml    (no runbook is written for this repo's environments yet; see docs/runbooks.md)".to_string(),
+    }
 }
 
 /// The static check for the console's Check screen: the repo read afresh (the operator may
