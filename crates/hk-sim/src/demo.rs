@@ -1668,6 +1668,10 @@ fn fixed_api_port(repo: &Repo) -> Result<Option<u16>, DemoError> {
     }
 }
 
+/// Raft entries a simulated member behind its leader applies per look (etcd replays a
+/// restarted member's missed log in well under a second for a homelab's write rate).
+const ETCD_CATCH_UP_PER_LOOK: u64 = 50;
+
 /// Keep the servers' etcd members in step with their deaths and their k3s.service's stops
 /// (k3s embeds the member): a dead or stopped server's member stops
 /// (its metrics listener refuses); while a majority lives, a leader that died is replaced
@@ -1704,6 +1708,16 @@ async fn follow_etcd(
                 .ok()
                 .and_then(|n| n.etcd.as_ref().map(|e| e.member_id))
         });
+        // The leader appends one entry a look; its followers apply what it has, a member
+        // back from a stop replaying what it missed at ETCD_CATCH_UP_PER_LOOK a look (it
+        // trailed forever, and a health gate waiting for it to catch up never passed).
+        let leader_applied = leader.and_then(|i| {
+            members[i]
+                .1
+                .lock()
+                .ok()
+                .and_then(|n| n.etcd.as_ref().map(|e| e.applied + 1))
+        });
         for (i, ((_, s), a)) in members.iter().zip(&alive).enumerate() {
             if let Ok(mut n) = s.lock() {
                 n.etcd_up = *a;
@@ -1716,8 +1730,8 @@ async fn follow_etcd(
                         e.term += 1;
                     }
                     e.leader = follows;
-                    if follows.is_some() {
-                        e.applied += 1;
+                    if let (Some(_), Some(top)) = (follows, leader_applied) {
+                        e.applied = (e.applied + ETCD_CATCH_UP_PER_LOOK).min(top).max(e.applied);
                     }
                 }
             }

@@ -278,12 +278,21 @@ pub async fn wait_healthy(
 /// or of its causes, at once; the same wait again once `every` has passed since the last
 /// line said, so its count is seen to move.
 fn worth_saying(state: &GateState, last: &str, since_said: Duration, every: Duration) -> bool {
+    let now = state.to_string();
     match (state, last.split(':').next()) {
-        (GateState::Waiting { .. }, Some("healthy, waiting")) => {
-            since_said >= every && state.to_string() != last
+        (GateState::Waiting { .. }, Some("healthy, waiting")) => since_said >= every && now != last,
+        // The same causes with other numbers (a member's applied index, an age): again
+        // only once `every` has passed, not at every look.
+        (GateState::Unhealthy { .. }, Some("unhealthy")) if shape(&now) == shape(last) => {
+            since_said >= every && now != last
         }
-        _ => state.to_string() != last,
+        _ => now != last,
     }
+}
+
+/// A progress line with its numbers taken out: what kind of line it is.
+fn shape(line: &str) -> String {
+    line.chars().filter(|c| !c.is_ascii_digit()).collect()
 }
 
 /// One look at what `look.node` carries, judged: met when it may be taken away, failed
@@ -368,5 +377,33 @@ mod progress_tests {
             Duration::ZERO,
             every
         ));
+    }
+
+    /// A member catching up changes its numbers at every look: the same cause is said
+    /// again every `every`, not every look (the demo printed one line a second for minutes);
+    /// another cause is said at once.
+    #[test]
+    fn the_same_causes_with_other_numbers_are_said_again_only_as_the_count_is() {
+        let behind = |applied: u64| {
+            GateState::Unhealthy {
+            causes: vec![format!(
+                "etcd: k3s-prod-1's member has applied {applied} of the leader's (k3s-prod-2) {}: 225 entries behind",
+                applied + 225
+            )],
+        }
+        };
+        let every = Duration::from_secs(10);
+        let last = behind(1662).to_string();
+        assert!(!worth_saying(
+            &behind(1668),
+            &last,
+            Duration::from_secs(1),
+            every
+        ));
+        assert!(worth_saying(&behind(1720), &last, every, every));
+        let other = GateState::Unhealthy {
+            causes: vec!["k3s-prod-1 NotReady since 12:00:01".into()],
+        };
+        assert!(worth_saying(&other, &last, Duration::ZERO, every));
     }
 }
