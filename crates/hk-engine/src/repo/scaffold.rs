@@ -167,6 +167,18 @@ pub fn scaffold(repo: &Repo, playbook: &str, id: Option<&str>) -> Result<String,
             "  # One node at a time: a play says `serial: 1`, or runs on the cluster's nodes (servers, agents, or all).\n",
         );
         t.push_str("  serial: 1\n");
+        // Declared, so the gate holds in an environment that is not `protected:` too (a
+        // protected one gets it anyway): nothing about the next node is decided before
+        // the cluster has come back from the last one.
+        let d = crate::runbook::schema::BetweenHosts::default();
+        t.push_str(
+            "  # The health gate between one node and the next (docs/runbooks.md): every node Ready,\n  # etcd's members caught up, the VIP lease holder stable, then healthy for the soak.\n",
+        );
+        let _ = writeln!(
+            t,
+            "  between_hosts:\n    stable_for_s: {}\n    soak_s: {}\n    timeout_s: {}",
+            d.stable_for_s, d.soak_s, d.timeout_s
+        );
     }
     if cover.is_some()
         || mapped
