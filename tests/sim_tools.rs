@@ -334,7 +334,7 @@ async fn every_unmodelled_construct_fails_with_exit_2() {
             ("ss -tl", "ss without -n (service names)"),
             ("ip neigh", "ip neigh"),
             ("systemctl list-units", "systemctl verb list-units"),
-            ("python3 -c 'print(1)'", "python3 -c print(1) (a simulated node never runs Python: Ansible modules cannot run here; use the `raw` module, whose command goes to the simulated shell)"),
+            ("python3 -c 'print(1)'", "python3 -c print(1) (a simulated node never runs Python: Ansible modules cannot run here; start the demo with --userland to run them on this machine's programs, or use the `raw` module, whose command goes to the simulated shell)"),
             ("set -x; true", "set -x"),
         ] {
             let (o, e, code) = text(&s.ssh(0, &[], cmd, b""));

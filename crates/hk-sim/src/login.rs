@@ -189,8 +189,9 @@ impl System for NodeSession {
         }
         if base.starts_with("python") {
             let mut o = Output::unsimulated(&format!(
-                "{} (a simulated node never runs Python: Ansible modules cannot run here; use \
-                 the `raw` module, whose command goes to the simulated shell)",
+                "{} (a simulated node never runs Python: Ansible modules cannot run here; start \
+                 the demo with --userland to run them on this machine's programs, or use the \
+                 `raw` module, whose command goes to the simulated shell)",
                 argv.join(" ")
             ));
             // Given no script, an interpreter reads it from stdin (Ansible's pipelining):
