@@ -452,6 +452,7 @@ fn console_app(d: &Demo, runs: &std::path::Path) -> hk_console::ui::app::App {
     let parts = AppParts {
         environments: vec![],
         runbooks: hk_console::runbook::embedded::load(&[]).expect("runbooks"),
+        not_offered: Default::default(),
         plans: Arc::new(hk_console::session::RepoPlans { repo }),
         runs_dir: Some(runs.to_path_buf()),
         themes: hk_console::ui::theme::ThemeSet::builtin(),

@@ -726,3 +726,57 @@ fn the_overviews_next_step_can_be_taken_on_the_repo() {
     let o = run(&root, &["plan", "reboot", "--env", "k3s_cluster"]);
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
 }
+
+/// A public repo whose environment happens to be called `prod` (myles-coleman's `master`,
+/// renamed in its hk-console.yaml): the built-in runbooks name `prod`, but run the sample's
+/// playbooks, its Flux tree and its VPN gateways, none of which this repo has. `runbooks
+/// list` offered them and `check` reported six `[missing-playbook]` violations of files that
+/// were never this repo's. Now none is offered, `--all` and `--json` say why for each, and
+/// `check` has no blocker of theirs.
+#[test]
+fn built_in_runbooks_are_not_offered_where_the_repo_lacks_what_they_run() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = set_up(tmp.path(), "myles-coleman--k3s-ansible");
+    init(&root);
+    replace_in(&root, "hk-console.yaml", "\n  master:\n", "\n  prod:\n");
+    let o = run(&root, &["runbooks", "list"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    let (offered, apart) = text
+        .split_once("not offered here: ")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(offered.trim().is_empty(), "offered:\n{offered}");
+    for why in [
+        "etcd-io-priority (built in, and this repo has no playbooks/etcd-io-priority.yml in its top directory)",
+        "cilium-endpoint-rollout (built in, it reconciles helmrelease/cilium through Flux, and prod has no Flux overlay (clusters/prod is not in this repo))",
+        "vpn-egress-verify (built in, for the vpn_gateways group, and prod has none)",
+    ] {
+        assert!(apart.contains(why), "{why}\n{text}");
+    }
+    let o = run(&root, &["runbooks", "list", "--all"]);
+    let all = out(&o);
+    assert!(
+        all.lines().any(|l| l.starts_with("etcd-io-priority ")
+            && l.contains(
+                "[not offered here: built in, and this repo has no playbooks/etcd-io-priority.yml"
+            )),
+        "{all}"
+    );
+    let o = run(&root, &["runbooks", "list", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    for r in v.as_array().expect("rows") {
+        assert_eq!(r["applies"], false, "{r}");
+        assert!(
+            r["not_offered"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("built in")),
+            "{r}"
+        );
+    }
+    let (code, findings, text) = check(&root);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        !findings.iter().any(|f| f.contains("[missing-playbook]")),
+        "{findings:#?}"
+    );
+}

@@ -72,6 +72,28 @@ fn w_toggles_wrapping_the_output() {
     assert!(text(&render(&mut a, 80, 24)).contains("the read-back follows in step 5"));
 }
 
+/// A runbook the caller found not offered on this repo (`context::not_offered`: a built-in
+/// one whose playbooks the repo lacks, on an environment that happens to be called `prod`)
+/// is not on Home and not completed by `:run`, and the title counts it; the others stay.
+#[test]
+fn home_leaves_out_what_is_not_offered_on_the_repo() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut p = parts(dir.path());
+    p.not_offered.insert(
+        "etcd-io-priority".into(),
+        "built in, and this repo has no playbooks/etcd-io-priority.yml".into(),
+    );
+    let mut a = App::operate(p, operate_caps(&ALL_KINDS, &ALL_KINDS));
+    let ids: Vec<&str> = a.visible_runbooks().iter().map(|r| r.id.as_str()).collect();
+    assert!(!ids.contains(&"etcd-io-priority"), "{ids:?}");
+    assert!(ids.contains(&"node-health"), "{ids:?}");
+    assert!(!a.candidates("run ").contains(&"etcd-io-priority".to_string()));
+    assert_eq!(a.runbooks_elsewhere(), 1);
+    let frame = text(&render(&mut a, 160, 45));
+    assert!(frame.contains("Runbooks  (1 not for this repo hidden;"), "{frame}");
+    assert!(!frame.contains("etcd-io-priority"), "{frame}");
+}
+
 /// A repo whose environments are not the sample's (a public repo's `master`): Home does not
 /// offer the built-in runbooks, written for `prod` and `dev`, and says how many it left out
 /// and how to make one; a runbook of the repo's own is listed, the count in the title.
@@ -90,7 +112,7 @@ fn home_offers_only_the_runbooks_for_the_repos_environments() {
     let frame = text(&render(&mut a, 80, 24));
     assert!(
         frame.contains(&format!(
-            "no runbook for this repo's environments ({builtins}"
+            "no runbook for this repo ({builtins} not offered here"
         )),
         "{frame}"
     );
@@ -115,7 +137,7 @@ fn home_offers_only_the_runbooks_for_the_repos_environments() {
     assert_eq!(a.candidates("run "), ["reboot-one-server"]);
     let frame = text(&render(&mut a, 80, 24));
     assert!(
-        frame.contains(&format!("Runbooks  ({builtins} for other envs hidden;")),
+        frame.contains(&format!("Runbooks  ({builtins} not for this repo hidden;")),
         "{frame}"
     );
     assert!(

@@ -41,7 +41,7 @@ pub(super) fn overview(cli: &Cli) -> CmdResult {
     let runbooks = load_runbooks(cli.runbooks.as_deref())?;
     let status = print_check(&repo, None, &runbooks)?;
     outln!("\n== Runbooks");
-    super::runbooks::list(cli, false)?;
+    super::runbooks::list(cli, false, false)?;
     outln!("\n{}", next_step(&repo, &super::runbooks_of(cli)?));
     Ok(status)
 }
@@ -52,6 +52,9 @@ pub(super) fn overview(cli: &Cli) -> CmdResult {
 fn next_step(repo: &Repo, set: &RunbookSet) -> String {
     let names = repo.environment_names();
     let found = set.iter().find_map(|l| {
+        if crate::context::not_offered(repo, l).is_some() {
+            return None;
+        }
         let rb = &l.runbook;
         rb.environments
             .iter()
@@ -62,7 +65,7 @@ fn next_step(repo: &Repo, set: &RunbookSet) -> String {
         Some((id, env)) => {
             format!("Next: hk-console plan {id} --env {env}    (a plan runs nothing)")
         }
-        None => "Next: hk-console runbooks new --playbook PLAYBOOK --out runbooks/NAME.yaml    (no runbook is written for this repo's environments yet; see docs/runbooks.md)".to_string(),
+        None => "Next: hk-console runbooks new --playbook PLAYBOOK --out runbooks/NAME.yaml    (no runbook is offered for this repo yet; see docs/runbooks.md)".to_string(),
     }
 }
 
@@ -254,6 +257,11 @@ fn runbook_blockers(repo: &Repo, runbooks: &RunbookSet, env: Option<&str>) -> Ve
     };
     for loaded in runbooks.iter() {
         let rb = &loaded.runbook;
+        // A runbook not offered here (a built-in one whose playbooks the repo lacks) is not
+        // this repo's: its missing files are not the repo's defects.
+        if crate::context::not_offered(repo, loaded).is_some() {
+            continue;
+        }
         for e in &rb.environments {
             if env.is_some_and(|want| want != e) || repo.environment(e).is_none() {
                 continue;

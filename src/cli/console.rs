@@ -247,9 +247,17 @@ pub(super) fn console_on(
             )) as Arc<dyn crate::observe::look::LookSource>
         });
     let checker: crate::ui::app::Checker = Arc::new(move || super::check::console_check(&root));
+    // What Home does not offer on this repo, and why: the decision `runbooks list` makes.
+    let not_offered = runbooks
+        .iter()
+        .filter_map(|l| {
+            crate::context::not_offered(&repo, l).map(|why| (l.runbook.id.clone(), why))
+        })
+        .collect();
     let opts = crate::ui::UiOptions {
         environments,
         runbooks,
+        not_offered,
         plans: Arc::new(SharedPlans(repo)),
         runs_dir: runs_dir.or_else(|| crate::journal::default_runs_dir().ok()),
         start,

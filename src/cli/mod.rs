@@ -409,10 +409,15 @@ pub enum SshCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum RunbooksCommand {
-    /// Every runbook: id, read-only or mutating, environments, title.
+    /// Every runbook offered on this repo: id, read-only or mutating, environments, title;
+    /// those not offered (written for other environments, or built in with playbooks the
+    /// repo lacks) are named apart.
     List {
         #[arg(long)]
         json: bool,
+        /// Every runbook, those not offered here too, each with why.
+        #[arg(long)]
+        all: bool,
     },
     /// Validate runbook files (default: every built-in runbook, the repo's runbooks/ and
     /// --runbooks DIR).
@@ -675,7 +680,7 @@ fn run(cli: &Cli, rt: &tokio::runtime::Runtime) -> CmdResult {
         }) => inventory::inventory_cmd(cli, inventory, *list, host.as_deref(), *resolved),
         Some(Command::Envs { json }) => inventory::envs_cmd(cli, *json),
         Some(Command::Runbooks { command }) => match command {
-            RunbooksCommand::List { json } => runbooks::list(cli, *json),
+            RunbooksCommand::List { json, all } => runbooks::list(cli, *json, *all),
             RunbooksCommand::Validate { paths } => runbooks::validate(cli, paths),
             RunbooksCommand::New { playbook, id, out } => {
                 runbooks::new(cli, playbook, id.as_deref(), out.as_deref())

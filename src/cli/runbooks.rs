@@ -7,27 +7,22 @@ use crate::context::read_runbook_dir;
 use crate::runbook::embedded::{self, Origin};
 use crate::runbook::validate::validate_text;
 
-pub(super) fn list(cli: &Cli, json: bool) -> CmdResult {
+pub(super) fn list(cli: &Cli, json: bool, all: bool) -> CmdResult {
     let set = super::runbooks_of(cli)?;
-    // The repo's environments, where it loads: a runbook for none of them cannot run here
-    // (the built-in ones are written for the sample's `prod` and `dev`).
-    let envs: Option<Vec<String>> = super::repo_root(cli.repo.as_deref())
+    // Where the repo loads, what is not offered on it (context::not_offered: written for
+    // none of its environments, or built in with playbooks it lacks), and why.
+    let repo = super::repo_root(cli.repo.as_deref())
         .ok()
-        .and_then(|root| crate::repo::Repo::load(&root).ok())
-        .map(|r| {
-            r.environment_names()
-                .into_iter()
-                .map(str::to_string)
-                .collect()
-        });
-    let applies = |rb: &crate::runbook::schema::Runbook| {
-        envs.as_ref()
-            .is_none_or(|names| rb.environments.iter().any(|e| names.contains(e)))
+        .and_then(|root| crate::repo::Repo::load(&root).ok());
+    let hidden = |l: &crate::runbook::embedded::Loaded| {
+        repo.as_ref()
+            .and_then(|r| crate::context::not_offered(r, l))
     };
     if json {
         let rows: Vec<serde_json::Value> = set
             .iter()
             .map(|l| {
+                let why = hidden(l);
                 serde_json::json!({
                     "id": l.runbook.id,
                     "title": l.runbook.title,
@@ -39,8 +34,9 @@ pub(super) fn list(cli: &Cli, json: bool) -> CmdResult {
                     // and what it replaced.
                     "origin": l.origin.describe(),
                     "replaced": l.replaced.as_ref().map(|o| o.describe()),
-                    // False: written for environments this repo does not have.
-                    "applies": applies(&l.runbook),
+                    // False: not offered on this repo; `not_offered` says why.
+                    "applies": why.is_none(),
+                    "not_offered": why,
                 })
             })
             .collect();
@@ -48,10 +44,20 @@ pub(super) fn list(cli: &Cli, json: bool) -> CmdResult {
         return Ok(Status::Clean);
     }
     let mut elsewhere: Vec<String> = Vec::new();
+    let mut lacking: Vec<String> = Vec::new();
     for l in set.iter() {
         let rb = &l.runbook;
-        if !applies(rb) {
-            elsewhere.push(format!("{} ({})", rb.id, rb.environments.join(",")));
+        let why = hidden(l);
+        if let (Some(why), false) = (&why, all) {
+            if rb
+                .environments
+                .iter()
+                .any(|e| repo.as_ref().is_some_and(|r| r.environment(e).is_some()))
+            {
+                lacking.push(format!("{} ({why})", rb.id));
+            } else {
+                elsewhere.push(format!("{} ({})", rb.id, rb.environments.join(",")));
+            }
             continue;
         }
         // A replaced shipped id must not look like the shipped runbook.
@@ -71,8 +77,11 @@ pub(super) fn list(cli: &Cli, json: bool) -> CmdResult {
             }
             (origin, None, None) => format!("  ({})", origin.describe()),
         };
+        let not_here = why
+            .map(|w| format!("  [not offered here: {w}]"))
+            .unwrap_or_default();
         outln!(
-            "{:<26} {:<9} {:<10} {}{overrides}",
+            "{:<26} {:<9} {:<10} {}{overrides}{not_here}",
             rb.id,
             if rb.mutates() {
                 "mutating"
@@ -86,9 +95,17 @@ pub(super) fn list(cli: &Cli, json: bool) -> CmdResult {
     if !elsewhere.is_empty() {
         outln!(
             "not for this repo (its environments: {}): {}",
-            envs.as_deref().unwrap_or_default().join(", "),
+            repo.as_ref()
+                .map(|r| r.environment_names().join(", "))
+                .unwrap_or_default(),
             elsewhere.join(", ")
         );
+    }
+    if !lacking.is_empty() {
+        outln!("not offered here: {}", lacking.join("; "));
+    }
+    if !elsewhere.is_empty() || !lacking.is_empty() {
+        outln!("(`hk-console runbooks list --all` lists them with the others)");
     }
     Ok(Status::Clean)
 }

@@ -84,6 +84,7 @@ pub fn parts(runs_dir: &std::path::Path) -> AppParts {
     AppParts {
         environments: envs(),
         runbooks: embedded::load(&[]).expect("shipped runbooks load"),
+        not_offered: Default::default(),
         plans: Arc::new(FakePlans),
         runs_dir: Some(runs_dir.to_path_buf()),
         themes: ThemeSet::builtin(),

@@ -101,6 +101,90 @@ pub fn load_runbooks_of(
         .map_err(|diagnostics| ContextError::InvalidRunbooks { diagnostics })
 }
 
+/// Why `loaded` is not offered on `repo` (listed, counted, checked for blockers), or None
+/// where it is: a runbook written for none of the repo's environments; or a built-in one
+/// whose playbooks the repo does not have (the built-ins run the sample's playbooks: on a
+/// repo that has none of them, and happens to call an environment `prod`, each only
+/// stopped on a missing file). The one decision `runbooks list`, `check`, the overview and
+/// the console's Home share; `plan` of a runbook named on purpose still plans it.
+pub fn not_offered(repo: &Repo, loaded: &embedded::Loaded) -> Option<String> {
+    let rb = &loaded.runbook;
+    let names = repo.environment_names();
+    if !rb.environments.iter().any(|e| names.contains(&e.as_str())) {
+        return Some(format!(
+            "written for {}; this repo's environments: {}",
+            rb.environments.join(", "),
+            names.join(", ")
+        ));
+    }
+    if loaded.origin != embedded::Origin::Embedded {
+        return None;
+    }
+    let dir = if repo.ansible_dir == repo.root {
+        "its top directory".to_string()
+    } else {
+        repo.ansible_dir
+            .strip_prefix(&repo.root)
+            .unwrap_or(&repo.ansible_dir)
+            .display()
+            .to_string()
+    };
+    let missing: Vec<String> = rb
+        .playbooks()
+        .into_iter()
+        .filter(|p| !repo.ansible_dir.join(p).is_file())
+        .collect();
+    if !missing.is_empty() {
+        return Some(format!(
+            "built in, and this repo has no {} in {dir}",
+            missing.join(", ")
+        ));
+    }
+    // What else a built-in one needs of an environment: the group its target names, and
+    // the Flux tree its reconciles act on. Offered where one of its environments has both.
+    let flux: Vec<&str> = rb
+        .steps
+        .iter()
+        .filter_map(|s| match &s.spec {
+            hk_engine::runbook::schema::StepSpec::FluxReconcile { object, .. } => {
+                Some(object.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    let lacks = |e: &Environment| -> Option<String> {
+        if let Some(t) = &rb.target {
+            let none = match t.group.as_str() {
+                "vpn_gateways" => e.vpn_gateways_group.is_none(),
+                "agents" => e.agents_group.is_none(),
+                _ => false,
+            };
+            if none {
+                return Some(format!(
+                    "built in, for the {} group, and {} has none",
+                    t.group, e.name
+                ));
+            }
+        }
+        if !flux.is_empty() && !repo.root.join(&e.flux_overlay).is_dir() {
+            return Some(format!(
+                "built in, it reconciles {} through Flux, and {} has no Flux overlay ({} is not in this repo)",
+                flux.join(", "),
+                e.name,
+                e.flux_overlay.display()
+            ));
+        }
+        None
+    };
+    let why: Vec<String> = rb
+        .environments
+        .iter()
+        .filter_map(|n| repo.environment(n))
+        .map(lacks)
+        .collect::<Option<Vec<String>>>()?;
+    why.into_iter().next()
+}
+
 fn known_fact<'a>(
     env: &'a Environment,
     fact: &'a hk_engine::repo::env::Fact,

@@ -196,6 +196,9 @@ pub type Checker = Arc<dyn Fn() -> CheckView + Send + Sync>;
 pub struct AppParts {
     pub environments: Vec<EnvSummary>,
     pub runbooks: RunbookSet,
+    /// Runbook id -> why it is not offered on this repo (`context::not_offered`): not
+    /// listed on Home, not completed by `:run`, counted in the list's title.
+    pub not_offered: std::collections::BTreeMap<String, String>,
     pub plans: Arc<dyn PlanSource>,
     pub runs_dir: Option<PathBuf>,
     pub themes: ThemeSet,
@@ -235,6 +238,7 @@ impl App {
                 title: l.runbook.title.clone(),
                 mutates: l.runbook.mutates(),
                 environments: l.runbook.environments.clone(),
+                not_offered: parts.not_offered.get(&l.runbook.id).cloned(),
             })
             .collect();
         let theme_name = parts
@@ -376,10 +380,11 @@ impl App {
     /// environments are others, they cannot run there and the list does not offer them
     /// (`runbooks list` names them apart).
     fn for_this_repo(&self, r: &RunbookSummary) -> bool {
-        self.envs.is_empty()
-            || r.environments
-                .iter()
-                .any(|e| self.envs.iter().any(|s| &s.name == e))
+        r.not_offered.is_none()
+            && (self.envs.is_empty()
+                || r.environments
+                    .iter()
+                    .any(|e| self.envs.iter().any(|s| &s.name == e)))
     }
 
     /// The runbooks the home list shows: those for the repo's environments, the `/` filter
@@ -392,7 +397,8 @@ impl App {
             .collect()
     }
 
-    /// How many runbooks are written for none of the repo's environments (not listed).
+    /// How many runbooks are not offered on this repo (written for none of its
+    /// environments, or built in for playbooks it lacks): not listed.
     pub fn runbooks_elsewhere(&self) -> usize {
         self.runbooks
             .iter()

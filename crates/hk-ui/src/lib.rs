@@ -57,6 +57,8 @@ pub struct UiOptions {
     /// The repo's environments (`repo.environments.iter().map(EnvSummary::from)`).
     pub environments: Vec<EnvSummary>,
     pub runbooks: RunbookSet,
+    /// Runbook id -> why it is not offered on this repo (`context::not_offered`).
+    pub not_offered: std::collections::BTreeMap<String, String>,
     /// Plans a runbook for an environment (over the repo's `PlanEnv`s and `Topology`).
     pub plans: Arc<dyn PlanSource>,
     /// Where run journals live (`journal::default_runs_dir()`); `None`: nothing can start.
@@ -153,6 +155,7 @@ pub async fn run(opts: UiOptions) -> Result<ExitStatus, UiError> {
     let parts = app::AppParts {
         environments: opts.environments,
         runbooks: opts.runbooks,
+        not_offered: opts.not_offered,
         plans: opts.plans,
         runs_dir: opts.runs_dir,
         themes,

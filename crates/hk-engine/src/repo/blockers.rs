@@ -51,7 +51,10 @@ pub fn for_plan(repo: &Repo, uses: &[PlaybookUse], hosts: &[String]) -> Vec<Bloc
                 message: format!(
                     "the playbook `{}` does not exist (ansible-playbook runs in {}): it stops with \"the playbook: {} could not be found\"",
                     u.playbook,
-                    rel(&repo.ansible_dir),
+                    match rel(&repo.ansible_dir) {
+                        d if d.is_empty() => "the repo's top directory".to_string(),
+                        d => d,
+                    },
                     u.playbook
                 ),
                 fix: "restore the playbook in the infra repo, or correct `playbook:` in the runbook"

@@ -217,9 +217,9 @@ fn draw_runbooks(f: &mut Frame, area: Rect, v: &HomeView) {
         .collect();
     if visible.is_empty() && v.filter.is_none() && v.runbooks_elsewhere > 0 {
         let msg = format!(
-            "no runbook for this repo's environments ({} written for others, e.g. the \
-             built-in ones for prod and dev); `hk-console runbooks new --playbook P` \
-             scaffolds one from a playbook",
+            "no runbook for this repo ({} not offered here: written for other \
+             environments, or built in for playbooks it lacks; `runbooks list --all` says \
+             which); `hk-console runbooks new --playbook P` scaffolds one from a playbook",
             v.runbooks_elsewhere
         );
         f.render_widget(
@@ -233,7 +233,7 @@ fn draw_runbooks(f: &mut Frame, area: Rect, v: &HomeView) {
     let mut st = list_state(v.runbook_sel, visible.len(), focused);
     let elsewhere = match v.runbooks_elsewhere {
         0 => String::new(),
-        n => format!("{n} for other envs hidden; "),
+        n => format!("{n} not for this repo hidden; "),
     };
     let title = match v.filter {
         Some(flt) => format!(

@@ -51,6 +51,8 @@ pub struct RunbookSummary {
     pub title: String,
     pub mutates: bool,
     pub environments: Vec<String>,
+    /// Why it is not offered on this repo (the caller's `context::not_offered`), if not.
+    pub not_offered: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
