@@ -87,10 +87,15 @@ fn home_leaves_out_what_is_not_offered_on_the_repo() {
     let ids: Vec<&str> = a.visible_runbooks().iter().map(|r| r.id.as_str()).collect();
     assert!(!ids.contains(&"etcd-io-priority"), "{ids:?}");
     assert!(ids.contains(&"node-health"), "{ids:?}");
-    assert!(!a.candidates("run ").contains(&"etcd-io-priority".to_string()));
+    assert!(!a
+        .candidates("run ")
+        .contains(&"etcd-io-priority".to_string()));
     assert_eq!(a.runbooks_elsewhere(), 1);
     let frame = text(&render(&mut a, 160, 45));
-    assert!(frame.contains("Runbooks  (1 not for this repo hidden;"), "{frame}");
+    assert!(
+        frame.contains("Runbooks  (1 not for this repo hidden;"),
+        "{frame}"
+    );
     assert!(!frame.contains("etcd-io-priority"), "{frame}");
 }
 
