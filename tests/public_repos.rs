@@ -780,3 +780,112 @@ fn built_in_runbooks_are_not_offered_where_the_repo_lacks_what_they_run() {
         "{findings:#?}"
     );
 }
+
+/// ansible-inventory of the test setup.
+fn ansible_inventory() -> PathBuf {
+    let dirs = hk_console::exec::ansible::search_dirs();
+    hk_console::exec::ansible::find_binary("ansible-inventory", &dirs).unwrap_or_else(|| {
+        panic!(
+            "ansible-inventory not found: {}",
+            hk_console::exec::ansible::INSTALL_HINT
+        )
+    })
+}
+
+/// The `group_vars/` and `host_vars/` beside a playbook are that playbook's variables too
+/// (ansible-playbook loads `playbooks/group_vars/` for `playbooks/reboot.yml`), at
+/// ansible-core's precedence: each level of the playbook's right after the inventory's
+/// (group_vars/all, then every group's, then host_vars). hk-console's view of a host in a
+/// playbook's play (`inventory --host H --resolved --playbook P`) had none of them. Planted
+/// on kriegalex (whose inventory keeps its own group_vars beside `inventory/hosts.yml`) and
+/// compared, host by host, with the real `ansible-inventory --playbook-dir playbooks`.
+#[test]
+fn a_playbooks_own_group_vars_are_its_plays_variables_as_ansible_reads_them() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = set_up(tmp.path(), "kriegalex--k3s-ansible");
+    init(&root);
+    let write = |rel: &str, text: &str| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    };
+    // The inventory's own levels, then the playbook's: all < all (play) < groups < groups
+    // (play, a lower group's beating the inventory's higher one) < host_vars < (play).
+    write(
+        "inventory/group_vars/k3s_servers.yml",
+        "hk_t_group: inventory-servers\nhk_t_low: inventory-servers\n",
+    );
+    write(
+        "inventory/group_vars/all/hk_t.yml",
+        "hk_t_all: inventory-all\nhk_t_group: inventory-all\n",
+    );
+    write(
+        "playbooks/group_vars/all.yml",
+        "hk_t_all: playbook-all\nhk_t_group: playbook-all\n",
+    );
+    write(
+        "playbooks/group_vars/k3s_cluster.yml",
+        "hk_t_low: playbook-cluster\n",
+    );
+    write(
+        "playbooks/host_vars/k3s-worker1.yml",
+        "hk_t_host: playbook-host\n",
+    );
+    let keys = ["hk_t_all", "hk_t_group", "hk_t_low", "hk_t_host"];
+    let home = root.join(".hk-test-home");
+    std::fs::create_dir_all(&home).expect("home");
+    for host in ["k3s-server1", "k3s-worker1"] {
+        let o = Command::new(ansible_inventory())
+            .args(["--playbook-dir", "playbooks", "--host", host])
+            .current_dir(&root)
+            .env("HOME", &home)
+            .env("ANSIBLE_NOCOLOR", "1")
+            .env_remove("ANSIBLE_CONFIG")
+            .env_remove("ANSIBLE_INVENTORY")
+            .output()
+            .expect("ansible-inventory");
+        assert!(o.status.success(), "{}", out(&o));
+        let theirs: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let o = run(
+            &root,
+            &[
+                "inventory",
+                "--host",
+                host,
+                "--resolved",
+                "--playbook",
+                "playbooks/reboot.yml",
+            ],
+        );
+        // Exit 1: the repo's own `k3s_node_ip` needs gathered facts (named on stderr).
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", out(&o));
+        let ours: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        for k in keys {
+            assert_eq!(
+                ours["vars"][k]["value"], theirs[k],
+                "{host} {k}: ours {} / ansible-inventory {}",
+                ours["vars"][k], theirs[k]
+            );
+        }
+    }
+    // And what each value is, so the comparison is not of two absences.
+    let o = run(
+        &root,
+        &[
+            "inventory",
+            "--host",
+            "k3s-server1",
+            "--resolved",
+            "--playbook",
+            "playbooks/reboot.yml",
+        ],
+    );
+    let ours: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(ours["vars"]["hk_t_all"]["value"], "playbook-all");
+    assert_eq!(ours["vars"]["hk_t_group"]["value"], "inventory-servers");
+    assert_eq!(ours["vars"]["hk_t_low"]["value"], "playbook-cluster");
+    assert_eq!(
+        ours["vars"]["hk_t_low"]["layer"],
+        "playbook group_vars/k3s_cluster"
+    );
+}

@@ -443,7 +443,12 @@ fn init_on_an_unfamiliar_repo_proposes_facts_and_agents_and_the_repo_then_checks
             "{i} {host}\n{out}"
         );
     }
-    assert!(out.contains("site for lab: 13 steps, MUTATING"), "{out}");
+    // A health gate between servers, declared by the scaffold (lab is not protected).
+    assert!(out.contains("site for lab: 15 steps, MUTATING"), "{out}");
+    assert!(
+        out.contains("expect: health-between-hosts cp1 cp2 "),
+        "{out}"
+    );
     assert!(!out.contains("--limit w1"), "{out}");
 
     // A playbook on the agents group scaffolds a runbook on role `agents`: its hosts come

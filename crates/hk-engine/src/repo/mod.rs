@@ -78,7 +78,11 @@ pub struct Repo {
     groups: Groups,
     /// The roles of each set of playbooks a runbook runs, read once.
     roles_cache: std::sync::Mutex<RolesCache>,
+    /// The vars files beside each playbook directory a play was looked at in, read once.
+    play_files_cache: std::sync::Mutex<PlayFilesCache>,
 }
+
+type PlayFilesCache = BTreeMap<PathBuf, Result<Option<Arc<inventory::PlayFiles>>, String>>;
 
 type RolesCache = BTreeMap<Vec<String>, Result<Arc<roles::PlayRoles>, roles::RoleError>>;
 
@@ -170,6 +174,7 @@ impl Repo {
             resolver: Resolver::new(),
             groups,
             roles_cache: std::sync::Mutex::default(),
+            play_files_cache: std::sync::Mutex::default(),
         };
         repo.environments = repo
             .config
@@ -296,7 +301,17 @@ impl Repo {
     /// defaults lowest, then the inventory (group_vars, host_vars), then role vars.
     /// `None`: no layer defines it.
     pub fn var_in_play(&self, host: &str, var: &str, roles: &roles::PlayRoles) -> Option<Resolved> {
-        let inventory = self.raw_vars(host)?;
+        // The inventory as this play sees it: with its playbook's own group_vars/host_vars.
+        let inventory: BTreeMap<String, serde_json::Value> = match self.play_files(roles) {
+            Err(reason) => return Some(Resolved::Unrenderable { reason }),
+            Ok(None) => self.raw_vars(host)?,
+            Ok(Some(play)) => self
+                .inventory
+                .host_vars_in(host, Some(&play))?
+                .into_iter()
+                .map(|(k, v)| (k, v.value))
+                .collect(),
+        };
         let mut raw: BTreeMap<String, serde_json::Value> = roles
             .defaults
             .iter()
@@ -308,6 +323,32 @@ impl Repo {
             self.resolver
                 .resolve_var(&self.host_context(host), &raw, var)
         })
+    }
+
+    /// The vars files beside the playbook of `roles` ([`roles::PlayRoles::play_dir`]), read
+    /// once per directory; None where there are none of its own. A file that cannot be read
+    /// is an error naming it: ansible-playbook stops on it too.
+    pub fn play_files(
+        &self,
+        roles: &roles::PlayRoles,
+    ) -> Result<Option<Arc<inventory::PlayFiles>>, String> {
+        let Some(dir) = &roles.play_dir else {
+            return Ok(None);
+        };
+        let mut cache = match self.play_files_cache.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(hit) = cache.get(dir) {
+            return hit.clone();
+        }
+        let got = self
+            .inventory
+            .play_files(dir)
+            .map(|p| p.map(Arc::new))
+            .map_err(|e| e.to_string());
+        cache.insert(dir.clone(), got.clone());
+        got
     }
 
     pub fn resolver(&self) -> &Resolver {

@@ -22,6 +22,8 @@ pub enum ProvenanceError {
     NoHost { host: String, inventory: PathBuf },
     #[error(transparent)]
     Roles(#[from] RoleError),
+    #[error("{0}")]
+    PlayFiles(String),
 }
 
 /// One variable as the play sees it.
@@ -59,13 +61,20 @@ pub fn play_view(
     resolver: &Resolver,
 ) -> Result<PlayView, ProvenanceError> {
     let roles = roles::play_roles(ansible_dir, playbooks)?;
-    view_with_roles(inv, &roles, host, resolver)
+    let play = match &roles.play_dir {
+        Some(dir) => inv
+            .play_files(dir)
+            .map_err(|e| ProvenanceError::PlayFiles(e.to_string()))?,
+        None => None,
+    };
+    view_with_roles(inv, &roles, play.as_ref(), host, resolver)
 }
 
 /// As [`play_view`], with the roles already read (`Repo::play_roles` caches them).
 pub fn view_with_roles(
     inv: &Inventory,
     roles: &PlayRoles,
+    play: Option<&super::inventory::PlayFiles>,
     host: &str,
     resolver: &Resolver,
 ) -> Result<PlayView, ProvenanceError> {
@@ -73,7 +82,7 @@ pub fn view_with_roles(
         host: host.to_string(),
         inventory: inv.path().to_path_buf(),
     };
-    let inventory_layers = inv.host_var_layers(host).ok_or_else(no_host)?;
+    let inventory_layers = inv.host_var_layers_in(host, play).ok_or_else(no_host)?;
     let mut layers: Vec<(String, &VarMap)> = Vec::new();
     // Role defaults and vars are each one merged map; the layer name says which role's
     // file a value came from.

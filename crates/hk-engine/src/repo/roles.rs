@@ -65,6 +65,9 @@ pub struct PlayRoles {
     pub unknown: Vec<String>,
     /// Every playbook file read (the given ones and what they import).
     pub books: Vec<PathBuf>,
+    /// The directory of the first playbook given: where ansible-playbook looks for the
+    /// play's own `group_vars/` and `host_vars/` (its basedir).
+    pub play_dir: Option<PathBuf>,
 }
 
 /// Where ansible-playbook, run in the Ansible directory, looks for roles besides the
@@ -164,7 +167,12 @@ pub fn play_roles_with(
     playbooks: &[String],
     search: &RoleSearch,
 ) -> Result<PlayRoles, RoleError> {
-    let mut out = PlayRoles::default();
+    let mut out = PlayRoles {
+        play_dir: playbooks
+            .first()
+            .and_then(|pb| ansible_dir.join(pb).parent().map(Path::to_path_buf)),
+        ..PlayRoles::default()
+    };
     let mut seen_books = BTreeSet::new();
     for pb in playbooks {
         let walk = Walk {

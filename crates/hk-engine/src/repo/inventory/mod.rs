@@ -174,6 +174,8 @@ pub struct Inventory {
     /// Each group's ancestors (sorted), filled once the graph is final.
     ancestor_cache: Vec<Vec<usize>>,
     vaulted: Vec<PathBuf>,
+    /// The directories whose `group_vars/`/`host_vars/` were read (each source's base).
+    bases: Vec<PathBuf>,
     /// What was read differently from what a play would see (see [`Inventory::warnings`]).
     warnings: Vec<String>,
     format: Format,
@@ -322,35 +324,36 @@ impl Inventory {
     /// The layers a host's variables come from, lowest precedence first, each named the
     /// way a person would look for it (`[web:vars]`, `group_vars/web`, `host line`, ...).
     pub fn host_var_layers(&self, host: &str) -> Option<Vec<(String, &VarMap)>> {
-        let h = *self.host_index.get(host)?;
-        Some(
-            self.layers(h)
-                .into_iter()
-                .map(|(kind, m)| {
-                    let label = match kind {
-                        Layer::IniGroup(g) => match self.format {
-                            Format::Ini => format!("[{}:vars]", self.groups[g].name),
-                            Format::Yaml => format!("{}: vars", self.groups[g].name),
-                            Format::Toml => format!("[{}] vars", self.groups[g].name),
-                            Format::Mixed => {
-                                format!("inventory vars of group {}", self.groups[g].name)
-                            }
-                        },
-                        Layer::GroupFiles(g) => format!("group_vars/{}", self.groups[g].name),
-                        Layer::IniHost => match self.format {
-                            Format::Ini => format!("host line of {}", self.hosts[h].name),
-                            Format::Yaml => format!("hosts: {} entry", self.hosts[h].name),
-                            Format::Toml => format!("hosts.{} entry", self.hosts[h].name),
-                            Format::Mixed => {
-                                format!("inventory vars of host {}", self.hosts[h].name)
-                            }
-                        },
-                        Layer::HostFiles => format!("host_vars/{}", self.hosts[h].name),
-                    };
-                    (label, m)
-                })
-                .collect(),
-        )
+        self.host_var_layers_in(host, None)
+    }
+
+    fn layer_label(&self, h: usize, kind: Layer) -> String {
+        match kind {
+            Layer::IniGroup(g) => match self.format {
+                Format::Ini => format!("[{}:vars]", self.groups[g].name),
+                Format::Yaml => format!("{}: vars", self.groups[g].name),
+                Format::Toml => format!("[{}] vars", self.groups[g].name),
+                Format::Mixed => {
+                    format!("inventory vars of group {}", self.groups[g].name)
+                }
+            },
+            Layer::GroupFiles(g) => format!("group_vars/{}", self.groups[g].name),
+            Layer::IniHost => match self.format {
+                Format::Ini => format!("host line of {}", self.hosts[h].name),
+                Format::Yaml => format!("hosts: {} entry", self.hosts[h].name),
+                Format::Toml => format!("hosts.{} entry", self.hosts[h].name),
+                Format::Mixed => {
+                    format!("inventory vars of host {}", self.hosts[h].name)
+                }
+            },
+            Layer::HostFiles => format!("host_vars/{}", self.hosts[h].name),
+            Layer::PlayGroupFiles(g) => {
+                format!("playbook group_vars/{}", self.groups[g].name)
+            }
+            Layer::PlayHostFiles => {
+                format!("playbook host_vars/{}", self.hosts[h].name)
+            }
+        }
     }
 
     /// Vars files found encrypted: "vaulted, not read" (their variable names are unknown).
@@ -390,6 +393,7 @@ impl Inventory {
             merged: Vec::new(),
             ancestor_cache: Vec::new(),
             vaulted: Vec::new(),
+            bases: Vec::new(),
             warnings: Vec::new(),
             format: Format::Ini,
             files_read: 0,
@@ -636,6 +640,7 @@ impl Inventory {
     /// Each base directory's `group_vars/`/`host_vars/` files, a later base's winning key by
     /// key (Ansible combines its vars plugins' results source by source).
     fn merge_vars(&mut self, bases: &[PathBuf]) -> Result<(), InventoryError> {
+        self.bases = bases.to_vec();
         let mut group_files: Vec<VarMap> = vec![VarMap::new(); self.groups.len()];
         let mut host_files: Vec<VarMap> = vec![VarMap::new(); self.hosts.len()];
         let mut cache: HashMap<PathBuf, VarMap> = HashMap::new();
@@ -646,7 +651,10 @@ impl Inventory {
                 continue;
             }
             seen.push(base);
-            let (groups, hosts) = self.entity_files(base, &mut cache)?;
+            let mut vaulted = std::mem::take(&mut self.vaulted);
+            let got = self.entity_files(base, &mut cache, &mut vaulted);
+            self.vaulted = vaulted;
+            let (groups, hosts) = got?;
             if bases.len() == 1 {
                 (group_files, host_files) = (groups, hosts);
                 break;
@@ -667,9 +675,10 @@ impl Inventory {
     /// One base directory's vars files: per group, per host.
     #[allow(clippy::type_complexity)]
     fn entity_files(
-        &mut self,
+        &self,
         base: &Path,
         cache: &mut HashMap<PathBuf, VarMap>,
+        vaulted: &mut Vec<PathBuf>,
     ) -> Result<(Vec<VarMap>, Vec<VarMap>), InventoryError> {
         let gv_dir = base.join("group_vars");
         let hv_dir = base.join("host_vars");
@@ -693,7 +702,7 @@ impl Inventory {
             }
             let name = self.groups[g].name.clone();
             let files = vars::find_vars_files(&gv_dir, &name);
-            group_files.push(self.load_entity_files(&gv_dir, &name, files, cache)?);
+            group_files.push(self.load_entity_files(&gv_dir, &name, files, cache, vaulted)?);
         }
         // One listing of host_vars/ instead of four stats per host: most hosts have no file.
         let present = if hv_exists {
@@ -714,7 +723,7 @@ impl Inventory {
             }
             let name = name.clone();
             let files = vars::find_vars_files(&hv_dir, &name);
-            host_files.push(self.load_entity_files(&hv_dir, &name, files, cache)?);
+            host_files.push(self.load_entity_files(&hv_dir, &name, files, cache, vaulted)?);
         }
         Ok((group_files, host_files))
     }
@@ -737,11 +746,12 @@ impl Inventory {
     /// Ansible's `host_group_vars` plugin for one group or host: every vars file found,
     /// combined in order. Names starting with `/` are skipped, as Ansible does.
     fn load_entity_files(
-        &mut self,
+        &self,
         dir: &Path,
         name: &str,
         files: Vec<PathBuf>,
         cache: &mut HashMap<PathBuf, VarMap>,
+        vaulted: &mut Vec<PathBuf>,
     ) -> Result<VarMap, InventoryError> {
         let mut out = VarMap::new();
         if name.starts_with('/') || !dir.is_dir() {
@@ -755,8 +765,8 @@ impl Inventory {
             let loaded = match vars::load_vars_file(&file)? {
                 Loaded::Vars(v) => v,
                 Loaded::Vaulted => {
-                    if !self.vaulted.contains(&file) {
-                        self.vaulted.push(file.clone());
+                    if !vaulted.contains(&file) {
+                        vaulted.push(file.clone());
                     }
                     VarMap::new()
                 }
@@ -818,6 +828,16 @@ impl Inventory {
 
     /// The layers of a host's variables, lowest precedence first (see the module docs).
     fn layers(&self, h: usize) -> Vec<(Layer, &VarMap)> {
+        self.layers_in(h, None)
+    }
+
+    /// [`Inventory::layers`] in the play of a playbook whose directory has vars files of
+    /// its own (`play`): ansible-core's default `VARIABLE_PRECEDENCE` puts each of its
+    /// levels right after the inventory's: group_vars/all of the inventory, then of the
+    /// playbook; every group's group_vars of the inventory, then every group's of the
+    /// playbook; host_vars of the inventory, then of the playbook (checked against
+    /// `ansible-inventory --playbook-dir`).
+    fn layers_in<'a>(&'a self, h: usize, play: Option<&'a PlayFiles>) -> Vec<(Layer, &'a VarMap)> {
         let sorted = self.sorted_groups_of(h);
         let mut out = Vec::with_capacity(2 * sorted.len() + 4);
         out.push((Layer::IniGroup(ALL), &self.groups[ALL].vars));
@@ -827,9 +847,19 @@ impl Inventory {
         if let Some(v) = self.group_files.get(ALL) {
             out.push((Layer::GroupFiles(ALL), v));
         }
+        if let Some(v) = play.and_then(|p| p.group_files.get(ALL)) {
+            out.push((Layer::PlayGroupFiles(ALL), v));
+        }
         for &g in &sorted {
             if let Some(v) = self.group_files.get(g) {
                 out.push((Layer::GroupFiles(g), v));
+            }
+        }
+        if let Some(p) = play {
+            for &g in &sorted {
+                if let Some(v) = p.group_files.get(g) {
+                    out.push((Layer::PlayGroupFiles(g), v));
+                }
             }
         }
         for line in &self.hosts[h].vars {
@@ -838,8 +868,62 @@ impl Inventory {
         if let Some(v) = self.host_files.get(h) {
             out.push((Layer::HostFiles, v));
         }
+        if let Some(v) = play.and_then(|p| p.host_files.get(h)) {
+            out.push((Layer::PlayHostFiles, v));
+        }
         out.retain(|(_, m)| !m.is_empty());
         out
+    }
+
+    /// The `group_vars/` and `host_vars/` beside a playbook in `dir`, which ansible-playbook
+    /// loads for that playbook's plays on top of the inventory's (see
+    /// [`Inventory::layers_in`]). None where `dir` is a directory the inventory already
+    /// reads them from (the same files: Ansible reading them twice changes nothing), or has
+    /// neither.
+    pub fn play_files(&self, dir: &Path) -> Result<Option<PlayFiles>, InventoryError> {
+        let norm = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        let dir_n = norm(dir);
+        if self.bases.iter().any(|b| norm(b) == dir_n)
+            || !(dir.join("group_vars").is_dir() || dir.join("host_vars").is_dir())
+        {
+            return Ok(None);
+        }
+        let mut vaulted = Vec::new();
+        let (group_files, host_files) =
+            self.entity_files(dir, &mut HashMap::new(), &mut vaulted)?;
+        Ok(Some(PlayFiles {
+            dir: dir.to_path_buf(),
+            group_files,
+            host_files,
+            vaulted,
+        }))
+    }
+
+    /// [`Inventory::host_var_layers`] in the play of a playbook with `play`'s vars files.
+    pub fn host_var_layers_in<'a>(
+        &'a self,
+        host: &str,
+        play: Option<&'a PlayFiles>,
+    ) -> Option<Vec<(String, &'a VarMap)>> {
+        let h = *self.host_index.get(host)?;
+        Some(
+            self.layers_in(h, play)
+                .into_iter()
+                .map(|(kind, m)| (self.layer_label(h, kind), m))
+                .collect(),
+        )
+    }
+
+    /// A host's variables merged in the play of a playbook with `play`'s vars files.
+    pub fn host_vars_in(&self, host: &str, play: Option<&PlayFiles>) -> Option<VarMap> {
+        let h = *self.host_index.get(host)?;
+        let mut out = VarMap::new();
+        for (_, layer) in self.layers_in(h, play) {
+            for (k, v) in layer {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        Some(out)
     }
 
     /// Each level replaces whole top-level keys (`hash_behaviour = replace`).
@@ -910,6 +994,18 @@ enum Layer {
     GroupFiles(usize),
     IniHost,
     HostFiles,
+    PlayGroupFiles(usize),
+    PlayHostFiles,
+}
+
+/// The vars files beside a playbook (see [`Inventory::play_files`]).
+#[derive(Debug, Clone)]
+pub struct PlayFiles {
+    pub dir: PathBuf,
+    group_files: Vec<VarMap>,
+    host_files: Vec<VarMap>,
+    /// Its vars files found encrypted: "vaulted, not read".
+    pub vaulted: Vec<PathBuf>,
 }
 
 /// The names a vars file in `dir` can be found under: each entry's name, and the name
