@@ -17,7 +17,7 @@
 pub mod cli;
 pub mod rehearsal;
 
-pub use hk_effects::{cluster, context, exec, observe};
+pub use hk_effects::{cluster, context, exec, observe, vault_script};
 pub use hk_engine::{checks, gather, guard, journal, redact, repo, runbook, text, time, yaml};
 pub use hk_session as session;
 pub use hk_session::record;

@@ -296,6 +296,31 @@ fn a_prod_vault_no_configured_password_opens_blocks_like_ansible_does() {
     assert_eq!(b.len(), 1, "{b:#?}");
     assert!(b[0].message.contains("does not open it"), "{}", b[0]);
 
+    // A vault identity list whose only id names the wrong password: judged like a password
+    // file (it was not judged at all), and ansible-playbook agrees.
+    std::fs::write(
+        repo.join(CFG),
+        "[defaults]\nvault_identity_list = prod@../../wrong-pass\n",
+    )
+    .expect("cfg");
+    let (ok, out) = prod_preview(&repo);
+    assert!(!ok && out.contains("Decryption failed"), "{out}");
+    let b = prod_blockers(&repo);
+    assert_eq!(b.len(), 1, "{b:#?}");
+    assert!(b[0].message.contains("does not open it"), "{}", b[0]);
+    assert!(b[0].message.contains("wrong-pass"), "{}", b[0]);
+
+    // The same list with the right password as a second id: it opens, nothing blocks, and
+    // the preview runs.
+    std::fs::write(
+        repo.join(CFG),
+        "[defaults]\nvault_identity_list = prod@../../wrong-pass, dev@../../.vault-pass-sample\n",
+    )
+    .expect("cfg");
+    let (ok, out) = prod_preview(&repo);
+    assert!(ok, "{out}");
+    assert_eq!(prod_blockers(&repo), vec![]);
+
     // The right one: nothing blocks, and the preview runs.
     std::fs::write(repo.join(CFG), cfg).expect("cfg");
     let (ok, out) = prod_preview(&repo);

@@ -6,7 +6,7 @@
 //! arguments (a `*-client` script gets `--vault-id default`), standard output with its line
 //! ends stripped is the password, a non-zero exit or an empty output is an error. Unlike
 //! Ansible, which lets it read the terminal: its standard input is empty (the console owns
-//! the terminal), it gets [`TIMEOUT`] and then is killed, and at most [`MAX_OUTPUT`] bytes
+//! the terminal), it gets [`TIMEOUT`] ([`TIMEOUT_ENV`] changes it) and then is killed, and at most [`MAX_OUTPUT`] bytes
 //! of its output are read. Its cwd is the directory ansible-playbook runs in.
 //! Must not: keep, log or show the password (the caller masks it like a vaulted value).
 
@@ -20,18 +20,34 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 /// The most of its standard output and error that is read.
 pub const MAX_OUTPUT: u64 = 64 * 1024;
 
-/// Runs the script at `path` in `cwd`; its password, or why there is none.
-pub fn run(path: &Path, cwd: &Path) -> Result<String, String> {
-    run_within(path, cwd, TIMEOUT)
+/// The environment variable that gives a password script longer (or shorter) than
+/// [`TIMEOUT`], in seconds: a password manager that waits for a touch of a key may need it.
+pub const TIMEOUT_ENV: &str = "HK_VAULT_SCRIPT_TIMEOUT_S";
+
+/// Runs the script at `path` in `cwd` for vault id `label` (a `*-client` script is given
+/// `--vault-id LABEL`, as Ansible gives it); its password, or why there is none.
+pub fn run(path: &Path, cwd: &Path, label: &str) -> Result<String, String> {
+    let timeout = match std::env::var(TIMEOUT_ENV) {
+        Err(_) => TIMEOUT,
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(s) if s > 0.0 && s <= 3600.0 => Duration::from_secs_f64(s),
+            _ => {
+                return Err(format!(
+                    "{TIMEOUT_ENV}={v:?} is not a number of seconds between 0 and 3600"
+                ))
+            }
+        },
+    };
+    run_within(path, cwd, label, timeout)
 }
 
-fn run_within(path: &Path, cwd: &Path, timeout: Duration) -> Result<String, String> {
+fn run_within(path: &Path, cwd: &Path, label: &str, timeout: Duration) -> Result<String, String> {
     let mut cmd = Command::new(path);
     let client = path
         .file_stem()
         .is_some_and(|s| s.to_string_lossy().ends_with("-client"));
     if client {
-        cmd.args(["--vault-id", "default"]);
+        cmd.args(["--vault-id", label]);
     }
     // Its own process group, so a timeout kills what it started too (a `sleep`, a gpg).
     use std::os::unix::process::CommandExt as _;
@@ -130,17 +146,18 @@ mod tests {
         let d = tmp.path();
         // Line ends stripped, inner spaces kept; cwd is the one given; stdin is empty.
         let p = script(d, "pw", "printf ' s3cret pw \\r\\n'");
-        assert_eq!(run(&p, d).as_deref(), Ok(" s3cret pw "));
+        assert_eq!(run(&p, d, "default").as_deref(), Ok(" s3cret pw "));
         let p = script(d, "cwd", "pwd");
         assert_eq!(
-            run(&p, d).map(std::path::PathBuf::from),
+            run(&p, d, "default").map(std::path::PathBuf::from),
             Ok(d.canonicalize().expect("canon"))
         );
         let p = script(d, "stdin", "cat; echo done");
-        assert_eq!(run(&p, d).as_deref(), Ok("done"));
+        assert_eq!(run(&p, d, "default").as_deref(), Ok("done"));
         // A client script is asked for its vault id.
         let p = script(d, "pass-client", "echo \"$1 $2\"");
-        assert_eq!(run(&p, d).as_deref(), Ok("--vault-id default"));
+        assert_eq!(run(&p, d, "default").as_deref(), Ok("--vault-id default"));
+        assert_eq!(run(&p, d, "prod").as_deref(), Ok("--vault-id prod"));
     }
 
     #[test]
@@ -148,13 +165,16 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tmp");
         let d = tmp.path();
         let p = script(d, "fails", "echo 'no gpg agent' >&2; exit 3");
-        assert_eq!(run(&p, d), Err("it exited 3: no gpg agent".into()));
+        assert_eq!(
+            run(&p, d, "default"),
+            Err("it exited 3: no gpg agent".into())
+        );
         let p = script(d, "silent", "true");
-        assert_eq!(run(&p, d), Err("it printed no password".into()));
+        assert_eq!(run(&p, d, "default"), Err("it printed no password".into()));
         let p = script(d, "hangs", "sleep 30");
         let t = Instant::now();
         assert_eq!(
-            run_within(&p, d, Duration::from_millis(300)),
+            run_within(&p, d, "default", Duration::from_millis(300)),
             Err("no answer within 0.3 s (killed)".into())
         );
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());

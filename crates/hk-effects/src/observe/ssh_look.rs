@@ -49,8 +49,8 @@ pub(crate) fn read_only_ssh(
             }
         }
     }
-    let redactor = hk_engine::repo::vault::scan_repo_running(repo, &|p| {
-        crate::vault_script::run(p, &repo.ansible_dir)
+    let redactor = hk_engine::repo::vault::scan_repo_running(repo, &|p, label| {
+        crate::vault_script::run(p, &repo.ansible_dir, label)
     })
     .redactor();
     let exec = Executor::read_only(pool, AnsibleRunner::from_env(), redactor);

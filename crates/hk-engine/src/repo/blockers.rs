@@ -9,8 +9,9 @@
 //! Each says what to do. Also [`vault_locked`], the vault part alone, which `check` reports
 //! per environment.
 //! Must not: run anything, show or return a decrypted value (repo::vault tries the
-//! password), or call something a blocker on a guess: a password script it does not run,
-//! a vault identity list, a collection role and a tagged run are not judged.
+//! passwords), or call something a blocker on a guess: a vault that only a password script
+//! (not run here) or a prompt might open, a collection role and a tagged run are not
+//! judged. A vault identity list's files are tried like the password file.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -140,9 +141,6 @@ fn vault_locked_in(repo: &Repo, hosts: &[String], book_dirs: &BTreeSet<PathBuf>)
             }];
         }
     }
-    if vault::identity_list_configured(&repo.ansible_dir) {
-        return Vec::new();
-    }
     let mut dirs: Vec<PathBuf> = repo
         .inventory_path
         .parent()
@@ -170,7 +168,16 @@ fn vault_locked_in(repo: &Repo, hosts: &[String], book_dirs: &BTreeSet<PathBuf>)
             }
         }
     }
-    let password = vault::password_file(&repo.ansible_dir);
+    let sources = vault::password_sources(&repo.ansible_dir);
+    // The sources as the operator reads them: paths relative to the repo.
+    let named = sources
+        .iter()
+        .map(|s| match &s.kind {
+            vault::SourceKind::File(p) => rel(p),
+            vault::SourceKind::Prompt => s.what.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
     let mut out = Vec::new();
     for f in files {
         let Ok(text) = crate::repo::read::read_to_string(&f) else {
@@ -179,12 +186,12 @@ fn vault_locked_in(repo: &Repo, hosts: &[String], book_dirs: &BTreeSet<PathBuf>)
         if !text.starts_with("$ANSIBLE_VAULT") {
             continue;
         }
-        let (message, fix) = match vault::opens(&text, password.as_deref()) {
-            Opens::Yes | Opens::Script(_) => continue,
+        let (message, fix) = match vault::opens_by(&text, &sources) {
+            Opens::Yes | Opens::Undecided(_) => continue,
             Opens::NoPassword => (
                 "vaulted, and no vault password is configured: ansible-playbook stops with \"Attempting to decrypt but no vault secrets found\"".to_string(),
                 format!(
-                    "name the password file in `vault_password_file` of {} (or ANSIBLE_VAULT_PASSWORD_FILE)",
+                    "name the password file in `vault_password_file` of {} (or ANSIBLE_VAULT_PASSWORD_FILE), or its vault ids in `vault_identity_list`",
                     rel(&repo.ansible_dir.join("ansible.cfg"))
                 ),
             ),
@@ -194,8 +201,7 @@ fn vault_locked_in(repo: &Repo, hosts: &[String], book_dirs: &BTreeSet<PathBuf>)
             ),
             Opens::Fails(e) => (
                 format!(
-                    "vaulted, and the configured vault password ({}) does not open it: {e}; ansible-playbook stops with \"Decryption failed\"",
-                    password.as_deref().map(rel).unwrap_or_default()
+                    "vaulted, and the configured vault password ({named}) does not open it: {e}; ansible-playbook stops with \"Decryption failed\"",
                 ),
                 "point `vault_password_file` at the password it was encrypted with, or re-key it (ansible-vault rekey)".to_string(),
             ),

@@ -343,19 +343,115 @@ fn candidate_files(roots: &[PathBuf], scan: &mut VaultScan) -> Vec<PathBuf> {
 /// Runs an executable vault password file as ansible-playbook does (its standard output,
 /// line ends stripped, is the password). The engine runs nothing: the caller that may
 /// (hk-effects' `vault_script`) hands one in.
-pub type ScriptRunner<'a> = &'a dyn Fn(&Path) -> Result<String, String>;
+/// It is given the script and the vault id it is asked for (`default` for the password
+/// file), which a `*-client` script takes as `--vault-id`.
+pub type ScriptRunner<'a> = &'a dyn Fn(&Path, &str) -> Result<String, String>;
+
+/// Where a vault password comes from, as ansible-playbook is configured to take it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PasswordSource {
+    /// How a message names it: `the vault password file X`, `vault id dev (X)`.
+    pub what: String,
+    /// The vault id (`default` for the password file).
+    pub label: String,
+    pub kind: SourceKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceKind {
+    /// A file: read (whitespace stripped), or run when it is executable.
+    File(PathBuf),
+    /// `prompt`: ansible-playbook asks at the terminal.
+    Prompt,
+}
+
+impl PasswordSource {
+    fn file(path: &Path) -> PasswordSource {
+        PasswordSource {
+            what: format!("the vault password file {}", path.display()),
+            label: "default".into(),
+            kind: SourceKind::File(path.to_path_buf()),
+        }
+    }
+}
+
+/// Every password source ansible-playbook, run in `ansible_dir`, is configured with: the
+/// password file ([`password_file`]) and each `label@source` of the vault identity list
+/// (`ANSIBLE_VAULT_IDENTITY_LIST`, else `vault_identity_list` in ansible.cfg; a source
+/// without `label@` is the `default` id; a relative path is taken from `ansible_dir`,
+/// where ansible-playbook runs).
+pub fn password_sources(ansible_dir: &Path) -> Vec<PasswordSource> {
+    let mut out: Vec<PasswordSource> = password_file(ansible_dir)
+        .iter()
+        .map(|p| PasswordSource::file(p))
+        .collect();
+    let env = AnsibleEnv::from_process();
+    let list = match &env.vault_identity_list {
+        Some(l) => l.clone(),
+        None => AnsibleCfg::load(ansible_dir, &env)
+            .get("vault_identity_list")
+            .map(|(v, _)| v.to_string())
+            .unwrap_or_default(),
+    };
+    for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (label, source) = item.split_once('@').unwrap_or(("default", item));
+        let kind = match source {
+            "prompt" | "prompt_ask_vault_pass" => SourceKind::Prompt,
+            path => SourceKind::File(env.expand(path, ansible_dir)),
+        };
+        out.push(PasswordSource {
+            what: format!("vault id {label} ({source})"),
+            label: label.to_string(),
+            kind,
+        });
+    }
+    out
+}
+
+/// The password a source gives, or why hk-console has none from it.
+fn password_of(src: &PasswordSource, runner: Option<ScriptRunner<'_>>) -> Result<String, String> {
+    let p = match &src.kind {
+        SourceKind::Prompt => {
+            return Err(format!(
+                "{} asks at a prompt, which hk-console does not answer",
+                src.what
+            ))
+        }
+        SourceKind::File(p) => p,
+    };
+    match std::fs::metadata(p) {
+        Ok(m) if is_executable(&m) => match runner {
+            Some(run) => {
+                run(p, &src.label).map_err(|e| format!("{} (a script) failed: {e}", src.what))
+            }
+            None => Err(format!(
+                "{} is a script, which hk-console does not run here",
+                src.what
+            )),
+        },
+        _ => read_capped(p)
+            .map(|t| t.trim().to_string())
+            .map_err(|e| format!("cannot read {}: {e}", src.what)),
+    }
+}
 
 /// Scan `roots` for vaulted content and decrypt it with the password in
 /// `password_file` (if any) to learn what to mask. A password file that is a script is
 /// not run: its vaulted values are unknown ([`scan_running`] runs it).
 pub fn scan(roots: &[PathBuf], password_file: Option<&Path>) -> VaultScan {
-    scan_running(roots, password_file, None)
+    let sources: Vec<PasswordSource> = password_file
+        .map(PasswordSource::file)
+        .into_iter()
+        .collect();
+    scan_running(roots, &sources, None)
 }
 
-/// [`scan`], with `runner` for a password file that is a script.
+/// [`scan`] with every password source, and `runner` for a source that is a script: a
+/// vaulted text is opened with whichever password opens it, as ansible-playbook tries its
+/// secrets.
 pub fn scan_running(
     roots: &[PathBuf],
-    password_file: Option<&Path>,
+    sources: &[PasswordSource],
     runner: Option<ScriptRunner<'_>>,
 ) -> VaultScan {
     let mut scan = VaultScan::default();
@@ -391,64 +487,42 @@ pub fn scan_running(
         scan.vaulted_files.push(file.clone());
         texts.extend(found.into_iter().map(|(whole, t)| (file.clone(), whole, t)));
     }
-    if texts.is_empty() {
-        // Nothing vaulted, yet the password itself stays a secret wherever it shows.
-        if let Some(p) = password_file {
-            match std::fs::metadata(p) {
-                Ok(m) if is_executable(&m) => {
-                    if let Some(Ok(pw)) = runner.map(|run| run(p)) {
-                        scan.learn(&pw);
-                    }
-                }
-                Ok(_) => {
-                    if let Ok(t) = read_capped(p) {
-                        scan.learn(t.trim());
-                    }
-                }
-                Err(_) => {}
-            }
+    let mut passwords: Vec<String> = Vec::new();
+    let mut failures: Vec<String> = Vec::new();
+    for src in sources {
+        match password_of(src, runner) {
+            Ok(pw) if !pw.is_empty() => passwords.push(pw),
+            Ok(_) => failures.push(format!("{} is empty", src.what)),
+            Err(e) => failures.push(e),
         }
+    }
+    // Each password opens vaulted values: it is masked like one, vaulted files or not.
+    for pw in &passwords {
+        scan.learn(pw);
+    }
+    if texts.is_empty() {
         return scan;
     }
-    let password = match password_file {
-        None => {
-            scan.locked = Some("no vault password file (ansible.cfg `vault_password_file`): the vaulted values are unknown".into());
-            return scan;
-        }
-        Some(p) => match std::fs::metadata(p) {
-            Ok(m) if is_executable(&m) => match runner {
-                Some(run) => match run(p) {
-                    Ok(pw) => pw,
-                    Err(e) => {
-                        scan.locked = Some(format!(
-                            "the vault password script {} failed: {e}: the vaulted values are unknown",
-                            p.display()
-                        ));
-                        return scan;
-                    }
-                },
-                None => {
-                    scan.locked = Some(format!(
-                        "the vault password file {} is a script, which hk-console does not run: the vaulted values are unknown",
-                        p.display()
-                    ));
-                    return scan;
-                }
-            },
-            _ => match read_capped(p) {
-                Ok(t) => t.trim().to_string(),
-                Err(e) => {
-                    scan.locked = Some(format!("cannot read the vault password file: {e}"));
-                    return scan;
-                }
-            },
-        },
-    };
-    // The password opens every vaulted value: it is masked like one.
-    scan.learn(&password);
+    if passwords.is_empty() {
+        scan.locked = Some(match failures.first() {
+            Some(why) => format!("{why}: the vaulted values are unknown"),
+            None => "no vault password file (ansible.cfg `vault_password_file`) and no vault identity list: the vaulted values are unknown".into(),
+        });
+        return scan;
+    }
     for (file, whole, text) in texts {
-        match decrypt(&text, password.as_bytes()) {
-            Ok(plain) => {
+        let mut last = None;
+        let opened = passwords
+            .iter()
+            .find_map(|pw| match decrypt(&text, pw.as_bytes()) {
+                Ok(plain) => Some(plain),
+                Err(e) => {
+                    last = Some(e);
+                    None
+                }
+            });
+        match opened {
+            Some(plain) => {
                 let plain = String::from_utf8_lossy(&plain).into_owned();
                 if whole {
                     scan.learn_file(&plain);
@@ -456,8 +530,15 @@ pub fn scan_running(
                     scan.learn(&plain);
                 }
             }
-            Err(e) => {
-                let why = format!("{}: {e}", file.display());
+            None => {
+                let mut why = format!(
+                    "{}: {}",
+                    file.display(),
+                    last.map(|e| e.to_string()).unwrap_or_default()
+                );
+                if !failures.is_empty() {
+                    why.push_str(&format!(" ({})", failures.join("; ")));
+                }
                 scan.problems.push(why.clone());
                 scan.locked.get_or_insert(why);
             }
@@ -466,52 +547,61 @@ pub fn scan_running(
     scan
 }
 
-/// Whether ansible-playbook, given the password file it is configured with, can open one
-/// whole-file vault: what a run would meet when it loads that file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Whether ansible-playbook, given the password sources it is configured with, can open
+/// one whole-file vault: what a run would meet when it loads that file.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Opens {
     Yes,
     /// No vault password is configured at all.
     NoPassword,
-    /// The password file is a script, which hk-console does not run: cannot tell.
-    Script(PathBuf),
-    /// The configured password file cannot be read (absent, not a file, too big).
+    /// A source hk-console does not read here (a script, a prompt) might open it: cannot
+    /// tell, named.
+    Undecided(String),
+    /// No configured source can be read (absent, not a file, too big).
     Unreadable(String),
-    /// The configured password does not open it (or it is not a vault ansible reads).
+    /// No configured password opens it (or it is not a vault ansible reads).
     Fails(VaultError),
 }
 
-/// [`Opens`] for the vaulted `text` with the password in `password_file`. Nothing
-/// decrypted leaves this function.
+/// [`Opens`] for the vaulted `text` with the password in `password_file`.
 pub fn opens(text: &str, password_file: Option<&Path>) -> Opens {
-    let Some(p) = password_file else {
-        return Opens::NoPassword;
-    };
-    match std::fs::metadata(p) {
-        Ok(m) if is_executable(&m) => return Opens::Script(p.to_path_buf()),
-        Err(e) => return Opens::Unreadable(format!("{}: {e}", p.display())),
-        Ok(_) => {}
-    }
-    let password = match read_capped(p) {
-        Ok(t) => t.trim().to_string(),
-        Err(e) => return Opens::Unreadable(e),
-    };
-    match decrypt(text, password.as_bytes()) {
-        Ok(_) => Opens::Yes,
-        Err(e) => Opens::Fails(e),
-    }
+    let sources: Vec<PasswordSource> = password_file
+        .map(PasswordSource::file)
+        .into_iter()
+        .collect();
+    opens_by(text, &sources)
 }
 
-/// Whether a vault identity list (`--vault-id` sources) is configured, which hk-console
-/// does not evaluate: `ANSIBLE_VAULT_IDENTITY_LIST`, or `vault_identity_list` in the
-/// ansible.cfg ansible-playbook reads ([`AnsibleCfg`]).
-pub fn identity_list_configured(ansible_dir: &Path) -> bool {
-    if std::env::var_os("ANSIBLE_VAULT_IDENTITY_LIST").is_some_and(|v| !v.is_empty()) {
-        return true;
+/// [`Opens`] for the vaulted `text` with every source ([`password_sources`]); scripts are
+/// not run and prompts not asked (undecided unless a readable one opens it). Nothing
+/// decrypted leaves this function.
+pub fn opens_by(text: &str, sources: &[PasswordSource]) -> Opens {
+    if sources.is_empty() {
+        return Opens::NoPassword;
     }
-    AnsibleCfg::load(ansible_dir, &AnsibleEnv::from_process())
-        .get("vault_identity_list")
-        .is_some_and(|(v, _)| !v.is_empty())
+    let mut undecided: Vec<String> = Vec::new();
+    let mut unreadable: Vec<String> = Vec::new();
+    let mut last = None;
+    for src in sources {
+        match password_of(src, None) {
+            Ok(pw) => match decrypt(text, pw.as_bytes()) {
+                Ok(_) => return Opens::Yes,
+                Err(e) => last = Some(e),
+            },
+            Err(why) => match &src.kind {
+                SourceKind::Prompt => undecided.push(why),
+                SourceKind::File(p) if std::fs::metadata(p).is_ok_and(|m| is_executable(&m)) => {
+                    undecided.push(why)
+                }
+                SourceKind::File(_) => unreadable.push(why),
+            },
+        }
+    }
+    match (last, undecided.is_empty()) {
+        (_, false) => Opens::Undecided(undecided.join("; ")),
+        (Some(e), true) => Opens::Fails(e),
+        (None, true) => Opens::Unreadable(unreadable.join("; ")),
+    }
 }
 
 fn head_is_vault(file: &Path) -> bool {
@@ -530,14 +620,20 @@ fn is_executable(m: &std::fs::Metadata) -> bool {
 /// The scan for a loaded repo: its ansible dir, its inventory's directory and each
 /// environment's vault file, with the password file ansible-playbook would use.
 pub fn scan_repo(repo: &super::Repo) -> VaultScan {
-    let pw = password_file(&repo.ansible_dir);
-    scan(&repo_roots(repo), pw.as_deref())
+    scan_running(
+        &repo_roots(repo),
+        &password_sources(&repo.ansible_dir),
+        None,
+    )
 }
 
 /// [`scan_repo`], running a password file that is a script with `runner`.
 pub fn scan_repo_running(repo: &super::Repo, runner: ScriptRunner<'_>) -> VaultScan {
-    let pw = password_file(&repo.ansible_dir);
-    scan_running(&repo_roots(repo), pw.as_deref(), Some(runner))
+    scan_running(
+        &repo_roots(repo),
+        &password_sources(&repo.ansible_dir),
+        Some(runner),
+    )
 }
 
 fn repo_roots(repo: &super::Repo) -> Vec<PathBuf> {

@@ -138,8 +138,8 @@ pub fn capabilities_with(
     // every line either executor shows, journals or logs (or, without the password, every
     // diff line withheld).
     // A password file that is a script is run as ansible-playbook runs it.
-    let vault = hk_engine::repo::vault::scan_repo_running(repo, &|p| {
-        hk_effects::vault_script::run(p, &repo.ansible_dir)
+    let vault = hk_engine::repo::vault::scan_repo_running(repo, &|p, label| {
+        hk_effects::vault_script::run(p, &repo.ansible_dir, label)
     });
     if let Some(why) = &vault.locked {
         warnings.push(format!(
