@@ -294,20 +294,35 @@ fn jensens_agents_dial_the_first_server() {
     );
 }
 
-/// Not yet: the control plane is named by a variable (`control_plane: node01`) and no
-/// group holds it; init refuses with a named reason, never a guess (issue 36, left open).
+/// gilesknap's one control plane is named by a variable (`control_plane: node01` in
+/// group_vars/all.yml) that its k3s role compares with `inventory_hostname`; no group holds
+/// it alone. init refused ("no environment found"). Now the server is that host (`servers:
+/// node01`, with the file:line of the comparison), the agents are the rest of the group the
+/// k3s role's play runs on (`all_nodes` without node01), it is its own primary, `envs` names
+/// them all, and `check` on the repo as it is finds nothing false.
 #[test]
-fn gilesknap_is_refused_with_the_reason() {
+fn gilesknap_one_server_named_by_a_variable() {
     let tmp = tempfile::tempdir().expect("tmp");
     let root = set_up(tmp.path(), "gilesknap--tpi-k3s-ansible");
-    let o = run(&root, &["init", "--write"]);
-    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
-    assert!(
-        out(&o).contains("hosts.yml: no environment found"),
-        "{}",
-        out(&o)
+    let env = init(&root);
+    let mapping = std::fs::read_to_string(root.join("hk-console.yaml")).expect("mapping");
+    for line in [
+        "    servers: node01\n",
+        "    agents: all_nodes\n",
+        "roles/k3s/tasks/main.yml:16: the repo's role takes it as the server",
+    ] {
+        assert!(mapping.contains(line), "{line}\n{mapping}");
+    }
+    assert_eq!(names(&env["servers"]), ["node01"], "{env}");
+    assert_eq!(
+        names(&env["agents"]),
+        ["node02", "node03", "node04", "ws03", "nuc2"],
+        "{env}"
     );
-    assert!(!root.join("hk-console.yaml").exists());
+    assert_eq!(env["primary_group"]["value"], "node01", "{env}");
+    let (code, findings, text) = check(&root);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(findings.is_empty(), "{findings:#?}");
 }
 
 /// The primary group (whose first host the other servers join) where no variable names

@@ -9,7 +9,7 @@ use crate::runbook::plan::Topology;
 
 impl Topology for Repo {
     fn hosts_in(&self, group: &str) -> Option<Vec<String>> {
-        self.inventory.hosts_in(group)
+        self.inventory.pattern_hosts(group)
     }
 
     fn is_member(&self, host: &str, group: &str) -> bool {

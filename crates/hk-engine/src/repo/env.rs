@@ -309,8 +309,16 @@ pub fn derive(name: &str, cfg: &EnvConfig, src: &dyn HostFacts) -> Environment {
     };
     let agents = match &cfg.agents {
         None => Vec::new(),
+        // A group of every node (`all_nodes`) holds the servers too: its agents are the
+        // others, nodes of the cluster and not of its control plane.
         Some(group) => match src.hosts_in(group) {
-            Some(hosts) => hosts_with_addresses(src, hosts),
+            Some(hosts) => hosts_with_addresses(
+                src,
+                hosts
+                    .into_iter()
+                    .filter(|h| !servers.iter().any(|s| &s.name == h))
+                    .collect(),
+            ),
             None => {
                 problems.push(EnvProblem::NoAgentGroup {
                     group: group.clone(),

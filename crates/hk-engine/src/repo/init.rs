@@ -178,6 +178,16 @@ fn finish(
     if found.is_empty() {
         found = layout::environments_by_group_names(&repo, &mut notes, &mut questions);
     }
+    // The agents of a server found by a host variable: the rest of its role's play's group.
+    let mut nodes_of: BTreeMap<String, (String, String)> = BTreeMap::new();
+    if found.is_empty() {
+        for (f, nodes) in layout::environments_by_host_variable(&repo, &mut notes) {
+            if let Some(n) = nodes {
+                nodes_of.insert(f.group.clone(), n);
+            }
+            found.push(f);
+        }
+    }
     if found.is_empty() {
         return Err(InitError::NoEnvironment {
             inventory: root.join(&inventory),
@@ -206,6 +216,16 @@ fn finish(
     }
     assign_gateways(&repo, &mut envs, &mut questions);
     for e in &mut envs {
+        if let Some((group, at)) = nodes_of.get(&e.cfg.servers) {
+            e.cfg.agents = Some(group.clone());
+            e.why.insert(
+                "agents",
+                vec![format!(
+                    "`{group}` without its server {}: the other hosts the k3s role's play runs on ({at})",
+                    e.cfg.servers
+                )],
+            );
+        }
         layout::propose_facts(&repo, e, &mut questions);
         layout::propose_agents(&repo, e, &mut questions);
     }
@@ -253,7 +273,7 @@ fn finish(
     let sans = sans.as_str();
     let has_sans = envs.iter().any(|e| {
         repo.inventory
-            .hosts_in(&e.cfg.servers)
+            .pattern_hosts(&e.cfg.servers)
             .unwrap_or_default()
             .iter()
             .any(|h| repo.resolve_var(h, sans).is_some())
@@ -587,7 +607,7 @@ fn propose_env(
 ) -> ProposedEnv {
     let mut why: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
     why.insert("servers", f.evidence.clone());
-    let members = repo.inventory.hosts_in(&f.group).unwrap_or_default();
+    let members = repo.inventory.pattern_hosts(&f.group).unwrap_or_default();
     if let Some(first) = members.first() {
         let facts: Vec<String> = [VAR_VIP, VAR_FOUNDER]
             .iter()
@@ -724,7 +744,10 @@ fn assign_gateways(repo: &Repo, envs: &mut [ProposedEnv], questions: &mut Vec<St
             .iter()
             .enumerate()
             .filter(|(_, e)| {
-                let servers = repo.inventory.hosts_in(&e.cfg.servers).unwrap_or_default();
+                let servers = repo
+                    .inventory
+                    .pattern_hosts(&e.cfg.servers)
+                    .unwrap_or_default();
                 members.iter().all(|m| servers.contains(m))
             })
             .map(|(i, _)| i)

@@ -403,7 +403,7 @@ pub fn raw_vars(inv: &Inventory, host: &str) -> Option<BTreeMap<String, serde_js
 
 impl HostFacts for Repo {
     fn hosts_in(&self, group: &str) -> Option<Vec<String>> {
-        self.inventory.hosts_in(group)
+        self.inventory.pattern_hosts(group)
     }
 
     fn resolved(&self, host: &str, var: &str) -> Option<Resolved> {

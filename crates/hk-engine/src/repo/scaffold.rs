@@ -542,7 +542,16 @@ fn map_hosts(repo: &Repo, play: &Play) -> Mapped {
             )),
         };
     }
-    match (role_of(&pattern), var) {
+    // A group of every node (`all_nodes`, the agents of a server named by a variable) holds
+    // a server too: it is not an agents-only target.
+    let holds_a_server = |g: &str| {
+        let members = repo.inventory.hosts_in(g).unwrap_or_default();
+        repo.environments
+            .iter()
+            .any(|e| e.servers.iter().any(|s| members.contains(&s.name)))
+    };
+    let role = role_of(&pattern).filter(|(r, _)| *r != "agents" || !holds_a_server(&pattern));
+    match (role, var) {
         // `hosts: "{{ VAR | default('k3s_servers') }}"`: VAR set to the environment's group
         // makes the play run where the runbook runs, in every environment.
         (Some((role, _)), Some(v)) => Mapped {
@@ -794,7 +803,7 @@ fn mixed_envs(repo: &Repo, group: &str) -> Vec<String> {
         .filter(|e| {
             let servers = repo
                 .inventory
-                .hosts_in(&e.servers_group)
+                .pattern_hosts(&e.servers_group)
                 .unwrap_or_default();
             !servers.is_empty()
                 && servers.iter().all(|h| members.contains(h))

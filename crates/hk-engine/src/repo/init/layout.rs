@@ -255,6 +255,150 @@ fn text_files(repo: &Repo) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A single server named by a variable, as the repo's own roles choose it: a task or
+/// template compares `VAR == inventory_hostname` (either way round), and VAR is, for every
+/// host, the name of one inventory host (gilesknap's `control_plane: node01` and
+/// `k3s_is_control_plane: "{{ control_plane == inventory_hostname }}"`). The environment is
+/// that host (`servers: node01`), named after the group of the play that applies the role
+/// the comparison is in, whose other hosts are proposed as its agents.
+pub(super) fn environments_by_host_variable(
+    repo: &Repo,
+    notes: &mut Vec<String>,
+) -> Vec<(Found, Option<(String, String)>)> {
+    let hosts = repo.inventory.hosts();
+    let files = text_files(repo);
+    let mut out: Vec<(Found, Option<(String, String)>)> = Vec::new();
+    for (file, text) in &files {
+        for (i, line) in text.lines().enumerate() {
+            let Some(var) = compared_with_inventory_hostname(line) else {
+                continue;
+            };
+            // One value, the same for every host, naming a host of the inventory.
+            let values: BTreeSet<Option<String>> =
+                hosts.iter().map(|h| string_var(repo, h, &var)).collect();
+            let values: Vec<Option<String>> = values.into_iter().collect();
+            let [Some(server)] = values.as_slice() else {
+                continue;
+            };
+            let server = server.clone();
+            if !hosts.contains(&server) || out.iter().any(|(f, _)| f.group == server) {
+                continue;
+            }
+            let mut evidence = vec![
+                format!(
+                    "`{var}` names {server} for every host ({})",
+                    super::origin(repo, &server, &var)
+                ),
+                format!(
+                    "{file}:{}: the repo's role takes it as the server: `{}`",
+                    i + 1,
+                    line.trim()
+                ),
+            ];
+            // The play that applies this file's role: its group is the cluster's nodes.
+            let role = Path::new(file)
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .windows(2)
+                .find(|w| w[0] == "roles")
+                .map(|w| w[1].clone());
+            let nodes = role.and_then(|r| play_group_of_role(repo, &files, &r, &server));
+            let name = nodes
+                .as_ref()
+                .map(|(g, _)| g.clone())
+                .unwrap_or_else(|| server.clone());
+            if let Some((g, at)) = &nodes {
+                evidence.push(format!(
+                    "named after `{g}`, the hosts the role's play runs on ({at})"
+                ));
+            }
+            notes.push(format!(
+                "no server group: the server is the host `{var}` names ({server})"
+            ));
+            out.push((
+                Found {
+                    name,
+                    group: server.clone(),
+                    evidence,
+                },
+                nodes,
+            ));
+        }
+    }
+    out
+}
+
+/// `VAR` of a `VAR == inventory_hostname` (or `inventory_hostname == VAR`) comparison.
+fn compared_with_inventory_hostname(line: &str) -> Option<String> {
+    let ident = |s: &str| {
+        !s.is_empty()
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+    };
+    let (left, right) = line.split_once("==")?;
+    let l = left
+        .trim_end()
+        .rsplit([' ', '(', '{', '"', '\''])
+        .next()?
+        .trim();
+    let r = right
+        .trim_start()
+        .split([' ', ')', '}', '"', '\''])
+        .next()?
+        .trim();
+    match (l, r) {
+        ("inventory_hostname", v) | (v, "inventory_hostname")
+            if ident(v) && v != "inventory_hostname" =>
+        {
+            Some(v.to_string())
+        }
+        _ => None,
+    }
+}
+
+/// The group a playbook's play that applies `role` runs on (`hosts: GROUP`, one group
+/// holding `server` and other hosts), with its file:line.
+fn play_group_of_role(
+    repo: &Repo,
+    files: &[(String, String)],
+    role: &str,
+    server: &str,
+) -> Option<(String, String)> {
+    for (file, text) in files {
+        if !(file.ends_with(".yml") || file.ends_with(".yaml")) || file.contains("roles/") {
+            continue;
+        }
+        let mut hosts: Option<(String, usize)> = None;
+        for (i, line) in text.lines().enumerate() {
+            let t = line.trim();
+            if let Some(h) = t
+                .strip_prefix("- hosts:")
+                .or_else(|| t.strip_prefix("hosts:"))
+            {
+                let h = h
+                    .split('#')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .trim_matches(['"', '\'']);
+                hosts = Some((h.to_string(), i + 1));
+                continue;
+            }
+            let named = t == format!("- role: {role}")
+                || t == format!("- {role}")
+                || t == format!("role: {role}");
+            if let (true, Some((g, at))) = (named, &hosts) {
+                let members = repo.inventory.hosts_in(g).unwrap_or_default();
+                if members.len() > 1 && members.iter().any(|h| h == server) {
+                    return Some((g.clone(), format!("{file}:{at}")));
+                }
+            }
+        }
+    }
+    None
+}
+
 /// The expressions the repo indexes `groups[...][0]` with (its first server, the one the
 /// others join), each with where it is used, most used first.
 fn first_of_group_uses(repo: &Repo) -> Vec<(String, Vec<String>)> {
@@ -348,7 +492,10 @@ fn choose(
 /// from a variable the servers share, by its value and its uses. Written only where the
 /// seed's variable is missing.
 pub(super) fn propose_facts(repo: &Repo, e: &mut ProposedEnv, questions: &mut Vec<String>) {
-    let members = repo.inventory.hosts_in(&e.cfg.servers).unwrap_or_default();
+    let members = repo
+        .inventory
+        .pattern_hosts(&e.cfg.servers)
+        .unwrap_or_default();
     let Some(first) = members.first().cloned() else {
         return;
     };
@@ -479,6 +626,19 @@ pub(super) fn propose_facts(repo: &Repo, e: &mut ProposedEnv, questions: &mut Ve
         },
         other => (other.0, w, other.1),
     };
+    // A server that is a host, not a group (found by the variable that names it): it is
+    // its own primary.
+    let (p, w, q) = match (p, q) {
+        (None, None) if !repo.inventory.has_group(&e.cfg.servers) && members.len() == 1 => (
+            Some(format!("{{{{ '{}' }}}}", e.cfg.servers)),
+            vec![format!(
+                "the one server {} is its own primary (no group holds it alone)",
+                e.cfg.servers
+            )],
+            None,
+        ),
+        other => (other.0, w, other.1),
+    };
     let pq = q.or_else(|| p.is_none().then(|| "facts.primary_group: no variable names a group of servers: which group holds the first server?".to_string()));
     set(FactKey::PrimaryGroup, p, w, pq, &mut facts);
     let (port, w, q) = choose("api_port", &port_cands, &used, "the API port");
@@ -546,7 +706,10 @@ pub(super) fn propose_agents(repo: &Repo, e: &mut ProposedEnv, questions: &mut V
     if e.cfg.agents.is_some() {
         return;
     }
-    let servers = repo.inventory.hosts_in(&e.cfg.servers).unwrap_or_default();
+    let servers = repo
+        .inventory
+        .pattern_hosts(&e.cfg.servers)
+        .unwrap_or_default();
     let cands: Vec<(String, Vec<String>)> = repo
         .inventory
         .group_names()
@@ -581,7 +744,22 @@ pub(super) fn propose_agents(repo: &Repo, e: &mut ProposedEnv, questions: &mut V
 
 #[cfg(test)]
 mod tests {
-    use super::jinja_mentions;
+    use super::{compared_with_inventory_hostname as cmp, jinja_mentions};
+
+    #[test]
+    fn a_variable_compared_with_inventory_hostname_is_read_either_way_round() {
+        assert_eq!(
+            cmp(r#"    k3s_is_control_plane: "{{ control_plane == inventory_hostname }}""#),
+            Some("control_plane".into())
+        );
+        assert_eq!(
+            cmp("  when: inventory_hostname == first_server"),
+            Some("first_server".into())
+        );
+        assert_eq!(cmp("  when: inventory_hostname == 'node01'"), None);
+        assert_eq!(cmp("  when: a == b"), None);
+        assert_eq!(cmp("  when: inventory_hostname in groups['x']"), None);
+    }
 
     #[test]
     fn a_variable_is_used_only_as_a_whole_name_inside_braces() {

@@ -246,6 +246,17 @@ impl Inventory {
         )
     }
 
+    /// The hosts a one-name Ansible pattern selects where hk-console.yaml or a runbook names
+    /// a group: the group's ([`Inventory::hosts_in`]), else the host of that name (a
+    /// single-server cluster whose server has no group of its own: `servers: node01`).
+    pub fn pattern_hosts(&self, name: &str) -> Option<Vec<String>> {
+        self.hosts_in(name).or_else(|| {
+            self.host_index
+                .contains_key(name)
+                .then(|| vec![name.to_string()])
+        })
+    }
+
     /// Hosts listed directly under a group (what `ansible-inventory --list` shows as `hosts`).
     pub fn direct_hosts(&self, group: &str) -> Option<Vec<String>> {
         let g = *self.group_index.get(group)?;
