@@ -283,49 +283,40 @@ fn a_prod_vault_no_configured_password_opens_blocks_like_ansible_does() {
     );
     assert!(b[0].fix.contains("vault_password_file"), "{}", b[0]);
 
+    // ansible.cfg as given: what the preview (real ansible-playbook) and the blockers say.
+    let with_cfg = |text: &str| {
+        std::fs::write(repo.join(CFG), text).expect("cfg");
+        let (ok, out) = prod_preview(&repo);
+        (ok, out, prod_blockers(&repo))
+    };
+
     // A password file that does not open it.
     write(&repo, "wrong-pass", "not the password\n");
-    std::fs::write(
-        repo.join(CFG),
-        "[defaults]\nvault_password_file = ../../wrong-pass\n",
-    )
-    .expect("cfg");
-    let (ok, out) = prod_preview(&repo);
+    let (ok, out, b) = with_cfg("[defaults]\nvault_password_file = ../../wrong-pass\n");
     assert!(!ok && out.contains("Decryption failed"), "{out}");
-    let b = prod_blockers(&repo);
     assert_eq!(b.len(), 1, "{b:#?}");
     assert!(b[0].message.contains("does not open it"), "{}", b[0]);
 
     // A vault identity list whose only id names the wrong password: judged like a password
     // file (it was not judged at all), and ansible-playbook agrees.
-    std::fs::write(
-        repo.join(CFG),
-        "[defaults]\nvault_identity_list = prod@../../wrong-pass\n",
-    )
-    .expect("cfg");
-    let (ok, out) = prod_preview(&repo);
+    let (ok, out, b) = with_cfg("[defaults]\nvault_identity_list = prod@../../wrong-pass\n");
     assert!(!ok && out.contains("Decryption failed"), "{out}");
-    let b = prod_blockers(&repo);
     assert_eq!(b.len(), 1, "{b:#?}");
     assert!(b[0].message.contains("does not open it"), "{}", b[0]);
     assert!(b[0].message.contains("wrong-pass"), "{}", b[0]);
 
     // The same list with the right password as a second id: it opens, nothing blocks, and
     // the preview runs.
-    std::fs::write(
-        repo.join(CFG),
+    let (ok, out, b) = with_cfg(
         "[defaults]\nvault_identity_list = prod@../../wrong-pass, dev@../../.vault-pass-sample\n",
-    )
-    .expect("cfg");
-    let (ok, out) = prod_preview(&repo);
+    );
     assert!(ok, "{out}");
-    assert_eq!(prod_blockers(&repo), vec![]);
+    assert_eq!(b, vec![]);
 
     // The right one: nothing blocks, and the preview runs.
-    std::fs::write(repo.join(CFG), cfg).expect("cfg");
-    let (ok, out) = prod_preview(&repo);
+    let (ok, out, b) = with_cfg(&cfg);
     assert!(ok, "{out}");
-    assert_eq!(prod_blockers(&repo), vec![]);
+    assert_eq!(b, vec![]);
 }
 
 #[test]

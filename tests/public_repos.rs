@@ -389,15 +389,59 @@ fn runbooks_list_does_not_offer_the_samples_runbooks_to_another_repo() {
     assert!(rows.iter().all(|r| r["applies"] == false), "{v}");
 }
 
-/// ansible-playbook of the test setup (`HK_ANSIBLE_BIN_DIR`, PATH, /opt/hk-venv/bin).
-fn ansible_playbook() -> PathBuf {
+/// `tool args` (ansible-playbook, ansible-inventory of the test setup: `HK_ANSIBLE_BIN_DIR`,
+/// PATH, /opt/hk-venv/bin) in `cwd`, as the repo's operator runs it there: a HOME inside the
+/// repo, no colour, none of this process's ANSIBLE_CONFIG, ANSIBLE_INVENTORY or
+/// ANSIBLE_VAULT_PASSWORD_FILE.
+fn ansible(root: &Path, tool: &str, cwd: &Path, args: &[&str]) -> Output {
     let dirs = hk_console::exec::ansible::search_dirs();
-    hk_console::exec::ansible::find_binary("ansible-playbook", &dirs).unwrap_or_else(|| {
+    let bin = hk_console::exec::ansible::find_binary(tool, &dirs).unwrap_or_else(|| {
         panic!(
-            "ansible-playbook not found: {}",
+            "{tool} not found: {}",
             hk_console::exec::ansible::INSTALL_HINT
         )
-    })
+    });
+    let home = root.join(".hk-test-home");
+    std::fs::create_dir_all(&home).expect("home");
+    Command::new(bin)
+        .args(args)
+        .current_dir(cwd)
+        .env("HOME", &home)
+        .env("ANSIBLE_LOCAL_TEMP", home.join("tmp"))
+        .env("ANSIBLE_NOCOLOR", "1")
+        .env_remove("ANSIBLE_CONFIG")
+        .env_remove("ANSIBLE_INVENTORY")
+        .env_remove("ANSIBLE_VAULT_PASSWORD_FILE")
+        .output()
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+/// `runbooks new --playbook PLAYBOOK --out OUT` on the repo (OUT relative to it): exit 0.
+fn scaffold(root: &Path, playbook: &str, out_file: &str) {
+    let o = run(
+        root,
+        &["runbooks", "new", "--playbook", playbook, "--out", out_file],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+}
+
+/// `inventory --host HOST --resolved --playbook PLAYBOOK` as JSON: the host's variables
+/// in that playbook's play. Exit 1 is allowed: a repo's value that needs gathered facts
+/// is named on stderr and left unrendered.
+fn play_view(root: &Path, host: &str, playbook: &str) -> serde_json::Value {
+    let o = run(
+        root,
+        &[
+            "inventory",
+            "--host",
+            host,
+            "--resolved",
+            "--playbook",
+            playbook,
+        ],
+    );
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", out(&o));
+    serde_json::from_slice(&o.stdout).expect("json")
 }
 
 /// The hosts the real ansible-playbook lists for one plan step's `--list-hosts` command,
@@ -410,18 +454,8 @@ fn ansible_lists(root: &Path, step: &serde_json::Value) -> Vec<String> {
         .map(|a| a.as_str().expect("arg"))
         .collect();
     assert_eq!(argv[0], "ansible-playbook", "{step}");
-    let home = root.join(".hk-test-home");
-    std::fs::create_dir_all(&home).expect("home");
-    let o = Command::new(ansible_playbook())
-        .args(&argv[1..])
-        .current_dir(root.join(step["cwd"].as_str().unwrap_or(".")))
-        .env("HOME", &home)
-        .env("ANSIBLE_LOCAL_TEMP", home.join("tmp"))
-        .env("ANSIBLE_NOCOLOR", "1")
-        .env_remove("ANSIBLE_CONFIG")
-        .env_remove("ANSIBLE_INVENTORY")
-        .output()
-        .expect("ansible-playbook");
+    let cwd = root.join(step["cwd"].as_str().unwrap_or("."));
+    let o = ansible(root, "ansible-playbook", &cwd, &argv[1..]);
     assert!(o.status.success(), "{argv:?}\n{}", out(&o));
     let plays = hk_console::exec::ansible::parse_list_hosts(
         &String::from_utf8_lossy(&o.stdout),
@@ -557,18 +591,7 @@ fn scaffolds_give_the_controllers_plays_steps_of_their_own() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = set_up(tmp.path(), "kriegalex--k3s-ansible");
     init(&root);
-    let o = run(
-        &root,
-        &[
-            "runbooks",
-            "new",
-            "--playbook",
-            "playbooks/base_storage.yml",
-            "--out",
-            "runbooks/bs.yaml",
-        ],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    scaffold(&root, "playbooks/base_storage.yml", "runbooks/bs.yaml");
     let text = std::fs::read_to_string(root.join("runbooks/bs.yaml")).expect("written");
     assert!(
         text.contains("  group: \"servers\"\n  # One node"),
@@ -645,18 +668,12 @@ fn a_missing_vault_password_file_is_named_as_ansible_playbook_meets_it() {
     assert_eq!(code, Some(0), "{findings:#?}");
     std::fs::remove_file(root.join(".vault_pass")).expect("rm .vault_pass");
 
-    let home = root.join(".hk-test-home");
-    std::fs::create_dir_all(&home).expect("home");
-    let o = Command::new(ansible_playbook())
-        .args(["playbooks/reboot.yml", "--list-hosts"])
-        .current_dir(&root)
-        .env("HOME", &home)
-        .env("ANSIBLE_LOCAL_TEMP", home.join("tmp"))
-        .env("ANSIBLE_NOCOLOR", "1")
-        .env_remove("ANSIBLE_CONFIG")
-        .env_remove("ANSIBLE_VAULT_PASSWORD_FILE")
-        .output()
-        .expect("ansible-playbook");
+    let o = ansible(
+        &root,
+        "ansible-playbook",
+        &root,
+        &["playbooks/reboot.yml", "--list-hosts"],
+    );
     assert!(!o.status.success(), "{}", out(&o));
     assert!(
         out(&o).contains("The vault password file") && out(&o).contains("was not found"),
@@ -676,19 +693,7 @@ fn a_missing_vault_password_file_is_named_as_ansible_playbook_meets_it() {
         "{text}"
     );
 
-    std::fs::create_dir_all(root.join("runbooks")).expect("mkdir");
-    let o = run(
-        &root,
-        &[
-            "runbooks",
-            "new",
-            "--playbook",
-            "playbooks/reboot.yml",
-            "--out",
-            "runbooks/r.yaml",
-        ],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    scaffold(&root, "playbooks/reboot.yml", "runbooks/r.yaml");
     let o = run(&root, &["plan", "reboot", "--env", "k3s_cluster"]);
     assert_ne!(o.status.code(), Some(0), "{}", out(&o));
     assert!(
@@ -721,18 +726,7 @@ fn the_overviews_next_step_can_be_taken_on_the_repo() {
         line.starts_with("Next: hk-console runbooks new --playbook PLAYBOOK --out runbooks/"),
         "{line}"
     );
-    let o = run(
-        &root,
-        &[
-            "runbooks",
-            "new",
-            "--playbook",
-            "playbooks/reboot.yml",
-            "--out",
-            "runbooks/reboot.yaml",
-        ],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    scaffold(&root, "playbooks/reboot.yml", "runbooks/reboot.yaml");
     let line = next(&root);
     assert!(
         line.starts_with("Next: hk-console plan reboot --env k3s_cluster "),
@@ -796,17 +790,6 @@ fn built_in_runbooks_are_not_offered_where_the_repo_lacks_what_they_run() {
     );
 }
 
-/// ansible-inventory of the test setup.
-fn ansible_inventory() -> PathBuf {
-    let dirs = hk_console::exec::ansible::search_dirs();
-    hk_console::exec::ansible::find_binary("ansible-inventory", &dirs).unwrap_or_else(|| {
-        panic!(
-            "ansible-inventory not found: {}",
-            hk_console::exec::ansible::INSTALL_HINT
-        )
-    })
-}
-
 /// The `group_vars/` and `host_vars/` beside a playbook are that playbook's variables too
 /// (ansible-playbook loads `playbooks/group_vars/` for `playbooks/reboot.yml`), at
 /// ansible-core's precedence: each level of the playbook's right after the inventory's
@@ -847,34 +830,16 @@ fn a_playbooks_own_group_vars_are_its_plays_variables_as_ansible_reads_them() {
         "hk_t_host: playbook-host\n",
     );
     let keys = ["hk_t_all", "hk_t_group", "hk_t_low", "hk_t_host"];
-    let home = root.join(".hk-test-home");
-    std::fs::create_dir_all(&home).expect("home");
     for host in ["k3s-server1", "k3s-worker1"] {
-        let o = Command::new(ansible_inventory())
-            .args(["--playbook-dir", "playbooks", "--host", host])
-            .current_dir(&root)
-            .env("HOME", &home)
-            .env("ANSIBLE_NOCOLOR", "1")
-            .env_remove("ANSIBLE_CONFIG")
-            .env_remove("ANSIBLE_INVENTORY")
-            .output()
-            .expect("ansible-inventory");
+        let o = ansible(
+            &root,
+            "ansible-inventory",
+            &root,
+            &["--playbook-dir", "playbooks", "--host", host],
+        );
         assert!(o.status.success(), "{}", out(&o));
         let theirs: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-        let o = run(
-            &root,
-            &[
-                "inventory",
-                "--host",
-                host,
-                "--resolved",
-                "--playbook",
-                "playbooks/reboot.yml",
-            ],
-        );
-        // Exit 1: the repo's own `k3s_node_ip` needs gathered facts (named on stderr).
-        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", out(&o));
-        let ours: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let ours = play_view(&root, host, "playbooks/reboot.yml");
         for k in keys {
             assert_eq!(
                 ours["vars"][k]["value"], theirs[k],
@@ -884,18 +849,7 @@ fn a_playbooks_own_group_vars_are_its_plays_variables_as_ansible_reads_them() {
         }
     }
     // And what each value is, so the comparison is not of two absences.
-    let o = run(
-        &root,
-        &[
-            "inventory",
-            "--host",
-            "k3s-server1",
-            "--resolved",
-            "--playbook",
-            "playbooks/reboot.yml",
-        ],
-    );
-    let ours: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let ours = play_view(&root, "k3s-server1", "playbooks/reboot.yml");
     assert_eq!(ours["vars"]["hk_t_all"]["value"], "playbook-all");
     assert_eq!(ours["vars"]["hk_t_group"]["value"], "inventory-servers");
     assert_eq!(ours["vars"]["hk_t_low"]["value"], "playbook-cluster");

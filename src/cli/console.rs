@@ -251,7 +251,7 @@ pub(super) fn console_on(
     let not_offered = runbooks
         .iter()
         .filter_map(|l| {
-            crate::context::not_offered(&repo, l).map(|why| (l.runbook.id.clone(), why))
+            crate::context::not_offered(&repo, l).map(|why| (l.runbook.id.clone(), why.to_string()))
         })
         .collect();
     let opts = crate::ui::UiOptions {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::{print_json, Cli, CmdResult, Failure, Status};
-use crate::context::read_runbook_dir;
+use crate::context::{read_runbook_dir, NotOffered};
 use crate::runbook::embedded::{self, Origin};
 use crate::runbook::validate::validate_text;
 
@@ -36,7 +36,7 @@ pub(super) fn list(cli: &Cli, json: bool, all: bool) -> CmdResult {
                     "replaced": l.replaced.as_ref().map(|o| o.describe()),
                     // False: not offered on this repo; `not_offered` says why.
                     "applies": why.is_none(),
-                    "not_offered": why,
+                    "not_offered": why.map(|w| w.to_string()),
                 })
             })
             .collect();
@@ -49,14 +49,11 @@ pub(super) fn list(cli: &Cli, json: bool, all: bool) -> CmdResult {
         let rb = &l.runbook;
         let why = hidden(l);
         if let (Some(why), false) = (&why, all) {
-            if rb
-                .environments
-                .iter()
-                .any(|e| repo.as_ref().is_some_and(|r| r.environment(e).is_some()))
-            {
-                lacking.push(format!("{} ({why})", rb.id));
-            } else {
-                elsewhere.push(format!("{} ({})", rb.id, rb.environments.join(",")));
+            match why {
+                NotOffered::Lacks(_) => lacking.push(format!("{} ({why})", rb.id)),
+                NotOffered::OtherEnvironments(_) => {
+                    elsewhere.push(format!("{} ({})", rb.id, rb.environments.join(",")))
+                }
             }
             continue;
         }

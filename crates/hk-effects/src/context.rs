@@ -107,15 +107,15 @@ pub fn load_runbooks_of(
 /// repo that has none of them, and happens to call an environment `prod`, each only
 /// stopped on a missing file). The one decision `runbooks list`, `check`, the overview and
 /// the console's Home share; `plan` of a runbook named on purpose still plans it.
-pub fn not_offered(repo: &Repo, loaded: &embedded::Loaded) -> Option<String> {
+pub fn not_offered(repo: &Repo, loaded: &embedded::Loaded) -> Option<NotOffered> {
     let rb = &loaded.runbook;
     let names = repo.environment_names();
     if !rb.environments.iter().any(|e| names.contains(&e.as_str())) {
-        return Some(format!(
+        return Some(NotOffered::OtherEnvironments(format!(
             "written for {}; this repo's environments: {}",
             rb.environments.join(", "),
             names.join(", ")
-        ));
+        )));
     }
     if loaded.origin != embedded::Origin::Embedded {
         return None;
@@ -135,10 +135,10 @@ pub fn not_offered(repo: &Repo, loaded: &embedded::Loaded) -> Option<String> {
         .filter(|p| !repo.ansible_dir.join(p).is_file())
         .collect();
     if !missing.is_empty() {
-        return Some(format!(
+        return Some(NotOffered::Lacks(format!(
             "built in, and this repo has no {} in {dir}",
             missing.join(", ")
-        ));
+        )));
     }
     // What else a built-in one needs of an environment: the group its target names, and
     // the Flux tree its reconciles act on. Offered where one of its environments has both.
@@ -182,7 +182,24 @@ pub fn not_offered(repo: &Repo, loaded: &embedded::Loaded) -> Option<String> {
         .filter_map(|n| repo.environment(n))
         .map(lacks)
         .collect::<Option<Vec<String>>>()?;
-    why.into_iter().next()
+    why.into_iter().next().map(NotOffered::Lacks)
+}
+
+/// Why a runbook is not offered on a repo ([`not_offered`]); `Display` says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotOffered {
+    /// Written for none of the repo's environments.
+    OtherEnvironments(String),
+    /// Built in, and what it runs is not in the repo for any environment it is for.
+    Lacks(String),
+}
+
+impl std::fmt::Display for NotOffered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotOffered::OtherEnvironments(why) | NotOffered::Lacks(why) => f.write_str(why),
+        }
+    }
 }
 
 fn known_fact<'a>(

@@ -42,6 +42,22 @@ struct Play {
     serial: Option<String>,
 }
 
+impl Play {
+    /// The runbook comment naming this play: `  # play FILE:LINE "NAME": hosts "H"TAIL`.
+    fn comment(&self, tail: &str) -> String {
+        format!(
+            "  # play {}:{}{}: hosts {}{tail}",
+            self.file,
+            self.line,
+            self.name
+                .as_deref()
+                .map(|n| format!(" \"{n}\""))
+                .unwrap_or_default(),
+            quote(&self.hosts),
+        )
+    }
+}
+
 /// A playbook file that gets its own steps, and the plays it runs.
 #[derive(Debug, Default)]
 struct Unit {
@@ -218,21 +234,12 @@ pub fn scaffold(repo: &Repo, playbook: &str, id: Option<&str>) -> Result<String,
             continue;
         }
         for (_, p, m) in &plays {
-            let _ = writeln!(
-                t,
-                "  # play {}:{}{}: hosts {}{}",
-                p.file,
-                p.line,
-                p.name
-                    .as_deref()
-                    .map(|n| format!(" \"{n}\""))
-                    .unwrap_or_default(),
-                quote(&p.hosts),
-                p.serial
-                    .as_deref()
-                    .map(|s| format!(", serial {s}"))
-                    .unwrap_or_default()
-            );
+            let serial = p
+                .serial
+                .as_deref()
+                .map(|s| format!(", serial {s}"))
+                .unwrap_or_default();
+            let _ = writeln!(t, "{}", p.comment(&serial));
             // Under a covering target the first question says where each play runs.
             if let Some(q) = m.question.as_ref().filter(|_| cover.is_none()) {
                 let _ = writeln!(t, "  # QUESTION: {q}");
@@ -551,6 +558,11 @@ fn map_hosts(repo: &Repo, play: &Play) -> Mapped {
             .any(|e| e.servers.iter().any(|s| members.contains(&s.name)))
     };
     let role = role_of(&pattern).filter(|(r, _)| *r != "agents" || !holds_a_server(&pattern));
+    let mixed = if role.is_none() {
+        mixed_envs(repo, &pattern)
+    } else {
+        Vec::new()
+    };
     match (role, var) {
         // `hosts: "{{ VAR | default('k3s_servers') }}"`: VAR set to the environment's group
         // makes the play run where the runbook runs, in every environment.
@@ -583,8 +595,8 @@ fn map_hosts(repo: &Repo, play: &Play) -> Mapped {
             envs: Some(envs),
             var: None,
         },
-        (None, var) if !mixed_envs(repo, &pattern).is_empty() => {
-            let envs = mixed_envs(repo, &pattern);
+        (None, var) if !mixed.is_empty() => {
+            let envs = mixed;
             let serial = match play.serial.as_deref() {
                 Some(s) => format!("the play says `serial: {s}`"),
                 None => "the play says no `serial:`, so Ansible would take them all at once".into(),
@@ -722,14 +734,8 @@ fn controller_steps(
     for (_, p, c) in ctl {
         let _ = writeln!(
             t,
-            "  # play {}:{}{}: hosts {} (the controller: this machine, not a node)",
-            p.file,
-            p.line,
-            p.name
-                .as_deref()
-                .map(|n| format!(" \"{n}\""))
-                .unwrap_or_default(),
-            quote(&p.hosts),
+            "{}",
+            p.comment(" (the controller: this machine, not a node)")
         );
         if let Some(l) = &c.limit {
             if !limits.contains(&l.as_str()) {

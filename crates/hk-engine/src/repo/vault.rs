@@ -204,15 +204,7 @@ impl VaultScan {
 /// in `[defaults]` of the ansible.cfg it reads ([`AnsibleCfg`]; relative to that file's
 /// directory).
 pub fn password_file(ansible_dir: &Path) -> Option<PathBuf> {
-    let env = AnsibleEnv::from_process();
-    if let Some(p) = &env.vault_password_file {
-        return Some(env.expand(&p.to_string_lossy(), ansible_dir));
-    }
-    let cfg = AnsibleCfg::load(ansible_dir, &env);
-    match cfg.get("vault_password_file") {
-        Some((v, _)) if !v.is_empty() => Some(cfg.path(v)),
-        _ => None,
-    }
+    password_file_source(ansible_dir).map(|(path, _)| path)
 }
 
 /// [`password_file`] and where it is configured: the ansible.cfg file and line of
@@ -563,15 +555,6 @@ pub enum Opens {
     Fails(VaultError),
 }
 
-/// [`Opens`] for the vaulted `text` with the password in `password_file`.
-pub fn opens(text: &str, password_file: Option<&Path>) -> Opens {
-    let sources: Vec<PasswordSource> = password_file
-        .map(PasswordSource::file)
-        .into_iter()
-        .collect();
-    opens_by(text, &sources)
-}
-
 /// [`Opens`] for the vaulted `text` with every source ([`password_sources`]); scripts are
 /// not run and prompts not asked (undecided unless a readable one opens it). Nothing
 /// decrypted leaves this function.
@@ -618,16 +601,8 @@ fn is_executable(m: &std::fs::Metadata) -> bool {
 }
 
 /// The scan for a loaded repo: its ansible dir, its inventory's directory and each
-/// environment's vault file, with the password file ansible-playbook would use.
-pub fn scan_repo(repo: &super::Repo) -> VaultScan {
-    scan_running(
-        &repo_roots(repo),
-        &password_sources(&repo.ansible_dir),
-        None,
-    )
-}
-
-/// [`scan_repo`], running a password file that is a script with `runner`.
+/// environment's vault file, with every password source ansible-playbook would use, a
+/// script among them run with `runner`.
 pub fn scan_repo_running(repo: &super::Repo, runner: ScriptRunner<'_>) -> VaultScan {
     scan_running(
         &repo_roots(repo),
