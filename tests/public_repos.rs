@@ -857,4 +857,27 @@ fn a_playbooks_own_group_vars_are_its_plays_variables_as_ansible_reads_them() {
         ours["vars"]["hk_t_low"]["layer"],
         "playbook group_vars/k3s_cluster"
     );
+    // A vaulted file beside the playbook is named, never silently left out.
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("inventory/infra/ansible/inventory/group_vars/vpn_egress_gateway/vault.yml"),
+        root.join("playbooks/host_vars/k3s-server1.yml"),
+    )
+    .expect("vault");
+    let o = run(
+        &root,
+        &[
+            "inventory",
+            "--host",
+            "k3s-server1",
+            "--resolved",
+            "--playbook",
+            "playbooks/reboot.yml",
+        ],
+    );
+    assert!(
+        out(&o).contains("playbooks/host_vars/k3s-server1.yml: vaulted, not read"),
+        "{}",
+        out(&o)
+    );
 }

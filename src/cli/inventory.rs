@@ -367,6 +367,12 @@ pub(super) fn play_vars_cmd(
     for n in &notes {
         errln!("note: {n}");
     }
+    for f in &view.vaulted {
+        errln!(
+            "note: {}: vaulted, not read (its variables are not shown)",
+            f.display()
+        );
+    }
     for r in &view.unknown_roles {
         errln!("warning: role `{r}` is named by a template: its defaults and vars are not known before the play runs");
     }

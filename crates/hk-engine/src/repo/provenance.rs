@@ -49,6 +49,9 @@ pub struct PlayView {
     /// Roles named by a template: their defaults and vars cannot be known before the run.
     pub unknown_roles: Vec<String>,
     pub vars: BTreeMap<String, PlayVar>,
+    /// The vars files the play would load that are vaulted, not read (the inventory's, then
+    /// the playbook's own): their variables are not in `vars`.
+    pub vaulted: Vec<PathBuf>,
 }
 
 /// `host`'s variables in the play of `playbooks` (paths relative to `ansible_dir`, where
@@ -142,6 +145,12 @@ pub fn view_with_roles(
         roles: roles.roles.iter().map(|(n, _)| n.clone()).collect(),
         unknown_roles: roles.unknown.clone(),
         vars,
+        vaulted: inv
+            .vaulted_files()
+            .iter()
+            .chain(play.map(|p| p.vaulted.as_slice()).unwrap_or_default())
+            .cloned()
+            .collect(),
     })
 }
 
