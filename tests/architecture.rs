@@ -22,7 +22,18 @@ const LAYERS: &[(&str, &[&str])] = &[
         "hk-console",
         &["hk-engine", "hk-effects", "hk-session", "hk-ui", "hk-sim"],
     ),
+    // What the crates' integration tests share; on the engine only, so an engine test built
+    // on it builds no runtime, network or terminal (the closure rules below hold that).
+    ("hk-test-support", &["hk-engine"]),
 ];
+
+/// Crates only tests build: any crate may take one as a dev-dependency, none as a normal or
+/// build one (`cargo build` of a layer never compiles them).
+const TEST_ONLY: &[&str] = &["hk-test-support"];
+
+/// The most integration-test binaries a crate may have: each one is a link of everything
+/// it reaches, and a crate's tests are grouped into a few binaries (`autotests = false`).
+const MAX_TEST_BINARIES: usize = 8;
 
 /// What the engine's build (its tests included) must not compile: no runtime, no network
 /// client or server, no terminal.
@@ -50,6 +61,8 @@ struct Metadata {
     members: BTreeMap<String, String>,
     /// workspace member name -> manifest path
     manifests: BTreeMap<String, PathBuf>,
+    /// workspace member name -> its integration-test targets (`kind = ["test"]`)
+    tests: BTreeMap<String, Vec<String>>,
 }
 
 fn metadata() -> Metadata {
@@ -67,8 +80,21 @@ fn metadata() -> Metadata {
     let v: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
     let mut names = BTreeMap::new();
     let mut manifests_by_id = BTreeMap::new();
+    let mut tests_by_id = BTreeMap::new();
     for p in v["packages"].as_array().expect("packages") {
         let id = p["id"].as_str().expect("id").to_string();
+        let tests: Vec<String> = p["targets"]
+            .as_array()
+            .expect("targets")
+            .iter()
+            .filter(|t| {
+                t["kind"]
+                    .as_array()
+                    .is_some_and(|k| k.iter().any(|k| k == "test"))
+            })
+            .map(|t| t["name"].as_str().expect("target name").to_string())
+            .collect();
+        tests_by_id.insert(id.clone(), tests);
         names.insert(id.clone(), p["name"].as_str().expect("name").to_string());
         manifests_by_id.insert(
             id,
@@ -77,10 +103,12 @@ fn metadata() -> Metadata {
     }
     let mut members = BTreeMap::new();
     let mut manifests = BTreeMap::new();
+    let mut tests = BTreeMap::new();
     for id in v["workspace_members"].as_array().expect("members") {
         let id = id.as_str().expect("id").to_string();
         let name = names[&id].clone();
         manifests.insert(name.clone(), manifests_by_id[&id].clone());
+        tests.insert(name.clone(), tests_by_id[&id].clone());
         members.insert(name, id);
     }
     let mut deps = BTreeMap::new();
@@ -107,6 +135,7 @@ fn metadata() -> Metadata {
         deps,
         members,
         manifests,
+        tests,
     }
 }
 
@@ -145,11 +174,16 @@ impl Metadata {
 
     /// The workspace crates `member` depends on directly, of any kind.
     fn direct_members(&self, member: &str) -> BTreeSet<String> {
+        self.direct_members_kinds(member).into_keys().collect()
+    }
+
+    /// The workspace crates `member` depends on directly, with the kinds of each.
+    fn direct_members_kinds(&self, member: &str) -> BTreeMap<String, BTreeSet<String>> {
         let ws: BTreeSet<&String> = self.members.keys().collect();
         self.deps[self.id(member)]
             .iter()
-            .map(|(d, _)| self.names[d].clone())
-            .filter(|n| ws.contains(n))
+            .map(|(d, kinds)| (self.names[d].clone(), kinds.clone()))
+            .filter(|(n, _)| ws.contains(n))
             .collect()
     }
 }
@@ -170,12 +204,66 @@ fn each_crate_depends_only_on_the_layers_below_it() {
     let m = metadata();
     for (krate, allowed) in LAYERS {
         let allowed: BTreeSet<String> = allowed.iter().map(|s| s.to_string()).collect();
-        let has = m.direct_members(krate);
+        // A test-only crate as a dev-dependency is any layer's (the next test holds that
+        // it is never more than that).
+        let has: BTreeSet<String> = m
+            .direct_members_kinds(krate)
+            .into_iter()
+            .filter(|(n, kinds)| {
+                !(TEST_ONLY.contains(&n.as_str()) && kinds.iter().all(|k| k == "dev"))
+            })
+            .map(|(n, _)| n)
+            .collect();
         let extra: Vec<&String> = has.difference(&allowed).collect();
         assert!(
             extra.is_empty(),
             "{krate} depends on {extra:?}; its layer may use only {allowed:?}"
         );
+    }
+}
+
+#[test]
+fn test_only_crates_are_only_ever_dev_dependencies() {
+    let m = metadata();
+    let mut found = Vec::new();
+    let mut taken = 0;
+    for (krate, _) in LAYERS {
+        for (dep, kinds) in m.direct_members_kinds(krate) {
+            if !TEST_ONLY.contains(&dep.as_str()) {
+                continue;
+            }
+            taken += 1;
+            if kinds.iter().any(|k| k != "dev") {
+                found.push(format!("{krate} -> {dep} as {kinds:?}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a test-only crate in a build that is not a test's: {found:?}"
+    );
+    // The rule looks at something: the crates' tests do take it.
+    assert!(taken >= 3, "only {taken} crates take a test-only crate");
+}
+
+/// Each crate's integration tests are a few binaries: `autotests = false` and `[[test]]`
+/// groups, never one binary per file (each binary is a link of all it reaches).
+#[test]
+fn no_crate_has_more_than_a_few_test_binaries() {
+    let m = metadata();
+    let mut over = Vec::new();
+    for (krate, tests) in &m.tests {
+        if tests.len() > MAX_TEST_BINARIES {
+            over.push(format!("{krate}: {} ({})", tests.len(), tests.join(", ")));
+        }
+    }
+    assert!(
+        over.is_empty(),
+        "more than {MAX_TEST_BINARIES} test binaries: {over:#?}"
+    );
+    // The reader sees test targets where they are.
+    for krate in ["hk-console", "hk-engine", "hk-ui"] {
+        assert!(!m.tests[krate].is_empty(), "{krate} has no test binary");
     }
 }
 

@@ -5,7 +5,7 @@
 //! database when neither LOGNAME nor USER is set, and the console's `--kubeconfig` refused
 //! where it would name one cluster for several environments.
 
-mod machine_common;
+use hk_test_support::machine as machine_common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -22,7 +22,7 @@ mod inject_values;
 mod vpn_ssh;
 
 // The helpers the files share, once for the binary (each file `use crate::...`s them).
-mod fs_common;
-mod runbooks_common;
+use hk_test_support::fs as fs_common;
 mod support;
+#[path = "../crates/hk-ui/tests/ui_common/mod.rs"]
 mod ui_common;

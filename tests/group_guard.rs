@@ -10,14 +10,10 @@ mod guard_health;
 mod guard_lock;
 #[path = "guard_lock_offtask.rs"]
 mod guard_lock_offtask;
-#[path = "guard_plan.rs"]
-mod guard_plan;
 #[path = "guard_run_lock.rs"]
 mod guard_run_lock;
 #[path = "journal_durable.rs"]
 mod journal_durable;
-#[path = "machine_resume.rs"]
-mod machine_resume;
 #[path = "runs_record.rs"]
 mod runs_record;
 #[path = "runs_reopen.rs"]
@@ -25,7 +21,7 @@ mod runs_reopen;
 
 // The helpers the files share, once for the binary (each file `use crate::...`s them).
 mod demo_common;
-mod machine_common;
-mod runbooks_common;
+use hk_test_support::machine as machine_common;
 mod support;
+#[path = "../crates/hk-ui/tests/ui_common/mod.rs"]
 mod ui_common;

@@ -6,36 +6,11 @@
 
 #[path = "hostile_journal.rs"]
 mod hostile_journal;
-#[path = "ui_check_screen.rs"]
-mod ui_check_screen;
-#[path = "ui_console.rs"]
-mod ui_console;
-#[path = "ui_exec.rs"]
-mod ui_exec;
-#[path = "ui_fault.rs"]
-mod ui_fault;
-#[path = "ui_fit.rs"]
-mod ui_fit;
-#[path = "ui_gates.rs"]
-mod ui_gates;
 #[path = "ui_incident.rs"]
 mod ui_incident;
-#[path = "ui_keymap_walk.rs"]
-mod ui_keymap_walk;
-#[path = "ui_live.rs"]
-mod ui_live;
-#[path = "ui_looks.rs"]
-mod ui_looks;
-#[path = "ui_panes.rs"]
-mod ui_panes;
-#[path = "ui_pointer.rs"]
-mod ui_pointer;
-#[path = "ui_prompt.rs"]
-mod ui_prompt;
-#[path = "ui_screens.rs"]
-mod ui_screens;
 
 // The helpers the files share, once for the binary (each file `use crate::...`s them).
-mod machine_common;
-mod runbooks_common;
+use hk_test_support::machine as machine_common;
+// The console tests' helpers are hk-ui's (its tests/ui_common); these two files share them.
+#[path = "../crates/hk-ui/tests/ui_common/mod.rs"]
 mod ui_common;

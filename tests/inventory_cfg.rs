@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 use crate::fs_common::copy_dir;
-use crate::inventory_parity::ansible_bin;
+use hk_test_support::ansible::bin as ansible_bin;
 
 /// A repo with `ansible/` as its Ansible directory, hk-console.yaml naming no inventory,
 /// and these files (path relative to the repo root, contents).

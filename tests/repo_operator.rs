@@ -14,8 +14,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-mod fs_common;
 use fs_common::copy_dir;
+use hk_test_support::fs as fs_common;
 
 fn bin(state: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_hk-console"));

@@ -14,9 +14,7 @@ use hk_console::ui::view;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
-#[path = "../runbooks_common/mod.rs"]
-mod runbooks_common;
-#[path = "../ui_common/mod.rs"]
+#[path = "../../crates/hk-ui/tests/ui_common/mod.rs"]
 mod ui_common;
 use ui_common::live::*;
 use ui_common::*;

@@ -1,0 +1,124 @@
+//! The four screens with the incident's data in them, for the snapshot and fit tests:
+//! Home, the run view mid-run, Live and Check, on the fake homelab at T0.
+
+use hk_engine::checks::parity::{Finding, Severity};
+use hk_engine::runbook::machine::Timestamp;
+use hk_session::exec::{ExecReply, ExecRequest};
+use hk_ui::action::Action;
+use hk_ui::app::{App, Screen};
+use hk_ui::panes::check::CheckView;
+
+use super::live::*;
+use super::*;
+
+pub const SIZES: [(u16, u16); 4] = [(160, 45), (120, 40), (80, 24), (60, 15)];
+
+/// Every host of the fake inventory.
+pub fn all_hosts() -> Vec<String> {
+    let mut h: Vec<String> = homelab().groups.values().flatten().cloned().collect();
+    h.sort();
+    h.dedup();
+    h
+}
+
+pub fn ago(ms: u64) -> Timestamp {
+    Timestamp(T0.0 - ms)
+}
+
+pub fn check_view() -> CheckView {
+    CheckView {
+        findings: Some(Ok(vec![
+            Finding {
+                rule: "helmrelease-port-equals-api-port",
+                severity: Severity::Violation,
+                env: Some("prod".into()),
+                file: "platform/cilium/helmrelease.yaml".into(),
+                line: 20,
+                message: "HelmRelease kube-system/cilium sets k8sServicePort to 6443, but \
+                          k3s_api_port is 6444"
+                    .into(),
+            },
+            Finding {
+                rule: "k3s-api-host",
+                severity: Severity::Violation,
+                env: Some("prod".into()),
+                file: "clusters/prod/kustomization.yaml".into(),
+                line: 7,
+                message: "k8sServiceHost is 192.168.2.11 (k3s-prod-1's node IP), not the VIP \
+                          192.168.2.9"
+                    .into(),
+            },
+        ])),
+        engine_line: Some("engine: builtin".into()),
+        ran_at: Some("10:14:58".into()),
+    }
+}
+
+/// The 2026-09-06 incident on prod (agents on a node IP, a node NotReady) while dev is
+/// healthy; the check found two violations.
+pub fn incident_app(dir: &std::path::Path) -> App {
+    let mut a = App::operate(parts(dir), operate_caps(&ALL_KINDS, &ALL_KINDS));
+    let mut updates = healthy("dev", ago(2_000));
+    updates.push(vip("prod", ago(2_000)));
+    updates.push(agents_on_node_ip(ago(2_000)));
+    updates.push(nodes_one_not_ready(ago(2_000)));
+    updates.push(vpn_healthy(ago(2_000)));
+    for u in updates {
+        a.handle_update(u);
+    }
+    a.set_check(check_view());
+    a
+}
+
+/// etcd-io-priority on prod, step 2 (the check run) running with its output.
+pub fn mid_run(dir: &std::path::Path) -> App {
+    let mut a = incident_app(dir);
+    a.open_runbook("etcd-io-priority", Some("prod"), None);
+    assert_eq!(a.screen(), Screen::Run, "{:?}", a.status());
+    a.update(Action::StartRun);
+    play_one(&mut a, &["hosts (1):", "  k3s-prod-3"]);
+    play_one(&mut a, &[]);
+    answer_gate(&mut a);
+    let Some(ExecRequest::Execute {
+        step, attempt, tag, ..
+    }) = a.outbox_mut().pop_front()
+    else {
+        panic!("step 2 goes to its executor: {:?}", a.status());
+    };
+    for l in [
+        "TASK [etcd-io-priority : Set the BFQ scheduler] ****",
+        "--- before: /sys/block/sda/queue/scheduler",
+        "+++ after: /sys/block/sda/queue/scheduler",
+        "-[mq-deadline] bfq none",
+        "+mq-deadline [bfq] none",
+        "changed: [k3s-prod-3] => (item=sda) verdict: scheduler bfq set, nr_requests 64 -> 32, \
+         read_ahead_kb 128 -> 128, the read-back follows in step 5",
+    ] {
+        a.handle_exec(ExecReply::Output {
+            tag,
+            n: step.n,
+            attempt,
+            line: l.into(),
+        });
+    }
+    a.set_now(Timestamp(T0.0 + 13_000));
+    a.set_status(None);
+    a
+}
+
+pub fn screen(dir: &std::path::Path, which: Screen) -> App {
+    match which {
+        Screen::Run => mid_run(dir),
+        Screen::Home => incident_app(dir),
+        Screen::Live => {
+            let mut a = incident_app(dir);
+            a.update(Action::Live);
+            a
+        }
+        Screen::Check => {
+            let mut a = incident_app(dir);
+            a.update(Action::Check);
+            a
+        }
+    }
+}
