@@ -25,11 +25,17 @@ const LAYERS: &[(&str, &[&str])] = &[
     // What the crates' integration tests share; on the engine only, so an engine test built
     // on it builds no runtime, network or terminal (the closure rules below hold that).
     ("hk-test-support", &["hk-engine"]),
+    // Real OpenSSH nodes for the effects' tests and above: on the effects, never the
+    // simulation (no library's tests build it).
+    (
+        "hk-test-nodes",
+        &["hk-engine", "hk-effects", "hk-test-support"],
+    ),
 ];
 
 /// Crates only tests build: any crate may take one as a dev-dependency, none as a normal or
 /// build one (`cargo build` of a layer never compiles them).
-const TEST_ONLY: &[&str] = &["hk-test-support"];
+const TEST_ONLY: &[&str] = &["hk-test-support", "hk-test-nodes"];
 
 /// The most integration-test binaries a crate may have: each one is a link of everything
 /// it reaches, and a crate's tests are grouped into a few binaries (`autotests = false`).
@@ -172,11 +178,6 @@ impl Metadata {
             .collect()
     }
 
-    /// The workspace crates `member` depends on directly, of any kind.
-    fn direct_members(&self, member: &str) -> BTreeSet<String> {
-        self.direct_members_kinds(member).into_keys().collect()
-    }
-
     /// The workspace crates `member` depends on directly, with the kinds of each.
     fn direct_members_kinds(&self, member: &str) -> BTreeMap<String, BTreeSet<String>> {
         let ws: BTreeSet<&String> = self.members.keys().collect();
@@ -228,6 +229,10 @@ fn test_only_crates_are_only_ever_dev_dependencies() {
     let mut found = Vec::new();
     let mut taken = 0;
     for (krate, _) in LAYERS {
+        // A test-only crate may build on another (it is only ever in a test's build).
+        if TEST_ONLY.contains(krate) {
+            continue;
+        }
         for (dep, kinds) in m.direct_members_kinds(krate) {
             if !TEST_ONLY.contains(&dep.as_str()) {
                 continue;

@@ -228,17 +228,62 @@ fn journals_and_output_logs_are_0600_under_a_0700_directory() {
     assert_eq!(mode(&hk_console::journal::output_path(&path)), 0o600);
 }
 
+/// Set in the child copy of this test binary that [`the_operator_is_the_login_name_when_user_is_unset`] starts.
+const OPERATOR_CHILD: &str = "HK_TEST_OPERATOR_CHILD";
+
+/// What the operator's name is in a child copy of this test binary whose environment has
+/// no USER and no LOGNAME (and USER=`user`, if given): the environment is the process's,
+/// so it changes in a process of its own, never under the other tests of this binary.
+fn operator_in_child(user: Option<&str>) -> String {
+    let name = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::child_prints_the_operator"),
+        None => "child_prints_the_operator".to_string(),
+    };
+    let mut cmd = Command::new(std::env::current_exe().expect("current exe"));
+    cmd.args([
+        "--exact",
+        &name,
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env_remove("USER")
+    .env_remove("LOGNAME")
+    .env(OPERATOR_CHILD, "1");
+    if let Some(u) = user {
+        cmd.env("USER", u);
+    }
+    let out = cmd.output().expect("run the child test");
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "the child test did not run: {stdout}{}",
+        text(&out.stderr)
+    );
+    stdout
+        .lines()
+        // The harness prints the test's name on the same line, before the child's output.
+        .find_map(|l| l.split_once("operator=").map(|(_, name)| name.trim()))
+        .unwrap_or_else(|| panic!("the child printed no operator: {stdout}"))
+        .to_string()
+}
+
 #[test]
 fn the_operator_is_the_login_name_when_user_is_unset() {
     let want = Command::new("id").arg("-un").output().expect("id -un");
     let want = text(&want.stdout).trim().to_string();
     assert!(!want.is_empty());
-    // This test binary holds no other test that reads the identity.
-    std::env::remove_var("USER");
-    std::env::remove_var("LOGNAME");
-    assert_eq!(hk_console::journal::operator_login(), want);
-    std::env::set_var("USER", "someone-else");
-    assert_eq!(hk_console::journal::operator_login(), "someone-else");
+    assert_eq!(operator_in_child(None), want);
+    assert_eq!(operator_in_child(Some("someone-else")), "someone-else");
+}
+
+#[test]
+#[ignore = "run by the_operator_is_the_login_name_when_user_is_unset, in a child process"]
+fn child_prints_the_operator() {
+    if std::env::var_os(OPERATOR_CHILD).is_none() {
+        return;
+    }
+    println!("operator={}", hk_console::journal::operator_login());
 }
 
 #[test]

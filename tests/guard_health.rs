@@ -1,5 +1,5 @@
 //! The guard rails' look at a cluster, against the REAL kube-apiserver
-//! (tests/support/apiserver.rs): the health gate between hosts through `exec::kube::wait`
+//! (crates/hk-sim/tests/support/apiserver.rs): the health gate between hosts through `exec::kube::wait`
 //! (the function the kube-wait executor calls) passing on a healthy cluster after its soak,
 //! timing out naming a NotReady node, and passing once the node recovers; the real
 //! `/readyz/etcd`; the look before a `disrupts: node` step (VIP holder: the VIP moves;

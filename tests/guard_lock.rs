@@ -1,5 +1,5 @@
 //! The run lock (`kube-system/hk-console-run-lock`) against the REAL kube-apiserver
-//! (tests/support/apiserver.rs): taken, renewed and released; a second console refused
+//! (crates/hk-sim/tests/support/apiserver.rs): taken, renewed and released; a second console refused
 //! naming the holder; a stale lock reported with its last renewal and taken over only with
 //! the environment's name typed and a reason (the old holder then finds it lost); a
 //! read-only observer sees the holder and writes nothing (audit log).

@@ -4,7 +4,7 @@
 //! ansible.cfg shapes; `envs` says where the inventory came from; the plan passes the same
 //! sources to ansible-playbook, one `-i` each.
 //!
-//! Needs ansible-core 2.19 (found as tests/inventory_parity.rs finds it). Missing is a FAILURE.
+//! Needs ansible-core 2.19 (found as crates/hk-engine/tests/inventory_parity.rs finds it). Missing is a FAILURE.
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,4 +1,4 @@
-//! The kube test harness itself (tests/support/apiserver.rs) against the real
+//! The kube test harness itself (crates/hk-sim/tests/support/apiserver.rs) against the real
 //! kube-apiserver and etcd: fixtures made by the admin are readable by the observer, the
 //! observer's writes are refused (RBAC is enforced), the audit log sees every request, two
 //! servers in one process are isolated, and nothing outlives the test process.

@@ -1,5 +1,5 @@
 //! The gate policy's preview of a Flux reconcile against a REAL kube-apiserver (built by
-//! tests/apiserver/, run by tests/support/apiserver.rs) with Flux's CRDs: it reads the
+//! tests/apiserver/, run by crates/hk-sim/tests/support/apiserver.rs) with Flux's CRDs: it reads the
 //! HelmRelease, says the revision it last applied and what it will reconcile to, that its
 //! spec changed since, and the DaemonSet it rolls with its maxUnavailable; and it writes
 //! nothing.

@@ -1,5 +1,5 @@
 //! `hk-console observe --once` through the real binary, against the real kube-apiserver
-//! (tests/support/apiserver.rs) as the read-only observer ServiceAccount.
+//! (crates/hk-sim/tests/support/apiserver.rs) as the read-only observer ServiceAccount.
 //!
 //! Covers: a healthy cluster exits 0 (`--json` is `checks::live::Snapshot`, the text names
 //! holder, pods and nodes); an agent on a node address exits 1 naming pod and node; the

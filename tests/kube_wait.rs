@@ -1,4 +1,4 @@
-//! kube-wait and flux-reconcile against the REAL kube-apiserver (tests/support/apiserver.rs):
+//! kube-wait and flux-reconcile against the REAL kube-apiserver (crates/hk-sim/tests/support/apiserver.rs):
 //! each condition passing on a change made while it watches (and how long after the change
 //! the wait returns), timing out, the stuck rollout failing with pod and node named;
 //! flux-reconcile against a HelmRelease while this test plays the Flux controller (it sees

@@ -1,5 +1,5 @@
 //! The kube watchers (`observe::watch::spawn_env_watch`) against the real kube-apiserver
-//! (tests/support/apiserver.rs), reading as the read-only observer ServiceAccount through a
+//! (crates/hk-sim/tests/support/apiserver.rs), reading as the read-only observer ServiceAccount through a
 //! repo fixture whose `cluster_kubeconfig_name` is the observer's kubeconfig.
 //!
 //! Covers: a healthy cluster gives ok panes; a lease handover reaches the VIP pane (latency

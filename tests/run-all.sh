@@ -7,13 +7,13 @@
 #   - bubblewrap (apt), the sandbox of the simulated nodes' real userland (tests/sim_userland.rs).
 #   - etcd and kube-apiserver built from tests/apiserver/go.mod (needs Go) into
 #     target/apiserver-bin, and openssl (apt) for their certificates: the kube tests' real
-#     API server (tests/support/apiserver.rs).
+#     API server (crates/hk-sim/tests/support/apiserver.rs).
 #   - kustomize built from tests/kustomize/go.mod (needs Go) into target/kustomize-bin: the
 #     real engine the parity check is compared with (tests/check_kustomize_diff.rs).
 #   - k9s built by tests/k9s/build.sh (needs Go) into target/k9s-bin: the real k9s the
 #     simulation's k9s test drives (tests/sim_k9s.rs).
 #   - flux built by tests/flux/build.sh (needs Go) into target/flux-bin: the real Flux CLI
-#     the simulation's Flux test drives (tests/sim_flux.rs).
+#     the simulation's Flux test drives (crates/hk-sim/tests/sim_flux.rs).
 # Then: cargo fmt --check, and every test binary of the workspace (tests/run-tests.py: what
 # `cargo test --workspace --all-targets` runs, several at a time), built by clippy -D warnings.
 set -euo pipefail
@@ -172,7 +172,7 @@ else
 fi
 # --- end k9s step
 
-# --- Flux test (tests/sim_flux.rs): the REAL flux CLI, built by tests/flux/build.sh from its
+# --- Flux test (crates/hk-sim/tests/sim_flux.rs): the REAL flux CLI, built by tests/flux/build.sh from its
 # Go module (pinned in the script) into target/flux-bin; it drives the demo on both API
 # servers. Cached: rebuilt only when build.sh changes (with a warm Go build cache: ~5 s).
 # Without Go the test FAILS with the same hint.

@@ -150,7 +150,7 @@ RUNNING = set()
 # demo's soaks between nodes), sim_kube_memory 60 s wall for 0.5 s (a fixed window of
 # requests while it reads its own RSS). Named here, not judged from the last run, so a
 # slow run cannot move a computing binary out of the queue.
-WAITING = {"hk-console test repo_operator", "hk-console test sim_kube_memory"}
+WAITING = {"hk-console test repo_operator", "hk-sim test sim_kube_memory"}
 
 
 def cpu_times():

@@ -231,7 +231,7 @@ async fn rollout_stuck_halts_at_the_unready_pod() {
         p.rollout
     );
     // (Stuck, critical, is the rules' verdict once the pod has been unready for the
-    // configured 5 minutes: tested in tests/kube_watch.rs and tests/live_rules.rs.)
+    // configured 5 minutes: tested in tests/kube_watch.rs and crates/hk-engine/tests/live_rules.rs.)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

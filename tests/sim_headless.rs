@@ -9,6 +9,7 @@
 //! mode, etcd, kube-apiserver and kubectl ($HK_APISERVER_BIN_DIR, else target/apiserver-bin):
 //! missing = FAIL with the hint, never a skip.
 
+#[path = "../crates/hk-sim/tests/demo_common/mod.rs"]
 mod demo_common;
 
 use std::path::Path;

@@ -686,7 +686,7 @@ async fn openssh_client_talks_to_a_sim_node() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("never runs Python"));
     // No command: a shell request, a login session reading its lines from stdin (here
-    // none: it ends at EOF with status 0 and says nothing; tests/sim_tools.rs drives one).
+    // none: it ends at EOF with status 0 and says nothing; crates/hk-sim/tests/sim_tools.rs drives one).
     let o = tokio::task::block_in_place(|| sim.openssh(n1, key, kh, &[]));
     assert_eq!(
         o.status.code(),

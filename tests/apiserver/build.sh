@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the real etcd and kube-apiserver the kube tests run (tests/support/apiserver.rs),
+# Builds the real etcd and kube-apiserver the kube tests run (crates/hk-sim/tests/support/apiserver.rs),
 # and kubectl from the same k8s.io/kubernetes module and version (the simulation's kubectl
 # tests drive it), from the pinned Go module next to this script (go.mod/go.sum,
 # committed), into

@@ -5,14 +5,11 @@
 //! docs/perf.md). Under `cargo test` (no `--bench` argument) it runs one small round as a
 //! smoke test, so the benchmark cannot rot.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use hk_console::exec::ssh::ExecOptions;
-use support::Cluster;
+use hk_test_nodes::Cluster;
 
 const PROBE: &str = "cat /proc/loadavg";
 

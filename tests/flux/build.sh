@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the real Flux CLI the simulation's Flux test drives (tests/sim_flux.rs), from its own
+# Builds the real Flux CLI the simulation's Flux test drives (crates/hk-sim/tests/sim_flux.rs), from its own
 # Go module at the version pinned below, into
 #   ${HK_FLUX_BIN_DIR:-<repo>/target/flux-bin}/flux
 # Skips the build when the binary exists and is newer than this script (which holds the

@@ -15,7 +15,7 @@
 //! Must not: listen anywhere but loopback, leave a process behind (see the watchdog), or
 //! stand in for anything the real server does (it only starts it).
 //!
-//! Shared with the kube tests' harness (tests/support/apiserver.rs), so both start the
+//! Shared with the kube tests' harness (crates/hk-sim/tests/support/apiserver.rs), so both start the
 //! servers one way: the PKI ([`make_pki`]), the static tokens ([`write_token_file`]), the
 //! etcd and kube-apiserver command lines ([`etcd_args`], [`ApiServerFlags`]), starting
 //! etcd until it serves ([`start_etcd`]), the readiness wait ([`wait_ready`]), the

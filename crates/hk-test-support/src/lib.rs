@@ -8,6 +8,7 @@ pub mod ansible;
 pub mod fs;
 pub mod machine;
 pub mod runbooks;
+pub mod tools;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -2,7 +2,7 @@
 //! demo gives the console, with the words typed; the reply is on the status line, a refusal
 //! reopens the command line. Without a sink (not the demo) and in observe mode it is refused
 //! and the sink is never called. The sink here records and answers; what the simulation does
-//! with a fault is tests/sim_fault.rs.
+//! with a fault is crates/hk-sim/tests/sim_fault.rs.
 use crate::ui_common;
 
 use std::sync::{Arc, Mutex};

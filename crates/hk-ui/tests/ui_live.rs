@@ -1,5 +1,5 @@
 //! The live panes in the console: the strip on every screen and the Live screen (`l`), fed
-//! `observe::feed::Update`s judged by the real `checks::live` rules (tests/ui_common/live.rs).
+//! `observe::feed::Update`s judged by the real `checks::live` rules (crates/hk-ui/tests/ui_common/live.rs).
 //! Insta snapshots on fixed-size TestBackends for each state (no data yet, healthy, the
 //! 2026-09-06 incident, a stuck rollout, the 2026-09-12 eviction loop, could-not-look, stale),
 //! and the behaviour behind them: latest per (environment, kind), stale thresholds, the last

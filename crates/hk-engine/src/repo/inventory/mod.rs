@@ -19,7 +19,7 @@
 //! depth, `ansible_group_priority`, name) < `group_vars/all` < `group_vars/<g>` (same order) <
 //! INI inline host vars < `host_vars/<host>`. Each level replaces whole top-level keys.
 //!
-//! What the real tool does (checked against ansible-core 2.19 by tests/inventory_parity.rs):
+//! What the real tool does (checked against ansible-core 2.19 by crates/hk-engine/tests/inventory_parity.rs):
 //! - `[g:vars]` values are typed exactly like inline host vars (`ast.literal_eval`, else the
 //!   raw string): `5` is an int, `True` a bool, `yes` and `0755` stay strings, `'q'` is `q`,
 //!   `"a b" # c` is `a b` (a Python comment), `hello # c` is the whole text.

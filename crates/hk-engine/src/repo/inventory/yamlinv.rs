@@ -10,7 +10,7 @@
 //! Must not: run a plugin a `plugin:` file names (it is refused by name), or decrypt
 //! anything (a `!vault` value stays a secret placeholder).
 //!
-//! What the real tool does (checked by tests/inventory_parity.rs, `inventories-yaml`):
+//! What the real tool does (checked by crates/hk-engine/tests/inventory_parity.rs, `inventories-yaml`):
 //! - A group's data that is neither a mapping nor null is skipped with a warning; a
 //!   `vars`/`children`/`hosts` that is a string names one entry; one that is a list fails.
 //! - Another key of a group that is a mapping is skipped with a warning; null keys quietly.

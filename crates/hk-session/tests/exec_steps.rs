@@ -6,17 +6,17 @@ use crate::support;
 
 use std::sync::Arc;
 
-use hk_console::exec::process::AnsibleRunner;
-use hk_console::exec::{Executor, Mutating, Redactor};
-use hk_console::journal::{Header, Journal};
-use hk_console::runbook::machine::{
+use hk_effects::exec::process::AnsibleRunner;
+use hk_effects::exec::{Executor, Mutating, Redactor};
+use hk_engine::journal::{Header, Journal};
+use hk_engine::runbook::machine::{
     Effect, Event, GateAnswer, Input, Run, RunOutcome, StepState, Timestamp,
 };
-use hk_console::runbook::plan::{Expect, Gate, Plan, PlannedStep, StepKind};
-use hk_console::session::exec::{
+use hk_engine::runbook::plan::{Expect, Gate, Plan, PlannedStep, StepKind};
+use hk_session::exec::{
     Capabilities, ExecReply, ExecRequest, MutatingExecutors, ReadOnlyExecutors,
 };
-use hk_console::session::executors::{ProbeExecutor, RealExecutor, KINDS};
+use hk_session::executors::{ProbeExecutor, RealExecutor, KINDS};
 use support::Cluster;
 use tokio::sync::mpsc;
 

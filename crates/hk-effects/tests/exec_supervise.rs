@@ -7,10 +7,10 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use hk_console::exec::process::{
+use hk_effects::exec::process::{
     self, liveness, run_supervised, ChildId, Liveness, ProcessSpec, SupervisorConfig,
 };
-use hk_console::exec::Redactor;
+use hk_effects::exec::Redactor;
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

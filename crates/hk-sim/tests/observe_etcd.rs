@@ -7,15 +7,15 @@ use crate::demo_common;
 use std::time::Duration;
 
 use demo_common::start;
-use hk_console::checks::live::{Rule, Severity};
-use hk_console::cluster::{client, kube_target, KubeOverrides};
-use hk_console::exec::settings::{SshConfig, SshDefaults};
-use hk_console::observe::etcd::EtcdProbe;
-use hk_console::sim::demo;
+use hk_effects::cluster::{client, kube_target, KubeOverrides};
+use hk_effects::exec::settings::{SshConfig, SshDefaults};
+use hk_effects::observe::etcd::EtcdProbe;
+use hk_engine::checks::live::{Rule, Severity};
+use hk_sim::demo;
 use tokio_util::sync::CancellationToken;
 
 /// The pre-flight's refusing findings, in words.
-fn refusals(view: &hk_console::checks::live::EtcdClientView) -> Vec<&str> {
+fn refusals(view: &hk_engine::checks::live::EtcdClientView) -> Vec<&str> {
     view.preflight
         .iter()
         .filter(|f| f.blocks)
@@ -154,8 +154,8 @@ async fn a_server_whose_k3s_is_down_is_could_not_look_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stuck_pods_events_and_logs_are_one_look_away() {
-    use hk_console::observe::look::take;
-    use hk_console::observe::summary::{Look, LookKind, ObjectRef};
+    use hk_effects::observe::look::take;
+    use hk_effects::observe::summary::{Look, LookKind, ObjectRef};
     let (_dir, d) = start("rollout-stuck").await;
     let t = kube_target(&d.repo, "prod", &KubeOverrides::default()).expect("target");
     let c = client(&t).await.expect("client");
@@ -194,14 +194,14 @@ async fn the_stuck_pods_events_and_logs_are_one_look_away() {
 /// names the quorum lost: critical, the two members named, the metrics' leader no ✓.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_of_three_members_down_is_no_quorum_through_the_api() {
-    use hk_console::checks::live::EtcdReady;
-    use hk_console::cluster::WatchSettings;
+    use hk_effects::cluster::WatchSettings;
+    use hk_engine::checks::live::EtcdReady;
     let (_dir, d) = start("healthy").await;
     let t = kube_target(&d.repo, "prod", &KubeOverrides::default()).expect("target");
     let c = client(&t).await.expect("client");
     let p = probe(&d).with_api("prod", c.clone(), WatchSettings::default());
     let cancel = CancellationToken::new();
-    let quorum = |pane: &hk_console::checks::live::EtcdPane| {
+    let quorum = |pane: &hk_engine::checks::live::EtcdPane| {
         pane.verdicts
             .iter()
             .find(|v| v.rule == Rule::EtcdQuorum && v.subject == "quorum")
@@ -334,11 +334,11 @@ async fn two_of_three_members_down_is_no_quorum_through_the_api() {
         lost.verdicts
     );
     // The API side of the health gate reads the same endpoint and agrees.
-    let gate = hk_console::cluster::health_probe::readyz_etcd(&c, &WatchSettings::default()).await;
+    let gate = hk_effects::cluster::health_probe::readyz_etcd(&c, &WatchSettings::default()).await;
     assert!(
         matches!(
             &gate,
-            hk_console::checks::live::Look::Seen {
+            hk_engine::checks::live::Look::Seen {
                 value: EtcdReady::Failed { .. }
             }
         ),
@@ -353,7 +353,7 @@ async fn two_of_three_members_down_is_no_quorum_through_the_api() {
 /// members seen)` while it was NotReady).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_holder_is_never_the_etcd_leader() {
-    use hk_console::cluster::WatchSettings;
+    use hk_effects::cluster::WatchSettings;
     let (_dir, d) = start("healthy").await;
     let t = kube_target(&d.repo, "prod", &KubeOverrides::default()).expect("target");
     let c = client(&t).await.expect("client");
@@ -483,7 +483,7 @@ fn real_gateway(d: &demo::Demo, host: &str, path: &str, body: &str) -> serde_jso
         .and_then(|r| r.cluster.etcd("prod"))
         .expect("prod's real etcd");
     let url = etcd.client_url(host).expect("a member per server");
-    let (code, text) = hk_console::sim::apiserver::http_call(
+    let (code, text) = hk_sim::apiserver::http_call(
         &format!("{url}{path}"),
         "POST",
         Some(body),
@@ -555,7 +555,7 @@ async fn with_apiserver_the_etcd_pane_reads_each_servers_real_member() {
                 .and_then(|r| r.cluster.etcd("prod"))
                 .and_then(|e| e.client_url(hosts[from]))
                 .expect("the leader's URL");
-            let said = hk_console::sim::apiserver::http_call(
+            let said = hk_sim::apiserver::http_call(
                 &format!("{url}/v3/maintenance/transfer-leadership"),
                 "POST",
                 Some(&format!(r#"{{"targetID":"{}"}}"#, ids[to])),

@@ -9,7 +9,7 @@ use crate::demo_common;
 use std::path::Path;
 
 use demo_common::{kubeconfig, kubectl, until};
-use hk_console::sim::demo;
+use hk_sim::demo;
 
 fn get(kc: &Path, args: &[&str]) -> String {
     let (out, err, code) = kubectl(kc, args);
@@ -127,7 +127,7 @@ async fn the_repos_kustomization_and_release_are_served_and_reconciled() {
 async fn a_kustomization_that_cannot_be_told_is_not_shown_reconciled() {
     // The sample repo, with prod's variables coming from a Secret the demo cannot read.
     let src = tempfile::tempdir().expect("tempdir");
-    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory");
+    let sample = hk_test_support::root().join("inventory");
     let out = std::process::Command::new("cp")
         .arg("-a")
         .arg(format!("{}/.", sample.display()))

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use hk_console::sim::demo;
+use hk_sim::demo;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher;
 

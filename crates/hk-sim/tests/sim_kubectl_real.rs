@@ -1,5 +1,5 @@
 //! The same kubectl commands against the demo's simulated API server and against a real
-//! kube-apiserver (tests/support/apiserver.rs) holding the same objects (copied from the
+//! kube-apiserver (crates/hk-sim/tests/support/apiserver.rs) holding the same objects (copied from the
 //! simulation's store): the tables have the same columns and, but for the ages, the same
 //! cells; `auth can-i` gives the same verdicts.
 //! Missing kube-apiserver/etcd/kubectl = FAIL with the build hint.
@@ -10,8 +10,8 @@ use crate::support;
 use std::time::{Duration, Instant};
 
 use demo_common::kubectl;
-use hk_console::sim::demo;
-use hk_console::sim::kube::resources::RESOURCES;
+use hk_sim::demo;
+use hk_sim::kube::resources::RESOURCES;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use hk_console::sim::demo;
+use hk_sim::demo;
 
 /// The demo's `name` scenario in a fresh temp dir (kept alive by the returned handle).
 pub async fn start(name: &str) -> (tempfile::TempDir, demo::Demo) {
@@ -23,7 +23,7 @@ pub fn kubectl_bin() -> PathBuf {
     let dir = std::env::var_os("HK_APISERVER_BIN_DIR")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/apiserver-bin"));
+        .unwrap_or_else(|| hk_test_support::root().join("target/apiserver-bin"));
     let bin = dir.join("kubectl");
     assert!(
         bin.is_file(),
@@ -69,13 +69,13 @@ pub fn kubectl(kc: &Path, args: &[&str]) -> (String, String, Option<i32>) {
 
 /// A kube client on `env`'s API server in the demo `d`, as the demo's kubeconfig reaches it.
 pub async fn client(d: &demo::Demo, env: &str) -> kube::Client {
-    let target = hk_console::cluster::kube_target(
+    let target = hk_effects::cluster::kube_target(
         &d.repo,
         env,
-        &hk_console::cluster::KubeOverrides::default(),
+        &hk_effects::cluster::KubeOverrides::default(),
     )
     .unwrap_or_else(|e| panic!("{env}'s kubeconfig in the demo: {e}"));
-    hk_console::cluster::client(&target)
+    hk_effects::cluster::client(&target)
         .await
         .unwrap_or_else(|e| panic!("{env}'s client: {e}"))
 }
@@ -104,7 +104,7 @@ pub fn apiserver_bin_dir() -> PathBuf {
     let dir = std::env::var_os("HK_APISERVER_BIN_DIR")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/apiserver-bin"));
+        .unwrap_or_else(|| hk_test_support::root().join("target/apiserver-bin"));
     for b in ["etcd", "kube-apiserver", "kubectl"] {
         assert!(
             dir.join(b).is_file(),
@@ -166,14 +166,14 @@ pub async fn start_in(mode: Mode, scenario: &str) -> (DemoDir, demo::Demo) {
 /// One environment's cluster as the simulated controllers write it, through the interface
 /// both modes share: the built-in server's store, or a kube client on the real server.
 pub enum Cluster {
-    BuiltIn(hk_console::sim::kube::Store),
-    Real(hk_console::sim::kube::api::KubeApi),
+    BuiltIn(hk_sim::kube::Store),
+    Real(hk_sim::kube::api::KubeApi),
 }
 
 /// `env`'s cluster in `d`, whichever mode it runs in.
 pub fn cluster(d: &demo::Demo, env: &str) -> Cluster {
     match &d.real {
-        Some(real) => Cluster::Real(hk_console::sim::kube::api::KubeApi::new(
+        Some(real) => Cluster::Real(hk_sim::kube::api::KubeApi::new(
             real.servers
                 .get(env)
                 .unwrap_or_else(|| panic!("no real API server for {env}"))
@@ -197,7 +197,7 @@ impl Cluster {
         kind: &str,
         namespace: Option<&str>,
     ) -> Vec<serde_json::Value> {
-        use hk_console::sim::kube::api::ClusterApi;
+        use hk_sim::kube::api::ClusterApi;
         match self {
             Cluster::BuiltIn(s) => ClusterApi::objects(s, api_version, kind, namespace).await,
             Cluster::Real(k) => k.objects(api_version, kind, namespace).await,
@@ -208,10 +208,10 @@ impl Cluster {
     /// Merge-patch an object's status, as a kubelet or controller would.
     pub async fn patch_status(
         &self,
-        r: &hk_console::sim::kube::ObjRef,
+        r: &hk_sim::kube::ObjRef,
         status: serde_json::Value,
     ) -> serde_json::Value {
-        use hk_console::sim::kube::api::ClusterApi;
+        use hk_sim::kube::api::ClusterApi;
         match self {
             Cluster::BuiltIn(s) => ClusterApi::patch_status(s, r, status).await,
             Cluster::Real(k) => k.patch_status(r, status).await,

@@ -21,10 +21,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hk_console::checks::live::{EtcdClientView, EtcdPane};
-use hk_console::exec::settings::{SshConfig, SshDefaults};
-use hk_console::observe::etcd::EtcdProbe;
-use hk_console::repo::Repo;
+use hk_effects::exec::settings::{SshConfig, SshDefaults};
+use hk_effects::observe::etcd::EtcdProbe;
+use hk_engine::checks::live::{EtcdClientView, EtcdPane};
+use hk_engine::repo::Repo;
 use tokio_util::sync::CancellationToken;
 
 use support::{Cluster, ADDRS};
@@ -62,7 +62,7 @@ struct Lab {
 }
 
 fn etcd_bin() -> PathBuf {
-    support::apiserver::bin_dir().join("etcd")
+    hk_test_support::tools::apiserver_bin_dir().join("etcd")
 }
 
 fn port(addr: &str) -> u16 {
@@ -345,7 +345,7 @@ impl Lab {
         };
         EtcdProbe::for_repo_with(
             repo,
-            hk_console::context::ssh_options(repo),
+            hk_effects::context::ssh_options(repo),
             &SshConfig::empty(),
             &defaults,
         )
@@ -502,13 +502,13 @@ async fn measure_against_openssh(lab: &Lab, p: &EtcdProbe, repo: &Repo) {
     let started = Instant::now();
     let mut reads = 0;
     for (i, host) in HOSTS.iter().enumerate() {
-        let spec = hk_console::observe::etcd::client_spec(repo, host).expect("spec");
-        let c = hk_console::observe::etcd::ClientCommands::new(&spec, Duration::from_secs(5));
+        let spec = hk_effects::observe::etcd::client_spec(repo, host).expect("spec");
+        let c = hk_effects::observe::etcd::ClientCommands::new(&spec, Duration::from_secs(5));
         let metrics = format!(
             "http://{}:{}/metrics",
             lab.members[i].addr, lab.members[i].metrics
         );
-        let m = hk_console::observe::etcd::Commands::new(&metrics, Duration::from_secs(5));
+        let m = hk_effects::observe::etcd::Commands::new(&metrics, Duration::from_secs(5));
         for argv in [
             &c.members,
             &c.status,

@@ -7,9 +7,9 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use hk_console::sim::node::NodeState;
-use hk_console::sim::ssh::{parse_authorized_keys, SimNode, SimNodeSpec};
-use hk_console::sim::userland::{Sandbox, Userland};
+use hk_sim::node::NodeState;
+use hk_sim::ssh::{parse_authorized_keys, SimNode, SimNodeSpec};
+use hk_sim::userland::{Sandbox, Userland};
 
 use super::keygen;
 

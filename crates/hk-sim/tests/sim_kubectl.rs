@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use demo_common::{kubeconfig, kubectl, kubectl_bin};
-use hk_console::sim::demo::{self, Demo};
+use hk_sim::demo::{self, Demo};
 
 /// The demo on scenario `healthy` in a fresh directory, and prod's kubeconfig. The
 /// directory goes when the first is dropped: keep it for as long as the demo.
@@ -498,7 +498,7 @@ async fn kubectl_apply_with_validation() {
             ok(&["apply", "--server-side", "-f", &ssa]),
             "configmap/rehearsal-ssa serverside-applied\n"
         );
-        // Field ownership is modelled (tests/sim_kubectl_ssa.rs): applying the same again
+        // Field ownership is modelled (crates/hk-sim/tests/sim_kubectl_ssa.rs): applying the same again
         // without --force-conflicts owns the same fields, no conflict; forced, it applies.
         assert_eq!(
             ok(&["apply", "--server-side", "-f", &ssa]),

@@ -3,7 +3,7 @@
 //!
 //! The test bodies in `bodies` take only a [`Server`] (a kube client; [`Expiring`] adds a
 //! way to expire the watch history) and a namespace they create, so the same bodies run
-//! against the simulation and against the real kube-apiserver of tests/support/apiserver.rs
+//! against the simulation and against the real kube-apiserver of crates/hk-sim/tests/support/apiserver.rs
 //! (the `real_*` tests). What only the simulation can show (the request log, the
 //! simulation reacting to a client's write, the perf figures) is checked in the wrappers,
 //! after the shared body.
@@ -15,7 +15,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
-use hk_console::sim::kube::{ObjRef, Origin, SimError, SimKube, SimKubeConfig};
+use hk_sim::kube::{ObjRef, Origin, SimError, SimKube, SimKubeConfig};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
@@ -884,13 +884,13 @@ async fn kubeconfig_auth_discovery_and_shutdown() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("prod.kubeconfig");
     sim.write_kubeconfig(&path).expect("write kubeconfig");
-    let target = hk_console::cluster::KubeTarget {
+    let target = hk_effects::cluster::KubeTarget {
         env: "prod".into(),
         kubeconfig: vec![path.clone()],
         context: None,
         origin: "test".into(),
     };
-    let client = hk_console::cluster::client(&target)
+    let client = hk_effects::cluster::client(&target)
         .await
         .expect("console client");
     let nss: Api<Namespace> = Api::all(client.clone());

@@ -6,7 +6,7 @@
 //!
 //! The servers start exactly as `demo --apiserver` starts them: the PKI, the token file,
 //! the etcd and kube-apiserver command lines, the readiness wait and the watchdogs are the
-//! library's ([`hk_console::sim::apiserver`]); this harness adds what only tests want (the
+//! library's ([`hk_sim::apiserver`]); this harness adds what only tests want (the
 //! audit log, a per-process etcd, an observer with a TokenRequest token, fixtures).
 //!
 //! Owns: the shared per-process etcd and PKI, one kube-apiserver per [`ApiServer`] (its own
@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use hk_console::sim::apiserver as lib;
+use hk_sim::apiserver as lib;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
@@ -73,10 +73,7 @@ const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 /// `$HK_APISERVER_BIN_DIR`, else `<repo>/target/apiserver-bin`.
 pub fn bin_dir() -> PathBuf {
-    match std::env::var_os("HK_APISERVER_BIN_DIR") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/apiserver-bin"),
-    }
+    hk_test_support::tools::apiserver_bin_dir()
 }
 
 /// Both binaries, checked the way `demo --apiserver` checks them.

@@ -9,14 +9,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hk_console::exec::ansible::{ListHostsVerdict, INSTALL_HINT};
-use hk_console::exec::process::{run_supervised, ProcessError, ProcessSpec, SupervisorConfig};
-use hk_console::exec::redact::MASK;
-use hk_console::exec::{
+use hk_effects::exec::ansible::{ListHostsVerdict, INSTALL_HINT};
+use hk_effects::exec::process::{run_supervised, ProcessError, ProcessSpec, SupervisorConfig};
+use hk_effects::exec::redact::MASK;
+use hk_effects::exec::{
     classify, AnsibleRunner, Classified, ExecError, Executor, Mutating, Redactor, RunOptions,
     StepOutcome,
 };
-use hk_console::runbook::plan::{Expect, PlannedStep, StepKind};
+use hk_engine::runbook::plan::{Expect, PlannedStep, StepKind};
 use nix::sys::signal::Signal;
 use support::Cluster;
 use tokio_util::sync::CancellationToken;
@@ -227,7 +227,7 @@ async fn check_first_previews_before_the_real_run() {
     let inv = c.write_inventory();
     let md = format!("marker_dir={}", c.dir.path().display());
     let apply = argv(&inv, "check_first.yml", &["-e", &md]);
-    let check = hk_console::exec::ansible::check_argv(&apply);
+    let check = hk_effects::exec::ansible::check_argv(&apply);
     let pool = Arc::new(c.pool());
 
     // The check-mode step is read-only: the observe-capable executor runs it.
@@ -291,7 +291,7 @@ async fn cancel_sends_sigint_and_ansible_stops() {
     let inv = c.write_inventory();
     let r = runner(&c);
     let cancel = CancellationToken::new();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<hk_console::exec::OutputLine>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<hk_effects::exec::OutputLine>();
     let a = argv(&inv, "slow.yml", &[]);
     let cwd = fixtures();
     let c2 = cancel.clone();
@@ -328,7 +328,7 @@ async fn cancel_sends_sigint_and_ansible_stops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_ladder_escalates_to_sigterm_then_sigkill() {
     let cancel = CancellationToken::new();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<hk_console::exec::OutputLine>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<hk_effects::exec::OutputLine>();
     let cfg = SupervisorConfig {
         int_grace: Duration::from_millis(400),
         term_grace: Duration::from_millis(400),
@@ -456,7 +456,7 @@ async fn secrets_never_reach_the_streamed_lines_or_the_outcome() {
     let inv = c.write_inventory();
     let secret = "pia-s3cr3t-token";
     let r = runner(&c);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<hk_console::exec::OutputLine>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<hk_effects::exec::OutputLine>();
     let redactor = Redactor::new([secret]);
     let a = argv(
         &inv,
@@ -548,7 +548,7 @@ async fn a_shimmed_ansible_playbook_is_started_through_its_real_interpreter() {
 /// change the step runs list-hosts again and judges the files as they are now.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_hosts_run_ahead_is_used_only_while_the_files_are_unchanged() {
-    use hk_console::exec::{OutputLine, SshOptions, SshPool};
+    use hk_effects::exec::{OutputLine, SshOptions, SshPool};
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     std::fs::write(d.join("hosts.ini"), "[nodes]\nnode1\nnode2\nnode3\n").expect("write");
@@ -595,8 +595,8 @@ async fn list_hosts_run_ahead_is_used_only_while_the_files_are_unchanged() {
         panic!("list-hosts is read-only")
     };
     async fn run_step(
-        ex: &Executor<hk_console::exec::ReadOnly>,
-        ro: &hk_console::exec::ReadOnlyStep,
+        ex: &Executor<hk_effects::exec::ReadOnly>,
+        ro: &hk_effects::exec::ReadOnlyStep,
     ) -> (Option<ListHostsVerdict>, Vec<String>, usize) {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<OutputLine>();
         let (stx, mut srx) = tokio::sync::mpsc::unbounded_channel();

@@ -6,14 +6,14 @@ use crate::support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hk_console::exec::known_hosts::HostKeyVerdict;
-use hk_console::exec::redact::MASK;
-use hk_console::exec::ssh::{scan_host_key, trust_host, ExecOptions, TrustOutcome};
-use hk_console::exec::{
+use hk_effects::exec::known_hosts::HostKeyVerdict;
+use hk_effects::exec::redact::MASK;
+use hk_effects::exec::ssh::{scan_host_key, trust_host, ExecOptions, TrustOutcome};
+use hk_effects::exec::{
     classify, AnsibleRunner, Classified, Executor, Mutating, Redactor, RunOptions, SshError,
     SshOptions, SshPool, StepOutcome,
 };
-use hk_console::runbook::plan::{PlannedStep, StepKind};
+use hk_engine::runbook::plan::{PlannedStep, StepKind};
 use support::{Agent, Cluster};
 use tokio_util::sync::CancellationToken;
 
@@ -605,7 +605,7 @@ async fn hashed_known_hosts_written_by_ssh_keygen_are_honoured() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ssh_config_fills_in_what_the_inventory_leaves_unsaid() {
-    use hk_console::exec::settings::{ConnectSettings, SshConfig, SshDefaults};
+    use hk_effects::exec::settings::{ConnectSettings, SshConfig, SshDefaults};
     let c = Cluster::start();
     let n = &c.nodes[1];
     let cfg_path = c.dir.path().join("ssh_config");

@@ -1,4 +1,4 @@
-//! VPN gateways for tests/vpn_ssh.rs: the harness's real sshd nodes, with STAND-INS for the
+//! VPN gateways for crates/hk-effects/tests/vpn_ssh.rs: the harness's real sshd nodes, with STAND-INS for the
 //! gateway's own tools.
 //!
 //! A test machine has no systemd, no OpenVPN tunnel and no internet (and must send nothing
@@ -13,7 +13,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use hk_console::exec::ssh::ExecOptions;
+use hk_effects::exec::ssh::ExecOptions;
 
 use super::Cluster;
 
@@ -25,7 +25,7 @@ const SEP: char = '\u{1f}';
 fn record(tool: &str, state: &Path) -> String {
     format!(
         "#!/bin/sh\n\
-         # STAND-IN for {tool} on a test VPN gateway (tests/support/gateway.rs): records its\n\
+         # STAND-IN for {tool} on a test VPN gateway (crates/hk-test-nodes/src/gateway.rs): records its\n\
          # argv and answers from files the test writes. Not the real tool.\n\
          st='{state}'\n\
          line='{tool}'\n\

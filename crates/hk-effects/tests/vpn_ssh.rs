@@ -6,7 +6,7 @@
 //! parsing of the commands' output, and the judging by `checks::live`.
 //! What is a STAND-IN: the gateway's own `systemctl`, `curl` and `journalctl` (no systemd,
 //! no tunnel and no internet here, and nothing may leave 127.0.0.0/8). They are shell
-//! scripts first on the sessions' PATH (tests/support/gateway.rs) that record their argv
+//! scripts first on the sessions' PATH (crates/hk-test-nodes/src/gateway.rs) that record their argv
 //! and print what each test writes; every look is preceded by a check that the sessions
 //! find them, not the real tools.
 use crate::support;
@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hk_console::checks::live::{exit_code, GatewayPane, Rule, Severity, Verdict};
-use hk_console::exec::settings::{SshConfig, SshDefaults};
-use hk_console::observe::feed::{Feed, Update, VpnLook, ALL_ENVS};
-use hk_console::observe::vpn::{self, Gateways};
-use hk_console::repo::Repo;
+use hk_effects::exec::settings::{SshConfig, SshDefaults};
+use hk_effects::observe::feed::{Feed, Update, VpnLook, ALL_ENVS};
+use hk_effects::observe::vpn::{self, Gateways};
+use hk_engine::checks::live::{exit_code, GatewayPane, Rule, Severity, Verdict};
+use hk_engine::repo::Repo;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -89,7 +89,7 @@ impl Lab {
         };
         Arc::new(Gateways::for_repo_with(
             repo,
-            hk_console::context::ssh_options(repo),
+            hk_effects::context::ssh_options(repo),
             &SshConfig::empty(),
             &defaults,
         ))
@@ -599,7 +599,7 @@ async fn one_look_over_three_gateways_is_timed() {
                 pool.exec(
                     &format!("node{}", i % 3 + 1),
                     "true",
-                    &hk_console::exec::ssh::ExecOptions::default(),
+                    &hk_effects::exec::ssh::ExecOptions::default(),
                 )
                 .await
                 .expect("true over ssh")
@@ -637,7 +637,7 @@ async fn environment_problems_are_named() {
     let repo = Repo::load(dir.path()).expect("repo");
     let gw = Gateways::for_repo_with(
         &repo,
-        hk_console::exec::SshOptions::with_known_hosts(Vec::new()),
+        hk_effects::exec::SshOptions::with_known_hosts(Vec::new()),
         &SshConfig::empty(),
         &SshDefaults {
             user: "ops".into(),

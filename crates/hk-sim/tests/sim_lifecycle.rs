@@ -27,12 +27,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use demo_common::{kubeconfig, kubectl, kubectl_bin};
-use hk_console::sim::cluster::{self, ClusterInput, SimEnv, Target, View};
-use hk_console::sim::demo;
-use hk_console::sim::kube::api::ClusterApi;
-use hk_console::sim::kube::logs::Instance;
-use hk_console::sim::kube::{ObjRef, Store};
-use hk_console::sim::scenario::EnvState;
+use hk_sim::cluster::{self, ClusterInput, SimEnv, Target, View};
+use hk_sim::demo;
+use hk_sim::kube::api::ClusterApi;
+use hk_sim::kube::logs::Instance;
+use hk_sim::kube::{ObjRef, Store};
+use hk_sim::scenario::EnvState;
 use serde_json::Value;
 
 const VIP_SEL: &str = "app.kubernetes.io/name=kube-vip-ds";

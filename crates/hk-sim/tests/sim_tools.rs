@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 
-use hk_console::sim::node::{Clock, NodeState};
-use hk_console::sim::ssh::SimNode;
+use hk_sim::node::{Clock, NodeState};
+use hk_sim::ssh::SimNode;
 use support::sim_nodes::{ansible_inventory, SimNodes};
 
 /// 2026-09-12T22:57:05Z.
@@ -541,7 +541,7 @@ async fn tty_names_the_pty_of_ssh_tt() {
 /// ansible_host, with a MAC of their own and a gateway inside their own network.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_nodes_say_the_address_kubernetes_and_the_inventory_give_them() {
-    use hk_console::cluster::{client, kube_target, KubeOverrides};
+    use hk_effects::cluster::{client, kube_target, KubeOverrides};
     use k8s_openapi::api::core::v1::Node;
     use kube::api::{Api, ListParams};
 

@@ -4,12 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use hk_console::checks::live::{ConditionStatus, Endpoint, Rule, Severity};
-use hk_console::cluster::{client, kube_target, KubeOverrides};
-use hk_console::exec::settings::{SshConfig, SshDefaults};
-use hk_console::observe::once::KubePanes;
-use hk_console::observe::vpn::{look, Gateways};
-use hk_console::sim::demo;
+use hk_effects::cluster::{client, kube_target, KubeOverrides};
+use hk_effects::exec::settings::{SshConfig, SshDefaults};
+use hk_effects::observe::once::KubePanes;
+use hk_effects::observe::vpn::{look, Gateways};
+use hk_engine::checks::live::{ConditionStatus, Endpoint, Rule, Severity};
+use hk_sim::demo;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 
@@ -25,9 +25,9 @@ async fn start() -> (tempfile::TempDir, demo::Demo) {
 async fn kube_look(d: &demo::Demo, env: &str) -> KubePanes {
     let t = kube_target(&d.repo, env, &KubeOverrides::default()).expect("target");
     let c = client(&t).await.expect("client");
-    let topo = hk_console::cluster::env_topology(&d.repo, env).expect("topology");
-    let settings = hk_console::cluster::watch_settings(&d.repo, env).expect("settings");
-    hk_console::observe::once::look_once(&c, &topo, &settings).await
+    let topo = hk_effects::cluster::env_topology(&d.repo, env).expect("topology");
+    let settings = hk_effects::cluster::watch_settings(&d.repo, env).expect("settings");
+    hk_effects::observe::once::look_once(&c, &topo, &settings).await
 }
 
 /// Poll the kube panes of `env` until `ok` holds (or fail after `secs`, showing the last).

@@ -288,7 +288,7 @@ async fn server_side_apply_on_the_simulation_answers_as_the_real_apiserver() {
     let sim_dir = tmp.path().join("sim");
     let sim_work = tmp.path().join("sim-work");
     std::fs::create_dir_all(&sim_work).expect("mkdir");
-    let d = hk_console::sim::demo::start("healthy", &sim_dir)
+    let d = hk_sim::demo::start("healthy", &sim_dir)
         .await
         .unwrap_or_else(|e| panic!("demo: {e}"));
     let sim = run_against(demo_common::kubeconfig(&sim_dir, "prod"), sim_work).await;
@@ -297,7 +297,7 @@ async fn server_side_apply_on_the_simulation_answers_as_the_real_apiserver() {
     let real_dir = tmp.path().join("real");
     let real_work = tmp.path().join("real-work");
     std::fs::create_dir_all(&real_work).expect("mkdir");
-    let d = hk_console::sim::demo::start_with("healthy", &real_dir, None, Some(&bin))
+    let d = hk_sim::demo::start_with("healthy", &real_dir, None, Some(&bin))
         .await
         .unwrap_or_else(|e| panic!("demo --apiserver: {e}"));
     let real = run_against(demo_common::kubeconfig(&real_dir, "prod"), real_work).await;

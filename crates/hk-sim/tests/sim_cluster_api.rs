@@ -1,5 +1,5 @@
 //! The simulated controllers' one interface (`sim::kube::api::ClusterApi`) on both of its
-//! sides: the built-in store and a REAL kube-apiserver (tests/support/apiserver.rs) through
+//! sides: the built-in store and a REAL kube-apiserver (crates/hk-sim/tests/support/apiserver.rs) through
 //! a kube client. The same steps, and the same controllers (Flux's reconcile answer,
 //! `sim::flux`; the DaemonSet's status, `sim::daemonset`), must leave the same objects on
 //! both; the console's own Flux judge must accept the answer on both.
@@ -7,12 +7,12 @@
 
 use crate::support;
 
-use hk_console::exec::kube::flux::judge;
-use hk_console::exec::kube::wait::Judgement;
-use hk_console::sim::daemonset::report_status;
-use hk_console::sim::flux::answer_release;
-use hk_console::sim::kube::api::{ClusterApi, KubeApi};
-use hk_console::sim::kube::{ObjRef, Store};
+use hk_effects::exec::kube::flux::judge;
+use hk_effects::exec::kube::wait::Judgement;
+use hk_sim::daemonset::report_status;
+use hk_sim::flux::answer_release;
+use hk_sim::kube::api::{ClusterApi, KubeApi};
+use hk_sim::kube::{ObjRef, Store};
 use kube::api::DynamicObject;
 use serde_json::{json, Value};
 use support::apiserver::{install_flux_crds, ApiServer};
