@@ -8,3 +8,4 @@ mod check_parity;
 mod check_sample;
 mod inventory_parity;
 mod live_rules;
+mod vault_scan;

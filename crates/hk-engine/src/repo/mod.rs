@@ -80,6 +80,9 @@ pub struct Repo {
     roles_cache: std::sync::Mutex<RolesCache>,
     /// The vars files beside each playbook directory a play was looked at in, read once.
     play_files_cache: std::sync::Mutex<PlayFilesCache>,
+    /// The repo's vaults read once ([`vault::scan_repo_running`]): the executors, the etcd
+    /// probe and the VPN look each ask for what to mask, and a password script runs once.
+    vault_scan: std::sync::OnceLock<vault::VaultScan>,
 }
 
 type PlayFilesCache = BTreeMap<PathBuf, Result<Option<Arc<inventory::PlayFiles>>, String>>;
@@ -175,6 +178,7 @@ impl Repo {
             groups,
             roles_cache: std::sync::Mutex::default(),
             play_files_cache: std::sync::Mutex::default(),
+            vault_scan: std::sync::OnceLock::new(),
         };
         repo.environments = repo
             .config

@@ -602,13 +602,18 @@ fn is_executable(m: &std::fs::Metadata) -> bool {
 
 /// The scan for a loaded repo: its ansible dir, its inventory's directory and each
 /// environment's vault file, with every password source ansible-playbook would use, a
-/// script among them run with `runner`.
-pub fn scan_repo_running(repo: &super::Repo, runner: ScriptRunner<'_>) -> VaultScan {
-    scan_running(
-        &repo_roots(repo),
-        &password_sources(&repo.ansible_dir),
-        Some(runner),
-    )
+/// script among them run with `runner`. Made once per loaded repo, on the first ask: the
+/// console's executors, its etcd probe and its VPN look share it, so a password script
+/// (a password manager that may ask for a touch) runs once, not once for each. A repo
+/// loaded again is scanned again.
+pub fn scan_repo_running<'r>(repo: &'r super::Repo, runner: ScriptRunner<'_>) -> &'r VaultScan {
+    repo.vault_scan.get_or_init(|| {
+        scan_running(
+            &repo_roots(repo),
+            &password_sources(&repo.ansible_dir),
+            Some(runner),
+        )
+    })
 }
 
 fn repo_roots(repo: &super::Repo) -> Vec<PathBuf> {
