@@ -18,7 +18,7 @@ use crate::machine_common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hk_console::journal;
 use hk_console::repo::config::Config;
@@ -38,9 +38,20 @@ use fs_common::copy_dir;
 /// Time one input may take: a second plus 20 µs per byte, so a linear parser passes even in
 /// a debug build on a busy machine (yaml-rust2 scans about 2 µs a byte there, several times
 /// that under load) while a quadratic one does not (40 KB of unclosed `[` once took
-/// serde_yaml 5 s; 1 MB never finished).
+/// serde_yaml 5 s; 1 MB never finished). Measured as this thread's CPU time
+/// ([`thread_cpu`]), not the wall's: a quadratic parser burns CPU, while a machine busy
+/// with the rest of the suite only makes the wall longer (CI run 13: a 68 KB vars file
+/// took 2.9 s of wall, over its 2.4 s, beside three other test binaries).
 fn slow(len: usize) -> Duration {
     Duration::from_secs(1) + Duration::from_micros(20 * len as u64)
+}
+
+/// This thread's CPU time (CLOCK_THREAD_CPUTIME_ID): what a check costs, whatever else
+/// the machine runs.
+fn thread_cpu() -> Duration {
+    use nix::time::{clock_gettime, ClockId};
+    let t = clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID).expect("the thread's CPU clock");
+    Duration::new(t.tv_sec() as u64, t.tv_nsec() as u32)
 }
 
 fn cases() -> usize {
@@ -237,9 +248,9 @@ fn fuzz_with(
     }
     for (name, input) in inputs {
         figures.inputs += 1;
-        let start = Instant::now();
+        let start = thread_cpu();
         let outcome = catch_unwind(AssertUnwindSafe(|| check(&input)));
-        let took = start.elapsed();
+        let took = thread_cpu().saturating_sub(start);
         let problem = match outcome {
             Err(_) => Some("panicked".to_string()),
             Ok(_) if took > slow(input.len()) + io => {
