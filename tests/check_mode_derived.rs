@@ -321,18 +321,10 @@ fn an_unreadable_include_makes_the_preview_mutating() {
     assert!(d.real.iter().all(|r| r.why.contains("counts as mutating")));
 }
 
-/// The directory of ansible-playbook: `HK_ANSIBLE_BIN_DIR`, PATH, /opt/hk-venv/bin.
-/// Missing is a failure with the install hint, never a skip.
+/// The directory of ansible-playbook (the tests' one lookup). Missing is a failure with
+/// the install hint, never a skip.
 fn ansible_bin_dir() -> PathBuf {
-    let dirs = hk_console::exec::ansible::search_dirs();
-    let bin =
-        hk_console::exec::ansible::find_binary("ansible-playbook", &dirs).unwrap_or_else(|| {
-            panic!(
-                "ansible-playbook not found: {}",
-                hk_console::exec::ansible::INSTALL_HINT
-            )
-        });
-    bin.parent().map(Path::to_path_buf).unwrap_or_default()
+    hk_test_support::ansible::dir_of("ansible-playbook")
 }
 
 /// One record of the callback plugin.

@@ -12,24 +12,7 @@ use std::process::Command;
 use serde_json::Value;
 
 fn ansible_playbook() -> PathBuf {
-    let name = "ansible-playbook";
-    if let Some(dir) = std::env::var_os("HK_ANSIBLE_BIN_DIR") {
-        let p = Path::new(&dir).join(name);
-        assert!(
-            p.is_file(),
-            "{} not found in HK_ANSIBLE_BIN_DIR",
-            p.display()
-        );
-        return p;
-    }
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .chain([PathBuf::from("/opt/hk-venv/bin")])
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("`{name}` is not installed (ansible-core 2.19)"))
+    hk_test_support::ansible::bin("ansible-playbook")
 }
 
 fn fixture() -> PathBuf {

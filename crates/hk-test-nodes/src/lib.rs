@@ -476,18 +476,9 @@ impl Drop for Agent {
     }
 }
 
-/// The directory holding ansible-playbook: `$HK_ANSIBLE_BIN_DIR`, PATH, /opt/hk-venv/bin.
-/// Missing = FAIL with the install hint.
+/// The directory holding ansible-playbook (hk-test-support's one lookup for the tests).
 pub fn ansible_bin_dir() -> PathBuf {
-    let dirs = hk_effects::exec::ansible::search_dirs();
-    let bin =
-        hk_effects::exec::ansible::find_binary("ansible-playbook", &dirs).unwrap_or_else(|| {
-            panic!(
-                "ansible-playbook not found: {}",
-                hk_effects::exec::ansible::INSTALL_HINT
-            )
-        });
-    bin.parent().expect("bin dir").to_path_buf()
+    hk_test_support::ansible::dir_of("ansible-playbook")
 }
 
 /// Lines of a file, for marker assertions.

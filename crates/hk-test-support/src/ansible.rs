@@ -11,7 +11,7 @@ target/hk-venv, or install ansible-core 2.19 (python3 -m venv /opt/hk-venv && \
 
 /// The directory that holds `name` (`ansible-playbook`, `ansible-inventory`, ...).
 pub fn dir_of(name: &str) -> PathBuf {
-    if let Some(dir) = std::env::var_os("HK_ANSIBLE_BIN_DIR") {
+    if let Some(dir) = std::env::var_os("HK_ANSIBLE_BIN_DIR").filter(|d| !d.is_empty()) {
         let dir = PathBuf::from(dir);
         assert!(
             dir.join(name).is_file(),
