@@ -465,6 +465,34 @@ fn the_engines_pure_modules_do_no_io_and_read_no_clock() {
     assert!(IO_OR_CLOCK.iter().any(|c| journal.contains(c)));
 }
 
+/// No module of the engine starts a process, pure or not: what it needs run (the real
+/// kustomize for the Flux check) goes through a trait the effects implement
+/// (`repo::flux::BuildRunner`, hk-effects' `exec::kustomize`).
+#[test]
+fn the_engine_starts_no_process() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/hk-engine/src");
+    let mut found = Vec::new();
+    for (path, code) in sources_without_tests(&src) {
+        for (no, line) in code.lines().enumerate() {
+            let line = line.split("//").next().unwrap_or_default();
+            for call in ["std::process", "Command::new", "process::Command"] {
+                if line.contains(call) {
+                    found.push(format!("{}:{}: {call}", path.display(), no + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a process started in the engine: {found:#?}"
+    );
+    // The reader sees them where they are: the effects' runner starts one.
+    let effects = source(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/hk-effects/src/exec/kustomize.rs"),
+    );
+    assert!(effects.contains("Command::new"));
+}
+
 /// The console's words: its commands and key hints. Keys are configurable and the console
 /// draws its own hints; no layer below it may say them.
 const CONSOLE_WORDS: &[&str] = &[":env", ":run ", ":fault ", "press ", "Press "];

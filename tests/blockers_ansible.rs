@@ -327,6 +327,7 @@ fn an_absent_vault_is_a_finding_only_when_a_password_variable_needs_it() {
     let findings = |repo: &Path| {
         check(&hk_console::gather::parity_input(
             &Repo::load(repo).expect("loads"),
+            hk_console::exec::kustomize::Kustomize::shared(),
         ))
     };
     assert!(findings(&repo)

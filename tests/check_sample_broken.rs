@@ -4,10 +4,14 @@
 use std::path::{Path, PathBuf};
 
 use hk_console::checks::parity::{check, exit_code, rules, Finding, Severity};
-use hk_console::gather::parity_input as gather;
 use hk_console::repo::Repo;
 
 use crate::fs_common;
+
+/// The facts of `repo`, overlays built as `check` builds them.
+fn gather(repo: &Repo) -> hk_console::checks::parity::ParityInput {
+    hk_console::gather::parity_input(repo, hk_console::exec::kustomize::Kustomize::shared())
+}
 use fs_common::copy_dir;
 
 struct Broken {

@@ -45,7 +45,10 @@ fn everything_dialled_is_loopback_and_parity_still_holds() {
         }
     }
     // The Flux overlays moved with the inventory: the parity check sees no violation.
-    let findings = parity::check(&hk_console::gather::parity_input(&repo));
+    let findings = parity::check(&hk_console::gather::parity_input(
+        &repo,
+        hk_console::exec::kustomize::Kustomize::shared(),
+    ));
     let errors: Vec<String> = findings
         .iter()
         .filter(|f| parity::exit_code(std::slice::from_ref(*f)) == 1)

@@ -93,7 +93,7 @@ fn check_input_findings(
     repo: &Repo,
     env: Option<&str>,
 ) -> Result<(parity::ParityInput, Vec<parity::Finding>), Failure> {
-    let input = crate::gather::parity_input(repo);
+    let input = crate::gather::parity_input(repo, crate::exec::kustomize::Kustomize::shared());
     let input = match env {
         None => input,
         Some(name) => input.only_env(name).ok_or_else(|| {

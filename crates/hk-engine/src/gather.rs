@@ -10,26 +10,29 @@
 //! it made the two folders import each other.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::checks::parity::{gather_view, ParityInput, RawVar, RepoView};
-use crate::repo::flux::{report, EngineChoice};
+use crate::repo::flux::{report, BuildRunner, EngineChoice};
 use crate::repo::Repo;
 
-/// The engine for `repo`: its `kustomize_bin:`, else kustomize or kubectl on PATH.
-pub fn engine_for(repo: &Repo) -> EngineChoice {
+/// The engine for `repo`: its `kustomize_bin:`, else kustomize or kubectl on PATH, a binary
+/// run by `runner` (the effects' `exec::kustomize`: the engine starts no process).
+pub fn engine_for(repo: &Repo, runner: Arc<dyn BuildRunner>) -> EngineChoice {
     EngineChoice::detect(
         &repo.root,
         repo.config.kustomize_bin.as_deref(),
         std::env::var_os("PATH"),
+        runner,
     )
 }
 
 /// Gather the facts of a loaded repo. Reads, besides what the repo already loaded, the Flux
-/// overlays (built by the engine [`engine_for`] picks), the Cilium values template,
-/// `site.yml`, each environment's vault file, and whether the configured vault password
-/// opens the vaults its servers load.
-pub fn parity_input(repo: &Repo) -> ParityInput {
-    parity_input_with(repo, &engine_for(repo))
+/// overlays (built by the engine [`engine_for`] picks, a binary run by `runner`), the
+/// Cilium values template, `site.yml`, each environment's vault file, and whether the
+/// configured vault password opens the vaults its servers load.
+pub fn parity_input(repo: &Repo, runner: Arc<dyn BuildRunner>) -> ParityInput {
+    parity_input_with(repo, &engine_for(repo, runner))
 }
 
 /// [`parity_input`] with the engine given.

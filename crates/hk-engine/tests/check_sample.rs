@@ -3,8 +3,12 @@
 use std::path::{Path, PathBuf};
 
 use hk_engine::checks::parity::{check, exit_code, rules, Finding, Severity};
-use hk_engine::gather::parity_input as gather;
 use hk_engine::repo::Repo;
+
+/// The facts of `repo`, overlays built as `check` builds them.
+fn gather(repo: &Repo) -> hk_engine::checks::parity::ParityInput {
+    hk_engine::gather::parity_input(repo, hk_test_support::kustomize::runner())
+}
 
 fn sample() -> PathBuf {
     hk_test_support::root().join("inventory")

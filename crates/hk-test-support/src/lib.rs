@@ -6,6 +6,7 @@
 
 pub mod ansible;
 pub mod fs;
+pub mod kustomize;
 pub mod machine;
 pub mod runbooks;
 pub mod tools;

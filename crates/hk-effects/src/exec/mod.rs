@@ -57,6 +57,7 @@ pub mod ansible;
 pub mod ansible_prefetch;
 pub mod known_hosts;
 pub mod kube;
+pub mod kustomize;
 pub mod process;
 pub mod settings;
 pub mod ssh;

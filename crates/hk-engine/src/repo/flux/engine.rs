@@ -3,13 +3,16 @@
 //! otherwise. The real one runs as Flux runs it (load restrictions off), and a directory
 //! without a kustomization file is listed as Flux generates one.
 //!
-//! Owns: [`EngineChoice`] (finding the binary), running it (killed past [`BUILD_LIMIT`]),
-//! reading its output.
-//! Must not: run anything but `kustomize build` / `kubectl kustomize` on a local directory.
+//! Owns: [`EngineChoice`] (finding the binary), what it is asked to build and reading its
+//! output. Starting the process is not the engine's: a [`BuildRunner`] does it (hk-effects'
+//! `exec::kustomize`, which kills it past [`BUILD_LIMIT`]), handed in with the choice.
+//! Must not: run anything but `kustomize build` / `kubectl kustomize` on a local directory;
+//! start a process itself.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -46,12 +49,52 @@ pub enum BinaryStyle {
     Kubectl,
 }
 
+/// What a kustomize binary printed, and whether it exited 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuildOutput {
+    pub success: bool,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// Runs a kustomize binary for the engine: `program` with `args`, its standard input empty,
+/// both outputs read to the end; past `limit` it is killed and the error says so, as it does
+/// when the program cannot be started. The effects implement it (`exec::kustomize`).
+pub trait BuildRunner: Send + Sync {
+    fn output(
+        &self,
+        program: &Path,
+        args: &[OsString],
+        limit: Duration,
+    ) -> Result<BuildOutput, String>;
+}
+
+/// The runner a [`EngineChoice::Binary`] builds with. Two choices of the same program and
+/// style are the same choice, whichever runner runs them.
+#[derive(Clone)]
+pub struct Runner(pub Arc<dyn BuildRunner>);
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Runner")
+    }
+}
+
+impl PartialEq for Runner {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Runner {}
+
 /// The engine `check` will use, decided once per run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EngineChoice {
     Binary {
         program: PathBuf,
         style: BinaryStyle,
+        runner: Runner,
     },
     Builtin,
     /// `kustomize_bin:` names something that cannot be run: nothing is built with a guess.
@@ -63,8 +106,14 @@ pub enum EngineChoice {
 
 impl EngineChoice {
     /// `configured` (hk-console.yaml's `kustomize_bin:`, relative to `root`) wins; else
-    /// `kustomize`, else `kubectl`, on `path` (the PATH variable).
-    pub fn detect(root: &Path, configured: Option<&Path>, path: Option<OsString>) -> EngineChoice {
+    /// `kustomize`, else `kubectl`, on `path` (the PATH variable). A binary is run by
+    /// `runner`.
+    pub fn detect(
+        root: &Path,
+        configured: Option<&Path>,
+        path: Option<OsString>,
+        runner: Arc<dyn BuildRunner>,
+    ) -> EngineChoice {
         if let Some(c) = configured {
             let program = if c.is_absolute() || c.components().count() > 1 {
                 root.join(c)
@@ -88,6 +137,7 @@ impl EngineChoice {
             return EngineChoice::Binary {
                 style: style_of(&program),
                 program,
+                runner: Runner(runner),
             };
         }
         for (name, style) in [
@@ -95,7 +145,11 @@ impl EngineChoice {
             ("kubectl", BinaryStyle::Kubectl),
         ] {
             if let Some(program) = find_on_path(name, path.as_ref()) {
-                return EngineChoice::Binary { program, style };
+                return EngineChoice::Binary {
+                    program,
+                    style,
+                    runner: Runner(runner),
+                };
             }
         }
         EngineChoice::Builtin
@@ -104,7 +158,7 @@ impl EngineChoice {
     /// The one line `check` prints about the engine.
     pub fn describe(&self) -> String {
         match self {
-            EngineChoice::Binary { program, style } => format!(
+            EngineChoice::Binary { program, style, .. } => format!(
                 "engine: kustomize ({} {})",
                 program.display(),
                 match style {
@@ -152,10 +206,11 @@ pub(super) fn build_real(
     builder: &Builder,
     program: &Path,
     style: BinaryStyle,
+    runner: &dyn BuildRunner,
     dir: &Path,
 ) -> Result<Vec<LNode>, FluxError> {
     if Builder::kustomization_file(dir).is_some() {
-        return run(builder, program, style, dir);
+        return run(builder, program, style, runner, dir);
     }
     let mut out = Vec::new();
     let entries = flux_generated_entries(dir).map_err(|source| FluxError::Read {
@@ -164,7 +219,7 @@ pub(super) fn build_real(
     })?;
     for entry in entries {
         match entry {
-            FluxEntry::Dir(d) => out.extend(run(builder, program, style, &d)?),
+            FluxEntry::Dir(d) => out.extend(run(builder, program, style, runner, &d)?),
             FluxEntry::File(f) => out.extend(builder.parse_file(&f)?),
         }
     }
@@ -175,25 +230,31 @@ fn run(
     builder: &Builder,
     program: &Path,
     style: BinaryStyle,
+    runner: &dyn BuildRunner,
     dir: &Path,
 ) -> Result<Vec<LNode>, FluxError> {
-    let mut cmd = Command::new(program);
-    match style {
-        BinaryStyle::Kustomize => cmd.arg("build"),
-        BinaryStyle::Kubectl => cmd.arg("kustomize"),
+    let verb = match style {
+        BinaryStyle::Kustomize => "build",
+        BinaryStyle::Kubectl => "kustomize",
     };
     // Flux builds with load restrictions off (files outside the directory are allowed).
-    cmd.arg("--load-restrictor")
-        .arg("LoadRestrictionsNone")
-        .arg(dir);
+    let args: Vec<OsString> = vec![
+        verb.into(),
+        "--load-restrictor".into(),
+        "LoadRestrictionsNone".into(),
+        dir.as_os_str().to_owned(),
+    ];
     let rel = builder.rel(dir);
-    let output = output_within(&mut cmd, BUILD_LIMIT).map_err(|e| FluxError::EngineFailed {
-        dir: rel.clone(),
-        engine: program.display().to_string(),
-        message: e,
-        at: None,
-    })?;
-    if !output.status.success() {
+    let output =
+        runner
+            .output(program, &args, BUILD_LIMIT)
+            .map_err(|e| FluxError::EngineFailed {
+                dir: rel.clone(),
+                engine: program.display().to_string(),
+                message: e,
+                at: None,
+            })?;
+    if !output.success {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let message = stderr
             .lines()
@@ -229,65 +290,7 @@ fn run(
 
 /// How long one `kustomize build` may take before it is killed and the build named as
 /// failed (a hung binary must not hang `check`).
-pub const BUILD_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// Run `cmd` to its end, its output read; past `limit` it is killed and the error says so.
-fn output_within(
-    cmd: &mut Command,
-    limit: std::time::Duration,
-) -> Result<std::process::Output, String> {
-    use std::io::Read;
-    use std::process::Stdio;
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run it: {e}"))?;
-    // Both pipes drained on their own threads, so a large build cannot block on a full pipe.
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut buf);
-            }
-            buf
-        })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let started = std::time::Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() >= limit => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "it did not finish within {} s; it was killed",
-                    limit.as_secs()
-                ));
-            }
-            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
-            Err(e) => return Err(format!("cannot wait for it: {e}")),
-        }
-    };
-    Ok(std::process::Output {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    })
-}
+pub const BUILD_LIMIT: Duration = Duration::from_secs(120);
 
 /// kubectl logs through klog (`E1203 06:47:52.037629   13827 run.go:72] "command failed"
 /// err=...`): keep the message, not the timestamp and pid.
@@ -310,33 +313,5 @@ fn zero_lines(n: &mut LNode) {
         super::tree::LVal::Seq(items) => items.iter_mut().for_each(zero_lines),
         super::tree::LVal::Map(entries) => entries.iter_mut().for_each(|(_, v)| zero_lines(v)),
         _ => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::{Duration, Instant};
-
-    #[test]
-    fn a_build_that_hangs_is_killed_and_named() {
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", "echo partial; sleep 30"]);
-        let t = Instant::now();
-        let got = output_within(&mut cmd, Duration::from_millis(300));
-        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
-        let err = got.err().unwrap_or_default();
-        assert!(err.contains("did not finish within"), "{err}");
-    }
-
-    #[test]
-    fn a_build_that_ends_gives_its_output_and_status() {
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", "echo out; echo err >&2; exit 3"]);
-        let got =
-            output_within(&mut cmd, Duration::from_secs(20)).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(got.stdout, b"out\n");
-        assert_eq!(got.stderr, b"err\n");
-        assert_eq!(got.status.code(), Some(3));
     }
 }

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use self::applied::{applied_objects, Applied};
-pub use self::engine::{BinaryStyle, Engine, EngineChoice};
+pub use self::engine::{BinaryStyle, BuildOutput, BuildRunner, Engine, EngineChoice, Runner};
 use self::kustomize::Builder;
 use self::tree::{display_name, is_flux_kustomization, res_id, LNode, LVal};
 
@@ -235,9 +235,11 @@ fn build(
     }
     let resources = match choice {
         EngineChoice::Builtin => builder.build_top(&dir)?,
-        EngineChoice::Binary { program, style } => {
-            engine::build_real(&builder, program, *style, &dir)?
-        }
+        EngineChoice::Binary {
+            program,
+            style,
+            runner,
+        } => engine::build_real(&builder, program, *style, runner.0.as_ref(), &dir)?,
         EngineChoice::Missing { configured, reason } => {
             return Err(FluxError::EngineFailed {
                 dir: rel,
