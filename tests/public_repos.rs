@@ -9,6 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use hk_test_support::fs::copy_dir;
+
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_hk-console"));
     c.env_remove("HK_REPO").env("NO_COLOR", "1");
@@ -27,19 +29,6 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/public-repos")
         .join(name)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read_dir") {
-        let e = e.expect("entry");
-        let dst = to.join(e.file_name());
-        if e.file_type().expect("type").is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), &dst).expect("copy");
-        }
-    }
 }
 
 /// The fixture copied into `tmp` with its README's first steps done (SETUP.sh).

@@ -13,20 +13,8 @@ use tmux_common::Tmux;
 /// rehearses (its addresses are documentation values), so tests that exercise the real
 /// executors point --repo at a copy. Nothing here gets past a local `--list-hosts`.
 fn sample_copy(dir: &Path) -> std::path::PathBuf {
-    fn copy(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).expect("mkdir");
-        for e in std::fs::read_dir(from).expect("read_dir") {
-            let e = e.expect("entry");
-            let t = to.join(e.file_name());
-            if e.file_type().expect("type").is_dir() {
-                copy(&e.path(), &t);
-            } else {
-                std::fs::copy(e.path(), &t).expect("copy");
-            }
-        }
-    }
     let to = dir.join("repo");
-    copy(
+    hk_test_support::fs::copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory"),
         &to,
     );

@@ -9,19 +9,6 @@ use std::time::Duration;
 use crate::tmux_common;
 use tmux_common::Tmux;
 
-fn copy(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read_dir") {
-        let e = e.expect("entry");
-        let t = to.join(e.file_name());
-        if e.file_type().expect("type").is_dir() {
-            copy(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), &t).expect("copy");
-        }
-    }
-}
-
 fn shell_quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
 }
@@ -46,7 +33,7 @@ fn launch(state: &Path, repo: &Path, tag: &str) -> Tmux {
 fn a_console_on_a_repo_without_its_config_offers_init() {
     let state = tempfile::tempdir().expect("temp dir");
     let repo = state.path().join("repo");
-    copy(
+    hk_test_support::fs::copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/operator-repo"),
         &repo,
     );

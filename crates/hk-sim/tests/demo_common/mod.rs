@@ -20,10 +20,7 @@ pub async fn start(name: &str) -> (tempfile::TempDir, demo::Demo) {
 /// The real kubectl that tests/apiserver/build.sh built beside kube-apiserver
 /// ($HK_APISERVER_BIN_DIR, else target/apiserver-bin). Missing = FAIL with the build hint.
 pub fn kubectl_bin() -> PathBuf {
-    let dir = std::env::var_os("HK_APISERVER_BIN_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| hk_test_support::root().join("target/apiserver-bin"));
+    let dir = hk_test_support::tools::apiserver_bin_dir();
     let bin = dir.join("kubectl");
     assert!(
         bin.is_file(),
@@ -101,10 +98,7 @@ impl std::fmt::Display for Mode {
 /// tests/apiserver/build.sh built ($HK_APISERVER_BIN_DIR, else target/apiserver-bin).
 /// Missing = FAIL with the build hint, never a skip.
 pub fn apiserver_bin_dir() -> PathBuf {
-    let dir = std::env::var_os("HK_APISERVER_BIN_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| hk_test_support::root().join("target/apiserver-bin"));
+    let dir = hk_test_support::tools::apiserver_bin_dir();
     for b in ["etcd", "kube-apiserver", "kubectl"] {
         assert!(
             dir.join(b).is_file(),
