@@ -152,12 +152,7 @@ pub(super) fn envs_cmd(cli: &Cli, json: bool) -> CmdResult {
 /// `inventory:` in hk-console.yaml it may come from ansible.cfg, which the operator should
 /// not have to guess.
 pub(super) fn print_inventory_source(repo: &Repo) {
-    let rel = |p: &Path| {
-        p.strip_prefix(&repo.root)
-            .unwrap_or(p)
-            .display()
-            .to_string()
-    };
+    let rel = |p: &Path| repo.rel(p);
     let sources: Vec<String> = repo.inventory_sources.iter().map(|p| rel(p)).collect();
     outln!(
         "inventory {} (from {})",

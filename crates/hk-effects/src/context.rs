@@ -120,14 +120,9 @@ pub fn not_offered(repo: &Repo, loaded: &embedded::Loaded) -> Option<NotOffered>
     if loaded.origin != embedded::Origin::Embedded {
         return None;
     }
-    let dir = if repo.ansible_dir == repo.root {
-        "its top directory".to_string()
-    } else {
-        repo.ansible_dir
-            .strip_prefix(&repo.root)
-            .unwrap_or(&repo.ansible_dir)
-            .display()
-            .to_string()
+    let dir = match repo.rel(&repo.ansible_dir) {
+        d if d.is_empty() => "its top directory".to_string(),
+        d => d,
     };
     let missing: Vec<String> = rb
         .playbooks()

@@ -38,7 +38,7 @@ const MAX_ROLE_FILES: usize = 2_000;
 
 /// The blockers of `uses` (playbooks relative to the Ansible directory) on `hosts`.
 pub fn for_plan(repo: &Repo, uses: &[PlaybookUse], hosts: &[String]) -> Vec<Blocker> {
-    let rel = |p: &Path| rel_to(&repo.root, p);
+    let rel = |p: &Path| repo.rel(p);
     let mut out = Vec::new();
     // The files each untagged playbook reads (itself, what it imports, its roles' files).
     let mut untagged_files: Vec<PathBuf> = Vec::new();
@@ -114,7 +114,7 @@ pub fn vault_locked(repo: &Repo, hosts: &[String]) -> Vec<Blocker> {
 }
 
 fn vault_locked_in(repo: &Repo, hosts: &[String], book_dirs: &BTreeSet<PathBuf>) -> Vec<Blocker> {
-    let rel = |p: &Path| rel_to(&repo.root, p);
+    let rel = |p: &Path| repo.rel(p);
     // A configured password file that is not there stops ansible-playbook before its first
     // play, whether anything is vaulted or not (ansible-core 2.19: "[ERROR]: The vault
     // password file ... was not found"; tests/public_repos.rs runs it).
@@ -218,7 +218,7 @@ fn vault_locked_in(repo: &Repo, hosts: &[String], book_dirs: &BTreeSet<PathBuf>)
 
 /// Device placeholders of `hosts` for variables `files` use.
 fn placeholders(repo: &Repo, hosts: &[String], files: &[PathBuf]) -> Vec<Blocker> {
-    let rel = |p: &Path| rel_to(&repo.root, p);
+    let rel = |p: &Path| repo.rel(p);
     if files.is_empty() {
         return Vec::new();
     }
@@ -281,12 +281,4 @@ fn word_line(text: &str, word: &str) -> Option<usize> {
 /// Regular files under `dir` (not following symbolic links), sorted, bounded.
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     crate::repo::read::files_under(dir, MAX_ROLE_FILES, &|_, _| true)
-}
-
-/// `path` relative to the repo root when it lies inside it.
-fn rel_to(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root)
-        .unwrap_or(path)
-        .display()
-        .to_string()
 }

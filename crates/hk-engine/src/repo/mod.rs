@@ -355,6 +355,15 @@ impl Repo {
         got
     }
 
+    /// `path` relative to the repo's top directory when it lies inside it (`""` for the
+    /// top directory itself), as messages name files; else `path` as it is.
+    pub fn rel(&self, path: &Path) -> String {
+        path.strip_prefix(&self.root)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    }
+
     pub fn resolver(&self) -> &Resolver {
         &self.resolver
     }

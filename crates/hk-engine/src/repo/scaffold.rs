@@ -162,7 +162,7 @@ pub fn scaffold(repo: &Repo, playbook: &str, id: Option<&str>) -> Result<String,
     let _ = writeln!(
         t,
         "# Scaffolded by `hk-console runbooks new --playbook {playbook}` from {}.",
-        rel(repo, &top)
+        repo.rel(&top)
     );
     t.push_str(
         "# Edit it, then: `hk-console runbooks validate FILE` and `hk-console plan ID --env ENV`.\n\
@@ -339,13 +339,6 @@ fn runbook_id(stem: &str) -> String {
     } else {
         s
     }
-}
-
-fn rel(repo: &Repo, p: &Path) -> String {
-    p.strip_prefix(&repo.root)
-        .unwrap_or(p)
-        .display()
-        .to_string()
 }
 
 /// A YAML double-quoted scalar.
