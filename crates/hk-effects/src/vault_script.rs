@@ -24,6 +24,13 @@ pub const MAX_OUTPUT: u64 = 64 * 1024;
 /// [`TIMEOUT`], in seconds: a password manager that waits for a touch of a key may need it.
 pub const TIMEOUT_ENV: &str = "HK_VAULT_SCRIPT_TIMEOUT_S";
 
+/// The loaded repo's vaults, read with every password source ansible-playbook would use, a
+/// script among them run here ([`run`], in the Ansible directory): made once per loaded
+/// repo (hk-engine's `vault::scan_repo_running`), whoever asks first.
+pub fn scan_repo(repo: &hk_engine::repo::Repo) -> &hk_engine::repo::vault::VaultScan {
+    hk_engine::repo::vault::scan_repo_running(repo, &|p, label| run(p, &repo.ansible_dir, label))
+}
+
 /// Runs the script at `path` in `cwd` for vault id `label` (a `*-client` script is given
 /// `--vault-id LABEL`, as Ansible gives it); its password, or why there is none.
 pub fn run(path: &Path, cwd: &Path, label: &str) -> Result<String, String> {

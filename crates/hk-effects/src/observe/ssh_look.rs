@@ -49,10 +49,7 @@ pub(crate) fn read_only_ssh(
             }
         }
     }
-    let redactor = hk_engine::repo::vault::scan_repo_running(repo, &|p, label| {
-        crate::vault_script::run(p, &repo.ansible_dir, label)
-    })
-    .redactor();
+    let redactor = crate::vault_script::scan_repo(repo).redactor();
     let exec = Executor::read_only(pool, AnsibleRunner::from_env(), redactor);
     (exec, unreachable)
 }

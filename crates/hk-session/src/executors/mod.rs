@@ -138,9 +138,7 @@ pub fn capabilities_with(
     // every line either executor shows, journals or logs (or, without the password, every
     // diff line withheld).
     // A password file that is a script is run as ansible-playbook runs it.
-    let vault = hk_engine::repo::vault::scan_repo_running(repo, &|p, label| {
-        hk_effects::vault_script::run(p, &repo.ansible_dir, label)
-    });
+    let vault = hk_effects::vault_script::scan_repo(repo);
     if let Some(why) = &vault.locked {
         warnings.push(format!(
             "vault: {why}; every --diff line is withheld from the screen and the run's files"
