@@ -400,30 +400,47 @@ pub fn password_sources(ansible_dir: &Path) -> Vec<PasswordSource> {
     out
 }
 
+/// Why hk-console has no password from a source.
+struct NoPassword {
+    why: String,
+    /// A prompt, or a script (run or not): ansible-playbook may still get a password from
+    /// it, so a vault it might open is undecided, not failed.
+    undecided: bool,
+}
+
 /// The password a source gives, or why hk-console has none from it.
-fn password_of(src: &PasswordSource, runner: Option<ScriptRunner<'_>>) -> Result<String, String> {
+fn password_of(
+    src: &PasswordSource,
+    runner: Option<ScriptRunner<'_>>,
+) -> Result<String, NoPassword> {
+    let undecided = |why: String| NoPassword {
+        why,
+        undecided: true,
+    };
     let p = match &src.kind {
         SourceKind::Prompt => {
-            return Err(format!(
+            return Err(undecided(format!(
                 "{} asks at a prompt, which hk-console does not answer",
                 src.what
-            ))
+            )))
         }
         SourceKind::File(p) => p,
     };
     match std::fs::metadata(p) {
         Ok(m) if is_executable(&m) => match runner {
-            Some(run) => {
-                run(p, &src.label).map_err(|e| format!("{} (a script) failed: {e}", src.what))
-            }
-            None => Err(format!(
+            Some(run) => run(p, &src.label)
+                .map_err(|e| undecided(format!("{} (a script) failed: {e}", src.what))),
+            None => Err(undecided(format!(
                 "{} is a script, which hk-console does not run here",
                 src.what
-            )),
+            ))),
         },
         _ => read_capped(p)
             .map(|t| t.trim().to_string())
-            .map_err(|e| format!("cannot read {}: {e}", src.what)),
+            .map_err(|e| NoPassword {
+                why: format!("cannot read {}: {e}", src.what),
+                undecided: false,
+            }),
     }
 }
 
@@ -485,7 +502,7 @@ pub fn scan_running(
         match password_of(src, runner) {
             Ok(pw) if !pw.is_empty() => passwords.push(pw),
             Ok(_) => failures.push(format!("{} is empty", src.what)),
-            Err(e) => failures.push(e),
+            Err(e) => failures.push(e.why),
         }
     }
     // Each password opens vaulted values: it is masked like one, vaulted files or not.
@@ -571,13 +588,11 @@ pub fn opens_by(text: &str, sources: &[PasswordSource]) -> Opens {
                 Ok(_) => return Opens::Yes,
                 Err(e) => last = Some(e),
             },
-            Err(why) => match &src.kind {
-                SourceKind::Prompt => undecided.push(why),
-                SourceKind::File(p) if std::fs::metadata(p).is_ok_and(|m| is_executable(&m)) => {
-                    undecided.push(why)
-                }
-                SourceKind::File(_) => unreadable.push(why),
-            },
+            Err(NoPassword {
+                why,
+                undecided: true,
+            }) => undecided.push(why),
+            Err(NoPassword { why, .. }) => unreadable.push(why),
         }
     }
     match (last, undecided.is_empty()) {
