@@ -194,6 +194,34 @@ async fn kubectl_sees_the_simulation_as_a_real_server() {
             ],
         );
         assert_eq!(code, Some(0), "{o}{e}");
+        // The READY column counts ready containers, which the simulation sets a look after
+        // the Ready condition: copied between the two, the real server kept `0/1` (seen
+        // once in a full run under load). Wait for the containers too.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let (o, e, code) = kubectl(
+                &kc,
+                &[
+                    "get",
+                    "pods",
+                    "-n",
+                    "kube-system",
+                    "-l",
+                    "k8s-app=cilium",
+                    "-o",
+                    "jsonpath={.items[*].status.containerStatuses[*].ready}",
+                ],
+            );
+            assert_eq!(code, Some(0), "{o}{e}");
+            if !o.trim().is_empty() && !o.contains("false") {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "cilium's containers never all ready: {o}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     })
     .await
     .expect("delete a pod");
