@@ -13,6 +13,7 @@
 
 pub mod blast;
 pub mod health;
+pub mod leader;
 pub mod lock;
 pub mod outage;
 /// The operator gate rule, applied by the run machine to every answer (written beside the
