@@ -609,10 +609,14 @@ fn scaffolds_give_the_controllers_plays_steps_of_their_own() {
         [
             "apply-controller.check -",
             "apply-controller -",
+            // etcd's leadership moved off each server first (issue 39).
+            "etcd-leader.move k3s-server1",
             "apply.check k3s-server1",
             "apply k3s-server1",
+            "etcd-leader.move k3s-server2",
             "apply.check k3s-server2",
             "apply k3s-server2",
+            "etcd-leader.move k3s-server3",
             "apply.check k3s-server3",
             "apply k3s-server3",
         ],

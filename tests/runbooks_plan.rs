@@ -85,23 +85,32 @@ fn etcd_io_priority_runs_node_3_then_1_then_2_one_at_a_time() {
         })
     );
     assert_eq!(first.cwd.as_deref(), Some("infra/ansible"));
-    // Per node: list-hosts, check-diff, approve, apply, read back.
-    let node3: Vec<&PlannedStep> = p
+    // Per node: list-hosts, etcd's leader looked at, approved and moved off it (issue 39),
+    // then check-diff, approve, apply, read back.
+    let all3: Vec<&PlannedStep> = p
         .steps
         .iter()
         .filter(|s| s.host.as_deref() == Some("k3s-prod-3"))
         .collect();
-    let kinds: Vec<(&str, bool)> = node3.iter().map(|s| (s.kind.as_str(), s.mutates)).collect();
+    let kinds: Vec<(&str, bool)> = all3.iter().map(|s| (s.kind.as_str(), s.mutates)).collect();
     assert_eq!(
         kinds,
         [
             ("list-hosts", false),
+            ("etcd-leader", false),
+            ("gate", false),
+            ("etcd-leader", true),
             ("ansible", false),
             ("gate", false),
             ("ansible", true),
             ("ssh", false)
         ]
     );
+    let node3: Vec<&PlannedStep> = all3
+        .iter()
+        .copied()
+        .filter(|s| !s.id.starts_with("etcd-leader"))
+        .collect();
     assert!(
         argv(node3[1]).ends_with("--limit k3s-prod-3 --check --diff"),
         "{}",
@@ -129,8 +138,9 @@ fn etcd_io_priority_runs_node_3_then_1_then_2_one_at_a_time() {
             "read-back does not check {must}"
         );
     }
-    // Five steps per node, and the health gate between node 3 and 1 and between 1 and 2.
-    assert_eq!(p.steps.len(), 17);
+    // Eight steps per node (five of the runbook's, three moving etcd's leader off it), and
+    // the health gate between node 3 and 1 and between 1 and 2.
+    assert_eq!(p.steps.len(), 26);
 }
 
 #[test]
@@ -178,8 +188,9 @@ fn an_order_missing_a_host_fails_naming_it() {
 #[test]
 fn the_planner_inserts_a_list_hosts_the_runbook_left_out() {
     let rb = parse(&ORDERED.replace("ORDER", "k3s-prod-2, k3s-prod-1, k3s-prod-3"));
-    // Unprotected, so the only steps added are the planner's list-hosts (the gate policy's
-    // previews and approvals are tested in runbooks_policy.rs).
+    // Unprotected, so the only steps added are the planner's list-hosts and, per server,
+    // its look at etcd's leader and the move (the gate policy's previews and approvals are
+    // tested in runbooks_policy.rs).
     let env = PlanEnv {
         protected: false,
         ..prod()
@@ -187,7 +198,7 @@ fn the_planner_inserts_a_list_hosts_the_runbook_left_out() {
     let p = plan(&rb, &env, &homelab()).expect("plans");
     assert_eq!(host_order(&p), ["k3s-prod-2", "k3s-prod-1", "k3s-prod-3"]);
     assert_listed_before_first_mutation(&p);
-    assert_eq!(p.steps.len(), 6);
+    assert_eq!(p.steps.len(), 12);
     assert_eq!(p.steps[0].id, "apply.list-hosts");
     assert_eq!(
         argv(&p.steps[0]),
@@ -327,7 +338,11 @@ fn packages_baseline_runs_on_the_one_named_node_with_the_packages_tag() {
     assert!(matches!(err, PlanError::HostNotInTarget { ref host, .. } if host == "k3s-dev-1"));
     env.host = Some("k3s-prod-1".into());
     let p = plan(&shipped("packages-baseline"), &env, &homelab()).expect("plans");
-    let run = p.steps.iter().find(|s| s.mutates).expect("a real run");
+    let run = p
+        .steps
+        .iter()
+        .find(|s| s.mutates && s.kind == StepKind::Ansible)
+        .expect("a real run");
     assert_eq!(
         argv(run),
         "ansible-playbook -i inventory/hosts.ini playbooks/node-baseline.yml -e k3s_hosts=k3s_prod --limit k3s-prod-1 --tags packages"
@@ -557,7 +572,12 @@ steps:
         &homelab(),
     )
     .expect("plans");
-    assert!(unbounded.steps.iter().all(|s| limit(s).is_none()));
+    // The planner's own etcd-leader steps carry theirs.
+    assert!(unbounded
+        .steps
+        .iter()
+        .filter(|s| s.kind != StepKind::EtcdLeader)
+        .all(|s| limit(s).is_none()));
     let d = hk_console::exec::step_timeout(
         unbounded
             .steps

@@ -98,7 +98,10 @@ fn policy_failures(p: &Plan, i: usize) -> Vec<String> {
     let preview = before[..gate].iter().rev().find(|x| {
         x.source == Some(GateSource::Policy)
             && !x.mutates
-            && matches!(x.kind, StepKind::Ansible | StepKind::KubeWait)
+            && matches!(
+                x.kind,
+                StepKind::Ansible | StepKind::KubeWait | StepKind::EtcdLeader
+            )
     });
     match s.kind {
         StepKind::Ansible => {
@@ -139,6 +142,27 @@ fn policy_failures(p: &Plan, i: usize) -> Vec<String> {
                 fails.push(format!(
                     "{who}: the approval should count 3 nodes: {radius:?}"
                 ));
+            }
+        }
+        StepKind::EtcdLeader => {
+            // The look at who leads, read-only, on the same host, before the approval.
+            let want = format!("etcd-leader-preview {}", s.host.as_deref().unwrap_or("?"));
+            let ok = preview.is_some_and(|x| {
+                x.kind == StepKind::EtcdLeader
+                    && x.host == s.host
+                    && x.expect
+                        .as_ref()
+                        .and_then(|e| e.condition.as_deref())
+                        .is_some_and(|c| c == want || c.starts_with(&format!("{want} ")))
+            });
+            if !ok {
+                fails.push(format!("{who}: no read-only `{want}` before its approval"));
+            }
+            if g.gate != Some(Gate::ApproveDiff) {
+                fails.push(format!("{who}: the approval is {:?}", g.gate));
+            }
+            if radius.hosts != s.host.iter().cloned().collect::<Vec<_>>() {
+                fails.push(format!("{who}: the approval names {:?}", radius.hosts));
             }
         }
         _ => {
@@ -200,8 +224,9 @@ fn every_mutating_step_of_every_shipped_runbook_in_a_protected_env_is_previewed_
         }
     }
     assert!(fails.is_empty(), "{}", fails.join("\n"));
-    // etcd 3 + cilium 1 + reprovision 4 + packages 1 + cold-bringup 1 + memattr 3.
-    assert_eq!(guarded, 13, "mutating prod steps checked");
+    // etcd 3 + cilium 1 + reprovision 4 + packages 1 + cold-bringup 1 + memattr 3, and a
+    // leader move before each server changed: etcd 3, reprovision 1, packages 1, memattr 3.
+    assert_eq!(guarded, 21, "mutating prod steps checked");
 }
 
 #[test]

@@ -248,6 +248,24 @@ async fn etcd_io_priority_completes_and_changes_every_prod_node_through_ansible(
         .filter(|l| l.contains("list-hosts ran ahead while the previous gate was open"))
         .count();
     assert_eq!(ahead, 2, "{}", output.display());
+    // etcd's leadership moved off each server that led when its turn came (issue 39), and
+    // only then: each move step says it moved, or that the server did not lead.
+    let mut moved = 0;
+    for h in &hosts {
+        let said_nothing = format!("{h} does not lead etcd (");
+        let said_moved = format!("etcd's leadership moved from {h} to ");
+        assert!(
+            text.contains(&said_nothing) || text.contains(&said_moved),
+            "{h}: no leader move verdict in {}",
+            output.display()
+        );
+        moved += usize::from(text.contains(&said_moved));
+    }
+    assert!(
+        moved >= 1,
+        "the leader is one of the three servers, each touched: {}",
+        output.display()
+    );
     // The values the read-back saw are the simulated kernel's, set by ansible's raw tasks.
     for h in hosts {
         let s = d.node_state(h).expect("node");
@@ -306,9 +324,11 @@ async fn memattr_packages_and_reprovision_complete_in_healthy(mode: Mode) {
             .map(|s| s.id.as_str())
             .collect();
         if env == "prod" {
+            // The gateway is a server: etcd's leadership moves off it first, approved.
             assert_eq!(
                 previewed,
                 [
+                    "etcd-leader.approve",
                     "node-baseline.check",
                     "node-baseline.approve",
                     "k3s.check",

@@ -10,6 +10,7 @@
 
 pub mod cluster;
 pub mod context;
+pub mod etcd_leader;
 pub mod exec;
 pub mod gateway;
 pub mod hostvar;

@@ -700,3 +700,133 @@ async fn reads_through_sudo_fail_loudly_where_sudo_is_missing() {
     let r = refusals(&pane).join("\n");
     assert!(r.contains("sudo"), "{r}");
 }
+
+/// The leader moved by the product (issue 39): `exec::etcd_leader::move_away` looks, picks
+/// the member, sends etcd's MoveLeader from the leader's own server over real OpenSSH (only
+/// with the step's journaled start), and returns once a look shows every member following
+/// the new leader. A server that does not lead moves nothing; a start recorded for another
+/// step sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_product_moves_the_leader_off_a_server_and_verifies_it() {
+    use hk_effects::etcd_leader::{move_away, Moved};
+    use hk_effects::exec::{AnsibleRunner, Executor, Mutating, Redactor, SshPool};
+    use hk_effects::observe::etcd::EtcdSource;
+    use hk_engine::runbook::plan::{PlannedStep, StepKind};
+    use std::sync::Arc;
+
+    let lab = Lab::start(None);
+    let repo = lab.repo();
+    let source = EtcdSource::new(&repo, Arc::new(lab.probe(&repo)));
+    let defaults = SshDefaults {
+        user: Cluster::user(),
+        home: lab.cluster.dir.path().join("home"),
+    };
+    let pool = Arc::new(SshPool::new(hk_effects::context::ssh_options(&repo)));
+    for h in HOSTS {
+        pool.add_host(
+            hk_effects::context::connect_settings_with(&repo, h, &SshConfig::empty(), &defaults)
+                .expect("settings"),
+        );
+    }
+    let exec = Executor::mutating(
+        pool,
+        AnsibleRunner::from_env(),
+        Redactor::default(),
+        Mutating::grant("etcd_real test"),
+    );
+    let p = lab.probe(&repo);
+    let before = look(&p, &repo).await;
+    let leader = view(&before).leader_host.clone().expect("a leader");
+    let term = view(&before).status[&leader].raft_term;
+    let step = |n: usize, host: &str| PlannedStep {
+        n,
+        id: "etcd-leader.move".into(),
+        kind: StepKind::EtcdLeader,
+        host: Some(host.to_string()),
+        mutates: true,
+        gate: None,
+        command: None,
+        expect: None,
+        title: String::new(),
+        cwd: None,
+        source: None,
+        blast_radius: None,
+        declared_read_only: None,
+    };
+    let cancel = CancellationToken::new();
+    let said = std::sync::Mutex::new(Vec::<String>::new());
+    let progress = |l: String| said.lock().expect("lines").push(l);
+
+    // A start journaled for step 2 does not let step 1 send anything.
+    let other = hk_test_nodes::recorded_start(&step(2, &leader));
+    let refused = move_away(
+        &exec,
+        &source,
+        "prod",
+        &leader,
+        &[],
+        (1, "etcd-leader.move"),
+        &other.start,
+        Duration::from_secs(30),
+        &cancel,
+        &progress,
+    )
+    .await
+    .expect_err("another step's start record");
+    assert!(
+        format!("{refused:?}").contains("start record"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        view(&look(&p, &repo).await).leader_host.as_deref(),
+        Some(leader.as_str()),
+        "nothing was sent"
+    );
+
+    // The leader's own step: leadership moves and the product saw it move.
+    let rec = hk_test_nodes::recorded_start(&step(1, &leader));
+    let moved = move_away(
+        &exec,
+        &source,
+        "prod",
+        &leader,
+        &[],
+        (1, "etcd-leader.move"),
+        &rec.start,
+        Duration::from_secs(30),
+        &cancel,
+        &progress,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:?}; said: {:?}; logs:\n{}", said.lock(), lab.logs()));
+    let Moved::Moved(line) = moved else {
+        panic!("the leader {leader} moved nothing: {moved:?}");
+    };
+    assert!(line.contains(&format!("from {leader} to ")), "{line}");
+    let after = look(&p, &repo).await;
+    let now = view(&after).leader_host.clone().expect("a leader after");
+    assert_ne!(now, leader, "{after:#?}");
+    assert!(line.contains(&format!("to {now} ")), "{line} vs {now}");
+    assert!(view(&after).status[&now].raft_term > term);
+
+    // The old leader's step again: it no longer leads, nothing is sent.
+    let rec = hk_test_nodes::recorded_start(&step(1, &leader));
+    let again = move_away(
+        &exec,
+        &source,
+        "prod",
+        &leader,
+        &[],
+        (1, "etcd-leader.move"),
+        &rec.start,
+        Duration::from_secs(30),
+        &cancel,
+        &progress,
+    )
+    .await
+    .expect("a look");
+    assert!(
+        matches!(&again, Moved::NothingToMove(l) if l.contains(&format!("{now} does,"))),
+        "{again:?}"
+    );
+}

@@ -6,7 +6,7 @@ use hk_test_support::runbooks as runbooks_common;
 
 use hk_engine::runbook::embedded::load;
 use hk_engine::runbook::plan::{
-    plan, GateSource, HealthGate, NodeDisruption, Plan, StepKind, HEALTH_GATE,
+    plan, GateSource, HealthGate, LeaderAway, NodeDisruption, Plan, StepKind, HEALTH_GATE,
 };
 use hk_engine::runbook::schema::Runbook;
 use hk_engine::runbook::validate::validate_text;
@@ -216,16 +216,25 @@ fn a_disrupting_step_is_preceded_by_the_look_at_what_its_node_carries() {
     let order: Vec<String> = hosts_in_order(&p);
     assert_eq!(
         order,
+        // Each server taken away has etcd's leadership moved off it first (issue 39),
+        // after its confirmation; the operator's presence is asked before the first
+        // change.
         vec![
             "restart.disrupts k3s-dev-1",
-            "operator-present -",
             "restart.list-hosts k3s-dev-1",
+            "etcd-leader.look k3s-dev-1",
+            "operator-present -",
+            "etcd-leader.move k3s-dev-1",
             "restart k3s-dev-1",
             "restart.disrupts k3s-dev-2",
             "restart.list-hosts k3s-dev-2",
+            "etcd-leader.look k3s-dev-2",
+            "etcd-leader.move k3s-dev-2",
             "restart k3s-dev-2",
             "restart.disrupts k3s-dev-3",
             "restart.list-hosts k3s-dev-3",
+            "etcd-leader.look k3s-dev-3",
+            "etcd-leader.move k3s-dev-3",
             "restart k3s-dev-3",
         ]
     );
@@ -245,16 +254,20 @@ fn a_disrupting_step_is_preceded_by_the_look_at_what_its_node_carries() {
             node: "k3s-dev-1".into()
         }
     );
-    // In protected prod: the look, then the policy's typed confirmation, then the step,
+    // In protected prod: the look, the host confirmed, etcd's leader moved off it
+    // (looked at, approved, moved), then the policy's typed confirmation, then the step,
     // with the health gate between hosts.
     let p = plan(&rb, &prod(), &homelab()).expect("plans");
     let ids: Vec<&str> = p.steps.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(
-        &ids[..5],
+        &ids[..8],
         &[
             "restart.disrupts",
-            "restart.confirm",
             "restart.list-hosts",
+            "etcd-leader.look",
+            "etcd-leader.approve",
+            "etcd-leader.move",
+            "restart.confirm",
             "restart",
             "health-gate"
         ]
@@ -345,4 +358,126 @@ fn a_guard_step_is_skipped_only_with_a_typed_reason() {
     }
     run.step(&skip("node 1 is in maintenance, checked by hand"))
         .expect("a reason is enough");
+}
+
+/// The etcd-leader steps of `p`: (n, id, host, mutates, condition).
+fn leader_steps(p: &Plan) -> Vec<(usize, String, String, bool, String)> {
+    p.steps
+        .iter()
+        .filter(|s| s.kind == StepKind::EtcdLeader)
+        .map(|s| {
+            (
+                s.n,
+                s.id.clone(),
+                s.host.clone().unwrap_or_default(),
+                s.mutates,
+                s.expect
+                    .as_ref()
+                    .and_then(|e| e.condition.clone())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 39, the leader moved first: before the first step that touches each server (its
+/// preview, its approval or its change) a rolling runbook over the servers holds a look at
+/// who leads, the policy's approval in a protected environment, and the move; after the
+/// host's confirmation, so the exact host is confirmed before anything runs on it.
+#[test]
+fn each_server_of_a_rolling_run_gets_the_leader_moved_off_it_first() {
+    let p = plan(&shipped("etcd-io-priority"), &prod(), &homelab()).expect("plans");
+    let moves = leader_steps(&p);
+    assert_eq!(
+        moves
+            .iter()
+            .map(|(_, id, h, m, c)| format!("{id} {h} {m} {c}"))
+            .collect::<Vec<_>>(),
+        vec![
+            "etcd-leader.look k3s-prod-3 false etcd-leader-preview k3s-prod-3 later=k3s-prod-1,k3s-prod-2",
+            "etcd-leader.move k3s-prod-3 true etcd-leader-away k3s-prod-3 later=k3s-prod-1,k3s-prod-2",
+            "etcd-leader.look k3s-prod-1 false etcd-leader-preview k3s-prod-1 later=k3s-prod-2",
+            "etcd-leader.move k3s-prod-1 true etcd-leader-away k3s-prod-1 later=k3s-prod-2",
+            "etcd-leader.look k3s-prod-2 false etcd-leader-preview k3s-prod-2",
+            "etcd-leader.move k3s-prod-2 true etcd-leader-away k3s-prod-2",
+        ]
+    );
+    for (n, _, host, mutates, cond) in &moves {
+        let parsed = LeaderAway::parse(cond)
+            .expect("an etcd-leader condition")
+            .expect("parses");
+        assert_eq!(&parsed.host, host);
+        assert_eq!(parsed.preview, !mutates);
+        assert_eq!(parsed.condition(), *cond, "round trip");
+        let i = n - 1;
+        if *mutates {
+            // Approved by the policy, the approval naming it, right before it.
+            let g = &p.steps[i - 1];
+            assert_eq!(g.kind, StepKind::Gate);
+            assert_eq!(g.source, Some(GateSource::Policy));
+            assert_eq!(g.blast_radius.as_ref().map(|b| b.step), Some(*n));
+            // The host's change comes after, with its own preview and approval.
+            let next = &p.steps[i + 1];
+            assert_eq!(next.host.as_deref(), Some(host.as_str()));
+            assert!(next
+                .command
+                .as_ref()
+                .is_some_and(|c| c.iter().any(|a| a == "--check")));
+        } else {
+            // The host is confirmed first.
+            let before = &p.steps[i - 1];
+            assert_eq!(
+                before.kind,
+                StepKind::ListHosts,
+                "{:#?}",
+                hosts_in_order(&p)
+            );
+            assert_eq!(before.host.as_deref(), Some(host.as_str()));
+        }
+    }
+    // A re-run of the move asks its look and its approval again.
+    let mv = moves.iter().find(|m| m.3).expect("a move").0 - 1;
+    assert_eq!(
+        hk_engine::runbook::machine::rerun_from(&p, mv),
+        mv - 2,
+        "the look and the approval before the move"
+    );
+}
+
+#[test]
+fn no_leader_move_where_no_server_is_changed_or_there_is_no_other_member() {
+    // Unprotected: the look and the move, no approval.
+    let p = plan(
+        &shipped("etcd-io-priority").clone(),
+        &dev_etcd(),
+        &homelab(),
+    )
+    .expect("plans");
+    assert!(leader_steps(&p).len() == 6, "{:#?}", hosts_in_order(&p));
+    assert!(p
+        .steps
+        .iter()
+        .all(|s| !(s.kind == StepKind::Gate && s.id.starts_with("etcd-leader"))));
+    // Read-only runbooks and runbooks on the gateways (not a roll over the servers) get none.
+    for (id, env) in [("node-health", prod()), ("vpn-eviction-fix", prod())] {
+        let p = plan(&shipped(id), &env, &homelab()).expect("plans");
+        assert_eq!(leader_steps(&p), vec![], "{id}");
+    }
+    // One server: no other member to take over.
+    let one = homelab().group("k3s_prod", &["k3s-prod-1"]);
+    let mut rb = shipped("etcd-io-priority");
+    if let Some(t) = rb.target.as_mut() {
+        t.order = None;
+    }
+    let p = plan(&rb, &prod(), &one).expect("plans");
+    assert_eq!(leader_steps(&p), vec![]);
+}
+
+/// dev as a runbook for prod only would see it: etcd-io-priority allowed on dev.
+fn dev_etcd() -> hk_engine::runbook::plan::PlanEnv {
+    let mut d = dev();
+    d.name = "prod".into();
+    d.servers = "k3s_prod".into();
+    d.operator_present = false;
+    d
 }

@@ -576,11 +576,7 @@ async fn live_blast_at_gate(
 ) -> Option<Vec<hk_engine::guard::blast::BlastLine>> {
     use hk_engine::guard::blast::{live_blast, LivePanes, Seen};
     let plan = session.run.plan();
-    let step = plan.steps.iter().find(|s| s.n == n)?;
-    let hosts = &step.blast_radius.as_ref()?.hosts;
-    if hosts.is_empty() {
-        return None;
-    }
+    let hosts = hk_engine::guard::blast::gate_hosts(plan, n)?;
     let servers: Vec<String> = repo
         .environment(&plan.env)
         .map(|e| e.servers.iter().map(|h| h.name.clone()).collect())

@@ -1509,6 +1509,7 @@ fn sim_etcd(
         applied: 1_000,
         alarms: Vec::new(),
         learners: Vec::new(),
+        transfer_to: None,
     }
 }
 
@@ -1691,6 +1692,34 @@ async fn follow_etcd(
         }
         let alive: Vec<bool> = members.iter().map(|(h, _)| !view.member_down(h)).collect();
         let quorum = alive.iter().filter(|a| **a).count() > members.len() / 2;
+        // A transfer the leader accepted (MoveLeader): the target leads from this look on,
+        // if it lives and a quorum does.
+        let ids: Vec<Option<u64>> = members
+            .iter()
+            .map(|(_, s)| {
+                s.lock()
+                    .ok()
+                    .and_then(|n| n.etcd.as_ref().map(|e| e.member_id))
+            })
+            .collect();
+        for (i, (_, s)) in members.iter().enumerate() {
+            let target = s
+                .lock()
+                .ok()
+                .and_then(|mut n| n.etcd.as_mut().and_then(|e| e.transfer_to.take()));
+            let Some(t) = target else { continue };
+            let Some(j) = ids.iter().position(|id| *id == Some(t)) else {
+                continue;
+            };
+            if quorum && alive[i] && alive[j] {
+                if let Ok(mut n) = s.lock() {
+                    n.etcd_leader = false;
+                }
+                if let Ok(mut n) = members[j].1.lock() {
+                    n.etcd_leader = true;
+                }
+            }
+        }
         let leads = |s: &Arc<Mutex<NodeState>>| s.lock().is_ok_and(|n| n.etcd_leader);
         let leader = if !quorum {
             None

@@ -1159,7 +1159,7 @@ fn with_leadership_of(sim: &str, real: &str) -> String {
     out
 }
 
-fn curl(s: &NodeState, cx: &Cx, args: &[String]) -> Curl {
+fn curl(s: &mut NodeState, cx: &Cx, args: &[String]) -> Curl {
     let mut forward = None;
     let out = curl_model(s, cx, args, &mut forward);
     match forward {
@@ -1170,7 +1170,12 @@ fn curl(s: &NodeState, cx: &Cx, args: &[String]) -> Curl {
 
 /// `curl` as the model answers it; where the server's real etcd member answers instead,
 /// `forward` is set (and the output is nothing).
-fn curl_model(s: &NodeState, cx: &Cx, args: &[String], forward: &mut Option<Forward>) -> Output {
+fn curl_model(
+    s: &mut NodeState,
+    cx: &Cx,
+    args: &[String],
+    forward: &mut Option<Forward>,
+) -> Output {
     let mut fail = false;
     let mut silent = false;
     let mut show_error = false;
@@ -1271,7 +1276,7 @@ fn curl_model(s: &NodeState, cx: &Cx, args: &[String], forward: &mut Option<Forw
     if let Some(path) = url_norm.strip_prefix("https://127.0.0.1:2379") {
         let up = matches!(s.units.get("k3s.service"), Some(u) if u.state == UnitState::Active)
             && s.etcd_up;
-        let Some(member) = s.etcd.as_ref().filter(|_| up) else {
+        if !(up && s.etcd.is_some()) {
             return error(
                 7,
                 "Failed to connect to 127.0.0.1 port 2379 after 0 ms: Couldn't connect to server"
@@ -1318,6 +1323,13 @@ fn curl_model(s: &NodeState, cx: &Cx, args: &[String], forward: &mut Option<Forw
             // The gateway serves its v3 API on POST only.
             return Output::ok(r#"{"code":5,"message":"Not Found"}"#);
         }
+        if path == "/v3/maintenance/transfer-leadership" && s.etcd_real.is_none() {
+            let body = data.clone().unwrap_or_default();
+            return match s.etcd.as_mut() {
+                Some(member) => Output::ok(member.transfer(&body)),
+                None => Output::ok(r#"{"code":5,"message":"Not Found"}"#),
+            };
+        }
         if let Some(real) = &s.etcd_real {
             *forward = Some(Forward {
                 url: format!("{}{path}", real.trim_end_matches('/')),
@@ -1331,7 +1343,11 @@ fn curl_model(s: &NodeState, cx: &Cx, args: &[String], forward: &mut Option<Forw
             });
             return Output::ok("");
         }
-        return match member.answer(path, s.etcd_db_size()) {
+        let answer = s
+            .etcd
+            .as_ref()
+            .and_then(|member| member.answer(path, s.etcd_db_size()));
+        return match answer {
             Some(body) => Output::ok(body),
             None => Output::ok(r#"{"code":5,"message":"Not Found"}"#),
         };

@@ -534,9 +534,32 @@ pub struct SimEtcd {
     pub alarms: Vec<(u64, String)>,
     /// Learners added and never started: (id, peer URL); listed without a name.
     pub learners: Vec<(u64, String)>,
+    /// A leadership transfer this member (the leader) accepted (MoveLeader's target id);
+    /// the demo's etcd follower carries it out on its next look.
+    pub transfer_to: Option<u64>,
 }
 
 impl SimEtcd {
+    /// etcd's MoveLeader (`POST /v3/maintenance/transfer-leadership`): accepted only by the
+    /// leader, for another started member, as etcd answers it (its refusals' words).
+    pub fn transfer(&mut self, body: &str) -> String {
+        use serde_json::json;
+        let target = serde_json::from_str::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v["targetID"].as_str().and_then(|t| t.parse::<u64>().ok()));
+        let refuse = |message: &str| json!({"code": 9, "message": message}).to_string();
+        if self.leader != Some(self.member_id) {
+            return refuse("etcdserver: not leader");
+        }
+        match target {
+            Some(t) if t != self.member_id && self.members.iter().any(|m| m.0 == t) => {
+                self.transfer_to = Some(t);
+                json!({"header": self.header()}).to_string()
+            }
+            _ => refuse("etcdserver: bad leader transferee"),
+        }
+    }
+
     fn header(&self) -> serde_json::Value {
         serde_json::json!({
             "cluster_id": self.cluster_id.to_string(),

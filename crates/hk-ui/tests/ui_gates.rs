@@ -16,8 +16,13 @@ fn at_the_approval(dir: &std::path::Path, recap: &str) -> App {
     let mut app = App::operate(
         parts(dir),
         operate_caps(
-            &[StepKind::ListHosts, StepKind::Ansible, StepKind::Ssh],
-            &[],
+            &[
+                StepKind::ListHosts,
+                StepKind::Ansible,
+                StepKind::Ssh,
+                StepKind::EtcdLeader,
+            ],
+            &[StepKind::EtcdLeader],
         ),
     );
     app.open_runbook("etcd-io-priority", Some("prod"), None);
@@ -37,6 +42,21 @@ fn at_the_approval(dir: &std::path::Path, recap: &str) -> App {
     type_str(&mut app, "1");
     app.handle_key(code(KeyCode::Enter));
     assert!(app.overlay().is_none(), "the host count opened the gate");
+    // 2-4: etcd's leader looked at, the move approved and run (issue 39).
+    while play_one(&mut app, &[]).is_some() {}
+    assert!(
+        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 3),
+        "the move's approval is open"
+    );
+    // Its approval shows the server's live blast radius too: the run it lets go on
+    // disrupts k3s-prod-3 next.
+    assert!(
+        app.live_blast(3).is_some(),
+        "the move's approval shows the server's blast"
+    );
+    assert!(answer_gate(&mut app));
+    play_one(&mut app, &[]).expect("the move went out");
+    play_one(&mut app, &[]).expect("the move verified");
     let req = play_one(
         &mut app,
         &[
@@ -53,12 +73,12 @@ fn at_the_approval(dir: &std::path::Path, recap: &str) -> App {
     )
     .expect("the check run went out");
     assert!(
-        matches!(&req, ExecRequest::Execute { step, .. } if step.n == 2),
+        matches!(&req, ExecRequest::Execute { step, .. } if step.n == 5),
         "{req:?}"
     );
     while play_one(&mut app, &[]).is_some() {}
     assert!(
-        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 3),
+        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 6),
         "the approval is open"
     );
     app
@@ -197,7 +217,7 @@ fn the_approval_names_the_vip_holder_the_etcd_leader_and_the_quorum_left() {
     // Enter alone is refused: the gate stays, naming why and how to override.
     app.handle_key(code(KeyCode::Enter));
     assert!(
-        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 3),
+        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 6),
         "the approval is still open"
     );
     let screen = text(&render(&mut app, 160, 45));
@@ -208,7 +228,7 @@ fn the_approval_names_the_vip_holder_the_etcd_leader_and_the_quorum_left() {
     // A note that is no override is refused too.
     type_str(&mut app, "looks fine");
     app.handle_key(code(KeyCode::Enter));
-    assert!(matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 3));
+    assert!(matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 6));
     // Snapshot the refusal before the clock moves.
     let refused = text(&render(&mut app, 80, 24));
     assert!(refused.contains("refused"), "{refused}");
@@ -243,7 +263,7 @@ fn a_step_that_would_lose_quorum_needs_a_typed_override_which_is_journaled() {
     }
     app.handle_key(code(KeyCode::Enter));
     assert!(
-        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 3 && m.error.as_deref().is_some_and(|e| e.starts_with("refused:"))),
+        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 6 && m.error.as_deref().is_some_and(|e| e.starts_with("refused:"))),
         "refused without an override"
     );
     let reason = "override quorum: k3s-prod-1 is being replaced, prod traffic drained";
@@ -271,8 +291,8 @@ fn a_step_that_would_lose_quorum_needs_a_typed_override_which_is_journaled() {
         })
         .expect("the run's journal");
     let rec = hk_session::record::load_path(&journal).expect("record");
-    let step = rec.steps.iter().find(|s| s.n == 3).expect("step 3");
-    assert!(step.gate.is_some(), "step 3's gate is answered");
+    let step = rec.steps.iter().find(|s| s.n == 6).expect("step 6");
+    assert!(step.gate.is_some(), "step 6's gate is answered");
     assert!(
         step.gate_live.iter().any(|l| l
             .starts_with("CRITICAL: 2 of 3 etcd members healthy (k3s-prod-1 down)")

@@ -33,7 +33,7 @@ fn step_pane_keeps_host_next_and_command_at_80x24() {
     let frame = text(&render(&mut a, 80, 24));
     for want in [
         "node 1 of 3: k3s-prod-3",
-        "next: 3 gate Approve the diff",
+        "next: 6 gate Approve the diff",
         "$ ansible-playbook -i inventory/hosts.ini playbooks/etcd-io-priority.yml",
         "k3s_hosts=k3s_prod --limit k3s-prod-3 --check --diff",
     ] {
@@ -56,7 +56,7 @@ fn w_toggles_wrapping_the_output() {
     assert!(a.output_wrap(), "output wraps by default");
     let frame = text(&render(&mut a, 80, 24));
     assert!(frame.contains("w:wrap"), "{frame}");
-    assert!(frame.contains("the read-back follows in step 5"), "{frame}");
+    assert!(frame.contains("the read-back follows in step 8"), "{frame}");
     a.handle_key(key('w'));
     assert!(!a.output_wrap());
     let frame = text(&render(&mut a, 80, 24));
@@ -66,10 +66,10 @@ fn w_toggles_wrapping_the_output() {
         .find(|l| l.contains("changed: [k3s-prod-3] => (item=sda)"))
         .unwrap_or_else(|| panic!("the verdict line is in view:\n{frame}"));
     assert!(verdict.contains("…│"), "cut with a marker: {verdict}");
-    assert!(!frame.contains("follows in step 5"), "{frame}");
+    assert!(!frame.contains("follows in step 8"), "{frame}");
     a.handle_key(key('w'));
     assert!(a.output_wrap());
-    assert!(text(&render(&mut a, 80, 24)).contains("the read-back follows in step 5"));
+    assert!(text(&render(&mut a, 80, 24)).contains("the read-back follows in step 8"));
 }
 
 /// A runbook the caller found not offered on this repo (`context::not_offered`: a built-in

@@ -606,15 +606,27 @@ impl EtcdSource {
         }
     }
 
-    /// `env`'s members read as etcd: the client view, or why it could not be had.
-    pub async fn read(&self, env: &str, cancel: &CancellationToken) -> Look<live::EtcdClientView> {
-        let specs = self.members.get(env).cloned().unwrap_or_else(|| {
+    /// `env`'s members as the repo named them when the source was made.
+    pub fn specs(&self, env: &str) -> Result<Vec<MemberSpec>, MembersError> {
+        self.members.get(env).cloned().unwrap_or_else(|| {
             Err(MembersError::UnknownEnv {
                 env: env.to_string(),
                 known: self.members.keys().cloned().collect::<Vec<_>>().join(", "),
             })
-        });
-        let (pane, _) = self.probe.look_members(env, specs, None, cancel).await;
+        })
+    }
+
+    /// One look at `env`'s members: their metrics and their client API (the etcd pane's).
+    pub async fn pane(&self, env: &str, cancel: &CancellationToken) -> EtcdPane {
+        self.probe
+            .look_members(env, self.specs(env), None, cancel)
+            .await
+            .0
+    }
+
+    /// `env`'s members read as etcd: the client view, or why it could not be had.
+    pub async fn read(&self, env: &str, cancel: &CancellationToken) -> Look<live::EtcdClientView> {
+        let pane = self.pane(env, cancel).await;
         match pane.client {
             Some(view) => Look::seen(view),
             None => Look::could_not(

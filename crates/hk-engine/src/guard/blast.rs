@@ -114,6 +114,17 @@ fn unknown<T>(what: &str, seen: Seen<T>) -> Option<String> {
     }
 }
 
+/// The hosts whose live blast radius the gate of step `n` of `plan` shows: its blast
+/// radius's hosts (None where it has none or changes no host). The approval of a move of
+/// etcd's leadership shows its server's too: the run that gate lets go on disrupts that
+/// server next, so a step that would cost quorum is refused there, before anything
+/// changes, not after the leadership moved.
+pub fn gate_hosts(plan: &crate::runbook::plan::Plan, n: usize) -> Option<&[String]> {
+    let step = plan.steps.iter().find(|s| s.n == n)?;
+    let radius = step.blast_radius.as_ref()?;
+    (!radius.hosts.is_empty()).then_some(radius.hosts.as_slice())
+}
+
 /// The live blast radius of disrupting `hosts` (the step's hosts, in order) in an
 /// environment whose etcd members are `servers`: per host, the VIP lease, etcd leadership
 /// and what the panes find wrong on it; then the quorum arithmetic once.

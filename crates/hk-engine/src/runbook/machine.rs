@@ -1849,6 +1849,8 @@ pub fn rerun_from(plan: &Plan, i: usize) -> usize {
                 || s.command
                     .as_ref()
                     .is_some_and(|c| c.iter().any(|a| a == "--check")));
+        // The look before a leader move is its preview too.
+        let preview = preview || (s.kind == StepKind::EtcdLeader && !s.mutates);
         // Gates touch no host (operator-present is bound to none); a preview is this
         // host's own.
         let guards = s.kind == StepKind::Gate || (preview && &s.host == host);

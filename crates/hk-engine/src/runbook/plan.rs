@@ -37,6 +37,9 @@ pub enum StepKind {
     Gate,
     Manual,
     FluxReconcile,
+    /// Move etcd's leadership off a server before it is changed (or, read-only, say whether
+    /// and where it would move). Only the planner writes it (see [`LeaderAway`]).
+    EtcdLeader,
 }
 
 impl StepKind {
@@ -52,6 +55,7 @@ impl StepKind {
             StepKind::Gate => "gate",
             StepKind::Manual => "manual",
             StepKind::FluxReconcile => "flux-reconcile",
+            StepKind::EtcdLeader => "etcd-leader",
         }
     }
 }
@@ -68,6 +72,69 @@ pub const HEALTH_GATE: &str = "health-between-hosts";
 /// The kube-wait condition of the look before a `disrupts: node` step:
 /// `node-disruption NODE` (see [`NodeDisruption`]). Only the planner writes it.
 pub const NODE_DISRUPTION: &str = "node-disruption";
+
+/// The condition of the read-only look before a leader move: `etcd-leader-preview HOST`.
+pub const ETCD_LEADER_PREVIEW: &str = "etcd-leader-preview";
+
+/// The condition of the leader move itself: `etcd-leader-away HOST`.
+pub const ETCD_LEADER_AWAY: &str = "etcd-leader-away";
+
+/// An etcd-leader step's condition: move (or, `preview`, only say whether and where it
+/// would move) etcd's leadership off `host` before the steps after it change that server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderAway {
+    pub host: String,
+    pub preview: bool,
+    /// The servers this plan changes after `host`, in order: leadership goes to one of
+    /// them only where no other member can take it (one move per run, not one per host).
+    pub later: Vec<String>,
+}
+
+impl LeaderAway {
+    pub fn condition(&self) -> String {
+        let word = if self.preview {
+            ETCD_LEADER_PREVIEW
+        } else {
+            ETCD_LEADER_AWAY
+        };
+        if self.later.is_empty() {
+            format!("{word} {}", self.host)
+        } else {
+            format!("{word} {} later={}", self.host, self.later.join(","))
+        }
+    }
+
+    /// `None`: not an etcd-leader condition. `Some(Err)`: one, but malformed.
+    pub fn parse(text: &str) -> Option<Result<LeaderAway, MalformedCondition>> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let preview = match words.first() {
+            Some(&ETCD_LEADER_PREVIEW) => true,
+            Some(&ETCD_LEADER_AWAY) => false,
+            _ => return None,
+        };
+        let bad = || MalformedCondition::LeaderAway {
+            text: text.to_string(),
+        };
+        Some(match words.as_slice() {
+            [_, host] => Ok(LeaderAway {
+                host: host.to_string(),
+                preview,
+                later: Vec::new(),
+            }),
+            [_, host, later] => match later.strip_prefix("later=") {
+                Some(list) if !list.is_empty() => Ok(LeaderAway {
+                    host: host.to_string(),
+                    preview,
+                    later: list.split(',').map(str::to_string).collect(),
+                }),
+                _ => Err(bad()),
+            },
+            _ => Err(MalformedCondition::LeaderAway {
+                text: text.to_string(),
+            }),
+        })
+    }
+}
 
 /// The health gate between one host and the next, as the plan carries it in a kube-wait
 /// step's condition (so the journal and `plan --json` hold it as text).
@@ -155,6 +222,8 @@ pub enum MalformedCondition {
     HealthGate { text: String },
     #[error("`{text}`: expected `{look} NODE`", look = NODE_DISRUPTION)]
     NodeDisruption { text: String },
+    #[error("`{text}`: expected `{away} HOST [later=HOST,...]` or `{preview} HOST [later=HOST,...]`", away = ETCD_LEADER_AWAY, preview = ETCD_LEADER_PREVIEW)]
+    LeaderAway { text: String },
 }
 
 /// An operator gate: the run stops here until the operator answers.
@@ -699,6 +768,7 @@ fn expand_plan(runbook: &Runbook, env: &PlanEnv, topo: &dyn Topology) -> Result<
         }
     }
 
+    let raw = p.insert_leader_moves(raw);
     let steps = p.insert_safety_steps(raw, &hosts)?;
     let mut steps: Vec<PlannedStep> = steps
         .into_iter()
@@ -1780,6 +1850,172 @@ impl Planner<'_> {
 
     /// The planner's own safety steps: the operator-present gate where the environment asks
     /// for one, and a list-hosts limited to each host before anything runs on it.
+    /// Before the first step that touches a server (its preview, its approval or its
+    /// change), in a runbook that rolls over the servers or takes a server away
+    /// (`disrupts: node`), on an environment with more than one server: a read-only look at
+    /// who leads etcd and where leadership would go, the gate policy's approval in a
+    /// protected environment, then the move itself, which does nothing where the server
+    /// does not lead when it runs (issue 39: the leader moved first).
+    fn insert_leader_moves(&self, steps: Vec<Draft>) -> Vec<Draft> {
+        let servers = self.topo.hosts_in(&self.env.servers).unwrap_or_default();
+        if servers.len() < 2 {
+            return steps;
+        }
+        let rolls_servers = self
+            .runbook
+            .target
+            .as_ref()
+            .and_then(|t| self.group_of(&t.group).ok())
+            .is_some_and(|g| g == self.env.servers);
+        let disrupted: HashSet<String> = steps
+            .iter()
+            .filter_map(|d| {
+                let c = d.step.expect.as_ref()?.condition.as_deref()?;
+                match NodeDisruption::parse(c) {
+                    Some(Ok(look)) => Some(look.node),
+                    _ => None,
+                }
+            })
+            .collect();
+        let changed: HashSet<String> = steps
+            .iter()
+            .filter(|d| d.step.mutates)
+            .filter_map(|d| d.step.host.clone())
+            .collect();
+        let wanted = |h: &str| {
+            servers.iter().any(|s| s == h)
+                && changed.contains(h)
+                && (rolls_servers || disrupted.contains(h))
+        };
+        let touches = |s: &PlannedStep| {
+            s.mutates
+                || (s.kind == StepKind::Gate && s.blast_radius.is_some())
+                || (s.kind == StepKind::Ansible
+                    && s.command
+                        .as_ref()
+                        .is_some_and(|c| c.iter().any(|a| a == "--check")))
+        };
+        // The servers in the order this plan first touches them.
+        let mut order: Vec<String> = Vec::new();
+        for d in &steps {
+            if let Some(h) = &d.step.host {
+                if touches(&d.step) && wanted(h) && !order.contains(h) {
+                    order.push(h.clone());
+                }
+            }
+        }
+        let mut done: HashSet<String> = HashSet::new();
+        let mut out: Vec<Draft> = Vec::with_capacity(steps.len() + 3 * servers.len());
+        for d in steps {
+            if let Some(h) = d.step.host.clone() {
+                if touches(&d.step) && wanted(&h) && done.insert(h.clone()) {
+                    let later = order
+                        .iter()
+                        .skip_while(|x| **x != h)
+                        .skip(1)
+                        .cloned()
+                        .collect::<Vec<_>>();
+                    out.extend(self.leader_move(&h, &servers, &later));
+                }
+            }
+            out.push(d);
+        }
+        out
+    }
+
+    /// The look, (in a protected environment) the approval, and the move of etcd's
+    /// leadership off `host`.
+    fn leader_move(&self, host: &str, servers: &[String], later: &[String]) -> Vec<Draft> {
+        let source = Some(if self.env.protected {
+            GateSource::Policy
+        } else {
+            GateSource::Runbook
+        });
+        let step = |id: &str, kind: StepKind, mutates: bool, title: String| PlannedStep {
+            n: 0,
+            id: id.to_string(),
+            kind,
+            host: Some(host.to_string()),
+            mutates,
+            gate: None,
+            command: None,
+            expect: None,
+            title,
+            cwd: None,
+            source,
+            blast_radius: None,
+            declared_read_only: None,
+        };
+        let condition = |preview: bool| {
+            Some(Expect {
+                condition: Some(
+                    LeaderAway {
+                        host: host.to_string(),
+                        preview,
+                        later: later.to_vec(),
+                    }
+                    .condition(),
+                ),
+                timeout_s: Some(if preview { 60 } else { 120 }),
+                ..Expect::default()
+            })
+        };
+        let mut out = Vec::new();
+        let mut look = step(
+            "etcd-leader.look",
+            StepKind::EtcdLeader,
+            false,
+            format!("Who leads etcd before {host} is changed, and where leadership would move if it is {host}"),
+        );
+        look.expect = condition(true);
+        out.push(Draft {
+            step: look,
+            play: None,
+        });
+        if self.env.protected {
+            let mut g = step(
+                "etcd-leader.approve",
+                StepKind::Gate,
+                false,
+                format!(
+                    "Approve moving etcd's leadership off {host} if it leads when the move runs"
+                ),
+            );
+            g.gate = Some(Gate::ApproveDiff);
+            g.blast_radius = Some(BlastRadius {
+                step: 0,
+                hosts: vec![host.to_string()],
+                nodes: None,
+                summary: format!(
+                    "etcd's leadership moves off {host} (if it leads) to a caught-up member among {} (one this run is done with first, then the fastest disk): one leadership transfer, no election timeout, no member restarted",
+                    servers
+                        .iter()
+                        .filter(|s| *s != host)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                runs_for_real: Vec::new(),
+            });
+            out.push(Draft {
+                step: g,
+                play: None,
+            });
+        }
+        let mut mv = step(
+            "etcd-leader.move",
+            StepKind::EtcdLeader,
+            true,
+            format!("Move etcd's leadership off {host} if it leads, then verify who leads"),
+        );
+        mv.expect = condition(false);
+        out.push(Draft {
+            step: mv,
+            play: None,
+        });
+        out
+    }
+
     fn insert_safety_steps(
         &self,
         raw: Vec<Draft>,
@@ -1789,7 +2025,20 @@ impl Planner<'_> {
         let mut listed: HashSet<Option<String>> = HashSet::new();
         let mut guarded: HashSet<Option<String>> = HashSet::new();
         let mut operator_confirmed = false;
-        for draft in raw {
+        // Any ansible run (a --check too) or mutating step on a host first confirms the host.
+        // A step bound to no host and running no play (a flux reconcile) has no host set.
+        // The approval of a preview that runs tasks for real counts as that preview: its
+        // hosts are confirmed before the operator is asked to let it run.
+        let eligible_step = |d: &Draft| {
+            let s = &d.step;
+            let approves_preview = s.kind == StepKind::Gate && d.play.is_some();
+            s.kind == StepKind::Ansible || approves_preview || (s.mutates && s.host.is_some())
+        };
+        for (i, draft) in raw.iter().enumerate() {
+            let draft = Draft {
+                step: draft.step.clone(),
+                play: draft.play.clone(),
+            };
             let s = &draft.step;
             if s.gate == Some(Gate::OperatorPresent) {
                 operator_confirmed = true;
@@ -1818,64 +2067,32 @@ impl Planner<'_> {
                 });
                 operator_confirmed = true;
             }
-            // Any ansible run (a --check too) or mutating step on a host first confirms the host.
-            // A step bound to no host and running no play (a flux reconcile) has no host set.
-            // The approval of a preview that runs tasks for real counts as that preview: its
-            // hosts are confirmed before the operator is asked to let it run.
-            let approves_preview = s.kind == StepKind::Gate && draft.play.is_some();
-            let eligible =
-                s.kind == StepKind::Ansible || approves_preview || (s.mutates && s.host.is_some());
-            let needs_list = eligible && !guarded.contains(&s.host) && !listed.contains(&s.host);
-            if eligible {
+            let eligible = eligible_step(&draft);
+            // An etcd-leader step runs before the host's first change: the host is
+            // confirmed before it, with the listing that change would have had.
+            let lists_for = if s.kind == StepKind::EtcdLeader {
+                raw[i + 1..]
+                    .iter()
+                    .find(|d| {
+                        d.step.host == s.host
+                            && d.step.kind != StepKind::EtcdLeader
+                            && eligible_step(d)
+                    })
+                    .or(Some(&draft))
+            } else if eligible {
+                Some(&draft)
+            } else {
+                None
+            };
+            let needs_list =
+                lists_for.is_some() && !guarded.contains(&s.host) && !listed.contains(&s.host);
+            if lists_for.is_some() {
                 guarded.insert(s.host.clone());
             }
             if needs_list {
-                let id = format!("{}.list-hosts", s.id);
-                let listing = match (&draft.play, &s.host) {
-                    (Some(play), host) => {
-                        let expected = match host {
-                            Some(h) => vec![h.clone()],
-                            None => {
-                                self.expected_hosts(&s.id, play.limit.as_deref(), target_hosts)?
-                            }
-                        };
-                        let mut play = play.clone();
-                        if let Some(h) = host {
-                            play.limit = Some(h.clone());
-                        }
-                        let mut d = self.list_hosts_step(id, &play, host.as_deref(), expected);
-                        d.step.source = Some(GateSource::Policy);
-                        Some(d)
-                    }
-                    (None, Some(host)) => Some(Draft {
-                        step: PlannedStep {
-                            n: 0,
-                            id,
-                            kind: StepKind::ListHosts,
-                            host: Some(host.clone()),
-                            mutates: false,
-                            gate: Some(Gate::ConfirmHosts {
-                                expected: vec![host.clone()],
-                            }),
-                            command: Some(
-                                std::iter::once("ansible".to_string())
-                                    .chain(inventory_args(&self.env.inventories))
-                                    .chain([host.clone(), "--list-hosts".into()])
-                                    .collect(),
-                            ),
-                            expect: Some(Expect {
-                                hosts: Some(vec![host.clone()]),
-                                ..Expect::default()
-                            }),
-                            title: format!("Confirm the host {host}"),
-                            cwd: Some(self.env.ansible_dir.clone()),
-                            source: Some(GateSource::Policy),
-                            blast_radius: None,
-                            declared_read_only: None,
-                        },
-                        play: None,
-                    }),
-                    (None, None) => None,
+                let listing = match lists_for {
+                    Some(d) => self.listing_for(d, target_hosts)?,
+                    None => None,
                 };
                 if let Some(listing) = listing {
                     listed.insert(listing.step.host.clone());
@@ -1888,6 +2105,61 @@ impl Planner<'_> {
             out.push(draft);
         }
         Ok(out)
+    }
+    /// The host-set confirmation that goes before `draft`, the first step that runs a play
+    /// or changes its host: `--list-hosts` of its play limited to its host, or `ansible
+    /// HOST --list-hosts` where it runs no play.
+    fn listing_for(
+        &self,
+        draft: &Draft,
+        target_hosts: &[String],
+    ) -> Result<Option<Draft>, PlanError> {
+        let s = &draft.step;
+        let id = format!("{}.list-hosts", s.id);
+        Ok(match (&draft.play, &s.host) {
+            (Some(play), host) => {
+                let expected = match host {
+                    Some(h) => vec![h.clone()],
+                    None => self.expected_hosts(&s.id, play.limit.as_deref(), target_hosts)?,
+                };
+                let mut play = play.clone();
+                if let Some(h) = host {
+                    play.limit = Some(h.clone());
+                }
+                let mut d = self.list_hosts_step(id, &play, host.as_deref(), expected);
+                d.step.source = Some(GateSource::Policy);
+                Some(d)
+            }
+            (None, Some(host)) => Some(Draft {
+                step: PlannedStep {
+                    n: 0,
+                    id,
+                    kind: StepKind::ListHosts,
+                    host: Some(host.clone()),
+                    mutates: false,
+                    gate: Some(Gate::ConfirmHosts {
+                        expected: vec![host.clone()],
+                    }),
+                    command: Some(
+                        std::iter::once("ansible".to_string())
+                            .chain(inventory_args(&self.env.inventories))
+                            .chain([host.clone(), "--list-hosts".into()])
+                            .collect(),
+                    ),
+                    expect: Some(Expect {
+                        hosts: Some(vec![host.clone()]),
+                        ..Expect::default()
+                    }),
+                    title: format!("Confirm the host {host}"),
+                    cwd: Some(self.env.ansible_dir.clone()),
+                    source: Some(GateSource::Policy),
+                    blast_radius: None,
+                    declared_read_only: None,
+                },
+                play: None,
+            }),
+            (None, None) => None,
+        })
     }
 }
 

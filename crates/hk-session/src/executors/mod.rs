@@ -14,6 +14,7 @@
 //! `Executor<ReadOnly>` exists in it.
 
 pub mod clusters;
+pub mod etcd_leader;
 pub mod kube;
 pub mod probe;
 pub mod real;
@@ -29,6 +30,7 @@ use hk_engine::runbook::plan::StepKind;
 use super::exec::{Capabilities, MutatingExecutors, ReadOnlyExecutors, RunTag};
 
 pub use clusters::Clusters;
+pub use etcd_leader::EtcdLeaderExecutor;
 pub use kube::KubeExecutor;
 pub use probe::ProbeExecutor;
 pub use real::RealExecutor;
@@ -175,24 +177,30 @@ pub fn capabilities_with(
         }
     }
     warnings.extend(clusters.problems());
+    // The health gate and the etcd-leader steps read etcd's members over SSH as the etcd
+    // pane does, with the same settings as every other connection to the servers.
+    let etcd = {
+        let probe = hk_effects::observe::etcd::EtcdProbe::for_repo_with(
+            repo,
+            setup
+                .ssh
+                .clone()
+                .unwrap_or_else(|| hk_effects::context::ssh_options(repo)),
+            &ssh_config,
+            &defaults,
+        );
+        Arc::new(hk_effects::observe::etcd::EtcdSource::new(
+            repo,
+            Arc::new(probe),
+        ))
+    };
+    if let Err(e) = read_only.add(Arc::new(EtcdLeaderExecutor::read_only(Arc::clone(&etcd)))) {
+        warnings.push(e.to_string());
+    }
     let kube = clusters.usable().then(|| Arc::clone(&clusters));
     match &kube {
         Some(c) => {
-            // The health gate reads etcd's members over SSH as the etcd pane does, with the
-            // same settings as every other connection to the servers.
-            let probe = hk_effects::observe::etcd::EtcdProbe::for_repo_with(
-                repo,
-                setup
-                    .ssh
-                    .clone()
-                    .unwrap_or_else(|| hk_effects::context::ssh_options(repo)),
-                &ssh_config,
-                &defaults,
-            );
-            let etcd = Arc::new(hk_effects::observe::etcd::EtcdSource::new(
-                repo,
-                Arc::new(probe),
-            ));
+            let etcd: Arc<dyn hk_effects::cluster::health_probe::EtcdMembers> = etcd.clone();
             let mut wait = KubeExecutor::kube_wait(Arc::clone(c)).with_etcd(etcd);
             if let Some(d) = setup.stuck_after {
                 wait = wait.with_stuck_after(d);
@@ -222,6 +230,10 @@ pub fn capabilities_with(
             RealExecutor::mutating(kind, Arc::clone(&mu_exec)).with_vips(vips.clone()),
         ));
     }
+    mutating.add(Arc::new(EtcdLeaderExecutor::mutating(
+        etcd,
+        Arc::clone(&mu_exec),
+    )));
     match kube {
         Some(c) => mutating.add(Arc::new(KubeExecutor::flux_reconcile(c))),
         None => mutating.absent(StepKind::FluxReconcile, clusters.why_none()),

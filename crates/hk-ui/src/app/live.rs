@@ -23,11 +23,7 @@ impl App {
     /// gate shows and what its answer is refused on are this one reading.
     pub fn live_blast(&self, n: usize) -> Option<Vec<hk_engine::guard::blast::BlastLine>> {
         let plan = self.active.as_ref()?.run.plan();
-        let step = plan.steps.iter().find(|s| s.n == n)?;
-        let hosts = &step.blast_radius.as_ref()?.hosts;
-        if hosts.is_empty() {
-            return None;
-        }
+        let hosts = hk_engine::guard::blast::gate_hosts(plan, n)?;
         let servers = self.servers_of(&plan.env);
         Some(self.live.blast(&plan.env, hosts, &servers, self.now))
     }

@@ -121,7 +121,7 @@ impl StepExecutor for Recorder {
     }
 }
 
-pub const ALL_KINDS: [StepKind; 8] = [
+pub const ALL_KINDS: [StepKind; 9] = [
     StepKind::ListHosts,
     StepKind::Ansible,
     StepKind::Ssh,
@@ -130,6 +130,7 @@ pub const ALL_KINDS: [StepKind; 8] = [
     StepKind::Gate,
     StepKind::Manual,
     StepKind::FluxReconcile,
+    StepKind::EtcdLeader,
 ];
 
 pub fn read_only_recorders(kinds: &[StepKind]) -> ReadOnlyExecutors {

@@ -70,7 +70,8 @@ pub fn incident_app(dir: &std::path::Path) -> App {
     a
 }
 
-/// etcd-io-priority on prod, step 2 (the check run) running with its output.
+/// etcd-io-priority on prod, step 5 (the check run) running with its output, past etcd's
+/// leader looked at, approved and moved (steps 2-4).
 pub fn mid_run(dir: &std::path::Path) -> App {
     let mut a = incident_app(dir);
     a.open_runbook("etcd-io-priority", Some("prod"), None);
@@ -79,12 +80,24 @@ pub fn mid_run(dir: &std::path::Path) -> App {
     play_one(&mut a, &["hosts (1):", "  k3s-prod-3"]);
     play_one(&mut a, &[]);
     answer_gate(&mut a);
+    play_one(
+        &mut a,
+        &["k3s-prod-3 does not lead etcd (k3s-prod-1 does, term 2): nothing to move"],
+    );
+    play_one(&mut a, &[]);
+    answer_gate(&mut a);
+    play_one(
+        &mut a,
+        &["k3s-prod-3 does not lead etcd (k3s-prod-1 does, term 2): nothing to move"],
+    );
+    play_one(&mut a, &[]);
     let Some(ExecRequest::Execute {
         step, attempt, tag, ..
     }) = a.outbox_mut().pop_front()
     else {
-        panic!("step 2 goes to its executor: {:?}", a.status());
+        panic!("step 5 goes to its executor: {:?}", a.status());
     };
+    assert_eq!(step.n, 5, "the check run");
     for l in [
         "TASK [etcd-io-priority : Set the BFQ scheduler] ****",
         "--- before: /sys/block/sda/queue/scheduler",
@@ -92,7 +105,7 @@ pub fn mid_run(dir: &std::path::Path) -> App {
         "-[mq-deadline] bfq none",
         "+mq-deadline [bfq] none",
         "changed: [k3s-prod-3] => (item=sda) verdict: scheduler bfq set, nr_requests 64 -> 32, \
-         read_ahead_kb 128 -> 128, the read-back follows in step 5",
+         read_ahead_kb 128 -> 128, the read-back follows in step 8",
     ] {
         a.handle_exec(ExecReply::Output {
             tag,
