@@ -232,7 +232,8 @@ pub async fn move_away(
             Ok((view, _)) => match leader::moved(&view, host, to_id) {
                 Ok(done) => {
                     return Ok(Moved::Moved(format!(
-                        "etcd's leadership moved from {host} to {to} in {:.1} s: {done}",
+                        "{}{host} to {to} in {:.1} s: {done}",
+                        leader::MOVED,
                         began.elapsed().as_secs_f64()
                     )))
                 }

@@ -86,6 +86,9 @@ pub struct LiveEntry {
 #[derive(Debug, Clone, Default)]
 pub struct LiveState {
     entries: BTreeMap<(String, LiveKind), LiveEntry>,
+    /// When a run of this console changed what a kind shows (etcd's leadership moved):
+    /// a look from before it is stale until the next one arrives.
+    superseded: BTreeMap<(String, LiveKind), Timestamp>,
 }
 
 /// Whether any verdict is a could-not-look.
@@ -182,6 +185,13 @@ impl LiveState {
     }
 
     /// What the panes show of `kind` for `env` at `now`.
+    /// What `kind` of `env` shows was changed at `at` by this console's own step (etcd's
+    /// leadership moved): every look taken before it is stale from now on, never shown as
+    /// what is true now, until a look after it arrives.
+    pub fn supersede(&mut self, env: &str, kind: LiveKind, at: Timestamp) {
+        self.superseded.insert((env.to_string(), kind), at);
+    }
+
     pub fn shown(&self, env: &str, kind: LiveKind, now: Timestamp) -> Shown<'_> {
         let entry = match kind {
             LiveKind::Vpn => self.vpn_entry(env),
@@ -192,10 +202,17 @@ impl LiveState {
         } else {
             None
         };
+        let superseded = self.superseded.get(&(env.to_string(), kind)).copied();
         match entry {
             None => Shown::NoData,
             Some(e) => Shown::Seen(Seen {
-                latest: Look::new(&e.latest, heard, kind, now),
+                latest: {
+                    let mut l = Look::new(&e.latest, heard, kind, now);
+                    if superseded.is_some_and(|at| e.latest.at < at) {
+                        l.stale = true;
+                    }
+                    l
+                },
                 // Only worth showing when the latest could not see everything; it held
                 // until the latest arrived.
                 last_good: e
@@ -533,6 +550,35 @@ mod tests {
             .shown("dev", LiveKind::Nodes, Timestamp(0))
             .seen()
             .is_none());
+    }
+
+    /// A look from before this console's own change (etcd's leadership moved) is stale at
+    /// once, however young; the next look after it is not.
+    #[test]
+    fn a_look_older_than_a_change_this_console_made_is_stale_until_the_next() {
+        let mut s = LiveState::default();
+        s.apply(nodes("prod", 1_000, vec![]));
+        let fresh = |s: &LiveState, now: u64| {
+            !s.shown("prod", LiveKind::Nodes, Timestamp(now))
+                .seen()
+                .expect("seen")
+                .latest
+                .stale
+        };
+        assert!(fresh(&s, 1_500));
+        s.supersede("prod", LiveKind::Nodes, Timestamp(2_000));
+        assert!(!fresh(&s, 2_100), "a look from before the change");
+        // Another environment's, and another kind's, are not touched.
+        s.apply(nodes("dev", 1_000, vec![]));
+        assert!(
+            !s.shown("dev", LiveKind::Nodes, Timestamp(2_100))
+                .seen()
+                .expect("dev")
+                .latest
+                .stale
+        );
+        s.apply(nodes("prod", 3_000, vec![]));
+        assert!(fresh(&s, 3_100), "the look after the change");
     }
 
     #[test]

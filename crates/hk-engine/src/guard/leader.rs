@@ -13,6 +13,10 @@ use crate::checks::live::human_fsync;
 use crate::checks::live::EtcdClientView;
 use crate::guard::health::CATCH_UP_ENTRIES;
 
+/// How the verdict of a move that moved leadership begins (what a reader of the verdict,
+/// e.g. the console marking its etcd look stale, keys on).
+pub const MOVED: &str = "etcd's leadership moved from ";
+
 /// What to do about etcd's leadership before `host` is changed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LeaderPlan {

@@ -336,6 +336,32 @@ impl App {
         let Some(a) = self.active.as_mut() else {
             return;
         };
+        // This run moved etcd's leadership: the etcd look taken before it no longer says
+        // who leads (the next gate would name the old leader until the next look).
+        if let ExecReply::Outcome {
+            input:
+                hk_engine::runbook::machine::Input::VerifyResult {
+                    n,
+                    ok: true,
+                    detail,
+                    ..
+                },
+            ..
+        } = &reply
+        {
+            let plan = a.run.plan();
+            let moved = plan.steps.iter().any(|s| {
+                s.n == *n && s.mutates && s.kind == hk_engine::runbook::plan::StepKind::EtcdLeader
+            }) && detail.starts_with(hk_engine::guard::leader::MOVED);
+            if moved {
+                let env = plan.env.clone();
+                self.live
+                    .supersede(&env, crate::live::LiveKind::Etcd, self.now);
+            }
+        }
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
         let fx = a.session.handle_reply(reply, self.now);
         self.apply(fx);
     }
