@@ -266,6 +266,15 @@ async fn etcd_io_priority_completes_and_changes_every_prod_node_through_ansible(
         "the leader is one of the three servers, each touched: {}",
         output.display()
     );
+    // The change record says it too, among its guard rails.
+    let md = hk_console::record::load_path(&r.journal)
+        .expect("record")
+        .render_md();
+    assert!(
+        md.contains("(etcd's leadership off the server before it changes on k3s-prod-")
+            && md.contains("etcd's leadership moved from "),
+        "{md}"
+    );
     // The values the read-back saw are the simulated kernel's, set by ansible's raw tasks.
     for h in hosts {
         let s = d.node_state(h).expect("node");

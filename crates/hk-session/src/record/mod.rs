@@ -169,7 +169,11 @@ fn guard_of(s: &PlannedStep) -> Option<String> {
     } else if c.starts_with(NODE_DISRUPTION) {
         Some("what the node carries before it is taken away".into())
     } else {
-        None
+        match hk_engine::runbook::plan::LeaderAway::parse(c) {
+            Some(Ok(a)) if a.preview => Some("who leads etcd before the server changes".into()),
+            Some(Ok(_)) => Some("etcd's leadership off the server before it changes".into()),
+            _ => None,
+        }
     }
 }
 
