@@ -161,21 +161,51 @@ pub fn live_blast(hosts: &[String], servers: &[String], panes: &LivePanes<'_>) -
             match vip.holder_node.as_deref() {
                 Some(holder) if holder == h => {
                     let to = others(h);
-                    out.push(line(
-                        Severity::Warn,
-                        if to.is_empty() {
+                    // kube-vip's Lease goes to a candidate that acquires it: a server whose
+                    // node is Ready (where the nodes are seen; unseen, every other one).
+                    let ready = |s: &&str| {
+                        panes.nodes.fresh().is_none_or(|n| {
+                            n.nodes.iter().any(|r| {
+                                r.name == *s
+                                    && matches!(
+                                        r.ready,
+                                        Some(crate::checks::live::ConditionStatus::True)
+                                    )
+                            })
+                        })
+                    };
+                    let (can, cannot): (Vec<&str>, Vec<&str>) = to.into_iter().partition(ready);
+                    let not_ready = if cannot.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({} not Ready: cannot take the Lease)", cannot.join(", "))
+                    };
+                    out.push(if can.is_empty() && cannot.is_empty() {
+                        line(
+                            Severity::Warn,
                             format!(
                                 "{h} holds the VIP lease ({}): no other server can take it",
                                 vip.vip
-                            )
-                        } else {
+                            ),
+                        )
+                    } else if can.is_empty() {
+                        line(
+                            Severity::Critical,
                             format!(
-                                "{h} holds the VIP lease ({}): while it is disrupted the VIP moves to {}",
+                                "{h} holds the VIP lease ({}): no other server is Ready to take it{not_ready}; the VIP does not answer until one is back",
+                                vip.vip
+                            ),
+                        )
+                    } else {
+                        line(
+                            Severity::Warn,
+                            format!(
+                                "{h} holds the VIP lease ({}): while it is disrupted the VIP moves to {}{not_ready}",
                                 vip.vip,
-                                to.join(" or ")
-                            )
-                        },
-                    ));
+                                can.join(" or ")
+                            ),
+                        )
+                    });
                 }
                 Some(holder) => out.push(line(
                     Severity::Ok,
@@ -653,6 +683,30 @@ mod tests {
             ]
         );
         assert_eq!(out[2].severity, Severity::Warn);
+    }
+
+    /// Where the VIP goes is said from who can take it: a server whose node is not Ready
+    /// is named as unable; none Ready is critical.
+    #[test]
+    fn the_vip_is_said_to_move_only_to_a_ready_server() {
+        let (v, e) = (vip("k3s-prod-1"), etcd("k3s-prod-1", &[]));
+        let n = nodes(&["k3s-prod-2"]);
+        let out = live_blast(&["k3s-prod-1".into()], &servers(), &all_fresh(&v, &e, &n));
+        assert_eq!(
+            out[0].text,
+            "k3s-prod-1 holds the VIP lease (192.168.2.9): while it is disrupted the VIP moves to k3s-prod-3 (k3s-prod-2 not Ready: cannot take the Lease)"
+        );
+        assert_eq!(out[0].severity, Severity::Warn);
+        let n = nodes(&["k3s-prod-2", "k3s-prod-3"]);
+        let out = live_blast(&["k3s-prod-1".into()], &servers(), &all_fresh(&v, &e, &n));
+        assert_eq!(out[0].severity, Severity::Critical, "{:?}", out[0]);
+        assert!(
+            out[0]
+                .text
+                .contains("no other server is Ready to take it (k3s-prod-2, k3s-prod-3 not Ready"),
+            "{}",
+            out[0].text
+        );
     }
 
     #[test]
