@@ -377,7 +377,14 @@ async fn a_dead_holder_is_never_the_etcd_leader() {
         if down {
             assert_ne!(pane.leader.as_deref(), Some("k3s-prod-1"), "{pane:#?}");
         }
-        if pane.leader.as_deref() == Some("k3s-prod-2") && down {
+        // The members are looked at side by side: a look can straddle the election (the
+        // dead member's metrics read just before its listener went, the new leader's just
+        // after; seen once in CI), so the whole story is waited for in one look.
+        let silent = pane
+            .verdicts
+            .iter()
+            .any(|v| v.rule == Rule::CouldNotLook && v.subject == "member k3s-prod-1");
+        if pane.leader.as_deref() == Some("k3s-prod-2") && down && silent {
             break pane;
         }
         assert!(
