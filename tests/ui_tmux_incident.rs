@@ -57,8 +57,16 @@ fn agents_on_node_ip_names_prod_and_its_runbook_one_key_away() {
     assert!(s.contains("Live · prod"), "{s}");
     assert!(s.contains("SIMULATED homelab"), "{s}");
     tmux.send(&["x"]);
-    let s = tmux.wait_for("cilium-endpoint-rollout on prod");
-    assert!(s.contains("Flux reconciles platform/cilium"), "{s}");
+    // Both at once: a capture can fall mid-frame, with the new header over the old screen
+    // (seen once in clean-clone CI run 21).
+    tmux.wait_until(
+        Duration::from_secs(20),
+        "the rollout's plan for prod",
+        |s| {
+            s.contains("cilium-endpoint-rollout on prod")
+                && s.contains("Flux reconciles platform/cilium")
+        },
+    );
     // Issue 29: started, the approval before the reconcile shows the one value the run
     // exists to change, from what the pods run now to what the overlay renders, first.
     tmux.send(&["s"]);
@@ -229,14 +237,16 @@ fn rollout_stuck_pod_events_and_logs_are_one_key_away() {
     );
     assert!(s.contains("Scheduled"), "{s}");
     tmux.send(&["g"]);
-    let s = tmux.wait_for("logs pod kube-system/cilium-g2-n2");
-    assert!(s.contains("level=info"), "log lines shown:\n{s}");
+    // Each waited for whole: a capture can fall mid-frame (title drawn, body not yet).
+    tmux.wait_until(Duration::from_secs(20), "the pod's log lines", |s| {
+        s.contains("logs pod kube-system/cilium-g2-n2") && s.contains("level=info")
+    });
     tmux.send(&["d"]);
-    let s = tmux.wait_for("describe pod kube-system/cilium-g2-n2");
-    assert!(
-        s.contains("k3s-prod-2") && s.contains("Ready            False"),
-        "{s}"
-    );
+    tmux.wait_until(Duration::from_secs(20), "the pod described", |s| {
+        s.contains("describe pod kube-system/cilium-g2-n2")
+            && s.contains("k3s-prod-2")
+            && s.contains("Ready            False")
+    });
     // Esc closes the look; the halted run is still there, untouched.
     tmux.send(&["Escape"]);
     tmux.wait_gone("describe pod kube-system/cilium-g2-n2");
