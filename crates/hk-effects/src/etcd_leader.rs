@@ -32,34 +32,11 @@ const LOOK_EVERY: Duration = Duration::from_millis(300);
 /// `curl ... -X POST -d {"targetID":"ID"} URL/v3/maintenance/transfer-leadership`, with the
 /// server's etcd client certificates (under `sudo -n` where the reads use it).
 pub fn transfer_argv(spec: &ClientSpec, target: u64) -> Vec<String> {
-    let mut argv: Vec<String> = Vec::new();
-    if spec.become_root {
-        argv.extend(["sudo".to_string(), "-n".to_string()]);
-    }
-    argv.extend(
-        [
-            "curl",
-            "-sS",
-            "--max-time",
-            &TRANSFER_MAX_TIME.as_secs().to_string(),
-            "--cacert",
-            &spec.cacert,
-            "--cert",
-            &spec.cert,
-            "--key",
-            &spec.key,
-            "-X",
-            "POST",
-            "-d",
-            &format!("{{\"targetID\":\"{target}\"}}"),
-            &format!(
-                "{}/v3/maintenance/transfer-leadership",
-                spec.url.trim_end_matches('/')
-            ),
-        ]
-        .map(str::to_string),
-    );
-    argv
+    spec.post(
+        TRANSFER_MAX_TIME,
+        &format!("{{\"targetID\":\"{target}\"}}"),
+        "/v3/maintenance/transfer-leadership",
+    )
 }
 
 /// One look at `env`'s members: etcd's client view and each server's WAL fsync p99.

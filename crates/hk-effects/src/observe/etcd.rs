@@ -79,37 +79,44 @@ pub struct ClientCommands {
     pub quorum_read: Vec<String>,
 }
 
+impl ClientSpec {
+    /// `curl ... -X POST -d BODY URL/PATH` against this member's gateway with its client
+    /// certificates (under `sudo -n` where `become_root`), given `max` to answer (at least
+    /// 1 s). The reads below and the leader move (`crate::etcd_leader`) are all this one.
+    pub fn post(&self, max: Duration, body: &str, path: &str) -> Vec<String> {
+        let sudo: &[&str] = if self.become_root {
+            &["sudo", "-n"]
+        } else {
+            &[]
+        };
+        let mut argv: Vec<String> = sudo.iter().map(|s| s.to_string()).collect();
+        argv.extend(
+            [
+                "curl",
+                "-sS",
+                "--max-time",
+                &max.as_secs().max(1).to_string(),
+                "--cacert",
+                &self.cacert,
+                "--cert",
+                &self.cert,
+                "--key",
+                &self.key,
+                "-X",
+                "POST",
+                "-d",
+                body,
+                &format!("{}{path}", self.url.trim_end_matches('/')),
+            ]
+            .map(str::to_string),
+        );
+        argv
+    }
+}
+
 impl ClientCommands {
     pub fn new(spec: &ClientSpec, max_time: Duration) -> Self {
-        let curl = |max: Duration, body: &str, path: &str| -> Vec<String> {
-            let sudo: &[&str] = if spec.become_root {
-                &["sudo", "-n"]
-            } else {
-                &[]
-            };
-            let mut argv: Vec<String> = sudo.iter().map(|s| s.to_string()).collect();
-            argv.extend(
-                [
-                    "curl",
-                    "-sS",
-                    "--max-time",
-                    &max.as_secs().max(1).to_string(),
-                    "--cacert",
-                    &spec.cacert,
-                    "--cert",
-                    &spec.cert,
-                    "--key",
-                    &spec.key,
-                    "-X",
-                    "POST",
-                    "-d",
-                    body,
-                    &format!("{}{path}", spec.url.trim_end_matches('/')),
-                ]
-                .map(str::to_string),
-            );
-            argv
-        };
+        let curl = |max: Duration, body: &str, path: &str| spec.post(max, body, path);
         let key = data_encoding::BASE64.encode(QUORUM_READ_KEY.as_bytes());
         ClientCommands {
             members: curl(max_time, "{}", "/v3/cluster/member/list"),
