@@ -40,7 +40,7 @@ pub fn transfer_argv(spec: &ClientSpec, target: u64) -> Vec<String> {
 }
 
 /// One look at `env`'s members: etcd's client view and each server's WAL fsync p99.
-async fn look(
+pub(crate) async fn look(
     source: &EtcdSource,
     env: &str,
     cancel: &CancellationToken,

@@ -11,6 +11,7 @@
 pub mod cluster;
 pub mod context;
 pub mod etcd_leader;
+pub mod etcd_snapshot;
 pub mod exec;
 pub mod gateway;
 pub mod hostvar;

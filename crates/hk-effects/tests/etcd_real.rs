@@ -830,3 +830,107 @@ async fn the_product_moves_the_leader_off_a_server_and_verifies_it() {
         "{again:?}"
     );
 }
+
+/// Issue 39, a snapshot before the first server: the product reads etcd's own snapshot from
+/// a real three-member cluster over SSH, writes it where it is told, checks it (etcd's
+/// sha256, bbolt's magic) and names the member; the file holds what was written before,
+/// and a stopped member or an unwritable place is a named failure that leaves no file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_product_takes_a_checked_snapshot_of_a_real_cluster() {
+    use hk_effects::etcd_snapshot::{save, SaveError, SAVED};
+    use hk_effects::observe::etcd::EtcdSource;
+    use sha2::{Digest, Sha256};
+    use std::sync::Arc;
+
+    let mut lab = Lab::start(None);
+    let b64 = |s: &str| data_encoding::BASE64.encode(s.as_bytes());
+    let put = lab.api(
+        0,
+        "/v3/kv/put",
+        &format!(
+            "{{\"key\":\"{}\",\"value\":\"{}\"}}",
+            b64("hk/snapshot-proof"),
+            b64("written before the snapshot")
+        ),
+    );
+    assert!(put.contains("revision"), "{put}");
+    let repo = lab.repo();
+    let source = EtcdSource::new(&repo, Arc::new(lab.probe(&repo)));
+    let out = tempfile::tempdir().expect("tempdir");
+    let dir = out.path().to_path_buf();
+    let path_for = move |h: &str| dir.join(format!("run.etcd-{h}.1.db"));
+    let cancel = CancellationToken::new();
+    let said = std::sync::Mutex::new(Vec::<String>::new());
+    let progress = |l: String| said.lock().expect("lines").push(l);
+    let changed: Vec<String> = HOSTS[..2].iter().map(|h| h.to_string()).collect();
+
+    let saved = save(&source, "prod", &changed, &path_for, &cancel, &progress)
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}; said: {:?}; logs:\n{}", said.lock(), lab.logs()));
+    assert!(HOSTS.contains(&saved.host.as_str()), "{saved:?}");
+    // The member the run leaves alone, unless its disk is slow here.
+    assert!(
+        saved.host == HOSTS[2] || saved.why.contains("changed by this run"),
+        "{saved:?}"
+    );
+    let bytes = std::fs::read(&saved.path).expect("the snapshot file");
+    assert_eq!(bytes.len() as u64, saved.bytes);
+    let (db, sum) = bytes.split_at(bytes.len() - 32);
+    assert_eq!(Sha256::digest(db).as_slice(), sum, "etcd's own checksum");
+    assert_eq!(data_encoding::HEXLOWER.encode(sum), saved.sha256);
+    assert_eq!(&db[16..20], &[0xed, 0xda, 0x0c, 0xed], "bbolt's magic");
+    let holds = |needle: &str| db.windows(needle.len()).any(|w| w == needle.as_bytes());
+    assert!(holds("hk/snapshot-proof") && holds("written before the snapshot"));
+    let i = HOSTS.iter().position(|h| *h == saved.host).expect("a host");
+    let status: serde_json::Value =
+        serde_json::from_str(&lab.api(i, "/v3/maintenance/status", "{}")).expect("status");
+    let db_size: u64 = status["dbSize"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("dbSize");
+    assert_eq!(
+        saved.bytes,
+        db_size + 32,
+        "the member's whole database and the checksum"
+    );
+    let line = saved.line();
+    assert!(
+        line.starts_with(&format!("{SAVED}{} ", saved.host)),
+        "{line}"
+    );
+    assert!(line.contains(&format!("{} bytes", saved.bytes)), "{line}");
+    let leftovers: Vec<String> = std::fs::read_dir(out.path())
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.ends_with(".partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // The member left alone stops: the snapshot comes from one the run changes last.
+    lab.stop(2);
+    let saved = save(&source, "prod", &changed, &path_for, &cancel, &progress)
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}; logs:\n{}", lab.logs()));
+    assert_ne!(saved.host, HOSTS[2]);
+    assert!(saved.why.contains("changed by this run"), "{saved:?}");
+    assert!(
+        saved.why.contains(&format!("{} did not answer", HOSTS[2])),
+        "{saved:?}"
+    );
+
+    // A place that cannot be written: named, nothing left behind.
+    let nowhere = out.path().join("missing-dir");
+    let into_nowhere = move |h: &str| nowhere.join(format!("{h}.db"));
+    let err = save(&source, "prod", &changed, &into_nowhere, &cancel, &progress)
+        .await
+        .expect_err("an unwritable place");
+    match err {
+        SaveError::Failed(why) => {
+            assert!(
+                why.contains("missing-dir") && why.contains("cannot write"),
+                "{why}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}

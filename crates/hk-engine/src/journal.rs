@@ -485,6 +485,26 @@ pub fn output_path(journal: &Path) -> PathBuf {
     journal.with_file_name(format!("{name}{OUTPUT_SUFFIX}"))
 }
 
+/// Where the etcd snapshot an attempt of a run saves sits: beside its journal,
+/// `<run>.etcd-<host>.<attempt>.db` (`host`: the member it was read from).
+pub fn snapshot_path(journal: &Path, host: &str, attempt: u32) -> PathBuf {
+    let name = journal
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let host: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    journal.with_file_name(format!("{name}.etcd-{host}.{attempt}.db"))
+}
+
 /// One line of a step's output, as kept in the output log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputRecord {

@@ -221,6 +221,7 @@ fn a_disrupting_step_is_preceded_by_the_look_at_what_its_node_carries() {
         // change.
         vec![
             "restart.disrupts k3s-dev-1",
+            "etcd-snapshot.save -",
             "restart.list-hosts k3s-dev-1",
             "etcd-leader.look k3s-dev-1",
             "operator-present -",
@@ -254,15 +255,16 @@ fn a_disrupting_step_is_preceded_by_the_look_at_what_its_node_carries() {
             node: "k3s-dev-1".into()
         }
     );
-    // In protected prod: the look, the host confirmed, etcd's leader moved off it
-    // (looked at, approved, moved), then the policy's typed confirmation, then the step,
-    // with the health gate between hosts.
+    // In protected prod: the look, etcd's snapshot, the host confirmed, etcd's leader
+    // moved off it (looked at, approved, moved), then the policy's typed confirmation,
+    // then the step, with the health gate between hosts.
     let p = plan(&rb, &prod(), &homelab()).expect("plans");
     let ids: Vec<&str> = p.steps.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(
-        &ids[..8],
+        &ids[..9],
         &[
             "restart.disrupts",
+            "etcd-snapshot.save",
             "restart.list-hosts",
             "etcd-leader.look",
             "etcd-leader.approve",
@@ -424,8 +426,11 @@ fn each_server_of_a_rolling_run_gets_the_leader_moved_off_it_first() {
                 .as_ref()
                 .is_some_and(|c| c.iter().any(|a| a == "--check")));
         } else {
-            // The host is confirmed first.
-            let before = &p.steps[i - 1];
+            // The host is confirmed first (before the first host, then etcd's snapshot).
+            let mut before = &p.steps[i - 1];
+            if before.kind == StepKind::EtcdSnapshot {
+                before = &p.steps[i - 2];
+            }
             assert_eq!(
                 before.kind,
                 StepKind::ListHosts,
@@ -442,6 +447,90 @@ fn each_server_of_a_rolling_run_gets_the_leader_moved_off_it_first() {
         mv - 2,
         "the look and the approval before the move"
     );
+}
+
+/// Issue 39, a snapshot before the first server: one etcd-snapshot step per run, before
+/// anything touches the first server (its confirmation, its leader look), read-only for
+/// every system, its condition naming the servers the run changes in order; going past it
+/// is a typed skip.
+#[test]
+fn a_rolling_run_snapshots_etcd_once_before_its_first_server() {
+    use hk_engine::runbook::machine::{Event, Input, MachineError, Run, Timestamp};
+    use hk_engine::runbook::plan::SnapshotFirst;
+    let p = plan(&shipped("etcd-io-priority"), &prod(), &homelab()).expect("plans");
+    let snaps: Vec<&hk_engine::runbook::plan::PlannedStep> = p
+        .steps
+        .iter()
+        .filter(|s| s.kind == StepKind::EtcdSnapshot)
+        .collect();
+    assert_eq!(snaps.len(), 1, "{:#?}", hosts_in_order(&p));
+    let s = snaps[0];
+    assert_eq!(
+        (s.id.as_str(), s.mutates, s.host.as_deref()),
+        ("etcd-snapshot.save", false, None)
+    );
+    let cond = s
+        .expect
+        .as_ref()
+        .and_then(|e| e.condition.clone())
+        .expect("a condition");
+    assert_eq!(
+        cond,
+        "etcd-snapshot changed=k3s-prod-3,k3s-prod-1,k3s-prod-2"
+    );
+    let parsed = SnapshotFirst::parse(&cond)
+        .expect("a snapshot condition")
+        .expect("parses");
+    assert_eq!(parsed.condition(), cond, "round trip");
+    // Before every step that changes, previews or approves anything, and before the first
+    // leader look (the runbook's own host confirmation may come first: it only lists).
+    let first_touch = p
+        .steps
+        .iter()
+        .position(|x| {
+            x.kind != StepKind::ListHosts
+                && (x.mutates || x.gate.is_some() || x.kind == StepKind::EtcdLeader)
+        })
+        .expect("a step on a host");
+    assert!(
+        s.n - 1 < first_touch,
+        "the snapshot is step {} of {:#?}",
+        s.n,
+        hosts_in_order(&p)
+    );
+    assert!(matches!(
+        SnapshotFirst::parse("etcd-snapshot changed=a,,b"),
+        Some(Err(_))
+    ));
+    assert!(SnapshotFirst::parse("etcd-leader-away a").is_none());
+    // Skipping it: only with a typed reason.
+    let mut run = Run::new(p.clone()).expect("run");
+    let skip = |reason: &str| {
+        Event::new(
+            Timestamp(1),
+            Input::Skip {
+                n: s.n,
+                by: "ann".into(),
+                reason: reason.into(),
+            },
+        )
+    };
+    match run.step(&skip("")) {
+        Err(MachineError::CannotSkip { why, .. }) => {
+            assert!(why.contains("etcd snapshot"), "{why}")
+        }
+        other => panic!("a snapshot was skipped without a reason: {other:?}"),
+    }
+    run.step(&skip("snapshot taken by hand at 09:12, /srv/etcd-0912.db"))
+        .expect("a reason is enough");
+    // A one-host runbook that changes no server takes none.
+    for rb in ["node-health", "vpn-egress-verify"] {
+        let p = plan(&shipped(rb), &prod(), &homelab()).expect("plans");
+        assert!(
+            p.steps.iter().all(|s| s.kind != StepKind::EtcdSnapshot),
+            "{rb}"
+        );
+    }
 }
 
 #[test]

@@ -644,10 +644,45 @@ impl SimEtcd {
                 Some(_) => json!({"header": self.header()}),
                 None => no_leader(),
             },
+            // A member serves its snapshot from its own database, leader or not.
+            "/v3/maintenance/snapshot" => return Some(snapshot_stream()),
             _ => return None,
         };
         Some(v.to_string())
     }
+}
+
+/// What a simulated member's snapshot holds: the model keeps no bbolt database, so it
+/// serves a real one, taken once from an etcd 3.6.4 built by tests/apiserver/build.sh (a
+/// fresh member, one key: `/hk-sim/note`) through the same `POST /v3/maintenance/snapshot`
+/// and decoded: the database, then etcd's sha256 of it.
+const SNAPSHOT: &[u8] = include_bytes!("etcd-3.6.4.snapshot.db");
+
+/// [`SNAPSHOT`] as etcd's gateway streams it: one JSON object per line, 32 KiB of the
+/// database per message, `remaining_bytes` where more follows, the checksum last.
+fn snapshot_stream() -> String {
+    use serde_json::json;
+    let (db, sum) = SNAPSHOT.split_at(SNAPSHOT.len() - 32);
+    let mut out = String::new();
+    let mut sent = 0;
+    for chunk in db.chunks(32 * 1024) {
+        sent += chunk.len();
+        let mut result = json!({
+            "blob": data_encoding::BASE64.encode(chunk),
+            "version": "3.6.0",
+        });
+        if sent < db.len() {
+            result["remaining_bytes"] = json!((db.len() - sent).to_string());
+        }
+        out.push_str(&json!({ "result": result }).to_string());
+        out.push('\n');
+    }
+    out.push_str(
+        &json!({"result": {"blob": data_encoding::BASE64.encode(sum), "version": "3.6.0"}})
+            .to_string(),
+    );
+    out.push('\n');
+    out
 }
 
 /// Journal records a node keeps (the oldest go first).

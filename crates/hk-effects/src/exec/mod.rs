@@ -423,6 +423,11 @@ impl<C> Executor<C> {
         &self.ssh
     }
 
+    /// The masking every line this executor shows goes through.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
     /// Starts `step`'s `--list-hosts` run now, in the background, so that its answer may be
     /// ready when the step starts (used then only if the files it read are unchanged: see
     /// [`ansible_prefetch`]). False when the step is not a list-hosts step, one is already

@@ -153,6 +153,12 @@ pub enum SshError {
     Cancelled { host: String, command: String },
     #[error("{host}: channel failed: {msg}")]
     Channel { host: String, msg: String },
+    #[error("{host}: stopped `{command}`: {why}")]
+    Local {
+        host: String,
+        command: String,
+        why: String,
+    },
 }
 
 impl SshError {
@@ -175,6 +181,9 @@ pub struct CommandOutput {
     pub stderr_truncated: bool,
     pub elapsed: Duration,
 }
+
+/// Where [`SshPool::exec_to`] hands a command's stdout, raw, as it arrives.
+pub type RawSink<'a> = dyn FnMut(&[u8]) -> Result<(), String> + Send + 'a;
 
 /// Per-command options.
 #[derive(Debug, Clone, Default)]
@@ -349,6 +358,30 @@ impl SshPool {
         command: &str,
         opts: &ExecOptions,
     ) -> Result<CommandOutput, SshError> {
+        self.exec_inner(host, command, opts, None).await
+    }
+
+    /// [`SshPool::exec`] with the command's stdout handed to `stdout` as it arrives, raw
+    /// (not collected, not capped, not masked: bytes the caller writes somewhere, e.g. a
+    /// snapshot); stderr is collected as `exec` collects it. An error from `stdout` stops
+    /// the command and is returned as [`SshError::Local`].
+    pub async fn exec_to(
+        &self,
+        host: &str,
+        command: &str,
+        opts: &ExecOptions,
+        stdout: &mut RawSink<'_>,
+    ) -> Result<CommandOutput, SshError> {
+        self.exec_inner(host, command, opts, Some(stdout)).await
+    }
+
+    async fn exec_inner(
+        &self,
+        host: &str,
+        command: &str,
+        opts: &ExecOptions,
+        mut raw_stdout: Option<&mut RawSink<'_>>,
+    ) -> Result<CommandOutput, SshError> {
         let slot = self.slot(host).ok_or_else(|| SshError::NoSettings {
             host: host.to_string(),
         })?;
@@ -386,7 +419,13 @@ impl SshPool {
             tokio::select! {
                 msg = channel.wait() => match msg {
                     None => break,
-                    Some(ChannelMsg::Data { data }) => out.push(Stream::Stdout, &data),
+                    Some(ChannelMsg::Data { data }) => match raw_stdout.as_mut() {
+                        None => out.push(Stream::Stdout, &data),
+                        Some(sink) => if let Err(why) = sink(&data) {
+                            stop_remote(&channel).await;
+                            return Err(SshError::Local { host: host.to_string(), command: shown, why });
+                        },
+                    },
                     Some(ChannelMsg::ExtendedData { data, ext: 1 }) => out.push(Stream::Stderr, &data),
                     Some(ChannelMsg::ExitStatus { exit_status: s }) => exit_status = Some(s),
                     Some(ChannelMsg::ExitSignal { signal_name, .. }) => exit_signal = Some(signal_words(&signal_name)),

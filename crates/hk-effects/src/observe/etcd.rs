@@ -369,6 +369,32 @@ impl EtcdProbe {
         look.run(&self.exec, host, argv, cancel).await
     }
 
+    /// One read-only command on `host` whose stdout is handed to `stdout` raw as it
+    /// arrives (not collected, not capped): etcd's snapshot stream.
+    async fn stream(
+        &self,
+        host: &str,
+        argv: &[String],
+        timeout: Duration,
+        cancel: &CancellationToken,
+        stdout: &mut crate::exec::ssh::RawSink<'_>,
+    ) -> Result<CommandOutput, String> {
+        if let Some(why) = self.unreachable.get(host) {
+            return Err(why.clone());
+        }
+        let opts = crate::exec::ssh::ExecOptions {
+            timeout: Some(timeout),
+            cancel: cancel.clone(),
+            redactor: self.exec.redactor().clone(),
+            ..crate::exec::ssh::ExecOptions::default()
+        };
+        self.exec
+            .ssh()
+            .exec_to(host, &super::ssh_look::remote_command(argv), &opts, stdout)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     /// Everything seen on one member: its metrics and IO pressure, and what it answers on
     /// etcd's client API. Never fails: what could not be seen is a could-not-look naming
     /// the host.
@@ -629,6 +655,19 @@ impl EtcdSource {
             .look_members(env, self.specs(env), None, cancel)
             .await
             .0
+    }
+
+    /// One read on `host` whose stdout goes to `stdout` as it arrives (etcd's snapshot
+    /// stream), over the looks' own connection, bounded by `timeout`.
+    pub async fn stream(
+        &self,
+        host: &str,
+        argv: &[String],
+        timeout: Duration,
+        cancel: &CancellationToken,
+        stdout: &mut crate::exec::ssh::RawSink<'_>,
+    ) -> Result<CommandOutput, String> {
+        self.probe.stream(host, argv, timeout, cancel, stdout).await
     }
 
     /// `env`'s members read as etcd: the client view, or why it could not be had.

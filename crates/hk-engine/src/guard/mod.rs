@@ -16,6 +16,7 @@ pub mod health;
 pub mod leader;
 pub mod lock;
 pub mod outage;
+pub mod snapshot;
 /// The operator gate rule, applied by the run machine to every answer (written beside the
 /// plan's `Gate`, below the guard, so the machine imports nothing above it).
 pub use crate::runbook::gate as operator;

@@ -1741,11 +1741,12 @@ impl Run {
             .is_some_and(|c| {
                 c.starts_with(super::plan::HEALTH_GATE)
                     || c.starts_with(super::plan::NODE_DISRUPTION)
+                    || c.starts_with(super::plan::ETCD_SNAPSHOT)
             });
         if guard && reason.trim().is_empty() {
             return Err(MachineError::CannotSkip {
                 n,
-                why: "it is a guard rail (the health gate or a disruption check): skipping it needs a typed reason",
+                why: "it is a guard rail (the health gate, a disruption check or the etcd snapshot): skipping it needs a typed reason",
             });
         }
         let resume_after = match &self.steps[i].state {

@@ -40,6 +40,10 @@ pub enum StepKind {
     /// Move etcd's leadership off a server before it is changed (or, read-only, say whether
     /// and where it would move). Only the planner writes it (see [`LeaderAway`]).
     EtcdLeader,
+    /// Save a snapshot of etcd (its own snapshot API, from one caught-up member) beside the
+    /// run's journal before the first server is changed. Only the planner writes it (see
+    /// [`SnapshotFirst`]).
+    EtcdSnapshot,
 }
 
 impl StepKind {
@@ -56,6 +60,7 @@ impl StepKind {
             StepKind::Manual => "manual",
             StepKind::FluxReconcile => "flux-reconcile",
             StepKind::EtcdLeader => "etcd-leader",
+            StepKind::EtcdSnapshot => "etcd-snapshot",
         }
     }
 }
@@ -78,6 +83,46 @@ pub const ETCD_LEADER_PREVIEW: &str = "etcd-leader-preview";
 
 /// The condition of the leader move itself: `etcd-leader-away HOST`.
 pub const ETCD_LEADER_AWAY: &str = "etcd-leader-away";
+
+/// The condition of the snapshot before the first server: `etcd-snapshot changed=H1,H2`.
+pub const ETCD_SNAPSHOT: &str = "etcd-snapshot";
+
+/// The etcd-snapshot step's condition: save a snapshot of etcd before the run changes
+/// `changed` (the servers, in the order the run changes them), from a member the run does
+/// not change where one fits, else from the one it changes last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotFirst {
+    pub changed: Vec<String>,
+}
+
+impl SnapshotFirst {
+    pub fn condition(&self) -> String {
+        format!("{ETCD_SNAPSHOT} changed={}", self.changed.join(","))
+    }
+
+    /// `None`: not an etcd-snapshot condition. `Some(Err)`: one, but malformed.
+    pub fn parse(text: &str) -> Option<Result<SnapshotFirst, MalformedCondition>> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        if words.first() != Some(&ETCD_SNAPSHOT) {
+            return None;
+        }
+        Some(match words.as_slice() {
+            [_, changed] => match changed.strip_prefix("changed=") {
+                Some(list) if !list.is_empty() && !list.split(',').any(str::is_empty) => {
+                    Ok(SnapshotFirst {
+                        changed: list.split(',').map(str::to_string).collect(),
+                    })
+                }
+                _ => Err(MalformedCondition::EtcdSnapshot {
+                    text: text.to_string(),
+                }),
+            },
+            _ => Err(MalformedCondition::EtcdSnapshot {
+                text: text.to_string(),
+            }),
+        })
+    }
+}
 
 /// An etcd-leader step's condition: move (or, `preview`, only say whether and where it
 /// would move) etcd's leadership off `host` before the steps after it change that server.
@@ -224,6 +269,8 @@ pub enum MalformedCondition {
     NodeDisruption { text: String },
     #[error("`{text}`: expected `{away} HOST [later=HOST,...]` or `{preview} HOST [later=HOST,...]`", away = ETCD_LEADER_AWAY, preview = ETCD_LEADER_PREVIEW)]
     LeaderAway { text: String },
+    #[error("`{text}`: expected `{snap} changed=HOST[,HOST...]`", snap = ETCD_SNAPSHOT)]
+    EtcdSnapshot { text: String },
 }
 
 /// An operator gate: the run stops here until the operator answers.
@@ -1905,10 +1952,13 @@ impl Planner<'_> {
             }
         }
         let mut done: HashSet<String> = HashSet::new();
-        let mut out: Vec<Draft> = Vec::with_capacity(steps.len() + 3 * servers.len());
+        let mut out: Vec<Draft> = Vec::with_capacity(steps.len() + 3 * servers.len() + 1);
         for d in steps {
             if let Some(h) = d.step.host.clone() {
                 if touches(&d.step) && wanted(&h) && done.insert(h.clone()) {
+                    if done.len() == 1 {
+                        out.push(self.snapshot_first(&order));
+                    }
                     let later = order
                         .iter()
                         .skip_while(|x| **x != h)
@@ -1921,6 +1971,48 @@ impl Planner<'_> {
             out.push(d);
         }
         out
+    }
+
+    /// The snapshot of etcd before the first of `changed` (the servers this plan changes,
+    /// in order): read-only for every system (etcd's snapshot API is a read; the file is
+    /// written beside the run's journal, on the operator's machine, off the cluster the run
+    /// changes). Going past it is a typed skip (a guard rail).
+    fn snapshot_first(&self, changed: &[String]) -> Draft {
+        Draft {
+            step: PlannedStep {
+                n: 0,
+                id: "etcd-snapshot.save".into(),
+                kind: StepKind::EtcdSnapshot,
+                host: None,
+                mutates: false,
+                gate: None,
+                command: None,
+                expect: Some(Expect {
+                    condition: Some(
+                        SnapshotFirst {
+                            changed: changed.to_vec(),
+                        }
+                        .condition(),
+                    ),
+                    timeout_s: Some(600),
+                    ..Expect::default()
+                }),
+                title: format!(
+                    "Save a snapshot of {}'s etcd beside this run's journal before {} is changed (etcd's snapshot API, from a caught-up member; its integrity checked)",
+                    self.env.name,
+                    changed.first().map(String::as_str).unwrap_or("the first server")
+                ),
+                cwd: None,
+                source: Some(if self.env.protected {
+                    GateSource::Policy
+                } else {
+                    GateSource::Runbook
+                }),
+                blast_radius: None,
+                declared_read_only: None,
+            },
+            play: None,
+        }
     }
 
     /// The look, (in a protected environment) the approval, and the move of etcd's

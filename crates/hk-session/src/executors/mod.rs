@@ -14,7 +14,7 @@
 //! `Executor<ReadOnly>` exists in it.
 
 pub mod clusters;
-pub mod etcd_leader;
+pub mod etcd;
 pub mod kube;
 pub mod probe;
 pub mod real;
@@ -30,7 +30,7 @@ use hk_engine::runbook::plan::StepKind;
 use super::exec::{Capabilities, MutatingExecutors, ReadOnlyExecutors, RunTag};
 
 pub use clusters::Clusters;
-pub use etcd_leader::EtcdLeaderExecutor;
+pub use etcd::EtcdExecutor;
 pub use kube::KubeExecutor;
 pub use probe::ProbeExecutor;
 pub use real::RealExecutor;
@@ -194,8 +194,13 @@ pub fn capabilities_with(
             Arc::new(probe),
         ))
     };
-    if let Err(e) = read_only.add(Arc::new(EtcdLeaderExecutor::read_only(Arc::clone(&etcd)))) {
-        warnings.push(e.to_string());
+    for ex in [
+        EtcdExecutor::read_only(Arc::clone(&etcd)),
+        EtcdExecutor::snapshot(Arc::clone(&etcd)),
+    ] {
+        if let Err(e) = read_only.add(Arc::new(ex)) {
+            warnings.push(e.to_string());
+        }
     }
     let kube = clusters.usable().then(|| Arc::clone(&clusters));
     match &kube {
@@ -230,10 +235,7 @@ pub fn capabilities_with(
             RealExecutor::mutating(kind, Arc::clone(&mu_exec)).with_vips(vips.clone()),
         ));
     }
-    mutating.add(Arc::new(EtcdLeaderExecutor::mutating(
-        etcd,
-        Arc::clone(&mu_exec),
-    )));
+    mutating.add(Arc::new(EtcdExecutor::mutating(etcd, Arc::clone(&mu_exec))));
     match kube {
         Some(c) => mutating.add(Arc::new(KubeExecutor::flux_reconcile(c))),
         None => mutating.absent(StepKind::FluxReconcile, clusters.why_none()),

@@ -1,7 +1,7 @@
-//! The etcd-leader steps the planner puts before the first change of a server (issue 39):
-//! the read-only look (`etcd-leader-preview HOST`: does it lead, and to whom would
-//! leadership move) and the move (`etcd-leader-away HOST`), both through
-//! `hk_effects::etcd_leader`.
+//! The etcd steps the planner puts before the first change of a server (issue 39): the
+//! snapshot (`etcd-snapshot changed=...`, through `hk_effects::etcd_snapshot`), the
+//! read-only look (`etcd-leader-preview HOST`: does it lead, and to whom would leadership
+//! move) and the move (`etcd-leader-away HOST`), both through `hk_effects::etcd_leader`.
 //!
 //! Owns: the request/reply plumbing, progress lines as step output, the verdict the Verify
 //! reads back, prompt cancels.
@@ -17,11 +17,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::exec::{ExecReply, ExecRequest, StepExecutor};
 use hk_effects::etcd_leader::{self, MoveError, Moved};
+use hk_effects::etcd_snapshot::{self, SaveError};
 use hk_effects::exec::{Executor, Mutating};
 use hk_effects::observe::etcd::EtcdSource;
 use hk_engine::guard::leader::LeaderPlan;
 use hk_engine::runbook::machine::Input;
-use hk_engine::runbook::plan::{LeaderAway, PlannedStep, StepKind};
+use hk_engine::runbook::plan::{LeaderAway, PlannedStep, SnapshotFirst, StepKind};
 
 use super::Key;
 
@@ -32,26 +33,30 @@ struct State {
     verdicts: HashMap<Key, Result<String, String>>,
 }
 
-/// etcd-leader steps: read-only (the look) or, built with the mutating executor, the move.
+/// etcd-leader steps (read-only: the look; built with the mutating executor: the move) or
+/// the etcd-snapshot step (read-only: the snapshot API is a read).
 #[derive(Clone)]
-pub struct EtcdLeaderExecutor {
+pub struct EtcdExecutor {
+    kind: StepKind,
     source: Arc<EtcdSource>,
     exec: Option<Arc<Executor<Mutating>>>,
     state: Arc<Mutex<State>>,
 }
 
-impl std::fmt::Debug for EtcdLeaderExecutor {
+impl std::fmt::Debug for EtcdExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EtcdLeaderExecutor")
+        f.debug_struct("EtcdExecutor")
+            .field("kind", &self.kind)
             .field("mutates", &self.exec.is_some())
             .finish()
     }
 }
 
-impl EtcdLeaderExecutor {
+impl EtcdExecutor {
     /// The look only: whether the server leads and where leadership would go.
     pub fn read_only(source: Arc<EtcdSource>) -> Self {
-        EtcdLeaderExecutor {
+        EtcdExecutor {
+            kind: StepKind::EtcdLeader,
             source,
             exec: None,
             state: Arc::default(),
@@ -60,9 +65,20 @@ impl EtcdLeaderExecutor {
 
     /// The move too, through `exec`.
     pub fn mutating(source: Arc<EtcdSource>, exec: Arc<Executor<Mutating>>) -> Self {
-        EtcdLeaderExecutor {
+        EtcdExecutor {
+            kind: StepKind::EtcdLeader,
             source,
             exec: Some(exec),
+            state: Arc::default(),
+        }
+    }
+
+    /// The snapshot before the first server (read-only for every system).
+    pub fn snapshot(source: Arc<EtcdSource>) -> Self {
+        EtcdExecutor {
+            kind: StepKind::EtcdSnapshot,
+            source,
+            exec: None,
             state: Arc::default(),
         }
     }
@@ -97,6 +113,48 @@ impl EtcdLeaderExecutor {
             .as_ref()
             .and_then(|e| e.condition.clone())
             .unwrap_or_default();
+        if self.kind == StepKind::EtcdSnapshot {
+            let first = match SnapshotFirst::parse(&text) {
+                Some(Ok(f)) => f,
+                Some(Err(e)) => return fail(format!("{e}; the step was not started")),
+                None => {
+                    return fail(format!(
+                        "`{text}` is no etcd-snapshot condition; the step was not started"
+                    ))
+                }
+            };
+            let journal = start.journal().to_path_buf();
+            let path_for =
+                move |host: &str| hk_engine::journal::snapshot_path(&journal, host, attempt);
+            return match etcd_snapshot::save(
+                &self.source,
+                env,
+                &first.changed,
+                &path_for,
+                cancel,
+                progress,
+            )
+            .await
+            {
+                Ok(saved) => {
+                    let line = saved.line();
+                    progress(line.clone());
+                    (
+                        Input::StepFinished {
+                            n,
+                            attempt,
+                            exit_code: Some(0),
+                            error: None,
+                        },
+                        Some(Ok(line)),
+                    )
+                }
+                Err(SaveError::Cancelled(reason)) => {
+                    (Input::Cancelled { n, attempt, reason }, None)
+                }
+                Err(SaveError::Failed(why)) => fail(format!("{env}: {why}")),
+            };
+        }
         let away = match LeaderAway::parse(&text) {
             Some(Ok(a)) => a,
             Some(Err(e)) => return fail(format!("{e}; the step was not started")),
@@ -178,9 +236,9 @@ impl EtcdLeaderExecutor {
     }
 }
 
-impl StepExecutor for EtcdLeaderExecutor {
+impl StepExecutor for EtcdExecutor {
     fn kind(&self) -> StepKind {
-        StepKind::EtcdLeader
+        self.kind
     }
 
     fn mutates(&self) -> bool {
@@ -257,7 +315,10 @@ impl StepExecutor for EtcdLeaderExecutor {
                         n: step.n,
                         attempt,
                         ok: false,
-                        detail: "nothing to verify an etcd-leader step against (its verdict was not kept)".into(),
+                        detail: format!(
+                            "nothing to verify an {} step against (its verdict was not kept)",
+                            self.kind.as_str()
+                        ),
                     },
                 };
                 tokio::spawn(async move {
