@@ -159,11 +159,11 @@ async fn etcd_io_priority_holds_at_the_health_gate_while_node_1_is_not_ready(mod
         let runs = runs.clone();
         tokio::spawn(async move {
             let deadline = Instant::now() + Duration::from_secs(120);
-            // Step 9 is the gate between node 3 and node 1 (2-4: etcd's leader moved off node 3
-            // if it leads).
+            // Step 10 is the gate between node 3 and node 1 (2: etcd's snapshot; 3-5: etcd's
+            // leader moved off node 3 if it leads).
             let journal = loop {
                 assert!(Instant::now() < deadline, "the gate never started");
-                if let Some(j) = journal_in(&runs).filter(|j| started(j, 9)) {
+                if let Some(j) = journal_in(&runs).filter(|j| started(j, 10)) {
                     break j;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -173,7 +173,7 @@ async fn etcd_io_priority_holds_at_the_health_gate_while_node_1_is_not_ready(mod
             // The gate names the node while it is down...
             let named = loop {
                 assert!(Instant::now() < deadline, "the gate never named the node");
-                if let Some(l) = output_of(&journal, 9)
+                if let Some(l) = output_of(&journal, 10)
                     .into_iter()
                     .find(|l| l.contains("k3s-prod-1 NotReady since"))
                 {
@@ -184,7 +184,7 @@ async fn etcd_io_priority_holds_at_the_health_gate_while_node_1_is_not_ready(mod
             tokio::time::sleep(Duration::from_secs(3)).await;
             // ...and has not let the run past it.
             assert!(
-                !started(&journal, 10),
+                !started(&journal, 11),
                 "the run went past the gate with node 1 NotReady"
             );
             set_ready(&d, "prod", "k3s-prod-1", true).await;
@@ -195,18 +195,18 @@ async fn etcd_io_priority_holds_at_the_health_gate_while_node_1_is_not_ready(mod
     let (named, down_for) = fault.await.expect("fault task");
     eprintln!("gate said: {named}; node down for {down_for:?}");
     assert!(report.succeeded, "{}", report.render());
-    let gate = &report.steps[8];
+    let gate = &report.steps[9];
     assert_eq!(gate.id, "health-gate");
     assert_eq!(gate.state, "done");
     // It passed only after a whole soak from the recovery.
     let journal = &report.journal;
     let rec = hk_console::record::load_path(journal).expect("record");
-    let step10 = rec.steps[9].started.expect("step 10 started");
-    let gate_started = rec.steps[8].started.expect("gate started");
+    let step11 = rec.steps[10].started.expect("step 11 started");
+    let gate_started = rec.steps[9].started.expect("gate started");
     assert!(
-        step10.0 - gate_started.0 >= 60_000 + down_for.as_millis() as u64,
+        step11.0 - gate_started.0 >= 60_000 + down_for.as_millis() as u64,
         "the gate passed {} ms after it started, less than the node's {:?} down plus the 60 s soak",
-        step10.0 - gate_started.0,
+        step11.0 - gate_started.0,
         down_for
     );
     // The change record names the halt in the gate's output.

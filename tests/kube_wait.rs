@@ -244,8 +244,10 @@ async fn a_stuck_rollout_fails_naming_the_pod_and_node() {
          (the API server keeps lastTransitionTime to the second)",
         late.as_millis()
     );
+    // Up to 1 s of it is the truncation to the second; the rest is the poll and, on a busy
+    // machine, scheduling (measured 1.23 s once with the suite's three binaries at once).
     assert!(
-        late.is_positive() && late < k8s_openapi::jiff::SignedDuration::from_secs(1),
+        late.is_positive() && late < k8s_openapi::jiff::SignedDuration::from_secs(2),
         "{late:?}"
     );
     match &end {

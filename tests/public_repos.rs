@@ -622,6 +622,28 @@ fn scaffolds_give_the_controllers_plays_steps_of_their_own() {
         ],
         "{plan}"
     );
+    // etcd's snapshot once, before the first server's first step, over the servers this
+    // repo's inventory names (issue 39).
+    let snaps: Vec<&serde_json::Value> = steps
+        .iter()
+        .filter(|s| s["kind"] == "etcd-snapshot")
+        .collect();
+    assert_eq!(snaps.len(), 1, "{plan}");
+    assert_eq!(
+        snaps[0]["expect"]["condition"],
+        "etcd-snapshot changed=k3s-server1,k3s-server2,k3s-server3",
+        "{plan}"
+    );
+    assert_eq!(snaps[0]["mutates"], false);
+    let first_server = steps
+        .iter()
+        .position(|s| s["host"] == "k3s-server1" && s["kind"] != "list-hosts")
+        .expect("a step on k3s-server1");
+    let snap_at = steps
+        .iter()
+        .position(|s| s["kind"] == "etcd-snapshot")
+        .expect("the snapshot");
+    assert!(snap_at < first_server, "{plan}");
     for step in steps.iter().filter(|s| s["kind"] == "list-hosts") {
         let want: Vec<String> =
             serde_json::from_value(step["expect"]["hosts"].clone()).expect("hosts");

@@ -444,8 +444,13 @@ fn init_on_an_unfamiliar_repo_proposes_facts_and_agents_and_the_repo_then_checks
         );
     }
     // A health gate between servers, declared by the scaffold (lab is not protected), and
-    // etcd's leadership moved off each server first (its look and its move, issue 39).
-    assert!(out.contains("site for lab: 21 steps, MUTATING"), "{out}");
+    // etcd's snapshot before the first server, etcd's leadership moved off each server
+    // first (its look and its move, issue 39).
+    assert!(out.contains("site for lab: 22 steps, MUTATING"), "{out}");
+    assert!(
+        out.contains("expect: etcd-snapshot changed=cp1,cp2,cp3\n"),
+        "{out}"
+    );
     assert!(
         out.contains("expect: etcd-leader-away cp1 later=cp2,cp3\n"),
         "{out}"

@@ -138,9 +138,11 @@ fn etcd_io_priority_runs_node_3_then_1_then_2_one_at_a_time() {
             "read-back does not check {must}"
         );
     }
-    // Eight steps per node (five of the runbook's, three moving etcd's leader off it), and
-    // the health gate between node 3 and 1 and between 1 and 2.
-    assert_eq!(p.steps.len(), 26);
+    // Eight steps per node (five of the runbook's, three moving etcd's leader off it), the
+    // health gate between node 3 and 1 and between 1 and 2, and etcd's snapshot before
+    // the first (issue 39).
+    assert_eq!(p.steps.len(), 27);
+    assert_eq!(p.steps[1].kind, StepKind::EtcdSnapshot);
 }
 
 #[test]
@@ -188,9 +190,9 @@ fn an_order_missing_a_host_fails_naming_it() {
 #[test]
 fn the_planner_inserts_a_list_hosts_the_runbook_left_out() {
     let rb = parse(&ORDERED.replace("ORDER", "k3s-prod-2, k3s-prod-1, k3s-prod-3"));
-    // Unprotected, so the only steps added are the planner's list-hosts and, per server,
-    // its look at etcd's leader and the move (the gate policy's previews and approvals are
-    // tested in runbooks_policy.rs).
+    // Unprotected, so the only steps added are the planner's list-hosts, etcd's snapshot
+    // before the first server and, per server, its look at etcd's leader and the move (the
+    // gate policy's previews and approvals are tested in runbooks_policy.rs).
     let env = PlanEnv {
         protected: false,
         ..prod()
@@ -198,7 +200,7 @@ fn the_planner_inserts_a_list_hosts_the_runbook_left_out() {
     let p = plan(&rb, &env, &homelab()).expect("plans");
     assert_eq!(host_order(&p), ["k3s-prod-2", "k3s-prod-1", "k3s-prod-3"]);
     assert_listed_before_first_mutation(&p);
-    assert_eq!(p.steps.len(), 12);
+    assert_eq!(p.steps.len(), 13);
     assert_eq!(p.steps[0].id, "apply.list-hosts");
     assert_eq!(
         argv(&p.steps[0]),
@@ -572,11 +574,11 @@ steps:
         &homelab(),
     )
     .expect("plans");
-    // The planner's own etcd-leader steps carry theirs.
+    // The planner's own etcd-leader and etcd-snapshot steps carry theirs.
     assert!(unbounded
         .steps
         .iter()
-        .filter(|s| s.kind != StepKind::EtcdLeader)
+        .filter(|s| !matches!(s.kind, StepKind::EtcdLeader | StepKind::EtcdSnapshot))
         .all(|s| limit(s).is_none()));
     let d = hk_console::exec::step_timeout(
         unbounded

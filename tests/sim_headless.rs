@@ -275,6 +275,29 @@ async fn etcd_io_priority_completes_and_changes_every_prod_node_through_ansible(
             && md.contains("etcd's leadership moved from "),
         "{md}"
     );
+    // etcd's snapshot was taken before the first server, from the member the run changes
+    // last (it changes them all), beside the journal, and the record names it (issue 39).
+    let snap = r.journal.with_file_name(format!(
+        "{}.etcd-k3s-prod-2.1.db",
+        r.journal
+            .file_stem()
+            .expect("a journal name")
+            .to_string_lossy()
+    ));
+    let bytes = std::fs::read(&snap).unwrap_or_else(|e| panic!("{}: {e}; {md}", snap.display()));
+    assert!(bytes.len() > 64, "{}", snap.display());
+    assert!(
+        md.contains("(etcd's snapshot before the first server changes): done: etcd snapshot saved from k3s-prod-2 ")
+            && md.contains(&format!("{}, {} bytes, sha256 ", snap.display(), bytes.len())),
+        "{md}"
+    );
+    let first_snapshot = r
+        .steps
+        .iter()
+        .position(|s| s.kind == "etcd-snapshot")
+        .expect("a snapshot step");
+    let first_change = r.steps.iter().position(|s| s.mutates).expect("a change");
+    assert!(first_snapshot < first_change, "{md}");
     // The values the read-back saw are the simulated kernel's, set by ansible's raw tasks.
     for h in hosts {
         let s = d.node_state(h).expect("node");

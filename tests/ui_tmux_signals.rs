@@ -589,12 +589,13 @@ fn ctrl_c_y_during_an_apply_then_r_is_the_decision_not_a_retry() {
     };
     assert!(text.contains(r#""type":"probe-result""#), "{text}");
     // The preview runs again (its second attempt), and its approval is asked afresh
-    // before the apply's second attempt. (Step 5: 2-4 are etcd's leader looked at and
-    // moved off the server first, which the re-run of the apply does not repeat.)
+    // before the apply's second attempt. (Step 6: 1 is etcd's snapshot, 3-5 etcd's
+    // leader looked at and moved off the server first, which the re-run of the apply does
+    // not repeat.)
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let text = std::fs::read_to_string(&journal).expect("journal");
-        if text.contains(r#""type":"step-finished","n":5,"attempt":2"#) {
+        if text.contains(r#""type":"step-finished","n":6,"attempt":2"#) {
             break;
         }
         assert!(

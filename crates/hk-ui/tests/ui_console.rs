@@ -140,6 +140,7 @@ fn etcd_app(dir: &std::path::Path) -> App {
             StepKind::Ansible,
             StepKind::Ssh,
             StepKind::EtcdLeader,
+            StepKind::EtcdSnapshot,
         ],
         &[StepKind::EtcdLeader],
     );
@@ -181,24 +182,25 @@ fn run_view_through_every_state_of_a_prod_run() {
     app.handle_key(code(KeyCode::Enter));
     assert!(app.overlay().is_none(), "the gate opened");
 
-    // Steps 2-4: etcd's leader looked at, the move approved and run (issue 39).
+    // Step 2: etcd's snapshot; steps 3-5: etcd's leader looked at, the move approved and
+    // run (issue 39).
     while play_one(&mut app, &[]).is_some() {}
     assert!(
-        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 3),
+        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 4),
         "the move's approval"
     );
     assert!(answer_gate(&mut app));
     play_one(&mut app, &[]).expect("the move");
     play_one(&mut app, &[]).expect("its verdict");
 
-    // Step 5: the check run, caught while running.
+    // Step 6: the check run, caught while running.
     let Some(ExecRequest::Execute {
         step, attempt, tag, ..
     }) = app.outbox_mut().pop_front()
     else {
-        panic!("step 5 should have gone to its executor");
+        panic!("step 6 should have gone to its executor");
     };
-    assert_eq!(step.n, 5);
+    assert_eq!(step.n, 6);
     app.set_now(Timestamp(T0.0 + 1_000));
     for l in [
         "TASK [etcd-io-priority : Set the BFQ scheduler] ****",
@@ -210,7 +212,7 @@ fn run_view_through_every_state_of_a_prod_run() {
     ] {
         app.handle_exec(hk_session::exec::ExecReply::Output {
             tag,
-            n: 5,
+            n: 6,
             attempt,
             line: l.into(),
         });
@@ -232,12 +234,12 @@ fn run_view_through_every_state_of_a_prod_run() {
     assert!(frame.contains("node 1 of 3: k3s-prod-3"), "{frame}");
     // Elapsed since its start was journaled, as the work was handed out (T0).
     assert!(frame.contains("elapsed 13s"), "{frame}");
-    assert!(frame.contains("next: 6"), "{frame}");
+    assert!(frame.contains("next: 7"), "{frame}");
 
     app.handle_exec(hk_session::exec::ExecReply::Outcome {
         tag,
         input: Input::StepFinished {
-            n: 5,
+            n: 6,
             attempt,
             exit_code: Some(0),
             error: None,
@@ -248,18 +250,18 @@ fn run_view_through_every_state_of_a_prod_run() {
     insta::assert_snapshot!("gate_approve_diff", frame);
     assert!(frame.contains("+mq-deadline [bfq] none"));
 
-    // Approve with a note: step 7 mutates and there is no mutating ansible executor.
+    // Approve with a note: step 8 mutates and there is no mutating ansible executor.
     type_str(&mut app, "diff as expected");
     app.handle_key(code(KeyCode::Enter));
     let frame = text(&render(&mut app, 120, 36));
     insta::assert_snapshot!("run_failed_no_executor", frame);
     assert!(frame.contains("no executor for ansible yet"), "{frame}");
     let a = app.active().expect("run");
-    assert_eq!(a.run.status(), &RunStatus::Halted { n: 7 });
+    assert_eq!(a.run.status(), &RunStatus::Halted { n: 8 });
     assert!(
         !app.outbox()
             .iter()
-            .any(|r| matches!(r, ExecRequest::Execute { step, .. } if step.n == 7)),
+            .any(|r| matches!(r, ExecRequest::Execute { step, .. } if step.n == 8)),
         "a step with no executor is never handed out"
     );
 
@@ -282,13 +284,13 @@ fn run_view_through_every_state_of_a_prod_run() {
         note: None
     }));
     assert!(inputs.contains(&Input::GateAnswered {
-        n: 6,
+        n: 7,
         answer: GateAnswer::Approved {
             by: "alice".into(),
             note: Some("diff as expected".into())
         }
     }));
-    assert!(inputs.iter().any(|i| matches!(i, Input::StepFinished { n: 7, error: Some(e), .. } if e.contains("not started"))));
+    assert!(inputs.iter().any(|i| matches!(i, Input::StepFinished { n: 8, error: Some(e), .. } if e.contains("not started"))));
     assert!(inputs.contains(&Input::Abort {
         by: "alice".into(),
         reason: "disk decision pending".into()

@@ -21,6 +21,7 @@ fn at_the_approval(dir: &std::path::Path, recap: &str) -> App {
                 StepKind::Ansible,
                 StepKind::Ssh,
                 StepKind::EtcdLeader,
+                StepKind::EtcdSnapshot,
             ],
             &[StepKind::EtcdLeader],
         ),
@@ -42,16 +43,16 @@ fn at_the_approval(dir: &std::path::Path, recap: &str) -> App {
     type_str(&mut app, "1");
     app.handle_key(code(KeyCode::Enter));
     assert!(app.overlay().is_none(), "the host count opened the gate");
-    // 2-4: etcd's leader looked at, the move approved and run (issue 39).
+    // 2: etcd's snapshot; 3-5: etcd's leader looked at, the move approved and run (issue 39).
     while play_one(&mut app, &[]).is_some() {}
     assert!(
-        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 3),
+        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 4),
         "the move's approval is open"
     );
     // Its approval shows the server's live blast radius too: the run it lets go on
     // disrupts k3s-prod-3 next.
     assert!(
-        app.live_blast(3).is_some(),
+        app.live_blast(4).is_some(),
         "the move's approval shows the server's blast"
     );
     assert!(answer_gate(&mut app));
@@ -73,12 +74,12 @@ fn at_the_approval(dir: &std::path::Path, recap: &str) -> App {
     )
     .expect("the check run went out");
     assert!(
-        matches!(&req, ExecRequest::Execute { step, .. } if step.n == 5),
+        matches!(&req, ExecRequest::Execute { step, .. } if step.n == 6),
         "{req:?}"
     );
     while play_one(&mut app, &[]).is_some() {}
     assert!(
-        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 6),
+        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 7),
         "the approval is open"
     );
     app
@@ -217,7 +218,7 @@ fn the_approval_names_the_vip_holder_the_etcd_leader_and_the_quorum_left() {
     // Enter alone is refused: the gate stays, naming why and how to override.
     app.handle_key(code(KeyCode::Enter));
     assert!(
-        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 6),
+        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 7),
         "the approval is still open"
     );
     let screen = text(&render(&mut app, 160, 45));
@@ -228,7 +229,7 @@ fn the_approval_names_the_vip_holder_the_etcd_leader_and_the_quorum_left() {
     // A note that is no override is refused too.
     type_str(&mut app, "looks fine");
     app.handle_key(code(KeyCode::Enter));
-    assert!(matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 6));
+    assert!(matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 7));
     // Snapshot the refusal before the clock moves.
     let refused = text(&render(&mut app, 80, 24));
     assert!(refused.contains("refused"), "{refused}");
@@ -263,7 +264,7 @@ fn a_step_that_would_lose_quorum_needs_a_typed_override_which_is_journaled() {
     }
     app.handle_key(code(KeyCode::Enter));
     assert!(
-        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 6 && m.error.as_deref().is_some_and(|e| e.starts_with("refused:"))),
+        matches!(&app.overlay(), Some(Overlay::Gate(m)) if m.n == 7 && m.error.as_deref().is_some_and(|e| e.starts_with("refused:"))),
         "refused without an override"
     );
     let reason = "override quorum: k3s-prod-1 is being replaced, prod traffic drained";
@@ -291,8 +292,8 @@ fn a_step_that_would_lose_quorum_needs_a_typed_override_which_is_journaled() {
         })
         .expect("the run's journal");
     let rec = hk_session::record::load_path(&journal).expect("record");
-    let step = rec.steps.iter().find(|s| s.n == 6).expect("step 6");
-    assert!(step.gate.is_some(), "step 6's gate is answered");
+    let step = rec.steps.iter().find(|s| s.n == 7).expect("step 7");
+    assert!(step.gate.is_some(), "step 7's gate is answered");
     assert!(
         step.gate_live.iter().any(|l| l
             .starts_with("CRITICAL: 2 of 3 etcd members healthy (k3s-prod-1 down)")

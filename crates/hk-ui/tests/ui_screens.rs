@@ -33,7 +33,7 @@ fn step_pane_keeps_host_next_and_command_at_80x24() {
     let frame = text(&render(&mut a, 80, 24));
     for want in [
         "node 1 of 3: k3s-prod-3",
-        "next: 6 gate Approve the diff",
+        "next: 7 gate Approve the diff",
         "$ ansible-playbook -i inventory/hosts.ini playbooks/etcd-io-priority.yml",
         "k3s_hosts=k3s_prod --limit k3s-prod-3 --check --diff",
     ] {
@@ -56,7 +56,7 @@ fn w_toggles_wrapping_the_output() {
     assert!(a.output_wrap(), "output wraps by default");
     let frame = text(&render(&mut a, 80, 24));
     assert!(frame.contains("w:wrap"), "{frame}");
-    assert!(frame.contains("the read-back follows in step 8"), "{frame}");
+    assert!(frame.contains("the read-back follows in step 9"), "{frame}");
     a.handle_key(key('w'));
     assert!(!a.output_wrap());
     let frame = text(&render(&mut a, 80, 24));
@@ -69,7 +69,7 @@ fn w_toggles_wrapping_the_output() {
     assert!(!frame.contains("follows in step 8"), "{frame}");
     a.handle_key(key('w'));
     assert!(a.output_wrap());
-    assert!(text(&render(&mut a, 80, 24)).contains("the read-back follows in step 8"));
+    assert!(text(&render(&mut a, 80, 24)).contains("the read-back follows in step 9"));
 }
 
 /// A runbook the caller found not offered on this repo (`context::not_offered`: a built-in

@@ -168,6 +168,8 @@ fn guard_of(s: &PlannedStep) -> Option<String> {
         Some("health gate between hosts".into())
     } else if c.starts_with(NODE_DISRUPTION) {
         Some("what the node carries before it is taken away".into())
+    } else if c.starts_with(hk_engine::runbook::plan::ETCD_SNAPSHOT) {
+        Some("etcd's snapshot before the first server changes".into())
     } else {
         match hk_engine::runbook::plan::LeaderAway::parse(c) {
             Some(Ok(a)) if a.preview => Some("who leads etcd before the server changes".into()),

@@ -121,7 +121,7 @@ impl StepExecutor for Recorder {
     }
 }
 
-pub const ALL_KINDS: [StepKind; 9] = [
+pub const ALL_KINDS: [StepKind; 10] = [
     StepKind::ListHosts,
     StepKind::Ansible,
     StepKind::Ssh,
@@ -131,6 +131,7 @@ pub const ALL_KINDS: [StepKind; 9] = [
     StepKind::Manual,
     StepKind::FluxReconcile,
     StepKind::EtcdLeader,
+    StepKind::EtcdSnapshot,
 ];
 
 pub fn read_only_recorders(kinds: &[StepKind]) -> ReadOnlyExecutors {

@@ -70,8 +70,8 @@ pub fn incident_app(dir: &std::path::Path) -> App {
     a
 }
 
-/// etcd-io-priority on prod, step 5 (the check run) running with its output, past etcd's
-/// leader looked at, approved and moved (steps 2-4).
+/// etcd-io-priority on prod, step 6 (the check run) running with its output, past etcd's
+/// snapshot (step 2) and its leader looked at, approved and moved (steps 3-5).
 pub fn mid_run(dir: &std::path::Path) -> App {
     let mut a = incident_app(dir);
     a.open_runbook("etcd-io-priority", Some("prod"), None);
@@ -80,6 +80,11 @@ pub fn mid_run(dir: &std::path::Path) -> App {
     play_one(&mut a, &["hosts (1):", "  k3s-prod-3"]);
     play_one(&mut a, &[]);
     answer_gate(&mut a);
+    play_one(
+        &mut a,
+        &["etcd snapshot saved from k3s-prod-2 (applied index 41; changed by this run, no member it leaves alone fit, caught up, WAL fsync p99 2.0 ms): runs/etcd-io-priority-prod.etcd-k3s-prod-2.1.db, 20512 bytes, sha256 0ddf50db1da17f19, checked (etcd's checksum, bbolt) in 0.1 s"],
+    );
+    play_one(&mut a, &[]);
     play_one(
         &mut a,
         &["k3s-prod-3 does not lead etcd (k3s-prod-1 does, term 2): nothing to move"],
@@ -95,9 +100,9 @@ pub fn mid_run(dir: &std::path::Path) -> App {
         step, attempt, tag, ..
     }) = a.outbox_mut().pop_front()
     else {
-        panic!("step 5 goes to its executor: {:?}", a.status());
+        panic!("step 6 goes to its executor: {:?}", a.status());
     };
-    assert_eq!(step.n, 5, "the check run");
+    assert_eq!(step.n, 6, "the check run");
     for l in [
         "TASK [etcd-io-priority : Set the BFQ scheduler] ****",
         "--- before: /sys/block/sda/queue/scheduler",
@@ -105,7 +110,7 @@ pub fn mid_run(dir: &std::path::Path) -> App {
         "-[mq-deadline] bfq none",
         "+mq-deadline [bfq] none",
         "changed: [k3s-prod-3] => (item=sda) verdict: scheduler bfq set, nr_requests 64 -> 32, \
-         read_ahead_kb 128 -> 128, the read-back follows in step 8",
+         read_ahead_kb 128 -> 128, the read-back follows in step 9",
     ] {
         a.handle_exec(ExecReply::Output {
             tag,
