@@ -60,7 +60,19 @@ macro_rules! both_modes {
 }
 
 async fn run(d: &Demo, runs: &Path, runbook: &str, env: &str, host: Option<&str>) -> Report {
-    let set = hk_console::runbook::embedded::load(&[]).expect("shipped runbooks");
+    run_with(d, runs, runbook, env, host, &[]).await
+}
+
+/// [`run`] over the shipped runbooks with `overrides` (as `--runbooks` gives them).
+async fn run_with(
+    d: &Demo,
+    runs: &Path,
+    runbook: &str,
+    env: &str,
+    host: Option<&str>,
+    overrides: &[(String, String)],
+) -> Report {
+    let set = hk_console::runbook::embedded::load(overrides).expect("shipped runbooks");
     let req = HeadlessRun {
         runbook: runbook.into(),
         env: Some(env.into()),
@@ -219,7 +231,7 @@ async fn etcd_io_priority_holds_at_the_health_gate_while_node_1_is_not_ready(mod
     // ran (this role restarts nothing: it answered throughout) and who held the VIP's
     // Lease once it ended (read from the cluster, a prod server); the read-back,
     // read-only, probes nothing.
-    for (n, host) in [(7, "k3s-prod-3"), (16, "k3s-prod-1"), (25, "k3s-prod-2")] {
+    for (n, host) in [(8, "k3s-prod-3"), (17, "k3s-prod-1"), (26, "k3s-prod-2")] {
         let out = output_of(journal, n);
         let vip = out
             .iter()
@@ -234,7 +246,7 @@ async fn etcd_io_priority_holds_at_the_health_gate_while_node_1_is_not_ready(mod
             "{vip}"
         );
     }
-    assert!(!output_of(journal, 8).iter().any(|l| l.starts_with("VIP ")));
+    assert!(!output_of(journal, 9).iter().any(|l| l.starts_with("VIP ")));
 }
 
 both_modes!(the_cilium_preview_shows_the_endpoint_the_reconcile_changes);
@@ -1039,4 +1051,92 @@ fn the_headless_deadline_is_journaled_as_its_own_cause() {
     );
     let text = serde_json::to_string(&recs).expect("json");
     assert!(!text.contains("operator's request"), "{text}");
+}
+
+/// etcd-io-priority with the health gate's soak shortened to `soak_s` (stable_for 5 s).
+fn short_soak(soak_s: u64) -> Vec<(String, String)> {
+    let (name, shipped) = hk_console::runbook::embedded::embedded()
+        .iter()
+        .find(|(name, _)| name.strip_suffix(".yaml") == Some("etcd-io-priority"))
+        .expect("etcd-io-priority shipped");
+    let short = shipped.replacen(
+        "  serial: 1\n",
+        &format!("  serial: 1\n  between_hosts:\n    stable_for_s: 5\n    soak_s: {soak_s}\n"),
+        1,
+    );
+    assert_ne!(&short, shipped, "its target has `serial: 1`");
+    vec![(name.to_string(), short)]
+}
+
+/// Issue 39, between nodes: the gate after k3s-prod-3's change holds while k3s-prod-3's
+/// WAL fsyncs over the soak are slower than right before its change (its disk starved in
+/// the middle of the gate: the soak starts again, the line names the disk and both p99s),
+/// and passes once a whole soak is back at its own, saying so. One API-server mode: the
+/// fsyncs are the simulated disk's in both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_after_a_server_waits_until_its_disk_is_as_fast_as_before_its_change() {
+    let (dir, d) = start(Mode::BuiltIn, "healthy").await;
+    let runs = dir.path().join("runs");
+    let d = std::sync::Arc::new(d);
+    let slow = |d: &Demo, on: bool| {
+        let s = d.node_state("k3s-prod-3").expect("k3s-prod-3");
+        let mut s = s.lock().expect("lock");
+        s.io_pressure = if on {
+            // p99 16 ms: above its 2 ms, under the pre-flight's 1 s refusal.
+            hk_console::sim::node::Psi::stalled(4.0, 2.0)
+        } else {
+            hk_console::sim::node::Psi::idle()
+        };
+    };
+    let fault = {
+        let d = std::sync::Arc::clone(&d);
+        let runs = runs.clone();
+        tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(120);
+            // Step 10: the gate after k3s-prod-3 (2: etcd's snapshot; 3-5: its leader
+            // look and move, which noted its disk before the change; 8: the change).
+            let journal = loop {
+                assert!(Instant::now() < deadline, "the gate never started");
+                if let Some(j) = journal_in(&runs).filter(|j| started(j, 10)) {
+                    break j;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            slow(&d, true);
+            let held = loop {
+                assert!(
+                    Instant::now() < deadline,
+                    "the gate never named the slow disk: {:#?}",
+                    output_of(&journal, 10)
+                );
+                if let Some(l) = output_of(&journal, 10).into_iter().find(|l| {
+                    l.contains("k3s-prod-3's WAL fsync p99 over the soak ")
+                        && l.contains("above it, the soak starts again")
+                }) {
+                    break l;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            assert!(!started(&journal, 11), "the run went past a slow disk");
+            slow(&d, false);
+            held
+        })
+    };
+    let report = run_with(&d, &runs, "etcd-io-priority", "prod", None, &short_soak(10)).await;
+    let held = fault.await.expect("fault task");
+    eprintln!("gate said: {held}");
+    assert!(report.succeeded, "{}", report.render());
+    assert!(
+        held.contains("(2.0 ms its p99 before the change, "),
+        "the bar is k3s-prod-3's own p99 before its change: {held}"
+    );
+    let gate = &report.steps[9];
+    assert_eq!(gate.id, "health-gate");
+    let detail = gate.detail.as_deref().unwrap_or_default();
+    assert!(
+        detail.contains(
+            "k3s-prod-3's WAL fsync p99 over the soak 2.0 ms (2.0 ms its p99 before the change, "
+        ),
+        "{detail}"
+    );
 }

@@ -201,9 +201,12 @@ fn the_planner_inserts_a_list_hosts_the_runbook_left_out() {
     assert_eq!(host_order(&p), ["k3s-prod-2", "k3s-prod-1", "k3s-prod-3"]);
     assert_listed_before_first_mutation(&p);
     assert_eq!(p.steps.len(), 13);
-    assert_eq!(p.steps[0].id, "apply.list-hosts");
+    // etcd's snapshot (read-only) first, then the host's confirmation before anything
+    // touches it.
+    assert_eq!(p.steps[0].id, "etcd-snapshot.save");
+    assert_eq!(p.steps[1].id, "apply.list-hosts");
     assert_eq!(
-        argv(&p.steps[0]),
+        argv(&p.steps[1]),
         "ansible-playbook -i inventory/hosts.ini playbooks/node-baseline.yml -e k3s_hosts=k3s_prod --limit k3s-prod-2 --list-hosts"
     );
 }

@@ -188,8 +188,12 @@ fn etcd_io_starvation_lights_the_etcd_pane() {
             let ok = judged(s);
             let whole = s.contains("(starvation)") && s.contains("the disk is contended");
             if !ok && !whole {
+                // Past the section (only what follows it in view: the VPN's reconnects,
+                // CI once scrolled to the last line while the looks were still coming):
+                // back up; else on down.
+                let past = s.contains("(re)connect(s)") && row(s, "k3s-prod-1").is_empty();
                 for _ in 0..5 {
-                    tmux.send(&["j"]);
+                    tmux.send(&[if past { "k" } else { "j" }]);
                 }
             }
             ok

@@ -77,6 +77,9 @@ pub async fn preview(
     cancel: &CancellationToken,
 ) -> Result<LeaderPlan, String> {
     let (view, fsync) = look(source, env, cancel).await?;
+    if let Some(p99) = fsync.get(host) {
+        source.note_before_change(env, host, *p99);
+    }
     Ok(leader::choose(&view, &fsync, host, later))
 }
 
@@ -115,6 +118,9 @@ pub async fn move_away(
 ) -> Result<Moved, MoveError> {
     let failed = MoveError::Failed;
     let (view, fsync) = look(source, env, cancel).await.map_err(failed)?;
+    if let Some(p99) = fsync.get(host) {
+        source.note_before_change(env, host, *p99);
+    }
     let plan = leader::choose(&view, &fsync, host, later);
     progress(plan.line());
     let (to, to_id) = match &plan {

@@ -60,6 +60,11 @@ impl Clock {
         }
     }
 
+    /// When the simulated time began (ms since the Unix epoch).
+    pub fn began_ms(&self) -> u64 {
+        self.epoch_ms
+    }
+
     /// The simulated time, ms since the Unix epoch.
     pub fn now_ms(&self) -> u64 {
         let real = self.origin.elapsed().as_secs_f64() * 1000.0;
@@ -1113,7 +1118,10 @@ impl NodeState {
 
     /// The etcd member's Prometheus metrics: leadership from [`NodeState::etcd_leader`], WAL
     /// fsync latencies that follow the IO pressure (a starved disk makes every fsync wait:
-    /// idle ~2 ms, 11% PSI ~1 s at the tail), a fixed 24 MiB DB of a 2 GiB quota.
+    /// idle ~2 ms, 11% PSI ~1 s at the tail), a fixed 24 MiB DB of a 2 GiB quota. The
+    /// histogram counts 100 fsyncs, then 20 a simulated second, all shaped as the disk is now (as if
+    /// it had always been so): two scrapes differ by the fsyncs between them, as a real
+    /// member's do, and each scrape's p99 is the disk's now.
     pub fn etcd_metrics(&self) -> String {
         let psi = self.io_pressure.some_avg10.max(0.0);
         // Where the 99th percentile lands: 2 ms at rest, doubling per PSI point past 1%.
@@ -1122,7 +1130,7 @@ impl NodeState {
         } else {
             (0.002 * 2f64.powf(psi - 1.0)).min(8.0)
         };
-        let count = 10_000u64;
+        let count = 100 + self.now_ms().saturating_sub(self.clock.began_ms()) / 50;
         let mut out = String::from(
             "# HELP etcd_server_is_leader Whether or not this member is a leader. 1 if is, 0 otherwise.\n\
              # TYPE etcd_server_is_leader gauge\n",

@@ -196,6 +196,7 @@ fn starving_etcd() -> live::EtcdPane {
             wal_fsync_p99_ms: Some(p99),
             wal_fsync_count: Some(10_000),
             leader_changes: Some(1),
+            wal_fsync_buckets: Vec::new(),
         })
     };
     live::etcd(

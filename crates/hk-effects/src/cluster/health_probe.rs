@@ -206,7 +206,7 @@ pub async fn wait_healthy(
     let stable = scaled(Duration::from_secs(gate.stable_for_s), time_scale);
     let soak = scaled(Duration::from_secs(gate.soak_s), time_scale);
     let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    let mut watch = GateWatch::new(ms(stable), ms(soak));
+    let mut watch = GateWatch::new(ms(stable), ms(soak)).disrupting(&gate.after);
     let every = scaled(settings.tick.max(Duration::from_millis(200)), time_scale)
         .max(Duration::from_millis(100));
     let deadline = tokio::time::Instant::now() + timeout;
@@ -217,7 +217,11 @@ pub async fn wait_healthy(
         gate.before,
         topo.vip,
         if etcd.is_some() {
-            format!("etcd's members agreeing on one leader and caught up within {} entries, no alarm, ", hk_engine::guard::health::CATCH_UP_ENTRIES)
+            format!(
+                "etcd's members agreeing on one leader and caught up within {} entries, no alarm, {}'s WAL fsync p99 over the soak no worse than before its change, ",
+                hk_engine::guard::health::CATCH_UP_ENTRIES,
+                gate.after
+            )
         } else {
             String::new()
         },

@@ -617,6 +617,10 @@ impl EtcdProbe {
 pub struct EtcdSource {
     pub probe: Arc<EtcdProbe>,
     members: BTreeMap<String, Result<Vec<MemberSpec>, MembersError>>,
+    /// Per (environment, server): its member's WAL fsync p99 (µs) as the last look before
+    /// a change of that server saw it (the leader look and move note it), for the health
+    /// gate after the change to judge its disk against.
+    before_change: Arc<std::sync::Mutex<BTreeMap<(String, String), u64>>>,
 }
 
 impl std::fmt::Debug for EtcdSource {
@@ -636,6 +640,20 @@ impl EtcdSource {
                 .iter()
                 .map(|e| (e.name.clone(), members(repo, &e.name)))
                 .collect(),
+            before_change: Arc::default(),
+        }
+    }
+
+    /// `host`'s WAL fsync p99 (ms, as the looks give it) seen right before a step changes
+    /// it: the health gate after the change wants its disk back at or under it.
+    pub fn note_before_change(&self, env: &str, host: &str, p99_ms: f64) {
+        let us = if p99_ms.is_finite() {
+            (p99_ms * 1000.0).round() as u64
+        } else {
+            u64::MAX
+        };
+        if let Ok(mut m) = self.before_change.lock() {
+            m.insert((env.to_string(), host.to_string()), us);
         }
     }
 
@@ -674,7 +692,25 @@ impl EtcdSource {
     pub async fn read(&self, env: &str, cancel: &CancellationToken) -> Look<live::EtcdClientView> {
         let pane = self.pane(env, cancel).await;
         match pane.client {
-            Some(view) => Look::seen(view),
+            Some(mut view) => {
+                // The disks as this look scraped them, and as they were before a change.
+                view.wal_fsync = pane
+                    .members
+                    .iter()
+                    .filter_map(|m| {
+                        let b = &m.metrics.as_ref()?.wal_fsync_buckets;
+                        (!b.is_empty()).then(|| (m.host.clone(), b.clone()))
+                    })
+                    .collect();
+                if let Ok(m) = self.before_change.lock() {
+                    view.fsync_before_change_us = m
+                        .iter()
+                        .filter(|((e, _), _)| e == env)
+                        .map(|((_, h), us)| (h.clone(), *us))
+                        .collect();
+                }
+                Look::seen(view)
+            }
             None => Look::could_not(
                 pane.verdicts
                     .iter()

@@ -60,9 +60,9 @@ impl LeaderPlan {
     }
 }
 
-/// WAL fsync p99 above which a member's disk is called slow when choosing a leader: etcd's
-/// own guidance (p99 under 10 ms), the pre-flight's warning.
-pub const SLOW_DISK_MS: f64 = 10.0;
+/// WAL fsync p99 above which a member's disk is called slow (defined with the health gate,
+/// which judges a changed member's disk by it too).
+pub use crate::guard::health::SLOW_DISK_MS;
 
 /// Whether leadership must move off `host`, judged from one look: `view` (what the members
 /// answered on etcd's client API) and `fsync_p99_ms` (each server's WAL fsync p99 from its

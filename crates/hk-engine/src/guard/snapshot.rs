@@ -31,7 +31,8 @@ pub struct Source {
 /// is no learner and is caught up (within [`CATCH_UP_ENTRIES`] of the most advanced
 /// member that answered). Among them: a disk that is not slow first (the snapshot reads
 /// the whole DB); then one the run does not change (`changed`: the servers it changes, in
-/// order), else the one it changes last; then the least behind, the first name. A server
+/// order), else the one it changes last; then the first name (a lag within the catch-up
+/// distance is the looks' timing, not the member's, and would make the choice flip). A server
 /// of `servers` whose member did not answer is named among those passed over. `Err`: no
 /// member fits, and why (never a guess).
 pub fn source(
@@ -49,8 +50,8 @@ pub fn source(
         .map(|s| s.applied_index)
         .max()
         .unwrap_or_default();
-    // (slow disk, how soon the run changes it, lag, name)
-    let mut fits: Vec<(bool, usize, u64, &str)> = Vec::new();
+    // (slow disk, how soon the run changes it, name, lag)
+    let mut fits: Vec<(bool, usize, &str, u64)> = Vec::new();
     let mut passed_over: Vec<String> = servers
         .iter()
         .filter(|s| !view.member_of.contains_key(*s))
@@ -81,7 +82,7 @@ pub fn source(
             None => 0,
             Some(k) => changed.len() - k,
         };
-        fits.push((fsync > SLOW_DISK_MS, soon, lag, host.as_str()));
+        fits.push((fsync > SLOW_DISK_MS, soon, host.as_str(), lag));
     }
     fits.sort();
     let passed = if passed_over.is_empty() {
@@ -89,7 +90,7 @@ pub fn source(
     } else {
         format!("; passed over: {}", passed_over.join(", "))
     };
-    let Some(&(_, soon, lag, host)) = fits.first() else {
+    let Some(&(_, soon, host, lag)) = fits.first() else {
         return Err(format!(
             "no member can give a snapshot{}",
             if passed_over.is_empty() {

@@ -119,9 +119,57 @@ pub struct EtcdMetrics {
     pub wal_fsync_count: Option<u64>,
     /// `etcd_server_leader_changes_seen_total`.
     pub leader_changes: Option<u64>,
+    /// The WAL fsync histogram as scraped: (bucket bound in µs, `u64::MAX` for `+Inf`;
+    /// cumulative count), by bound. Cumulative since the member started: a p99 over a
+    /// window is the difference of two scrapes ([`fsync_window`]). Not serialized.
+    #[serde(skip)]
+    pub wal_fsync_buckets: Vec<(u64, u64)>,
 }
 
 impl Eq for EtcdMetrics {}
+
+/// The 99th percentile of a WAL fsync histogram (`(bound µs, cumulative count)` by bound),
+/// as the bound of the bucket it falls in, and how many fsyncs it counts. None: no fsync.
+pub fn fsync_p99_us(buckets: &[(u64, u64)]) -> Option<(u64, u64)> {
+    let total = buckets.last().map(|b| b.1)?;
+    if total == 0 {
+        return None;
+    }
+    let want = (total as f64) * 0.99;
+    buckets
+        .iter()
+        .find(|(_, cum)| *cum as f64 >= want)
+        .map(|(le, _)| (*le, total))
+}
+
+/// The fsyncs between two scrapes of one member's histogram: `after - before`, bucket by
+/// bucket. Where the buckets differ or a count went down, the member restarted between
+/// them (its histogram starts again at zero): then `after` is the window (since the
+/// restart).
+pub fn fsync_window(before: &[(u64, u64)], after: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let same = before.len() == after.len()
+        && before
+            .iter()
+            .zip(after)
+            .all(|(b, a)| b.0 == a.0 && b.1 <= a.1);
+    if !same {
+        return after.to_vec();
+    }
+    before
+        .iter()
+        .zip(after)
+        .map(|(b, a)| (a.0, a.1 - b.1))
+        .collect()
+}
+
+/// A bucket bound in µs as the operator reads it (see [`human_fsync`]).
+pub fn human_bound_us(us: u64) -> String {
+    if us == u64::MAX {
+        human_fsync(f64::INFINITY)
+    } else {
+        human_fsync(us as f64 / 1000.0)
+    }
+}
 
 /// One sample line `name{labels} value` -> (name, labels text, value).
 fn sample(line: &str) -> Option<(&str, &str, f64)> {
@@ -159,6 +207,7 @@ pub fn parse_etcd_metrics(text: &str) -> Result<EtcdMetrics, ParseError> {
         wal_fsync_p99_ms: None,
         wal_fsync_count: None,
         leader_changes: None,
+        wal_fsync_buckets: Vec::new(),
     };
     let mut buckets: Vec<(f64, f64)> = Vec::new();
     for line in text.lines().map(str::trim) {
@@ -186,6 +235,24 @@ pub fn parse_etcd_metrics(text: &str) -> Result<EtcdMetrics, ParseError> {
     }
     m.is_leader = is_leader.ok_or(ParseError::NotEtcd)?;
     buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    m.wal_fsync_buckets = buckets
+        .iter()
+        .map(|(le, cum)| {
+            let us = if le.is_finite() {
+                (le * 1_000_000.0).round() as u64
+            } else {
+                u64::MAX
+            };
+            (
+                us,
+                if cum.is_finite() && *cum >= 0.0 {
+                    *cum as u64
+                } else {
+                    0
+                },
+            )
+        })
+        .collect();
     let total = buckets.last().map(|b| b.1).unwrap_or(0.0);
     if total > 0.0 {
         let want = total * 0.99;

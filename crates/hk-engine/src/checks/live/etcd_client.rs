@@ -326,6 +326,14 @@ pub struct EtcdClientView {
     pub leader_id: Option<u64>,
     pub leader_host: Option<String>,
     pub preflight: Vec<Finding>,
+    /// Per server, its member's WAL fsync histogram as scraped with this look (see
+    /// `EtcdMetrics::wal_fsync_buckets`), where its metrics were seen. Not serialized.
+    #[serde(skip)]
+    pub wal_fsync: BTreeMap<String, Vec<(u64, u64)>>,
+    /// Per server, its member's WAL fsync p99 (µs) as seen right before this run changed
+    /// it (the leader look before its change), where one was. Not serialized.
+    #[serde(skip)]
+    pub fsync_before_change_us: BTreeMap<String, u64>,
 }
 
 impl EtcdClientView {
