@@ -26,6 +26,8 @@ fn filtered(text: &str) -> String {
         (r"\b\d+(\.\d+)? ?(ms|s)\b", "[dur]"),
         // The simulated members' raft index grows with the demo's clock.
         (r"applied index \d+", "applied index [n]"),
+        // How far a member trails, within the catch-up distance: the looks' timing.
+        (r"caught up|\b\d+ entr(y|ies) behind", "[lag]"),
     ];
     // Who took the run lock: this machine's login@host.
     let me = hk_console::cluster::lock::Claimant::this_console("", "", "").holder;

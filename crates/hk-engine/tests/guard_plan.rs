@@ -523,6 +523,29 @@ fn a_rolling_run_snapshots_etcd_once_before_its_first_server() {
     }
     run.step(&skip("snapshot taken by hand at 09:12, /srv/etcd-0912.db"))
         .expect("a reason is enough");
+    // An observe-mode run asks etcd for no snapshot: nothing it does needs one, and the
+    // stream loads a cluster an incident may already starve.
+    let mut only = p.clone();
+    only.steps = vec![hk_engine::runbook::plan::PlannedStep { n: 1, ..s.clone() }];
+    only.mutates = false;
+    let mut observe = Run::new_read_only(only).expect("run");
+    let fx = observe
+        .step(&Event::new(Timestamp(1), Input::Start))
+        .expect("starts");
+    assert!(
+        !fx.iter()
+            .any(|e| matches!(e, hk_engine::runbook::machine::Effect::Execute(_))),
+        "the snapshot was asked for: {fx:?}"
+    );
+    match observe.step_record(1).map(|r| r.state.clone()) {
+        Some(hk_engine::runbook::machine::StepState::Skipped { reason }) => {
+            assert!(
+                reason.starts_with("observe mode: no change follows it"),
+                "{reason}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
     // A one-host runbook that changes no server takes none.
     for rb in ["node-health", "vpn-egress-verify"] {
         let p = plan(&shipped(rb), &prod(), &homelab()).expect("plans");
