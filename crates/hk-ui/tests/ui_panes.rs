@@ -197,6 +197,7 @@ fn starving_etcd() -> live::EtcdPane {
             wal_fsync_count: Some(10_000),
             leader_changes: Some(1),
             wal_fsync_buckets: Vec::new(),
+            wal_fsync_window_s: None,
         })
     };
     live::etcd(

@@ -238,6 +238,10 @@ pub fn members(repo: &Repo, env: &str) -> Result<Vec<MemberSpec>, MembersError> 
 
 /// The servers' SSH side: a read-only executor (one connection per host, reused across
 /// looks) and the hosts whose connection settings could not be worked out.
+/// One member's WAL fsync histograms as scraped, oldest first: (when, (bound µs,
+/// cumulative count)).
+type FsyncScrapes = Vec<(Timestamp, Vec<(u64, u64)>)>;
+
 pub struct EtcdProbe {
     exec: Arc<Executor<ReadOnly>>,
     unreachable: BTreeMap<String, String>,
@@ -255,6 +259,10 @@ pub struct EtcdProbe {
     pub preflight: live::PreflightPolicy,
     /// Per host, its member's leader-change counter as seen over the pre-flight's window.
     leader_changes: std::sync::Mutex<BTreeMap<String, Vec<(Timestamp, u64)>>>,
+    /// Per host, its member's WAL fsync histogram as scraped over the last
+    /// `FSYNC_WINDOW_MS` (and the last scrape before it): the p99 the pane shows is over
+    /// that window, the disk now, not since the member started.
+    fsync_seen: std::sync::Mutex<BTreeMap<String, FsyncScrapes>>,
 }
 
 impl std::fmt::Debug for EtcdProbe {
@@ -296,6 +304,7 @@ impl EtcdProbe {
             silent_since: std::sync::Mutex::new(BTreeMap::new()),
             preflight: live::PreflightPolicy::default(),
             leader_changes: std::sync::Mutex::new(BTreeMap::new()),
+            fsync_seen: std::sync::Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -563,9 +572,38 @@ impl EtcdProbe {
             }
         };
         let (both, api) = tokio::join!(futures::future::join_all(looks), api);
-        let (observed, mut client): (Vec<EtcdMemberObs>, Vec<live::EtcdClientObs>) =
+        let (mut observed, mut client): (Vec<EtcdMemberObs>, Vec<live::EtcdClientObs>) =
             both.into_iter().unzip();
         let now = hk_engine::journal::now();
+        {
+            // The disk now: WAL fsync p99 over the fsyncs since a scrape at least a window
+            // old where one is kept (and enough fsyncs came), else the whole histogram.
+            let mut history = self
+                .fsync_seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for m in observed.iter_mut() {
+                let Look::Seen { value } = &mut m.metrics else {
+                    continue;
+                };
+                if value.wal_fsync_buckets.is_empty() {
+                    continue;
+                }
+                let samples = history.entry(m.host.clone()).or_default();
+                samples.push((now, value.wal_fsync_buckets.clone()));
+                let start = now.0.saturating_sub(live::FSYNC_WINDOW_MS);
+                let keep_from = samples.iter().rposition(|(t, _)| t.0 <= start).unwrap_or(0);
+                samples.drain(..keep_from);
+                let (first_at, first) = &samples[0];
+                if samples.len() < 2 || first_at.0 >= now.0 {
+                    continue;
+                }
+                if let Some(p99) = live::fsync_p99_between(first, &value.wal_fsync_buckets) {
+                    value.wal_fsync_p99_ms = Some(p99);
+                    value.wal_fsync_window_s = Some((now.0 - first_at.0).div_ceil(1000));
+                }
+            }
+        }
         {
             let mut history = self
                 .leader_changes

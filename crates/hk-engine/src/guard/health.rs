@@ -286,7 +286,7 @@ pub struct GateWatch {
 pub const SLOW_DISK_MS: f64 = 10.0;
 
 /// Fewer fsyncs than this over a soak say nothing about a disk's 99th percentile.
-pub const FSYNC_MIN_SAMPLES: u64 = 20;
+pub use crate::checks::live::FSYNC_MIN_SAMPLES;
 
 /// What a disrupted member's WAL fsync over the soak says.
 enum FsyncOverSoak {

@@ -124,6 +124,30 @@ pub struct EtcdMetrics {
     /// window is the difference of two scrapes ([`fsync_window`]). Not serialized.
     #[serde(skip)]
     pub wal_fsync_buckets: Vec<(u64, u64)>,
+    /// Where `wal_fsync_p99_ms` covers only the fsyncs of the last looks (the difference of
+    /// two scrapes, [`FSYNC_WINDOW_MS`] or a little more), how many seconds they span;
+    /// None: it is the whole histogram, since the member started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_fsync_window_s: Option<u64>,
+}
+
+/// How far back the etcd look judges a member's WAL fsyncs: the disk now, not its history
+/// (a month of quick fsyncs hides a disk that turned slow a minute ago in the cumulative
+/// histogram etcd serves).
+pub const FSYNC_WINDOW_MS: u64 = 60_000;
+
+/// Fewer fsyncs than this in a window say nothing about a disk's 99th percentile.
+pub const FSYNC_MIN_SAMPLES: u64 = 20;
+
+/// The WAL fsync p99 (ms) over the fsyncs between two scrapes, where there were at least
+/// [`FSYNC_MIN_SAMPLES`]; None: too few (the whole histogram is all there is).
+pub fn fsync_p99_between(base: &[(u64, u64)], now: &[(u64, u64)]) -> Option<f64> {
+    let (us, n) = fsync_p99_us(&fsync_window(base, now))?;
+    (n >= FSYNC_MIN_SAMPLES).then_some(if us == u64::MAX {
+        f64::INFINITY
+    } else {
+        us as f64 / 1000.0
+    })
 }
 
 impl Eq for EtcdMetrics {}
@@ -208,6 +232,7 @@ pub fn parse_etcd_metrics(text: &str) -> Result<EtcdMetrics, ParseError> {
         wal_fsync_count: None,
         leader_changes: None,
         wal_fsync_buckets: Vec::new(),
+        wal_fsync_window_s: None,
     };
     let mut buckets: Vec<(f64, f64)> = Vec::new();
     for line in text.lines().map(str::trim) {
@@ -420,7 +445,11 @@ pub fn etcd_since(
                         } else {
                             format!(" (over {} ms: the disk starves etcd)", policy.fsync_warn_ms)
                         };
-                        parts.push(format!("WAL fsync p99 {}{why}", human_fsync(p99)));
+                        let over = match value.wal_fsync_window_s {
+                            Some(w) => format!(" over the last {w} s"),
+                            None => String::new(),
+                        };
+                        parts.push(format!("WAL fsync p99 {}{over}{why}", human_fsync(p99)));
                     }
                     None => parts.push("no WAL fsync samples".to_string()),
                 }
@@ -743,6 +772,69 @@ etcd_disk_wal_fsync_duration_seconds_count 100\n";
         for bad in ["", "hello", "some avg10=x avg60=1", "other avg10=1 avg60=1"] {
             assert!(parse_psi(bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// A month of quick fsyncs, then a minute of slow ones: the cumulative histogram etcd
+    /// serves still says 2 ms; the window between two scrapes says the disk now.
+    #[test]
+    fn the_p99_between_two_scrapes_is_the_disk_now_not_its_history() {
+        let text = |fast: u64, slow: u64| {
+            let mut t = String::from("etcd_server_is_leader 0\n");
+            for (le, cum) in [
+                ("0.001", 0),
+                ("0.002", fast),
+                ("0.512", fast),
+                ("1.024", fast + slow),
+                ("+Inf", fast + slow),
+            ] {
+                t.push_str(&format!(
+                    "etcd_disk_wal_fsync_duration_seconds_bucket{{le=\"{le}\"}} {cum}\n"
+                ));
+            }
+            t
+        };
+        let month = parse_etcd_metrics(&text(5_000_000, 0)).expect("metrics");
+        let now = parse_etcd_metrics(&text(5_000_100, 1_200)).expect("metrics");
+        assert_eq!(now.wal_fsync_p99_ms, Some(2.0), "the history hides it");
+        assert_eq!(
+            now.wal_fsync_buckets.last(),
+            Some(&(u64::MAX, 5_001_300)),
+            "+Inf is the top bound"
+        );
+        assert_eq!(
+            fsync_p99_between(&month.wal_fsync_buckets, &now.wal_fsync_buckets),
+            Some(1024.0)
+        );
+        // Too few fsyncs between them: no window.
+        let idle = parse_etcd_metrics(&text(5_000_010, 0)).expect("metrics");
+        assert_eq!(
+            fsync_p99_between(&month.wal_fsync_buckets, &idle.wal_fsync_buckets),
+            None
+        );
+        // The member restarted between them: the window is since the restart.
+        let restarted = parse_etcd_metrics(&text(300, 0)).expect("metrics");
+        assert_eq!(
+            fsync_p99_between(&month.wal_fsync_buckets, &restarted.wal_fsync_buckets),
+            Some(2.0)
+        );
+        // The verdict says which it is.
+        let mut m = now.clone();
+        m.wal_fsync_p99_ms = Some(1024.0);
+        m.wal_fsync_window_s = Some(61);
+        let obs = EtcdMemberObs {
+            host: "k3s-prod-1".into(),
+            address: "192.168.2.10".into(),
+            metrics: Look::seen(m),
+            io_pressure: Look::could_not("not read"),
+        };
+        let pane = etcd("prod", &[obs], &EtcdPolicy::default());
+        assert!(
+            pane.verdicts.iter().any(|v| v.message.contains(
+                "WAL fsync p99 1.0 s over the last 61 s (over 10 ms: the disk starves etcd)"
+            )),
+            "{:#?}",
+            pane.verdicts
+        );
     }
 
     fn member(host: &str, leader: bool, p99: Option<f64>, psi: f64) -> EtcdMemberObs {
