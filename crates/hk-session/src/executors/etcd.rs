@@ -260,24 +260,8 @@ impl StepExecutor for EtcdExecutor {
                 self.lock().cancels.insert(key, cancel.clone());
                 let me = self.clone();
                 tokio::spawn(async move {
-                    let n = step.n;
-                    let (line_tx, mut line_rx) = mpsc::unbounded_channel::<String>();
-                    let forward = {
-                        let replies = replies.clone();
-                        tokio::spawn(async move {
-                            while let Some(line) = line_rx.recv().await {
-                                let reply = ExecReply::Output {
-                                    tag,
-                                    n,
-                                    attempt,
-                                    line,
-                                };
-                                if replies.send(reply).await.is_err() {
-                                    break;
-                                }
-                            }
-                        })
-                    };
+                    let (line_tx, forward) =
+                        super::OutputForward::start(&replies, (tag, step.n, attempt), |l| l);
                     let progress = move |line: String| {
                         let _ = line_tx.send(line);
                     };
@@ -285,7 +269,7 @@ impl StepExecutor for EtcdExecutor {
                         .run(&step, attempt, &env, &start, &cancel, &progress)
                         .await;
                     drop(progress);
-                    let _ = tokio::time::timeout(Duration::from_secs(5), forward).await;
+                    forward.finish().await;
                     {
                         let mut st = me.lock();
                         st.cancels.remove(&key);

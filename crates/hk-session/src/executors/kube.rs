@@ -220,23 +220,7 @@ impl KubeExecutor {
             });
         }
         // Progress lines go out in order, all of them before the outcome.
-        let (line_tx, mut line_rx) = mpsc::unbounded_channel::<String>();
-        let forward = {
-            let replies = replies.clone();
-            tokio::spawn(async move {
-                while let Some(line) = line_rx.recv().await {
-                    let reply = ExecReply::Output {
-                        tag,
-                        n,
-                        attempt,
-                        line,
-                    };
-                    if replies.send(reply).await.is_err() {
-                        break;
-                    }
-                }
-            })
-        };
+        let (line_tx, forward) = super::OutputForward::start(replies, (tag, n, attempt), |l| l);
         let progress = move |line: String| {
             let _ = line_tx.send(line);
         };
@@ -327,7 +311,7 @@ impl KubeExecutor {
             }
         };
         drop(progress);
-        let _ = tokio::time::timeout(Duration::from_secs(5), forward).await;
+        forward.finish().await;
         Ok(input)
     }
 

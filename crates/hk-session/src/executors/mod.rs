@@ -37,6 +37,45 @@ pub use real::RealExecutor;
 pub use waits::WaitExecutor;
 
 /// The step kinds `hk_effects::exec` runs (probe steps are run by [`ProbeExecutor`]).
+/// A step's output lines on their way to the session: `T` handed to the sender as the work
+/// prints it, each sent on as an [`ExecReply::Output`] of step `n`'s `attempt`, in order.
+/// Before the step's outcome goes out, [`OutputForward::finish`] (the sender dropped) lets
+/// the last lines through first. Shared by the executors whose work prints as it runs.
+pub(crate) struct OutputForward {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl OutputForward {
+    pub(crate) fn start<T: Send + 'static>(
+        replies: &tokio::sync::mpsc::Sender<super::exec::ExecReply>,
+        (tag, n, attempt): (RunTag, usize, u32),
+        text: fn(T) -> String,
+    ) -> (tokio::sync::mpsc::UnboundedSender<T>, Self) {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<T>();
+        let replies = replies.clone();
+        let task = tokio::spawn(async move {
+            while let Some(l) = rx.recv().await {
+                let reply = super::exec::ExecReply::Output {
+                    tag,
+                    n,
+                    attempt,
+                    line: text(l),
+                };
+                if replies.send(reply).await.is_err() {
+                    break;
+                }
+            }
+        });
+        (tx, OutputForward { task })
+    }
+
+    /// Waits (up to 5 s) for every line sent so far to reach the session; the sender must
+    /// be dropped first.
+    pub(crate) async fn finish(self) {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.task).await;
+    }
+}
+
 pub const KINDS: [StepKind; 3] = [StepKind::ListHosts, StepKind::Ansible, StepKind::Ssh];
 
 /// One attempt of one step of one run: what an adapter keeps its cancel token and its

@@ -140,23 +140,8 @@ impl RealExecutor {
                 return;
             }
         };
-        let (sink_tx, mut sink_rx) = mpsc::unbounded_channel::<exec::OutputLine>();
-        let forward = {
-            let replies = replies.clone();
-            tokio::spawn(async move {
-                while let Some(l) = sink_rx.recv().await {
-                    let reply = ExecReply::Output {
-                        tag,
-                        n,
-                        attempt,
-                        line: l.text,
-                    };
-                    if replies.send(reply).await.is_err() {
-                        break;
-                    }
-                }
-            })
-        };
+        let (sink_tx, forward) =
+            super::OutputForward::start(&replies, (tag, n, attempt), |l: exec::OutputLine| l.text);
         // Each local process's pid and start time go to the journal as it starts.
         let (spawn_tx, mut spawn_rx) = mpsc::unbounded_channel::<exec::ChildId>();
         let spawned = {
@@ -209,7 +194,7 @@ impl RealExecutor {
         drop(opts);
         // Every output line is delivered before the outcome, so the diff a gate shows is
         // whole; bounded, in case a sender clone outlives the run somewhere below.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), forward).await;
+        forward.finish().await;
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), spawned).await;
         if let Some((w, vip)) = watch {
             // The step's last output line: how long its environment's VIP did not answer,
